@@ -1,0 +1,131 @@
+"""Wine and mingw for the tests: the only contact with a real Windows loader on this machine.
+
+Locally a test that needs them skips with the reason; in CI (CI=true) a missing tool
+is a failure, because .ci/run installs both.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
+WINESERVER_CANDIDATES = ("/usr/lib/wine/wineserver64", "wineserver64", "wineserver")
+CC64 = "x86_64-w64-mingw32-gcc"
+CC32 = "i686-w64-mingw32-gcc"
+CACHE = Path(os.environ.get("DLLTRACE_TEST_CACHE", Path.home() / ".cache" / "dlltrace-tests"))
+PREFIX = Path(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / "wineprefix"))
+
+
+def _which(cands) -> str | None:
+    for c in cands:
+        p = c if os.path.isabs(c) and os.access(c, os.X_OK) else shutil.which(c)
+        if p:
+            return p
+    return None
+
+
+def wine_binary() -> str | None:
+    return _which(WINE_CANDIDATES)
+
+
+def wineserver_binary() -> str | None:
+    return _which(WINESERVER_CANDIDATES)
+
+
+def require(*tools: str) -> None:
+    """Skip (locally) or fail (CI) when a tool is missing. tools: "wine", "mingw64", "mingw32"."""
+    missing = []
+    for t in tools:
+        if t == "wine" and not wine_binary():
+            missing.append("wine64 (apt-get install wine64)")
+        elif t == "mingw64" and not shutil.which(CC64):
+            missing.append(f"{CC64} (apt-get install gcc-mingw-w64-x86-64)")
+        elif t == "mingw32" and not shutil.which(CC32):
+            missing.append(f"{CC32} (apt-get install gcc-mingw-w64-i686-win32)")
+    if missing:
+        msg = "needs " + ", ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(msg + " -- CI must install it (.ci/run)")
+        pytest.skip(msg)
+
+
+def wine_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        WINEPREFIX=str(PREFIX),
+        WINEDLLOVERRIDES="mscoree,mshtml=",
+        WINEDEBUG=extra.pop("WINEDEBUG", "-all"),
+    )
+    env.pop("DISPLAY", None)
+    env.update(extra)
+    return env
+
+
+_prefix_ready = False
+
+
+def ensure_prefix() -> Path:
+    """A ready Wine prefix with a persistent wineserver (so piped wine calls return at once)."""
+    global _prefix_ready
+    if _prefix_ready:
+        return PREFIX
+    PREFIX.parent.mkdir(parents=True, exist_ok=True)
+    env = wine_env()
+    # A persistent server, detached from our pipes (LOADER.md §7); a second -p while one runs is harmless.
+    subprocess.Popen([wineserver_binary(), "-p"], env=env, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    if not (PREFIX / "system.reg").exists():
+        subprocess.run([wine_binary(), "wineboot", "-i"], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False,
+                       start_new_session=True)
+    _prefix_ready = True
+    return PREFIX
+
+
+def drive_c() -> Path:
+    return ensure_prefix() / "drive_c"
+
+
+def to_windows(path: Path | str) -> str:
+    """A Linux path inside the prefix's drive_c as C:\\...; anything else through Z:."""
+    p = Path(path).resolve()
+    dc = (PREFIX / "drive_c").resolve()
+    try:
+        rel = p.relative_to(dc)
+        return "C:\\" + str(rel).replace("/", "\\") if str(rel) != "." else "C:\\"
+    except ValueError:
+        return "Z:" + str(p).replace("/", "\\")
+
+
+def run_wine(args: list[str], *, cwd: str | Path | None = None, timeout: float = 120,
+             winedebug: str = "-all", extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a Windows program; output goes through files, not pipes: Wine's service processes
+    (winedevice.exe) inherit handles and would keep a pipe open after the program exits."""
+    ensure_prefix()
+    env = wine_env(WINEDEBUG=winedebug, **(extra_env or {}))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run([wine_binary(), *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=out, stderr=err, timeout=timeout)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(r.args, r.returncode, out.read(), err.read())
+
+
+def mingw_compile(sources: list[Path | str], out: Path | str, *, dll: bool = False, bits: int = 64,
+                  extra: list[str] | None = None) -> Path:
+    """Compile with mingw; raises with the compiler's message on failure."""
+    cc = CC64 if bits == 64 else CC32
+    cmd = [cc, "-O1", "-s", *[str(s) for s in sources], "-o", str(out)]
+    if dll:
+        cmd.insert(1, "-shared")
+    cmd += extra or []
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    return Path(out)

@@ -1,0 +1,3 @@
+from dlltrace.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""The `dlltrace` command: one module per subcommand, this file only dispatches.
+
+    dlltrace simulate SCENARIO [--json]
+    dlltrace run [-o FILE] [--wine] -- CMD ...
+    dlltrace report TRACE [--json | --markdown] [--redact] [--all]
+    dlltrace CMD ...            (shorthand for `dlltrace run -- CMD ...`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dlltrace import __version__
+from dlltrace.errors import EXIT_USAGE, DlltraceError
+
+# subcommand -> module under dlltrace that has add_arguments(parser) and main(args) -> int
+SUBCOMMANDS = {
+    "simulate": ("simulate", "replay a scenario file through the simulated Windows loader"),
+    "run": ("run", "run a command with every DLL load traced"),
+    "report": ("report", "explain the failed loads of a trace file"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dlltrace",
+        description="Find out exactly why a Windows DLL failed to load.",
+        epilog="Shorthand: `dlltrace CMD ...` is `dlltrace run -- CMD ...`.",
+    )
+    parser.add_argument("--version", action="version", version=f"dlltrace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        try:
+            importlib.import_module(f"dlltrace.{module}").add_arguments(p)
+        except ModuleNotFoundError as e:  # a subcommand still being built
+            if e.name != f"dlltrace.{module}":
+                raise
+            p.set_defaults(_missing=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `dlltrace python -c "import torch"`: anything that is not a subcommand or an option is a command to run.
+    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        argv = ["run", "--", *argv]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if getattr(args, "_missing", False):
+        print(f"dlltrace: `{args.command}` is not available in this build", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return importlib.import_module(f"dlltrace.{args._module}").main(args)
+    except DlltraceError as e:
+        print(f"dlltrace: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("dlltrace: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

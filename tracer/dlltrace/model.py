@@ -1,0 +1,218 @@
+"""Typed facts and results shared by the simulator, the worlds and the reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+# --- LoadLibraryExW flags (LOADER.md §2, §3) -------------------------------------------
+DONT_RESOLVE_DLL_REFERENCES = 0x1
+LOAD_LIBRARY_AS_DATAFILE = 0x2
+LOAD_WITH_ALTERED_SEARCH_PATH = 0x8
+LOAD_IGNORE_CODE_AUTHZ_LEVEL = 0x10
+LOAD_LIBRARY_AS_IMAGE_RESOURCE = 0x20
+LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE = 0x40
+LOAD_LIBRARY_REQUIRE_SIGNED_TARGET = 0x80
+SEARCH_DLL_LOAD_DIR = 0x100
+SEARCH_APPLICATION_DIR = 0x200
+SEARCH_USER_DIRS = 0x400
+SEARCH_SYSTEM32 = 0x800
+SEARCH_DEFAULT_DIRS = 0x1000
+SEARCH_SAFE_CURRENT_DIRS = 0x2000
+SEARCH_SYSTEM32_NO_FORWARDER = 0x4000
+SEARCH_MASK = 0x1F00  # the LOAD_LIBRARY_SEARCH_* flags this model knows
+
+FLAG_NAMES = {
+    DONT_RESOLVE_DLL_REFERENCES: "DONT_RESOLVE_DLL_REFERENCES",
+    LOAD_LIBRARY_AS_DATAFILE: "AS_DATAFILE",
+    LOAD_WITH_ALTERED_SEARCH_PATH: "ALTERED_SEARCH_PATH",
+    LOAD_IGNORE_CODE_AUTHZ_LEVEL: "IGNORE_CODE_AUTHZ_LEVEL",
+    LOAD_LIBRARY_AS_IMAGE_RESOURCE: "AS_IMAGE_RESOURCE",
+    LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE: "AS_DATAFILE_EXCLUSIVE",
+    LOAD_LIBRARY_REQUIRE_SIGNED_TARGET: "REQUIRE_SIGNED_TARGET",
+    SEARCH_DLL_LOAD_DIR: "DLL_LOAD_DIR",
+    SEARCH_APPLICATION_DIR: "APPLICATION_DIR",
+    SEARCH_USER_DIRS: "USER_DIRS",
+    SEARCH_SYSTEM32: "SYSTEM32",
+    SEARCH_DEFAULT_DIRS: "DEFAULT_DIRS",
+    SEARCH_SAFE_CURRENT_DIRS: "SAFE_CURRENT_DIRS",
+    SEARCH_SYSTEM32_NO_FORWARDER: "SYSTEM32_NO_FORWARDER",
+}
+KNOWN_FLAGS = sum(FLAG_NAMES)
+
+
+def flags_text(flags: int) -> str:
+    """`0x1100` -> `DLL_LOAD_DIR | DEFAULT_DIRS`; 0 -> `none (standard order)`."""
+    if not flags:
+        return "none (standard order)"
+    names = [n for bit, n in sorted(FLAG_NAMES.items()) if flags & bit]
+    rest = flags & ~KNOWN_FLAGS
+    if rest:
+        names.append(hex(rest))
+    return " | ".join(names)
+
+
+# --- Win32 errors (LOADER.md §5) ----------------------------------------------------------
+ERROR_SUCCESS = 0
+ERROR_FILE_NOT_FOUND = 2
+ERROR_PATH_NOT_FOUND = 3
+ERROR_ACCESS_DENIED = 5
+ERROR_INVALID_PARAMETER = 87
+ERROR_MOD_NOT_FOUND = 126
+ERROR_PROC_NOT_FOUND = 127
+ERROR_INVALID_ORDINAL = 182
+ERROR_BAD_EXE_FORMAT = 193
+ERROR_DLL_INIT_FAILED = 1114
+
+ERROR_TEXT = {
+    0: "The operation completed successfully.",
+    2: "The system cannot find the file specified.",
+    3: "The system cannot find the path specified.",
+    5: "Access is denied.",
+    87: "The parameter is incorrect.",
+    126: "The specified module could not be found.",
+    127: "The specified procedure could not be found.",
+    182: "The operating system cannot run %1.",
+    193: "%1 is not a valid Win32 application.",
+    1114: "A dynamic link library (DLL) initialization routine failed.",
+}
+
+# Leaf causes (the `cause` field of the JSON output) and the Win32 error each gives.
+CAUSE_ERROR = {
+    "not_found": ERROR_MOD_NOT_FOUND,
+    "apiset_no_host": ERROR_MOD_NOT_FOUND,
+    "missing_export": ERROR_PROC_NOT_FOUND,
+    "missing_ordinal": ERROR_INVALID_ORDINAL,
+    "bad_machine": ERROR_BAD_EXE_FORMAT,
+    "not_pe": ERROR_BAD_EXE_FORMAT,
+    "init_failed": ERROR_DLL_INIT_FAILED,
+    "invalid_parameter": ERROR_INVALID_PARAMETER,
+    "access_denied": ERROR_ACCESS_DENIED,
+}
+
+MACHINES = ("x64", "x86", "arm64", "arm")
+
+
+# --- PE facts --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Import:
+    """What one module imports from one DLL."""
+
+    dll: str
+    names: tuple[str, ...] = ()
+    ordinals: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PEFacts:
+    """The facts about a PE file that decide how it loads."""
+
+    machine: str  # one of MACHINES, or "unknown:0x…"
+    is_dll: bool = True
+    imports: tuple[Import, ...] = ()
+    delay_imports: tuple[Import, ...] = ()
+    exports: frozenset[str] = frozenset()
+    export_ordinals: frozenset[int] = frozenset()
+    forwarders: Mapping[str, str] = field(default_factory=dict)  # export name -> "target.func" / "target.#7"
+    dependent_load_flags: int = 0
+    file_version: Optional[str] = None  # "14.36.32532.0"
+
+
+@dataclass(frozen=True)
+class PEError:
+    """Why a file is not a loadable PE. The loader's answer to all of these is 193."""
+
+    kind: str  # "not_pe" | "truncated" | "corrupt" | "unreadable"
+    message: str
+
+
+# --- what a world knows about one file -------------------------------------------------------
+@dataclass(frozen=True)
+class FileFacts:
+    path: str
+    pe: Optional[PEFacts] = None  # None when the file is not a PE (see error)
+    error: Optional[str] = None  # None | "not_pe" | "access_denied"
+    dllmain_fails: bool = False  # its DllMain returns FALSE (or its static init crashes)
+
+
+# --- results --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchDir:
+    """One folder of a search path and the rule that put it there."""
+
+    folder: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place the loader looked, in order, and what was there.
+
+    result: "found" | "not_there" | "wrong_machine" | "not_pe" | "access_denied"
+            | "already_loaded" | "known_dll" | "apiset"
+    """
+
+    path: str
+    rule: str
+    result: str
+    machine: Optional[str] = None
+
+
+@dataclass
+class Node:
+    """One module the loader had to find for a call: what it looked at, what it chose, its imports."""
+
+    name: str  # the name as requested (an import name, or the call's argument)
+    via: str  # "call" | "import" | "forwarder" | "apiset"
+    path: Optional[str] = None  # the file chosen, when one was
+    how: str = ""  # the rule that satisfied it ("AddDllDirectory #1", "already loaded", "KnownDLLs", ...)
+    candidates: list[Candidate] = field(default_factory=list)
+    children: list["Node"] = field(default_factory=list)
+    error: int = 0
+    cause: Optional[str] = None  # a leaf cause (CAUSE_ERROR) when this node is where it failed
+    detail: str = ""  # e.g. the import that was missing, the machine that did not match
+    new: bool = False  # loaded by this call (False: it was already loaded)
+    search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+@dataclass(frozen=True)
+class Leaf:
+    name: str
+    cause: str
+    path: Optional[str] = None  # the module where the cause sits (for missing_export: the bound module)
+    detail: str = ""
+    parent: Optional[str] = None  # the module that needed it
+
+
+@dataclass(frozen=True)
+class Fix:
+    text: str
+    kind: str = ""  # "add_dll_directory" | "install" | "path" | "python_bitness" | ...
+
+
+@dataclass
+class CallResult:
+    """One top-level call of a scenario or a trace and what the model says it did."""
+
+    index: int
+    op: str
+    name: str = ""
+    flags: int = 0
+    origin: str = ""  # the Python action that made the call, when known
+    error: int = 0
+    tree: Optional[Node] = None
+    leaf: Optional[Leaf] = None
+    chain: list[str] = field(default_factory=list)
+    fixes: list[Fix] = field(default_factory=list)
+    found_elsewhere: list[Candidate] = field(default_factory=list)
+    probes: list[str] = field(default_factory=list)  # every file path the loader would open, in order
+    note: str = ""
+
+    @property
+    def module_path(self) -> Optional[str]:
+        return self.tree.path if self.tree is not None and self.error == 0 else None

@@ -1,0 +1,98 @@
+"""Windows path arithmetic that runs on any OS.
+
+Paths are kept as the user wrote them (for display); comparisons go through
+`key()`, which folds case and separators the way the loader does.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|[\\/]{2}[^\\/]+[\\/][^\\/]+)")
+
+
+def has_path(name: str) -> bool:
+    """A name "has a path" when it contains a separator or starts with a drive letter (LOADER.md §1)."""
+    return "\\" in name or "/" in name or bool(_DRIVE.match(name))
+
+
+def is_absolute(path: str) -> bool:
+    """Fully qualified: `C:\\x` or a UNC path `\\\\server\\share`."""
+    return bool(_ABS.match(path))
+
+
+def normalize(path: str) -> str:
+    """Backslashes, no duplicate or trailing separators, `.` and `..` resolved.
+
+    Case is preserved; use key() to compare.
+    """
+    path = path.replace("/", "\\")
+    unc = path.startswith("\\\\")
+    drive = ""
+    rest = path
+    if unc:
+        rest = path[2:]
+    elif _DRIVE.match(path):
+        drive, rest = path[:2], path[2:]
+    parts: list[str] = []
+    for part in rest.split("\\"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    if unc:
+        return "\\\\" + "\\".join(parts)
+    if drive:
+        return drive[0].upper() + ":\\" + "\\".join(parts)
+    return "\\".join(parts)
+
+
+def key(path: str) -> str:
+    """The comparison key: normalised and case-folded (the loader is case-insensitive)."""
+    return normalize(path).lower()
+
+
+def join(folder: str, name: str) -> str:
+    return normalize(folder.rstrip("\\/") + "\\" + name)
+
+
+def dirname(path: str) -> str:
+    path = normalize(path)
+    i = path.rfind("\\")
+    if i < 0:
+        return ""
+    head = path[:i]
+    if len(head) == 2 and head[1] == ":":
+        head += "\\"
+    return head
+
+
+def basename(path: str) -> str:
+    path = path.replace("/", "\\")
+    return path[path.rfind("\\") + 1:]
+
+
+def same(a: str, b: str) -> bool:
+    return key(a) == key(b)
+
+
+def is_under(path: str, folder: str) -> bool:
+    k, f = key(path), key(folder).rstrip("\\")
+    return k.startswith(f + "\\")
+
+
+def check_windows_path(path: str) -> str | None:
+    """Why `path` is not an absolute Windows path, or None if it is one."""
+    if not isinstance(path, str) or not path:
+        return "empty path"
+    if path.startswith("/"):
+        return f"{path!r} is a POSIX path, not a Windows path (write it like C:\\folder)"
+    if not is_absolute(path):
+        return f"{path!r} is not an absolute Windows path (write it like C:\\folder)"
+    if any(c in path[2:] for c in '<>"|?*') or ":" in path[2:]:
+        return f"{path!r} has characters Windows does not allow in a path"
+    return None
