@@ -1,0 +1,221 @@
+"""From a simulated (or replayed) call to a verdict: where the leaf actually is, and the fixes.
+
+Pure logic over a CallResult, the world and the process state; used by `simulate` and
+by `report`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from dlltrace import winpath
+from dlltrace.model import Candidate, CallResult, Fix, Node
+from dlltrace.rules import rule_effective_search_flags
+from dlltrace.world import ProcessState, World
+
+MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
+VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"
+
+# name pattern -> what provides the file
+_PROVIDERS: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vcomp140)\.dll$"),
+     "Install the latest Microsoft Visual C++ Redistributable ({arch}): " + VC_REDIST),
+    (re.compile(r"^libomp140\.x86_64\.dll$"),
+     "Install Visual Studio's \"MSVC v143 build tools\" component (it puts libomp140.x86_64.dll in System32), "
+     "or a torch build that does not need it"),
+    (re.compile(r"^cublas(lt)?64_(\d+)\.dll$"), "pip install nvidia-cublas-cu{cuda}"),
+    (re.compile(r"^cudart64_(\d+)\.dll$"), "pip install nvidia-cuda-runtime-cu{cuda}"),
+    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"), "pip install nvidia-cudnn-cu12 (cuDNN {cudnn}), or the cuDNN {cudnn} zip from NVIDIA"),
+    (re.compile(r"^cufft(w)?64_(\d+)\.dll$"), "pip install nvidia-cufft-cu12"),
+    (re.compile(r"^curand64_(\d+)\.dll$"), "pip install nvidia-curand-cu12"),
+    (re.compile(r"^cusparse64_(\d+)\.dll$"), "pip install nvidia-cusparse-cu12"),
+    (re.compile(r"^cusolver(mg)?64_(\d+)\.dll$"), "pip install nvidia-cusolver-cu12"),
+    (re.compile(r"^nvrtc64_(\d+)"), "pip install nvidia-cuda-nvrtc-cu12"),
+    (re.compile(r"^nvjitlink_?\d*"), "pip install nvidia-nvjitlink-cu12"),
+    (re.compile(r"^(mkl_[a-z0-9_]+)\.(\d+\.)?dll$"), "pip install mkl (it puts the MKL DLLs in <prefix>\\Library\\bin)"),
+    (re.compile(r"^libiomp5md\.dll$"), "pip install intel-openmp"),
+]
+
+
+def version_tuple(v: Optional[str]) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (v or "").split("."))
+    except ValueError:
+        return ()
+
+
+def leaf_node(tree: Optional[Node]) -> Optional[Node]:
+    node = tree
+    while node is not None:
+        if node.cause:
+            return node
+        node = next((c for c in node.children if c.error), None)
+    return None
+
+
+def parent_of(tree: Node, target: Node) -> Optional[Node]:
+    for n in tree.walk():
+        if any(c is target for c in n.children):
+            return n
+    return None
+
+
+def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
+    """Whether the call searched with LOAD_LIBRARY_SEARCH_* flags (its own or the process default)."""
+    return bool(rule_effective_search_flags(res.flags, process))
+
+
+def where_is(folder: str, process: ProcessState) -> str:
+    """Say how a folder relates to the process's search state ("on PATH (entry 4)")."""
+    for i, p in enumerate(process.path, 1):
+        if winpath.same(p, folder):
+            return f"on PATH (entry {i})"
+    if winpath.same(folder, process.cwd):
+        return "the current folder"
+    return "in no folder the loader searches"
+
+
+def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list[Candidate]:
+    """Every copy of the leaf the world knows, outside the folders this call already tried."""
+    leaf = leaf_node(res.tree)
+    if leaf is None or leaf.cause not in ("not_found", "bad_machine", "missing_export", "missing_ordinal"):
+        return []
+    tried = {winpath.key(c.path) for c in leaf.candidates}
+    out = []
+    for path in world.files_named(winpath.basename(leaf.name)):
+        if winpath.key(path) in tried and leaf.cause in ("not_found", "bad_machine"):
+            continue
+        if leaf.path and winpath.same(path, leaf.path):
+            continue
+        facts = world.file(path)
+        machine = facts.pe.machine if facts and facts.pe else None
+        where = where_is(winpath.dirname(path), process)
+        if where.startswith("on PATH") and uses_search_flags(res, process):
+            where += ", which this load does not search"
+        out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine))
+    out.sort(key=lambda c: (c.result != "found", c.path.lower()))
+    return out
+
+
+def _before(res: CallResult) -> str:
+    o = res.origin
+    if o.startswith("import "):
+        return f"before `{o.split(' (')[0]}`"
+    if o.startswith("ctypes.CDLL"):
+        return f"before `{o}`"
+    return "before the load"
+
+
+def provider_fix(name: str, process: ProcessState) -> Optional[Fix]:
+    n = name.lower()
+    arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
+    for pat, text in _PROVIDERS:
+        m = pat.match(n)
+        if m:
+            digits = re.findall(r"\d+", n)
+            cuda = digits[-1] if digits and digits[-1] in ("11", "12", "13") else "12"
+            cudnn = digits[-1] if digits else ""
+            return Fix(text.format(arch=arch, cuda=cuda, cudnn=cudnn), "install")
+    return None
+
+
+def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+    leaf = leaf_node(res.tree)
+    if leaf is None:
+        return []
+    name = winpath.basename(leaf.name)
+    fixes: list[Fix] = []
+    elsewhere = res.found_elsewhere
+    good = [c for c in elsewhere if c.result == "found"]
+    cause = leaf.cause
+    if cause == "not_found":
+        for c in good[:2]:
+            folder = winpath.dirname(c.path)
+            fixes.append(Fix(f'{_before(res).capitalize()}:  os.add_dll_directory(r"{folder}")', "add_dll_directory"))
+        if good and not uses_search_flags(res, process):
+            fixes.append(Fix(f"Or put {winpath.dirname(good[0].path)} on PATH (this load searches PATH)", "path"))
+        p = provider_fix(name, process)
+        if p:
+            fixes.append(p)
+        if not fixes:
+            fixes.append(Fix(f"Find the package that ships {name} and install it, then add its folder with os.add_dll_directory", "install"))
+    elif cause == "bad_machine":
+        machines = sorted({c.machine for c in leaf.candidates if c.machine})
+        for c in good[:1]:
+            fixes.append(Fix(f'A {process.machine} copy is at {c.path}: {_before(res)}  os.add_dll_directory(r"{winpath.dirname(c.path)}")', "add_dll_directory"))
+        other = machines[0] if machines else "x64"
+        if process.machine == "x86" and other == "x64":
+            fixes.append(Fix("Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)", "python_bitness"))
+        else:
+            fixes.append(Fix(f"Use the {process.machine} build of {name}, or a {other} Python", "python_bitness"))
+    elif cause == "not_pe":
+        fixes.append(Fix(f"{leaf.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it", "reinstall"))
+    elif cause in ("missing_export", "missing_ordinal"):
+        what = leaf.detail.split(";")[0]
+        bound = leaf.path or name
+        if leaf.how.startswith("already loaded") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
+            for c in good[:1]:
+                fixes.append(Fix(f"{name} was already loaded from {bound}, which lacks {what}; the matching copy is {c.path}: "
+                                 f"load it first (before whatever loads {bound}), or update or remove the old copy", "shadowing"))
+            if not good:
+                fixes.append(Fix(f"{name} was already loaded from {bound}, which lacks {what}: find what loads that copy first and update it", "shadowing"))
+        else:
+            for c in good[:1]:
+                fixes.append(Fix(f'The copy at {bound} lacks {what}; a matching copy is at {c.path}: {_before(res)}  os.add_dll_directory(r"{winpath.dirname(c.path)}") '
+                                 f"and make sure it is searched before {winpath.dirname(bound)}", "add_dll_directory"))
+            if not good:
+                fixes.append(Fix(f"{bound} is a different version from the one {res.chain[-2] if len(res.chain) > 1 else 'the caller'} was built against: install matching versions", "install"))
+    elif cause == "init_failed":
+        fixes.extend(msvc_runtime_fixes(res, world, process))
+        fixes.append(Fix(f"Every dependency of {name} resolved; its initialisation (DllMain) failed. Common causes: an old MSVC runtime "
+                         "loaded first, a CPU without AVX for builds that need it, or a missing GPU driver", "init"))
+    elif cause == "apiset_no_host":
+        fixes.append(Fix(f"{name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, for api-ms-win-crt-*)", "install"))
+    elif cause == "invalid_parameter":
+        if "0x100" in leaf.detail:
+            fixes.append(Fix("Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR", "call"))
+        else:
+            fixes.append(Fix("Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags", "call"))
+    elif cause == "access_denied":
+        fixes.append(Fix(f"Access to {leaf.path} was denied: check its permissions, or whether antivirus software blocks it", "permissions"))
+    return fixes
+
+
+def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+    """The MSVC-runtime check for 1114: the msvcp140.dll / vcruntime140.dll the call bound to,
+    with their file versions, against what current builds need."""
+    out = []
+    for rt in ("msvcp140.dll", "vcruntime140.dll"):
+        path = None
+        for n in (res.tree.walk() if res.tree else ()):
+            if winpath.basename(n.name).lower() == rt and n.path:
+                path = n.path
+                break
+        if path is None:
+            m = process.find_loaded_by_name(rt)
+            path = m.path if m else None
+        if path is None:
+            continue
+        facts = world.file(path)
+        ver = facts.pe.file_version if facts and facts.pe else None
+        if ver and version_tuple(ver)[:2] < MSVC_MIN:
+            arch = "x86" if process.machine == "x86" else "x64"
+            out.append(Fix(f"{rt} in use is {path} version {ver}, older than {MSVC_MIN[0]}.{MSVC_MIN[1]}: install the latest "
+                           f"Visual C++ Redistributable ({arch}, {VC_REDIST.format(arch=arch)}), or find the package that "
+                           f"ships that old copy and load torch before it", "vc_redist"))
+    return out
+
+
+def not_searched_note(res: CallResult, process: ProcessState) -> str:
+    if uses_search_flags(res, process):
+        return "PATH and the current folder are not searched with these flags."
+    return ""
+
+
+def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
+    """Fill found_elsewhere and fixes of a failed load (in place) and return it."""
+    if res.error and res.tree is not None:
+        res.found_elsewhere = find_elsewhere(res, world, process)
+        res.fixes = fixes_for(res, world, process)
+    return res

@@ -1,0 +1,156 @@
+"""Results as JSON (versioned, documented in docs/json-output.md) and as text."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from dlltrace import winpath
+from dlltrace.explain import leaf_node, not_searched_note
+from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
+from dlltrace.world import ProcessState
+
+JSON_VERSION = 1
+LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
+
+
+def candidate_dict(c: Candidate) -> dict[str, Any]:
+    d = {"path": c.path, "rule": c.rule, "result": c.result}
+    if c.machine:
+        d["machine"] = c.machine
+    return d
+
+
+def node_dict(n: Node) -> dict[str, Any]:
+    return {
+        "name": n.name, "via": n.via, "path": n.path, "how": n.how, "error": n.error, "cause": n.cause,
+        "detail": n.detail, "new": n.new, "candidates": [candidate_dict(c) for c in n.candidates],
+        "children": [node_dict(c) for c in n.children],
+    }
+
+
+def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
+    d: dict[str, Any] = {"index": r.index, "op": r.op, "name": r.name, "error": r.error,
+                         "error_text": ERROR_TEXT.get(r.error, "")}
+    if r.op not in LOAD_OPS:
+        if r.note:
+            d["note"] = r.note
+        return d
+    leaf = leaf_node(r.tree)
+    d.update({
+        "flags": r.flags,
+        "flags_text": flags_text(r.flags),
+        "origin": r.origin,
+        "module": r.module_path,
+        "leaf": None if r.leaf is None else {
+            "name": r.leaf.name, "cause": r.leaf.cause, "path": r.leaf.path, "detail": r.leaf.detail,
+            "parent": r.leaf.parent},
+        "chain": list(r.chain),
+        "candidates": [candidate_dict(c) for c in (leaf.candidates if leaf else [])],
+        "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],
+        "not_searched": not_searched or None,
+        "found_elsewhere": [candidate_dict(c) for c in r.found_elsewhere],
+        "fixes": [{"text": f.text, "kind": f.kind} for f in r.fixes],
+        "probes": list(r.probes),
+        "tree": node_dict(r.tree) if r.tree else None,
+    })
+    if r.note:
+        d["note"] = r.note
+    return d
+
+
+def results_dict(results: list[CallResult], *, kind: str, source: str, description: str = "",
+                 notes: Optional[dict[int, str]] = None) -> dict[str, Any]:
+    notes = notes or {}
+    calls = [call_dict(r, notes.get(r.index, "")) for r in results]
+    loads = [c for c in calls if c["op"] in LOAD_OPS]
+    failed = [c for c in loads if c["error"]]
+    return {
+        "format": f"dlltrace-{kind}",
+        "version": JSON_VERSION,
+        "source": source,
+        "description": description,
+        "error": failed[0]["error"] if failed else 0,
+        "failed": [c["index"] for c in failed],
+        "calls": calls,
+    }
+
+
+# --- text ----------------------------------------------------------------------------------------
+def _short(path: Optional[str], keep: int = 3) -> str:
+    if not path:
+        return ""
+    parts = winpath.normalize(path).split("\\")
+    return path if len(parts) <= keep + 1 else "…\\" + "\\".join(parts[-keep:])
+
+
+def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
+    mark = "" if top else ("└─ " if last else "├─ ")
+    if node.cause:
+        what = {"not_found": "✗ not found", "bad_machine": "✗ wrong machine", "not_pe": "✗ not a PE",
+                "missing_export": f"✗ lacks {node.detail.split(';')[0]}", "missing_ordinal": f"✗ lacks {node.detail}",
+                "init_failed": "✗ DllMain failed", "apiset_no_host": "✗ API set with no host",
+                "invalid_parameter": f"✗ {node.detail}", "access_denied": "✗ access denied"}[node.cause]
+        right = (f"{winpath.dirname(node.path)}  " if node.path and node.cause not in ("not_found",) else "") + what
+    else:
+        right = f"{winpath.dirname(node.path) if node.path else ''}  {node.how}".strip()
+    lines = [f"{prefix}{mark}{winpath.basename(node.name):<28} {right}"]
+    kids = node.children
+    ext = "" if top else ("   " if last else "│  ")
+    for i, c in enumerate(kids):
+        lines.extend(tree_lines(c, prefix + ext, i == len(kids) - 1, False))
+    return lines
+
+
+def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searched: str = "") -> list[str]:
+    if r.op not in LOAD_OPS:
+        status = "ok" if r.error == 0 else f"error {r.error}"
+        return [f"{r.op}({r.name}{', ' + hex(r.flags) if r.flags else ''})  → {status}"]
+    head = f"{r.op}({r.name}, {r.flags:#x})"
+    if r.origin:
+        head = f"{r.origin}: {head}"
+    out = [f"{head}  → {r.error} {'ok' if r.error == 0 else ERROR_TEXT.get(r.error, '')}"]
+    if r.error == 0:
+        out.append(f"  loaded {r.module_path}")
+        return out
+    leaf = leaf_node(r.tree)
+    if r.leaf:
+        need = f" — it is needed by {r.leaf.parent}" if r.leaf.parent else ""
+        verdict = {
+            "not_found": f"{r.leaf.name} was not found{need}",
+            "bad_machine": f"{r.leaf.name}: only copies for another machine exist{need}",
+            "not_pe": f"{r.leaf.name} at {r.leaf.path} is not a valid PE image{need}",
+            "missing_export": f"{r.leaf.name} ({r.leaf.path}) does not export {r.leaf.detail.split(';')[0]}{need}",
+            "missing_ordinal": f"{r.leaf.name} ({r.leaf.path}) lacks {r.leaf.detail}{need}",
+            "init_failed": f"{r.leaf.name}: its DllMain failed; every dependency resolved",
+            "apiset_no_host": f"{r.leaf.name}: API set with no host on this system{need}",
+            "invalid_parameter": f"invalid parameter: {r.leaf.detail}",
+            "access_denied": f"{r.leaf.name}: access denied ({r.leaf.path}){need}",
+        }[r.leaf.cause]
+        out.append(f"  ✗ {verdict}")
+    if r.tree:
+        out.append("")
+        out.extend("    " + line for line in tree_lines(r.tree))
+    if leaf and leaf.candidates:
+        out.append("")
+        out.append(f"  Where the loader looked for {winpath.basename(leaf.name)} (flags {flags_text(r.flags)}):")
+        for i, c in enumerate(leaf.candidates, 1):
+            res = {"not_there": "not there", "found": "found", "wrong_machine": f"wrong machine ({c.machine})",
+                   "not_pe": "not a PE", "access_denied": "access denied", "already_loaded": "already loaded",
+                   "known_dll": "KnownDLLs", "apiset": "API set"}[c.result]
+            out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
+        if not_searched:
+            out.append(f"    {not_searched}")
+    if r.found_elsewhere:
+        out.append("")
+        out.append("  Found elsewhere")
+        for c in r.found_elsewhere:
+            m = f"{c.machine} · " if c.machine else ""
+            out.append(f"    {c.path}   {m}{c.rule}")
+    if r.fixes:
+        out.append("")
+        out.append("  Fix")
+        for i, f in enumerate(r.fixes, 1):
+            out.append(f"    {i}. {f.text}")
+    if r.note:
+        out.append(f"  note: {r.note}")
+    return out

@@ -1,0 +1,272 @@
+"""The loader's rules, one named function each (LOADER.md §1–§4).
+
+Each function is pure: it takes facts and returns a decision. The engine in
+simulator.py applies them in the loader's order. tests/test_rules.py has one test
+per rule, named after it. Where the sources leave a detail open, the docstring says
+which choice is modelled and why ("undocumented choice").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from dlltrace import winpath
+from dlltrace.model import (
+    LOAD_WITH_ALTERED_SEARCH_PATH,
+    SEARCH_APPLICATION_DIR,
+    SEARCH_DEFAULT_DIRS,
+    SEARCH_DLL_LOAD_DIR,
+    SEARCH_MASK,
+    SEARCH_SYSTEM32,
+    SEARCH_USER_DIRS,
+    FileFacts,
+    SearchDir,
+)
+from dlltrace.world import ProcessState, SystemInfo
+
+_APISET = re.compile(r"^(?:api|ext)-[a-z0-9-]+-l\d+-\d+-\d+$")
+
+
+# --- §1 names -----------------------------------------------------------------------------
+def rule_name_has_path(name: str) -> bool:
+    """A name has a path when it contains \\ or / or starts with a drive letter; bare names
+    go through API sets, the loaded-module list and KnownDLLs before any folder search."""
+    return winpath.has_path(name)
+
+
+def rule_default_extension(name: str) -> str:
+    """A name whose file part has no dot gets ".dll"; a trailing "." means "no extension"
+    and is dropped."""
+    base = winpath.basename(name)
+    if base.endswith("."):
+        return name[:-1]
+    if "." not in base:
+        return name + ".dll"
+    return name
+
+
+def rule_api_set(name: str, system: SystemInfo) -> Optional[tuple[str, str]]:
+    """API-set names (api-*/ext-* ending l<n>-<n>-<n>) resolve through the schema to a host
+    DLL with no file probe. Matching ignores case and the last version number.
+    Returns (contract, host) with host "" when the contract has no host, or None when the
+    name is not an API-set name."""
+    stem = winpath.basename(name).lower().removesuffix(".dll")
+    if not _APISET.match(stem):
+        return None
+    head = stem.rsplit("-", 1)[0]  # drop the last version number
+    for contract, host in system.api_sets.items():
+        if contract.rsplit("-", 1)[0] == head:
+            return contract, host
+    return stem, ""
+
+
+def rule_sxs_redirection(name: str) -> Optional[str]:
+    """SxS activation-context (manifest) redirection comes here in the order, after API
+    sets and before the loaded-module list. Not modelled yet: always None."""
+    return None
+
+
+def rule_loaded_module(name: str, process: ProcessState):
+    """Any already-loaded module with the same base name satisfies a bare name, whatever
+    folder it came from; the first loaded wins. The root of most 127s ("shadowing")."""
+    return process.find_loaded_by_name(name)
+
+
+def rule_loaded_same_file(path: str, process: ProcessState):
+    """A name with a path skips the name-based steps, but a module already loaded from the
+    same file is reused."""
+    return process.find_loaded_by_path(path)
+
+
+def rule_known_dlls(name: str, system: SystemInfo) -> Optional[str]:
+    """A bare name listed in KnownDLLs is taken from System32 with no search.
+    The Wine profile has no KnownDLLs (docs/wine-profile.md)."""
+    if system.profile == "wine":
+        return None
+    n = winpath.basename(name).lower()
+    if n in system.known_dlls:
+        return winpath.join(system.system32, n)
+    return None
+
+
+def rule_dot_local(process: ProcessState, is_dir, file) -> Optional[SearchDir]:
+    """DLL redirection: when `app.exe.local` exists the application folder (or, for a
+    `.local` folder, that folder) is searched first, even for names with a full path."""
+    local = process.exe + ".local"
+    if is_dir(local):
+        return SearchDir(local, ".local redirection folder")
+    if file(local) is not None:
+        return SearchDir(process.app_dir, ".local redirection (application folder)")
+    return None
+
+
+# --- §3 flag validity ----------------------------------------------------------------------------
+def rule_invalid_flags(name: str, flags: int) -> Optional[str]:
+    """ERROR_INVALID_PARAMETER (87): LOAD_WITH_ALTERED_SEARCH_PATH combined with any
+    LOAD_LIBRARY_SEARCH_* flag, or DLL_LOAD_DIR with a name that is not fully qualified."""
+    if flags & LOAD_WITH_ALTERED_SEARCH_PATH and flags & SEARCH_MASK:
+        return "ALTERED_SEARCH_PATH (0x8) cannot be combined with LOAD_LIBRARY_SEARCH_* flags"
+    if flags & SEARCH_DLL_LOAD_DIR and not winpath.is_absolute(name):
+        return "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path"
+    return None
+
+
+def rule_set_default_dirs_valid(flags: int) -> Optional[str]:
+    """SetDefaultDllDirectories: 0, or DLL_LOAD_DIR alone, or bits outside the SEARCH
+    flags are ERROR_INVALID_PARAMETER."""
+    if flags == 0 or flags == SEARCH_DLL_LOAD_DIR or flags & ~SEARCH_MASK:
+        return f"SetDefaultDllDirectories({flags:#x}) is not a valid combination"
+    return None
+
+
+def rule_add_dll_directory_valid(folder: str, is_dir) -> int:
+    """AddDllDirectory needs an absolute path (87) to an existing folder (2)."""
+    if not winpath.is_absolute(folder):
+        return 87
+    if not is_dir(folder):
+        return 2
+    return 0
+
+
+# --- §2/§3 the folder order -------------------------------------------------------------------------
+def rule_effective_search_flags(flags: int, process: ProcessState) -> int:
+    """Which LOAD_LIBRARY_SEARCH_* flags a call searches with: its own when it passes any;
+    else the process default from SetDefaultDllDirectories; else 0 (the standard order).
+    With ALTERED_SEARCH_PATH and a process default, the default applies (Wine's
+    LdrGetDllPath; Windows documents nothing for this case: undocumented choice)."""
+    own = flags & SEARCH_MASK
+    if own:
+        return own
+    return process.default_dirs or 0
+
+
+def rule_user_dirs_most_recent_first(process: ProcessState) -> list[SearchDir]:
+    """USER_DIRS: every AddDllDirectory folder, most recently added first (Windows says the
+    order is unspecified; Wine and conda's patched Python both behave this way), then the
+    SetDllDirectory folder."""
+    out = []
+    n = len(process.dll_directories)
+    for i, (folder, label) in enumerate(reversed(process.dll_directories)):
+        rule = f"AddDllDirectory #{n - i}" + (f" ({label})" if label else "")
+        out.append(SearchDir(folder, rule))
+    if process.dll_directory:
+        out.append(SearchDir(process.dll_directory, "SetDllDirectory"))
+    return out
+
+
+def rule_search_flags_order(search: int, process: ProcessState, system: SystemInfo,
+                            dll_path: Optional[str]) -> list[SearchDir]:
+    """LOAD_LIBRARY_SEARCH_* order: DLL_LOAD_DIR -> APPLICATION_DIR -> USER_DIRS -> SYSTEM32.
+    DEFAULT_DIRS is APPLICATION_DIR|USER_DIRS|SYSTEM32. PATH, the current folder, System
+    and Windows are never searched with these flags."""
+    if search & SEARCH_DEFAULT_DIRS:
+        search |= SEARCH_APPLICATION_DIR | SEARCH_USER_DIRS | SEARCH_SYSTEM32
+    dirs: list[SearchDir] = []
+    if search & SEARCH_DLL_LOAD_DIR and dll_path and winpath.is_absolute(dll_path):
+        dirs.append(SearchDir(winpath.dirname(dll_path), f"DLL_LOAD_DIR of {winpath.basename(dll_path)}"))
+    if search & SEARCH_APPLICATION_DIR:
+        dirs.append(SearchDir(process.app_dir, "APPLICATION_DIR"))
+    if search & SEARCH_USER_DIRS:
+        dirs.extend(rule_user_dirs_most_recent_first(process))
+    if search & SEARCH_SYSTEM32:
+        dirs.append(SearchDir(system.system32, "SYSTEM32"))
+    return dirs
+
+
+def rule_path_entries(process: ProcessState) -> list[SearchDir]:
+    """Each PATH entry, in order (empty entries skipped), named PATH[n] from 1."""
+    return [SearchDir(p, f"PATH[{i}]") for i, p in enumerate(process.path, 1) if p.strip()]
+
+
+def rule_standard_order(process: ProcessState, system: SystemInfo,
+                        altered_dll: Optional[str] = None) -> list[SearchDir]:
+    """The standard order: application folder, System32, System, Windows, current folder,
+    PATH. SafeDllSearchMode=0 moves the current folder to right after the application
+    folder. SetDllDirectoryW(d) puts d after the application folder and drops the current
+    folder; SetDllDirectoryW("") drops only the current folder.
+    LOAD_WITH_ALTERED_SEARCH_PATH with an absolute path: the DLL's folder replaces the
+    application folder."""
+    if altered_dll:
+        first = SearchDir(winpath.dirname(altered_dll), f"folder of {winpath.basename(altered_dll)} (ALTERED_SEARCH_PATH)")
+    else:
+        first = SearchDir(process.app_dir, "application folder")
+    system_dirs = [
+        SearchDir(system.system32, "System32"),
+        SearchDir(system.system16, "System (16-bit)"),
+        SearchDir(system.windows, "Windows folder"),
+    ]
+    cwd = SearchDir(process.cwd, "current folder")
+    if process.dll_directory is not None:
+        middle = [SearchDir(process.dll_directory, "SetDllDirectory")] if process.dll_directory else []
+        return [first, *middle, *system_dirs, *rule_path_entries(process)]
+    if system.safe_dll_search_mode:
+        return [first, *system_dirs, cwd, *rule_path_entries(process)]
+    return [first, cwd, *system_dirs, *rule_path_entries(process)]
+
+
+def rule_search_path(name: str, flags: int, process: ProcessState, system: SystemInfo) -> list[SearchDir]:
+    """The folders searched for a call (and, by rule_dependencies_use_callers_path, for its
+    static imports)."""
+    search = rule_effective_search_flags(flags, process)
+    if search:
+        return rule_search_flags_order(search, process, system, name if winpath.is_absolute(name) else None)
+    altered = name if (flags & LOAD_WITH_ALTERED_SEARCH_PATH and winpath.is_absolute(name)) else None
+    return rule_standard_order(process, system, altered)
+
+
+def rule_dependencies_use_callers_path(top_dirs: list[SearchDir]) -> list[SearchDir]:
+    """Static imports are searched by name only, with the search path computed for the
+    top-level call; with DLL_LOAD_DIR that folder is the top-level DLL's folder at every
+    level of the tree (Wine; measured: a chain top->a->b in one folder loads with 0x100)."""
+    return top_dirs
+
+
+def rule_dependent_load_flags(facts: Optional[FileFacts]) -> int:
+    """A DLL linked with /DEPENDENTLOADFLAG has its own static imports searched as if those
+    flags were passed (0: it has none, the caller's search path applies)."""
+    if facts is None or facts.pe is None:
+        return 0
+    return facts.pe.dependent_load_flags & SEARCH_MASK
+
+
+# --- §4 candidates --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    result: str  # Candidate.result
+    stop: bool  # the search ends here (found, or an error that ends it)
+
+
+def rule_candidate(facts: Optional[FileFacts], machine: str) -> Verdict:
+    """What the loader does with one candidate file: none there -> go on; the wrong
+    machine -> skip it and go on (193 only if nothing else is found); not a PE -> stop
+    with 193; access denied -> stop with 5; otherwise take it."""
+    if facts is None:
+        return Verdict("not_there", False)
+    if facts.error == "access_denied":
+        return Verdict("access_denied", True)
+    if facts.error == "not_pe":
+        return Verdict("not_pe", True)
+    if facts.pe is not None and facts.pe.machine != machine:
+        return Verdict("wrong_machine", False)
+    return Verdict("found", True)
+
+
+def rule_forwarder_target(forward: str) -> tuple[str, str]:
+    """A forwarded export "target.func" loads target.dll by name (with the importer's
+    search path) and binds func there; "target.#7" binds ordinal 7."""
+    dll, _, func = forward.rpartition(".")
+    return rule_default_extension(dll), func
+
+
+def rule_delay_imports_not_loaded_at_load_time() -> bool:
+    """Delay-load imports are not loaded by LoadLibrary: they load at first call (failures
+    raise 0xC06D007E/0xC06D007F then), with the process default search order."""
+    return False
+
+
+def rule_missing_import_is_error(system: SystemInfo) -> bool:
+    """An import by name the bound module does not export fails the load with 127 (by
+    ordinal: 182). The Wine profile binds it to a stub and carries on."""
+    return system.profile != "wine"

@@ -1,0 +1,47 @@
+"""`dlltrace simulate SCENARIO [--json]`: run a scenario's calls through the simulated loader."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dlltrace.explain import not_searched_note
+from dlltrace.render import results_dict, text_call
+from dlltrace.scenario import load_scenario
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="a scenario file (.toml or .json; see docs/scenarios.md)")
+    p.add_argument("--json", action="store_true", help="print the documented JSON result (docs/json-output.md)")
+
+
+def simulate(path: str):
+    """Run a scenario file; returns (scenario, results, not-searched notes by call index)."""
+    scenario = load_scenario(path)
+    sim = scenario.simulator()
+    notes: dict[int, str] = {}
+    sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, sim.process)))
+    results = sim.run(scenario.calls)
+    return scenario, results, notes
+
+
+def main(args: argparse.Namespace) -> int:
+    scenario, results, notes = simulate(args.scenario)
+    if args.json:
+        doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description, notes=notes)
+        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    out = []
+    if scenario.description:
+        out.append(scenario.description)
+        out.append("")
+    failed = [r for r in results if r.error and r.tree is not None]
+    for r in results:
+        out.extend(text_call(r, not_searched=notes.get(r.index, "")))
+    out.append("")
+    loads = [r for r in results if r.tree is not None]
+    out.append(f"{len(loads)} load{'s' if len(loads) != 1 else ''} simulated, {len(failed)} failed")
+    print("\n".join(out))
+    return 0

@@ -1,0 +1,420 @@
+"""The simulated Windows loader: applies the rules of rules.py to a world and a process.
+
+    sim = Simulator(world, process)
+    results = sim.run(calls)          # one CallResult per LoadLibrary call made
+
+The result of a load is a tree of Nodes: for each module, every candidate in order with
+the rule that produced it, what was there, the module chosen and its imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from dlltrace import rules, winpath
+from dlltrace.model import (
+    CAUSE_ERROR,
+    ERROR_DLL_INIT_FAILED,
+    ERROR_INVALID_PARAMETER,
+    LOAD_WITH_ALTERED_SEARCH_PATH,
+    SEARCH_DEFAULT_DIRS,
+    SEARCH_DLL_LOAD_DIR,
+    Candidate,
+    CallResult,
+    FileFacts,
+    Import,
+    Leaf,
+    Node,
+    SearchDir,
+)
+from dlltrace.world import LoadedModule, ProcessState, World
+
+LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
+STATE_OPS = ("AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary")
+PYTHON_OPS = ("python_import", "ctypes_cdll", "os_add_dll_directory", "torch_load_dll_libraries")
+ALL_OPS = LOAD_OPS + STATE_OPS + PYTHON_OPS
+
+
+@dataclass
+class Call:
+    """One call a program makes (see docs/scenarios.md for each op's fields)."""
+
+    op: str
+    name: str = ""
+    flags: int = 0
+    path: Optional[str] = None
+    module: str = ""
+    winmode: Optional[int] = None
+    torch_lib: str = ""
+    dlls: Optional[list[str]] = None
+    extra_dirs: list[str] = field(default_factory=list)
+    label: str = ""
+
+
+class Simulator:
+    def __init__(self, world: World, process: ProcessState):
+        self.world = world
+        self.system = world.system
+        self.process = process
+        self._count = 0
+        # called with each finished LoadLibrary result while the process state is still the
+        # state of that call (explain.py uses it to say where files are relative to PATH etc.)
+        self.observers: list = []
+
+    # --- calls -------------------------------------------------------------------------
+    def run(self, calls: Iterable[Call]) -> list[CallResult]:
+        out: list[CallResult] = []
+        for call in calls:
+            out.extend(self.do(call))
+        return out
+
+    def do(self, call: Call) -> list[CallResult]:
+        op = call.op
+        if op in LOAD_OPS:
+            flags = call.flags if op.startswith("LoadLibraryEx") else 0
+            return [self.load_library(call.name, flags, op=op)]
+        if op == "AddDllDirectory" or op == "os_add_dll_directory":
+            err = self.add_dll_directory(call.path or "", call.label or ("os.add_dll_directory" if op.startswith("os") else ""))
+            return [self._state_result(op, call.path or "", err)]
+        if op == "RemoveDllDirectory":
+            return [self._state_result(op, call.path or "", self.remove_dll_directory(call.path or ""))]
+        if op == "SetDllDirectory":
+            self.process.dll_directory = winpath.normalize(call.path) if call.path else call.path
+            return [self._state_result(op, call.path if call.path is not None else "NULL", 0)]
+        if op == "SetDefaultDllDirectories":
+            why = rules.rule_set_default_dirs_valid(call.flags)
+            if not why:
+                self.process.default_dirs = call.flags
+            r = self._state_result(op, "", ERROR_INVALID_PARAMETER if why else 0)
+            r.flags, r.note = call.flags, why or ""
+            return [r]
+        if op == "FreeLibrary":
+            return [self._state_result(op, call.name, self.free_library(call.name))]
+        if op == "python_import":
+            return [self.load_library(call.path or call.name, 0x1100, origin=f"import {call.module}".strip())]
+        if op == "ctypes_cdll":
+            return [self.ctypes_cdll(call.name, call.winmode)]
+        if op == "torch_load_dll_libraries":
+            return self.torch_load_dll_libraries(call.torch_lib, call.dlls, call.extra_dirs)
+        raise ValueError(f"unknown op {op!r}")
+
+    def _state_result(self, op: str, name: str, error: int) -> CallResult:
+        self._count += 1
+        return CallResult(index=self._count - 1, op=op, name=name, error=error)
+
+    def add_dll_directory(self, folder: str, label: str = "") -> int:
+        err = rules.rule_add_dll_directory_valid(folder, self.world.is_dir)
+        if not err:
+            self.process.dll_directories.append((winpath.normalize(folder), label))
+        return err
+
+    def remove_dll_directory(self, folder: str) -> int:
+        for i, (f, _) in enumerate(self.process.dll_directories):
+            if winpath.same(f, folder):
+                del self.process.dll_directories[i]
+                return 0
+        return ERROR_INVALID_PARAMETER
+
+    def free_library(self, name: str) -> int:
+        m = (self.process.find_loaded_by_path(name) if winpath.is_absolute(name)
+             else self.process.find_loaded_by_name(rules.rule_default_extension(name)))
+        if m is None:
+            return 126
+        m.refcount -= 1
+        if m.refcount <= 0:
+            self.process.loaded.remove(m)
+        return 0
+
+    # --- Python's loads (LOADER.md §6) ---------------------------------------------------------
+    def ctypes_cdll(self, name: str, winmode: Optional[int]) -> CallResult:
+        """ctypes.CDLL: winmode None -> DEFAULT_DIRS, plus DLL_LOAD_DIR and a full path when the
+        name has a separator; an int winmode is the flags as they are."""
+        origin = f"ctypes.CDLL({name!r}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
+        if winmode is not None:
+            return self.load_library(name, winmode, origin=origin)
+        flags = SEARCH_DEFAULT_DIRS
+        if "/" in name or "\\" in name:
+            if not winpath.is_absolute(name):
+                name = winpath.join(self.process.cwd, name)
+            flags |= SEARCH_DLL_LOAD_DIR
+        return self.load_library(name, flags, origin=origin)
+
+    def torch_load_dll_libraries(self, torch_lib: str, dlls: Optional[list[str]],
+                                 extra_dirs: list[str]) -> list[CallResult]:
+        """torch/__init__.py _load_dll_libraries: add_dll_directory on torch\\lib and the other
+        folders; preload the VC++ runtime with ctypes; LoadLibraryExW(dll, 0x1100) for every
+        torch\\lib\\*.dll; on 126 put the folders in front of PATH and retry with LoadLibraryW;
+        stop at the first failure (torch raises)."""
+        origin = "import torch (_load_dll_libraries)"
+        folders = [d for d in [torch_lib, *extra_dirs] if self.world.is_dir(d)]
+        out: list[CallResult] = []
+        for d in folders:
+            out.append(self._state_result("AddDllDirectory", d, self.add_dll_directory(d, "torch")))
+        for rt in ("vcruntime140.dll", "msvcp140.dll", "vcruntime140_1.dll"):
+            r = self.ctypes_cdll(rt, None)
+            r.origin = origin + " preload"
+            out.append(r)
+            if r.error:
+                break  # torch prints a VC++ redistributable warning and goes on
+        if dlls is None:
+            names = sorted({winpath.basename(p) for p in self._files_in(torch_lib) if p.lower().endswith(".dll")},
+                           key=str.lower)
+        else:
+            names = list(dlls)
+        path_patched = False
+        for n in names:
+            full = winpath.join(torch_lib, n)
+            r = self.load_library(full, 0x1100, origin=origin)
+            out.append(r)
+            if r.error == 0:
+                continue
+            if r.error != 126:
+                break
+            if not path_patched:
+                self.process.path = [*folders, *self.process.path]
+                path_patched = True
+            r2 = self.load_library(full, 0, op="LoadLibraryW", origin=origin + " retry after adding its folders to PATH")
+            out.append(r2)
+            if r2.error:
+                break
+        return out
+
+    def _files_in(self, folder: str) -> list[str]:
+        lister = getattr(self.world, "files_in", None)
+        if lister is not None:
+            return lister(folder)
+        allf = getattr(self.world, "all_files", None)
+        if allf is None:
+            return []
+        k = winpath.key(folder)
+        return [f.path for f in allf() if winpath.key(winpath.dirname(f.path)) == k]
+
+    # --- LoadLibrary ----------------------------------------------------------------------------
+    def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:
+        self._count += 1
+        res = CallResult(index=self._count - 1, op=op, name=name, flags=flags, origin=origin)
+        why = rules.rule_invalid_flags(name, flags)
+        if why:
+            res.error = ERROR_INVALID_PARAMETER
+            res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
+                            cause="invalid_parameter", detail=why)
+            self._finish(res)
+            for observe in self.observers:
+                observe(res)
+            return res
+        req = rules.rule_default_extension(name)
+        dirs = rules.rule_search_path(req, flags, self.process, self.system)
+        if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
+            res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
+        self._new: list[LoadedModule] = []
+        self._probes: list[str] = []
+        self._origin = origin or f"{op}({name!r})"
+        tree = self._resolve(req, dirs, via="call")
+        if tree.error == 0:
+            self._initialize(tree)
+        if tree.error:
+            for m in self._new:
+                if m in self.process.loaded:
+                    self.process.loaded.remove(m)
+        elif not tree.new:
+            m = self.process.find_loaded_by_path(tree.path) if tree.path else None
+            if m is not None:
+                m.refcount += 1
+        res.tree = tree
+        res.error = tree.error
+        res.probes = self._probes
+        self._finish(res)
+        for observe in self.observers:
+            observe(res)
+        return res
+
+    def _finish(self, res: CallResult) -> None:
+        tree = res.tree
+        if tree is None or not res.error:
+            return
+        chain: list[Node] = []
+        node: Optional[Node] = tree
+        while node is not None:
+            chain.append(node)
+            if node.cause:
+                break
+            node = next((c for c in node.children if c.error), None)
+        leaf = chain[-1]
+        parent = chain[-2].name if len(chain) > 1 else None
+        res.chain = [winpath.basename(n.name) for n in chain]
+        res.leaf = Leaf(name=winpath.basename(leaf.name), cause=leaf.cause or "not_found", path=leaf.path,
+                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None)
+
+    # --- finding one module ---------------------------------------------------------------------
+    def _resolve(self, name: str, dirs: list[SearchDir], via: str) -> Node:
+        node = Node(name=name, via=via, search=tuple(dirs))
+        local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
+        if rules.rule_name_has_path(name):
+            if local is not None:
+                found = self._probe_dirs(node, winpath.basename(name), [local], final=False)
+                if found:
+                    return found
+            if winpath.is_absolute(name):
+                m = rules.rule_loaded_same_file(name, self.process)
+                if m is not None:
+                    return self._already_loaded(node, m, "already loaded from the same file")
+                return self._probe_dirs(node, winpath.basename(name), [SearchDir(winpath.dirname(name), "given path")])
+            # a relative path with a folder in it is appended to every folder of the search path
+            return self._probe_dirs(node, name, dirs)
+        api = rules.rule_api_set(name, self.system)
+        if api is not None:
+            contract, host = api
+            if not host:
+                node.error, node.cause = CAUSE_ERROR["apiset_no_host"], "apiset_no_host"
+                node.detail = f"API set {contract} has no host on this system"
+                return node
+            node.how = f"API set → {host}"
+            node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
+            child = self._resolve(rules.rule_default_extension(host), dirs, via="apiset")
+            node.children.append(child)
+            node.path, node.error = child.path, child.error
+            return node
+        if rules.rule_sxs_redirection(name):  # pragma: no cover - not modelled yet
+            pass
+        m = rules.rule_loaded_module(name, self.process)
+        if m is not None:
+            return self._already_loaded(node, m, f"already loaded from {m.path}")
+        known = rules.rule_known_dlls(name, self.system)
+        if known is not None:
+            node.path, node.how = known, "KnownDLLs"
+            node.candidates.append(Candidate(known, "KnownDLLs", "known_dll"))
+            return self._load_file(node, self.world.file(known) or FileFacts(path=known), dirs)
+        if local is not None:
+            dirs = [local, *dirs]
+        return self._probe_dirs(node, name, dirs)
+
+    def _already_loaded(self, node: Node, m: LoadedModule, how: str) -> Node:
+        node.path, node.how = m.path, how
+        node.candidates.append(Candidate(m.path, "loaded-module list", "already_loaded"))
+        node.detail = m.origin
+        return node
+
+    def _probe_dirs(self, node: Node, name: str, dirs: list[SearchDir], final: bool = True) -> Optional[Node]:
+        wrong = False
+        machine = self.process.machine
+        for d in dirs:
+            path = winpath.join(d.folder, name)
+            facts = self.world.file(path)
+            self._probes.append(path)
+            v = rules.rule_candidate(facts, machine)
+            node.candidates.append(Candidate(path, d.rule, v.result,
+                                             facts.pe.machine if facts is not None and facts.pe else None))
+            if v.result == "wrong_machine":
+                wrong = True
+            if not v.stop:
+                continue
+            if v.result == "found":
+                m = rules.rule_loaded_same_file(path, self.process)
+                if m is not None:
+                    node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
+                    node.path, node.how = m.path, d.rule
+                    return node
+                node.path, node.how = path, d.rule
+                return self._load_file(node, facts, node.search)
+            cause = "access_denied" if v.result == "access_denied" else "not_pe"
+            node.path, node.error, node.cause = path, CAUSE_ERROR[cause], cause
+            node.detail = "access denied" if cause == "access_denied" else "not a valid PE image"
+            return node
+        if not final:
+            return None
+        if wrong:
+            node.error, node.cause = CAUSE_ERROR["bad_machine"], "bad_machine"
+            node.detail = f"only copies for another machine than the process ({machine}) exist"
+        else:
+            node.error, node.cause = CAUSE_ERROR["not_found"], "not_found"
+        return node
+
+    # --- mapping a module and its imports ------------------------------------------------------------
+    def _load_file(self, node: Node, facts: FileFacts, dirs: tuple[SearchDir, ...] | list[SearchDir]) -> Node:
+        m = LoadedModule(node.path or facts.path, 1, self._origin)
+        self.process.loaded.append(m)  # listed before its imports are processed (cycles bind to it)
+        self._new.append(m)
+        node.new = True
+        if facts.pe is None:
+            return node  # a file we know nothing about (a system DLL): assume it loads
+        own = rules.rule_dependent_load_flags(facts)
+        child_dirs = list(dirs)
+        if own:
+            child_dirs = rules.rule_search_path(node.path, own, self.process, self.system)
+            node.detail = f"DependentLoadFlags {own:#x}"
+        else:
+            child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
+        for imp in facts.pe.imports:
+            child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import")
+            node.children.append(child)
+            if not child.error:
+                self._bind(child, imp, child_dirs)
+            if child.error:
+                node.error = child.error
+                return node
+        return node
+
+    def _bind(self, child: Node, imp: Import, dirs: list[SearchDir]) -> None:
+        """Bind the functions `imp` needs from the module `child` resolved to."""
+        facts = self.world.file(child.path) if child.path else None
+        if facts is None or facts.pe is None:
+            return
+        pe = facts.pe
+        strict = rules.rule_missing_import_is_error(self.system)
+        for fn in imp.names:
+            if fn in pe.forwarders:
+                target, func = rules.rule_forwarder_target(pe.forwarders[fn])
+                fwd = self._resolve(target, dirs, via="forwarder")
+                child.children.append(fwd)
+                if fwd.error:
+                    child.error = fwd.error
+                    return
+                tf = self.world.file(fwd.path) if fwd.path else None
+                if tf is not None and tf.pe is not None and not self._exports(tf.pe, func) and strict:
+                    fwd.error, fwd.cause = CAUSE_ERROR["missing_export"], "missing_export"
+                    fwd.detail = f"{func} (forwarded from {winpath.basename(child.path or '')}!{fn})"
+                    child.error = fwd.error
+                    return
+                continue
+            if fn not in pe.exports:
+                if strict:
+                    child.error, child.cause = CAUSE_ERROR["missing_export"], "missing_export"
+                    child.detail = fn + (f"; {child.how}" if child.how.startswith("already loaded") else "")
+                    return
+                child.detail = f"{fn} bound to a stub (Wine profile)"
+        for o in imp.ordinals:
+            if o not in pe.export_ordinals:
+                if strict:
+                    child.error, child.cause = CAUSE_ERROR["missing_ordinal"], "missing_ordinal"
+                    child.detail = f"ordinal {o}"
+                    return
+
+    @staticmethod
+    def _exports(pe, func: str) -> bool:
+        if func.startswith("#") and func[1:].isdigit():
+            return int(func[1:]) in pe.export_ordinals
+        return func in pe.exports or func in pe.forwarders
+
+    def _initialize(self, tree: Node) -> None:
+        """Run DllMain of every module this call loaded, imports first; one that fails makes
+        the whole call fail with 1114 (rule: init order is the reverse of dependency order)."""
+        seen: set[int] = set()
+
+        def visit(node: Node, ancestors: list[Node]) -> bool:
+            for c in node.children:
+                if visit(c, ancestors + [node]):
+                    return True
+            if not node.new or id(node) in seen or not node.path:
+                return False
+            seen.add(id(node))
+            facts = self.world.file(node.path)
+            if facts is not None and facts.dllmain_fails:
+                node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
+                node.detail = "DllMain returned FALSE (or its static initialisation failed)"
+                for a in ancestors:
+                    a.error = ERROR_DLL_INIT_FAILED
+                return True
+            return False
+
+        visit(tree, [])

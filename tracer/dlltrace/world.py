@@ -1,0 +1,177 @@
+"""Worlds: where the simulator gets its facts.
+
+The simulator asks a world whether a file exists, what a PE file imports and exports,
+whether a folder exists, and what the system looks like (system folders, KnownDLLs,
+API sets). The process state (PATH, DLL directories, loaded modules) is separate: it
+changes as calls run. Worlds: VirtualWorld (tests and scenario files), the recorded
+world (a trace file) and the live world (the real machine) all answer the same
+questions, and the simulator never knows which one it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Protocol
+
+from dlltrace import winpath
+from dlltrace.model import FileFacts
+
+# KnownDLLs of a stock Windows 10/11 x64 (HKLM\...\Session Manager\KnownDLLs), used when a
+# scenario does not list its own.
+DEFAULT_KNOWN_DLLS = (
+    "advapi32.dll", "clbcatq.dll", "combase.dll", "comdlg32.dll", "coml2.dll", "difxapi.dll",
+    "gdi32.dll", "gdiplus.dll", "imagehlp.dll", "imm32.dll", "kernel32.dll", "msctf.dll",
+    "msvcrt.dll", "normaliz.dll", "nsi.dll", "ole32.dll", "oleaut32.dll", "psapi.dll",
+    "rpcrt4.dll", "sechost.dll", "setupapi.dll", "shcore.dll", "shell32.dll", "shlwapi.dll",
+    "user32.dll", "wldap32.dll", "wow64.dll", "wow64cpu.dll", "wow64win.dll", "ws2_32.dll",
+    "ntdll.dll", "kernelbase.dll",
+)
+
+# Modules every process has loaded before its first LoadLibrary call.
+CORE_MODULES = ("ntdll.dll", "kernel32.dll", "kernelbase.dll")
+
+PROFILES = ("windows", "wine")
+
+
+@dataclass
+class SystemInfo:
+    """Machine-wide facts."""
+
+    windows: str = "C:\\Windows"
+    system32: str = ""
+    system16: str = ""
+    machine: str = "x64"
+    safe_dll_search_mode: bool = True
+    known_dlls: tuple[str, ...] = DEFAULT_KNOWN_DLLS  # lower-case base names
+    api_sets: dict[str, str] = field(default_factory=dict)  # contract (lower, no ".dll") -> host ("" = none)
+    profile: str = "windows"  # "windows" | "wine" (docs/wine-profile.md)
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        self.windows = winpath.normalize(self.windows)
+        self.system32 = winpath.normalize(self.system32 or winpath.join(self.windows, "System32"))
+        self.system16 = winpath.normalize(self.system16 or winpath.join(self.windows, "System"))
+        self.known_dlls = tuple(n.lower() for n in self.known_dlls)
+        self.api_sets = {k.lower().removesuffix(".dll"): v for k, v in self.api_sets.items()}
+
+
+@dataclass
+class LoadedModule:
+    path: str
+    refcount: int = 1
+    origin: str = ""  # the call that loaded it (for "why this copy")
+
+    @property
+    def name(self) -> str:
+        return winpath.basename(self.path).lower()
+
+
+@dataclass
+class ProcessState:
+    """The DLL-search state of one process. Calls (AddDllDirectory, loads, ...) change it."""
+
+    exe: str
+    cwd: str = ""
+    path: list[str] = field(default_factory=list)
+    dll_directory: Optional[str] = None  # SetDllDirectoryW: None = never set / NULL, "" = current folder removed
+    dll_directories: list[tuple[str, str]] = field(default_factory=list)  # AddDllDirectory (folder, label), in order added
+    default_dirs: Optional[int] = None  # SetDefaultDllDirectories
+    loaded: list[LoadedModule] = field(default_factory=list)
+    machine: str = "x64"
+    python: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.exe = winpath.normalize(self.exe)
+        self.cwd = winpath.normalize(self.cwd) if self.cwd else winpath.dirname(self.exe)
+
+    @property
+    def app_dir(self) -> str:
+        return winpath.dirname(self.exe)
+
+    def find_loaded_by_name(self, name: str) -> Optional[LoadedModule]:
+        n = winpath.basename(name).lower()
+        for m in self.loaded:
+            if m.name == n:
+                return m
+        return None
+
+    def find_loaded_by_path(self, path: str) -> Optional[LoadedModule]:
+        k = winpath.key(path)
+        for m in self.loaded:
+            if winpath.key(m.path) == k:
+                return m
+        return None
+
+    def copy(self) -> "ProcessState":
+        return ProcessState(
+            exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
+            dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
+            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.loaded],
+            machine=self.machine, python=self.python, env=dict(self.env),
+        )
+
+
+class World(Protocol):
+    """What the simulator may ask. Paths are absolute Windows paths; comparisons are case-insensitive."""
+
+    system: SystemInfo
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        """The file at `path`, or None when there is none (a folder is not a file)."""
+
+    def is_dir(self, path: str) -> bool:
+        """Whether a folder exists at `path`."""
+
+    def files_named(self, name: str) -> list[str]:
+        """Every known file with this base name, anywhere (for "found elsewhere"). May be incomplete."""
+
+
+class VirtualWorld:
+    """A world held in memory: the files of a scenario or a test."""
+
+    def __init__(self, system: SystemInfo, files: Iterable[FileFacts] = (), folders: Iterable[str] = ()):
+        self.system = system
+        self._files: dict[str, FileFacts] = {}
+        self._dirs: set[str] = set()
+        self._by_name: dict[str, list[str]] = {}
+        for d in (system.windows, system.system32, system.system16):
+            self.add_folder(d)
+        for d in folders:
+            self.add_folder(d)
+        for f in files:
+            self.add_file(f)
+
+    def add_folder(self, folder: str) -> None:
+        k = winpath.key(folder)
+        while k and k not in self._dirs:
+            self._dirs.add(k)
+            parent = winpath.dirname(k)
+            if parent == k:
+                break
+            k = parent
+
+    def add_file(self, facts: FileFacts) -> None:
+        k = winpath.key(facts.path)
+        if k not in self._files:
+            self._by_name.setdefault(winpath.basename(k), []).append(facts.path)
+        self._files[k] = facts
+        self.add_folder(winpath.dirname(facts.path))
+
+    def remove_file(self, path: str) -> None:
+        k = winpath.key(path)
+        f = self._files.pop(k, None)
+        if f is not None:
+            self._by_name[winpath.basename(k)].remove(f.path)
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        return self._files.get(winpath.key(path))
+
+    def is_dir(self, path: str) -> bool:
+        return winpath.key(path) in self._dirs
+
+    def files_named(self, name: str) -> list[str]:
+        return list(self._by_name.get(name.lower(), ()))
+
+    def all_files(self) -> list[FileFacts]:
+        return list(self._files.values())
