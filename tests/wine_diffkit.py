@@ -1,0 +1,305 @@
+"""Machinery of the Wine differential test (tests/test_wine_diff.py).
+
+- build_pool(): the fixture DLLs of fixtures/wine/ and the loadhost.exe host, compiled once
+  and cached under the test cache dir by a hash of their sources and compilers.
+- patch_names(): per-case unique DLL names, by byte-patching the fixed-length placeholder
+  names (`tqzzzzzz.dll`, `mqzzzzzz.dll`, `lqzzzzzz.dll`) in import tables and export names.
+- materialize() / run_case(): put a generated case's files on the Wine prefix's C: drive, run
+  loadhost.exe under wine64 with WINEDEBUG=+file,+module, and parse what it did.
+- parse_host_output() / parse_debug_log(): the host's `R ...` lines, and per operation the
+  files the loader opened (NtCreateFile lines of +file) and the search paths it computed
+  (`load_dll looking for X in PATH` lines of +module).
+
+Nothing here knows the simulator; tests/wine_layouts.py builds the cases and scenarios.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import winetools
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures" / "wine"
+
+# The placeholder base names the fixture DLLs are built with; every per-case name has the same
+# length (a role letter + 7 characters) so that patching never moves a byte.
+ROLES = ("t", "m", "l")  # top -> mid -> leaf
+PLACEHOLDER = {r: f"{r}qzzzzzz" for r in ROLES}
+EXPORT = {"t": "top_fn", "m": "mid_fn", "l": "leaf_fn"}
+IMPORTS = {"t": "m", "m": "l", "l": None}  # the fixture DLL each role imports (by name)
+# What every mingw-built fixture DLL imports besides its role import (system DLLs).
+SYSTEM_IMPORTS = ("KERNEL32.dll", "msvcrt.dll")
+# Variants: "ok" (x64), "x86" (i686: wrong machine in a 64-bit process), "initfail" (x64,
+# DllMain returns FALSE; leaf only), "notpe" (a text file named like the DLL).
+VARIANTS = ("ok", "x86", "initfail", "notpe")
+NOT_PE_TEXT = b"This is not a PE file, only a text file named like a DLL.\r\n"
+
+
+# ----------------------------------------------------------------------------- building
+def _tool_version(cc: str) -> str:
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return ""
+
+
+def pool_key() -> str:
+    h = hashlib.sha256()
+    for name in ("loadhost.c", "top.c", "mid.c", "leaf.c"):
+        h.update(name.encode() + b"\0" + (FIXTURES / name).read_bytes() + b"\0")
+    h.update(Path(__file__).read_bytes())  # the build recipe below
+    h.update(_tool_version(winetools.CC64).encode())
+    h.update(_tool_version(winetools.CC32).encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Built fixtures: `host` (loadhost.exe) and `dll[(role, variant)]` -> placeholder-named file."""
+
+    root: Path
+    host: Path
+    dll: dict
+
+    def content(self, role: str, variant: str) -> bytes:
+        if variant == "notpe":
+            return NOT_PE_TEXT
+        return self.dll[(role, variant)].read_bytes()
+
+
+def _pool_from(root: Path) -> Pool:
+    dll = {}
+    for variant, sub in (("ok", "x64"), ("x86", "x86")):
+        for r in ROLES:
+            dll[(r, variant)] = root / sub / f"{PLACEHOLDER[r]}.dll"
+    dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
+    return Pool(root=root, host=root / "loadhost.exe", dll=dll)
+
+
+def build_pool(cache: Path | None = None) -> Pool:
+    """Compile the host and the fixture DLLs (once; cached by source/compiler hash)."""
+    cache = cache or (winetools.CACHE / "wine-diff")
+    root = cache / pool_key()
+    if (root / "done").exists():
+        return _pool_from(root)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+    cc = winetools.mingw_compile
+    for sub, bits, defs in (("x64", 64, []), ("x86", 32, []), ("initfail", 64, ["-DLEAF_INIT_FAILS"])):
+        d = tmp / sub
+        d.mkdir()
+        leaf = cc([FIXTURES / "leaf.c"], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=bits, extra=defs)
+        if sub == "initfail":
+            continue
+        mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
+    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=64, extra=["-municode"])
+    (tmp / "done").write_text("ok\n")
+    try:
+        tmp.rename(root)
+    except OSError:  # another session finished the same build first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _pool_from(root)
+
+
+def patch_names(data: bytes, names: dict) -> bytes:
+    """Replace each role's placeholder base name by names[role] (same length, ASCII)."""
+    for r, new in names.items():
+        old = PLACEHOLDER[r].encode()
+        new_b = new.encode("ascii")
+        if len(new_b) != len(old):
+            raise ValueError(f"name {new!r} must have {len(old)} characters")
+        data = data.replace(old, new_b)
+    return data
+
+
+def placeholder_count(data: bytes, role: str) -> int:
+    return data.count(PLACEHOLDER[role].encode())
+
+
+# ----------------------------------------------------------------------------- parsing
+@dataclass
+class OpResult:
+    index: int
+    op: str
+    ok: bool
+    error: int
+    path: str | None
+
+
+_R_LINE = re.compile(r"^R (\d+) (\S+) ok=([01]) err=(\d+) path=(.*)$")
+
+
+def parse_host_output(text: str) -> tuple[list[OpResult], bool]:
+    """loadhost's stdout -> (one OpResult per op, whether it printed END)."""
+    res = []
+    end = False
+    for line in text.replace("\r\n", "\n").split("\n"):
+        m = _R_LINE.match(line)
+        if m:
+            p = m.group(5)
+            res.append(OpResult(int(m.group(1)), m.group(2), m.group(3) == "1", int(m.group(4)),
+                                None if p == "-" else p))
+        elif line == "END":
+            end = True
+    return res, end
+
+
+def _unescape(s: str) -> str:
+    """A debugstr_w body (without the L"..." quotes) -> the string."""
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "x":
+                j = i + 2
+                while j < len(s) and j < i + 6 and s[j] in "0123456789abcdefABCDEF":
+                    j += 1
+                out.append(chr(int(s[i + 2:j], 16)))
+                i = j
+                continue
+            out.append({"n": "\n", "r": "\r", "t": "\t"}.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_MARKER = re.compile(r'trace:file:NtCreateFile .*name=L"\\\\\?\?\\\\C:\\\\dlltrace-marker-(\d+)"')
+_OPEN = re.compile(r'trace:file:NtCreateFile handle=\S+ access=\S+ name=L"((?:[^"\\]|\\.)*)"')
+_LOOKING = re.compile(r'trace:module:load_dll looking for L"((?:[^"\\]|\\.)*)" in L"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class OpLog:
+    """What the +file/+module log shows for one host operation."""
+
+    opens: list = field(default_factory=list)  # Windows paths passed to NtCreateFile, in order
+    searches: list = field(default_factory=list)  # (name, search path string) per load_dll
+
+
+def parse_debug_log(text: str, n_ops: int) -> list[OpLog]:
+    """Cut the WINEDEBUG=+file,+module log at the host's markers: one OpLog per op."""
+    logs = [OpLog() for _ in range(n_ops)]
+    cur = None
+    for line in text.splitlines():
+        m = _MARKER.search(line)
+        if m:
+            i = int(m.group(1))
+            cur = logs[i] if i < n_ops else None
+            continue
+        if cur is None:
+            continue
+        m = _OPEN.search(line)
+        if m:
+            p = _unescape(m.group(1))
+            if p.startswith("\\??\\"):
+                p = p[4:]
+            cur.opens.append(p)
+            continue
+        m = _LOOKING.search(line)
+        if m:
+            cur.searches.append((_unescape(m.group(1)), _unescape(m.group(2))))
+    return logs
+
+
+# ----------------------------------------------------------------------------- running
+@dataclass
+class WineRun:
+    ops: list  # OpResult per host op
+    logs: list  # OpLog per host op
+    complete: bool  # the host printed END
+    returncode: int
+    stderr_tail: str
+
+
+def host_argv(ops) -> list[str]:
+    """HostOp list -> loadhost.exe arguments."""
+    argv = []
+    for op in ops:
+        argv.append(op.kind)
+        argv.extend(op.args)
+    return argv
+
+
+def run_host(host_win: str, ops, *, timeout: float = 60) -> WineRun:
+    r = winetools.run_wine([host_win, *host_argv(ops)], winedebug="+file,+module", timeout=timeout,
+                           cwd=tempfile.gettempdir())
+    out = r.stdout.decode("utf-8", "replace")
+    err = r.stderr.decode("utf-8", "replace")
+    results, end = parse_host_output(out)
+    logs = parse_debug_log(err, len(ops))
+    tail = "\n".join(line for line in err.splitlines() if ":err:" in line or ":warn:module" in line)[-3000:]
+    return WineRun(results, logs, end, r.returncode, tail)
+
+
+def win_to_unix(winpath: str, drive_c: Path) -> Path:
+    """C:\\a\\b -> <prefix>/drive_c/a/b (C: only). Wine's lookups are case-insensitive, but the
+    files we create are written with the case the layout uses."""
+    if not winpath[:3].lower() == "c:\\":
+        raise ValueError(winpath)
+    rest = winpath[3:].replace("\\", "/")
+    return drive_c / rest
+
+
+def unix_in_drive_c(winpath: str, drive_c: Path) -> Path:
+    """Like win_to_unix, but matches existing path components case-insensitively (for
+    C:\\Windows\\System32 -> drive_c/windows/system32)."""
+    cur = drive_c
+    for part in [p for p in winpath[3:].split("\\") if p]:
+        cand = cur / part
+        if not cand.exists() and cur.is_dir():
+            for e in cur.iterdir():
+                if e.name.lower() == part.lower():
+                    cand = e
+                    break
+        cur = cand
+    return cur
+
+
+# ----------------------------------------------------------------------------- cases on disk
+def materialize(case, pool: Pool, drive_c: Path) -> list:
+    """Write a case's files under drive_c. Returns the files created outside the case root
+    (System32, the Windows folder), which the caller must remove."""
+    outside = []
+    root = win_to_unix(case.root, drive_c)
+    for key, folder in case.folders.items():
+        if folder.lower().startswith(case.root.lower() + "\\"):
+            win_to_unix(folder, drive_c).mkdir(parents=True, exist_ok=True)
+    host = win_to_unix(case.exe, drive_c)
+    if not host.exists():
+        try:
+            os.link(pool.host, host)
+        except OSError:
+            shutil.copyfile(pool.host, host)
+    for k in case.keep_files():
+        win_to_unix(k, drive_c).write_text("keeps this folder in existence\n")
+    for path, role, variant in case.files:
+        if path.lower().startswith(case.root.lower() + "\\"):
+            target = win_to_unix(path, drive_c)
+        else:
+            target = unix_in_drive_c(path, drive_c)
+            outside.append(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(patch_names(pool.content(role, variant), case.names))
+    assert root.is_dir()
+    return outside
+
+
+def remove_files(paths) -> None:
+    for p in paths:
+        try:
+            Path(p).unlink()
+        except FileNotFoundError:
+            pass
