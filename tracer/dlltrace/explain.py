@@ -66,8 +66,11 @@ def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
     return bool(rule_effective_search_flags(res.flags, process))
 
 
-def where_is(folder: str, process: ProcessState) -> str:
+def where_is(folder: str, process: ProcessState, leaf: Optional[Node] = None) -> str:
     """Say how a folder relates to the process's search state ("on PATH (entry 4)")."""
+    for s in (leaf.search if leaf is not None else ()):
+        if winpath.same(s.folder, folder) and leaf.how.startswith("already loaded"):
+            return f"searched ({s.rule}), but the copy already loaded wins"
     for i, p in enumerate(process.path, 1):
         if winpath.same(p, folder):
             return f"on PATH (entry {i})"
@@ -90,7 +93,7 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
             continue
         facts = world.file(path)
         machine = facts.pe.machine if facts and facts.pe else None
-        where = where_is(winpath.dirname(path), process)
+        where = where_is(winpath.dirname(path), process, leaf)
         if where.startswith("on PATH") and uses_search_flags(res, process):
             where += ", which this load does not search"
         out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine))
@@ -132,7 +135,8 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     if cause == "not_found":
         for c in good[:2]:
             folder = winpath.dirname(c.path)
-            fixes.append(Fix(f'{_before(res).capitalize()}:  os.add_dll_directory(r"{folder}")', "add_dll_directory"))
+            b = _before(res)
+            fixes.append(Fix(f'{b[0].upper() + b[1:]}:  os.add_dll_directory(r"{folder}")', "add_dll_directory"))
         if good and not uses_search_flags(res, process):
             fixes.append(Fix(f"Or put {winpath.dirname(good[0].path)} on PATH (this load searches PATH)", "path"))
         p = provider_fix(name, process)

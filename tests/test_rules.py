@@ -1,0 +1,310 @@
+"""One test per loader rule (rules.py), named after the rule, in the spirit of libtree's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlltrace import rules
+from dlltrace.model import FileFacts, PEFacts
+from dlltrace.world import ProcessState, SystemInfo
+from simhelp import folders_probed, load, run
+
+SYS = SystemInfo()
+
+
+def test_rule_name_has_path():
+    assert not rules.rule_name_has_path("a.dll")
+    assert rules.rule_name_has_path("sub\\a.dll")
+    assert rules.rule_name_has_path("sub/a.dll")
+    assert rules.rule_name_has_path("C:a.dll")
+
+
+def test_rule_default_extension():
+    assert rules.rule_default_extension("foo") == "foo.dll"
+    assert rules.rule_default_extension("foo.") == "foo"
+    assert rules.rule_default_extension("foo.bin") == "foo.bin"
+    assert rules.rule_default_extension("C:\\x.y\\foo") == "C:\\x.y\\foo.dll"
+    # end to end: a name without extension finds the .dll; a trailing dot finds the file with no extension
+    assert load("b", files=["C:\\app\\b.dll"]).module_path == "C:\\app\\b.dll"
+    assert load("b.", files=["C:\\app\\b"]).module_path == "C:\\app\\b"
+    assert load("b.", files=["C:\\app\\b.dll"]).error == 126
+
+
+def test_rule_api_set():
+    system = SystemInfo(api_sets={"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll", "api-ms-win-x-l1-1-0": ""})
+    assert rules.rule_api_set("API-MS-WIN-CRT-RUNTIME-L1-1-0.dll", system) == ("api-ms-win-crt-runtime-l1-1-0", "ucrtbase.dll")
+    # the last version number is ignored when matching
+    assert rules.rule_api_set("api-ms-win-crt-runtime-l1-1-7.dll", system)[1] == "ucrtbase.dll"
+    assert rules.rule_api_set("kernel32.dll", system) is None
+    r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "imports": ["api-ms-win-crt-runtime-l1-1-0.dll"]},
+                             "C:\\Windows\\System32\\ucrtbase.dll"],
+             system={"api_sets": {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}})
+    assert r.error == 0
+    api = r.tree.children[0]
+    assert api.how == "API set → ucrtbase.dll" and api.path == "C:\\Windows\\System32\\ucrtbase.dll"
+    assert not any("api-ms-win" in p for p in r.probes)  # no file probe for the contract
+
+
+def test_rule_api_set_without_host_is_126():
+    r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "imports": ["api-ms-win-x-l1-1-0.dll"]}],
+             system={"api_sets": {"api-ms-win-x-l1-1-0": ""}})
+    assert (r.error, r.leaf.cause, r.leaf.name) == (126, "apiset_no_host", "api-ms-win-x-l1-1-0.dll")
+
+
+def test_rule_sxs_redirection():
+    assert rules.rule_sxs_redirection("comctl32.dll") is None  # named place in the order, not modelled yet
+
+
+def test_rule_loaded_module():
+    # a bare name binds to the loaded copy whatever folder it came from; no search happens
+    r = load("b.dll", files=["C:\\app\\b.dll", "C:\\other\\b.dll"], loaded=["C:\\other\\b.dll"])
+    assert r.module_path == "C:\\other\\b.dll"
+    assert r.probes == []
+    p = ProcessState(exe="C:\\a\\x.exe")
+    assert rules.rule_loaded_module("B.DLL", p) is None
+
+
+def test_rule_loaded_module_first_loaded_wins():
+    r = load("b.dll", files=["C:\\one\\b.dll", "C:\\two\\b.dll"], loaded=["C:\\one\\b.dll", "C:\\two\\b.dll"])
+    assert r.module_path == "C:\\one\\b.dll"
+
+
+def test_rule_loaded_same_file():
+    r = load("C:\\x\\b.dll", files=["C:\\x\\b.dll"], loaded=["C:\\x\\B.DLL"])
+    assert r.error == 0 and r.probes == [] and r.tree.how == "already loaded from the same file"
+    # a full path to ANOTHER file with the same base name is loaded, not satisfied by the loaded copy
+    r = load("C:\\y\\b.dll", files=["C:\\x\\b.dll", "C:\\y\\b.dll"], loaded=["C:\\x\\b.dll"])
+    assert r.module_path == "C:\\y\\b.dll"
+
+
+def test_rule_known_dlls():
+    assert rules.rule_known_dlls("USER32.dll", SYS) == "C:\\Windows\\System32\\user32.dll"
+    assert rules.rule_known_dlls("user32.dll", SystemInfo(profile="wine")) is None
+    # a copy in the application folder does not win over KnownDLLs
+    r = load("user32.dll", files=["C:\\app\\user32.dll"])
+    assert r.tree.how == "KnownDLLs" and r.module_path.lower() == "c:\\windows\\system32\\user32.dll"
+
+
+def test_rule_dot_local():
+    files = [{"path": "C:\\app\\host.exe.local", "kind": "not_pe"}, "C:\\app\\b.dll", "C:\\lib\\b.dll"]
+    # a .local file makes the application folder win even for a full path
+    r = load("C:\\lib\\b.dll", files=files)
+    assert r.module_path == "C:\\app\\b.dll"
+    r = load("C:\\lib\\b.dll", files=["C:\\app\\b.dll", "C:\\lib\\b.dll"])
+    assert r.module_path == "C:\\lib\\b.dll"
+    # a .local folder is searched first
+    r = load("b.dll", files=["C:\\app\\host.exe.local\\b.dll", "C:\\app\\b.dll"])
+    assert r.module_path == "C:\\app\\host.exe.local\\b.dll"
+
+
+def test_rule_invalid_flags():
+    assert rules.rule_invalid_flags("C:\\a.dll", 0x8 | 0x1000)
+    assert rules.rule_invalid_flags("a.dll", 0x100)
+    assert rules.rule_invalid_flags("C:\\a.dll", 0x100) is None
+    r = load("a.dll", 0x1100, files=["C:\\app\\a.dll"])
+    assert (r.error, r.leaf.cause) == (87, "invalid_parameter")
+    assert load("C:\\app\\a.dll", 0x8 | 0x800, files=["C:\\app\\a.dll"]).error == 87
+
+
+def test_rule_set_default_dirs_valid():
+    assert rules.rule_set_default_dirs_valid(0)
+    assert rules.rule_set_default_dirs_valid(0x100)
+    assert rules.rule_set_default_dirs_valid(0x1000) is None
+    res = run([], [{"op": "SetDefaultDllDirectories", "flags": 0x100}])
+    assert res[0].error == 87
+
+
+def test_rule_add_dll_directory_valid():
+    res = run(["C:\\d\\x.dll"], [{"op": "AddDllDirectory", "path": "C:\\d"},
+                                 {"op": "AddDllDirectory", "path": "C:\\missing"}])
+    assert [r.error for r in res] == [0, 2]
+    assert rules.rule_add_dll_directory_valid("rel\\dir", lambda p: True) == 87
+
+
+def test_rule_effective_search_flags():
+    p = ProcessState(exe="C:\\a\\x.exe")
+    assert rules.rule_effective_search_flags(0, p) == 0
+    assert rules.rule_effective_search_flags(0x800, p) == 0x800
+    p.default_dirs = 0x1000
+    assert rules.rule_effective_search_flags(0, p) == 0x1000
+    assert rules.rule_effective_search_flags(0x200, p) == 0x200
+    # SetDefaultDllDirectories changes plain LoadLibrary: PATH is no longer searched
+    r = load("b.dll", files=["C:\\p\\b.dll"], path=["C:\\p"], pre=[{"op": "SetDefaultDllDirectories", "flags": 0x1000}])
+    assert r.error == 126 and "C:\\p" not in folders_probed(r, "b.dll")
+
+
+def test_rule_user_dirs_most_recent_first():
+    files = ["C:\\one\\b.dll", "C:\\two\\b.dll"]
+    pre = [{"op": "AddDllDirectory", "path": "C:\\one"}, {"op": "AddDllDirectory", "path": "C:\\two"}]
+    r = load("b.dll", 0x400, files=files, pre=pre)
+    assert r.module_path == "C:\\two\\b.dll"
+    rs = [c.rule for c in r.tree.candidates]
+    assert rs == ["AddDllDirectory #2"]
+    # the SetDllDirectory folder comes after every AddDllDirectory folder
+    r = load("c.dll", 0x400, files=["C:\\one\\b.dll", "C:\\s\\c.dll"], pre=[*pre[:1], {"op": "SetDllDirectory", "path": "C:\\s"}])
+    assert [c.rule for c in r.tree.candidates] == ["AddDllDirectory #1", "SetDllDirectory"]
+
+
+@pytest.mark.parametrize("flag,folders", [
+    (0x100, ["C:\\lib"]),
+    (0x200, ["C:\\app"]),
+    (0x400, ["C:\\u"]),
+    (0x800, ["C:\\Windows\\System32"]),
+    (0x1000, ["C:\\app", "C:\\u", "C:\\Windows\\System32"]),
+    (0x1100, ["C:\\lib", "C:\\app", "C:\\u", "C:\\Windows\\System32"]),
+    (0x900, ["C:\\lib", "C:\\Windows\\System32"]),
+])
+def test_rule_search_flags_order(flag, folders):
+    r = load("C:\\lib\\top.dll", flag, files=[{"path": "C:\\lib\\top.dll", "imports": ["dep.dll"]}, "C:\\p\\dep.dll"],
+             folders=["C:\\u"], path=["C:\\p"], cwd="C:\\cwd", pre=[{"op": "AddDllDirectory", "path": "C:\\u"}])
+    assert r.error == 126
+    assert folders_probed(r, "dep.dll") == folders  # never PATH or the current folder
+
+
+def test_rule_path_entries():
+    p = ProcessState(exe="C:\\a\\x.exe", path=["C:\\p1", " ", "C:\\p2"])
+    assert [(d.folder, d.rule) for d in rules.rule_path_entries(p)] == [("C:\\p1", "PATH[1]"), ("C:\\p2", "PATH[3]")]
+
+
+def test_rule_standard_order():
+    kw = dict(path=["C:\\p1", "C:\\p2"], cwd="C:\\cwd")
+    r = load("b.dll", files=[], **kw)
+    assert folders_probed(r, "b.dll") == ["C:\\app", "C:\\Windows\\System32", "C:\\Windows\\System", "C:\\Windows",
+                                          "C:\\cwd", "C:\\p1", "C:\\p2"]
+
+
+def test_rule_standard_order_safe_dll_search_mode_off():
+    r = load("b.dll", path=["C:\\p1"], cwd="C:\\cwd", system={"safe_dll_search_mode": False})
+    assert folders_probed(r, "b.dll") == ["C:\\app", "C:\\cwd", "C:\\Windows\\System32", "C:\\Windows\\System",
+                                          "C:\\Windows", "C:\\p1"]
+
+
+def test_rule_standard_order_set_dll_directory():
+    r = load("b.dll", path=["C:\\p1"], cwd="C:\\cwd", folders=["C:\\s"], pre=[{"op": "SetDllDirectory", "path": "C:\\s"}])
+    assert folders_probed(r, "b.dll") == ["C:\\app", "C:\\s", "C:\\Windows\\System32", "C:\\Windows\\System",
+                                          "C:\\Windows", "C:\\p1"]
+    # "" removes only the current folder; NULL restores it
+    r = load("b.dll", path=["C:\\p1"], cwd="C:\\cwd", pre=[{"op": "SetDllDirectory", "path": ""}])
+    assert "C:\\cwd" not in folders_probed(r, "b.dll") and "C:\\p1" in folders_probed(r, "b.dll")
+    r = load("b.dll", path=["C:\\p1"], cwd="C:\\cwd", pre=[{"op": "SetDllDirectory", "path": ""}, {"op": "SetDllDirectory"}])
+    assert "C:\\cwd" in folders_probed(r, "b.dll")
+
+
+def test_rule_standard_order_altered_search_path():
+    files = [{"path": "C:\\lib\\top.dll", "imports": ["dep.dll"]}, "C:\\lib\\dep.dll", "C:\\app\\dep.dll"]
+    assert load("C:\\lib\\top.dll", 0x8, files=files).tree.children[0].path == "C:\\lib\\dep.dll"
+    assert load("C:\\lib\\top.dll", 0, files=files).tree.children[0].path == "C:\\app\\dep.dll"
+
+
+def test_rule_search_path():
+    p = ProcessState(exe="C:\\a\\x.exe", path=["C:\\p"])
+    assert [d.rule for d in rules.rule_search_path("x.dll", 0x800, p, SYS)] == ["SYSTEM32"]
+    assert rules.rule_search_path("x.dll", 0, p, SYS)[-1].rule == "PATH[1]"
+
+
+def test_rule_dependencies_use_callers_path():
+    # with 0x100 the DLL_LOAD_DIR is the TOP-level DLL's folder at every level: c.dll next to b.dll is not found
+    files = [{"path": "C:\\t\\a.dll", "imports": ["b.dll"]}, {"path": "C:\\u\\b.dll", "imports": ["c.dll"]},
+             "C:\\u\\c.dll"]
+    r = load("C:\\t\\a.dll", 0x500, files=files, folders=["C:\\u"], pre=[{"op": "AddDllDirectory", "path": "C:\\u"}])
+    assert r.error == 0  # b and c are both found through AddDllDirectory
+    r = load("C:\\t\\a.dll", 0x100, files=files)
+    assert (r.error, r.leaf.name) == (126, "b.dll")
+    # a chain top -> a -> b all in one folder loads with 0x100
+    files = [{"path": "C:\\t\\top.dll", "imports": ["a.dll"]}, {"path": "C:\\t\\a.dll", "imports": ["b.dll"]}, "C:\\t\\b.dll"]
+    assert load("C:\\t\\top.dll", 0x100, files=files).error == 0
+
+
+def test_rule_dependent_load_flags():
+    files = [{"path": "C:\\lib\\top.dll", "imports": ["dep.dll"], "dependent_load_flags": 0x800},
+             "C:\\app\\dep.dll", "C:\\Windows\\System32\\dep.dll"]
+    r = load("C:\\lib\\top.dll", 0, files=files)
+    assert r.tree.children[0].path == "C:\\Windows\\System32\\dep.dll"
+    assert rules.rule_dependent_load_flags(FileFacts("x", PEFacts("x64", dependent_load_flags=0x800))) == 0x800
+    assert rules.rule_dependent_load_flags(None) == 0
+
+
+def test_rule_candidate():
+    ok = FileFacts("x", PEFacts("x64"))
+    assert rules.rule_candidate(None, "x64") == rules.Verdict("not_there", False)
+    assert rules.rule_candidate(ok, "x64") == rules.Verdict("found", True)
+    assert rules.rule_candidate(FileFacts("x", PEFacts("x86")), "x64") == rules.Verdict("wrong_machine", False)
+    assert rules.rule_candidate(FileFacts("x", None, "not_pe"), "x64") == rules.Verdict("not_pe", True)
+    assert rules.rule_candidate(FileFacts("x", None, "access_denied"), "x64") == rules.Verdict("access_denied", True)
+
+
+def test_rule_candidate_wrong_machine_is_skipped():
+    r = load("b.dll", files=[{"path": "C:\\app\\b.dll", "machine": "x86"}, "C:\\Windows\\System32\\b.dll"])
+    assert r.module_path == "C:\\Windows\\System32\\b.dll"
+    assert r.tree.candidates[0].result == "wrong_machine"
+
+
+def test_rule_candidate_only_wrong_machine_is_193():
+    r = load("b.dll", files=[{"path": "C:\\app\\b.dll", "machine": "x86"}])
+    assert (r.error, r.leaf.cause) == (193, "bad_machine")
+
+
+def test_rule_candidate_not_pe_is_193_and_stops():
+    r = load("b.dll", files=[{"path": "C:\\app\\b.dll", "kind": "not_pe"}, "C:\\Windows\\System32\\b.dll"])
+    assert (r.error, r.leaf.cause) == (193, "not_pe")
+
+
+def test_rule_candidate_access_denied_is_5():
+    r = load("b.dll", files=[{"path": "C:\\app\\b.dll", "kind": "access_denied"}])
+    assert (r.error, r.leaf.cause) == (5, "access_denied")
+
+
+def test_rule_forwarder_target():
+    assert rules.rule_forwarder_target("NTDLL.RtlAllocateHeap") == ("NTDLL.dll", "RtlAllocateHeap")
+    assert rules.rule_forwarder_target("other.#7") == ("other.dll", "#7")
+    files = [{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"]}]},
+             {"path": "C:\\app\\b.dll", "forwarders": {"f": "c.g"}}]
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.name, r.chain) == (126, "c.dll", ["a.dll", "b.dll", "c.dll"])
+    r = load("a.dll", files=[*files, {"path": "C:\\app\\c.dll", "exports": ["g"]}])
+    assert r.error == 0
+    r = load("a.dll", files=[*files, {"path": "C:\\app\\c.dll", "exports": ["h"]}])
+    assert (r.error, r.leaf.name, r.leaf.cause) == (127, "c.dll", "missing_export")
+
+
+def test_rule_delay_imports_not_loaded_at_load_time():
+    assert rules.rule_delay_imports_not_loaded_at_load_time() is False
+    r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "delay_imports": ["missing.dll"]}])
+    assert r.error == 0 and not any("missing" in p for p in r.probes)
+
+
+def test_rule_missing_import_is_error():
+    files = [{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"], "ordinals": []}]},
+             {"path": "C:\\app\\b.dll", "exports": ["g"]}]
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.cause, r.leaf.detail) == (127, "missing_export", "f")
+    assert load("a.dll", files=files, system={"profile": "wine"}).error == 0
+    files = [{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "ordinals": [5]}]},
+             {"path": "C:\\app\\b.dll", "export_ordinals": [1, 2]}]
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.cause) == (182, "missing_ordinal")
+
+
+def test_init_failure_is_1114_after_every_dependency_resolved():
+    files = [{"path": "C:\\app\\a.dll", "imports": ["b.dll"]}, {"path": "C:\\app\\b.dll", "dllmain_fails": True}]
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.name, r.leaf.cause, r.chain) == (1114, "b.dll", "init_failed", ["a.dll", "b.dll"])
+
+
+def test_failed_load_unloads_what_it_loaded():
+    files = [{"path": "C:\\app\\a.dll", "imports": ["b.dll", "missing.dll"]}, "C:\\app\\b.dll", "C:\\other\\b.dll"]
+    res = run(files, [{"op": "LoadLibraryExW", "name": "a.dll"}, {"op": "LoadLibraryExW", "name": "C:\\other\\b.dll"},
+                      {"op": "LoadLibraryExW", "name": "b.dll"}])
+    assert res[0].error == 126
+    assert res[2].module_path == "C:\\other\\b.dll"  # b.dll from C:\app was unloaded with the failed call
+
+
+def test_relative_path_with_folder_is_appended_to_every_folder():
+    r = load("sub\\b.dll", files=["C:\\Windows\\System32\\sub\\b.dll"], path=["C:\\p"])
+    assert r.module_path == "C:\\Windows\\System32\\sub\\b.dll"
+    assert r.probes[0] == "C:\\app\\sub\\b.dll"
+
+
+def test_case_insensitive_throughout():
+    r = load("C:\\APP\\A.DLL", files=[{"path": "C:\\app\\a.dll", "imports": ["B.Dll"]}, "c:\\app\\b.dll"])
+    assert r.error == 0
