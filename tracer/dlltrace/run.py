@@ -1,0 +1,222 @@
+"""`dlltrace run [-o FILE] [--wine] -- CMD ...`: run a command with every DLL load traced.
+
+The command runs under the native launcher (tracer/dlltrace/bin/dlltrace_launch64.exe), which starts
+it with the shim in place; stdin/stdout/stderr are the caller's, and the child's exit code is
+returned. The trace file gets a header line here, then the shim's events (docs/trace-format.md).
+`--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap
+(tracer/dlltrace/bootstrap) on PYTHONPATH, which adds Python context events. Tracing native Linux
+programs is not supported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from dlltrace import __version__
+from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
+                             DlltraceError)
+from dlltrace.model import ERROR_TEXT, flags_text
+from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Load, Trace, read_trace
+
+BIN = Path(__file__).resolve().parent / "bin"
+LAUNCHER = "dlltrace_launch64.exe"
+SHIM = "dlltrace_shim64.dll"
+BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
+WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
+EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
+
+USAGE = "usage: dlltrace run [-o FILE] [--wine] -- CMD [ARGS...]"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="trace file to write (default: dlltrace-<cmd>-YYYYMMDD-HHMMSS.jsonl)")
+    parser.add_argument("--wine", action="store_true", help="run a Windows program under wine64")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to trace")
+
+
+# --- plain functions (tested on Linux) ---------------------------------------------------------
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise DlltraceError(f"run: no command given ({USAGE})", EXIT_NO_COMMAND)
+    return cmd
+
+
+def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
+    now = now or datetime.datetime.now()
+    stem = re.split(r"[\\/]", cmd[0])[-1]
+    stem = re.sub(r"\.(exe|com|bat|cmd)$", "", stem, flags=re.I)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "cmd"
+    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl"
+
+
+def header_line(platform_name: str, cmd: list[str]) -> str:
+    header = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "tool": f"dlltrace {__version__}",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "platform": platform_name,
+        "host": platform.platform(),
+        "command": cmd,
+    }
+    return json.dumps(header, ensure_ascii=False) + "\n"
+
+
+def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
+    """Create the trace file with its header (truncating an old one); one clear error if impossible."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(header_line(platform_name, cmd))
+    except OSError as e:
+        raise DlltraceError(f"cannot write the trace file {path}: {e.strerror or e}", EXIT_OUTPUT) from None
+
+
+def to_wine_path(path: Path) -> str:
+    """A Linux path as Wine sees it through the Z: drive (Z: maps /)."""
+    return "Z:" + str(Path(path).resolve()).replace("/", "\\")
+
+
+def wine_command_args(cmd: list[str]) -> list[str]:
+    """Arguments that name an existing Linux path (absolute, or ./ ../ relative) become Z:\\ paths, so
+    `dlltrace run --wine -- ./host.exe /tmp/a.dll` works; everything else is passed unchanged."""
+    out = []
+    for a in cmd:
+        if (a.startswith("/") or a.startswith("./") or a.startswith("../")) and os.path.exists(a):
+            out.append(to_wine_path(Path(a)))
+        else:
+            out.append(a)
+    return out
+
+
+def find_wine() -> Optional[str]:
+    override = os.environ.get("DLLTRACE_WINE")
+    cands = (override,) if override else WINE_CANDIDATES
+    for c in cands:
+        p = c if os.path.isabs(c) else shutil.which(c)
+        if p and os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def error_text(code: Optional[int]) -> str:
+    if code is None:
+        return "did not return (the process ended during the load)"
+    text = ERROR_TEXT.get(code)
+    return f"{code} {text}" if text else str(code)
+
+
+def load_line(load: Load) -> str:
+    name = load.name or "?"
+    flags = "flags ?" if load.flags is None else f"flags {load.flags:#x} ({flags_text(load.flags)})"
+    nested = f" (nested in load #{load.parent})" if load.parent is not None else ""
+    return f"  x {name}  {flags}  -> {error_text(load.error if load.finished else None)}{nested}"
+
+
+def summarize_failures(trace: Trace) -> str:
+    """One line per failed load; the full explanation is dlltrace.report's job."""
+    failed = trace.failed_loads()
+    lines = []
+    for w in trace.warnings:
+        lines.append(f"dlltrace: warning: {w}")
+    for w in trace.of("warning"):
+        lines.append(f"dlltrace: warning: pid {w.get('pid')}: {w.get('message')} {w.get('hook', '')}".rstrip())
+    if not failed:
+        lines.append(f"dlltrace: no failed loads ({len(trace.loads())} loads traced)")
+    else:
+        lines.append(f"dlltrace: {len(failed)} failed load{'s' if len(failed) != 1 else ''}:")
+        lines.extend(load_line(ld) for ld in failed)
+    return "\n".join(lines)
+
+
+def summary(trace: Trace) -> str:
+    """dlltrace.report.summarize(trace) when the report module exists, else the short list."""
+    try:
+        report = importlib.import_module("dlltrace.report")
+    except ModuleNotFoundError as e:
+        if e.name != "dlltrace.report":
+            raise
+        report = None
+    fn = getattr(report, "summarize", None)
+    return fn(trace) if callable(fn) else summarize_failures(trace)
+
+
+def child_env(base: dict, trace_for_child: str, cmd: list[str], windows: bool) -> dict:
+    env = dict(base)
+    env["DLLTRACE_TRACE"] = trace_for_child
+    env["DLLTRACE_RUN"] = "1"
+    if windows and is_python_command(cmd):
+        env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def is_python_command(cmd: list[str]) -> bool:
+    stem = re.split(r"[\\/]", cmd[0])[-1].lower()
+    return bool(re.fullmatch(r"(python|pythonw|py)(\d+(\.\d+)?)?(\.exe)?", stem))
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def main(args: argparse.Namespace) -> int:
+    cmd = command_of(args)
+    if args.wine:
+        wine = find_wine()
+        if not wine:
+            raise DlltraceError("--wine: wine64 is not installed (e.g. apt-get install wine64)", EXIT_NO_WINE)
+        platform_name = "wine"
+    elif sys.platform == "win32":
+        wine = None
+        platform_name = "windows"
+    else:
+        raise DlltraceError("tracing native Linux programs is not supported yet; "
+                            "use --wine to trace a Windows program under Wine", EXIT_UNSUPPORTED)
+    first = cmd[0]
+    if ("/" in first or (os.sep in first)) and not os.path.exists(first) and not (wine and "\\" in first):
+        raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
+    if not wine and not ("/" in first or "\\" in first) and not shutil.which(first):
+        raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
+    launcher = BIN / LAUNCHER
+    if not launcher.is_file() or not (BIN / SHIM).is_file():
+        raise DlltraceError(f"the native shim is not built ({launcher} missing): run native/build.sh",
+                            EXIT_UNSUPPORTED)
+
+    out = Path(args.output or default_trace_name(cmd))
+    start_trace(out, platform_name, cmd)
+    if wine:
+        env = child_env(os.environ, to_wine_path(out), cmd, windows=False)
+        env.setdefault("WINEDLLOVERRIDES", "mscoree,mshtml=")  # no Mono/Gecko install prompts
+        env.setdefault("WINEDEBUG", "-all")
+        argv = [wine, str(launcher), *wine_command_args(cmd)]
+    else:
+        env = child_env(os.environ, str(out.resolve()), cmd, windows=True)
+        argv = [str(launcher), *cmd]
+    try:
+        rc = subprocess.run(argv, env=env).returncode
+    except OSError as e:
+        raise DlltraceError(f"cannot start {argv[0]}: {e.strerror or e}", EXIT_NO_COMMAND) from None
+    if rc < 0:  # killed by a signal
+        rc = 128 - rc
+    trace = read_trace(out)
+    failed_start = next(trace.of("launch_error"), None)
+    if failed_start is not None:
+        err = failed_start.get("error")
+        raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
+                            f"trace in {out}", EXIT_NO_COMMAND)
+    print(summary(trace), file=sys.stderr)
+    print(f"dlltrace: trace saved to {out}", file=sys.stderr)
+    return rc

@@ -1,0 +1,261 @@
+"""Reading trace files (format v1, docs/trace-format.md): typed access for the report and the tests.
+
+    trace = read_trace("t.jsonl")
+    for load in trace.failed_loads():
+        print(load.name, hex(load.flags or 0), load.error, [p.win_path for p in load.probes])
+
+A trace is JSON Lines: a header line, then events from one or more processes (told apart by
+"pid"). A truncated or garbled line (a process killed mid-write) is skipped with a warning and
+everything else is kept; a file that is not a dlltrace trace, or a newer format version, raises
+DlltraceError(EXIT_BAD_TRACE) naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+
+FORMAT_NAME = "dlltrace-trace"
+FORMAT_VERSION = 1
+
+# Event kinds of format v1 (the "ev" field).
+EVENT_KINDS = (
+    "process", "env", "warning", "load_begin", "load_end", "probe", "adddir", "removedir",
+    "setdlldir", "setdefault", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
+    "exit", "launch_error",
+)
+
+
+@dataclass
+class Header:
+    format: str
+    version: int
+    tool: Optional[str] = None
+    created: Optional[str] = None
+    platform: Optional[str] = None
+
+
+def nt_to_win32(path: Optional[str]) -> Optional[str]:
+    r"""`\??\C:\x\a.dll` -> `C:\x\a.dll`; `\??\UNC\srv\s` -> `\\srv\s`; anything else unchanged."""
+    if path is None:
+        return None
+    if path.startswith("\\??\\UNC\\"):
+        return "\\\\" + path[8:]
+    if path.startswith("\\??\\") or path.startswith("\\\\?\\"):
+        return path[4:]
+    return path
+
+
+@dataclass
+class Probe:
+    """One file-system call the loader made while a load was in flight (NtOpenFile & co)."""
+    seq: int
+    pid: int
+    tid: int
+    t: int
+    load: int                  # seq of the load_begin it belongs to (same pid)
+    op: str                    # "open" | "create" | "query" | "section"
+    status: int                # NTSTATUS (unsigned)
+    path: Optional[str] = None  # NT path as passed (\??\C:\...); None for "section"
+    handle: Optional[str] = None
+    file: Optional[str] = None  # "section": the file handle the section was made from
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 0x80000000
+
+    @property
+    def win_path(self) -> Optional[str]:
+        return nt_to_win32(self.path)
+
+
+@dataclass
+class Load:
+    """One LoadLibrary* / LdrLoadDll call: its load_begin, its load_end (None if the process died
+    first), the probes made while it was the innermost load on its thread, and nested loads."""
+    seq: int
+    pid: int
+    tid: int
+    t: int
+    api: str
+    name: Optional[str]
+    flags: Optional[int]
+    parent: Optional[int]
+    depth: int
+    ctx: Optional[int]
+    caller: Optional[str]
+    end: Optional[dict] = None
+    probes: list[Probe] = field(default_factory=list)
+    children: list["Load"] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    @property
+    def result(self) -> Optional[str]:
+        return self.end.get("result") if self.end else None
+
+    @property
+    def error(self) -> Optional[int]:
+        return self.end.get("error") if self.end else None
+
+    @property
+    def status(self) -> Optional[int]:
+        return self.end.get("status") if self.end else None
+
+    @property
+    def path(self) -> Optional[str]:
+        return self.end.get("path") if self.end else None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.end) and self.end.get("result") is not None
+
+    def all_probes(self) -> list[Probe]:
+        """This load's probes and those of its nested loads, in file order."""
+        out = list(self.probes)
+        for c in self.children:
+            out.extend(c.all_probes())
+        return sorted(out, key=lambda p: p.seq)
+
+
+@dataclass
+class Trace:
+    path: str
+    header: Header
+    events: list[dict]
+    warnings: list[str] = field(default_factory=list)
+
+    def of(self, *kinds: str, pid: Optional[int] = None) -> Iterator[dict]:
+        for e in self.events:
+            if e.get("ev") in kinds and (pid is None or e.get("pid") == pid):
+                yield e
+
+    @property
+    def pids(self) -> list[int]:
+        """Traced processes, in order of appearance."""
+        seen: dict[int, None] = {}
+        for e in self.of("process"):
+            seen.setdefault(e["pid"], None)
+        return list(seen)
+
+    def process(self, pid: int) -> Optional[dict]:
+        return next(self.of("process", pid=pid), None)
+
+    def env(self, pid: int) -> Optional[dict]:
+        return next(self.of("env", pid=pid), None)
+
+    def exit_code(self, pid: int) -> Optional[int]:
+        e = next(self.of("exit", pid=pid), None)
+        return e.get("code") if e else None
+
+    def loads(self, pid: Optional[int] = None) -> list[Load]:
+        """Every load (top-level and nested) in begin order, with end and probes attached."""
+        by_key: dict[tuple[int, int], Load] = {}
+        out: list[Load] = []
+        for e in self.events:
+            ev = e.get("ev")
+            if pid is not None and e.get("pid") != pid:
+                continue
+            if ev == "load_begin":
+                ld = Load(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], api=e.get("api", ""),
+                          name=e.get("name"), flags=e.get("flags"), parent=e.get("parent"),
+                          depth=e.get("depth", 0), ctx=e.get("ctx"), caller=e.get("caller"))
+                by_key[(ld.pid, ld.seq)] = ld
+                out.append(ld)
+                if ld.parent is not None and (ld.pid, ld.parent) in by_key:
+                    by_key[(ld.pid, ld.parent)].children.append(ld)
+            elif ev == "load_end":
+                ld = by_key.get((e["pid"], e.get("load")))
+                if ld is not None:
+                    ld.end = e
+            elif ev == "probe":
+                ld = by_key.get((e["pid"], e.get("load")))
+                if ld is not None:
+                    ld.probes.append(Probe(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], load=e["load"],
+                                           op=e.get("op", ""), status=e.get("status", 0), path=e.get("path"),
+                                           handle=e.get("handle"), file=e.get("file")))
+        return out
+
+    def top_loads(self, pid: Optional[int] = None) -> list[Load]:
+        return [ld for ld in self.loads(pid) if ld.parent is None]
+
+    def failed_loads(self, pid: Optional[int] = None) -> list[Load]:
+        """Loads that ended in failure, plus loads that never ended (the process died in them)."""
+        return [ld for ld in self.loads(pid) if not ld.ok]
+
+    def context(self, load: Load) -> Optional[dict]:
+        """The Python event (py_import, py_dlopen, ...) a load is attributed to, if any."""
+        if load.ctx is None:
+            return None
+        return next((e for e in self.events if e.get("pid") == load.pid and e.get("seq") == load.ctx
+                     and str(e.get("ev", "")).startswith("py_")), None)
+
+
+def _bad(path: Union[str, Path], lineno: int, what: str) -> DlltraceError:
+    return DlltraceError(f"{path}: line {lineno}: {what}", EXIT_BAD_TRACE)
+
+
+def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+        raise _bad(path, lineno, f"not a dlltrace trace (the first line must be a {FORMAT_NAME!r} header)")
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _bad(path, lineno, f"invalid trace format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise _bad(path, lineno, f"trace format version {version} is newer than this dlltrace reads "
+                                 f"({FORMAT_VERSION}); upgrade dlltrace")
+    return Header(format=obj["format"], version=version, tool=obj.get("tool"), created=obj.get("created"),
+                  platform=obj.get("platform"))
+
+
+def read_trace(path: Union[str, Path]) -> Trace:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+    lines = data.split(b"\n")
+    # a complete file ends with "\n": the last element is then empty
+    complete_end = lines and lines[-1] == b""
+    if complete_end:
+        lines.pop()
+    if not lines or not lines[0].strip():
+        raise _bad(path, 1, "empty file, not a dlltrace trace")
+    try:
+        first = json.loads(lines[0].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
+    header = parse_header(first, path)
+    events: list[dict] = []
+    warnings: list[str] = []
+    last = len(lines)
+    for i, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            if i == last and not complete_end:
+                warnings.append(f"{path}: line {i}: truncated last line ignored")
+            else:
+                warnings.append(f"{path}: line {i}: unreadable line skipped")
+            continue
+        if not isinstance(obj, dict):
+            warnings.append(f"{path}: line {i}: not a JSON object, skipped")
+            continue
+        if "ev" not in obj:
+            if obj.get("format") == FORMAT_NAME:  # another header (a second writer started the file)
+                parse_header(obj, path, i)
+                continue
+            warnings.append(f"{path}: line {i}: no \"ev\" field, skipped")
+            continue
+        if not isinstance(obj.get("pid"), int) or not isinstance(obj.get("seq"), int):
+            warnings.append(f"{path}: line {i}: event without integer pid/seq, skipped")
+            continue
+        events.append(obj)
+    return Trace(path=str(path), header=header, events=events, warnings=warnings)
