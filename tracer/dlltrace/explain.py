@@ -26,7 +26,10 @@ _PROVIDERS: list[tuple[re.Pattern, str]] = [
      "or a torch build that does not need it"),
     (re.compile(r"^cublas(lt)?64_(\d+)\.dll$"), "pip install nvidia-cublas-cu{cuda}"),
     (re.compile(r"^cudart64_(\d+)\.dll$"), "pip install nvidia-cuda-runtime-cu{cuda}"),
-    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"), "pip install nvidia-cudnn-cu12 (cuDNN {cudnn}), or the cuDNN {cudnn} zip from NVIDIA"),
+    (re.compile(r"^cudnn(_[a-z_]+)?64_9\.dll$"), "pip install nvidia-cudnn-cu12 (it ships cuDNN 9)"),
+    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"),
+     "Install cuDNN {cudnn} for your CUDA version (NVIDIA's cuDNN archive) and add its bin folder with os.add_dll_directory, "
+     "or install a torch build that bundles cuDNN"),
     (re.compile(r"^cufft(w)?64_(\d+)\.dll$"), "pip install nvidia-cufft-cu12"),
     (re.compile(r"^curand64_(\d+)\.dll$"), "pip install nvidia-curand-cu12"),
     (re.compile(r"^cusparse64_(\d+)\.dll$"), "pip install nvidia-cusparse-cu12"),

@@ -6,13 +6,20 @@ import argparse
 import json
 import sys
 
+from pathlib import Path
+
+from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.explain import not_searched_note
 from dlltrace.render import results_dict, text_call
 from dlltrace.scenario import load_scenario
 
+EXAMPLE = Path(__file__).resolve().parent / "examples" / "s1.toml"
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="a scenario file (.toml or .json; see docs/scenarios.md)")
+    p.add_argument("scenario", nargs="?", help="a scenario file (.toml or .json; see docs/scenarios.md)")
+    p.add_argument("--example", action="store_true",
+                   help="simulate the built-in example (S1: cublas64_12.dll on PATH, loaded by a Python extension)")
     p.add_argument("--json", action="store_true", help="print the documented JSON result (docs/json-output.md)")
 
 
@@ -27,6 +34,10 @@ def simulate(path: str):
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.example:
+        args.scenario = str(EXAMPLE)
+    elif not args.scenario:
+        raise DlltraceError("simulate needs a scenario file (or --example)", EXIT_USAGE)
     scenario, results, notes = simulate(args.scenario)
     if args.json:
         doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description, notes=notes)

@@ -1,0 +1,110 @@
+"""The dlltrace command as a user runs it: output, exit codes, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+S1 = ROOT / "fixtures" / "scenarios" / "s1.toml"
+
+
+def dlltrace(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tracer"))
+    return subprocess.run([sys.executable, "-m", "dlltrace", *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_simulate_s1_json_acceptance():
+    r = dlltrace("simulate", str(S1), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["format"], doc["version"], doc["error"]) == ("dlltrace-simulate", 1, 126)
+    call = doc["calls"][doc["failed"][0]]
+    assert call["leaf"]["name"] == "cublas64_12.dll" and call["leaf"]["cause"] == "not_found"
+    assert call["chain"] == ["ctranslate2.pyd", "cublas64_12.dll"]
+    v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
+    [found] = [c for c in call["found_elsewhere"] if c["path"].startswith(v12)]
+    assert found["result"] == "found" and "on PATH" in found["rule"] and "does not search" in found["rule"]
+    assert "os.add_dll_directory" in call["fixes"][0]["text"] and v12 in call["fixes"][0]["text"]
+    assert all(c["result"] == "not_there" for c in call["candidates"])
+    assert [c["rule"] for c in call["candidates"]] == ["DLL_LOAD_DIR of ctranslate2.pyd", "APPLICATION_DIR", "SYSTEM32"]
+
+
+def test_simulate_json_matches_its_schema():
+    import jsonschema
+
+    schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "result-v1.json").read_text())
+    for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
+        r = dlltrace("simulate", str(s), "--json")
+        assert r.returncode == 0, r.stderr
+        jsonschema.validate(json.loads(r.stdout), schema)
+
+
+def test_simulate_text_names_leaf_first():
+    r = dlltrace("simulate", str(S1))
+    assert r.returncode == 0
+    lines = [l for l in r.stdout.splitlines() if "✗" in l]
+    assert lines[0].strip() == "✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd"
+    assert "PATH and the current folder are not searched with these flags." in r.stdout
+
+
+BAD = {
+    "unknown_key.toml": ("[process]\nexe = 'C:\\a\\b.exe'\ncolour = 1\n", "process: unknown key 'colour'"),
+    "bad_flags.toml": ("[process]\nexe = 'C:\\a\\b.exe'\n[[call]]\nop = \"LoadLibraryExW\"\nname = \"a.dll\"\nflags = \"0xZZ\"\n",
+                       "call[0].flags: must be a number"),
+    "bad_bits.toml": ("[process]\nexe = 'C:\\a\\b.exe'\n[[call]]\nop = \"LoadLibraryExW\"\nname = \"a.dll\"\nflags = 0x80000000\n",
+                      "call[0].flags: 2147483648 has bits that are not LoadLibraryEx flags"),
+    "posix_path.toml": ("[process]\nexe = '/usr/bin/python'\n", "process.exe: '/usr/bin/python' is a POSIX path"),
+    "relative.toml": ("[process]\nexe = 'C:\\a\\b.exe'\n[[file]]\npath = 'lib\\a.dll'\n", "file[0].path: 'lib\\\\a.dll' is not an absolute Windows path"),
+    "no_exe.toml": ("[process]\ncwd = 'C:\\a'\n", "process: needs `exe`"),
+    "bad_op.toml": ("[process]\nexe = 'C:\\a\\b.exe'\n[[call]]\nop = \"LoadLib\"\n", "call[0].op: 'LoadLib' is not a known call"),
+    "bad_machine.toml": ("[process]\nexe = 'C:\\a\\b.exe'\nmachine = \"sparc\"\n", "process.machine: 'sparc' is not a machine"),
+    "not_toml.toml": ("[process\nexe = 1\n", "not valid TOML"),
+    "not_json.json": ("{\"process\": ", "line 1: not valid JSON"),
+    "newer.toml": ("version = 2\n[process]\nexe = 'C:\\a\\b.exe'\n", "version: version 2 is not supported"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_simulate_bad_scenario_is_one_line_exit_2(tmp_path, name):
+    text, message = BAD[name]
+    f = tmp_path / name
+    f.write_text(text)
+    r = dlltrace("simulate", str(f))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"dlltrace: {f}: ")
+    assert message in lines[0]
+
+
+def test_simulate_missing_file_exit_2(tmp_path):
+    r = dlltrace("simulate", str(tmp_path / "nope.toml"))
+    assert (r.returncode, r.stderr.strip()) == (2, f"dlltrace: {tmp_path / 'nope.toml'}: no such file")
+
+
+def test_simulate_folder_exit_2(tmp_path):
+    r = dlltrace("simulate", str(tmp_path))
+    assert r.returncode == 2 and "is a folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_arguments_prints_usage():
+    r = dlltrace()
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_version():
+    r = dlltrace("--version")
+    assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
+
+
+def test_example_command_runs():
+    r = dlltrace("simulate", "--example")
+    assert r.returncode == 0
+    assert "cublas64_12.dll was not found" in r.stdout

@@ -1,0 +1,80 @@
+"""Every scenario in fixtures/scenarios/ (the real failures of shared/CASES.md) with its verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dlltrace.scenario import load_scenario
+from dlltrace.simulate import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")) + sorted((ROOT / "fixtures" / "scenarios").glob("*.json"))
+
+
+def first_failed(results):
+    failed = [r for r in results if r.error and r.tree is not None]
+    return failed[0] if failed else None
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario_verdict(path):
+    scenario, results, _ = simulate(str(path))
+    exp = scenario.expect
+    assert exp, f"{path.name} has no [expect] table"
+    r = first_failed(results)
+    if exp.get("error", 0) == 0:
+        assert r is None
+        return
+    assert r is not None, "expected a failed load"
+    assert r.error == exp["error"]
+    if "leaf" in exp:
+        assert r.leaf.name == exp["leaf"]
+    if "cause" in exp:
+        assert r.leaf.cause == exp["cause"]
+    if "chain" in exp:
+        assert r.chain == exp["chain"]
+    if "fix_contains" in exp:
+        assert r.fixes, "no fix suggested"
+        assert exp["fix_contains"] in r.fixes[0].text, r.fixes[0].text
+    if "found_elsewhere" in exp:
+        assert exp["found_elsewhere"] in [c.path for c in r.found_elsewhere]
+
+
+def test_every_search_order_case_has_a_scenario():
+    names = {p.stem for p in SCENARIOS}
+    assert {"s1", "s3", "s5", "s6", "s7", "s8", "s10"} <= names
+
+
+def test_s1_says_the_folder_is_only_on_path():
+    _, results, notes = simulate(str(ROOT / "fixtures" / "scenarios" / "s1.toml"))
+    r = first_failed(results)
+    v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
+    [c] = [c for c in r.found_elsewhere if c.path.startswith(v12)]
+    assert "on PATH (entry 2)" in c.rule and "does not search" in c.rule
+    assert notes[r.index] == "PATH and the current folder are not searched with these flags."
+    # and PATH was really not searched
+    assert not any(p.startswith(v12) for p in r.probes)
+
+
+def test_s2_both_attempts_name_the_leaf():
+    _, results, _ = simulate(str(ROOT / "fixtures" / "scenarios" / "s2.toml"))
+    failed = [r for r in results if r.error and r.tree is not None]
+    assert [(r.op, r.flags) for r in failed] == [("LoadLibraryExW", 0x1100), ("LoadLibraryW", 0)]
+    assert all(r.leaf.name == "cudnn64_7.dll" for r in failed)
+    # the retry searched PATH (torch prepended its folders), the first attempt did not
+    first, retry = failed
+    assert not any("PATH" in c.rule for c in first.tree.walk() for c in c.candidates)
+    assert any(c.rule.startswith("PATH[") for n in retry.tree.walk() for c in n.candidates)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario_matches_json_schema(path):
+    import jsonschema
+    import tomllib
+
+    schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "scenario-v1.json").read_text())
+    data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    jsonschema.validate(data, schema)

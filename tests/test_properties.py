@@ -1,0 +1,162 @@
+"""Properties of the simulator over generated worlds (hypothesis)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from dlltrace import winpath
+from dlltrace.scenario import scenario_from_dict
+
+NAMES = ["a.dll", "b.dll", "c.dll", "d.dll"]
+# Folders the SEARCH flags may search, and folders only PATH / the current folder point at: disjoint.
+SEARCHABLE = ["C:\\app", "C:\\lib", "C:\\u1", "C:\\u2", "C:\\Windows\\System32"]
+PATHONLY = ["C:\\p1", "C:\\p2", "C:\\cwd"]
+FLAGS = [0, 0x8, 0x100, 0x200, 0x400, 0x800, 0x1000, 0x1100, 0x900, 0x600]
+
+
+@st.composite
+def worlds(draw):
+    files = []
+    for folder in SEARCHABLE + PATHONLY:
+        for name in NAMES:
+            if draw(st.integers(0, 3)) == 0:
+                f = {"path": f"{folder}\\{name}"}
+                f["machine"] = draw(st.sampled_from(["x64", "x64", "x64", "x86"]))
+                kind = draw(st.sampled_from(["pe"] * 8 + ["not_pe"]))
+                if kind != "pe":
+                    f["kind"] = kind
+                deps = draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True))
+                f["imports"] = [d for d in deps if d != name]
+                if draw(st.integers(0, 15)) == 0:
+                    f["dllmain_fails"] = True
+                files.append(f)
+    process = {
+        "exe": "C:\\app\\host.exe",
+        "cwd": "C:\\cwd",
+        "path": draw(st.lists(st.sampled_from(["C:\\p1", "C:\\p2"]), max_size=2, unique=True)),
+    }
+    calls = []
+    for d in draw(st.lists(st.sampled_from(["C:\\u1", "C:\\u2"]), max_size=2, unique=True)):
+        calls.append({"op": "AddDllDirectory", "path": d})
+    if draw(st.booleans()):
+        calls.append({"op": "SetDllDirectory", "path": "C:\\u2"})
+    if draw(st.integers(0, 3)) == 0:
+        calls.append({"op": "SetDefaultDllDirectories", "flags": draw(st.sampled_from([0x1000, 0x800, 0x200, 0x1100]))})
+    target = draw(st.sampled_from(NAMES))
+    if draw(st.booleans()):
+        target = draw(st.sampled_from(["C:\\lib", "C:\\app"])) + "\\" + target
+    calls.append({"op": "LoadLibraryExW", "name": target, "flags": draw(st.sampled_from(FLAGS))})
+    return {"process": process, "file": files, "call": calls, "folders": ["C:\\u1", "C:\\u2", "C:\\lib", "C:\\p1", "C:\\p2"]}
+
+
+def outcome(doc):
+    r = scenario_from_dict(copy.deepcopy(doc)).run()[-1]
+    return r
+
+
+def key(r):
+    return (r.error, r.module_path, tuple(r.probes), tuple(r.chain), r.leaf)
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(worlds())
+def test_deterministic(doc):
+    assert key(outcome(doc)) == key(outcome(doc))
+
+
+@SETTINGS
+@given(worlds())
+def test_found_module_is_first_existing_matching_candidate(doc):
+    r = outcome(doc)
+    for node in r.tree.walk():
+        if node.path is None or node.cause or not node.candidates:
+            continue
+        results = [c.result for c in node.candidates]
+        if results[-1] != "found":
+            continue
+        assert all(x in ("not_there", "wrong_machine") for x in results[:-1])
+        for c in node.candidates[:-1]:
+            facts = next((f for f in doc["file"] if winpath.same(f["path"], c.path)), None)
+            assert facts is None or facts.get("machine", "x64") != "x64"
+        chosen = next(f for f in doc["file"] if winpath.same(f["path"], node.path))
+        assert chosen.get("machine", "x64") == "x64" and chosen.get("kind", "pe") == "pe"
+
+
+@SETTINGS
+@given(worlds())
+def test_appending_a_path_folder_never_changes_a_success(doc):
+    r = outcome(doc)
+    if r.error:
+        return
+    doc2 = copy.deepcopy(doc)
+    doc2["process"]["path"].append("C:\\zz")
+    doc2["file"] += [{"path": f"C:\\zz\\{n}"} for n in NAMES]
+    doc2["folders"].append("C:\\zz")
+    assert key(outcome(doc2))[:2] == key(r)[:2]
+
+
+@SETTINGS
+@given(worlds())
+def test_search_flags_never_reach_path_or_current_folder(doc):
+    r = outcome(doc)
+    flags = doc["call"][-1]["flags"]
+    defaults = [c["flags"] for c in doc["call"] if c["op"] == "SetDefaultDllDirectories"]
+    if not (flags & 0x1F00 or (defaults and not flags & 0x8)):
+        return
+    if r.error == 87:
+        return
+    for p in r.probes:
+        assert winpath.dirname(p) not in PATHONLY, p
+
+
+@SETTINGS
+@given(worlds(), st.data())
+def test_deleting_an_unprobed_file_changes_nothing(doc, data):
+    r = outcome(doc)
+    probed = {winpath.key(p) for p in r.probes}
+    unprobed = [f for f in doc["file"] if winpath.key(f["path"]) not in probed]
+    if not unprobed:
+        return
+    victim = data.draw(st.sampled_from(unprobed))
+    doc2 = copy.deepcopy(doc)
+    doc2["file"] = [f for f in doc2["file"] if f["path"] != victim["path"]]
+    assert key(outcome(doc2)) == key(r)
+
+
+@SETTINGS
+@given(worlds())
+def test_scenario_round_trips_through_json(doc):
+    s = scenario_from_dict(copy.deepcopy(doc))
+    again = scenario_from_dict(json.loads(json.dumps(s.to_dict())))
+    assert [key(x) for x in s.run()] == [key(x) for x in again.run()]
+
+
+@SETTINGS
+@given(worlds())
+def test_failed_load_leaves_loaded_modules_as_they_were(doc):
+    s = scenario_from_dict(copy.deepcopy(doc))
+    sim = s.simulator(explain=False)
+    for c in s.calls[:-1]:
+        sim.do(c)
+    before = [(m.path, m.refcount) for m in sim.process.loaded]
+    [r] = sim.do(s.calls[-1])
+    if r.error:
+        assert [(m.path, m.refcount) for m in sim.process.loaded] == before
+    else:
+        assert sim.process.find_loaded_by_path(r.module_path) is not None
+
+
+@SETTINGS
+@given(worlds())
+def test_error_iff_leaf_and_chain_ends_at_leaf(doc):
+    r = outcome(doc)
+    assert (r.error == 0) == (r.leaf is None)
+    if r.leaf:
+        assert r.chain[-1] == r.leaf.name
+        assert r.chain[0] == winpath.basename(doc["call"][-1]["name"]) or r.error == 87
