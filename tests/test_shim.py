@@ -1,0 +1,259 @@
+"""The native shim under Wine: fixture host (fixtures/host/loadhost.c) + mingw-built DLLs
+(fixtures/dlls/*.c), run through the launcher; assertions on the recorded trace.
+
+The shim and launcher are built on demand by native/build.sh (when missing or older than the sources);
+the fixtures are built once per source change into the test cache and laid out on the prefix's C:.
+In CI a missing wine64/mingw fails (winetools.require).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import winetools
+from dlltrace.trace import read_trace
+
+pytestmark = pytest.mark.wine
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = ROOT / "native"
+BIN = ROOT / "tracer" / "dlltrace" / "bin"
+FIX = ROOT / "fixtures"
+LAUNCHER = BIN / "dlltrace_launch64.exe"
+SHIM = BIN / "dlltrace_shim64.dll"
+WROOT = "C:\\dlltrace-shim"  # where the fixtures live inside the prefix
+NON_ASCII_DIR = ("用户", "张三", "lib")
+LONG_DIR = ("long", *[f"{'d' * 60}{i}" for i in range(5)])  # > 260 characters in all
+
+STATUS_DLL_NOT_FOUND = 0xC0000135
+STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
+
+
+def _newest(paths) -> float:
+    return max(p.stat().st_mtime for p in paths)
+
+
+def build_shim() -> None:
+    """native/build.sh when the outputs are missing or older than the sources."""
+    sources = [p for p in NATIVE.rglob("*") if p.suffix in (".c", ".h", ".sh")]
+    outs = [LAUNCHER, SHIM]
+    if all(o.exists() for o in outs) and min(o.stat().st_mtime for o in outs) >= _newest(sources):
+        return
+    r = subprocess.run(["bash", str(NATIVE / "build.sh")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def build_fixtures(cache: Path) -> Path:
+    sources = [*FIX.joinpath("host").glob("*.c"), *FIX.joinpath("dlls").glob("*.c")]
+    stamp = cache / "stamp"
+    if stamp.exists() and stamp.stat().st_mtime >= _newest(sources):
+        return cache
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    cc = winetools.mingw_compile
+    d = FIX / "dlls"
+    cc([FIX / "host" / "loadhost.c"], cache / "loadhost.exe", extra=["-municode"])
+    cc([d / "plain.c"], cache / "a.dll", dll=True)
+    cc([d / "plain.c"], cache / "x86.dll", dll=True, bits=32)
+    cc([d / "leaf.c"], cache / "leaf.dll", dll=True)
+    cc([d / "mid.c", cache / "leaf.dll"], cache / "mid.dll", dll=True)
+    cc([d / "top.c", cache / "mid.dll"], cache / "top.dll", dll=True)
+    cc([d / "initfail.c"], cache / "initfail.dll", dll=True)
+    cc([d / "mainload.c"], cache / "mainload.dll", dll=True)
+    stamp.write_text("ok")
+    return cache
+
+
+def layout(built: Path, root: Path) -> None:
+    """The folders on C: the tests load from (leaf.dll is deliberately nowhere)."""
+    shutil.rmtree(root, ignore_errors=True)
+    files = {
+        "host/loadhost.exe": "loadhost.exe",
+        "chain/top.dll": "top.dll", "chain/mid.dll": "mid.dll",
+        "lib/a.dll": "a.dll", "bad/x86.dll": "x86.dll", "bad/initfail.dll": "initfail.dll",
+        "ml/mainload.dll": "mainload.dll", "ml/nested.dll": "a.dll",
+        "ad/ad.dll": "a.dll", "ad/dd.dll": "a.dll", "sd/sd.dll": "a.dll",
+        "/".join(NON_ASCII_DIR) + "/a.dll": "a.dll",
+        "/".join(LONG_DIR) + "/a.dll": "a.dll",
+    }
+    for dest, src in files.items():
+        p = root / dest
+        p.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built / src, p)
+
+
+@pytest.fixture(scope="session")
+def shim_env():
+    winetools.require("wine", "mingw64", "mingw32")
+    build_shim()
+    built = build_fixtures(winetools.CACHE / "shim-fixtures")
+    layout(built, winetools.drive_c() / "dlltrace-shim")
+    return built
+
+
+def w(*parts: str) -> str:
+    """C:\\dlltrace-shim\\<parts>"""
+    return "\\".join([WROOT, *parts])
+
+
+HOST = w("host", "loadhost.exe")
+
+
+def traced(tmp_path: Path, *ops: str, name: str = "t.jsonl"):
+    """Run the host with ops through the launcher; return (completed process, Trace)."""
+    out = tmp_path / name
+    r = winetools.run_wine([str(LAUNCHER), HOST, *ops],
+                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out), "LC_ALL": "C.UTF-8"})
+    return r, read_trace(out)
+
+
+def lines(r) -> list[str]:
+    return r.stdout.decode("utf-8", "replace").replace("\r\n", "\n").splitlines()
+
+
+def ends(path, *parts) -> bool:
+    return path is not None and path.lower().endswith("\\".join(parts).lower())
+
+
+def test_missing_leaf_two_levels_down(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "load", w("chain", "top.dll"), "0x1100")
+    assert lines(r) == ["load err 126"]
+    assert r.returncode == 126
+    assert tr.warnings == []
+    (pid,) = tr.pids
+    assert "LoadLibraryExW" in tr.process(pid)["hooks"] and "NtOpenFile" in tr.process(pid)["hooks"]
+    (load,) = tr.loads()
+    assert (load.api, load.name, load.flags) == ("LoadLibraryExW", w("chain", "top.dll"), 0x1100)
+    assert load.caller.lower().endswith("loadhost.exe")
+    assert (load.error, load.status, load.result) == (126, STATUS_DLL_NOT_FOUND, None)
+    opened = [(p.win_path.lower(), p.status) for p in load.probes if p.op == "open"]
+    assert (w("chain", "mid.dll").lower(), 0) in opened
+    leaf = [(path, st) for path, st in opened if path.endswith("\\leaf.dll")]
+    # Wine's order for 0x1100: DLL_LOAD_DIR (top's folder), APPLICATION_DIR, (no user dirs), SYSTEM32
+    assert [path for path, _ in leaf] == [w("chain", "leaf.dll").lower(), w("host", "leaf.dll").lower(),
+                                          "c:\\windows\\system32\\leaf.dll"]
+    assert all(st == STATUS_OBJECT_NAME_NOT_FOUND for _, st in leaf)
+    assert any(p.op == "section" and p.ok for p in load.probes)  # top.dll and mid.dll were mapped
+
+
+def test_trace_lines_match_the_schema(shim_env, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    r, tr = traced(tmp_path, "adddir", w("ad"), "load", w("chain", "top.dll"), "0x1100", "load", w("lib", "a.dll"), "0",
+                   "free", "setdlldir", w("sd"), "setdefault", "0x1000", "removedir")
+    schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "trace-v1.json").read_text())
+    v = jsonschema.Draft202012Validator(schema)
+    kinds = set()
+    for i, line in enumerate((tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines(), 1):
+        obj = json.loads(line)
+        errs = [e.message for e in v.iter_errors(obj)]
+        assert not errs, f"line {i}: {errs}"
+        kinds.add(obj.get("ev"))
+    assert {"process", "env", "load_begin", "load_end", "probe", "adddir", "free", "setdlldir", "setdefault",
+            "removedir", "exit"} <= kinds
+    env = tr.env(tr.pids[0])
+    assert env["machine"] == "x64" and env["wine"] and env["system32"].lower() == "c:\\windows\\system32"
+    assert "PATH" in env["vars"] and "LC_ALL" not in env["vars"]  # PATH-like variables only
+
+
+def test_error_codes_193_1114_87(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "load", w("bad", "x86.dll"), "0", "load", w("bad", "initfail.dll"), "0",
+                   "load", "a.dll", "0x100")
+    assert lines(r) == ["load err 193", "load err 1114", "load err 87"]
+    got = [(ld.name, ld.flags, ld.error) for ld in tr.loads()]
+    assert got == [(w("bad", "x86.dll"), 0, 193), (w("bad", "initfail.dll"), 0, 1114), ("a.dll", 0x100, 87)]
+    assert [ld.status for ld in tr.loads()][:2] == [0xC000007B, 0xC0000142]
+
+
+def test_dll_directory_apis_each_recorded(shim_env, tmp_path):
+    r, tr = traced(tmp_path,
+                   "adddir", w("ad"), "load", "ad.dll", "0x400",    # found through AddDllDirectory
+                   "loadw", "dd.dll",                                # standard order: user dirs not searched
+                   "setdefault", "0x1000", "loadw", "dd.dll",        # now they are
+                   "setdlldir", w("sd"), "loadw", "sd.dll",          # found through SetDllDirectoryW
+                   "setdlldira", "-x-", "setdlldir", "-", "removedir")
+    assert lines(r) == ["adddir ok", "load ok", "loadw err 126", "setdefault ok", "loadw ok", "setdlldir ok",
+                        "loadw ok", "setdlldira ok", "setdlldir ok", "removedir ok"]
+    loads = tr.loads()
+    assert [(ld.name, ld.error) for ld in loads] == [("ad.dll", 0), ("dd.dll", 126), ("dd.dll", 0), ("sd.dll", 0)]
+    assert ends(loads[0].path, "ad", "ad.dll") and ends(loads[2].path, "ad", "dd.dll")
+    assert ends(loads[3].path, "sd", "sd.dll")
+    (add,) = tr.of("adddir")
+    assert add["path"] == w("ad") and add["ok"] and add["cookie"]
+    (rm,) = tr.of("removedir")
+    assert rm["cookie"] == add["cookie"] and rm["ok"]
+    (sd,) = tr.of("setdefault")
+    assert (sd["flags"], sd["ok"]) == (0x1000, True)
+    # SetDllDirectoryA is one event (not also the W call it may make), NULL is null
+    assert [(e["api"], e["path"]) for e in tr.of("setdlldir")] == [
+        ("SetDllDirectoryW", w("sd")), ("SetDllDirectoryA", "-x-"), ("SetDllDirectoryW", None)]
+    # order in the file is the order of the calls
+    kinds = [e["ev"] for e in tr.events if e["ev"] in ("adddir", "setdefault", "setdlldir", "removedir", "load_begin")]
+    assert kinds == ["adddir", "load_begin", "load_begin", "setdefault", "load_begin", "setdlldir", "load_begin",
+                     "setdlldir", "setdlldir", "removedir"]
+
+
+def test_getprocaddress_pointer_and_load_inside_dllmain(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "loadgpa", w("lib", "a.dll"), "0", "loada", w("ml", "mainload.dll"))
+    assert lines(r) == ["loadgpa ok", "loada ok"]
+    gpa, outer, nested = tr.loads()
+    assert (gpa.api, gpa.name, gpa.error, gpa.parent) == ("LoadLibraryExW", w("lib", "a.dll"), 0, None)
+    assert gpa.caller.lower().endswith("loadhost.exe") and ends(gpa.path, "lib", "a.dll")
+    # LoadLibraryA -> LoadLibraryExA -> LoadLibraryExW -> LdrLoadDll is ONE load, recorded as LoadLibraryA
+    assert (outer.api, outer.depth, outer.parent) == ("LoadLibraryA", 0, None)
+    assert (nested.api, nested.name, nested.parent, nested.depth) == ("LoadLibraryW", w("ml", "nested.dll"), outer.seq, 1)
+    assert nested.caller.lower().endswith("mainload.dll")
+    assert outer.children == [nested] and nested.ok and outer.ok
+    # nested.dll's probe belongs to the nested load, mainload.dll's to the outer one
+    assert any(ends(p.win_path, "ml", "nested.dll") for p in nested.probes)
+    assert not any(ends(p.win_path, "ml", "nested.dll") for p in outer.probes)
+    assert any(ends(p.win_path, "ml", "mainload.dll") for p in outer.probes)
+    # the events nest in time: outer begin < nested begin < nested end < outer end
+    assert outer.seq < nested.seq < nested.end["seq"] < outer.end["seq"]
+
+
+def test_eight_threads_two_hundred_loads_each(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "threads", "8", "200", w("lib", "a.dll"), w("lib", "missing.dll"))
+    assert lines(r) == ["threads fails 800"]
+    assert tr.warnings == []  # no garbled line
+    loads = tr.loads()
+    assert len(loads) == 1600 and all(ld.finished for ld in loads)
+    assert Counter(ld.error for ld in loads) == {0: 800, 126: 800}
+    assert len({ld.tid for ld in loads}) == 8
+    assert Counter(ld.tid for ld in loads) == {tid: 200 for tid in {ld.tid for ld in loads}}
+    assert len(list(tr.of("free"))) == 800
+    seqs = [e["seq"] for e in tr.events if e["pid"] == tr.pids[0]]
+    assert len(seqs) == len(set(seqs))  # every event present once
+    for ld in loads:  # every probe is attributed to a load on its own thread
+        assert all(p.tid == ld.tid for p in ld.probes)
+        if ld.error == 126:
+            assert any(ends(p.win_path, "lib", "missing.dll") for p in ld.probes)
+
+
+def test_non_ascii_and_long_paths_round_trip(shim_env, tmp_path):
+    uni = w(*NON_ASCII_DIR, "a.dll")
+    long = w(*LONG_DIR, "a.dll")
+    assert len(long) > 260
+    r, tr = traced(tmp_path, "load", uni, "0", "load", long, "0")
+    assert lines(r) == ["load ok", "load ok"]
+    a, b = tr.loads()
+    assert a.name == uni and a.path.lower() == uni.lower()
+    assert b.name == long and b.path.lower() == long.lower()
+    assert any(p.win_path == uni for p in a.probes)
+    assert "用户\\\\张三".encode() in (tmp_path / "t.jsonl").read_bytes()  # raw UTF-8 in the JSON, not \\u escapes
+
+
+def test_crash_after_failed_load_keeps_the_trace(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "load", w("lib", "missing.dll"), "0", "crash")
+    assert lines(r)[:2] == ["load err 126", "crash"]
+    (load,) = tr.loads()
+    assert load.error == 126 and load.probes
+    assert tr.exit_code(tr.pids[0]) == 0xC0000005
+    untraced = winetools.run_wine([str(shim_env / "loadhost.exe"), "load", "C:\\nope.dll", "0", "crash"])
+    assert r.returncode == untraced.returncode != 0  # the launcher passes the status through
