@@ -131,7 +131,12 @@ _outcomes: dict = {}  # ident -> "agree" | "xfail:<rule>" | "disagree"
 @pytest.fixture(scope="session")
 def pool():
     winetools.require("wine", "mingw64", "mingw32")
-    return kit.build_pool()
+    built = kit.build_pool()
+    base = winetools.drive_c() / BASE_UNIX
+    kit.remove_stale_case_dirs(base, keep=NONCE)
+    yield built
+    if not os.environ.get("DLLTRACE_WINE_KEEP"):
+        shutil.rmtree(base / NONCE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -150,9 +155,7 @@ def wine_runs(pool):
             runs = dict(ex.map(run, CASES))
     finally:
         kit.remove_files(outside)
-    yield runs
-    if not os.environ.get("DLLTRACE_WINE_KEEP"):
-        shutil.rmtree(drive_c / BASE_UNIX / NONCE, ignore_errors=True)
+    return runs
 
 
 # ----------------------------------------------------------------------------- comparing
@@ -369,3 +372,90 @@ def test_anchor_wine_facts(pool):
                          ("load", "{m}.dll", "0x100")], pool)
     assert run.complete, run.stderr_tail
     assert [o.error for o in run.ops] == [0, 0, 126, 193, 1114, 87, 87]
+
+
+# ----------------------------------------------------------------------------- minimal cases
+def _call_for(kind, args):
+    if kind == "adddir":
+        return {"op": "AddDllDirectory", "path": args[0]}
+    if kind == "setdlldir":
+        return {"op": "SetDllDirectory", "path": args[0]}
+    if kind == "setdlldir-empty":
+        return {"op": "SetDllDirectory", "path": ""}
+    if kind == "setdlldir-null":
+        return {"op": "SetDllDirectory"}
+    if kind == "setdefault":
+        return {"op": "SetDefaultDllDirectories", "flags": int(args[0], 16)}
+    if kind == "load":
+        return {"op": "LoadLibraryExW", "name": args[0], "flags": int(args[1], 16)}
+    if kind == "loadw":
+        return {"op": "LoadLibraryW", "name": args[0]}
+    return None  # cd, path: process state
+
+
+def manual_case(ident, index, files, cwd, path, ops):
+    """A hand-written case: files [(folder key, role, variant)], cwd a folder key, path a list
+    of folder keys, ops [(kind, *args)] with {f1}/{t}-style placeholders."""
+    names = lay.case_names(NONCE, index)
+    root = f"C:\\{BASE_UNIX}\\{NONCE}\\m{index:04d}"
+    folders = {"app": root + "\\app", **{k: f"{root}\\{k}" for k in lay.PLAIN}}
+    fill = {**folders, **names}
+    host_ops = [lay.HostOp("cd", (folders[cwd],)),
+                lay.HostOp("path", (";".join(folders[k] for k in path) or "-",))]
+    for kind, *args in ops:
+        args = tuple(a.format(**fill) for a in args)
+        host_ops.append(lay.HostOp(kind, args, _call_for(kind, args)))
+    return lay.Case(ident=ident, shape="minimal", root=root, names=names, folders=folders,
+                    files=[(f"{folders[f]}\\{names[r]}.dll", r, v) for f, r, v in files],
+                    cwd=folders[cwd], path=[folders[k] for k in path], ops=host_ops)
+
+
+# rule -> (case, what Wine does: [(op index, error, folder key of the module or None)]).
+# Wine's side is asserted strictly (a different Wine would show here first); the model's side
+# is an xfail naming the rule until the model implements it for the Wine profile.
+MINIMAL = {
+    "wine-empty-dll-directory-keeps-cwd": (
+        # the leaf is only in the current folder; SetDllDirectoryW("") then LoadLibraryW(bare)
+        manual_case("empty-dll-dir", 9101, [("f1", "l", "ok")], "f1", [],
+                    [("setdlldir-empty",), ("loadw", "{l}.dll")]),
+        [(2, 0, None), (3, 0, "f1")]),
+    "wine-import-failure-is-126": (
+        # mid loaded by full path imports the leaf, found only as an x86 build next to it
+        manual_case("import-x86", 9102, [("f1", "m", "ok"), ("f1", "l", "x86")], "app", [],
+                    [("load", "{f1}\\{m}.dll", "0x8")]),
+        [(2, 126, None)]),
+    "default-dirs-reject-dll-load-dir": (
+        manual_case("default-0x1100", 9103, [], "app", [], [("setdefault", "0x1100")]),
+        [(2, 87, None)]),
+    "wine-altered-search-path-with-default-dirs": (
+        # SetDefaultDllDirectories(SYSTEM32); mid and leaf side by side in f1; 0x8 by full
+        # path loads (the leaf is found in the DLL's folder), 0x8 with a bare name is 87
+        manual_case("altered-default", 9104, [("f1", "m", "ok"), ("f1", "l", "ok")], "app", [],
+                    [("setdefault", "0x800"), ("load", "{f1}\\{m}.dll", "0x8"), ("load", "{m}.dll", "0x8")]),
+        [(3, 0, "f1"), (4, 87, None)]),
+}
+
+
+@pytest.mark.parametrize("rule", list(MINIMAL))
+def test_minimal_wine_difference(rule, pool):
+    case, wine_facts = MINIMAL[rule]
+    outside = kit.materialize(case, pool, winetools.drive_c())
+    try:
+        run = kit.run_host(case.exe, case.ops)
+    finally:
+        kit.remove_files(outside)
+    assert run.complete, run.stderr_tail
+    for i, err, folder in wine_facts:
+        w = run.ops[i]
+        assert w.error == err, (rule, i, w)
+        if folder is None:
+            assert w.path is None, (rule, i, w)
+        else:
+            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (rule, i, w)
+    results = simulate(case)
+    diffs = compare(case, run, results)
+    assert not [t for i, t in diffs if i is None], diffs
+    if diffs:
+        rules = classify(case, run, results, diffs)
+        assert rules and rule in rules, ("unexplained", diffs)
+        pytest.xfail(f"[{rule}] " + " ".join(t for _, t in diffs))

@@ -303,3 +303,19 @@ def remove_files(paths) -> None:
             Path(p).unlink()
         except FileNotFoundError:
             pass
+
+
+def remove_stale_case_dirs(base: Path, keep: str, older_than: float = 3600) -> None:
+    """Remove case folders of earlier sessions (C:\\dtw\\<nonce>) older than an hour; a
+    session running at the same time on the same prefix has a younger folder."""
+    import time
+
+    if not base.is_dir():
+        return
+    now = time.time()
+    for d in base.iterdir():
+        try:
+            if d.name != keep and d.is_dir() and now - d.stat().st_mtime > older_than:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
