@@ -1,0 +1,135 @@
+"""`dlltrace run`: the acceptance command under Wine, exit codes, bad input (one line, distinct code)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import winetools
+from dlltrace import errors, run
+from dlltrace.trace import read_trace
+from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def dlltrace(*argv: str, cwd=None, **env_extra) -> subprocess.CompletedProcess:
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), **env_extra)
+    return subprocess.run([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.wine
+def test_acceptance_missing_leaf(shim_env, tmp_path):
+    host = winetools.drive_c() / "dlltrace-shim/host/loadhost.exe"  # a Linux path: run passes it as Z:\...
+    r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(host), "load", w("chain", "top.dll"), "0x1100", cwd=tmp_path)
+    assert r.returncode == 126, r.stderr
+    assert r.stdout.replace("\r\n", "\n") == "load err 126\n"  # the child's stdout, passed through
+    assert "1 failed load" in r.stderr and "top.dll" in r.stderr and "126" in r.stderr
+    assert "trace saved to t.jsonl" in r.stderr
+    tr = read_trace(tmp_path / "t.jsonl")
+    assert tr.header.tool.startswith("dlltrace ") and tr.header.platform == "wine"
+    (load,) = tr.loads()
+    assert (load.api, load.flags, load.error) == ("LoadLibraryExW", 0x1100, 126)
+    leaf = [p.win_path.lower() for p in load.probes if p.op == "open" and p.win_path.lower().endswith("\\leaf.dll")]
+    app_dir = run.to_wine_path(host.parent).lower()
+    assert leaf == [w("chain", "leaf.dll").lower(), app_dir + "\\leaf.dll", "c:\\windows\\system32\\leaf.dll"]
+
+
+@pytest.mark.wine
+def test_crash_exit_status_and_default_trace_name(shim_env, tmp_path):
+    r = dlltrace("run", "--wine", "--", HOST, "load", "C:\\nope.dll", "0", "crash", cwd=tmp_path)
+    (trace_file,) = tmp_path.glob("dlltrace-loadhost-*.jsonl")
+    assert f"trace saved to {trace_file.name}" in r.stderr
+    untraced = winetools.run_wine([str(winetools.drive_c() / "dlltrace-shim/host/loadhost.exe"), "crash"])
+    assert r.returncode == untraced.returncode != 0
+    tr = read_trace(trace_file)
+    assert [ld.error for ld in tr.loads()] == [126]
+    assert tr.exit_code(tr.pids[0]) == 0xC0000005
+
+
+@pytest.mark.wine
+def test_command_that_does_not_exist_under_wine(shim_env, tmp_path):
+    r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", "C:\\no\\such.exe", cwd=tmp_path)
+    assert r.returncode == errors.EXIT_NO_COMMAND
+    assert r.stderr.count("\n") == 1 and "C:\\no\\such.exe" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("argv, env, code, text", [
+    (["run"], {}, errors.EXIT_NO_COMMAND, "no command given"),
+    (["run", "--"], {}, errors.EXIT_NO_COMMAND, "no command given"),
+    (["run", "--wine", "--", "/no/such/prog.exe"], {}, errors.EXIT_NO_COMMAND, "command not found: /no/such/prog.exe"),
+    (["run", "--wine", "--", "x.exe"], {"DLLTRACE_WINE": "/no/wine64"}, errors.EXIT_NO_WINE, "wine64 is not installed"),
+    (["ls", "-l"], {}, errors.EXIT_UNSUPPORTED, "not supported yet"),
+])
+def test_bad_input_one_line_and_distinct_code(argv, env, code, text, tmp_path):
+    r = dlltrace(*argv, cwd=tmp_path, **env)
+    assert r.returncode == code
+    assert r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1 and text in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []  # no trace left behind for input errors
+
+
+def test_unwritable_trace_path(tmp_path):
+    if not winetools.wine_binary():
+        pytest.skip("needs wine64 to get past the --wine check")  # the check comes after --wine's
+    r = dlltrace("run", "--wine", "-o", str(tmp_path / "no" / "dir" / "t.jsonl"), "--", "x.exe")
+    assert r.returncode == errors.EXIT_OUTPUT
+    assert r.stderr.count("\n") == 1 and "cannot write the trace file" in r.stderr
+
+
+def test_default_trace_name_and_wine_args(tmp_path):
+    now = datetime.datetime(2026, 11, 29, 16, 23, 1)
+    assert run.default_trace_name(["C:\\Py\\python.exe", "-c", "x"], now) == "dlltrace-python-20261129-162301.jsonl"
+    assert run.default_trace_name(["./my prog.EXE"], now) == "dlltrace-my_prog-20261129-162301.jsonl"
+    f = tmp_path / "a.dll"
+    f.write_text("")
+    assert run.wine_command_args([str(f), "C:\\x.dll", "/no/such", "0x1100"]) == [
+        "Z:" + str(f).replace("/", "\\"), "C:\\x.dll", "/no/such", "0x1100"]
+    assert run.is_python_command(["C:\\Python311\\python.exe"]) and run.is_python_command(["python3.11"])
+    assert not run.is_python_command(["pythonista.exe"])
+    env = run.child_env({"PYTHONPATH": "X"}, "C:\\t.jsonl", ["python"], windows=True)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(run.BOOTSTRAP), "X"] and env["DLLTRACE_TRACE"] == "C:\\t.jsonl"
+    assert "PYTHONPATH" not in run.child_env({}, "t", ["host.exe"], windows=True)
+    assert (run.BOOTSTRAP / "sitecustomize.py").is_file()
+
+
+SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","created":null,"platform":"wine"}
+{"ev":"load_begin","seq":3,"pid":7,"tid":1,"t":1,"api":"LoadLibraryExW","name":"C:\\\\t\\\\top.dll","flags":4352,"parent":null,"depth":0,"ctx":null,"caller":null}
+{"ev":"load_end","seq":9,"pid":7,"tid":1,"t":2,"load":3,"result":null,"error":126,"status":3221225781,"path":null}
+{"ev":"load_begin","seq":10,"pid":7,"tid":1,"t":3,"api":"LoadLibraryW","name":"ok.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":null}
+{"ev":"load_end","seq":11,"pid":7,"tid":1,"t":4,"load":10,"result":"0x10000","error":0,"status":0,"path":"C:\\\\ok.dll"}
+{"ev":"load_begin","seq":12,"pid":7,"tid":1,"t":5,"api":"LoadLibraryA","name":"dies.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":null}
+"""
+
+
+def test_summary_lists_failed_loads_and_uses_report_when_present(tmp_path, monkeypatch):
+    p = tmp_path / "t.jsonl"
+    p.write_text(SAMPLE)
+    tr = read_trace(p)
+    text = run.summary(tr)
+    assert text.splitlines() == [
+        "dlltrace: 2 failed loads:",
+        "  x C:\\t\\top.dll  flags 0x1100 (DLL_LOAD_DIR | DEFAULT_DIRS)  -> 126 The specified module could not be found.",
+        "  x dies.dll  flags 0x0 (none (standard order))  -> did not return (the process ended during the load)",
+    ]
+    fake = types.ModuleType("dlltrace.report")
+    fake.summarize = lambda trace: f"REPORT {len(trace.failed_loads())}"
+    monkeypatch.setitem(sys.modules, "dlltrace.report", fake)
+    assert run.summary(tr) == "REPORT 2"
+
+
+def test_command_parsing():
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    a = parser.parse_args(["-o", "x.jsonl", "--wine", "--", "host.exe", "-o", "--wine"])
+    assert (a.output, a.wine, run.command_of(a)) == ("x.jsonl", True, ["host.exe", "-o", "--wine"])
+    with pytest.raises(errors.DlltraceError) as e:
+        run.command_of(parser.parse_args([]))
+    assert e.value.exit_code == errors.EXIT_NO_COMMAND
