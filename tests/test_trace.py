@@ -1,0 +1,108 @@
+"""Reading trace files: header checks, truncated/garbled lines, typed loads and probes (no Wine needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.trace import nt_to_win32, read_trace
+
+HEADER = {"format": "dlltrace-trace", "version": 1, "tool": "dlltrace 0.1.0", "created": None, "platform": "wine"}
+
+
+def ev(kind, seq, pid=7, tid=1, **f):
+    return {"ev": kind, "seq": seq, "pid": pid, "tid": tid, "t": seq * 10, **f}
+
+
+EVENTS = [
+    ev("process", 1, exe="C:\\h.exe", hooks=["LoadLibraryExW"]),
+    ev("py_import", 2, module="torch"),
+    ev("load_begin", 3, api="LoadLibraryExW", name="C:\\t\\top.dll", flags=0x1100, parent=None, depth=0, ctx=2, caller="C:\\h.exe"),
+    ev("probe", 4, load=3, op="open", path="\\??\\C:\\t\\top.dll", status=0, handle="0x34"),
+    ev("load_begin", 5, api="LoadLibraryW", name="n.dll", flags=0, parent=3, depth=1, ctx=2, caller="C:\\t\\top.dll"),
+    ev("probe", 6, load=5, op="open", path="\\??\\C:\\t\\n.dll", status=0xC0000034),
+    ev("load_end", 7, load=5, result=None, error=126, status=0xC0000135, path=None),
+    ev("probe", 8, load=3, op="open", path="\\??\\C:\\t\\leaf.dll", status=0xC0000034),
+    ev("load_end", 9, load=3, result="0x1000", error=0, status=0, path="C:\\t\\top.dll"),
+    ev("load_begin", 1, pid=8, api="LoadLibraryA", name="x.dll", flags=0, parent=None, depth=0, ctx=None, caller=None),
+]
+
+
+def write(tmp_path, lines, tail=b"\n", name="t.jsonl"):
+    p = tmp_path / name
+    p.write_bytes(b"\n".join(json.dumps(x, ensure_ascii=False).encode() if not isinstance(x, bytes) else x
+                             for x in lines) + tail)
+    return p
+
+
+def test_typed_loads_probes_nesting_and_context(tmp_path):
+    tr = read_trace(write(tmp_path, [HEADER, *EVENTS]))
+    assert tr.warnings == [] and tr.header.version == 1 and tr.header.platform == "wine"
+    assert tr.pids == [7]  # pid 8 has no process event
+    top, nested, other = tr.loads()
+    assert (top.name, top.flags, top.ok, top.path, top.error) == ("C:\\t\\top.dll", 0x1100, True, "C:\\t\\top.dll", 0)
+    assert [p.win_path for p in top.probes] == ["C:\\t\\top.dll", "C:\\t\\leaf.dll"]
+    assert top.children == [nested] and nested.parent == top.seq
+    assert (nested.ok, nested.error, nested.status) == (False, 126, 0xC0000135)
+    assert [p.seq for p in top.all_probes()] == [4, 6, 8]
+    assert not nested.probes[0].ok and top.probes[0].ok
+    assert tr.context(top)["module"] == "torch"
+    assert other.pid == 8 and not other.finished and other.error is None
+    assert [ld.seq for ld in tr.failed_loads()] == [5, 1]
+    assert [ld.seq for ld in tr.top_loads(pid=7)] == [3]
+
+
+def test_truncated_last_line_is_dropped_with_a_warning(tmp_path):
+    full = json.dumps(EVENTS[2]).encode()
+    tr = read_trace(write(tmp_path, [HEADER, *EVENTS[:2], full[: len(full) // 2]], tail=b""))
+    assert [e["seq"] for e in tr.events] == [1, 2]
+    assert len(tr.warnings) == 1 and "line 4" in tr.warnings[0] and "truncated" in tr.warnings[0]
+
+
+def test_garbled_middle_line_is_skipped_and_the_rest_kept(tmp_path):
+    tr = read_trace(write(tmp_path, [HEADER, EVENTS[0], b'{"ev":"probe","seq":4,"pi', EVENTS[1], b"\xff\xfe"]))
+    assert [e["seq"] for e in tr.events] == [1, 2]
+    assert [w.split(": ")[1] for w in tr.warnings] == ["line 3", "line 5"]
+
+
+@pytest.mark.parametrize("content, what", [
+    (b"", "line 1: empty file"),
+    (b"hello\n", "line 1: not a dlltrace trace"),
+    (b'{"format":"something-else","version":1}\n', "line 1: not a dlltrace trace"),
+    (b'[1,2]\n', "line 1: not a dlltrace trace"),
+    (b'{"format":"dlltrace-trace","version":2,"tool":"x","platform":"w"}\n', "line 1: trace format version 2 is newer"),
+    (b'{"format":"dlltrace-trace","version":"1"}\n', "line 1: invalid trace format version"),
+])
+def test_not_a_trace_or_newer_version_raises_bad_trace(tmp_path, content, what):
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(DlltraceError) as e:
+        read_trace(p)
+    assert e.value.exit_code == EXIT_BAD_TRACE
+    assert str(e.value).startswith(f"{p}: ") and what in str(e.value)
+
+
+def test_missing_file_is_a_bad_trace_error(tmp_path):
+    with pytest.raises(DlltraceError) as e:
+        read_trace(tmp_path / "nope.jsonl")
+    assert e.value.exit_code == EXIT_BAD_TRACE and "nope.jsonl" in str(e.value)
+
+
+def test_nt_paths():
+    assert nt_to_win32("\\??\\C:\\a.dll") == "C:\\a.dll"
+    assert nt_to_win32("\\??\\UNC\\srv\\share\\a.dll") == "\\\\srv\\share\\a.dll"
+    assert nt_to_win32("a.dll") == "a.dll" and nt_to_win32(None) is None
+
+
+def test_schema_accepts_the_sample_and_rejects_bad_events():
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+    schema = json.loads((Path(__file__).resolve().parent.parent / "tracer/dlltrace/schemas/trace-v1.json").read_text())
+    v = jsonschema.Draft202012Validator(schema)
+    for obj in [HEADER, *EVENTS]:
+        assert not list(v.iter_errors(obj)), obj
+    assert list(v.iter_errors({"ev": "probe", "seq": 1, "pid": 1, "tid": 1, "t": 1, "load": 1, "op": "open"}))  # no status
+    assert list(v.iter_errors({**HEADER, "version": 2}))
+    assert list(v.iter_errors({"ev": "load_end", "seq": 1, "pid": 1, "tid": 1, "t": 1, "load": 1, "result": 5, "error": 0}))
