@@ -216,7 +216,7 @@ def rule_search_path(name: str, flags: int, process: ProcessState, system: Syste
     return rule_standard_order(process, system, altered)
 
 
-def rule_dependencies_use_callers_path(top_dirs: list[SearchDir]) -> list[SearchDir]:
+def rule_dependencies_use_callers_path(top_dirs: tuple[SearchDir, ...]) -> tuple[SearchDir, ...]:
     """Static imports are searched by name only, with the search path computed for the
     top-level call; with DLL_LOAD_DIR that folder is the top-level DLL's folder at every
     level of the tree (Wine; measured: a chain top->a->b in one folder loads with 0x100)."""

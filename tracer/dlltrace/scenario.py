@@ -234,7 +234,8 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
     loaded = [r.winpath(d, f"process.loaded[{i}]") for i, d in enumerate(r.strings(prd.get("loaded", []), "process.loaded"))]
     names = {winpath.basename(p).lower() for p in loaded}
     core = [winpath.join(system.system32, n) for n in CORE_MODULES if n not in names]
-    process.loaded = [LoadedModule(p, 1, "before the first call") for p in core + loaded]
+    for p in core + loaded:
+        process.add_loaded(LoadedModule(p, 1, "before the first call"))
     world = VirtualWorld(system, files, folders + [process.app_dir, process.cwd])
 
     calls = []

@@ -123,7 +123,7 @@ class Simulator:
             return 126
         m.refcount -= 1
         if m.refcount <= 0:
-            self.process.loaded.remove(m)
+            self.process.remove_loaded(m)
         return 0
 
     # --- Python's loads (LOADER.md §6) ---------------------------------------------------------
@@ -204,19 +204,19 @@ class Simulator:
                 observe(res)
             return res
         req = rules.rule_default_extension(name)
-        dirs = rules.rule_search_path(req, flags, self.process, self.system)
+        dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
             res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
         self._new: list[LoadedModule] = []
         self._probes: list[str] = []
         self._origin = origin or f"{op}({name!r})"
+        self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
         tree = self._resolve(req, dirs, via="call")
         if tree.error == 0:
             self._initialize(tree)
         if tree.error:
             for m in self._new:
-                if m in self.process.loaded:
-                    self.process.loaded.remove(m)
+                self.process.remove_loaded(m)
         elif not tree.new:
             m = self.process.find_loaded_by_path(tree.path) if tree.path else None
             if m is not None:
@@ -247,19 +247,19 @@ class Simulator:
                         detail=leaf.detail, parent=winpath.basename(parent) if parent else None)
 
     # --- finding one module ---------------------------------------------------------------------
-    def _resolve(self, name: str, dirs: list[SearchDir], via: str) -> Node:
-        node = Node(name=name, via=via, search=tuple(dirs))
-        local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
+    def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: str) -> Node:
+        node = Node(name=name, via=via, search=dirs)
+        local = self._local
         if rules.rule_name_has_path(name):
             if local is not None:
-                found = self._probe_dirs(node, winpath.basename(name), [local], final=False)
+                found = self._probe_dirs(node, winpath.basename(name), (local,), final=False)
                 if found:
                     return found
             if winpath.is_absolute(name):
                 m = rules.rule_loaded_same_file(name, self.process)
                 if m is not None:
                     return self._already_loaded(node, m, "already loaded from the same file")
-                return self._probe_dirs(node, winpath.basename(name), [SearchDir(winpath.dirname(name), "given path")])
+                return self._probe_dirs(node, winpath.basename(name), (SearchDir(winpath.dirname(name), "given path"),))
             # a relative path with a folder in it is appended to every folder of the search path
             return self._probe_dirs(node, name, dirs)
         api = rules.rule_api_set(name, self.system)
@@ -286,7 +286,7 @@ class Simulator:
             node.candidates.append(Candidate(known, "KnownDLLs", "known_dll"))
             return self._load_file(node, self.world.file(known) or FileFacts(path=known), dirs)
         if local is not None:
-            dirs = [local, *dirs]
+            dirs = (local, *dirs)
         return self._probe_dirs(node, name, dirs)
 
     def _already_loaded(self, node: Node, m: LoadedModule, how: str) -> Node:
@@ -295,7 +295,7 @@ class Simulator:
         node.detail = m.origin
         return node
 
-    def _probe_dirs(self, node: Node, name: str, dirs: list[SearchDir], final: bool = True) -> Optional[Node]:
+    def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: bool = True) -> Optional[Node]:
         wrong = False
         machine = self.process.machine
         for d in dirs:
@@ -331,17 +331,17 @@ class Simulator:
         return node
 
     # --- mapping a module and its imports ------------------------------------------------------------
-    def _load_file(self, node: Node, facts: FileFacts, dirs: tuple[SearchDir, ...] | list[SearchDir]) -> Node:
+    def _load_file(self, node: Node, facts: FileFacts, dirs: tuple[SearchDir, ...]) -> Node:
         m = LoadedModule(node.path or facts.path, 1, self._origin)
-        self.process.loaded.append(m)  # listed before its imports are processed (cycles bind to it)
+        self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append(m)
         node.new = True
         if facts.pe is None:
             return node  # a file we know nothing about (a system DLL): assume it loads
         own = rules.rule_dependent_load_flags(facts)
-        child_dirs = list(dirs)
+        child_dirs = dirs
         if own:
-            child_dirs = rules.rule_search_path(node.path, own, self.process, self.system)
+            child_dirs = tuple(rules.rule_search_path(node.path, own, self.process, self.system))
             node.detail = f"DependentLoadFlags {own:#x}"
         else:
             child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
@@ -355,7 +355,7 @@ class Simulator:
                 return node
         return node
 
-    def _bind(self, child: Node, imp: Import, dirs: list[SearchDir]) -> None:
+    def _bind(self, child: Node, imp: Import, dirs: tuple[SearchDir, ...]) -> None:
         """Bind the functions `imp` needs from the module `child` resolved to."""
         facts = self.world.file(child.path) if child.path else None
         if facts is None or facts.pe is None:

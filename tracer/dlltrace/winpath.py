@@ -7,6 +7,7 @@ Paths are kept as the user wrote them (for display); comparisons go through
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|[\\/]{2}[^\\/]+[\\/][^\\/]+)")
@@ -22,6 +23,7 @@ def is_absolute(path: str) -> bool:
     return bool(_ABS.match(path))
 
 
+@lru_cache(maxsize=65536)
 def normalize(path: str) -> str:
     """Backslashes, no duplicate or trailing separators, `.` and `..` resolved.
 
@@ -51,15 +53,18 @@ def normalize(path: str) -> str:
     return "\\".join(parts)
 
 
+@lru_cache(maxsize=65536)
 def key(path: str) -> str:
     """The comparison key: normalised and case-folded (the loader is case-insensitive)."""
     return normalize(path).lower()
 
 
+@lru_cache(maxsize=65536)
 def join(folder: str, name: str) -> str:
     return normalize(folder.rstrip("\\/") + "\\" + name)
 
 
+@lru_cache(maxsize=65536)
 def dirname(path: str) -> str:
     path = normalize(path)
     i = path.rfind("\\")

@@ -55,15 +55,14 @@ class SystemInfo:
         self.api_sets = {k.lower().removesuffix(".dll"): v for k, v in self.api_sets.items()}
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedModule:
     path: str
     refcount: int = 1
     origin: str = ""  # the call that loaded it (for "why this copy")
 
-    @property
-    def name(self) -> str:
-        return winpath.basename(self.path).lower()
+    def __post_init__(self) -> None:
+        self.name = winpath.basename(self.path).lower()
 
 
 @dataclass
@@ -84,24 +83,37 @@ class ProcessState:
     def __post_init__(self) -> None:
         self.exe = winpath.normalize(self.exe)
         self.cwd = winpath.normalize(self.cwd) if self.cwd else winpath.dirname(self.exe)
+        self._reindex()
+
+    # The loaded-module list, with indexes by base name (first loaded wins) and by path.
+    # Change it only through add_loaded / remove_loaded.
+    def _reindex(self) -> None:
+        self._by_name: dict[str, LoadedModule] = {}
+        self._by_path: dict[str, LoadedModule] = {}
+        for m in self.loaded:
+            self._by_name.setdefault(m.name, m)
+            self._by_path.setdefault(winpath.key(m.path), m)
+
+    def add_loaded(self, m: LoadedModule) -> None:
+        self.loaded.append(m)
+        self._by_name.setdefault(m.name, m)
+        self._by_path.setdefault(winpath.key(m.path), m)
+
+    def remove_loaded(self, m: LoadedModule) -> None:
+        if m in self.loaded:
+            self.loaded.remove(m)
+            if self._by_name.get(m.name) is m or self._by_path.get(winpath.key(m.path)) is m:
+                self._reindex()
 
     @property
     def app_dir(self) -> str:
         return winpath.dirname(self.exe)
 
     def find_loaded_by_name(self, name: str) -> Optional[LoadedModule]:
-        n = winpath.basename(name).lower()
-        for m in self.loaded:
-            if m.name == n:
-                return m
-        return None
+        return self._by_name.get(winpath.basename(name).lower())
 
     def find_loaded_by_path(self, path: str) -> Optional[LoadedModule]:
-        k = winpath.key(path)
-        for m in self.loaded:
-            if winpath.key(m.path) == k:
-                return m
-        return None
+        return self._by_path.get(winpath.key(path))
 
     def copy(self) -> "ProcessState":
         return ProcessState(
