@@ -12,7 +12,8 @@ whole. Why not ``pe.parse_data_directories``:
 - it is slow where it matters: 0.7 s for those exports, and its resource parse walks
   every resource (70 ms on a Wine shell32.dll) for one version number.
 
-Measured against a full ``pefile.PE(path)`` by bench/pe_facts.py (torch_cpu.dll: ~49 s).
+bench/pe_facts.py measures it against a full ``pefile.PE(path)``: torch_cpu.dll (238 MB,
+58 481 exports) takes 0.1-0.2 s here against 26-49 s; the other torch DLLs a few ms.
 
 Nothing raises for a bad file: every problem becomes a `PEError` whose kind says what
 is wrong ("not_pe", "truncated", "corrupt", "unreadable"). The headers and the import
@@ -62,7 +63,7 @@ _VS_VERSION_INFO_KEY = "VS_VERSION_INFO\0".encode("utf-16-le")
 _VS_FIXEDFILEINFO_SIGNATURE = 0xFEEF04BD
 _MAX_RESOURCE_ENTRIES = 0x8000
 _MAX_VERSION_BLOB = 0x10000
-_MAX_NAME = 0x10000  # longest import/export name read (MSVC's own limit is 4096)
+_MAX_NAME = 0x2000  # longest import/export name read (MSVC caps decorated names at 4096)
 _MAX_DESCRIPTORS = 0x10000
 
 _MAX_SYMBOLS = 1 << 20  # imports or exports in one file beyond which it is taken for corrupt
