@@ -200,7 +200,13 @@ static void load_leave(tstate_t *ts, int i, HMODULE r) {
     SetLastError(le);
 }
 
+#ifdef _MSC_VER
+#include <intrin.h>
+#pragma intrinsic(_ReturnAddress)
+#define RET _ReturnAddress()
+#else
 #define RET __builtin_return_address(0)
+#endif
 
 static HMODULE(WINAPI *o_LoadLibraryExW)(LPCWSTR, HANDLE, DWORD);
 static HMODULE WINAPI h_LoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
