@@ -208,20 +208,30 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
     for r in chain:  # the initfail variant exists for the leaf only
         layout[r] = [(f, v if (v != "initfail" or r == "l") else "ok") for f, v in layout[r]]
 
+    # "reachable": every folder a copy can be in is on the search path (standard order, PATH =
+    # all plain folders), and the modules above the leaf load, so the leaf's copies decide:
+    # a wrong-machine copy skipped before a good one, a DllMain-FALSE copy before or after one.
+    reachable = shape in ("wrong_machine_then_ok", "init_fail") and rng.random() < 0.7
+    if reachable:
+        for r in chain[:-1]:
+            layout[r] = [(rng.choice(local), "ok")]
+
     files = [(f"{folders[f]}\\{names[r]}.dll", r, v) for r in chain for f, v in layout[r]]
 
     # process state
     cwd = folders[rng.choice(local)]
     path = [folders[f] for f in rng.sample(local, rng.choice([0, 1, 1, 2, 2, 3]))]
+    if reachable:
+        path = [folders[f] for f in rng.sample(PLAIN, len(PLAIN))]
     ops: list = [HostOp("cd", (cwd,)), HostOp("path", (";".join(path) if path else "-",))]
     state: dict = {}
     state_form = rng.random() < 0.4
 
     adddirs = []
-    if rng.random() < 0.45:
+    if rng.random() < 0.45 and not reachable:
         adddirs = [folders[f] for f in rng.sample(local, rng.choice([1, 2, 3]))]
     setdll: list = []  # the SetDllDirectoryW arguments in order (None = NULL)
-    u = rng.random()
+    u = 1.0 if reachable else rng.random()
     if u < 0.25:
         setdll = [folders[rng.choice(local)]]
     elif u < 0.35:
@@ -229,7 +239,7 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
     elif u < 0.40:
         setdll = [folders[rng.choice(local)], rng.choice([None, "", folders[rng.choice(local)]])]
     default = None
-    if rng.random() < 0.3:
+    if rng.random() < 0.3 and not reachable:
         default = rng.choice(DEFAULT_DIRS_VALID + (DEFAULT_DIRS_INVALID if not state_form else ()))
 
     for d in adddirs:
@@ -276,11 +286,15 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
         elif u < 0.2:
             name = names[target]  # no extension: the loader appends .dll
         flags = rng.choice(FLAGS_INVALID_BARE if shape == "invalid_flags" else FLAGS_BARE)
+        if reachable:
+            flags = rng.choice((0, 0, 0x8))
     else:
         where = [f for f, _ in layout[target]]
         f = rng.choice(where) if where and rng.random() < 0.9 else rng.choice(local)
         name = f"{folders[f]}\\{names[target]}.dll"
         flags = rng.choice(FLAGS_INVALID_ABS if shape == "invalid_flags" else FLAGS_ABS)
+        if reachable:
+            flags = rng.choice((0, 0x8))
     ops.append(_load_call(name, flags, loadw=(flags == 0 and rng.random() < 0.3)))
 
     return Case(ident=ident, shape=shape, root=root, names=names, folders=folders, files=files,
