@@ -1,0 +1,81 @@
+"""At the end of `dlltrace run`: read from the real disk the facts a replay will need and
+store them in the trace as `file` events (docs/trace-format.md), so that `dlltrace report`
+works from the trace alone, on any OS.
+
+The facts are exactly those the simulator asks for while replaying the trace against the
+live disk (every candidate file's PE facts, every folder's existence), plus near misses:
+the missing name in likely places (PATH, CUDA_PATH*, conda Library\\bin,
+site-packages\\nvidia\\*\\bin, torch\\lib, the Python folder) and close names
+(cublas64_11.dll when cublas64_12.dll is wanted).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from dlltrace import winpath
+from dlltrace.live import LiveWorld, PathMap, close_names
+from dlltrace.recorded import RecordingWorld
+from dlltrace.replay import replay, system_and_process
+from dlltrace.trace import Trace
+
+
+def near_miss_places(trace: Trace, pid: int, to_host: PathMap) -> list[str]:
+    """Folders where a missing DLL often is, for this process."""
+    _, process = system_and_process(trace, pid)
+    env = process.env
+    places: list[str] = [process.app_dir]
+    places += process.path
+    for k, v in env.items():
+        if k.upper() == "CUDA_PATH" or k.upper().startswith("CUDA_PATH_V"):
+            places.append(winpath.join(v, "bin"))
+        if k.upper() in ("CONDA_PREFIX", "VIRTUAL_ENV"):
+            places += [winpath.join(v, "Library\\bin"), winpath.join(v, "bin"), winpath.join(v, "Scripts")]
+    py = next(trace.of("py_env", pid=pid), None) or {}
+    for key in ("executable",):
+        if isinstance(py.get(key), str) and winpath.is_absolute(py[key]):
+            places.append(winpath.dirname(py[key]))
+    for key in ("prefix", "base_prefix", "exec_prefix", "conda_prefix"):
+        if isinstance(py.get(key), str) and winpath.is_absolute(py[key]):
+            places += [py[key], winpath.join(py[key], "Library\\bin"), winpath.join(py[key], "DLLs")]
+    site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and p.lower().endswith("site-packages")]
+    for sp in site:
+        places.append(winpath.join(sp, "torch\\lib"))
+        nvidia = winpath.join(sp, "nvidia")
+        for sub in _listdir(to_host(nvidia)):
+            places.append(winpath.join(nvidia, sub + "\\bin"))
+    seen, out = set(), []
+    for p in places:
+        if p and winpath.is_absolute(p) and winpath.key(p) not in seen:
+            seen.add(winpath.key(p))
+            out.append(winpath.normalize(p))
+    return out
+
+
+def _listdir(host: Optional[str]) -> list[str]:
+    try:
+        return sorted(os.listdir(host)) if host else []
+    except OSError:
+        return []
+
+
+def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
+    """The `file` events to append to the trace."""
+    events: list[dict[str, Any]] = []
+    for pid in trace.pids:
+        system, _ = system_and_process(trace, pid)
+        places = near_miss_places(trace, pid, to_host)
+        world = RecordingWorld(LiveWorld(system, to_host, places))
+        results = replay(trace, world, pid)
+        for r in results:
+            if not r.result.error or r.result.leaf is None:
+                continue
+            name = r.result.leaf.name
+            world.files_named(name)
+            for folder in places:
+                for close in close_names(name, _listdir(to_host(folder))):
+                    world.note(winpath.join(folder, close), "close_name")
+        for e in world.events():
+            events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
+    return events

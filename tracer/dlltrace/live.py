@@ -1,0 +1,119 @@
+"""The live world: facts read from a real disk (the machine itself, or a Wine prefix).
+
+Windows paths are mapped to host paths by a PathMap: on Windows the identity; under
+Wine through the prefix's dosdevices (c: -> drive_c, z: -> /). Used at the end of
+`dlltrace run` to store in the trace the PE facts a replay needs (so a report never
+needs the user's disk), and by tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from dlltrace import winpath
+from dlltrace.model import FileFacts, PEError
+from dlltrace.pe import read_pe_facts
+from dlltrace.world import SystemInfo
+
+PathMap = Callable[[str], Optional[str]]
+
+
+def identity_map(path: str) -> Optional[str]:
+    return path
+
+
+def wine_map(prefix: str | os.PathLike) -> PathMap:
+    """Map C:\\x\\y to <prefix>/dosdevices/c:/x/y (the drive symlinks Wine keeps)."""
+    dosdevices = Path(prefix) / "dosdevices"
+
+    def to_host(path: str) -> Optional[str]:
+        p = winpath.normalize(path)
+        m = re.match(r"^([A-Za-z]):\\?(.*)$", p)
+        if not m:
+            return None
+        drive = dosdevices / (m.group(1).lower() + ":")
+        if not drive.exists():
+            return None
+        rest = m.group(2).replace("\\", "/")
+        return _case_insensitive(str(drive.resolve()), rest)
+
+    return to_host
+
+
+def _case_insensitive(root: str, rest: str) -> str:
+    """Find rest under root ignoring case, as Wine does; the literal path when nothing matches."""
+    cur = root
+    for part in [p for p in rest.split("/") if p]:
+        cand = os.path.join(cur, part)
+        if not os.path.exists(cand):
+            try:
+                low = part.lower()
+                match = next((e for e in os.listdir(cur) if e.lower() == low), None)
+            except OSError:
+                match = None
+            if match is not None:
+                cand = os.path.join(cur, match)
+        cur = cand
+    return cur
+
+
+def facts_for(path: str, host: Optional[str]) -> Optional[FileFacts]:
+    """FileFacts of the file at host (standing for Windows path `path`), or None if none is there."""
+    if host is None or not os.path.isfile(host):
+        return None
+    if not os.access(host, os.R_OK):
+        return FileFacts(path=path, error="access_denied")
+    res = read_pe_facts(host)
+    if isinstance(res, PEError):
+        if res.kind == "unreadable":
+            return FileFacts(path=path, error="access_denied")
+        return FileFacts(path=path, error="not_pe")
+    return FileFacts(path=path, pe=res)
+
+
+class LiveWorld:
+    """A World over a real disk. `places` are the folders files_named() looks in."""
+
+    def __init__(self, system: SystemInfo, to_host: PathMap = identity_map, places: Iterable[str] = ()):
+        self.system = system
+        self.to_host = to_host
+        self.places = list(places)
+        self._cache: dict[str, Optional[FileFacts]] = {}
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        k = winpath.key(path)
+        if k not in self._cache:
+            self._cache[k] = facts_for(winpath.normalize(path), self.to_host(path))
+        return self._cache[k]
+
+    def is_dir(self, path: str) -> bool:
+        host = self.to_host(path)
+        return bool(host) and os.path.isdir(host)
+
+    def files_named(self, name: str) -> list[str]:
+        out = []
+        seen = set()
+        for folder in self.places:
+            p = winpath.join(folder, name)
+            if winpath.key(p) in seen:
+                continue
+            seen.add(winpath.key(p))
+            if self.file(p) is not None:
+                out.append(p)
+        return out
+
+    def files_in(self, folder: str) -> list[str]:
+        host = self.to_host(folder)
+        try:
+            return [winpath.join(folder, e) for e in sorted(os.listdir(host or ""))]
+        except OSError:
+            return []
+
+
+def close_names(name: str, folder_entries: Iterable[str]) -> list[str]:
+    """Names that differ from `name` only in their numbers (cublas64_11.dll for cublas64_12.dll)."""
+    shape = re.sub(r"\d+", "#", name.lower())
+    return [e for e in folder_entries if e.lower() != name.lower() and re.sub(r"\d+", "#", e.lower()) == shape]

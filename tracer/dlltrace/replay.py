@@ -1,0 +1,219 @@
+"""Replay a trace through the simulator: for each real load, what the model says and whether
+the real loader agreed.
+
+    trace = read_trace("t.jsonl")
+    world = recorded_world(trace)              # or a RecordingWorld over the live disk
+    for r in replay(trace, world):
+        r.result        # the model's CallResult, explained (leaf, chain, candidates, fixes)
+        r.load          # the real call (trace.Load): its error and probes
+        r.disagreements # where the model and the loader differ, in words
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from dlltrace import winpath
+from dlltrace.explain import explain, not_searched_note
+from dlltrace.model import CallResult
+from dlltrace.recorded import RecordedWorld
+from dlltrace.simulator import Simulator
+from dlltrace.trace import Load, Trace
+from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
+
+PROBE_OPS = ("open", "create", "query")
+
+
+@dataclass
+class Replayed:
+    load: Load
+    result: CallResult
+    origin: str = ""
+    real_probes: list[str] = field(default_factory=list)
+    agreed: int = 0
+    disagreements: list[str] = field(default_factory=list)
+    not_searched: str = ""
+
+    @property
+    def real_error(self) -> Optional[int]:
+        return self.load.error
+
+    @property
+    def failed(self) -> bool:
+        return not self.load.ok
+
+
+def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState]:
+    env = trace.env(pid) or {}
+    proc = trace.process(pid) or {}
+    wine = trace.header.platform == "wine" or bool(env.get("wine"))
+    known = env.get("known_dlls")
+    system = SystemInfo(
+        windows=env.get("windows") or "C:\\Windows",
+        system32=env.get("system32") or "",
+        machine=env.get("machine") or "x64",
+        safe_dll_search_mode=env.get("safe_dll_search_mode") is not False and env.get("safe_dll_search_mode") != 0,
+        known_dlls=tuple(known) if isinstance(known, list) else (() if wine else DEFAULT_KNOWN_DLLS),
+        profile="wine" if wine else "windows",
+        version=env.get("windows_version") or "",
+    )
+    vars_ = env.get("vars") or {}
+    path = [p for p in (vars_.get("PATH") or "").split(";") if p.strip()]
+    exe = env.get("exe") or proc.get("exe") or "C:\\unknown\\program.exe"
+    py = next(trace.of("py_env", pid=pid), None) or {}
+    process = ProcessState(
+        exe=exe, cwd=env.get("cwd") or "", path=path,
+        dll_directory=env.get("dll_directory") or None,
+        default_dirs=env.get("default_dirs") or None,
+        machine=env.get("machine") or system.machine,
+        python=str(py.get("version") or ""),
+        env={k: v for k, v in vars_.items() if isinstance(v, str)},
+    )
+    for d in env.get("user_dirs") or []:
+        process.dll_directories.append((winpath.normalize(d), ""))
+    modules = env.get("modules")
+    if not isinstance(modules, list):
+        modules = [winpath.join(system.system32, n) for n in CORE_MODULES]
+    for m in modules:
+        if isinstance(m, str) and winpath.is_absolute(m):
+            process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
+    return system, process
+
+
+def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
+    pid = trace.pids[0] if pid is None and trace.pids else pid
+    system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
+    probes = []
+    for e in trace.of("probe", pid=pid):
+        if e.get("op") in PROBE_OPS and isinstance(e.get("path"), str):
+            from dlltrace.trace import nt_to_win32
+            probes.append((nt_to_win32(e["path"]), int(e.get("status") or 0)))
+    dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
+    return RecordedWorld(system, trace.of("file"), probes, dirs)
+
+
+def origin_of(trace: Trace, load: Load) -> str:
+    ctx = trace.context(load)
+    if not ctx:
+        return ""
+    ev = ctx.get("ev")
+    if ev == "py_import":
+        return f"import {ctx.get('module')}"
+    if ev == "py_dlopen":
+        return f"ctypes.CDLL({ctx.get('name')!r})"
+    if ev == "py_add_dll_directory":
+        return f"os.add_dll_directory({ctx.get('path')!r})"
+    return ""
+
+
+def real_probe_paths(load: Load) -> list[str]:
+    out: list[str] = []
+    for p in load.probes:
+        if p.op not in PROBE_OPS or not p.path:
+            continue
+        wp = winpath.normalize(p.win_path or "")
+        if out and winpath.same(out[-1], wp):
+            continue  # the same file asked twice in a row (attributes, then open)
+        out.append(wp)
+    return out
+
+
+def compare(model: list[str], real: list[str], reached: bool = True) -> tuple[int, list[str]]:
+    """Line up the model's probes with the loader's; return (agreed, disagreements in words)."""
+    mk = [winpath.key(p) for p in model]
+    rk = [winpath.key(p) for p in real]
+    agreed, out = 0, []
+    j = 0
+    for i, k in enumerate(rk):
+        if j < len(mk) and mk[j] == k:
+            agreed += 1
+            j += 1
+            continue
+        if k in mk[j:]:
+            nxt = mk.index(k, j)
+            for skipped in model[j:nxt]:
+                out.append(f"the model predicted a probe of {skipped}, the loader did not make it")
+            j = nxt + 1
+            agreed += 1
+            continue
+        out.append(f"the loader probed {real[i]}, the model did not predict it")
+    if reached:
+        for skipped in model[j:]:
+            out.append(f"the model predicted a probe of {skipped}, the loader did not make it")
+    return agreed, out
+
+
+def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None) -> list[Replayed]:
+    """Replay every load of every traced process (or of `pid`), in order."""
+    out: list[Replayed] = []
+    for p in ([pid] if pid is not None else trace.pids):
+        out.extend(_replay_process(trace, p, world or recorded_world(trace, p)))
+    return out
+
+
+def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
+    _, process = system_and_process(trace, pid)
+    sim = Simulator(world, process)
+    notes: dict[int, str] = {}
+
+    def observe(res: CallResult) -> None:
+        explain(res, world, sim.process)
+        notes[res.index] = not_searched_note(res, sim.process)
+
+    sim.observers.append(observe)
+    loads = {ld.seq: ld for ld in trace.loads(pid)}
+    cookies: dict[str, str] = {}
+    label_for_tid: dict[int, str] = {}
+    out: list[Replayed] = []
+    for e in trace.events:
+        if e.get("pid") != pid:
+            continue
+        ev = e.get("ev")
+        if ev == "py_import":
+            label_for_tid[e.get("tid")] = str(e.get("module") or "").split(".")[0]
+        elif ev == "adddir" and e.get("ok") and isinstance(e.get("path"), str):
+            folder = winpath.normalize(e["path"])
+            sim.process.dll_directories.append((folder, label_for_tid.get(e.get("tid"), "")))
+            if e.get("cookie"):
+                cookies[e["cookie"]] = folder
+        elif ev == "removedir" and e.get("ok"):
+            folder = cookies.get(e.get("cookie"))
+            if folder:
+                sim.remove_dll_directory(folder)
+        elif ev == "setdlldir" and e.get("ok"):
+            p = e.get("path")
+            sim.process.dll_directory = winpath.normalize(p) if p else p
+        elif ev == "setdefault" and e.get("ok"):
+            sim.process.default_dirs = e.get("flags")
+        elif ev == "free" and e.get("ok") and e.get("path"):
+            sim.free_library(e["path"])
+        elif ev == "load_begin" and e.get("parent") is None:
+            load = loads.get(e.get("seq"))
+            if load is None or not load.name:
+                continue
+            flags = load.flags or 0
+            origin = origin_of(trace, load)
+            res = sim.load_library(load.name, flags, op=load.api if load.api != "LdrLoadDll" else "LoadLibraryExW",
+                                   origin=origin)
+            real = real_probe_paths(load)
+            reached = load.status is not None or bool(real)
+            agreed, dis = compare(res.probes, real, reached)
+            if load.finished and load.error is not None and load.error != res.error:
+                dis.insert(0, f"the loader returned {load.error}, the model says {res.error}")
+            _sync_loaded(sim.process, load, res)
+            out.append(Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed,
+                                disagreements=dis, not_searched=notes.get(res.index, "")))
+    return out
+
+
+def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
+    """Keep the model's loaded-module list true to the real process after each call."""
+    if load.ok and load.path and process.find_loaded_by_path(load.path) is None:
+        process.add_loaded(LoadedModule(winpath.normalize(load.path), 1, "loaded (recorded)"))
+    if not load.ok and res.error == 0 and res.tree is not None:
+        for n in res.tree.walk():
+            if n.new and n.path:
+                m = process.find_loaded_by_path(n.path)
+                if m is not None:
+                    process.remove_loaded(m)

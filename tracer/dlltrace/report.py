@@ -1,0 +1,365 @@
+"""`dlltrace report TRACE [--json | --markdown] [--redact] [--all]`: explain a trace's failed loads.
+
+The trace is replayed through the simulator in the world it recorded (recorded.py,
+replay.py); for every failed top-level load the report names the leaf that really failed,
+the chain from the Python action down to it, every folder searched with the rule that put
+it there, where the file actually is, the fixes, and whether the model agreed with every
+probe the real loader made. Works on any OS, from the trace file alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from dlltrace import __version__, winpath
+from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.explain import leaf_node
+from dlltrace.model import ERROR_TEXT, Node, flags_text
+from dlltrace.render import call_dict
+from dlltrace.replay import Replayed, recorded_world, replay
+from dlltrace.trace import FORMAT_VERSION, Trace, read_trace
+
+RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
+                "access_denied": "access denied", "already_loaded": "already loaded", "known_dll": "KnownDLLs",
+                "apiset": "API set"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="a trace file written by `dlltrace run`")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="the documented JSON form (docs/json-output.md)")
+    fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
+    p.add_argument("--redact", action="store_true", help="replace user names and home folders")
+    p.add_argument("--all", action="store_true", help="explain every load, not only the failed ones")
+
+
+# --- analysis --------------------------------------------------------------------------------------
+@dataclass
+class Incident:
+    """One failed (or, with --all, any) top-level load, and torch-style retries of the same file."""
+
+    attempts: list[Replayed]
+
+    @property
+    def first(self) -> Replayed:
+        return self.attempts[0]
+
+
+def incidents(replays: list[Replayed], everything: bool = False) -> list[Incident]:
+    out: list[Incident] = []
+    for r in replays:
+        if not everything and not r.failed and not r.result.error:
+            continue
+        prev = out[-1].attempts[-1] if out else None
+        if (prev is not None and prev.failed and r.failed and r.load.pid == prev.load.pid
+                and r.load.name and prev.load.name and winpath.same(r.load.name, prev.load.name)):
+            out[-1].attempts.append(r)
+        else:
+            out.append(Incident([r]))
+    return out
+
+
+def analyse(trace: Trace) -> list[Replayed]:
+    out: list[Replayed] = []
+    for pid in trace.pids:
+        out.extend(replay(trace, recorded_world(trace, pid), pid))
+    return out
+
+
+# --- text --------------------------------------------------------------------------------------------
+def short(path: Optional[str], keep: int = 3) -> str:
+    if not path:
+        return ""
+    parts = winpath.normalize(path).split("\\")
+    return path if len(parts) <= keep + 1 else "…\\" + "\\".join(parts[-keep:])
+
+
+def chain_nodes(tree: Optional[Node]) -> list[Node]:
+    out, node = [], tree
+    while node is not None:
+        out.append(node)
+        if node.cause:
+            break
+        node = next((c for c in node.children if c.error), None)
+    return out
+
+
+def verdict_line(r: Replayed) -> str:
+    res = r.result
+    leaf = res.leaf
+    if leaf is None:
+        if r.failed:
+            return f"✗ {winpath.basename(r.load.name or '?')} failed with {r.real_error}; the model could not say why"
+        return f"✓ {winpath.basename(r.load.name or '?')} loaded from {res.module_path}"
+    need = f" — it is needed by {leaf.parent}" if leaf.parent else ""
+    what = leaf.detail.split(";")[0]
+    return "✗ " + {
+        "not_found": f"{leaf.name} was not found{need}",
+        "bad_machine": f"{leaf.name} exists only for another machine than this {r_machine(r)} process{need}",
+        "not_pe": f"{leaf.name} at {leaf.path} is not a valid DLL{need}",
+        "missing_export": f"{leaf.name} at {leaf.path} does not export {what}{need}",
+        "missing_ordinal": f"{leaf.name} at {leaf.path} lacks {what}{need}",
+        "init_failed": f"{leaf.name}: its initialisation (DllMain) failed; every dependency resolved",
+        "apiset_no_host": f"{leaf.name} is an API set with no host on this system{need}",
+        "invalid_parameter": f"invalid parameters: {leaf.detail}",
+        "access_denied": f"access to {leaf.path} was denied{need}",
+    }[leaf.cause]
+
+
+def r_machine(r: Replayed) -> str:
+    return "x86" if "x86" in (r.result.leaf.detail if r.result.leaf else "") else "x64"
+
+
+def call_text(r: Replayed) -> str:
+    flags = r.load.flags or 0
+    err = r.real_error if r.real_error is not None else "(no return: the process ended)"
+    return f"{r.load.api}({short(r.load.name)}, {flags:#x})  → {err}"
+
+
+def incident_lines(inc: Incident, trace: Trace) -> list[str]:
+    r = inc.first
+    res = r.result
+    lines = [verdict_line(r), ""]
+    indent = "  "
+    if r.origin:
+        lines.append(f"{indent}{r.origin}")
+        indent += "└─ "
+        pad = "  " + "   "
+    else:
+        pad = "  "
+    lines.append(f"{indent}{call_text(r)}")
+    nodes = chain_nodes(res.tree)
+    for depth, n in enumerate(nodes):
+        pre = pad + "   " * depth + "└─ "
+        if n.cause and n.cause in ("not_found", "apiset_no_host"):
+            right = "✗ " + ("not found" if n.cause == "not_found" else "API set with no host")
+        elif n.cause:
+            right = f"{short(winpath.dirname(n.path or ''))}  ✗ {n.cause.replace('_', ' ')}"
+        else:
+            right = f"{short(winpath.dirname(n.path or ''))}  {n.how}"
+        lines.append(f"{pre}{winpath.basename(n.name):<30} {right}")
+    for a in inc.attempts[1:]:
+        same = " (same leaf)" if a.result.leaf and res.leaf and a.result.leaf.name == res.leaf.name else (
+            f" (leaf {a.result.leaf.name})" if a.result.leaf else "")
+        why = " after putting its folders on PATH" if "PATH" in a.result.origin else ""
+        who = "torch" if "torch" in (a.origin or r.origin) else "the program"
+        lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
+    leaf = leaf_node(res.tree)
+    for k, a in enumerate(inc.attempts):
+        al = leaf_node(a.result.tree)
+        if al is None or not al.candidates:
+            continue
+        which = "" if len(inc.attempts) == 1 else (" (first attempt" if k == 0 else f" (attempt {k + 1}")
+        lines.append("")
+        lines.append(f"  Where Windows looked for {winpath.basename(al.name)}{which}{', ' if which else ' ('}"
+                     f"flags {flags_text(a.load.flags or 0)}):")
+        for i, c in enumerate(al.candidates, 1):
+            res_word = RESULT_WORDS.get(c.result, c.result) + (f" ({c.machine})" if c.result == "wrong_machine" else "")
+            lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
+        if a.not_searched:
+            lines.append(f"    {a.not_searched}")
+    if res.found_elsewhere:
+        lines.append("")
+        lines.append("  Found elsewhere")
+        world_facts = {}
+        for c in res.found_elsewhere:
+            facts = _facts(trace, c.path)
+            ver = f"{facts} · " if facts else ""
+            m = f"{c.machine} · " if c.machine else ""
+            lines.append(f"    {c.path}   {m}{ver}{c.rule}")
+            world_facts[c.path] = facts
+    if res.fixes:
+        lines.append("")
+        lines.append("  Fix")
+        for i, f in enumerate(res.fixes, 1):
+            lines.append(f"    {i}. {f.text}")
+    lines.append("")
+    lines.append("  " + agreement_line(inc))
+    for a in inc.attempts:
+        for d in a.disagreements:
+            lines.append(f"    - {d}")
+    return lines
+
+
+def _facts(trace: Trace, path: str) -> str:
+    for e in trace.of("file"):
+        if isinstance(e.get("path"), str) and winpath.same(e["path"], path):
+            return ((e.get("pe") or {}).get("file_version") or "")
+    return ""
+
+
+def agreement_line(inc: Incident) -> str:
+    dis = sum(len(a.disagreements) for a in inc.attempts)
+    probes = sum(len(a.real_probes) for a in inc.attempts)
+    if dis:
+        return (f"The model and the real loader disagree ({dis} difference{'s' if dis != 1 else ''}): "
+                "please report this with the trace attached.")
+    return f"The model agreed with all {probes} probe{'s' if probes != 1 else ''} the loader made."
+
+
+def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False) -> str:
+    failed = [i for i in incs if i.first.failed or i.first.result.error]
+    head = f"dlltrace ─ {len(failed)} failed load{'s' if len(failed) != 1 else ''} · {trace.path}"
+    if not failed and not everything:
+        return f"dlltrace ─ every load succeeded ({len(replays)} loads traced) · {trace.path}"
+    lines = [head]
+    for inc in incs:
+        lines.append("")
+        lines.extend(incident_lines(inc, trace))
+    return "\n".join(lines)
+
+
+# --- markdown ---------------------------------------------------------------------------------------
+def environment_line(trace: Trace) -> str:
+    pid = trace.pids[0] if trace.pids else None
+    env = trace.env(pid) if pid is not None else None
+    py = next(trace.of("py_env", pid=pid), None) if pid is not None else None
+    parts = []
+    if py:
+        parts.append(f"Python {py.get('version', '?')} ({py.get('bits', '?')}-bit)")
+    if env:
+        w = f"Wine {env['wine']}" if env.get("wine") else f"Windows {env.get('windows_version', '?')}"
+        parts.append(w)
+    parts += [f"dlltrace {__version__}", f"trace format {trace.header.version}"]
+    return " · ".join(parts)
+
+
+def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
+    failed = [i for i in incs if i.first.failed or i.first.result.error]
+    if not failed:
+        return f"**dlltrace:** every load succeeded ({len(replays)} loads traced).\n"
+    out = []
+    for inc in failed:
+        r = inc.first
+        res = r.result
+        leaf = res.leaf
+        what = verdict_line(r)[2:]
+        where = f" while `{r.origin}`" if r.origin else ""
+        out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} loaded "
+                   f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
+        out.append("")
+        for c in res.found_elsewhere[:2]:
+            out.append(f"Found at `{c.path}` ({c.rule}).")
+        if res.fixes:
+            out.append(f"Suggested fix: {_md(res.fixes[0].text)}")
+        out.append("")
+        out.append("<details><summary>Chain, folders searched, environment</summary>")
+        out.append("")
+        out.append("Chain: " + " → ".join(f"`{n}`" for n in res.chain))
+        out.append("")
+        al = leaf_node(res.tree)
+        if al is not None and al.candidates:
+            out.append("| # | folder | rule | result |")
+            out.append("|---|---|---|---|")
+            for i, c in enumerate(al.candidates, 1):
+                out.append(f"| {i} | `{winpath.dirname(c.path)}` | {c.rule} | {RESULT_WORDS.get(c.result, c.result)} |")
+            if r.not_searched:
+                out.append("")
+                out.append(r.not_searched)
+        if len(res.fixes) > 1:
+            out.append("")
+            out.append("Other fixes:")
+            for f in res.fixes[1:]:
+                out.append(f"- {_md(f.text)}")
+        out.append("")
+        out.append(agreement_line(inc))
+        out.append("")
+        out.append(environment_line(trace))
+        out.append("")
+        out.append("</details>")
+        out.append("")
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    return re.sub(r'(os\.add_dll_directory\(r"[^"]*"\))', r"`\1`", text)
+
+
+# --- json ----------------------------------------------------------------------------------------------
+def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> dict[str, Any]:
+    calls = []
+    for inc in incs:
+        for a in inc.attempts:
+            d = call_dict(a.result, a.not_searched)
+            d.update({"real_error": a.real_error, "pid": a.load.pid, "real_probes": a.real_probes,
+                      "agreed": a.agreed, "disagreements": a.disagreements})
+            calls.append(d)
+    failed = [c for c in calls if c.get("real_error") or c["error"]]
+    return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
+            "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
+            "failed": [c["index"] for c in failed], "calls": calls, "warnings": list(trace.warnings)}
+
+
+# --- redaction ----------------------------------------------------------------------------------------
+_USERS = re.compile(r"(?i)([A-Za-z]:\\(?:Users|Documents and Settings)\\)([^\\/\"'\s]+)")
+_HOMES = re.compile(r"(?i)((?:[A-Z]:)?[\\/](?:home)[\\/])([^\\/\"'\s]+)")
+
+
+def redact(text: str, trace: Trace) -> str:
+    names = set()
+    for m in _USERS.finditer(json.dumps([e for e in trace.events], ensure_ascii=False).replace("\\\\", "\\")):
+        if m.group(2).lower() not in ("public", "default", "all users", "<user>"):
+            names.add(m.group(2))
+    text = _USERS.sub(lambda m: m.group(1) + ("<user>" if m.group(2).lower() not in ("public", "default") else m.group(2)), text)
+    text = _HOMES.sub(lambda m: m.group(1) + "<user>", text)
+    text = re.sub(r"(?i)\bZ:\\root\b", r"Z:\\<home>", text)
+    for n in sorted(names, key=len, reverse=True):
+        if len(n) >= 3:
+            text = re.sub(re.escape(n), "<user>", text, flags=re.I)
+    return text
+
+
+# --- entry points -------------------------------------------------------------------------------------------
+def summarize(trace: Trace) -> str:
+    """What `dlltrace run` prints at the end: the report of the failed loads."""
+    replays = analyse(trace)
+    incs = incidents(replays)
+    lines = [f"dlltrace: warning: {w}" for w in trace.warnings]
+    return "\n".join(lines + [text_report(trace, incs, replays)])
+
+
+def main(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    for w in trace.warnings:
+        print(f"dlltrace: warning: {w}", file=sys.stderr)
+    if not trace.pids:
+        raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
+    replays = analyse(trace)
+    incs = incidents(replays, args.all)
+    if args.json:
+        out = json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
+    elif args.markdown:
+        out = markdown_report(trace, incs, replays)
+    else:
+        out = text_report(trace, incs, replays, args.all)
+    if args.redact:
+        out = redact(out, trace)
+    if args.json or args.markdown or not sys.stdout.isatty():
+        print(out)
+    else:
+        _print_rich(out)
+    return 0
+
+
+def _print_rich(text: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    for line in text.splitlines():
+        style = ""
+        s = line.strip()
+        if s.startswith("✗"):
+            style = "bold red"
+        elif s.startswith("✓"):
+            style = "green"
+        elif s in ("Fix", "Found elsewhere") or s.startswith("Where Windows looked") or line.startswith("dlltrace ─"):
+            style = "bold"
+        elif s.startswith("The model and the real loader disagree"):
+            style = "yellow"
+        console.print(Text(line, style=style))
