@@ -255,5 +255,6 @@ def test_crash_after_failed_load_keeps_the_trace(shim_env, tmp_path):
     (load,) = tr.loads()
     assert load.error == 126 and load.probes
     assert tr.exit_code(tr.pids[0]) == 0xC0000005
-    untraced = winetools.run_wine([str(shim_env / "loadhost.exe"), "load", "C:\\nope.dll", "0", "crash"])
-    assert r.returncode == untraced.returncode != 0  # the launcher passes the status through
+    # the launcher exits with the child's status; wine64 hands its low 8 bits to Linux. (Not compared
+    # with an untraced run: Wine's own exit status for a crashed program varies while winedbg starts.)
+    assert r.returncode == 0xC0000005 & 0xFF
