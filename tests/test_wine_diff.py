@@ -266,7 +266,8 @@ def test_wine_diff_summary():
     agree = sum(1 for v in _outcomes.values() if v == "agree")
     xf = sum(1 for v in _outcomes.values() if v.startswith("xfail"))
     line = (f"wine differential (seed {SEED}): {len(CASES)} cases generated, {n} run, "
-            f"{agree} agree, {xf} known differences (xfail), {n - agree - xf} disagree")
+            f"{agree} agree, {xf} known differences (xfail), {n - agree - xf} disagree; "
+            f"{kit.RETRIES['count']} wine runs repeated")
     print(line)
     if n:  # when the cases ran in this session: each has an outcome, and enough agree exactly
         assert n == len(CASES), line

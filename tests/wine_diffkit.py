@@ -233,14 +233,26 @@ def host_argv(ops) -> list[str]:
     return argv
 
 
-def run_host(host_win: str, ops, *, timeout: float = 60) -> WineRun:
-    r = winetools.run_wine([host_win, *host_argv(ops)], winedebug="+file,+module", timeout=timeout,
-                           cwd=tempfile.gettempdir())
-    out = r.stdout.decode("utf-8", "replace")
-    err = r.stderr.decode("utf-8", "replace")
-    results, end = parse_host_output(out)
+RETRIES = {"count": 0}  # host runs repeated because wine printed nothing at all (see run_host)
+
+
+def run_host(host_win: str, ops, *, timeout: float = 60, attempts: int = 3) -> WineRun:
+    """Run loadhost.exe once. A run in which the host printed nothing at all (wine could not
+    start it, e.g. the shared wineserver was restarting) is not an outcome: it is repeated,
+    up to `attempts` times; a run that printed anything is returned as it is."""
+    for attempt in range(attempts):
+        r = winetools.run_wine([host_win, *host_argv(ops)], winedebug="+file,+module", timeout=timeout,
+                               cwd=tempfile.gettempdir())
+        out = r.stdout.decode("utf-8", "replace")
+        err = r.stderr.decode("utf-8", "replace")
+        results, end = parse_host_output(out)
+        if results or end:
+            break
+        RETRIES["count"] += 1
     logs = parse_debug_log(err, len(ops))
     tail = "\n".join(line for line in err.splitlines() if ":err:" in line or ":warn:module" in line)[-3000:]
+    if not end:
+        tail = (tail + "\n--- stderr tail ---\n" + err[-2000:]).strip()
     return WineRun(results, logs, end, r.returncode, tail)
 
 
