@@ -9,6 +9,7 @@
 #define DLLTRACE_SHIM_BUILD
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <psapi.h>
 #include "dlltrace_shim.h"
 #include "hook.h"
 
@@ -556,6 +557,26 @@ static void write_env(tstate_t *ts) {
     wgv_t wgv = (wgv_t)(void *)GetProcAddress(nt, "wine_get_version");
     w_key(&w, "wine");
     if (wgv) { w_raw(&w, "\""); w_raw(&w, wgv()); w_raw(&w, "\""); } else w_raw(&w, "null");
+    /* The modules already loaded (in load order, the exe first, the shim left out): the
+       loaded-module rule binds later loads to them by base name, so a replay needs them. */
+    w_key(&w, "modules");
+    HMODULE mods[1024];
+    DWORD needed = 0;
+    if (K32EnumProcessModules(GetCurrentProcess(), mods, sizeof(mods), &needed)) {
+        DWORD count = needed / sizeof(HMODULE);
+        if (count > 1024) count = 1024;
+        w_raw(&w, "[");
+        int firstm = 1;
+        for (DWORD i = 0; i < count; i++) {
+            if (mods[i] == g_self) continue;
+            DWORD len = GetModuleFileNameW(mods[i], ts->wtmp, WTMP);
+            if (!len || len >= WTMP) continue;
+            if (!firstm) w_raw(&w, ",");
+            firstm = 0;
+            w_wstr(&w, ts->wtmp, (int)len);
+        }
+        w_raw(&w, "]");
+    } else w_raw(&w, "null");
     emit(&w, ts);
 }
 

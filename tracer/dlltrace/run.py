@@ -217,6 +217,25 @@ def main(args: argparse.Namespace) -> int:
         err = failed_start.get("error")
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {out}", EXIT_NO_COMMAND)
+    trace = append_facts(out, trace, wine=bool(wine))
     print(summary(trace), file=sys.stderr)
     print(f"dlltrace: trace saved to {out}", file=sys.stderr)
     return rc
+
+
+def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
+    """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
+    `dlltrace report` works from the file alone. A failure here never loses the trace."""
+    from dlltrace.collect import collect_facts
+    from dlltrace.live import identity_map, wine_map
+
+    to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
+    try:
+        events = collect_facts(trace, to_host)
+        with open(out, "a", encoding="utf-8") as f:
+            for e in events:
+                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    except OSError as e:
+        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
+        return trace
+    return read_trace(out)
