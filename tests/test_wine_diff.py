@@ -259,17 +259,46 @@ def test_wine_agrees_with_model(case, wine_runs):
     _outcomes[case.ident] = "agree"
 
 
-def test_wine_diff_summary():
-    """Runs after the cases (file order): prints the agreement count, checks the case count."""
-    assert len(CASES) >= MIN_CASES, f"only {len(CASES)} cases (DLLTRACE_WINE_CASES); need {MIN_CASES}"
+def _summary_line() -> str:
     n = len(_outcomes)
     agree = sum(1 for v in _outcomes.values() if v == "agree")
     xf = sum(1 for v in _outcomes.values() if v.startswith("xfail"))
-    line = (f"wine differential (seed {SEED}): {len(CASES)} cases generated, {n} run, "
-            f"{agree} agree, {xf} known differences (xfail), {n - agree - xf} disagree; "
-            f"{kit.RETRIES['count']} wine runs repeated")
+    rules: dict = {}
+    for v in _outcomes.values():
+        if v.startswith("xfail:"):
+            for r in v[6:].split(","):
+                rules[r] = rules.get(r, 0) + 1
+    known = ", ".join(f"{r} {k}" for r, k in sorted(rules.items()))
+    return (f"wine differential (seed {SEED}): {len(CASES)} cases generated, {n} run, "
+            f"{agree} agree, {xf} known differences (xfail{': ' + known if known else ''}), "
+            f"{n - agree - xf} disagree; {kit.RETRIES['count']} wine runs repeated")
+
+
+class _SummaryPlugin:
+    """Prints the summary line in pytest's terminal summary (visible with plain `pytest -q`)."""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if _outcomes:
+            terminalreporter.write_line(_summary_line())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _register_summary(request):
+    pm = request.config.pluginmanager
+    if not pm.has_plugin("dlltrace-wine-diff-summary"):
+        pm.register(_SummaryPlugin(), "dlltrace-wine-diff-summary")
+    yield
+
+
+def test_wine_diff_summary():
+    """Runs after the cases (file order): checks the case count and, when the cases ran in this
+    session, that each has an outcome and that at least MIN_CASES agree exactly."""
+    assert len(CASES) >= MIN_CASES, f"only {len(CASES)} cases (DLLTRACE_WINE_CASES); need {MIN_CASES}"
+    n = len(_outcomes)
+    agree = sum(1 for v in _outcomes.values() if v == "agree")
+    line = _summary_line()
     print(line)
-    if n:  # when the cases ran in this session: each has an outcome, and enough agree exactly
+    if n:
         assert n == len(CASES), line
         assert agree >= MIN_CASES, line
 
