@@ -106,8 +106,9 @@ def test_appending_a_path_folder_never_changes_a_success(doc):
 def test_search_flags_never_reach_path_or_current_folder(doc):
     r = outcome(doc)
     flags = doc["call"][-1]["flags"]
-    defaults = [c["flags"] for c in doc["call"] if c["op"] == "SetDefaultDllDirectories"]
-    if not (flags & 0x1F00 or (defaults and not flags & 0x8)):
+    # SetDefaultDllDirectories takes effect only with APPLICATION_DIR/USER_DIRS/SYSTEM32/DEFAULT_DIRS bits
+    defaults = [c["flags"] for c in doc["call"] if c["op"] == "SetDefaultDllDirectories" and not c["flags"] & ~0x1E00]
+    if not (flags & 0x1F00 or defaults):
         return
     if r.error == 87:
         return

@@ -308,3 +308,51 @@ def test_relative_path_with_folder_is_appended_to_every_folder():
 def test_case_insensitive_throughout():
     r = load("C:\\APP\\A.DLL", files=[{"path": "C:\\app\\a.dll", "imports": ["B.Dll"]}, "c:\\app\\b.dll"])
     assert r.error == 0
+
+
+def test_rule_set_default_dirs_valid_rejects_dll_load_dir_in_any_combination():
+    assert rules.rule_set_default_dirs_valid(0x1100)
+    assert rules.rule_set_default_dirs_valid(0x2000)
+    assert rules.rule_set_default_dirs_valid(0xE00) is None
+    res = run([], [{"op": "SetDefaultDllDirectories", "flags": 0x1100}, {"op": "LoadLibraryExW", "name": "x.dll"}],
+              path=["C:\\p"])
+    assert res[0].error == 87
+    assert "C:\\p\\x.dll" in res[1].probes  # no default took effect: PATH is still searched
+
+
+def test_rule_effective_search_flags_altered_with_default_dirs():
+    p = ProcessState(exe="C:\\a\\x.exe", default_dirs=0x800)
+    assert rules.rule_effective_search_flags(0x8, p) == 0x900
+    files = [{"path": "C:\\f1\\m.dll", "imports": ["l.dll"]}, "C:\\f1\\l.dll"]
+    pre = [{"op": "SetDefaultDllDirectories", "flags": 0x800}]
+    r = load("C:\\f1\\m.dll", 0x8, files=files, pre=pre)
+    assert r.error == 0 and r.tree.children[0].path == "C:\\f1\\l.dll"
+    r = load("m.dll", 0x8, files=files, pre=pre)
+    assert (r.error, r.leaf.cause) == (87, "invalid_parameter")
+
+
+def test_rule_standard_order_empty_dll_directory_in_the_wine_profile():
+    pre = [{"op": "SetDllDirectory", "path": ""}]
+    r = load("b.dll", cwd="C:\\cwd", pre=pre, system={"profile": "wine"})
+    assert "C:\\cwd" in folders_probed(r, "b.dll")  # Wine treats "" as NULL
+    r = load("b.dll", cwd="C:\\cwd", pre=pre)
+    assert "C:\\cwd" not in folders_probed(r, "b.dll")
+
+
+def test_rule_import_failure_error():
+    assert rules.rule_import_failure_error(SYS, 193) == 193
+    assert rules.rule_import_failure_error(SystemInfo(profile="wine"), 193) == 126
+    files = [{"path": "C:\\f1\\m.dll", "imports": ["l.dll"]}, {"path": "C:\\f1\\l.dll", "machine": "x86"}]
+    assert load("C:\\f1\\m.dll", 0x8, files=files).error == 193
+    r = load("C:\\f1\\m.dll", 0x8, files=files, system={"profile": "wine"})
+    assert (r.error, r.leaf.name, r.leaf.cause) == (126, "l.dll", "bad_machine")
+
+
+def test_rule_imports_stop_at_first_failure():
+    assert rules.rule_imports_stop_at_first_failure(SYS)
+    assert not rules.rule_imports_stop_at_first_failure(SystemInfo(profile="wine"))
+    files = [{"path": "C:\\app\\a.dll", "imports": ["missing.dll", "b.dll"]}, "C:\\app\\b.dll"]
+    r = load("a.dll", files=files)
+    assert r.error == 126 and not any(p.endswith("b.dll") for p in r.probes)
+    r = load("a.dll", files=files, system={"profile": "wine"})
+    assert (r.error, r.leaf.name) == (126, "missing.dll") and "C:\\app\\b.dll" in r.probes

@@ -103,20 +103,28 @@ def rule_dot_local(process: ProcessState, is_dir, file) -> Optional[SearchDir]:
 
 
 # --- §3 flag validity ----------------------------------------------------------------------------
-def rule_invalid_flags(name: str, flags: int) -> Optional[str]:
+def rule_invalid_flags(name: str, flags: int, effective: Optional[int] = None) -> Optional[str]:
     """ERROR_INVALID_PARAMETER (87): LOAD_WITH_ALTERED_SEARCH_PATH combined with any
-    LOAD_LIBRARY_SEARCH_* flag, or DLL_LOAD_DIR with a name that is not fully qualified."""
+    LOAD_LIBRARY_SEARCH_* flag, or DLL_LOAD_DIR (passed, or in effect: see
+    rule_effective_search_flags) with a name that is not fully qualified."""
     if flags & LOAD_WITH_ALTERED_SEARCH_PATH and flags & SEARCH_MASK:
         return "ALTERED_SEARCH_PATH (0x8) cannot be combined with LOAD_LIBRARY_SEARCH_* flags"
-    if flags & SEARCH_DLL_LOAD_DIR and not winpath.is_absolute(name):
-        return "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path"
+    search = flags if effective is None else effective
+    if search & SEARCH_DLL_LOAD_DIR and not winpath.is_absolute(name):
+        if flags & SEARCH_DLL_LOAD_DIR:
+            return "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path"
+        return ("ALTERED_SEARCH_PATH (0x8) while SetDefaultDllDirectories is in effect searches the DLL's own "
+                "folder, so it needs a fully qualified path")
     return None
 
 
 def rule_set_default_dirs_valid(flags: int) -> Optional[str]:
-    """SetDefaultDllDirectories: 0, or DLL_LOAD_DIR alone, or bits outside the SEARCH
-    flags are ERROR_INVALID_PARAMETER."""
-    if flags == 0 or flags == SEARCH_DLL_LOAD_DIR or flags & ~SEARCH_MASK:
+    """SetDefaultDllDirectories takes only APPLICATION_DIR, USER_DIRS, SYSTEM32 and
+    DEFAULT_DIRS (Microsoft's documentation lists exactly these; Wine's
+    LdrSetDefaultDllDirectories rejects the rest, DLL_LOAD_DIR included): anything else,
+    or 0, is ERROR_INVALID_PARAMETER and leaves the default unchanged."""
+    allowed = SEARCH_APPLICATION_DIR | SEARCH_USER_DIRS | SEARCH_SYSTEM32 | SEARCH_DEFAULT_DIRS
+    if flags == 0 or flags & ~allowed:
         return f"SetDefaultDllDirectories({flags:#x}) is not a valid combination"
     return None
 
@@ -134,12 +142,18 @@ def rule_add_dll_directory_valid(folder: str, is_dir) -> int:
 def rule_effective_search_flags(flags: int, process: ProcessState) -> int:
     """Which LOAD_LIBRARY_SEARCH_* flags a call searches with: its own when it passes any;
     else the process default from SetDefaultDllDirectories; else 0 (the standard order).
-    With ALTERED_SEARCH_PATH and a process default, the default applies (Wine's
-    LdrGetDllPath; Windows documents nothing for this case: undocumented choice)."""
+    ALTERED_SEARCH_PATH while a process default is in effect means the default plus
+    DLL_LOAD_DIR: the DLL's own folder first, and a bare name is invalid (87). Windows
+    documents nothing for this case; this is what Wine's LdrGetDllPath does, measured
+    under Wine (undocumented choice)."""
     own = flags & SEARCH_MASK
     if own:
         return own
-    return process.default_dirs or 0
+    if process.default_dirs:
+        if flags & LOAD_WITH_ALTERED_SEARCH_PATH:
+            return process.default_dirs | SEARCH_DLL_LOAD_DIR
+        return process.default_dirs
+    return 0
 
 
 def rule_user_dirs_most_recent_first(process: ProcessState) -> list[SearchDir]:
@@ -185,7 +199,8 @@ def rule_standard_order(process: ProcessState, system: SystemInfo,
     """The standard order: application folder, System32, System, Windows, current folder,
     PATH. SafeDllSearchMode=0 moves the current folder to right after the application
     folder. SetDllDirectoryW(d) puts d after the application folder and drops the current
-    folder; SetDllDirectoryW("") drops only the current folder.
+    folder; SetDllDirectoryW("") drops only the current folder (the Wine profile treats ""
+    as NULL: Wine's LdrGetDllPath passes an empty directory on as none).
     LOAD_WITH_ALTERED_SEARCH_PATH with an absolute path: the DLL's folder replaces the
     application folder."""
     if altered_dll:
@@ -198,7 +213,7 @@ def rule_standard_order(process: ProcessState, system: SystemInfo,
         SearchDir(system.windows, "Windows folder"),
     ]
     cwd = SearchDir(process.cwd, "current folder")
-    if process.dll_directory is not None:
+    if process.dll_directory is not None and not (process.dll_directory == "" and system.profile == "wine"):
         middle = [SearchDir(process.dll_directory, "SetDllDirectory")] if process.dll_directory else []
         return [first, *middle, *system_dirs, *rule_path_entries(process)]
     if system.safe_dll_search_mode:
@@ -269,4 +284,20 @@ def rule_delay_imports_not_loaded_at_load_time() -> bool:
 def rule_missing_import_is_error(system: SystemInfo) -> bool:
     """An import by name the bound module does not export fails the load with 127 (by
     ordinal: 182). The Wine profile binds it to a stub and carries on."""
+    return system.profile != "wine"
+
+
+def rule_import_failure_error(system: SystemInfo, error: int) -> int:
+    """The error a failing static import gives its importer: the import's own error
+    (126, 193, 5, ...) on Windows; always 126 in the Wine profile (Wine's fixup_imports
+    turns any failed import into STATUS_DLL_NOT_FOUND; only a top-level module that is
+    itself wrong-machine or not a PE gives 193 there)."""
+    if system.profile == "wine":
+        return 126
+    return error
+
+
+def rule_imports_stop_at_first_failure(system: SystemInfo) -> bool:
+    """Windows stops processing a module's imports at the first that fails; Wine's
+    fixup_imports goes on loading (and probing for) the remaining imports, then fails."""
     return system.profile != "wine"

@@ -194,7 +194,8 @@ class Simulator:
     def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:
         self._count += 1
         res = CallResult(index=self._count - 1, op=op, name=name, flags=flags, origin=origin)
-        why = rules.rule_invalid_flags(name, flags)
+        req0 = rules.rule_default_extension(name)
+        why = rules.rule_invalid_flags(req0, flags, rules.rule_effective_search_flags(flags, self.process))
         if why:
             res.error = ERROR_INVALID_PARAMETER
             res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
@@ -345,13 +346,15 @@ class Simulator:
             node.detail = f"DependentLoadFlags {own:#x}"
         else:
             child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
+        stop = rules.rule_imports_stop_at_first_failure(self.system)
         for imp in facts.pe.imports:
             child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import")
             node.children.append(child)
             if not child.error:
                 self._bind(child, imp, child_dirs)
-            if child.error:
-                node.error = child.error
+            if child.error and not node.error:
+                node.error = rules.rule_import_failure_error(self.system, child.error)
+            if node.error and stop:
                 return node
         return node
 
