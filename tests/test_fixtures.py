@@ -57,6 +57,10 @@ def test_s1_says_the_folder_is_only_on_path():
     assert notes[r.index] == "PATH and the current folder are not searched with these flags."
     # and PATH was really not searched
     assert not any(p.startswith(v12) for p in r.probes)
+    # the v11.8 copy is another version, named as such (reordering PATH cannot help)
+    assert [c.path for c in r.close_names] == [
+        "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v11.8\\bin\\cublas64_11.dll"]
+    assert "on PATH (entry 1)" in r.close_names[0].rule
 
 
 def test_s2_both_attempts_name_the_leaf():

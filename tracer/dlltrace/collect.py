@@ -15,7 +15,7 @@ import os
 from typing import Any, Optional
 
 from dlltrace import winpath
-from dlltrace.live import LiveWorld, PathMap, close_names
+from dlltrace.live import LiveWorld, PathMap
 from dlltrace.recorded import RecordingWorld
 from dlltrace.replay import replay, system_and_process
 from dlltrace.trace import Trace
@@ -71,11 +71,8 @@ def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
         for r in results:
             if not r.result.error or r.result.leaf is None:
                 continue
-            name = r.result.leaf.name
-            world.files_named(name)
-            for folder in places:
-                for close in close_names(name, _listdir(to_host(folder))):
-                    world.note(winpath.join(folder, close), "close_name")
+            world.files_named(r.result.leaf.name)
+            world.close_files(r.result.leaf.name)
         for e in world.events():
             events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
     return events

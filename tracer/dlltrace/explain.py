@@ -159,14 +159,16 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elif cause == "not_pe":
         fixes.append(Fix(f"{leaf.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it", "reinstall"))
     elif cause in ("missing_export", "missing_ordinal"):
-        what = leaf.detail.split(";")[0]
+        what = leaf.detail
         bound = leaf.path or name
         if leaf.how.startswith("already loaded") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
+            by = f" ({leaf.loaded_by})" if leaf.loaded_by else ""
             for c in good[:1]:
-                fixes.append(Fix(f"{name} was already loaded from {bound}, which lacks {what}; the matching copy is {c.path}: "
+                fixes.append(Fix(f"{name} was already loaded from {bound}{by}, which lacks {what}; the matching copy is {c.path}: "
                                  f"load it first (before whatever loads {bound}), or update or remove the old copy", "shadowing"))
             if not good:
-                fixes.append(Fix(f"{name} was already loaded from {bound}, which lacks {what}: find what loads that copy first and update it", "shadowing"))
+                fixes.append(Fix(f"{name} was already loaded from {bound}{by}, which lacks {what}: find what loads that copy "
+                                 "first and update it", "shadowing"))
         else:
             for c in good[:1]:
                 fixes.append(Fix(f'The copy at {bound} lacks {what}; a matching copy is at {c.path}: {_before(res)}  os.add_dll_directory(r"{winpath.dirname(c.path)}") '
@@ -220,9 +222,25 @@ def not_searched_note(res: CallResult, process: ProcessState) -> str:
     return ""
 
 
+def find_close_names(res: CallResult, world: World, process: ProcessState) -> list[Candidate]:
+    """Other versions of a missing leaf (cublas64_11.dll when cublas64_12.dll is wanted): they
+    never satisfy the request, whatever the PATH order."""
+    leaf = leaf_node(res.tree)
+    finder = getattr(world, "close_files", None)
+    if leaf is None or leaf.cause != "not_found" or finder is None:
+        return []
+    out = []
+    for path in finder(winpath.basename(leaf.name)):
+        facts = world.file(path)
+        machine = facts.pe.machine if facts and facts.pe else None
+        out.append(Candidate(path, where_is(winpath.dirname(path), process), "found", machine))
+    return out
+
+
 def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
-    """Fill found_elsewhere and fixes of a failed load (in place) and return it."""
+    """Fill found_elsewhere, close_names and fixes of a failed load (in place) and return it."""
     if res.error and res.tree is not None:
         res.found_elsewhere = find_elsewhere(res, world, process)
+        res.close_names = find_close_names(res, world, process)
         res.fixes = fixes_for(res, world, process)
     return res

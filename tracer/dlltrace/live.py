@@ -105,6 +105,20 @@ class LiveWorld:
                 out.append(p)
         return out
 
+    def close_files(self, name: str) -> list[str]:
+        out = []
+        for folder in self.places:
+            for e in close_names(name, self._entries(folder)):
+                out.append(winpath.join(folder, e))
+        return out
+
+    def _entries(self, folder: str) -> list[str]:
+        host = self.to_host(folder)
+        try:
+            return sorted(os.listdir(host)) if host else []
+        except OSError:
+            return []
+
     def files_in(self, folder: str) -> list[str]:
         host = self.to_host(folder)
         try:
@@ -115,5 +129,4 @@ class LiveWorld:
 
 def close_names(name: str, folder_entries: Iterable[str]) -> list[str]:
     """Names that differ from `name` only in their numbers (cublas64_11.dll for cublas64_12.dll)."""
-    shape = re.sub(r"\d+", "#", name.lower())
-    return [e for e in folder_entries if e.lower() != name.lower() and re.sub(r"\d+", "#", e.lower()) == shape]
+    return [e for e in folder_entries if winpath.close_name(e, name)]

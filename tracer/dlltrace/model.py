@@ -173,6 +173,7 @@ class Node:
     detail: str = ""  # e.g. the import that was missing, the machine that did not match
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
+    loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
 
     def walk(self):
         yield self
@@ -210,6 +211,7 @@ class CallResult:
     chain: list[str] = field(default_factory=list)
     fixes: list[Fix] = field(default_factory=list)
     found_elsewhere: list[Candidate] = field(default_factory=list)
+    close_names: list[Candidate] = field(default_factory=list)  # other versions of the leaf (cublas64_11 for _12)
     probes: list[str] = field(default_factory=list)  # every file path the loader would open, in order
     note: str = ""
 

@@ -10,6 +10,7 @@ exists, 0xC0000034 means it does not).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Optional
 
 from dlltrace import winpath
@@ -81,6 +82,13 @@ class RecordingWorld:
                 self.files[k] = (winpath.normalize(p), self.inner.file(p), "elsewhere")
         return out
 
+    def close_files(self, name: str) -> list[str]:
+        finder = getattr(self.inner, "close_files", None)
+        out = finder(name) if finder else []
+        for p in out:
+            self.note(p, "close_name")
+        return out
+
     def files_in(self, folder: str) -> list[str]:
         lister = getattr(self.inner, "files_in", None)
         out = lister(folder) if lister else []
@@ -138,6 +146,13 @@ class RecordedWorld:
         for d in dirs:
             self._dirs[winpath.key(d)] = True
 
+    def mark_init_failed(self, path: str) -> None:
+        """The trace shows that loading this file failed in initialisation (1114): a fact no PE
+        header tells, so the replay takes it from the loader's own answer."""
+        f = self._files.get(winpath.key(path))
+        if f is not None and not f.dllmain_fails:
+            self._files[winpath.key(path)] = dataclasses.replace(f, dllmain_fails=True)
+
     def _mark_dirs(self, path: str) -> None:
         d = winpath.dirname(path)
         while d and winpath.key(d) not in self._dirs:
@@ -159,6 +174,9 @@ class RecordedWorld:
 
     def files_named(self, name: str) -> list[str]:
         return list(self._by_name.get(name.lower(), ()))
+
+    def close_files(self, name: str) -> list[str]:
+        return sorted((p for n, ps in self._by_name.items() if winpath.close_name(n, name) for p in ps), key=str.lower)
 
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)

@@ -23,7 +23,7 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
 def node_dict(n: Node) -> dict[str, Any]:
     return {
         "name": n.name, "via": n.via, "path": n.path, "how": n.how, "error": n.error, "cause": n.cause,
-        "detail": n.detail, "new": n.new, "candidates": [candidate_dict(c) for c in n.candidates],
+        "detail": n.detail, "new": n.new, "loaded_by": n.loaded_by or None, "candidates": [candidate_dict(c) for c in n.candidates],
         "children": [node_dict(c) for c in n.children],
     }
 
@@ -49,6 +49,7 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
         "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],
         "not_searched": not_searched or None,
         "found_elsewhere": [candidate_dict(c) for c in r.found_elsewhere],
+        "close_names": [candidate_dict(c) for c in r.close_names],
         "fixes": [{"text": f.text, "kind": f.kind} for f in r.fixes],
         "probes": list(r.probes),
         "tree": node_dict(r.tree) if r.tree else None,
@@ -87,7 +88,7 @@ def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
     mark = "" if top else ("└─ " if last else "├─ ")
     if node.cause:
         what = {"not_found": "✗ not found", "bad_machine": "✗ wrong machine", "not_pe": "✗ not a PE",
-                "missing_export": f"✗ lacks {node.detail.split(';')[0]}", "missing_ordinal": f"✗ lacks {node.detail}",
+                "missing_export": f"✗ lacks {node.detail}", "missing_ordinal": f"✗ lacks {node.detail}",
                 "init_failed": "✗ DllMain failed", "apiset_no_host": "✗ API set with no host",
                 "invalid_parameter": f"✗ {node.detail}", "access_denied": "✗ access denied"}[node.cause]
         right = (f"{winpath.dirname(node.path)}  " if node.path and node.cause not in ("not_found",) else "") + what
@@ -119,7 +120,7 @@ def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searche
             "not_found": f"{r.leaf.name} was not found{need}",
             "bad_machine": f"{r.leaf.name}: only copies for another machine exist{need}",
             "not_pe": f"{r.leaf.name} at {r.leaf.path} is not a valid PE image{need}",
-            "missing_export": f"{r.leaf.name} ({r.leaf.path}) does not export {r.leaf.detail.split(';')[0]}{need}",
+            "missing_export": f"{r.leaf.name} ({r.leaf.path}) does not export {r.leaf.detail}{need}",
             "missing_ordinal": f"{r.leaf.name} ({r.leaf.path}) lacks {r.leaf.detail}{need}",
             "init_failed": f"{r.leaf.name}: its DllMain failed; every dependency resolved",
             "apiset_no_host": f"{r.leaf.name}: API set with no host on this system{need}",
@@ -146,6 +147,11 @@ def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searche
         for c in r.found_elsewhere:
             m = f"{c.machine} · " if c.machine else ""
             out.append(f"    {c.path}   {m}{c.rule}")
+    if r.close_names:
+        out.append("")
+        out.append(f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, whatever the PATH order)")
+        for c in r.close_names:
+            out.append(f"    {c.path}   {c.rule}")
     if r.fixes:
         out.append("")
         out.append("  Fix")

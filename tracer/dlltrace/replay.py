@@ -23,6 +23,7 @@ from dlltrace.trace import Load, Trace
 from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
+ERROR_DLL_INIT_FAILED = 1114
 
 
 @dataclass
@@ -194,6 +195,9 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 continue
             flags = load.flags or 0
             origin = origin_of(trace, load)
+            if (load.error == ERROR_DLL_INIT_FAILED and load.name and winpath.is_absolute(load.name)
+                    and hasattr(world, "mark_init_failed")):
+                world.mark_init_failed(load.name)  # DllMain's answer is in no file: take the loader's
             res = sim.load_library(load.name, flags, op=load.api if load.api != "LdrLoadDll" else "LoadLibraryExW",
                                    origin=origin)
             real = real_probe_paths(load)
@@ -210,7 +214,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
 def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
     """Keep the model's loaded-module list true to the real process after each call."""
     if load.ok and load.path and process.find_loaded_by_path(load.path) is None:
-        process.add_loaded(LoadedModule(winpath.normalize(load.path), 1, "loaded (recorded)"))
+        process.add_loaded(LoadedModule(winpath.normalize(load.path), 1, f"loaded by {load.api}({load.name!r})"))
     if not load.ok and res.error == 0 and res.tree is not None:
         for n in res.tree.walk():
             if n.new and n.path:

@@ -97,10 +97,10 @@ def verdict_line(r: Replayed) -> str:
             return f"✗ {winpath.basename(r.load.name or '?')} failed with {r.real_error}; the model could not say why"
         return f"✓ {winpath.basename(r.load.name or '?')} loaded from {res.module_path}"
     need = f" — it is needed by {leaf.parent}" if leaf.parent else ""
-    what = leaf.detail.split(";")[0]
+    what = leaf.detail
     return "✗ " + {
         "not_found": f"{leaf.name} was not found{need}",
-        "bad_machine": f"{leaf.name} exists only for another machine than this {r_machine(r)} process{need}",
+        "bad_machine": f"{leaf.name} is built for {dll_machines(r)}, but this process is {r_machine(r)}{need}",
         "not_pe": f"{leaf.name} at {leaf.path} is not a valid DLL{need}",
         "missing_export": f"{leaf.name} at {leaf.path} does not export {what}{need}",
         "missing_ordinal": f"{leaf.name} at {leaf.path} lacks {what}{need}",
@@ -112,7 +112,17 @@ def verdict_line(r: Replayed) -> str:
 
 
 def r_machine(r: Replayed) -> str:
-    return "x86" if "x86" in (r.result.leaf.detail if r.result.leaf else "") else "x64"
+    """The process's machine, as the simulator put it in the leaf's detail ("... the process (x64) ...")."""
+    m = re.search(r"\((x64|x86|arm64|arm)\)", r.result.leaf.detail if r.result.leaf else "")
+    return m.group(1) if m else "x64"
+
+
+def dll_machines(r: Replayed) -> str:
+    """The machines of the copies the loader rejected (x86 for an x86 DLL in an x64 process)."""
+    leaf = r.result.leaf
+    node = leaf_node(r.result.tree)
+    ms = sorted({c.machine for c in (node.candidates if node else ()) if c.result == "wrong_machine" and c.machine})
+    return " / ".join(ms) or "another machine"
 
 
 def call_text(r: Replayed) -> str:
@@ -173,6 +183,12 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
             m = f"{c.machine} · " if c.machine else ""
             lines.append(f"    {c.path}   {m}{ver}{c.rule}")
             world_facts[c.path] = facts
+    if res.close_names:
+        lines.append("")
+        lines.append(f"  Other versions (a different file name: they never satisfy {res.leaf.name if res.leaf else 'it'}, "
+                     "whatever the PATH order)")
+        for c in res.close_names:
+            lines.append(f"    {c.path}   {c.rule}")
     if res.fixes:
         lines.append("")
         lines.append("  Fix")

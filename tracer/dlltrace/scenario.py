@@ -235,7 +235,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
     names = {winpath.basename(p).lower() for p in loaded}
     core = [winpath.join(system.system32, n) for n in CORE_MODULES if n not in names]
     for p in core + loaded:
-        process.add_loaded(LoadedModule(p, 1, "before the first call"))
+        process.add_loaded(LoadedModule(p, 1, "loaded before the first call"))
     world = VirtualWorld(system, files, folders + [process.app_dir, process.cwd])
 
     calls = []

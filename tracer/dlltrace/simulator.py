@@ -293,7 +293,7 @@ class Simulator:
     def _already_loaded(self, node: Node, m: LoadedModule, how: str) -> Node:
         node.path, node.how = m.path, how
         node.candidates.append(Candidate(m.path, "loaded-module list", "already_loaded"))
-        node.detail = m.origin
+        node.loaded_by = m.origin
         return node
 
     def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: bool = True) -> Optional[Node]:
@@ -333,7 +333,7 @@ class Simulator:
 
     # --- mapping a module and its imports ------------------------------------------------------------
     def _load_file(self, node: Node, facts: FileFacts, dirs: tuple[SearchDir, ...]) -> Node:
-        m = LoadedModule(node.path or facts.path, 1, self._origin)
+        m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}")
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append(m)
         node.new = True
@@ -383,7 +383,7 @@ class Simulator:
             if fn not in pe.exports:
                 if strict:
                     child.error, child.cause = CAUSE_ERROR["missing_export"], "missing_export"
-                    child.detail = fn + (f"; {child.how}" if child.how.startswith("already loaded") else "")
+                    child.detail = fn
                     return
                 child.detail = f"{fn} bound to a stub (Wine profile)"
         for o in imp.ordinals:

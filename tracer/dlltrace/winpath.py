@@ -101,3 +101,13 @@ def check_windows_path(path: str) -> str | None:
     if any(c in path[2:] for c in '<>"|?*') or ":" in path[2:]:
         return f"{path!r} has characters Windows does not allow in a path"
     return None
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def close_name(candidate: str, name: str) -> bool:
+    """Whether file name `candidate` differs from `name` only in its numbers
+    (cublas64_11.dll for cublas64_12.dll): another version of the same library."""
+    a, b = basename(candidate).lower(), basename(name).lower()
+    return a != b and _DIGITS.sub("#", a) == _DIGITS.sub("#", b) and bool(_DIGITS.search(b))

@@ -187,3 +187,7 @@ class VirtualWorld:
 
     def all_files(self) -> list[FileFacts]:
         return list(self._files.values())
+
+    def close_files(self, name: str) -> list[str]:
+        """Files whose names differ from `name` only in their numbers (other versions)."""
+        return sorted((ps[0] for n, ps in self._by_name.items() if ps and winpath.close_name(n, name)), key=str.lower)
