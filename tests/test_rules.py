@@ -356,3 +356,22 @@ def test_rule_imports_stop_at_first_failure():
     assert r.error == 126 and not any(p.endswith("b.dll") for p in r.probes)
     r = load("a.dll", files=files, system={"profile": "wine"})
     assert (r.error, r.leaf.name) == (126, "missing.dll") and "C:\\app\\b.dll" in r.probes
+
+
+def test_rule_datafile_load():
+    assert rules.rule_datafile_load(0x2) and rules.rule_datafile_load(0x20) and not rules.rule_datafile_load(0x8)
+    files = [{"path": "C:\\app\\res.dll", "machine": "x86", "imports": ["missing.dll"], "dllmain_fails": True}]
+    res = run(files, [{"op": "LoadLibraryExW", "name": "res.dll", "flags": 0x2},
+                      {"op": "LoadLibraryExW", "name": "res.dll", "flags": 0}])
+    assert res[0].error == 0 and res[0].module_path == "C:\\app\\res.dll"
+    assert not any("missing" in p for p in res[0].probes)
+    assert res[1].error == 193  # the data-file mapping did not join the loaded-module list
+
+
+def test_rule_dont_resolve_references():
+    assert rules.rule_dont_resolve_references(0x1)
+    files = [{"path": "C:\\app\\a.dll", "imports": ["missing.dll"], "dllmain_fails": True}]
+    res = run(files, [{"op": "LoadLibraryExW", "name": "a.dll", "flags": 0x1},
+                      {"op": "LoadLibraryExW", "name": "a.dll", "flags": 0}])
+    assert res[0].error == 0 and not any("missing" in p for p in res[0].probes)
+    assert res[1].error == 0 and res[1].probes == []  # listed: the second load binds to it

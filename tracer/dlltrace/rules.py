@@ -14,6 +14,10 @@ from typing import Optional
 
 from dlltrace import winpath
 from dlltrace.model import (
+    DONT_RESOLVE_DLL_REFERENCES,
+    LOAD_LIBRARY_AS_DATAFILE,
+    LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE,
+    LOAD_LIBRARY_AS_IMAGE_RESOURCE,
     LOAD_WITH_ALTERED_SEARCH_PATH,
     SEARCH_APPLICATION_DIR,
     SEARCH_DEFAULT_DIRS,
@@ -266,6 +270,19 @@ def rule_candidate(facts: Optional[FileFacts], machine: str) -> Verdict:
     if facts.pe is not None and facts.pe.machine != machine:
         return Verdict("wrong_machine", False)
     return Verdict("found", True)
+
+
+def rule_datafile_load(flags: int) -> bool:
+    """LOAD_LIBRARY_AS_DATAFILE(_EXCLUSIVE) / AS_IMAGE_RESOURCE map the file for its
+    resources only: no imports, no DllMain, no machine check (a 32-bit DLL loads this way
+    in a 64-bit process), and the mapping does not join the loaded-module list."""
+    return bool(flags & (LOAD_LIBRARY_AS_DATAFILE | LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE | LOAD_LIBRARY_AS_IMAGE_RESOURCE))
+
+
+def rule_dont_resolve_references(flags: int) -> bool:
+    """DONT_RESOLVE_DLL_REFERENCES: the module is mapped and listed, but its imports are not
+    loaded and its DllMain is not called."""
+    return bool(flags & DONT_RESOLVE_DLL_REFERENCES)
 
 
 def rule_forwarder_target(forward: str) -> tuple[str, str]:

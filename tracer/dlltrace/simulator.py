@@ -61,6 +61,8 @@ class Simulator:
         # called with each finished LoadLibrary result while the process state is still the
         # state of that call (explain.py uses it to say where files are relative to PATH etc.)
         self.observers: list = []
+        self._datafile = self._no_refs = False
+        self._local = None
 
     # --- calls -------------------------------------------------------------------------
     def run(self, calls: Iterable[Call]) -> list[CallResult]:
@@ -212,9 +214,12 @@ class Simulator:
         self._probes: list[str] = []
         self._origin = origin or f"{op}({name!r})"
         self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
+        self._datafile = rules.rule_datafile_load(flags)
+        self._no_refs = self._datafile or rules.rule_dont_resolve_references(flags)
         tree = self._resolve(req, dirs, via="call")
         if tree.error == 0:
             self._initialize(tree)
+        self._datafile = self._no_refs = False
         if tree.error:
             for m in self._new:
                 self.process.remove_loaded(m)
@@ -304,6 +309,8 @@ class Simulator:
             facts = self.world.file(path)
             self._probes.append(path)
             v = rules.rule_candidate(facts, machine)
+            if self._datafile and v.result == "wrong_machine" and node.via == "call":
+                v = rules.Verdict("found", True)
             node.candidates.append(Candidate(path, d.rule, v.result,
                                              facts.pe.machine if facts is not None and facts.pe else None))
             if v.result == "wrong_machine":
@@ -333,12 +340,18 @@ class Simulator:
 
     # --- mapping a module and its imports ------------------------------------------------------------
     def _load_file(self, node: Node, facts: FileFacts, dirs: tuple[SearchDir, ...]) -> Node:
+        if self._datafile and node.via == "call":
+            node.detail = "mapped as a data file: no imports, no DllMain"
+            return node
         m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}")
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append(m)
         node.new = True
         if facts.pe is None:
             return node  # a file we know nothing about (a system DLL): assume it loads
+        if self._no_refs and node.via == "call":
+            node.detail = "DONT_RESOLVE_DLL_REFERENCES: imports not loaded, DllMain not called"
+            return node
         own = rules.rule_dependent_load_flags(facts)
         child_dirs = dirs
         if own:
@@ -403,12 +416,13 @@ class Simulator:
         """Run DllMain of every module this call loaded, imports first; one that fails makes
         the whole call fail with 1114 (rule: init order is the reverse of dependency order)."""
         seen: set[int] = set()
+        no_refs = self._no_refs
 
         def visit(node: Node, ancestors: list[Node]) -> bool:
             for c in node.children:
                 if visit(c, ancestors + [node]):
                     return True
-            if not node.new or id(node) in seen or not node.path:
+            if not node.new or id(node) in seen or not node.path or (node.via == "call" and no_refs):
                 return False
             seen.add(id(node))
             facts = self.world.file(node.path)
