@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from dlltrace import __version__, winpath
-from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Node, flags_text
 from dlltrace.render import call_dict
@@ -340,6 +341,8 @@ def summarize(trace: Trace) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    if not os.path.exists(args.trace):
+        raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
     trace = read_trace(args.trace)
     for w in trace.warnings:
         print(f"dlltrace: warning: {w}", file=sys.stderr)

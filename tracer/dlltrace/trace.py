@@ -30,6 +30,14 @@ EVENT_KINDS = (
 )
 
 
+# Integer fields the reader relies on, per event kind: a line without them is a broken trace.
+REQUIRED_INT = {
+    "load_begin": ("tid", "t"),
+    "load_end": ("tid", "t", "load"),
+    "probe": ("tid", "t", "load", "status"),
+}
+
+
 @dataclass
 class Header:
     format: str
@@ -257,5 +265,9 @@ def read_trace(path: Union[str, Path]) -> Trace:
         if not isinstance(obj.get("pid"), int) or not isinstance(obj.get("seq"), int):
             warnings.append(f"{path}: line {i}: event without integer pid/seq, skipped")
             continue
+        for name in REQUIRED_INT.get(obj["ev"], ()):
+            if not isinstance(obj.get(name), int) or isinstance(obj.get(name), bool):
+                what = "without" if name not in obj else "with a non-integer"
+                raise _bad(path, i, f"{obj['ev']} event {what} {name!r} field")
         events.append(obj)
     return Trace(path=str(path), header=header, events=events, warnings=warnings)
