@@ -223,12 +223,16 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
     failed = [i for i in incs if i.first.failed or i.first.result.error]
     head = f"dlltrace ─ {len(failed)} failed load{'s' if len(failed) != 1 else ''} · {trace.path}"
     if not failed and not everything:
-        return f"dlltrace ─ every load succeeded ({len(replays)} loads traced) · {trace.path}"
+        return f"dlltrace ─ every load succeeded ({_n(len(replays), 'load')} traced) · {trace.path}"
     lines = [head]
     for inc in incs:
         lines.append("")
         lines.extend(incident_lines(inc, trace))
     return "\n".join(lines)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 # --- markdown ---------------------------------------------------------------------------------------
@@ -249,15 +253,15 @@ def environment_line(trace: Trace) -> str:
 def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
     failed = [i for i in incs if i.first.failed or i.first.result.error]
     if not failed:
-        return f"**dlltrace:** every load succeeded ({len(replays)} loads traced).\n"
+        return f"**dlltrace:** every load succeeded ({_n(len(replays), 'load')} traced).\n"
     out = []
     for inc in failed:
         r = inc.first
         res = r.result
         leaf = res.leaf
         what = verdict_line(r)[2:]
-        where = f" while `{r.origin}`" if r.origin else ""
-        out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} loaded "
+        where = f" while `{r.origin}` loaded" if r.origin else " loading"
+        out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "
                    f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
         out.append("")
         for c in res.found_elsewhere[:2]:

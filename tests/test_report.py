@@ -1,0 +1,191 @@
+"""`dlltrace report`: the text, Markdown and JSON forms, --redact, --all, and bad input.
+
+Runs on any OS from the committed traces of fixtures/traces/ (see tests/test_report_cases.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlltrace import cli, errors
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "fixtures" / "traces"
+
+
+def run_report(*argv: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    return subprocess.run([sys.executable, "-m", "dlltrace", "report", *argv], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def report(capsys, path, *extra: str) -> str:
+    capsys.readouterr()
+    assert cli.main(["report", str(path), *extra]) == 0
+    return capsys.readouterr().out
+
+
+def folder_rows(text: str) -> list[str]:
+    """The rows of every 'Where Windows looked' table."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("Where Windows looked for"):
+            inside = True
+            continue
+        if inside and re.match(r"^\s+\d+\s{2}", line):
+            rows.append(line)
+        elif inside:
+            inside = False
+    return rows
+
+
+# --- text ------------------------------------------------------------------------------------------------
+def test_first_line_after_the_header_names_the_leaf_and_its_parent(capsys):
+    lines = report(capsys, TRACES / "s2.jsonl").splitlines()
+    assert lines[0] == f"dlltrace ─ 1 failed load · {TRACES / 's2.jsonl'}"
+    assert lines[1] == ""
+    assert lines[2] == "✗ cudnn64_7.dll was not found — it is needed by torch_cuda.dll"
+
+
+@pytest.mark.parametrize("case", ["s1", "s2", "s3", "s8"])
+def test_every_folder_row_has_its_rule(case, capsys):
+    text = report(capsys, TRACES / f"{case}.jsonl")
+    rows = folder_rows(text)
+    capsys.readouterr()
+    cli.main(["report", str(TRACES / f"{case}.jsonl"), "--json"])
+    rep = json.loads(capsys.readouterr().out)
+    rules = []
+    for c in rep["calls"]:
+        node = c["tree"]
+        while node and not node.get("cause"):  # the leaf's candidates, per attempt, as the text shows them
+            node = next((k for k in node["children"] if k["error"]), None)
+        rules += [cand["rule"] for cand in (node or {}).get("candidates", [])]
+    assert rows and len(rows) == len(rules)
+    for row, rule in zip(rows, rules):
+        assert rule and rule in row, (row, rule)
+        number, folder, rest = re.match(r"^\s+(\d+)\s{2}(\S.*?)\s{2,}(.*)$", row).groups()
+        assert folder and rest.startswith(rule[:20])
+
+
+def test_path_not_searched_is_said_once_for_0x1100(capsys):
+    for case in ("s1", "s6", "s3"):  # s3: a 0x1100 attempt and a standard-order retry that does search PATH
+        text = report(capsys, TRACES / f"{case}.jsonl")
+        assert text.count("PATH and the current folder are not searched with these flags.") == 1, case
+    text = report(capsys, TRACES / "s8.jsonl")  # flags 0x8: PATH is searched, nothing to say
+    assert "not searched" not in text and "PATH[1]" in text
+
+
+def test_markdown_form(capsys):
+    md = report(capsys, TRACES / "s1.jsonl", "--markdown")
+    assert md.startswith("**dlltrace:** cublas64_12.dll was not found — it is needed by ctranslate2.pyd — WinError 126")
+    assert "<details><summary>" in md and md.rstrip().endswith("</details>")
+    assert md.index("<details>") < md.index("| # | folder | rule | result |") < md.index("</details>")
+    assert '`os.add_dll_directory(r"C:\\dlltrace-cases\\s1\\CUDA\\v12.1\\bin")`' in md
+    assert "Wine 8" in md and "trace format 1" in md
+
+
+def test_all_includes_successful_loads(capsys):
+    without = report(capsys, TRACES / "s2.jsonl")
+    with_all = report(capsys, TRACES / "s2.jsonl", "--all")
+    assert "c10.dll loaded from" not in without
+    assert "✓ c10.dll loaded from C:\\dlltrace-cases\\s2\\venv\\Lib\\site-packages\\torch\\lib\\c10.dll" in with_all
+    assert with_all.index("✓ c10.dll") < with_all.index("✗ cudnn64_7.dll")  # in call order
+    capsys.readouterr()
+    cli.main(["report", str(TRACES / "s2.jsonl"), "--json", "--all"])
+    rep = json.loads(capsys.readouterr().out)
+    assert [c["real_error"] for c in rep["calls"]] == [0, 126, 126] and rep["failed"] == [1, 2]
+
+
+def only_successful_trace(tmp_path: Path) -> Path:
+    """s2's trace cut before the failing load: one successful load (c10.dll)."""
+    lines = (TRACES / "s2.jsonl").read_text(encoding="utf-8").splitlines()
+    keep, seen_ok = [], False
+    for line in lines:
+        e = json.loads(line)
+        if e.get("ev") == "load_begin" and seen_ok:
+            break
+        keep.append(line)
+        if e.get("ev") == "load_end":
+            assert e["error"] == 0
+            seen_ok = True
+    p = tmp_path / "ok.jsonl"
+    p.write_text("\n".join(keep) + "\n", encoding="utf-8")
+    return p
+
+
+def test_every_load_succeeded_is_one_line(tmp_path, capsys):
+    p = only_successful_trace(tmp_path)
+    out = report(capsys, p)
+    assert out.splitlines() == [f"dlltrace ─ every load succeeded (1 load traced) · {p}"]
+    assert report(capsys, p, "--markdown").strip() == "**dlltrace:** every load succeeded (1 load traced)."
+    assert "✓ c10.dll loaded" in report(capsys, p, "--all")
+
+
+# --- redaction ---------------------------------------------------------------------------------------------
+def alice_trace(tmp_path: Path) -> Path:
+    """s1 as if recorded in C:\\Users\\alice (the home folder holds everything, the cwd too)."""
+    text = (TRACES / "s1.jsonl").read_text(encoding="utf-8")
+    text = text.replace("C:\\\\dlltrace-cases", "C:\\\\Users\\\\alice\\\\cases")
+    assert text.count("alice") > 10
+    p = tmp_path / "alice.jsonl"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("form", [[], ["--markdown"], ["--json"], ["--all"]])
+def test_redact_removes_the_user_name(tmp_path, capsys, form):
+    p = alice_trace(tmp_path)
+    plain = report(capsys, p, *form)
+    assert "alice" in plain  # the report does show the user's folders...
+    red = report(capsys, p, *form, "--redact")
+    assert "alice" not in red.lower()  # ...and --redact removes every trace of the name
+    assert "C:\\Users\\<user>\\cases" in red or "C:\\\\Users\\\\<user>\\\\cases" in red
+    if "--json" in form:
+        assert json.loads(red)["calls"][0]["leaf"]["name"] == "cublas64_12.dll"  # still valid JSON
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+HEADER = '{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","created":null,"platform":"wine"}\n'
+
+
+@pytest.mark.parametrize("content, code, needle", [
+    ("hello\n", errors.EXIT_BAD_TRACE, "line 1: not a dlltrace trace"),
+    ('{"format":"dlltrace-trace","version":2}\n', errors.EXIT_BAD_TRACE, "line 1: trace format version 2 is newer"),
+    ("", errors.EXIT_BAD_TRACE, "line 1: empty file"),
+    (HEADER + '{"ev":"process","seq":1,"pid":7,"tid":1,"t":1,"exe":"C:\\\\a.exe"}\n'
+     '{"ev":"load_begin","seq":2,"pid":7,"api":"LoadLibraryW","name":"a.dll"}\n',
+     errors.EXIT_BAD_TRACE, "line 3: load_begin event without 'tid' field"),
+    (HEADER + '{"ev":"process","seq":1,"pid":7,"tid":1,"t":1}\n'
+     '{"ev":"probe","seq":2,"pid":7,"tid":1,"t":1,"load":"x","op":"open","status":0}\n',
+     errors.EXIT_BAD_TRACE, "line 3: probe event with a non-integer 'load' field"),
+    (HEADER, errors.EXIT_BAD_TRACE, "the trace holds no traced process"),
+    (None, errors.EXIT_USAGE, "no such file"),
+])
+def test_bad_input_is_one_line_with_a_distinct_code(tmp_path, content, code, needle):
+    p = tmp_path / "bad.jsonl"
+    if content is not None:
+        p.write_text(content, encoding="utf-8")
+    r = run_report(str(p))
+    assert r.returncode == code, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"dlltrace: {p}: ") and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_truncated_last_line_warns_and_reports_the_rest(tmp_path):
+    data = (TRACES / "s6.jsonl").read_bytes()
+    p = tmp_path / "cut.jsonl"
+    p.write_bytes(data[:-40])  # the last file fact, cut mid-line
+    n = data[:-40].count(b"\n") + 1
+    r = run_report(str(p))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n"
+    assert "✗ mylib.dll was not found — it is needed by _C.cp38-win_amd64.pyd" in r.stdout
