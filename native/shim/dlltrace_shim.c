@@ -4,6 +4,7 @@
  * APIs, ntdll's LdrLoadDll and the four ntdll file calls the loader probes with. Each event is one
  * JSON line, formatted into a per-thread buffer (no CRT heap: the probe hooks run under the loader
  * lock) and appended to the trace with a single WriteFile on a FILE_APPEND_DATA handle.
+ * A CreateProcess hook puts the shim into the program's children too (native/common/inject.c).
  * The event format is docs/trace-format.md; keep the two in step.
  */
 #define DLLTRACE_SHIM_BUILD
@@ -12,6 +13,7 @@
 #include <psapi.h>
 #include "dlltrace_shim.h"
 #include "hook.h"
+#include "inject.h"
 
 /* ---- ntdll types, declared here to stay independent of the headers' winternl.h flavour ---------- */
 ULONG WINAPI RtlNtStatusToDosError(LONG status); /* ntdll */
@@ -42,6 +44,7 @@ static volatile LONG64 g_seq;
 static volatile LONG g_wlock;
 static LARGE_INTEGER g_freq;
 static DWORD g_pid;
+static WCHAR g_trace_path[WTMP], g_shim_path[WTMP]; /* passed to the children (spawn hook) */
 
 static tstate_t *get_ts(int create) {
     DWORD le = GetLastError();
@@ -451,8 +454,139 @@ static BOOL WINAPI h_FreeLibrary(HMODULE h) {
     return r;
 }
 
+/* ---- children: CreateProcess ------------------------------------------------------------------ */
+/* The child is created suspended (CREATE_SUSPENDED added), the shim is injected the way the launcher
+   does it (native/common/inject.c; the trace path and this shim's path are passed to it, so a caller's
+   own environment block does not matter), the spawn event is written, then the child is resumed unless
+   the caller asked for CREATE_SUSPENDED itself. The guard is held throughout: the file calls of the
+   process creation and of the injection are not probes, and a layered call (CreateProcessA ->
+   CreateProcessInternalA -> CreateProcessInternalW) is recorded once. */
+static const char *inject_reason(DWORD e) {
+    switch (e) {
+    case 0: return NULL;
+    case INJECT_NOT_X64: return "not an x64 process (32-bit child): the x64 shim cannot be loaded into it";
+    case ERROR_BAD_EXE_FORMAT: return "the child's exe image could not be read as a PE with an entry point";
+    default: return "the shim could not be injected";
+    }
+}
+
+/* The post-mortem debugger a crashing process starts (AeDebug\Debugger: Wine's "winedbg --auto %ld %ld",
+   run from UnhandledExceptionFilter) is not the program's child: it is neither suspended nor injected. */
+static WCHAR g_debugger[64]; /* its program's base name without .exe; "" = none configured */
+
+/* base name (no folder, no .exe) of a command line's program (whole = an application name, not split) */
+static void prog_base(const WCHAR *s, int whole, WCHAR *out, int cap) {
+    out[0] = 0;
+    if (!s) return;
+    while (!whole && (*s == ' ' || *s == '\t')) s++;
+    WCHAR end = 0;
+    if (!whole) { if (*s == '"') { s++; end = '"'; } else end = ' '; }
+    const WCHAR *start = s, *q = s;
+    for (; *q && *q != end && !(end == ' ' && *q == '\t'); q++)
+        if (*q == '\\' || *q == '/') start = q + 1;
+    int n = (int)(q - start);
+    if (n >= 4 && CompareStringOrdinal(q - 4, 4, L".exe", 4, TRUE) == CSTR_EQUAL) n -= 4;
+    if (n >= cap) n = cap - 1;
+    for (int i = 0; i < n; i++) out[i] = start[i];
+    out[n] = 0;
+}
+
+static void read_debugger(tstate_t *ts) {
+    DWORD cb = (WTMP - 1) * sizeof(WCHAR);
+    g_debugger[0] = 0;
+    if (RegGetValueW(HKEY_LOCAL_MACHINE, L"Software\\Microsoft\\Windows NT\\CurrentVersion\\AeDebug", L"Debugger",
+                     RRF_RT_REG_SZ | RRF_RT_REG_EXPAND_SZ | RRF_NOEXPAND, NULL, ts->wtmp, &cb) == ERROR_SUCCESS)
+        prog_base(ts->wtmp, 0, g_debugger, 64);
+}
+
+static int is_debugger(tstate_t *ts, const WCHAR *wapp, const WCHAR *wcmd, const char *aapp, const char *acmd) {
+    if (!g_debugger[0]) return 0;
+    WCHAR prog[64];
+    if (aapp || acmd) {
+        const char *a = aapp && *aapp ? aapp : acmd;
+        if (!a || MultiByteToWideChar(CP_ACP, 0, a, -1, ts->wtmp, WTMP) <= 0) return 0;
+        prog_base(ts->wtmp, aapp && *aapp, prog, 64);
+    } else prog_base(wapp ? wapp : wcmd, wapp != NULL, prog, 64);
+    return CompareStringOrdinal(prog, -1, g_debugger, -1, TRUE) == CSTR_EQUAL;
+}
+
+static void spawn_event(tstate_t *ts, const char *api, const WCHAR *wapp, const WCHAR *wcmd, const char *aapp,
+                        const char *acmd, DWORD flags, int follow, BOOL ok, DWORD le, PROCESS_INFORMATION *pi) {
+    DWORD ie = ok && follow ? dlltrace_inject(pi->hProcess, g_shim_path, g_trace_path, "spawn") : 0;
+    W w;
+    begin_line(&w, ts, "spawn");
+    w_key(&w, "api"); w_raw(&w, "\""); w_raw(&w, api); w_raw(&w, "\"");
+    w_key(&w, "app"); if (aapp) w_astr(&w, ts, aapp); else w_wstr(&w, wapp, -1);
+    w_key(&w, "cmdline"); if (acmd) w_astr(&w, ts, acmd); else w_wstr(&w, wcmd, -1);
+    w_key(&w, "flags"); w_u64(&w, flags);
+    w_key(&w, "ok"); w_raw(&w, ok ? "true" : "false");
+    w_key(&w, "error"); w_u64(&w, ok ? 0 : le);
+    w_key(&w, "child_pid"); if (ok) w_u64(&w, pi->dwProcessId); else w_raw(&w, "null");
+    w_key(&w, "injected"); w_raw(&w, ok && follow && !ie ? "true" : "false");
+    w_key(&w, "inject_error"); w_u64(&w, ie);
+    const char *why = !ok ? "the process was not created"
+                      : !follow ? "the post-mortem debugger (AeDebug) is not followed" : inject_reason(ie);
+    w_key(&w, "reason"); if (why) { w_raw(&w, "\""); w_raw(&w, why); w_raw(&w, "\""); } else w_raw(&w, "null");
+    emit(&w, ts);
+    if (ok && follow && !(flags & CREATE_SUSPENDED)) ResumeThread(pi->hThread);
+}
+
+typedef BOOL(WINAPI *cpiw_t)(HANDLE, LPCWSTR, LPWSTR, LPSECURITY_ATTRIBUTES, LPSECURITY_ATTRIBUTES, BOOL, DWORD, LPVOID,
+                             LPCWSTR, LPSTARTUPINFOW, LPPROCESS_INFORMATION, PHANDLE);
+static cpiw_t o_CreateProcessInternalW;
+static BOOL WINAPI h_CreateProcessInternalW(HANDLE token, LPCWSTR app, LPWSTR cmd, LPSECURITY_ATTRIBUTES pa,
+                                            LPSECURITY_ATTRIBUTES ta, BOOL inherit, DWORD flags, LPVOID env,
+                                            LPCWSTR cwd, LPSTARTUPINFOW si, LPPROCESS_INFORMATION pi, PHANDLE newtok) {
+    tstate_t *ts = get_ts(1);
+    if (g_started != 1 || !ts || ts->guard || !pi)
+        return o_CreateProcessInternalW(token, app, cmd, pa, ta, inherit, flags, env, cwd, si, pi, newtok);
+    ts->guard++;
+    int follow = !is_debugger(ts, app, cmd, NULL, NULL);
+    BOOL r = o_CreateProcessInternalW(token, app, cmd, pa, ta, inherit, follow ? flags | CREATE_SUSPENDED : flags, env, cwd,
+                                      si, pi, newtok);
+    DWORD le = GetLastError();
+    spawn_event(ts, "CreateProcessInternalW", app, cmd, NULL, NULL, flags, follow, r, le, pi);
+    ts->guard--;
+    SetLastError(le);
+    return r;
+}
+/* fallbacks, hooked only when CreateProcessInternalW is not (absent or an unknown prologue) */
+static BOOL(WINAPI *o_CreateProcessW)(LPCWSTR, LPWSTR, LPSECURITY_ATTRIBUTES, LPSECURITY_ATTRIBUTES, BOOL, DWORD, LPVOID,
+                                      LPCWSTR, LPSTARTUPINFOW, LPPROCESS_INFORMATION);
+static BOOL WINAPI h_CreateProcessW(LPCWSTR app, LPWSTR cmd, LPSECURITY_ATTRIBUTES pa, LPSECURITY_ATTRIBUTES ta,
+                                    BOOL inherit, DWORD flags, LPVOID env, LPCWSTR cwd, LPSTARTUPINFOW si,
+                                    LPPROCESS_INFORMATION pi) {
+    tstate_t *ts = get_ts(1);
+    if (g_started != 1 || !ts || ts->guard || !pi) return o_CreateProcessW(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
+    ts->guard++;
+    int follow = !is_debugger(ts, app, cmd, NULL, NULL);
+    BOOL r = o_CreateProcessW(app, cmd, pa, ta, inherit, follow ? flags | CREATE_SUSPENDED : flags, env, cwd, si, pi);
+    DWORD le = GetLastError();
+    spawn_event(ts, "CreateProcessW", app, cmd, NULL, NULL, flags, follow, r, le, pi);
+    ts->guard--;
+    SetLastError(le);
+    return r;
+}
+static BOOL(WINAPI *o_CreateProcessA)(LPCSTR, LPSTR, LPSECURITY_ATTRIBUTES, LPSECURITY_ATTRIBUTES, BOOL, DWORD, LPVOID,
+                                      LPCSTR, LPSTARTUPINFOA, LPPROCESS_INFORMATION);
+static BOOL WINAPI h_CreateProcessA(LPCSTR app, LPSTR cmd, LPSECURITY_ATTRIBUTES pa, LPSECURITY_ATTRIBUTES ta,
+                                    BOOL inherit, DWORD flags, LPVOID env, LPCSTR cwd, LPSTARTUPINFOA si,
+                                    LPPROCESS_INFORMATION pi) {
+    tstate_t *ts = get_ts(1);
+    if (g_started != 1 || !ts || ts->guard || !pi) return o_CreateProcessA(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
+    ts->guard++;
+    int follow = !is_debugger(ts, NULL, NULL, app ? app : "", cmd ? cmd : "");
+    BOOL r = o_CreateProcessA(app, cmd, pa, ta, inherit, follow ? flags | CREATE_SUSPENDED : flags, env, cwd, si, pi);
+    DWORD le = GetLastError();
+    spawn_event(ts, "CreateProcessA", NULL, NULL, app, cmd ? cmd : "", flags, follow, r, le, pi);
+    ts->guard--;
+    SetLastError(le);
+    return r;
+}
+
 /* ---- start: process + env events, hooks ---------------------------------------------------- */
-typedef struct { const char *mod, *fallback, *name; void *hook; void **orig; } hookdef_t;
+/* unless: a hook installed only when that other one's orig is still NULL (not hooked) */
+typedef struct { const char *mod, *fallback, *name; void *hook; void **orig; void **unless; } hookdef_t;
 static const hookdef_t HOOKS[] = {
     {"kernelbase.dll", "kernel32.dll", "LoadLibraryExW", (void *)h_LoadLibraryExW, (void **)&o_LoadLibraryExW},
     {"kernelbase.dll", "kernel32.dll", "LoadLibraryExA", (void *)h_LoadLibraryExA, (void **)&o_LoadLibraryExA},
@@ -469,6 +603,11 @@ static const hookdef_t HOOKS[] = {
     {"ntdll.dll", NULL, "NtCreateFile", (void *)h_NtCreateFile, (void **)&o_NtCreateFile},
     {"ntdll.dll", NULL, "NtQueryAttributesFile", (void *)h_NtQueryAttributesFile, (void **)&o_NtQueryAttributesFile},
     {"ntdll.dll", NULL, "NtCreateSection", (void *)h_NtCreateSection, (void **)&o_NtCreateSection},
+    {"kernelbase.dll", "kernel32.dll", "CreateProcessInternalW", (void *)h_CreateProcessInternalW, (void **)&o_CreateProcessInternalW},
+    {"kernelbase.dll", "kernel32.dll", "CreateProcessW", (void *)h_CreateProcessW, (void **)&o_CreateProcessW,
+     (void **)&o_CreateProcessInternalW},
+    {"kernelbase.dll", "kernel32.dll", "CreateProcessA", (void *)h_CreateProcessA, (void **)&o_CreateProcessA,
+     (void **)&o_CreateProcessInternalW},
 };
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 
@@ -607,6 +746,12 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     g_file = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
                          NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
     if (g_file == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); ts->guard--; g_started = 0; return (int)e; }
+    /* the full path (a child may start in another folder) and this DLL's path, for the children */
+    DWORD fn = GetFullPathNameW(trace_path, WTMP, g_trace_path, NULL);
+    if (!fn || fn >= WTMP) lstrcpynW(g_trace_path, trace_path, WTMP);
+    fn = GetModuleFileNameW(g_self, g_shim_path, WTMP - 1);
+    g_shim_path[fn < WTMP ? fn : 0] = 0;
+    read_debugger(ts);
     QueryPerformanceFrequency(&g_freq);
     g_pid = GetCurrentProcessId();
     W w;
@@ -622,6 +767,10 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     unsigned char before[NHOOKS][16];
     int ok[NHOOKS];
     for (unsigned i = 0; i < NHOOKS; i++) {
+        int skip = 0;
+        for (unsigned j = 0; j < i && HOOKS[i].unless; j++)
+            if (HOOKS[j].orig == HOOKS[i].unless && ok[j] == HOOK_OK) skip = 1;
+        if (skip) { ok[i] = -1; continue; } /* a fallback that is not needed */
         HMODULE m = GetModuleHandleA(HOOKS[i].mod);
         void *target = m ? (void *)GetProcAddress(m, HOOKS[i].name) : NULL;
         if (!target && HOOKS[i].fallback && (m = GetModuleHandleA(HOOKS[i].fallback)))
@@ -649,7 +798,7 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     for (unsigned i = 0; i < NHOOKS; i++) {
         if (ok[i] == HOOK_NO_TARGET) write_warning(ts, "function not found; not hooked", HOOKS[i].name, NULL);
         else if (ok[i] == HOOK_UNKNOWN_PROLOGUE) write_warning(ts, "unknown prologue; not hooked", HOOKS[i].name, before[i]);
-        else if (ok[i] != HOOK_OK) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
+        else if (ok[i] != HOOK_OK && ok[i] != -1) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
     }
     write_env(ts);
     ts->guard--;

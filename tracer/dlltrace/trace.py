@@ -26,7 +26,7 @@ FORMAT_VERSION = 1
 EVENT_KINDS = (
     "process", "env", "warning", "load_begin", "load_end", "probe", "adddir", "removedir",
     "setdlldir", "setdefault", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
-    "exit", "launch_error",
+    "exit", "launch_error", "spawn",
 )
 
 
