@@ -18,7 +18,7 @@ import pytest
 
 import winetools
 from dlltrace.trace import read_trace
-from test_shim import HOST, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, shim_env, traced, w  # noqa: F401
+from test_shim import HOST, LAUNCHER, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, shim_env, traced, w  # noqa: F401
 
 pytestmark = pytest.mark.wine
 
@@ -164,3 +164,27 @@ def test_run_and_report_with_a_child(children_env, tmp_path):
     text = dlltrace("report", "t.jsonl")
     assert text.returncode == 0, text.stderr
     assert "leaf.dll" in text.stdout and "top.dll" in text.stdout and "missing.dll" in text.stdout  # child, parent
+
+
+def test_createprocess_w_and_a_fallbacks(children_env, tmp_path):
+    # where CreateProcessInternalW cannot be hooked, CreateProcessW and CreateProcessA are (DLLTRACE_SKIP_HOOKS
+    # stands in for a refused prologue; the children inherit it)
+    out = tmp_path / "t.jsonl"
+    r = winetools.run_wine([str(LAUNCHER), HOST, "spawna", HOST, "spawn", HOST, "load", w("lib", "missing.dll"), "0"],
+                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out),
+                                      "DLLTRACE_SKIP_HOOKS": "NtCreateSection,CreateProcessInternalW"})
+    out_lines = lines(r)
+    assert out_lines[0] == "load err 126" and out_lines[2].startswith("spawna pid "), out_lines
+    assert r.returncode == 126
+    tr = read_trace(out)
+    top, mid, low = tr.pids
+    for pid in (top, mid, low):
+        hooks = tr.process(pid)["hooks"]
+        assert "CreateProcessW" in hooks and "CreateProcessA" in hooks
+        assert "CreateProcessInternalW" not in hooks and "NtCreateSection" not in hooks
+        assert sorted(x["hook"] for x in tr.of("warning", pid=pid)) == ["CreateProcessInternalW", "NtCreateSection"]
+    s1, s2 = tr.of("spawn")  # CreateProcessA is one event (its inner calls run under the guard)
+    assert (s1["api"], s1["pid"], s1["child_pid"], s1["injected"]) == ("CreateProcessA", top, mid, True)
+    assert (s2["api"], s2["pid"], s2["child_pid"], s2["injected"]) == ("CreateProcessW", mid, low, True)
+    assert s1["cmdline"].startswith(HOST + " spawn ") and s1["app"] is None
+    assert [ld.error for ld in tr.loads(low)] == [126]
