@@ -11,6 +11,7 @@ exists, 0xC0000034 means it does not).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Iterable, Optional
 
 from dlltrace import winpath
@@ -19,6 +20,7 @@ from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
+_DIGITS = re.compile(r"\d+")  # as winpath.close_name
 STATUS_NOT_FOUND = (0xC0000034, 0xC000003A, 0xC0000033)
 
 
@@ -119,6 +121,7 @@ class RecordedWorld:
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, list[str]] = {}
         self.unknown: set[str] = set()  # paths the model asked about that the trace says nothing of
+        self._by_shape: Optional[dict[str, list[str]]] = None
         for e in file_events:
             path = e.get("path")
             if not isinstance(path, str) or not path:
@@ -176,7 +179,13 @@ class RecordedWorld:
         return list(self._by_name.get(name.lower(), ()))
 
     def close_files(self, name: str) -> list[str]:
-        return sorted((p for n, ps in self._by_name.items() if winpath.close_name(n, name) for p in ps), key=str.lower)
+        if self._by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
+            self._by_shape = {}
+            for n in self._by_name:
+                self._by_shape.setdefault(_DIGITS.sub("#", n), []).append(n)
+        shape = _DIGITS.sub("#", winpath.basename(name).lower())
+        return sorted((p for n in self._by_shape.get(shape, ()) if winpath.close_name(n, name) for p in self._by_name[n]),
+                      key=str.lower)
 
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)

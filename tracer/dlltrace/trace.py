@@ -138,6 +138,7 @@ class Trace:
     header: Header
     events: list[dict]
     warnings: list[str] = field(default_factory=list)
+    _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def of(self, *kinds: str, pid: Optional[int] = None) -> Iterator[dict]:
         for e in self.events:
@@ -201,8 +202,12 @@ class Trace:
         """The Python event (py_import, py_dlopen, ...) a load is attributed to, if any."""
         if load.ctx is None:
             return None
-        return next((e for e in self.events if e.get("pid") == load.pid and e.get("seq") == load.ctx
-                     and str(e.get("ev", "")).startswith("py_")), None)
+        if self._py_events is None:  # indexed once: a scan per load made a report quadratic
+            self._py_events = {}
+            for e in self.events:
+                if str(e.get("ev", "")).startswith("py_"):
+                    self._py_events.setdefault((e.get("pid"), e.get("seq")), e)
+        return self._py_events.get((load.pid, load.ctx))
 
 
 def _bad(path: Union[str, Path], lineno: int, what: str) -> DlltraceError:
