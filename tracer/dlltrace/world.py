@@ -90,20 +90,40 @@ class ProcessState:
     def _reindex(self) -> None:
         self._by_name: dict[str, LoadedModule] = {}
         self._by_path: dict[str, LoadedModule] = {}
+        # how many listed modules share a name / a path: a removal rescans the list only on a tie
+        self._name_count: dict[str, int] = {}
+        self._path_count: dict[str, int] = {}
         for m in self.loaded:
-            self._by_name.setdefault(m.name, m)
-            self._by_path.setdefault(winpath.key(m.path), m)
+            self._index(m)
+
+    def _index(self, m: LoadedModule) -> None:
+        k = winpath.key(m.path)
+        self._by_name.setdefault(m.name, m)
+        self._by_path.setdefault(k, m)
+        self._name_count[m.name] = self._name_count.get(m.name, 0) + 1
+        self._path_count[k] = self._path_count.get(k, 0) + 1
 
     def add_loaded(self, m: LoadedModule) -> None:
         self.loaded.append(m)
-        self._by_name.setdefault(m.name, m)
-        self._by_path.setdefault(winpath.key(m.path), m)
+        self._index(m)
 
     def remove_loaded(self, m: LoadedModule) -> None:
-        if m in self.loaded:
-            self.loaded.remove(m)
-            if self._by_name.get(m.name) is m or self._by_path.get(winpath.key(m.path)) is m:
-                self._reindex()
+        """Take a module out of the list; the indexes fall back to the next-loaded module of the
+        same name or path, if any (first loaded wins)."""
+        for i in range(len(self.loaded) - 1, -1, -1):  # usually one of the last loaded
+            if self.loaded[i] is m:
+                del self.loaded[i]
+                break
+        else:
+            return
+        k = winpath.key(m.path)
+        for key, index, count, same in ((m.name, self._by_name, self._name_count, lambda x: x.name == m.name),
+                                        (k, self._by_path, self._path_count, lambda x: winpath.key(x.path) == k)):
+            count[key] -= 1
+            if index.get(key) is m:
+                del index[key]
+                if count[key] > 0:
+                    index[key] = next(x for x in self.loaded if same(x))
 
     @property
     def app_dir(self) -> str:
