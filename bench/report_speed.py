@@ -14,11 +14,14 @@ and prints both and their ratio. The aim: the report in under 2 s for 100,000 ev
 Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 fail):
   before: parse 0.33 s, report 234 s (700x): trace.context() scanned every event per load, and
           RecordedWorld.close_files() every file name per failed load (both now indexed once)
-  now:    parse 0.33 s, report 8.4 s (26x): NOT under 2 s. Where the time goes (cProfile):
+  then:   parse 0.33 s, report 8.4 s (26x). Where the time went (cProfile):
           ~60% world.ProcessState.remove_loaded -> _reindex (the simulator rolls back each failed
           load's new modules; _reindex rebuilds both indexes over the whole loaded list: quadratic);
           ~10% read_trace (json.loads); ~8% RecordedWorld (pe_facts_from_dict per file event);
           ~8% the simulator's own search (_probe_dirs); ~5% json rendering.
+  now:    the loaded-module indexes are updated, not rebuilt, on removal; PE facts are built on
+          first use; the cyclic garbage collector is paused while the report is built (it took
+          more than half the time): see the numbers this prints.
 """
 
 from __future__ import annotations
@@ -122,13 +125,9 @@ def parse_only(path: Path) -> int:
     return n
 
 
-def full_report(path: Path) -> tuple[str, str]:
-    trace = read_trace(path)
-    replays = report.analyse(trace)
-    incs = report.incidents(replays)
-    text = report.text_report(trace, incs, replays)
-    js = json.dumps(report.json_report(trace, incs, replays), ensure_ascii=False)
-    return text, js
+def full_report(path: Path, fmt: str = "text") -> str:
+    """What `dlltrace report TRACE` (fmt "text") or `dlltrace report --json TRACE` does, less printing."""
+    return report.produce(read_trace(path), fmt)
 
 
 def best_of(fn, repeat: int) -> float:
@@ -149,13 +148,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "big.jsonl"
         n = generate(path, a.events)
-        text, js = full_report(path)
+        text = full_report(path)
         failed = text.splitlines()[0]
         t_parse = best_of(lambda: parse_only(path), a.repeat)
         t_report = best_of(lambda: full_report(path), a.repeat)
+        t_json = best_of(lambda: full_report(path, "json"), a.repeat)
         print(f"trace: {n} events, {path.stat().st_size / 1e6:.1f} MB; report says: {failed.split(' · ')[0]}")
         print(f"parse only (read + json.loads per line): {t_parse:.3f} s")
-        print(f"dlltrace report (read + analyse + render text and JSON): {t_report:.3f} s")
+        print(f"dlltrace report (read + analyse + render text): {t_report:.3f} s")
+        print(f"dlltrace report --json (read + analyse + render JSON with every tree): {t_json:.3f} s")
         print(f"ratio report / parse: {t_report / t_parse:.1f}x   aim: report < 2 s -> "
               f"{'met' if t_report < 2 else 'NOT met'}")
         if a.profile:

@@ -118,6 +118,7 @@ class RecordedWorld:
                  dirs: Iterable[str] = ()):
         self.system = system
         self._files: dict[str, Optional[FileFacts]] = {}
+        self._raw: dict[str, dict] = {}  # file events whose facts are not built yet
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, list[str]] = {}
         self.unknown: set[str] = set()  # paths the model asked about that the trace says nothing of
@@ -131,14 +132,16 @@ class RecordedWorld:
             if kind in ("dir", "nodir"):
                 self._dirs[k] = kind == "dir"
                 continue
-            facts = facts_of_event(e)
-            self._files[k] = facts
-            if facts is not None:
-                self._by_name.setdefault(winpath.basename(k), []).append(winpath.normalize(path))
-                self._mark_dirs(path)
+            if kind == "missing":
+                self._files[k] = None
+                continue
+            self._raw[k] = e  # PE facts are built on first use (file())
+            self._files.pop(k, None)
+            self._by_name.setdefault(winpath.basename(k), []).append(winpath.normalize(path))
+            self._mark_dirs(path)
         for path, status in probes:
             k = winpath.key(path)
-            if k in self._files:
+            if k in self._files or k in self._raw:
                 continue
             if status < NT_SUCCESS_MAX:
                 self._files[k] = FileFacts(path=winpath.normalize(path))
@@ -152,7 +155,7 @@ class RecordedWorld:
     def mark_init_failed(self, path: str) -> None:
         """The trace shows that loading this file failed in initialisation (1114): a fact no PE
         header tells, so the replay takes it from the loader's own answer."""
-        f = self._files.get(winpath.key(path))
+        f = self.file(path)
         if f is not None and not f.dllmain_fails:
             self._files[winpath.key(path)] = dataclasses.replace(f, dllmain_fails=True)
 
@@ -167,6 +170,8 @@ class RecordedWorld:
 
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
+        if k in self._raw:
+            self._files[k] = facts_of_event(self._raw.pop(k))
         if k not in self._files:
             self.unknown.add(winpath.normalize(path))
             return None

@@ -23,7 +23,7 @@ from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Node, flags_text
 from dlltrace.render import call_dict
 from dlltrace.replay import Replayed, recorded_world, replay
-from dlltrace.trace import FORMAT_VERSION, Trace, read_trace
+from dlltrace.trace import FORMAT_VERSION, Trace, paused_gc, read_trace
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded", "known_dll": "KnownDLLs",
@@ -67,8 +67,9 @@ def incidents(replays: list[Replayed], everything: bool = False) -> list[Inciden
 
 def analyse(trace: Trace) -> list[Replayed]:
     out: list[Replayed] = []
-    for pid in trace.pids:
-        out.extend(replay(trace, recorded_world(trace, pid), pid))
+    with paused_gc():
+        for pid in trace.pids:
+            out.extend(replay(trace, recorded_world(trace, pid), pid))
     return out
 
 
@@ -344,6 +345,18 @@ def summarize(trace: Trace) -> str:
     return "\n".join(lines + [text_report(trace, incs, replays)])
 
 
+def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
+    """The report of a trace as text, "markdown" or "json" (what `dlltrace report` prints)."""
+    with paused_gc():
+        replays = analyse(trace)
+        incs = incidents(replays, everything)
+        if fmt == "json":
+            return json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
+        if fmt == "markdown":
+            return markdown_report(trace, incs, replays)
+        return text_report(trace, incs, replays, everything)
+
+
 def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
@@ -352,14 +365,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"dlltrace: warning: {w}", file=sys.stderr)
     if not trace.pids:
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
-    replays = analyse(trace)
-    incs = incidents(replays, args.all)
-    if args.json:
-        out = json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
-    elif args.markdown:
-        out = markdown_report(trace, incs, replays)
-    else:
-        out = text_report(trace, incs, replays, args.all)
+    fmt = "json" if args.json else "markdown" if args.markdown else "text"
+    out = produce(trace, fmt, args.all)
     if args.redact:
         out = redact(out, trace)
     if args.json or args.markdown or not sys.stdout.isatty():

@@ -12,6 +12,8 @@ DlltraceError(EXIT_BAD_TRACE) naming the file and line.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,7 +229,26 @@ def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
                   platform=obj.get("platform"))
 
 
+@contextlib.contextmanager
+def paused_gc():
+    """Pause the cyclic garbage collector while building many small acyclic objects (events,
+    loads, simulator trees): on a 100,000-event trace it otherwise takes more than half the
+    time. Reference counting still frees everything; collection resumes afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_trace(path: Union[str, Path]) -> Trace:
+    with paused_gc():
+        return _read_trace(path)
+
+
+def _read_trace(path: Union[str, Path]) -> Trace:
     try:
         data = Path(path).read_bytes()
     except OSError as e:
