@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli
+from dlltrace.trace import read_trace
 from test_shim import shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
 
 try:
@@ -102,7 +103,7 @@ def test_s1_s6_text_says_path_is_not_searched(capsys):
 def test_s2_both_attempts_with_their_folders(capsys):
     text = report_text(TRACES / "s2.jsonl", capsys)
     assert "✗ cudnn64_7.dll was not found — it is needed by torch_cuda.dll" in text
-    assert "then the program retried with LoadLibraryW  → 126" in text
+    assert "then the program retried with LoadLibraryW after putting its folders on PATH  → 126 (same leaf)" in text
     assert "(first attempt, flags DLL_LOAD_DIR | DEFAULT_DIRS)" in text
     assert "(attempt 2, flags none (standard order))" in text
     rep = report_json(TRACES / "s2.jsonl", capsys)
@@ -115,14 +116,15 @@ def test_s2_both_attempts_with_their_folders(capsys):
     assert not any("wbem" in p.lower() for p in first["real_probes"])
 
 
-@pytest.mark.xfail(strict=True, reason="the trace does not record the host's PATH change (SetEnvironmentVariableW / "
-                                       "os.environ): the replay runs torch's retry with the start-up PATH, so torch_cuda.dll "
-                                       "(found on the new PATH entry) looks missing")
 @pytest.mark.parametrize("case, leaf", [("s2", "cudnn64_7.dll"), ("s5", "mkl_intel_thread.2.dll")])
 def test_retry_after_path_change_has_the_same_leaf(case, leaf, capsys):
+    """The host puts torch\\lib on PATH before the retry (a `setenv` event): the replay searches it."""
     rep = report_json(TRACES / f"{case}.jsonl", capsys)
     retry = [c for c in rep["calls"] if c["op"] == "LoadLibraryW"][0]
     assert retry["leaf"]["name"] == leaf and retry["disagreements"] == []
+    assert any(c["rule"] == "PATH[1]" and c["path"].lower().endswith("\\torch\\lib\\" + leaf) for c in retry["candidates"])
+    text = report_text(TRACES / f"{case}.jsonl", capsys)
+    assert "retried with LoadLibraryW after putting its folders on PATH" in text
 
 
 def test_s9_invents_no_missing_dll(capsys):
@@ -199,8 +201,9 @@ def test_acceptance_wine_trace_reported_from_the_file_alone(shim_env, tmp_path):
 
 
 @pytest.mark.wine
-def test_rerecorded_s1_and_s10_give_the_committed_verdicts(tmp_path, capsys):
-    """record.py still reproduces the committed traces' verdicts (a real run under Wine)."""
+def test_rerecorded_s1_s2_s10_give_the_committed_verdicts(tmp_path, capsys):
+    """record.py still reproduces the committed traces' verdicts (a real run under Wine); S2's
+    host changes PATH before its retry, and the shim records that (a `setenv` event)."""
     import winetools
 
     winetools.require("wine", "mingw64", "mingw32")
@@ -209,9 +212,13 @@ def test_rerecorded_s1_and_s10_give_the_committed_verdicts(tmp_path, capsys):
         import record
     finally:
         sys.path.remove(str(TRACES))
-    for case in ("s1", "s10"):
-        fresh = report_json(record.record(case, tmp_path), capsys)
+    for case in ("s1", "s10", "s2"):
+        fresh_path = record.record(case, tmp_path)
+        fresh = report_json(fresh_path, capsys)
         committed = report_json(TRACES / f"{case}.jsonl", capsys)
         key = lambda rep: [(c["op"], c["name"], c["real_error"], c["leaf"]["name"], c["leaf"]["cause"], c["chain"],
                             [f["text"] for f in c["fixes"]], c["real_probes"]) for c in rep["calls"]]
         assert key(fresh) == key(committed)
+    setenv = [e for e in read_trace(fresh_path).of("setenv")]
+    assert [(e["name"].upper(), e["ok"]) for e in setenv] == [("PATH", True)]
+    assert setenv[0]["value"].lower().startswith("c:\\dlltrace-cases\\s2\\venv\\lib\\site-packages\\torch\\lib;")

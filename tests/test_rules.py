@@ -375,3 +375,15 @@ def test_rule_dont_resolve_references():
                       {"op": "LoadLibraryExW", "name": "a.dll", "flags": 0}])
     assert res[0].error == 0 and not any("missing" in p for p in res[0].probes)
     assert res[1].error == 0 and res[1].probes == []  # listed: the second load binds to it
+
+
+def test_rule_failed_load_keeps_loaded_dependencies():
+    assert not rules.rule_failed_load_keeps_loaded_dependencies(SYS)
+    assert rules.rule_failed_load_keeps_loaded_dependencies(SystemInfo(profile="wine"))
+    files = [{"path": "C:\\t\\a.dll", "imports": ["good.dll", "missing.dll"]}, "C:\\t\\good.dll", "C:\\u\\good.dll"]
+    calls = [{"op": "LoadLibraryExW", "name": "C:\\t\\a.dll", "flags": 0x100},
+             {"op": "LoadLibraryExW", "name": "good.dll", "flags": 0}]
+    windows = run(files, calls, folders=["C:\\u"], path=["C:\\u"])
+    assert windows[0].error == 126 and windows[1].module_path == "C:\\u\\good.dll"  # unloaded with the failure
+    wine = run(files, calls, folders=["C:\\u"], path=["C:\\u"], system={"profile": "wine"})
+    assert wine[0].error == 126 and wine[1].module_path == "C:\\t\\good.dll" and wine[1].probes == []

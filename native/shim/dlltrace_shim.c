@@ -416,6 +416,49 @@ static BOOL WINAPI h_SetDllDirectoryA(LPCSTR dir) {
     }
     return r;
 }
+/* SetEnvironmentVariable: recorded only for PATH (the loader searches it; torch prepends its
+   folders to it before retrying a failed load). Other variables are never recorded. */
+static int is_path_var_w(LPCWSTR name) {
+    return name && CompareStringOrdinal(name, -1, L"PATH", -1, TRUE) == CSTR_EQUAL;
+}
+static BOOL(WINAPI *o_SetEnvironmentVariableW)(LPCWSTR, LPCWSTR);
+static BOOL WINAPI h_SetEnvironmentVariableW(LPCWSTR name, LPCWSTR value) {
+    tstate_t *ts = get_ts(1);
+    int rec = is_path_var_w(name) && cfg_begin(ts);
+    BOOL r = o_SetEnvironmentVariableW(name, value);
+    if (rec) {
+        DWORD le = GetLastError();
+        ts->guard++;
+        W w;
+        cfg_line(ts, &w, "setenv", "SetEnvironmentVariableW", RET);
+        w_key(&w, "name"); w_wstr(&w, name, -1);
+        w_key(&w, "value"); w_wstr(&w, value, -1);
+        cfg_result(&w, r, le);
+        emit(&w, ts);
+        ts->guard--; ts->cfg_depth--;
+        SetLastError(le);
+    }
+    return r;
+}
+static BOOL(WINAPI *o_SetEnvironmentVariableA)(LPCSTR, LPCSTR);
+static BOOL WINAPI h_SetEnvironmentVariableA(LPCSTR name, LPCSTR value) {
+    tstate_t *ts = get_ts(1);
+    int rec = name && lstrcmpiA(name, "PATH") == 0 && cfg_begin(ts);
+    BOOL r = o_SetEnvironmentVariableA(name, value);
+    if (rec) {
+        DWORD le = GetLastError();
+        ts->guard++;
+        W w;
+        cfg_line(ts, &w, "setenv", "SetEnvironmentVariableA", RET);
+        w_key(&w, "name"); w_astr(&w, ts, name);
+        w_key(&w, "value"); w_astr(&w, ts, value);
+        cfg_result(&w, r, le);
+        emit(&w, ts);
+        ts->guard--; ts->cfg_depth--;
+        SetLastError(le);
+    }
+    return r;
+}
 static BOOL(WINAPI *o_SetDefaultDllDirectories)(DWORD);
 static BOOL WINAPI h_SetDefaultDllDirectories(DWORD flags) {
     tstate_t *ts = get_ts(1);
@@ -598,6 +641,8 @@ static const hookdef_t HOOKS[] = {
     {"kernelbase.dll", "kernel32.dll", "SetDllDirectoryA", (void *)h_SetDllDirectoryA, (void **)&o_SetDllDirectoryA},
     {"kernelbase.dll", "kernel32.dll", "SetDefaultDllDirectories", (void *)h_SetDefaultDllDirectories, (void **)&o_SetDefaultDllDirectories},
     {"kernelbase.dll", "kernel32.dll", "FreeLibrary", (void *)h_FreeLibrary, (void **)&o_FreeLibrary},
+    {"kernelbase.dll", "kernel32.dll", "SetEnvironmentVariableW", (void *)h_SetEnvironmentVariableW, (void **)&o_SetEnvironmentVariableW},
+    {"kernelbase.dll", "kernel32.dll", "SetEnvironmentVariableA", (void *)h_SetEnvironmentVariableA, (void **)&o_SetEnvironmentVariableA},
     {"ntdll.dll", NULL, "LdrLoadDll", (void *)h_LdrLoadDll, (void **)&o_LdrLoadDll},
     {"ntdll.dll", NULL, "NtOpenFile", (void *)h_NtOpenFile, (void **)&o_NtOpenFile},
     {"ntdll.dll", NULL, "NtCreateFile", (void *)h_NtCreateFile, (void **)&o_NtCreateFile},

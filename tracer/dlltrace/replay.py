@@ -35,6 +35,7 @@ class Replayed:
     agreed: int = 0
     disagreements: list[str] = field(default_factory=list)
     not_searched: str = ""
+    path: list[str] = field(default_factory=list)  # PATH when the call was made
 
     @property
     def real_error(self) -> Optional[int]:
@@ -185,6 +186,9 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
         elif ev == "setdlldir" and e.get("ok"):
             p = e.get("path")
             sim.process.dll_directory = winpath.normalize(p) if p else p
+        elif ev == "setenv" and e.get("ok") and str(e.get("name", "")).upper() == "PATH":
+            value = e.get("value")
+            sim.process.path = [p for p in (value or "").split(";") if p.strip()]
         elif ev == "setdefault" and e.get("ok"):
             sim.process.default_dirs = e.get("flags")
         elif ev == "free" and e.get("ok") and e.get("path"):
@@ -207,7 +211,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 dis.insert(0, f"the loader returned {load.error}, the model says {res.error}")
             _sync_loaded(sim.process, load, res)
             out.append(Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed,
-                                disagreements=dis, not_searched=notes.get(res.index, "")))
+                                disagreements=dis, not_searched=notes.get(res.index, ""), path=list(sim.process.path)))
     return out
 
 

@@ -158,7 +158,10 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     for a in inc.attempts[1:]:
         same = " (same leaf)" if a.result.leaf and res.leaf and a.result.leaf.name == res.leaf.name else (
             f" (leaf {a.result.leaf.name})" if a.result.leaf else "")
-        why = " after putting its folders on PATH" if "PATH" in a.result.origin else ""
+        added = [p for p in a.path if not any(winpath.same(p, q) for q in r.path)]
+        why = ""
+        if added:
+            why = " after putting its folders on PATH" if a.path[:len(added)] == added else " after changing PATH"
         who = "torch" if "torch" in (a.origin or r.origin) else "the program"
         lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
     leaf = leaf_node(res.tree)

@@ -318,3 +318,11 @@ def rule_imports_stop_at_first_failure(system: SystemInfo) -> bool:
     """Windows stops processing a module's imports at the first that fails; Wine's
     fixup_imports goes on loading (and probing for) the remaining imports, then fails."""
     return system.profile != "wine"
+
+
+def rule_failed_load_keeps_loaded_dependencies(system: SystemInfo) -> bool:
+    """When a load fails, Windows unloads every module the call loaded. Wine unloads only the
+    modules that failed: dependencies that loaded fine before the failure stay loaded (a
+    FIXME in Wine's loader says so), and a retry then binds to them by name. Measured in the
+    S2 fixture: the retry never probes for cudart64_110.dll, loaded by the first attempt."""
+    return system.profile == "wine"

@@ -210,7 +210,7 @@ class Simulator:
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
             res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
-        self._new: list[LoadedModule] = []
+        self._new: list[tuple[LoadedModule, Node]] = []
         self._probes: list[str] = []
         self._origin = origin or f"{op}({name!r})"
         self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
@@ -221,8 +221,10 @@ class Simulator:
             self._initialize(tree)
         self._datafile = self._no_refs = False
         if tree.error:
-            for m in self._new:
-                self.process.remove_loaded(m)
+            keep = rules.rule_failed_load_keeps_loaded_dependencies(self.system)
+            for m, n in self._new:
+                if not (keep and n.error == 0):
+                    self.process.remove_loaded(m)
         elif not tree.new:
             m = self.process.find_loaded_by_path(tree.path) if tree.path else None
             if m is not None:
@@ -345,7 +347,7 @@ class Simulator:
             return node
         m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}")
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
-        self._new.append(m)
+        self._new.append((m, node))
         node.new = True
         if facts.pe is None:
             return node  # a file we know nothing about (a system DLL): assume it loads

@@ -27,7 +27,7 @@ FORMAT_VERSION = 1
 # Event kinds of format v1 (the "ev" field).
 EVENT_KINDS = (
     "process", "env", "warning", "load_begin", "load_end", "probe", "adddir", "removedir",
-    "setdlldir", "setdefault", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
+    "setdlldir", "setdefault", "setenv", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
     "exit", "launch_error", "spawn",
 )
 
