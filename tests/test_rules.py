@@ -387,3 +387,15 @@ def test_rule_failed_load_keeps_loaded_dependencies():
     assert windows[0].error == 126 and windows[1].module_path == "C:\\u\\good.dll"  # unloaded with the failure
     wine = run(files, calls, folders=["C:\\u"], path=["C:\\u"], system={"profile": "wine"})
     assert wine[0].error == 126 and wine[1].module_path == "C:\\t\\good.dll" and wine[1].probes == []
+
+
+def test_rule_python_extension_flags():
+    assert rules.rule_python_extension_flags("3.7.6") == 0x8
+    assert rules.rule_python_extension_flags("3.8.10") == 0x1100
+    assert rules.rule_python_extension_flags("3.12.1 (64-bit)") == 0x1100
+    assert rules.rule_python_extension_flags("") == 0x1100
+    # the S6 story: the same layout imports on 3.7 (PATH searched) and fails on 3.8
+    files = [{"path": "C:\\py\\Lib\\site-packages\\m\\_C.pyd", "imports": ["dep.dll"]}, "C:\\tools\\dep.dll"]
+    call = [{"op": "python_import", "module": "m._C", "path": "C:\\py\\Lib\\site-packages\\m\\_C.pyd"}]
+    assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.7.9")[0].error == 0
+    assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.8.10")[0].error == 126

@@ -40,11 +40,22 @@ def near_miss_places(trace: Trace, pid: int, to_host: PathMap) -> list[str]:
         if isinstance(py.get(key), str) and winpath.is_absolute(py[key]):
             places += [py[key], winpath.join(py[key], "Library\\bin"), winpath.join(py[key], "DLLs")]
     site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and p.lower().endswith("site-packages")]
+    # the site-packages folders the loaded modules live in (also for a host that is not Python)
+    for e in trace.of("load_begin", pid=pid):
+        name = e.get("name")
+        if isinstance(name, str) and "\\site-packages\\" in name.lower():
+            i = name.lower().index("\\site-packages\\")
+            site.append(name[:i + len("\\site-packages")])
     for sp in site:
         places.append(winpath.join(sp, "torch\\lib"))
+        # wheels such as mkl put DLLs in <prefix>\Library\bin: <userbase>\PythonXY\Library\bin for a
+        # --user install (…\PythonXY\site-packages), <venv>\Library\bin for …\Lib\site-packages
+        places.append(winpath.join(winpath.dirname(sp), "Library\\bin"))
+        places.append(winpath.join(winpath.dirname(winpath.dirname(sp)), "Library\\bin"))
         nvidia = winpath.join(sp, "nvidia")
         for sub in _listdir(to_host(nvidia)):
             places.append(winpath.join(nvidia, sub + "\\bin"))
+    places += [e["path"] for e in trace.of("adddir", pid=pid) if isinstance(e.get("path"), str)]
     seen, out = set(), []
     for p in places:
         if p and winpath.is_absolute(p) and winpath.key(p) not in seen:

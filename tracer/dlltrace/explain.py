@@ -155,7 +155,8 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
         if process.machine == "x86" and other == "x64":
             fixes.append(Fix("Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)", "python_bitness"))
         else:
-            fixes.append(Fix(f"Use the {process.machine} build of {name}, or a {other} Python", "python_bitness"))
+            article = "an" if other[0] in "ax" else "a"
+            fixes.append(Fix(f"Use the {process.machine} build of {name}, or {article} {other} Python", "python_bitness"))
     elif cause == "not_pe":
         fixes.append(Fix(f"{leaf.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it", "reinstall"))
     elif cause in ("missing_export", "missing_ordinal"):

@@ -94,7 +94,8 @@ class Simulator:
         if op == "FreeLibrary":
             return [self._state_result(op, call.name, self.free_library(call.name))]
         if op == "python_import":
-            return [self.load_library(call.path or call.name, 0x1100, origin=f"import {call.module}".strip())]
+            flags = rules.rule_python_extension_flags(self.process.python)
+            return [self.load_library(call.path or call.name, flags, origin=f"import {call.module}".strip())]
         if op == "ctypes_cdll":
             return [self.ctypes_cdll(call.name, call.winmode)]
         if op == "torch_load_dll_libraries":
