@@ -164,6 +164,9 @@ def test_run_and_report_with_a_child(children_env, tmp_path):
     text = dlltrace("report", "t.jsonl")
     assert text.returncode == 0, text.stderr
     assert "leaf.dll" in text.stdout and "top.dll" in text.stdout and "missing.dll" in text.stdout  # child, parent
+    # each verdict says which process it is about
+    assert f"in process {parent} (loadhost.exe" in text.stdout
+    assert f"in process {child} (loadhost.exe, started by {parent})" in text.stdout
 
 
 def test_createprocess_w_and_a_fallbacks(children_env, tmp_path):

@@ -99,7 +99,9 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
         where = where_is(winpath.dirname(path), process, leaf)
         if where.startswith("on PATH") and uses_search_flags(res, process):
             where += ", which this load does not search"
-        out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine))
+        version = facts.pe.file_version if facts and facts.pe else None
+        out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine,
+                             version))
     out.sort(key=lambda c: (c.result != "found", c.path.lower()))
     return out
 
@@ -234,7 +236,8 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
     for path in finder(winpath.basename(leaf.name)):
         facts = world.file(path)
         machine = facts.pe.machine if facts and facts.pe else None
-        out.append(Candidate(path, where_is(winpath.dirname(path), process), "found", machine))
+        out.append(Candidate(path, where_is(winpath.dirname(path), process), "found", machine,
+                             facts.pe.file_version if facts and facts.pe else None))
     return out
 
 

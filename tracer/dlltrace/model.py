@@ -156,6 +156,7 @@ class Candidate:
     rule: str
     result: str
     machine: Optional[str] = None
+    version: Optional[str] = None  # the file version, where known (for "found elsewhere")
 
 
 @dataclass

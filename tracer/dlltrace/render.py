@@ -17,6 +17,8 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
     d = {"path": c.path, "rule": c.rule, "result": c.result}
     if c.machine:
         d["machine"] = c.machine
+    if c.version:
+        d["version"] = c.version
     return d
 
 
@@ -102,6 +104,24 @@ def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
     return lines
 
 
+def tail_lines(r: CallResult) -> list[str]:
+    """Where else the leaf is, other versions of it, and the fixes: the end of every verdict."""
+    out: list[str] = []
+    if r.found_elsewhere:
+        out += ["", "  Found elsewhere"]
+        for c in r.found_elsewhere:
+            facts = "".join(f"{x} · " for x in (c.machine, c.version) if x)
+            out.append(f"    {c.path}   {facts}{c.rule}")
+    if r.close_names:
+        out += ["", f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, "
+                    "whatever the PATH order)"]
+        out += [f"    {c.path}   {c.rule}" for c in r.close_names]
+    if r.fixes:
+        out += ["", "  Fix"]
+        out += [f"    {i}. {f.text}" for i, f in enumerate(r.fixes, 1)]
+    return out
+
+
 def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searched: str = "") -> list[str]:
     if r.op not in LOAD_OPS:
         status = "ok" if r.error == 0 else f"error {r.error}"
@@ -141,22 +161,7 @@ def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searche
             out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
         if not_searched:
             out.append(f"    {not_searched}")
-    if r.found_elsewhere:
-        out.append("")
-        out.append("  Found elsewhere")
-        for c in r.found_elsewhere:
-            m = f"{c.machine} · " if c.machine else ""
-            out.append(f"    {c.path}   {m}{c.rule}")
-    if r.close_names:
-        out.append("")
-        out.append(f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, whatever the PATH order)")
-        for c in r.close_names:
-            out.append(f"    {c.path}   {c.rule}")
-    if r.fixes:
-        out.append("")
-        out.append("  Fix")
-        for i, f in enumerate(r.fixes, 1):
-            out.append(f"    {i}. {f.text}")
+    out.extend(tail_lines(r))
     if r.note:
         out.append(f"  note: {r.note}")
     return out

@@ -21,7 +21,7 @@ from dlltrace import __version__, winpath
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Node, flags_text
-from dlltrace.render import call_dict
+from dlltrace.render import call_dict, tail_lines
 from dlltrace.replay import Replayed, recorded_world, replay
 from dlltrace.trace import FORMAT_VERSION, Trace, paused_gc, read_trace
 
@@ -136,7 +136,10 @@ def call_text(r: Replayed) -> str:
 def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     r = inc.first
     res = r.result
-    lines = [verdict_line(r), ""]
+    lines = [verdict_line(r)]
+    if len(trace.pids) > 1:
+        lines.append(f"  in {process_label(trace, r.load.pid)}")
+    lines.append("")
     indent = "  "
     if r.origin:
         lines.append(f"{indent}{r.origin}")
@@ -178,27 +181,7 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
             lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
         if a.not_searched:
             lines.append(f"    {a.not_searched}")
-    if res.found_elsewhere:
-        lines.append("")
-        lines.append("  Found elsewhere")
-        world_facts = {}
-        for c in res.found_elsewhere:
-            facts = _facts(trace, c.path)
-            ver = f"{facts} · " if facts else ""
-            m = f"{c.machine} · " if c.machine else ""
-            lines.append(f"    {c.path}   {m}{ver}{c.rule}")
-            world_facts[c.path] = facts
-    if res.close_names:
-        lines.append("")
-        lines.append(f"  Other versions (a different file name: they never satisfy {res.leaf.name if res.leaf else 'it'}, "
-                     "whatever the PATH order)")
-        for c in res.close_names:
-            lines.append(f"    {c.path}   {c.rule}")
-    if res.fixes:
-        lines.append("")
-        lines.append("  Fix")
-        for i, f in enumerate(res.fixes, 1):
-            lines.append(f"    {i}. {f.text}")
+    lines.extend(tail_lines(res))
     lines.append("")
     lines.append("  " + agreement_line(inc))
     for a in inc.attempts:
@@ -207,11 +190,13 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     return lines
 
 
-def _facts(trace: Trace, path: str) -> str:
-    for e in trace.of("file"):
-        if isinstance(e.get("path"), str) and winpath.same(e["path"], path):
-            return ((e.get("pe") or {}).get("file_version") or "")
-    return ""
+def process_label(trace: Trace, pid: int) -> str:
+    """"process 1604 (loadhost.exe, started by 1600)": which of a trace's processes."""
+    proc = trace.process(pid) or {}
+    exe = winpath.basename(proc.get("exe") or "") or "?"
+    parent = proc.get("ppid")
+    by = f", started by {parent}" if parent in trace.pids else ""
+    return f"process {pid} ({exe}{by})"
 
 
 def agreement_line(inc: Incident) -> str:
