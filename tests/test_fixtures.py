@@ -82,3 +82,10 @@ def test_scenario_matches_json_schema(path):
     schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "scenario-v1.json").read_text())
     data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
     jsonschema.validate(data, schema)
+
+
+def test_s4_compares_the_runtime_with_the_toolset_c10_was_built_with():
+    _, results, _ = simulate(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
+    r = first_failed(results)
+    assert "older than 14.42 (c10.dll was built with 14.42)" in r.fixes[0].text
+    assert r.fixes[0].kind == "vc_redist"

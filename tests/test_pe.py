@@ -269,6 +269,17 @@ def test_file_version(built):
     assert facts(built.lib).file_version is None
 
 
+def test_linker_version(built, tmp_path):
+    # the optional header's linker version: 14.xx is the MSVC toolset (what msvcp140.dll must at least be)
+    data = bytearray(built.lib.read_bytes())
+    opt = int.from_bytes(data[0x3C:0x40], "little") + 24
+    assert facts(built.lib).linker_version == f"{data[opt + 2]}.{data[opt + 3]:02d}"
+    data[opt + 2], data[opt + 3] = 14, 42
+    patched = tmp_path / "msvc.dll"
+    patched.write_bytes(bytes(data))
+    assert facts(patched).linker_version == "14.42"
+
+
 # --- partly damaged files: what can be read still is ------------------------------------
 def test_damaged_version_resource_keeps_the_rest(built, tmp_path):
     data = built.version.read_bytes()
@@ -416,7 +427,7 @@ def test_dict_round_trip(built):
 def test_dict_shape(built):
     d = pe_facts_to_dict(facts(built.use))
     assert list(d) == ["machine", "is_dll", "imports", "delay_imports", "exports", "export_ordinals",
-                       "forwarders", "dependent_load_flags", "file_version"]
+                       "forwarders", "dependent_load_flags", "file_version", "linker_version"]
     assert {"dll": "lib.dll", "names": ["f1"], "ordinals": [7]} in d["imports"]
     assert d["exports"] == ["use"]
 

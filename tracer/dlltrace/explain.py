@@ -196,8 +196,15 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
 
 def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
     """The MSVC-runtime check for 1114: the msvcp140.dll / vcruntime140.dll the call bound to,
-    with their file versions, against what current builds need."""
+    with their file versions, against the toolset the failing DLL was linked with (its PE
+    linker version, 14.x; 14.40 when unknown, what current PyTorch wheels need)."""
     out = []
+    need = MSVC_MIN
+    leaf = leaf_node(res.tree)
+    lf = world.file(leaf.path) if leaf is not None and leaf.path else None
+    lv = version_tuple(lf.pe.linker_version) if lf and lf.pe else ()
+    if len(lv) == 2 and lv[0] == 14:
+        need = lv
     for rt in ("msvcp140.dll", "vcruntime140.dll"):
         path = None
         for n in (res.tree.walk() if res.tree else ()):
@@ -211,9 +218,10 @@ def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> 
             continue
         facts = world.file(path)
         ver = facts.pe.file_version if facts and facts.pe else None
-        if ver and version_tuple(ver)[:2] < MSVC_MIN:
+        if ver and version_tuple(ver)[:2] < need:
             arch = "x86" if process.machine == "x86" else "x64"
-            out.append(Fix(f"{rt} in use is {path} version {ver}, older than {MSVC_MIN[0]}.{MSVC_MIN[1]}: install the latest "
+            built = f" ({winpath.basename(leaf.name)} was built with {need[0]}.{need[1]:02d})" if need != MSVC_MIN else ""
+            out.append(Fix(f"{rt} in use is {path} version {ver}, older than {need[0]}.{need[1]:02d}{built}: install the latest "
                            f"Visual C++ Redistributable ({arch}, {VC_REDIST.format(arch=arch)}), or find the package that "
                            f"ships that old copy and load torch before it", "vc_redist"))
     return out

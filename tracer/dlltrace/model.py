@@ -116,6 +116,7 @@ class PEFacts:
     forwarders: Mapping[str, str] = field(default_factory=dict)  # export name -> "target.func" / "target.#7"
     dependent_load_flags: int = 0
     file_version: Optional[str] = None  # "14.36.32532.0"
+    linker_version: Optional[str] = None  # "14.40": the MSVC toolset that linked it (optional header)
 
 
 @dataclass(frozen=True)

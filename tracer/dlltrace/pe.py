@@ -119,6 +119,7 @@ def pe_facts_to_dict(facts: PEFacts) -> dict:
         "forwarders": dict(sorted(facts.forwarders.items())),
         "dependent_load_flags": facts.dependent_load_flags,
         "file_version": facts.file_version,
+        "linker_version": facts.linker_version,
     }
 
 
@@ -146,6 +147,7 @@ def pe_facts_from_dict(d: Mapping[str, Any]) -> PEFacts:
         forwarders=dict(forwarders),
         dependent_load_flags=_typed(d, "dependent_load_flags", int, 0),
         file_version=version,
+        linker_version=d.get("linker_version") if isinstance(d.get("linker_version"), str) else None,
     )
 
 
@@ -301,6 +303,8 @@ def _read(data: Union[bytes, mmap.mmap]) -> Tuple[PEResult, list]:
                                               "export directory", warnings)
     flags = _optional(lambda: _dependent_load_flags(rva, pe, headers.magic), 0, "load-config directory", warnings)
     version = _optional(lambda: _file_version(rva, pe), None, "version resource", warnings)
+    linker = _optional(lambda: f"{pe.OPTIONAL_HEADER.MajorLinkerVersion}.{pe.OPTIONAL_HEADER.MinorLinkerVersion:02d}",
+                       None, "optional header", warnings)
     facts = PEFacts(
         machine=machine_name(headers.machine),
         is_dll=bool(headers.characteristics & IMAGE_FILE_DLL),
@@ -311,6 +315,7 @@ def _read(data: Union[bytes, mmap.mmap]) -> Tuple[PEResult, list]:
         forwarders=forwarders,
         dependent_load_flags=flags,
         file_version=version,
+        linker_version=linker,
     )
     return facts, [*pe.get_warnings(), *warnings]
 

@@ -60,7 +60,7 @@ SYSTEM_KEYS = {"windows", "system32", "system16", "machine", "safe_dll_search_mo
 PROCESS_KEYS = {"exe", "cwd", "path", "dll_directory", "dll_directories", "default_dirs", "loaded",
                 "python", "env", "machine"}
 FILE_KEYS = {"path", "machine", "kind", "imports", "delay_imports", "exports", "export_ordinals",
-             "forwarders", "dependent_load_flags", "version", "dllmain_fails", "is_dll"}
+             "forwarders", "dependent_load_flags", "version", "linker_version", "dllmain_fails", "is_dll"}
 CALL_KEYS = {"op", "name", "flags", "path", "module", "winmode", "torch_lib", "dlls", "extra_dirs", "label"}
 TOP_KEYS = {"format", "version", "description", "system", "process", "file", "call", "expect", "folders"}
 EXPECT_KEYS = {"error", "leaf", "cause", "chain", "fix_contains", "call", "module", "found_elsewhere"}
@@ -203,6 +203,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
             forwarders={k: r.string(v, f"{p}.forwarders.{k}") for k, v in fw.items()},
             dependent_load_flags=r.flags(t.get("dependent_load_flags", 0), p + ".dependent_load_flags"),
             file_version=r.string(t["version"], p + ".version") if "version" in t else None,
+            linker_version=r.string(t["linker_version"], p + ".linker_version") if "linker_version" in t else None,
         )
         files.append(FileFacts(
             path=r.winpath(t["path"], p + ".path"),
