@@ -189,3 +189,16 @@ def test_truncated_last_line_warns_and_reports_the_rest(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n"
     assert "✗ mylib.dll was not found — it is needed by _C.cp38-win_amd64.pyd" in r.stdout
+
+
+def test_redact_hides_machine_names_in_unc_paths():
+    from types import SimpleNamespace
+
+    from dlltrace.report import redact
+
+    empty = SimpleNamespace(events=[])
+    text = redact(r"found at \\FILESRV01\share\lib\a.dll, probed \??\UNC\FILESRV01\share\b.dll", empty)
+    assert "FILESRV01" not in text and r"\\<machine>\share\lib\a.dll" in text
+    as_json = redact(json.dumps({"path": "\\\\FILESRV01\\share\\a.dll"}), empty)
+    assert "FILESRV01" not in as_json and json.loads(as_json)["path"] == "\\\\<machine>\\share\\a.dll"
+    assert redact(r"C:\Windows\System32 and \??\C:\x", empty) == r"C:\Windows\System32 and \??\C:\x"
