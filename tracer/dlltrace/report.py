@@ -318,7 +318,6 @@ def redact(text: str, trace: Trace) -> str:
     text = _USERS.sub(lambda m: m.group(1) + ("<user>" if m.group(2).lower() not in ("public", "default") else m.group(2)), text)
     text = _HOMES.sub(lambda m: m.group(1) + "<user>", text)
     text = re.sub(r"(?i)\bZ:\\root\b", r"Z:\\<home>", text)
-    # a machine name stands first in a UNC path (\\SERVER\share\...), also as \??\UNC\SERVER\...
     # the machine name in a UNC path (\\SERVER\share, \??\UNC\SERVER\share), raw or JSON-escaped
     start = r"(?<![^\s\"'(\[,=])"  # a path starts a word, a string or a value
     for prefix in (r"\\\\", r"\\\\\\\\", r"\\\?\?\\UNC\\", r"\\\\\?\?\\\\UNC\\\\"):
