@@ -150,13 +150,21 @@ class Trace:
     @property
     def pids(self) -> list[int]:
         """Traced processes, in order of appearance."""
-        seen: dict[int, None] = {}
-        for e in self.of("process"):
-            seen.setdefault(e["pid"], None)
-        return list(seen)
+        return list(self._processes())
 
     def process(self, pid: int) -> Optional[dict]:
-        return next(self.of("process", pid=pid), None)
+        return self._processes().get(pid)
+
+    def _processes(self) -> dict[int, dict]:
+        """pid -> its `process` event, found once (the events of a read trace do not change)."""
+        cached = self.__dict__.get("_process_index")
+        if cached is None or cached[0] != len(self.events):
+            index: dict[int, dict] = {}
+            for e in self.of("process"):
+                index.setdefault(e["pid"], e)
+            cached = (len(self.events), index)
+            self.__dict__["_process_index"] = cached
+        return cached[1]
 
     def env(self, pid: int) -> Optional[dict]:
         return next(self.of("env", pid=pid), None)
