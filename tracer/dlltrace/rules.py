@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 from dlltrace import winpath
@@ -40,6 +41,7 @@ def rule_name_has_path(name: str) -> bool:
     return winpath.has_path(name)
 
 
+@lru_cache(maxsize=65536)
 def rule_default_extension(name: str) -> str:
     """A name whose file part has no dot gets ".dll"; a trailing "." means "no extension"
     and is dropped."""
@@ -57,7 +59,7 @@ def rule_api_set(name: str, system: SystemInfo) -> Optional[tuple[str, str]]:
     Returns (contract, host) with host "" when the contract has no host, or None when the
     name is not an API-set name."""
     stem = winpath.basename(name).lower().removesuffix(".dll")
-    if not _APISET.match(stem):
+    if stem[:4] not in ("api-", "ext-") or not _APISET.match(stem):
         return None
     head = stem.rsplit("-", 1)[0]  # drop the last version number
     for contract, host in system.api_sets.items():

@@ -13,6 +13,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 _ABS = re.compile(r"^(?:[A-Za-z]:[\\/]|[\\/]{2}[^\\/]+[\\/][^\\/]+)")
 
 
+@lru_cache(maxsize=65536)
 def has_path(name: str) -> bool:
     """A name "has a path" when it contains a separator or starts with a drive letter (LOADER.md §1)."""
     return "\\" in name or "/" in name or bool(_DRIVE.match(name))
@@ -76,6 +77,7 @@ def dirname(path: str) -> str:
     return head
 
 
+@lru_cache(maxsize=65536)
 def basename(path: str) -> str:
     path = path.replace("/", "\\")
     return path[path.rfind("\\") + 1:]
