@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace.scenario import load_scenario
 from dlltrace.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,6 @@ record the acceptance trace (missing leaf two levels down) and report it from a 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

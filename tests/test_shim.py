@@ -9,7 +9,6 @@ In CI a missing wine64/mingw fails (winetools.require).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections import Counter

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dlltrace import winpath
-from dlltrace.explain import leaf_node, not_searched_note
+from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
 from dlltrace.world import ProcessState
 

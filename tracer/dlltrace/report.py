@@ -20,10 +20,10 @@ from typing import Any, Optional
 from dlltrace import __version__, winpath
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, Node, flags_text
+from dlltrace.model import Node, flags_text
 from dlltrace.render import call_dict, tail_lines
 from dlltrace.replay import Replayed, recorded_world, replay
-from dlltrace.trace import FORMAT_VERSION, Trace, paused_gc, read_trace
+from dlltrace.trace import Trace, paused_gc, read_trace
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded", "known_dll": "KnownDLLs",
@@ -121,7 +121,6 @@ def r_machine(r: Replayed) -> str:
 
 def dll_machines(r: Replayed) -> str:
     """The machines of the copies the loader rejected (x86 for an x86 DLL in an x64 process)."""
-    leaf = r.result.leaf
     node = leaf_node(r.result.tree)
     ms = sorted({c.machine for c in (node.candidates if node else ()) if c.result == "wrong_machine" and c.machine})
     return " / ".join(ms) or "another machine"
@@ -167,7 +166,6 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
             why = " after putting its folders on PATH" if a.path[:len(added)] == added else " after changing PATH"
         who = "torch" if "torch" in (a.origin or r.origin) else "the program"
         lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
-    leaf = leaf_node(res.tree)
     for k, a in enumerate(inc.attempts):
         al = leaf_node(a.result.tree)
         if al is None or not al.candidates:
@@ -247,7 +245,6 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
     for inc in failed:
         r = inc.first
         res = r.result
-        leaf = res.leaf
         what = verdict_line(r)[2:]
         where = f" while `{r.origin}` loaded" if r.origin else " loading"
         out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "

@@ -11,7 +11,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from dlltrace import winpath
 from dlltrace.errors import EXIT_USAGE, DlltraceError

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 # Keep in step with native/shim/dlltrace_shim.h.
 CDEF = """
