@@ -342,6 +342,21 @@ static void cfg_result(W *w, int ok, DWORD le) {
     w_key(w, "ok"); w_raw(w, ok ? "true" : "false");
     w_key(w, "error"); w_u64(w, ok ? 0 : le);
 }
+/* After the original call of a recorded configuration API: keep its last error, guard the
+   shim's own work, and start the event line (the hook adds its fields, then cfg_close). */
+static DWORD cfg_open(tstate_t *ts, W *w, const char *ev, const char *api, void *ret) {
+    DWORD le = GetLastError();
+    ts->guard++;
+    cfg_line(ts, w, ev, api, ret);
+    return le;
+}
+/* The result fields, the single write, and the caller's last error restored. */
+static void cfg_close(tstate_t *ts, W *w, int ok, DWORD le) {
+    cfg_result(w, ok, le);
+    emit(w, ts);
+    ts->guard--; ts->cfg_depth--;
+    SetLastError(le);
+}
 
 static PVOID(WINAPI *o_AddDllDirectory)(PCWSTR);
 static PVOID WINAPI h_AddDllDirectory(PCWSTR dir) {
@@ -349,16 +364,11 @@ static PVOID WINAPI h_AddDllDirectory(PCWSTR dir) {
     int rec = cfg_begin(ts);
     PVOID r = o_AddDllDirectory(dir);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "adddir", "AddDllDirectory", RET);
+        DWORD le = cfg_open(ts, &w, "adddir", "AddDllDirectory", RET);
         w_key(&w, "path"); w_wstr(&w, dir, -1);
         w_key(&w, "cookie"); if (r) w_hexq(&w, (ULONG_PTR)r); else w_raw(&w, "null");
-        cfg_result(&w, r != NULL, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r != NULL, le);
     }
     return r;
 }
@@ -368,15 +378,10 @@ static BOOL WINAPI h_RemoveDllDirectory(PVOID cookie) {
     int rec = cfg_begin(ts);
     BOOL r = o_RemoveDllDirectory(cookie);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "removedir", "RemoveDllDirectory", RET);
+        DWORD le = cfg_open(ts, &w, "removedir", "RemoveDllDirectory", RET);
         w_key(&w, "cookie"); w_hexq(&w, (ULONG_PTR)cookie);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
@@ -386,15 +391,10 @@ static BOOL WINAPI h_SetDllDirectoryW(LPCWSTR dir) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDllDirectoryW(dir);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "setdlldir", "SetDllDirectoryW", RET);
+        DWORD le = cfg_open(ts, &w, "setdlldir", "SetDllDirectoryW", RET);
         w_key(&w, "path"); w_wstr(&w, dir, -1);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
@@ -404,15 +404,10 @@ static BOOL WINAPI h_SetDllDirectoryA(LPCSTR dir) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDllDirectoryA(dir);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "setdlldir", "SetDllDirectoryA", RET);
+        DWORD le = cfg_open(ts, &w, "setdlldir", "SetDllDirectoryA", RET);
         w_key(&w, "path"); w_astr(&w, ts, dir);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
@@ -427,16 +422,11 @@ static BOOL WINAPI h_SetEnvironmentVariableW(LPCWSTR name, LPCWSTR value) {
     int rec = is_path_var_w(name) && cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableW(name, value);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "setenv", "SetEnvironmentVariableW", RET);
+        DWORD le = cfg_open(ts, &w, "setenv", "SetEnvironmentVariableW", RET);
         w_key(&w, "name"); w_wstr(&w, name, -1);
         w_key(&w, "value"); w_wstr(&w, value, -1);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
@@ -446,16 +436,11 @@ static BOOL WINAPI h_SetEnvironmentVariableA(LPCSTR name, LPCSTR value) {
     int rec = name && lstrcmpiA(name, "PATH") == 0 && cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableA(name, value);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "setenv", "SetEnvironmentVariableA", RET);
+        DWORD le = cfg_open(ts, &w, "setenv", "SetEnvironmentVariableA", RET);
         w_key(&w, "name"); w_astr(&w, ts, name);
         w_key(&w, "value"); w_astr(&w, ts, value);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
@@ -465,15 +450,10 @@ static BOOL WINAPI h_SetDefaultDllDirectories(DWORD flags) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDefaultDllDirectories(flags);
     if (rec) {
-        DWORD le = GetLastError();
-        ts->guard++;
         W w;
-        cfg_line(ts, &w, "setdefault", "SetDefaultDllDirectories", RET);
+        DWORD le = cfg_open(ts, &w, "setdefault", "SetDefaultDllDirectories", RET);
         w_key(&w, "flags"); w_u64(&w, flags);
-        cfg_result(&w, r, le);
-        emit(&w, ts);
-        ts->guard--; ts->cfg_depth--;
-        SetLastError(le);
+        cfg_close(ts, &w, r, le);
     }
     return r;
 }
