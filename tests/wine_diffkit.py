@@ -31,15 +31,27 @@ FIXTURES = REPO / "fixtures" / "wine"
 
 # The placeholder base names the fixture DLLs are built with; every per-case name has the same
 # length (a role letter + 7 characters) so that patching never moves a byte.
-ROLES = ("t", "m", "l")  # top -> mid -> leaf
+# Roles: top -> mid -> leaf (a chain), and "two" (w), which imports the leaf and the "extra"
+# DLL (x): a module with two fixture imports, one of which can fail while the other loads.
+ROLES = ("t", "m", "l", "w", "x")
 PLACEHOLDER = {r: f"{r}qzzzzzz" for r in ROLES}
-EXPORT = {"t": "top_fn", "m": "mid_fn", "l": "leaf_fn"}
-IMPORTS = {"t": "m", "m": "l", "l": None}  # the fixture DLL each role imports (by name)
-# What every mingw-built fixture DLL imports besides its role import (system DLLs).
+EXPORT = {"t": "top_fn", "m": "mid_fn", "l": "leaf_fn", "w": "two_fn", "x": "extra_fn"}
+IMPORTS = {"t": ("m",), "m": ("l",), "l": (), "w": ("l", "x"), "x": ()}  # fixture DLLs each role imports, in order
+SOURCES = {"t": "top.c", "m": "mid.c", "l": "leaf.c", "w": "two.c", "x": "extra.c"}
+
+
+def imports_of(role: str, variant: str) -> tuple:
+    """The fixture DLLs a build imports, in the order of its import descriptors: the "rev"
+    build of two.c lists the extra DLL before the leaf."""
+    return tuple(reversed(IMPORTS[role])) if variant == "rev" else IMPORTS[role]
+
+
+# What every mingw-built fixture DLL imports besides its role imports (system DLLs).
 SYSTEM_IMPORTS = ("KERNEL32.dll", "msvcrt.dll")
 # Variants: "ok" (x64), "x86" (i686: wrong machine in a 64-bit process), "initfail" (x64,
-# DllMain returns FALSE; leaf only), "notpe" (a text file named like the DLL).
-VARIANTS = ("ok", "x86", "initfail", "notpe")
+# DllMain returns FALSE; leaf only), "notpe" (a text file named like the DLL), "rev" (two.c
+# only: x64 with its imports in the other order).
+VARIANTS = ("ok", "x86", "initfail", "notpe", "rev")
 NOT_PE_TEXT = b"This is not a PE file, only a text file named like a DLL.\r\n"
 
 
@@ -53,7 +65,7 @@ def _tool_version(cc: str) -> str:
 
 def pool_key() -> str:
     h = hashlib.sha256()
-    for name in ("loadhost.c", "top.c", "mid.c", "leaf.c"):
+    for name in ("loadhost.c", *SOURCES.values()):
         h.update(name.encode() + b"\0" + (FIXTURES / name).read_bytes() + b"\0")
     h.update(Path(__file__).read_bytes())  # the build recipe below
     h.update(_tool_version(winetools.CC64).encode())
@@ -81,6 +93,7 @@ def _pool_from(root: Path) -> Pool:
         for r in ROLES:
             dll[(r, variant)] = root / sub / f"{PLACEHOLDER[r]}.dll"
     dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
+    dll[("w", "rev")] = root / "rev" / f"{PLACEHOLDER['w']}.dll"
     return Pool(root=root, host=root / "loadhost.exe", dll=dll)
 
 
@@ -101,13 +114,62 @@ def build_pool(cache: Path | None = None) -> Pool:
             continue
         mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
         cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
-    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=64, extra=["-municode"])
+        extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=bits)
+        if sub == "x64":  # the same DLL with its two fixture imports in the other order
+            (tmp / "rev").mkdir()
+            two = (d / f"{PLACEHOLDER['w']}.dll").read_bytes()
+            (tmp / "rev" / f"{PLACEHOLDER['w']}.dll").write_bytes(swap_imports(two, PLACEHOLDER["l"], PLACEHOLDER["x"]))
+    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=64, extra=["-municode", "-lpsapi"])
     (tmp / "done").write_text("ok\n")
     try:
         tmp.rename(root)
     except OSError:  # another session finished the same build first
         shutil.rmtree(tmp, ignore_errors=True)
     return _pool_from(root)
+
+
+def _import_descriptors(data: bytes) -> list:
+    """(file offset, imported DLL name) of each import descriptor of a PE32/PE32+ image."""
+    import struct
+
+    pe = struct.unpack_from("<I", data, 0x3C)[0]
+    n_sections, opt_size = struct.unpack_from("<H12xH", data, pe + 6)
+    opt = pe + 24
+    dirs = opt + (112 if struct.unpack_from("<H", data, opt)[0] == 0x20B else 96)
+    imp_rva = struct.unpack_from("<I", data, dirs + 8)[0]
+    # (VirtualSize, VirtualAddress, SizeOfRawData, PointerToRawData) per section header
+    sections = [struct.unpack_from("<8xIIII", data, opt + opt_size + 40 * i) for i in range(n_sections)]
+
+    def off(rva):
+        for vsize, va, raw_size, raw_ptr in sections:
+            if va <= rva < va + max(vsize, raw_size):
+                return raw_ptr + rva - va
+        raise ValueError(f"RVA {rva:#x} is in no section")
+
+    out = []
+    at = off(imp_rva)
+    while any(data[at:at + 20]):
+        name_rva = struct.unpack_from("<I", data, at + 12)[0]
+        o = off(name_rva)
+        out.append((at, data[o:data.index(b"\0", o)].decode("ascii")))
+        at += 20
+    return out
+
+
+def swap_imports(data: bytes, a: str, b: str) -> bytes:
+    """Swap the import descriptors of DLLs `a` and `b` (base names; each descriptor is
+    self-contained, so the image stays valid): their imports are processed in the other order."""
+    desc = {name.lower().removesuffix(".dll"): at for at, name in _import_descriptors(data)}
+    x, y = sorted((desc[a], desc[b]))
+    buf = bytearray(data)
+    buf[x:x + 20], buf[y:y + 20] = data[y:y + 20], data[x:x + 20]
+    return bytes(buf)
+
+
+def import_order(data: bytes) -> list:
+    """The imported DLL names, in descriptor order."""
+    return [name for _, name in _import_descriptors(data)]
 
 
 def patch_names(data: bytes, names: dict) -> bytes:
@@ -132,7 +194,13 @@ class OpResult:
     op: str
     ok: bool
     error: int
-    path: str | None
+    path: str | None  # GetModuleFileNameW, or for a data-file handle the mapped file (Windows path)
+    mapped: bool = False  # path is the file mapped as a data file (LOAD_LIBRARY_AS_DATAFILE)
+
+
+def mapped_to_windows(p: str) -> str:
+    """GetMappedFileNameW's answer under Wine (`\\??\\C:\\...`) -> `C:\\...`."""
+    return p[4:] if p.startswith("\\??\\") else p
 
 
 _R_LINE = re.compile(r"^R (\d+) (\S+) ok=([01]) err=(\d+) path=(.*)$")
@@ -146,8 +214,11 @@ def parse_host_output(text: str) -> tuple[list[OpResult], bool]:
         m = _R_LINE.match(line)
         if m:
             p = m.group(5)
+            mapped = p.startswith("mapped:")
+            if mapped:
+                p = mapped_to_windows(p[len("mapped:"):])
             res.append(OpResult(int(m.group(1)), m.group(2), m.group(3) == "1", int(m.group(4)),
-                                None if p == "-" else p))
+                                None if p == "-" else p, mapped))
         elif line == "END":
             end = True
     return res, end

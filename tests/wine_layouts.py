@@ -17,14 +17,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-from wine_diffkit import EXPORT, IMPORTS, ROLES, SYSTEM_IMPORTS
+from wine_diffkit import EXPORT, IMPORTS, ROLES, SYSTEM_IMPORTS, imports_of
 
 WINDIR = r"C:\windows"
 SYS32 = r"C:\windows\system32"
 HOST_EXE = "loadhost.exe"
 # What loadhost.exe has loaded before its first op (a mingw program: msvcrt + kernel32).
 SYSTEM_LOADED = ("ntdll.dll", "kernelbase.dll", "kernel32.dll", "msvcrt.dll")
-PLAIN = ("f1", "f2", "f3", "f4")  # plain folders under the case root
+PLAIN = ("f1", "f2", "f3", "f4")
+ROLE_NAMES = {"t": "top", "m": "mid", "l": "leaf", "w": "two", "x": "extra"}  # plain folders under the case root
 
 # Flag sets the generator draws the main call's flags from.
 FLAGS_BARE = (0, 0, 0x8, 0x200, 0x400, 0x800, 0x1000, 0x1000, 0x200 | 0x800, 0x400 | 0x800,
@@ -46,7 +47,18 @@ SHAPES = {  # shape -> weight
     "not_pe": 2,
     "invalid_flags": 2,
     "preloaded": 3,
+    # shapes added for RemoveDllDirectory / FreeLibrary / relative paths / a module with two
+    # fixture imports / LOAD_LIBRARY_AS_DATAFILE and DONT_RESOLVE_DLL_REFERENCES
+    "relative_path": 3,
+    "free_library": 3,
+    "two_imports": 4,
+    "datafile": 1,
+    "dont_resolve": 2,
 }
+SUB = "sub"  # the folder of a relative name `sub\\x.dll` (relative_path shape)
+FLAGS_RELATIVE = (0, 0, 0, 0x8, 0x200, 0x1000, 0x1000, 0x200 | 0x800)
+FLAGS_DATAFILE = (0x2, 0x2, 0x2, 0x2 | 0x8, 0x2 | 0x1000)
+FLAGS_NO_REFS = (0x1, 0x1, 0x1 | 0x8, 0x1 | 0x1000)
 
 
 @dataclass
@@ -86,7 +98,7 @@ class Case:
         if self.state:
             lines.append(f"  state={self.state}")
         for p, r, v in self.files:
-            lines.append(f"  file {p}  [{ {'t': 'top', 'm': 'mid', 'l': 'leaf'}[r]} {v}]")
+            lines.append(f"  file {p}  [{ROLE_NAMES[r]} {v}]")
         for op in self.ops:
             lines.append(f"  op {op.kind} {' '.join(op.args)}" + ("" if op.call else "   (process state)"))
         return "\n".join(lines)
@@ -124,11 +136,10 @@ class Case:
 def file_entry(path: str, role: str, variant: str, names: dict) -> dict:
     if variant == "notpe":
         return {"path": path, "kind": "not_pe"}
-    imports: list = []
-    child = IMPORTS[role]
-    if child:
+    # in the order of the built DLL's import descriptors: the system DLLs, then the fixture DLLs
+    imports: list = list(SYSTEM_IMPORTS)
+    for child in imports_of(role, variant):
         imports.append({"dll": names[child] + ".dll", "names": [EXPORT[child]]})
-    imports.extend(SYSTEM_IMPORTS)
     e = {"path": path, "machine": "x86" if variant == "x86" else "x64", "imports": imports,
          "exports": [EXPORT[role]]}
     if variant == "initfail":
@@ -167,8 +178,15 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
     target = rng.choices(["t", "m", "l"], weights=[5, 2, 2])[0]
     chain = [target]
     while IMPORTS[chain[-1]]:
-        chain.append(IMPORTS[chain[-1]])
+        chain.append(IMPORTS[chain[-1]][0])
+    if shape == "two_imports":  # two -> (leaf, extra), in either import order
+        target, chain = "w", ["w", "l", "x"]
+    elif shape == "free_library" and target == "l":
+        target, chain = "m", ["m", "l"]  # something with a dependency to free
     bottom = chain[-1]  # the leaf
+    if shape == "relative_path":  # the target's copies are in <folder>\sub
+        for k in local:
+            folders[k + "_" + SUB] = folders[k] + "\\" + SUB
 
     def pick_folders(k: int) -> list:
         keys = local + ["sys32", "win"]
@@ -205,6 +223,21 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
         r = rng.choice(chain)
         fs = pick_folders(rng.choice([1, 2]))
         layout[r] = [(fs[0], "notpe")] + [(f, "ok") for f in fs[1:]]
+    elif shape == "relative_path":
+        layout[target] = [(f + "_" + SUB, v) for f, v in layout[target] if f in local] or [
+            (rng.choice(local) + "_" + SUB, "ok")]
+    elif shape == "two_imports":
+        layout["w"] = [(rng.choice(local), rng.choice(["ok", "rev", "rev"]))]
+        if rng.random() < 0.3:
+            layout["w"].append((rng.choice(local), "ok"))
+        if rng.random() < 0.65:
+            layout["x"] = []  # the extra DLL is missing: the import that fails
+        if not any(v == "ok" for _, v in layout["l"]) and rng.random() < 0.8:
+            layout["l"].append((rng.choice(local), "ok"))
+    elif shape == "free_library":  # everything loads from one folder (by full path and 0x8)
+        home = rng.choice(PLAIN)
+        for r in chain:
+            layout[r] = [(home, "ok")] + [(f, "ok") for f in pick_folders(rng.choice([0, 1, 1])) if f != home]
     for r in chain:  # the initfail variant exists for the leaf only
         layout[r] = [(f, v if (v != "initfail" or r == "l") else "ok") for f, v in layout[r]]
 
@@ -242,8 +275,11 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
     if rng.random() < 0.3 and not reachable:
         default = rng.choice(DEFAULT_DIRS_VALID + (DEFAULT_DIRS_INVALID if not state_form else ()))
 
+    removed = rng.sample(adddirs, 1) if adddirs and rng.random() < 0.4 else []
     for d in adddirs:
         ops.append(HostOp("adddir", (d,), None if state_form else {"op": "AddDllDirectory", "path": d}))
+    for d in removed:  # RemoveDllDirectory (the host passes the cookie AddDllDirectory returned)
+        ops.append(HostOp("rmdir", (d,), None if state_form else {"op": "RemoveDllDirectory", "path": d}))
     for d in setdll:
         if d is None:
             op = HostOp("setdlldir-null", (), {"op": "SetDllDirectory"})
@@ -258,8 +294,8 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
         ops.append(HostOp("setdefault", (hex(default),),
                           None if state_form else {"op": "SetDefaultDllDirectories", "flags": default}))
     if state_form:
-        if adddirs:
-            state["dll_directories"] = list(adddirs)
+        if [d for d in adddirs if d not in removed]:
+            state["dll_directories"] = [d for d in adddirs if d not in removed]
         if setdll and setdll[-1] is not None:
             state["dll_directory"] = setdll[-1]
         if default is not None:
@@ -277,25 +313,109 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
         ops.append(_load_call(f"{folders[rng.choice(where)]}\\{names[r]}.dll", 0, False))
 
     # the main call
-    bare = rng.random() < 0.55
-    if bare:
-        name = names[target] + ".dll"
-        u = rng.random()
-        if u < 0.1:
-            name = name.upper()
-        elif u < 0.2:
-            name = names[target]  # no extension: the loader appends .dll
-        flags = rng.choice(FLAGS_INVALID_BARE if shape == "invalid_flags" else FLAGS_BARE)
-        if reachable:
-            flags = rng.choice((0, 0, 0x8))
+    if shape == "free_library":
+        ops += _free_library_ops(rng, chain, layout, folders, names)
+    elif shape == "two_imports":
+        ops += _two_imports_ops(rng, layout, folders, names)
+    elif shape == "relative_path":
+        ops += _relative_path_ops(rng, target, chain, layout, folders, names)
+    elif shape in ("datafile", "dont_resolve"):
+        ops += _no_refs_ops(rng, shape, target, chain, layout, folders, names, local)
     else:
-        where = [f for f, _ in layout[target]]
-        f = rng.choice(where) if where and rng.random() < 0.9 else rng.choice(local)
-        name = f"{folders[f]}\\{names[target]}.dll"
-        flags = rng.choice(FLAGS_INVALID_ABS if shape == "invalid_flags" else FLAGS_ABS)
-        if reachable:
-            flags = rng.choice((0, 0x8))
-    ops.append(_load_call(name, flags, loadw=(flags == 0 and rng.random() < 0.3)))
+        bare = rng.random() < 0.55
+        if bare:
+            name = names[target] + ".dll"
+            u = rng.random()
+            if u < 0.1:
+                name = name.upper()
+            elif u < 0.2:
+                name = names[target]  # no extension: the loader appends .dll
+            flags = rng.choice(FLAGS_INVALID_BARE if shape == "invalid_flags" else FLAGS_BARE)
+            if reachable:
+                flags = rng.choice((0, 0, 0x8))
+        else:
+            where = [f for f, _ in layout[target]]
+            f = rng.choice(where) if where and rng.random() < 0.9 else rng.choice(local)
+            name = f"{folders[f]}\\{names[target]}.dll"
+            flags = rng.choice(FLAGS_INVALID_ABS if shape == "invalid_flags" else FLAGS_ABS)
+            if reachable:
+                flags = rng.choice((0, 0x8))
+        ops.append(_load_call(name, flags, loadw=(flags == 0 and rng.random() < 0.3)))
+
 
     return Case(ident=ident, shape=shape, root=root, names=names, folders=folders, files=files,
                 cwd=cwd, path=path, ops=ops, state=state)
+
+
+def _bare(rng, name: str) -> str:
+    u = rng.random()
+    if u < 0.1:
+        return name.upper() + ".DLL"
+    if u < 0.2:
+        return name  # no extension: the loader appends .dll
+    return name + ".dll"
+
+
+def _free_library_ops(rng, chain, layout, folders, names) -> list:
+    """Load the chain by full path with 0x8 (once or twice), FreeLibrary it (by bare name or
+    full path, once or twice), then load a member of the chain by bare name: the loaded-module
+    rule applies only to what is still loaded."""
+    home = layout[chain[0]][0][0]
+    full = f"{folders[home]}\\{names[chain[0]]}.dll"
+    ops = [_load_call(full, 0x8, False) for _ in range(rng.choice([1, 1, 2]))]
+    for _ in range(rng.choice([1, 1, 2])):
+        who = full if rng.random() < 0.3 else names[chain[0]] + ".dll"
+        ops.append(HostOp("free", (who,), {"op": "FreeLibrary", "name": who}))
+    again = rng.choice(chain)
+    ops.append(_load_call(_bare(rng, names[again]), 0, loadw=rng.random() < 0.5))
+    return ops
+
+
+def _two_imports_ops(rng, layout, folders, names) -> list:
+    """Load two (imports leaf and extra, in either order), then the same call again (a retry
+    after a failure must not probe for an import that loaded and stayed), then sometimes a
+    bare load of the leaf or the extra DLL."""
+    if rng.random() < 0.6:
+        f = rng.choice(layout["w"])[0]
+        call = (f"{folders[f]}\\{names['w']}.dll", rng.choice((0x8, 0x8, 0x8, 0, 0x1100)))
+    else:
+        call = (_bare(rng, names["w"]), rng.choice((0, 0, 0x1000)))
+    loadw = call[1] == 0 and rng.random() < 0.3
+    ops = [_load_call(call[0], call[1], loadw), _load_call(call[0], call[1], loadw)]
+    if rng.random() < 0.5:
+        ops.append(_load_call(names[rng.choice(["l", "l", "x"])] + ".dll", 0, loadw=True))
+    return ops
+
+
+def _relative_path_ops(rng, target, chain, layout, folders, names) -> list:
+    """A relative name with a folder, `sub\\x.dll`: appended to every folder of the search
+    path. Sometimes the bare name or the relative name was loaded first."""
+    ops = []
+    rel = SUB + "\\" + _bare(rng, names[target])
+    if rng.random() < 0.25:
+        first = rng.choice([rel, names[target] + ".dll"])
+        ops.append(_load_call(first, 0, loadw=True))
+    flags = rng.choice(FLAGS_RELATIVE)
+    ops.append(_load_call(rel, flags, loadw=flags == 0 and rng.random() < 0.3))
+    if rng.random() < 0.3:
+        ops.append(_load_call(names[target] + ".dll", 0, loadw=True))
+    return ops
+
+
+def _no_refs_ops(rng, shape, target, chain, layout, folders, names, local) -> list:
+    """LOAD_LIBRARY_AS_DATAFILE (0x2) or DONT_RESOLVE_DLL_REFERENCES (0x1) of the target (a
+    DLL whose imports may be missing, or a wrong-machine copy), then sometimes a normal bare
+    load of it or of its import: the data file is not listed as loaded, a DONT_RESOLVE module is
+    (unresolved), and neither loaded the imports."""
+    flags = rng.choice(FLAGS_DATAFILE if shape == "datafile" else FLAGS_NO_REFS)
+    where = [f for f, _ in layout[target]]
+    if (flags & 0x8 or rng.random() < 0.5) and where:
+        name = f"{folders[rng.choice(where)]}\\{names[target]}.dll"
+    else:
+        name = _bare(rng, names[target])
+        flags &= ~0x8
+    ops = [_load_call(name, flags, False)]
+    if rng.random() < 0.6:
+        again = rng.choice(chain[:2])
+        ops.append(_load_call(names[again] + ".dll", 0, loadw=True))
+    return ops
