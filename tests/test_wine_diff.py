@@ -185,6 +185,43 @@ def known_kept_dependency_not_initialized(case, run, results_by_op) -> set:
     return out
 
 
+def known_init_failure_unloads_dependencies(case, run, results_by_op) -> set:
+    """Wine: when a load fails in DllMain (1114), LdrLoadDll calls LdrUnloadDll on the module it
+    loaded (`process_attach` failed), which releases every module the call loaded, the
+    dependencies that loaded and initialized fine included. Only a failure in the import stage
+    (fixup_imports) leaves the loaded dependencies behind. The model keeps the dependencies
+    that loaded for a 1114 too (rule_failed_load_keeps_loaded_dependencies), so a later load
+    finds them by name. Every load after a call Wine failed with 1114 is explained."""
+    for i, op in enumerate(case.ops):
+        if op.kind in ("load", "loadw") and run.ops[i].error == 1114:
+            return {j for j in range(i + 1, len(case.ops)) if case.ops[j].kind in ("load", "loadw")}
+    return set()
+
+
+def known_loaded_candidate_not_opened(case, run, results_by_op) -> set:
+    """Wine: open_dll_file first looks the candidate's full name up among the loaded modules
+    (find_fullname_module) and returns that module without opening the file. So when a search
+    (a relative name with a folder, `sub\\x.dll`, is searched folder by folder) reaches a
+    file that is already loaded, Wine does not open it; the model records it as a probe (then
+    reuses the loaded module: same result). Explained: an op whose error and module agree and
+    whose probes equal Wine's once the model's already-loaded candidates are taken out."""
+    out = set()
+    for i, r in results_by_op.items():
+        op = case.ops[i]
+        if op.kind not in ("load", "loadw") or r.tree is None:
+            continue
+        w = run.ops[i]
+        wm = winpath.key(w.path) if w.path else None
+        mm = winpath.key(r.module_path) if r.module_path else None
+        if w.error != r.error or wm != mm:
+            continue
+        reused = {winpath.key(c.path) for n in r.tree.walk() for c in n.candidates if c.result == "already_loaded"}
+        mp = [p for p in _ours(case, r.probes) if p not in reused]
+        if reused and mp == _ours(case, run.logs[i].opens):
+            out.add(i)
+    return out
+
+
 # Differences found by this test and reported to the lead (docs/wine-profile.md, "Open
 # disagreements"); each stays here, with its rule, only until the model handles it.
 KNOWN_DIFFERENCES: list = [
@@ -192,6 +229,8 @@ KNOWN_DIFFERENCES: list = [
     ("wine-datafile-uses-searchpath", known_datafile_uses_searchpath),
     ("wine-altered-search-path-relative-name", known_altered_search_path_relative_name),
     ("wine-kept-dependency-not-initialized", known_kept_dependency_not_initialized),
+    ("wine-init-failure-unloads-dependencies", known_init_failure_unloads_dependencies),
+    ("wine-loaded-candidate-not-opened", known_loaded_candidate_not_opened),
 ]
 
 _outcomes: dict = {}  # ident -> "agree" | "xfail:<rule>" | "disagree"
@@ -571,12 +610,25 @@ MINIMAL = {
         manual_case("kept-uninit", 9108, [("f1", "w", "ok"), ("f1", "l", "initfail")], "app", [],
                     [("load", "{f1}\\{w}.dll", "0x8"), ("loadw", "{l}.dll")]),
         [(2, 126, None), (3, 1114, None)]),
+    "wine-init-failure-unloads-dependencies": (
+        # two (rev) imports the extra DLL (loads) then the leaf (DllMain FALSE): 1114, and Wine
+        # unloads the extra DLL too, so a bare load of it searches (and fails: f1 is not searched)
+        manual_case("init-unload", 9109, [("f1", "w", "rev"), ("f1", "x", "ok"), ("f1", "l", "initfail")], "app", [],
+                    [("load", "{f1}\\{w}.dll", "0x8"), ("loadw", "{x}.dll")]),
+        [(2, 1114, None), (3, 126, None)]),
+    "wine-loaded-candidate-not-opened": (
+        # `sub\\l.dll` loaded from app\sub, then the same call again: Wine opens nothing (the
+        # candidate's full name is a loaded module), the model probes app\sub\l.dll again
+        manual_case("loaded-candidate", 9110, [("app\\sub", "l", "ok")], "app", [],
+                    [("loadw", "sub\\{l}.dll"), ("loadw", "sub\\{l}.dll")]),
+        [(2, 0, "app\\sub"), (3, 0, "app\\sub")], {3: ("l", [])}),
 }
 
 
 @pytest.mark.parametrize("rule", list(MINIMAL))
 def test_minimal_wine_difference(rule, pool):
-    case, wine_facts = MINIMAL[rule]
+    case, wine_facts, *more = MINIMAL[rule]
+    wine_probes = more[0] if more else {}
     outside = kit.materialize(case, pool, winetools.drive_c())
     try:
         run = kit.run_host(case.exe, case.ops)
@@ -590,6 +642,8 @@ def test_minimal_wine_difference(rule, pool):
             assert w.path is None, (rule, i, w)
         else:
             assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (rule, i, w)
+    for i, (role, folders) in wine_probes.items():
+        assert _opened(case, run, i, role) == _expected_folders(case, folders), (rule, i, _opened(case, run, i, role))
     results = simulate(case)
     diffs = compare(case, run, results)
     assert not [t for i, t in diffs if i is None], diffs
