@@ -378,8 +378,9 @@ def test_rule_dont_resolve_references():
 
 
 def test_rule_failed_load_keeps_loaded_dependencies():
-    assert not rules.rule_failed_load_keeps_loaded_dependencies(SYS)
-    assert rules.rule_failed_load_keeps_loaded_dependencies(SystemInfo(profile="wine"))
+    assert not rules.rule_failed_load_keeps_loaded_dependencies(SYS, 126)
+    assert rules.rule_failed_load_keeps_loaded_dependencies(SystemInfo(profile="wine"), 126)
+    assert not rules.rule_failed_load_keeps_loaded_dependencies(SystemInfo(profile="wine"), 1114)
     files = [{"path": "C:\\t\\a.dll", "imports": ["good.dll", "missing.dll"]}, "C:\\t\\good.dll", "C:\\u\\good.dll"]
     calls = [{"op": "LoadLibraryExW", "name": "C:\\t\\a.dll", "flags": 0x100},
              {"op": "LoadLibraryExW", "name": "good.dll", "flags": 0}]
@@ -399,3 +400,59 @@ def test_rule_python_extension_flags():
     call = [{"op": "python_import", "module": "m._C", "path": "C:\\py\\Lib\\site-packages\\m\\_C.pyd"}]
     assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.7.9")[0].error == 0
     assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.8.10")[0].error == 126
+
+
+def test_rule_free_library_releases_dependencies():
+    assert rules.rule_free_library_releases_dependencies()
+    files = [{"path": "C:\\f1\\m.dll", "imports": ["l.dll"]}, "C:\\f1\\l.dll"]
+    calls = [{"op": "LoadLibraryExW", "name": "C:\\f1\\m.dll", "flags": 0x8}, {"op": "FreeLibrary", "name": "m.dll"},
+             {"op": "LoadLibraryExW", "name": "l.dll"}]
+    res = run(files, calls)
+    assert res[2].error == 126  # l.dll left with m.dll, so it is searched for again
+    # a dependency still used by another module stays
+    files.append({"path": "C:\\f1\\n.dll", "imports": ["l.dll"]})
+    calls.insert(1, {"op": "LoadLibraryExW", "name": "C:\\f1\\n.dll", "flags": 0x8})
+    res = run(files, calls)
+    assert res[-1].module_path == "C:\\f1\\l.dll" and res[-1].probes == []
+
+
+def test_rule_bound_module_initialized_on_use():
+    assert rules.rule_bound_module_initialized_on_use(SYS)
+    # Wine keeps l.dll (loaded, not initialized) after w.dll fails on its next import; binding to it later runs DllMain
+    files = [{"path": "C:\\f1\\w.dll", "imports": ["l.dll", "x.dll"]}, {"path": "C:\\f1\\l.dll", "dllmain_fails": True}]
+    calls = [{"op": "LoadLibraryExW", "name": "C:\\f1\\w.dll", "flags": 0x8}, {"op": "LoadLibraryExW", "name": "l.dll"}]
+    res = run(files, calls, system={"profile": "wine"})
+    assert res[0].error == 126
+    assert (res[1].error, res[1].leaf.cause, res[1].probes) == (1114, "init_failed", [])
+
+
+def test_rule_loaded_candidate_not_opened():
+    assert rules.rule_loaded_candidate_not_opened(SystemInfo(profile="wine"))
+    assert not rules.rule_loaded_candidate_not_opened(SYS)
+    calls = [{"op": "LoadLibraryExW", "name": "sub\\l.dll"}] * 2
+    wine = run(["C:\\app\\sub\\l.dll"], calls, system={"profile": "wine"})
+    assert wine[1].module_path == "C:\\app\\sub\\l.dll" and wine[1].probes == []
+    windows = run(["C:\\app\\sub\\l.dll"], calls)
+    assert windows[1].module_path == "C:\\app\\sub\\l.dll" and windows[1].probes == ["C:\\app\\sub\\l.dll"]
+
+
+def test_rule_datafile_search_path():
+    p = ProcessState(exe="C:\\a\\x.exe", cwd="C:\\cwd", path=["C:\\p"])
+    assert [d.folder for d in rules.rule_datafile_search_path(p, SYS)] == [
+        "C:\\a", "C:\\cwd", "C:\\Windows\\System32", "C:\\Windows\\System", "C:\\Windows", "C:\\p"]
+    files = ["C:\\f1\\l.dll", {"path": "C:\\p\\l.dll", "machine": "x86"}]
+    pre = [{"op": "AddDllDirectory", "path": "C:\\f1"}]
+    wine = load("l.dll", 0x1002, files=files, pre=pre, path=["C:\\p"], system={"profile": "wine"})
+    # the loader's search finds f1\l.dll (not loaded); SearchPath does not search f1, takes the x86 copy on PATH
+    assert (wine.error, wine.module_path) == (0, "C:\\p\\l.dll")
+    assert load("l.dll", 0x1002, files=files[:1], pre=pre, system={"profile": "wine"}).error == 2
+    assert load("l.dll", 0x1002, files=files, pre=pre, path=["C:\\p"]).module_path == "C:\\f1\\l.dll"
+
+
+def test_rule_altered_relative_name():
+    p = ProcessState(exe="C:\\a\\x.exe", cwd="C:\\f1")
+    assert rules.rule_altered_relative_name("sub\\l.dll", p) == "C:\\f1\\sub\\l.dll"
+    files = ["C:\\f1\\sub\\l.dll", "C:\\f1\\sub\\sub\\l.dll"]
+    assert load("sub\\l.dll", 0x8, files=files, cwd="C:\\f1", system={"profile": "wine"}).module_path == \
+        "C:\\f1\\sub\\sub\\l.dll"
+    assert load("sub\\l.dll", 0x8, files=files, cwd="C:\\f1").module_path == "C:\\f1\\sub\\l.dll"

@@ -224,14 +224,7 @@ def known_loaded_candidate_not_opened(case, run, results_by_op) -> set:
 
 # Differences found by this test and reported to the lead (docs/wine-profile.md, "Open
 # disagreements"); each stays here, with its rule, only until the model handles it.
-KNOWN_DIFFERENCES: list = [
-    ("free-library-unloads-dependencies", known_free_library_unloads_dependencies),
-    ("wine-datafile-uses-searchpath", known_datafile_uses_searchpath),
-    ("wine-altered-search-path-relative-name", known_altered_search_path_relative_name),
-    ("wine-kept-dependency-not-initialized", known_kept_dependency_not_initialized),
-    ("wine-init-failure-unloads-dependencies", known_init_failure_unloads_dependencies),
-    ("wine-loaded-candidate-not-opened", known_loaded_candidate_not_opened),
-]
+KNOWN_DIFFERENCES: list = []
 
 _outcomes: dict = {}  # ident -> "agree" | "xfail:<rule>" | "disagree"
 

@@ -157,7 +157,7 @@ def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searche
         for i, c in enumerate(leaf.candidates, 1):
             res = {"not_there": "not there", "found": "found", "wrong_machine": f"wrong machine ({c.machine})",
                    "not_pe": "not a PE", "access_denied": "access denied", "already_loaded": "already loaded",
-                   "known_dll": "KnownDLLs", "apiset": "API set"}[c.result]
+                   "known_dll": "KnownDLLs", "apiset": "API set", "not_loaded": "there, not loaded"}[c.result]
             out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
         if not_searched:
             out.append(f"    {not_searched}")

@@ -26,7 +26,8 @@ from dlltrace.replay import Replayed, recorded_world, replay
 from dlltrace.trace import Trace, paused_gc, read_trace
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
-                "access_denied": "access denied", "already_loaded": "already loaded", "known_dll": "KnownDLLs",
+                "access_denied": "access denied", "already_loaded": "already loaded",
+                "not_loaded": "there, not loaded", "known_dll": "KnownDLLs",
                 "apiset": "API set"}
 
 

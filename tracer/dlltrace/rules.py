@@ -233,8 +233,21 @@ def rule_search_path(name: str, flags: int, process: ProcessState, system: Syste
     search = rule_effective_search_flags(flags, process)
     if search:
         return rule_search_flags_order(search, process, system, name if winpath.is_absolute(name) else None)
-    altered = name if (flags & LOAD_WITH_ALTERED_SEARCH_PATH and winpath.is_absolute(name)) else None
+    altered = None
+    if flags & LOAD_WITH_ALTERED_SEARCH_PATH:
+        if winpath.is_absolute(name):
+            altered = name
+        elif system.profile == "wine" and winpath.has_path(name):
+            altered = rule_altered_relative_name(name, process)
     return rule_standard_order(process, system, altered)
+
+
+def rule_altered_relative_name(name: str, process: ProcessState) -> str:
+    """ALTERED_SEARCH_PATH with a relative name is undefined on Windows (the model keeps the
+    standard order there). Wine cuts the name at its last backslash and searches that folder,
+    relative to the current folder, first: LoadLibraryExW("sub\\x.dll", 8) probes
+    <cwd>\\sub\\sub\\x.dll (get_dll_load_path). Wine profile only."""
+    return winpath.join(process.cwd, name)
 
 
 def rule_dependencies_use_callers_path(top_dirs: tuple[SearchDir, ...]) -> tuple[SearchDir, ...]:
@@ -322,12 +335,47 @@ def rule_imports_stop_at_first_failure(system: SystemInfo) -> bool:
     return system.profile != "wine"
 
 
-def rule_failed_load_keeps_loaded_dependencies(system: SystemInfo) -> bool:
-    """When a load fails, Windows unloads every module the call loaded. Wine unloads only the
-    modules that failed: dependencies that loaded fine before the failure stay loaded (a
-    FIXME in Wine's loader says so), and a retry then binds to them by name. Measured in the
-    S2 fixture: the retry never probes for cudart64_110.dll, loaded by the first attempt."""
+def rule_failed_load_keeps_loaded_dependencies(system: SystemInfo, error: int) -> bool:
+    """When a load fails, Windows unloads every module the call loaded. Wine, when the failure
+    is in the import stage, unloads only the modules that failed: dependencies that loaded
+    fine stay loaded (a FIXME in Wine's loader says so) but are not initialized, and a retry
+    binds to them by name (measured in the S2 fixture: the retry never probes for
+    cudart64_110.dll). A DllMain failure (1114) unloads the whole call under Wine too."""
+    return system.profile == "wine" and error != 1114
+
+
+def rule_bound_module_initialized_on_use(system: SystemInfo) -> bool:
+    """A module listed but never initialized (kept by Wine after a failed load) has its DllMain
+    run by the next load that binds to it; a DllMain returning FALSE fails that call (1114)."""
+    return True
+
+
+def rule_free_library_releases_dependencies() -> bool:
+    """FreeLibrary that takes a module's count to 0 unloads it and releases one reference on
+    every module its imports bound to, recursively (LdrUnloadDll; Wine's MODULE_DecRefCount).
+    Each import of a module that was already loaded takes a reference on it."""
+    return True
+
+
+def rule_loaded_candidate_not_opened(system: SystemInfo) -> bool:
+    """Wine's search looks each candidate's full path up among the loaded modules before it
+    opens the file (open_dll_file -> find_fullname_module): a loaded candidate is reused with
+    no probe. Windows: not measured; the model opens it (one probe more, same result)."""
     return system.profile == "wine"
+
+
+def rule_datafile_search_path(process: ProcessState, system: SystemInfo) -> list[SearchDir]:
+    """Wine loads a data file (LOAD_LIBRARY_AS_DATAFILE) that is not already loaded through
+    SearchPathW(NULL, name, ".dll"): the application folder, the current folder, System32,
+    System, Windows, PATH; no SetDllDirectory, AddDllDirectory or SEARCH flags. The first file
+    of that name is taken whatever its machine; none is error 2 (ERROR_FILE_NOT_FOUND).
+    Windows documents data files as searched like modules: only the Wine profile uses this."""
+    return [SearchDir(process.app_dir, "application folder (SearchPath)"),
+            SearchDir(process.cwd, "current folder (SearchPath)"),
+            SearchDir(system.system32, "System32 (SearchPath)"),
+            SearchDir(system.system16, "System (SearchPath)"),
+            SearchDir(system.windows, "Windows folder (SearchPath)"),
+            *rule_path_entries(process)]
 
 
 def rule_python_extension_flags(python_version: str) -> int:

@@ -16,6 +16,7 @@ from dlltrace import rules, winpath
 from dlltrace.model import (
     CAUSE_ERROR,
     ERROR_DLL_INIT_FAILED,
+    ERROR_FILE_NOT_FOUND,
     ERROR_INVALID_PARAMETER,
     LOAD_WITH_ALTERED_SEARCH_PATH,
     SEARCH_DEFAULT_DIRS,
@@ -124,10 +125,20 @@ class Simulator:
              else self.process.find_loaded_by_name(rules.rule_default_extension(name)))
         if m is None:
             return 126
-        m.refcount -= 1
-        if m.refcount <= 0:
-            self.process.remove_loaded(m)
+        self._release(m)
         return 0
+
+    def _release(self, m: LoadedModule) -> None:
+        """Drop one reference; at 0 the module is unloaded and releases its dependencies
+        (rule_free_library_releases_dependencies)."""
+        m.refcount -= 1
+        if m.refcount > 0:
+            return
+        self.process.remove_loaded(m)
+        if rules.rule_free_library_releases_dependencies():
+            for d in m.deps:
+                if self.process.find_loaded_by_path(d.path) is d:
+                    self._release(d)
 
     # --- Python's loads (LOADER.md §6) ---------------------------------------------------------
     def ctypes_cdll(self, name: str, winmode: Optional[int]) -> CallResult:
@@ -212,20 +223,28 @@ class Simulator:
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
             res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
         self._new: list[tuple[LoadedModule, Node]] = []
+        self._bumped: list[LoadedModule] = []  # references this call took on modules already loaded
+        self._module_of: dict[int, LoadedModule] = {}  # id(node) -> the module it resolved to
         self._probes: list[str] = []
         self._origin = origin or f"{op}({name!r})"
         self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
         self._datafile = rules.rule_datafile_load(flags)
         self._no_refs = self._datafile or rules.rule_dont_resolve_references(flags)
-        tree = self._resolve(req, dirs, via="call")
+        if self._datafile and self.system.profile == "wine":
+            tree = self._datafile_wine(req, dirs)
+        else:
+            tree = self._resolve(req, dirs, via="call")
         if tree.error == 0:
             self._initialize(tree)
         self._datafile = self._no_refs = False
         if tree.error:
-            keep = rules.rule_failed_load_keeps_loaded_dependencies(self.system)
+            keep = rules.rule_failed_load_keeps_loaded_dependencies(self.system, tree.error)
             for m, n in self._new:
                 if not (keep and n.error == 0):
                     self.process.remove_loaded(m)
+            if not keep:
+                for m in self._bumped:
+                    m.refcount -= 1
         elif not tree.new:
             m = self.process.find_loaded_by_path(tree.path) if tree.path else None
             if m is not None:
@@ -283,6 +302,8 @@ class Simulator:
             child = self._resolve(rules.rule_default_extension(host), dirs, via="apiset")
             node.children.append(child)
             node.path, node.error = child.path, child.error
+            if id(child) in self._module_of:
+                self._module_of[id(node)] = self._module_of[id(child)]
             return node
         if rules.rule_sxs_redirection(name):  # pragma: no cover - not modelled yet
             pass
@@ -298,7 +319,51 @@ class Simulator:
             dirs = (local, *dirs)
         return self._probe_dirs(node, name, dirs)
 
+    def _datafile_wine(self, name: str, dirs: tuple[SearchDir, ...]) -> Node:
+        """A data-file load under Wine (rule_datafile_search_path): a module already loaded is
+        returned; else the loader's search runs (opening candidates, up to the first valid image)
+        only to look for a loaded module, then SearchPathW picks the file, whatever its machine."""
+        node = Node(name=name, via="call", search=dirs)
+        if not rules.rule_name_has_path(name):
+            m = rules.rule_loaded_module(name, self.process)
+            if m is not None:
+                return self._already_loaded(node, m, f"already loaded from {m.path}")
+        first = (SearchDir(winpath.dirname(name), "given path"),) if winpath.is_absolute(name) else dirs
+        base = winpath.basename(name) if winpath.is_absolute(name) else name
+        for d in first:
+            path = winpath.join(d.folder, base)
+            m = rules.rule_loaded_same_file(path, self.process)
+            if m is not None:
+                return self._already_loaded(node, m, d.rule)
+            facts = self.world.file(path)
+            self._probes.append(path)
+            v = rules.rule_candidate(facts, self.process.machine)
+            node.candidates.append(Candidate(path, d.rule, v.result if v.result != "found" else "not_loaded",
+                                             facts.pe.machine if facts is not None and facts.pe else None))
+            if v.stop:
+                break
+        search = first if winpath.is_absolute(name) else tuple(rules.rule_datafile_search_path(self.process, self.system))
+        for d in search:
+            path = winpath.join(d.folder, base)
+            facts = self.world.file(path)
+            if facts is None:
+                continue
+            self._probes.append(path)
+            node.candidates.append(Candidate(path, d.rule, "found" if facts.error is None else facts.error,
+                                             facts.pe.machine if facts.pe else None))
+            node.path, node.how = path, d.rule
+            if facts.error in ("not_pe", "access_denied"):
+                cause = "not_pe" if facts.error == "not_pe" else "access_denied"
+                node.error, node.cause = CAUSE_ERROR[cause], cause
+            else:
+                node.detail = "mapped as a data file: no imports, no DllMain"
+            return node
+        node.error, node.cause = ERROR_FILE_NOT_FOUND, "not_found"
+        node.detail = "SearchPathW found no file of that name (a data-file load under Wine)"
+        return node
+
     def _already_loaded(self, node: Node, m: LoadedModule, how: str) -> Node:
+        self._module_of[id(node)] = m
         node.path, node.how = m.path, how
         node.candidates.append(Candidate(m.path, "loaded-module list", "already_loaded"))
         node.loaded_by = m.origin
@@ -307,8 +372,15 @@ class Simulator:
     def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: bool = True) -> Optional[Node]:
         wrong = False
         machine = self.process.machine
+        skip_loaded = rules.rule_loaded_candidate_not_opened(self.system)
         for d in dirs:
             path = winpath.join(d.folder, name)
+            if skip_loaded:
+                m = rules.rule_loaded_same_file(path, self.process)
+                if m is not None:
+                    self._already_loaded(node, m, d.rule)
+                    node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
+                    return node
             facts = self.world.file(path)
             self._probes.append(path)
             v = rules.rule_candidate(facts, machine)
@@ -325,6 +397,7 @@ class Simulator:
                 if m is not None:
                     node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
                     node.path, node.how = m.path, d.rule
+                    self._module_of[id(node)] = m
                     return node
                 node.path, node.how = path, d.rule
                 return self._load_file(node, facts, node.search)
@@ -346,14 +419,16 @@ class Simulator:
         if self._datafile and node.via == "call":
             node.detail = "mapped as a data file: no imports, no DllMain"
             return node
-        m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}")
+        m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}", initialized=False)
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append((m, node))
+        self._module_of[id(node)] = m
         node.new = True
         if facts.pe is None:
             return node  # a file we know nothing about (a system DLL): assume it loads
         if self._no_refs and node.via == "call":
             node.detail = "DONT_RESOLVE_DLL_REFERENCES: imports not loaded, DllMain not called"
+            m.initialized = True  # a later load gets it as it is: its DllMain is never run
             return node
         own = rules.rule_dependent_load_flags(facts)
         child_dirs = dirs
@@ -366,6 +441,12 @@ class Simulator:
         for imp in facts.pe.imports:
             child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import")
             node.children.append(child)
+            cm = self._module_of.get(id(child))
+            if cm is not None:
+                m.deps.append(cm)
+                if not child.new:  # an import of a module already loaded takes a reference on it
+                    cm.refcount += 1
+                    self._bumped.append(cm)
             if not child.error:
                 self._bind(child, imp, child_dirs)
             if child.error and not node.error:
@@ -425,16 +506,22 @@ class Simulator:
             for c in node.children:
                 if visit(c, ancestors + [node]):
                     return True
-            if not node.new or id(node) in seen or not node.path or (node.via == "call" and no_refs):
+            m = self._module_of.get(id(node))
+            if m is None or m.initialized or id(m) in seen or (node.via == "call" and no_refs):
                 return False
-            seen.add(id(node))
-            facts = self.world.file(node.path)
+            seen.add(id(m))
+            if not node.new and not rules.rule_bound_module_initialized_on_use(self.system):
+                return False
+            facts = self.world.file(m.path)
             if facts is not None and facts.dllmain_fails:
                 node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
                 node.detail = "DllMain returned FALSE (or its static initialisation failed)"
+                if not node.new:
+                    node.detail += "; it had been loaded, not initialized, by an earlier failed load"
                 for a in ancestors:
                     a.error = ERROR_DLL_INIT_FAILED
                 return True
+            m.initialized = True
             return False
 
         visit(tree, [])

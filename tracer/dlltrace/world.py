@@ -60,6 +60,8 @@ class LoadedModule:
     path: str
     refcount: int = 1
     origin: str = ""  # the call that loaded it (for "why this copy")
+    deps: list["LoadedModule"] = field(default_factory=list)  # the modules its imports bound to
+    initialized: bool = True  # its DllMain has run (False: mapped and listed, not attached yet)
 
     def __post_init__(self) -> None:
         self.name = winpath.basename(self.path).lower()
