@@ -34,6 +34,8 @@ def tree_scenario():
         name = "top.dll" if i == 0 else f"d{i}.dll"
         imports = [f"d{j}.dll" for j in (i + 1, i + 2) if j < N]
         files.append({"path": f"{folders[i % 3]}\\{name}", "imports": imports, "exports": ["f"]})
+    # a second top-level DLL beside top.dll with the same imports (for the warm measure)
+    files.append({"path": "C:\\app\\lib\\top2.dll", "imports": ["d1.dll", "d2.dll"], "exports": ["f"]})
     return scenario_from_dict({
         "process": {"exe": "C:\\Python311\\python.exe", "path": ["C:\\p1", "C:\\p2"], "dll_directories": ["C:\\deps"]},
         "file": files,
@@ -58,15 +60,18 @@ def bench_simulator(seconds: float) -> float:
 
 
 def bench_simulator_warm(seconds: float) -> float:
-    """The same load in one process whose other 49 DLLs are already loaded (torch's loop over
-    torch\\lib\\*.dll looks like this after the first DLL): top.dll is found and mapped, its
-    imports bind through the loaded-module list, then FreeLibrary(top.dll)."""
+    """One process that keeps top.dll (and so its 49 imports) loaded, loading and freeing
+    top2.dll, which imports the same DLLs: it is found and mapped, and its imports bind through
+    the loaded-module list (torch's loop over torch\\lib\\*.dll looks like this after the
+    first DLL)."""
     from dlltrace.simulator import Simulator
 
     s = tree_scenario()
     sim = Simulator(s.world, s.process.copy())
-    name = "C:\\app\\lib\\top.dll"
-    assert sim.load_library(name, 0x1100).error == 0
+    assert sim.load_library("C:\\app\\lib\\top.dll", 0x1100).error == 0
+    name = "C:\\app\\lib\\top2.dll"
+    r = sim.load_library(name, 0x1100)
+    assert r.error == 0 and r.tree.children and not r.tree.children[0].new
     sim.free_library(name)
     n = 0
     t0 = time.perf_counter()
