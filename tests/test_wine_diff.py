@@ -618,10 +618,9 @@ MINIMAL = {
 }
 
 
-@pytest.mark.parametrize("rule", list(MINIMAL))
-def test_minimal_wine_difference(rule, pool):
-    case, wine_facts, *more = MINIMAL[rule]
-    wine_probes = more[0] if more else {}
+def _run_minimal(pool, label, case, wine_facts, wine_probes):
+    """Run a minimal case under Wine, assert what Wine did (errors, modules, files opened), and
+    return the model's results and the differences between the two."""
     outside = kit.materialize(case, pool, winetools.drive_c())
     try:
         run = kit.run_host(case.exe, case.ops)
@@ -630,15 +629,21 @@ def test_minimal_wine_difference(rule, pool):
     assert run.complete, run.stderr_tail
     for i, err, folder in wine_facts:
         w = run.ops[i]
-        assert w.error == err, (rule, i, w)
+        assert w.error == err, (label, i, w)
         if folder is None:
-            assert w.path is None, (rule, i, w)
+            assert w.path is None, (label, i, w)
         else:
-            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (rule, i, w)
+            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (label, i, w)
     for i, (role, folders) in wine_probes.items():
-        assert _opened(case, run, i, role) == _expected_folders(case, folders), (rule, i, _opened(case, run, i, role))
+        assert _opened(case, run, i, role) == _expected_folders(case, folders), (label, i, _opened(case, run, i, role))
     results = simulate(case)
-    diffs = compare(case, run, results)
+    return run, results, compare(case, run, results)
+
+
+@pytest.mark.parametrize("rule", list(MINIMAL))
+def test_minimal_wine_difference(rule, pool):
+    case, wine_facts, *more = MINIMAL[rule]
+    run, results, diffs = _run_minimal(pool, rule, case, wine_facts, more[0] if more else {})
     assert not [t for i, t in diffs if i is None], diffs
     if diffs:
         rules = classify(case, run, results, diffs)
@@ -698,21 +703,5 @@ AGREE = {
 @pytest.mark.parametrize("name", list(AGREE))
 def test_minimal_agrees(name, pool):
     case, wine_facts, wine_probes = AGREE[name]
-    outside = kit.materialize(case, pool, winetools.drive_c())
-    try:
-        run = kit.run_host(case.exe, case.ops)
-    finally:
-        kit.remove_files(outside)
-    assert run.complete, run.stderr_tail
-    for i, err, folder in wine_facts:
-        w = run.ops[i]
-        assert w.error == err, (name, i, w)
-        if folder is None:
-            assert w.path is None, (name, i, w)
-        else:
-            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (name, i, w)
-    for i, (role, folders) in wine_probes.items():
-        assert _opened(case, run, i, role) == _expected_folders(case, folders), (name, i, _opened(case, run, i, role))
-    results = simulate(case)
-    diffs = compare(case, run, results)
+    run, results, diffs = _run_minimal(pool, name, case, wine_facts, wine_probes)
     assert not diffs, "\n".join(t for _, t in diffs) + "\n" + _explain(case, run, results)
