@@ -7,7 +7,6 @@ from typing import Any, Optional
 from dlltrace import winpath
 from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
-from dlltrace.world import ProcessState
 
 JSON_VERSION = 1
 LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
@@ -122,7 +121,7 @@ def tail_lines(r: CallResult) -> list[str]:
     return out
 
 
-def text_call(r: CallResult, process: Optional[ProcessState] = None, not_searched: str = "") -> list[str]:
+def text_call(r: CallResult, not_searched: str = "") -> list[str]:
     if r.op not in LOAD_OPS:
         status = "ok" if r.error == 0 else f"error {r.error}"
         return [f"{r.op}({r.name}{', ' + hex(r.flags) if r.flags else ''})  → {status}"]

@@ -208,8 +208,8 @@ class Simulator:
     def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:
         self._count += 1
         res = CallResult(index=self._count - 1, op=op, name=name, flags=flags, origin=origin)
-        req0 = rules.rule_default_extension(name)
-        why = rules.rule_invalid_flags(req0, flags, rules.rule_effective_search_flags(flags, self.process))
+        req = rules.rule_default_extension(name)
+        why = rules.rule_invalid_flags(req, flags, rules.rule_effective_search_flags(flags, self.process))
         if why:
             res.error = ERROR_INVALID_PARAMETER
             res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
@@ -218,7 +218,6 @@ class Simulator:
             for observe in self.observers:
                 observe(res)
             return res
-        req = rules.rule_default_extension(name)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
             res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
