@@ -166,8 +166,7 @@ def _dlltrace(*argv, cwd, env_extra=None) -> subprocess.CompletedProcess:
     import winetools
 
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300)
+    return winetools.run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env, timeout=300)
 
 
 @pytest.mark.wine

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -22,8 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def dlltrace(*argv: str, cwd=None, **env_extra) -> subprocess.CompletedProcess:
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), **env_extra)
-    return subprocess.run([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=120)
+    return winetools.run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env)
 
 
 @pytest.mark.wine
@@ -60,6 +60,45 @@ def test_command_that_does_not_exist_under_wine(shim_env, tmp_path):
     r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", "C:\\no\\such.exe", cwd=tmp_path)
     assert r.returncode == errors.EXIT_NO_COMMAND
     assert r.stderr.count("\n") == 1 and "C:\\no\\such.exe" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.wine
+def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
+    """On a new persistent wineserver, the first program starts Wine's services, which inherit its
+    stdout; `dlltrace run` starts them detached first, so a reader of its piped output gets EOF as
+    soon as dlltrace exits (CI once waited 300 s here). Needs a prefix whose server has no services
+    yet: a fresh one, removed afterwards."""
+    prefix = tmp_path / "prefix"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), WINEPREFIX=str(prefix))
+    quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 start_new_session=True, timeout=300)
+    try:
+        subprocess.run([winetools.wine_binary(), "wineboot", "-i"], **quiet)
+        subprocess.run([winetools.wineserver_binary(), "-w"], **quiet)  # the boot's server has gone
+        prefix.mkdir(exist_ok=True)
+        subprocess.run([winetools.wineserver_binary(), "-p"], **quiet)  # persistent, no services
+        host = winetools.drive_c() / "dlltrace-shim/host/loadhost.exe"  # reached as Z:\...
+        proc = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", "t.jsonl", "--",
+                                 str(host), "load", "C:\\nope.dll", "0"], cwd=tmp_path, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=120)  # EOF on both pipes, not just the exit
+        assert proc.returncode == 126, err
+        assert out.replace("\r\n", "\n") == "load err 126\n" and "trace saved to t.jsonl" in err
+    finally:
+        subprocess.run([winetools.wineserver_binary(), "-k"], **quiet)
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_holds_a_pipe(tmp_path):
+    r, w_ = os.pipe()
+    try:
+        assert run.holds_a_pipe((w_,)) and run.holds_a_pipe((r,))
+    finally:
+        os.close(r)
+        os.close(w_)
+    with open(tmp_path / "f", "w") as f:
+        assert not run.holds_a_pipe((f.fileno(),))
+    assert not run.holds_a_pipe((987654,))  # a closed descriptor is not a pipe
 
 
 @pytest.mark.parametrize("argv, env, code, text", [

@@ -10,7 +10,6 @@ run a second loadhost and wait for it; a 32-bit build of loadhost for the not-x6
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -143,8 +142,7 @@ def test_run_and_report_with_a_child(children_env, tmp_path):
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), LC_ALL="C.UTF-8")
 
     def dlltrace(*argv):
-        return subprocess.run([sys.executable, "-m", "dlltrace", *argv], cwd=tmp_path, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        return winetools.run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=tmp_path, env=env)
 
     r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", HOST, "load", w("lib", "missing.dll"), "0",
                  "spawn", HOST, "load", w("chain", "top.dll"), "0x1100")

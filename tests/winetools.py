@@ -71,21 +71,41 @@ _prefix_ready = False
 
 
 def ensure_prefix() -> Path:
-    """A ready Wine prefix with a persistent wineserver (so piped wine calls return at once)."""
+    """A ready Wine prefix with a persistent wineserver whose service processes (winedevice.exe, ...)
+    hold none of our pipes.
+
+    The first Wine program on a new server starts those services, and they inherit its stdout and
+    stderr; under a persistent server they never exit, so a pipe they hold never reaches EOF and a
+    test reading it hangs (LOADER.md section 7; seen in CI). So: the persistent server first
+    (synchronously: wineserver daemonizes once its socket is ready; it needs the prefix folder),
+    then one trivial program with no pipes, which starts the services detached from every test."""
     global _prefix_ready
     if _prefix_ready:
         return PREFIX
-    PREFIX.parent.mkdir(parents=True, exist_ok=True)
+    PREFIX.mkdir(parents=True, exist_ok=True)
     env = wine_env()
-    # A persistent server, detached from our pipes (LOADER.md §7); a second -p while one runs is harmless.
-    subprocess.Popen([wineserver_binary(), "-p"], env=env, stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 start_new_session=True, check=False)
+    # exit status 2 means a server already runs for this prefix: fine
+    subprocess.run([wineserver_binary(), "-p"], env=env, timeout=60, **quiet)
     if not (PREFIX / "system.reg").exists():
-        subprocess.run([wine_binary(), "wineboot", "-i"], env=env, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False,
-                       start_new_session=True)
+        subprocess.run([wine_binary(), "wineboot", "-i"], env=env, timeout=300, **quiet)
+    subprocess.run([wine_binary(), "cmd", "/c", "exit"], env=env, timeout=120, **quiet)
     _prefix_ready = True
     return PREFIX
+
+
+def run_captured(argv: list[str], *, env: dict[str, str], cwd: str | Path | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
+    """subprocess.run(argv) with text stdout/stderr captured through files, not pipes: a Wine
+    service process started under argv would keep a pipe open after argv exits (see ensure_prefix)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                           timeout=timeout)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(r.args, r.returncode, out.read().decode("utf-8", "replace"),
+                                           err.read().decode("utf-8", "replace"))
 
 
 def drive_c() -> Path:

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,33 @@ def find_wine() -> Optional[str]:
     return None
 
 
+def holds_a_pipe(fds=(1, 2)) -> bool:
+    """Whether our stdout or stderr is a pipe or socket (not a terminal or a file)."""
+    for fd in fds:
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return True
+    return False
+
+
+def start_wine_services(wine: str, env: dict[str, str]) -> None:
+    """Start Wine's service processes with no stdio of ours before the traced program runs.
+
+    The first Wine program on a server starts winedevice.exe and friends, and they inherit its
+    stdout/stderr: a pipe they hold stays open after the program ends (for seconds, or for ever under
+    a persistent wineserver), so whoever reads our output through a pipe would wait on it. A trivial
+    program run first, with /dev/null for stdio, starts them (or finds them running) instead."""
+    try:
+        subprocess.run([wine, "cmd", "/c", "exit"], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                       timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # the traced run reports any real problem with wine itself
+
+
 def error_text(code: Optional[int]) -> str:
     if code is None:
         return "did not return (the process ended during the load)"
@@ -202,6 +230,8 @@ def main(args: argparse.Namespace) -> int:
         env.setdefault("WINEDLLOVERRIDES", "mscoree,mshtml=")  # no Mono/Gecko install prompts
         env.setdefault("WINEDEBUG", "-all")
         argv = [wine, str(launcher), *wine_command_args(cmd)]
+        if holds_a_pipe():
+            start_wine_services(wine, env)
     else:
         env = child_env(os.environ, str(out.resolve()), cmd, windows=True)
         argv = [str(launcher), *cmd]
