@@ -202,3 +202,38 @@ def test_redact_hides_machine_names_in_unc_paths():
     as_json = redact(json.dumps({"path": "\\\\FILESRV01\\share\\a.dll"}), empty)
     assert "FILESRV01" not in as_json and json.loads(as_json)["path"] == "\\\\<machine>\\share\\a.dll"
     assert redact(r"C:\Windows\System32 and \??\C:\x", empty) == r"C:\Windows\System32 and \??\C:\x"
+
+
+def test_reading_and_reporting_build_no_reference_cycles():
+    """trace.paused_gc freezes what a report leaves alive instead of letting the collector scan it,
+    which is only sound if dlltrace's objects are freed by reference counting alone: nothing of
+    ours may end up in cyclic garbage (a recursive closure and an observer holding the simulator
+    once kept whole replays alive until the collector ran)."""
+    import gc
+
+    from dlltrace import report as report_mod
+    from dlltrace.simulate import simulate
+    from dlltrace.trace import read_trace
+
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for path in sorted(TRACES.glob("s*.jsonl")):
+            tr = read_trace(path)
+            for fmt in ("text", "markdown", "json"):
+                report_mod.produce(tr, fmt, everything=True)
+            del tr
+        for scenario in sorted((ROOT / "fixtures" / "scenarios").glob("s*.toml")):
+            simulate(str(scenario))
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        ours = sorted({type(o).__qualname__ for o in gc.garbage
+                       if (getattr(type(o), "__module__", "") or "").startswith("dlltrace")
+                       or (callable(o) and (getattr(o, "__module__", "") or "").startswith("dlltrace"))})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert ours == []

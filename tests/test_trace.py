@@ -67,6 +67,19 @@ def test_garbled_middle_line_is_skipped_and_the_rest_kept(tmp_path):
     assert [w.split(": ")[1] for w in tr.warnings] == ["line 3", "line 5"]
 
 
+def test_lines_that_parse_only_together_are_still_bad_lines(tmp_path):
+    # the reader parses all lines as one JSON array first; lines that are bad alone but would make
+    # a valid array together (two values on one line, a value split over two lines) are still each
+    # reported, by line, as the line-by-line reader would
+    two = (json.dumps(EVENTS[1]) + "," + json.dumps(EVENTS[2])).encode()
+    split = json.dumps(EVENTS[3]).encode()
+    tr = read_trace(write(tmp_path, [HEADER, EVENTS[0], two, split[:20], split[20:], b"[1]", EVENTS[4]]))
+    assert [e["seq"] for e in tr.events] == [1, 5]
+    assert [w.split(": ", 1)[1] for w in tr.warnings] == [
+        "line 3: unreadable line skipped", "line 4: unreadable line skipped", "line 5: unreadable line skipped",
+        "line 6: not a JSON object, skipped"]
+
+
 @pytest.mark.parametrize("content, what", [
     (b"", "line 1: empty file"),
     (b"hello\n", "line 1: not a dlltrace trace"),

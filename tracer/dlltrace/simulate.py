@@ -29,7 +29,10 @@ def simulate(path: str):
     sim = scenario.simulator()
     notes: dict[int, str] = {}
     sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, sim.process)))
-    results = sim.run(scenario.calls)
+    try:
+        results = sim.run(scenario.calls)
+    finally:
+        sim.observers.clear()  # the observer holds sim: a reference cycle otherwise
     return scenario, results, notes
 
 

@@ -498,29 +498,29 @@ class Simulator:
     def _initialize(self, tree: Node) -> None:
         """Run DllMain of every module this call loaded, imports first; one that fails makes
         the whole call fail with 1114 (rule: init order is the reverse of dependency order)."""
-        seen: set[int] = set()
-        no_refs = self._no_refs
+        self._init_visit(tree, [], set())
 
-        def visit(node: Node, ancestors: list[Node]) -> bool:
-            for c in node.children:
-                if visit(c, ancestors + [node]):
-                    return True
-            m = self._module_of.get(id(node))
-            if m is None or m.initialized or id(m) in seen or (node.via == "call" and no_refs):
-                return False
-            seen.add(id(m))
-            if not node.new and not rules.rule_bound_module_initialized_on_use(self.system):
-                return False
-            facts = self.world.file(m.path)
-            if facts is not None and facts.dllmain_fails:
-                node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
-                node.detail = "DllMain returned FALSE (or its static initialisation failed)"
-                if not node.new:
-                    node.detail += "; it had been loaded, not initialized, by an earlier failed load"
-                for a in ancestors:
-                    a.error = ERROR_DLL_INIT_FAILED
+    def _init_visit(self, node: Node, ancestors: list[Node], seen: set[int]) -> bool:
+        """_initialize for one node, its children first; True once a DllMain has failed.
+        (A method, not a recursive closure: that closure was a reference cycle holding the whole
+        simulator until the cyclic garbage collector ran.)"""
+        for c in node.children:
+            if self._init_visit(c, ancestors + [node], seen):
                 return True
-            m.initialized = True
+        m = self._module_of.get(id(node))
+        if m is None or m.initialized or id(m) in seen or (node.via == "call" and self._no_refs):
             return False
-
-        visit(tree, [])
+        seen.add(id(m))
+        if not node.new and not rules.rule_bound_module_initialized_on_use(self.system):
+            return False
+        facts = self.world.file(m.path)
+        if facts is not None and facts.dllmain_fails:
+            node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
+            node.detail = "DllMain returned FALSE (or its static initialisation failed)"
+            if not node.new:
+                node.detail += "; it had been loaded, not initialized, by an earlier failed load"
+            for a in ancestors:
+                a.error = ERROR_DLL_INIT_FAILED
+            return True
+        m.initialized = True
+        return False

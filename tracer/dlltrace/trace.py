@@ -143,9 +143,27 @@ class Trace:
     _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def of(self, *kinds: str, pid: Optional[int] = None) -> Iterator[dict]:
-        for e in self.events:
-            if e.get("ev") in kinds and (pid is None or e.get("pid") == pid):
+        """The events of these kinds (of process `pid`), in file order."""
+        if len(kinds) == 1:
+            found = self._kind_index().get(kinds[0], ())
+        else:
+            found = (e for e in self.events if e.get("ev") in kinds)
+        for e in found:
+            if pid is None or e.get("pid") == pid:
                 yield e
+
+    def _kind_index(self) -> dict[str, list[dict]]:
+        """kind -> its events in file order, built once (a report asks for a kind many times)."""
+        cached = self.__dict__.get("_kind_cache")
+        if cached is None or cached[0] != len(self.events):
+            index: dict[str, list[dict]] = {}
+            for e in self.events:
+                kind = e.get("ev")
+                if isinstance(kind, str):
+                    index.setdefault(kind, []).append(e)
+            cached = (len(self.events), index)
+            self.__dict__["_kind_cache"] = cached
+        return cached[1]
 
     @property
     def pids(self) -> list[int]:
@@ -220,6 +238,22 @@ class Trace:
         return self._py_events.get((load.pid, load.ctx))
 
 
+_scan_once = json.JSONDecoder().scan_once
+
+
+def _loads_line(text: str) -> Any:
+    """json.loads of one line, less its per-call overhead (a trace has 100,000 of them): the C
+    scanner on the line without surrounding JSON whitespace, which must end where the line does."""
+    s = text.strip(" \t\r\n")
+    try:
+        obj, end = _scan_once(s, 0)
+    except StopIteration:
+        raise ValueError("no JSON value") from None
+    if end != len(s):
+        raise ValueError("extra data after the JSON value")
+    return obj
+
+
 def _bad(path: Union[str, Path], lineno: int, what: str) -> DlltraceError:
     return DlltraceError(f"{path}: line {lineno}: {what}", EXIT_BAD_TRACE)
 
@@ -239,15 +273,20 @@ def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
 
 @contextlib.contextmanager
 def paused_gc():
-    """Pause the cyclic garbage collector while building many small acyclic objects (events,
-    loads, simulator trees): on a 100,000-event trace it otherwise takes more than half the
-    time. Reference counting still frees everything; collection resumes afterwards."""
+    """Pause the cyclic garbage collector while building many small objects (events, loads,
+    simulator trees): on a 100,000-event trace collecting as they are made took more than half the
+    time. The objects still alive at the end (the trace, the replay) are then frozen (gc.freeze),
+    not left in the youngest generation, where the first collection after the pause would scan
+    every one of them (0.2 s a pause on such a trace). Freezing is safe because what dlltrace
+    builds has no reference cycles (tests/test_report.py checks it): reference counting alone
+    frees all of it."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            gc.freeze()
             gc.enable()
 
 
@@ -270,18 +309,22 @@ def _read_trace(path: Union[str, Path]) -> Trace:
         raise _bad(path, 1, "empty file, not a dlltrace trace")
     try:
         first = json.loads(lines[0].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
     events: list[dict] = []
     warnings: list[str] = []
     last = len(lines)
+    try:  # decoded at once when it can be (UTF-8 has no 0x0A inside a character: the lines match)
+        texts: Optional[list[str]] = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        texts = None
     for i, raw in enumerate(lines[1:], start=2):
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            obj = _loads_line(texts[i - 1] if texts is not None else raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
             if i == last and not complete_end:
                 warnings.append(f"{path}: line {i}: truncated last line ignored")
             else:
