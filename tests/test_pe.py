@@ -487,3 +487,21 @@ def test_fuzz_directory_fields(samples, which, where, value, width):
     at = start + int(where * 15) * 8 + (4 if width == 2 else 0)
     data[at:at + width] = bytes([value]) * width
     _check_never_raises(bytes(data))
+
+
+def test_checked_pe_facts_are_built_the_same_way():
+    # the trace reader checks `pe` objects against the schema, after which the replay builds them
+    # without checking again: both ways must give the same facts
+    import json
+
+    from dlltrace.pe import pe_facts_from_dict
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
+    seen = 0
+    for path in sorted(root.glob("s*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            e = json.loads(line)
+            if e.get("ev") == "file" and "pe" in e:
+                assert pe_facts_from_dict(e["pe"], checked=True) == pe_facts_from_dict(e["pe"])
+                seen += 1
+    assert seen > 20

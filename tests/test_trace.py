@@ -119,3 +119,59 @@ def test_schema_accepts_the_sample_and_rejects_bad_events():
     assert list(v.iter_errors({"ev": "probe", "seq": 1, "pid": 1, "tid": 1, "t": 1, "load": 1, "op": "open"}))  # no status
     assert list(v.iter_errors({**HEADER, "version": 2}))
     assert list(v.iter_errors({"ev": "load_end", "seq": 1, "pid": 1, "tid": 1, "t": 1, "load": 1, "result": 5, "error": 0}))
+
+
+def _fixture_events():
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted((root / "fixtures" / "traces").glob("s*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            yield json.loads(line)
+
+
+def _validator():
+    jsonschema = pytest.importorskip("jsonschema")
+    from dlltrace.tracecheck import SCHEMA_PATH
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_fixture_traces_follow_the_schema():
+    # the recorded and handwritten traces, file facts included, are what the schema describes
+    v = _validator()
+    kinds = set()
+    for e in _fixture_events():
+        assert not [err.message for err in v.iter_errors(e)], e
+        kinds.add(e["ev"])
+    assert {"process", "env", "load_begin", "load_end", "probe", "file", "py_import"} <= kinds
+
+
+def test_the_readers_checks_agree_with_the_json_schema():
+    """tracecheck compiles the schema into plain checks; jsonschema is the reference. On events of
+    the fixtures with one field changed to values of every JSON type, both must say the same."""
+    import copy
+    import random
+
+    from dlltrace.trace import ESSENTIAL, REQUIRED_INT
+    from dlltrace.tracecheck import check_event
+
+    v = _validator()
+    rng = random.Random(20261129)
+    values = [None, 0, -1, 7, 2**33, 1.5, True, "", "x", "0x1f", "C:\\a.dll", [], ["a"], [1], [["a"]], {}, {"a": 1},
+              {"machine": "x64"}, {"dll": "a.dll"}, "open", "LoadLibraryW", "x64", "elsewhere", "pe"]
+    events = list(_fixture_events())
+    tried = disagreed = 0
+    for _ in range(600):
+        e = copy.deepcopy(rng.choice(events))
+        k = rng.choice(sorted(e))
+        if k == "ev":
+            continue
+        e[k] = rng.choice(values)
+        if rng.random() < 0.2:
+            del e[k]
+        valid = not list(v.iter_errors(e))
+        problems, usable = check_event(copy.deepcopy(e), ESSENTIAL + REQUIRED_INT.get(e["ev"], ()))
+        tried += 1
+        if valid != (usable and not problems):
+            disagreed += 1
+            print("disagree:", valid, problems, e)
+    assert tried > 500 and disagreed == 0, disagreed

@@ -123,8 +123,25 @@ def pe_facts_to_dict(facts: PEFacts) -> dict:
     }
 
 
-def pe_facts_from_dict(d: Mapping[str, Any]) -> PEFacts:
-    """The inverse of `pe_facts_to_dict`. Only "machine" is required; a wrong type is a ValueError."""
+def pe_facts_from_dict(d: Mapping[str, Any], checked: bool = False) -> PEFacts:
+    """The inverse of `pe_facts_to_dict`. Only "machine" is required; a wrong type is a ValueError.
+    `checked`: `d` is known to follow the trace schema's `pe` object (the trace reader checked
+    it), so only the non-empty machine is checked here."""
+    if checked and isinstance(d, dict) and d.get("machine"):
+        return PEFacts(
+            machine=d["machine"],
+            is_dll=d.get("is_dll", True),
+            imports=tuple(Import(dll=i["dll"], names=tuple(i.get("names", ())), ordinals=tuple(i.get("ordinals", ())))
+                          for i in d.get("imports", ())),
+            delay_imports=tuple(Import(dll=i["dll"], names=tuple(i.get("names", ())),
+                                       ordinals=tuple(i.get("ordinals", ()))) for i in d.get("delay_imports", ())),
+            exports=frozenset(d.get("exports", ())),
+            export_ordinals=frozenset(d.get("export_ordinals", ())),
+            forwarders=dict(d.get("forwarders", {})),
+            dependent_load_flags=d.get("dependent_load_flags", 0),
+            file_version=d.get("file_version"),
+            linker_version=d.get("linker_version"),
+        )
     if not isinstance(d, dict) and not isinstance(d, Mapping):  # dict first: typing's check is slow
         raise ValueError(f"PE facts must be an object, not {type(d).__name__}")
     machine = d.get("machine")

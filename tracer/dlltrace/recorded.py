@@ -42,7 +42,9 @@ def file_event(path: str, facts: Optional[FileFacts], why: str = "") -> dict[str
     return e
 
 
-def facts_of_event(e: dict[str, Any]) -> Optional[FileFacts]:
+def facts_of_event(e: dict[str, Any], checked: bool = False) -> Optional[FileFacts]:
+    """The facts a `file` event records; `checked`: the event came through the trace reader,
+    which checked it against the schema (trace.read_trace, tracecheck.py)."""
     kind = e.get("kind")
     path = e.get("path", "")
     if kind == "missing" or kind == "dir" or kind == "nodir":
@@ -51,7 +53,7 @@ def facts_of_event(e: dict[str, Any]) -> Optional[FileFacts]:
         return FileFacts(path=path, error=kind)
     if kind == "pe" and isinstance(e.get("pe"), dict):
         try:
-            return FileFacts(path=path, pe=pe_facts_from_dict(e["pe"]), dllmain_fails=bool(e.get("dllmain_fails")))
+            return FileFacts(path=path, pe=pe_facts_from_dict(e["pe"], checked), dllmain_fails=bool(e.get("dllmain_fails")))
         except (ValueError, TypeError, KeyError):
             return FileFacts(path=path)
     return FileFacts(path=path)
@@ -115,8 +117,10 @@ class RecordedWorld:
     """A World answered from a trace's `file` events and the loader's probes."""
 
     def __init__(self, system: SystemInfo, file_events: Iterable[dict], probes: Iterable[tuple[str, int]] = (),
-                 dirs: Iterable[str] = ()):
+                 dirs: Iterable[str] = (), checked: bool = False):
+        """`checked`: the file events were checked against the trace schema (by read_trace)."""
         self.system = system
+        self._checked = checked
         self._files: dict[str, Optional[FileFacts]] = {}
         self._raw: dict[str, dict] = {}  # file events whose facts are not built yet
         self._dirs: dict[str, bool] = {}
@@ -171,7 +175,7 @@ class RecordedWorld:
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
         if k in self._raw:
-            self._files[k] = facts_of_event(self._raw.pop(k))
+            self._files[k] = facts_of_event(self._raw.pop(k), self._checked)
         if k not in self._files:
             self.unknown.add(winpath.normalize(path))
             return None

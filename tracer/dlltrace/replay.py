@@ -92,7 +92,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
             from dlltrace.trace import nt_to_win32
             probes.append((nt_to_win32(e["path"]), int(e.get("status") or 0)))
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
-    return RecordedWorld(system, trace.of("file"), probes, dirs)
+    return RecordedWorld(system, trace.of("file"), probes, dirs, checked=trace.checked)
 
 
 def origin_of(trace: Trace, load: Load) -> str:

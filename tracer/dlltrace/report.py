@@ -23,7 +23,7 @@ from dlltrace.explain import leaf_node
 from dlltrace.model import Node, flags_text
 from dlltrace.render import call_dict, tail_lines
 from dlltrace.replay import Replayed, recorded_world, replay
-from dlltrace.trace import Trace, paused_gc, read_trace
+from dlltrace.trace import Trace, paused_gc, read_trace, warning_lines
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded",
@@ -331,8 +331,7 @@ def summarize(trace: Trace) -> str:
     """What `dlltrace run` prints at the end: the report of the failed loads."""
     replays = analyse(trace)
     incs = incidents(replays)
-    lines = [f"dlltrace: warning: {w}" for w in trace.warnings]
-    return "\n".join(lines + [text_report(trace, incs, replays)])
+    return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays)])
 
 
 def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
@@ -351,8 +350,8 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
     trace = read_trace(args.trace)
-    for w in trace.warnings:
-        print(f"dlltrace: warning: {w}", file=sys.stderr)
+    for line in warning_lines(trace):
+        print(line, file=sys.stderr)
     if not trace.pids:
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
@@ -363,7 +362,8 @@ def main(args: argparse.Namespace) -> int:
         print(out)
     else:
         _print_rich(out)
-    return 0
+    # a damaged trace is still reported as far as it can be read, with its own exit code
+    return EXIT_BAD_TRACE if trace.warnings else 0
 
 
 def _print_rich(text: str) -> None:

@@ -28,7 +28,7 @@ from dlltrace import __version__
 from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
                              DlltraceError)
 from dlltrace.model import ERROR_TEXT, flags_text
-from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Load, Trace, read_trace
+from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Load, Trace, read_trace, warning_lines
 
 BIN = Path(__file__).resolve().parent / "bin"
 LAUNCHER = "dlltrace_launch64.exe"
@@ -159,9 +159,7 @@ def load_line(load: Load) -> str:
 def summarize_failures(trace: Trace) -> str:
     """One line per failed load; the full explanation is dlltrace.report's job."""
     failed = trace.failed_loads()
-    lines = []
-    for w in trace.warnings:
-        lines.append(f"dlltrace: warning: {w}")
+    lines = warning_lines(trace)
     for w in trace.of("warning"):
         lines.append(f"dlltrace: warning: pid {w.get('pid')}: {w.get('message')} {w.get('hook', '')}".rstrip())
     if not failed:

@@ -5,9 +5,10 @@
         print(load.name, hex(load.flags or 0), load.error, [p.win_path for p in load.probes])
 
 A trace is JSON Lines: a header line, then events from one or more processes (told apart by
-"pid"). A truncated or garbled line (a process killed mid-write) is skipped with a warning and
-everything else is kept; a file that is not a dlltrace trace, or a newer format version, raises
-DlltraceError(EXIT_BAD_TRACE) naming the file and line.
+"pid"). A truncated or garbled line (a process killed mid-write), an event without the fields
+the reader needs, or a field that breaks the schema is a warning naming the file and line (the
+line or the field is skipped) and everything else is kept; a file that is not a dlltrace trace,
+or a newer format version, raises DlltraceError(EXIT_BAD_TRACE) naming the file and line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.tracecheck import check_event
 
 FORMAT_NAME = "dlltrace-trace"
 FORMAT_VERSION = 1
@@ -28,11 +30,13 @@ FORMAT_VERSION = 1
 EVENT_KINDS = (
     "process", "env", "warning", "load_begin", "load_end", "probe", "adddir", "removedir",
     "setdlldir", "setdefault", "setenv", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
-    "exit", "launch_error", "spawn",
+    "exit", "launch_error", "spawn", "file",
 )
 
 
-# Integer fields the reader relies on, per event kind: a line without them is a broken trace.
+# Integer fields the reader relies on, per event kind: an event without them is skipped (with a
+# warning); any other field that breaks the schema is dropped from its event (tracecheck.py).
+ESSENTIAL = ("pid", "seq")  # every event
 REQUIRED_INT = {
     "load_begin": ("tid", "t"),
     "load_end": ("tid", "t", "load"),
@@ -140,6 +144,7 @@ class Trace:
     header: Header
     events: list[dict]
     warnings: list[str] = field(default_factory=list)
+    checked: bool = False  # every event was checked against the schema (read_trace does it)
     _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def of(self, *kinds: str, pid: Optional[int] = None) -> Iterator[dict]:
@@ -254,6 +259,17 @@ def _loads_line(text: str) -> Any:
     return obj
 
 
+def warning_lines(trace: Trace, limit: int = 10) -> list[str]:
+    """The reader's warnings as `dlltrace: warning: ...` lines, at most `limit` of them and then
+    one line that counts the rest (a badly damaged file must not bury the report)."""
+    out = [f"dlltrace: warning: {w}" for w in trace.warnings[:limit]]
+    rest = len(trace.warnings) - limit
+    if rest > 0:
+        out.append(f"dlltrace: warning: {trace.path}: {rest} more damaged line{'s' if rest != 1 else ''} "
+                   f"or field{'s' if rest != 1 else ''} not shown")
+    return out
+
+
 def _bad(path: Union[str, Path], lineno: int, what: str) -> DlltraceError:
     return DlltraceError(f"{path}: line {lineno}: {what}", EXIT_BAD_TRACE)
 
@@ -339,12 +355,13 @@ def _read_trace(path: Union[str, Path]) -> Trace:
                 continue
             warnings.append(f"{path}: line {i}: no \"ev\" field, skipped")
             continue
-        if not isinstance(obj.get("pid"), int) or not isinstance(obj.get("seq"), int):
-            warnings.append(f"{path}: line {i}: event without integer pid/seq, skipped")
+        if not isinstance(obj["ev"], str):
+            warnings.append(f"{path}: line {i}: event whose \"ev\" is not a string, skipped")
             continue
-        for name in REQUIRED_INT.get(obj["ev"], ()):
-            if not isinstance(obj.get(name), int) or isinstance(obj.get(name), bool):
-                what = "without" if name not in obj else "with a non-integer"
-                raise _bad(path, i, f"{obj['ev']} event {what} {name!r} field")
+        problems, usable = check_event(obj, ESSENTIAL + REQUIRED_INT.get(obj["ev"], ()))
+        for problem in problems:
+            warnings.append(f"{path}: line {i}: {problem}")
+        if not usable:
+            continue
         events.append(obj)
-    return Trace(path=str(path), header=header, events=events, warnings=warnings)
+    return Trace(path=str(path), header=header, events=events, warnings=warnings, checked=True)
