@@ -67,6 +67,8 @@ BAD = {
     "not_toml.toml": ("[process\nexe = 1\n", "not valid TOML"),
     "not_json.json": ("{\"process\": ", "line 1: not valid JSON"),
     "newer.toml": ("version = 2\n[process]\nexe = 'C:\\a\\b.exe'\n", "version: version 2 is not supported"),
+    "cause_list.json": ('{"process": {"exe": "C:\\\\a.exe"}, "expect": {"cause": ["not_found"]}}',
+                        "expect.cause: ['not_found'] is not a leaf cause"),
 }
 
 

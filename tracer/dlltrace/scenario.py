@@ -277,7 +277,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         calls.append(call)
 
     expect = r.table(top.get("expect", {}), "expect", EXPECT_KEYS)
-    if "cause" in expect and expect["cause"] not in CAUSES:
+    if "cause" in expect and (not isinstance(expect["cause"], (str, type(None))) or expect["cause"] not in CAUSES):
         r.fail("expect.cause", f"{expect['cause']!r} is not a leaf cause")
     return Scenario(world=world, process=process, calls=calls, description=r.string(top.get("description", ""), "description"),
                     expect=dict(expect), source=copy.deepcopy(data))
