@@ -287,3 +287,41 @@ def test_reading_and_reporting_build_no_reference_cycles():
         if was:
             gc.enable()
     assert ours == []
+
+
+START_TRACE = [
+    {"format": "dlltrace-trace", "version": 1, "tool": "dlltrace 0.1.0", "created": None, "platform": "windows"},
+    {"ev": "env", "seq": 1, "pid": 40, "tid": 8, "t": 5, "exe": "C:\\app\\app.exe", "cwd": "C:\\work",
+     "vars": {"PATH": "C:\\Windows\\system32;C:\\Windows;C:\\tools"}, "dll_directory": None, "user_dirs": None,
+     "default_dirs": None, "known_dlls": ["kernel32.dll"], "safe_dll_search_mode": None,
+     "system32": "C:\\Windows\\system32", "windows": "C:\\Windows", "windows_version": "10.0.19045",
+     "machine": "x64", "wine": None, "modules": None},
+    {"ev": "exit", "seq": 0, "pid": 40, "tid": 0, "t": 9, "code": 0xC0000135, "by": "launcher"},
+    {"ev": "file", "pid": 40, "seq": 0, "tid": 0, "t": 0, "path": "C:\\app\\app.exe", "kind": "pe",
+     "pe": {"machine": "x64", "is_dll": False, "imports": [{"dll": "engine.dll", "names": ["run"], "ordinals": []}]}},
+    {"ev": "file", "pid": 40, "seq": 0, "tid": 0, "t": 0, "path": "C:\\sdk\\bin\\engine.dll", "kind": "pe",
+     "why": "elsewhere", "pe": {"machine": "x64", "exports": ["run"]}},
+]
+
+
+def test_a_program_that_could_not_start_is_replayed_from_the_launchers_snapshot(tmp_path, capsys):
+    p = tmp_path / "start.jsonl"
+    p.write_text("\n".join(json.dumps(e) for e in START_TRACE) + "\n", encoding="utf-8")
+    text = report(capsys, p)
+    assert "✗ engine.dll was not found — it is needed by app.exe" in text
+    assert "app.exe and its static imports  → 0xc0000135 STATUS_DLL_NOT_FOUND (error 126)" in text
+    rows = folder_rows(text)
+    assert [r.split()[2] for r in rows[:6]] == ["application", "System32", "System", "Windows", "current", "PATH[1]"]
+    assert "Put C:\\sdk\\bin on PATH, or copy engine.dll next to app.exe (C:\\app)" in text
+    assert "os.add_dll_directory" not in text  # no Python code runs before a program's static imports
+    assert "The loader's own probes were not seen" in text
+    md = report(capsys, p, "--markdown")
+    assert md.startswith("**dlltrace:** engine.dll was not found — it is needed by app.exe — `app.exe` could not start")
+
+
+def test_a_program_that_could_not_start_without_a_snapshot_is_still_a_failure(tmp_path, capsys):
+    p = tmp_path / "bare.jsonl"
+    p.write_text("\n".join(json.dumps(e) for e in (START_TRACE[0], START_TRACE[2])) + "\n", encoding="utf-8")
+    text = report(capsys, p)
+    assert text.splitlines()[0] == f"dlltrace ─ 1 failed load · {p}"
+    assert "✗ process 40 could not start: 0xc0000135 STATUS_DLL_NOT_FOUND" in text

@@ -89,6 +89,38 @@ def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
         shutil.rmtree(prefix, ignore_errors=True)
 
 
+@pytest.mark.wine
+def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path):
+    """needstop.exe imports top.dll, which needs mid.dll, which needs leaf.dll (nowhere): the process
+    ends with STATUS_DLL_NOT_FOUND before its entry point, so its shim never starts. The launcher
+    records the child's environment, `run` stores the facts of its import tree, and the report
+    replays the static imports: leaf, chain and folders, also from the file alone."""
+    import json
+
+    r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", w("chain", "needstop.exe"), cwd=tmp_path)
+    assert r.returncode == 0xC0000135 & 0xFF, r.stderr
+    assert r.stdout == ""  # main never ran
+    assert "✗ leaf.dll was not found — it is needed by mid.dll" in r.stderr
+    assert "0xc0000135 STATUS_DLL_NOT_FOUND" in r.stderr and "Traceback" not in r.stderr
+    tr = read_trace(tmp_path / "t.jsonl")
+    assert tr.warnings == [] and tr.pids == []  # no shim started
+    (pid,) = tr.start_failures()
+    env = tr.env(pid)
+    assert env["exe"].lower() == w("chain", "needstop.exe").lower() and env["modules"] is None
+    assert env["cwd"].lower().rstrip("\\") == run.to_wine_path(tmp_path).lower().rstrip("\\")
+
+    rep = dlltrace("report", "--json", "t.jsonl", cwd=tmp_path, WINEPREFIX=str(tmp_path / "no-such-prefix"))
+    assert rep.returncode == 0, rep.stderr
+    (call,) = json.loads(rep.stdout)["calls"]
+    assert (call["op"], call["error"], call["real_error"]) == ("start", 126, 126)
+    assert call["chain"] == ["needstop.exe", "top.dll", "mid.dll", "leaf.dll"]
+    assert call["leaf"]["cause"] == "not_found" and call["leaf"]["parent"] == "mid.dll"
+    # the process-start order: the program's folder first (not mid.dll's), then the system folders
+    cands = [(c["path"].lower(), c["rule"]) for c in call["candidates"]]
+    assert cands[0] == (w("chain", "leaf.dll").lower(), "application folder")
+    assert cands[1][1] == "System32" and call["disagreements"] == []
+
+
 def test_holds_a_pipe(tmp_path):
     r, w_ = os.pipe()
     try:

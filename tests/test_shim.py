@@ -64,6 +64,7 @@ def build_fixtures(cache: Path) -> Path:
     cc([d / "leaf.c"], cache / "leaf.dll", dll=True)
     cc([d / "mid.c", cache / "leaf.dll"], cache / "mid.dll", dll=True)
     cc([d / "top.c", cache / "mid.dll"], cache / "top.dll", dll=True)
+    cc([FIX / "host" / "needstop.c", cache / "top.dll"], cache / "needstop.exe")
     cc([d / "initfail.c"], cache / "initfail.dll", dll=True)
     cc([d / "mainload.c"], cache / "mainload.dll", dll=True)
     stamp.write_text("ok")
@@ -75,7 +76,7 @@ def layout(built: Path, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     files = {
         "host/loadhost.exe": "loadhost.exe",
-        "chain/top.dll": "top.dll", "chain/mid.dll": "mid.dll",
+        "chain/top.dll": "top.dll", "chain/mid.dll": "mid.dll", "chain/needstop.exe": "needstop.exe",
         "lib/a.dll": "a.dll", "bad/x86.dll": "x86.dll", "bad/initfail.dll": "initfail.dll",
         "ml/mainload.dll": "mainload.dll", "ml/nested.dll": "a.dll",
         "ad/ad.dll": "a.dll", "ad/dd.dll": "a.dll", "sd/sd.dll": "a.dll",

@@ -35,7 +35,8 @@ def test_cdef_parses_and_matches_the_c_header():
     header = (ROOT / "native/shim/dlltrace_shim.h").read_text()
     c_funcs = set(re.findall(r"DLLTRACE_API [^;(]*?\b(dlltrace_\w+)\(", header))
     cdef_funcs = set(re.findall(r"\b(dlltrace_\w+)\(", shim.CDEF))
-    assert c_funcs == cdef_funcs == {"dlltrace_start", "dlltrace_write_event", "dlltrace_set_context", "dlltrace_version"}
+    assert c_funcs == cdef_funcs == {"dlltrace_start", "dlltrace_write_event", "dlltrace_set_context", "dlltrace_version",
+                                         "dlltrace_env_snapshot"}
     # same parameter lists (modulo whitespace)
     norm = lambda s: {m.group(1): re.sub(r"\s+", " ", m.group(0).split("(", 1)[1]) for m in re.finditer(r"(dlltrace_\w+)\([^)]*\)", s)}
     assert norm(header) == norm(shim.CDEF)

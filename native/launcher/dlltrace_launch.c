@@ -8,7 +8,11 @@
  * CreateProcess hook uses the same injection).
  *
  * The launcher appends an "exit" event (full 32-bit exit code) for the child, or a "launch_error"
- * event when the program could not be started (then it exits with 127).
+ * event when the program could not be started (then it exits with 127). When the child ended with a
+ * loader status before its entry point (a static import missing, ...: see STARTUP_STATUS), its shim
+ * never started, so the launcher writes the child's "env" event itself (dlltrace_env_snapshot: the
+ * child inherited the launcher's folder, PATH and DLL-search state), and the report replays the
+ * static imports.
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -52,6 +56,12 @@ static void json_wstr(char *out, size_t cap, const WCHAR *s) {
     }
     out[o++] = '"';
     out[o] = 0;
+}
+
+/* NTSTATUS codes with which a process ends when its static imports fail before the entry point */
+static int startup_status(DWORD code) {
+    return code == 0xC0000135 /* DLL not found */ || code == 0xC0000139 /* entry point not found */ ||
+           code == 0xC000007B /* invalid image format */ || code == 0xC0000142 /* DLL init failed */;
 }
 
 static void write_event(HANDLE f, const char *line) {
@@ -118,12 +128,22 @@ int main(void) {
         if (!quiet) fprintf(stderr, "dlltrace-launch: cannot start the command (error %lu)\n", e);
         return EXIT_LAUNCH_FAILED;
     }
+    static WCHAR child_exe[32767];
+    DWORD ce = 32767;
+    if (!QueryFullProcessImageNameW(pi.hProcess, 0, child_exe, &ce)) child_exe[0] = 0;
     DWORD ie = dlltrace_inject(pi.hProcess, shim, g_trace, "launcher");
     if (ie) warn_event(trace, pi.dwProcessId, "child not traced: the shim could not be injected", ie);
     ResumeThread(pi.hThread);
     WaitForSingleObject(pi.hProcess, INFINITE);
     DWORD code = 0;
     GetExitCodeProcess(pi.hProcess, &code);
+    if (startup_status(code) && child_exe[0]) {
+        typedef int (*snap_t)(const WCHAR *, unsigned long, const WCHAR *);
+        HMODULE s = LoadLibraryW(shim);
+        snap_t snap = s ? (snap_t)(void *)GetProcAddress(s, "dlltrace_env_snapshot") : NULL;
+        int se = snap ? snap(g_trace, pi.dwProcessId, child_exe) : (int)GetLastError();
+        if (se) warn_event(trace, pi.dwProcessId, "the environment of the child that could not start was not recorded", (DWORD)se);
+    }
     snprintf(g_line, sizeof(g_line),
              "{\"ev\":\"exit\",\"seq\":0,\"pid\":%lu,\"tid\":0,\"t\":%llu,\"code\":%lu,\"by\":\"launcher\"}\n",
              (unsigned long)pi.dwProcessId, now_ns(), (unsigned long)code);

@@ -648,10 +648,12 @@ static void w_env_var(W *w, tstate_t *ts, const WCHAR *name, int *first) {
 static const WCHAR *ENV_VARS[] = {L"PATH", L"PATHEXT", L"PYTHONPATH", L"PYTHONHOME", L"VIRTUAL_ENV", L"CONDA_PREFIX",
                                   L"CONDA_DLL_SEARCH_MODIFICATION_ENABLE", L"CUDA_PATH", NULL};
 
-static void write_env(tstate_t *ts) {
+/* exe: NULL = this process's; modules: 0 = write null (the snapshot of another process, whose
+   modules are not ours: see dlltrace_env_snapshot) */
+static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
     W w;
     begin_line(&w, ts, "env");
-    w_key(&w, "exe"); w_wstr(&w, module_path(ts, GetModuleHandleW(NULL), NULL), -1);
+    w_key(&w, "exe"); w_wstr(&w, exe ? exe : module_path(ts, GetModuleHandleW(NULL), NULL), -1);
     DWORD n = GetCurrentDirectoryW(WTMP, ts->wtmp);
     w_key(&w, "cwd"); w_wstr(&w, n && n < WTMP ? ts->wtmp : NULL, -1);
     w_key(&w, "vars"); w_raw(&w, "{");
@@ -726,7 +728,7 @@ static void write_env(tstate_t *ts) {
     w_key(&w, "modules");
     HMODULE mods[1024];
     DWORD needed = 0;
-    if (K32EnumProcessModules(GetCurrentProcess(), mods, sizeof(mods), &needed)) {
+    if (modules && K32EnumProcessModules(GetCurrentProcess(), mods, sizeof(mods), &needed)) {
         DWORD count = needed / sizeof(HMODULE);
         if (count > 1024) count = 1024;
         w_raw(&w, "[");
@@ -843,9 +845,32 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
         else if (ok[i] == HOOK_SKIPPED) write_warning(ts, "skipped (DLLTRACE_SKIP_HOOKS); not hooked", HOOKS[i].name, NULL);
         else if (ok[i] != HOOK_OK && ok[i] != -1) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
     }
-    write_env(ts);
+    write_env(ts, NULL, 1);
     ts->guard--;
     g_started = 1;
+    return 0;
+}
+
+DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wchar_t *exe) {
+    /* Only in a process that is not traced itself (the launcher): the events below borrow the
+       writer's globals for one line. */
+    if (!trace_path || !exe) return ERROR_INVALID_PARAMETER;
+    if (InterlockedCompareExchange(&g_started, 3, 0) != 0) return ERROR_ALREADY_INITIALIZED;
+    tstate_t *ts = get_ts(1);
+    if (!ts) { g_started = 0; return ERROR_OUTOFMEMORY; }
+    HANDLE f = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                           NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (f == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); g_started = 0; return (int)e; }
+    QueryPerformanceFrequency(&g_freq);
+    g_file = f;
+    g_pid = pid;
+    ts->guard++;
+    write_env(ts, exe, 0);
+    ts->guard--;
+    g_file = INVALID_HANDLE_VALUE;
+    g_pid = 0;
+    CloseHandle(f);
+    g_started = 0;
     return 0;
 }
 

@@ -27,4 +27,11 @@ DLLTRACE_API void dlltrace_set_context(long long ctx_seq);
 
 DLLTRACE_API const char *dlltrace_version(void);
 
+/* Append an "env" event for process `pid` with `exe` as its program, from this process's own
+   state (cwd, PATH, DLL-search defaults, KnownDLLs, system folders) and "modules": null. For the
+   launcher, whose child inherited that state but ended before its shim could start (a static
+   import failed). Not for a traced process: returns ERROR_ALREADY_INITIALIZED (1247) there.
+   Returns 0 or a Win32 error code. */
+DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wchar_t *exe);
+
 #endif

@@ -17,7 +17,7 @@ from typing import Any, Optional
 from dlltrace import winpath
 from dlltrace.live import LiveWorld, PathMap
 from dlltrace.recorded import RecordingWorld
-from dlltrace.replay import replay, system_and_process
+from dlltrace.replay import replay, replay_start, system_and_process
 from dlltrace.trace import Trace
 
 
@@ -82,6 +82,17 @@ def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
         for r in results:
             if not r.result.error or r.result.leaf is None:
                 continue
+            world.files_named(r.result.leaf.name)
+            world.close_files(r.result.leaf.name)
+        for e in world.events():
+            events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
+    for pid in trace.start_failures():
+        if trace.env(pid) is None:
+            continue
+        system, _ = system_and_process(trace, pid)
+        world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, to_host)))
+        r = replay_start(trace, pid, world)
+        if r.result.error and r.result.leaf is not None:
             world.files_named(r.result.leaf.name)
             world.close_files(r.result.leaf.name)
         for e in world.events():

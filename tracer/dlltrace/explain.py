@@ -137,7 +137,20 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elsewhere = res.found_elsewhere
     good = [c for c in elsewhere if c.result == "found"]
     cause = leaf.cause
-    if cause == "not_found":
+    if cause == "not_found" and res.op == "start":
+        # the program's own imports: no os.add_dll_directory (no code runs before them), but the
+        # standard search order, which ends with PATH
+        exe = winpath.basename(res.name)
+        for c in good[:2]:
+            fixes.append(Fix(f"Put {winpath.dirname(c.path)} on PATH, or copy {name} next to {exe} "
+                             f"({winpath.dirname(res.name)})", "path"))
+        p = provider_fix(name, process)
+        if p:
+            fixes.append(p)
+        if not fixes:
+            fixes.append(Fix(f"Find the package that ships {name} and install it, then put its folder on PATH "
+                             f"or copy {name} next to {exe}", "install"))
+    elif cause == "not_found":
         for c in good[:2]:
             folder = winpath.dirname(c.path)
             b = _before(res)

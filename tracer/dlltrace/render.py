@@ -10,6 +10,9 @@ from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
 
 JSON_VERSION = 1
 LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
+# calls that resolve a module tree: the loads, and "start", a program's static imports at process
+# start (a report of a process that ended before its entry point: replay.replay_start)
+TREE_OPS = LOAD_OPS + ("start",)
 
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:
@@ -32,7 +35,7 @@ def node_dict(n: Node) -> dict[str, Any]:
 def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
     d: dict[str, Any] = {"index": r.index, "op": r.op, "name": r.name, "error": r.error,
                          "error_text": ERROR_TEXT.get(r.error, "")}
-    if r.op not in LOAD_OPS:
+    if r.op not in TREE_OPS:
         if r.note:
             d["note"] = r.note
         return d
@@ -64,7 +67,7 @@ def results_dict(results: list[CallResult], *, kind: str, source: str, descripti
                  notes: Optional[dict[int, str]] = None) -> dict[str, Any]:
     notes = notes or {}
     calls = [call_dict(r, notes.get(r.index, "")) for r in results]
-    loads = [c for c in calls if c["op"] in LOAD_OPS]
+    loads = [c for c in calls if c["op"] in TREE_OPS]
     failed = [c for c in loads if c["error"]]
     return {
         "format": f"dlltrace-{kind}",
@@ -122,7 +125,7 @@ def tail_lines(r: CallResult) -> list[str]:
 
 
 def text_call(r: CallResult, not_searched: str = "") -> list[str]:
-    if r.op not in LOAD_OPS:
+    if r.op not in TREE_OPS:
         status = "ok" if r.error == 0 else f"error {r.error}"
         return [f"{r.op}({r.name}{', ' + hex(r.flags) if r.flags else ''})  → {status}"]
     head = f"{r.op}({r.name}, {r.flags:#x})"

@@ -19,7 +19,7 @@ from dlltrace.explain import explain, not_searched_note
 from dlltrace.model import CallResult
 from dlltrace.recorded import RecordedWorld
 from dlltrace.simulator import Simulator
-from dlltrace.trace import Load, Trace
+from dlltrace.trace import STARTUP_STATUS, Load, Trace
 from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
@@ -81,6 +81,27 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         if isinstance(m, str) and winpath.is_absolute(m):
             process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
     return system, process
+
+
+def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
+    """A process that ended before its shim started, with a loader status (Trace.start_failures):
+    its static imports, resolved as the loader does at process start (the standard search order
+    from the program's folder), replayed as a load of the program itself. Needs the `env` event
+    the launcher writes for it; the real loader's probes were not seen."""
+    code = next(e.get("code") for e in trace.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS)
+    _, process = system_and_process(trace, pid)
+    exe = process.exe
+    sim = Simulator(world, process)
+    origin = f"starting {winpath.basename(exe)}"
+    res = sim.load_library(exe, 0, op="start", origin=origin)
+    explain(res, world, sim.process)
+    load = Load(seq=0, pid=pid, tid=0, t=0, api="start", name=exe, flags=0, parent=None, depth=0, ctx=None, caller=None,
+                end={"result": None, "error": STARTUP_STATUS[code], "status": code, "path": None})
+    dis = []
+    if res.error != STARTUP_STATUS[code]:
+        dis.append(f"the program ended with {code:#x} (error {STARTUP_STATUS[code]}), the model says {res.error}")
+    return Replayed(load=load, result=res, origin=origin, disagreements=dis,
+                    not_searched=not_searched_note(res, sim.process), path=list(sim.process.path))
 
 
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:

@@ -22,8 +22,8 @@ from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
 from dlltrace.model import Node, flags_text
 from dlltrace.render import call_dict, tail_lines
-from dlltrace.replay import Replayed, recorded_world, replay
-from dlltrace.trace import Trace, paused_gc, read_trace, warning_lines
+from dlltrace.replay import Replayed, recorded_world, replay, replay_start
+from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded",
@@ -71,6 +71,9 @@ def analyse(trace: Trace) -> list[Replayed]:
     with paused_gc():
         for pid in trace.pids:
             out.extend(replay(trace, recorded_world(trace, pid), pid))
+        for pid in trace.start_failures():
+            if trace.env(pid) is not None:  # written by the launcher for the process it started
+                out.append(replay_start(trace, pid, recorded_world(trace, pid)))
     return out
 
 
@@ -128,6 +131,10 @@ def dll_machines(r: Replayed) -> str:
 
 
 def call_text(r: Replayed) -> str:
+    if r.load.api == "start":
+        status = r.load.status or 0
+        return (f"{short(r.load.name)} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
+                f"(error {r.real_error}); the process ended before its entry point")
     flags = r.load.flags or 0
     err = r.real_error if r.real_error is not None else "(no return: the process ended)"
     return f"{r.load.api}({short(r.load.name)}, {flags:#x})  → {err}"
@@ -201,18 +208,37 @@ def process_label(trace: Trace, pid: int) -> str:
 def agreement_line(inc: Incident) -> str:
     dis = sum(len(a.disagreements) for a in inc.attempts)
     probes = sum(len(a.real_probes) for a in inc.attempts)
+    if inc.first.load.api == "start" and not dis:
+        return ("The loader's own probes were not seen (the process ended before dlltrace's shim could start); "
+                "the model gives the same error.")
     if dis:
         return (f"The model and the real loader disagree ({dis} difference{'s' if dis != 1 else ''}): "
                 "please report this with the trace attached.")
     return f"The model agreed with all {probes} probe{'s' if probes != 1 else ''} the loader made."
 
 
+def unexplained_starts(trace: Trace) -> list[str]:
+    """Verdicts for processes that could not start and whose environment was not recorded (the
+    launcher writes it; without it there is nothing to replay)."""
+    out = []
+    for pid in trace.start_failures():
+        if trace.env(pid) is None:
+            code = next(e["code"] for e in trace.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS_TEXT)
+            out.append(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
+                       "static imports failed); its environment was not recorded, so the report cannot say which")
+    return out
+
+
 def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False) -> str:
     failed = [i for i in incs if i.first.failed or i.first.result.error]
-    head = f"dlltrace ─ {len(failed)} failed load{'s' if len(failed) != 1 else ''} · {trace.path}"
-    if not failed and not everything:
+    starts = unexplained_starts(trace)
+    n = len(failed) + len(starts)
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''} · {trace.path}"
+    if not failed and not everything and not starts:
         return f"dlltrace ─ every load succeeded ({_n(len(replays), 'load')} traced) · {trace.path}"
     lines = [head]
+    for verdict in starts:
+        lines += ["", verdict]
     for inc in incs:
         lines.append("")
         lines.extend(incident_lines(inc, trace))
@@ -247,9 +273,14 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         r = inc.first
         res = r.result
         what = verdict_line(r)[2:]
-        where = f" while `{r.origin}` loaded" if r.origin else " loading"
-        out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "
-                   f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
+        if r.load.api == "start":
+            status = r.load.status or 0
+            out.append(f"**dlltrace:** {_md(what)} — `{winpath.basename(r.load.name or '?')}` could not start "
+                       f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
+        else:
+            where = f" while `{r.origin}` loaded" if r.origin else " loading"
+            out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "
+                       f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
         out.append("")
         for c in res.found_elsewhere[:2]:
             out.append(f"Found at `{c.path}` ({c.rule}).")
@@ -352,7 +383,7 @@ def main(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace)
     for line in warning_lines(trace):
         print(line, file=sys.stderr)
-    if not trace.pids:
+    if not trace.pids and not trace.start_failures():
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     out = produce(trace, fmt, args.all)

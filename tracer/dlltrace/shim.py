@@ -26,6 +26,7 @@ int dlltrace_start(const wchar_t *trace_path, const char *via);
 long long dlltrace_write_event(const char *ev, const char *fields_json);
 void dlltrace_set_context(long long ctx_seq);
 const char *dlltrace_version(void);
+int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wchar_t *exe);
 """
 
 SHIM_DLL = "dlltrace_shim64.dll"

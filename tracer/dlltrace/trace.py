@@ -36,6 +36,12 @@ EVENT_KINDS = (
 
 # Integer fields the reader relies on, per event kind: an event without them is skipped (with a
 # warning); any other field that breaks the schema is dropped from its event (tracecheck.py).
+# The NTSTATUS with which a process ends when its static imports fail before its entry point,
+# and the Win32 error a LoadLibrary of the same tree would give.
+STARTUP_STATUS = {0xC0000135: 126, 0xC0000139: 127, 0xC000007B: 193, 0xC0000142: 1114}
+STARTUP_STATUS_TEXT = {0xC0000135: "STATUS_DLL_NOT_FOUND", 0xC0000139: "STATUS_ENTRYPOINT_NOT_FOUND",
+                       0xC000007B: "STATUS_INVALID_IMAGE_FORMAT", 0xC0000142: "STATUS_DLL_INIT_FAILED"}
+
 ESSENTIAL = ("pid", "seq")  # every event
 REQUIRED_INT = {
     "load_begin": ("tid", "t"),
@@ -188,6 +194,15 @@ class Trace:
             cached = (len(self.events), index)
             self.__dict__["_process_index"] = cached
         return cached[1]
+
+    def start_failures(self) -> list[int]:
+        """Processes that ended with a loader status before their shim started (no `process`
+        event): a static import of the program failed. In order of their `exit` events."""
+        out = []
+        for e in self.of("exit"):
+            if e.get("code") in STARTUP_STATUS and e["pid"] not in self._processes() and e["pid"] not in out:
+                out.append(e["pid"])
+        return out
 
     def env(self, pid: int) -> Optional[dict]:
         return next(self.of("env", pid=pid), None)
