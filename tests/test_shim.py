@@ -50,7 +50,8 @@ def build_shim() -> None:
 
 
 def build_fixtures(cache: Path) -> Path:
-    sources = [*FIX.joinpath("host").glob("*.c"), *FIX.joinpath("dlls").glob("*.c")]
+    # this file too: it holds the build recipe
+    sources = [*FIX.joinpath("host").glob("*.c"), *FIX.joinpath("dlls").glob("*.c"), Path(__file__)]
     stamp = cache / "stamp"
     if stamp.exists() and stamp.stat().st_mtime >= _newest(sources):
         return cache
@@ -62,6 +63,7 @@ def build_fixtures(cache: Path) -> Path:
     cc([d / "plain.c"], cache / "a.dll", dll=True)
     cc([d / "plain.c"], cache / "x86.dll", dll=True, bits=32)
     cc([d / "leaf.c"], cache / "leaf.dll", dll=True)
+    cc([d / "leaf.c"], cache / "leaf86.dll", dll=True, bits=32)
     cc([d / "mid.c", cache / "leaf.dll"], cache / "mid.dll", dll=True)
     cc([d / "top.c", cache / "mid.dll"], cache / "top.dll", dll=True)
     cc([FIX / "host" / "needstop.c", cache / "top.dll"], cache / "needstop.exe")

@@ -1,0 +1,101 @@
+"""A program's static imports at process start: the model (replay.replay_start) against Wine's loader.
+
+needstop.exe imports top.dll -> mid.dll -> leaf.dll (fixtures/host/needstop.c, fixtures/dlls). Each case
+lays the files out differently (the program's folder, a subfolder, the current folder, a folder on
+PATH through WINEPATH, a 32-bit leaf) and runs the program with `dlltrace run --wine`. When the process
+could not start, the model must give the error its exit status means; when it started, the model must
+bind each DLL to the file the real loader mapped (the shim's `env.modules`, taken when it started).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import winetools
+from dlltrace import winpath
+from dlltrace.live import LiveWorld, wine_map
+from dlltrace.replay import system_and_process
+from dlltrace.simulator import Simulator
+from dlltrace.trace import STARTUP_STATUS, read_trace
+from dlltrace.world import CORE_MODULES, LoadedModule
+from test_shim import shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
+
+pytestmark = pytest.mark.wine
+
+ROOT = Path(__file__).resolve().parent.parent
+WROOT = "dlltrace-start"
+
+# case -> (files: place -> built file, current folder, PATH folders (WINEPATH), what Wine does: 0 =
+# the program started, else the Win32 error its exit status means); places are relative to the
+# case's folder; the program is always app/needstop.exe. (A 32-bit leaf alone is "not found" under
+# Wine, where every failed import is 126: docs/wine-profile.md.)
+CASES = {
+    "all_in_app": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "app/leaf.dll": "leaf.dll"}, "app", [], 0),
+    "leaf_in_cwd": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "work/leaf.dll": "leaf.dll"}, "work", [], 0),
+    "leaf_on_path": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "p/leaf.dll": "leaf.dll"}, "app", ["p"], 0),
+    "mid_and_leaf_on_path": ({"app/top.dll": "top.dll", "p/mid.dll": "mid.dll", "p/leaf.dll": "leaf.dll"}, "app", ["p"], 0),
+    "top_in_cwd_only": ({"work/top.dll": "top.dll", "app/mid.dll": "mid.dll", "app/leaf.dll": "leaf.dll"}, "work", [], 0),
+    "second_path_entry": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "q/leaf.dll": "leaf.dll"}, "app",
+                          ["p", "q"], 0),
+    "mid_in_subfolder": ({"app/top.dll": "top.dll", "app/sub/mid.dll": "mid.dll", "app/sub/leaf.dll": "leaf.dll"},
+                         "app", [], 126),
+    "leaf_nowhere": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll"}, "app", [], 126),
+    "leaf_in_unsearched_folder": ({"app/top.dll": "top.dll", "p/mid.dll": "mid.dll", "m/leaf.dll": "leaf.dll"}, "app",
+                             ["p"], 126),
+    "x86_leaf_only": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "app/leaf.dll": "leaf86.dll"}, "app", [], 126),
+    "x86_leaf_then_x64_on_path": ({"app/top.dll": "top.dll", "app/mid.dll": "mid.dll", "app/leaf.dll": "leaf86.dll",
+                                   "p/leaf.dll": "leaf.dll"}, "app", ["p"], 0),
+}
+
+
+def _model(trace, pid, exe: str):
+    """The model's answer for starting `exe` in the process state the trace recorded (the loaded
+    list as at process start: the core modules only)."""
+    system, process = system_and_process(trace, pid)
+    fresh = type(process)(exe=process.exe, cwd=process.cwd, path=list(process.path), machine=process.machine)
+    for n in CORE_MODULES:
+        fresh.add_loaded(LoadedModule(winpath.join(system.system32, n), 1, "process start"))
+    world = LiveWorld(system, wine_map(winetools.PREFIX), [])
+    return Simulator(world, fresh).load_library(exe, 0, op="start")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_process_start_matches_wine(shim_env, tmp_path, case):
+    files, cwd, path, wine_says = CASES[case]
+    root = winetools.drive_c() / WROOT / case
+    shutil.rmtree(root, ignore_errors=True)
+    for place, built in {**files, "app/needstop.exe": "needstop.exe"}.items():
+        (root / place).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(shim_env / built, root / place)
+    for d in ("work", "p", "q"):
+        (root / d).mkdir(exist_ok=True)
+    exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"),
+                             WINEPATH=";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path))
+    out = tmp_path / "t.jsonl"
+    r = winetools.run_captured([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(out), "--", exe],
+                               cwd=root / cwd, env=env)
+    trace = read_trace(out)
+    assert "Traceback" not in r.stderr
+    starts = trace.start_failures()
+    if starts:  # Wine could not start it: the model must say why with the same error
+        (pid,) = starts
+        code = next(e["code"] for e in trace.of("exit", pid=pid))
+        res = _model(trace, pid, exe)
+        assert (res.error, case) == (STARTUP_STATUS[code], case), r.stderr
+        assert f"error {STARTUP_STATUS[code]}" in r.stderr  # and the run's report replayed it
+        assert STARTUP_STATUS[code] == wine_says
+    else:  # it started: each DLL of the chain came from the file the model picks
+        assert wine_says == 0, r.stderr
+        assert r.stdout.replace("\r\n", "\n") == "top_fn 6\n", r.stderr
+        (pid,) = trace.pids
+        real = {winpath.basename(m).lower(): m.lower() for m in trace.env(pid)["modules"]}
+        res = _model(trace, pid, exe)
+        assert res.error == 0, (case, res.error)
+        model = {winpath.basename(n.path).lower(): n.path.lower() for n in res.tree.walk() if n.path}
+        for dll in ("top.dll", "mid.dll", "leaf.dll"):
+            assert (dll, model[dll]) == (dll, real[dll]), case
