@@ -191,6 +191,7 @@ def test_summary_lists_failed_loads_and_uses_report_when_present(tmp_path, monke
         "dlltrace: 2 failed loads:",
         "  x C:\\t\\top.dll  flags 0x1100 (DLL_LOAD_DIR | DEFAULT_DIRS)  -> 126 The specified module could not be found.",
         "  x dies.dll  flags 0x0 (none (standard order))  -> did not return (the process ended during the load)",
+        f"dlltrace: trace saved to {p}",
     ]
     fake = types.ModuleType("dlltrace.report")
     fake.summarize = lambda trace: f"REPORT {len(trace.failed_loads())}"

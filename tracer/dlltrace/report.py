@@ -229,13 +229,16 @@ def unexplained_starts(trace: Trace) -> list[str]:
     return out
 
 
-def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False) -> str:
+def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+                saved: bool = False) -> str:
+    """The terminal report; `saved`: at the end of `dlltrace run`, whose trace was just saved."""
     failed = [i for i in incs if i.first.failed or i.first.result.error]
     starts = unexplained_starts(trace)
     n = len(failed) + len(starts)
-    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''} · {trace.path}"
+    where = f"trace saved to {trace.path}" if saved else trace.path
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''} · {where}"
     if not failed and not everything and not starts:
-        return f"dlltrace ─ every load succeeded ({_n(len(replays), 'load')} traced) · {trace.path}"
+        return f"dlltrace ─ every load succeeded ({_n(len(replays), 'load')} traced) · {where}"
     lines = [head]
     for verdict in starts:
         lines += ["", verdict]
@@ -359,10 +362,11 @@ def redact(text: str, trace: Trace) -> str:
 
 # --- entry points -------------------------------------------------------------------------------------------
 def summarize(trace: Trace) -> str:
-    """What `dlltrace run` prints at the end: the report of the failed loads."""
+    """What `dlltrace run` prints at the end: the report of the failed loads, with where the trace
+    was saved in its first line (or its only line, when every load succeeded)."""
     replays = analyse(trace)
     incs = incidents(replays)
-    return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays)])
+    return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays, saved=True)])
 
 
 def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:

@@ -167,6 +167,7 @@ def summarize_failures(trace: Trace) -> str:
     else:
         lines.append(f"dlltrace: {len(failed)} failed load{'s' if len(failed) != 1 else ''}:")
         lines.extend(load_line(ld) for ld in failed)
+    lines.append(f"dlltrace: trace saved to {trace.path}")
     return "\n".join(lines)
 
 
@@ -246,8 +247,7 @@ def main(args: argparse.Namespace) -> int:
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {out}", EXIT_NO_COMMAND)
     trace = append_facts(out, trace, wine=bool(wine))
-    print(summary(trace), file=sys.stderr)
-    print(f"dlltrace: trace saved to {out}", file=sys.stderr)
+    print(summary(trace), file=sys.stderr)  # it says where the trace was saved
     return rc
 
 
