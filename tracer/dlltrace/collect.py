@@ -17,7 +17,7 @@ from typing import Any, Optional
 from dlltrace import winpath
 from dlltrace.live import LiveWorld, PathMap
 from dlltrace.recorded import RecordingWorld
-from dlltrace.replay import replay, replay_start, system_and_process
+from dlltrace.replay import can_replay_start, replay, replay_start, system_and_process
 from dlltrace.trace import Trace
 
 
@@ -87,7 +87,7 @@ def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
         for e in world.events():
             events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
     for pid in trace.start_failures():
-        if trace.env(pid) is None:
+        if not can_replay_start(trace, pid):
             continue
         system, _ = system_and_process(trace, pid)
         world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, to_host)))

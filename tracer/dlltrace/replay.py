@@ -83,6 +83,13 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
     return system, process
 
 
+def can_replay_start(trace: Trace, pid: int) -> bool:
+    """Whether a process that could not start (Trace.start_failures) has what replay_start needs:
+    the `env` event the launcher writes for it, naming the program."""
+    env = trace.env(pid)
+    return env is not None and isinstance(env.get("exe"), str) and winpath.is_absolute(env["exe"])
+
+
 def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
     """A process that ended before its shim started, with a loader status (Trace.start_failures):
     its static imports, resolved as the loader does at process start (the standard search order

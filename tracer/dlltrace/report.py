@@ -22,7 +22,7 @@ from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
 from dlltrace.model import Node, flags_text
 from dlltrace.render import call_dict, tail_lines
-from dlltrace.replay import Replayed, recorded_world, replay, replay_start
+from dlltrace.replay import Replayed, can_replay_start, recorded_world, replay, replay_start
 from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
@@ -72,7 +72,7 @@ def analyse(trace: Trace) -> list[Replayed]:
         for pid in trace.pids:
             out.extend(replay(trace, recorded_world(trace, pid), pid))
         for pid in trace.start_failures():
-            if trace.env(pid) is not None:  # written by the launcher for the process it started
+            if can_replay_start(trace, pid):  # the launcher wrote its env event
                 out.append(replay_start(trace, pid, recorded_world(trace, pid)))
     return out
 
@@ -222,7 +222,7 @@ def unexplained_starts(trace: Trace) -> list[str]:
     launcher writes it; without it there is nothing to replay)."""
     out = []
     for pid in trace.start_failures():
-        if trace.env(pid) is None:
+        if not can_replay_start(trace, pid):
             code = next(e["code"] for e in trace.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS_TEXT)
             out.append(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
                        "static imports failed); its environment was not recorded, so the report cannot say which")
