@@ -175,3 +175,24 @@ def test_the_readers_checks_agree_with_the_json_schema():
             disagreed += 1
             print("disagree:", valid, problems, e)
     assert tried > 500 and disagreed == 0, disagreed
+
+
+def test_only_the_command_freezes_after_a_pause(tmp_path):
+    # a library caller's process lives on: paused_gc must not freeze its objects (cyclic garbage
+    # among them would never be collected); the `dlltrace` command (cli.entry) ends soon after
+    import gc
+
+    from dlltrace.trace import freeze_after_pauses, paused_gc
+
+    p = write(tmp_path, [HEADER, *EVENTS])
+    gc.unfreeze()
+    read_trace(p)
+    assert gc.get_freeze_count() == 0
+    try:
+        freeze_after_pauses()
+        with paused_gc():
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        freeze_after_pauses(False)
+        gc.unfreeze()

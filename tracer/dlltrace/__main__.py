@@ -1,3 +1,3 @@
-from dlltrace.cli import main
+from dlltrace.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -66,3 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def entry() -> int:
+    """The `dlltrace` command (console script, python -m dlltrace): main() in a process that ends
+    with it, which lets the trace reader freeze what it built instead of collecting it."""
+    from dlltrace.trace import freeze_after_pauses
+
+    freeze_after_pauses()
+    return main()

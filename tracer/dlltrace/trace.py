@@ -306,19 +306,29 @@ def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
 def paused_gc():
     """Pause the cyclic garbage collector while building many small objects (events, loads,
     simulator trees): on a 100,000-event trace collecting as they are made took more than half the
-    time. The objects still alive at the end (the trace, the replay) are then frozen (gc.freeze),
-    not left in the youngest generation, where the first collection after the pause would scan
-    every one of them (0.2 s a pause on such a trace). Freezing is safe because what dlltrace
-    builds has no reference cycles (tests/test_report.py checks it): reference counting alone
-    frees all of it."""
+    time. In the command (freeze_after_pauses), what is still alive at the end (the trace, the
+    replay) is then frozen (gc.freeze), not left in the youngest generation, where the first
+    collection after the pause would scan every one of it (0.2 s a pause on such a trace); sound
+    because what dlltrace builds has no reference cycles (tests/test_report.py checks it), so
+    reference counting alone frees it. A library caller, whose process lives on, gets the plain
+    pause: freezing would also keep any cyclic garbage of its own for ever."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
-            gc.freeze()
+            if _FREEZE[0]:
+                gc.freeze()
             gc.enable()
+
+
+_FREEZE = [False]
+
+
+def freeze_after_pauses(on: bool = True) -> None:
+    """For a short-lived process (the `dlltrace` command): paused_gc freezes instead of collecting."""
+    _FREEZE[0] = on
 
 
 def read_trace(path: Union[str, Path]) -> Trace:
