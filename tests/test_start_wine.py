@@ -5,6 +5,7 @@ lays the files out differently (the program's folder, a subfolder, the current f
 PATH through WINEPATH, a 32-bit leaf) and runs the program with `dlltrace run --wine`. When the process
 could not start, the model must give the error its exit status means; when it started, the model must
 bind each DLL to the file the real loader mapped (the shim's `env.modules`, taken when it started).
+A seeded generator adds random layouts (DLLTRACE_START_SEED, DLLTRACE_START_CASES).
 """
 
 from __future__ import annotations
@@ -63,39 +64,95 @@ def _model(trace, pid, exe: str):
     return Simulator(world, fresh).load_library(exe, 0, op="start")
 
 
+def _lay_out(case: str, files: dict[str, str], built: Path) -> Path:
+    root = winetools.drive_c() / WROOT / case
+    shutil.rmtree(root, ignore_errors=True)
+    for place, src in {**files, "app/needstop.exe": "needstop.exe"}.items():
+        (root / place).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built / src, root / place)
+    for d in ("work", "p", "q"):
+        (root / d).mkdir(exist_ok=True)
+    return root
+
+
+def _outcomes(trace, exe: str) -> tuple[object, object]:
+    """(what Wine did, what the model says): the Win32 error when the process could not start,
+    else the file each of top, mid and leaf was mapped from."""
+    starts = trace.start_failures()
+    if starts:
+        (pid,) = starts
+        code = next(e["code"] for e in trace.of("exit", pid=pid))
+        res = _model(trace, pid, exe)
+        return STARTUP_STATUS[code], res.error
+    (pid,) = trace.pids
+    real = {winpath.basename(m).lower(): m.lower() for m in trace.env(pid)["modules"]}
+    res = _model(trace, pid, exe)
+    if res.error:
+        return 0, res.error
+    model = {winpath.basename(n.path).lower(): n.path.lower() for n in res.tree.walk() if n.path}
+    chain = ("top.dll", "mid.dll", "leaf.dll")
+    return {d: real.get(d) for d in chain}, {d: model.get(d) for d in chain}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_process_start_matches_wine(shim_env, tmp_path, case):
     files, cwd, path, wine_says = CASES[case]
-    root = winetools.drive_c() / WROOT / case
-    shutil.rmtree(root, ignore_errors=True)
-    for place, built in {**files, "app/needstop.exe": "needstop.exe"}.items():
-        (root / place).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(shim_env / built, root / place)
-    for d in ("work", "p", "q"):
-        (root / d).mkdir(exist_ok=True)
+    root = _lay_out(case, files, shim_env)
     exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"),
                              WINEPATH=";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path))
     out = tmp_path / "t.jsonl"
     r = winetools.run_captured([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(out), "--", exe],
                                cwd=root / cwd, env=env)
-    trace = read_trace(out)
     assert "Traceback" not in r.stderr
-    starts = trace.start_failures()
-    if starts:  # Wine could not start it: the model must say why with the same error
-        (pid,) = starts
-        code = next(e["code"] for e in trace.of("exit", pid=pid))
-        res = _model(trace, pid, exe)
-        assert (res.error, case) == (STARTUP_STATUS[code], case), r.stderr
-        assert f"error {STARTUP_STATUS[code]}" in r.stderr  # and the run's report replayed it
-        assert STARTUP_STATUS[code] == wine_says
-    else:  # it started: each DLL of the chain came from the file the model picks
-        assert wine_says == 0, r.stderr
-        assert r.stdout.replace("\r\n", "\n") == "top_fn 6\n", r.stderr
-        (pid,) = trace.pids
-        real = {winpath.basename(m).lower(): m.lower() for m in trace.env(pid)["modules"]}
-        res = _model(trace, pid, exe)
-        assert res.error == 0, (case, res.error)
-        model = {winpath.basename(n.path).lower(): n.path.lower() for n in res.tree.walk() if n.path}
+    real, model = _outcomes(read_trace(out), exe)
+    assert real == model, (case, r.stderr)
+    if wine_says:  # it could not start, and the run's own report said why
+        assert real == wine_says and f"error {wine_says}" in r.stderr
+    else:
+        assert isinstance(real, dict) and r.stdout.replace("\r\n", "\n") == "top_fn 6\n", r.stderr
+
+
+def test_process_start_random_layouts(shim_env, tmp_path):
+    """Seeded random layouts of the chain over the program's folder, a subfolder, the current
+    folder, two PATH entries in either order and nowhere, with 32-bit copies of the leaf; run
+    through the launcher alone (no Python per case). The model must agree with Wine on each."""
+    import os
+    import random
+
+    seed = int(os.environ.get("DLLTRACE_START_SEED", "20261129"))
+    n = int(os.environ.get("DLLTRACE_START_CASES", "100"))
+    rng = random.Random(seed)
+    places = ["app", "app/sub", "work", "p", "q", None]
+    launcher = ROOT / "tracer" / "dlltrace" / "bin" / "dlltrace_launch64.exe"
+    tally = {"started": 0, "could not start": 0}
+    for i in range(n):
+        files: dict[str, str] = {}
         for dll in ("top.dll", "mid.dll", "leaf.dll"):
-            assert (dll, model[dll]) == (dll, real[dll]), case
+            # mostly somewhere the loader may search, so that both outcomes come up often
+            for where in set(rng.choices(places, weights=[4, 1, 2, 2, 2, 1], k=rng.choice([1, 1, 2]))):
+                if where:
+                    files[f"{where}/{dll}"] = dll
+        if rng.random() < 0.3:
+            where = rng.choice(places[:-1])
+            files.setdefault(f"{where}/leaf.dll", "leaf86.dll")
+        cwd = rng.choice(["work", "app"])
+        path = rng.sample(["p", "q"], rng.choice([0, 1, 2]))
+        case = f"random{i:03d}"
+        root = _lay_out(case, files, shim_env)
+        exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
+        out = tmp_path / f"{case}.jsonl"
+        winetools.run_wine([str(launcher), exe], cwd=root / cwd,
+                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out),
+                                      "WINEPATH": ";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path)})
+        trace = read_trace(out)  # the launcher alone wrote the header: readable even if no shim started
+        assert (trace.header.tool, trace.header.platform) == ("dlltrace-launch 0.1.0", "wine")
+        real, model = _outcomes(trace, exe)
+        assert real == model, (seed, case, files, cwd, path)
+        tally["started" if isinstance(real, dict) else "could not start"] += 1
+        shutil.rmtree(root, ignore_errors=True)
+    from conftest import SUMMARY
+
+    SUMMARY.append(f"process start (seed {seed}): {n} random layouts, all agree with Wine "
+                   f"({tally['started']} started, {tally['could not start']} could not start)")
+    assert all(tally.values())  # both kinds of outcome were exercised

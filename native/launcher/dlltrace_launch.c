@@ -21,6 +21,7 @@
 #include "inject.h"
 
 #define EXIT_LAUNCH_FAILED 127
+#define DLLTRACE_LAUNCH_VERSION "0.1.0"
 
 static WCHAR g_trace[32767];
 
@@ -98,6 +99,16 @@ int main(void) {
     if (trace == INVALID_HANDLE_VALUE) {
         fprintf(stderr, "dlltrace-launch: cannot open the trace file named by DLLTRACE_TRACE (error %lu)\n", GetLastError());
         return EXIT_LAUNCH_FAILED;
+    }
+    LARGE_INTEGER size;
+    if (GetFileSizeEx(trace, &size) && size.QuadPart == 0) {
+        /* used without `dlltrace run` (which writes the header first): the file must be readable
+           even when the child's shim never starts (it could not start, or could not be injected) */
+        int wine = GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "wine_get_version") != NULL;
+        snprintf(g_line, sizeof(g_line),
+                 "{\"format\":\"dlltrace-trace\",\"version\":1,\"tool\":\"dlltrace-launch " DLLTRACE_LAUNCH_VERSION
+                 "\",\"created\":null,\"platform\":\"%s\"}\n", wine ? "wine" : "windows");
+        write_event(trace, g_line);
     }
     static WCHAR shim[32767];
     DWORD n = GetEnvironmentVariableW(L"DLLTRACE_SHIM", shim, 32767);
