@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shutil
 import subprocess
 import sys
 import types
@@ -66,27 +65,23 @@ def test_command_that_does_not_exist_under_wine(shim_env, tmp_path):
 def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
     """On a new persistent wineserver, the first program starts Wine's services, which inherit its
     stdout; `dlltrace run` starts them detached first, so a reader of its piped output gets EOF as
-    soon as dlltrace exits (CI once waited 300 s here). Needs a prefix whose server has no services
-    yet: a fresh one, removed afterwards."""
-    prefix = tmp_path / "prefix"
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), WINEPREFIX=str(prefix))
-    quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                 start_new_session=True, timeout=300)
+    soon as dlltrace exits (CI once waited 300 s here). Needs a server with no services yet: the
+    test prefix's server is restarted for it (no test runs beside it), then set up as before."""
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
     try:
-        subprocess.run([winetools.wine_binary(), "wineboot", "-i"], **quiet)
-        subprocess.run([winetools.wineserver_binary(), "-w"], **quiet)  # the boot's server has gone
-        prefix.mkdir(exist_ok=True)
-        subprocess.run([winetools.wineserver_binary(), "-p"], **quiet)  # persistent, no services
+        winetools.restart_server(services=False)  # persistent, no services
         host = winetools.drive_c() / "dlltrace-shim/host/loadhost.exe"  # reached as Z:\...
         proc = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", "t.jsonl", "--",
                                  str(host), "load", "C:\\nope.dll", "0"], cwd=tmp_path, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = proc.communicate(timeout=120)  # EOF on both pipes, not just the exit
+        try:
+            out, err = proc.communicate(timeout=120)  # EOF on both pipes, not just the exit
+        finally:
+            proc.kill()
         assert proc.returncode == 126, err
         assert out.replace("\r\n", "\n") == "load err 126\n" and "trace saved to t.jsonl" in err
     finally:
-        subprocess.run([winetools.wineserver_binary(), "-k"], **quiet)
-        shutil.rmtree(prefix, ignore_errors=True)
+        winetools.restart_server(services=True)  # the services the other tests expect, on no pipe
 
 
 @pytest.mark.wine

@@ -95,6 +95,20 @@ def ensure_prefix() -> Path:
     return PREFIX
 
 
+def restart_server(services: bool = True) -> None:
+    """Kill the test prefix's wineserver (and every Wine process of it), start a persistent one
+    again and, with `services`, the service processes on no pipe (as ensure_prefix does)."""
+    ensure_prefix()
+    env = wine_env()
+    quiet = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 start_new_session=True, check=False)
+    subprocess.run([wineserver_binary(), "-k"], timeout=60, **quiet)
+    subprocess.run([wineserver_binary(), "-w"], timeout=60, **quiet)
+    subprocess.run([wineserver_binary(), "-p"], timeout=60, **quiet)
+    if services:
+        subprocess.run([wine_binary(), "cmd", "/c", "exit"], timeout=120, **quiet)
+
+
 def run_captured(argv: list[str], *, env: dict[str, str], cwd: str | Path | None = None,
                  timeout: float = 120) -> subprocess.CompletedProcess:
     """subprocess.run(argv) with text stdout/stderr captured through files, not pipes: a Wine
