@@ -119,6 +119,10 @@ def test_rule_add_dll_directory_valid():
                                  {"op": "AddDllDirectory", "path": "C:\\missing"}])
     assert [r.error for r in res] == [0, 2]
     assert rules.rule_add_dll_directory_valid("rel\\dir", lambda p: True) == 87
+    # a folder that only holds other folders exists too (every parent of a file is a folder)
+    res = run(["C:\\x\\y\\z.dll"], [{"op": "AddDllDirectory", "path": "C:\\x"},
+                                     {"op": "AddDllDirectory", "path": "c:\\X\\Y"}])
+    assert [r.error for r in res] == [0, 0]
 
 
 def test_rule_effective_search_flags():

@@ -180,7 +180,7 @@ class VirtualWorld:
         k = winpath.key(folder)
         while k and k not in self._dirs:
             self._dirs.add(k)
-            parent = winpath.dirname(k)
+            parent = winpath.key(winpath.dirname(k))  # (dirname gives the drive back in upper case)
             if parent == k:
                 break
             k = parent
