@@ -220,6 +220,22 @@ def test_getprocaddress_pointer_and_load_inside_dllmain(shim_env, tmp_path):
     assert outer.seq < nested.seq < nested.end["seq"] < outer.end["seq"]
 
 
+def test_events_written_while_freelibrary_is_in_flight(shim_env, tmp_path):
+    # mainload.dll's DllMain loads and frees nested.dll while the host's FreeLibrary of it runs:
+    # those lines are written while the `free` line is still open, and each must stay whole
+    r, tr = traced(tmp_path, "loadw", w("ml", "mainload.dll"), "free")
+    assert lines(r) == ["loadw ok", "free ok"]
+    assert tr.warnings == []  # no garbled line
+    frees = list(tr.of("free"))
+    assert [(ends(f["path"], "ml", "nested.dll"), f["ok"]) for f in frees] == [(True, True), (False, True)]
+    assert ends(frees[1]["path"], "ml", "mainload.dll")
+    inner = tr.loads()[-1]  # the load made by DllMain during the FreeLibrary
+    assert (inner.api, inner.parent, inner.ok) == ("LoadLibraryW", None, True) and ends(inner.name, "ml", "nested.dll")
+    assert inner.caller.lower().endswith("mainload.dll")
+    # the outer free's seq was taken when its line was opened, before the call; its line is written last
+    assert frees[1]["seq"] < inner.seq < frees[0]["seq"]
+
+
 def test_eight_threads_two_hundred_loads_each(shim_env, tmp_path):
     r, tr = traced(tmp_path, "threads", "8", "200", w("lib", "a.dll"), w("lib", "missing.dll"))
     assert lines(r) == ["threads fails 800"]

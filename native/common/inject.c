@@ -53,14 +53,14 @@ DWORD dlltrace_inject(HANDLE proc, const WCHAR *shim, const WCHAR *trace, const 
     SIZE_T shim_bytes = (SIZE_T)(lstrlenW(shim) + 1) * sizeof(WCHAR);
     SIZE_T trace_bytes = trace ? (SIZE_T)(lstrlenW(trace) + 1) * sizeof(WCHAR) : 0;
     SIZE_T trace_off = 4096 + ((shim_bytes + 15) & ~(SIZE_T)15);
+    void *pLoad = (void *)GetProcAddress(k32, "LoadLibraryW"), *pGpa = (void *)GetProcAddress(k32, "GetProcAddress");
+    if (!pLoad || !pGpa) return ERROR_PROC_NOT_FOUND;
     unsigned char *mem = VirtualAllocEx(proc, NULL, trace_off + trace_bytes, MEM_COMMIT | MEM_RESERVE, PAGE_EXECUTE_READWRITE);
     if (!mem) return GetLastError();
     unsigned char code[256];
     int n = 0;
 #define B(x) (code[n++] = (unsigned char)(x))
 #define Q(v) do { ULONGLONG q_ = (ULONGLONG)(v); copy(code + n, &q_, 8); n += 8; } while (0)
-    void *pLoad = (void *)GetProcAddress(k32, "LoadLibraryW"), *pGpa = (void *)GetProcAddress(k32, "GetProcAddress");
-    if (!pLoad || !pGpa) return ERROR_PROC_NOT_FOUND;
     ULONGLONG lo;
     DWORD hi;
     copy(&lo, orig, 8);
@@ -99,19 +99,23 @@ DWORD dlltrace_inject(HANDLE proc, const WCHAR *shim, const WCHAR *trace, const 
     int k = 0;
     for (; via && via[k] && k < 31; k++) via_buf[k] = via[k];
     via_buf[k] = 0;
-    if (!WriteProcessMemory(proc, mem, code, n, &got)) return GetLastError();
-    if (!WriteProcessMemory(proc, mem + 1024, "dlltrace_start", 15, &got)) return GetLastError();
-    if (!WriteProcessMemory(proc, mem + 1056, via_buf, (SIZE_T)k + 1, &got)) return GetLastError();
-    if (!WriteProcessMemory(proc, mem + 4096, shim, shim_bytes, &got)) return GetLastError();
-    if (trace && !WriteProcessMemory(proc, mem + trace_off, trace, trace_bytes, &got)) return GetLastError();
-    /* the entry page stays writable: the stub puts the original bytes back */
     DWORD old;
-    if (!VirtualProtectEx(proc, entry, 12, PAGE_EXECUTE_READWRITE, &old)) return GetLastError();
     unsigned char patch[12] = {0x48, 0xB8};                   /* mov rax, stub; jmp rax */
     ULONGLONG stub = (ULONGLONG)mem;
     copy(patch + 2, &stub, 8);
     patch[10] = 0xFF; patch[11] = 0xE0;
-    if (!WriteProcessMemory(proc, entry, patch, 12, &got)) return GetLastError();
+    if (!WriteProcessMemory(proc, mem, code, n, &got) ||
+        !WriteProcessMemory(proc, mem + 1024, "dlltrace_start", 15, &got) ||
+        !WriteProcessMemory(proc, mem + 1056, via_buf, (SIZE_T)k + 1, &got) ||
+        !WriteProcessMemory(proc, mem + 4096, shim, shim_bytes, &got) ||
+        (trace && !WriteProcessMemory(proc, mem + trace_off, trace, trace_bytes, &got)) ||
+        /* the entry page stays writable: the stub puts the original bytes back */
+        !VirtualProtectEx(proc, entry, 12, PAGE_EXECUTE_READWRITE, &old) ||
+        !WriteProcessMemory(proc, entry, patch, 12, &got)) {
+        DWORD err = GetLastError();
+        VirtualFreeEx(proc, mem, 0, MEM_RELEASE);  /* the child runs untraced, without our block */
+        return err ? err : ERROR_WRITE_FAULT;
+    }
     FlushInstructionCache(proc, entry, 12);
     return 0;
 }

@@ -31,6 +31,7 @@ typedef struct {
     int depth;       /* loads in flight on this thread (nesting: a LoadLibrary inside DllMain) */
     int cfg_depth;   /* inside a recorded DLL-directory API (SetDllDirectoryA -> W is one call) */
     LONG64 ctx;      /* Python context (dlltrace_set_context) */
+    size_t line_base; /* where the next line starts in buf: past a line still open (h_FreeLibrary) */
     frame_t stack[MAX_DEPTH];
     WCHAR wtmp[WTMP];
     char buf[LINEBUF];
@@ -65,7 +66,7 @@ static ULONGLONG now_ns(void) {
 }
 
 /* ---- line writer: JSON into a fixed buffer ------------------------------------------------- */
-typedef struct { char *p, *end; int trunc; } W;
+typedef struct { char *start, *p, *end; int trunc; } W;
 #define RESERVE 1024 /* kept free for the closing members of a line */
 
 static void w_raw(W *w, const char *s) { while (*s && w->p < w->end) *w->p++ = *s++; }
@@ -123,7 +124,7 @@ static void w_key(W *w, const char *k) { w_raw(w, ",\""); w_raw(w, k); w_raw(w, 
 
 static LONG64 begin_line(W *w, tstate_t *ts, const char *ev) {
     LONG64 seq = InterlockedIncrement64(&g_seq);
-    w->p = ts->buf; w->end = ts->buf + LINEBUF - 2; w->trunc = 0;
+    w->start = w->p = ts->buf + ts->line_base; w->end = ts->buf + LINEBUF - 2; w->trunc = 0;
     w_raw(w, "{\"ev\":\""); w_raw(w, ev); w_raw(w, "\"");
     w_key(w, "seq"); w_i64(w, seq);
     w_key(w, "pid"); w_u64(w, g_pid);
@@ -140,12 +141,14 @@ static void emit(W *w, tstate_t *ts) {
     /* One WriteFile per line on an append handle; the spin lock (ours alone, never held across a
        call that can wait for the loader) keeps threads of this process from interleaving. */
     while (InterlockedExchange(&g_wlock, 1)) YieldProcessor();
-    WriteFile(g_file, ts->buf, (DWORD)(w->p - ts->buf), &n, NULL);
+    WriteFile(g_file, w->start, (DWORD)(w->p - w->start), &n, NULL);
     InterlockedExchange(&g_wlock, 0);
 }
 
 /* path of the module containing addr, or of module h; into ts->wtmp; NULL when unknown */
 static const WCHAR *module_path(tstate_t *ts, HMODULE h, const void *addr) {
+    /* a data-file / image-resource mapping is a tagged pointer (low bits set), not a module */
+    if ((ULONG_PTR)h & 3) return NULL;
     if (!h && !GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                                   (LPCWSTR)addr, &h))
         return NULL;
@@ -160,7 +163,8 @@ static const WCHAR *module_path(tstate_t *ts, HMODULE h, const void *addr) {
    LoadLibrary* hook entered while the top frame is still in its API layers (ST_API) passes through;
    once LdrLoadDll is entered the frame is ST_LDR, and any later LoadLibrary* or LdrLoadDll on this
    thread (from a DllMain, a forwarder...) is a nested load with its own frame. */
-static int load_enter(tstate_t *ts, const char *api, const WCHAR *wname, const char *aname, int have_flags,
+/* wname has wlen UTF-16 units (-1: NUL-terminated) */
+static int load_enter(tstate_t *ts, const char *api, const WCHAR *wname, int wlen, const char *aname, int have_flags,
                       DWORD flags, void *ret, int state) {
     if (!g_started || !ts || ts->guard || ts->depth >= MAX_DEPTH) return -1;
     if (ts->depth && ts->stack[ts->depth - 1].state == ST_API) return -1;
@@ -171,7 +175,7 @@ static int load_enter(tstate_t *ts, const char *api, const WCHAR *wname, const c
     LONG64 seq = begin_line(&w, ts, "load_begin");
     w_key(&w, "api"); w_raw(&w, "\""); w_raw(&w, api); w_raw(&w, "\"");
     w_key(&w, "name");
-    if (aname) w_astr(&w, ts, aname); else w_wstr(&w, wname, -1);
+    if (aname) w_astr(&w, ts, aname); else w_wstr(&w, wname, wlen);
     w_key(&w, "flags"); if (have_flags) w_u64(&w, flags); else w_raw(&w, "null");
     w_key(&w, "parent"); if (parent) w_i64(&w, parent->seq); else w_raw(&w, "null");
     w_key(&w, "depth"); w_u64(&w, ts->depth);
@@ -185,7 +189,8 @@ static int load_enter(tstate_t *ts, const char *api, const WCHAR *wname, const c
     return i;
 }
 
-static void load_leave(tstate_t *ts, int i, HMODULE r) {
+/* err: the call's error (its last error for the LoadLibrary APIs); the caller's last error is kept */
+static void load_leave(tstate_t *ts, int i, HMODULE r, DWORD err) {
     DWORD le = GetLastError();
     ts->guard++;
     frame_t f = ts->stack[i];
@@ -194,11 +199,9 @@ static void load_leave(tstate_t *ts, int i, HMODULE r) {
     begin_line(&w, ts, "load_end");
     w_key(&w, "load"); w_i64(&w, f.seq);
     w_key(&w, "result"); if (r) w_hexq(&w, (ULONGLONG)(ULONG_PTR)r); else w_raw(&w, "null");
-    w_key(&w, "error"); w_u64(&w, r ? 0 : le);
+    w_key(&w, "error"); w_u64(&w, r ? 0 : err);
     w_key(&w, "status"); if (f.have_status) w_u64(&w, (ULONG)f.status); else w_raw(&w, "null");
-    w_key(&w, "path");
-    /* a data-file / image-resource mapping is a tagged pointer (low bits set), not a module */
-    w_wstr(&w, (r && !((ULONG_PTR)r & 3)) ? module_path(ts, r, NULL) : NULL, -1);
+    w_key(&w, "path"); w_wstr(&w, r ? module_path(ts, r, NULL) : NULL, -1);
     emit(&w, ts);
     ts->guard--;
     SetLastError(le);
@@ -215,33 +218,33 @@ static void load_leave(tstate_t *ts, int i, HMODULE r) {
 static HMODULE(WINAPI *o_LoadLibraryExW)(LPCWSTR, HANDLE, DWORD);
 static HMODULE WINAPI h_LoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryExW", name, NULL, 1, flags, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryExW", name, -1, NULL, 1, flags, RET, ST_API);
     HMODULE r = o_LoadLibraryExW(name, file, flags);
-    if (i >= 0) load_leave(ts, i, r);
+    if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
 }
 static HMODULE(WINAPI *o_LoadLibraryExA)(LPCSTR, HANDLE, DWORD);
 static HMODULE WINAPI h_LoadLibraryExA(LPCSTR name, HANDLE file, DWORD flags) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryExA", NULL, name, 1, flags, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryExA", NULL, -1, name, 1, flags, RET, ST_API);
     HMODULE r = o_LoadLibraryExA(name, file, flags);
-    if (i >= 0) load_leave(ts, i, r);
+    if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
 }
 static HMODULE(WINAPI *o_LoadLibraryW)(LPCWSTR);
 static HMODULE WINAPI h_LoadLibraryW(LPCWSTR name) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryW", name, NULL, 1, 0, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryW", name, -1, NULL, 1, 0, RET, ST_API);
     HMODULE r = o_LoadLibraryW(name);
-    if (i >= 0) load_leave(ts, i, r);
+    if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
 }
 static HMODULE(WINAPI *o_LoadLibraryA)(LPCSTR);
 static HMODULE WINAPI h_LoadLibraryA(LPCSTR name) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryA", NULL, name, 1, 0, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryA", NULL, -1, name, 1, 0, RET, ST_API);
     HMODULE r = o_LoadLibraryA(name);
-    if (i >= 0) load_leave(ts, i, r);
+    if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
 }
 /* LdrLoadDll(path_or_search, flags/characteristics, name, &module): the first two arguments mean
@@ -257,20 +260,13 @@ static LONG WINAPI h_LdrLoadDll(void *a1, void *a2, const USTR *name, HMODULE *m
         ts->stack[i].status = st; ts->stack[i].have_status = 1;
         return st;
     }
-    /* a direct LdrLoadDll: a load of its own (the name is copied: load_enter reuses wtmp) */
-    if (ts && !ts->guard && name && name->Buffer) {
-        WCHAR local[512];
-        int n = name->Length / 2;
-        const WCHAR *nm = name->Buffer;
-        if (n < 511) { for (int k = 0; k < n; k++) local[k] = nm[k]; local[n] = 0; nm = local; }
-        else nm = NULL;
-        i = load_enter(ts, "LdrLoadDll", nm, NULL, 0, 0, RET, ST_LDR);
-    }
+    /* a direct LdrLoadDll: a load of its own (an NT API: the caller's last error is not changed) */
+    if (ts && !ts->guard && name && name->Buffer)
+        i = load_enter(ts, "LdrLoadDll", name->Buffer, name->Length / 2, NULL, 0, 0, RET, ST_LDR);
     LONG st = o_LdrLoadDll(a1, a2, name, mod);
     if (i >= 0) {
         ts->stack[i].status = st; ts->stack[i].have_status = 1;
-        SetLastError(RtlNtStatusToDosError(st));
-        load_leave(ts, i, st >= 0 && mod ? *mod : NULL);
+        load_leave(ts, i, st >= 0 && mod ? *mod : NULL, RtlNtStatusToDosError(st));
     }
     return st;
 }
@@ -418,8 +414,8 @@ static int is_path_var_w(LPCWSTR name) {
 }
 static BOOL(WINAPI *o_SetEnvironmentVariableW)(LPCWSTR, LPCWSTR);
 static BOOL WINAPI h_SetEnvironmentVariableW(LPCWSTR name, LPCWSTR value) {
-    tstate_t *ts = get_ts(1);
-    int rec = is_path_var_w(name) && cfg_begin(ts);
+    tstate_t *ts = is_path_var_w(name) ? get_ts(1) : NULL; /* no thread state for other variables */
+    int rec = cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableW(name, value);
     if (rec) {
         W w;
@@ -432,8 +428,8 @@ static BOOL WINAPI h_SetEnvironmentVariableW(LPCWSTR name, LPCWSTR value) {
 }
 static BOOL(WINAPI *o_SetEnvironmentVariableA)(LPCSTR, LPCSTR);
 static BOOL WINAPI h_SetEnvironmentVariableA(LPCSTR name, LPCSTR value) {
-    tstate_t *ts = get_ts(1);
-    int rec = name && lstrcmpiA(name, "PATH") == 0 && cfg_begin(ts);
+    tstate_t *ts = name && lstrcmpiA(name, "PATH") == 0 ? get_ts(1) : NULL;
+    int rec = cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableA(name, value);
     if (rec) {
         W w;
@@ -465,10 +461,15 @@ static BOOL WINAPI h_FreeLibrary(HMODULE h) {
     W w;
     cfg_line(ts, &w, "free", "FreeLibrary", RET);
     w_key(&w, "handle"); w_hexq(&w, (ULONG_PTR)h);
-    w_key(&w, "path"); w_wstr(&w, (h && !((ULONG_PTR)h & 3)) ? module_path(ts, h, NULL) : NULL, -1);
+    w_key(&w, "path"); w_wstr(&w, h ? module_path(ts, h, NULL) : NULL, -1);
     ts->guard--;
+    /* the path must be read before the module goes, and the line stays open across the call:
+       a line written meanwhile (a DllMain's own FreeLibrary or LoadLibrary) goes after it in buf */
+    size_t base = ts->line_base;
+    ts->line_base = (size_t)(w.p - ts->buf);
     BOOL r = o_FreeLibrary(h);
     DWORD le = GetLastError();
+    ts->line_base = base;
     ts->guard++;
     cfg_result(&w, r, le);
     emit(&w, ts);
@@ -682,12 +683,14 @@ static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
                       &k) == ERROR_SUCCESS) {
         w_raw(&w, "[");
         WCHAR vname[256];
+        int firstk = 1;
         for (DWORD i = 0;; i++) {
             DWORD vn = 256, type, cb = (WTMP - 1) * sizeof(WCHAR);
             if (RegEnumValueW(k, i, vname, &vn, NULL, &type, (BYTE *)ts->wtmp, &cb) != ERROR_SUCCESS) break;
             if (type != REG_SZ && type != REG_EXPAND_SZ) continue;
             ts->wtmp[cb / 2] = 0;
-            if (i) w_raw(&w, ",");
+            if (!firstk) w_raw(&w, ",");
+            firstk = 0;
             w_wstr(&w, ts->wtmp, -1);
         }
         w_raw(&w, "]");
@@ -797,9 +800,11 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     LARGE_INTEGER size;
     if (GetFileSizeEx(g_file, &size) && size.QuadPart == 0) {
         /* used without `dlltrace run` (which writes the header first): make the file readable alone */
-        w.p = ts->buf; w.end = ts->buf + LINEBUF - 2; w.trunc = 0;
+        w.start = w.p = ts->buf; w.end = ts->buf + LINEBUF - 2; w.trunc = 0;
+        int wine = GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "wine_get_version") != NULL;
         w_raw(&w, "{\"format\":\"dlltrace-trace\",\"version\":1,\"tool\":\"dlltrace-shim " DLLTRACE_SHIM_VERSION
-                  "\",\"created\":null,\"platform\":\"windows\"");
+                  "\",\"created\":null,\"platform\":\"");
+        w_raw(&w, wine ? "wine\"" : "windows\"");
         emit(&w, ts);
     }
     /* process event, then hooks (their names go in it), then env */
@@ -830,7 +835,7 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     if (nqip && nqip(GetCurrentProcess(), 0, &pbi, sizeof(pbi), NULL) == 0) w_u64(&w, pbi.ppid); else w_raw(&w, "null");
     w_key(&w, "exe"); w_wstr(&w, module_path(ts, GetModuleHandleW(NULL), NULL), -1);
     w_key(&w, "cmdline"); w_wstr(&w, GetCommandLineW(), -1);
-    w_key(&w, "shim"); w_wstr(&w, module_path(ts, g_self, NULL), -1);
+    w_key(&w, "shim"); w_wstr(&w, g_shim_path[0] ? g_shim_path : NULL, -1);
     w_key(&w, "shim_version"); w_raw(&w, "\"" DLLTRACE_SHIM_VERSION "\"");
     w_key(&w, "via"); w_raw(&w, "\""); w_raw(&w, via ? via : "api"); w_raw(&w, "\"");
     w_key(&w, "hooks"); w_raw(&w, "[");

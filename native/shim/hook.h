@@ -4,10 +4,6 @@
 
 enum { HOOK_OK = 0, HOOK_NO_TARGET = 1, HOOK_UNKNOWN_PROLOGUE = 2, HOOK_NO_MEMORY = 3, HOOK_PROTECT = 4 };
 
-/* Length of the instruction at p, or 0 when it is not one this decoder may relocate
-   (unknown opcode, RIP-relative operand, any branch). Exposed for the tests of the decoder. */
-int hook_insn_len(const unsigned char *p);
-
 /* Patch target with a jmp to hook; *orig receives a trampoline that runs the displaced
    instructions and continues in target. before (16 bytes) receives the original prologue. */
 int hook_install(void *target, void *hook, void **orig, unsigned char before[16]);

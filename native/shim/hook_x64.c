@@ -33,7 +33,9 @@ static int modrm_len(const unsigned char *p, int *ok) {
     return n;
 }
 
-int hook_insn_len(const unsigned char *p) {
+/* Length of the instruction at p, or 0 when it is not one this decoder may relocate
+   (unknown opcode, RIP-relative operand, any branch). */
+static int hook_insn_len(const unsigned char *p) {
     int n = 0, rexw = 0, opsize = 0, ok = 1;
     while (p[n] == 0x66) { opsize = 1; n++; }
     if ((p[n] & 0xF0) == 0x40) { rexw = (p[n] & 8) != 0; n++; }
