@@ -49,19 +49,9 @@ def version_tuple(v: Optional[str]) -> tuple[int, ...]:
 
 
 def leaf_node(tree: Optional[Node]) -> Optional[Node]:
-    node = tree
-    while node is not None:
-        if node.cause:
-            return node
-        node = next((c for c in node.children if c.error), None)
-    return None
-
-
-def parent_of(tree: Node, target: Node) -> Optional[Node]:
-    for n in tree.walk():
-        if any(c is target for c in n.children):
-            return n
-    return None
+    """The node where the cause sits, if the tree failed."""
+    chain = tree.failure_chain() if tree is not None else []
+    return chain[-1] if chain and chain[-1].cause else None
 
 
 def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
@@ -250,11 +240,10 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
     """Other versions of a missing leaf (cublas64_11.dll when cublas64_12.dll is wanted): they
     never satisfy the request, whatever the PATH order."""
     leaf = leaf_node(res.tree)
-    finder = getattr(world, "close_files", None)
-    if leaf is None or leaf.cause != "not_found" or finder is None:
+    if leaf is None or leaf.cause != "not_found":
         return []
     out = []
-    for path in finder(winpath.basename(leaf.name)):
+    for path in world.close_files(winpath.basename(leaf.name)):
         facts = world.file(path)
         machine = facts.pe.machine if facts and facts.pe else None
         out.append(Candidate(path, where_is(winpath.dirname(path), process), "found", machine,

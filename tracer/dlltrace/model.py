@@ -182,6 +182,18 @@ class Node:
         for c in self.children:
             yield from c.walk()
 
+    def failure_chain(self) -> list["Node"]:
+        """From this node down the failing children to the node with the cause (the leaf), or
+        as far as failing children go."""
+        out: list[Node] = []
+        node: Optional[Node] = self
+        while node is not None:
+            out.append(node)
+            if node.cause:
+                break
+            node = next((c for c in node.children if c.error), None)
+        return out
+
 
 @dataclass(frozen=True)
 class Leaf:

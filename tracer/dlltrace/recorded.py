@@ -81,21 +81,17 @@ class RecordingWorld:
     def files_named(self, name: str) -> list[str]:
         out = self.inner.files_named(name)
         for p in out:
-            k = winpath.key(p)
-            if k not in self.files:
-                self.files[k] = (winpath.normalize(p), self.inner.file(p), "elsewhere")
+            self.note(p, "elsewhere")
         return out
 
     def close_files(self, name: str) -> list[str]:
-        finder = getattr(self.inner, "close_files", None)
-        out = finder(name) if finder else []
+        out = self.inner.close_files(name)
         for p in out:
             self.note(p, "close_name")
         return out
 
     def files_in(self, folder: str) -> list[str]:
-        lister = getattr(self.inner, "files_in", None)
-        out = lister(folder) if lister else []
+        out = self.inner.files_in(folder)
         for p in out:
             self.file(p)
         self.dirs.setdefault(winpath.key(folder), (winpath.normalize(folder), True))

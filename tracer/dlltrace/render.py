@@ -7,9 +7,9 @@ from typing import Any, Optional
 from dlltrace import winpath
 from dlltrace.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
+from dlltrace.simulator import LOAD_OPS
 
 JSON_VERSION = 1
-LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
 # calls that resolve a module tree: the loads, and "start", a program's static imports at process
 # start (a report of a process that ended before its entry point: replay.replay_start)
 TREE_OPS = LOAD_OPS + ("start",)
@@ -81,13 +81,6 @@ def results_dict(results: list[CallResult], *, kind: str, source: str, descripti
 
 
 # --- text ----------------------------------------------------------------------------------------
-def _short(path: Optional[str], keep: int = 3) -> str:
-    if not path:
-        return ""
-    parts = winpath.normalize(path).split("\\")
-    return path if len(parts) <= keep + 1 else "…\\" + "\\".join(parts[-keep:])
-
-
 def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
     mark = "" if top else ("└─ " if last else "├─ ")
     if node.cause:

@@ -187,18 +187,11 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
     sim = Simulator(world, process)
     notes: dict[int, str] = {}
 
-    def observe(res: CallResult) -> None:
-        explain(res, world, sim.process)
-        notes[res.index] = not_searched_note(res, sim.process)
+    def observe(res: CallResult) -> None:  # (holds the process, not sim: no reference cycle)
+        explain(res, world, process)
+        notes[res.index] = not_searched_note(res, process)
 
     sim.observers.append(observe)
-    try:
-        return _replay_events(trace, pid, world, sim, notes)
-    finally:
-        sim.observers.clear()  # observe -> sim -> observe: a cycle holding the whole replay otherwise
-
-
-def _replay_events(trace: Trace, pid: int, world: World, sim: Simulator, notes: dict[int, str]) -> list[Replayed]:
     loads = {ld.seq: ld for ld in trace.loads(pid)}
     cookies: dict[str, str] = {}
     label_for_tid: dict[int, str] = {}

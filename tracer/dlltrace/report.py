@@ -20,7 +20,7 @@ from typing import Any, Optional
 from dlltrace import __version__, winpath
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
-from dlltrace.model import Node, flags_text
+from dlltrace.model import flags_text
 from dlltrace.render import call_dict, tail_lines
 from dlltrace.replay import Replayed, can_replay_start, recorded_world, replay, replay_start
 from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
@@ -85,16 +85,6 @@ def short(path: Optional[str], keep: int = 3) -> str:
     return path if len(parts) <= keep + 1 else "…\\" + "\\".join(parts[-keep:])
 
 
-def chain_nodes(tree: Optional[Node]) -> list[Node]:
-    out, node = [], tree
-    while node is not None:
-        out.append(node)
-        if node.cause:
-            break
-        node = next((c for c in node.children if c.error), None)
-    return out
-
-
 def verdict_line(r: Replayed) -> str:
     res = r.result
     leaf = res.leaf
@@ -155,7 +145,7 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     else:
         pad = "  "
     lines.append(f"{indent}{call_text(r)}")
-    nodes = chain_nodes(res.tree)
+    nodes = res.tree.failure_chain() if res.tree else []
     for depth, n in enumerate(nodes):
         pre = pad + "   " * depth + "└─ "
         if n.cause and n.cause in ("not_found", "apiset_no_host"):

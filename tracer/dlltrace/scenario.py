@@ -16,7 +16,7 @@ from typing import Any
 from dlltrace import winpath
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, MACHINES, FileFacts, Import, PEFacts
-from dlltrace.simulator import ALL_OPS, Call, Simulator
+from dlltrace.simulator import ALL_OPS, LOAD_OPS, Call, Simulator
 from dlltrace.world import CORE_MODULES, PROFILES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
 FORMAT = "dlltrace-scenario"
@@ -40,11 +40,13 @@ class Scenario:
     def simulator(self, explain: bool = True) -> Simulator:
         """A fresh simulator over a copy of the process state (a scenario can be run twice);
         with explain, each failed load gets its verdict (found elsewhere, fixes)."""
-        sim = Simulator(self.world, self.process.copy())
+        process = self.process.copy()
+        sim = Simulator(self.world, process)
         if explain:
             from dlltrace.explain import explain as _explain
 
-            sim.observers.append(lambda res: _explain(res, self.world, sim.process))
+            # (the observers hold the process, not the simulator: no reference cycle)
+            sim.observers.append(lambda res: _explain(res, self.world, process))
         return sim
 
     def run(self, explain: bool = True):
@@ -62,6 +64,9 @@ PROCESS_KEYS = {"exe", "cwd", "path", "dll_directory", "dll_directories", "defau
 FILE_KEYS = {"path", "machine", "kind", "imports", "delay_imports", "exports", "export_ordinals",
              "forwarders", "dependent_load_flags", "version", "linker_version", "dllmain_fails", "is_dll"}
 CALL_KEYS = {"op", "name", "flags", "path", "module", "winmode", "torch_lib", "dlls", "extra_dirs", "label"}
+CALL_NEEDS = {**dict.fromkeys(LOAD_OPS, "name"), "FreeLibrary": "name", "ctypes_cdll": "name",
+              "AddDllDirectory": "path", "RemoveDllDirectory": "path", "os_add_dll_directory": "path",
+              "python_import": "path", "torch_load_dll_libraries": "torch_lib"}  # op -> the key it cannot do without
 TOP_KEYS = {"format", "version", "description", "system", "process", "file", "call", "expect", "folders"}
 EXPECT_KEYS = {"error", "leaf", "cause", "chain", "fix_contains", "call", "module", "found_elsewhere"}
 CAUSES = {"not_found", "missing_export", "missing_ordinal", "bad_machine", "not_pe", "init_failed",
@@ -173,9 +178,8 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         api_sets={r.string(k, "system.api_sets"): r.string(v, f"system.api_sets.{k}") for k, v in api.items()},
         profile=profile,
         version=r.string(sysd.get("version", ""), "system.version"),
+        **({"known_dlls": tuple(r.strings(sysd["known_dlls"], "system.known_dlls"))} if "known_dlls" in sysd else {}),
     )
-    if "known_dlls" in sysd:
-        system.known_dlls = tuple(n.lower() for n in r.strings(sysd["known_dlls"], "system.known_dlls"))
 
     files = []
     raw_files = top.get("file", [])
@@ -267,9 +271,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         if "dlls" in t:
             call.dlls = r.strings(t["dlls"], p + ".dlls")
         call.extra_dirs = [r.winpath(d, f"{p}.extra_dirs[{j}]") for j, d in enumerate(r.strings(t.get("extra_dirs", []), p + ".extra_dirs"))]
-        need = {"LoadLibraryExW": "name", "LoadLibraryExA": "name", "LoadLibraryW": "name", "LoadLibraryA": "name",
-                "FreeLibrary": "name", "ctypes_cdll": "name", "AddDllDirectory": "path", "RemoveDllDirectory": "path",
-                "os_add_dll_directory": "path", "python_import": "path", "torch_load_dll_libraries": "torch_lib"}.get(op)
+        need = CALL_NEEDS.get(op)
         if need and not t.get(need):
             r.fail(p, f"{op} needs `{need}`")
         if op == "SetDefaultDllDirectories" and "flags" not in t:

@@ -28,12 +28,9 @@ def simulate(path: str):
     scenario = load_scenario(path)
     sim = scenario.simulator()
     notes: dict[int, str] = {}
-    sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, sim.process)))
-    try:
-        results = sim.run(scenario.calls)
-    finally:
-        sim.observers.clear()  # the observer holds sim: a reference cycle otherwise
-    return scenario, results, notes
+    process = sim.process
+    sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, process)))
+    return scenario, sim.run(scenario.calls), notes
 
 
 def main(args: argparse.Namespace) -> int:

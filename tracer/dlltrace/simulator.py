@@ -103,9 +103,12 @@ class Simulator:
             return self.torch_load_dll_libraries(call.torch_lib, call.dlls, call.extra_dirs)
         raise ValueError(f"unknown op {op!r}")
 
-    def _state_result(self, op: str, name: str, error: int) -> CallResult:
+    def _next_index(self) -> int:
         self._count += 1
-        return CallResult(index=self._count - 1, op=op, name=name, error=error)
+        return self._count - 1
+
+    def _state_result(self, op: str, name: str, error: int) -> CallResult:
+        return CallResult(index=self._next_index(), op=op, name=name, error=error)
 
     def add_dll_directory(self, folder: str, label: str = "") -> int:
         err = rules.rule_add_dll_directory_valid(folder, self.world.is_dir)
@@ -172,7 +175,7 @@ class Simulator:
             if r.error:
                 break  # torch prints a VC++ redistributable warning and goes on
         if dlls is None:
-            names = sorted({winpath.basename(p) for p in self._files_in(torch_lib) if p.lower().endswith(".dll")},
+            names = sorted({winpath.basename(p) for p in self.world.files_in(torch_lib) if p.lower().endswith(".dll")},
                            key=str.lower)
         else:
             names = list(dlls)
@@ -194,32 +197,19 @@ class Simulator:
                 break
         return out
 
-    def _files_in(self, folder: str) -> list[str]:
-        lister = getattr(self.world, "files_in", None)
-        if lister is not None:
-            return lister(folder)
-        allf = getattr(self.world, "all_files", None)
-        if allf is None:
-            return []
-        k = winpath.key(folder)
-        return [f.path for f in allf() if winpath.key(winpath.dirname(f.path)) == k]
-
     # --- LoadLibrary ----------------------------------------------------------------------------
     def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:
-        self._count += 1
-        res = CallResult(index=self._count - 1, op=op, name=name, flags=flags, origin=origin)
+        res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin)
         req = rules.rule_default_extension(name)
-        why = rules.rule_invalid_flags(req, flags, rules.rule_effective_search_flags(flags, self.process))
+        search = rules.rule_effective_search_flags(flags, self.process)
+        why = rules.rule_invalid_flags(req, flags, search)
         if why:
             res.error = ERROR_INVALID_PARAMETER
             res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
                             cause="invalid_parameter", detail=why)
-            self._finish(res)
-            for observe in self.observers:
-                observe(res)
-            return res
+            return self._done(res)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
-        if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not rules.rule_effective_search_flags(flags, self.process):
+        if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not search:
             res.note = "ALTERED_SEARCH_PATH with a relative name: Windows documents the result as undefined; the standard order is modelled"
         self._new: list[tuple[LoadedModule, Node]] = []
         self._bumped: list[LoadedModule] = []  # references this call took on modules already loaded
@@ -251,6 +241,10 @@ class Simulator:
         res.tree = tree
         res.error = tree.error
         res.probes = self._probes
+        return self._done(res)
+
+    def _done(self, res: CallResult) -> CallResult:
+        """A load's last step: its leaf and chain, then the observers."""
         self._finish(res)
         for observe in self.observers:
             observe(res)
@@ -260,13 +254,7 @@ class Simulator:
         tree = res.tree
         if tree is None or not res.error:
             return
-        chain: list[Node] = []
-        node: Optional[Node] = tree
-        while node is not None:
-            chain.append(node)
-            if node.cause:
-                break
-            node = next((c for c in node.children if c.error), None)
+        chain = tree.failure_chain()
         leaf = chain[-1]
         parent = chain[-2].name if len(chain) > 1 else None
         res.chain = [winpath.basename(n.name) for n in chain]
@@ -394,9 +382,8 @@ class Simulator:
             if v.result == "found":
                 m = rules.rule_loaded_same_file(path, self.process)
                 if m is not None:
-                    node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
-                    node.path, node.how = m.path, d.rule
-                    self._module_of[id(node)] = m
+                    self._already_loaded(node, m, d.rule)
+                    node.candidates[-2:] = [Candidate(path, d.rule, "already_loaded")]
                     return node
                 node.path, node.how = path, d.rule
                 return self._load_file(node, facts, node.search)
@@ -498,14 +485,15 @@ class Simulator:
     def _initialize(self, tree: Node) -> None:
         """Run DllMain of every module this call loaded, imports first; one that fails makes
         the whole call fail with 1114 (rule: init order is the reverse of dependency order)."""
-        self._init_visit(tree, [], set())
+        self._init_visit(tree, set())
 
-    def _init_visit(self, node: Node, ancestors: list[Node], seen: set[int]) -> bool:
-        """_initialize for one node, its children first; True once a DllMain has failed.
-        (A method, not a recursive closure: that closure was a reference cycle holding the whole
-        simulator until the cyclic garbage collector ran.)"""
+    def _init_visit(self, node: Node, seen: set[int]) -> bool:
+        """_initialize for one node, its children first; True once a DllMain has failed (then
+        every node on the way up gets 1114). (A method, not a recursive closure: that closure was a
+        reference cycle holding the whole simulator until the cyclic garbage collector ran.)"""
         for c in node.children:
-            if self._init_visit(c, ancestors + [node], seen):
+            if self._init_visit(c, seen):
+                node.error = ERROR_DLL_INIT_FAILED
                 return True
         m = self._module_of.get(id(node))
         if m is None or m.initialized or id(m) in seen or (node.via == "call" and self._no_refs):
@@ -519,8 +507,6 @@ class Simulator:
             node.detail = "DllMain returned FALSE (or its static initialisation failed)"
             if not node.new:
                 node.detail += "; it had been loaded, not initialized, by an earlier failed load"
-            for a in ancestors:
-                a.error = ERROR_DLL_INIT_FAILED
             return True
         m.initialized = True
         return False

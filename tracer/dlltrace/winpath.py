@@ -87,11 +87,6 @@ def same(a: str, b: str) -> bool:
     return key(a) == key(b)
 
 
-def is_under(path: str, folder: str) -> bool:
-    k, f = key(path), key(folder).rstrip("\\")
-    return k.startswith(f + "\\")
-
-
 def check_windows_path(path: str) -> str | None:
     """Why `path` is not an absolute Windows path, or None if it is one."""
     if not isinstance(path, str) or not path:

@@ -160,6 +160,12 @@ class World(Protocol):
     def files_named(self, name: str) -> list[str]:
         """Every known file with this base name, anywhere (for "found elsewhere"). May be incomplete."""
 
+    def close_files(self, name: str) -> list[str]:
+        """Files whose names differ from `name` only in their numbers (other versions). May be incomplete."""
+
+    def files_in(self, folder: str) -> list[str]:
+        """The files directly in `folder` (torch's loop over torch\\lib\\*.dll)."""
+
 
 class VirtualWorld:
     """A world held in memory: the files of a scenario or a test."""
@@ -192,12 +198,6 @@ class VirtualWorld:
         self._files[k] = facts
         self.add_folder(winpath.dirname(facts.path))
 
-    def remove_file(self, path: str) -> None:
-        k = winpath.key(path)
-        f = self._files.pop(k, None)
-        if f is not None:
-            self._by_name[winpath.basename(k)].remove(f.path)
-
     def file(self, path: str) -> Optional[FileFacts]:
         return self._files.get(winpath.key(path))
 
@@ -209,6 +209,10 @@ class VirtualWorld:
 
     def all_files(self) -> list[FileFacts]:
         return list(self._files.values())
+
+    def files_in(self, folder: str) -> list[str]:
+        k = winpath.key(folder)
+        return [f.path for f in self._files.values() if winpath.key(winpath.dirname(f.path)) == k]
 
     def close_files(self, name: str) -> list[str]:
         """Files whose names differ from `name` only in their numbers (other versions)."""
