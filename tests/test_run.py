@@ -7,7 +7,6 @@ import datetime
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -167,31 +166,39 @@ def test_default_trace_name_and_wine_args(tmp_path):
 
 
 SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","created":null,"platform":"wine"}
+{"ev":"process","seq":1,"pid":7,"tid":1,"t":0,"ppid":1,"exe":"C:\\\\t\\\\host.exe","hooks":[]}
 {"ev":"load_begin","seq":3,"pid":7,"tid":1,"t":1,"api":"LoadLibraryExW","name":"C:\\\\t\\\\top.dll","flags":4352,"parent":null,"depth":0,"ctx":null,"caller":null}
 {"ev":"load_end","seq":9,"pid":7,"tid":1,"t":2,"load":3,"result":null,"error":126,"status":3221225781,"path":null}
-{"ev":"load_begin","seq":10,"pid":7,"tid":1,"t":3,"api":"LoadLibraryW","name":"ok.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":null}
-{"ev":"load_end","seq":11,"pid":7,"tid":1,"t":4,"load":10,"result":"0x10000","error":0,"status":0,"path":"C:\\\\ok.dll"}
 {"ev":"load_begin","seq":12,"pid":7,"tid":1,"t":5,"api":"LoadLibraryA","name":"dies.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":null}
 """
 
 
-def test_summary_lists_failed_loads_and_uses_report_when_present(tmp_path, monkeypatch):
+def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
+    # what `dlltrace run` prints at the end (report.summarize), here for a trace without file facts:
+    # the load that failed and the one the process never returned from
+    from dlltrace.report import summarize
+
     p = tmp_path / "t.jsonl"
     p.write_text(SAMPLE)
-    tr = read_trace(p)
-    monkeypatch.setitem(sys.modules, "dlltrace.report", None)  # no report module: the built-in list
-    text = run.summary(tr)
-    assert text == run.summarize_failures(tr)
-    assert text.splitlines() == [
-        "dlltrace: 2 failed loads:",
-        "  x C:\\t\\top.dll  flags 0x1100 (DLL_LOAD_DIR | DEFAULT_DIRS)  -> 126 The specified module could not be found.",
-        "  x dies.dll  flags 0x0 (none (standard order))  -> did not return (the process ended during the load)",
-        f"dlltrace: trace saved to {p}",
-    ]
-    fake = types.ModuleType("dlltrace.report")
-    fake.summarize = lambda trace: f"REPORT {len(trace.failed_loads())}"
-    monkeypatch.setitem(sys.modules, "dlltrace.report", fake)
-    assert run.summary(tr) == "REPORT 2"
+    text = summarize(read_trace(p))
+    assert text.splitlines()[0] == f"dlltrace ─ 2 failed loads · trace saved to {p}"
+    assert "LoadLibraryExW(C:\\t\\top.dll, 0x1100)  → 126" in text
+    assert "LoadLibraryA(dies.dll, 0x0)  → (no return: the process ended)" in text
+
+
+def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
+    # the program died mid-write: the facts `run` appends must not be glued to the cut line
+    import dlltrace.collect
+
+    cut = SAMPLE.rstrip("\n")[:-20]
+    p = tmp_path / "t.jsonl"
+    p.write_text(cut)
+    fact = {"ev": "file", "path": "C:\\t\\top.dll", "kind": "missing", "pid": 7, "seq": 0, "tid": 0, "t": 0}
+    monkeypatch.setattr(dlltrace.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
+    in_memory = run.append_facts(p, read_trace(p), wine=False)
+    again = read_trace(p)
+    assert again.events[-1] == fact and in_memory.events == again.events
+    assert [w.split(": ", 1)[1] for w in again.warnings] == ["line 5: unreadable line skipped"]
 
 
 def test_command_parsing():

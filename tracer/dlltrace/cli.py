@@ -34,12 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        try:
-            importlib.import_module(f"dlltrace.{module}").add_arguments(p)
-        except ModuleNotFoundError as e:  # a subcommand still being built
-            if e.name != f"dlltrace.{module}":
-                raise
-            p.set_defaults(_missing=True)
+        importlib.import_module(f"dlltrace.{module}").add_arguments(p)
     return parser
 
 
@@ -52,9 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
-    if getattr(args, "_missing", False):
-        print(f"dlltrace: `{args.command}` is not available in this build", file=sys.stderr)
         return EXIT_USAGE
     try:
         return importlib.import_module(f"dlltrace.{args._module}").main(args)

@@ -11,19 +11,18 @@ site-packages\\nvidia\\*\\bin, torch\\lib, the Python folder) and close names
 
 from __future__ import annotations
 
-import os
-from typing import Any, Optional
+from typing import Any, Callable
 
 from dlltrace import winpath
-from dlltrace.live import LiveWorld, PathMap
+from dlltrace.live import LiveWorld, PathMap, listdir
 from dlltrace.recorded import RecordingWorld
 from dlltrace.replay import can_replay_start, replay, replay_start, system_and_process
 from dlltrace.trace import Trace
+from dlltrace.world import ProcessState
 
 
-def near_miss_places(trace: Trace, pid: int, to_host: PathMap) -> list[str]:
-    """Folders where a missing DLL often is, for this process."""
-    _, process = system_and_process(trace, pid)
+def near_miss_places(trace: Trace, pid: int, process: ProcessState, to_host: PathMap) -> list[str]:
+    """Folders where a missing DLL often is, for this process (its state as the trace began)."""
     env = process.env
     places: list[str] = [process.app_dir]
     places += process.path
@@ -53,7 +52,7 @@ def near_miss_places(trace: Trace, pid: int, to_host: PathMap) -> list[str]:
         places.append(winpath.join(winpath.dirname(sp), "Library\\bin"))
         places.append(winpath.join(winpath.dirname(winpath.dirname(sp)), "Library\\bin"))
         nvidia = winpath.join(sp, "nvidia")
-        for sub in _listdir(to_host(nvidia)):
+        for sub in listdir(to_host(nvidia)):
             places.append(winpath.join(nvidia, sub + "\\bin"))
     places += [e["path"] for e in trace.of("adddir", pid=pid) if isinstance(e.get("path"), str)]
     seen, out = set(), []
@@ -64,37 +63,21 @@ def near_miss_places(trace: Trace, pid: int, to_host: PathMap) -> list[str]:
     return out
 
 
-def _listdir(host: Optional[str]) -> list[str]:
-    try:
-        return sorted(os.listdir(host)) if host else []
-    except OSError:
-        return []
-
-
 def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
-    """The `file` events to append to the trace."""
+    """The `file` events to append to the trace: whatever the replay of each process asks the
+    disk, through a recording world. The replay explains every failed load, and so looks up its
+    near misses (the missing name in the likely places, close names) as the report will."""
     events: list[dict[str, Any]] = []
+
+    def record(pid: int, replay_with: Callable[[RecordingWorld], object]) -> None:
+        system, process = system_and_process(trace, pid)
+        world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, process, to_host)))
+        replay_with(world)
+        events.extend({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0} for e in world.events())
+
     for pid in trace.pids:
-        system, _ = system_and_process(trace, pid)
-        places = near_miss_places(trace, pid, to_host)
-        world = RecordingWorld(LiveWorld(system, to_host, places))
-        results = replay(trace, world, pid)
-        for r in results:
-            if not r.result.error or r.result.leaf is None:
-                continue
-            world.files_named(r.result.leaf.name)
-            world.close_files(r.result.leaf.name)
-        for e in world.events():
-            events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
+        record(pid, lambda world: replay(trace, world, pid))
     for pid in trace.start_failures():
-        if not can_replay_start(trace, pid):
-            continue
-        system, _ = system_and_process(trace, pid)
-        world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, to_host)))
-        r = replay_start(trace, pid, world)
-        if r.result.error and r.result.leaf is not None:
-            world.files_named(r.result.leaf.name)
-            world.close_files(r.result.leaf.name)
-        for e in world.events():
-            events.append({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0})
+        if can_replay_start(trace, pid):
+            record(pid, lambda world: replay_start(trace, pid, world))
     return events

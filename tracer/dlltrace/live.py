@@ -28,17 +28,22 @@ def identity_map(path: str) -> Optional[str]:
 def wine_map(prefix: str | os.PathLike) -> PathMap:
     """Map C:\\x\\y to <prefix>/dosdevices/c:/x/y (the drive symlinks Wine keeps)."""
     dosdevices = Path(prefix) / "dosdevices"
+    roots: dict[str, Optional[str]] = {}  # drive letter -> the host folder it maps to
 
     def to_host(path: str) -> Optional[str]:
         p = winpath.normalize(path)
         m = re.match(r"^([A-Za-z]):\\?(.*)$", p)
         if not m:
             return None
-        drive = dosdevices / (m.group(1).lower() + ":")
-        if not drive.exists():
+        letter = m.group(1).lower()
+        if letter not in roots:
+            drive = dosdevices / (letter + ":")
+            roots[letter] = str(drive.resolve()) if drive.exists() else None
+        root = roots[letter]
+        if root is None:
             return None
         rest = m.group(2).replace("\\", "/")
-        return _case_insensitive(str(drive.resolve()), rest)
+        return _case_insensitive(root, rest)
 
     return to_host
 
@@ -82,6 +87,8 @@ class LiveWorld:
         self.to_host = to_host
         self.places = list(places)
         self._cache: dict[str, Optional[FileFacts]] = {}
+        self._dirs: dict[str, bool] = {}
+        self._listed: dict[str, list[str]] = {}
 
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
@@ -90,8 +97,11 @@ class LiveWorld:
         return self._cache[k]
 
     def is_dir(self, path: str) -> bool:
-        host = self.to_host(path)
-        return bool(host) and os.path.isdir(host)
+        k = winpath.key(path)
+        if k not in self._dirs:  # (the disk does not change while a finished run is explained)
+            host = self.to_host(path)
+            self._dirs[k] = bool(host) and os.path.isdir(host)
+        return self._dirs[k]
 
     def files_named(self, name: str) -> list[str]:
         out = []
@@ -106,27 +116,24 @@ class LiveWorld:
         return out
 
     def close_files(self, name: str) -> list[str]:
-        out = []
-        for folder in self.places:
-            for e in close_names(name, self._entries(folder)):
-                out.append(winpath.join(folder, e))
-        return out
+        """Files in the places whose names differ from `name` only in their numbers
+        (cublas64_11.dll for cublas64_12.dll)."""
+        return [winpath.join(folder, e) for folder in self.places for e in self._entries(folder)
+                if winpath.close_name(e, name)]
 
     def _entries(self, folder: str) -> list[str]:
-        host = self.to_host(folder)
-        try:
-            return sorted(os.listdir(host)) if host else []
-        except OSError:
-            return []
+        k = winpath.key(folder)
+        if k not in self._listed:
+            self._listed[k] = listdir(self.to_host(folder))
+        return self._listed[k]
 
     def files_in(self, folder: str) -> list[str]:
-        host = self.to_host(folder)
-        try:
-            return [winpath.join(folder, e) for e in sorted(os.listdir(host or ""))]
-        except OSError:
-            return []
+        return [winpath.join(folder, e) for e in self._entries(folder)]
 
 
-def close_names(name: str, folder_entries: Iterable[str]) -> list[str]:
-    """Names that differ from `name` only in their numbers (cublas64_11.dll for cublas64_12.dll)."""
-    return [e for e in folder_entries if winpath.close_name(e, name)]
+def listdir(host: Optional[str]) -> list[str]:
+    """The sorted names in a host folder; none when it is not there or cannot be read."""
+    try:
+        return sorted(os.listdir(host)) if host else []
+    except OSError:
+        return []

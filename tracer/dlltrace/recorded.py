@@ -11,7 +11,6 @@ exists, 0xC0000034 means it does not).
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any, Iterable, Optional
 
 from dlltrace import winpath
@@ -20,7 +19,6 @@ from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
-_DIGITS = re.compile(r"\d+")  # as winpath.close_name
 STATUS_NOT_FOUND = (0xC0000034, 0xC000003A, 0xC0000033)
 
 
@@ -187,8 +185,8 @@ class RecordedWorld:
         if self._by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
             self._by_shape = {}
             for n in self._by_name:
-                self._by_shape.setdefault(_DIGITS.sub("#", n), []).append(n)
-        shape = _DIGITS.sub("#", winpath.basename(name).lower())
+                self._by_shape.setdefault(winpath.name_shape(n), []).append(n)
+        shape = winpath.name_shape(name)
         return sorted((p for n in self._by_shape.get(shape, ()) if winpath.close_name(n, name) for p in self._by_name[n]),
                       key=str.lower)
 

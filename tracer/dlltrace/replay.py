@@ -16,14 +16,13 @@ from typing import Optional
 
 from dlltrace import winpath
 from dlltrace.explain import explain, not_searched_note
-from dlltrace.model import CallResult
+from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult
 from dlltrace.recorded import RecordedWorld
 from dlltrace.simulator import Simulator
-from dlltrace.trace import STARTUP_STATUS, Load, Trace
+from dlltrace.trace import STARTUP_STATUS, Load, Trace, nt_to_win32
 from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
-ERROR_DLL_INIT_FAILED = 1114
 
 
 @dataclass
@@ -95,7 +94,7 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
     its static imports, resolved as the loader does at process start (the standard search order
     from the program's folder), replayed as a load of the program itself. Needs the `env` event
     the launcher writes for it; the real loader's probes were not seen."""
-    code = next(e.get("code") for e in trace.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS)
+    code = trace.start_status(pid)
     _, process = system_and_process(trace, pid)
     exe = process.exe
     sim = Simulator(world, process)
@@ -117,7 +116,6 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     probes = []
     for e in trace.of("probe", pid=pid):
         if e.get("op") in PROBE_OPS and isinstance(e.get("path"), str):
-            from dlltrace.trace import nt_to_win32
             probes.append((nt_to_win32(e["path"]), int(e.get("status") or 0)))
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
     return RecordedWorld(system, trace.of("file"), probes, dirs, checked=trace.checked)

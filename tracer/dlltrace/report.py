@@ -213,7 +213,7 @@ def unexplained_starts(trace: Trace) -> list[str]:
     out = []
     for pid in trace.start_failures():
         if not can_replay_start(trace, pid):
-            code = next(e["code"] for e in trace.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS_TEXT)
+            code = trace.start_status(pid)
             out.append(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
                        "static imports failed); its environment was not recorded, so the report cannot say which")
     return out

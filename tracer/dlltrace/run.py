@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import json
 import os
 import platform
@@ -27,8 +26,9 @@ from typing import Optional
 from dlltrace import __version__
 from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
                              DlltraceError)
-from dlltrace.model import ERROR_TEXT, flags_text
-from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Load, Trace, read_trace, warning_lines
+from dlltrace.model import ERROR_TEXT
+from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
+from dlltrace.tracecheck import check_event
 
 BIN = Path(__file__).resolve().parent / "bin"
 LAUNCHER = "dlltrace_launch64.exe"
@@ -149,40 +149,6 @@ def error_text(code: Optional[int]) -> str:
     return f"{code} {text}" if text else str(code)
 
 
-def load_line(load: Load) -> str:
-    name = load.name or "?"
-    flags = "flags ?" if load.flags is None else f"flags {load.flags:#x} ({flags_text(load.flags)})"
-    nested = f" (nested in load #{load.parent})" if load.parent is not None else ""
-    return f"  x {name}  {flags}  -> {error_text(load.error if load.finished else None)}{nested}"
-
-
-def summarize_failures(trace: Trace) -> str:
-    """One line per failed load; the full explanation is dlltrace.report's job."""
-    failed = trace.failed_loads()
-    lines = warning_lines(trace)
-    for w in trace.of("warning"):
-        lines.append(f"dlltrace: warning: pid {w.get('pid')}: {w.get('message')} {w.get('hook', '')}".rstrip())
-    if not failed:
-        lines.append(f"dlltrace: no failed loads ({len(trace.loads())} loads traced)")
-    else:
-        lines.append(f"dlltrace: {len(failed)} failed load{'s' if len(failed) != 1 else ''}:")
-        lines.extend(load_line(ld) for ld in failed)
-    lines.append(f"dlltrace: trace saved to {trace.path}")
-    return "\n".join(lines)
-
-
-def summary(trace: Trace) -> str:
-    """dlltrace.report.summarize(trace) when the report module exists, else the short list."""
-    try:
-        report = importlib.import_module("dlltrace.report")
-    except ModuleNotFoundError as e:
-        if e.name != "dlltrace.report":
-            raise
-        report = None
-    fn = getattr(report, "summarize", None)
-    return fn(trace) if callable(fn) else summarize_failures(trace)
-
-
 def child_env(base: dict, trace_for_child: str, cmd: list[str], windows: bool) -> dict:
     env = dict(base)
     env["DLLTRACE_TRACE"] = trace_for_child
@@ -247,7 +213,9 @@ def main(args: argparse.Namespace) -> int:
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {out}", EXIT_NO_COMMAND)
     trace = append_facts(out, trace, wine=bool(wine))
-    print(summary(trace), file=sys.stderr)  # it says where the trace was saved
+    from dlltrace.report import summarize
+
+    print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc
 
 
@@ -258,12 +226,19 @@ def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
     from dlltrace.live import identity_map, wine_map
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
+    events = collect_facts(trace, to_host)
     try:
-        events = collect_facts(trace, to_host)
-        with open(out, "a", encoding="utf-8") as f:
-            for e in events:
-                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+        with open(out, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
+            f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events).encode("utf-8"))
     except OSError as e:
         print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
         return trace
-    return read_trace(out)
+    for e in events:  # as the reader would check them (they are written to its schema)
+        check_event(e)
+    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
+                 checked=True)

@@ -26,22 +26,14 @@ from dlltrace.tracecheck import check_event
 FORMAT_NAME = "dlltrace-trace"
 FORMAT_VERSION = 1
 
-# Event kinds of format v1 (the "ev" field).
-EVENT_KINDS = (
-    "process", "env", "warning", "load_begin", "load_end", "probe", "adddir", "removedir",
-    "setdlldir", "setdefault", "setenv", "free", "py_env", "py_import", "py_dlopen", "py_add_dll_directory",
-    "exit", "launch_error", "spawn", "file",
-)
-
-
-# Integer fields the reader relies on, per event kind: an event without them is skipped (with a
-# warning); any other field that breaks the schema is dropped from its event (tracecheck.py).
 # The NTSTATUS with which a process ends when its static imports fail before its entry point,
 # and the Win32 error a LoadLibrary of the same tree would give.
 STARTUP_STATUS = {0xC0000135: 126, 0xC0000139: 127, 0xC000007B: 193, 0xC0000142: 1114}
 STARTUP_STATUS_TEXT = {0xC0000135: "STATUS_DLL_NOT_FOUND", 0xC0000139: "STATUS_ENTRYPOINT_NOT_FOUND",
                        0xC000007B: "STATUS_INVALID_IMAGE_FORMAT", 0xC0000142: "STATUS_DLL_INIT_FAILED"}
 
+# Integer fields the reader relies on, per event kind: an event without them is skipped (with a
+# warning); any other field that breaks the schema is dropped from its event (tracecheck.py).
 ESSENTIAL = ("pid", "seq")  # every event
 REQUIRED_INT = {
     "load_begin": ("tid", "t"),
@@ -153,13 +145,9 @@ class Trace:
     checked: bool = False  # every event was checked against the schema (read_trace does it)
     _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
 
-    def of(self, *kinds: str, pid: Optional[int] = None) -> Iterator[dict]:
-        """The events of these kinds (of process `pid`), in file order."""
-        if len(kinds) == 1:
-            found = self._kind_index().get(kinds[0], ())
-        else:
-            found = (e for e in self.events if e.get("ev") in kinds)
-        for e in found:
+    def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
+        """The events of this kind (of process `pid`), in file order."""
+        for e in self._kind_index().get(kind, ()):
             if pid is None or e.get("pid") == pid:
                 yield e
 
@@ -195,14 +183,16 @@ class Trace:
             self.__dict__["_process_index"] = cached
         return cached[1]
 
+    def start_status(self, pid: int) -> Optional[int]:
+        """The loader status (STARTUP_STATUS) process `pid` ended with before its shim started
+        (it has no `process` event): a static import of the program failed. None otherwise."""
+        if pid in self._processes():
+            return None
+        return next((e["code"] for e in self.of("exit", pid=pid) if e.get("code") in STARTUP_STATUS), None)
+
     def start_failures(self) -> list[int]:
-        """Processes that ended with a loader status before their shim started (no `process`
-        event): a static import of the program failed. In order of their `exit` events."""
-        out = []
-        for e in self.of("exit"):
-            if e.get("code") in STARTUP_STATUS and e["pid"] not in self._processes() and e["pid"] not in out:
-                out.append(e["pid"])
-        return out
+        """The processes with a start_status, in the order of their `exit` events."""
+        return list(dict.fromkeys(e["pid"] for e in self.of("exit") if self.start_status(e["pid"]) is not None))
 
     def env(self, pid: int) -> Optional[dict]:
         return next(self.of("env", pid=pid), None)
@@ -341,30 +331,30 @@ def _read_trace(path: Union[str, Path]) -> Trace:
         data = Path(path).read_bytes()
     except OSError as e:
         raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
-    lines = data.split(b"\n")
+    ws = " \t\n\r\x0b\x0c"  # what counts as a blank line (bytes.strip's default)
+    try:  # decoded at once when it can be; else line by line, so that one bad line is only that line
+        lines, empty, text = data.decode("utf-8").split("\n"), "", (lambda line: line)
+    except UnicodeDecodeError:
+        lines, empty, text, ws = data.split(b"\n"), b"", (lambda line: line.decode("utf-8")), ws.encode()
     # a complete file ends with "\n": the last element is then empty
-    complete_end = lines and lines[-1] == b""
+    complete_end = lines and lines[-1] == empty
     if complete_end:
         lines.pop()
-    if not lines or not lines[0].strip():
+    if not lines or not lines[0].strip(ws):
         raise _bad(path, 1, "empty file, not a dlltrace trace")
     try:
-        first = json.loads(lines[0].decode("utf-8"))
+        first = json.loads(text(lines[0]))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
     events: list[dict] = []
     warnings: list[str] = []
     last = len(lines)
-    try:  # decoded at once when it can be (UTF-8 has no 0x0A inside a character: the lines match)
-        texts: Optional[list[str]] = data.decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-        texts = None
     for i, raw in enumerate(lines[1:], start=2):
-        if not raw.strip():
+        if not raw.strip(ws):
             continue
         try:
-            obj = _loads_line(texts[i - 1] if texts is not None else raw.decode("utf-8"))
+            obj = _loads_line(text(raw))
         except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
             if i == last and not complete_end:
                 warnings.append(f"{path}: line {i}: truncated last line ignored")

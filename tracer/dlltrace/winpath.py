@@ -103,8 +103,13 @@ def check_windows_path(path: str) -> str | None:
 _DIGITS = re.compile(r"\d+")
 
 
+def name_shape(name: str) -> str:
+    """A file name without its numbers, case-folded: cublas64_#.dll for cublas64_12.dll."""
+    return _DIGITS.sub("#", basename(name).lower())
+
+
 def close_name(candidate: str, name: str) -> bool:
     """Whether file name `candidate` differs from `name` only in its numbers
     (cublas64_11.dll for cublas64_12.dll): another version of the same library."""
     a, b = basename(candidate).lower(), basename(name).lower()
-    return a != b and _DIGITS.sub("#", a) == _DIGITS.sub("#", b) and bool(_DIGITS.search(b))
+    return a != b and name_shape(a) == name_shape(b) and bool(_DIGITS.search(b))
