@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlltrace import rules
-from dlltrace.model import FileFacts, PEFacts
+from dlltrace.model import FileFacts, Import, PEFacts
 from dlltrace.world import ProcessState, SystemInfo
 from simhelp import folders_probed, load, run
 
@@ -272,7 +272,8 @@ def test_rule_forwarder_target():
 
 
 def test_rule_delay_imports_not_loaded_at_load_time():
-    assert rules.rule_delay_imports_not_loaded_at_load_time() is False
+    pe = PEFacts(machine="x64", imports=(Import("b.dll"),), delay_imports=(Import("missing.dll"),))
+    assert rules.rule_delay_imports_not_loaded_at_load_time(pe) == (Import("b.dll"),)
     r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "delay_imports": ["missing.dll"]}])
     assert r.error == 0 and not any("missing" in p for p in r.probes)
 

@@ -27,6 +27,8 @@ from dlltrace.model import (
     SEARCH_SYSTEM32,
     SEARCH_USER_DIRS,
     FileFacts,
+    Import,
+    PEFacts,
     SearchDir,
 )
 from dlltrace.world import ProcessState, SystemInfo
@@ -307,10 +309,11 @@ def rule_forwarder_target(forward: str) -> tuple[str, str]:
     return rule_default_extension(dll), func
 
 
-def rule_delay_imports_not_loaded_at_load_time() -> bool:
-    """Delay-load imports are not loaded by LoadLibrary: they load at first call (failures
-    raise 0xC06D007E/0xC06D007F then), with the process default search order."""
-    return False
+def rule_delay_imports_not_loaded_at_load_time(pe: PEFacts) -> tuple[Import, ...]:
+    """The imports a load resolves: the import table only. Delay-load imports are not loaded by
+    LoadLibrary: they load at first call (failures raise 0xC06D007E/0xC06D007F then), with the
+    process default search order."""
+    return pe.imports
 
 
 def rule_missing_import_is_error(system: SystemInfo) -> bool:

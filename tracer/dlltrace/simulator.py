@@ -424,7 +424,7 @@ class Simulator:
         else:
             child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
         stop = rules.rule_imports_stop_at_first_failure(self.system)
-        for imp in facts.pe.imports:
+        for imp in rules.rule_delay_imports_not_loaded_at_load_time(facts.pe):
             child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import")
             node.children.append(child)
             cm = self._module_of.get(id(child))
