@@ -20,9 +20,7 @@ import os
 import secrets
 import shutil
 import string
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -30,11 +28,7 @@ import winetools
 import wine_diffkit as kit
 import wine_layouts as lay
 
-try:
-    import dlltrace  # noqa: F401
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tracer"))
-from dlltrace import winpath  # noqa: E402
+from dlltrace import winpath
 
 pytestmark = pytest.mark.wine
 
@@ -46,187 +40,7 @@ NONCE = "".join(secrets.choice(string.ascii_lowercase) for _ in range(3))
 CASES = lay.generate(SEED, N_CASES, NONCE)
 BASE_UNIX = "dtw"  # C:\dtw on the prefix's drive_c
 
-# Known differences between Wine and the model, found by this test and reported to the lead
-# (docs/wine-profile.md, "Open disagreements"). Each rule names the op indices of a case it
-# explains; a case is xfailed (naming the rules) only when EVERY disagreement it has lies in an
-# explained op, so an unrelated disagreement in the same case still fails.
-SEARCH_MASK = 0x1F00
-WINE_DEFAULT_DIRS_OK = 0x200 | 0x400 | 0x800 | 0x1000  # LdrSetDefaultDllDirectories accepts only these
-
-
-def _states(case):
-    """Per op index: (SetDllDirectory state, SetDefaultDllDirectories flags Wine holds), before the op."""
-    dlldir, default = None, 0
-    out = []
-    for op in case.ops:
-        out.append((dlldir, default))
-        if op.kind == "setdlldir":
-            dlldir = op.args[0]
-        elif op.kind == "setdlldir-empty":
-            dlldir = ""
-        elif op.kind == "setdlldir-null":
-            dlldir = None
-        elif op.kind == "setdefault":
-            f = int(op.args[0], 16)
-            if f and not f & ~WINE_DEFAULT_DIRS_OK:
-                default = f
-    return out
-
-
-def _load_flags(op) -> int:
-    return int(op.args[1], 16) if op.kind == "load" else 0
-
-
-def known_empty_dll_directory_keeps_cwd(case, run, results_by_op) -> set:
-    """Wine: SetDllDirectoryW("") does not take the current folder out of the standard order
-    (LdrGetDllPath passes `dll_directory.Length ? dll_directory.Buffer : NULL`, so an empty
-    string is the same as NULL). The model (Windows docs) drops it."""
-    return {i for i, ((dlldir, default), op) in enumerate(zip(_states(case), case.ops))
-            if op.kind in ("load", "loadw") and dlldir == "" and not default
-            and not _load_flags(op) & SEARCH_MASK}
-
-
-def known_import_failure_is_126(case, run, results_by_op) -> set:
-    """Wine: fixup_imports turns ANY failure of a static import (wrong machine, not a PE) into
-    STATUS_DLL_NOT_FOUND for the importer, so the call fails with 126; the model gives 193
-    for a dependency found only as a wrong-machine / non-PE file (as Windows does)."""
-    out = set()
-    for i, r in results_by_op.items():
-        if (case.ops[i].kind in ("load", "loadw") and run.ops[i].error == 126 and r.error == 193
-                and r.leaf is not None and r.leaf.parent is not None
-                and r.leaf.cause in ("bad_machine", "not_pe")):
-            out.add(i)
-    return out
-
-
-def known_default_dirs_reject_dll_load_dir(case, run, results_by_op) -> set:
-    """Wine (and the SetDefaultDllDirectories documentation): 0x100 (DLL_LOAD_DIR) in any
-    combination is invalid (87) and the default stays unset; the model accepts 0x1100. Every
-    later op of the case runs under a different process state, so they are all explained."""
-    for i, op in enumerate(case.ops):
-        if op.kind == "setdefault" and op.call is not None and int(op.args[0], 16) & 0x100:
-            return set(range(i, len(case.ops)))
-    return set()
-
-
-def known_altered_search_path_with_default_dirs(case, run, results_by_op) -> set:
-    """Wine: LOAD_WITH_ALTERED_SEARCH_PATH while SetDefaultDllDirectories is in effect means
-    default flags | DLL_LOAD_DIR (LdrGetDllPath): the DLL's own folder is searched first, and a
-    bare name fails with 87. The model applies the default flags alone."""
-    return {i for i, ((_, default), op) in enumerate(zip(_states(case), case.ops))
-            if op.kind == "load" and default and _load_flags(op) & 0x8 and not _load_flags(op) & SEARCH_MASK}
-
-
-LOAD_LIBRARY_AS_DATAFILE = 0x2
-FIXTURE_IMPORTERS = ("t", "m", "w")  # roles whose DLL imports another fixture DLL
-
-
-def known_free_library_unloads_dependencies(case, run, results_by_op) -> set:
-    """Wine (and Windows): FreeLibrary that takes a module's count to 0 also releases the
-    modules its imports loaded (Wine's MODULE_DecRefCount walks the module's dependency edges
-    and decrements each; LdrUnloadDll then frees every module whose count is 0), so a later
-    bare load of a dependency searches again. The model unloads only the named module: its
-    dependencies stay listed and the loaded-module rule answers. Every load after FreeLibrary
-    of a module with fixture imports is explained."""
-    importers = {case.names[r].lower() for r in FIXTURE_IMPORTERS}
-    for i, op in enumerate(case.ops):
-        if (op.kind == "free" and run.ops[i].ok
-                and winpath.basename(op.args[0]).lower().removesuffix(".dll") in importers):
-            return {j for j in range(i + 1, len(case.ops)) if case.ops[j].kind in ("load", "loadw")}
-    return set()
-
-
-def known_datafile_uses_searchpath(case, run, results_by_op) -> set:
-    """Wine's LoadLibraryExW(LOAD_LIBRARY_AS_DATAFILE): when no loaded module matches
-    (LdrGetDllHandleEx with the loader's search path, which opens the candidates like a load
-    does), kernelbase's load_library_as_datafile takes SearchPathW(NULL, name, ".dll") -- the
-    process search path (application folder, current folder, System32, System, Windows, PATH;
-    no SetDllDirectory, AddDllDirectory or LOAD_LIBRARY_SEARCH_* folders) -- and opens the first
-    file of that name, whatever its machine; none: error 2 (ERROR_FILE_NOT_FOUND, from
-    SearchPathW). The model searches the loader's search path and stops at the first file."""
-    return {i for i, op in enumerate(case.ops) if op.kind == "load" and _load_flags(op) & LOAD_LIBRARY_AS_DATAFILE}
-
-
-def known_altered_search_path_relative_name(case, run, results_by_op) -> set:
-    """Wine: LOAD_WITH_ALTERED_SEARCH_PATH with a relative name that has a folder
-    (`sub\\x.dll`) puts that folder, as given (so relative to the current folder), first in
-    the search path in place of the application folder (LdrGetDllPath -> get_dll_load_path
-    with the name as `module`: get_module_path_end cuts at the last backslash). The model
-    (Windows documents the result as undefined) keeps the application folder. The op and the
-    ops after it (a different module may be loaded) are explained."""
-    for i, ((_, default), op) in enumerate(zip(_states(case), case.ops)):
-        if (op.kind == "load" and _load_flags(op) & 0x8 and not _load_flags(op) & SEARCH_MASK and not default
-                and "\\" in op.args[0] and not winpath.is_absolute(op.args[0])):
-            return set(range(i, len(case.ops)))
-    return set()
-
-
-def known_kept_dependency_not_initialized(case, run, results_by_op) -> set:
-    """Wine: a dependency kept loaded after its importer failed (rule_failed_load_keeps_loaded_
-    dependencies) was mapped and listed but never initialized: the failure came from
-    fixup_imports, before process_attach. The next load that binds to it by name runs its
-    DllMain then (LdrLoadDll -> process_attach walks the dependency graph for modules not yet
-    attached), so a DllMain that returns FALSE fails that later call with 1114. The model treats
-    the kept module as loaded and initialized (success, no DllMain). Explained: a load that
-    Wine fails with 1114 and the model answers with a DllMain-FALSE file, after a failed load."""
-    initfail = {winpath.key(p) for p, _, v in case.files if v == "initfail"}
-    out = set()
-    failed_before = False
-    for i, op in enumerate(case.ops):
-        if op.kind not in ("load", "loadw"):
-            continue
-        r = results_by_op.get(i)
-        if (failed_before and r is not None and run.ops[i].error == 1114 and r.error == 0
-                and r.module_path is not None):
-            used = {winpath.key(n.path) for n in r.tree.walk() if n.path}
-            if used & initfail:
-                out.add(i)
-        failed_before = failed_before or not run.ops[i].ok
-    return out
-
-
-def known_init_failure_unloads_dependencies(case, run, results_by_op) -> set:
-    """Wine: when a load fails in DllMain (1114), LdrLoadDll calls LdrUnloadDll on the module it
-    loaded (`process_attach` failed), which releases every module the call loaded, the
-    dependencies that loaded and initialized fine included. Only a failure in the import stage
-    (fixup_imports) leaves the loaded dependencies behind. The model keeps the dependencies
-    that loaded for a 1114 too (rule_failed_load_keeps_loaded_dependencies), so a later load
-    finds them by name. Every load after a call Wine failed with 1114 is explained."""
-    for i, op in enumerate(case.ops):
-        if op.kind in ("load", "loadw") and run.ops[i].error == 1114:
-            return {j for j in range(i + 1, len(case.ops)) if case.ops[j].kind in ("load", "loadw")}
-    return set()
-
-
-def known_loaded_candidate_not_opened(case, run, results_by_op) -> set:
-    """Wine: open_dll_file first looks the candidate's full name up among the loaded modules
-    (find_fullname_module) and returns that module without opening the file. So when a search
-    (a relative name with a folder, `sub\\x.dll`, is searched folder by folder) reaches a
-    file that is already loaded, Wine does not open it; the model records it as a probe (then
-    reuses the loaded module: same result). Explained: an op whose error and module agree and
-    whose probes equal Wine's once the model's already-loaded candidates are taken out."""
-    out = set()
-    for i, r in results_by_op.items():
-        op = case.ops[i]
-        if op.kind not in ("load", "loadw") or r.tree is None:
-            continue
-        w = run.ops[i]
-        wm = winpath.key(w.path) if w.path else None
-        mm = winpath.key(r.module_path) if r.module_path else None
-        if w.error != r.error or wm != mm:
-            continue
-        reused = {winpath.key(c.path) for n in r.tree.walk() for c in n.candidates if c.result == "already_loaded"}
-        mp = [p for p in _ours(case, r.probes) if p not in reused]
-        if reused and mp == _ours(case, run.logs[i].opens):
-            out.add(i)
-    return out
-
-
-# Differences found by this test and reported to the lead (docs/wine-profile.md, "Open
-# disagreements"); each stays here, with its rule, only until the model handles it.
-KNOWN_DIFFERENCES: list = []
-
-_outcomes: dict = {}  # ident -> "agree" | "xfail:<rule>" | "disagree"
+_outcomes: dict = {}  # ident -> "agree" | "disagree"
 
 
 # ----------------------------------------------------------------------------- Wine side
@@ -317,30 +131,9 @@ def _explain(case, run, results) -> str:
 
 
 def simulate(case):
-    from dlltrace.scenario import scenario_from_dict
-
-    try:
-        from dlltrace.simulator import run_scenario
-    except ImportError:  # it lives in dlltrace.scenario
-        from dlltrace.scenario import run_scenario
+    from dlltrace.scenario import run_scenario, scenario_from_dict
 
     return run_scenario(scenario_from_dict(case.scenario(), where=case.ident))
-
-
-def classify(case, run, results, diffs):
-    """-> (rules that explain every disagreement, or None when some disagreement is unexplained)."""
-    calls = [i for i, op in enumerate(case.ops) if op.call is not None]
-    by_op = dict(zip(calls, results))
-    explained: dict = {}
-    for rule, explain in KNOWN_DIFFERENCES:
-        for i in explain(case, run, by_op):
-            explained.setdefault(i, []).append(rule)
-    rules = []
-    for i, _ in diffs:
-        if i is None or i not in explained:
-            return None
-        rules += [r for r in explained[i] if r not in rules]
-    return rules
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.ident for c in CASES])
@@ -351,29 +144,16 @@ def test_wine_agrees_with_model(case, wine_runs):
     harness = [t for i, t in diffs if i is None]
     assert not harness, "\n".join(harness) + "\n" + _explain(case, run, results)
     if diffs:
-        text = "\n".join(t for _, t in diffs)
-        rules = classify(case, run, results, diffs)
-        if rules:
-            _outcomes[case.ident] = "xfail:" + ",".join(rules)
-            pytest.xfail(f"known Wine/model difference [{', '.join(rules)}]: " + text.replace("\n", " "))
         _outcomes[case.ident] = "disagree"
-        pytest.fail("Wine and the model disagree:\n" + text + "\n" + _explain(case, run, results))
+        pytest.fail("Wine and the model disagree:\n" + "\n".join(t for _, t in diffs) + "\n" + _explain(case, run, results))
     _outcomes[case.ident] = "agree"
 
 
 def _summary_line() -> str:
     n = len(_outcomes)
     agree = sum(1 for v in _outcomes.values() if v == "agree")
-    xf = sum(1 for v in _outcomes.values() if v.startswith("xfail"))
-    rules: dict = {}
-    for v in _outcomes.values():
-        if v.startswith("xfail:"):
-            for r in v[6:].split(","):
-                rules[r] = rules.get(r, 0) + 1
-    known = ", ".join(f"{r} {k}" for r, k in sorted(rules.items()))
-    return (f"wine differential (seed {SEED}): {len(CASES)} cases generated, {n} run, "
-            f"{agree} agree, {xf} known differences (xfail{': ' + known if known else ''}), "
-            f"{n - agree - xf} disagree; {kit.RETRIES['count']} wine runs repeated")
+    return (f"wine differential (seed {SEED}): {len(CASES)} cases generated, {n} run, {agree} agree, "
+            f"{n - agree} disagree; {kit.RETRIES['count']} wine runs repeated")
 
 
 class _SummaryPlugin:
@@ -394,15 +174,13 @@ def _register_summary(request):
 
 def test_wine_diff_summary():
     """Runs after the cases (file order): checks the case count and, when the cases ran in this
-    session, that each has an outcome and that at least MIN_CASES agree exactly."""
+    session (not under -k), that every one of them agreed exactly."""
     assert len(CASES) >= MIN_CASES, f"only {len(CASES)} cases (DLLTRACE_WINE_CASES); need {MIN_CASES}"
-    n = len(_outcomes)
     agree = sum(1 for v in _outcomes.values() if v == "agree")
     line = _summary_line()
     print(line)
-    if n:
-        assert n == len(CASES), line
-        assert agree >= MIN_CASES, line
+    if _outcomes:
+        assert agree == len(_outcomes) == len(CASES), line
 
 
 # ----------------------------------------------------------------------------- the harness itself
@@ -557,10 +335,11 @@ def manual_case(ident, index, files, cwd, path, ops):
                     cwd=folders[cwd], path=[folders[k] for k in path], ops=host_ops)
 
 
-# rule -> (case, what Wine does: [(op index, error, folder key of the module or None)]).
-# Wine's side is asserted strictly (a different Wine would show here first); the model's side
-# is an xfail naming the rule until the model implements it for the Wine profile.
-MINIMAL = {
+# The differences this test once found between Wine and the model, each now modelled
+# (docs/wine-profile.md), as minimal cases: rule -> (case, what Wine does: [(op index, error,
+# folder key of the module or None)][, {op index: (role, folders it opened)}]). Wine's side is
+# asserted strictly (a different Wine would show here first), then the model must agree exactly.
+MODELLED = {
     "wine-empty-dll-directory-keeps-cwd": (
         # the leaf is only in the current folder; SetDllDirectoryW("") then LoadLibraryW(bare)
         manual_case("empty-dll-dir", 9101, [("f1", "l", "ok")], "f1", [],
@@ -640,20 +419,9 @@ def _run_minimal(pool, label, case, wine_facts, wine_probes):
     return run, results, compare(case, run, results)
 
 
-@pytest.mark.parametrize("rule", list(MINIMAL))
-def test_minimal_wine_difference(rule, pool):
-    case, wine_facts, *more = MINIMAL[rule]
-    run, results, diffs = _run_minimal(pool, rule, case, wine_facts, more[0] if more else {})
-    assert not [t for i, t in diffs if i is None], diffs
-    if diffs:
-        rules = classify(case, run, results, diffs)
-        assert rules and rule in rules, ("unexplained", diffs)
-        pytest.xfail(f"[{rule}] " + " ".join(t for _, t in diffs))
-
-
 # Hand-written cases for the behaviours the generator's newer shapes cover, where Wine and the
 # model agree: Wine's side is asserted (results, and the probes that make the point), then the
-# model must agree exactly (no xfail here).
+# model must agree exactly.
 def _opened(case, run, i, role) -> list:
     """The folders in which op i opened the role's DLL, in order: the key of case.folders, or
     for another folder its winpath.key."""
@@ -700,8 +468,12 @@ AGREE = {
 }
 
 
-@pytest.mark.parametrize("name", list(AGREE))
+MINIMAL = {**{rule: (case, facts, *probes) if probes else (case, facts, {})
+              for rule, (case, facts, *probes) in MODELLED.items()}, **AGREE}
+
+
+@pytest.mark.parametrize("name", list(MINIMAL))
 def test_minimal_agrees(name, pool):
-    case, wine_facts, wine_probes = AGREE[name]
+    case, wine_facts, wine_probes = MINIMAL[name]
     run, results, diffs = _run_minimal(pool, name, case, wine_facts, wine_probes)
     assert not diffs, "\n".join(t for _, t in diffs) + "\n" + _explain(case, run, results)
