@@ -19,9 +19,7 @@ from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def dlltrace(*argv: str, cwd=None, **env_extra) -> subprocess.CompletedProcess:
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), **env_extra)
-    return winetools.run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env)
+dlltrace = winetools.dlltrace
 
 
 @pytest.mark.wine
@@ -30,8 +28,8 @@ def test_acceptance_missing_leaf(shim_env, tmp_path):
     r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(host), "load", w("chain", "top.dll"), "0x1100", cwd=tmp_path)
     assert r.returncode == 126, r.stderr
     assert r.stdout.replace("\r\n", "\n") == "load err 126\n"  # the child's stdout, passed through
-    assert "top.dll" in r.stderr and "126" in r.stderr  # the summary (dlltrace.report's when present)
-    assert "trace saved to t.jsonl" in r.stderr
+    assert r.stderr.splitlines()[0] == "dlltrace ─ 1 failed load · trace saved to t.jsonl"  # the report
+    assert "✗ leaf.dll was not found — it is needed by mid.dll" in r.stderr
     tr = read_trace(tmp_path / "t.jsonl")
     assert tr.header.tool.startswith("dlltrace ") and tr.header.platform == "wine"
     (load,) = tr.loads()
@@ -141,9 +139,9 @@ def test_bad_input_one_line_and_distinct_code(argv, env, code, text, tmp_path):
     assert list(tmp_path.iterdir()) == []  # no trace left behind for input errors
 
 
+@pytest.mark.wine
 def test_unwritable_trace_path(tmp_path):
-    if not winetools.wine_binary():
-        pytest.skip("needs wine64 to get past the --wine check")  # the check comes after --wine's
+    winetools.require("wine")  # to get past the --wine check, which comes first
     r = dlltrace("run", "--wine", "-o", str(tmp_path / "no" / "dir" / "t.jsonl"), "--", "x.exe")
     assert r.returncode == errors.EXIT_OUTPUT
     assert r.stderr.count("\n") == 1 and "cannot write the trace file" in r.stderr

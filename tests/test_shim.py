@@ -108,11 +108,12 @@ def w(*parts: str) -> str:
 HOST = w("host", "loadhost.exe")
 
 
-def traced(tmp_path: Path, *ops: str, name: str = "t.jsonl"):
-    """Run the host with ops through the launcher; return (completed process, Trace)."""
+def traced(tmp_path: Path, *ops: str, name: str = "t.jsonl", **env: str):
+    """Run the host with ops through the launcher (env: more environment); return (completed
+    process, Trace)."""
     out = tmp_path / name
     r = winetools.run_wine([str(LAUNCHER), HOST, *ops],
-                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out), "LC_ALL": "C.UTF-8"})
+                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out), "LC_ALL": "C.UTF-8", **env})
     return r, read_trace(out)
 
 
@@ -145,18 +146,30 @@ def test_missing_leaf_two_levels_down(shim_env, tmp_path):
     assert any(p.op == "section" and p.ok for p in load.probes)  # top.dll and mid.dll were mapped
 
 
+def schema_validator():
+    """jsonschema's validator for the trace schema."""
+    import jsonschema
+
+    from dlltrace.tracecheck import SCHEMA_PATH
+
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
+def schema_checked_lines(path: Path) -> list[dict]:
+    """Every line of a trace file, each asserted to follow the trace schema (checked by jsonschema)."""
+    v = schema_validator()
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        obj = json.loads(line)
+        assert not [e.message for e in v.iter_errors(obj)], f"line {i}: {obj}"
+        out.append(obj)
+    return out
+
+
 def test_trace_lines_match_the_schema(shim_env, tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
     r, tr = traced(tmp_path, "adddir", w("ad"), "load", w("chain", "top.dll"), "0x1100", "load", w("lib", "a.dll"), "0",
                    "free", "setdlldir", w("sd"), "setdefault", "0x1000", "removedir")
-    schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "trace-v1.json").read_text())
-    v = jsonschema.Draft202012Validator(schema)
-    kinds = set()
-    for i, line in enumerate((tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines(), 1):
-        obj = json.loads(line)
-        errs = [e.message for e in v.iter_errors(obj)]
-        assert not errs, f"line {i}: {errs}"
-        kinds.add(obj.get("ev"))
+    kinds = {obj.get("ev") for obj in schema_checked_lines(tmp_path / "t.jsonl")}
     assert {"process", "env", "load_begin", "load_end", "probe", "adddir", "free", "setdlldir", "setdefault",
             "removedir", "exit"} <= kinds
     env = tr.env(tr.pids[0])

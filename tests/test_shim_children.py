@@ -10,13 +10,14 @@ run a second loadhost and wait for it; a 32-bit build of loadhost for the not-x6
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 import winetools
 from dlltrace.trace import read_trace
-from test_shim import HOST, LAUNCHER, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, shim_env, traced, w  # noqa: F401
+from test_shim import shim_env  # noqa: F401  (session fixture)
+from test_shim import (HOST, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, schema_checked_lines, schema_validator,
+                       traced, w)
 
 pytestmark = pytest.mark.wine
 
@@ -69,20 +70,12 @@ def test_child_is_traced_with_its_failed_load(children_env, tmp_path):
 
 
 def test_trace_with_children_matches_the_schema(children_env, tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
     traced(tmp_path, "spawn", HOST, "spawn", "C:\\no\\such.exe")
-    schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "trace-v1.json").read_text())
-    v = jsonschema.Draft202012Validator(schema)
-    spawns = []
-    for i, line in enumerate((tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines(), 1):
-        obj = json.loads(line)
-        assert not [e.message for e in v.iter_errors(obj)], f"line {i}"
-        if obj.get("ev") == "spawn":
-            spawns.append(obj)
+    spawns = [obj for obj in schema_checked_lines(tmp_path / "t.jsonl") if obj.get("ev") == "spawn"]
     assert [(s["ok"], s["injected"]) for s in spawns] == [(True, True), (False, False)]
     # the spawn schema rejects an event without child_pid (it is required, null when not created)
     bad = {k: val for k, val in spawns[0].items() if k != "child_pid"}
-    assert list(v.iter_errors(bad))
+    assert list(schema_validator().iter_errors(bad))
 
 
 def test_caller_asking_for_create_suspended_gets_a_suspended_child(children_env, tmp_path):
@@ -139,10 +132,8 @@ def test_failed_createprocess_is_recorded(children_env, tmp_path):
 def test_run_and_report_with_a_child(children_env, tmp_path):
     # `dlltrace run` (which appends the file facts a replay needs) over the parent's own failed load, then
     # a child with another one; the report replays each process
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), LC_ALL="C.UTF-8")
-
     def dlltrace(*argv):
-        return winetools.run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=tmp_path, env=env)
+        return winetools.dlltrace(*argv, cwd=tmp_path, LC_ALL="C.UTF-8")
 
     r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", HOST, "load", w("lib", "missing.dll"), "0",
                  "spawn", HOST, "load", w("chain", "top.dll"), "0x1100")
@@ -169,14 +160,11 @@ def test_run_and_report_with_a_child(children_env, tmp_path):
 def test_createprocess_w_and_a_fallbacks(children_env, tmp_path):
     # where CreateProcessInternalW cannot be hooked, CreateProcessW and CreateProcessA are (DLLTRACE_SKIP_HOOKS
     # stands in for a refused prologue; the children inherit it)
-    out = tmp_path / "t.jsonl"
-    r = winetools.run_wine([str(LAUNCHER), HOST, "spawna", HOST, "spawn", HOST, "load", w("lib", "missing.dll"), "0"],
-                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out),
-                                      "DLLTRACE_SKIP_HOOKS": "NtCreateSection,CreateProcessInternalW"})
+    r, tr = traced(tmp_path, "spawna", HOST, "spawn", HOST, "load", w("lib", "missing.dll"), "0",
+                   DLLTRACE_SKIP_HOOKS="NtCreateSection,CreateProcessInternalW")
     out_lines = lines(r)
     assert out_lines[0] == "load err 126" and out_lines[2].startswith("spawna pid "), out_lines
     assert r.returncode == 126
-    tr = read_trace(out)
     top, mid, low = tr.pids
     for pid in (top, mid, low):
         hooks = tr.process(pid)["hooks"]

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dlltrace import shim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +32,12 @@ class FakeBackend:
 
 
 def test_cdef_parses_and_matches_the_c_header():
-    ffi = shim.make_ffi()
-    assert ffi.typeof("long long(*)(const char *, const char *)")  # the cdef types are known
+    # make_ffi declares every function of the header: a declared name missing from a library says
+    # "not found in library" (an undeclared one is a bare AttributeError)
+    lib = shim.make_ffi().dlopen(None)
+    for name in re.findall(r"\b(dlltrace_\w+)\(", shim.CDEF):
+        with pytest.raises(AttributeError, match="not found in library"):
+            getattr(lib, name)
     header = (ROOT / "native/shim/dlltrace_shim.h").read_text()
     c_funcs = set(re.findall(r"DLLTRACE_API [^;(]*?\b(dlltrace_\w+)\(", header))
     cdef_funcs = set(re.findall(r"\b(dlltrace_\w+)\(", shim.CDEF))

@@ -11,7 +11,6 @@ A seeded generator adds random layouts (DLLTRACE_START_SEED, DLLTRACE_START_CASE
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,14 @@ import pytest
 import winetools
 from dlltrace import winpath
 from dlltrace.live import LiveWorld, wine_map
-from dlltrace.replay import system_and_process
+from dlltrace.replay import replay_start, system_and_process
 from dlltrace.simulator import Simulator
 from dlltrace.trace import STARTUP_STATUS, read_trace
 from dlltrace.world import CORE_MODULES, LoadedModule
-from test_shim import shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
+from test_shim import LAUNCHER, shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
 
 pytestmark = pytest.mark.wine
 
-ROOT = Path(__file__).resolve().parent.parent
 WROOT = "dlltrace-start"
 
 # case -> (files: place -> built file, current folder, PATH folders (WINEPATH), what Wine does: 0 =
@@ -53,15 +51,20 @@ CASES = {
 }
 
 
+def _live(trace, pid) -> LiveWorld:
+    system, _ = system_and_process(trace, pid)
+    return LiveWorld(system, wine_map(winetools.PREFIX), [])
+
+
 def _model(trace, pid, exe: str):
-    """The model's answer for starting `exe` in the process state the trace recorded (the loaded
-    list as at process start: the core modules only)."""
+    """The model's answer for starting `exe` in the state a process that did start recorded (the
+    loaded list as at process start: the core modules only). replay_start does this for a process
+    that could not start."""
     system, process = system_and_process(trace, pid)
     fresh = type(process)(exe=process.exe, cwd=process.cwd, path=list(process.path), machine=process.machine)
     for n in CORE_MODULES:
         fresh.add_loaded(LoadedModule(winpath.join(system.system32, n), 1, "process start"))
-    world = LiveWorld(system, wine_map(winetools.PREFIX), [])
-    return Simulator(world, fresh).load_library(exe, 0, op="start")
+    return Simulator(_live(trace, pid), fresh).load_library(exe, 0, op="start")
 
 
 def _lay_out(case: str, files: dict[str, str], built: Path) -> Path:
@@ -80,10 +83,8 @@ def _outcomes(trace, exe: str) -> tuple[object, object]:
     else the file each of top, mid and leaf was mapped from."""
     starts = trace.start_failures()
     if starts:
-        (pid,) = starts
-        code = next(e["code"] for e in trace.of("exit", pid=pid))
-        res = _model(trace, pid, exe)
-        return STARTUP_STATUS[code], res.error
+        (pid,) = starts  # what `dlltrace report` does for it
+        return STARTUP_STATUS[trace.start_status(pid)], replay_start(trace, pid, _live(trace, pid)).result.error
     (pid,) = trace.pids
     real = {winpath.basename(m).lower(): m.lower() for m in trace.env(pid)["modules"]}
     res = _model(trace, pid, exe)
@@ -99,11 +100,9 @@ def test_process_start_matches_wine(shim_env, tmp_path, case):
     files, cwd, path, wine_says = CASES[case]
     root = _lay_out(case, files, shim_env)
     exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"),
-                             WINEPATH=";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path))
     out = tmp_path / "t.jsonl"
-    r = winetools.run_captured([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(out), "--", exe],
-                               cwd=root / cwd, env=env)
+    r = winetools.dlltrace("run", "--wine", "-o", str(out), "--", exe, cwd=root / cwd,
+                           WINEPATH=";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path))
     assert "Traceback" not in r.stderr
     real, model = _outcomes(read_trace(out), exe)
     assert real == model, (case, r.stderr)
@@ -124,7 +123,6 @@ def test_process_start_random_layouts(shim_env, tmp_path):
     n = int(os.environ.get("DLLTRACE_START_CASES", "100"))
     rng = random.Random(seed)
     places = ["app", "app/sub", "work", "p", "q", None]
-    launcher = ROOT / "tracer" / "dlltrace" / "bin" / "dlltrace_launch64.exe"
     tally = {"started": 0, "could not start": 0}
     for i in range(n):
         files: dict[str, str] = {}
@@ -142,7 +140,7 @@ def test_process_start_random_layouts(shim_env, tmp_path):
         root = _lay_out(case, files, shim_env)
         exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
         out = tmp_path / f"{case}.jsonl"
-        winetools.run_wine([str(launcher), exe], cwd=root / cwd,
+        winetools.run_wine([str(LAUNCHER), exe], cwd=root / cwd,
                            extra_env={"DLLTRACE_TRACE": winetools.to_windows(out),
                                       "WINEPATH": ";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path)})
         trace = read_trace(out)  # the launcher alone wrote the header: readable even if no shim started

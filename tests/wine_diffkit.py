@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import winetools
+from dlltrace.live import wine_map
+from dlltrace.trace import nt_to_win32
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "wine"
@@ -167,11 +169,6 @@ def swap_imports(data: bytes, a: str, b: str) -> bytes:
     return bytes(buf)
 
 
-def import_order(data: bytes) -> list:
-    """The imported DLL names, in descriptor order."""
-    return [name for _, name in _import_descriptors(data)]
-
-
 def patch_names(data: bytes, names: dict) -> bytes:
     """Replace each role's placeholder base name by names[role] (same length, ASCII)."""
     for r, new in names.items():
@@ -198,11 +195,6 @@ class OpResult:
     mapped: bool = False  # path is the file mapped as a data file (LOAD_LIBRARY_AS_DATAFILE)
 
 
-def mapped_to_windows(p: str) -> str:
-    """GetMappedFileNameW's answer under Wine (`\\??\\C:\\...`) -> `C:\\...`."""
-    return p[4:] if p.startswith("\\??\\") else p
-
-
 _R_LINE = re.compile(r"^R (\d+) (\S+) ok=([01]) err=(\d+) path=(.*)$")
 
 
@@ -216,7 +208,7 @@ def parse_host_output(text: str) -> tuple[list[OpResult], bool]:
             p = m.group(5)
             mapped = p.startswith("mapped:")
             if mapped:
-                p = mapped_to_windows(p[len("mapped:"):])
+                p = nt_to_win32(p[len("mapped:"):])  # GetMappedFileNameW under Wine: \\??\\C:\\...
             res.append(OpResult(int(m.group(1)), m.group(2), m.group(3) == "1", int(m.group(4)),
                                 None if p == "-" else p, mapped))
         elif line == "END":
@@ -274,10 +266,7 @@ def parse_debug_log(text: str, n_ops: int) -> list[OpLog]:
             continue
         m = _OPEN.search(line)
         if m:
-            p = _unescape(m.group(1))
-            if p.startswith("\\??\\"):
-                p = p[4:]
-            cur.opens.append(p)
+            cur.opens.append(nt_to_win32(_unescape(m.group(1))))
             continue
         m = _LOOKING.search(line)
         if m:
@@ -336,21 +325,6 @@ def win_to_unix(winpath: str, drive_c: Path) -> Path:
     return drive_c / rest
 
 
-def unix_in_drive_c(winpath: str, drive_c: Path) -> Path:
-    """Like win_to_unix, but matches existing path components case-insensitively (for
-    C:\\Windows\\System32 -> drive_c/windows/system32)."""
-    cur = drive_c
-    for part in [p for p in winpath[3:].split("\\") if p]:
-        cand = cur / part
-        if not cand.exists() and cur.is_dir():
-            for e in cur.iterdir():
-                if e.name.lower() == part.lower():
-                    cand = e
-                    break
-        cur = cand
-    return cur
-
-
 # ----------------------------------------------------------------------------- cases on disk
 def materialize(case, pool: Pool, drive_c: Path) -> list:
     """Write a case's files under drive_c. Returns the files created outside the case root
@@ -372,7 +346,7 @@ def materialize(case, pool: Pool, drive_c: Path) -> list:
         if path.lower().startswith(case.root.lower() + "\\"):
             target = win_to_unix(path, drive_c)
         else:
-            target = unix_in_drive_c(path, drive_c)
+            target = Path(wine_map(drive_c.parent)(path))  # (C:\\Windows\\System32 is drive_c/windows/system32)
             outside.append(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(patch_names(pool.content(role, variant), case.names))

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 WINESERVER_CANDIDATES = ("/usr/lib/wine/wineserver64", "wineserver64", "wineserver")
 CC64 = "x86_64-w64-mingw32-gcc"
 CC32 = "i686-w64-mingw32-gcc"
@@ -31,7 +30,10 @@ def _which(cands) -> str | None:
 
 
 def wine_binary() -> str | None:
-    return _which(WINE_CANDIDATES)
+    """The wine64 `dlltrace run --wine` uses (dlltrace.run.find_wine)."""
+    from dlltrace.run import find_wine
+
+    return find_wine()
 
 
 def wineserver_binary() -> str | None:
@@ -110,16 +112,19 @@ def restart_server(services: bool = True) -> None:
 
 
 def run_captured(argv: list[str], *, env: dict[str, str], cwd: str | Path | None = None,
-                 timeout: float = 120) -> subprocess.CompletedProcess:
-    """subprocess.run(argv) with text stdout/stderr captured through files, not pipes: a Wine
-    service process started under argv would keep a pipe open after argv exits (see ensure_prefix)."""
+                 timeout: float = 120, text: bool = True) -> subprocess.CompletedProcess:
+    """subprocess.run(argv) with stdout/stderr (text, or bytes) captured through files, not pipes:
+    a Wine service process started under argv would keep a pipe open after argv exits (see
+    ensure_prefix)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         r = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                            timeout=timeout)
         out.seek(0)
         err.seek(0)
-        return subprocess.CompletedProcess(r.args, r.returncode, out.read().decode("utf-8", "replace"),
-                                           err.read().decode("utf-8", "replace"))
+        o, e = out.read(), err.read()
+        if text:
+            o, e = o.decode("utf-8", "replace"), e.decode("utf-8", "replace")
+        return subprocess.CompletedProcess(r.args, r.returncode, o, e)
 
 
 def drive_c() -> Path:
@@ -134,21 +139,27 @@ def to_windows(path: Path | str) -> str:
         rel = p.relative_to(dc)
         return "C:\\" + str(rel).replace("/", "\\") if str(rel) != "." else "C:\\"
     except ValueError:
-        return "Z:" + str(p).replace("/", "\\")
+        from dlltrace.run import to_wine_path
+
+        return to_wine_path(p)
 
 
 def run_wine(args: list[str], *, cwd: str | Path | None = None, timeout: float = 120,
              winedebug: str = "-all", extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run a Windows program; output goes through files, not pipes: Wine's service processes
-    (winedevice.exe) inherit handles and would keep a pipe open after the program exits."""
+    """Run a Windows program under wine64; its output (bytes) goes through files (run_captured)."""
     ensure_prefix()
     env = wine_env(WINEDEBUG=winedebug, **(extra_env or {}))
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        r = subprocess.run([wine_binary(), *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                           stdout=out, stderr=err, timeout=timeout)
-        out.seek(0)
-        err.seek(0)
-        return subprocess.CompletedProcess(r.args, r.returncode, out.read(), err.read())
+    return run_captured([wine_binary(), *args], env=env, cwd=cwd, timeout=timeout, text=False)
+
+
+def dlltrace(*argv: str, cwd: str | Path | None = None, timeout: float = 300, **env_extra: str
+             ) -> subprocess.CompletedProcess:
+    """`python -m dlltrace ARGV` of this checkout, in the test prefix's Wine environment (plus
+    env_extra), output captured through files (run_captured)."""
+    import sys
+
+    env = wine_env(PYTHONPATH=str(Path(__file__).resolve().parent.parent / "tracer"), **env_extra)
+    return run_captured([sys.executable, "-m", "dlltrace", *argv], cwd=cwd, env=env, timeout=timeout)
 
 
 def mingw_compile(sources: list[Path | str], out: Path | str, *, dll: bool = False, bits: int = 64,
