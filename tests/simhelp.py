@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dlltrace import winpath
 from dlltrace.scenario import scenario_from_dict
 
 APP = "C:\\app\\host.exe"
@@ -28,9 +29,4 @@ def load(name, flags=0, files=(), pre=(), **kw):
 
 def folders_probed(result, name):
     """The folders probed for file `name`, in order."""
-    out = []
-    for p in result.probes:
-        folder, _, base = p.rpartition("\\")
-        if base.lower() == name.lower():
-            out.append(folder)
-    return out
+    return [winpath.dirname(p) for p in result.probes if winpath.same(winpath.basename(p), name)]

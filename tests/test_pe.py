@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -10,12 +11,14 @@ import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pefile
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dlltrace.pe as pe_module
 from dlltrace.model import Import, PEError, PEFacts
 from dlltrace.pe import (
     pe_facts_from_bytes,
@@ -210,7 +213,7 @@ def test_machine_x86(built):
     lib32 = facts(_need(built.lib32))
     assert lib32.machine == "x86"
     assert lib32.is_dll is True
-    assert "simple" in lib32.exports
+    assert lib32.exports == {"simple"}
 
 
 def test_exe_is_not_a_dll(built):
@@ -222,8 +225,7 @@ def test_exe_is_not_a_dll(built):
 
 def test_exports_ordinals_and_forwarders(built):
     lib = facts(built.lib)
-    assert {"f1", "f2", "fwd", "fwdo"} <= lib.exports
-    assert "f3" not in lib.exports  # NONAME: reachable by ordinal only
+    assert lib.exports == {"f1", "f2", "fwd", "fwdo"}  # not f3: NONAME, reachable by ordinal only
     assert 7 in lib.export_ordinals
     assert len(lib.export_ordinals) == 5
     assert dict(lib.forwarders) == {"fwd": "other.g", "fwdo": "other.#5"}
@@ -443,8 +445,42 @@ def test_dict_defaults_and_errors():
 
 
 # --- fuzzing: damaged copies of real files never raise ------------------------------------
-def _check_never_raises(data: bytes) -> None:
-    result = pe_facts_from_bytes(data)
+# pe_facts_from_bytes turns any exception into PEError("corrupt"), and _read itself turns any
+# exception of the import reader into a "corrupt" message and of an optional reader into a
+# warning: a parser crash (a struct.error from a missing bounds check, an IndexError) would pass
+# unseen through all three. So the fuzz tests call _read, below the outer catch-all, with every
+# directory reader watched: only the parser's own exceptions may come out of them.
+_EXPECTED = (pe_module._Malformed, pefile.PEFormatError)
+_READERS = ("_imports", "_delay_imports", "_exports", "_dependent_load_flags", "_file_version")
+
+
+@contextlib.contextmanager
+def _readers_watched():
+    """Every directory reader wrapped: an exception other than the parser's own is recorded in the
+    list yielded (and raised on, for _read to catch as it would)."""
+    unexpected: list = []
+
+    def watched(reader):
+        def read(*args, **kwargs):
+            try:
+                return reader(*args, **kwargs)
+            except _EXPECTED:
+                raise
+            except Exception as exc:
+                unexpected.append(exc)
+                raise
+        return read
+
+    with contextlib.ExitStack() as stack:
+        for name in _READERS:
+            stack.enter_context(mock.patch.object(pe_module, name, watched(getattr(pe_module, name))))
+        yield unexpected
+
+
+def _check_parse(data: bytes, unexpected: list) -> None:
+    result, warnings = pe_module._read(data)  # raises if anything escapes the parser
+    assert not unexpected, f"the parser crashed: {unexpected[0]!r}"
+    assert all(isinstance(w, str) for w in warnings)
     assert isinstance(result, (PEFacts, PEError))
     if isinstance(result, PEError):
         assert result.kind in ERROR_KINDS and "\n" not in result.message
@@ -452,10 +488,42 @@ def _check_never_raises(data: bytes) -> None:
         json.dumps(pe_facts_to_dict(result))
 
 
+def _check_never_raises(data: bytes) -> None:
+    with _readers_watched() as unexpected:
+        _check_parse(data, unexpected)
+
+
+class _Samples(list):
+    """The sample files' bytes; a short repr, so a failing example does not print them."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} sample files>"
+
+
 @pytest.fixture(scope="session")
 def samples(built) -> list[bytes]:
-    return [built.use.read_bytes(), built.lib.read_bytes(), built.delay.read_bytes(),
-            built.version.read_bytes(), built.loadcfg.read_bytes()]
+    return _Samples([built.use.read_bytes(), built.lib.read_bytes(), built.delay.read_bytes(),
+                     built.version.read_bytes(), built.loadcfg.read_bytes()])
+
+
+# the directories the parser reads: export, import, resource, load config, delay import
+_PARSED_DIRECTORIES = (0, 1, 2, 10, 13)
+
+
+@pytest.fixture(scope="session")
+def directory_spans(samples) -> list[list[tuple[int, int]]]:
+    """For each sample, the (file offset, size) of every parsed directory it has (found by pefile)."""
+    out = []
+    for data in samples:
+        pe = pefile.PE(data=data, fast_load=True)
+        spans = []
+        for index in _PARSED_DIRECTORIES:
+            rva, size = struct.unpack_from("<II", data, _data_directory_at(data, index))
+            if rva and size:
+                spans.append((pe.get_offset_from_rva(rva), size))
+        out.append(spans)
+    assert all(len(spans) >= 2 for spans in out)  # imports and at least one more each
+    return out
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -477,16 +545,39 @@ def test_fuzz_byte_flips(samples, which, flips, in_headers):
     _check_never_raises(bytes(data))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.integers(0, 4), where=st.floats(0, 1), value=st.sampled_from([0, 0xFF, 0x7F, 0x80]),
-       width=st.sampled_from([2, 4]))
-def test_fuzz_directory_fields(samples, which, where, value, width):
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(0, 4), part=st.one_of(st.just(0), st.integers(1, 5)), where=st.floats(0, 1),
+       value=st.sampled_from([0, 0xFF, 0x7F, 0x80]), width=st.sampled_from([2, 4]))
+def test_fuzz_directory_fields(samples, directory_spans, which, part, where, value, width):
     """Smash one field of the data directories or the directory structures they point at."""
     data = bytearray(samples[which])
-    start = _data_directory_at(data, 0)
-    at = start + int(where * 15) * 8 + (4 if width == 2 else 0)
+    spans = directory_spans[which]
+    if part == 0:  # (half the examples) the data directory table: a field of one of its first 15 entries
+        at = _data_directory_at(data, 0) + int(where * 15) * 8 + (4 if width == 2 else 0)
+    else:  # a field (aligned to its width) anywhere in the structure one directory points at
+        # (every field of their first 64 bytes: test_every_directory_header_field_smashed)
+        start, size = spans[part % len(spans)]
+        at = start + int(where * max(size // width - 1, 0)) * width
     data[at:at + width] = bytes([value]) * width
     _check_never_raises(bytes(data))
+
+
+def test_every_directory_header_field_smashed(samples, directory_spans):
+    """Each 2- and 4-byte field in the first 64 bytes of every directory structure (the counts and
+    RVAs the readers trust), set to each smash value in turn: few of them reach a read past the end
+    of the file, so they are all tried rather than left to the fuzzer's luck."""
+    tried = 0
+    with _readers_watched() as unexpected:
+        for data, spans in zip(samples, directory_spans):
+            for start, size in spans:
+                for width in (2, 4):
+                    for at in range(start, start + min(size, 64) - width + 1, width):
+                        for value in (0, 0xFF, 0x7F, 0x80):
+                            smashed = bytearray(data)
+                            smashed[at:at + width] = bytes([value]) * width
+                            _check_parse(bytes(smashed), unexpected)
+                            tried += 1
+    assert tried > 2000
 
 
 def test_checked_pe_facts_are_built_the_same_way():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.trace import nt_to_win32, read_trace
+from dlltrace.tracecheck import SCHEMA_PATH
 
 HEADER = {"format": "dlltrace-trace", "version": 1, "tool": "dlltrace 0.1.0", "created": None, "platform": "wine"}
 
@@ -109,11 +111,12 @@ def test_nt_paths():
     assert nt_to_win32("a.dll") == "a.dll" and nt_to_win32(None) is None
 
 
+def _validator():
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
 def test_schema_accepts_the_sample_and_rejects_bad_events():
-    jsonschema = pytest.importorskip("jsonschema")
-    from pathlib import Path
-    schema = json.loads((Path(__file__).resolve().parent.parent / "tracer/dlltrace/schemas/trace-v1.json").read_text())
-    v = jsonschema.Draft202012Validator(schema)
+    v = _validator()
     for obj in [HEADER, *EVENTS]:
         assert not list(v.iter_errors(obj)), obj
     assert list(v.iter_errors({"ev": "probe", "seq": 1, "pid": 1, "tid": 1, "t": 1, "load": 1, "op": "open"}))  # no status
@@ -127,12 +130,6 @@ def _fixture_events():
     for path in sorted((root / "fixtures" / "traces").glob("s*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines()[1:]:
             yield json.loads(line)
-
-
-def _validator():
-    jsonschema = pytest.importorskip("jsonschema")
-    from dlltrace.tracecheck import SCHEMA_PATH
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 
 def test_fixture_traces_follow_the_schema():
