@@ -30,25 +30,71 @@ def test_rule_default_extension():
     assert load("b.", files=["C:\\app\\b.dll"]).error == 126
 
 
-def test_rule_api_set():
-    system = SystemInfo(api_sets={"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll", "api-ms-win-x-l1-1-0": ""})
-    assert rules.rule_api_set("API-MS-WIN-CRT-RUNTIME-L1-1-0.dll", system) == ("api-ms-win-crt-runtime-l1-1-0", "ucrtbase.dll")
-    # the last version number is ignored when matching
-    assert rules.rule_api_set("api-ms-win-crt-runtime-l1-1-7.dll", system)[1] == "ucrtbase.dll"
-    assert rules.rule_api_set("kernel32.dll", system) is None
+def test_rule_api_set_match():
+    system = SystemInfo(api_sets={"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll", "api-ms-win-x-l1-1-0": "",
+                                  "ext-ms-win-y-l1-1-0": "y.dll"})
+    assert rules.rule_api_set_match("API-MS-WIN-CRT-RUNTIME-L1-1-0.dll", system).name == "api-ms-win-crt-runtime-l1-1-0"
+    # the last version number is ignored when matching; the one before it is not
+    assert rules.rule_api_set_match("api-ms-win-crt-runtime-l1-1-7.dll", system).host == "ucrtbase.dll"
+    assert rules.rule_api_set_match("api-ms-win-crt-runtime-l1-2-0.dll", system) is None
+    assert rules.rule_api_set_match("api-ms-win-crt-runtime-l1-1-0", system).host == "ucrtbase.dll"  # no .dll
+    assert rules.rule_api_set_match("EXT-MS-WIN-Y-L1-1-0.DLL", system).host == "y.dll"
+    assert rules.rule_api_set_match("kernel32.dll", system) is None
+    # a name that looks like an API set but is not in the schema is an ordinary file name
+    assert rules.rule_api_set_match("api-ms-win-absent-l1-1-0.dll", system) is None
+    # end to end: resolved through the schema to its host, with no file probe for the contract
     r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "imports": ["api-ms-win-crt-runtime-l1-1-0.dll"]},
                              "C:\\Windows\\System32\\ucrtbase.dll"],
              system={"api_sets": {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}})
     assert r.error == 0
     api = r.tree.children[0]
     assert api.how == "API set → ucrtbase.dll" and api.path == "C:\\Windows\\System32\\ucrtbase.dll"
-    assert not any("api-ms-win" in p for p in r.probes)  # no file probe for the contract
+    assert not any("api-ms-win" in p for p in r.probes)
 
 
-def test_rule_api_set_without_host_is_126():
+def test_rule_api_set_match_name_not_in_schema_is_searched_as_a_file():
+    """The bug real wheels showed: a missing DLL whose name starts with api- was blamed on an API
+    set. Not in the schema, it is searched for like any DLL (found when a file is there)."""
+    imp = {"path": "C:\\app\\a.dll", "imports": ["api-ms-win-absent-l1-1-0.dll"]}
+    r = load("C:\\app\\a.dll", files=[imp], system={"api_sets": {}})
+    assert (r.error, r.leaf.cause, r.leaf.name) == (126, "not_found", "api-ms-win-absent-l1-1-0.dll")
+    assert folders_probed(r, "api-ms-win-absent-l1-1-0.dll")[0] == "C:\\app"
+    r = load("C:\\app\\a.dll", files=[imp, "C:\\app\\api-ms-win-absent-l1-1-0.dll"], system={"api_sets": {}})
+    assert r.error == 0 and r.tree.children[0].path == "C:\\app\\api-ms-win-absent-l1-1-0.dll"
+
+
+def test_rule_api_set_host():
+    """A per-importer exception host comes ahead of the default; a LoadLibrary of the contract
+    itself (no importer) gets the default."""
+    sets = {"api-ms-win-z-l1-1-0": {"host": "kernel32.dll", "exceptions": {"kernel32.dll": "kernelbase.dll"}}}
+    c = rules.rule_api_set_match("api-ms-win-z-l1-1-0.dll", SystemInfo(api_sets=sets))
+    assert rules.rule_api_set_host(c, "KERNEL32.dll") == "kernelbase.dll"
+    assert rules.rule_api_set_host(c, "other.dll") == "kernel32.dll"
+    assert rules.rule_api_set_host(c, None) == "kernel32.dll"
+    files = [{"path": "C:\\Windows\\System32\\special.dll", "imports": ["api-ms-win-q-l1-1-0.dll"]},
+             {"path": "C:\\app\\a.dll", "imports": ["api-ms-win-q-l1-1-0.dll"]},
+             "C:\\Windows\\System32\\host1.dll", "C:\\Windows\\System32\\host2.dll"]
+    system = {"api_sets": {"api-ms-win-q-l1-1-0": {"host": "host1.dll", "exceptions": {"special.dll": "host2.dll"}}}}
+    assert load("C:\\app\\a.dll", files=files, system=system).tree.children[0].path.endswith("host1.dll")
+    r = load("C:\\Windows\\System32\\special.dll", files=files, system=system)
+    assert r.tree.children[0].path == "C:\\Windows\\System32\\host2.dll"
+
+
+def test_rule_api_set_host_empty_is_126():
     r = load("a.dll", files=[{"path": "C:\\app\\a.dll", "imports": ["api-ms-win-x-l1-1-0.dll"]}],
              system={"api_sets": {"api-ms-win-x-l1-1-0": ""}})
     assert (r.error, r.leaf.cause, r.leaf.name) == (126, "apiset_no_host", "api-ms-win-x-l1-1-0.dll")
+    assert not any("api-ms-win-x" in p for p in r.probes)
+
+
+def test_rule_api_set_match_builtin_table_when_none_is_given():
+    """With no schema of its own, a system uses the built-in table: an MSVC/UCRT DLL's
+    api-ms-win-crt-* imports resolve to ucrtbase.dll."""
+    assert SystemInfo().api_sets.source == "builtin"
+    r = load("C:\\app\\a.dll", files=[{"path": "C:\\app\\a.dll", "imports": ["api-ms-win-crt-runtime-l1-1-0.dll",
+                                                                              "api-ms-win-crt-string-l1-1-0.dll"]},
+                                       "C:\\Windows\\System32\\ucrtbase.dll"])
+    assert r.error == 0 and {c.path for c in r.tree.children} == {"C:\\Windows\\System32\\ucrtbase.dll"}
 
 
 def test_rule_sxs_redirection():

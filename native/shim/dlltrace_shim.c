@@ -749,6 +749,85 @@ static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
     emit(&w, ts);
 }
 
+/* ---- the API-set schema ----------------------------------------------------------------------
+   The loader resolves api-ms-* / ext-ms-* names through the schema the PEB points to (ApiSetMap),
+   never through a file. Layout: API_SET_NAMESPACE version 6 (Windows 10/11, and Wine, which builds
+   the same structure), every offset relative to the map's start. One entry per contract: its name
+   (no ".dll"), then its values: value 0 is the default host, any later value names an importing
+   module for which another host is used. Other versions (2 = Windows 7, 4 = 8.1) are recorded as
+   version only ("sets": null); the replay then uses its built-in table. */
+typedef struct { ULONG Version, Size, Flags, Count, EntryOffset, HashOffset, HashFactor; } apiset_ns6_t;
+typedef struct { ULONG Flags, NameOffset, NameLength, HashedLength, ValueOffset, ValueCount; } apiset_entry6_t;
+typedef struct { ULONG Flags, NameOffset, NameLength, ValueOffset, ValueLength; } apiset_value6_t;
+#define APISET_SCHEMA_V6 6
+
+static const BYTE *apiset_map(void) {
+    const BYTE *peb;
+    /* (inline asm, not NtCurrentTeb(): gcc 12 warns a false -Warray-bounds on mingw's __readgsqword) */
+#ifdef _WIN64
+    __asm__("movq %%gs:0x60, %0" : "=r"(peb)); /* TEB.ProcessEnvironmentBlock */
+    return *(const BYTE *const *)(peb + 0x68);  /* PEB.ApiSetMap */
+#else
+    __asm__("movl %%fs:0x30, %0" : "=r"(peb));
+    return *(const BYTE *const *)(peb + 0x38);
+#endif
+}
+
+/* [off, off + len) lies inside a map of `size` bytes */
+static int apiset_in(ULONGLONG off, ULONGLONG len, ULONG size) { return off <= size && len <= size - off; }
+
+static void w_apiset_str(W *w, const BYTE *base, ULONG size, ULONG off, ULONG len) {
+    if (!apiset_in(off, len, size)) { w_raw(w, "\"\""); return; }
+    w_wstr(w, (const WCHAR *)(base + off), (int)(len / sizeof(WCHAR)));
+}
+
+/* {"ev":"apisets","version":6,"sets":{"<contract>":"<host>" | {"host":..,"exceptions":{<importer>:<host>}}}} */
+static void write_apisets(tstate_t *ts) {
+    W w;
+    const BYTE *base = apiset_map();
+    begin_line(&w, ts, "apisets");
+    w_key(&w, "version");
+    if (!base) { w_raw(&w, "null"); w_key(&w, "sets"); w_raw(&w, "null"); emit(&w, ts); return; }
+    const apiset_ns6_t *ns = (const apiset_ns6_t *)base;
+    w_u64(&w, ns->Version);
+    w_key(&w, "sets");
+    if (ns->Version != APISET_SCHEMA_V6 ||
+        !apiset_in(ns->EntryOffset, (ULONGLONG)ns->Count * sizeof(apiset_entry6_t), ns->Size)) {
+        w_raw(&w, "null");
+        emit(&w, ts);
+        return;
+    }
+    ULONG size = ns->Size;
+    const apiset_entry6_t *entries = (const apiset_entry6_t *)(base + ns->EntryOffset);
+    w_raw(&w, "{");
+    int first = 1;
+    for (ULONG i = 0; i < ns->Count && !w.trunc; i++) {
+        const apiset_entry6_t *e = &entries[i];
+        if (!apiset_in(e->NameOffset, e->NameLength, size) ||
+            !apiset_in(e->ValueOffset, (ULONGLONG)e->ValueCount * sizeof(apiset_value6_t), size))
+            continue;
+        const apiset_value6_t *v = (const apiset_value6_t *)(base + e->ValueOffset);
+        if (!first) w_raw(&w, ",");
+        first = 0;
+        w_apiset_str(&w, base, size, e->NameOffset, e->NameLength);
+        w_raw(&w, ":");
+        if (e->ValueCount == 0) { w_raw(&w, "\"\""); continue; }
+        if (e->ValueCount == 1) { w_apiset_str(&w, base, size, v[0].ValueOffset, v[0].ValueLength); continue; }
+        w_raw(&w, "{\"host\":");
+        w_apiset_str(&w, base, size, v[0].ValueOffset, v[0].ValueLength);
+        w_raw(&w, ",\"exceptions\":{");
+        for (ULONG j = 1; j < e->ValueCount; j++) {
+            if (j > 1) w_raw(&w, ",");
+            w_apiset_str(&w, base, size, v[j].NameOffset, v[j].NameLength);
+            w_raw(&w, ":");
+            w_apiset_str(&w, base, size, v[j].ValueOffset, v[j].ValueLength);
+        }
+        w_raw(&w, "}}");
+    }
+    w_raw(&w, "}");
+    emit(&w, ts);
+}
+
 static void write_warning(tstate_t *ts, const char *what, const char *hook, const unsigned char *bytes) {
     static const char hx[] = "0123456789abcdef";
     W w;
@@ -851,6 +930,7 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
         else if (ok[i] != HOOK_OK && ok[i] != -1) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
     }
     write_env(ts, NULL, 1);
+    write_apisets(ts);
     ts->guard--;
     g_started = 1;
     return 0;
@@ -871,6 +951,7 @@ DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long 
     g_pid = pid;
     ts->guard++;
     write_env(ts, exe, 0);
+    write_apisets(ts);
     ts->guard--;
     g_file = INVALID_HANDLE_VALUE;
     g_pid = 0;

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dlltrace import winpath
+from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.explain import explain, not_searched_note
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult
 from dlltrace.recorded import RecordedWorld
@@ -58,6 +59,7 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         known_dlls=tuple(known) if isinstance(known, list) else (() if wine else DEFAULT_KNOWN_DLLS),
         profile="wine" if wine else "windows",
         version=env.get("windows_version") or "",
+        api_sets=api_set_schema(trace, pid),
     )
     vars_ = env.get("vars") or {}
     path = [p for p in (vars_.get("PATH") or "").split(";") if p.strip()]
@@ -80,6 +82,18 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         if isinstance(m, str) and winpath.is_absolute(m):
             process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
     return system, process
+
+
+def api_set_schema(trace: Trace, pid: int) -> ApiSetSchema:
+    """The process's recorded API-set schema, or the built-in table when the trace has none
+    (the report says which: ApiSetSchema.source)."""
+    sets = trace.api_sets(pid)
+    if sets is not None:
+        try:
+            return schema_from_sets(sets, "trace")
+        except ValueError:
+            pass  # (the reader checked it against the schema; a hand-made trace may still be odd)
+    return builtin_schema()
 
 
 def can_replay_start(trace: Trace, pid: int) -> bool:

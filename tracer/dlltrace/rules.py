@@ -8,12 +8,12 @@ which choice is modelled and why ("undocumented choice").
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
 from dlltrace import winpath
+from dlltrace.apisets import ApiSetContract
 from dlltrace.model import (
     DONT_RESOLVE_DLL_REFERENCES,
     LOAD_LIBRARY_AS_DATAFILE,
@@ -32,9 +32,6 @@ from dlltrace.model import (
     SearchDir,
 )
 from dlltrace.world import ProcessState, SystemInfo
-
-_APISET = re.compile(r"^(?:api|ext)-[a-z0-9-]+-l\d+-\d+-\d+$")
-
 
 # --- §1 names -----------------------------------------------------------------------------
 def rule_name_has_path(name: str) -> bool:
@@ -55,19 +52,28 @@ def rule_default_extension(name: str) -> str:
     return name
 
 
-def rule_api_set(name: str, system: SystemInfo) -> Optional[tuple[str, str]]:
-    """API-set names (api-*/ext-* ending l<n>-<n>-<n>) resolve through the schema to a host
-    DLL with no file probe. Matching ignores case and the last version number.
-    Returns (contract, host) with host "" when the contract has no host, or None when the
-    name is not an API-set name."""
-    stem = winpath.basename(name).lower().removesuffix(".dll")
-    if stem[:4] not in ("api-", "ext-") or not _APISET.match(stem):
+def rule_api_set_match(name: str, system: SystemInfo) -> Optional[ApiSetContract]:
+    """A bare name that starts with "api-" or "ext-" is looked up in the API-set schema: the
+    name without ".dll" and without its last "-N" component, compared case-insensitively with
+    the same part of each contract name (so api-ms-win-crt-string-l1-1-7 is the contract
+    api-ms-win-crt-string-l1-1-0). A name the schema does not hold is NOT an API set: it is
+    searched for as a file like any other name (the app-local UCRT forwarders of Windows 7
+    worked that way). Returns the contract, or None.
+    Sources: Wine dlls/ntdll/loader.c (get_apiset_entry: the prefix test and the comparison up
+    to the last hyphen); Microsoft Learn, "API set loader operation"."""
+    n = winpath.basename(name)
+    if n[:4].lower() not in ("api-", "ext-"):
         return None
-    head = stem.rsplit("-", 1)[0]  # drop the last version number
-    for contract, host in system.api_sets.items():
-        if contract.rsplit("-", 1)[0] == head:
-            return contract, host
-    return stem, ""
+    return system.api_sets.lookup(n)
+
+
+def rule_api_set_host(contract: ApiSetContract, importer: Optional[str]) -> str:
+    """The host of a contract for the module that imports it: the importer's exception in the
+    schema when it has one, else the default host ("" = the contract has no host: the load
+    fails with 126 and no file is probed). A LoadLibrary of an API-set name has no importer and
+    gets the default. Source: Wine dlls/ntdll/loader.c (get_apiset_target, the importer's base
+    name against the value entries after the first)."""
+    return contract.host_for(importer)
 
 
 def rule_sxs_redirection(name: str) -> Optional[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlltrace import winpath
+from dlltrace.apisets import schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, MACHINES, FileFacts, Import, PEFacts
 from dlltrace.simulator import ALL_OPS, LOAD_OPS, Call, Simulator
@@ -166,16 +167,22 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
     profile = r.string(sysd.get("profile", "windows"), "system.profile")
     if profile not in PROFILES:
         r.fail("system.profile", f"{profile!r} is not a profile ({', '.join(PROFILES)})")
-    api = sysd.get("api_sets", {})
-    if not isinstance(api, dict):
-        r.fail("system.api_sets", "must be a table of contract = host")
+    api = sysd.get("api_sets")
+    api_schema = None
+    if api is not None:
+        if not isinstance(api, dict):
+            r.fail("system.api_sets", "must be a table of contract = host")
+        try:
+            api_schema = schema_from_sets(api, "scenario")
+        except ValueError as e:
+            r.fail("system.api_sets", str(e))
     system = SystemInfo(
         windows=r.winpath(sysd.get("windows", "C:\\Windows"), "system.windows"),
         system32=r.winpath(sysd["system32"], "system.system32") if "system32" in sysd else "",
         system16=r.winpath(sysd["system16"], "system.system16") if "system16" in sysd else "",
         machine=r.machine(sysd.get("machine", "x64"), "system.machine"),
         safe_dll_search_mode=r.boolean(sysd.get("safe_dll_search_mode", True), "system.safe_dll_search_mode"),
-        api_sets={r.string(k, "system.api_sets"): r.string(v, f"system.api_sets.{k}") for k, v in api.items()},
+        **({"api_sets": api_schema} if api_schema is not None else {}),
         profile=profile,
         version=r.string(sysd.get("version", ""), "system.version"),
         **({"known_dlls": tuple(r.strings(sysd["known_dlls"], "system.known_dlls"))} if "known_dlls" in sysd else {}),

@@ -262,7 +262,9 @@ class Simulator:
                         detail=leaf.detail, parent=winpath.basename(parent) if parent else None)
 
     # --- finding one module ---------------------------------------------------------------------
-    def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: str) -> Node:
+    def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: str, importer: Optional[str] = None) -> Node:
+        """Find one module. `importer`: the base name of the module whose import (or forwarder)
+        asks for it, None for the call itself (API-set exceptions are per importer)."""
         node = Node(name=name, via=via, search=dirs)
         local = self._local
         if rules.rule_name_has_path(name):
@@ -277,16 +279,16 @@ class Simulator:
                 return self._probe_dirs(node, winpath.basename(name), (SearchDir(winpath.dirname(name), "given path"),))
             # a relative path with a folder in it is appended to every folder of the search path
             return self._probe_dirs(node, name, dirs)
-        api = rules.rule_api_set(name, self.system)
-        if api is not None:
-            contract, host = api
+        contract = rules.rule_api_set_match(name, self.system)
+        if contract is not None:
+            host = rules.rule_api_set_host(contract, importer)
             if not host:
                 node.error, node.cause = CAUSE_ERROR["apiset_no_host"], "apiset_no_host"
-                node.detail = f"API set {contract} has no host on this system"
+                node.detail = f"API set {contract.name} has no host on this system"
                 return node
             node.how = f"API set → {host}"
             node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
-            child = self._resolve(rules.rule_default_extension(host), dirs, via="apiset")
+            child = self._resolve(rules.rule_default_extension(host), dirs, via="apiset", importer=importer)
             node.children.append(child)
             node.path, node.error = child.path, child.error
             if id(child) in self._module_of:
@@ -425,7 +427,8 @@ class Simulator:
             child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
         stop = rules.rule_imports_stop_at_first_failure(self.system)
         for imp in rules.rule_delay_imports_not_loaded_at_load_time(facts.pe):
-            child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import")
+            child = self._resolve(rules.rule_default_extension(imp.dll), child_dirs, via="import",
+                                  importer=m.name)
             node.children.append(child)
             cm = self._module_of.get(id(child))
             if cm is not None:
@@ -451,7 +454,7 @@ class Simulator:
         for fn in imp.names:
             if fn in pe.forwarders:
                 target, func = rules.rule_forwarder_target(pe.forwarders[fn])
-                fwd = self._resolve(target, dirs, via="forwarder")
+                fwd = self._resolve(target, dirs, via="forwarder", importer=winpath.basename(child.path or "").lower())
                 child.children.append(fwd)
                 if fwd.error:
                     child.error = fwd.error

@@ -197,6 +197,13 @@ class Trace:
     def env(self, pid: int) -> Optional[dict]:
         return next(self.of("env", pid=pid), None)
 
+    def api_sets(self, pid: int) -> Optional[dict]:
+        """The `sets` of process `pid`'s `apisets` event (contract -> host or {host, exceptions}),
+        or None when the trace has none for it (an older trace, or a schema of another version)."""
+        e = next(self.of("apisets", pid=pid), None)
+        sets = e.get("sets") if e else None
+        return sets if isinstance(sets, dict) else None
+
     def exit_code(self, pid: int) -> Optional[int]:
         e = next(self.of("exit", pid=pid), None)
         return e.get("code") if e else None

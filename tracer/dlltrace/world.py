@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Protocol
 
 from dlltrace import winpath
+from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.model import FileFacts
 
 # KnownDLLs of a stock Windows 10/11 x64 (HKLM\...\Session Manager\KnownDLLs), used when a
@@ -43,7 +44,9 @@ class SystemInfo:
     machine: str = "x64"
     safe_dll_search_mode: bool = True
     known_dlls: tuple[str, ...] = DEFAULT_KNOWN_DLLS  # lower-case base names
-    api_sets: dict[str, str] = field(default_factory=dict)  # contract (lower, no ".dll") -> host ("" = none)
+    # the API-set schema: a trace's, a scenario's (a dict of contract -> host or {host, exceptions},
+    # apisets.parse_sets), or the built-in table when neither gives one
+    api_sets: ApiSetSchema = field(default_factory=builtin_schema)
     profile: str = "windows"  # "windows" | "wine" (docs/wine-profile.md)
     version: str = ""
 
@@ -52,7 +55,8 @@ class SystemInfo:
         self.system32 = winpath.normalize(self.system32 or winpath.join(self.windows, "System32"))
         self.system16 = winpath.normalize(self.system16 or winpath.join(self.windows, "System"))
         self.known_dlls = tuple(n.lower() for n in self.known_dlls)
-        self.api_sets = {k.lower().removesuffix(".dll"): v for k, v in self.api_sets.items()}
+        if not isinstance(self.api_sets, ApiSetSchema):
+            self.api_sets = schema_from_sets(self.api_sets, "scenario")
 
 
 @dataclass(eq=False)
