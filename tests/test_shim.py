@@ -289,3 +289,28 @@ def test_crash_after_failed_load_keeps_the_trace(shim_env, tmp_path):
     # the launcher exits with the child's status; wine64 hands its low 8 bits to Linux. (Not compared
     # with an untraced run: Wine's own exit status for a crashed program varies while winedbg starts.)
     assert r.returncode == 0xC0000005 & 0xFF
+
+
+def test_api_set_schema_recorded_once_per_process(shim_env, tmp_path):
+    """The shim writes the process's API-set schema (PEB ApiSetMap) right after env; the replay
+    resolves API sets with it, and the built-in table (data/apisets-builtin.json, made from this
+    very event by tools/make_apiset_table.py) must still be what Wine records."""
+    from dlltrace.apisets import builtin_document
+    from dlltrace.replay import recorded_world
+
+    r, tr = traced(tmp_path, "loadw", "api-ms-win-crt-string-l1-1-0.dll", "loadw", "API-MS-WIN-CRT-STRING-L1-1-9.DLL")
+    assert lines(r) == ["loadw ok", "loadw ok"]
+    (pid,) = tr.pids
+    (ev,) = list(tr.of("apisets", pid=pid))
+    kinds = [e["ev"] for e in tr.events if e.get("pid") == pid]
+    assert kinds.index("apisets") == kinds.index("env") + 1
+    assert ev["version"] == 6
+    sets = tr.api_sets(pid)
+    assert sets["api-ms-win-crt-string-l1-1-0"] == "ucrtbase.dll"
+    assert sum(1 for v in sets.values() if v == "") >= 1  # Wine 8.0 has contracts with no host
+    assert sets == builtin_document()["sets"], "Wine's schema changed: rerun tools/make_apiset_table.py"
+    # both loads resolve through the schema to ucrtbase.dll, with no file probe for the contract
+    for ld in tr.loads(pid):
+        assert ld.ok and ld.path.lower().endswith("\\ucrtbase.dll")
+        assert not any("api-ms-win-crt" in (p.win_path or "").lower() for p in ld.probes)
+    assert recorded_world(tr, pid).system.api_sets.source == "trace"
