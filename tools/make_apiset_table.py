@@ -1,11 +1,12 @@
-"""Write tracer/dlltrace/data/apisets-builtin.json from the `apisets` event of a trace.
+"""Write tracer/dlltrace/data/apisets-builtin.json, the API-set table used when a trace or a
+scenario has no schema of its own.
 
-    python tools/make_apiset_table.py TRACE.jsonl [OUT.json]
+    python tools/make_apiset_table.py WIN11.json [OUT.json]
 
-The built-in table is the API-set schema of a real process: the one the loader of Wine 8.0
-(Debian's wine64 8.0~repack-4) puts in the PEB, recorded by the shim. Wine builds that schema
-from dlls/apisetschema/apisetschema.spec, its model of the Windows 10 schema. The origin and
-limits written into the file say what that means for a replay.
+WIN11.json is data/apisetschema/10.0.22621.2506-amd64.json of the public repository
+learn-more/apisets (MIT licence, Mark Jansen; the data behind apisets.info): the schema of
+apisetschema.dll 10.0.22621.2506, Windows 11 22H2 x64, with each contract's default host and its
+exception (alt_name -> alt_host). The origin, licence and limits go into the output file.
 """
 
 from __future__ import annotations
@@ -14,31 +15,44 @@ import json
 import sys
 from pathlib import Path
 
-ORIGIN = ("The API-set schema (PEB ApiSetMap, version 6) of a process under Wine 8.0 (Debian wine64 "
-          "8.0~repack-4), recorded by the dlltrace shim and written here by tools/make_apiset_table.py. "
-          "Wine builds it from dlls/apisetschema/apisetschema.spec, its model of the Windows 10 schema. "
-          "api-ms-win-crt-* -> ucrtbase.dll agrees with Microsoft's UCRT documentation (the UCRT is part "
-          "of Windows 10 and later, and those API sets forward to ucrtbase.dll).")
+SOURCE = "learn-more/apisets, data/apisetschema/10.0.22621.2506-amd64.json (commit 8f110c7e3ae4)"
+ORIGIN = ("The API-set schema of apisetschema.dll 10.0.22621.2506 (Windows 11 22H2, x64) as published in "
+          f"{SOURCE}, the data behind apisets.info; converted by tools/make_apiset_table.py. "
+          "api-ms-win-crt-* -> ucrtbase.dll agrees with Microsoft's UCRT documentation.")
+LICENCE = "MIT License, Copyright (c) 2019 Mark Jansen (learn-more/apisets)"
 LIMITS = ("Used only when a trace or scenario has no schema of its own (older traces, scenarios without "
-          "system.api_sets, static mode). Windows 10/11 have more contracts than Wine (about 500 here): a "
-          "contract missing from this table is searched for as a file, as the loader does with a name its "
-          "schema lacks. Hosts follow Wine where Windows may name another DLL of the same family "
-          "(kernel32/kernelbase); no per-importer exceptions are recorded (Wine's schema has none). "
-          "tests/test_apisets.py checks this file against the schema the shim records under Wine.")
+          "system.api_sets, static mode); a trace made by the shim carries the process's own schema. One "
+          "Windows build: a contract added later is missing here and is then searched for as a file (the "
+          "loader does the same with a name its schema lacks); a host that moved between builds may "
+          "differ. Wine 8.0's schema holds 504 contracts, 501 of them here, 28 with another host "
+          "(Wine hosts gdi32/shell32 sets itself). Exceptions: one per contract at most, as the source "
+          "gives them.")
+
+
+def sets_from_learn_more(doc: dict) -> dict:
+    out: dict = {}
+    for n in doc["namespaces"]:
+        name = n["name"].lower().removesuffix(".dll")
+        host = (n.get("host") or "").lower()
+        if n.get("alt_name"):
+            out[name] = {"host": host, "exceptions": {n["alt_name"].lower(): (n.get("alt_host") or "").lower()}}
+        else:
+            out[name] = host
+    return dict(sorted(out.items()))
 
 
 def main(argv: list[str]) -> int:
-    trace = Path(argv[1])
+    if len(argv) < 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    src = Path(argv[1])
     out = Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[1] / "tracer/dlltrace/data/apisets-builtin.json"
-    ev = next((json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()
-               if '"ev":"apisets"' in line), None)
-    if ev is None or not isinstance(ev.get("sets"), dict):
-        print(f"{trace}: no apisets event with a version-6 schema", file=sys.stderr)
-        return 1
-    doc = {"format": "dlltrace-apisets", "version": ev.get("version"), "origin": ORIGIN, "limits": LIMITS,
-           "sets": dict(sorted(ev["sets"].items()))}
-    out.write_text(json.dumps(doc, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"{out}: {len(doc['sets'])} contracts")
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    sets = sets_from_learn_more(doc)
+    table = {"format": "dlltrace-apisets", "version": 6, "windows": doc.get("PE", {}).get("FileVersion"),
+             "origin": ORIGIN, "licence": LICENCE, "limits": LIMITS, "sets": sets}
+    out.write_text(json.dumps(table, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{out}: {len(sets)} contracts")
     return 0
 
 

@@ -3,7 +3,7 @@
 A schema is what the process's PEB points to (ApiSetMap, API_SET_NAMESPACE version 6 on
 Windows 10/11 and under Wine). The shim records it once per process (the `apisets` event,
 docs/trace-format.md); a scenario may give its own (docs/scenarios.md); anything else uses the
-built-in table, data/apisets-builtin.json, whose origin and limits are in the file itself.
+built-in table, data/apisets-builtin.json (Windows 11 22H2; origin, licence and limits in the file).
 
 Each contract has a default host ("" = none on this system) and, per importing module, an
 exception host ahead of the default. Matching is in rules.rule_api_set_match.

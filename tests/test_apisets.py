@@ -1,0 +1,44 @@
+"""The API-set schema: parsing (trace events, scenarios), the built-in table, and the report's
+word on which schema a replay used."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlltrace.apisets import SOURCE_TEXT, builtin_document, builtin_schema, hashed_name, schema_from_sets
+from dlltrace.errors import DlltraceError
+from simhelp import scenario
+
+
+def test_hashed_name_drops_extension_and_last_component():
+    assert hashed_name("API-MS-Win-Core-File-L1-2-4.dll") == "api-ms-win-core-file-l1-2"
+    assert hashed_name("api-ms-win-crt-string-l1-1-0") == "api-ms-win-crt-string-l1-1"
+
+
+def test_schema_from_sets_shapes_and_errors():
+    s = schema_from_sets({"api-ms-a-l1-1-0": "A.dll", "api-ms-b-l1-1-0": {"host": "b.dll", "exceptions": {"X.dll": "c.dll"}},
+                          "ext-ms-c-l1-1-0": ""}, "trace")
+    assert s.lookup("api-ms-a-l1-1-3.dll").host == "a.dll"
+    assert s.lookup("api-ms-b-l1-1-0.dll").host_for("x.dll") == "c.dll"
+    assert s.lookup("ext-ms-c-l1-1-0.dll").host == ""
+    for bad in ({"api-ms-a-l1-1-0": 3}, {"api-ms-a-l1-1-0": {"host": 1}}, {"api-ms-a-l1-1-0": {"exceptions": {"x": 2}}}):
+        with pytest.raises(ValueError):
+            schema_from_sets(bad, "trace")
+
+
+@pytest.mark.parametrize("value", [3, ["ucrtbase.dll"], {"host": "a.dll", "exceptions": {"x.dll": 1}}])
+def test_scenario_api_sets_of_the_wrong_shape_is_a_one_line_error(value):
+    with pytest.raises(DlltraceError) as e:
+        scenario(system={"api_sets": {"api-ms-win-x-l1-1-0": value}})
+    assert "system.api_sets" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_builtin_table_is_the_windows_11_schema_with_its_origin():
+    doc = builtin_document()
+    assert {"origin", "licence", "limits", "sets"} <= set(doc) and "10.0.22621" in doc["windows"]
+    s = builtin_schema()
+    assert s.source == "builtin" and len(s) >= 900
+    assert s.lookup("api-ms-win-crt-runtime-l1-1-0.dll").host == "ucrtbase.dll"
+    assert s.lookup("api-ms-win-core-processthreads-l1-1-3.dll").host_for("kernel32.dll") == "kernelbase.dll"
+    assert sum(1 for c in s.contracts.values() if not c.host) > 50  # Windows 11 has unhosted contracts
+    assert set(SOURCE_TEXT) == {"trace", "scenario", "builtin"}
