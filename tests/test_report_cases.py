@@ -75,6 +75,7 @@ def test_case_verdict(case, capsys):
         assert first["leaf"]["path"] == exp["leaf_path"]
     if "leaf_detail" in exp:
         assert exp["leaf_detail"] in first["leaf"]["detail"]
+    assert (first["verdict"]["fate"], first["verdict"]["reason"]) == ("fatal", exp["reason"])
     if exp.get("agreed"):
         assert first["disagreements"] == [] and first["agreed"] == len(first["real_probes"]) > 0
     if "attempts" in exp:

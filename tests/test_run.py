@@ -173,15 +173,18 @@ SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","crea
 
 def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
     # what `dlltrace run` prints at the end (report.summarize), here for a trace without file facts:
-    # the load that failed and the one the process never returned from
+    # the load the process never returned from is the failure; the one it went past is listed apart
+    # (docs/verdicts.md: it used to count as a second failed load)
     from dlltrace.report import summarize
 
     p = tmp_path / "t.jsonl"
     p.write_text(SAMPLE)
     text = summarize(read_trace(p))
-    assert text.splitlines()[0] == f"dlltrace ─ 2 failed loads · trace saved to {p}"
-    assert "LoadLibraryExW(C:\\t\\top.dll, 0x1100)  → 126" in text
+    assert text.splitlines()[0] == f"dlltrace ─ 1 failed load · 1 probed, absent, the program went on · trace saved to {p}"
     assert "LoadLibraryA(dies.dll, 0x0)  → (no return: the process ended)" in text
+    assert "The failure the program hit: the process ended inside this load" in text
+    (apart,) = [line for line in text.splitlines() if "top.dll" in line]
+    assert "LoadLibraryExW(C:\\t\\top.dll, 0x1100)  → 126 · the program went past it; dies.dll was the failure" in apart
 
 
 def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):

@@ -119,3 +119,97 @@ def test_bootstrap_is_a_noop_off_windows_and_chains_sitecustomize(tmp_path):
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.split() == ["1", "False"], r.stderr
     assert r.stderr == "" and not (tmp_path / "t.jsonl").exists()
+
+
+def test_exception_fields_name_the_module_the_path_and_the_causes():
+    try:
+        try:
+            raise FileNotFoundError(2, "Could not find module", "C:\\x\\a.dll")
+        except OSError as e:
+            raise ImportError("DLL load failed while importing _ext", name="pkg._ext", path="C:\\x\\_ext.pyd") from e
+    except ImportError as e:
+        f = shim.exception_fields(e)
+    assert {k: f[k] for k in ("type", "message", "module", "path", "winerror")} == {
+        "type": "ImportError", "message": "DLL load failed while importing _ext", "module": "pkg._ext",
+        "path": "C:\\x\\_ext.pyd", "winerror": None}
+    assert f["causes"] == [{"type": "FileNotFoundError", "message": "[Errno 2] Could not find module: 'C:\\\\x\\\\a.dll'",
+                            "module": None, "path": "C:\\x\\a.dll", "winerror": None}]
+
+    class Odd(Exception):
+        def __str__(self):
+            raise RuntimeError("no text")
+    odd = shim.exception_fields(Odd())
+    assert odd["type"].endswith("Odd") and odd["message"] == "" and odd["causes"] == []
+    assert len(shim.exception_fields(ValueError("x" * 10000))["message"]) == shim.MESSAGE_LIMIT
+    json.dumps(f)
+
+
+PROGRAM = """
+import sys
+print("working")
+sys.stdout.flush()
+mode = sys.argv[1]
+if mode == "raise":
+    try:
+        raise OSError(22, "[WinError 126] Error loading \\"C:\\\\torch\\\\lib\\\\c10.dll\\" or one of its dependencies.")
+    except OSError as e:
+        raise ImportError("torch needs c10.dll", name="torch") from e
+elif mode == "exit":
+    sys.exit(3)
+"""
+
+WRAPPER = """
+import json, os, sys
+if os.environ.get("DLLTRACE_TEST_INSTALL"):
+    sys.path.insert(0, {tracer!r})
+    from dlltrace import shim
+    class B:
+        n = 0
+        def write_event(self, ev, fields):
+            B.n += 1
+            with open({out!r}, "a") as f:
+                f.write(json.dumps({{"seq": B.n, "ev": ev, **fields}}) + "\\n")
+            return B.n
+        def set_context(self, seq):
+            pass
+    shim.install(B())
+sys.path.insert(0, {here!r})
+import prog
+"""
+
+
+@pytest.mark.parametrize("mode, code", [("raise", 1), ("exit", 3), ("ok", 0)])
+def test_the_exit_hook_records_the_exception_and_changes_nothing(tmp_path, mode, code):
+    """The bootstrap's exit hook in a real child Python: the program's output and exit code are the
+    same with and without it; a py_exception event is written only when it ends on an exception."""
+    out = tmp_path / "events.jsonl"
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    (tmp_path / "wrapper.py").write_text(WRAPPER.format(tracer=str(ROOT / "tracer"), out=str(out), here=str(tmp_path)))
+
+    def run(install: bool):
+        env = {k: v for k, v in os.environ.items() if k != "DLLTRACE_TEST_INSTALL"}
+        if install:
+            env["DLLTRACE_TEST_INSTALL"] = "1"
+        r = subprocess.run([sys.executable, str(tmp_path / "wrapper.py"), mode], capture_output=True, text=True,
+                           timeout=60, env=env)
+        return r.returncode, r.stdout, r.stderr
+
+    plain, traced = run(False), run(True)
+    assert traced == plain and plain[0] == code and plain[1] == "working\n"
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert events[0]["ev"] == "py_env"
+    exc = [e for e in events if e["ev"] == "py_exception"]
+    if mode != "raise":
+        assert exc == []
+        return
+    assert "ImportError: torch needs c10.dll" in plain[2]
+    (e,) = exc
+    assert (e["type"], e["message"], e["module"], e["path"]) == ("ImportError", "torch needs c10.dll", "torch", None)
+    (cause,) = e["causes"]
+    assert cause["type"] == "OSError" and "c10.dll" in cause["message"]
+    # the event is what the trace schema describes
+    import jsonschema
+
+    from dlltrace.tracecheck import SCHEMA_PATH
+
+    jsonschema.validate({**e, "pid": 1, "tid": 1, "t": 1}, json.loads(SCHEMA_PATH.read_text()))

@@ -139,7 +139,7 @@ def test_fixture_traces_follow_the_schema():
     for e in _fixture_events():
         assert not [err.message for err in v.iter_errors(e)], e
         kinds.add(e["ev"])
-    assert {"process", "env", "load_begin", "load_end", "probe", "file", "py_import"} <= kinds
+    assert {"process", "env", "load_begin", "load_end", "probe", "file", "py_import", "py_exception"} <= kinds
 
 
 def test_the_readers_checks_agree_with_the_json_schema():

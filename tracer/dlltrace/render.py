@@ -99,8 +99,9 @@ def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True
     return lines
 
 
-def tail_lines(r: CallResult) -> list[str]:
-    """Where else the leaf is, other versions of it, and the fixes: the end of every verdict."""
+def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
+    """Where else the leaf is, other versions of it, and the fixes (unless `fixes` is false: a load
+    the program went past needs none): the end of every verdict."""
     out: list[str] = []
     if r.found_elsewhere:
         out += ["", "  Found elsewhere"]
@@ -111,7 +112,7 @@ def tail_lines(r: CallResult) -> list[str]:
         out += ["", f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, "
                     "whatever the PATH order)"]
         out += [f"    {c.path}   {c.rule}" for c in r.close_names]
-    if r.fixes:
+    if r.fixes and fixes:
         out += ["", "  Fix"]
         out += [f"    {i}. {f.text}" for i, f in enumerate(r.fixes, 1)]
     return out

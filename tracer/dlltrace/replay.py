@@ -6,13 +6,13 @@ the real loader agreed.
     for r in replay(trace, world):
         r.result        # the model's CallResult, explained (leaf, chain, candidates, fixes)
         r.load          # the real call (trace.Load): its error and probes
-        r.disagreements # where the model and the loader differ, in words
+        r.differences   # where the model and the loader differ (Difference: typed), r.disagreements in words
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
@@ -25,6 +25,44 @@ from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, Proce
 
 PROBE_OPS = ("open", "create", "query")
 
+DifferenceKind = Literal["error", "unexpected_probe", "missing_probe"]
+NT_STATUS_WORDS = {0: "found", 0xC0000034: "not found", 0xC000003A: "path not found", 0xC0000022: "access denied",
+                   0xC000000F: "no such file", 0xC00000BA: "a folder"}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One place where the model and the real loader differ, for one load.
+
+    error:            the loader returned `trace_error`, the model says `model_error`
+    unexpected_probe: the trace holds a probe of `path` (with `trace_status`) the model did not predict
+    missing_probe:    the model predicted a probe of `path` (expecting `model_result` there, a
+                      Candidate.result, when it is one of its candidates) that the trace does not hold
+    """
+    kind: DifferenceKind
+    path: Optional[str] = None
+    trace_status: Optional[int] = None
+    model_result: Optional[str] = None
+    trace_error: Optional[int] = None
+    model_error: Optional[int] = None
+
+    @property
+    def text(self) -> str:
+        if self.kind == "error":
+            return f"the loader returned {self.trace_error}, the model says {self.model_error}"
+        if self.kind == "unexpected_probe":
+            st = self.trace_status
+            words = NT_STATUS_WORDS.get(st, "") if st is not None else ""
+            seen = f" ({words}, {st:#x})" if st is not None and words else (f" ({st:#x})" if st is not None else "")
+            return f"{self.path}: the trace saw a probe{seen}, the model predicted none"
+        expect = f" (expecting {self.model_result.replace('_', ' ')})" if self.model_result else ""
+        return f"{self.path}: the model predicted a probe{expect}, the trace saw none"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "trace_status": self.trace_status,
+                "model_result": self.model_result, "trace_error": self.trace_error, "model_error": self.model_error,
+                "text": self.text}
+
 
 @dataclass
 class Replayed:
@@ -33,9 +71,14 @@ class Replayed:
     origin: str = ""
     real_probes: list[str] = field(default_factory=list)
     agreed: int = 0
-    disagreements: list[str] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
     not_searched: str = ""
     path: list[str] = field(default_factory=list)  # PATH when the call was made
+
+    @property
+    def disagreements(self) -> list[str]:
+        """The differences in words."""
+        return [d.text for d in self.differences]
 
     @property
     def real_error(self) -> Optional[int]:
@@ -119,8 +162,8 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
                 end={"result": None, "error": STARTUP_STATUS[code], "status": code, "path": None})
     dis = []
     if res.error != STARTUP_STATUS[code]:
-        dis.append(f"the program ended with {code:#x} (error {STARTUP_STATUS[code]}), the model says {res.error}")
-    return Replayed(load=load, result=res, origin=origin, disagreements=dis,
+        dis.append(Difference("error", trace_error=STARTUP_STATUS[code], model_error=res.error))
+    return Replayed(load=load, result=res, origin=origin, differences=dis,
                     not_searched=not_searched_note(res, sim.process), path=list(sim.process.path))
 
 
@@ -149,24 +192,47 @@ def origin_of(trace: Trace, load: Load) -> str:
     return ""
 
 
-def real_probe_paths(load: Load) -> list[str]:
-    out: list[str] = []
+def real_probe_statuses(load: Load) -> list[tuple[str, int]]:
+    """(path, NTSTATUS) of every file the loader asked about for this load (its own probes: its
+    static imports' too; not those of loads nested in it), in order."""
+    out: list[tuple[str, int]] = []
     for p in load.probes:
         if p.op not in PROBE_OPS or not p.path:
             continue
         wp = winpath.normalize(p.win_path or "")
-        if out and winpath.same(out[-1], wp):
+        if out and winpath.same(out[-1][0], wp):
             continue  # the same file asked twice in a row (attributes, then open)
-        out.append(wp)
+        out.append((wp, p.status))
     return out
 
 
-def compare(model: list[str], real: list[str], reached: bool = True) -> tuple[int, list[str]]:
-    """Line up the model's probes with the loader's; return (agreed, disagreements in words)."""
+def real_probe_paths(load: Load) -> list[str]:
+    return [p for p, _ in real_probe_statuses(load)]
+
+
+def model_results(res: CallResult) -> dict[str, str]:
+    """path key -> what the model expects there (Candidate.result), over the whole resolution tree."""
+    out: dict[str, str] = {}
+    if res.tree is not None:
+        for n in res.tree.walk():
+            for c in n.candidates:
+                out.setdefault(winpath.key(c.path), c.result)
+    return out
+
+
+def compare(model: list[str], real: list[str], reached: bool = True, statuses: Optional[list[int]] = None,
+            expected: Optional[dict[str, str]] = None) -> tuple[int, list[Difference]]:
+    """Line up the model's probes with the loader's; return (agreed, differences). `statuses`: the
+    NTSTATUS of each real probe; `expected`: what the model expects at a path (model_results)."""
+    expected = expected or {}
     mk = [winpath.key(p) for p in model]
     rk = [winpath.key(p) for p in real]
     agreed, out = 0, []
     j = 0
+
+    def missing(path: str) -> Difference:
+        return Difference("missing_probe", path=path, model_result=expected.get(winpath.key(path)))
+
     for i, k in enumerate(rk):
         if j < len(mk) and mk[j] == k:
             agreed += 1
@@ -174,15 +240,13 @@ def compare(model: list[str], real: list[str], reached: bool = True) -> tuple[in
             continue
         if k in mk[j:]:
             nxt = mk.index(k, j)
-            for skipped in model[j:nxt]:
-                out.append(f"the model predicted a probe of {skipped}, the loader did not make it")
+            out.extend(missing(skipped) for skipped in model[j:nxt])
             j = nxt + 1
             agreed += 1
             continue
-        out.append(f"the loader probed {real[i]}, the model did not predict it")
+        out.append(Difference("unexpected_probe", path=real[i], trace_status=statuses[i] if statuses else None))
     if reached:
-        for skipped in model[j:]:
-            out.append(f"the model predicted a probe of {skipped}, the loader did not make it")
+        out.extend(missing(skipped) for skipped in model[j:])
     return agreed, out
 
 
@@ -244,14 +308,15 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 world.mark_init_failed(load.name)  # DllMain's answer is in no file: take the loader's
             res = sim.load_library(load.name, flags, op=load.api if load.api != "LdrLoadDll" else "LoadLibraryExW",
                                    origin=origin)
-            real = real_probe_paths(load)
+            seen = real_probe_statuses(load)
+            real = [p for p, _ in seen]
             reached = load.status is not None or bool(real)
-            agreed, dis = compare(res.probes, real, reached)
+            agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
             if load.finished and load.error is not None and load.error != res.error:
-                dis.insert(0, f"the loader returned {load.error}, the model says {res.error}")
+                dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
             _sync_loaded(sim.process, load, res)
             out.append(Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed,
-                                disagreements=dis, not_searched=notes.get(res.index, ""), path=list(sim.process.path)))
+                                differences=dis, not_searched=notes.get(res.index, ""), path=list(sim.process.path)))
     return out
 
 

@@ -4,7 +4,10 @@ The trace is replayed through the simulator in the world it recorded (recorded.p
 replay.py); for every failed top-level load the report names the leaf that really failed,
 the chain from the Python action down to it, every folder searched with the rule that put
 it there, where the file actually is, the fixes, and whether the model agreed with every
-probe the real loader made. Works on any OS, from the trace file alone.
+probe the real loader made for that load. Each failed load has a verdict (verdict.py,
+docs/verdicts.md): only the failure the program hit is explained with fixes and counted; a load
+the program went past ("probed, absent, the program went on") is listed apart. Works on any OS,
+from the trace file alone.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dlltrace.model import flags_text
 from dlltrace.render import call_dict, tail_lines
 from dlltrace.replay import Replayed, can_replay_start, recorded_world, replay, replay_start
 from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
+from dlltrace.verdict import Verdict, exit_text, judge, key, reason_text, verdict_dict
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded",
@@ -43,26 +47,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # --- analysis --------------------------------------------------------------------------------------
 @dataclass
 class Incident:
-    """One failed (or, with --all, any) top-level load, and torch-style retries of the same file."""
+    """One failed (or, with --all, any) top-level load, and torch-style retries of the same file;
+    `verdict`: whether it is the failure the program hit (None for a load that succeeded)."""
 
     attempts: list[Replayed]
+    verdict: Optional[Verdict] = None
 
     @property
     def first(self) -> Replayed:
         return self.attempts[0]
 
+    @property
+    def real_failure(self) -> bool:
+        """The failure the program hit, or one whose outcome the trace does not tell (counted)."""
+        return self.verdict is not None and self.verdict.real_failure
 
-def incidents(replays: list[Replayed], everything: bool = False) -> list[Incident]:
+    @property
+    def went_on(self) -> bool:
+        """Probed, absent, the program went on (listed apart, no fix, not counted)."""
+        return self.verdict is not None and self.verdict.fate == "went_on"
+
+
+def incidents(replays: list[Replayed], everything: bool = False,
+              verdicts: Optional[dict[tuple[int, int], Verdict]] = None) -> list[Incident]:
+    """The failed loads (every load with `everything`) grouped with their retries; `verdicts`
+    (verdict.judge) decides each one's fate: attempts of different fates are never grouped."""
+    verdicts = verdicts or {}
     out: list[Incident] = []
     for r in replays:
         if not everything and not r.failed and not r.result.error:
             continue
+        v = verdicts.get(key(r))
         prev = out[-1].attempts[-1] if out else None
         if (prev is not None and prev.failed and r.failed and r.load.pid == prev.load.pid
-                and r.load.name and prev.load.name and winpath.same(r.load.name, prev.load.name)):
+                and r.load.name and prev.load.name and winpath.same(r.load.name, prev.load.name)
+                and (out[-1].verdict.fate if out[-1].verdict else None) == (v.fate if v else None)):
             out[-1].attempts.append(r)
+            out[-1].verdict = v
         else:
-            out.append(Incident([r]))
+            out.append(Incident([r], v))
     return out
 
 
@@ -130,12 +153,23 @@ def call_text(r: Replayed) -> str:
     return f"{r.load.api}({short(r.load.name)}, {flags:#x})  → {err}"
 
 
+FATE_WORDS = {"fatal": "The failure the program hit", "unknown": "Whether the program went on is not known",
+              "went_on": "Probed, absent, the program went on"}
+
+
+def fate_line(v: Optional[Verdict]) -> str:
+    """"The failure the program hit: the program exited with 126, and this is …" ("" for a success)."""
+    return "" if v is None else f"{FATE_WORDS[v.fate]}: {reason_text(v)}"
+
+
 def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     r = inc.first
     res = r.result
     lines = [verdict_line(r)]
     if len(trace.pids) > 1:
         lines.append(f"  in {process_label(trace, r.load.pid)}")
+    if inc.verdict is not None:
+        lines.append(f"  {fate_line(inc.verdict)}")
     lines.append("")
     indent = "  "
     if r.origin:
@@ -177,12 +211,9 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
             lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
         if a.not_searched:
             lines.append(f"    {a.not_searched}")
-    lines.extend(tail_lines(res))
+    lines.extend(tail_lines(res, fixes=not inc.went_on))  # fixes only for a failure the program hit
     lines.append("")
-    lines.append("  " + agreement_line(inc))
-    for a in inc.attempts:
-        for d in a.disagreements:
-            lines.append(f"    - {d}")
+    lines.extend(agreement_lines(inc))
     return lines
 
 
@@ -195,16 +226,62 @@ def process_label(trace: Trace, pid: int) -> str:
     return f"process {pid} ({exe}{by})"
 
 
-def agreement_line(inc: Incident) -> str:
-    dis = sum(len(a.disagreements) for a in inc.attempts)
-    probes = sum(len(a.real_probes) for a in inc.attempts)
-    if inc.first.load.api == "start" and not dis:
+def attempt_name(inc: Incident, k: int) -> str:
+    if len(inc.attempts) == 1:
+        return "this load"
+    return "the first attempt" if k == 0 else f"attempt {k + 1}"
+
+
+def agreement(inc: Incident, k: int) -> str:
+    """Whether the model agreed with the real loader on one attempt of the incident: only that
+    load's own probes (its resolution tree) count, never another load's."""
+    a = inc.attempts[k]
+    which = attempt_name(inc, k)
+    n = len(a.differences)
+    if a.load.api == "start" and not n:
         return ("The loader's own probes were not seen (the process ended before dlltrace's shim could start); "
                 "the model gives the same error.")
-    if dis:
-        return (f"The model and the real loader disagree ({dis} difference{'s' if dis != 1 else ''}): "
+    if n:
+        return (f"The model and the real loader disagree on {which} ({n} difference{'s' if n != 1 else ''}): "
                 "please report this with the trace attached.")
-    return f"The model agreed with all {probes} probe{'s' if probes != 1 else ''} the loader made."
+    if not a.real_probes:
+        return (f"The trace holds no probe the loader made for {which}, so the model could not be checked "
+                "against it.")
+    probes = len(a.real_probes)
+    return f"The model agreed with all {probes} probe{'s' if probes != 1 else ''} the loader made for {which}."
+
+
+def agreement_lines(inc: Incident, indent: str = "  ") -> list[str]:
+    """One line per attempt, each difference named under it (path, what the trace saw, what the model
+    predicted)."""
+    out = []
+    for k, a in enumerate(inc.attempts):
+        out.append(indent + agreement(inc, k))
+        out.extend(f"{indent}  - {d.text}" for d in a.differences)
+    return out
+
+
+def apart_line(inc: Incident, trace: Trace) -> str:
+    """One line of the "probed, absent, the program went on" list."""
+    r = inc.first
+    err = r.real_error if r.real_error is not None else "?"
+    tries = "" if len(inc.attempts) == 1 else f" ({len(inc.attempts)} attempts)"
+    who = f" · in {process_label(trace, r.load.pid)}" if len(trace.pids) > 1 else ""
+    return (f"  {winpath.basename(r.load.name or '?'):<28} {r.load.api}({short(r.load.name)}, {(r.load.flags or 0):#x})"
+            f"  → {err}{tries} · {reason_text(inc.verdict) if inc.verdict else ''}{who}")
+
+
+def unexplained_exits(trace: Trace, incs: list[Incident]) -> list[str]:
+    """A program that ended badly with no failed load to blame: said, so that "0 failed loads" is
+    not read as "all is well"."""
+    blamed = {i.first.load.pid for i in incs if i.real_failure}
+    out = []
+    for pid in trace.pids:
+        code = trace.exit_code(pid)
+        if code not in (None, 0) and pid not in blamed:
+            out.append(f"{process_label(trace, pid) if len(trace.pids) > 1 else 'The program'} exited with "
+                       f"{exit_text(code)}; no failed load explains it.")
+    return out
 
 
 def unexplained_starts(trace: Trace) -> list[str]:
@@ -222,19 +299,29 @@ def unexplained_starts(trace: Trace) -> list[str]:
 def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
                 saved: bool = False) -> str:
     """The terminal report; `saved`: at the end of `dlltrace run`, whose trace was just saved."""
-    failed = [i for i in incs if i.first.failed or i.first.result.error]
+    failed = [i for i in incs if i.real_failure]
+    apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
     n = len(failed) + len(starts)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''} · {where}"
-    if not failed and not everything and not starts:
+    went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on} · {where}"
+    if not failed and not apart and not everything and not starts:
         return f"dlltrace ─ every load succeeded ({_n(len(replays), 'load')} traced) · {where}"
     lines = [head]
     for verdict in starts:
         lines += ["", verdict]
     for inc in incs:
+        if inc.went_on and not everything:
+            continue  # listed apart below
         lines.append("")
         lines.extend(incident_lines(inc, trace))
+    if apart and not everything:
+        lines += ["", "Probed, absent, the program went on (not failures: no fix needed; --all explains them)"]
+        lines += [apart_line(i, trace) for i in apart]
+    if not n:
+        for line in unexplained_exits(trace, incs):
+            lines += ["", line]
     return "\n".join(lines)
 
 
@@ -258,10 +345,15 @@ def environment_line(trace: Trace) -> str:
 
 
 def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
-    failed = [i for i in incs if i.first.failed or i.first.result.error]
-    if not failed:
+    failed = [i for i in incs if i.real_failure]
+    apart = [i for i in incs if i.went_on]
+    if not failed and not apart:
         return f"**dlltrace:** every load succeeded ({_n(len(replays), 'load')} traced).\n"
     out = []
+    if not failed:
+        out += [f"**dlltrace:** no failed load the program hit ({_n(len(replays), 'load')} traced)."]
+        out += [f"{line}" for line in unexplained_exits(trace, incs)]
+        out.append("")
     for inc in failed:
         r = inc.first
         res = r.result
@@ -274,6 +366,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             where = f" while `{r.origin}` loaded" if r.origin else " loading"
             out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "
                        f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
+        out.append("")
+        out.append(fate_line(inc.verdict).rstrip(".") + ".")
         out.append("")
         for c in res.found_elsewhere[:2]:
             out.append(f"Found at `{c.path}` ({c.rule}).")
@@ -299,11 +393,19 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             for f in res.fixes[1:]:
                 out.append(f"- {_md(f.text)}")
         out.append("")
-        out.append(agreement_line(inc))
+        out.extend(agreement_lines(inc, indent=""))
         out.append("")
         out.append(environment_line(trace))
         out.append("")
         out.append("</details>")
+        out.append("")
+    if apart:
+        out.append("Probed, absent, the program went on (not failures, no fix needed):")
+        out.append("")
+        for inc in apart:
+            r = inc.first
+            out.append(f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
+                       f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict)}")
         out.append("")
     return "\n".join(out)
 
@@ -314,17 +416,22 @@ def _md(text: str) -> str:
 
 # --- json ----------------------------------------------------------------------------------------------
 def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> dict[str, Any]:
-    calls = []
+    calls, failed, went_on = [], [], []
     for inc in incs:
         for a in inc.attempts:
             d = call_dict(a.result, a.not_searched)
             d.update({"real_error": a.real_error, "pid": a.load.pid, "real_probes": a.real_probes,
-                      "agreed": a.agreed, "disagreements": a.disagreements})
+                      "agreed": a.agreed, "disagreements": a.disagreements,
+                      "differences": [x.to_dict() for x in a.differences],
+                      "verdict": verdict_dict(inc.verdict) if inc.verdict else None})
+            if inc.went_on and "fixes" in d:
+                d["fixes"] = []  # fixes only for a failure the program hit
+            (failed if inc.real_failure else went_on if inc.went_on else []).append(d)
             calls.append(d)
-    failed = [c for c in calls if c.get("real_error") or c["error"]]
     return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
             "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
-            "failed": [c["index"] for c in failed], "calls": calls, "warnings": list(trace.warnings)}
+            "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
+            "calls": calls, "warnings": list(trace.warnings)}
 
 
 # --- redaction ----------------------------------------------------------------------------------------
@@ -355,7 +462,7 @@ def summarize(trace: Trace) -> str:
     """What `dlltrace run` prints at the end: the report of the failed loads, with where the trace
     was saved in its first line (or its only line, when every load succeeded)."""
     replays = analyse(trace)
-    incs = incidents(replays)
+    incs = incidents(replays, verdicts=judge(trace, replays))
     return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays, saved=True)])
 
 
@@ -363,7 +470,7 @@ def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
     """The report of a trace as text, "markdown" or "json" (what `dlltrace report` prints)."""
     with paused_gc():
         replays = analyse(trace)
-        incs = incidents(replays, everything)
+        incs = incidents(replays, everything, judge(trace, replays))
         if fmt == "json":
             return json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
         if fmt == "markdown":
@@ -407,4 +514,6 @@ def _print_rich(text: str) -> None:
             style = "bold"
         elif s.startswith("The model and the real loader disagree"):
             style = "yellow"
+        elif s.startswith("Probed, absent, the program went on"):
+            style = "dim"
         console.print(Text(line, style=style))

@@ -6,7 +6,10 @@ bin/dlltrace_shim64.dll + the cdef below), dlltrace_start(NULL, "python") (a no-
 already started it), write a py_env event and install a sys.addaudithook hook that turns `import`,
 `ctypes.dlopen` and `os.add_dll_directory` into py_* events. Each py_* event's seq becomes the
 thread's context (dlltrace_set_context), so every native load that follows on that thread carries
-"ctx": <that seq> -- the Python action that caused it.
+"ctx": <that seq> -- the Python action that caused it. At exit (atexit), if the program is ending on
+an uncaught exception (sys.last_exc / sys.last_value, which the interpreter sets before it prints
+the traceback), a py_exception event says which: the report uses it to tell the load that failed
+the program from the ones it went past (docs/verdicts.md). Nothing the program sees or prints changes.
 
 Everything except load_shim() is plain Python, tested on Linux with a fake backend.
 """
@@ -119,10 +122,74 @@ def make_audit_hook(backend: Backend) -> Callable[[str, tuple], None]:
     return hook
 
 
+MESSAGE_LIMIT = 4000  # characters of str(exception) kept
+CAUSES_LIMIT = 4      # links of the __cause__ / __context__ chain kept
+
+
+def _exception_one(exc: BaseException) -> dict:
+    t = type(exc)
+    mod = getattr(t, "__module__", "") or ""
+    name = getattr(t, "__qualname__", t.__name__)
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not stop the record
+        message = ""
+    module = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    path = getattr(exc, "path", None) if isinstance(exc, ImportError) else (
+        getattr(exc, "filename", None) if isinstance(exc, OSError) else None)
+    winerror = getattr(exc, "winerror", None) if isinstance(exc, OSError) else None
+    return {"type": name if mod in ("builtins", "") else f"{mod}.{name}",
+            "message": message[:MESSAGE_LIMIT],
+            "module": module if isinstance(module, str) else None,
+            "path": os.fspath(path) if isinstance(path, (str, os.PathLike)) else None,
+            "winerror": winerror if isinstance(winerror, int) and not isinstance(winerror, bool) else None}
+
+
+def exception_fields(exc: BaseException) -> dict:
+    """The py_exception event: the exception's type, message, ImportError.name (`module`),
+    ImportError.path / OSError.filename (`path`), OSError.winerror, and its causes (the
+    __cause__ / __context__ chain, nearest first)."""
+    fields = _exception_one(exc)
+    causes, seen, cur = [], {id(exc)}, exc
+    while len(causes) < CAUSES_LIMIT:
+        cur = cur.__cause__ if cur.__cause__ is not None else (None if cur.__suppress_context__ else cur.__context__)
+        if cur is None or id(cur) in seen:
+            break
+        seen.add(id(cur))
+        causes.append(_exception_one(cur))
+    fields["causes"] = causes
+    return fields
+
+
+def ending_exception() -> Optional[BaseException]:
+    """The uncaught exception the program is ending on, at exit (None when it ends normally or on
+    SystemExit): the interpreter sets sys.last_exc (3.12+) / sys.last_value before printing it."""
+    exc = getattr(sys, "last_exc", None)
+    if exc is None:
+        exc = getattr(sys, "last_value", None)
+    return exc if isinstance(exc, BaseException) and not isinstance(exc, SystemExit) else None
+
+
+def make_exit_hook(backend: Backend) -> Callable[[], None]:
+    """An atexit hook writing py_exception when the program ends on an uncaught exception."""
+    def at_exit() -> None:
+        try:
+            exc = ending_exception()
+            if exc is not None:
+                backend.write_event("py_exception", exception_fields(exc))
+        except Exception:  # never break the traced program, nor change what it prints
+            pass
+
+    return at_exit
+
+
 def install(backend: Backend, environ: Optional[dict] = None) -> Callable[[str, tuple], None]:
+    import atexit
+
     backend.write_event("py_env", python_env_fields(environ))
     hook = make_audit_hook(backend)
     sys.addaudithook(hook)
+    atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
     return hook
 
 

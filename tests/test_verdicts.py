@@ -1,0 +1,422 @@
+"""Which failed load is the failure (dlltrace/verdict.py, docs/verdicts.md): one test per rule, named
+after it, on traces written here the way fixtures/traces/handwritten.py writes them (the probes are
+the Windows loader's documented search order, not the model's prediction), and the report's forms
+(text, Markdown, JSON) for each kind of ending. Also: the model's agreement is said per load, with
+each difference named (item 6 of issue 7)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dlltrace import report as report_mod
+from dlltrace import verdict as V
+from dlltrace.trace import read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "fixtures" / "traces"))
+from handwritten import DLL_NOT_FOUND, NOT_FOUND, SYS32, Writer  # noqa: E402
+
+PY = "C:\\Python312"
+SITE = PY + "\\Lib\\site-packages"
+LIB = SITE + "\\torch\\lib"
+PATH = [PY, PY + "\\Scripts", SYS32, "C:\\Windows"]
+MODULES = [f"{SYS32}\\ntdll.dll", f"{SYS32}\\kernel32.dll", f"{SYS32}\\kernelbase.dll", PY + "\\python312.dll"]
+SEARCH_SYSTEM32 = 0x800
+DEFAULT = 0x1100  # LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | SEARCH_DEFAULT_DIRS
+RESULT_SCHEMA = json.loads((ROOT / "tracer/dlltrace/schemas/result-v1.json").read_text())
+
+
+def writer(command: str = "import app") -> Writer:
+    w = Writer(PY + "\\python.exe", "C:\\Users\\me", PATH, MODULES, [PY + "\\python.exe", "-c", command])
+    w.py_env("3.12.7", PY, SITE)
+    w.file(f"{SYS32}\\kernel32.dll")
+    return w
+
+
+def optional_probe(w: Writer, name: str, ctx=None) -> None:
+    """LoadLibraryExW(name, LOAD_LIBRARY_SEARCH_SYSTEM32): System32 only; the DLL is not there."""
+    w.load("LoadLibraryExW", name, SEARCH_SYSTEM32, ctx, [(f"{SYS32}\\{name}", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
+    w.file(f"{SYS32}\\{name}", kind="missing")
+
+
+def pyd_missing_dep(w: Writer, folder: str, pyd: str, dep: str, ctx=None, flags: int = DEFAULT,
+                    user_dirs: tuple[str, ...] = ()) -> None:
+    """An extension whose import `dep` is nowhere: DLL_LOAD_DIR, the app's folder, the
+    AddDllDirectory folders (`user_dirs`), System32."""
+    path = f"{folder}\\{pyd}"
+    probes = [(path, 0), *((f"{d}\\{dep}", NOT_FOUND) for d in (folder, PY, *user_dirs, SYS32))]
+    w.load("LoadLibraryExW", path, flags, ctx, probes, 126, DLL_NOT_FOUND, None)
+    w.file(path, imports=[dep, "kernel32.dll"])
+    for d in (folder, PY, SYS32):
+        w.file(f"{d}\\{dep}", kind="missing")
+
+
+def loaded_ok(w: Writer, path: str, ctx=None, api: str = "LoadLibraryExW", flags: int = DEFAULT) -> None:
+    w.load(api, path, flags, ctx, [(path, 0)], 0, 0, path)
+    w.file(path, imports=["kernel32.dll"])
+
+
+def build(tmp_path: Path, w: Writer, exit_code, name: str = "t.jsonl") -> Path:
+    p = tmp_path / name
+    w.write(p, exit_code)
+    return p
+
+
+def verdicts_by_name(path: Path) -> dict[str, list[V.Verdict]]:
+    trace = read_trace(path)
+    replays = report_mod.analyse(trace)
+    judged = V.judge(trace, replays)
+    out: dict[str, list[V.Verdict]] = {}
+    for r in replays:
+        if V.key(r) in judged:
+            out.setdefault(r.load.name.rsplit("\\", 1)[-1], []).append(judged[V.key(r)])
+    return out
+
+
+def produce(path: Path, fmt: str = "text", everything: bool = False):
+    out = report_mod.produce(read_trace(path), fmt, everything)
+    if fmt == "json":
+        rep = json.loads(out)
+        jsonschema.validate(rep, RESULT_SCHEMA)
+        return rep
+    return out
+
+
+def fates(rep: dict) -> dict[str, tuple[str, str]]:
+    return {c["name"].rsplit("\\", 1)[-1]: (c["verdict"]["fate"], c["verdict"]["reason"]) for c in rep["calls"]}
+
+
+# --- a clean exit: optional probes ---------------------------------------------------------------------
+def optional_probes_trace(tmp_path: Path, exit_code=0) -> Path:
+    w = writer()
+    ctx = w.ev("py_import", module="app._ext")
+    loaded_ok(w, SITE + "\\app\\_ext.pyd", ctx)
+    optional_probe(w, "nvcuda.dll", ctx)
+    optional_probe(w, "dxcore.dll", ctx)
+    return build(tmp_path, w, exit_code)
+
+
+def test_rule_exit_zero(tmp_path):
+    p = optional_probes_trace(tmp_path)
+    assert {n: [(v.fate, v.reason) for v in vs] for n, vs in verdicts_by_name(p).items()} == {
+        "nvcuda.dll": [("went_on", "exit_zero")], "dxcore.dll": [("went_on", "exit_zero")]}
+    assert V.rule_exit_zero(0) == V.Verdict("went_on", "exit_zero", exit_code=0)
+    assert V.rule_exit_zero(1) is None and V.rule_exit_zero(None) is None
+
+
+def test_clean_exit_with_optional_probes_is_no_failure_listed_apart_without_a_fix(tmp_path):
+    p = optional_probes_trace(tmp_path)
+    text = produce(p)
+    lines = text.splitlines()
+    assert lines[0] == f"dlltrace ─ 0 failed loads · 2 probed, absent, the program went on · {p}"
+    assert "Probed, absent, the program went on (not failures: no fix needed; --all explains them)" in lines
+    apart = [l for l in lines if l.startswith("  nvcuda.dll") or l.startswith("  dxcore.dll")]
+    assert len(apart) == 2 and all(l.endswith("· the program exited with 0") for l in apart), apart
+    assert "✗" not in text and "Fix" not in text and "os.add_dll_directory" not in text
+    rep = produce(p, "json")
+    assert rep["failed"] == [] and rep["error"] == 0 and len(rep["went_on"]) == 2
+    assert fates(rep) == {"nvcuda.dll": ("went_on", "exit_zero"), "dxcore.dll": ("went_on", "exit_zero")}
+    assert all(c["fixes"] == [] and c["verdict"]["exit_code"] == 0 for c in rep["calls"])
+    md = produce(p, "markdown")
+    assert md.startswith("**dlltrace:** no failed load the program hit")
+    assert "Suggested fix" not in md and "- `nvcuda.dll`: `LoadLibraryExW`" in md
+    # --all explains them, still without a fix
+    everything = produce(p, "text", everything=True)
+    assert "  Probed, absent, the program went on: the program exited with 0" in everything
+    assert "✗ nvcuda.dll was not found" in everything and "\n  Fix\n" not in everything
+
+
+def test_the_same_probes_with_a_failed_exit_are_the_failure(tmp_path):
+    # the control of the test above: the same loads, exit 1 -- now the last one is the failure
+    rep = produce(optional_probes_trace(tmp_path, exit_code=1), "json")
+    assert fates(rep) == {"nvcuda.dll": ("went_on", "another_was_fatal"), "dxcore.dll": ("fatal", "nonzero_exit")}
+    dx = next(c for c in rep["calls"] if c["name"] == "dxcore.dll")
+    assert rep["failed"] == [dx["index"]] and rep["error"] == 126
+    nv = next(c for c in rep["calls"] if c["name"] == "nvcuda.dll")
+    assert nv["verdict"]["related"]["name"] == "dxcore.dll" and nv["fixes"] == []
+
+
+# --- torch's loop: a retry that ends well ------------------------------------------------------------------
+def torch_loop_trace(tmp_path: Path, exit_code, real_failure: bool) -> Path:
+    """torch/__init__.py's loop over torch\\lib\\*.dll: LoadLibraryExW(dll, 0x1100); on 126 its
+    folders go on PATH and LoadLibraryW(dll) is tried. Eight DLLs need mkl from a folder only PATH
+    holds: the first attempt fails, the retry succeeds. With real_failure, one more DLL's
+    dependency is missing everywhere and the retry fails too."""
+    mkl = PY + "\\Library\\bin"
+    w = writer("import torch")
+    ctx = w.ev("py_import", module="torch")
+    w.ev("adddir", api="AddDllDirectory", caller=PY + "\\python312.dll", path=LIB, cookie="0x1d2e3f40", ok=True, error=0)
+    loaded_ok(w, LIB + "\\c10.dll", ctx)
+    names = [f"torch_part{i}.dll" for i in range(8)]
+    for name in names:
+        dll = f"{LIB}\\{name}"
+        w.load("LoadLibraryExW", dll, DEFAULT, ctx,
+               [(dll, 0), (f"{LIB}\\mkl_core.dll", NOT_FOUND), (f"{PY}\\mkl_core.dll", NOT_FOUND),
+                (f"{LIB}\\mkl_core.dll", NOT_FOUND), (f"{SYS32}\\mkl_core.dll", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
+        w.file(dll, imports=["mkl_core.dll", "kernel32.dll"])
+    w.ev("setenv", api="SetEnvironmentVariableW", caller=PY + "\\python312.dll", name="PATH",
+         value=";".join([LIB, mkl, *PATH]), ok=True, error=0)
+    for name in names:
+        dll = f"{LIB}\\{name}"
+        w.load("LoadLibraryW", dll, 0, ctx, [(dll, 0), (f"{LIB}\\mkl_core.dll", NOT_FOUND), (f"{mkl}\\mkl_core.dll", 0)],
+               0, 0, dll)
+    w.file(f"{mkl}\\mkl_core.dll", imports=["kernel32.dll"])
+    for d in (LIB, PY, SYS32):
+        w.file(f"{d}\\mkl_core.dll", kind="missing")
+    if real_failure:
+        pyd_missing_dep(w, LIB, "caffe2_nvrtc.dll", "nvrtc64_120_0.dll", ctx, user_dirs=(LIB,))
+    return build(tmp_path, w, exit_code)
+
+
+def test_rule_retried_ok(tmp_path):
+    # no exit code at all (a child process): the retries still say the program went on
+    p = torch_loop_trace(tmp_path, None, real_failure=False)
+    by_name = verdicts_by_name(p)
+    assert len(by_name) == 8
+    for name, (v,) in by_name.items():
+        assert (v.fate, v.reason) == ("went_on", "retried_ok"), name
+        assert v.related.api == "LoadLibraryW" and v.related.name.endswith("\\" + name)
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ 0 failed loads · 8 probed, absent, the program went on · {p}"
+    assert "then loaded by LoadLibraryW(torch_part3.dll)" in text and "Fix" not in text
+
+
+def test_torch_loop_with_one_real_failure_counts_one(tmp_path):
+    p = torch_loop_trace(tmp_path, 1, real_failure=True)
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ 1 failed load · 8 probed, absent, the program went on · {p}"
+    assert "✗ nvrtc64_120_0.dll was not found — it is needed by caffe2_nvrtc.dll" in text
+    assert text.count("\n  Fix\n") == 1
+    rep = produce(p, "json")
+    got = fates(rep)
+    assert got.pop("caffe2_nvrtc.dll") == ("fatal", "nonzero_exit")
+    assert set(got.values()) == {("went_on", "retried_ok")} and len(got) == 8
+    (fatal,) = [c for c in rep["calls"] if c["index"] in rep["failed"]]
+    assert fatal["name"].endswith("caffe2_nvrtc.dll") and fatal["fixes"]
+    assert fatal["differences"] == [] and "The model agreed with all 5 probes the loader made for this load." in text
+
+
+# --- a Python import that raised ----------------------------------------------------------------------------
+def import_raised_trace(tmp_path: Path, exception: dict) -> Path:
+    """nvcuda.dll probed (optional), then `import app._ext` fails (its dependency is missing), then
+    the program's own cleanup probes dxcore.dll, which fails too: the last failed load is not the
+    one the program ended on."""
+    w = writer()
+    optional_probe(w, "nvcuda.dll")
+    ctx = w.ev("py_import", module="app._ext")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.cp312-win_amd64.pyd", "libfoo.dll", ctx)
+    optional_probe(w, "dxcore.dll")
+    w.ev("py_exception", **exception)
+    return build(tmp_path, w, 1)
+
+
+IMPORT_ERROR = {"type": "ImportError", "message": "DLL load failed while importing _ext: The specified module could not "
+                "be found.", "module": "app._ext", "path": SITE + "\\app\\_ext.cp312-win_amd64.pyd", "winerror": None,
+                "causes": []}
+
+
+def test_rule_python_exception(tmp_path):
+    p = import_raised_trace(tmp_path, IMPORT_ERROR)
+    by_name = verdicts_by_name(p)
+    (ext,) = by_name["_ext.cp312-win_amd64.pyd"]
+    assert (ext.fate, ext.reason, ext.exception.type, ext.exception.module) == (
+        "fatal", "python_exception", "ImportError", "app._ext")
+    for name in ("nvcuda.dll", "dxcore.dll"):
+        (v,) = by_name[name]
+        assert (v.fate, v.reason, v.related.name) == ("went_on", "another_was_fatal", IMPORT_ERROR["path"])
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ 1 failed load · 2 probed, absent, the program went on · {p}"
+    assert ("  The failure the program hit: the program ended on ImportError: DLL load failed while importing _ext: "
+            "The specified module could not be found.") in text
+    rep = produce(p, "json")
+    (call,) = [c for c in rep["calls"] if c["index"] in rep["failed"]]
+    assert call["verdict"]["exception"]["module"] == "app._ext" and call["leaf"]["name"] == "libfoo.dll"
+
+
+@pytest.mark.parametrize("exception", [
+    # torch's OSError names the DLL in its message only
+    {"type": "OSError", "message": '[WinError 126] The specified module could not be found. Error loading '
+     f'"{SITE}\\app\\_ext.cp312-win_amd64.pyd" or one of its dependencies.', "module": None, "path": None,
+     "winerror": 126, "causes": []},
+    # an ImportError raised from the OSError: the cause names it
+    {"type": "ImportError", "message": "app needs its native part", "module": None, "path": None, "winerror": None,
+     "causes": [{"type": "FileNotFoundError", "message": "Could not find module (or one of its dependencies)",
+                 "module": None, "path": f"{SITE}\\app\\_ext.cp312-win_amd64.pyd", "winerror": 126}]},
+])
+def test_the_exception_names_the_load_by_message_or_cause(tmp_path, exception):
+    (ext,) = verdicts_by_name(import_raised_trace(tmp_path, exception))["_ext.cp312-win_amd64.pyd"]
+    assert (ext.fate, ext.reason) == ("fatal", "python_exception")
+
+
+def test_an_exception_naming_no_load_falls_back_on_the_exit_code(tmp_path):
+    exc = {"type": "RuntimeError", "message": "something else", "module": None, "path": None, "winerror": None,
+           "causes": []}
+    by_name = verdicts_by_name(import_raised_trace(tmp_path, exc))
+    assert [(v.fate, v.reason) for v in by_name["dxcore.dll"]] == [("fatal", "nonzero_exit")]
+
+
+def test_rule_exception_not_a_load(tmp_path):
+    w = writer("import app")
+    optional_probe(w, "nvcuda.dll")
+    w.ev("py_import", module="app.missing")
+    w.ev("py_exception", type="ModuleNotFoundError", message="No module named 'app.missing'", module="app.missing",
+         path=None, winerror=None, causes=[])
+    p = build(tmp_path, w, 1)
+    assert [(v.fate, v.reason) for v in verdicts_by_name(p)["nvcuda.dll"]] == [("went_on", "exception_not_a_load")]
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ 0 failed loads · 1 probed, absent, the program went on · {p}"
+    assert "The program exited with 1; no failed load explains it." in text
+
+
+# --- a non-zero exit, a crash, a load that never returned, no exit at all ---------------------------------
+def two_failures(w: Writer) -> None:
+    optional_probe(w, "nvcuda.dll")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+
+
+def test_rule_nonzero_exit(tmp_path):
+    w = writer()
+    two_failures(w)
+    p = build(tmp_path, w, 3)
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason, v.exit_code) for v in by_name["_ext.pyd"]] == [("fatal", "nonzero_exit", 3)]
+    assert [(v.fate, v.reason) for v in by_name["nvcuda.dll"]] == [("went_on", "another_was_fatal")]
+    text = produce(p)
+    assert ("  The failure the program hit: the program exited with 3, and this is the last failed load it did not "
+            "load afterwards") in text
+
+
+def test_rule_crash(tmp_path):
+    w = writer()
+    two_failures(w)
+    loaded_ok(w, SITE + "\\app\\other.pyd")  # a later successful load of another module changes nothing
+    p = build(tmp_path, w, 0xC0000005)
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason) for v in by_name["_ext.pyd"]] == [("fatal", "crash")]
+    assert [(v.fate, v.reason) for v in by_name["nvcuda.dll"]] == [("went_on", "another_was_fatal")]
+    assert "the program crashed (0xc0000005 STATUS_ACCESS_VIOLATION), and this is the last failed load" in produce(p)
+    assert V.is_crash(0xC0000005) and V.is_crash(0xE06D7363) and V.is_crash(0x80000003)
+    assert not V.is_crash(0xFFFFFFFF) and not V.is_crash(1) and not V.is_crash(0) and not V.is_crash(None)
+
+
+def test_rule_died_in_load(tmp_path):
+    w = writer()
+    two_failures(w)
+    w.ev("load_begin", api="LoadLibraryW", name="C:\\app\\dies.dll", flags=0, parent=None, depth=0, ctx=None,
+         caller=PY + "\\python312.dll")
+    p = build(tmp_path, w, None)  # killed: no exit event either
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason) for v in by_name["dies.dll"]] == [("fatal", "died_in_load")]
+    assert {v.reason for n in ("nvcuda.dll", "_ext.pyd") for v in by_name[n]} == {"another_was_fatal"}
+    assert V.rule_died_in_load([]) is None
+
+
+def test_rule_no_exit_is_unknown_and_still_counted(tmp_path):
+    w = writer()
+    two_failures(w)
+    p = build(tmp_path, w, None)
+    assert {v.fate for vs in verdicts_by_name(p).values() for v in vs} == {"unknown"}
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ 2 failed loads · {p}"
+    assert "  Whether the program went on is not known: the trace does not say how this process ended" in text
+    assert produce(p, "json")["went_on"] == []
+
+
+def test_rule_could_not_start(tmp_path):
+    from test_report import START_TRACE
+
+    p = tmp_path / "start.jsonl"
+    p.write_text("\n".join(json.dumps(e) for e in START_TRACE) + "\n", encoding="utf-8")
+    rep = produce(p, "json")
+    (call,) = rep["calls"]
+    assert (call["verdict"]["fate"], call["verdict"]["reason"], call["verdict"]["exit_code"]) == (
+        "fatal", "could_not_start", 0xC0000135)
+    assert rep["failed"] == [call["index"]]
+
+
+def test_rule_real_load_succeeded():
+    from types import SimpleNamespace
+
+    assert V.rule_real_load_succeeded(SimpleNamespace(failed=False)) == V.Verdict("went_on", "real_load_succeeded")
+    assert V.rule_real_load_succeeded(SimpleNamespace(failed=True)) is None
+
+
+def test_a_retry_that_fails_too_shares_the_failure(tmp_path):
+    # torch's two attempts at one DLL, both failing, then exit 1: one failure, both attempts fatal
+    w = writer()
+    optional_probe(w, "nvcuda.dll")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+    p = build(tmp_path, w, 1)
+    assert [(v.fate, v.reason) for v in verdicts_by_name(p)["_ext.pyd"]] == [("fatal", "nonzero_exit")] * 2
+    rep = produce(p, "json")
+    assert len(rep["failed"]) == 2 and len(rep["went_on"]) == 1
+
+
+def test_fixture_cases_keep_their_failure():
+    # every committed case ends non-zero on its failure: each is still *the* failure
+    for path in sorted((ROOT / "fixtures" / "traces").glob("s*.jsonl")):
+        rep = json.loads(report_mod.produce(read_trace(path), "json"))
+        assert rep["failed"] and rep["went_on"] == [], path.name
+        assert {c["verdict"]["fate"] for c in rep["calls"]} == {"fatal"}, path.name
+
+
+# --- item 6: the model's agreement, per load ---------------------------------------------------------
+def test_agreement_is_per_load_and_names_each_difference(tmp_path):
+    """Two attempts at one DLL: the first agrees with the model; in the second the real loader also
+    probed a folder the model does not search, and skipped one it does. The report must not say the
+    model agreed with all the probes, and must say where it did not."""
+    w = writer()
+    folder = SITE + "\\app"
+    pyd_missing_dep(w, folder, "_ext.pyd", "libfoo.dll")
+    path = f"{folder}\\_ext.pyd"
+    odd = "C:\\odd\\libfoo.dll"
+    w.load("LoadLibraryExW", path, DEFAULT, None,
+           [(path, 0), (f"{folder}\\libfoo.dll", NOT_FOUND), (odd, NOT_FOUND), (f"{SYS32}\\libfoo.dll", NOT_FOUND)],
+           126, DLL_NOT_FOUND, None)
+    p = build(tmp_path, w, 1)
+    text = produce(p)
+    assert "The model agreed with all 4 probes the loader made for the first attempt." in text
+    assert ("The model and the real loader disagree on attempt 2 (2 differences): please report this with the trace "
+            "attached.") in text
+    assert f"    - {odd}: the trace saw a probe (not found, 0xc0000034), the model predicted none" in text
+    assert f"    - {PY}\\libfoo.dll: the model predicted a probe (expecting not there), the trace saw none" in text
+    assert "agreed with all 8" not in text and "agreed with all 7" not in text
+    rep = produce(p, "json")
+    first, second = rep["calls"]
+    assert first["differences"] == [] and first["agreed"] == 4
+    assert [(d["kind"], d["path"], d["trace_status"], d["model_result"]) for d in second["differences"]] == [
+        ("unexpected_probe", odd, NOT_FOUND, None),
+        ("missing_probe", f"{PY}\\libfoo.dll", None, "not_there")]
+    assert second["disagreements"] == [d["text"] for d in second["differences"]]
+
+
+def test_a_disagreement_on_another_load_does_not_reach_this_one(tmp_path):
+    # the probed-absent load disagrees with the model; the failure explained does not
+    w = writer()
+    w.load("LoadLibraryExW", "nvcuda.dll", SEARCH_SYSTEM32, None,
+           [("C:\\Windows\\SysWOW64\\nvcuda.dll", NOT_FOUND), (f"{SYS32}\\nvcuda.dll", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
+    w.file(f"{SYS32}\\nvcuda.dll", kind="missing")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+    p = build(tmp_path, w, 1)
+    text = produce(p)
+    assert "The model agreed with all 4 probes the loader made for this load." in text
+    assert "The model and the real loader disagree" not in text  # the went-on load is listed apart, not explained
+    everything = produce(p, "text", everything=True)
+    assert ("  - C:\\Windows\\SysWOW64\\nvcuda.dll: the trace saw a probe (not found, 0xc0000034), the model predicted "
+            "none") in everything
+    assert everything.count("disagree on this load (1 difference)") == 1
+
+
+def test_no_probe_is_not_agreement(tmp_path):
+    w = writer()
+    w.load("LoadLibraryExW", SITE + "\\app\\_ext.pyd", DEFAULT, None, [], 126, DLL_NOT_FOUND, None)
+    w.file(SITE + "\\app\\_ext.pyd", kind="missing")
+    text = produce(build(tmp_path, w, 1))
+    assert "agreed with all" not in text
+    assert "The trace holds no probe the loader made for this load" in text or "disagree on this load" in text

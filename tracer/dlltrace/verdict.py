@@ -1,0 +1,313 @@
+"""Which failed load is *the* failure: a typed verdict for every failed top-level load (docs/verdicts.md).
+
+A program may probe for a DLL it can do without (nvcuda.dll, dxcore.dll), or fail a load and retry
+it another way (torch's LoadLibraryExW(…, 0x1100), then LoadLibraryW after putting its folders on
+PATH). Such a failure is not what went wrong. From what the trace says about how the program ended
+-- the launcher's `exit` event, the bootstrap's `py_exception` event, a load that never returned --
+each failed load gets a Verdict:
+
+    fate    "fatal"    the failure the program hit (the report explains it and offers fixes)
+            "went_on"  probed, absent, the program went on (listed apart, no fix, never counted)
+            "unknown"  the trace does not say how the program ended (shown as a failure, said so)
+    reason  which rule chose the fate (REASONS), with the facts it used (exit code, exception,
+            the related load: the successful retry, or the load that was the failure)
+
+Each rule is one function named rule_*; tests/test_verdicts.py has a test named after each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Optional, get_args
+
+from dlltrace import winpath
+from dlltrace.replay import Replayed
+from dlltrace.trace import Trace
+
+Fate = Literal["fatal", "went_on", "unknown"]
+Reason = Literal[
+    "could_not_start",       # fatal: the process ended with a loader status before its entry point
+    "real_load_succeeded",   # went_on: the real loader loaded it (only the model failed it)
+    "exit_zero",             # went_on: the program exited with 0
+    "retried_ok",            # went_on: a later load of the same module succeeded
+    "died_in_load",          # fatal: the process ended inside this load (it never returned)
+    "python_exception",      # fatal: the Python exception the program ended on names this load
+    "exception_not_a_load",  # went_on: the program ended on ModuleNotFoundError, a missing Python module
+    "crash",                 # fatal: the program crashed (an NTSTATUS exit code); the last failed load
+    "nonzero_exit",          # fatal: the program exited non-zero; the last failed load
+    "another_was_fatal",     # went_on: the program went past it; another load was the failure
+    "no_exit",               # unknown: no exit code and no exception recorded for this process
+]
+FATES: tuple[str, ...] = get_args(Fate)
+REASONS: tuple[str, ...] = get_args(Reason)
+REAL_FAILURE: tuple[str, ...] = ("fatal", "unknown")  # what the summary counts as a failed load
+
+# Exit codes that are NTSTATUS crash codes, named in the report
+CRASH_TEXT = {0xC0000005: "STATUS_ACCESS_VIOLATION", 0xC000001D: "STATUS_ILLEGAL_INSTRUCTION",
+              0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO", 0xC00000FD: "STATUS_STACK_OVERFLOW",
+              0xC0000374: "STATUS_HEAP_CORRUPTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN",
+              0xC06D007E: "delay-load module not found", 0xC06D007F: "delay-load procedure not found",
+              0xE06D7363: "unhandled C++ exception", 0x80000003: "STATUS_BREAKPOINT"}
+
+
+@dataclass(frozen=True)
+class PyException:
+    """The bootstrap's `py_exception` event: the exception a Python program ended on (and its causes)."""
+    type: str
+    message: str
+    module: Optional[str] = None   # ImportError.name
+    path: Optional[str] = None     # ImportError.path, OSError.filename
+    winerror: Optional[int] = None
+    causes: tuple["PyException", ...] = ()
+
+    @classmethod
+    def from_event(cls, e: dict) -> "PyException":
+        def one(d: dict) -> "PyException":
+            s = lambda k: d.get(k) if isinstance(d.get(k), str) else None
+            w = d.get("winerror")
+            return cls(type=s("type") or "?", message=s("message") or "", module=s("module"), path=s("path"),
+                       winerror=w if isinstance(w, int) and not isinstance(w, bool) else None)
+        causes = tuple(one(c) for c in (e.get("causes") or []) if isinstance(c, dict))
+        top = one(e)
+        return cls(top.type, top.message, top.module, top.path, top.winerror, causes)
+
+    def all(self) -> tuple["PyException", ...]:
+        return (self, *self.causes)
+
+
+@dataclass(frozen=True)
+class LoadRef:
+    """Another load a verdict refers to (the retry that succeeded, the load that was the failure)."""
+    pid: int
+    seq: int
+    api: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fate: Fate
+    reason: Reason
+    exit_code: Optional[int] = None
+    exception: Optional[PyException] = None
+    related: Optional[LoadRef] = None
+
+    @property
+    def real_failure(self) -> bool:
+        return self.fate in REAL_FAILURE
+
+
+Key = tuple[int, int]  # (pid, seq of the load_begin; 0 for a process that could not start)
+
+
+def key(r: Replayed) -> Key:
+    return (r.load.pid, r.load.seq)
+
+
+def ref(r: Replayed) -> LoadRef:
+    return LoadRef(r.load.pid, r.load.seq, r.load.api, r.load.name or "")
+
+
+def is_crash(code: Optional[int]) -> bool:
+    """An exit code that is an NTSTATUS error (0xC0000005 ...; 0xE06D7363, a C++ exception; the
+    breakpoint 0x80000003), not exit(-1)...exit(-65536) (0xFFFFFFFF...0xFFFF0000)."""
+    if code is None:
+        return False
+    return 0xC0000000 <= code < 0xFFFF0000 or code in (0x80000002, 0x80000003)
+
+
+def same_module(a: Optional[str], b: Optional[str]) -> bool:
+    """Two load names (or a name and a loaded path) that mean the same DLL: same file name."""
+    return bool(a and b) and winpath.basename(a).lower() == winpath.basename(b).lower()
+
+
+_DLL_NAME = re.compile(r"([\w.\-+~]+\.(?:dll|pyd))\b", re.IGNORECASE)
+
+
+def exception_names_load(exc: PyException, r: Replayed, trace: Trace) -> bool:
+    """Whether the exception (or one of its causes) names this load: its path (ImportError.path,
+    OSError.filename), a DLL named in its message (torch's `Error loading "…\\x.dll"`, ctypes'
+    `Could not find module '…\\x.dll'`), or the module being imported (ImportError.name = the
+    `import` the load is attributed to)."""
+    ctx = trace.context(r.load)
+    imported = ctx.get("module") if ctx and ctx.get("ev") == "py_import" else None
+    for e in exc.all():
+        if e.path and (same_module(e.path, r.load.name) or same_module(e.path, r.load.path)):
+            return True
+        if any(same_module(m, r.load.name) for m in _DLL_NAME.findall(e.message)):
+            return True
+        if e.module and isinstance(imported, str) and (imported == e.module or imported.startswith(e.module + ".")):
+            return True
+    return False
+
+
+# --- the rules, in the order they apply --------------------------------------------------------------
+def rule_could_not_start(r: Replayed) -> Optional[Verdict]:
+    """A process that ended with a loader status before its entry point: its static imports are the failure."""
+    if r.load.api == "start":
+        return Verdict("fatal", "could_not_start", exit_code=r.load.status)
+    return None
+
+
+def rule_real_load_succeeded(r: Replayed) -> Optional[Verdict]:
+    """The real loader loaded it; only the model said it fails: not a failure of the program."""
+    return Verdict("went_on", "real_load_succeeded") if not r.failed else None
+
+
+def rule_exit_zero(code: Optional[int]) -> Optional[Verdict]:
+    """The program exited with 0: no failed load was the failure, every one was probed and gone past."""
+    return Verdict("went_on", "exit_zero", exit_code=0) if code == 0 else None
+
+
+def rule_retried_ok(r: Replayed, later_ok: list[Replayed]) -> Optional[Verdict]:
+    """A failure followed by a successful load of the same module: the program went on (torch's retry)."""
+    for ok in later_ok:
+        if ok.load.seq > r.load.seq and (same_module(ok.load.name, r.load.name) or same_module(ok.load.path, r.load.name)):
+            return Verdict("went_on", "retried_ok", related=ref(ok))
+    return None
+
+
+def rule_died_in_load(candidates: list[Replayed]) -> Optional[Replayed]:
+    """A load that never returned: the process ended inside it, so it is the failure."""
+    unfinished = [r for r in candidates if not r.load.finished]
+    return unfinished[-1] if unfinished else None
+
+
+def rule_python_exception(candidates: list[Replayed], exc: Optional[PyException], trace: Trace) -> Optional[Replayed]:
+    """The Python exception the program ended on names a load (its DLL, its path, its import): the
+    last such failed load is the failure."""
+    if exc is None:
+        return None
+    named = [r for r in candidates if exception_names_load(exc, r, trace)]
+    return named[-1] if named else None
+
+
+def rule_exception_not_a_load(candidates: list[Replayed], exc: Optional[PyException]) -> bool:
+    """The program ended on a ModuleNotFoundError naming no load: a Python module was missing, so no
+    failed load was the failure."""
+    return exc is not None and exc.type.rsplit(".", 1)[-1] == "ModuleNotFoundError" and bool(candidates)
+
+
+def rule_crash(candidates: list[Replayed], code: Optional[int]) -> Optional[Replayed]:
+    """A crash (an NTSTATUS exit code such as 0xC0000005): the last failed load before the end."""
+    return candidates[-1] if is_crash(code) and candidates else None
+
+
+def rule_nonzero_exit(candidates: list[Replayed], code: Optional[int]) -> Optional[Replayed]:
+    """A non-zero exit with nothing more precise: the last failed top-level load not later loaded
+    successfully (the one the program reported before it exited)."""
+    return candidates[-1] if code not in (None, 0) and candidates else None
+
+
+def attempts_of(fatal: Replayed, candidates: list[Replayed]) -> list[Replayed]:
+    """The fatal load and the failed attempts of the same module right before it (torch's first
+    try before its retry): one failure, one verdict."""
+    i = candidates.index(fatal)
+    out = [fatal]
+    while i > 0 and candidates[i - 1].load.pid == fatal.load.pid and same_module(candidates[i - 1].load.name, fatal.load.name):
+        i -= 1
+        out.append(candidates[i])
+    return out
+
+
+def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, Verdict]:
+    """The verdict of every failed load of one process (replays: its top-level loads, in order)."""
+    out: dict[Key, Verdict] = {}
+    code = trace.exit_code(pid)
+    exc_event = next(reversed(list(trace.of("py_exception", pid=pid))), None)
+    exc = PyException.from_event(exc_event) if exc_event else None
+    later_ok = [r for r in replays if not r.failed]
+    candidates: list[Replayed] = []
+    for r in replays:
+        if not r.failed and not r.result.error:
+            continue  # a load that succeeded, and the model agrees: no verdict needed
+        v = rule_could_not_start(r) or rule_real_load_succeeded(r) or rule_exit_zero(code) or rule_retried_ok(r, later_ok)
+        if v is not None:
+            out[key(r)] = v
+        else:
+            candidates.append(r)
+    if not candidates:
+        return out
+    fatal, verdict = None, None
+    if (fatal := rule_died_in_load(candidates)) is not None:
+        verdict = Verdict("fatal", "died_in_load", exit_code=code, exception=exc)
+    elif (fatal := rule_python_exception(candidates, exc, trace)) is not None:
+        verdict = Verdict("fatal", "python_exception", exit_code=code, exception=exc)
+    elif rule_exception_not_a_load(candidates, exc):
+        for r in candidates:
+            out[key(r)] = Verdict("went_on", "exception_not_a_load", exit_code=code, exception=exc)
+        return out
+    elif (fatal := rule_crash(candidates, code)) is not None:
+        verdict = Verdict("fatal", "crash", exit_code=code, exception=exc)
+    elif (fatal := rule_nonzero_exit(candidates, code)) is not None:
+        verdict = Verdict("fatal", "nonzero_exit", exit_code=code, exception=exc)
+    if fatal is None or verdict is None:
+        for r in candidates:
+            out[key(r)] = Verdict("unknown", "no_exit", exception=exc)
+        return out
+    same = attempts_of(fatal, candidates)
+    for r in candidates:
+        out[key(r)] = verdict if any(r is a for a in same) else Verdict(
+            "went_on", "another_was_fatal", exit_code=code, exception=exc, related=ref(fatal))
+    return out
+
+
+def judge(trace: Trace, replays: list[Replayed]) -> dict[Key, Verdict]:
+    """The verdict of every failed load (and of every load the model alone fails) of every process."""
+    out: dict[Key, Verdict] = {}
+    by_pid: dict[int, list[Replayed]] = {}
+    for r in replays:
+        by_pid.setdefault(r.load.pid, []).append(r)
+    for pid, rs in by_pid.items():
+        out.update(judge_process(trace, pid, rs))
+    return out
+
+
+# --- words ----------------------------------------------------------------------------------------------
+def exit_text(code: Optional[int]) -> str:
+    if code is None:
+        return "?"
+    if code >= 0x80000000:
+        name = CRASH_TEXT.get(code)
+        return f"{code:#x}" + (f" {name}" if name else "")
+    return str(code)
+
+
+def _short_message(exc: PyException, limit: int = 160) -> str:
+    msg = " ".join(exc.message.split())
+    msg = msg if len(msg) <= limit else msg[:limit - 1] + "…"
+    return f"{exc.type}: {msg}" if msg else exc.type
+
+
+def reason_text(v: Verdict) -> str:
+    """The verdict in words (the text and Markdown reports)."""
+    rel = winpath.basename(v.related.name) if v.related else "?"
+    return {
+        "could_not_start": "the program could not start",
+        "real_load_succeeded": "the real loader loaded it; only the model says it fails (please report this)",
+        "exit_zero": "the program exited with 0",
+        "retried_ok": f"then loaded by {v.related.api if v.related else '?'}({rel})",
+        "died_in_load": "the process ended inside this load",
+        "python_exception": f"the program ended on {_short_message(v.exception) if v.exception else 'an exception'}",
+        "exception_not_a_load": (f"the program ended on {_short_message(v.exception) if v.exception else '?'}, "
+                                 "a missing Python module, not this load"),
+        "crash": (f"the program crashed ({exit_text(v.exit_code)}), and this is the last failed load "
+                  "before the end"),
+        "nonzero_exit": (f"the program exited with {exit_text(v.exit_code)}, and this is the last failed load "
+                         "it did not load afterwards"),
+        "another_was_fatal": f"the program went past it; {rel} was the failure",
+        "no_exit": "the trace does not say how this process ended (no exit code, no Python exception)",
+    }[v.reason]
+
+
+def verdict_dict(v: Verdict) -> dict:
+    """The verdict in the JSON report (docs/json-output.md)."""
+    exc = None
+    if v.exception is not None:
+        one = lambda e: {"type": e.type, "message": e.message, "module": e.module, "path": e.path,
+                         "winerror": e.winerror}
+        exc = {**one(v.exception), "causes": [one(c) for c in v.exception.causes]}
+    return {"fate": v.fate, "reason": v.reason, "exit_code": v.exit_code, "exception": exc,
+            "related": None if v.related is None else {"pid": v.related.pid, "seq": v.related.seq,
+                                                       "api": v.related.api, "name": v.related.name}}
