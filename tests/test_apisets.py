@@ -42,3 +42,33 @@ def test_builtin_table_is_the_windows_11_schema_with_its_origin():
     assert s.lookup("api-ms-win-core-processthreads-l1-1-3.dll").host_for("kernel32.dll") == "kernelbase.dll"
     assert sum(1 for c in s.contracts.values() if not c.host) > 50  # Windows 11 has unhosted contracts
     assert set(SOURCE_TEXT) == {"trace", "scenario", "builtin"}
+
+
+def _trace_with_apisets(tmp_path, src: str, sets: dict):
+    """A copy of a fixture trace whose process recorded an API-set schema."""
+    import json
+    from pathlib import Path
+
+    lines = Path(src).read_text(encoding="utf-8").splitlines()
+    env = next(json.loads(x) for x in lines if '"ev":"env"' in x.replace(" ", ""))
+    ev = {"ev": "apisets", "seq": 999999, "pid": env["pid"], "tid": env["tid"], "t": env["t"], "version": 6, "sets": sets}
+    out = tmp_path / "with-apisets.jsonl"
+    out.write_text("\n".join([*lines, json.dumps(ev)]) + "\n", encoding="utf-8")
+    return out
+
+
+def test_report_says_when_api_sets_come_from_the_builtin_table(tmp_path):
+    import json
+
+    from dlltrace.report import produce
+    from dlltrace.trace import read_trace
+
+    old = read_trace("fixtures/traces/s3.jsonl")  # made before traces carried a schema
+    assert old.api_sets(old.pids[0]) is None
+    assert "API sets resolved from the built-in Windows 10/11 table" in produce(old, "text")
+    assert json.loads(produce(old, "json"))["api_sets"] == "builtin"
+    assert "API sets from the built-in table" in produce(old, "markdown")
+    new = read_trace(_trace_with_apisets(tmp_path, "fixtures/traces/s3.jsonl", {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}))
+    assert new.warnings == []
+    assert "built-in" not in produce(new, "text") and "built-in" not in produce(new, "markdown")
+    assert json.loads(produce(new, "json"))["api_sets"] == "trace"

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from dlltrace import __version__, winpath
+from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.explain import leaf_node
 from dlltrace.model import flags_text
 from dlltrace.render import call_dict, tail_lines
-from dlltrace.replay import Replayed, can_replay_start, recorded_world, replay, replay_start
+from dlltrace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
 from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
 from dlltrace.verdict import Verdict, exit_text, judge, key, reason_text, verdict_dict
 
@@ -322,7 +323,24 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
     if not n:
         for line in unexplained_exits(trace, incs):
             lines += ["", line]
+    note = api_set_note(trace)
+    if note:
+        lines += ["", note]
     return "\n".join(lines)
+
+
+def api_set_source(trace: Trace) -> str:
+    """Where the replay's API sets came from (apisets.SOURCE_TEXT keys): "trace" when every traced
+    process recorded its schema, else "builtin"."""
+    pids = trace.pids or [e["pid"] for e in trace.of("env")]
+    return "trace" if pids and all(api_set_schema(trace, p).source == "trace" for p in pids) else "builtin"
+
+
+def api_set_note(trace: Trace) -> str:
+    """The line a report gives when its API sets did not come from the trace (older traces)."""
+    if api_set_source(trace) == "trace":
+        return ""
+    return f"API sets resolved from {SOURCE_TEXT['builtin']} (the trace has no API-set schema of its own)."
 
 
 def _n(count: int, word: str) -> str:
@@ -340,6 +358,8 @@ def environment_line(trace: Trace) -> str:
     if env:
         w = f"Wine {env['wine']}" if env.get("wine") else f"Windows {env.get('windows_version', '?')}"
         parts.append(w)
+    if api_set_source(trace) != "trace":
+        parts.append("API sets from the built-in table")
     parts += [f"dlltrace {__version__}", f"trace format {trace.header.version}"]
     return " · ".join(parts)
 
@@ -431,7 +451,7 @@ def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> 
     return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
             "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
             "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
-            "calls": calls, "warnings": list(trace.warnings)}
+            "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings)}
 
 
 # --- redaction ----------------------------------------------------------------------------------------
