@@ -6,7 +6,10 @@ process state, one or two LoadLibrary calls) are run twice:
   GetModuleFileNameW of the result, and every file the loader opened;
 - through the simulator, as a scenario with `system.profile = "wine"` (docs/wine-profile.md).
 They must agree on success/failure, the Win32 error, the module chosen and the ordered list
-of files probed for the case's own DLL names (system DLLs are ignored).
+of files probed for the case's own DLL names (system DLLs are ignored, except the host of an
+API set a case's leaf imports through, ucrtbase.dll). The scenario's `system.api_sets` is
+Wine's own API-set schema, read once per session from a `dlltrace run --wine` trace
+(fixture `api_sets`).
 
 In CI (CI=true) a missing wine64/mingw fails instead of skipping (tests/winetools.require).
 Environment: DLLTRACE_WINE_SEED (default 20240611), DLLTRACE_WINE_CASES (default 300),
@@ -53,6 +56,16 @@ def pool():
     yield built
     if not os.environ.get("DLLTRACE_WINE_KEEP"):
         shutil.rmtree(base / NONCE, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def api_sets(pool, tmp_path_factory):
+    """Wine's API-set schema (contract -> host, "" = none), once per session: the `apisets` event
+    of a `dlltrace run --wine` trace of loadhost.exe (the shim reads PEB->ApiSetMap)."""
+    from test_shim import build_shim
+
+    build_shim()
+    return kit.wine_api_sets(pool, tmp_path_factory.mktemp("apisets"))
 
 
 @pytest.fixture(scope="session")
@@ -130,16 +143,16 @@ def _explain(case, run, results) -> str:
     return "\n".join(lines)
 
 
-def simulate(case):
+def simulate(case, api_sets):
     from dlltrace.scenario import run_scenario, scenario_from_dict
 
-    return run_scenario(scenario_from_dict(case.scenario(), where=case.ident))
+    return run_scenario(scenario_from_dict(case.scenario(api_sets), where=case.ident))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.ident for c in CASES])
-def test_wine_agrees_with_model(case, wine_runs):
+def test_wine_agrees_with_model(case, wine_runs, api_sets):
     run = wine_runs[case.ident]
-    results = simulate(case)
+    results = simulate(case, api_sets)
     diffs = compare(case, run, results)
     harness = [t for i, t in diffs if i is None]
     assert not harness, "\n".join(harness) + "\n" + _explain(case, run, results)
@@ -186,7 +199,9 @@ def test_wine_diff_summary():
 # ----------------------------------------------------------------------------- the harness itself
 def test_generator_is_deterministic_and_covers_the_shapes():
     again = lay.generate(SEED, N_CASES, NONCE)
-    assert [c.scenario() for c in again] == [c.scenario() for c in CASES]
+    schema = {"api-ms-win-crt-string-l1-1-0": "ucrtbase.dll"}
+    assert [c.scenario(schema) for c in again] == [c.scenario(schema) for c in CASES]
+    assert all(c.scenario(schema)["system"]["api_sets"] == schema for c in CASES[:3])
     shapes = {c.shape for c in CASES}
     assert shapes == set(lay.SHAPES), f"missing shapes: {set(lay.SHAPES) - shapes}"
     main_flags = {int(c.ops[-1].args[1], 16) for c in CASES if c.ops[-1].kind == "load"}
@@ -203,6 +218,26 @@ def test_generator_is_deterministic_and_covers_the_shapes():
         op.call and op.call["op"] == "AddDllDirectory" for c in CASES for op in c.ops)
     placed = {p.rsplit("\\", 1)[0].lower() for c in CASES for p, _, _ in c.files}
     assert lay.SYS32.lower() in placed and lay.WINDIR.lower() in placed
+    # API-set imports: every variant, in about API_RATE of the cases, spelled several ways; the
+    # file named like an absent API set placed (also in System32) and not placed
+    api_cases = [c for c in CASES if c.api]
+    assert {c.api for c in api_cases} == set(kit.API_VARIANTS)
+    assert 0.1 * len(CASES) <= len(api_cases) <= 0.3 * len(CASES), len(api_cases)
+    assert sum(any(r == "l" and v == c.api for _, r, v in c.files) for c in api_cases) >= 0.7 * len(api_cases)
+    assert not any(v in kit.API_VARIANTS for c in CASES if not c.api for _, _, v in c.files)
+    spelled = [(c.api, n) for c in api_cases for n in c.api_names.values()]
+    assert any(n != n.lower() for _, n in spelled) and any(not n.endswith("-0") for _, n in spelled)
+    assert any(v == "api" and "-l1-2-" in n.lower() for v, n in spelled)
+    absent = [c for c in api_cases if c.api == "apiabs"]
+    with_file = [c for c in absent if any(r == "a" for _, r, _ in c.files)]
+    assert with_file and len(with_file) < len(absent)
+    assert any(p.lower().startswith(lay.SYS32.lower() + "\\") for c in with_file for p, r, _ in c.files if r == "a")
+    assert any(op.kind == "loadw" and op.args[0].lower().startswith(("api-", "ext-")) for c in api_cases for op in c.ops)
+    # the host of the hosted contract is compared (its probes), also for a direct load of a contract
+    assert all("ucrtbase.dll" in c.dll_names() for c in api_cases)
+    assert all({n.lower() + ".dll" for n in c.api_names.values()} <= c.dll_names() for c in api_cases)
+    assert "ucrtbase.dll" in MINIMAL["api-set-direct-load-host-from-system32"][0].dll_names()
+    assert "ucrtbase.dll" not in CASES[[c.api for c in CASES].index(None)].dll_names()
     # names are unique per case and have the placeholder's length
     all_names = [n for c in CASES for n in c.names.values()]
     assert len(set(all_names)) == len(all_names)
@@ -234,14 +269,25 @@ def test_fixture_dlls_patch_to_unique_names(pool):
     for (role, variant), path in pool.dll.items():
         data = path.read_bytes()
         assert kit.placeholder_count(data, role) >= 1, (role, variant)
-        pe = pefile.PE(data=kit.patch_names(data, names))
-        assert pe.DIRECTORY_ENTRY_EXPORT.name.decode().lower() == names[role] + ".dll"
+        data = kit.patch_names(data, names)
+        spelled = {}
+        if variant in kit.API_VARIANTS:  # re-spelled as a case may: upper case, last number 7
+            spelled = {variant: kit.api_import(variant, names).upper()[:-1] + "7"}
+            data = kit.respell_import(data, kit.api_import(variant, names), spelled[variant])
+        pe = pefile.PE(data=data)
+        assert pe.DIRECTORY_ENTRY_EXPORT.name.decode().lower() == kit.dll_base(role, names) + ".dll"
         imported = [e.dll.decode() for e in pe.DIRECTORY_ENTRY_IMPORT]
-        want = list(kit.SYSTEM_IMPORTS) + [names[c] + ".dll" for c in kit.imports_of(role, variant)]
+        want = [n + ".dll" for n in spelled.values()] + list(kit.SYSTEM_IMPORTS)
+        want += [names[c] + ".dll" for c in kit.imports_of(role, variant)]
         # the same DLLs in the same order as the scenario's file entry says (the model's import order)
         assert [x.lower() for x in imported] == [x.lower() for x in want], imported
-        entry = lay.file_entry("C:\\x.dll", role, variant, names)
-        assert [(i if isinstance(i, str) else i["dll"]).lower() for i in entry["imports"]] == [x.lower() for x in want]
+        if spelled:  # exactly as spelled, importing the function the entry names
+            assert imported[0] == want[0], imported
+            assert [i.name.decode() for i in pe.DIRECTORY_ENTRY_IMPORT[0].imports] == [kit.API_VARIANTS[variant][1]]
+        entry = lay.file_entry("C:\\x.dll", role, variant, names, spelled)
+        entry_dlls = [i if isinstance(i, str) else i["dll"] for i in entry["imports"]]
+        assert [x.lower() for x in entry_dlls] == [x.lower() for x in want]
+        assert entry_dlls[:len(spelled)] == want[:len(spelled)]
         machine = pe.FILE_HEADER.Machine
         assert machine == (0x14C if variant == "x86" else 0x8664)
 
@@ -314,14 +360,15 @@ def _call_for(kind, args):
     return None  # cd, path: process state
 
 
-def manual_case(ident, index, files, cwd, path, ops):
-    """A hand-written case: files [(folder key, role, variant)], cwd a folder key, path a list
-    of folder keys, ops [(kind, *args)] with {f1}/{t}-style placeholders. A folder key may name
-    a subfolder of a case folder (`f1\\sub`)."""
+def manual_case(ident, index, files, cwd, path, ops, api=None):
+    """A hand-written case: files [(folder key, role, variant[, file base name])], cwd a folder
+    key, path a list of folder keys, ops [(kind, *args)] with {f1}/{t}-style placeholders. A
+    folder key may name a subfolder of a case folder (`f1\\sub`). api: {API variant: the name
+    the leaf imports (no .dll; {a} placeholder)}, default as built."""
     names = lay.case_names(NONCE, index)
     root = f"C:\\{BASE_UNIX}\\{NONCE}\\m{index:04d}"
     folders = {"app": root + "\\app", **{k: f"{root}\\{k}" for k in lay.PLAIN}}
-    for f, _, _ in files:
+    for f, *_ in files:
         if "\\" in f:
             folders[f] = folders[f.split("\\")[0]] + f[f.index("\\"):]
     fill = {**folders, **names}
@@ -330,9 +377,14 @@ def manual_case(ident, index, files, cwd, path, ops):
     for kind, *args in ops:
         args = tuple(a.format(**fill) for a in args)
         host_ops.append(lay.HostOp(kind, args, _call_for(kind, args)))
+    api_names = {v: n.format(**names) for v, n in (api or {}).items()}
+    for _, _, v, *_ in files:
+        if v in kit.API_VARIANTS and v not in api_names:
+            api_names[v] = kit.api_import(v, names)
     return lay.Case(ident=ident, shape="minimal", root=root, names=names, folders=folders,
-                    files=[(f"{folders[f]}\\{names[r]}.dll", r, v) for f, r, v in files],
-                    cwd=folders[cwd], path=[folders[k] for k in path], ops=host_ops)
+                    files=[(f"{folders[f]}\\{(base or [kit.dll_base(r, names)])[0].format(**names)}.dll", r, v)
+                           for f, r, v, *base in files],
+                    cwd=folders[cwd], path=[folders[k] for k in path], ops=host_ops, api_names=api_names)
 
 
 # The differences this test once found between Wine and the model, each now modelled
@@ -397,9 +449,11 @@ MODELLED = {
 }
 
 
-def _run_minimal(pool, label, case, wine_facts, wine_probes):
+def _run_minimal(pool, api_sets, label, case, wine_facts, wine_probes):
     """Run a minimal case under Wine, assert what Wine did (errors, modules, files opened), and
-    return the model's results and the differences between the two."""
+    return the model's results and the differences between the two. wine_facts: [(op index,
+    error, folder key or path of the module, or None)]; wine_probes: {op index: (role or file
+    name, folders it opened) or a list of those}."""
     outside = kit.materialize(case, pool, winetools.drive_c())
     try:
         run = kit.run_host(case.exe, case.ops)
@@ -412,10 +466,13 @@ def _run_minimal(pool, label, case, wine_facts, wine_probes):
         if folder is None:
             assert w.path is None, (label, i, w)
         else:
-            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(case.folders[folder]), (label, i, w)
-    for i, (role, folders) in wine_probes.items():
-        assert _opened(case, run, i, role) == _expected_folders(case, folders), (label, i, _opened(case, run, i, role))
-    results = simulate(case)
+            assert w.path and winpath.key(winpath.dirname(w.path)) == winpath.key(
+                case.folders.get(folder, folder)), (label, i, w)
+    for i, specs in wine_probes.items():
+        for role, folders in specs if isinstance(specs, list) else [specs]:
+            got = _opened(case, run, i, role)
+            assert got == _expected_folders(case, folders), (label, i, role, got)
+    results = simulate(case, api_sets)
     return run, results, compare(case, run, results)
 
 
@@ -423,10 +480,10 @@ def _run_minimal(pool, label, case, wine_facts, wine_probes):
 # model agree: Wine's side is asserted (results, and the probes that make the point), then the
 # model must agree exactly.
 def _opened(case, run, i, role) -> list:
-    """The folders in which op i opened the role's DLL, in order: the key of case.folders, or
-    for another folder its winpath.key."""
+    """The folders in which op i opened the role's DLL (or the file `role` when it is a file
+    name), in order: the key of case.folders, or for another folder its winpath.key."""
     by_folder = {winpath.key(v): k for k, v in case.folders.items()}
-    name = case.names[role].lower() + ".dll"
+    name = (kit.dll_base(role, case.names) + ".dll" if role in case.names else role.format(**case.names)).lower()
     return [by_folder.get(winpath.key(winpath.dirname(p)), winpath.key(winpath.dirname(p)))
             for p in run.logs[i].opens if winpath.basename(p).lower() == name]
 
@@ -468,12 +525,86 @@ AGREE = {
 }
 
 
+# API-set imports (the leaf's API-set builds, wine_diffkit.API_VARIANTS), measured under Wine 8.0:
+# a contract in the schema resolves to its host (searched like a DLL on the importer's path; the
+# API-set name itself is never opened), matching case-insensitively and whatever the last version
+# number; a contract with an empty host fails with 126 and opens nothing; a name in no schema
+# (also api-ms-win-crt-string-l1-2-0: the schema has l1-1-x only) is an ordinary file name,
+# searched on the path and matched exactly. Folder lists: cwd app, PATH as given.
+_STD = ["f1", lay.SYS32, lay.WINDIR + "\\system", lay.WINDIR, "app"]  # 0x8 by full path from f1
+CRT = "api-ms-win-crt-string-l1-1-0"
+ABSENT = "api-ms-win-dt-{a}-l1-1-0"
+LEGACY = "api-ms-win-deprecated-apis-legacy-l1-1-0"
+API_SETS = {
+    "api-set-hosted": (
+        # the import binds to ucrtbase.dll (probed in f1, then found in System32); a
+        # LoadLibraryW of the contract name gives ucrtbase.dll, already loaded
+        manual_case("api-hosted", 9301, [("f1", "l", "api")], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", CRT + ".dll")]),
+        [(2, 0, "f1"), (3, 0, lay.SYS32)],
+        {2: [(CRT + ".dll", []), ("ucrtbase.dll", ["f1", lay.SYS32])], 3: [(CRT + ".dll", []), ("ucrtbase.dll", [])]}),
+    "api-set-direct-load-host-from-system32": (
+        # LoadLibraryW of the contract name itself: Wine opens <System32>\ucrtbase.dll and no
+        # other folder (an import of the contract searches the host on the path, above)
+        manual_case("api-direct", 9308, [], "app", [], [("loadw", CRT + ".dll")]),
+        [(2, 0, lay.SYS32)], {2: [(CRT + ".dll", []), ("ucrtbase.dll", [lay.SYS32])]}),
+    "api-set-direct-load-ignores-search-path": (
+        # SetDefaultDllDirectories(APPLICATION_DIR): the search path is the app folder alone,
+        # and still LoadLibraryW of the contract loads <System32>\ucrtbase.dll
+        manual_case("api-direct-default", 9310, [], "app", [], [("setdefault", "0x200"), ("loadw", CRT + ".dll")]),
+        [(2, 0, None), (3, 0, lay.SYS32)], {3: [(CRT + ".dll", []), ("ucrtbase.dll", [lay.SYS32])]}),
+    "api-set-host-released-with-its-importer": (
+        # mid (imports the API-set leaf) loaded and freed: the leaf and its host ucrtbase.dll
+        # are unloaded too, so loading the leaf again searches for ucrtbase.dll again
+        manual_case("api-free", 9309, [("f1", "m", "ok"), ("f1", "l", "api")], "app", [],
+                    [("load", "{f1}\\{m}.dll", "0x8"), ("free", "{m}.dll"), ("load", "{f1}\\{l}.dll", "0x8")]),
+        [(2, 0, "f1"), (3, 0, None), (4, 0, "f1")],
+        {2: ("ucrtbase.dll", ["f1", lay.SYS32]), 4: [("l", ["f1"]), ("ucrtbase.dll", ["f1", lay.SYS32])]}),
+    "api-set-case-and-last-number-ignored": (
+        manual_case("api-spelled", 9302, [("f1", "l", "api")], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8")], api={"api": "API-MS-WIN-CRT-STRING-L1-1-7"}),
+        [(2, 0, "f1")], {2: [("api-ms-win-crt-string-l1-1-7.dll", []), ("ucrtbase.dll", ["f1", lay.SYS32])]}),
+    "api-set-other-minor-version-is-a-file": (
+        manual_case("api-minor", 9303, [("f1", "l", "api")], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8")], api={"api": "api-ms-win-crt-string-l1-2-0"}),
+        [(2, 126, None)], {2: [("api-ms-win-crt-string-l1-2-0.dll", _STD), ("ucrtbase.dll", [])]}),
+    "api-set-not-in-schema-no-file": (
+        manual_case("api-absent", 9304, [("f1", "l", "apiabs")], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8")]),
+        [(2, 126, None)], {2: (ABSENT + ".dll", _STD)}),
+    "api-set-not-in-schema-file-on-path": (
+        # found in f2 (PATH) after the standard folders; then bound by name, no probe
+        manual_case("api-absent-file", 9305, [("f1", "l", "apiabs"), ("f2", "a", "ok")], "app", ["f2"],
+                    [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", ABSENT + ".dll")]),
+        [(2, 0, "f1"), (3, 0, "f2")], {2: (ABSENT + ".dll", _STD + ["f2"]), 3: (ABSENT + ".dll", [])}),
+    "api-set-not-in-schema-exact-name": (
+        # imported as ...-l1-1-3, the file is ...-l1-1-0: not the same file name
+        manual_case("api-absent-exact", 9306, [("f1", "l", "apiabs"), ("f1", "a", "ok")], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8")], api={"apiabs": "api-ms-win-dt-{a}-l1-1-3"}),
+        [(2, 126, None)], {2: [("api-ms-win-dt-{a}-l1-1-3.dll", _STD), (ABSENT + ".dll", [])]}),
+    "api-set-empty-host": (
+        # a file named like the contract next to the leaf is not opened; nor by LoadLibraryW
+        manual_case("api-nohost", 9307, [("f1", "l", "apinohost"), ("f1", "a", "ok", LEGACY)], "app", [],
+                    [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", LEGACY + ".dll")]),
+        [(2, 126, None), (3, 126, None)], {2: (LEGACY + ".dll", []), 3: (LEGACY + ".dll", [])}),
+}
+
+
 MINIMAL = {**{rule: (case, facts, *probes) if probes else (case, facts, {})
-              for rule, (case, facts, *probes) in MODELLED.items()}, **AGREE}
+              for rule, (case, facts, *probes) in MODELLED.items()}, **AGREE, **API_SETS}
+
+
+def test_wine_api_set_schema(api_sets):
+    """What the API-set cases rely on in Wine's schema (as dumped from a Wine process)."""
+    assert len(api_sets) > 100
+    assert api_sets[CRT] == "ucrtbase.dll"
+    assert api_sets[LEGACY] == ""
+    assert not [k for k in api_sets if k.lower().startswith(("api-ms-win-dt-", "api-ms-win-crt-string-l1-2"))]
+    assert all(k == k.lower() and not k.endswith(".dll") for k in api_sets)
 
 
 @pytest.mark.parametrize("name", list(MINIMAL))
-def test_minimal_agrees(name, pool):
+def test_minimal_agrees(name, pool, api_sets):
     case, wine_facts, wine_probes = MINIMAL[name]
-    run, results, diffs = _run_minimal(pool, name, case, wine_facts, wine_probes)
+    run, results, diffs = _run_minimal(pool, api_sets, name, case, wine_facts, wine_probes)
     assert not diffs, "\n".join(t for _, t in diffs) + "\n" + _explain(case, run, results)

@@ -9,6 +9,8 @@
 - parse_host_output() / parse_debug_log(): the host's `R ...` lines, and per operation the
   files the loader opened (NtCreateFile lines of +file) and the search paths it computed
   (`load_dll looking for X in PATH` lines of +module).
+- wine_api_sets(): Wine's API-set schema, once per session: the `apisets` event (PEB->ApiSetMap)
+  the shim writes into a `dlltrace run --wine` trace of loadhost.exe.
 
 Nothing here knows the simulator; tests/wine_layouts.py builds the cases and scenarios.
 """
@@ -35,11 +37,37 @@ FIXTURES = REPO / "fixtures" / "wine"
 # length (a role letter + 7 characters) so that patching never moves a byte.
 # Roles: top -> mid -> leaf (a chain), and "two" (w), which imports the leaf and the "extra"
 # DLL (x): a module with two fixture imports, one of which can fail while the other loads.
-ROLES = ("t", "m", "l", "w", "x")
+# Role "a" is a DLL named like an API set that is in no schema (api-ms-win-dt-<name>-l1-1-0.dll,
+# apiset.c): the file the "apiabs" leaf imports from.
+ROLES = ("t", "m", "l", "w", "x", "a")
 PLACEHOLDER = {r: f"{r}qzzzzzz" for r in ROLES}
-EXPORT = {"t": "top_fn", "m": "mid_fn", "l": "leaf_fn", "w": "two_fn", "x": "extra_fn"}
-IMPORTS = {"t": ("m",), "m": ("l",), "l": (), "w": ("l", "x"), "x": ()}  # fixture DLLs each role imports, in order
-SOURCES = {"t": "top.c", "m": "mid.c", "l": "leaf.c", "w": "two.c", "x": "extra.c"}
+EXPORT = {"t": "top_fn", "m": "mid_fn", "l": "leaf_fn", "w": "two_fn", "x": "extra_fn", "a": "apiset_fn"}
+IMPORTS = {"t": ("m",), "m": ("l",), "l": (), "w": ("l", "x"), "x": (), "a": ()}  # fixture DLLs each role imports, in order
+SOURCES = {"t": "top.c", "m": "mid.c", "l": "leaf.c", "w": "two.c", "x": "extra.c", "a": "apiset.c"}
+ABSENT_APISET = "api-ms-win-dt-{}-l1-1-0"  # role a's file name (without .dll) for a base name
+
+
+def dll_base(role: str, names: dict) -> str:
+    """The file base name (without .dll) of a role's DLL under the per-case names."""
+    return ABSENT_APISET.format(names["a"]) if role == "a" else names[role]
+
+
+# The leaf builds that import one function through an API-set name (leaf.c, -DLEAF_API_*):
+# variant -> (imported DLL base name as built, the function, the define, the .def file). The
+# imported name is the leaf's first import descriptor (before SYSTEM_IMPORTS); a case may
+# re-spell it (case, version numbers: same length) with respell_import().
+API_VARIANTS = {
+    "api": ("api-ms-win-crt-string-l1-1-0", "strlen", "LEAF_API_HOSTED", "apiset-hosted.def"),
+    "apiabs": (ABSENT_APISET.format(PLACEHOLDER["a"]), "apiset_fn", "LEAF_API_ABSENT", "apiset-absent.def"),
+    "apinohost": ("api-ms-win-deprecated-apis-legacy-l1-1-0", "dlltrace_legacy_fn", "LEAF_API_NOHOST",
+                  "apiset-nohost.def"),
+}
+
+
+def api_import(variant: str, names: dict) -> str:
+    """The API-set name (no .dll) an API-set leaf build imports from, under the per-case names."""
+    built = API_VARIANTS[variant][0]
+    return built.replace(PLACEHOLDER["a"], names["a"])
 
 
 def imports_of(role: str, variant: str) -> tuple:
@@ -52,8 +80,9 @@ def imports_of(role: str, variant: str) -> tuple:
 SYSTEM_IMPORTS = ("KERNEL32.dll", "msvcrt.dll")
 # Variants: "ok" (x64), "x86" (i686: wrong machine in a 64-bit process), "initfail" (x64,
 # DllMain returns FALSE; leaf only), "notpe" (a text file named like the DLL), "rev" (two.c
-# only: x64 with its imports in the other order).
-VARIANTS = ("ok", "x86", "initfail", "notpe", "rev")
+# only: x64 with its imports in the other order), "api"/"apiabs"/"apinohost" (leaf only: x64
+# with an API-set import, API_VARIANTS).
+VARIANTS = ("ok", "x86", "initfail", "notpe", "rev", *API_VARIANTS)
 NOT_PE_TEXT = b"This is not a PE file, only a text file named like a DLL.\r\n"
 
 
@@ -67,11 +96,12 @@ def _tool_version(cc: str) -> str:
 
 def pool_key() -> str:
     h = hashlib.sha256()
-    for name in ("loadhost.c", *SOURCES.values()):
+    for name in ("loadhost.c", *SOURCES.values(), *(v[3] for v in API_VARIANTS.values())):
         h.update(name.encode() + b"\0" + (FIXTURES / name).read_bytes() + b"\0")
     h.update(Path(__file__).read_bytes())  # the build recipe below
     h.update(_tool_version(winetools.CC64).encode())
     h.update(_tool_version(winetools.CC32).encode())
+    h.update(_tool_version(DLLTOOL64).encode())
     return h.hexdigest()[:16]
 
 
@@ -93,10 +123,22 @@ def _pool_from(root: Path) -> Pool:
     dll = {}
     for variant, sub in (("ok", "x64"), ("x86", "x86")):
         for r in ROLES:
-            dll[(r, variant)] = root / sub / f"{PLACEHOLDER[r]}.dll"
+            dll[(r, variant)] = root / sub / f"{dll_base(r, PLACEHOLDER)}.dll"
     dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
     dll[("w", "rev")] = root / "rev" / f"{PLACEHOLDER['w']}.dll"
+    for v in API_VARIANTS:
+        dll[("l", v)] = root / v / f"{PLACEHOLDER['l']}.dll"
     return Pool(root=root, host=root / "loadhost.exe", dll=dll)
+
+
+DLLTOOL64 = "x86_64-w64-mingw32-dlltool"
+
+
+def _import_library(def_file: Path, out: Path) -> Path:
+    r = subprocess.run([DLLTOOL64, "-d", str(def_file), "-l", str(out)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{DLLTOOL64} -d {def_file} failed:\n{r.stderr}")
+    return out
 
 
 def build_pool(cache: Path | None = None) -> Pool:
@@ -117,11 +159,19 @@ def build_pool(cache: Path | None = None) -> Pool:
         mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
         cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
         extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "apiset.c"], d / f"{dll_base('a', PLACEHOLDER)}.dll", dll=True, bits=bits)
         cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=bits)
         if sub == "x64":  # the same DLL with its two fixture imports in the other order
             (tmp / "rev").mkdir()
             two = (d / f"{PLACEHOLDER['w']}.dll").read_bytes()
             (tmp / "rev" / f"{PLACEHOLDER['w']}.dll").write_bytes(swap_imports(two, PLACEHOLDER["l"], PLACEHOLDER["x"]))
+    for v, (_, _, define, def_file) in API_VARIANTS.items():  # the leaf with an API-set import
+        d = tmp / v
+        d.mkdir()
+        lib = _import_library(FIXTURES / def_file, d / "libapiset.a")
+        # the import library before the default ones (strlen: not msvcrt's); no builtin strlen
+        cc([FIXTURES / "leaf.c", lib], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=64,
+           extra=[f"-D{define}", "-fno-builtin"])
     cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=64, extra=["-municode", "-lpsapi"])
     (tmp / "done").write_text("ok\n")
     try:
@@ -178,6 +228,15 @@ def patch_names(data: bytes, names: dict) -> bytes:
             raise ValueError(f"name {new!r} must have {len(old)} characters")
         data = data.replace(old, new_b)
     return data
+
+
+def respell_import(data: bytes, canonical: str, spelled: str) -> bytes:
+    """Re-spell an imported DLL name (base names without .dll, same length): the image's one
+    occurrence of `canonical` + ".dll" becomes `spelled` + ".dll"."""
+    old, new = (canonical + ".dll").encode("ascii"), (spelled + ".dll").encode("ascii")
+    if len(old) != len(new) or data.count(old) != 1:
+        raise ValueError(f"cannot re-spell {canonical!r} as {spelled!r}")
+    return data.replace(old, new)
 
 
 def placeholder_count(data: bytes, role: str) -> int:
@@ -274,6 +333,25 @@ def parse_debug_log(text: str, n_ops: int) -> list[OpLog]:
     return logs
 
 
+# ----------------------------------------------------------------------------- the API-set schema
+def wine_api_sets(pool: Pool, workdir: Path) -> dict:
+    """Wine's API-set schema as a real Wine process sees it: loadhost.exe run once through
+    `dlltrace run --wine`, whose shim writes the process's PEB->ApiSetMap as the trace's `apisets`
+    event. Returns its sets: {contract: host | {"host", "exceptions"}}, contract names without
+    .dll, "" = no host. (The shim must be built: test_shim.build_shim.)"""
+    from dlltrace.trace import read_trace
+
+    out = workdir / "apisets.jsonl"
+    r = winetools.dlltrace("run", "--wine", "-o", str(out), "--", str(pool.host), "cd", "C:\\", cwd=workdir)
+    if r.returncode != 0 or not out.exists():
+        raise RuntimeError(f"dlltrace run --wine loadhost.exe: rc={r.returncode}\n{r.stdout[-500:]}\n{r.stderr[-1500:]}")
+    tr = read_trace(out)
+    sets = tr.api_sets(tr.pids[0]) if tr.pids else None
+    if not sets:
+        raise RuntimeError(f"{out}: no apisets event for the host process (pids {tr.pids})")
+    return sets
+
+
 # ----------------------------------------------------------------------------- running
 @dataclass
 class WineRun:
@@ -349,7 +427,10 @@ def materialize(case, pool: Pool, drive_c: Path) -> list:
             target = Path(wine_map(drive_c.parent)(path))  # (C:\\Windows\\System32 is drive_c/windows/system32)
             outside.append(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(patch_names(pool.content(role, variant), case.names))
+        data = patch_names(pool.content(role, variant), case.names)
+        if variant in API_VARIANTS:
+            data = respell_import(data, api_import(variant, case.names), case.api_names[variant])
+        target.write_bytes(data)
     assert root.is_dir()
     return outside
 

@@ -9,6 +9,14 @@ docs/scenarios.md with `system.profile = "wine"` (what the simulator says).
 Cases are fully determined by (seed, index): `generate(seed, n, nonce)`. The nonce only
 changes the DLL names (unique per test session, so copies put in System32 or the Windows
 folder cannot leak between cases or between sessions sharing a Wine prefix).
+
+API sets: about one case in five (API_RATE, drawn from a random stream of its own, so the other
+cases are the ones the generator made before API sets) turns the leaf's good copies into a leaf
+that also imports through an API-set name (wine_diffkit.API_VARIANTS): a contract Wine hosts
+(ucrtbase.dll), a name in no schema (a file of that name, role "a", placed or not), or a contract
+with an empty host; the name is re-spelled per case (case, the last version number, sometimes a
+middle one no contract has). The scenario carries Wine's own schema as `system.api_sets`
+(Case.scenario(api_sets), read once per session from Wine).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-from wine_diffkit import EXPORT, IMPORTS, ROLES, SYSTEM_IMPORTS, imports_of
+from wine_diffkit import API_VARIANTS, EXPORT, IMPORTS, ROLES, SYSTEM_IMPORTS, api_import, dll_base, imports_of
 
 WINDIR = r"C:\windows"
 SYS32 = r"C:\windows\system32"
@@ -25,7 +33,12 @@ HOST_EXE = "loadhost.exe"
 # What loadhost.exe has loaded before its first op (a mingw program: msvcrt + kernel32).
 SYSTEM_LOADED = ("ntdll.dll", "kernelbase.dll", "kernel32.dll", "msvcrt.dll")
 PLAIN = ("f1", "f2", "f3", "f4")
-ROLE_NAMES = {"t": "top", "m": "mid", "l": "leaf", "w": "two", "x": "extra"}  # plain folders under the case root
+ROLE_NAMES = {"t": "top", "m": "mid", "l": "leaf", "w": "two", "x": "extra", "a": "apiset-named"}  # plain folders under the case root
+# Files of Wine's System32 the API-set cases need besides SYSTEM_LOADED: the host of the hosted
+# contract (api-ms-win-crt-string-l1-1-0 -> ucrtbase.dll in Wine's schema; not loaded by loadhost).
+SYSTEM_FILES = ("ucrtbase.dll",)
+API_RATE = 0.2  # share of cases whose leaf imports through an API-set name
+API_WEIGHTS = {"api": 5, "apiabs": 4, "apinohost": 2}
 
 # Flag sets the generator draws the main call's flags from.
 FLAGS_BARE = (0, 0, 0x8, 0x200, 0x400, 0x800, 0x1000, 0x1000, 0x200 | 0x800, 0x400 | 0x800,
@@ -80,13 +93,28 @@ class Case:
     path: list
     ops: list  # HostOp, in order
     state: dict = field(default_factory=dict)  # process-state keys of the scenario (state form)
+    api_names: dict = field(default_factory=dict)  # API variant -> the name its leaf imports (no .dll), as spelled
+
+    @property
+    def api(self) -> Optional[str]:
+        """The API-set leaf variant this case uses, if any."""
+        return next(iter(self.api_names), None)
 
     @property
     def exe(self) -> str:
         return self.folders["app"] + "\\" + HOST_EXE
 
     def dll_names(self) -> set:
-        return {n.lower() + ".dll" for n in self.names.values()}
+        """The names whose probes are compared: the case's DLLs, every file it places, the
+        API-set names its leaf imports, and the hosts an API set may resolve to."""
+        out = {dll_base(r, self.names).lower() + ".dll" for r in self.names}
+        out |= {p.rsplit("\\", 1)[-1].lower() for p, _, _ in self.files}
+        out |= {n.lower() + ".dll" for n in self.api_names.values()}
+        direct = {op.args[0].lower() for op in self.ops if op.kind in ("load", "loadw")
+                  and op.args[0].lower().startswith(("api-", "ext-"))}
+        if self.api_names or direct:
+            out |= direct | set(SYSTEM_FILES)
+        return out
 
     def keep_files(self) -> list:
         """Placeholder files that make the plain folders exist (an empty folder cannot be
@@ -97,6 +125,8 @@ class Case:
         lines = [f"case {self.ident} ({self.shape})", f"  cwd={self.cwd}", f"  PATH={';'.join(self.path)}"]
         if self.state:
             lines.append(f"  state={self.state}")
+        for v, n in self.api_names.items():
+            lines.append(f"  leaf {v} imports {n}.dll")
         for p, r, v in self.files:
             lines.append(f"  file {p}  [{ROLE_NAMES[r]} {v}]")
         for op in self.ops:
@@ -104,16 +134,18 @@ class Case:
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- the scenario
-    def scenario(self) -> dict:
+    def scenario(self, api_sets: dict) -> dict:
+        """The scenario for the model; api_sets: the API-set schema, contract -> host (Wine's,
+        wine_diffkit.wine_api_sets())."""
         files = []
-        for name in SYSTEM_LOADED:
+        for name in SYSTEM_LOADED + SYSTEM_FILES:
             files.append({"path": f"{SYS32}\\{name}", "machine": "x64"})
         files.append({"path": self.exe, "machine": "x64", "is_dll": False,
                       "imports": list(SYSTEM_IMPORTS)})
         for k in self.keep_files():
             files.append({"path": k, "kind": "not_pe"})
         for path, role, variant in self.files:
-            files.append(file_entry(path, role, variant, self.names))
+            files.append(file_entry(path, role, variant, self.names, self.api_names))
         process = {
             "exe": self.exe,
             "cwd": self.cwd,
@@ -126,18 +158,24 @@ class Case:
             "version": 1,
             "description": f"wine differential {self.ident}: {self.shape}",
             "system": {"windows": WINDIR, "system32": SYS32, "machine": "x64", "known_dlls": [],
-                       "profile": "wine"},
+                       "profile": "wine", "api_sets": dict(api_sets)},
             "process": process,
             "file": files,
             "call": [op.call for op in self.ops if op.call is not None],
         }
 
 
-def file_entry(path: str, role: str, variant: str, names: dict) -> dict:
+def file_entry(path: str, role: str, variant: str, names: dict, api_names: Optional[dict] = None) -> dict:
+    """api_names: the API-set import names as the case spells them (default: as built)."""
     if variant == "notpe":
         return {"path": path, "kind": "not_pe"}
-    # in the order of the built DLL's import descriptors: the system DLLs, then the fixture DLLs
-    imports: list = list(SYSTEM_IMPORTS)
+    # in the order of the built DLL's import descriptors: the API-set import of an API-set leaf
+    # build (wine_diffkit.API_VARIANTS), the system DLLs, then the fixture DLLs
+    imports: list = []
+    if variant in API_VARIANTS:
+        spelled = (api_names or {}).get(variant) or api_import(variant, names)
+        imports.append({"dll": spelled + ".dll", "names": [API_VARIANTS[variant][1]]})
+    imports += SYSTEM_IMPORTS
     for child in imports_of(role, variant):
         imports.append({"dll": names[child] + ".dll", "names": [EXPORT[child]]})
     e = {"path": path, "machine": "x86" if variant == "x86" else "x64", "imports": imports,
@@ -249,7 +287,7 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
         for r in chain[:-1]:
             layout[r] = [(rng.choice(local), "ok")]
 
-    files = [(f"{folders[f]}\\{names[r]}.dll", r, v) for r in chain for f, v in layout[r]]
+    files = [(f"{folders[f]}\\{dll_base(r, names)}.dll", r, v) for r in chain for f, v in layout[r]]
 
     # process state
     cwd = folders[rng.choice(local)]
@@ -342,9 +380,55 @@ def make_case(seed: int, index: int, nonce: str, base: str = r"C:\dtw") -> Case:
                 flags = rng.choice((0, 0x8))
         ops.append(_load_call(name, flags, loadw=(flags == 0 and rng.random() < 0.3)))
 
-
+    api_names, files = _api_set_imports(random.Random(f"{seed}-{index}-api"), shape, files, ops, folders, names,
+                                        local)
     return Case(ident=ident, shape=shape, root=root, names=names, folders=folders, files=files,
-                cwd=cwd, path=path, ops=ops, state=state)
+                cwd=cwd, path=path, ops=ops, state=state, api_names=api_names)
+
+
+def _api_set_imports(arng, shape, files, ops, folders, names, local) -> tuple:
+    """For API_RATE of the cases (their own random stream): every good leaf copy becomes an
+    API-set leaf build of one variant, its import re-spelled (a case with no good leaf copy gets
+    one in a plain folder, unless its point is that there is none); for the name in no schema, a file
+    of that name (role a, sometimes wrong-machine) in one or two folders, or none; for the
+    empty-host contract sometimes a file named like the contract (never to be opened); and
+    sometimes a LoadLibraryW of the API-set name itself after the case's calls.
+    Returns (api_names, files)."""
+    if arng.random() >= API_RATE:
+        return {}, files
+    v = arng.choices(list(API_WEIGHTS), weights=list(API_WEIGHTS.values()))[0]
+    api_names = {v: _api_spelling(arng, v, names)}
+    files = [(p, r, v if (r == "l" and var == "ok") else var) for p, r, var in files]
+    if not any(r == "l" and var == v for _, r, var in files) and shape not in ("missing_leaf", "only_wrong_machine"):
+        files.append((f"{folders[arng.choice(local)]}\\{names['l']}.dll", "l", v))
+    if v == "apiabs" and arng.random() < 0.6:
+        for f in arng.sample(local + ["sys32", "win"], arng.choice([1, 1, 2])):
+            files.append((f"{folders[f]}\\{dll_base('a', names)}.dll", "a", "x86" if arng.random() < 0.15 else "ok"))
+    elif v == "apinohost" and arng.random() < 0.5:
+        files.append((f"{folders[arng.choice(local)]}\\{api_import(v, names)}.dll", "a", "ok"))
+    if arng.random() < 0.25:
+        ops.append(_load_call(api_names[v] + ".dll", 0, loadw=True))
+    return api_names, files
+
+
+def _api_spelling(arng, variant: str, names: dict) -> str:
+    """The API-set name as a case's leaf imports it (same length as built): sometimes another
+    last version number (a contract matches whatever it is; a file name must match exactly),
+    for the hosted contract sometimes another minor version (l1-2-0: in no schema, so searched
+    as a file), and sometimes upper or mixed case."""
+    head, last = api_import(variant, names).rsplit("-", 1)
+    u = arng.random()
+    if variant == "api" and u < 0.15:
+        head = head[:-1] + str(int(head[-1]) + 1)
+    elif u < (0.15 if variant == "apiabs" else 0.55):
+        last = str(arng.randrange(1, 10))
+    s = f"{head}-{last}"
+    u = arng.random()
+    if u < 0.2:
+        s = s.upper()
+    elif u < 0.4:
+        s = "".join(c.upper() if arng.random() < 0.5 else c for c in s)
+    return s
 
 
 def _bare(rng, name: str) -> str:
