@@ -495,3 +495,34 @@ def test_rule_altered_relative_name():
     assert load("sub\\l.dll", 0x8, files=files, cwd="C:\\f1", system={"profile": "wine"}).module_path == \
         "C:\\f1\\sub\\sub\\l.dll"
     assert load("sub\\l.dll", 0x8, files=files, cwd="C:\\f1").module_path == "C:\\f1\\sub\\l.dll"
+
+
+def test_rule_api_set_host_search():
+    """A LoadLibrary of a contract takes its host from System32 whatever the search path; an
+    import of it searches for the host on the importer's path (Wine 8.0, measured)."""
+    host_app = "C:\\app\\ucrtbase.dll"
+    files = [host_app, "C:\\Windows\\System32\\ucrtbase.dll",
+             {"path": "C:\\app\\a.dll", "imports": ["api-ms-win-crt-string-l1-1-0.dll"]}]
+    system = {"api_sets": {"api-ms-win-crt-string-l1-1-0": "ucrtbase.dll"}}
+    # SetDefaultDllDirectories(APPLICATION_DIR): the search path misses System32
+    pre = [{"op": "SetDefaultDllDirectories", "flags": 0x200}]
+    r = load("api-ms-win-crt-string-l1-1-0.dll", files=files, pre=pre, system=system)
+    assert r.error == 0 and r.module_path == "C:\\Windows\\System32\\ucrtbase.dll"
+    assert r.probes == ["C:\\Windows\\System32\\ucrtbase.dll"]
+    r = load("C:\\app\\a.dll", files=files, pre=pre, system=system)
+    assert r.error == 0 and r.tree.children[0].path == host_app
+    r = load("C:\\app\\a.dll", files=files[1:], pre=pre, system=system)
+    assert r.error == 126 and r.leaf.name == "ucrtbase.dll"
+
+
+def test_rule_free_library_releases_dependencies_through_an_api_set():
+    """A host loaded through a contract is a dependency like any other: freeing the importer
+    unloads it, and the next load looks for it again."""
+    files = ["C:\\Windows\\System32\\ucrtbase.dll",
+             {"path": "C:\\app\\a.dll", "imports": ["api-ms-win-crt-string-l1-1-0.dll"]}]
+    system = {"api_sets": {"api-ms-win-crt-string-l1-1-0": "ucrtbase.dll"}}
+    res = run(files, [{"op": "LoadLibraryExW", "name": "C:\\app\\a.dll"}, {"op": "FreeLibrary", "name": "C:\\app\\a.dll"},
+                      {"op": "LoadLibraryExW", "name": "C:\\app\\a.dll"}], system=system)
+    assert res[1].error == 0
+    assert "C:\\Windows\\System32\\ucrtbase.dll" in res[2].probes
+    assert res[2].tree.children[0].children[0].new

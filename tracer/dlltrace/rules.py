@@ -76,6 +76,19 @@ def rule_api_set_host(contract: ApiSetContract, importer: Optional[str]) -> str:
     return contract.host_for(importer)
 
 
+def rule_api_set_host_search(importer: Optional[str], dirs: tuple[SearchDir, ...],
+                             system: SystemInfo) -> tuple[SearchDir, ...]:
+    """Where the host of a contract is looked for. An import of a contract searches for its host
+    like any bare name, on the importer's search path (so a ucrtbase.dll in the importer's folder
+    comes before System32, and a path that misses System32 misses the host). A LoadLibrary of the
+    contract itself takes the host from System32 whatever the search path. Measured under Wine 8.0
+    (docs/wine-profile.md, the api-set-direct-load-* minimal cases); Windows does not document
+    this: modelled the same (undocumented choice)."""
+    if importer:
+        return dirs
+    return (SearchDir(system.system32, "SYSTEM32 (API-set host)"),)
+
+
 def rule_sxs_redirection(name: str) -> Optional[str]:
     """SxS activation-context (manifest) redirection comes here in the order, after API
     sets and before the loaded-module list. Not modelled yet: always None."""

@@ -288,9 +288,13 @@ class Simulator:
                 return node
             node.how = f"API set → {host}"
             node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
-            child = self._resolve(rules.rule_default_extension(host), dirs, via="apiset", importer=importer)
+            child = self._resolve(rules.rule_default_extension(host),
+                                  rules.rule_api_set_host_search(importer, dirs, self.system), via="apiset",
+                                  importer=importer)
             node.children.append(child)
-            node.path, node.error = child.path, child.error
+            # the contract node stands for its host: loaded by this call when the host was (a
+            # reference is taken on a host already loaded, and released with the importer)
+            node.path, node.error, node.new = child.path, child.error, child.new
             if id(child) in self._module_of:
                 self._module_of[id(node)] = self._module_of[id(child)]
             return node
