@@ -193,3 +193,23 @@ def test_only_the_command_freezes_after_a_pause(tmp_path):
     finally:
         freeze_after_pauses(False)
         gc.unfreeze()
+
+
+def test_init_failed_module_from_the_loader_notifications():
+    """1114 in a dependency: the module whose DllMain failed is the last one notified "loaded"
+    before the first "unloaded" (Wine's process_attach order); nothing is guessed otherwise."""
+    from dlltrace.replay import init_failed_module
+    from dlltrace.trace import Load
+
+    def load(*notes):
+        ld = Load(seq=1, pid=1, tid=1, t=0, api="LoadLibraryExW", name="C:\\t\\fbgemm.dll", flags=0, parent=None,
+                  depth=0, ctx=None, caller=None, end={"result": None, "error": 1114})
+        ld.notifications = list(notes)
+        return ld
+
+    assert init_failed_module(load(("loaded", "C:\\t\\dep.dll"), ("loaded", "C:\\t\\asmjit.dll"),
+                                   ("unloaded", "C:\\t\\asmjit.dll"), ("unloaded", "C:\\t\\dep.dll"))) == "C:\\t\\asmjit.dll"
+    assert init_failed_module(load(("loaded", "C:\\t\\fbgemm.dll"), ("unloaded", "C:\\t\\fbgemm.dll"))) == "C:\\t\\fbgemm.dll"
+    assert init_failed_module(load()) is None
+    assert init_failed_module(load(("loaded", "C:\\t\\a.dll"), ("unloaded", "C:\\t\\b.dll"))) is None
+    assert init_failed_module(load(("unloaded", "C:\\t\\b.dll"))) is None

@@ -139,6 +139,22 @@ def api_set_schema(trace: Trace, pid: int) -> ApiSetSchema:
     return builtin_schema()
 
 
+def init_failed_module(load: Load) -> Optional[str]:
+    """The module whose DllMain failed in a load that ended with 1114, from the loader's DLL
+    notifications: the loader notifies "loaded" right before it calls a module's DllMain and,
+    when that DllMain fails, "unloaded" right after it (Wine dlls/ntdll/loader.c, process_attach;
+    it stops at the first failure). So the failed one is the last module notified "loaded" before
+    the first "unloaded". None when the notifications do not show it (none recorded, or an order
+    that is not that one: Windows does not document when it notifies)."""
+    last = None
+    for reason, path in load.notifications:
+        if reason == "loaded":
+            last = path
+        elif reason == "unloaded":
+            return nt_to_win32(path) if last is not None and winpath.same(last, path) else None
+    return None
+
+
 def can_replay_start(trace: Trace, pid: int) -> bool:
     """Whether a process that could not start (Trace.start_failures) has what replay_start needs:
     the `env` event the launcher writes for it, naming the program."""
@@ -303,9 +319,13 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 continue
             flags = load.flags or 0
             origin = origin_of(trace, load)
-            if (load.error == ERROR_DLL_INIT_FAILED and load.name and winpath.is_absolute(load.name)
-                    and hasattr(world, "mark_init_failed")):
-                world.mark_init_failed(load.name)  # DllMain's answer is in no file: take the loader's
+            if load.error == ERROR_DLL_INIT_FAILED and hasattr(world, "mark_init_failed"):
+                # DllMain's answer is in no file: take the loader's
+                failed = init_failed_module(load)
+                if failed is None and load.name and winpath.is_absolute(load.name):
+                    failed = load.name  # no notifications (an older trace): the loaded module itself
+                if failed is not None:
+                    world.mark_init_failed(failed)
             res = sim.load_library(load.name, flags, op=load.api if load.api != "LdrLoadDll" else "LoadLibraryExW",
                                    origin=origin)
             seen = real_probe_statuses(load)

@@ -103,6 +103,9 @@ class Load:
     end: Optional[dict] = None
     probes: list[Probe] = field(default_factory=list)
     children: list["Load"] = field(default_factory=list)
+    # the loader's DLL notifications while this was the innermost load on its thread, in order:
+    # ("loaded" | "unloaded", module path)
+    notifications: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -228,6 +231,10 @@ class Trace:
                 ld = by_key.get((e["pid"], e.get("load")))
                 if ld is not None:
                     ld.end = e
+            elif ev == "dll_notify":
+                ld = by_key.get((e["pid"], e.get("load")))
+                if ld is not None and isinstance(e.get("path"), str) and e.get("reason") in ("loaded", "unloaded"):
+                    ld.notifications.append((e["reason"], e["path"]))
             elif ev == "probe":
                 ld = by_key.get((e["pid"], e.get("load")))
                 if ld is not None:
