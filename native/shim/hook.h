@@ -8,4 +8,10 @@ enum { HOOK_OK = 0, HOOK_NO_TARGET = 1, HOOK_UNKNOWN_PROLOGUE = 2, HOOK_NO_MEMOR
    instructions and continues in target. before (16 bytes) receives the original prologue. */
 int hook_install(void *target, void *hook, void **orig, unsigned char before[16]);
 
+/* Suspend every other thread of the process (returns how many, or -1 when they could not be listed);
+   hook_install between hook_begin and hook_end moves a frozen thread's instruction pointer out of the
+   bytes it replaces. Between the two: no heap, no loader calls (a frozen thread may hold their locks). */
+int hook_begin(void);
+void hook_end(void);
+
 #endif

@@ -13,6 +13,10 @@
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <tlhelp32.h>
+#ifdef _MSC_VER
+#include <intrin.h>
+#endif
 #include "hook.h"
 
 static int modrm_len(const unsigned char *p, int *ok) {
@@ -80,6 +84,16 @@ static int hook_insn_len(const unsigned char *p) {
 typedef struct { unsigned char *base; unsigned used; } near_block_t;
 static near_block_t g_blocks[8];
 
+static ULONG_PTR g_gran;
+static ULONG_PTR granularity(void) { /* asked before any thread is frozen (hook_begin) */
+    if (!g_gran) {
+        SYSTEM_INFO si;
+        GetSystemInfo(&si);
+        g_gran = si.dwAllocationGranularity;
+    }
+    return g_gran;
+}
+
 static unsigned char *near_alloc(unsigned char *target) {
     for (int i = 0; i < 8; i++) {
         near_block_t *b = &g_blocks[i];
@@ -92,9 +106,7 @@ static unsigned char *near_alloc(unsigned char *target) {
     int slot = -1;
     for (int i = 0; i < 8; i++) if (!g_blocks[i].base) { slot = i; break; }
     if (slot < 0) return NULL;
-    SYSTEM_INFO si;
-    GetSystemInfo(&si);
-    ULONG_PTR gran = si.dwAllocationGranularity;
+    ULONG_PTR gran = granularity();
     ULONG_PTR t = (ULONG_PTR)target & ~(gran - 1);
     /* probe outwards from the target, below then above */
     for (ULONG_PTR dist = gran; dist < 0x70000000ULL; dist += gran) {
@@ -119,6 +131,98 @@ static void put_absjmp(unsigned char *p, void *dest) {
     *(void **)(p + 6) = dest;
 }
 
+/* ---- freezing the other threads (hook_begin / hook_end) ----------------------------------------
+   While a prologue is rewritten, another thread may be executing it: stopped between two of the
+   displaced instructions, it would resume in the middle of the new jmp. So every other thread of the
+   process is suspended first, and one whose instruction pointer lies inside the bytes being replaced
+   (past their first byte: at offset 0 the new jmp starts where the old instruction did) is moved to the
+   same offset in the trampoline, which holds the same instructions followed by a jmp back. The thread
+   list is VirtualAlloc'd: a suspended thread may hold the heap lock (or the loader lock), so nothing
+   between hook_begin and hook_end may use the heap or the loader. Threads created after the snapshot
+   are not frozen; the one-store patch below covers them where the patch fits in 8 or 16 aligned bytes. */
+typedef struct { HANDLE h; DWORD64 rip; } frozen_t;
+static frozen_t *g_frozen;
+static unsigned g_nfrozen, g_frozen_cap; /* g_frozen_cap: entries in the VirtualAlloc'd list */
+
+static int frozen_add(HANDLE h, DWORD64 rip) {
+    if (g_nfrozen == g_frozen_cap) {
+        unsigned cap = g_frozen_cap ? g_frozen_cap * 2 : 4096 / sizeof(frozen_t);
+        frozen_t *n = (frozen_t *)VirtualAlloc(NULL, cap * sizeof(frozen_t), MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
+        if (!n) return 0;
+        for (unsigned i = 0; i < g_nfrozen; i++) n[i] = g_frozen[i];
+        if (g_frozen) VirtualFree(g_frozen, 0, MEM_RELEASE);
+        g_frozen = n;
+        g_frozen_cap = cap;
+    }
+    g_frozen[g_nfrozen].h = h;
+    g_frozen[g_nfrozen].rip = rip;
+    g_nfrozen++;
+    return 1;
+}
+
+int hook_begin(void) {
+    DWORD self = GetCurrentThreadId(), pid = GetCurrentProcessId();
+    granularity();
+    HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
+    if (snap == INVALID_HANDLE_VALUE) return -1;
+    THREADENTRY32 te;
+    te.dwSize = sizeof(te);
+    for (BOOL more = Thread32First(snap, &te); more; te.dwSize = sizeof(te), more = Thread32Next(snap, &te)) {
+        if (te.dwSize < FIELD_OFFSET(THREADENTRY32, th32OwnerProcessID) + sizeof(DWORD)) continue;
+        if (te.th32OwnerProcessID != pid || te.th32ThreadID == self) continue;
+        HANDLE h = OpenThread(THREAD_SUSPEND_RESUME | THREAD_GET_CONTEXT | THREAD_SET_CONTEXT, FALSE, te.th32ThreadID);
+        if (!h) continue; /* gone meanwhile */
+        if (SuspendThread(h) == (DWORD)-1) { CloseHandle(h); continue; }
+        /* SuspendThread may return before the thread has stopped; GetThreadContext waits for it */
+        CONTEXT c;
+        c.ContextFlags = CONTEXT_CONTROL;
+        DWORD64 rip = GetThreadContext(h, &c) ? c.Rip : 0;
+        if (!frozen_add(h, rip)) { ResumeThread(h); CloseHandle(h); break; }
+    }
+    CloseHandle(snap);
+    return (int)g_nfrozen;
+}
+
+void hook_end(void) {
+    for (unsigned i = 0; i < g_nfrozen; i++) {
+        ResumeThread(g_frozen[i].h);
+        CloseHandle(g_frozen[i].h);
+    }
+    g_nfrozen = 0;
+}
+
+/* a frozen thread stopped at t+1 .. t+len-1 continues at the same offset in the trampoline */
+static void move_ips(unsigned char *t, int len, unsigned char *tramp) {
+    for (unsigned i = 0; i < g_nfrozen; i++) {
+        DWORD64 rip = g_frozen[i].rip;
+        if (rip <= (DWORD64)(ULONG_PTR)t || rip >= (DWORD64)(ULONG_PTR)(t + len)) continue;
+        CONTEXT c;
+        c.ContextFlags = CONTEXT_CONTROL;
+        if (!GetThreadContext(g_frozen[i].h, &c) || c.Rip != rip) continue;
+        c.Rip = (DWORD64)(ULONG_PTR)(tramp + (rip - (DWORD64)(ULONG_PTR)t));
+        if (SetThreadContext(g_frozen[i].h, &c)) g_frozen[i].rip = c.Rip;
+    }
+}
+
+/* 16 bytes at a 16-aligned dst in one locked cmpxchg16b */
+static void store16(unsigned char *dst, const unsigned char *src) {
+    ULONGLONG lo = *(const ULONGLONG *)src, hi = *(const ULONGLONG *)(src + 8);
+#ifdef _MSC_VER
+    LONG64 cmp[2] = {((volatile LONG64 *)dst)[0], ((volatile LONG64 *)dst)[1]};
+    while (!_InterlockedCompareExchange128((volatile LONG64 *)dst, (LONG64)hi, (LONG64)lo, cmp))
+        ;
+#else
+    ULONGLONG olo = ((volatile ULONGLONG *)dst)[0], ohi = ((volatile ULONGLONG *)dst)[1];
+    unsigned char done;
+    do { /* on failure rdx:rax receive the current value, and the next try compares with it */
+        __asm__ __volatile__("lock cmpxchg16b %1\n\tsete %0"
+                             : "=q"(done), "+m"(*(volatile ULONGLONG(*)[2])dst), "+a"(olo), "+d"(ohi)
+                             : "b"(lo), "c"(hi)
+                             : "memory", "cc");
+    } while (!done);
+#endif
+}
+
 int hook_install(void *target, void *hook, void **orig, unsigned char before[16]) {
     unsigned char *t = (unsigned char *)target;
     for (int i = 0; i < 16; i++) before[i] = t[i];
@@ -136,19 +240,24 @@ int hook_install(void *target, void *hook, void **orig, unsigned char before[16]
     for (int i = 0; i < len; i++) tramp[i] = t[i];
     put_absjmp(tramp + len, t + len);
     FlushInstructionCache(GetCurrentProcess(), slot, 64);
-    *orig = tramp;
+    /* the patch, padded to a whole 8 or 16 aligned bytes with the bytes already there when it fits */
+    ULONG_PTR a = (ULONG_PTR)t;
+    int plen = len <= 8 && !(a & 7) ? 8 : len <= 16 && !(a & 15) ? 16 : len;
     DWORD old;
-    int plen = len < 8 ? 8 : len;
     if (!VirtualProtect(t, plen, PAGE_EXECUTE_READWRITE, &old)) return HOOK_PROTECT;
     unsigned char patch[24];
     LONG rel = (LONG)((LONGLONG)relay - (LONGLONG)(t + 5));
     patch[0] = 0xE9;
     *(LONG *)(patch + 1) = rel;
     for (int i = 5; i < len; i++) patch[i] = 0x90;
-    /* the first 8 bytes in one store where the patch fits, so no thread sees half a jmp */
-    if (len <= 8) {
-        for (int i = len; i < 8; i++) patch[i] = t[i];
+    for (int i = len; i < plen; i++) patch[i] = t[i];
+    move_ips(t, len, tramp);
+    InterlockedExchangePointer(orig, tramp); /* set before the jmp can be taken (a full barrier) */
+    /* one store, so a thread that was not frozen never sees half a jmp */
+    if (plen == 8) {
         InterlockedExchange64((volatile LONG64 *)t, *(LONG64 *)patch);
+    } else if (plen == 16) {
+        store16(t, patch);
     } else {
         for (int i = 0; i < len; i++) t[i] = patch[i];
     }
