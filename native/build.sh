@@ -9,7 +9,7 @@ cc=${CC64:-x86_64-w64-mingw32-gcc}
 mkdir -p "$out"
 flags=(-O2 -s -Wall -fno-stack-protector -fno-asynchronous-unwind-tables)
 "$cc" "${flags[@]}" -I"$here/common" -shared -o "$out/dlltrace_shim64.dll" \
-    "$here/shim/dlltrace_shim.c" "$here/shim/hook_x64.c" "$here/common/inject.c" -ladvapi32 -lntdll
+    "$here/shim/dlltrace_shim.c" "$here/shim/hook_x64.c" "$here/common/inject.c" "$here/common/jsonw.c" -ladvapi32 -lntdll
 "$cc" "${flags[@]}" -I"$here/common" -o "$out/dlltrace_launch64.exe" \
-    "$here/launcher/dlltrace_launch.c" "$here/common/inject.c"
+    "$here/launcher/dlltrace_launch.c" "$here/common/inject.c" "$here/common/jsonw.c"
 echo "built $out/dlltrace_shim64.dll $out/dlltrace_launch64.exe"

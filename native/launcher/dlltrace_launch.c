@@ -17,8 +17,8 @@
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #include <stdio.h>
-#include <string.h>
 #include "inject.h"
+#include "jsonw.h"
 
 #define EXIT_LAUNCH_FAILED 127
 #define DLLTRACE_LAUNCH_VERSION "0.1.0"
@@ -36,47 +36,37 @@ static HANDLE open_trace(void) {
                        OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
 }
 
-static ULONGLONG now_ns(void) {
-    LARGE_INTEGER c, f;
-    QueryPerformanceCounter(&c);
-    QueryPerformanceFrequency(&f);
-    return (ULONGLONG)c.QuadPart / f.QuadPart * 1000000000ULL + ((ULONGLONG)c.QuadPart % f.QuadPart) * 1000000000ULL / f.QuadPart;
-}
-
-/* JSON string (UTF-8) of a wide string into out */
-static void json_wstr(char *out, size_t cap, const WCHAR *s) {
-    static char u8[3 * 32767 + 4];
-    int n = WideCharToMultiByte(CP_UTF8, 0, s, -1, u8, sizeof(u8), NULL, NULL);
-    if (n <= 0) u8[0] = 0;
-    size_t o = 0;
-    out[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)u8; *p && o + 8 < cap; p++) {
-        if (*p == '"' || *p == '\\') { out[o++] = '\\'; out[o++] = (char)*p; }
-        else if (*p < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", *p);
-        else out[o++] = (char)*p;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-}
-
 /* NTSTATUS codes with which a process ends when its static imports fail before the entry point */
 static int startup_status(DWORD code) {
     return code == 0xC0000135 /* DLL not found */ || code == 0xC0000139 /* entry point not found */ ||
            code == 0xC000007B /* invalid image format */ || code == 0xC0000142 /* DLL init failed */;
 }
 
-static void write_event(HANDLE f, const char *line) {
-    DWORD n;
-    if (f != INVALID_HANDLE_VALUE) WriteFile(f, line, (DWORD)strlen(line), &n, NULL);
+static int g_quiet;    /* DLLTRACE_RUN: dlltrace run reports for us */
+static int g_write_failed;
+static char g_line[4 * 32767 + 512];
+
+/* one line (jsonw.c) appended with one WriteFile; a failed or short write is reported once on stderr */
+static void write_line(HANDLE f, jsonw_t *w) {
+    DWORD len = jw_close(w), n = 0;
+    if (f == INVALID_HANDLE_VALUE) return;
+    if ((!WriteFile(f, w->start, len, &n, NULL) || n != len) && !g_write_failed++ && !g_quiet)
+        fprintf(stderr, "dlltrace-launch: could not write to the trace (error %lu); it is incomplete\n", GetLastError());
 }
 
-static char g_line[4 * 32767 + 512], g_js[3 * 32767 * 2 + 16];
+/* {"ev":<ev>,"seq":0,"pid":pid,"tid":tid,"t":..  (launcher events have seq 0) */
+static void event(jsonw_t *w, const char *ev, DWORD pid, DWORD tid) {
+    jw_init(w, g_line, sizeof(g_line), sizeof(g_line));
+    jw_event(w, ev, 0, pid, tid, jw_now_ns());
+}
 
 static void warn_event(HANDLE f, DWORD pid, const char *msg, DWORD err) {
-    snprintf(g_line, sizeof(g_line),
-             "{\"ev\":\"warning\",\"seq\":0,\"pid\":%lu,\"tid\":%lu,\"t\":%llu,\"message\":\"%s\",\"error\":%lu,\"by\":\"launcher\"}\n",
-             (unsigned long)pid, (unsigned long)GetCurrentThreadId(), now_ns(), msg, (unsigned long)err);
-    write_event(f, g_line);
+    jsonw_t w;
+    event(&w, "warning", pid, GetCurrentThreadId());
+    jw_key(&w, "message"); jw_str(&w, msg);
+    jw_key(&w, "error"); jw_u64(&w, err);
+    jw_key(&w, "by"); jw_str(&w, "launcher");
+    write_line(f, &w);
 }
 
 /* the command line after our own argv[0], verbatim */
@@ -90,7 +80,7 @@ static WCHAR *rest_of_cmdline(void) {
 
 int main(void) {
     WCHAR *cmd = rest_of_cmdline();
-    int quiet = GetEnvironmentVariableW(L"DLLTRACE_RUN", NULL, 0) != 0;
+    g_quiet = GetEnvironmentVariableW(L"DLLTRACE_RUN", NULL, 0) != 0;
     if (!*cmd) {
         fprintf(stderr, "usage: dlltrace_launch64.exe CMD [ARGS...]  (trace file in DLLTRACE_TRACE)\n");
         return EXIT_LAUNCH_FAILED;
@@ -104,11 +94,10 @@ int main(void) {
     if (GetFileSizeEx(trace, &size) && size.QuadPart == 0) {
         /* used without `dlltrace run` (which writes the header first): the file must be readable
            even when the child's shim never starts (it could not start, or could not be injected) */
-        int wine = GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "wine_get_version") != NULL;
-        snprintf(g_line, sizeof(g_line),
-                 "{\"format\":\"dlltrace-trace\",\"version\":1,\"tool\":\"dlltrace-launch " DLLTRACE_LAUNCH_VERSION
-                 "\",\"created\":null,\"platform\":\"%s\"}\n", wine ? "wine" : "windows");
-        write_event(trace, g_line);
+        jsonw_t w;
+        jw_init(&w, g_line, sizeof(g_line), sizeof(g_line));
+        jw_header(&w, "dlltrace-launch " DLLTRACE_LAUNCH_VERSION);
+        write_line(trace, &w);
     }
     static WCHAR shim[32767];
     DWORD n = GetEnvironmentVariableW(L"DLLTRACE_SHIM", shim, 32767);
@@ -131,12 +120,12 @@ int main(void) {
     lstrcpynW(cmdbuf, cmd, 32767);
     if (!CreateProcessW(NULL, cmdbuf, NULL, NULL, TRUE, CREATE_SUSPENDED, NULL, NULL, &si, &pi)) {
         DWORD e = GetLastError();
-        json_wstr(g_js, sizeof(g_js), cmd);
-        snprintf(g_line, sizeof(g_line),
-                 "{\"ev\":\"launch_error\",\"seq\":0,\"pid\":%lu,\"tid\":%lu,\"t\":%llu,\"cmdline\":%s,\"error\":%lu}\n",
-                 (unsigned long)GetCurrentProcessId(), (unsigned long)GetCurrentThreadId(), now_ns(), g_js, (unsigned long)e);
-        write_event(trace, g_line);
-        if (!quiet) fprintf(stderr, "dlltrace-launch: cannot start the command (error %lu)\n", e);
+        jsonw_t w;
+        event(&w, "launch_error", GetCurrentProcessId(), GetCurrentThreadId());
+        jw_key(&w, "cmdline"); jw_wstr(&w, cmd, -1);
+        jw_key(&w, "error"); jw_u64(&w, e);
+        write_line(trace, &w);
+        if (!g_quiet) fprintf(stderr, "dlltrace-launch: cannot start the command (error %lu)\n", e);
         return EXIT_LAUNCH_FAILED;
     }
     static WCHAR child_exe[32767];
@@ -155,10 +144,11 @@ int main(void) {
         int se = snap ? snap(g_trace, pi.dwProcessId, child_exe) : (int)GetLastError();
         if (se) warn_event(trace, pi.dwProcessId, "the environment of the child that could not start was not recorded", (DWORD)se);
     }
-    snprintf(g_line, sizeof(g_line),
-             "{\"ev\":\"exit\",\"seq\":0,\"pid\":%lu,\"tid\":0,\"t\":%llu,\"code\":%lu,\"by\":\"launcher\"}\n",
-             (unsigned long)pi.dwProcessId, now_ns(), (unsigned long)code);
-    write_event(trace, g_line);
+    jsonw_t w;
+    event(&w, "exit", pi.dwProcessId, 0);
+    jw_key(&w, "code"); jw_u64(&w, code);
+    jw_key(&w, "by"); jw_str(&w, "launcher");
+    write_line(trace, &w);
     CloseHandle(trace);
     return (int)code;
 }

@@ -14,173 +14,181 @@
 #include "dlltrace_shim.h"
 #include "hook.h"
 #include "inject.h"
+#include "jsonw.h"
 
 /* ---- ntdll types, declared here to stay independent of the headers' winternl.h flavour ---------- */
 ULONG WINAPI RtlNtStatusToDosError(LONG status); /* ntdll */
 typedef struct { USHORT Length, MaximumLength; PWSTR Buffer; } USTR;
 typedef struct { ULONG Length; HANDLE RootDirectory; USTR *ObjectName; ULONG Attributes; PVOID sd, sqos; } OBJATTR;
 
-/* ---- per-thread state ---------------------------------------------------------------------- */
+/* ---- per-thread state ----------------------------------------------------------------------
+   One VirtualAlloc reservation per thread (no CRT heap: the probe hooks run under the loader lock):
+   the state below, then a LINEBUF line buffer of which LINE_COMMIT bytes are committed; a longer line
+   commits more as it grows (jsonw.c) and the buffer is decommitted back to LINE_COMMIT once no line is
+   open. Strings from the system go through a WSMALL scratch; one that does not fit goes to a WTMP
+   scratch allocated the first time a thread needs it (long paths, PATH, the env event). */
 #define MAX_DEPTH 64
 #define LINEBUF (256 * 1024)
+#define LINE_COMMIT JSONW_COMMIT
 #define WTMP 32767 /* UTF-16 units; x2 must fit the USHORT of a UNICODE_STRING */
-enum { ST_API = 1, ST_LDR = 2 };
-typedef struct { LONG64 seq; int state; LONG status; int have_status; } frame_t;
+#define WSMALL 1024
+typedef enum {
+    FRAME_IN_API = 1,    /* in the LoadLibrary* layers: a LoadLibrary* entered now is the same call */
+    FRAME_IN_LOADER = 2, /* LdrLoadDll was entered: any load from now on is a nested one */
+} frame_state_t;
+typedef struct { LONG64 seq; frame_state_t state; LONG status; int have_status; } frame_t;
 typedef struct {
     int guard;       /* inside the shim's own code: the file calls it makes are not probes */
     int depth;       /* loads in flight on this thread (nesting: a LoadLibrary inside DllMain) */
     int cfg_depth;   /* inside a recorded DLL-directory API (SetDllDirectoryA -> W is one call) */
     LONG64 ctx;      /* Python context (dlltrace_set_context) */
     size_t line_base; /* where the next line starts in buf: past a line still open (h_FreeLibrary) */
+    size_t committed; /* bytes of buf committed */
+    char *buf;        /* LINEBUF bytes reserved, right after this state */
+    WCHAR *wbig;      /* WTMP units, or NULL until a string does not fit wsmall */
     frame_t stack[MAX_DEPTH];
-    WCHAR wtmp[WTMP];
-    char buf[LINEBUF];
+    WCHAR wsmall[WSMALL];
 } tstate_t;
+#define TS_HEAD ((sizeof(tstate_t) + 4095) & ~(size_t)4095)
+
+/* g_state: OFF -> STARTING (dlltrace_start) -> RUNNING (events recorded) -> STOPPED (the stats line
+   was written at process exit; hooks pass through). SNAPSHOT: dlltrace_env_snapshot in a process
+   that is not traced. Only RUNNING records anything. */
+typedef enum { SHIM_OFF = 0, SHIM_STARTING, SHIM_RUNNING, SHIM_SNAPSHOT, SHIM_STOPPED } shim_state_t;
 
 static HMODULE g_self;
 static DWORD g_tls = TLS_OUT_OF_INDEXES;
 static HANDLE g_file = INVALID_HANDLE_VALUE;
-static volatile LONG g_started;
+static volatile LONG g_state; /* shim_state_t */
 static volatile LONG64 g_seq;
-static volatile LONG g_wlock;
-static LARGE_INTEGER g_freq;
 static DWORD g_pid;
 static WCHAR g_trace_path[WTMP], g_shim_path[WTMP]; /* passed to the children (spawn hook) */
+/* The write lock: an SRW lock, not a spin lock, so a writer preempted while holding it does not
+   make the others spin. It is held across WriteFile only (never across anything that can wait for
+   the loader), and the counters below are read and written under it. */
+static SRWLOCK g_wlock = SRWLOCK_INIT;
+static LONG64 g_written, g_lost, g_truncated; /* event lines written whole, not (or not whole), cut */
+static LONG g_fail_writes; /* DLLTRACE_TEST_FAIL_WRITES (test only): the next N writes really fail */
 
 static tstate_t *get_ts(int create) {
     DWORD le = GetLastError();
     tstate_t *ts = g_tls == TLS_OUT_OF_INDEXES ? NULL : (tstate_t *)TlsGetValue(g_tls);
     if (!ts && create && g_tls != TLS_OUT_OF_INDEXES) {
-        ts = (tstate_t *)VirtualAlloc(NULL, sizeof(tstate_t), MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
-        if (ts) TlsSetValue(g_tls, ts);
+        char *m = (char *)VirtualAlloc(NULL, TS_HEAD + LINEBUF, MEM_RESERVE, PAGE_READWRITE);
+        if (m && VirtualAlloc(m, TS_HEAD + LINE_COMMIT, MEM_COMMIT, PAGE_READWRITE)) {
+            ts = (tstate_t *)m;
+            ts->buf = m + TS_HEAD;
+            ts->committed = LINE_COMMIT;
+            TlsSetValue(g_tls, ts);
+        } else if (m) VirtualFree(m, 0, MEM_RELEASE);
     }
     SetLastError(le);
     return ts;
 }
 
-static ULONGLONG now_ns(void) {
-    LARGE_INTEGER c;
-    QueryPerformanceCounter(&c);
-    ULONGLONG f = (ULONGLONG)g_freq.QuadPart, v = (ULONGLONG)c.QuadPart;
-    return v / f * 1000000000ULL + (v % f) * 1000000000ULL / f;
+static void free_ts(tstate_t *ts) {
+    if (ts->wbig) VirtualFree(ts->wbig, 0, MEM_RELEASE);
+    VirtualFree(ts, 0, MEM_RELEASE);
 }
 
-/* ---- line writer: JSON into a fixed buffer ------------------------------------------------- */
-typedef struct { char *start, *p, *end; int trunc; } W;
-#define RESERVE 1024 /* kept free for the closing members of a line */
+/* the WTMP scratch, allocated on first use (NULL when it cannot be) */
+static WCHAR *wbig(tstate_t *ts) {
+    if (!ts->wbig) ts->wbig = (WCHAR *)VirtualAlloc(NULL, WTMP * sizeof(WCHAR), MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
+    return ts->wbig;
+}
 
-static void w_raw(W *w, const char *s) { while (*s && w->p < w->end) *w->p++ = *s++; }
-static void w_u64(W *w, ULONGLONG v) {
-    char t[24]; int n = 0;
-    do { t[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (n && w->p < w->end) *w->p++ = t[--n];
-}
-static void w_i64(W *w, LONGLONG v) { if (v < 0) { w_raw(w, "-"); w_u64(w, (ULONGLONG)(-v)); } else w_u64(w, (ULONGLONG)v); }
-static void w_hexq(W *w, ULONGLONG v) { /* "0x1a2b" as a JSON string */
-    static const char hx[] = "0123456789abcdef";
-    char t[20]; int n = 0;
-    do { t[n++] = hx[v & 15]; v >>= 4; } while (v);
-    w_raw(w, "\"0x");
-    while (n && w->p < w->end) *w->p++ = t[--n];
-    w_raw(w, "\"");
-}
-static void w_esc_u(W *w, unsigned c) {
-    static const char hx[] = "0123456789abcdef";
-    char t[7] = {'\\', 'u', hx[(c >> 12) & 15], hx[(c >> 8) & 15], hx[(c >> 4) & 15], hx[c & 15], 0};
-    w_raw(w, t);
-}
-/* UTF-16 (len chars, or up to NUL when len < 0) -> JSON string in UTF-8; lone surrogates as \uXXXX. */
-static void w_wstr(W *w, const WCHAR *s, int len) {
-    if (!s) { w_raw(w, "null"); return; }
-    w_raw(w, "\"");
-    for (int i = 0; len < 0 ? s[i] != 0 : i < len; i++) {
-        if (w->end - w->p < RESERVE) { w->trunc = 1; break; }
-        unsigned c = s[i];
-        if (c >= 0xD800 && c <= 0xDBFF && (len < 0 || i + 1 < len) && s[i + 1] >= 0xDC00 && s[i + 1] <= 0xDFFF) {
-            c = 0x10000 + ((c - 0xD800) << 10) + (s[i + 1] - 0xDC00);
-            i++;
-        } else if (c >= 0xD800 && c <= 0xDFFF) { w_esc_u(w, c); continue; }
-        if (c == '"') w_raw(w, "\\\"");
-        else if (c == '\\') w_raw(w, "\\\\");
-        else if (c == '\n') w_raw(w, "\\n");
-        else if (c == '\r') w_raw(w, "\\r");
-        else if (c == '\t') w_raw(w, "\\t");
-        else if (c < 0x20) w_esc_u(w, c);
-        else if (c < 0x80) *w->p++ = (char)c;
-        else if (c < 0x800) { *w->p++ = (char)(0xC0 | (c >> 6)); *w->p++ = (char)(0x80 | (c & 63)); }
-        else if (c < 0x10000) { *w->p++ = (char)(0xE0 | (c >> 12)); *w->p++ = (char)(0x80 | ((c >> 6) & 63)); *w->p++ = (char)(0x80 | (c & 63)); }
-        else { *w->p++ = (char)(0xF0 | (c >> 18)); *w->p++ = (char)(0x80 | ((c >> 12) & 63)); *w->p++ = (char)(0x80 | ((c >> 6) & 63)); *w->p++ = (char)(0x80 | (c & 63)); }
-    }
-    w_raw(w, "\"");
-}
-/* An ANSI (CP_ACP) string, converted to UTF-16 in the thread's scratch buffer first. */
-static void w_astr(W *w, tstate_t *ts, const char *s) {
-    if (!s) { w_raw(w, "null"); return; }
-    int n = MultiByteToWideChar(CP_ACP, 0, s, -1, ts->wtmp, WTMP);
-    if (n <= 0) { w_raw(w, "\"\""); return; }
-    w_wstr(w, ts->wtmp, n - 1);
-}
-static void w_key(W *w, const char *k) { w_raw(w, ",\""); w_raw(w, k); w_raw(w, "\":"); }
-
-static LONG64 begin_line(W *w, tstate_t *ts, const char *ev) {
+/* ---- lines: JSON (native/common/jsonw.c) into the thread's buffer, one WriteFile each ------------ */
+static LONG64 begin_line(jsonw_t *w, tstate_t *ts, const char *ev) {
     LONG64 seq = InterlockedIncrement64(&g_seq);
-    w->start = w->p = ts->buf + ts->line_base; w->end = ts->buf + LINEBUF - 2; w->trunc = 0;
-    w_raw(w, "{\"ev\":\""); w_raw(w, ev); w_raw(w, "\"");
-    w_key(w, "seq"); w_i64(w, seq);
-    w_key(w, "pid"); w_u64(w, g_pid);
-    w_key(w, "tid"); w_u64(w, GetCurrentThreadId());
-    w_key(w, "t"); w_u64(w, now_ns());
+    jw_init(w, ts->buf + ts->line_base, ts->committed - ts->line_base, LINEBUF - ts->line_base);
+    jw_event(w, ev, seq, g_pid, GetCurrentThreadId(), jw_now_ns());
     return seq;
 }
 
-static void emit(W *w, tstate_t *ts) {
-    if (w->trunc) w_raw(w, ",\"truncated\":true");
-    *w->p++ = '}';
-    *w->p++ = '\n';
-    DWORD n;
-    /* One WriteFile per line on an append handle; the spin lock (ours alone, never held across a
-       call that can wait for the loader) keeps threads of this process from interleaving. */
-    while (InterlockedExchange(&g_wlock, 1)) YieldProcessor();
-    WriteFile(g_file, w->start, (DWORD)(w->p - w->start), &n, NULL);
-    InterlockedExchange(&g_wlock, 0);
+/* what a line committed stays counted in ts->committed */
+static void note_commit(tstate_t *ts, const jsonw_t *w) {
+    size_t c = (size_t)(w->end - ts->buf);
+    if (c > ts->committed) ts->committed = c;
 }
 
-/* path of the module containing addr, or of module h; into ts->wtmp; NULL when unknown */
+/* One WriteFile per line on an append handle (lines from different processes stay whole); the lock
+   keeps the threads of this process from interleaving. Every result is checked: a failed or short
+   write counts as lost, and the count goes into the stats line at exit. */
+static int write_line(const char *s, DWORD len, int truncated) {
+    DWORD n = 0;
+    AcquireSRWLockExclusive(&g_wlock);
+    HANDLE h = g_file;
+    if (g_fail_writes > 0) { g_fail_writes--; h = NULL; } /* test only: WriteFile fails (invalid handle) */
+    int ok = WriteFile(h, s, len, &n, NULL) && n == len;
+    if (ok) g_written++; else g_lost++;
+    if (truncated) g_truncated++;
+    ReleaseSRWLockExclusive(&g_wlock);
+    return ok;
+}
+
+static void emit(jsonw_t *w, tstate_t *ts) {
+    DWORD le = GetLastError();
+    DWORD len = jw_close(w);
+    write_line(w->start, len, w->trunc);
+    note_commit(ts, w);
+    if (ts->line_base == 0 && ts->committed > LINE_COMMIT) { /* a long line: give its pages back */
+        VirtualFree(ts->buf + LINE_COMMIT, ts->committed - LINE_COMMIT, MEM_DECOMMIT);
+        ts->committed = LINE_COMMIT;
+    }
+    SetLastError(le);
+}
+
+/* An ANSI (CP_ACP) string, converted to UTF-16 in a scratch buffer first. */
+static void w_astr(jsonw_t *w, tstate_t *ts, const char *s) {
+    if (!s) { jw_raw(w, "null"); return; }
+    int need = MultiByteToWideChar(CP_ACP, 0, s, -1, NULL, 0);
+    WCHAR *buf = need <= WSMALL ? ts->wsmall : wbig(ts);
+    int n = buf && need > 0 ? MultiByteToWideChar(CP_ACP, 0, s, -1, buf, need <= WSMALL ? WSMALL : WTMP) : 0;
+    if (n <= 0) { jw_raw(w, "\"\""); return; }
+    jw_wstr(w, buf, n - 1);
+}
+
+/* path of the module containing addr, or of module h; into a scratch buffer; NULL when unknown */
 static const WCHAR *module_path(tstate_t *ts, HMODULE h, const void *addr) {
     /* a data-file / image-resource mapping is a tagged pointer (low bits set), not a module */
     if ((ULONG_PTR)h & 3) return NULL;
     if (!h && !GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                                   (LPCWSTR)addr, &h))
         return NULL;
-    DWORD n = GetModuleFileNameW(h, ts->wtmp, WTMP - 1);
-    if (!n) return NULL;
-    ts->wtmp[n] = 0;
-    return ts->wtmp;
+    WCHAR *buf = ts->wsmall;
+    DWORD n = GetModuleFileNameW(h, buf, WSMALL - 1);
+    if (n >= WSMALL - 1) { /* cut: again with the big scratch */
+        if (!(buf = wbig(ts))) return NULL;
+        n = GetModuleFileNameW(h, buf, WTMP - 1);
+    }
+    if (!n || n >= WTMP - 1) return NULL;
+    buf[n] = 0;
+    return buf;
 }
 
 /* ---- loads ----------------------------------------------------------------------------------- */
 /* Layered APIs (LoadLibraryA -> LoadLibraryExA -> LoadLibraryExW -> LdrLoadDll) are one load: a
-   LoadLibrary* hook entered while the top frame is still in its API layers (ST_API) passes through;
-   once LdrLoadDll is entered the frame is ST_LDR, and any later LoadLibrary* or LdrLoadDll on this
+   LoadLibrary* hook entered while the top frame is still in its API layers (FRAME_IN_API) passes through;
+   once LdrLoadDll is entered the frame is FRAME_IN_LOADER, and any later LoadLibrary* or LdrLoadDll on this
    thread (from a DllMain, a forwarder...) is a nested load with its own frame. */
 /* wname has wlen UTF-16 units (-1: NUL-terminated) */
 static int load_enter(tstate_t *ts, const char *api, const WCHAR *wname, int wlen, const char *aname, int have_flags,
-                      DWORD flags, void *ret, int state) {
-    if (!g_started || !ts || ts->guard || ts->depth >= MAX_DEPTH) return -1;
-    if (ts->depth && ts->stack[ts->depth - 1].state == ST_API) return -1;
+                      DWORD flags, void *ret, frame_state_t state) {
+    if (g_state != SHIM_RUNNING || !ts || ts->guard || ts->depth >= MAX_DEPTH) return -1;
+    if (ts->depth && ts->stack[ts->depth - 1].state == FRAME_IN_API) return -1;
     DWORD le = GetLastError();
     ts->guard++;
-    W w;
+    jsonw_t w;
     frame_t *parent = ts->depth ? &ts->stack[ts->depth - 1] : NULL;
     LONG64 seq = begin_line(&w, ts, "load_begin");
-    w_key(&w, "api"); w_raw(&w, "\""); w_raw(&w, api); w_raw(&w, "\"");
-    w_key(&w, "name");
-    if (aname) w_astr(&w, ts, aname); else w_wstr(&w, wname, wlen);
-    w_key(&w, "flags"); if (have_flags) w_u64(&w, flags); else w_raw(&w, "null");
-    w_key(&w, "parent"); if (parent) w_i64(&w, parent->seq); else w_raw(&w, "null");
-    w_key(&w, "depth"); w_u64(&w, ts->depth);
-    w_key(&w, "ctx"); if (ts->ctx) w_i64(&w, ts->ctx); else w_raw(&w, "null");
-    w_key(&w, "caller"); w_wstr(&w, module_path(ts, NULL, ret), -1);
+    jw_key(&w, "api"); jw_str(&w, api);
+    jw_key(&w, "name");
+    if (aname) w_astr(&w, ts, aname); else jw_wstr(&w, wname, wlen);
+    jw_key(&w, "flags"); if (have_flags) jw_u64(&w, flags); else jw_raw(&w, "null");
+    jw_key(&w, "parent"); if (parent) jw_i64(&w, parent->seq); else jw_raw(&w, "null");
+    jw_key(&w, "depth"); jw_u64(&w, ts->depth);
+    jw_key(&w, "ctx"); if (ts->ctx) jw_i64(&w, ts->ctx); else jw_raw(&w, "null");
+    jw_key(&w, "caller"); jw_wstr(&w, module_path(ts, NULL, ret), -1);
     emit(&w, ts);
     int i = ts->depth++;
     ts->stack[i].seq = seq; ts->stack[i].state = state; ts->stack[i].status = 0; ts->stack[i].have_status = 0;
@@ -195,13 +203,13 @@ static void load_leave(tstate_t *ts, int i, HMODULE r, DWORD err) {
     ts->guard++;
     frame_t f = ts->stack[i];
     ts->depth = i;
-    W w;
+    jsonw_t w;
     begin_line(&w, ts, "load_end");
-    w_key(&w, "load"); w_i64(&w, f.seq);
-    w_key(&w, "result"); if (r) w_hexq(&w, (ULONGLONG)(ULONG_PTR)r); else w_raw(&w, "null");
-    w_key(&w, "error"); w_u64(&w, r ? 0 : err);
-    w_key(&w, "status"); if (f.have_status) w_u64(&w, (ULONG)f.status); else w_raw(&w, "null");
-    w_key(&w, "path"); w_wstr(&w, r ? module_path(ts, r, NULL) : NULL, -1);
+    jw_key(&w, "load"); jw_i64(&w, f.seq);
+    jw_key(&w, "result"); if (r) jw_hexq(&w, (ULONGLONG)(ULONG_PTR)r); else jw_raw(&w, "null");
+    jw_key(&w, "error"); jw_u64(&w, r ? 0 : err);
+    jw_key(&w, "status"); if (f.have_status) jw_u64(&w, (ULONG)f.status); else jw_raw(&w, "null");
+    jw_key(&w, "path"); jw_wstr(&w, r ? module_path(ts, r, NULL) : NULL, -1);
     emit(&w, ts);
     ts->guard--;
     SetLastError(le);
@@ -218,7 +226,7 @@ static void load_leave(tstate_t *ts, int i, HMODULE r, DWORD err) {
 static HMODULE(WINAPI *o_LoadLibraryExW)(LPCWSTR, HANDLE, DWORD);
 static HMODULE WINAPI h_LoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryExW", name, -1, NULL, 1, flags, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryExW", name, -1, NULL, 1, flags, RET, FRAME_IN_API);
     HMODULE r = o_LoadLibraryExW(name, file, flags);
     if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
@@ -226,7 +234,7 @@ static HMODULE WINAPI h_LoadLibraryExW(LPCWSTR name, HANDLE file, DWORD flags) {
 static HMODULE(WINAPI *o_LoadLibraryExA)(LPCSTR, HANDLE, DWORD);
 static HMODULE WINAPI h_LoadLibraryExA(LPCSTR name, HANDLE file, DWORD flags) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryExA", NULL, -1, name, 1, flags, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryExA", NULL, -1, name, 1, flags, RET, FRAME_IN_API);
     HMODULE r = o_LoadLibraryExA(name, file, flags);
     if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
@@ -234,7 +242,7 @@ static HMODULE WINAPI h_LoadLibraryExA(LPCSTR name, HANDLE file, DWORD flags) {
 static HMODULE(WINAPI *o_LoadLibraryW)(LPCWSTR);
 static HMODULE WINAPI h_LoadLibraryW(LPCWSTR name) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryW", name, -1, NULL, 1, 0, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryW", name, -1, NULL, 1, 0, RET, FRAME_IN_API);
     HMODULE r = o_LoadLibraryW(name);
     if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
@@ -242,7 +250,7 @@ static HMODULE WINAPI h_LoadLibraryW(LPCWSTR name) {
 static HMODULE(WINAPI *o_LoadLibraryA)(LPCSTR);
 static HMODULE WINAPI h_LoadLibraryA(LPCSTR name) {
     tstate_t *ts = get_ts(1);
-    int i = load_enter(ts, "LoadLibraryA", NULL, -1, name, 1, 0, RET, ST_API);
+    int i = load_enter(ts, "LoadLibraryA", NULL, -1, name, 1, 0, RET, FRAME_IN_API);
     HMODULE r = o_LoadLibraryA(name);
     if (i >= 0) load_leave(ts, i, r, GetLastError());
     return r;
@@ -253,16 +261,16 @@ static LONG(WINAPI *o_LdrLoadDll)(void *, void *, const USTR *, HMODULE *);
 static LONG WINAPI h_LdrLoadDll(void *a1, void *a2, const USTR *name, HMODULE *mod) {
     tstate_t *ts = get_ts(1);
     int i = -1;
-    if (ts && ts->depth && !ts->guard && ts->stack[ts->depth - 1].state == ST_API) {
+    if (ts && ts->depth && !ts->guard && ts->stack[ts->depth - 1].state == FRAME_IN_API) {
         i = ts->depth - 1; /* the API layers of a recorded load reached the loader */
-        ts->stack[i].state = ST_LDR;
+        ts->stack[i].state = FRAME_IN_LOADER;
         LONG st = o_LdrLoadDll(a1, a2, name, mod);
         ts->stack[i].status = st; ts->stack[i].have_status = 1;
         return st;
     }
     /* a direct LdrLoadDll: a load of its own (an NT API: the caller's last error is not changed) */
     if (ts && !ts->guard && name && name->Buffer)
-        i = load_enter(ts, "LdrLoadDll", name->Buffer, name->Length / 2, NULL, 0, 0, RET, ST_LDR);
+        i = load_enter(ts, "LdrLoadDll", name->Buffer, name->Length / 2, NULL, 0, 0, RET, FRAME_IN_LOADER);
     LONG st = o_LdrLoadDll(a1, a2, name, mod);
     if (i >= 0) {
         ts->stack[i].status = st; ts->stack[i].have_status = 1;
@@ -277,19 +285,19 @@ static void probe(const char *op, const OBJATTR *oa, LONG st, HANDLE h, HANDLE f
     if (!ts || ts->guard || !ts->depth) return;
     DWORD le = GetLastError();
     ts->guard++;
-    W w;
+    jsonw_t w;
     begin_line(&w, ts, "probe");
-    w_key(&w, "load"); w_i64(&w, ts->stack[ts->depth - 1].seq);
-    w_key(&w, "op"); w_raw(&w, "\""); w_raw(&w, op); w_raw(&w, "\"");
+    jw_key(&w, "load"); jw_i64(&w, ts->stack[ts->depth - 1].seq);
+    jw_key(&w, "op"); jw_str(&w, op);
     if (oa) {
-        w_key(&w, "path");
-        if (oa->ObjectName && oa->ObjectName->Buffer) w_wstr(&w, oa->ObjectName->Buffer, oa->ObjectName->Length / 2);
-        else w_raw(&w, "null");
-        if (oa->RootDirectory) { w_key(&w, "root"); w_hexq(&w, (ULONG_PTR)oa->RootDirectory); }
+        jw_key(&w, "path");
+        if (oa->ObjectName && oa->ObjectName->Buffer) jw_wstr(&w, oa->ObjectName->Buffer, oa->ObjectName->Length / 2);
+        else jw_raw(&w, "null");
+        if (oa->RootDirectory) { jw_key(&w, "root"); jw_hexq(&w, (ULONG_PTR)oa->RootDirectory); }
     }
-    w_key(&w, "status"); w_u64(&w, (ULONG)st);
-    if (h) { w_key(&w, "handle"); w_hexq(&w, (ULONG_PTR)h); }
-    if (file) { w_key(&w, "file"); w_hexq(&w, (ULONG_PTR)file); }
+    jw_key(&w, "status"); jw_u64(&w, (ULONG)st);
+    if (h) { jw_key(&w, "handle"); jw_hexq(&w, (ULONG_PTR)h); }
+    if (file) { jw_key(&w, "file"); jw_hexq(&w, (ULONG_PTR)file); }
     emit(&w, ts);
     ts->guard--;
     SetLastError(le);
@@ -325,29 +333,29 @@ static LONG WINAPI h_NtCreateSection(PHANDLE h, ACCESS_MASK a, OBJATTR *oa, PLAR
 /* ---- DLL-directory state and FreeLibrary --------------------------------------------------- */
 /* cfg_begin/cfg_end bracket one recorded call; a call made inside it (A -> W) is not recorded. */
 static int cfg_begin(tstate_t *ts) {
-    if (!g_started || !ts || ts->guard || ts->cfg_depth) return 0;
+    if (g_state != SHIM_RUNNING || !ts || ts->guard || ts->cfg_depth) return 0;
     ts->cfg_depth++;
     return 1;
 }
-static void cfg_line(tstate_t *ts, W *w, const char *ev, const char *api, void *ret) {
+static void cfg_line(tstate_t *ts, jsonw_t *w, const char *ev, const char *api, void *ret) {
     begin_line(w, ts, ev);
-    w_key(w, "api"); w_raw(w, "\""); w_raw(w, api); w_raw(w, "\"");
-    w_key(w, "caller"); w_wstr(w, module_path(ts, NULL, ret), -1);
+    jw_key(w, "api"); jw_str(w, api);
+    jw_key(w, "caller"); jw_wstr(w, module_path(ts, NULL, ret), -1);
 }
-static void cfg_result(W *w, int ok, DWORD le) {
-    w_key(w, "ok"); w_raw(w, ok ? "true" : "false");
-    w_key(w, "error"); w_u64(w, ok ? 0 : le);
+static void cfg_result(jsonw_t *w, int ok, DWORD le) {
+    jw_key(w, "ok"); jw_raw(w, ok ? "true" : "false");
+    jw_key(w, "error"); jw_u64(w, ok ? 0 : le);
 }
 /* After the original call of a recorded configuration API: keep its last error, guard the
    shim's own work, and start the event line (the hook adds its fields, then cfg_close). */
-static DWORD cfg_open(tstate_t *ts, W *w, const char *ev, const char *api, void *ret) {
+static DWORD cfg_open(tstate_t *ts, jsonw_t *w, const char *ev, const char *api, void *ret) {
     DWORD le = GetLastError();
     ts->guard++;
     cfg_line(ts, w, ev, api, ret);
     return le;
 }
 /* The result fields, the single write, and the caller's last error restored. */
-static void cfg_close(tstate_t *ts, W *w, int ok, DWORD le) {
+static void cfg_close(tstate_t *ts, jsonw_t *w, int ok, DWORD le) {
     cfg_result(w, ok, le);
     emit(w, ts);
     ts->guard--; ts->cfg_depth--;
@@ -360,10 +368,10 @@ static PVOID WINAPI h_AddDllDirectory(PCWSTR dir) {
     int rec = cfg_begin(ts);
     PVOID r = o_AddDllDirectory(dir);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "adddir", "AddDllDirectory", RET);
-        w_key(&w, "path"); w_wstr(&w, dir, -1);
-        w_key(&w, "cookie"); if (r) w_hexq(&w, (ULONG_PTR)r); else w_raw(&w, "null");
+        jw_key(&w, "path"); jw_wstr(&w, dir, -1);
+        jw_key(&w, "cookie"); if (r) jw_hexq(&w, (ULONG_PTR)r); else jw_raw(&w, "null");
         cfg_close(ts, &w, r != NULL, le);
     }
     return r;
@@ -374,9 +382,9 @@ static BOOL WINAPI h_RemoveDllDirectory(PVOID cookie) {
     int rec = cfg_begin(ts);
     BOOL r = o_RemoveDllDirectory(cookie);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "removedir", "RemoveDllDirectory", RET);
-        w_key(&w, "cookie"); w_hexq(&w, (ULONG_PTR)cookie);
+        jw_key(&w, "cookie"); jw_hexq(&w, (ULONG_PTR)cookie);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -387,9 +395,9 @@ static BOOL WINAPI h_SetDllDirectoryW(LPCWSTR dir) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDllDirectoryW(dir);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "setdlldir", "SetDllDirectoryW", RET);
-        w_key(&w, "path"); w_wstr(&w, dir, -1);
+        jw_key(&w, "path"); jw_wstr(&w, dir, -1);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -400,9 +408,9 @@ static BOOL WINAPI h_SetDllDirectoryA(LPCSTR dir) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDllDirectoryA(dir);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "setdlldir", "SetDllDirectoryA", RET);
-        w_key(&w, "path"); w_astr(&w, ts, dir);
+        jw_key(&w, "path"); w_astr(&w, ts, dir);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -418,10 +426,10 @@ static BOOL WINAPI h_SetEnvironmentVariableW(LPCWSTR name, LPCWSTR value) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableW(name, value);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "setenv", "SetEnvironmentVariableW", RET);
-        w_key(&w, "name"); w_wstr(&w, name, -1);
-        w_key(&w, "value"); w_wstr(&w, value, -1);
+        jw_key(&w, "name"); jw_wstr(&w, name, -1);
+        jw_key(&w, "value"); jw_wstr(&w, value, -1);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -432,10 +440,10 @@ static BOOL WINAPI h_SetEnvironmentVariableA(LPCSTR name, LPCSTR value) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetEnvironmentVariableA(name, value);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "setenv", "SetEnvironmentVariableA", RET);
-        w_key(&w, "name"); w_astr(&w, ts, name);
-        w_key(&w, "value"); w_astr(&w, ts, value);
+        jw_key(&w, "name"); w_astr(&w, ts, name);
+        jw_key(&w, "value"); w_astr(&w, ts, value);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -446,9 +454,9 @@ static BOOL WINAPI h_SetDefaultDllDirectories(DWORD flags) {
     int rec = cfg_begin(ts);
     BOOL r = o_SetDefaultDllDirectories(flags);
     if (rec) {
-        W w;
+        jsonw_t w;
         DWORD le = cfg_open(ts, &w, "setdefault", "SetDefaultDllDirectories", RET);
-        w_key(&w, "flags"); w_u64(&w, flags);
+        jw_key(&w, "flags"); jw_u64(&w, flags);
         cfg_close(ts, &w, r, le);
     }
     return r;
@@ -456,16 +464,17 @@ static BOOL WINAPI h_SetDefaultDllDirectories(DWORD flags) {
 static BOOL(WINAPI *o_FreeLibrary)(HMODULE);
 static BOOL WINAPI h_FreeLibrary(HMODULE h) {
     tstate_t *ts = get_ts(1);
-    if (!g_started || !ts || ts->guard) return o_FreeLibrary(h);
+    if (g_state != SHIM_RUNNING || !ts || ts->guard) return o_FreeLibrary(h);
     ts->guard++;
-    W w;
+    jsonw_t w;
     cfg_line(ts, &w, "free", "FreeLibrary", RET);
-    w_key(&w, "handle"); w_hexq(&w, (ULONG_PTR)h);
-    w_key(&w, "path"); w_wstr(&w, h ? module_path(ts, h, NULL) : NULL, -1);
+    jw_key(&w, "handle"); jw_hexq(&w, (ULONG_PTR)h);
+    jw_key(&w, "path"); jw_wstr(&w, h ? module_path(ts, h, NULL) : NULL, -1);
     ts->guard--;
     /* the path must be read before the module goes, and the line stays open across the call:
        a line written meanwhile (a DllMain's own FreeLibrary or LoadLibrary) goes after it in buf */
     size_t base = ts->line_base;
+    note_commit(ts, &w);
     ts->line_base = (size_t)(w.p - ts->buf);
     BOOL r = o_FreeLibrary(h);
     DWORD le = GetLastError();
@@ -517,10 +526,11 @@ static void prog_base(const WCHAR *s, int whole, WCHAR *out, int cap) {
 
 static void read_debugger(tstate_t *ts) {
     DWORD cb = (WTMP - 1) * sizeof(WCHAR);
+    WCHAR *buf = wbig(ts);
     g_debugger[0] = 0;
-    if (RegGetValueW(HKEY_LOCAL_MACHINE, L"Software\\Microsoft\\Windows NT\\CurrentVersion\\AeDebug", L"Debugger",
-                     RRF_RT_REG_SZ | RRF_RT_REG_EXPAND_SZ | RRF_NOEXPAND, NULL, ts->wtmp, &cb) == ERROR_SUCCESS)
-        prog_base(ts->wtmp, 0, g_debugger, 64);
+    if (buf && RegGetValueW(HKEY_LOCAL_MACHINE, L"Software\\Microsoft\\Windows NT\\CurrentVersion\\AeDebug", L"Debugger",
+                            RRF_RT_REG_SZ | RRF_RT_REG_EXPAND_SZ | RRF_NOEXPAND, NULL, buf, &cb) == ERROR_SUCCESS)
+        prog_base(buf, 0, g_debugger, 64);
 }
 
 static int is_debugger(tstate_t *ts, const WCHAR *wapp, const WCHAR *wcmd, const char *aapp, const char *acmd) {
@@ -528,8 +538,10 @@ static int is_debugger(tstate_t *ts, const WCHAR *wapp, const WCHAR *wcmd, const
     WCHAR prog[64];
     if (aapp || acmd) {
         const char *a = aapp && *aapp ? aapp : acmd;
-        if (!a || MultiByteToWideChar(CP_ACP, 0, a, -1, ts->wtmp, WTMP) <= 0) return 0;
-        prog_base(ts->wtmp, aapp && *aapp, prog, 64);
+        int need = a ? MultiByteToWideChar(CP_ACP, 0, a, -1, NULL, 0) : 0;
+        WCHAR *buf = need <= WSMALL ? ts->wsmall : wbig(ts);
+        if (need <= 0 || !buf || MultiByteToWideChar(CP_ACP, 0, a, -1, buf, need <= WSMALL ? WSMALL : WTMP) <= 0) return 0;
+        prog_base(buf, aapp && *aapp, prog, 64);
     } else prog_base(wapp ? wapp : wcmd, wapp != NULL, prog, 64);
     return CompareStringOrdinal(prog, -1, g_debugger, -1, TRUE) == CSTR_EQUAL;
 }
@@ -537,20 +549,20 @@ static int is_debugger(tstate_t *ts, const WCHAR *wapp, const WCHAR *wcmd, const
 static void spawn_event(tstate_t *ts, const char *api, const WCHAR *wapp, const WCHAR *wcmd, const char *aapp,
                         const char *acmd, DWORD flags, int follow, BOOL ok, DWORD le, PROCESS_INFORMATION *pi) {
     DWORD ie = ok && follow ? dlltrace_inject(pi->hProcess, g_shim_path, g_trace_path, "spawn") : 0;
-    W w;
+    jsonw_t w;
     begin_line(&w, ts, "spawn");
-    w_key(&w, "api"); w_raw(&w, "\""); w_raw(&w, api); w_raw(&w, "\"");
-    w_key(&w, "app"); if (aapp) w_astr(&w, ts, aapp); else w_wstr(&w, wapp, -1);
-    w_key(&w, "cmdline"); if (acmd) w_astr(&w, ts, acmd); else w_wstr(&w, wcmd, -1);
-    w_key(&w, "flags"); w_u64(&w, flags);
-    w_key(&w, "ok"); w_raw(&w, ok ? "true" : "false");
-    w_key(&w, "error"); w_u64(&w, ok ? 0 : le);
-    w_key(&w, "child_pid"); if (ok) w_u64(&w, pi->dwProcessId); else w_raw(&w, "null");
-    w_key(&w, "injected"); w_raw(&w, ok && follow && !ie ? "true" : "false");
-    w_key(&w, "inject_error"); w_u64(&w, ie);
+    jw_key(&w, "api"); jw_str(&w, api);
+    jw_key(&w, "app"); if (aapp) w_astr(&w, ts, aapp); else jw_wstr(&w, wapp, -1);
+    jw_key(&w, "cmdline"); if (acmd) w_astr(&w, ts, acmd); else jw_wstr(&w, wcmd, -1);
+    jw_key(&w, "flags"); jw_u64(&w, flags);
+    jw_key(&w, "ok"); jw_raw(&w, ok ? "true" : "false");
+    jw_key(&w, "error"); jw_u64(&w, ok ? 0 : le);
+    jw_key(&w, "child_pid"); if (ok) jw_u64(&w, pi->dwProcessId); else jw_raw(&w, "null");
+    jw_key(&w, "injected"); jw_raw(&w, ok && follow && !ie ? "true" : "false");
+    jw_key(&w, "inject_error"); jw_u64(&w, ie);
     const char *why = !ok ? "the process was not created"
                       : !follow ? "the post-mortem debugger (AeDebug) is not followed" : inject_reason(ie);
-    w_key(&w, "reason"); if (why) { w_raw(&w, "\""); w_raw(&w, why); w_raw(&w, "\""); } else w_raw(&w, "null");
+    jw_key(&w, "reason"); if (why) { jw_str(&w, why); } else jw_raw(&w, "null");
     emit(&w, ts);
     if (ok && follow && !(flags & CREATE_SUSPENDED)) ResumeThread(pi->hThread);
 }
@@ -562,7 +574,7 @@ static BOOL WINAPI h_CreateProcessInternalW(HANDLE token, LPCWSTR app, LPWSTR cm
                                             LPSECURITY_ATTRIBUTES ta, BOOL inherit, DWORD flags, LPVOID env,
                                             LPCWSTR cwd, LPSTARTUPINFOW si, LPPROCESS_INFORMATION pi, PHANDLE newtok) {
     tstate_t *ts = get_ts(1);
-    if (g_started != 1 || !ts || ts->guard || !pi)
+    if (g_state != SHIM_RUNNING || !ts || ts->guard || !pi)
         return o_CreateProcessInternalW(token, app, cmd, pa, ta, inherit, flags, env, cwd, si, pi, newtok);
     ts->guard++;
     int follow = !is_debugger(ts, app, cmd, NULL, NULL);
@@ -581,7 +593,7 @@ static BOOL WINAPI h_CreateProcessW(LPCWSTR app, LPWSTR cmd, LPSECURITY_ATTRIBUT
                                     BOOL inherit, DWORD flags, LPVOID env, LPCWSTR cwd, LPSTARTUPINFOW si,
                                     LPPROCESS_INFORMATION pi) {
     tstate_t *ts = get_ts(1);
-    if (g_started != 1 || !ts || ts->guard || !pi) return o_CreateProcessW(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
+    if (g_state != SHIM_RUNNING || !ts || ts->guard || !pi) return o_CreateProcessW(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
     ts->guard++;
     int follow = !is_debugger(ts, app, cmd, NULL, NULL);
     BOOL r = o_CreateProcessW(app, cmd, pa, ta, inherit, follow ? flags | CREATE_SUSPENDED : flags, env, cwd, si, pi);
@@ -597,7 +609,7 @@ static BOOL WINAPI h_CreateProcessA(LPCSTR app, LPSTR cmd, LPSECURITY_ATTRIBUTES
                                     BOOL inherit, DWORD flags, LPVOID env, LPCSTR cwd, LPSTARTUPINFOA si,
                                     LPPROCESS_INFORMATION pi) {
     tstate_t *ts = get_ts(1);
-    if (g_started != 1 || !ts || ts->guard || !pi) return o_CreateProcessA(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
+    if (g_state != SHIM_RUNNING || !ts || ts->guard || !pi) return o_CreateProcessA(app, cmd, pa, ta, inherit, flags, env, cwd, si, pi);
     ts->guard++;
     int follow = !is_debugger(ts, NULL, NULL, app ? app : "", cmd ? cmd : "");
     BOOL r = o_CreateProcessA(app, cmd, pa, ta, inherit, follow ? flags | CREATE_SUSPENDED : flags, env, cwd, si, pi);
@@ -637,12 +649,14 @@ static const hookdef_t HOOKS[] = {
 };
 #define NHOOKS (sizeof(HOOKS) / sizeof(HOOKS[0]))
 
-static void w_env_var(W *w, tstate_t *ts, const WCHAR *name, int *first) {
-    DWORD n = GetEnvironmentVariableW(name, ts->wtmp, WTMP);
-    if (!n || n >= WTMP) return;
-    w_raw(w, *first ? "" : ",");
+static void w_env_var(jsonw_t *w, tstate_t *ts, const WCHAR *name, int *first) {
+    WCHAR *buf = ts->wsmall;
+    DWORD n = GetEnvironmentVariableW(name, buf, WSMALL);
+    if (n >= WSMALL && (buf = wbig(ts))) n = GetEnvironmentVariableW(name, buf, WTMP);
+    if (!buf || !n || n >= WTMP) return;
+    jw_raw(w, *first ? "" : ",");
     *first = 0;
-    w_wstr(w, name, -1); w_raw(w, ":"); w_wstr(w, ts->wtmp, (int)n);
+    jw_wstr(w, name, -1); jw_raw(w, ":"); jw_wstr(w, buf, (int)n);
 }
 
 /* The PATH-like variables recorded (never the whole environment); CUDA_PATH_V* are found by scan. */
@@ -652,12 +666,13 @@ static const WCHAR *ENV_VARS[] = {L"PATH", L"PATHEXT", L"PYTHONPATH", L"PYTHONHO
 /* exe: NULL = this process's; modules: 0 = write null (the snapshot of another process, whose
    modules are not ours: see dlltrace_env_snapshot) */
 static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
-    W w;
+    jsonw_t w;
+    WCHAR *tmp = wbig(ts); /* once per process: the big scratch throughout */
     begin_line(&w, ts, "env");
-    w_key(&w, "exe"); w_wstr(&w, exe ? exe : module_path(ts, GetModuleHandleW(NULL), NULL), -1);
-    DWORD n = GetCurrentDirectoryW(WTMP, ts->wtmp);
-    w_key(&w, "cwd"); w_wstr(&w, n && n < WTMP ? ts->wtmp : NULL, -1);
-    w_key(&w, "vars"); w_raw(&w, "{");
+    jw_key(&w, "exe"); jw_wstr(&w, exe ? exe : module_path(ts, GetModuleHandleW(NULL), NULL), -1);
+    DWORD n = tmp ? GetCurrentDirectoryW(WTMP, tmp) : 0;
+    jw_key(&w, "cwd"); jw_wstr(&w, n && n < WTMP ? tmp : NULL, -1);
+    jw_key(&w, "vars"); jw_raw(&w, "{");
     int first = 1;
     for (int i = 0; ENV_VARS[i]; i++) w_env_var(&w, ts, ENV_VARS[i], &first);
     WCHAR *block = GetEnvironmentStringsW();
@@ -670,82 +685,82 @@ static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
         }
     }
     if (block) FreeEnvironmentStringsW(block);
-    w_raw(&w, "}");
+    jw_raw(&w, "}");
     /* DLL-search state: SetDllDirectory is readable; the AddDllDirectory list and the
        SetDefaultDllDirectories flags have no public getter (null = unknown). */
-    n = GetDllDirectoryW(WTMP, ts->wtmp);
-    w_key(&w, "dll_directory"); w_wstr(&w, n && n < WTMP ? ts->wtmp : NULL, -1);
-    w_key(&w, "user_dirs"); w_raw(&w, "null");
-    w_key(&w, "default_dirs"); w_raw(&w, "null");
+    n = tmp ? GetDllDirectoryW(WTMP, tmp) : 0;
+    jw_key(&w, "dll_directory"); jw_wstr(&w, n && n < WTMP ? tmp : NULL, -1);
+    jw_key(&w, "user_dirs"); jw_raw(&w, "null");
+    jw_key(&w, "default_dirs"); jw_raw(&w, "null");
     HKEY k;
-    w_key(&w, "known_dlls");
-    if (RegOpenKeyExW(HKEY_LOCAL_MACHINE, L"SYSTEM\\CurrentControlSet\\Control\\Session Manager\\KnownDLLs", 0, KEY_READ,
+    jw_key(&w, "known_dlls");
+    if (tmp && RegOpenKeyExW(HKEY_LOCAL_MACHINE, L"SYSTEM\\CurrentControlSet\\Control\\Session Manager\\KnownDLLs", 0, KEY_READ,
                       &k) == ERROR_SUCCESS) {
-        w_raw(&w, "[");
+        jw_raw(&w, "[");
         WCHAR vname[256];
         int firstk = 1;
         for (DWORD i = 0;; i++) {
             DWORD vn = 256, type, cb = (WTMP - 1) * sizeof(WCHAR);
-            if (RegEnumValueW(k, i, vname, &vn, NULL, &type, (BYTE *)ts->wtmp, &cb) != ERROR_SUCCESS) break;
+            if (RegEnumValueW(k, i, vname, &vn, NULL, &type, (BYTE *)tmp, &cb) != ERROR_SUCCESS) break;
             if (type != REG_SZ && type != REG_EXPAND_SZ) continue;
-            ts->wtmp[cb / 2] = 0;
-            if (!firstk) w_raw(&w, ",");
+            tmp[cb / 2] = 0;
+            if (!firstk) jw_raw(&w, ",");
             firstk = 0;
-            w_wstr(&w, ts->wtmp, -1);
+            jw_wstr(&w, tmp, -1);
         }
-        w_raw(&w, "]");
+        jw_raw(&w, "]");
         RegCloseKey(k);
-    } else w_raw(&w, "null");
+    } else jw_raw(&w, "null");
     DWORD safe = 0, cb = sizeof(safe);
-    w_key(&w, "safe_dll_search_mode");
+    jw_key(&w, "safe_dll_search_mode");
     if (RegGetValueW(HKEY_LOCAL_MACHINE, L"SYSTEM\\CurrentControlSet\\Control\\Session Manager", L"SafeDllSearchMode",
                      RRF_RT_REG_DWORD, NULL, &safe, &cb) == ERROR_SUCCESS)
-        w_u64(&w, safe);
-    else w_raw(&w, "null");
-    n = GetSystemDirectoryW(ts->wtmp, WTMP);
-    w_key(&w, "system32"); w_wstr(&w, n ? ts->wtmp : NULL, -1);
-    n = GetWindowsDirectoryW(ts->wtmp, WTMP);
-    w_key(&w, "windows"); w_wstr(&w, n ? ts->wtmp : NULL, -1);
+        jw_u64(&w, safe);
+    else jw_raw(&w, "null");
+    n = tmp ? GetSystemDirectoryW(tmp, WTMP) : 0;
+    jw_key(&w, "system32"); jw_wstr(&w, n ? tmp : NULL, -1);
+    n = tmp ? GetWindowsDirectoryW(tmp, WTMP) : 0;
+    jw_key(&w, "windows"); jw_wstr(&w, n ? tmp : NULL, -1);
     HMODULE nt = GetModuleHandleW(L"ntdll.dll");
     typedef LONG(WINAPI * rgv_t)(OSVERSIONINFOW *);
     rgv_t rgv = (rgv_t)(void *)GetProcAddress(nt, "RtlGetVersion");
     OSVERSIONINFOW vi;
     vi.dwOSVersionInfoSize = sizeof(vi);
-    w_key(&w, "windows_version");
+    jw_key(&w, "windows_version");
     if (rgv && rgv(&vi) == 0) {
-        w_raw(&w, "\""); w_u64(&w, vi.dwMajorVersion); w_raw(&w, "."); w_u64(&w, vi.dwMinorVersion);
-        w_raw(&w, "."); w_u64(&w, vi.dwBuildNumber); w_raw(&w, "\"");
-    } else w_raw(&w, "null");
-    w_key(&w, "machine");
+        jw_raw(&w, "\""); jw_u64(&w, vi.dwMajorVersion); jw_raw(&w, "."); jw_u64(&w, vi.dwMinorVersion);
+        jw_raw(&w, "."); jw_u64(&w, vi.dwBuildNumber); jw_raw(&w, "\"");
+    } else jw_raw(&w, "null");
+    jw_key(&w, "machine");
 #ifdef _WIN64
-    w_raw(&w, "\"x64\"");
+    jw_raw(&w, "\"x64\"");
 #else
-    w_raw(&w, "\"x86\"");
+    jw_raw(&w, "\"x86\"");
 #endif
     typedef const char *(CDECL * wgv_t)(void);
     wgv_t wgv = (wgv_t)(void *)GetProcAddress(nt, "wine_get_version");
-    w_key(&w, "wine");
-    if (wgv) { w_raw(&w, "\""); w_raw(&w, wgv()); w_raw(&w, "\""); } else w_raw(&w, "null");
+    jw_key(&w, "wine");
+    if (wgv) { jw_raw(&w, "\""); jw_raw(&w, wgv()); jw_raw(&w, "\""); } else jw_raw(&w, "null");
     /* The modules already loaded (in load order, the exe first, the shim left out): the
        loaded-module rule binds later loads to them by base name, so a replay needs them. */
-    w_key(&w, "modules");
+    jw_key(&w, "modules");
     HMODULE mods[1024];
     DWORD needed = 0;
-    if (modules && K32EnumProcessModules(GetCurrentProcess(), mods, sizeof(mods), &needed)) {
+    if (modules && tmp && K32EnumProcessModules(GetCurrentProcess(), mods, sizeof(mods), &needed)) {
         DWORD count = needed / sizeof(HMODULE);
         if (count > 1024) count = 1024;
-        w_raw(&w, "[");
+        jw_raw(&w, "[");
         int firstm = 1;
         for (DWORD i = 0; i < count; i++) {
             if (mods[i] == g_self) continue;
-            DWORD len = GetModuleFileNameW(mods[i], ts->wtmp, WTMP);
+            DWORD len = GetModuleFileNameW(mods[i], tmp, WTMP);
             if (!len || len >= WTMP) continue;
-            if (!firstm) w_raw(&w, ",");
+            if (!firstm) jw_raw(&w, ",");
             firstm = 0;
-            w_wstr(&w, ts->wtmp, (int)len);
+            jw_wstr(&w, tmp, (int)len);
         }
-        w_raw(&w, "]");
-    } else w_raw(&w, "null");
+        jw_raw(&w, "]");
+    } else jw_raw(&w, "null");
     emit(&w, ts);
 }
 
@@ -776,30 +791,30 @@ static const BYTE *apiset_map(void) {
 /* [off, off + len) lies inside a map of `size` bytes */
 static int apiset_in(ULONGLONG off, ULONGLONG len, ULONG size) { return off <= size && len <= size - off; }
 
-static void w_apiset_str(W *w, const BYTE *base, ULONG size, ULONG off, ULONG len) {
-    if (!apiset_in(off, len, size)) { w_raw(w, "\"\""); return; }
-    w_wstr(w, (const WCHAR *)(base + off), (int)(len / sizeof(WCHAR)));
+static void w_apiset_str(jsonw_t *w, const BYTE *base, ULONG size, ULONG off, ULONG len) {
+    if (!apiset_in(off, len, size)) { jw_raw(w, "\"\""); return; }
+    jw_wstr(w, (const WCHAR *)(base + off), (int)(len / sizeof(WCHAR)));
 }
 
 /* {"ev":"apisets","version":6,"sets":{"<contract>":"<host>" | {"host":..,"exceptions":{<importer>:<host>}}}} */
 static void write_apisets(tstate_t *ts) {
-    W w;
+    jsonw_t w;
     const BYTE *base = apiset_map();
     begin_line(&w, ts, "apisets");
-    w_key(&w, "version");
-    if (!base) { w_raw(&w, "null"); w_key(&w, "sets"); w_raw(&w, "null"); emit(&w, ts); return; }
+    jw_key(&w, "version");
+    if (!base) { jw_raw(&w, "null"); jw_key(&w, "sets"); jw_raw(&w, "null"); emit(&w, ts); return; }
     const apiset_ns6_t *ns = (const apiset_ns6_t *)base;
-    w_u64(&w, ns->Version);
-    w_key(&w, "sets");
+    jw_u64(&w, ns->Version);
+    jw_key(&w, "sets");
     if (ns->Version != APISET_SCHEMA_V6 ||
         !apiset_in(ns->EntryOffset, (ULONGLONG)ns->Count * sizeof(apiset_entry6_t), ns->Size)) {
-        w_raw(&w, "null");
+        jw_raw(&w, "null");
         emit(&w, ts);
         return;
     }
     ULONG size = ns->Size;
     const apiset_entry6_t *entries = (const apiset_entry6_t *)(base + ns->EntryOffset);
-    w_raw(&w, "{");
+    jw_raw(&w, "{");
     int first = 1;
     for (ULONG i = 0; i < ns->Count && !w.trunc; i++) {
         const apiset_entry6_t *e = &entries[i];
@@ -807,42 +822,43 @@ static void write_apisets(tstate_t *ts) {
             !apiset_in(e->ValueOffset, (ULONGLONG)e->ValueCount * sizeof(apiset_value6_t), size))
             continue;
         const apiset_value6_t *v = (const apiset_value6_t *)(base + e->ValueOffset);
-        if (!first) w_raw(&w, ",");
+        if (!first) jw_raw(&w, ",");
         first = 0;
         w_apiset_str(&w, base, size, e->NameOffset, e->NameLength);
-        w_raw(&w, ":");
-        if (e->ValueCount == 0) { w_raw(&w, "\"\""); continue; }
+        jw_raw(&w, ":");
+        if (e->ValueCount == 0) { jw_raw(&w, "\"\""); continue; }
         if (e->ValueCount == 1) { w_apiset_str(&w, base, size, v[0].ValueOffset, v[0].ValueLength); continue; }
-        w_raw(&w, "{\"host\":");
+        jw_raw(&w, "{\"host\":");
         w_apiset_str(&w, base, size, v[0].ValueOffset, v[0].ValueLength);
-        w_raw(&w, ",\"exceptions\":{");
+        jw_raw(&w, ",\"exceptions\":{");
         for (ULONG j = 1; j < e->ValueCount; j++) {
-            if (j > 1) w_raw(&w, ",");
+            if (j > 1) jw_raw(&w, ",");
             w_apiset_str(&w, base, size, v[j].NameOffset, v[j].NameLength);
-            w_raw(&w, ":");
+            jw_raw(&w, ":");
             w_apiset_str(&w, base, size, v[j].ValueOffset, v[j].ValueLength);
         }
-        w_raw(&w, "}}");
+        jw_raw(&w, "}}");
     }
-    w_raw(&w, "}");
+    jw_raw(&w, "}");
     emit(&w, ts);
 }
 
 static void write_warning(tstate_t *ts, const char *what, const char *hook, const unsigned char *bytes) {
     static const char hx[] = "0123456789abcdef";
-    W w;
+    jsonw_t w;
     begin_line(&w, ts, "warning");
-    w_key(&w, "message"); w_raw(&w, "\""); w_raw(&w, what); w_raw(&w, "\"");
-    w_key(&w, "hook"); w_raw(&w, "\""); w_raw(&w, hook); w_raw(&w, "\"");
+    jw_key(&w, "message"); jw_str(&w, what);
+    jw_key(&w, "hook"); jw_str(&w, hook);
     if (bytes) {
-        w_key(&w, "bytes"); w_raw(&w, "\"");
-        for (int i = 0; i < 16; i++) { char t[3] = {hx[bytes[i] >> 4], hx[bytes[i] & 15], 0}; w_raw(&w, t); }
-        w_raw(&w, "\"");
+        jw_key(&w, "bytes"); jw_raw(&w, "\"");
+        for (int i = 0; i < 16; i++) { char t[3] = {hx[bytes[i] >> 4], hx[bytes[i] & 15], 0}; jw_raw(&w, t); }
+        jw_raw(&w, "\"");
     }
     emit(&w, ts);
 }
 
-#define HOOK_SKIPPED 100
+/* what became of each hook at start: HOOK_OK or another hook_install result, or one of these */
+enum { HOOK_SKIPPED = 100 /* named in DLLTRACE_SKIP_HOOKS */, HOOK_NOT_NEEDED = 101 /* a fallback, not needed */ };
 static int skip_listed(const char *list, const char *name) { /* name is an item of the comma-separated list */
     for (const char *p = list; *p;) {
         const char *a = name;
@@ -854,85 +870,130 @@ static int skip_listed(const char *list, const char *name) { /* name is an item 
     return 0;
 }
 
+/* the stats line: how many event lines this process wrote whole, lost (a failed or short write) and
+   cut. At process exit (DLL_PROCESS_DETACH from ExitProcess) the other threads have already been
+   terminated, and one may have died holding the write lock: then it is not waited for. */
+static void write_stats(int process_exit) {
+    if (InterlockedCompareExchange(&g_state, SHIM_STOPPED, SHIM_RUNNING) != SHIM_RUNNING) return;
+    static char line[512];
+    jsonw_t w;
+    int locked = TryAcquireSRWLockExclusive(&g_wlock);
+    if (!locked && !process_exit) { AcquireSRWLockExclusive(&g_wlock); locked = 1; }
+    jw_init(&w, line, sizeof(line), sizeof(line));
+    jw_event(&w, "stats", InterlockedIncrement64(&g_seq), g_pid, GetCurrentThreadId(), jw_now_ns());
+    jw_key(&w, "written"); jw_u64(&w, (ULONGLONG)g_written);
+    jw_key(&w, "lost"); jw_u64(&w, (ULONGLONG)g_lost);
+    jw_key(&w, "cut"); jw_u64(&w, (ULONGLONG)g_truncated);
+    DWORD len = jw_close(&w), n;
+    WriteFile(g_file, line, len, &n, NULL); /* the last line: a failure here has nowhere to be counted */
+    if (locked) ReleaseSRWLockExclusive(&g_wlock);
+}
+
+static int fail_start(tstate_t *ts, DWORD e) {
+    if (g_file != INVALID_HANDLE_VALUE) { CloseHandle(g_file); g_file = INVALID_HANDLE_VALUE; }
+    ts->guard--;
+    g_state = SHIM_OFF;
+    return (int)e;
+}
+
 DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
-    if (InterlockedCompareExchange(&g_started, 2, 0) != 0) return 0;
+    if (InterlockedCompareExchange(&g_state, SHIM_STARTING, SHIM_OFF) != SHIM_OFF) return 0;
     tstate_t *ts = get_ts(1);
-    if (!ts) { g_started = 0; return ERROR_OUTOFMEMORY; }
+    if (!ts) { g_state = SHIM_OFF; return ERROR_OUTOFMEMORY; }
     ts->guard++;
     if (!trace_path) {
-        DWORD n = GetEnvironmentVariableW(L"DLLTRACE_TRACE", ts->wtmp, WTMP);
-        if (!n || n >= WTMP) { ts->guard--; g_started = 0; return ERROR_ENVVAR_NOT_FOUND; }
-        trace_path = ts->wtmp;
+        WCHAR *buf = wbig(ts);
+        DWORD n = buf ? GetEnvironmentVariableW(L"DLLTRACE_TRACE", buf, WTMP) : 0;
+        if (!n || n >= WTMP) return fail_start(ts, ERROR_ENVVAR_NOT_FOUND);
+        trace_path = buf;
     }
     g_file = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
                          NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (g_file == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); ts->guard--; g_started = 0; return (int)e; }
+    if (g_file == INVALID_HANDLE_VALUE) return fail_start(ts, GetLastError());
     /* the full path (a child may start in another folder) and this DLL's path, for the children */
     DWORD fn = GetFullPathNameW(trace_path, WTMP, g_trace_path, NULL);
     if (!fn || fn >= WTMP) lstrcpynW(g_trace_path, trace_path, WTMP);
     fn = GetModuleFileNameW(g_self, g_shim_path, WTMP - 1);
     g_shim_path[fn < WTMP ? fn : 0] = 0;
     read_debugger(ts);
-    QueryPerformanceFrequency(&g_freq);
     g_pid = GetCurrentProcessId();
-    W w;
+    jsonw_t w;
     LARGE_INTEGER size;
     if (GetFileSizeEx(g_file, &size) && size.QuadPart == 0) {
         /* used without `dlltrace run` (which writes the header first): make the file readable alone */
-        w.start = w.p = ts->buf; w.end = ts->buf + LINEBUF - 2; w.trunc = 0;
-        int wine = GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "wine_get_version") != NULL;
-        w_raw(&w, "{\"format\":\"dlltrace-trace\",\"version\":1,\"tool\":\"dlltrace-shim " DLLTRACE_SHIM_VERSION
-                  "\",\"created\":null,\"platform\":\"");
-        w_raw(&w, wine ? "wine\"" : "windows\"");
-        emit(&w, ts);
+        jw_init(&w, ts->buf, ts->committed, LINEBUF);
+        jw_header(&w, "dlltrace-shim " DLLTRACE_SHIM_VERSION);
+        DWORD len = jw_close(&w), n;
+        if (!WriteFile(g_file, w.start, len, &n, NULL) || n != len) return fail_start(ts, GetLastError() ? GetLastError() : ERROR_WRITE_FAULT);
     }
+    /* hooks installed, the shim must stay: a FreeLibrary of it would leave jumps into freed code */
+    HMODULE pin;
+    GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN, (LPCWSTR)(void *)dlltrace_start, &pin);
     /* process event, then hooks (their names go in it), then env */
     unsigned char before[NHOOKS][16];
     int ok[NHOOKS];
+    void *target[NHOOKS];
     /* DLLTRACE_SKIP_HOOKS=Name,Name: not installed (a warning each); lets the tests reach the fallbacks */
     char skip_list[512];
     DWORD sl = GetEnvironmentVariableA("DLLTRACE_SKIP_HOOKS", skip_list, sizeof(skip_list));
     if (!sl || sl >= sizeof(skip_list)) skip_list[0] = 0;
+    /* the targets first: GetModuleHandle/GetProcAddress take the loader's lock, which a frozen thread may hold */
+    for (unsigned i = 0; i < NHOOKS; i++) {
+        HMODULE m = GetModuleHandleA(HOOKS[i].mod);
+        target[i] = m ? (void *)GetProcAddress(m, HOOKS[i].name) : NULL;
+        if (!target[i] && HOOKS[i].fallback && (m = GetModuleHandleA(HOOKS[i].fallback)))
+            target[i] = (void *)GetProcAddress(m, HOOKS[i].name);
+    }
+    /* all hooks in one window with the other threads suspended (hook_x64.c) */
+    hook_begin();
     for (unsigned i = 0; i < NHOOKS; i++) {
         if (skip_listed(skip_list, HOOKS[i].name)) { ok[i] = HOOK_SKIPPED; continue; }
         int skip = 0;
         for (unsigned j = 0; j < i && HOOKS[i].unless; j++)
             if (HOOKS[j].orig == HOOKS[i].unless && ok[j] == HOOK_OK) skip = 1;
-        if (skip) { ok[i] = -1; continue; } /* a fallback that is not needed */
-        HMODULE m = GetModuleHandleA(HOOKS[i].mod);
-        void *target = m ? (void *)GetProcAddress(m, HOOKS[i].name) : NULL;
-        if (!target && HOOKS[i].fallback && (m = GetModuleHandleA(HOOKS[i].fallback)))
-            target = (void *)GetProcAddress(m, HOOKS[i].name);
-        ok[i] = target ? hook_install(target, HOOKS[i].hook, HOOKS[i].orig, before[i]) : HOOK_NO_TARGET;
+        if (skip) { ok[i] = HOOK_NOT_NEEDED; continue; }
+        ok[i] = target[i] ? hook_install(target[i], HOOKS[i].hook, HOOKS[i].orig, before[i]) : HOOK_NO_TARGET;
     }
+    hook_end();
     begin_line(&w, ts, "process");
     typedef struct { PVOID r1, peb; ULONG_PTR r2[2]; ULONG_PTR pid, ppid; } pbi_t;
     typedef LONG(WINAPI * nqip_t)(HANDLE, int, PVOID, ULONG, PULONG);
     nqip_t nqip = (nqip_t)(void *)GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "NtQueryInformationProcess");
     pbi_t pbi;
-    w_key(&w, "ppid");
-    if (nqip && nqip(GetCurrentProcess(), 0, &pbi, sizeof(pbi), NULL) == 0) w_u64(&w, pbi.ppid); else w_raw(&w, "null");
-    w_key(&w, "exe"); w_wstr(&w, module_path(ts, GetModuleHandleW(NULL), NULL), -1);
-    w_key(&w, "cmdline"); w_wstr(&w, GetCommandLineW(), -1);
-    w_key(&w, "shim"); w_wstr(&w, g_shim_path[0] ? g_shim_path : NULL, -1);
-    w_key(&w, "shim_version"); w_raw(&w, "\"" DLLTRACE_SHIM_VERSION "\"");
-    w_key(&w, "via"); w_raw(&w, "\""); w_raw(&w, via ? via : "api"); w_raw(&w, "\"");
-    w_key(&w, "hooks"); w_raw(&w, "[");
+    jw_key(&w, "ppid");
+    if (nqip && nqip(GetCurrentProcess(), 0, &pbi, sizeof(pbi), NULL) == 0) jw_u64(&w, pbi.ppid); else jw_raw(&w, "null");
+    jw_key(&w, "exe"); jw_wstr(&w, module_path(ts, GetModuleHandleW(NULL), NULL), -1);
+    jw_key(&w, "cmdline"); jw_wstr(&w, GetCommandLineW(), -1);
+    jw_key(&w, "shim"); jw_wstr(&w, g_shim_path[0] ? g_shim_path : NULL, -1);
+    jw_key(&w, "shim_version"); jw_str(&w, DLLTRACE_SHIM_VERSION);
+    jw_key(&w, "via"); jw_str(&w, via ? via : "api");
+    jw_key(&w, "hooks"); jw_raw(&w, "[");
     int first = 1;
     for (unsigned i = 0; i < NHOOKS; i++)
-        if (ok[i] == HOOK_OK) { w_raw(&w, first ? "\"" : ",\""); w_raw(&w, HOOKS[i].name); w_raw(&w, "\""); first = 0; }
-    w_raw(&w, "]");
+        if (ok[i] == HOOK_OK) { jw_raw(&w, first ? "" : ","); jw_str(&w, HOOKS[i].name); first = 0; }
+    jw_raw(&w, "]");
     emit(&w, ts);
     for (unsigned i = 0; i < NHOOKS; i++) {
         if (ok[i] == HOOK_NO_TARGET) write_warning(ts, "function not found; not hooked", HOOKS[i].name, NULL);
         else if (ok[i] == HOOK_UNKNOWN_PROLOGUE) write_warning(ts, "unknown prologue; not hooked", HOOKS[i].name, before[i]);
         else if (ok[i] == HOOK_SKIPPED) write_warning(ts, "skipped (DLLTRACE_SKIP_HOOKS); not hooked", HOOKS[i].name, NULL);
-        else if (ok[i] != HOOK_OK && ok[i] != -1) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
+        else if (ok[i] != HOOK_OK && ok[i] != HOOK_NOT_NEEDED) write_warning(ts, "hook could not be installed", HOOKS[i].name, before[i]);
     }
     write_env(ts, NULL, 1);
     write_apisets(ts);
+    /* DLLTRACE_TEST_FAIL_WRITES=N (test only; inherited by children): the N event writes after these
+       really fail (WriteFile on a null handle), to test the lost count of the stats line */
+    char fw[16];
+    DWORD fl = GetEnvironmentVariableA("DLLTRACE_TEST_FAIL_WRITES", fw, sizeof(fw));
+    if (fl && fl < sizeof(fw)) {
+        LONG v = 0;
+        for (char *c = fw; *c >= '0' && *c <= '9' && v < 1000000; c++) v = v * 10 + (*c - '0');
+        AcquireSRWLockExclusive(&g_wlock);
+        g_fail_writes = v;
+        ReleaseSRWLockExclusive(&g_wlock);
+    }
     ts->guard--;
-    g_started = 1;
+    g_state = SHIM_RUNNING;
     return 0;
 }
 
@@ -940,37 +1001,38 @@ DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long 
     /* Only in a process that is not traced itself (the launcher): the events below borrow the
        writer's globals for one line. */
     if (!trace_path || !exe) return ERROR_INVALID_PARAMETER;
-    if (InterlockedCompareExchange(&g_started, 3, 0) != 0) return ERROR_ALREADY_INITIALIZED;
+    if (InterlockedCompareExchange(&g_state, SHIM_SNAPSHOT, SHIM_OFF) != SHIM_OFF) return ERROR_ALREADY_INITIALIZED;
     tstate_t *ts = get_ts(1);
-    if (!ts) { g_started = 0; return ERROR_OUTOFMEMORY; }
+    if (!ts) { g_state = SHIM_OFF; return ERROR_OUTOFMEMORY; }
     HANDLE f = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
                            NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (f == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); g_started = 0; return (int)e; }
-    QueryPerformanceFrequency(&g_freq);
+    if (f == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); g_state = SHIM_OFF; return (int)e; }
     g_file = f;
     g_pid = pid;
+    LONG64 lost = g_lost;
     ts->guard++;
     write_env(ts, exe, 0);
     write_apisets(ts);
     ts->guard--;
+    int e = g_lost != lost ? ERROR_WRITE_FAULT : 0;
     g_file = INVALID_HANDLE_VALUE;
     g_pid = 0;
     CloseHandle(f);
-    g_started = 0;
-    return 0;
+    g_state = SHIM_OFF;
+    return e;
 }
 
 DLLTRACE_API long long dlltrace_write_event(const char *ev, const char *fields_json) {
-    if (g_started != 1 || !ev) return 0;
+    if (g_state != SHIM_RUNNING || !ev) return 0;
     tstate_t *ts = get_ts(1);
     if (!ts) return 0;
     DWORD le = GetLastError();
     ts->guard++;
-    W w;
+    jsonw_t w;
     LONG64 seq = begin_line(&w, ts, ev);
     if (fields_json && *fields_json) {
         size_t n = lstrlenA(fields_json);
-        if ((size_t)(w.end - w.p) > n + RESERVE) { w_raw(&w, ","); w_raw(&w, fields_json); } else w.trunc = 1;
+        if ((size_t)(w.limit - w.p) > n + JSONW_RESERVE) { jw_raw(&w, ","); jw_raw(&w, fields_json); } else w.trunc = 1;
     }
     emit(&w, ts);
     ts->guard--;
@@ -986,13 +1048,16 @@ DLLTRACE_API void dlltrace_set_context(long long ctx_seq) {
 DLLTRACE_API const char *dlltrace_version(void) { return DLLTRACE_SHIM_VERSION; }
 
 BOOL WINAPI DllMain(HINSTANCE inst, DWORD reason, LPVOID reserved) {
-    (void)reserved;
     if (reason == DLL_PROCESS_ATTACH) {
         g_self = inst;
         g_tls = TlsAlloc();
     } else if (reason == DLL_THREAD_DETACH && g_tls != TLS_OUT_OF_INDEXES) {
         tstate_t *ts = (tstate_t *)TlsGetValue(g_tls);
-        if (ts) { TlsSetValue(g_tls, NULL); VirtualFree(ts, 0, MEM_RELEASE); }
+        if (ts) { TlsSetValue(g_tls, NULL); free_ts(ts); }
+    } else if (reason == DLL_PROCESS_DETACH) {
+        /* reserved != NULL: the process is exiting (ExitProcess); the shim is pinned, so that is the
+           only way here once started */
+        write_stats(reserved != NULL);
     }
     return TRUE;
 }
