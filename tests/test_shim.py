@@ -319,3 +319,75 @@ def test_api_set_schema_recorded_once_per_process(shim_env, tmp_path):
         assert ld.ok and ld.path.lower().endswith("\\ucrtbase.dll")
         assert not any("api-ms-win-crt" in (p.win_path or "").lower() for p in ld.probes)
     assert recorded_world(tr, pid).system.api_sets.source == "trace"
+
+
+def shim_events(tr, pid) -> list[dict]:
+    """The events the shim of process pid wrote (not the launcher's: it writes seq 0)."""
+    return [e for e in tr.events if e.get("pid") == pid and e.get("by") != "launcher"]
+
+
+def test_stats_line_last_with_nothing_lost(shim_env, tmp_path):
+    r, tr = traced(tmp_path, "load", w("lib", "a.dll"), "0", "load", w("lib", "missing.dll"), "0")
+    assert lines(r) == ["load ok", "load err 126"]
+    (pid,) = tr.pids
+    mine = shim_events(tr, pid)
+    stats = mine[-1]
+    assert stats["ev"] == "stats" and [e["ev"] for e in mine].count("stats") == 1
+    assert (stats["lost"], stats["cut"]) == (0, 0)
+    assert stats["written"] == len(mine) - 1  # every other line of this process's shim, all present
+    assert sorted(e["seq"] for e in mine) == list(range(1, stats["seq"] + 1))
+    schema_checked_lines(tmp_path / "t.jsonl")
+    assert list(schema_validator().iter_errors({k: v for k, v in stats.items() if k != "lost"}))  # the schema knows it
+
+
+def test_failed_writes_are_counted_as_lost(shim_env, tmp_path):
+    # DLLTRACE_TEST_FAIL_WRITES=2: the two event writes after the start's own events really fail
+    # (WriteFile on a null handle): those are setdefault and adddir; the load after them is whole
+    r, tr = traced(tmp_path, "setdefault", "0x1000", "adddir", w("ad"), "load", w("lib", "a.dll"), "0",
+                   DLLTRACE_TEST_FAIL_WRITES="2")
+    assert lines(r) == ["setdefault ok", "adddir ok", "load ok"]
+    (pid,) = tr.pids
+    mine = shim_events(tr, pid)
+    stats = mine[-1]
+    assert stats["ev"] == "stats" and (stats["lost"], stats["cut"]) == (2, 0)
+    assert stats["written"] == len(mine) - 1
+    apisets = next(e["seq"] for e in mine if e["ev"] == "apisets")
+    present = {e["seq"] for e in mine}
+    assert set(range(1, stats["seq"] + 1)) - present == {apisets + 1, apisets + 2}  # exactly the two lost lines
+    assert not list(tr.of("setdefault")) and not list(tr.of("adddir"))
+    (load,) = tr.loads()
+    assert load.ok and load.finished
+
+
+def test_api_start_while_other_threads_load_and_one_is_inside_a_prologue(shim_env, tmp_path):
+    """The shim loaded late (LoadLibraryW + dlltrace_start, no launcher) while four threads loop in
+    LoadLibraryExW, and a fifth is suspended 3 bytes into NtQueryAttributesFile (after its mov r10,rcx,
+    inside the 8 bytes the hook replaces). The start freezes the other threads and moves that one into
+    the trampoline: without that, it resumes in the middle of the new jmp and the process crashes (or
+    the call goes wrong). Every load a worker starts after dlltrace_start returned is recorded whole."""
+    out = tmp_path / "api.jsonl"
+    m = 40
+    r = winetools.run_wine([HOST, "apistart", winetools.to_windows(SHIM), winetools.to_windows(out), "4", str(m),
+                            w("lib", "a.dll"), w("lib", "missing.dll")], extra_env={"LC_ALL": "C.UTF-8"})
+    out_lines = lines(r)
+    assert r.returncode == 0, (out_lines, r.stderr[-2000:])
+    assert out_lines[:2] == ["apistart start 0", "apistart park status 0x00000000"]
+    workers = [int(x.split()[2]) for x in out_lines[2:]]
+    assert len(workers) == 4 and out_lines[2:] == [f"apistart worker {t} after {m}" for t in workers]
+    tr = read_trace(out)
+    assert tr.warnings == []
+    assert tr.header.tool.startswith("dlltrace-shim")  # an empty file: the shim wrote the header
+    (pid,) = tr.pids
+    proc = tr.process(pid)
+    assert proc["via"] == "loadhost" and {"LoadLibraryExW", "NtQueryAttributesFile"} <= set(proc["hooks"])
+    mine = shim_events(tr, pid)
+    kinds = [e["ev"] for e in mine]
+    assert kinds[:3] == ["process", "env", "apisets"]  # nothing recorded before the start was done
+    assert kinds[-1] == "stats" and mine[-1]["lost"] == 0
+    for tid in workers:
+        loads = [ld for ld in tr.loads(pid) if ld.tid == tid]
+        assert len(loads) >= m and all(ld.finished for ld in loads)
+        # a contiguous run of the worker's alternating calls: none lost in between
+        names = [ld.name for ld in loads]
+        assert all(a != b for a, b in zip(names, names[1:]))
+        assert all(ld.error == (0 if ld.name == w("lib", "a.dll") else 126) for ld in loads)
