@@ -389,8 +389,9 @@ def report_facts(report: dict, host_ops: list) -> tuple[Facts, list]:
             elif cause in CAUSE_ERROR:
                 broken.add((nm, pname if cause != "init_failed" else None, CAUSE_ERROR[cause]))
             path = node.get("path")
-            # mapped: what loaded, and a module whose DllMain failed (Wine maps it, then unloads it)
-            if path and (not node.get("error") or cause == "init_failed"):
+            # mapped: what loaded, and what was mapped and bound before a DllMain failed (its own, or
+            # a dependency's: every node on the way up has 1114; Wine maps them, then unloads them)
+            if path and (not node.get("error") or node.get("error") == CAUSE_ERROR["init_failed"]):
                 mapped.setdefault(base(path), set()).add(path.lower())
             if is_apiset(nm) and not node.get("error"):  # its host: the node's file, or its child
                 hosts = {base(path)} if path and base(path) != nm else {

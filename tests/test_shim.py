@@ -184,6 +184,15 @@ def test_error_codes_193_1114_87(shim_env, tmp_path):
     got = [(ld.name, ld.flags, ld.error) for ld in tr.loads()]
     assert got == [(w("bad", "x86.dll"), 0, 193), (w("bad", "initfail.dll"), 0, 1114), ("a.dll", 0x100, 87)]
     assert [ld.status for ld in tr.loads()][:2] == [0xC000007B, 0xC0000142]
+    # the loader's notifications around the DllMain that failed: loaded, then unloaded, in that load
+    from dlltrace.replay import init_failed_module
+
+    init = tr.loads()[1]
+    assert [(r_, p.lower()) for r_, p in init.notifications] == [
+        ("loaded", w("bad", "initfail.dll").lower()),
+        ("unloaded", w("bad", "initfail.dll").lower())]
+    assert init_failed_module(init).lower() == w("bad", "initfail.dll").lower()
+    assert not tr.loads()[0].notifications and not tr.loads()[2].notifications
 
 
 def test_dll_directory_apis_each_recorded(shim_env, tmp_path):

@@ -889,6 +889,49 @@ static void write_stats(int process_exit) {
     if (locked) ReleaseSRWLockExclusive(&g_wlock);
 }
 
+/* ---- the loader's DLL notifications (LdrRegisterDllNotification) ----------------------------------
+   One dll_notify line per notification while a load is in flight on the thread. The loader notifies
+   "loaded" right before it calls a module's DllMain and, when that DllMain fails, "unloaded" right
+   after it (Wine dlls/ntdll/loader.c, process_attach): that is how a replay tells WHICH module's
+   DllMain failed in a load that ended with 1114 (replay.init_failed_module). Windows documents the
+   notifications, not their order relative to DllMain. */
+typedef struct { ULONG Flags; const USTR *FullDllName; const USTR *BaseDllName; PVOID DllBase; ULONG SizeOfImage; }
+    dll_notification_data_t;
+typedef VOID(CALLBACK *dll_notification_fn)(ULONG, const dll_notification_data_t *, PVOID);
+typedef LONG(NTAPI *ldr_register_dll_notification_t)(ULONG, dll_notification_fn, PVOID, PVOID *);
+#define LDR_DLL_NOTIFICATION_REASON_LOADED 1
+#define LDR_DLL_NOTIFICATION_REASON_UNLOADED 2
+static PVOID g_notify_cookie;
+
+static VOID CALLBACK on_dll_notification(ULONG reason, const dll_notification_data_t *d, PVOID ctx) {
+    (void)ctx;
+    if (g_state != SHIM_RUNNING || !d) return;
+    if (reason != LDR_DLL_NOTIFICATION_REASON_LOADED && reason != LDR_DLL_NOTIFICATION_REASON_UNLOADED) return;
+    tstate_t *ts = get_ts(0);
+    if (!ts || ts->guard || !ts->depth) return; /* only inside a recorded load */
+    DWORD le = GetLastError();
+    ts->guard++;
+    jsonw_t w;
+    begin_line(&w, ts, "dll_notify");
+    jw_key(&w, "load"); jw_i64(&w, ts->stack[ts->depth - 1].seq);
+    jw_key(&w, "reason"); jw_str(&w, reason == LDR_DLL_NOTIFICATION_REASON_LOADED ? "loaded" : "unloaded");
+    jw_key(&w, "path");
+    if (d->FullDllName && d->FullDllName->Buffer) jw_wstr(&w, d->FullDllName->Buffer, d->FullDllName->Length / sizeof(WCHAR));
+    else jw_raw(&w, "null");
+    jw_key(&w, "base"); jw_hexq(&w, (ULONGLONG)(ULONG_PTR)d->DllBase);
+    emit(&w, ts);
+    ts->guard--;
+    SetLastError(le);
+}
+
+/* a warning when the loader has no notifications (the trace then cannot say whose DllMain failed) */
+static void watch_dll_notifications(tstate_t *ts) {
+    ldr_register_dll_notification_t reg =
+        (ldr_register_dll_notification_t)(void *)GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "LdrRegisterDllNotification");
+    if (!reg || reg(0, on_dll_notification, NULL, &g_notify_cookie) != 0)
+        write_warning(ts, "no DLL notifications; a failed DllMain is pinned on the loaded module", "LdrRegisterDllNotification", NULL);
+}
+
 static int fail_start(tstate_t *ts, DWORD e) {
     if (g_file != INVALID_HANDLE_VALUE) { CloseHandle(g_file); g_file = INVALID_HANDLE_VALUE; }
     ts->guard--;
@@ -981,6 +1024,7 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     }
     write_env(ts, NULL, 1);
     write_apisets(ts);
+    watch_dll_notifications(ts);
     /* DLLTRACE_TEST_FAIL_WRITES=N (test only; inherited by children): the N event writes after these
        really fail (WriteFile on a null handle), to test the lost count of the stats line */
     char fw[16];
