@@ -7,7 +7,7 @@ import pytest
 from dlltrace import rules
 from dlltrace.model import FileFacts, Import, PEFacts
 from dlltrace.world import LoadedModule, ProcessState, SystemInfo
-from simhelp import folders_probed, load, run
+from simhelp import folders_probed, load, run, scenario
 
 SYS = SystemInfo()
 
@@ -149,9 +149,26 @@ def test_rule_dot_local():
 
 
 def test_rule_invalid_flags():
-    assert rules.rule_invalid_flags("C:\\a.dll", 0x8 | 0x1000)
-    assert rules.rule_invalid_flags("a.dll", 0x100)
+    assert rules.rule_invalid_flags("C:\\a.dll", 0x8 | 0x1000) == "altered_with_search_flags"
+    assert rules.rule_invalid_flags("a.dll", 0x100) == "dll_load_dir_needs_full_path"
     assert rules.rule_invalid_flags("C:\\a.dll", 0x100) is None
+    # 0x8 alone, with SetDefaultDllDirectories in effect (DLL_LOAD_DIR in effect), and a bare name
+    assert rules.rule_invalid_flags("a.dll", 0x8, 0x800 | 0x100) == "altered_with_default_dirs_needs_full_path"
+
+
+def test_rule_invalid_flags_fix_fits_the_flags_passed():
+    """The wrong fix the prose check gave: after SetDefaultDllDirectories(0x800),
+    LoadLibraryExW("m.dll", 0x8) was told to drop 0x8 'when passing LOAD_LIBRARY_SEARCH_* flags',
+    which it did not pass. The fix now comes from the typed reason."""
+    sc = scenario(calls=[{"op": "SetDefaultDllDirectories", "flags": 0x800},
+                         {"op": "LoadLibraryExW", "name": "m.dll", "flags": 0x8}])
+    res = sc.run()[-1]
+    assert (res.error, res.leaf.cause, res.leaf.reason) == (87, "invalid_parameter", "altered_with_default_dirs_needs_full_path")
+    texts = [f.text for f in res.fixes]
+    assert texts and "fully qualified path" in texts[0]
+    assert not any("when passing LOAD_LIBRARY_SEARCH_" in t for t in texts)
+    bad = scenario(calls=[{"op": "LoadLibraryExW", "name": "C:\\m.dll", "flags": 0x8 | 0x1000}]).run()[-1]
+    assert bad.leaf.reason == "altered_with_search_flags" and "Drop LOAD_WITH_ALTERED_SEARCH_PATH" in bad.fixes[0].text
     r = load("a.dll", 0x1100, files=["C:\\app\\a.dll"])
     assert (r.error, r.leaf.cause) == (87, "invalid_parameter")
     assert load("C:\\app\\a.dll", 0x8 | 0x800, files=["C:\\app\\a.dll"]).error == 87

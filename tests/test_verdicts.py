@@ -26,8 +26,8 @@ SITE = PY + "\\Lib\\site-packages"
 LIB = SITE + "\\torch\\lib"
 PATH = [PY, PY + "\\Scripts", SYS32, "C:\\Windows"]
 MODULES = [f"{SYS32}\\ntdll.dll", f"{SYS32}\\kernel32.dll", f"{SYS32}\\kernelbase.dll", PY + "\\python312.dll"]
-SEARCH_SYSTEM32 = 0x800
-DEFAULT = 0x1100  # LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | SEARCH_DEFAULT_DIRS
+LOAD_LIBRARY_SEARCH_SYSTEM32 = 0x800
+DEFAULT = 0x1100  # LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS
 RESULT_SCHEMA = json.loads((ROOT / "tracer/dlltrace/schemas/result-v1.json").read_text())
 
 
@@ -40,7 +40,7 @@ def writer(command: str = "import app") -> Writer:
 
 def optional_probe(w: Writer, name: str, ctx=None) -> None:
     """LoadLibraryExW(name, LOAD_LIBRARY_SEARCH_SYSTEM32): System32 only; the DLL is not there."""
-    w.load("LoadLibraryExW", name, SEARCH_SYSTEM32, ctx, [(f"{SYS32}\\{name}", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
+    w.load("LoadLibraryExW", name, LOAD_LIBRARY_SEARCH_SYSTEM32, ctx, [(f"{SYS32}\\{name}", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
     w.file(f"{SYS32}\\{name}", kind="missing")
 
 
@@ -399,7 +399,7 @@ def test_agreement_is_per_load_and_names_each_difference(tmp_path):
 def test_a_disagreement_on_another_load_does_not_reach_this_one(tmp_path):
     # the probed-absent load disagrees with the model; the failure explained does not
     w = writer()
-    w.load("LoadLibraryExW", "nvcuda.dll", SEARCH_SYSTEM32, None,
+    w.load("LoadLibraryExW", "nvcuda.dll", LOAD_LIBRARY_SEARCH_SYSTEM32, None,
            [("C:\\Windows\\SysWOW64\\nvcuda.dll", NOT_FOUND), (f"{SYS32}\\nvcuda.dll", NOT_FOUND)], 126, DLL_NOT_FOUND, None)
     w.file(f"{SYS32}\\nvcuda.dll", kind="missing")
     pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")

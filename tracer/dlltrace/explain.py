@@ -188,10 +188,14 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elif cause == "apiset_no_host":
         fixes.append(Fix(f"{name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, for api-ms-win-crt-*)", "install"))
     elif cause == "invalid_parameter":
-        if "0x100" in leaf.detail:
-            fixes.append(Fix("Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR", "call"))
-        else:
+        if leaf.reason == "altered_with_search_flags":
             fixes.append(Fix("Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags", "call"))
+        elif leaf.reason == "dll_load_dir_needs_full_path":
+            fixes.append(Fix("Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR", "call"))
+        elif leaf.reason == "altered_with_default_dirs_needs_full_path":
+            fixes.append(Fix("Pass a fully qualified path (os.path.abspath): with SetDefaultDllDirectories in effect, "
+                             "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) searches the DLL's own folder "
+                             "(LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)", "call"))
     elif cause == "access_denied":
         fixes.append(Fix(f"Access to {leaf.path} was denied: check its permissions, or whether antivirus software blocks it", "permissions"))
     return fixes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Literal, Mapping, Optional
 
 # --- LoadLibraryExW flags (LOADER.md §2, §3) -------------------------------------------
 DONT_RESOLVE_DLL_REFERENCES = 0x1
@@ -13,14 +13,14 @@ LOAD_IGNORE_CODE_AUTHZ_LEVEL = 0x10
 LOAD_LIBRARY_AS_IMAGE_RESOURCE = 0x20
 LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE = 0x40
 LOAD_LIBRARY_REQUIRE_SIGNED_TARGET = 0x80
-SEARCH_DLL_LOAD_DIR = 0x100
-SEARCH_APPLICATION_DIR = 0x200
-SEARCH_USER_DIRS = 0x400
-SEARCH_SYSTEM32 = 0x800
-SEARCH_DEFAULT_DIRS = 0x1000
-SEARCH_SAFE_CURRENT_DIRS = 0x2000
-SEARCH_SYSTEM32_NO_FORWARDER = 0x4000
-SEARCH_MASK = 0x1F00  # the LOAD_LIBRARY_SEARCH_* flags this model knows
+LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR = 0x100
+LOAD_LIBRARY_SEARCH_APPLICATION_DIR = 0x200
+LOAD_LIBRARY_SEARCH_USER_DIRS = 0x400
+LOAD_LIBRARY_SEARCH_SYSTEM32 = 0x800
+LOAD_LIBRARY_SEARCH_DEFAULT_DIRS = 0x1000
+LOAD_LIBRARY_SEARCH_SAFE_CURRENT_DIRS = 0x2000
+LOAD_LIBRARY_SEARCH_SYSTEM32_NO_FORWARDER = 0x4000
+LOAD_LIBRARY_SEARCH_MASK = 0x1F00  # the LOAD_LIBRARY_SEARCH_* flags this model knows
 
 FLAG_NAMES = {
     DONT_RESOLVE_DLL_REFERENCES: "DONT_RESOLVE_DLL_REFERENCES",
@@ -30,13 +30,13 @@ FLAG_NAMES = {
     LOAD_LIBRARY_AS_IMAGE_RESOURCE: "AS_IMAGE_RESOURCE",
     LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE: "AS_DATAFILE_EXCLUSIVE",
     LOAD_LIBRARY_REQUIRE_SIGNED_TARGET: "REQUIRE_SIGNED_TARGET",
-    SEARCH_DLL_LOAD_DIR: "DLL_LOAD_DIR",
-    SEARCH_APPLICATION_DIR: "APPLICATION_DIR",
-    SEARCH_USER_DIRS: "USER_DIRS",
-    SEARCH_SYSTEM32: "SYSTEM32",
-    SEARCH_DEFAULT_DIRS: "DEFAULT_DIRS",
-    SEARCH_SAFE_CURRENT_DIRS: "SAFE_CURRENT_DIRS",
-    SEARCH_SYSTEM32_NO_FORWARDER: "SYSTEM32_NO_FORWARDER",
+    LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR: "DLL_LOAD_DIR",
+    LOAD_LIBRARY_SEARCH_APPLICATION_DIR: "APPLICATION_DIR",
+    LOAD_LIBRARY_SEARCH_USER_DIRS: "USER_DIRS",
+    LOAD_LIBRARY_SEARCH_SYSTEM32: "SYSTEM32",
+    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS: "DEFAULT_DIRS",
+    LOAD_LIBRARY_SEARCH_SAFE_CURRENT_DIRS: "SAFE_CURRENT_DIRS",
+    LOAD_LIBRARY_SEARCH_SYSTEM32_NO_FORWARDER: "SYSTEM32_NO_FORWARDER",
 }
 KNOWN_FLAGS = sum(FLAG_NAMES)
 
@@ -91,6 +91,18 @@ CAUSE_ERROR = {
 }
 
 MACHINES = ("x64", "x86", "arm64", "arm")
+
+# Why a LoadLibraryEx call's flags are invalid (87): a leaf's `reason` when its cause is
+# invalid_parameter (rules.rule_invalid_flags), and the words said for each.
+InvalidFlagsReason = Literal["altered_with_search_flags", "dll_load_dir_needs_full_path",
+                             "altered_with_default_dirs_needs_full_path"]
+INVALID_FLAGS_TEXT: dict[str, str] = {
+    "altered_with_search_flags": "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) cannot be combined with LOAD_LIBRARY_SEARCH_* flags",
+    "dll_load_dir_needs_full_path": "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path",
+    "altered_with_default_dirs_needs_full_path": (
+        "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) while SetDefaultDllDirectories is in effect searches the DLL's own "
+        "folder (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR), so it needs a fully qualified path"),
+}
 
 
 # --- PE facts --------------------------------------------------------------------------
@@ -173,6 +185,7 @@ class Node:
     error: int = 0
     cause: Optional[str] = None  # a leaf cause (CAUSE_ERROR) when this node is where it failed
     detail: str = ""  # e.g. the import that was missing, the machine that did not match
+    reason: Optional[str] = None  # invalid_parameter: an InvalidFlagsReason
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
@@ -202,6 +215,7 @@ class Leaf:
     path: Optional[str] = None  # the module where the cause sits (for missing_export: the bound module)
     detail: str = ""
     parent: Optional[str] = None  # the module that needed it
+    reason: Optional[str] = None  # invalid_parameter: an InvalidFlagsReason (INVALID_FLAGS_TEXT)
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,15 @@ from dlltrace.model import (
     LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE,
     LOAD_LIBRARY_AS_IMAGE_RESOURCE,
     LOAD_WITH_ALTERED_SEARCH_PATH,
-    SEARCH_APPLICATION_DIR,
-    SEARCH_DEFAULT_DIRS,
-    SEARCH_DLL_LOAD_DIR,
-    SEARCH_MASK,
-    SEARCH_SYSTEM32,
-    SEARCH_USER_DIRS,
+    LOAD_LIBRARY_SEARCH_APPLICATION_DIR,
+    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
+    LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
+    LOAD_LIBRARY_SEARCH_MASK,
+    LOAD_LIBRARY_SEARCH_SYSTEM32,
+    LOAD_LIBRARY_SEARCH_USER_DIRS,
     FileFacts,
     Import,
+    InvalidFlagsReason,
     PEFacts,
     SearchDir,
 )
@@ -130,18 +131,18 @@ def rule_dot_local(process: ProcessState, is_dir, file) -> Optional[SearchDir]:
 
 
 # --- §3 flag validity ----------------------------------------------------------------------------
-def rule_invalid_flags(name: str, flags: int, effective: Optional[int] = None) -> Optional[str]:
+def rule_invalid_flags(name: str, flags: int, effective: Optional[int] = None) -> Optional[InvalidFlagsReason]:
     """ERROR_INVALID_PARAMETER (87): LOAD_WITH_ALTERED_SEARCH_PATH combined with any
-    LOAD_LIBRARY_SEARCH_* flag, or DLL_LOAD_DIR (passed, or in effect: see
-    rule_effective_search_flags) with a name that is not fully qualified."""
-    if flags & LOAD_WITH_ALTERED_SEARCH_PATH and flags & SEARCH_MASK:
-        return "ALTERED_SEARCH_PATH (0x8) cannot be combined with LOAD_LIBRARY_SEARCH_* flags"
+    LOAD_LIBRARY_SEARCH_* flag, or LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (passed, or in effect: see
+    rule_effective_search_flags) with a name that is not fully qualified. Returns why
+    (model.INVALID_FLAGS_TEXT has the words), or None when the flags are valid."""
+    if flags & LOAD_WITH_ALTERED_SEARCH_PATH and flags & LOAD_LIBRARY_SEARCH_MASK:
+        return "altered_with_search_flags"
     search = flags if effective is None else effective
-    if search & SEARCH_DLL_LOAD_DIR and not winpath.is_absolute(name):
-        if flags & SEARCH_DLL_LOAD_DIR:
-            return "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path"
-        return ("ALTERED_SEARCH_PATH (0x8) while SetDefaultDllDirectories is in effect searches the DLL's own "
-                "folder, so it needs a fully qualified path")
+    if search & LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR and not winpath.is_absolute(name):
+        if flags & LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR:
+            return "dll_load_dir_needs_full_path"
+        return "altered_with_default_dirs_needs_full_path"
     return None
 
 
@@ -150,7 +151,7 @@ def rule_set_default_dirs_valid(flags: int) -> Optional[str]:
     DEFAULT_DIRS (Microsoft's documentation lists exactly these; Wine's
     LdrSetDefaultDllDirectories rejects the rest, DLL_LOAD_DIR included): anything else,
     or 0, is ERROR_INVALID_PARAMETER and leaves the default unchanged."""
-    allowed = SEARCH_APPLICATION_DIR | SEARCH_USER_DIRS | SEARCH_SYSTEM32 | SEARCH_DEFAULT_DIRS
+    allowed = LOAD_LIBRARY_SEARCH_APPLICATION_DIR | LOAD_LIBRARY_SEARCH_USER_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS
     if flags == 0 or flags & ~allowed:
         return f"SetDefaultDllDirectories({flags:#x}) is not a valid combination"
     return None
@@ -173,12 +174,12 @@ def rule_effective_search_flags(flags: int, process: ProcessState) -> int:
     DLL_LOAD_DIR: the DLL's own folder first, and a bare name is invalid (87). Windows
     documents nothing for this case; this is what Wine's LdrGetDllPath does, measured
     under Wine (undocumented choice)."""
-    own = flags & SEARCH_MASK
+    own = flags & LOAD_LIBRARY_SEARCH_MASK
     if own:
         return own
     if process.default_dirs:
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH:
-            return process.default_dirs | SEARCH_DLL_LOAD_DIR
+            return process.default_dirs | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR
         return process.default_dirs
     return 0
 
@@ -202,16 +203,16 @@ def rule_search_flags_order(search: int, process: ProcessState, system: SystemIn
     """LOAD_LIBRARY_SEARCH_* order: DLL_LOAD_DIR -> APPLICATION_DIR -> USER_DIRS -> SYSTEM32.
     DEFAULT_DIRS is APPLICATION_DIR|USER_DIRS|SYSTEM32. PATH, the current folder, System
     and Windows are never searched with these flags."""
-    if search & SEARCH_DEFAULT_DIRS:
-        search |= SEARCH_APPLICATION_DIR | SEARCH_USER_DIRS | SEARCH_SYSTEM32
+    if search & LOAD_LIBRARY_SEARCH_DEFAULT_DIRS:
+        search |= LOAD_LIBRARY_SEARCH_APPLICATION_DIR | LOAD_LIBRARY_SEARCH_USER_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32
     dirs: list[SearchDir] = []
-    if search & SEARCH_DLL_LOAD_DIR and dll_path and winpath.is_absolute(dll_path):
+    if search & LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR and dll_path and winpath.is_absolute(dll_path):
         dirs.append(SearchDir(winpath.dirname(dll_path), f"DLL_LOAD_DIR of {winpath.basename(dll_path)}"))
-    if search & SEARCH_APPLICATION_DIR:
+    if search & LOAD_LIBRARY_SEARCH_APPLICATION_DIR:
         dirs.append(SearchDir(process.app_dir, "APPLICATION_DIR"))
-    if search & SEARCH_USER_DIRS:
+    if search & LOAD_LIBRARY_SEARCH_USER_DIRS:
         dirs.extend(rule_user_dirs_most_recent_first(process))
-    if search & SEARCH_SYSTEM32:
+    if search & LOAD_LIBRARY_SEARCH_SYSTEM32:
         dirs.append(SearchDir(system.system32, "SYSTEM32"))
     return dirs
 
@@ -283,7 +284,7 @@ def rule_dependent_load_flags(facts: Optional[FileFacts]) -> int:
     flags were passed (0: it has none, the caller's search path applies)."""
     if facts is None or facts.pe is None:
         return 0
-    return facts.pe.dependent_load_flags & SEARCH_MASK
+    return facts.pe.dependent_load_flags & LOAD_LIBRARY_SEARCH_MASK
 
 
 # --- §4 candidates --------------------------------------------------------------------------------
@@ -412,4 +413,4 @@ def rule_python_extension_flags(python_version: str) -> int:
         parts.append(int(p))
     if len(parts) == 2 and tuple(parts) < (3, 8):
         return LOAD_WITH_ALTERED_SEARCH_PATH
-    return SEARCH_DEFAULT_DIRS | SEARCH_DLL_LOAD_DIR
+    return LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR

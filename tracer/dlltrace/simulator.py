@@ -19,10 +19,11 @@ from dlltrace.model import (
     ERROR_FILE_NOT_FOUND,
     ERROR_INVALID_PARAMETER,
     LOAD_WITH_ALTERED_SEARCH_PATH,
-    SEARCH_DEFAULT_DIRS,
-    SEARCH_DLL_LOAD_DIR,
+    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
+    LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
     Candidate,
     CallResult,
+    INVALID_FLAGS_TEXT,
     FileFacts,
     Import,
     Leaf,
@@ -150,11 +151,11 @@ class Simulator:
         origin = f"ctypes.CDLL({name!r}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
         if winmode is not None:
             return self.load_library(name, winmode, origin=origin)
-        flags = SEARCH_DEFAULT_DIRS
+        flags = LOAD_LIBRARY_SEARCH_DEFAULT_DIRS
         if "/" in name or "\\" in name:
             if not winpath.is_absolute(name):
                 name = winpath.join(self.process.cwd, name)
-            flags |= SEARCH_DLL_LOAD_DIR
+            flags |= LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR
         return self.load_library(name, flags, origin=origin)
 
     def torch_load_dll_libraries(self, torch_lib: str, dlls: Optional[list[str]],
@@ -206,7 +207,7 @@ class Simulator:
         if why:
             res.error = ERROR_INVALID_PARAMETER
             res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
-                            cause="invalid_parameter", detail=why)
+                            cause="invalid_parameter", detail=INVALID_FLAGS_TEXT[why], reason=why)
             return self._done(res)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not search:
@@ -259,7 +260,7 @@ class Simulator:
         parent = chain[-2].name if len(chain) > 1 else None
         res.chain = [winpath.basename(n.name) for n in chain]
         res.leaf = Leaf(name=winpath.basename(leaf.name), cause=leaf.cause or "not_found", path=leaf.path,
-                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None)
+                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None, reason=leaf.reason)
 
     # --- finding one module ---------------------------------------------------------------------
     def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: str, importer: Optional[str] = None) -> Node:
