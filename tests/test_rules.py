@@ -97,12 +97,6 @@ def test_rule_api_set_match_builtin_table_when_none_is_given():
     assert r.error == 0 and {c.path for c in r.tree.children} == {"C:\\Windows\\System32\\ucrtbase.dll"}
 
 
-def test_rule_sxs_redirection():
-    """Documents a placeholder: SxS (manifest) redirection has its named place in the order but is
-    not modelled yet, so the rule always answers None. Replace this test when the rule is written."""
-    assert rules.rule_sxs_redirection("comctl32.dll") is None
-
-
 def test_rule_loaded_module():
     # a bare name binds to the loaded copy whatever folder it came from; no search happens
     r = load("b.dll", files=["C:\\app\\b.dll", "C:\\other\\b.dll"], loaded=["C:\\other\\b.dll"])
@@ -458,8 +452,7 @@ def test_rule_python_extension_flags():
     assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.8.10")[0].error == 126
 
 
-def test_rule_free_library_releases_dependencies():
-    assert rules.rule_free_library_releases_dependencies()
+def test_free_library_releases_dependencies():
     files = [{"path": "C:\\f1\\m.dll", "imports": ["l.dll"]}, "C:\\f1\\l.dll"]
     calls = [{"op": "LoadLibraryExW", "name": "C:\\f1\\m.dll", "flags": 0x8}, {"op": "FreeLibrary", "name": "m.dll"},
              {"op": "LoadLibraryExW", "name": "l.dll"}]
@@ -472,8 +465,7 @@ def test_rule_free_library_releases_dependencies():
     assert res[-1].module_path == "C:\\f1\\l.dll" and res[-1].probes == []
 
 
-def test_rule_bound_module_initialized_on_use():
-    assert rules.rule_bound_module_initialized_on_use(SYS)
+def test_module_left_uninitialized_runs_dllmain_when_bound():
     # Wine keeps l.dll (loaded, not initialized) after w.dll fails on its next import; binding to it later runs DllMain
     files = [{"path": "C:\\f1\\w.dll", "imports": ["l.dll", "x.dll"]}, {"path": "C:\\f1\\l.dll", "dllmain_fails": True}]
     calls = [{"op": "LoadLibraryExW", "name": "C:\\f1\\w.dll", "flags": 0x8}, {"op": "LoadLibraryExW", "name": "l.dll"}]
@@ -532,7 +524,7 @@ def test_rule_api_set_host_search():
     assert r.error == 126 and r.leaf.name == "ucrtbase.dll"
 
 
-def test_rule_free_library_releases_dependencies_through_an_api_set():
+def test_free_library_releases_dependencies_through_an_api_set():
     """A host loaded through a contract is a dependency like any other: freeing the importer
     unloads it, and the next load looks for it again."""
     files = ["C:\\Windows\\System32\\ucrtbase.dll",

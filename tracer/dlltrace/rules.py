@@ -90,10 +90,6 @@ def rule_api_set_host_search(importer: Optional[str], dirs: tuple[SearchDir, ...
     return (SearchDir(system.system32, "SYSTEM32 (API-set host)"),)
 
 
-def rule_sxs_redirection(name: str) -> Optional[str]:
-    """SxS activation-context (manifest) redirection comes here in the order, after API
-    sets and before the loaded-module list. Not modelled yet: always None."""
-    return None
 
 
 def rule_loaded_module(name: str, process: ProcessState):
@@ -367,17 +363,8 @@ def rule_failed_load_keeps_loaded_dependencies(system: SystemInfo, error: int) -
     return system.profile == "wine" and error != 1114
 
 
-def rule_bound_module_initialized_on_use(system: SystemInfo) -> bool:
-    """A module listed but never initialized (kept by Wine after a failed load) has its DllMain
-    run by the next load that binds to it; a DllMain returning FALSE fails that call (1114)."""
-    return True
 
 
-def rule_free_library_releases_dependencies() -> bool:
-    """FreeLibrary that takes a module's count to 0 unloads it and releases one reference on
-    every module its imports bound to, recursively (LdrUnloadDll; Wine's MODULE_DecRefCount).
-    Each import of a module that was already loaded takes a reference on it."""
-    return True
 
 
 def rule_loaded_candidate_not_opened(system: SystemInfo) -> bool:

@@ -133,16 +133,16 @@ class Simulator:
         return 0
 
     def _release(self, m: LoadedModule) -> None:
-        """Drop one reference; at 0 the module is unloaded and releases its dependencies
-        (rule_free_library_releases_dependencies)."""
+        """Drop one reference; at 0 the module is unloaded and releases one reference on every
+        module its imports bound to, recursively (LdrUnloadDll; Wine's MODULE_DecRefCount). Each
+        import of a module that was already loaded took a reference on it."""
         m.refcount -= 1
         if m.refcount > 0:
             return
         self.process.remove_loaded(m)
-        if rules.rule_free_library_releases_dependencies():
-            for d in m.deps:
-                if self.process.find_loaded_by_path(d.path) is d:
-                    self._release(d)
+        for d in m.deps:
+            if self.process.find_loaded_by_path(d.path) is d:
+                self._release(d)
 
     # --- Python's loads (LOADER.md §6) ---------------------------------------------------------
     def ctypes_cdll(self, name: str, winmode: Optional[int]) -> CallResult:
@@ -299,8 +299,6 @@ class Simulator:
             if id(child) in self._module_of:
                 self._module_of[id(node)] = self._module_of[id(child)]
             return node
-        if rules.rule_sxs_redirection(name):  # pragma: no cover - not modelled yet
-            pass
         m = rules.rule_loaded_module(name, self.process)
         if m is not None:
             return self._already_loaded(node, m, f"already loaded from {m.path}")
@@ -507,8 +505,6 @@ class Simulator:
         if m is None or m.initialized or id(m) in seen or (node.via == "call" and self._no_refs):
             return False
         seen.add(id(m))
-        if not node.new and not rules.rule_bound_module_initialized_on_use(self.system):
-            return False
         facts = self.world.file(m.path)
         if facts is not None and facts.dllmain_fails:
             node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
