@@ -46,8 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 
-from dlltrace import report  # noqa: E402
-from dlltrace.trace import freeze_after_pauses, read_trace  # noqa: E402
+from dlltrace.commands import report  # noqa: E402
+from dlltrace.trace.reader import freeze_after_pauses, read_trace  # noqa: E402
 
 freeze_after_pauses()  # as the `dlltrace` command does (cli.entry)
 

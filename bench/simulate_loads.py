@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 
 from dlltrace.scenario import scenario_from_dict  # noqa: E402
-from dlltrace.simulator import Call  # noqa: E402
+from dlltrace.loader.windows.engine import Call  # noqa: E402
 
 N = 50
 TARGET = 20_000
@@ -47,7 +47,7 @@ def bench_simulator(seconds: float) -> float:
     s = tree_scenario()
     call = Call("LoadLibraryExW", "C:\\app\\lib\\top.dll", 0x1100)
     base = s.process
-    from dlltrace.simulator import Simulator
+    from dlltrace.loader.windows.engine import Simulator
     r = Simulator(s.world, base.copy()).load_library(call.name, call.flags)
     assert r.error == 0 and len(list(r.tree.walk())) >= N, "the benchmark tree must load"
     n = 0
@@ -64,7 +64,7 @@ def bench_simulator_warm(seconds: float) -> float:
     top2.dll, which imports the same DLLs: it is found and mapped, and its imports bind through
     the loaded-module list (torch's loop over torch\\lib\\*.dll looks like this after the
     first DLL)."""
-    from dlltrace.simulator import Simulator
+    from dlltrace.loader.windows.engine import Simulator
 
     s = tree_scenario()
     sim = Simulator(s.world, s.process.copy())

@@ -406,7 +406,7 @@ def report_facts(report: dict, host_ops: list) -> tuple[Facts, list]:
 
 def trace_host_paths(trace_file: Path, host_name: str = "loadhost.exe") -> list:
     """[lower-case load_end path or None] of the host's own top-level loads in a trace, in order."""
-    from dlltrace.trace import read_trace
+    from dlltrace.trace.reader import read_trace
 
     tr = read_trace(trace_file)
     out = []

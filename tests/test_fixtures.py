@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace.simulate import simulate
+from dlltrace.commands.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")) + sorted((ROOT / "fixtures" / "scenarios").glob("*.json"))

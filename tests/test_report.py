@@ -244,7 +244,7 @@ def test_a_badly_damaged_trace_does_not_bury_the_report(tmp_path):
 def test_redact_hides_machine_names_in_unc_paths():
     from types import SimpleNamespace
 
-    from dlltrace.report import redact
+    from dlltrace.commands.report import redact
 
     empty = SimpleNamespace(events=[])
     text = redact(r"found at \\FILESRV01\share\lib\a.dll, probed \??\UNC\FILESRV01\share\b.dll", empty)
@@ -261,9 +261,9 @@ def test_reading_and_reporting_build_no_reference_cycles():
     once kept whole replays alive until the collector ran)."""
     import gc
 
-    from dlltrace import report as report_mod
-    from dlltrace.simulate import simulate
-    from dlltrace.trace import read_trace
+    from dlltrace.commands import report as report_mod
+    from dlltrace.commands.simulate import simulate
+    from dlltrace.trace.reader import read_trace
 
     gc.collect()
     was = gc.isenabled()

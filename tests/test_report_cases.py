@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli
-from dlltrace.trace import read_trace
+from dlltrace.trace.reader import read_trace
 from test_shim import shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
 
 try:

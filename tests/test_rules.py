@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dlltrace import rules
+from dlltrace.loader.windows import rules
 from dlltrace.model import FileFacts, Import, PEFacts
-from dlltrace.world import LoadedModule, ProcessState, SystemInfo
+from dlltrace.worlds.world import LoadedModule, ProcessState, SystemInfo
 from simhelp import folders_probed, load, run, scenario
 
 SYS = SystemInfo()

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import winetools
-from dlltrace import errors, run
-from dlltrace.trace import read_trace
+from dlltrace import errors
+from dlltrace.commands import run
+from dlltrace.trace.reader import read_trace
 from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +176,7 @@ def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
     # what `dlltrace run` prints at the end (report.summarize), here for a trace without file facts:
     # the load the process never returned from is the failure; the one it went past is listed apart
     # (docs/verdicts.md: it used to count as a second failed load)
-    from dlltrace.report import summarize
+    from dlltrace.commands.report import summarize
 
     p = tmp_path / "t.jsonl"
     p.write_text(SAMPLE)
@@ -189,13 +190,13 @@ def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
 
 def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
     # the program died mid-write: the facts `run` appends must not be glued to the cut line
-    import dlltrace.collect
+    import dlltrace.trace.collect
 
     cut = SAMPLE.rstrip("\n")[:-20]
     p = tmp_path / "t.jsonl"
     p.write_text(cut)
     fact = {"ev": "file", "path": "C:\\t\\top.dll", "kind": "missing", "pid": 7, "seq": 0, "tid": 0, "t": 0}
-    monkeypatch.setattr(dlltrace.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
+    monkeypatch.setattr(dlltrace.trace.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
     in_memory = run.append_facts(p, read_trace(p), wine=False)
     again = read_trace(p)
     assert again.events[-1] == fact and in_memory.events == again.events

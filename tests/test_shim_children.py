@@ -14,7 +14,7 @@ import json
 import pytest
 
 import winetools
-from dlltrace.trace import read_trace
+from dlltrace.trace.reader import read_trace
 from test_shim import shim_env  # noqa: F401  (session fixture)
 from test_shim import (HOST, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, schema_checked_lines, schema_validator,
                        traced, w)

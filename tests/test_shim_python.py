@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace import shim
+from dlltrace.trace import shim
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def test_installed_hook_sees_real_imports_and_dlopen(tmp_path):
     code = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(ROOT / 'tracer')!r})
-        from dlltrace import shim
+        from dlltrace.trace import shim
         class B:
             n = 0
             def write_event(self, ev, fields):
@@ -162,7 +162,7 @@ WRAPPER = """
 import json, os, sys
 if os.environ.get("DLLTRACE_TEST_INSTALL"):
     sys.path.insert(0, {tracer!r})
-    from dlltrace import shim
+    from dlltrace.trace import shim
     class B:
         n = 0
         def write_event(self, ev, fields):

@@ -17,11 +17,11 @@ import pytest
 
 import winetools
 from dlltrace import winpath
-from dlltrace.live import LiveWorld, wine_map
-from dlltrace.replay import replay_start, system_and_process
-from dlltrace.simulator import Simulator
-from dlltrace.trace import STARTUP_STATUS, read_trace
-from dlltrace.world import CORE_MODULES, LoadedModule
+from dlltrace.worlds.live import LiveWorld, wine_map
+from dlltrace.trace.replay import replay_start, system_and_process
+from dlltrace.loader.windows.engine import Simulator
+from dlltrace.trace.reader import STARTUP_STATUS, read_trace
+from dlltrace.worlds.world import CORE_MODULES, LoadedModule
 from test_shim import LAUNCHER, shim_env  # noqa: F401  (session fixture: the shim and the fixture DLLs under Wine)
 
 pytestmark = pytest.mark.wine

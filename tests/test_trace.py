@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
-from dlltrace.trace import nt_to_win32, read_trace
+from dlltrace.trace.reader import nt_to_win32, read_trace
 from dlltrace.tracecheck import SCHEMA_PATH
 
 HEADER = {"format": "dlltrace-trace", "version": 1, "tool": "dlltrace 0.1.0", "created": None, "platform": "wine"}
@@ -148,7 +148,7 @@ def test_the_readers_checks_agree_with_the_json_schema():
     import copy
     import random
 
-    from dlltrace.trace import ESSENTIAL, REQUIRED_INT
+    from dlltrace.trace.reader import ESSENTIAL, REQUIRED_INT
     from dlltrace.tracecheck import check_event
 
     v = _validator()
@@ -179,7 +179,7 @@ def test_only_the_command_freezes_after_a_pause(tmp_path):
     # among them would never be collected); the `dlltrace` command (cli.entry) ends soon after
     import gc
 
-    from dlltrace.trace import freeze_after_pauses, paused_gc
+    from dlltrace.trace.reader import freeze_after_pauses, paused_gc
 
     p = write(tmp_path, [HEADER, *EVENTS])
     gc.unfreeze()
@@ -198,8 +198,8 @@ def test_only_the_command_freezes_after_a_pause(tmp_path):
 def test_init_failed_module_from_the_loader_notifications():
     """1114 in a dependency: the module whose DllMain failed is the last one notified "loaded"
     before the first "unloaded" (Wine's process_attach order); nothing is guessed otherwise."""
-    from dlltrace.replay import init_failed_module
-    from dlltrace.trace import Load
+    from dlltrace.trace.replay import init_failed_module
+    from dlltrace.trace.reader import Load
 
     def load(*notes):
         ld = Load(seq=1, pid=1, tid=1, t=0, api="LoadLibraryExW", name="C:\\t\\fbgemm.dll", flags=0, parent=None,

@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dlltrace import report as report_mod
-from dlltrace import verdict as V
-from dlltrace.trace import read_trace
+from dlltrace.commands import report as report_mod
+from dlltrace.report import verdict as V
+from dlltrace.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures" / "traces"))

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import winetools
-from dlltrace.live import wine_map
-from dlltrace.trace import nt_to_win32
+from dlltrace.worlds.live import wine_map
+from dlltrace.trace.reader import nt_to_win32
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "wine"
@@ -339,7 +339,7 @@ def wine_api_sets(pool: Pool, workdir: Path) -> dict:
     `dlltrace run --wine`, whose shim writes the process's PEB->ApiSetMap as the trace's `apisets`
     event. Returns its sets: {contract: host | {"host", "exceptions"}}, contract names without
     .dll, "" = no host. (The shim must be built: test_shim.build_shim.)"""
-    from dlltrace.trace import read_trace
+    from dlltrace.trace.reader import read_trace
 
     out = workdir / "apisets.jsonl"
     r = winetools.dlltrace("run", "--wine", "-o", str(out), "--", str(pool.host), "cd", "C:\\", cwd=workdir)

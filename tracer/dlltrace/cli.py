@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        importlib.import_module(f"dlltrace.{module}").add_arguments(p)
+        importlib.import_module(f"dlltrace.commands.{module}").add_arguments(p)
     return parser
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return importlib.import_module(f"dlltrace.{args._module}").main(args)
+        return importlib.import_module(f"dlltrace.commands.{args._module}").main(args)
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)
         return e.exit_code
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> int:
     """The `dlltrace` command (console script, python -m dlltrace): main() in a process that ends
     with it, which lets the trace reader freeze what it built instead of collecting it."""
-    from dlltrace.trace import freeze_after_pauses
+    from dlltrace.trace.reader import freeze_after_pauses
 
     freeze_after_pauses()
     return main()

@@ -17,8 +17,8 @@ from dlltrace import winpath
 from dlltrace.apisets import schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, MACHINES, FileFacts, Import, PEFacts
-from dlltrace.simulator import ALL_OPS, LOAD_OPS, Call, Simulator
-from dlltrace.world import CORE_MODULES, PROFILES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
+from dlltrace.loader.windows.engine import ALL_OPS, LOAD_OPS, Call, Simulator
+from dlltrace.worlds.world import CORE_MODULES, PROFILES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
 FORMAT = "dlltrace-scenario"
 VERSION = 1
@@ -44,7 +44,7 @@ class Scenario:
         process = self.process.copy()
         sim = Simulator(self.world, process)
         if explain:
-            from dlltrace.explain import explain as _explain
+            from dlltrace.report.explain import explain as _explain
 
             # (the observers hold the process, not the simulator: no reference cycle)
             sim.observers.append(lambda res: _explain(res, self.world, process))

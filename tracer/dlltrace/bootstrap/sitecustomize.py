@@ -1,7 +1,7 @@
 """dlltrace bootstrap: first on a traced Python's PYTHONPATH (put there by `dlltrace run`).
 
-Loads dlltrace's shim.py by file path (the traced program does not get `dlltrace` importable),
-starts tracing (dlltrace.shim.bootstrap), then runs the sitecustomize this one shadows, if any.
+Loads dlltrace's trace/shim.py by file path (the traced program does not get `dlltrace` importable),
+starts tracing (dlltrace.trace.shim.bootstrap), then runs the sitecustomize this one shadows, if any.
 """
 import importlib.util as _ilu
 import os as _os
@@ -10,7 +10,7 @@ import sys as _sys
 
 def _dlltrace_boot():
     here = _os.path.dirname(_os.path.abspath(__file__))
-    spec = _ilu.spec_from_file_location("_dlltrace_shim", _os.path.join(_os.path.dirname(here), "shim.py"))
+    spec = _ilu.spec_from_file_location("_dlltrace_shim", _os.path.join(_os.path.dirname(here), "trace", "shim.py"))
     mod = _ilu.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.bootstrap()

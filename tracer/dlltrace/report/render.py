@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dlltrace import winpath
-from dlltrace.explain import leaf_node
+from dlltrace.report.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
-from dlltrace.simulator import LOAD_OPS
+from dlltrace.loader.windows.engine import LOAD_OPS
 
 JSON_VERSION = 1
 # calls that resolve a module tree: the loads, and "start", a program's static imports at process

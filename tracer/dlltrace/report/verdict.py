@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Literal, Optional, get_args
 
 from dlltrace import winpath
-from dlltrace.replay import Replayed
-from dlltrace.trace import Trace
+from dlltrace.trace.replay import Replayed
+from dlltrace.trace.reader import Trace
 
 Fate = Literal["fatal", "went_on", "unknown"]
 Reason = Literal[

@@ -32,7 +32,7 @@ from dlltrace.model import (
     PEFacts,
     SearchDir,
 )
-from dlltrace.world import ProcessState, SystemInfo
+from dlltrace.worlds.world import ProcessState, SystemInfo
 
 # --- §1 names -----------------------------------------------------------------------------
 def rule_name_has_path(name: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 from dlltrace import winpath
 from dlltrace.model import FileFacts, PEError
 from dlltrace.pe import read_pe_facts
-from dlltrace.world import SystemInfo
+from dlltrace.worlds.world import SystemInfo
 
 PathMap = Callable[[str], Optional[str]]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from dlltrace import winpath
-from dlltrace.live import LiveWorld, PathMap, listdir
-from dlltrace.recorded import RecordingWorld
-from dlltrace.replay import can_replay_start, replay, replay_start, system_and_process
-from dlltrace.trace import Trace
-from dlltrace.world import ProcessState
+from dlltrace.worlds.live import LiveWorld, PathMap, listdir
+from dlltrace.worlds.recorded import RecordingWorld
+from dlltrace.trace.replay import can_replay_start, replay, replay_start, system_and_process
+from dlltrace.trace.reader import Trace
+from dlltrace.worlds.world import ProcessState
 
 
 def near_miss_places(trace: Trace, pid: int, process: ProcessState, to_host: PathMap) -> list[str]:

@@ -57,7 +57,7 @@ class ShimBackend:
 
     def __init__(self, dll_path: Optional[str] = None):
         self.ffi = make_ffi()
-        path = dll_path or str(Path(__file__).resolve().parent / "bin" / SHIM_DLL)
+        path = dll_path or str(Path(__file__).resolve().parents[1] / "bin" / SHIM_DLL)
         self.lib = self.ffi.dlopen(path)
 
     def start(self, trace_path: Optional[str] = None, via: str = "python") -> int:

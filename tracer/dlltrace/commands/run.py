@@ -27,13 +27,13 @@ from dlltrace import __version__
 from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
                              DlltraceError)
 from dlltrace.model import ERROR_TEXT
-from dlltrace.trace import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
+from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
 from dlltrace.tracecheck import check_event
 
-BIN = Path(__file__).resolve().parent / "bin"
+BIN = Path(__file__).resolve().parents[1] / "bin"
 LAUNCHER = "dlltrace_launch64.exe"
 SHIM = "dlltrace_shim64.dll"
-BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
+BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
 
@@ -213,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {out}", EXIT_NO_COMMAND)
     trace = append_facts(out, trace, wine=bool(wine))
-    from dlltrace.report import summarize
+    from dlltrace.commands.report import summarize
 
     print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc
@@ -222,8 +222,8 @@ def main(args: argparse.Namespace) -> int:
 def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
     """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
     `dlltrace report` works from the file alone. A failure here never loses the trace."""
-    from dlltrace.collect import collect_facts
-    from dlltrace.live import identity_map, wine_map
+    from dlltrace.trace.collect import collect_facts
+    from dlltrace.worlds.live import identity_map, wine_map
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
     events = collect_facts(trace, to_host)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from dlltrace import rules, winpath
+from dlltrace import winpath
+from dlltrace.loader.windows import rules
 from dlltrace.model import (
     CAUSE_ERROR,
     ERROR_DLL_INIT_FAILED,
@@ -30,7 +31,7 @@ from dlltrace.model import (
     Node,
     SearchDir,
 )
-from dlltrace.world import LoadedModule, ProcessState, World
+from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
 LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
 STATE_OPS = ("AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary")

@@ -23,12 +23,12 @@ from typing import Any, Optional
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.explain import leaf_node
+from dlltrace.report.explain import leaf_node
 from dlltrace.model import flags_text
-from dlltrace.render import call_dict, tail_lines
-from dlltrace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
-from dlltrace.trace import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
-from dlltrace.verdict import Verdict, exit_text, judge, key, reason_text, verdict_dict
+from dlltrace.report.render import call_dict, tail_lines
+from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
+from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace, paused_gc, read_trace, warning_lines
+from dlltrace.report.verdict import Verdict, exit_text, judge, key, reason_text, verdict_dict
 
 RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
                 "access_denied": "access denied", "already_loaded": "already loaded",

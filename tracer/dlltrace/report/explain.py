@@ -11,8 +11,8 @@ from typing import Optional
 
 from dlltrace import winpath
 from dlltrace.model import Candidate, CallResult, Fix, Node
-from dlltrace.rules import rule_effective_search_flags
-from dlltrace.world import ProcessState, World
+from dlltrace.loader.windows.rules import rule_effective_search_flags
+from dlltrace.worlds.world import ProcessState, World
 
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
 VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"

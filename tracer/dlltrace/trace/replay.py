@@ -16,12 +16,12 @@ from typing import Literal, Optional
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.explain import explain, not_searched_note
+from dlltrace.report.explain import explain, not_searched_note
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult
-from dlltrace.recorded import RecordedWorld
-from dlltrace.simulator import Simulator
-from dlltrace.trace import STARTUP_STATUS, Load, Trace, nt_to_win32
-from dlltrace.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
+from dlltrace.worlds.recorded import RecordedWorld
+from dlltrace.loader.windows.engine import Simulator
+from dlltrace.trace.reader import STARTUP_STATUS, Load, Trace, nt_to_win32
+from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 from dlltrace import winpath
 from dlltrace.model import FileFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
-from dlltrace.world import SystemInfo, World
+from dlltrace.worlds.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
 STATUS_NOT_FOUND = (0xC0000034, 0xC000003A, 0xC0000033)

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_USAGE, DlltraceError
-from dlltrace.explain import not_searched_note
-from dlltrace.render import results_dict, text_call
+from dlltrace.report.explain import not_searched_note
+from dlltrace.report.render import results_dict, text_call
 from dlltrace.scenario import load_scenario
 
-EXAMPLE = Path(__file__).resolve().parent / "examples" / "s1.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
