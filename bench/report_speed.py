@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 
-from dlltrace.commands import report  # noqa: E402
+from dlltrace.report.summary import produce  # noqa: E402
 from dlltrace.trace.reader import freeze_after_pauses, read_trace  # noqa: E402
 
 freeze_after_pauses()  # as the `dlltrace` command does (cli.entry)
@@ -138,7 +138,7 @@ def parse_only(path: Path) -> int:
 
 def full_report(path: Path, fmt: str = "text") -> str:
     """What `dlltrace report TRACE` (fmt "text") or `dlltrace report --json TRACE` does, less printing."""
-    return report.produce(read_trace(path), fmt)
+    return produce(read_trace(path), fmt)
 
 
 def best_of(fn, repeat: int) -> float:

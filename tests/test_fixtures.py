@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace.commands.simulate import simulate
+from dlltrace.report.scenario import explain_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")) + sorted((ROOT / "fixtures" / "scenarios").glob("*.json"))
@@ -20,7 +20,7 @@ def first_failed(results):
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_verdict(path):
-    scenario, results, _ = simulate(str(path))
+    scenario, results, _ = explain_scenario(str(path))
     exp = scenario.expect
     assert exp, f"{path.name} has no [expect] table"
     r = first_failed(results)
@@ -48,7 +48,7 @@ def test_every_search_order_case_has_a_scenario():
 
 
 def test_s1_says_the_folder_is_only_on_path():
-    _, results, notes = simulate(str(ROOT / "fixtures" / "scenarios" / "s1.toml"))
+    _, results, notes = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s1.toml"))
     r = first_failed(results)
     v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
     [c] = [c for c in r.found_elsewhere if c.path.startswith(v12)]
@@ -63,7 +63,7 @@ def test_s1_says_the_folder_is_only_on_path():
 
 
 def test_s2_both_attempts_name_the_leaf():
-    _, results, _ = simulate(str(ROOT / "fixtures" / "scenarios" / "s2.toml"))
+    _, results, _ = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s2.toml"))
     failed = [r for r in results if r.error and r.tree is not None]
     assert [(r.op, r.flags) for r in failed] == [("LoadLibraryExW", 0x1100), ("LoadLibraryW", 0)]
     assert all(r.leaf.name == "cudnn64_7.dll" for r in failed)
@@ -84,7 +84,7 @@ def test_scenario_matches_json_schema(path):
 
 
 def test_s4_compares_the_runtime_with_the_toolset_c10_was_built_with():
-    _, results, _ = simulate(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
+    _, results, _ = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
     r = first_failed(results)
     assert "older than 14.42 (c10.dll was built with 14.42)" in r.fixes[0].text
     assert r.fixes[0].kind == "vc_redist"

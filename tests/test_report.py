@@ -244,7 +244,7 @@ def test_a_badly_damaged_trace_does_not_bury_the_report(tmp_path):
 def test_redact_hides_machine_names_in_unc_paths():
     from types import SimpleNamespace
 
-    from dlltrace.commands.report import redact
+    from dlltrace.report.redact import redact
 
     empty = SimpleNamespace(events=[])
     text = redact(r"found at \\FILESRV01\share\lib\a.dll, probed \??\UNC\FILESRV01\share\b.dll", empty)
@@ -261,8 +261,8 @@ def test_reading_and_reporting_build_no_reference_cycles():
     once kept whole replays alive until the collector ran)."""
     import gc
 
-    from dlltrace.commands import report as report_mod
-    from dlltrace.commands.simulate import simulate
+    from dlltrace.report import summary as report_mod
+    from dlltrace.report.scenario import explain_scenario
     from dlltrace.trace.reader import read_trace
 
     gc.collect()
@@ -275,7 +275,7 @@ def test_reading_and_reporting_build_no_reference_cycles():
                 report_mod.produce(tr, fmt, everything=True)
             del tr
         for scenario in sorted((ROOT / "fixtures" / "scenarios").glob("s*.toml")):
-            simulate(str(scenario))
+            explain_scenario(str(scenario))
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
         ours = sorted({type(o).__qualname__ for o in gc.garbage

@@ -14,6 +14,7 @@ import pytest
 import winetools
 from dlltrace import errors
 from dlltrace.commands import run
+from dlltrace.trace import launch
 from dlltrace.trace.reader import read_trace
 from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
 
@@ -36,7 +37,7 @@ def test_acceptance_missing_leaf(shim_env, tmp_path):
     (load,) = tr.loads()
     assert (load.api, load.flags, load.error) == ("LoadLibraryExW", 0x1100, 126)
     leaf = [p.win_path.lower() for p in load.probes if p.op == "open" and p.win_path.lower().endswith("\\leaf.dll")]
-    app_dir = run.to_wine_path(host.parent).lower()
+    app_dir = launch.to_wine_path(host.parent).lower()
     assert leaf == [w("chain", "leaf.dll").lower(), app_dir + "\\leaf.dll", "c:\\windows\\system32\\leaf.dll"]
 
 
@@ -100,7 +101,7 @@ def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path):
     (pid,) = tr.start_failures()
     env = tr.env(pid)
     assert env["exe"].lower() == w("chain", "needstop.exe").lower() and env["modules"] is None
-    assert env["cwd"].lower().rstrip("\\") == run.to_wine_path(tmp_path).lower().rstrip("\\")
+    assert env["cwd"].lower().rstrip("\\") == launch.to_wine_path(tmp_path).lower().rstrip("\\")
 
     rep = dlltrace("report", "--json", "t.jsonl", cwd=tmp_path, WINEPREFIX=str(tmp_path / "no-such-prefix"))
     assert rep.returncode == 0, rep.stderr
@@ -117,13 +118,13 @@ def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path):
 def test_holds_a_pipe(tmp_path):
     r, w_ = os.pipe()
     try:
-        assert run.holds_a_pipe((w_,)) and run.holds_a_pipe((r,))
+        assert launch.holds_a_pipe((w_,)) and launch.holds_a_pipe((r,))
     finally:
         os.close(r)
         os.close(w_)
     with open(tmp_path / "f", "w") as f:
-        assert not run.holds_a_pipe((f.fileno(),))
-    assert not run.holds_a_pipe((987654,))  # a closed descriptor is not a pipe
+        assert not launch.holds_a_pipe((f.fileno(),))
+    assert not launch.holds_a_pipe((987654,))  # a closed descriptor is not a pipe
 
 
 @pytest.mark.parametrize("argv, env, code, text", [
@@ -150,18 +151,18 @@ def test_unwritable_trace_path(tmp_path):
 
 def test_default_trace_name_and_wine_args(tmp_path):
     now = datetime.datetime(2026, 11, 29, 16, 23, 1)
-    assert run.default_trace_name(["C:\\Py\\python.exe", "-c", "x"], now) == "dlltrace-python-20261129-162301.jsonl"
-    assert run.default_trace_name(["./my prog.EXE"], now) == "dlltrace-my_prog-20261129-162301.jsonl"
+    assert launch.default_trace_name(["C:\\Py\\python.exe", "-c", "x"], now) == "dlltrace-python-20261129-162301.jsonl"
+    assert launch.default_trace_name(["./my prog.EXE"], now) == "dlltrace-my_prog-20261129-162301.jsonl"
     f = tmp_path / "a.dll"
     f.write_text("")
-    assert run.wine_command_args([str(f), "C:\\x.dll", "/no/such", "0x1100"]) == [
+    assert launch.wine_command_args([str(f), "C:\\x.dll", "/no/such", "0x1100"]) == [
         "Z:" + str(f).replace("/", "\\"), "C:\\x.dll", "/no/such", "0x1100"]
-    assert run.is_python_command(["C:\\Python311\\python.exe"]) and run.is_python_command(["python3.11"])
-    assert not run.is_python_command(["pythonista.exe"])
-    env = run.child_env({"PYTHONPATH": "X"}, "C:\\t.jsonl", ["python"], windows=True)
-    assert env["PYTHONPATH"].split(os.pathsep) == [str(run.BOOTSTRAP), "X"] and env["DLLTRACE_TRACE"] == "C:\\t.jsonl"
-    assert "PYTHONPATH" not in run.child_env({}, "t", ["host.exe"], windows=True)
-    assert (run.BOOTSTRAP / "sitecustomize.py").is_file()
+    assert launch.is_python_command(["C:\\Python311\\python.exe"]) and launch.is_python_command(["python3.11"])
+    assert not launch.is_python_command(["pythonista.exe"])
+    env = launch.child_env({"PYTHONPATH": "X"}, "C:\\t.jsonl", ["python"], windows=True)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(launch.BOOTSTRAP), "X"] and env["DLLTRACE_TRACE"] == "C:\\t.jsonl"
+    assert "PYTHONPATH" not in launch.child_env({}, "t", ["host.exe"], windows=True)
+    assert (launch.BOOTSTRAP / "sitecustomize.py").is_file()
 
 
 SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","created":null,"platform":"wine"}
@@ -176,7 +177,7 @@ def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
     # what `dlltrace run` prints at the end (report.summarize), here for a trace without file facts:
     # the load the process never returned from is the failure; the one it went past is listed apart
     # (docs/verdicts.md: it used to count as a second failed load)
-    from dlltrace.commands.report import summarize
+    from dlltrace.report.summary import summarize
 
     p = tmp_path / "t.jsonl"
     p.write_text(SAMPLE)
@@ -197,7 +198,7 @@ def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
     p.write_text(cut)
     fact = {"ev": "file", "path": "C:\\t\\top.dll", "kind": "missing", "pid": 7, "seq": 0, "tid": 0, "t": 0}
     monkeypatch.setattr(dlltrace.trace.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
-    in_memory = run.append_facts(p, read_trace(p), wine=False)
+    in_memory = launch.append_facts(p, read_trace(p), wine=False)
     again = read_trace(p)
     assert again.events[-1] == fact and in_memory.events == again.events
     assert [w.split(": ", 1)[1] for w in again.warnings] == ["line 5: unreadable line skipped"]
@@ -205,7 +206,7 @@ def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
 
 def test_command_parsing():
     parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
+    run.configure_parser(parser)
     a = parser.parse_args(["-o", "x.jsonl", "--wine", "--", "host.exe", "-o", "--wine"])
     assert (a.output, a.wine, run.command_of(a)) == ("x.jsonl", True, ["host.exe", "-o", "--wine"])
     with pytest.raises(errors.DlltraceError) as e:

@@ -13,8 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from dlltrace.commands import report as report_mod
+from dlltrace.report import summary as report_mod
 from dlltrace.report import verdict as V
+from dlltrace.report.analysis import analyse
 from dlltrace.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,7 @@ def build(tmp_path: Path, w: Writer, exit_code, name: str = "t.jsonl") -> Path:
 
 def verdicts_by_name(path: Path) -> dict[str, list[V.Verdict]]:
     trace = read_trace(path)
-    replays = report_mod.analyse(trace)
+    replays = analyse(trace)
     judged = V.judge(trace, replays)
     out: dict[str, list[V.Verdict]] = {}
     for r in replays:

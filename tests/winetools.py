@@ -30,8 +30,8 @@ def _which(cands) -> str | None:
 
 
 def wine_binary() -> str | None:
-    """The wine64 `dlltrace run --wine` uses (dlltrace.commands.run.find_wine)."""
-    from dlltrace.commands.run import find_wine
+    """The wine64 `dlltrace run --wine` uses (dlltrace.trace.launch.find_wine)."""
+    from dlltrace.trace.launch import find_wine
 
     return find_wine()
 
@@ -139,7 +139,7 @@ def to_windows(path: Path | str) -> str:
         rel = p.relative_to(dc)
         return "C:\\" + str(rel).replace("/", "\\") if str(rel) != "." else "C:\\"
     except ValueError:
-        from dlltrace.commands.run import to_wine_path
+        from dlltrace.trace.launch import to_wine_path
 
         return to_wine_path(p)
 

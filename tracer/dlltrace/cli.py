@@ -1,4 +1,4 @@
-"""The `dlltrace` command: one module per subcommand, this file only dispatches.
+"""The `dlltrace` command: one module per subcommand (commands/), this file only dispatches.
 
     dlltrace simulate SCENARIO [--json]
     dlltrace run [-o FILE] [--wine] -- CMD ...
@@ -9,17 +9,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from dlltrace import __version__
+from dlltrace.commands import report, run, simulate
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 
-# subcommand -> module under dlltrace that has add_arguments(parser) and main(args) -> int
+# subcommand -> (its module: configure_parser(parser), execute(args) -> int; its help)
 SUBCOMMANDS = {
-    "simulate": ("simulate", "replay a scenario file through the simulated Windows loader"),
-    "run": ("run", "run a command with every DLL load traced"),
-    "report": ("report", "explain the failed loads of a trace file"),
+    "simulate": (simulate, "replay a scenario file through the simulated Windows loader"),
+    "run": (run, "run a command with every DLL load traced"),
+    "report": (report, "explain the failed loads of a trace file"),
 }
 
 
@@ -31,10 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dlltrace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in SUBCOMMANDS.items():
+    for name, (command, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_module=module)
-        importlib.import_module(f"dlltrace.commands.{module}").add_arguments(p)
+        p.set_defaults(_execute=command.execute)
+        command.configure_parser(p)
     return parser
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return importlib.import_module(f"dlltrace.commands.{args._module}").main(args)
+        return args._execute(args)
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)
         return e.exit_code

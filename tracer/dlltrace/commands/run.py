@@ -1,6 +1,6 @@
 """`dlltrace run [-o FILE] [--wine] -- CMD ...`: run a command with every DLL load traced.
 
-The command runs under the native launcher (tracer/dlltrace/bin/dlltrace_launch64.exe), which starts
+The command runs under the native launcher (trace/launch.py, bin/dlltrace_launch64.exe), which starts
 it with the shim in place; stdin/stdout/stderr are the caller's, and the child's exit code is
 returned. The trace file gets a header line here, then the shim's events (docs/trace-format.md).
 `--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap
@@ -11,43 +11,21 @@ programs is not supported.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import re
-import shutil
-import stat
-import subprocess
 import sys
-from pathlib import Path
-from typing import Optional
 
-from dlltrace import __version__
-from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
-                             DlltraceError)
-from dlltrace.model import ERROR_TEXT
-from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
-from dlltrace.tracecheck import check_event
-
-BIN = Path(__file__).resolve().parents[1] / "bin"
-LAUNCHER = "dlltrace_launch64.exe"
-SHIM = "dlltrace_shim64.dll"
-BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
-WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
-EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
+from dlltrace.errors import EXIT_NO_COMMAND, DlltraceError
+from dlltrace.report.summary import summarize
+from dlltrace.trace.launch import trace_command
 
 USAGE = "usage: dlltrace run [-o FILE] [--wine] -- CMD [ARGS...]"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="trace file to write (default: dlltrace-<cmd>-YYYYMMDD-HHMMSS.jsonl)")
     parser.add_argument("--wine", action="store_true", help="run a Windows program under wine64")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to trace")
 
-
-# --- plain functions (tested on Linux) ---------------------------------------------------------
 
 def command_of(args: argparse.Namespace) -> list[str]:
     cmd = list(args.cmd or [])
@@ -58,187 +36,7 @@ def command_of(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
-    now = now or datetime.datetime.now()
-    stem = re.split(r"[\\/]", cmd[0])[-1]
-    stem = re.sub(r"\.(exe|com|bat|cmd)$", "", stem, flags=re.I)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "cmd"
-    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl"
-
-
-def header_line(platform_name: str, cmd: list[str]) -> str:
-    header = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "tool": f"dlltrace {__version__}",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "platform": platform_name,
-        "host": platform.platform(),
-        "command": cmd,
-    }
-    return json.dumps(header, ensure_ascii=False) + "\n"
-
-
-def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
-    """Create the trace file with its header (truncating an old one); one clear error if impossible."""
-    try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(header_line(platform_name, cmd))
-    except OSError as e:
-        raise DlltraceError(f"cannot write the trace file {path}: {e.strerror or e}", EXIT_OUTPUT) from None
-
-
-def to_wine_path(path: Path) -> str:
-    """A Linux path as Wine sees it through the Z: drive (Z: maps /)."""
-    return "Z:" + str(Path(path).resolve()).replace("/", "\\")
-
-
-def wine_command_args(cmd: list[str]) -> list[str]:
-    """Arguments that name an existing Linux path (absolute, or ./ ../ relative) become Z:\\ paths, so
-    `dlltrace run --wine -- ./host.exe /tmp/a.dll` works; everything else is passed unchanged."""
-    out = []
-    for a in cmd:
-        if (a.startswith("/") or a.startswith("./") or a.startswith("../")) and os.path.exists(a):
-            out.append(to_wine_path(Path(a)))
-        else:
-            out.append(a)
-    return out
-
-
-def find_wine() -> Optional[str]:
-    override = os.environ.get("DLLTRACE_WINE")
-    cands = (override,) if override else WINE_CANDIDATES
-    for c in cands:
-        p = c if os.path.isabs(c) else shutil.which(c)
-        if p and os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    return None
-
-
-def holds_a_pipe(fds=(1, 2)) -> bool:
-    """Whether our stdout or stderr is a pipe or socket (not a terminal or a file)."""
-    for fd in fds:
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:
-            continue
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-            return True
-    return False
-
-
-def start_wine_services(wine: str, env: dict[str, str]) -> None:
-    """Start Wine's service processes with no stdio of ours before the traced program runs.
-
-    The first Wine program on a server starts winedevice.exe and friends, and they inherit its
-    stdout/stderr: a pipe they hold stays open after the program ends (for seconds, or for ever under
-    a persistent wineserver), so whoever reads our output through a pipe would wait on it. A trivial
-    program run first, with /dev/null for stdio, starts them (or finds them running) instead."""
-    try:
-        subprocess.run([wine, "cmd", "/c", "exit"], env=env, stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                       timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # the traced run reports any real problem with wine itself
-
-
-def error_text(code: Optional[int]) -> str:
-    if code is None:
-        return "did not return (the process ended during the load)"
-    text = ERROR_TEXT.get(code)
-    return f"{code} {text}" if text else str(code)
-
-
-def child_env(base: dict, trace_for_child: str, cmd: list[str], windows: bool) -> dict:
-    env = dict(base)
-    env["DLLTRACE_TRACE"] = trace_for_child
-    env["DLLTRACE_RUN"] = "1"
-    if windows and is_python_command(cmd):
-        env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    return env
-
-
-def is_python_command(cmd: list[str]) -> bool:
-    stem = re.split(r"[\\/]", cmd[0])[-1].lower()
-    return bool(re.fullmatch(r"(python|pythonw|py)(\d+(\.\d+)?)?(\.exe)?", stem))
-
-
-# --- the command ------------------------------------------------------------------------------
-
-def main(args: argparse.Namespace) -> int:
-    cmd = command_of(args)
-    if args.wine:
-        wine = find_wine()
-        if not wine:
-            raise DlltraceError("--wine: wine64 is not installed (e.g. apt-get install wine64)", EXIT_NO_WINE)
-        platform_name = "wine"
-    elif sys.platform == "win32":
-        wine = None
-        platform_name = "windows"
-    else:
-        raise DlltraceError("tracing native Linux programs is not supported yet; "
-                            "use --wine to trace a Windows program under Wine", EXIT_UNSUPPORTED)
-    first = cmd[0]
-    if ("/" in first or (os.sep in first)) and not os.path.exists(first) and not (wine and "\\" in first):
-        raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
-    if not wine and not ("/" in first or "\\" in first) and not shutil.which(first):
-        raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
-    launcher = BIN / LAUNCHER
-    if not launcher.is_file() or not (BIN / SHIM).is_file():
-        raise DlltraceError(f"the native shim is not built ({launcher} missing): run native/build.sh",
-                            EXIT_UNSUPPORTED)
-
-    out = Path(args.output or default_trace_name(cmd))
-    start_trace(out, platform_name, cmd)
-    if wine:
-        env = child_env(os.environ, to_wine_path(out), cmd, windows=False)
-        env.setdefault("WINEDLLOVERRIDES", "mscoree,mshtml=")  # no Mono/Gecko install prompts
-        env.setdefault("WINEDEBUG", "-all")
-        argv = [wine, str(launcher), *wine_command_args(cmd)]
-        if holds_a_pipe():
-            start_wine_services(wine, env)
-    else:
-        env = child_env(os.environ, str(out.resolve()), cmd, windows=True)
-        argv = [str(launcher), *cmd]
-    try:
-        rc = subprocess.run(argv, env=env).returncode
-    except OSError as e:
-        raise DlltraceError(f"cannot start {argv[0]}: {e.strerror or e}", EXIT_NO_COMMAND) from None
-    if rc < 0:  # killed by a signal
-        rc = 128 - rc
-    trace = read_trace(out)
-    failed_start = next(trace.of("launch_error"), None)
-    if failed_start is not None:
-        err = failed_start.get("error")
-        raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
-                            f"trace in {out}", EXIT_NO_COMMAND)
-    trace = append_facts(out, trace, wine=bool(wine))
-    from dlltrace.commands.report import summarize
-
+def execute(args: argparse.Namespace) -> int:
+    rc, trace = trace_command(command_of(args), args.output, args.wine)
     print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc
-
-
-def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
-    """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
-    `dlltrace report` works from the file alone. A failure here never loses the trace."""
-    from dlltrace.trace.collect import collect_facts
-    from dlltrace.worlds.live import identity_map, wine_map
-
-    to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
-    events = collect_facts(trace, to_host)
-    try:
-        with open(out, "rb+") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
-            f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events).encode("utf-8"))
-    except OSError as e:
-        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
-        return trace
-    for e in events:  # as the reader would check them (they are written to its schema)
-        check_event(e)
-    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
-                 checked=True)

@@ -9,36 +9,25 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_USAGE, DlltraceError
-from dlltrace.report.explain import not_searched_note
 from dlltrace.report.render import results_dict, text_call
-from dlltrace.scenario import load_scenario
+from dlltrace.report.scenario import explain_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", nargs="?", help="a scenario file (.toml or .json; see docs/scenarios.md)")
     p.add_argument("--example", action="store_true",
                    help="simulate the built-in example (S1: cublas64_12.dll on PATH, loaded by a Python extension)")
     p.add_argument("--json", action="store_true", help="print the documented JSON result (docs/json-output.md)")
 
 
-def simulate(path: str):
-    """Run a scenario file; returns (scenario, results, not-searched notes by call index)."""
-    scenario = load_scenario(path)
-    sim = scenario.simulator()
-    notes: dict[int, str] = {}
-    process = sim.process
-    sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, process)))
-    return scenario, sim.run(scenario.calls), notes
-
-
-def main(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> int:
     if args.example:
         args.scenario = str(EXAMPLE)
     elif not args.scenario:
         raise DlltraceError("simulate needs a scenario file (or --example)", EXIT_USAGE)
-    scenario, results, notes = simulate(args.scenario)
+    scenario, results, notes = explain_scenario(args.scenario)
     if args.json:
         doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description, notes=notes)
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)

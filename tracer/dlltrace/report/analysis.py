@@ -1,0 +1,75 @@
+"""A trace's analysis: every traced process replayed through the loader model (trace/replay.py), the
+failed loads grouped with their retries into incidents, each with its verdict (verdict.py: the
+failure the program hit, or a load it went past), and where the replay's API sets came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from dlltrace import winpath
+from dlltrace.report.verdict import Verdict, key
+from dlltrace.trace.reader import Trace, paused_gc
+from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
+
+
+@dataclass
+class Incident:
+    """One failed (or, with --all, any) top-level load, and torch-style retries of the same file;
+    `verdict`: whether it is the failure the program hit (None for a load that succeeded)."""
+
+    attempts: list[Replayed]
+    verdict: Optional[Verdict] = None
+
+    @property
+    def first(self) -> Replayed:
+        return self.attempts[0]
+
+    @property
+    def real_failure(self) -> bool:
+        """The failure the program hit, or one whose outcome the trace does not tell (counted)."""
+        return self.verdict is not None and self.verdict.real_failure
+
+    @property
+    def went_on(self) -> bool:
+        """Probed, absent, the program went on (listed apart, no fix, not counted)."""
+        return self.verdict is not None and self.verdict.fate == "went_on"
+
+
+def incidents(replays: list[Replayed], everything: bool = False,
+              verdicts: Optional[dict[tuple[int, int], Verdict]] = None) -> list[Incident]:
+    """The failed loads (every load with `everything`) grouped with their retries; `verdicts`
+    (verdict.judge) decides each one's fate: attempts of different fates are never grouped."""
+    verdicts = verdicts or {}
+    out: list[Incident] = []
+    for r in replays:
+        if not everything and not r.failed and not r.result.error:
+            continue
+        v = verdicts.get(key(r))
+        prev = out[-1].attempts[-1] if out else None
+        if (prev is not None and prev.failed and r.failed and r.load.pid == prev.load.pid
+                and r.load.name and prev.load.name and winpath.same(r.load.name, prev.load.name)
+                and (out[-1].verdict.fate if out[-1].verdict else None) == (v.fate if v else None)):
+            out[-1].attempts.append(r)
+            out[-1].verdict = v
+        else:
+            out.append(Incident([r], v))
+    return out
+
+
+def analyse(trace: Trace) -> list[Replayed]:
+    out: list[Replayed] = []
+    with paused_gc():
+        for pid in trace.pids:
+            out.extend(replay(trace, recorded_world(trace, pid), pid))
+        for pid in trace.start_failures():
+            if can_replay_start(trace, pid):  # the launcher wrote its env event
+                out.append(replay_start(trace, pid, recorded_world(trace, pid)))
+    return out
+
+
+def api_set_source(trace: Trace) -> str:
+    """Where the replay's API sets came from (apisets.SOURCE_TEXT keys): "trace" when every traced
+    process recorded its schema, else "builtin"."""
+    pids = trace.pids or [e["pid"] for e in trace.of("env")]
+    return "trace" if pids and all(api_set_schema(trace, p).source == "trace" for p in pids) else "builtin"

@@ -1,0 +1,31 @@
+"""The report as the documented JSON document (`dlltrace report TRACE --json`, docs/json-output.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlltrace.report.analysis import Incident, api_set_source
+from dlltrace.report.render import call_dict
+from dlltrace.report.text import environment_line
+from dlltrace.report.verdict import verdict_dict
+from dlltrace.trace.reader import Trace
+from dlltrace.trace.replay import Replayed
+
+
+def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> dict[str, Any]:
+    calls, failed, went_on = [], [], []
+    for inc in incs:
+        for a in inc.attempts:
+            d = call_dict(a.result, a.not_searched)
+            d.update({"real_error": a.real_error, "pid": a.load.pid, "real_probes": a.real_probes,
+                      "agreed": a.agreed, "disagreements": a.disagreements,
+                      "differences": [x.to_dict() for x in a.differences],
+                      "verdict": verdict_dict(inc.verdict) if inc.verdict else None})
+            if inc.went_on and "fixes" in d:
+                d["fixes"] = []  # fixes only for a failure the program hit
+            (failed if inc.real_failure else went_on if inc.went_on else []).append(d)
+            calls.append(d)
+    return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
+            "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
+            "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
+            "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings)}
