@@ -359,6 +359,22 @@ def test_init_failure_is_1114_after_every_dependency_resolved():
     assert (r.error, r.leaf.name, r.leaf.cause, r.chain) == (1114, "b.dll", "init_failed", ["a.dll", "b.dll"])
 
 
+def test_dllmain_order_dependencies_first():
+    """DllMain runs imports first (the reverse of dependency order), in import order: the first
+    DllMain that fails in that order is the leaf, and its importer's DllMain never runs."""
+    files = [{"path": "C:\\app\\a.dll", "imports": ["b.dll", "c.dll"], "dllmain_fails": True},
+             {"path": "C:\\app\\b.dll", "imports": ["d.dll"]}, {"path": "C:\\app\\c.dll", "dllmain_fails": True},
+             {"path": "C:\\app\\d.dll", "dllmain_fails": True}]
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.name, r.chain) == (1114, "d.dll", ["a.dll", "b.dll", "d.dll"])
+    files[3]["dllmain_fails"] = False
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.name, r.chain) == (1114, "c.dll", ["a.dll", "c.dll"])
+    files[2]["dllmain_fails"] = False
+    r = load("a.dll", files=files)
+    assert (r.error, r.leaf.name, r.chain) == (1114, "a.dll", ["a.dll"])
+
+
 def test_failed_load_unloads_what_it_loaded():
     files = [{"path": "C:\\app\\a.dll", "imports": ["b.dll", "missing.dll"]}, "C:\\app\\b.dll", "C:\\other\\b.dll"]
     res = run(files, [{"op": "LoadLibraryExW", "name": "a.dll"}, {"op": "LoadLibraryExW", "name": "C:\\other\\b.dll"},
@@ -438,18 +454,6 @@ def test_rule_failed_load_keeps_loaded_dependencies():
     assert windows[0].error == 126 and windows[1].module_path == "C:\\u\\good.dll"  # unloaded with the failure
     wine = run(files, calls, folders=["C:\\u"], path=["C:\\u"], system={"profile": "wine"})
     assert wine[0].error == 126 and wine[1].module_path == "C:\\t\\good.dll" and wine[1].probes == []
-
-
-def test_rule_python_extension_flags():
-    assert rules.rule_python_extension_flags("3.7.6") == 0x8
-    assert rules.rule_python_extension_flags("3.8.10") == 0x1100
-    assert rules.rule_python_extension_flags("3.12.1 (64-bit)") == 0x1100
-    assert rules.rule_python_extension_flags("") == 0x1100
-    # the S6 story: the same layout imports on 3.7 (PATH searched) and fails on 3.8
-    files = [{"path": "C:\\py\\Lib\\site-packages\\m\\_C.pyd", "imports": ["dep.dll"]}, "C:\\tools\\dep.dll"]
-    call = [{"op": "python_import", "module": "m._C", "path": "C:\\py\\Lib\\site-packages\\m\\_C.pyd"}]
-    assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.7.9")[0].error == 0
-    assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.8.10")[0].error == 126
 
 
 def test_free_library_releases_dependencies():

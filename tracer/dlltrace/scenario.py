@@ -17,7 +17,8 @@ from dlltrace import winpath
 from dlltrace.apisets import schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, MACHINES, FileFacts, Import, PEFacts
-from dlltrace.loader.windows.engine import ALL_OPS, LOAD_OPS, Call, Simulator
+from dlltrace.emulate.python import ALL_OPS, PythonSimulator as Simulator
+from dlltrace.loader.windows.engine import LOAD_OPS, Call
 from dlltrace.worlds.world import CORE_MODULES, PROFILES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
 FORMAT = "dlltrace-scenario"

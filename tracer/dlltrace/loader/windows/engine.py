@@ -3,6 +3,9 @@
     sim = Simulator(world, process)
     results = sim.run(calls)          # one CallResult per LoadLibrary call made
 
+Simulator.do takes the Windows calls (LOAD_OPS, STATE_OPS); Python's own (ctypes, imports, torch)
+are emulated over it by emulate/python.py (PythonSimulator).
+
 The result of a load is a tree of Nodes: for each module, every candidate in order with
 the rule that produced it, what was there, the module chosen and its imports.
 """
@@ -20,8 +23,6 @@ from dlltrace.model import (
     ERROR_FILE_NOT_FOUND,
     ERROR_INVALID_PARAMETER,
     LOAD_WITH_ALTERED_SEARCH_PATH,
-    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
-    LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
     Candidate,
     CallResult,
     INVALID_FLAGS_TEXT,
@@ -35,13 +36,12 @@ from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
 LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
 STATE_OPS = ("AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary")
-PYTHON_OPS = ("python_import", "ctypes_cdll", "os_add_dll_directory", "torch_load_dll_libraries")
-ALL_OPS = LOAD_OPS + STATE_OPS + PYTHON_OPS
 
 
 @dataclass
 class Call:
-    """One call a program makes (see docs/scenarios.md for each op's fields)."""
+    """One call a program makes (see docs/scenarios.md for each op's fields; the Python ops'
+    fields, module to label, are used by emulate/python.py)."""
 
     op: str
     name: str = ""
@@ -79,37 +79,30 @@ class Simulator:
         if op in LOAD_OPS:
             flags = call.flags if op.startswith("LoadLibraryEx") else 0
             return [self.load_library(call.name, flags, op=op)]
-        if op == "AddDllDirectory" or op == "os_add_dll_directory":
-            err = self.add_dll_directory(call.path or "", call.label or ("os.add_dll_directory" if op.startswith("os") else ""))
-            return [self._state_result(op, call.path or "", err)]
+        if op == "AddDllDirectory":
+            return [self.state_result(op, call.path or "", self.add_dll_directory(call.path or "", call.label))]
         if op == "RemoveDllDirectory":
-            return [self._state_result(op, call.path or "", self.remove_dll_directory(call.path or ""))]
+            return [self.state_result(op, call.path or "", self.remove_dll_directory(call.path or ""))]
         if op == "SetDllDirectory":
             self.process.dll_directory = winpath.normalize(call.path) if call.path else call.path
-            return [self._state_result(op, call.path if call.path is not None else "NULL", 0)]
+            return [self.state_result(op, call.path if call.path is not None else "NULL", 0)]
         if op == "SetDefaultDllDirectories":
             why = rules.rule_set_default_dirs_valid(call.flags)
             if not why:
                 self.process.default_dirs = call.flags
-            r = self._state_result(op, "", ERROR_INVALID_PARAMETER if why else 0)
+            r = self.state_result(op, "", ERROR_INVALID_PARAMETER if why else 0)
             r.flags, r.note = call.flags, why or ""
             return [r]
         if op == "FreeLibrary":
-            return [self._state_result(op, call.name, self.free_library(call.name))]
-        if op == "python_import":
-            flags = rules.rule_python_extension_flags(self.process.python)
-            return [self.load_library(call.path or call.name, flags, origin=f"import {call.module}".strip())]
-        if op == "ctypes_cdll":
-            return [self.ctypes_cdll(call.name, call.winmode)]
-        if op == "torch_load_dll_libraries":
-            return self.torch_load_dll_libraries(call.torch_lib, call.dlls, call.extra_dirs)
+            return [self.state_result(op, call.name, self.free_library(call.name))]
         raise ValueError(f"unknown op {op!r}")
 
     def _next_index(self) -> int:
         self._count += 1
         return self._count - 1
 
-    def _state_result(self, op: str, name: str, error: int) -> CallResult:
+    def state_result(self, op: str, name: str, error: int) -> CallResult:
+        """The result of a call that changes the process state (no load, no tree)."""
         return CallResult(index=self._next_index(), op=op, name=name, error=error)
 
     def add_dll_directory(self, folder: str, label: str = "") -> int:
@@ -144,60 +137,6 @@ class Simulator:
         for d in m.deps:
             if self.process.find_loaded_by_path(d.path) is d:
                 self._release(d)
-
-    # --- Python's loads (LOADER.md §6) ---------------------------------------------------------
-    def ctypes_cdll(self, name: str, winmode: Optional[int]) -> CallResult:
-        """ctypes.CDLL: winmode None -> DEFAULT_DIRS, plus DLL_LOAD_DIR and a full path when the
-        name has a separator; an int winmode is the flags as they are."""
-        origin = f"ctypes.CDLL({name!r}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
-        if winmode is not None:
-            return self.load_library(name, winmode, origin=origin)
-        flags = LOAD_LIBRARY_SEARCH_DEFAULT_DIRS
-        if "/" in name or "\\" in name:
-            if not winpath.is_absolute(name):
-                name = winpath.join(self.process.cwd, name)
-            flags |= LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR
-        return self.load_library(name, flags, origin=origin)
-
-    def torch_load_dll_libraries(self, torch_lib: str, dlls: Optional[list[str]],
-                                 extra_dirs: list[str]) -> list[CallResult]:
-        """torch/__init__.py _load_dll_libraries: add_dll_directory on torch\\lib and the other
-        folders; preload the VC++ runtime with ctypes; LoadLibraryExW(dll, 0x1100) for every
-        torch\\lib\\*.dll; on 126 put the folders in front of PATH and retry with LoadLibraryW;
-        stop at the first failure (torch raises)."""
-        origin = "import torch (_load_dll_libraries)"
-        folders = [d for d in [torch_lib, *extra_dirs] if self.world.is_dir(d)]
-        out: list[CallResult] = []
-        for d in folders:
-            out.append(self._state_result("AddDllDirectory", d, self.add_dll_directory(d, "torch")))
-        for rt in ("vcruntime140.dll", "msvcp140.dll", "vcruntime140_1.dll"):
-            r = self.ctypes_cdll(rt, None)
-            r.origin = origin + " preload"
-            out.append(r)
-            if r.error:
-                break  # torch prints a VC++ redistributable warning and goes on
-        if dlls is None:
-            names = sorted({winpath.basename(p) for p in self.world.files_in(torch_lib) if p.lower().endswith(".dll")},
-                           key=str.lower)
-        else:
-            names = list(dlls)
-        path_patched = False
-        for n in names:
-            full = winpath.join(torch_lib, n)
-            r = self.load_library(full, 0x1100, origin=origin)
-            out.append(r)
-            if r.error == 0:
-                continue
-            if r.error != 126:
-                break
-            if not path_patched:
-                self.process.path = [*folders, *self.process.path]
-                path_patched = True
-            r2 = self.load_library(full, 0, op="LoadLibraryW", origin=origin + " retry after adding its folders to PATH")
-            out.append(r2)
-            if r2.error:
-                break
-        return out
 
     # --- LoadLibrary ----------------------------------------------------------------------------
     def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:

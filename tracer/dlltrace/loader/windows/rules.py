@@ -386,18 +386,3 @@ def rule_datafile_search_path(process: ProcessState, system: SystemInfo) -> list
             SearchDir(system.system16, "System (SearchPath)"),
             SearchDir(system.windows, "Windows folder (SearchPath)"),
             *rule_path_entries(process)]
-
-
-def rule_python_extension_flags(python_version: str) -> int:
-    """The flags CPython loads an extension module (.pyd) with: since 3.8
-    LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | DLL_LOAD_DIR (0x1100: PATH is not searched);
-    before 3.8 LOAD_WITH_ALTERED_SEARCH_PATH (0x8: the standard order, PATH included, from
-    the .pyd's folder). An unknown version is taken as current."""
-    parts = []
-    for p in python_version.split(" ")[0].split(".")[:2]:
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    if len(parts) == 2 and tuple(parts) < (3, 8):
-        return LOAD_WITH_ALTERED_SEARCH_PATH
-    return LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR

@@ -1,0 +1,76 @@
+"""One test per rule of the Python layer over the loader (emulate/python.py): CPython's extension
+imports, ctypes.CDLL and torch's _load_dll_libraries, named after the rule, as tests/test_rules.py
+does for the loader's own rules."""
+
+from __future__ import annotations
+
+from dlltrace.emulate import python as emulate
+from simhelp import run
+
+PYD = "C:\\py\\Lib\\site-packages\\m\\_C.pyd"
+TORCH_LIB = "C:\\py\\Lib\\site-packages\\torch\\lib"
+
+
+def test_rule_python_extension_flags():
+    assert emulate.rule_python_extension_flags("3.7.6") == 0x8
+    assert emulate.rule_python_extension_flags("3.8.10") == 0x1100
+    assert emulate.rule_python_extension_flags("3.12.1 (64-bit)") == 0x1100
+    assert emulate.rule_python_extension_flags("") == 0x1100
+    # the S6 story: the same layout imports on 3.7 (PATH searched) and fails on 3.8
+    files = [{"path": PYD, "imports": ["dep.dll"]}, "C:\\tools\\dep.dll"]
+    call = [{"op": "python_import", "module": "m._C", "path": PYD}]
+    r37 = run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.7.9")[0]
+    assert (r37.error, r37.flags, r37.origin) == (0, 0x8, "import m._C")
+    assert run(files, call, exe="C:\\py\\python.exe", path=["C:\\tools"], python="3.8.10")[0].error == 126
+
+
+def test_rule_ctypes_winmode():
+    assert emulate.rule_ctypes_winmode("b.dll", None) == 0x1000
+    assert emulate.rule_ctypes_winmode("sub\\b.dll", None) == 0x1100
+    assert emulate.rule_ctypes_winmode("C:/x/b.dll", None) == 0x1100
+    assert emulate.rule_ctypes_winmode("b.dll", 0) == 0
+    assert emulate.rule_ctypes_winmode("sub\\b.dll", 0x8) == 0x8  # an int winmode is the flags as they are
+    # winmode None searches DEFAULT_DIRS only: a DLL on PATH is not found; winmode=0 is the standard order
+    files = ["C:\\tools\\b.dll"]
+    r = run(files, [{"op": "ctypes_cdll", "name": "b.dll"}], path=["C:\\tools"])[0]
+    assert (r.error, r.flags, r.origin) == (126, 0x1000, "ctypes.CDLL('b.dll')")
+    r = run(files, [{"op": "ctypes_cdll", "name": "b.dll", "winmode": 0}], path=["C:\\tools"])[0]
+    assert (r.error, r.module_path, r.origin) == (0, "C:\\tools\\b.dll", "ctypes.CDLL('b.dll', winmode=0x0)")
+
+
+def test_rule_ctypes_relative_name():
+    assert emulate.rule_ctypes_relative_name("sub\\b.dll", None, "C:\\work") == "C:\\work\\sub\\b.dll"
+    assert emulate.rule_ctypes_relative_name("b.dll", None, "C:\\work") == "b.dll"
+    assert emulate.rule_ctypes_relative_name("D:\\x\\b.dll", None, "C:\\work") == "D:\\x\\b.dll"
+    assert emulate.rule_ctypes_relative_name("sub\\b.dll", 0, "C:\\work") == "sub\\b.dll"
+    # the name made absolute gives DLL_LOAD_DIR a folder: b.dll's own import is found beside it
+    files = [{"path": "C:\\work\\sub\\b.dll", "imports": ["c.dll"]}, "C:\\work\\sub\\c.dll"]
+    r = run(files, [{"op": "ctypes_cdll", "name": "sub\\b.dll"}], cwd="C:\\work")[0]
+    assert (r.error, r.name, r.module_path) == (0, "C:\\work\\sub\\b.dll", "C:\\work\\sub\\b.dll")
+    assert r.tree.children[0].path == "C:\\work\\sub\\c.dll"
+
+
+def test_rule_torch_retry():
+    assert emulate.rule_torch_retry(126)
+    assert not emulate.rule_torch_retry(193) and not emulate.rule_torch_retry(127)
+    # a.dll needs dep.dll from the current folder: 0x1100 misses it, the LoadLibraryW retry finds it
+    files = [{"path": TORCH_LIB + "\\a.dll", "imports": ["dep.dll"]}, "C:\\work\\dep.dll"]
+    res = run(files, [{"op": "torch_load_dll_libraries", "torch_lib": TORCH_LIB}], exe="C:\\py\\python.exe",
+              cwd="C:\\work", folders=[TORCH_LIB])
+    loads = [r for r in res if r.name == TORCH_LIB + "\\a.dll"]
+    assert [(r.op, r.flags, r.error) for r in loads] == [("LoadLibraryExW", 0x1100, 126), ("LoadLibraryW", 0, 0)]
+    assert loads[1].origin.endswith("retry after adding its folders to PATH")
+    assert res[0].op == "AddDllDirectory" and res[0].name == TORCH_LIB
+    # another error is not retried: the loop ends (torch raises)
+    files = [{"path": TORCH_LIB + "\\a.dll", "machine": "x86"}, TORCH_LIB + "\\b.dll"]
+    res = run(files, [{"op": "torch_load_dll_libraries", "torch_lib": TORCH_LIB}], exe="C:\\py\\python.exe",
+              folders=[TORCH_LIB])
+    assert [(r.name, r.error) for r in res if r.name.startswith(TORCH_LIB + "\\")] == [(TORCH_LIB + "\\a.dll", 193)]
+
+
+def test_os_add_dll_directory_is_add_dll_directory_labelled_as_python():
+    files = ["C:\\libs\\b.dll"]
+    res = run(files, [{"op": "os_add_dll_directory", "path": "C:\\libs"}, {"op": "LoadLibraryExW", "name": "b.dll",
+                                                                          "flags": 0x1000}], folders=["C:\\libs"])
+    assert (res[0].op, res[0].error) == ("os_add_dll_directory", 0)
+    assert res[1].error == 0 and res[1].tree.how == "AddDllDirectory #1 (os.add_dll_directory)"
