@@ -1,4 +1,4 @@
-"""Which failed load is the failure (dlltrace/verdict.py, docs/verdicts.md): one test per rule, named
+"""Which failed load is the failure (dlltrace/report/verdict.py, docs/verdicts.md): one test per rule, named
 after it, on traces written here the way fixtures/traces/handwritten.py writes them (the probes are
 the Windows loader's documented search order, not the model's prediction), and the report's forms
 (text, Markdown, JSON) for each kind of ending. Also: the model's agreement is said per load, with

@@ -1,7 +1,7 @@
 """The loader's rules, one named function each (LOADER.md §1–§4).
 
 Each function is pure: it takes facts and returns a decision. The engine in
-simulator.py applies them in the loader's order. tests/test_rules.py has one test
+engine.py applies them in the loader's order. tests/test_rules.py has one test
 per rule, named after it. Where the sources leave a detail open, the docstring says
 which choice is modelled and why ("undocumented choice").
 """
