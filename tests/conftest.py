@@ -1,15 +1,158 @@
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tracer"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import winetools  # noqa: E402  (needs the paths above)
+
+# ----------------------------------------------------------------------------- summary lines
 # Lines a test wants shown at the end of the run, also with plain `pytest -q` (counts of generated
-# cases run against Wine, ...).
-SUMMARY: list[str] = []
+# cases run against Wine, ...). They live in the session's config.stash, filled through the
+# `summary` fixture: summary[name] = a line, or a function giving it, called when the run ends (so a
+# line built from results counts the tests that ran, in whatever order, with -k too). Printed in the
+# order of SUMMARY_ORDER, then any other name alphabetically: never in test order.
+SUMMARY_KEY = pytest.StashKey[dict]()
+SUMMARY_ORDER = ("wine differential", "real-binary corpus", "process start")
 
 
-def pytest_terminal_summary(terminalreporter):
-    for line in SUMMARY:
+def pytest_configure(config):
+    config.stash[SUMMARY_KEY] = {}
+
+
+@pytest.fixture(scope="session")
+def summary(request) -> dict:
+    return request.config.stash[SUMMARY_KEY]
+
+
+def summary_lines(config) -> list[str]:
+    lines = config.stash.get(SUMMARY_KEY, {})
+    names = sorted(lines, key=lambda n: (SUMMARY_ORDER.index(n) if n in SUMMARY_ORDER else len(SUMMARY_ORDER), n))
+    out = []
+    for name in names:
+        line = lines[name]() if callable(lines[name]) else lines[name]
+        if line:
+            out.append(line)
+    return out
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    for line in summary_lines(config):
         terminalreporter.write_line(line)
+
+
+# ----------------------------------------------------------------------------- the wine marker
+# A test that needs Wine carries @pytest.mark.wine (pyproject.toml). Two checks:
+# - at collection: a test whose fixtures include `wine_prefix` (every fixture that starts Wine
+#   depends on it) must be marked, or the run stops with the list;
+# - while an unmarked test runs: reaching a wine64 binary through tests/winetools.py or
+#   dlltrace.commands.run.find_wine, or the prefix, fails it.
+@pytest.fixture(scope="session")
+def wine_prefix():
+    """The test prefix with its persistent wineserver (winetools.ensure_prefix); skips (fails in
+    CI) without wine64. Fixtures that run Wine depend on it: the collection check finds them."""
+    winetools.require("wine")
+    return winetools.ensure_prefix()
+
+
+def unmarked_wine_tests(items) -> list[str]:
+    return [item.nodeid for item in items
+            if "wine_prefix" in getattr(item, "fixturenames", ()) and item.get_closest_marker("wine") is None]
+
+
+def pytest_collection_modifyitems(config, items):
+    bad = unmarked_wine_tests(items)
+    if bad:
+        raise pytest.UsageError("tests that use Wine (the wine_prefix fixture) lack @pytest.mark.wine:\n  "
+                                + "\n  ".join(bad))
+
+
+def _not_for_unmarked(what: str):
+    pytest.fail(f"this test reaches Wine ({what}) but lacks @pytest.mark.wine", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _wine_only_when_marked(request, monkeypatch):
+    if request.node.get_closest_marker("wine") is not None:
+        yield
+        return
+    # every dlltrace module that holds find_wine (where it is defined and where it is imported);
+    # the modules it has lived in are imported first, since `run` imports its helpers when it runs
+    import importlib
+
+    for home in ("dlltrace.trace.launch", "dlltrace.commands.run"):
+        try:
+            importlib.import_module(home)
+        except ImportError:
+            pass
+    holders = [m for name, m in list(sys.modules.items())
+               if name.split(".")[0] == "dlltrace" and callable(getattr(m, "find_wine", None))]
+    real_find_wine = next((m.find_wine for m in holders if m.find_wine.__module__ == m.__name__),
+                          holders[0].find_wine if holders else (lambda: None))
+    real_wine_binary, real_dlltrace = winetools.wine_binary, winetools.dlltrace
+
+    def find_wine():
+        found = real_find_wine()
+        if found:
+            _not_for_unmarked(f"find_wine() -> {found}")
+        return found
+
+    def wine_binary():
+        found = real_wine_binary()
+        if found:
+            _not_for_unmarked(f"winetools.wine_binary() -> {found}")
+        return found
+
+    def ensure_prefix():
+        _not_for_unmarked("winetools.ensure_prefix()")
+
+    def dlltrace(*argv, **kw):
+        if "--wine" in argv:
+            override = kw.get("DLLTRACE_WINE", os.environ.get("DLLTRACE_WINE"))
+            if (os.path.isfile(override) and os.access(override, os.X_OK)) if override else real_find_wine():
+                _not_for_unmarked("dlltrace run --wine in a child process")
+        return real_dlltrace(*argv, **kw)
+
+    for m in holders:
+        monkeypatch.setattr(m, "find_wine", find_wine)
+    monkeypatch.setattr(winetools, "wine_binary", wine_binary)
+    monkeypatch.setattr(winetools, "ensure_prefix", ensure_prefix)
+    monkeypatch.setattr(winetools, "dlltrace", dlltrace)
+    yield
+
+
+# ----------------------------------------------------------------------------- the CLI, in-process
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"CliResult(returncode={self.returncode!r}, stdout={self.stdout[-500:]!r}, stderr={self.stderr[-500:]!r})"
+
+
+@pytest.fixture
+def dlltrace_cli(capsys, monkeypatch):
+    """dlltrace_cli(*argv, cwd=None, **env) -> CliResult(returncode, stdout, stderr): the `dlltrace`
+    command run in this process (dlltrace.cli.main(argv)), its output taken with capsys, the exit
+    code what main returned or what argparse exited with; cwd and env changed for the call only."""
+    from dlltrace import cli
+
+    def call(*argv: str, cwd=None, **env: str) -> CliResult:
+        capsys.readouterr()
+        with monkeypatch.context() as m:
+            if cwd is not None:
+                m.chdir(cwd)
+            for k, v in env.items():
+                m.setenv(k, v)
+            try:
+                code = cli.main([str(a) for a in argv])
+            except SystemExit as e:  # argparse: --version, --help, a usage error
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return call

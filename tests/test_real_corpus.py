@@ -288,11 +288,8 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
 
 
 # ----------------------------------------------------------------------------- the corpus, once a session
-_STASH = pytest.StashKey[dict]()
-
-
 @pytest.fixture(scope="module")
-def corpus(request, tmp_path_factory):
+def corpus(tmp_path_factory, wine_prefix, summary):
     winetools.require("wine", "mingw64", "mingw32")
     missing = []
     for w in rw.WHEELS.values():
@@ -326,7 +323,7 @@ def corpus(request, tmp_path_factory):
         if not os.environ.get("DLLTRACE_CORPUS_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
     result = {o.name: o for o in outcomes}
-    request.config.stash[_STASH] = {"outcomes": result, "seconds": time.monotonic() - t0, "unpack": t_unpack}
+    summary["real-binary corpus"] = summary_line(result, time.monotonic() - t0, t_unpack)
     return result
 
 
@@ -342,29 +339,11 @@ def _remove_stale(parent: Path, age: float = 6 * 3600) -> None:
             pass
 
 
-def summary_line(stash: dict) -> str:
-    outcomes = stash["outcomes"]
+def summary_line(outcomes: dict, seconds: float, unpack: float) -> str:
+    """outcomes: every situation the corpus fixture ran (all of them, whatever -k selects)."""
     agree = sum(o.agrees for o in outcomes.values())
     return (f"real-binary corpus: {len(outcomes)} situations, {agree} agree with Wine "
-            f"({stash['seconds']:.0f} s in all, {stash['unpack']:.0f} s of it unpacking wheels; {JOBS} at a time)")
-
-
-class _SummaryPlugin:
-    def __init__(self, config):
-        self.config = config
-
-    def pytest_terminal_summary(self, terminalreporter):
-        stash = self.config.stash.get(_STASH, None)
-        if stash:
-            terminalreporter.write_line(summary_line(stash))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _register_summary(request):
-    pm = request.config.pluginmanager
-    if not pm.has_plugin("dlltrace-real-corpus-summary"):
-        pm.register(_SummaryPlugin(request.config), "dlltrace-real-corpus-summary")
-    yield
+            f"({seconds:.0f} s in all, {unpack:.0f} s of it unpacking wheels; {JOBS} at a time)")
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -398,7 +377,7 @@ def test_situation_agrees_with_wine(sit, corpus):
 
 
 @pytest.mark.wine
-def test_corpus_size_and_summary(corpus, request):
+def test_corpus_size_and_summary(corpus, summary):
     fine = [s for s in SITUATIONS if s.loads_fine]
     assert len(SITUATIONS) >= MIN_SITUATIONS and len(fine) >= MIN_FINE and len(SITUATIONS) - len(fine) >= MIN_FAILING
     assert len({s.name for s in SITUATIONS}) == len(SITUATIONS)
@@ -411,7 +390,7 @@ def test_corpus_size_and_summary(corpus, request):
                   f"broken {sorted(o.wine.broken, key=str)}, {len(o.wine.op_mapped)} files mapped")
         for d in o.harness + o.diffs:
             print(f"    - {d}")
-    print(summary_line(request.config.stash[_STASH]))
+    print(summary["real-binary corpus"])
 
 
 # ----------------------------------------------------------------------------- the log parser

@@ -92,7 +92,7 @@ def layout(built: Path, root: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def shim_env():
+def shim_env(wine_prefix):
     winetools.require("wine", "mingw64", "mingw32")
     build_shim()
     built = build_fixtures(winetools.CACHE / "shim-fixtures")

@@ -112,7 +112,7 @@ def test_process_start_matches_wine(shim_env, tmp_path, case):
         assert isinstance(real, dict) and r.stdout.replace("\r\n", "\n") == "top_fn 6\n", r.stderr
 
 
-def test_process_start_random_layouts(shim_env, tmp_path):
+def test_process_start_random_layouts(shim_env, tmp_path, summary):
     """Seeded random layouts of the chain over the program's folder, a subfolder, the current
     folder, two PATH entries in either order and nowhere, with 32-bit copies of the leaf; run
     through the launcher alone (no Python per case). The model must agree with Wine on each."""
@@ -149,8 +149,6 @@ def test_process_start_random_layouts(shim_env, tmp_path):
         assert real == model, (seed, case, files, cwd, path)
         tally["started" if isinstance(real, dict) else "could not start"] += 1
         shutil.rmtree(root, ignore_errors=True)
-    from conftest import SUMMARY
-
-    SUMMARY.append(f"process start (seed {seed}): {n} random layouts, all agree with Wine "
-                   f"({tally['started']} started, {tally['could not start']} could not start)")
+    summary["process start"] = (f"process start (seed {seed}): {n} random layouts, all agree with Wine "
+                                f"({tally['started']} started, {tally['could not start']} could not start)")
     assert all(tally.values())  # both kinds of outcome were exercised

@@ -360,6 +360,7 @@ class WineRun:
     complete: bool  # the host printed END
     returncode: int
     stderr_tail: str
+    repeats: int = 0  # runs repeated because wine printed nothing at all (see run_host)
 
 
 def host_argv(ops) -> list[str]:
@@ -371,13 +372,11 @@ def host_argv(ops) -> list[str]:
     return argv
 
 
-RETRIES = {"count": 0}  # host runs repeated because wine printed nothing at all (see run_host)
-
-
 def run_host(host_win: str, ops, *, timeout: float = 60, attempts: int = 3) -> WineRun:
     """Run loadhost.exe once. A run in which the host printed nothing at all (wine could not
     start it, e.g. the shared wineserver was restarting) is not an outcome: it is repeated,
     up to `attempts` times; a run that printed anything is returned as it is."""
+    repeats = 0
     for attempt in range(attempts):
         r = winetools.run_wine([host_win, *host_argv(ops)], winedebug="+file,+module", timeout=timeout,
                                cwd=tempfile.gettempdir())
@@ -386,12 +385,12 @@ def run_host(host_win: str, ops, *, timeout: float = 60, attempts: int = 3) -> W
         results, end = parse_host_output(out)
         if results or end:
             break
-        RETRIES["count"] += 1
+        repeats += 1
     logs = parse_debug_log(err, len(ops))
     tail = "\n".join(line for line in err.splitlines() if ":err:" in line or ":warn:module" in line)[-3000:]
     if not end:
         tail = (tail + "\n--- stderr tail ---\n" + err[-2000:]).strip()
-    return WineRun(results, logs, end, r.returncode, tail)
+    return WineRun(results, logs, end, r.returncode, tail, repeats)
 
 
 def win_to_unix(winpath: str, drive_c: Path) -> Path:

@@ -1,0 +1,71 @@
+"""What tests/conftest.py does for the other tests.
+
+- The summary lines (the `summary` fixture, config.stash): printed in a fixed order, whatever order
+  the tests that made them ran in; a line given as a function is made when the run ends.
+- The `wine` marker (pyproject.toml) is on every test that needs Wine: a run whose tests use the
+  wine_prefix fixture unmarked stops at collection, and an unmarked test that reaches a wine64
+  binary or the prefix fails."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import winetools
+from conftest import SUMMARY_KEY, summary_lines, unmarked_wine_tests
+
+
+def test_summary_lines_come_in_a_fixed_order_and_functions_are_called_at_the_end():
+    counts = []
+    orders = [["process start", "zz other", "wine differential", "real-binary corpus"],
+              ["real-binary corpus", "wine differential", "zz other", "process start"]]
+    printed = []
+    for order in orders:
+        config = SimpleNamespace(stash={SUMMARY_KEY: {}})
+        for name in order:
+            config.stash[SUMMARY_KEY][name] = (lambda n=name: f"{n}: {len(counts)}") if name == "wine differential" else name
+        counts.append(1)  # a result arriving after the line was registered
+        config.stash[SUMMARY_KEY]["empty"] = lambda: ""  # nothing to say: no line
+        printed.append(summary_lines(config))
+    assert printed[0] == ["wine differential: 1", "real-binary corpus", "process start", "zz other"]
+    assert printed[1] == ["wine differential: 2", "real-binary corpus", "process start", "zz other"]
+
+
+def _item(nodeid, fixtures, marked):
+    return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures,
+                           get_closest_marker=lambda name: object() if marked and name == "wine" else None)
+
+
+def test_collection_check_names_the_unmarked_tests_that_use_the_wine_fixtures():
+    items = [_item("a", ["tmp_path", "wine_prefix"], True), _item("b", ["shim_env", "wine_prefix"], False),
+             _item("c", ["tmp_path"], False)]
+    assert unmarked_wine_tests(items) == ["b"]
+
+
+def test_an_unmarked_test_that_reaches_wine_fails():
+    from dlltrace.trace import launch
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("DLLTRACE_WINE", "/bin/true")  # a wine64 that is "installed" whatever the machine has
+        with pytest.raises(pytest.fail.Exception, match="lacks @pytest.mark.wine"):
+            launch.find_wine()
+        with pytest.raises(pytest.fail.Exception, match="lacks @pytest.mark.wine"):
+            winetools.require("wine")
+    with pytest.raises(pytest.fail.Exception, match="lacks @pytest.mark.wine"):
+        winetools.ensure_prefix()
+
+
+def test_an_unmarked_test_may_look_for_a_wine_that_is_not_there(monkeypatch):
+    from dlltrace.trace import launch
+
+    monkeypatch.setenv("DLLTRACE_WINE", "/no/wine64")
+    assert launch.find_wine() is None
+
+
+@pytest.mark.wine
+def test_a_marked_test_reaches_wine_freely(monkeypatch):
+    from dlltrace.trace import launch
+
+    monkeypatch.setenv("DLLTRACE_WINE", "/bin/true")
+    assert launch.find_wine() == "/bin/true"
