@@ -1,4 +1,8 @@
-"""The dlltrace command as a user runs it: output, exit codes, and one-line errors for bad input."""
+"""The dlltrace command as a user runs it: output, exit codes, and one-line errors for bad input.
+
+The command runs in this process (the dlltrace_cli fixture: dlltrace.cli.main with argv, output
+through capsys); two smoke tests start it as a user does, `python -m dlltrace` and the console
+script."""
 
 from __future__ import annotations
 
@@ -14,13 +18,31 @@ ROOT = Path(__file__).resolve().parent.parent
 S1 = ROOT / "fixtures" / "scenarios" / "s1.toml"
 
 
-def dlltrace(*args, cwd=None):
+def _child(argv: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tracer"))
-    return subprocess.run([sys.executable, "-m", "dlltrace", *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
 
 
-def test_simulate_s1_json_acceptance():
-    r = dlltrace("simulate", str(S1), "--json")
+def test_python_dash_m_dlltrace_smoke():
+    r = _child([sys.executable, "-m", "dlltrace", "simulate", str(S1), "--json"])
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["error"] == 126
+    r = _child([sys.executable, "-m", "dlltrace", "simulate", "--no-such-option"])
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_console_script_smoke():
+    # the `dlltrace` script pip puts next to the interpreter (pyproject.toml: dlltrace.cli:entry)
+    script = Path(sys.executable).parent / ("dlltrace.exe" if os.name == "nt" else "dlltrace")
+    assert script.is_file(), f"{script}: the package is not installed in this environment (tools/setup.sh --tests)"
+    r = _child([str(script), "--version"])
+    assert r.returncode == 0 and r.stdout.startswith("dlltrace "), r.stderr
+    r = _child([str(script), "simulate", str(S1)])
+    assert r.returncode == 0 and "cublas64_12.dll was not found" in r.stdout, r.stderr
+
+
+def test_simulate_s1_json_acceptance(dlltrace_cli):
+    r = dlltrace_cli("simulate", str(S1), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["format"], doc["version"], doc["error"]) == ("dlltrace-simulate", 1, 126)
@@ -35,18 +57,18 @@ def test_simulate_s1_json_acceptance():
     assert [c["rule"] for c in call["candidates"]] == ["DLL_LOAD_DIR of ctranslate2.pyd", "APPLICATION_DIR", "SYSTEM32"]
 
 
-def test_simulate_json_matches_its_schema():
+def test_simulate_json_matches_its_schema(dlltrace_cli):
     import jsonschema
 
     schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "result-v1.json").read_text())
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
-        r = dlltrace("simulate", str(s), "--json")
+        r = dlltrace_cli("simulate", str(s), "--json")
         assert r.returncode == 0, r.stderr
         jsonschema.validate(json.loads(r.stdout), schema)
 
 
-def test_simulate_text_names_leaf_first():
-    r = dlltrace("simulate", str(S1))
+def test_simulate_text_names_leaf_first(dlltrace_cli):
+    r = dlltrace_cli("simulate", str(S1))
     assert r.returncode == 0
     lines = [l for l in r.stdout.splitlines() if "✗" in l]
     assert lines[0].strip() == "✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd"
@@ -73,11 +95,11 @@ BAD = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_simulate_bad_scenario_is_one_line_exit_2(tmp_path, name):
+def test_simulate_bad_scenario_is_one_line_exit_2(tmp_path, name, dlltrace_cli):
     text, message = BAD[name]
     f = tmp_path / name
     f.write_text(text)
-    r = dlltrace("simulate", str(f))
+    r = dlltrace_cli("simulate", str(f))
     assert r.returncode == 2
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
@@ -86,27 +108,27 @@ def test_simulate_bad_scenario_is_one_line_exit_2(tmp_path, name):
     assert message in lines[0]
 
 
-def test_simulate_missing_file_exit_2(tmp_path):
-    r = dlltrace("simulate", str(tmp_path / "nope.toml"))
+def test_simulate_missing_file_exit_2(tmp_path, dlltrace_cli):
+    r = dlltrace_cli("simulate", str(tmp_path / "nope.toml"))
     assert (r.returncode, r.stderr.strip()) == (2, f"dlltrace: {tmp_path / 'nope.toml'}: no such file")
 
 
-def test_simulate_folder_exit_2(tmp_path):
-    r = dlltrace("simulate", str(tmp_path))
+def test_simulate_folder_exit_2(tmp_path, dlltrace_cli):
+    r = dlltrace_cli("simulate", str(tmp_path))
     assert r.returncode == 2 and "is a folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_no_arguments_prints_usage():
-    r = dlltrace()
+def test_no_arguments_prints_usage(dlltrace_cli):
+    r = dlltrace_cli()
     assert r.returncode == 2 and "usage:" in r.stderr
 
 
-def test_version():
-    r = dlltrace("--version")
+def test_version(dlltrace_cli):
+    r = dlltrace_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
 
 
-def test_example_command_runs():
-    r = dlltrace("simulate", "--example")
+def test_example_command_runs(dlltrace_cli):
+    r = dlltrace_cli("simulate", "--example")
     assert r.returncode == 0
     assert "cublas64_12.dll was not found" in r.stdout

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,6 @@ from dlltrace import cli, errors
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "fixtures" / "traces"
-
-
-def run_report(*argv: str) -> subprocess.CompletedProcess:
-    import os
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    return subprocess.run([sys.executable, "-m", "dlltrace", "report", *argv], env=env, capture_output=True,
-                          text=True, timeout=60)
 
 
 def report(capsys, path, *extra: str) -> str:
@@ -163,23 +153,23 @@ HEADER = '{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","create
     (HEADER, errors.EXIT_BAD_TRACE, "the trace holds no traced process"),
     (None, errors.EXIT_USAGE, "no such file"),
 ])
-def test_bad_input_is_one_line_with_a_distinct_code(tmp_path, content, code, needle):
+def test_bad_input_is_one_line_with_a_distinct_code(tmp_path, content, code, needle, dlltrace_cli):
     p = tmp_path / "bad.jsonl"
     if content is not None:
         p.write_text(content, encoding="utf-8")
-    r = run_report(str(p))
+    r = dlltrace_cli("report", p)
     assert r.returncode == code, r.stderr
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"dlltrace: {p}: ") and needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_truncated_last_line_warns_and_reports_the_rest(tmp_path):
+def test_truncated_last_line_warns_and_reports_the_rest(tmp_path, dlltrace_cli):
     data = (TRACES / "s6.jsonl").read_bytes()
     p = tmp_path / "cut.jsonl"
     p.write_bytes(data[:-40])  # the last file fact, cut mid-line
     n = data[:-40].count(b"\n") + 1
-    r = run_report(str(p))
+    r = dlltrace_cli("report", p)
     assert r.returncode == errors.EXIT_BAD_TRACE, r.stderr  # damaged: its own code, but still reported
     assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n"
     assert "✗ mylib.dll was not found — it is needed by _C.cp38-win_amd64.pyd" in r.stdout
@@ -195,7 +185,7 @@ def _damage(lines: list[str], index: int, **changes) -> None:
     lines[index] = json.dumps(e)
 
 
-def test_damaged_events_are_named_by_line_and_the_rest_is_reported(tmp_path):
+def test_damaged_events_are_named_by_line_and_the_rest_is_reported(tmp_path, dlltrace_cli):
     """An event without a field the reader needs is skipped; a field of the wrong type is read as
     absent (never a traceback further on); each is one line naming the file and line; what is
     readable is still reported, and the exit code says the trace was damaged."""
@@ -212,7 +202,7 @@ def test_damaged_events_are_named_by_line_and_the_rest_is_reported(tmp_path):
     p = tmp_path / "damaged.jsonl"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    r = run_report(str(p))
+    r = dlltrace_cli("report", p)
     assert r.returncode == errors.EXIT_BAD_TRACE and "Traceback" not in r.stderr
     n = {i: i + 1 + (i >= begin) for i in range(len(lines))}  # file line numbers after the insertion
     assert r.stderr.splitlines() == [f"dlltrace: warning: {p}: line {ln}: {what}" for ln, what in [
@@ -229,12 +219,12 @@ def test_damaged_events_are_named_by_line_and_the_rest_is_reported(tmp_path):
     assert "✗ cublas64_12.dll was not found" in r.stdout  # S1's verdict, from what could be read
 
 
-def test_a_badly_damaged_trace_does_not_bury_the_report(tmp_path):
+def test_a_badly_damaged_trace_does_not_bury_the_report(tmp_path, dlltrace_cli):
     lines = (TRACES / "s6.jsonl").read_text(encoding="utf-8").splitlines()
     lines[2:2] = ['{"ev": "probe", "seq": 1, "pid": 1}'] * 25
     p = tmp_path / "many.jsonl"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = run_report(str(p))
+    r = dlltrace_cli("report", p)
     err = r.stderr.splitlines()
     assert r.returncode == errors.EXIT_BAD_TRACE and len(err) == 11
     assert err[-1] == f"dlltrace: warning: {p}: 15 more damaged lines or fields not shown"

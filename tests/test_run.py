@@ -130,12 +130,16 @@ def test_holds_a_pipe(tmp_path):
 @pytest.mark.parametrize("argv, env, code, text", [
     (["run"], {}, errors.EXIT_NO_COMMAND, "no command given"),
     (["run", "--"], {}, errors.EXIT_NO_COMMAND, "no command given"),
-    (["run", "--wine", "--", "/no/such/prog.exe"], {}, errors.EXIT_NO_COMMAND, "command not found: /no/such/prog.exe"),
+    # the --wine check comes first: past it only with wine64 installed
+    pytest.param(["run", "--wine", "--", "/no/such/prog.exe"], {}, errors.EXIT_NO_COMMAND,
+                 "command not found: /no/such/prog.exe", marks=pytest.mark.wine, id="wine-command-not-found"),
     (["run", "--wine", "--", "x.exe"], {"DLLTRACE_WINE": "/no/wine64"}, errors.EXIT_NO_WINE, "wine64 is not installed"),
     (["ls", "-l"], {}, errors.EXIT_UNSUPPORTED, "not supported yet"),
 ])
-def test_bad_input_one_line_and_distinct_code(argv, env, code, text, tmp_path):
-    r = dlltrace(*argv, cwd=tmp_path, **env)
+def test_bad_input_one_line_and_distinct_code(argv, env, code, text, tmp_path, request, dlltrace_cli):
+    if request.node.get_closest_marker("wine"):
+        winetools.require("wine")
+    r = dlltrace_cli(*argv, cwd=tmp_path, **env)
     assert r.returncode == code
     assert r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1 and text in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []  # no trace left behind for input errors
