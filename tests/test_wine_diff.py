@@ -230,7 +230,7 @@ def test_generator_is_deterministic_and_covers_the_shapes():
     # the host of the hosted contract is compared (its probes), also for a direct load of a contract
     assert all("ucrtbase.dll" in c.dll_names() for c in api_cases)
     assert all({n.lower() + ".dll" for n in c.api_names.values()} <= c.dll_names() for c in api_cases)
-    assert "ucrtbase.dll" in MINIMAL["api-set-direct-load-host-from-system32"][0].dll_names()
+    assert "ucrtbase.dll" in MINIMAL["rule_api_set_host_search-direct-load-from-system32"][0].dll_names()
     assert "ucrtbase.dll" not in CASES[[c.api for c in CASES].index(None)].dll_names()
     # names are unique per case and have the placeholder's length
     all_names = [n for c in CASES for n in c.names.values()]
@@ -382,24 +382,25 @@ def manual_case(ident, index, files, cwd, path, ops, api=None):
 
 
 # The differences this test once found between Wine and the model, each now modelled
-# (docs/wine-profile.md), as minimal cases: rule -> (case, what Wine does: [(op index, error,
-# folder key of the module or None)][, {op index: (role, folders it opened)}]). Wine's side is
-# asserted strictly (a different Wine would show here first), then the model must agree exactly.
+# (docs/wine-profile.md), as minimal cases: name (see MINIMAL) -> (case, what Wine does: [(op
+# index, error, folder key of the module or None)][, {op index: (role, folders it opened)}]).
+# Wine's side is asserted strictly (a different Wine would show here first), then the model must
+# agree exactly.
 MODELLED = {
-    "wine-empty-dll-directory-keeps-cwd": (
+    "rule_standard_order": (
         # the leaf is only in the current folder; SetDllDirectoryW("") then LoadLibraryW(bare)
         manual_case("empty-dll-dir", 9101, [("f1", "l", "ok")], "f1", [],
                     [("setdlldir-empty",), ("loadw", "{l}.dll")]),
         [(2, 0, None), (3, 0, "f1")]),
-    "wine-import-failure-is-126": (
+    "rule_import_failure_error": (
         # mid loaded by full path imports the leaf, found only as an x86 build next to it
         manual_case("import-x86", 9102, [("f1", "m", "ok"), ("f1", "l", "x86")], "app", [],
                     [("load", "{f1}\\{m}.dll", "0x8")]),
         [(2, 126, None)]),
-    "default-dirs-reject-dll-load-dir": (
+    "rule_set_default_dirs_valid": (
         manual_case("default-0x1100", 9103, [], "app", [], [("setdefault", "0x1100")]),
         [(2, 87, None)]),
-    "wine-altered-search-path-with-default-dirs": (
+    "rule_effective_search_flags": (
         # SetDefaultDllDirectories(SYSTEM32); mid and leaf side by side in f1; 0x8 by full
         # path loads (the leaf is found in the DLL's folder), 0x8 with a bare name is 87
         manual_case("altered-default", 9104, [("f1", "m", "ok"), ("f1", "l", "ok")], "app", [],
@@ -410,13 +411,13 @@ MODELLED = {
         manual_case("free-deps", 9105, [("f1", "m", "ok"), ("f1", "l", "ok")], "app", [],
                     [("load", "{f1}\\{m}.dll", "0x8"), ("free", "{m}.dll"), ("loadw", "{l}.dll")]),
         [(2, 0, "f1"), (3, 0, None), (4, 126, None)]),
-    "wine-datafile-uses-searchpath": (
+    "rule_datafile_search_path": (
         # a data file only in an AddDllDirectory folder (0x1002) is not found, error 2; an x86
         # data file by full path is opened twice (the loader's search, then SearchPathW's file)
         manual_case("datafile", 9106, [("f1", "l", "ok"), ("f2", "l", "x86")], "app", [],
                     [("adddir", "{f1}"), ("load", "{l}.dll", "0x1002"), ("load", "{f2}\\{l}.dll", "0x2")]),
         [(3, 2, None), (4, 0, "f2")]),
-    "wine-altered-search-path-relative-name": (
+    "rule_altered_relative_name": (
         # cwd f1; LoadLibraryExW("sub\\l.dll", 0x8): Wine searches `sub` (cwd-relative) first,
         # so it takes f1\sub\sub\l.dll; the model takes f1\sub\l.dll (the current-folder entry)
         manual_case("altered-relative", 9107, [("f1\\sub", "l", "ok"), ("f1\\sub\\sub", "l", "ok")], "f1", [],
@@ -428,13 +429,13 @@ MODELLED = {
         manual_case("kept-uninit", 9108, [("f1", "w", "ok"), ("f1", "l", "initfail")], "app", [],
                     [("load", "{f1}\\{w}.dll", "0x8"), ("loadw", "{l}.dll")]),
         [(2, 126, None), (3, 1114, None)]),
-    "wine-init-failure-unloads-dependencies": (
+    "rule_failed_load_keeps_loaded_dependencies": (
         # two (rev) imports the extra DLL (loads) then the leaf (DllMain FALSE): 1114, and Wine
         # unloads the extra DLL too, so a bare load of it searches (and fails: f1 is not searched)
         manual_case("init-unload", 9109, [("f1", "w", "rev"), ("f1", "x", "ok"), ("f1", "l", "initfail")], "app", [],
                     [("load", "{f1}\\{w}.dll", "0x8"), ("loadw", "{x}.dll")]),
         [(2, 1114, None), (3, 126, None)]),
-    "wine-loaded-candidate-not-opened": (
+    "rule_loaded_candidate_not_opened": (
         # `sub\\l.dll` loaded from app\sub, then the same call again: Wine opens nothing (the
         # candidate's full name is a loaded module), the model probes app\sub\l.dll again
         manual_case("loaded-candidate", 9110, [("app\\sub", "l", "ok")], "app", [],
@@ -488,7 +489,7 @@ def _expected_folders(case, folders) -> list:
 
 
 AGREE = {
-    "remove-dll-directory": (
+    "rule_user_dirs_most_recent_first": (
         # the removed folder (most recently added, so searched first) is no longer searched
         manual_case("rmdir", 9201, [("f1", "l", "ok"), ("f2", "l", "ok")], "app", [],
                     [("adddir", "{f1}"), ("adddir", "{f2}"), ("rmdir", "{f2}"), ("load", "{l}.dll", "0x1000")]),
@@ -498,13 +499,13 @@ AGREE = {
         manual_case("relative", 9202, [("f2\\sub", "l", "ok")], "f1", ["f2"], [("loadw", "sub\\{l}.dll")]),
         [(2, 0, "f2\\sub")], {2: ("l", ["{app}\\sub", lay.SYS32 + "\\sub", lay.WINDIR + "\\system\\sub",
                                            lay.WINDIR + "\\sub", "{f1}\\sub", "f2\\sub"])}),
-    "imports-go-on-after-failure": (
+    "rule_imports_stop_at_first_failure": (
         # two (rev) imports the missing extra DLL first, then the leaf: the leaf is still probed
         # and loaded, and stays loaded: the retry and a bare load of the leaf do not probe for it
         manual_case("two-rev", 9203, [("f1", "w", "rev"), ("f1", "l", "ok")], "app", [],
                     [("load", "{f1}\\{w}.dll", "0x8"), ("load", "{f1}\\{w}.dll", "0x8"), ("loadw", "{l}.dll")]),
         [(2, 126, None), (3, 126, None), (4, 0, "f1")], {2: ("l", ["f1"]), 3: ("l", []), 4: ("l", [])}),
-    "dont-resolve-skips-imports": (
+    "rule_dont_resolve_references": (
         # DONT_RESOLVE_DLL_REFERENCES: mid loads without its (missing) leaf and is listed, so a
         # normal load of it is answered by the loaded-module rule; the leaf is still missing
         manual_case("no-refs", 9204, [("f1", "m", "ok")], "app", [],
@@ -530,19 +531,19 @@ CRT = "api-ms-win-crt-string-l1-1-0"
 ABSENT = "api-ms-win-dt-{a}-l1-1-0"
 LEGACY = "api-ms-win-deprecated-apis-legacy-l1-1-0"
 API_SETS = {
-    "api-set-hosted": (
+    "rule_api_set_host": (
         # the import binds to ucrtbase.dll (probed in f1, then found in System32); a
         # LoadLibraryW of the contract name gives ucrtbase.dll, already loaded
         manual_case("api-hosted", 9301, [("f1", "l", "api")], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", CRT + ".dll")]),
         [(2, 0, "f1"), (3, 0, lay.SYS32)],
         {2: [(CRT + ".dll", []), ("ucrtbase.dll", ["f1", lay.SYS32])], 3: [(CRT + ".dll", []), ("ucrtbase.dll", [])]}),
-    "api-set-direct-load-host-from-system32": (
+    "rule_api_set_host_search-direct-load-from-system32": (
         # LoadLibraryW of the contract name itself: Wine opens <System32>\ucrtbase.dll and no
         # other folder (an import of the contract searches the host on the path, above)
         manual_case("api-direct", 9308, [], "app", [], [("loadw", CRT + ".dll")]),
         [(2, 0, lay.SYS32)], {2: [(CRT + ".dll", []), ("ucrtbase.dll", [lay.SYS32])]}),
-    "api-set-direct-load-ignores-search-path": (
+    "rule_api_set_host_search-direct-load-ignores-search-path": (
         # SetDefaultDllDirectories(APPLICATION_DIR): the search path is the app folder alone,
         # and still LoadLibraryW of the contract loads <System32>\ucrtbase.dll
         manual_case("api-direct-default", 9310, [], "app", [], [("setdefault", "0x200"), ("loadw", CRT + ".dll")]),
@@ -554,29 +555,29 @@ API_SETS = {
                     [("load", "{f1}\\{m}.dll", "0x8"), ("free", "{m}.dll"), ("load", "{f1}\\{l}.dll", "0x8")]),
         [(2, 0, "f1"), (3, 0, None), (4, 0, "f1")],
         {2: ("ucrtbase.dll", ["f1", lay.SYS32]), 4: [("l", ["f1"]), ("ucrtbase.dll", ["f1", lay.SYS32])]}),
-    "api-set-case-and-last-number-ignored": (
+    "rule_api_set_match-case-and-last-number-ignored": (
         manual_case("api-spelled", 9302, [("f1", "l", "api")], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8")], api={"api": "API-MS-WIN-CRT-STRING-L1-1-7"}),
         [(2, 0, "f1")], {2: [("api-ms-win-crt-string-l1-1-7.dll", []), ("ucrtbase.dll", ["f1", lay.SYS32])]}),
-    "api-set-other-minor-version-is-a-file": (
+    "rule_api_set_match-other-minor-version-is-a-file": (
         manual_case("api-minor", 9303, [("f1", "l", "api")], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8")], api={"api": "api-ms-win-crt-string-l1-2-0"}),
         [(2, 126, None)], {2: [("api-ms-win-crt-string-l1-2-0.dll", _STD), ("ucrtbase.dll", [])]}),
-    "api-set-not-in-schema-no-file": (
+    "rule_api_set_match-not-in-schema-no-file": (
         manual_case("api-absent", 9304, [("f1", "l", "apiabs")], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8")]),
         [(2, 126, None)], {2: (ABSENT + ".dll", _STD)}),
-    "api-set-not-in-schema-file-on-path": (
+    "rule_api_set_match-not-in-schema-file-on-path": (
         # found in f2 (PATH) after the standard folders; then bound by name, no probe
         manual_case("api-absent-file", 9305, [("f1", "l", "apiabs"), ("f2", "a", "ok")], "app", ["f2"],
                     [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", ABSENT + ".dll")]),
         [(2, 0, "f1"), (3, 0, "f2")], {2: (ABSENT + ".dll", _STD + ["f2"]), 3: (ABSENT + ".dll", [])}),
-    "api-set-not-in-schema-exact-name": (
+    "rule_api_set_match-not-in-schema-exact-name": (
         # imported as ...-l1-1-3, the file is ...-l1-1-0: not the same file name
         manual_case("api-absent-exact", 9306, [("f1", "l", "apiabs"), ("f1", "a", "ok")], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8")], api={"apiabs": "api-ms-win-dt-{a}-l1-1-3"}),
         [(2, 126, None)], {2: [("api-ms-win-dt-{a}-l1-1-3.dll", _STD), (ABSENT + ".dll", [])]}),
-    "api-set-empty-host": (
+    "rule_api_set_host-empty-host": (
         # a file named like the contract next to the leaf is not opened; nor by LoadLibraryW
         manual_case("api-nohost", 9307, [("f1", "l", "apinohost"), ("f1", "a", "ok", LEGACY)], "app", [],
                     [("load", "{f1}\\{l}.dll", "0x8"), ("loadw", LEGACY + ".dll")]),
@@ -584,8 +585,19 @@ API_SETS = {
 }
 
 
+# Named after the function of dlltrace's loader rules (loader/windows/rules.py) a case checks,
+# `rule_x` or, when several cases check one rule, `rule_x-what`; a case no single rule decides
+# keeps a descriptive name.
 MINIMAL = {**{rule: (case, facts, *probes) if probes else (case, facts, {})
               for rule, (case, facts, *probes) in MODELLED.items()}, **AGREE, **API_SETS}
+
+
+def test_minimal_cases_name_existing_rules():
+    from dlltrace.loader.windows import rules
+
+    named = [n for n in MINIMAL if n.startswith("rule_")]
+    assert len(named) >= 15
+    assert [n for n in named if not callable(getattr(rules, n.split("-")[0], None))] == []
 
 
 def test_wine_api_set_schema(api_sets):
