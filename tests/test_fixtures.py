@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dlltrace import winpath
 from dlltrace.report.scenario import explain_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,10 @@ def test_scenario_verdict(path):
         return
     assert r is not None, "expected a failed load"
     assert r.error == exp["error"]
+    if "call" in exp:  # which load failed: its index among the loads the calls make
+        assert r.index == exp["call"], (r.index, r.name)
+    if "module" in exp:  # and the module that load named
+        assert winpath.same(r.name, exp["module"]), r.name
     if "leaf" in exp:
         assert r.leaf.name == exp["leaf"]
     if "cause" in exp:
