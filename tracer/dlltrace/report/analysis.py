@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.report.verdict import Verdict, key
+from dlltrace.report.verdict import Verdict, judge, key
 from dlltrace.trace.reader import Trace, paused_gc
 from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
 
@@ -67,6 +67,12 @@ def analyse(trace: Trace) -> list[Replayed]:
                 out.append(replay_start(trace, pid, recorded_world(trace, pid)))
     return out
 
+
+
+def judged_incidents(trace: Trace, everything: bool = False) -> tuple[list[Replayed], list[Incident]]:
+    """The trace replayed (analyse) and its incidents, each with its verdict (verdict.judge)."""
+    replays = analyse(trace)
+    return replays, incidents(replays, everything, judge(trace, replays))
 
 def api_set_source(trace: Trace) -> str:
     """Where the replay's API sets came from (apisets.SOURCE_TEXT keys): "trace" when every traced

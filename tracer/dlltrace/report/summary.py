@@ -5,27 +5,24 @@ from __future__ import annotations
 
 import json
 
-from dlltrace.report.analysis import analyse, incidents
+from dlltrace.report.analysis import judged_incidents
 from dlltrace.report.json import json_report
 from dlltrace.report.markdown import markdown_report
 from dlltrace.report.text import text_report
-from dlltrace.report.verdict import judge
 from dlltrace.trace.reader import Trace, paused_gc, warning_lines
 
 
 def summarize(trace: Trace) -> str:
     """What `dlltrace run` prints at the end: the report of the failed loads, with where the trace
     was saved in its first line (or its only line, when every load succeeded)."""
-    replays = analyse(trace)
-    incs = incidents(replays, verdicts=judge(trace, replays))
+    replays, incs = judged_incidents(trace)
     return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays, saved=True)])
 
 
 def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
     """The report of a trace as text, "markdown" or "json" (what `dlltrace report` prints)."""
     with paused_gc():
-        replays = analyse(trace)
-        incs = incidents(replays, everything, judge(trace, replays))
+        replays, incs = judged_incidents(trace, everything)
         if fmt == "json":
             return json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
         if fmt == "markdown":
