@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_USAGE, DlltraceError
-from dlltrace.report.render import results_dict, text_call
-from dlltrace.report.scenario import explain_scenario
+from dlltrace.report.render import results_dict
+from dlltrace.report.scenario import explain_scenario, scenario_text
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 
@@ -33,15 +33,5 @@ def execute(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    out = []
-    if scenario.description:
-        out.append(scenario.description)
-        out.append("")
-    failed = [r for r in results if r.error and r.tree is not None]
-    for r in results:
-        out.extend(text_call(r, not_searched=notes.get(r.index, "")))
-    out.append("")
-    loads = [r for r in results if r.tree is not None]
-    out.append(f"{len(loads)} load{'s' if len(loads) != 1 else ''} simulated, {len(failed)} failed")
-    print("\n".join(out))
+    print(scenario_text(scenario, results, notes))
     return 0
