@@ -169,7 +169,7 @@ def _dlltrace(*argv, cwd, env_extra=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.wine
-def test_acceptance_wine_trace_reported_from_the_file_alone(shim_env, tmp_path):
+def test_acceptance_wine_trace_reported_from_the_file_alone(shim_env, tmp_path, dlltrace_cli):
     """A trace recorded under Wine of a fixture host loading a DLL whose dependency two levels down is
     missing is reported with that leaf and a chain of length 3, on Linux, from the file alone."""
     import winetools
@@ -184,8 +184,8 @@ def test_acceptance_wine_trace_reported_from_the_file_alone(shim_env, tmp_path):
     shutil.copy2(rec / "t.jsonl", alone / "copy.jsonl")
     shutil.rmtree(rec)
     # no Wine prefix to look at: the report must work from the copied file only
-    r = _dlltrace("report", "--json", "copy.jsonl", cwd=alone,
-                  env_extra={"WINEPREFIX": str(tmp_path / "no-such-prefix"), "HOME": str(tmp_path / "no-home")})
+    r = dlltrace_cli("report", "--json", "copy.jsonl", cwd=alone,
+                     WINEPREFIX=str(tmp_path / "no-such-prefix"), HOME=str(tmp_path / "no-home"))
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     (call,) = rep["calls"]

@@ -129,27 +129,24 @@ def test_failed_createprocess_is_recorded(children_env, tmp_path):
     assert spawn["cmdline"] == "C:\\no\\such.exe x"
 
 
-def test_run_and_report_with_a_child(children_env, tmp_path):
+def test_run_and_report_with_a_child(children_env, tmp_path, dlltrace_cli):
     # `dlltrace run` (which appends the file facts a replay needs) over the parent's own failed load, then
     # a child with another one; the report replays each process
-    def dlltrace(*argv):
-        return winetools.dlltrace(*argv, cwd=tmp_path, LC_ALL="C.UTF-8")
-
-    r = dlltrace("run", "--wine", "-o", "t.jsonl", "--", HOST, "load", w("lib", "missing.dll"), "0",
-                 "spawn", HOST, "load", w("chain", "top.dll"), "0x1100")
+    r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", HOST, "load", w("lib", "missing.dll"), "0",
+                           "spawn", HOST, "load", w("chain", "top.dll"), "0x1100", cwd=tmp_path, LC_ALL="C.UTF-8")
     assert r.returncode == 126, r.stderr
     out = r.stdout.replace("\r\n", "\n").splitlines()
     assert out[:2] == ["load err 126", "load err 126"] and out[2].startswith("spawn pid "), out
     tr = read_trace(tmp_path / "t.jsonl")
     parent, child = tr.pids
-    rep = dlltrace("report", "--json", "t.jsonl")
+    rep = dlltrace_cli("report", "--json", "t.jsonl", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     calls = json.loads(rep.stdout)["calls"]
     assert {(c["pid"], c["name"], c["real_error"]) for c in calls} == {
         (parent, w("lib", "missing.dll"), 126), (child, w("chain", "top.dll"), 126)}
     (child_call,) = [c for c in calls if c["pid"] == child]
     assert child_call["leaf"]["name"] == "leaf.dll" and child_call["chain"] == ["top.dll", "mid.dll", "leaf.dll"]
-    text = dlltrace("report", "t.jsonl")
+    text = dlltrace_cli("report", "t.jsonl", cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "leaf.dll" in text.stdout and "top.dll" in text.stdout and "missing.dll" in text.stdout  # child, parent
     # each verdict says which process it is about
