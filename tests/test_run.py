@@ -84,7 +84,7 @@ def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
 
 
 @pytest.mark.wine
-def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path):
+def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path, dlltrace_cli):
     """needstop.exe imports top.dll, which needs mid.dll, which needs leaf.dll (nowhere): the process
     ends with STATUS_DLL_NOT_FOUND before its entry point, so its shim never starts. The launcher
     records the child's environment, `run` stores the facts of its import tree, and the report
@@ -103,7 +103,7 @@ def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path):
     assert env["exe"].lower() == w("chain", "needstop.exe").lower() and env["modules"] is None
     assert env["cwd"].lower().rstrip("\\") == launch.to_wine_path(tmp_path).lower().rstrip("\\")
 
-    rep = dlltrace("report", "--json", "t.jsonl", cwd=tmp_path, WINEPREFIX=str(tmp_path / "no-such-prefix"))
+    rep = dlltrace_cli("report", "--json", "t.jsonl", cwd=tmp_path, WINEPREFIX=str(tmp_path / "no-such-prefix"))
     assert rep.returncode == 0, rep.stderr
     (call,) = json.loads(rep.stdout)["calls"]
     assert (call["op"], call["error"], call["real_error"]) == ("start", 126, 126)
@@ -178,9 +178,9 @@ SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","crea
 
 
 def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
-    # what `dlltrace run` prints at the end (report.summarize), here for a trace without file facts:
-    # the load the process never returned from is the failure; the one it went past is listed apart
-    # (docs/verdicts.md: it used to count as a second failed load)
+    # what `dlltrace run` prints at the end (report.summary.summarize), here for a trace without file
+    # facts: the load the process never returned from is the failure; the one it went past is listed
+    # apart (docs/verdicts.md)
     from dlltrace.report.summary import summarize
 
     p = tmp_path / "t.jsonl"

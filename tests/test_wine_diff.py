@@ -419,7 +419,7 @@ MODELLED = {
         [(3, 2, None), (4, 0, "f2")]),
     "rule_altered_relative_name": (
         # cwd f1; LoadLibraryExW("sub\\l.dll", 0x8): Wine searches `sub` (cwd-relative) first,
-        # so it takes f1\sub\sub\l.dll; the model takes f1\sub\l.dll (the current-folder entry)
+        # so it takes f1\sub\sub\l.dll, not f1\sub\l.dll (the current-folder entry)
         manual_case("altered-relative", 9107, [("f1\\sub", "l", "ok"), ("f1\\sub\\sub", "l", "ok")], "f1", [],
                     [("load", "sub\\{l}.dll", "0x8")]),
         [(2, 0, "f1\\sub\\sub")]),
@@ -437,7 +437,7 @@ MODELLED = {
         [(2, 1114, None), (3, 126, None)]),
     "rule_loaded_candidate_not_opened": (
         # `sub\\l.dll` loaded from app\sub, then the same call again: Wine opens nothing (the
-        # candidate's full name is a loaded module), the model probes app\sub\l.dll again
+        # candidate's full name is a loaded module)
         manual_case("loaded-candidate", 9110, [("app\\sub", "l", "ok")], "app", [],
                     [("loadw", "sub\\{l}.dll"), ("loadw", "sub\\{l}.dll")]),
         [(2, 0, "app\\sub"), (3, 0, "app\\sub")], {3: ("l", [])}),
@@ -471,9 +471,6 @@ def _run_minimal(pool, api_sets, label, case, wine_facts, wine_probes):
     return run, results, compare(case, run, results)
 
 
-# Hand-written cases for the behaviours the generator's newer shapes cover, where Wine and the
-# model agree: Wine's side is asserted (results, and the probes that make the point), then the
-# model must agree exactly.
 def _opened(case, run, i, role) -> list:
     """The folders in which op i opened the role's DLL (or the file `role` when it is a file
     name), in order: the key of case.folders, or for another folder its winpath.key."""
@@ -488,6 +485,9 @@ def _expected_folders(case, folders) -> list:
     return [f if f in case.folders else winpath.key(f.format(**case.folders)) for f in folders]
 
 
+# Hand-written cases for the behaviours the generator's newer shapes cover, where Wine and the
+# model agree: Wine's side is asserted (results, and the probes that make the point), then the
+# model must agree exactly.
 AGREE = {
     "rule_user_dirs_most_recent_first": (
         # the removed folder (most recently added, so searched first) is no longer searched
