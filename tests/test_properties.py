@@ -207,9 +207,21 @@ def test_scenario_round_trips_through_json(doc):
     assert [key(x) for x in s.run()] == [key(x) for x in again.run()]
 
 
-@SETTINGS
-@given(worlds(preload="always"))
-def test_failed_load_leaves_loaded_modules_as_they_were(doc):
+@st.composite
+def worlds_failing_on_a_last_import(draw):
+    """A dense world whose last load's DLL (every file of its name) imports one or two other
+    names, then a DLL no folder holds: the load fails in the import stage, usually after other
+    imports loaded (under Wine those stay loaded)."""
+    doc = draw(worlds(dense=True))
+    target = winpath.basename(doc["call"][-1]["name"]).lower()
+    others = [n for n in NAMES if n != target]
+    for f in doc["file"]:
+        if winpath.basename(f["path"]).lower() == target:
+            f["imports"] = [*draw(st.lists(st.sampled_from(others), min_size=1, max_size=2, unique=True)), "nowhere.dll"]
+    return doc
+
+
+def check_failed_load_leaves_loaded_modules(doc):
     """Windows: a failed load unloads everything it loaded and gives back every reference it took.
     Wine (rule_failed_load_keeps_loaded_dependencies): after an import-stage failure the
     dependencies that loaded stay listed, not initialized, and keep the references taken; a
@@ -235,6 +247,18 @@ def test_failed_load_leaves_loaded_modules_as_they_were(doc):
     assert [m for m in after if m not in kept] == [b for b, _ in before]
     assert all(m.refcount >= n for m, n in before)
     assert all(not m.initialized for m in kept)
+
+
+@SETTINGS
+@given(worlds(preload="always"))
+def test_failed_load_leaves_loaded_modules_as_they_were(doc):
+    check_failed_load_leaves_loaded_modules(doc)
+
+
+@SETTINGS
+@given(worlds_failing_on_a_last_import())
+def test_a_load_failing_on_its_last_import_unloads_or_keeps_per_profile(doc):
+    check_failed_load_leaves_loaded_modules(doc)
 
 
 @SETTINGS
