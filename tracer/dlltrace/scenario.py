@@ -1,14 +1,17 @@
 """Scenario files: a virtual machine, a process on it, and the calls it makes.
 
 The format is documented in docs/scenarios.md with a JSON Schema in
-schemas/scenario-v1.json. Reading validates everything and raises ScenarioError
-with one line: the file, the place (`file[2].machine`) and the problem.
+schemas/scenario-v1.json. Reading checks the input against that schema first (compiled by
+tracecheck.py, the trace reader's compiler), then the few things a schema cannot say (flag
+bits, a file described twice, the API-set table); any problem raises ScenarioError with one
+line: the file, the place (`file[2].machine`) and the problem.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,18 +19,23 @@ from typing import Any
 from dlltrace import winpath
 from dlltrace.apisets import schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
-from dlltrace.model import KNOWN_FLAGS, MACHINES, FileFacts, Import, PEFacts
-from dlltrace.emulate.python import ALL_OPS, PythonSimulator as Simulator
-from dlltrace.loader.windows.engine import LOAD_OPS, Call
-from dlltrace.worlds.world import CORE_MODULES, PROFILES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
+from dlltrace.model import KNOWN_FLAGS, FileFacts, Import, PEFacts
+from dlltrace.emulate.python import PythonSimulator as Simulator
+from dlltrace.loader.windows.engine import Call
+from dlltrace.tracecheck import SCENARIO_SCHEMA_PATH, SchemaError, Validator, json_type, show
+from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
 FORMAT = "dlltrace-scenario"
 VERSION = 1
 
 
 class ScenarioError(DlltraceError):
-    def __init__(self, message: str):
+    """A scenario that cannot be read: one line, exit code 2. `place` is the key it is about
+    (`file[2].machine`; "" for the whole document), when it is about one."""
+
+    def __init__(self, message: str, place: str | None = None):
         super().__init__(message, EXIT_USAGE)
+        self.place = place
 
 
 @dataclass
@@ -58,21 +66,43 @@ class Scenario:
         return copy.deepcopy(self.source)
 
 
-# --- the schema, as code: key -> (type checker, description) -----------------------------------------
-SYSTEM_KEYS = {"windows", "system32", "system16", "machine", "safe_dll_search_mode", "known_dlls",
-               "api_sets", "profile", "version"}
-PROCESS_KEYS = {"exe", "cwd", "path", "dll_directory", "dll_directories", "default_dirs", "loaded",
-                "python", "env", "machine"}
-FILE_KEYS = {"path", "machine", "kind", "imports", "delay_imports", "exports", "export_ordinals",
-             "forwarders", "dependent_load_flags", "version", "linker_version", "dllmain_fails", "is_dll"}
-CALL_KEYS = {"op", "name", "flags", "path", "module", "winmode", "torch_lib", "dlls", "extra_dirs", "label"}
-CALL_NEEDS = {**dict.fromkeys(LOAD_OPS, "name"), "FreeLibrary": "name", "ctypes_cdll": "name",
-              "AddDllDirectory": "path", "RemoveDllDirectory": "path", "os_add_dll_directory": "path",
-              "python_import": "path", "torch_load_dll_libraries": "torch_lib"}  # op -> the key it cannot do without
-TOP_KEYS = {"format", "version", "description", "system", "process", "file", "call", "expect", "folders"}
-EXPECT_KEYS = {"error", "leaf", "cause", "chain", "fix_contains", "call", "module", "found_elsewhere"}
-CAUSES = {"not_found", "missing_export", "missing_ordinal", "bad_machine", "not_pe", "init_failed",
-          "invalid_parameter", "access_denied", "apiset_no_host", None}
+# --- reading: the schema first, then what it cannot say ------------------------------------------------------
+SCHEMA_PATH = SCENARIO_SCHEMA_PATH
+SCHEMA = Validator.from_path(SCHEMA_PATH)
+_WINPATH = "#/$defs/winpath"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def place(path: tuple) -> str:
+    """`file[3].imports[0].ordinals` for ("file", 3, "imports", 0, "ordinals"); a key that is not
+    a plain word is quoted (`process.env["A B"]`), so the place stays one line."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _IDENT.match(part):
+            out += ("." if out else "") + part
+        else:
+            out += "[" + json.dumps(part) + "]"
+    return out
+
+
+def schema_message(err: SchemaError, data: Any) -> tuple[str, str]:
+    """(place, problem) for the first error the schema found in a scenario."""
+    where = place(err.path)
+    if err.keyword == "required" and len(err.path) == 2 and err.path[0] == "call" and err.key != "op":
+        return where, f"{err.value['op']} needs `{err.key}`"
+    if err.keyword == "required" and err.path == ("process",) and err.key == "exe":
+        return where, "needs `exe` (the program's path: its folder is the application folder)"
+    if err.node.where == _WINPATH and type(err.value) is str:
+        # the words winpath uses elsewhere; the pattern and the length are the schema's
+        v = err.value
+        if err.keyword == "maxLength":
+            return where, f"{show(v)} is {len(v)} characters long (a Windows path has at most {err.node.schema['maxLength']})"
+        if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in v):
+            return where, f"{show(v)} has control characters"
+        return where, winpath.check_windows_path(v) or err.message
+    return where, err.message
 
 
 class _Reader:
@@ -80,171 +110,108 @@ class _Reader:
         self.where = where
 
     def fail(self, place: str, problem: str):
-        raise ScenarioError(f"{self.where}: {place}: {problem}" if place else f"{self.where}: {problem}")
+        raise ScenarioError(f"{self.where}: {place}: {problem}" if place else f"{self.where}: {problem}", place)
 
-    def table(self, value, place: str, allowed: set[str]) -> dict:
-        if not isinstance(value, dict):
-            self.fail(place, f"must be a table, not {type(value).__name__}")
-        for k in value:
-            if k not in allowed:
-                self.fail(place, f"unknown key {k!r} (expected one of: {', '.join(sorted(allowed))})")
-        return value
-
-    def string(self, value, place: str) -> str:
-        if not isinstance(value, str):
-            self.fail(place, f"must be a string, not {type(value).__name__}")
-        return value
-
-    def boolean(self, value, place: str) -> bool:
-        if not isinstance(value, bool):
-            self.fail(place, "must be true or false")
-        return value
-
-    def integer(self, value, place: str) -> int:
-        if isinstance(value, bool):
-            self.fail(place, "must be a number")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value, 0)
-            except ValueError:
-                pass
-        self.fail(place, f"must be a number (like 4352 or \"0x1100\"), not {value!r}")
+    @staticmethod
+    def integer(value) -> int:
+        """A number the schema let through: an int, or a string int(s, 0) reads."""
+        return value if type(value) is int else int(value, 0)
 
     def flags(self, value, place: str) -> int:
-        n = self.integer(value, place)
-        if n < 0 or n & ~KNOWN_FLAGS:
-            self.fail(place, f"{value!r} has bits that are not LoadLibraryEx flags")
+        n = self.integer(value)
+        if n & ~KNOWN_FLAGS:
+            self.fail(place, f"{show(value)} has bits that are not LoadLibraryEx flags")
         return n
 
-    def winpath(self, value, place: str, *, empty_ok: bool = False) -> str:
-        s = self.string(value, place)
-        if empty_ok and s == "":
-            return s
-        why = winpath.check_windows_path(s)
-        if why:
-            self.fail(place, why)
-        return winpath.normalize(s)
-
-    def strings(self, value, place: str) -> list[str]:
-        if not isinstance(value, list):
-            self.fail(place, "must be a list")
-        return [self.string(v, f"{place}[{i}]") for i, v in enumerate(value)]
-
-    def machine(self, value, place: str) -> str:
-        s = self.string(value, place)
-        if s not in MACHINES:
-            self.fail(place, f"{s!r} is not a machine ({', '.join(MACHINES)})")
-        return s
-
-    def imports(self, value, place: str) -> tuple[Import, ...]:
-        if not isinstance(value, list):
-            self.fail(place, "must be a list")
-        out = []
-        for i, v in enumerate(value):
-            p = f"{place}[{i}]"
-            if isinstance(v, str):
-                out.append(Import(v))
-                continue
-            t = self.table(v, p, {"dll", "names", "ordinals"})
-            if "dll" not in t:
-                self.fail(p, "needs `dll`")
-            out.append(Import(self.string(t["dll"], p + ".dll"),
-                              tuple(self.strings(t.get("names", []), p + ".names")),
-                              tuple(self.integer(o, f"{p}.ordinals[{j}]") for j, o in enumerate(t.get("ordinals", [])))))
-        return tuple(out)
+    def imports(self, value: list) -> tuple[Import, ...]:
+        return tuple(Import(v) if isinstance(v, str) else
+                     Import(v["dll"], tuple(v.get("names", ())), tuple(self.integer(o) for o in v.get("ordinals", ())))
+                     for v in value)
 
 
 def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
+    """Check `data` against schemas/scenario-v1.json, then the few things a schema cannot say
+    (flag bits, a file named twice, the API-set table's shape), and build the scenario. Every
+    problem is a ScenarioError of one line: `where: place: problem`."""
     r = _Reader(where)
-    top = r.table(data, "", TOP_KEYS)
-    if "format" in top and top["format"] != FORMAT:
+    if not isinstance(data, dict):
+        r.fail("", f"must be a table, not {json_type(data)}")
+    # format and version first: a file of a later version is refused as such, whatever its keys
+    if "format" in data and data["format"] != FORMAT:
         r.fail("format", f"must be {FORMAT!r}")
-    if "version" in top and top["version"] != VERSION:
-        r.fail("version", f"version {top['version']!r} is not supported (this dlltrace reads version {VERSION})")
+    if "version" in data and data["version"] != VERSION:
+        r.fail("version", f"version {show(data['version'])} is not supported (this dlltrace reads version {VERSION})")
+    err = SCHEMA.first_error(data)
+    if err is not None:
+        r.fail(*schema_message(err, data))
+    top = data
 
-    sysd = r.table(top.get("system", {}), "system", SYSTEM_KEYS)
-    profile = r.string(sysd.get("profile", "windows"), "system.profile")
-    if profile not in PROFILES:
-        r.fail("system.profile", f"{profile!r} is not a profile ({', '.join(PROFILES)})")
+    sysd = top.get("system", {})
+    profile = sysd.get("profile", "windows")
     api = sysd.get("api_sets")
     api_schema = None
     if api is not None:
-        if not isinstance(api, dict):
-            r.fail("system.api_sets", "must be a table of contract = host")
         try:
             api_schema = schema_from_sets(api, "scenario")
         except ValueError as e:
             r.fail("system.api_sets", str(e))
     system = SystemInfo(
-        windows=r.winpath(sysd.get("windows", "C:\\Windows"), "system.windows"),
-        system32=r.winpath(sysd["system32"], "system.system32") if "system32" in sysd else "",
-        system16=r.winpath(sysd["system16"], "system.system16") if "system16" in sysd else "",
-        machine=r.machine(sysd.get("machine", "x64"), "system.machine"),
-        safe_dll_search_mode=r.boolean(sysd.get("safe_dll_search_mode", True), "system.safe_dll_search_mode"),
+        windows=winpath.normalize(sysd.get("windows", "C:\\Windows")),
+        system32=winpath.normalize(sysd["system32"]) if "system32" in sysd else "",
+        system16=winpath.normalize(sysd["system16"]) if "system16" in sysd else "",
+        machine=sysd.get("machine", "x64"),
+        safe_dll_search_mode=sysd.get("safe_dll_search_mode", True),
         **({"api_sets": api_schema} if api_schema is not None else {}),
         profile=profile,
-        version=r.string(sysd.get("version", ""), "system.version"),
-        **({"known_dlls": tuple(r.strings(sysd["known_dlls"], "system.known_dlls"))} if "known_dlls" in sysd else {}),
+        version=sysd.get("version", ""),
+        **({"known_dlls": tuple(sysd["known_dlls"])} if "known_dlls" in sysd else {}),
     )
 
     files = []
-    raw_files = top.get("file", [])
-    if not isinstance(raw_files, list):
-        r.fail("file", "must be a list of tables ([[file]])")
-    for i, f in enumerate(raw_files):
+    seen: dict[str, int] = {}
+    for i, t in enumerate(top.get("file", [])):
         p = f"file[{i}]"
-        t = r.table(f, p, FILE_KEYS)
-        if "path" not in t:
-            r.fail(p, "needs `path`")
-        kind = r.string(t.get("kind", "pe"), p + ".kind")
-        if kind not in ("pe", "not_pe", "access_denied"):
-            r.fail(p + ".kind", f"{kind!r} is not one of pe, not_pe, access_denied")
-        fw = t.get("forwarders", {})
-        if not isinstance(fw, dict):
-            r.fail(p + ".forwarders", "must be a table of export = \"target.function\"")
+        path = winpath.normalize(t["path"])
+        k = winpath.key(path)
+        if k in seen:
+            prev = top["file"][seen[k]]["path"]
+            r.fail(p + ".path", f"{show(t['path'])} is described twice (file[{seen[k]}] too)" if prev == t["path"] else
+                   f"{show(t['path'])} is file[{seen[k]}] ({show(prev)}) again (the same file on Windows: case, . and .. do not matter)")
+        seen[k] = i
+        kind = t.get("kind", "pe")
         pe = PEFacts(
-            machine=r.machine(t.get("machine", system.machine), p + ".machine"),
-            is_dll=r.boolean(t.get("is_dll", True), p + ".is_dll"),
-            imports=r.imports(t.get("imports", []), p + ".imports"),
-            delay_imports=r.imports(t.get("delay_imports", []), p + ".delay_imports"),
-            exports=frozenset(r.strings(t.get("exports", []), p + ".exports")),
-            export_ordinals=frozenset(r.integer(o, f"{p}.export_ordinals[{j}]")
-                                      for j, o in enumerate(t.get("export_ordinals", []))),
-            forwarders={k: r.string(v, f"{p}.forwarders.{k}") for k, v in fw.items()},
+            machine=t.get("machine", system.machine),
+            is_dll=t.get("is_dll", True),
+            imports=r.imports(t.get("imports", [])),
+            delay_imports=r.imports(t.get("delay_imports", [])),
+            exports=frozenset(t.get("exports", [])),
+            export_ordinals=frozenset(r.integer(o) for o in t.get("export_ordinals", [])),
+            forwarders=dict(t.get("forwarders", {})),
             dependent_load_flags=r.flags(t.get("dependent_load_flags", 0), p + ".dependent_load_flags"),
-            file_version=r.string(t["version"], p + ".version") if "version" in t else None,
-            linker_version=r.string(t["linker_version"], p + ".linker_version") if "linker_version" in t else None,
+            file_version=t.get("version"),
+            linker_version=t.get("linker_version"),
         )
         files.append(FileFacts(
-            path=r.winpath(t["path"], p + ".path"),
+            path=path,
             pe=pe if kind == "pe" else None,
             error=None if kind == "pe" else kind,
-            dllmain_fails=r.boolean(t.get("dllmain_fails", False), p + ".dllmain_fails"),
+            dllmain_fails=t.get("dllmain_fails", False),
         ))
-    folders = [r.winpath(d, f"folders[{i}]") for i, d in enumerate(r.strings(top.get("folders", []), "folders"))]
+    folders = [winpath.normalize(d) for d in top.get("folders", [])]
 
-    prd = r.table(top.get("process", {}), "process", PROCESS_KEYS)
-    if "exe" not in prd:
-        r.fail("process", "needs `exe` (the program's path: its folder is the application folder)")
-    env = prd.get("env", {})
-    if not isinstance(env, dict):
-        r.fail("process.env", "must be a table")
+    prd = top["process"]
     process = ProcessState(
-        exe=r.winpath(prd["exe"], "process.exe"),
-        cwd=r.winpath(prd["cwd"], "process.cwd") if "cwd" in prd else "",
-        path=[r.winpath(d, f"process.path[{i}]") for i, d in enumerate(r.strings(prd.get("path", []), "process.path"))],
-        dll_directory=(r.winpath(prd["dll_directory"], "process.dll_directory", empty_ok=True)
-                       if "dll_directory" in prd else None),
-        dll_directories=[(r.winpath(d, f"process.dll_directories[{i}]"), "")
-                         for i, d in enumerate(r.strings(prd.get("dll_directories", []), "process.dll_directories"))],
+        exe=winpath.normalize(prd["exe"]),
+        cwd=winpath.normalize(prd["cwd"]) if "cwd" in prd else "",
+        path=[winpath.normalize(d) for d in prd.get("path", [])],
+        dll_directory=(winpath.normalize(prd["dll_directory"]) if prd["dll_directory"] else "") if "dll_directory" in prd else None,
+        dll_directories=[(winpath.normalize(d), "") for d in prd.get("dll_directories", [])],
         default_dirs=r.flags(prd["default_dirs"], "process.default_dirs") if "default_dirs" in prd else None,
-        machine=r.machine(prd.get("machine", system.machine), "process.machine"),
-        python=r.string(prd.get("python", ""), "process.python"),
-        env={r.string(k, "process.env"): r.string(v, f"process.env.{k}") for k, v in env.items()},
+        machine=prd.get("machine", system.machine),
+        python=prd.get("python", ""),
+        env=dict(prd.get("env", {})),
     )
-    loaded = [r.winpath(d, f"process.loaded[{i}]") for i, d in enumerate(r.strings(prd.get("loaded", []), "process.loaded"))]
+    loaded = [winpath.normalize(d) for d in prd.get("loaded", [])]
     names = {winpath.basename(p).lower() for p in loaded}
     core = [winpath.join(system.system32, n) for n in CORE_MODULES if n not in names]
     for p in core + loaded:
@@ -252,45 +219,29 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
     world = VirtualWorld(system, files, folders + [process.app_dir, process.cwd])
 
     calls = []
-    raw_calls = top.get("call", [])
-    if not isinstance(raw_calls, list):
-        r.fail("call", "must be a list of tables ([[call]])")
-    for i, c in enumerate(raw_calls):
+    for i, t in enumerate(top.get("call", [])):
         p = f"call[{i}]"
-        t = r.table(c, p, CALL_KEYS)
-        op = r.string(t.get("op", ""), p + ".op")
-        if op not in ALL_OPS:
-            r.fail(p + ".op", f"{op!r} is not a known call ({', '.join(ALL_OPS)})")
+        op = t["op"]
         call = Call(op=op)
         if "name" in t:
-            call.name = r.string(t["name"], p + ".name")
-            if not call.name:
-                r.fail(p + ".name", "is empty")
+            call.name = t["name"]
         if "flags" in t:
             call.flags = r.flags(t["flags"], p + ".flags")
         if "path" in t:
-            call.path = r.winpath(t["path"], p + ".path", empty_ok=(op == "SetDllDirectory"))
+            call.path = winpath.normalize(t["path"]) if t["path"] else ""
         if "winmode" in t:
             call.winmode = r.flags(t["winmode"], p + ".winmode")
-        call.module = r.string(t.get("module", ""), p + ".module")
-        call.label = r.string(t.get("label", ""), p + ".label")
+        call.module = t.get("module", "")
+        call.label = t.get("label", "")
         if "torch_lib" in t:
-            call.torch_lib = r.winpath(t["torch_lib"], p + ".torch_lib")
+            call.torch_lib = winpath.normalize(t["torch_lib"])
         if "dlls" in t:
-            call.dlls = r.strings(t["dlls"], p + ".dlls")
-        call.extra_dirs = [r.winpath(d, f"{p}.extra_dirs[{j}]") for j, d in enumerate(r.strings(t.get("extra_dirs", []), p + ".extra_dirs"))]
-        need = CALL_NEEDS.get(op)
-        if need and not t.get(need):
-            r.fail(p, f"{op} needs `{need}`")
-        if op == "SetDefaultDllDirectories" and "flags" not in t:
-            r.fail(p, "SetDefaultDllDirectories needs `flags`")
+            call.dlls = list(t["dlls"])
+        call.extra_dirs = [winpath.normalize(d) for d in t.get("extra_dirs", [])]
         calls.append(call)
 
-    expect = r.table(top.get("expect", {}), "expect", EXPECT_KEYS)
-    if "cause" in expect and (not isinstance(expect["cause"], (str, type(None))) or expect["cause"] not in CAUSES):
-        r.fail("expect.cause", f"{expect['cause']!r} is not a leaf cause")
-    return Scenario(world=world, process=process, calls=calls, description=r.string(top.get("description", ""), "description"),
-                    expect=dict(expect), source=copy.deepcopy(data))
+    return Scenario(world=world, process=process, calls=calls, description=top.get("description", ""),
+                    expect=dict(top.get("expect", {})), source=copy.deepcopy(data))
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -314,6 +265,8 @@ def load_scenario(path: str | Path) -> Scenario:
             data = tomllib.loads(text.decode("utf-8"))
     except UnicodeDecodeError:
         raise ScenarioError(f"{p}: not UTF-8 text")
+    except RecursionError:  # (both parsers recurse on nested arrays and tables)
+        raise ScenarioError(f"{p}: nested too deeply to read")
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{p}: line {e.lineno}: not valid JSON ({e.msg})")
     except Exception as e:  # tomllib.TOMLDecodeError carries "(at line N, column M)"
