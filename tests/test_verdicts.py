@@ -421,3 +421,40 @@ def test_no_probe_is_not_agreement(tmp_path):
     text = produce(build(tmp_path, w, 1))
     assert "agreed with all" not in text
     assert "The trace holds no probe the loader made for this load" in text or "disagree on this load" in text
+
+
+def test_the_exception_outranks_a_load_that_never_returned(tmp_path):
+    """A worker thread caught inside a load by the exit does not hide the load the Python exception
+    names (review of issue 7: died_in_load used to be asked first)."""
+    w = writer()
+    optional_probe(w, "nvcuda.dll")
+    ctx = w.ev("py_import", module="app._ext")
+    pyd_missing_dep(w, SITE + "\\app", "_ext.cp312-win_amd64.pyd", "libfoo.dll", ctx)
+    w.ev("load_begin", api="LoadLibraryW", name="C:\\app\\worker.dll", flags=0, parent=None, depth=0, ctx=None,
+         caller=PY + "\\python312.dll")
+    w.ev("py_exception", **IMPORT_ERROR)
+    by_name = verdicts_by_name(build(tmp_path, w, 1))
+    assert [(v.fate, v.reason) for v in by_name["_ext.cp312-win_amd64.pyd"]] == [("fatal", "python_exception")]
+    assert [(v.fate, v.reason) for v in by_name["worker.dll"]] == [("went_on", "another_was_fatal")]
+
+
+def test_a_retry_by_another_spelling_is_one_failure(tmp_path):
+    """The same DLL by full path, then retried by bare name, both failing: one failed load, one fix
+    block (the report grouped by the full name, the verdicts by the file name)."""
+    w = writer()
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+    w.load("LoadLibraryW", "_ext.pyd", 0, None, [(f"{d}\\_ext.pyd", NOT_FOUND) for d in (PY, SYS32)], 126,
+           DLL_NOT_FOUND, None)
+    p = build(tmp_path, w, 1)
+    assert produce(p).splitlines()[0] == f"dlltrace ─ 1 failed load · {p}"
+    rep = produce(p, "json")
+    assert len(rep["failed"]) == 2 and len({tuple(c["verdict"].items()) for c in rep["calls"]}) == 1
+
+
+def test_rule_retried_ok_not_by_a_data_file_mapping(tmp_path):
+    """Mapping the DLL later as a data file (resources only) is not a successful retry."""
+    w = writer()
+    pyd_missing_dep(w, SITE + "\\app", "_ext.pyd", "libfoo.dll")
+    loaded_ok(w, SITE + "\\app\\_ext.pyd", flags=0x2)  # LOAD_LIBRARY_AS_DATAFILE
+    by_name = verdicts_by_name(build(tmp_path, w, 1))
+    assert by_name["_ext.pyd"][0].fate == "fatal"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.report.verdict import Verdict, judge, key
+from dlltrace.report.verdict import Verdict, judge, key, same_module
 from dlltrace.trace.reader import Trace, paused_gc
 from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
 
@@ -48,7 +48,7 @@ def incidents(replays: list[Replayed], everything: bool = False,
         v = verdicts.get(key(r))
         prev = out[-1].attempts[-1] if out else None
         if (prev is not None and prev.failed and r.failed and r.load.pid == prev.load.pid
-                and r.load.name and prev.load.name and winpath.same(r.load.name, prev.load.name)
+                and same_module(r.load.name, prev.load.name)
                 and (out[-1].verdict.fate if out[-1].verdict else None) == (v.fate if v else None)):
             out[-1].attempts.append(r)
             out[-1].verdict = v

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional, get_args
 
 from dlltrace import winpath
+from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.trace.replay import Replayed
 from dlltrace.trace.reader import Trace
 
@@ -163,6 +164,8 @@ def rule_exit_zero(code: Optional[int]) -> Optional[Verdict]:
 def rule_retried_ok(r: Replayed, later_ok: list[Replayed]) -> Optional[Verdict]:
     """A failure followed by a successful load of the same module: the program went on (torch's retry)."""
     for ok in later_ok:
+        if rule_datafile_load(ok.load.flags or 0):
+            continue  # mapped as data or as an image resource: the module was not loaded
         if ok.load.seq > r.load.seq and (same_module(ok.load.name, r.load.name) or same_module(ok.load.path, r.load.name)):
             return Verdict("went_on", "retried_ok", related=ref(ok))
     return None
@@ -230,10 +233,12 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
     if not candidates:
         return out
     fatal, verdict = None, None
-    if (fatal := rule_died_in_load(candidates)) is not None:
-        verdict = Verdict("fatal", "died_in_load", exit_code=code, exception=exc)
-    elif (fatal := rule_python_exception(candidates, exc, trace)) is not None:
+    # the exception first: it names the load the program failed on, where a load that never
+    # returned may be another thread's, caught by the exit
+    if (fatal := rule_python_exception(candidates, exc, trace)) is not None:
         verdict = Verdict("fatal", "python_exception", exit_code=code, exception=exc)
+    elif (fatal := rule_died_in_load(candidates)) is not None:
+        verdict = Verdict("fatal", "died_in_load", exit_code=code, exception=exc)
     elif rule_exception_not_a_load(candidates, exc):
         for r in candidates:
             out[key(r)] = Verdict("went_on", "exception_not_a_load", exit_code=code, exception=exc)
