@@ -95,6 +95,13 @@ class Case:
     state: dict = field(default_factory=dict)  # process-state keys of the scenario (state form)
     api_names: dict = field(default_factory=dict)  # API variant -> the name its leaf imports (no .dll), as spelled
 
+    def __post_init__(self) -> None:
+        # A shape may place a second file where one already is: on disk the later one replaces it
+        # (materialize writes them in order), so only that one is the case's file, for the
+        # scenario too (which must describe a path once).
+        last = {p.lower(): i for i, (p, _, _) in enumerate(self.files)}
+        self.files = [f for i, f in enumerate(self.files) if last[f[0].lower()] == i]
+
     @property
     def api(self) -> Optional[str]:
         """The API-set leaf variant this case uses, if any."""
