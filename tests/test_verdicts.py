@@ -458,3 +458,18 @@ def test_rule_retried_ok_not_by_a_data_file_mapping(tmp_path):
     loaded_ok(w, SITE + "\\app\\_ext.pyd", flags=0x2)  # LOAD_LIBRARY_AS_DATAFILE
     by_name = verdicts_by_name(build(tmp_path, w, 1))
     assert by_name["_ext.pyd"][0].fate == "fatal"
+
+
+def test_a_load_that_never_returned_has_no_invented_missing_probes(tmp_path):
+    """The process died inside the load after two of its probes: the model's later probes are not
+    'missing' (the loader never got there)."""
+    w = writer()
+    begin = w.ev("load_begin", api="LoadLibraryExW", name=SITE + "\\app\\_ext.pyd", flags=DEFAULT, parent=None, depth=0,
+                 ctx=None, caller=PY + "\\python312.dll")
+    w.ev("probe", load=begin, op="open", path="\\??\\" + SITE + "\\app\\_ext.pyd", status=0, handle="0x40")
+    w.ev("probe", load=begin, op="open", path="\\??\\" + SITE + "\\app\\libfoo.dll", status=NOT_FOUND)
+    w.file(SITE + "\\app\\_ext.pyd", imports=["libfoo.dll", "kernel32.dll"])
+    rep = produce(build(tmp_path, w, 0xC0000005), "json")
+    (call,) = rep["calls"]
+    assert [d for d in call["differences"] if d["kind"] == "missing_probe"] == []
+    assert call["agreed"] == 2

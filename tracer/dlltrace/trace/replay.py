@@ -222,10 +222,6 @@ def real_probe_statuses(load: Load) -> list[tuple[str, int]]:
     return out
 
 
-def real_probe_paths(load: Load) -> list[str]:
-    return [p for p, _ in real_probe_statuses(load)]
-
-
 def model_results(res: CallResult) -> dict[str, str]:
     """path key -> what the model expects there (Candidate.result), over the whole resolution tree."""
     out: dict[str, str] = {}
@@ -330,7 +326,9 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                                    origin=origin)
             seen = real_probe_statuses(load)
             real = [p for p, _ in seen]
-            reached = load.status is not None or bool(real)
+            # probes the model expects past the last one seen are missing only if the loader got
+            # that far: not for a load that never returned (the process died inside it)
+            reached = load.finished and (load.status is not None or bool(real))
             agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
             if load.finished and load.error is not None and load.error != res.error:
                 dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
