@@ -65,7 +65,7 @@ def test_report_says_when_api_sets_come_from_the_builtin_table(tmp_path):
 
     old = read_trace("fixtures/traces/s3.jsonl")  # made before traces carried a schema
     assert old.api_sets(old.pids[0]) is None
-    assert "API sets resolved from the built-in Windows 10/11 table" in produce(old, "text")
+    assert "API sets resolved from the built-in Windows 11 (22H2) table" in produce(old, "text")
     assert json.loads(produce(old, "json"))["api_sets"] == "builtin"
     assert "API sets from the built-in table" in produce(old, "markdown")
     new = read_trace(_trace_with_apisets(tmp_path, "fixtures/traces/s3.jsonl", {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}))

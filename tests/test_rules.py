@@ -332,6 +332,16 @@ def test_rule_forwarder_target():
     assert r.error == 0
     r = load("a.dll", files=[*files, {"path": "C:\\app\\c.dll", "exports": ["h"]}])
     assert (r.error, r.leaf.name, r.leaf.cause) == (127, "c.dll", "missing_export")
+    # a forwarder to an API set takes the exception host of the module being bound (a.dll), not
+    # of the forwarding DLL (Wine build_import_name: current_modref)
+    fw = [{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"]}]},
+          {"path": "C:\\app\\b.dll", "forwarders": {"f": "api-ms-win-q-l1-1-0.g"}},
+          {"path": "C:\\Windows\\System32\\h1.dll", "exports": ["g"]}, {"path": "C:\\Windows\\System32\\h2.dll", "exports": ["g"]}]
+    sets = {"api_sets": {"api-ms-win-q-l1-1-0": {"host": "h1.dll", "exceptions": {"a.dll": "h2.dll", "b.dll": "h1.dll"}}}}
+    r = load("a.dll", files=fw, system=sets)
+    assert r.error == 0
+    fwd = next(n for n in r.tree.walk() if n.via == "forwarder")
+    assert fwd.path == "C:\\Windows\\System32\\h2.dll"
 
 
 def test_rule_delay_imports_not_loaded_at_load_time():

@@ -213,3 +213,6 @@ def test_init_failed_module_from_the_loader_notifications():
     assert init_failed_module(load()) is None
     assert init_failed_module(load(("loaded", "C:\\t\\a.dll"), ("unloaded", "C:\\t\\b.dll"))) is None
     assert init_failed_module(load(("unloaded", "C:\\t\\b.dll"))) is None
+    # a DllMain that loads and frees another DLL before the failure: that "unloaded" is not the one
+    assert init_failed_module(load(("loaded", "C:\\t\\a.dll"), ("unloaded", "C:\\t\\helper.dll"),
+                                   ("loaded", "C:\\t\\b.dll"), ("unloaded", "C:\\t\\b.dll"))) == "C:\\t\\b.dll"

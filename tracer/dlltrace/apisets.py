@@ -21,7 +21,7 @@ ApiSetSource = Literal["trace", "scenario", "builtin"]
 SOURCE_TEXT: dict[str, str] = {
     "trace": "the process's own API-set schema (recorded in the trace)",
     "scenario": "the scenario's API-set table",
-    "builtin": "the built-in Windows 10/11 table",
+    "builtin": "the built-in Windows 11 (22H2) table",
 }
 BUILTIN_FILE = "apisets-builtin.json"
 

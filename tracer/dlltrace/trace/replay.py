@@ -129,14 +129,18 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
 
 def api_set_schema(trace: Trace, pid: int) -> ApiSetSchema:
     """The process's recorded API-set schema, or the built-in table when the trace has none
-    (the report says which: ApiSetSchema.source)."""
-    sets = trace.api_sets(pid)
-    if sets is not None:
-        try:
-            return schema_from_sets(sets, "trace")
-        except ValueError:
-            pass  # (the reader checked it against the schema; a hand-made trace may still be odd)
-    return builtin_schema()
+    (the report says which: ApiSetSchema.source). Parsed once per process of a trace."""
+    cache = trace.__dict__.setdefault("_api_set_schemas", {})
+    if pid not in cache:
+        schema = builtin_schema()
+        sets = trace.api_sets(pid)
+        if sets is not None:
+            try:
+                schema = schema_from_sets(sets, "trace")
+            except ValueError:
+                pass  # (the reader checked it against the schema; a hand-made trace may still be odd)
+        cache[pid] = schema
+    return cache[pid]
 
 
 def init_failed_module(load: Load) -> Optional[str]:
@@ -144,14 +148,14 @@ def init_failed_module(load: Load) -> Optional[str]:
     notifications: the loader notifies "loaded" right before it calls a module's DllMain and,
     when that DllMain fails, "unloaded" right after it (Wine dlls/ntdll/loader.c, process_attach;
     it stops at the first failure). So the failed one is the last module notified "loaded" before
-    the first "unloaded". None when the notifications do not show it (none recorded, or an order
-    that is not that one: Windows does not document when it notifies)."""
-    last = None
+    the first "unloaded" of a module this load notified "loaded" (an "unloaded" of another module
+    is a FreeLibrary made inside a DllMain). None when the notifications do not show it."""
+    loaded: list[str] = []
     for reason, path in load.notifications:
         if reason == "loaded":
-            last = path
-        elif reason == "unloaded":
-            return nt_to_win32(path) if last is not None and winpath.same(last, path) else None
+            loaded.append(path)
+        elif any(winpath.same(p, path) for p in loaded):
+            return nt_to_win32(path) if winpath.same(loaded[-1], path) else None
     return None
 
 
@@ -318,7 +322,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
             if load.error == ERROR_DLL_INIT_FAILED and hasattr(world, "mark_init_failed"):
                 # DllMain's answer is in no file: take the loader's
                 failed = init_failed_module(load)
-                if failed is None and load.name and winpath.is_absolute(load.name):
+                if failed is None and not load.notifications and load.name and winpath.is_absolute(load.name):
                     failed = load.name  # no notifications (an older trace): the loaded module itself
                 if failed is not None:
                     world.mark_init_failed(failed)

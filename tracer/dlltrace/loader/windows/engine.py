@@ -380,14 +380,14 @@ class Simulator:
                     cm.refcount += 1
                     self._bumped.append(cm)
             if not child.error:
-                self._bind(child, imp, child_dirs)
+                self._bind(child, imp, child_dirs, m.name)
             if child.error and not node.error:
                 node.error = rules.rule_import_failure_error(self.system, child.error)
             if node.error and stop:
                 return node
         return node
 
-    def _bind(self, child: Node, imp: Import, dirs: tuple[SearchDir, ...]) -> None:
+    def _bind(self, child: Node, imp: Import, dirs: tuple[SearchDir, ...], importer: str) -> None:
         """Bind the functions `imp` needs from the module `child` resolved to."""
         facts = self.world.file(child.path) if child.path else None
         if facts is None or facts.pe is None:
@@ -397,7 +397,9 @@ class Simulator:
         for fn in imp.names:
             if fn in pe.forwarders:
                 target, func = rules.rule_forwarder_target(pe.forwarders[fn])
-                fwd = self._resolve(target, dirs, via="forwarder", importer=winpath.basename(child.path or "").lower())
+                # an API-set target's exception host is the one for the module being bound (Wine
+                # build_import_name: current_modref, the importer, not the forwarding DLL)
+                fwd = self._resolve(target, dirs, via="forwarder", importer=importer)
                 child.children.append(fwd)
                 if fwd.error:
                     child.error = fwd.error
