@@ -151,8 +151,10 @@ class Case:
                       "imports": list(SYSTEM_IMPORTS)})
         for k in self.keep_files():
             files.append({"path": k, "kind": "not_pe"})
+        placed: dict = {}  # a path placed twice is described once: as the later copy, the one on disk
         for path, role, variant in self.files:
-            files.append(file_entry(path, role, variant, self.names, self.api_names))
+            placed[path.lower()] = file_entry(path, role, variant, self.names, self.api_names)
+        files.extend(placed.values())
         process = {
             "exe": self.exe,
             "cwd": self.cwd,
