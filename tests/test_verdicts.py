@@ -420,7 +420,9 @@ def test_no_probe_is_not_agreement(tmp_path):
     w.file(SITE + "\\app\\_ext.pyd", kind="missing")
     text = produce(build(tmp_path, w, 1))
     assert "agreed with all" not in text
-    assert "The trace holds no probe the loader made for this load" in text or "disagree on this load" in text
+    # the model expects the loader to open the file; the trace has no probe at all: that is named
+    assert "The model and the real loader disagree on this load (1 difference)" in text
+    assert "_ext.pyd: the model predicted a probe (expecting not there), the trace saw none" in text
 
 
 def test_the_exception_outranks_a_load_that_never_returned(tmp_path):
