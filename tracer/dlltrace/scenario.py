@@ -87,7 +87,7 @@ def place(path: tuple) -> str:
     return out
 
 
-def schema_message(err: SchemaError, data: Any) -> tuple[str, str]:
+def schema_message(err: SchemaError) -> tuple[str, str]:
     """(place, problem) for the first error the schema found in a scenario."""
     where = place(err.path)
     if err.keyword == "required" and len(err.path) == 2 and err.path[0] == "call" and err.key != "op":
@@ -101,7 +101,8 @@ def schema_message(err: SchemaError, data: Any) -> tuple[str, str]:
             return where, f"{show(v)} is {len(v)} characters long (a Windows path has at most {err.node.schema['maxLength']})"
         if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in v):
             return where, f"{show(v)} has control characters"
-        return where, winpath.check_windows_path(v) or err.message
+        why = winpath.check_windows_path(v)  # (it quotes the whole path: not a 30,000-character one)
+        return where, why if why and len(v) <= 200 else err.message
     return where, err.message
 
 
@@ -130,9 +131,9 @@ class _Reader:
 
 
 def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
-    """Check `data` against schemas/scenario-v1.json, then the few things a schema cannot say
-    (flag bits, a file named twice, the API-set table's shape), and build the scenario. Every
-    problem is a ScenarioError of one line: `where: place: problem`."""
+    """Check `data` against schemas/scenario-v1.json, then the two things a schema cannot say
+    (flag bits, a file described twice), and build the scenario. Every problem is a ScenarioError
+    of one line: `where: place: problem`."""
     r = _Reader(where)
     if not isinstance(data, dict):
         r.fail("", f"must be a table, not {json_type(data)}")
@@ -143,7 +144,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         r.fail("version", f"version {show(data['version'])} is not supported (this dlltrace reads version {VERSION})")
     err = SCHEMA.first_error(data)
     if err is not None:
-        r.fail(*schema_message(err, data))
+        r.fail(*schema_message(err))
     top = data
 
     sysd = top.get("system", {})
