@@ -69,6 +69,19 @@ def test_garbled_middle_line_is_skipped_and_the_rest_kept(tmp_path):
     assert [w.split(": ")[1] for w in tr.warnings] == ["line 3", "line 5"]
 
 
+def test_a_file_that_is_not_utf8_is_read_line_by_line(tmp_path):
+    # blank lines are skipped, a line cut inside a UTF-8 character is the truncated last line, and
+    # a first line that is not UTF-8 is not a trace
+    named = json.dumps(ev("py_import", 3, module="é"), ensure_ascii=False).encode()
+    tr = read_trace(write(tmp_path, [HEADER, EVENTS[0], b" \t", b"\xff", named, b"", named[:-3]], tail=b""))
+    assert [e["seq"] for e in tr.events] == [1, 3] and tr.events[1]["module"] == "é"
+    assert [w.split(": ", 1)[1] for w in tr.warnings] == [
+        "line 4: unreadable line skipped", "line 7: truncated last line ignored"]
+    with pytest.raises(DlltraceError) as e:
+        read_trace(write(tmp_path, [b"\xff" + json.dumps(HEADER).encode(), EVENTS[0]]))
+    assert "line 1: not a dlltrace trace (the first line is not JSON)" in str(e.value)
+
+
 def test_lines_that_parse_only_together_are_still_bad_lines(tmp_path):
     # the reader parses all lines as one JSON array first; lines that are bad alone but would make
     # a valid array together (two values on one line, a value split over two lines) are still each

@@ -395,7 +395,7 @@ class _RvaReader:
         return bytes(self.data[offset:end])
 
 
-def _text(raw: Optional[bytes]) -> str:
+def _text(raw: bytes) -> str:
     """Import/export names are bytes in the file: ASCII in practice; never fails."""
     try:
         return raw.decode("utf-8")

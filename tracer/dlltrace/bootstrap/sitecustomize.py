@@ -8,20 +8,25 @@ import os as _os
 import sys as _sys
 
 
-def _dlltrace_boot():
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    spec = _ilu.spec_from_file_location("_dlltrace_shim", _os.path.join(_os.path.dirname(here), "trace", "shim.py"))
+def _run_file(name, path):
+    """The module at `path`, run under `name`."""
+    spec = _ilu.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s" % (path,))
     mod = _ilu.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.bootstrap()
+    return mod
+
+
+def _dlltrace_boot():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    _run_file("_dlltrace_shim", _os.path.join(_os.path.dirname(here), "trace", "shim.py")).bootstrap()
     # chain to the next sitecustomize on sys.path
     rest = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
     for p in rest:
         cand = _os.path.join(p or ".", "sitecustomize.py")
         if _os.path.isfile(cand):
-            spec = _ilu.spec_from_file_location("sitecustomize", cand)
-            m = _ilu.module_from_spec(spec)
-            spec.loader.exec_module(m)
+            _run_file("sitecustomize", cand)
             break
 
 

@@ -61,9 +61,10 @@ def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
 
 def where_is(folder: str, process: ProcessState, leaf: Optional[Node] = None) -> str:
     """Say how a folder relates to the process's search state ("on PATH (entry 4)")."""
-    for s in (leaf.search if leaf is not None else ()):
-        if winpath.same(s.folder, folder) and leaf.how.startswith("already loaded"):
-            return f"searched ({s.rule}), but the copy already loaded wins"
+    if leaf is not None and leaf.how.startswith("already loaded"):
+        for s in leaf.search:
+            if winpath.same(s.folder, folder):
+                return f"searched ({s.rule}), but the copy already loaded wins"
     for i, p in enumerate(process.path, 1):
         if winpath.same(p, folder):
             return f"on PATH (entry {i})"
@@ -227,7 +228,8 @@ def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> 
         ver = facts.pe.file_version if facts and facts.pe else None
         if ver and version_tuple(ver)[:2] < need:
             arch = "x86" if process.machine == "x86" else "x64"
-            built = f" ({winpath.basename(leaf.name)} was built with {need[0]}.{need[1]:02d})" if need != MSVC_MIN else ""
+            built = (f" ({winpath.basename(leaf.name)} was built with {need[0]}.{need[1]:02d})"
+                     if need != MSVC_MIN and leaf is not None else "")
             out.append(Fix(f"{rt} in use is {path} version {ver}, older than {need[0]}.{need[1]:02d}{built}: install the latest "
                            f"Visual C++ Redistributable ({arch}, {VC_REDIST.format(arch=arch)}), or find the package that "
                            f"ships that old copy and load torch before it", "vc_redist"))

@@ -13,7 +13,9 @@ from dlltrace.trace.replay import Replayed
 
 
 def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> dict[str, Any]:
-    calls, failed, went_on = [], [], []
+    calls: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    went_on: list[dict[str, Any]] = []
     for inc in incs:
         for a in inc.attempts:
             d = call_dict(a.result, a.not_searched)

@@ -76,7 +76,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         for inc in apart:
             r = inc.first
             out.append(f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
-                       f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict)}")
+                       f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict) if inc.verdict else '?'}")
         out.append("")
     return "\n".join(out)
 

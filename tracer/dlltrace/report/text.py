@@ -212,6 +212,8 @@ def unexplained_starts(trace: Trace) -> list[str]:
     for pid in trace.start_failures():
         if not can_replay_start(trace, pid):
             code = trace.start_status(pid)
+            if code is None:  # (start_failures: only processes that have one)
+                continue
             out.append(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
                        "static imports failed); its environment was not recorded, so the report cannot say which")
     return out

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from dlltrace import __version__
 from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
@@ -123,7 +123,7 @@ def error_text(code: Optional[int]) -> str:
     return f"{code} {text}" if text else str(code)
 
 
-def child_env(base: dict, trace_for_child: str, cmd: list[str], windows: bool) -> dict:
+def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], windows: bool) -> dict[str, str]:
     env = dict(base)
     env["DLLTRACE_TRACE"] = trace_for_child
     env["DLLTRACE_RUN"] = "1"
@@ -207,7 +207,7 @@ def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
     except OSError as e:
         print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
         return trace
-    for e in events:  # as the reader would check them (they are written to its schema)
-        check_event(e)
+    for ev in events:  # as the reader would check them (they are written to its schema)
+        check_event(ev)
     return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
                  checked=True)

@@ -18,7 +18,7 @@ import gc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.tracecheck import check_event
@@ -51,6 +51,10 @@ class Header:
     platform: Optional[str] = None
 
 
+@overload
+def nt_to_win32(path: str) -> str: ...
+@overload
+def nt_to_win32(path: None) -> None: ...
 def nt_to_win32(path: Optional[str]) -> Optional[str]:
     r"""`\??\C:\x\a.dll` -> `C:\x\a.dll`; `\??\UNC\srv\s` -> `\\srv\s`; anything else unchanged."""
     if path is None:
@@ -129,7 +133,7 @@ class Load:
 
     @property
     def ok(self) -> bool:
-        return bool(self.end) and self.end.get("result") is not None
+        return self.end is not None and self.end.get("result") is not None
 
     def all_probes(self) -> list[Probe]:
         """This load's probes and those of its nested loads, in file order."""
@@ -213,8 +217,9 @@ class Trace:
 
     def loads(self, pid: Optional[int] = None) -> list[Load]:
         """Every load (top-level and nested) in begin order, with end and probes attached."""
-        by_key: dict[tuple[int, int], Load] = {}
+        by_key: dict[tuple[int, Optional[int]], Load] = {}  # (an event without "load" finds none)
         out: list[Load] = []
+        ld: Optional[Load]
         for e in self.events:
             ev = e.get("ev")
             if pid is not None and e.get("pid") != pid:
@@ -262,7 +267,9 @@ class Trace:
         return self._py_events.get((load.pid, load.ctx))
 
 
-_scan_once = json.JSONDecoder().scan_once
+# the C scanner json.loads itself uses; typeshed does not declare the attribute (it is set in
+# JSONDecoder.__init__, by json.scanner.make_scanner)
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads_line(text: str) -> Any:
@@ -340,36 +347,51 @@ def read_trace(path: Union[str, Path]) -> Trace:
         return _read_trace(path)
 
 
+def _utf8_or_none(line: bytes) -> Optional[str]:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _read_trace(path: Union[str, Path]) -> Trace:
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
     ws = " \t\n\r\x0b\x0c"  # what counts as a blank line (bytes.strip's default)
-    try:  # decoded at once when it can be; else line by line, so that one bad line is only that line
-        lines, empty, text = data.decode("utf-8").split("\n"), "", (lambda line: line)
+    # decoded at once when it can be; else line by line, so that one bad line is only that line
+    # (None: a line that is not UTF-8)
+    lines: Sequence[Optional[str]]
+    try:
+        lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError:
-        lines, empty, text, ws = data.split(b"\n"), b"", (lambda line: line.decode("utf-8")), ws.encode()
+        lines = [_utf8_or_none(line) for line in data.split(b"\n")]
     # a complete file ends with "\n": the last element is then empty
-    complete_end = lines and lines[-1] == empty
+    complete_end = bool(lines) and lines[-1] == ""
     if complete_end:
-        lines.pop()
-    if not lines or not lines[0].strip(ws):
+        lines = lines[:-1]
+    first_line = lines[0] if lines else ""
+    if first_line is not None and not first_line.strip(ws):
         raise _bad(path, 1, "empty file, not a dlltrace trace")
     try:
-        first = json.loads(text(lines[0]))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        if first_line is None:
+            raise ValueError("not UTF-8")
+        first = json.loads(first_line)
+    except (ValueError, RecursionError):
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
     events: list[dict] = []
     warnings: list[str] = []
     last = len(lines)
     for i, raw in enumerate(lines[1:], start=2):
-        if not raw.strip(ws):
+        if raw is not None and not raw.strip(ws):
             continue
         try:
-            obj = _loads_line(text(raw))
-        except (UnicodeDecodeError, ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
+            if raw is None:
+                raise ValueError("not UTF-8")
+            obj = _loads_line(raw)
+        except (ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
             if i == last and not complete_end:
                 warnings.append(f"{path}: line {i}: truncated last line ignored")
             else:

@@ -172,6 +172,8 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
     from the program's folder), replayed as a load of the program itself. Needs the `env` event
     the launcher writes for it; the real loader's probes were not seen."""
     code = trace.start_status(pid)
+    if code is None:
+        raise ValueError(f"process {pid} did not fail to start (Trace.start_failures)")
     _, process = system_and_process(trace, pid)
     exe = process.exe
     sim = Simulator(world, process)
@@ -243,7 +245,8 @@ def compare(model: list[str], real: list[str], reached: bool = True, statuses: O
     expected = expected or {}
     mk = [winpath.key(p) for p in model]
     rk = [winpath.key(p) for p in real]
-    agreed, out = 0, []
+    agreed = 0
+    out: list[Difference] = []
     j = 0
 
     def missing(path: str) -> Difference:
@@ -285,8 +288,9 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
 
     sim.observers.append(observe)
     loads = {ld.seq: ld for ld in trace.loads(pid)}
-    cookies: dict[str, str] = {}
-    label_for_tid: dict[int, str] = {}
+    # (looked up with an event's field: None where it lacks it, or had it dropped as breaking the schema)
+    cookies: dict[Optional[str], str] = {}
+    label_for_tid: dict[Optional[int], str] = {}
     out: list[Replayed] = []
     for e in trace.events:
         if e.get("pid") != pid:
@@ -300,9 +304,9 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
             if e.get("cookie"):
                 cookies[e["cookie"]] = folder
         elif ev == "removedir" and e.get("ok"):
-            folder = cookies.get(e.get("cookie"))
-            if folder:
-                sim.remove_dll_directory(folder)
+            removed = cookies.get(e.get("cookie"))
+            if removed:
+                sim.remove_dll_directory(removed)
         elif ev == "setdlldir" and e.get("ok"):
             p = e.get("path")
             sim.process.dll_directory = winpath.normalize(p) if p else p
@@ -314,7 +318,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
         elif ev == "free" and e.get("ok") and e.get("path"):
             sim.free_library(e["path"])
         elif ev == "load_begin" and e.get("parent") is None:
-            load = loads.get(e.get("seq"))
+            load = loads.get(e["seq"])  # (every event has a seq: reader.ESSENTIAL)
             if load is None or not load.name:
                 continue
             flags = load.flags or 0

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 # Keep in step with native/shim/dlltrace_shim.h.
 CDEF = """
@@ -70,9 +70,10 @@ class ShimBackend:
         self.lib.dlltrace_set_context(seq)
 
 
-def python_env_fields(environ: Optional[dict] = None) -> dict:
+def python_env_fields(environ: Optional[Mapping[str, str]] = None) -> dict:
     """The py_env event: which Python this is, and whether it is a conda one."""
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        environ = os.environ
     prefix = sys.prefix
     conda_prefix = environ.get("CONDA_PREFIX")
     conda = bool(conda_prefix) or os.path.isdir(os.path.join(prefix, "conda-meta"))
@@ -96,6 +97,7 @@ def make_audit_hook(backend: Backend) -> Callable[[str, tuple], None]:
     busy = threading.local()
 
     def hook(event: str, args: tuple) -> None:
+        fields: dict[str, Any]
         if event == "import":
             ev, fields = "py_import", {"module": str(args[0])}
         elif event == "ctypes.dlopen":
@@ -150,13 +152,16 @@ def exception_fields(exc: BaseException) -> dict:
     ImportError.path / OSError.filename (`path`), OSError.winerror, and its causes (the
     __cause__ / __context__ chain, nearest first)."""
     fields = _exception_one(exc)
-    causes, seen, cur = [], {id(exc)}, exc
+    causes: list[dict] = []
+    seen = {id(exc)}
+    cur = exc
     while len(causes) < CAUSES_LIMIT:
-        cur = cur.__cause__ if cur.__cause__ is not None else (None if cur.__suppress_context__ else cur.__context__)
-        if cur is None or id(cur) in seen:
+        nxt = cur.__cause__ if cur.__cause__ is not None else (None if cur.__suppress_context__ else cur.__context__)
+        if nxt is None or id(nxt) in seen:
             break
-        seen.add(id(cur))
-        causes.append(_exception_one(cur))
+        seen.add(id(nxt))
+        causes.append(_exception_one(nxt))
+        cur = nxt
     fields["causes"] = causes
     return fields
 
@@ -183,7 +188,7 @@ def make_exit_hook(backend: Backend) -> Callable[[], None]:
     return at_exit
 
 
-def install(backend: Backend, environ: Optional[dict] = None) -> Callable[[str, tuple], None]:
+def install(backend: Backend, environ: Optional[Mapping[str, str]] = None) -> Callable[[str, tuple], None]:
     import atexit
 
     backend.write_event("py_env", python_env_fields(environ))

@@ -100,7 +100,7 @@ class LiveWorld:
         k = winpath.key(path)
         if k not in self._dirs:  # (the disk does not change while a finished run is explained)
             host = self.to_host(path)
-            self._dirs[k] = bool(host) and os.path.isdir(host)
+            self._dirs[k] = os.path.isdir(host) if host else False
         return self._dirs[k]
 
     def files_named(self, name: str) -> list[str]:

@@ -13,7 +13,7 @@ the rule that produced it, what was there, the module chosen and its imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable, Literal, Optional, overload
 
 from dlltrace import winpath
 from dlltrace.loader.windows import rules
@@ -65,7 +65,7 @@ class Simulator:
         # state of that call (explain.py uses it to say where files are relative to PATH etc.)
         self.observers: list = []
         self._datafile = self._no_refs = False
-        self._local = None
+        self._local: Optional[SearchDir] = None  # the .local folder of the current call
 
     # --- calls -------------------------------------------------------------------------
     def run(self, calls: Iterable[Call]) -> list[CallResult]:
@@ -176,9 +176,9 @@ class Simulator:
                 for m in self._bumped:
                     m.refcount -= 1
         elif not tree.new:
-            m = self.process.find_loaded_by_path(tree.path) if tree.path else None
-            if m is not None:
-                m.refcount += 1
+            already = self.process.find_loaded_by_path(tree.path) if tree.path else None
+            if already is not None:
+                already.refcount += 1
         res.tree = tree
         res.error = tree.error
         res.probes = self._probes
@@ -301,7 +301,15 @@ class Simulator:
         node.loaded_by = m.origin
         return node
 
+    @overload
+    def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: Literal[True] = ...) -> Node: ...
+    @overload
+    def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: Literal[False]) -> Optional[Node]: ...
+
     def _probe_dirs(self, node: Node, name: str, dirs: tuple[SearchDir, ...], final: bool = True) -> Optional[Node]:
+        """Probe `name` in each folder of `dirs`, in order: `node` found (or failed on a file that
+        stops the search); when nothing is found, `node` failed (not_found, bad_machine), or None
+        with `final=False` (the caller searches on)."""
         wrong = False
         machine = self.process.machine
         skip_loaded = rules.rule_loaded_candidate_not_opened(self.system)
@@ -322,7 +330,7 @@ class Simulator:
                                              facts.pe.machine if facts is not None and facts.pe else None))
             if v.result == "wrong_machine":
                 wrong = True
-            if not v.stop:
+            if facts is None or not v.stop:  # (rule_candidate: a file that is not there never stops)
                 continue
             if v.result == "found":
                 m = rules.rule_loaded_same_file(path, self.process)
@@ -350,7 +358,8 @@ class Simulator:
         if self._datafile and node.via == "call":
             node.detail = "mapped as a data file: no imports, no DllMain"
             return node
-        m = LoadedModule(node.path or facts.path, 1, f"loaded by {self._origin}", initialized=False)
+        path = node.path or facts.path
+        m = LoadedModule(path, 1, f"loaded by {self._origin}", initialized=False)
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append((m, node))
         self._module_of[id(node)] = m
@@ -364,7 +373,7 @@ class Simulator:
         own = rules.rule_dependent_load_flags(facts)
         child_dirs = dirs
         if own:
-            child_dirs = tuple(rules.rule_search_path(node.path, own, self.process, self.system))
+            child_dirs = tuple(rules.rule_search_path(path, own, self.process, self.system))
             node.detail = f"DependentLoadFlags {own:#x}"
         else:
             child_dirs = rules.rule_dependencies_use_callers_path(child_dirs)
