@@ -44,6 +44,34 @@ def test_builtin_table_is_the_windows_11_schema_with_its_origin():
     assert set(SOURCE_TEXT) == {"trace", "scenario", "builtin"}
 
 
+def test_builtin_table_reads_through_any_traversable(monkeypatch):
+    # importlib.resources.files() gives a Traversable, whose joinpath takes a single name before
+    # Python 3.11 (zipfile.Path's on 3.9: dlltrace imported from a zip); requires-python is 3.9
+    from importlib import resources
+
+    import dlltrace.apisets as apisets
+
+    class OneName:  # the 3.9/3.10 protocol: joinpath(child), `/`, read_text
+        def __init__(self, path):
+            self.path = path
+
+        def joinpath(self, child):
+            return OneName(self.path / child)
+
+        __truediv__ = joinpath
+
+        def read_text(self, encoding=None):
+            return self.path.read_text(encoding=encoding)
+
+    real = resources.files("dlltrace")
+    monkeypatch.setattr(apisets.resources, "files", lambda package: OneName(real))
+    builtin_document.cache_clear()
+    try:
+        assert len(builtin_document()["sets"]) >= 900
+    finally:
+        builtin_document.cache_clear()
+
+
 def _trace_with_apisets(tmp_path, src: str, sets: dict):
     """A copy of a fixture trace whose process recorded an API-set schema."""
     import json

@@ -92,7 +92,7 @@ def schema_from_sets(sets: Mapping[str, Any], source: ApiSetSource, version: Opt
 @lru_cache(maxsize=1)
 def builtin_document() -> dict[str, Any]:
     """data/apisets-builtin.json as it is (origin, limits, sets)."""
-    text = resources.files("dlltrace").joinpath("data", BUILTIN_FILE).read_text(encoding="utf-8")
+    text = resources.files("dlltrace").joinpath("data").joinpath(BUILTIN_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 
 
