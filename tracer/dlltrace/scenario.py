@@ -12,18 +12,19 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dlltrace import winpath
-from dlltrace.apisets import schema_from_sets
+from dlltrace.apisets import builtin_schema, schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, FileFacts, Import, PEFacts
 from dlltrace.emulate.python import PythonSimulator as Simulator
 from dlltrace.loader.windows.engine import Call
 from dlltrace.tracecheck import SCENARIO_SCHEMA_PATH, SchemaError, Validator, json_type, show
-from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState, SystemInfo, VirtualWorld
+from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
 FORMAT = "dlltrace-scenario"
 VERSION = 1
@@ -97,7 +98,7 @@ def schema_message(err: SchemaError) -> tuple[str, str]:
     if err.node.where == _WINPATH and type(err.value) is str:
         # the words winpath uses elsewhere; the pattern and the length are the schema's
         v = err.value
-        if err.keyword == "maxLength":
+        if err.keyword == "maxLength" and isinstance(err.node.schema, dict):
             return where, f"{show(v)} is {len(v)} characters long (a Windows path has at most {err.node.schema['maxLength']})"
         if any(ord(c) < 32 or 0x7f <= ord(c) <= 0x9f for c in v):
             return where, f"{show(v)} has control characters"
@@ -162,10 +163,10 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         system16=winpath.normalize(sysd["system16"]) if "system16" in sysd else "",
         machine=sysd.get("machine", "x64"),
         safe_dll_search_mode=sysd.get("safe_dll_search_mode", True),
-        **({"api_sets": api_schema} if api_schema is not None else {}),
+        known_dlls=tuple(sysd["known_dlls"]) if "known_dlls" in sysd else DEFAULT_KNOWN_DLLS,
+        api_sets=api_schema if api_schema is not None else builtin_schema(),
         profile=profile,
         version=sysd.get("version", ""),
-        **({"known_dlls": tuple(sysd["known_dlls"])} if "known_dlls" in sysd else {}),
     )
 
     files = []
@@ -259,10 +260,10 @@ def load_scenario(path: str | Path) -> Scenario:
         if p.suffix.lower() == ".json":
             data = json.loads(text.decode("utf-8"))
         else:
-            try:
-                import tomllib  # Python 3.11+
-            except ModuleNotFoundError:  # pragma: no cover
-                import tomli as tomllib  # type: ignore
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # pragma: no cover
+                import tomli as tomllib
             data = tomllib.loads(text.decode("utf-8"))
     except UnicodeDecodeError:
         raise ScenarioError(f"{p}: not UTF-8 text")

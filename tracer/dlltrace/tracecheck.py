@@ -379,7 +379,7 @@ def _problem(node: Node, v: Any, path: tuple) -> Union[SchemaError, tuple, None]
     s = node.schema
     if node.never:
         return SchemaError(path, "false", node, v, "is not allowed here")
-    if s is True:
+    if not isinstance(s, dict):  # true (false is `never`, above)
         return None
     if node.types is not None and type(v) not in node.types:
         return SchemaError(path, "type", node, v, f"must be {describe_node(node)}, not {json_type(v)}")
@@ -453,7 +453,8 @@ def _problem(node: Node, v: Any, path: tuple) -> Union[SchemaError, tuple, None]
 
 def _types_of(node: Node) -> frozenset:
     """The Python types a node can accept at all (every type when it does not say)."""
-    while node.types is None and node.ref is not None and len(set(node.schema) - _IGNORED) == 1:
+    while (node.types is None and node.ref is not None and isinstance(node.schema, dict)
+           and len(set(node.schema) - _IGNORED) == 1):
         node = node.ref
     if node.types is not None:
         return node.types
