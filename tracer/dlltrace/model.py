@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Optional
+from typing import Literal, Mapping, Optional, Union, get_args
 
 # --- LoadLibraryExW flags (LOADER.md §2, §3) -------------------------------------------
 DONT_RESOLVE_DLL_REFERENCES = 0x1
@@ -52,6 +52,32 @@ def flags_text(flags: int) -> str:
     return " | ".join(names)
 
 
+# --- calls (docs/scenarios.md) -----------------------------------------------------------------
+LoadOp = Literal["LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA"]
+StateOp = Literal["AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary"]
+PythonOp = Literal["python_import", "ctypes_cdll", "os_add_dll_directory", "torch_load_dll_libraries"]
+CallOp = Union[LoadOp, StateOp, PythonOp]  # a scenario's call (engine.Call.op)
+# a result's op (CallResult.op): a load, a state change (os_add_dll_directory: Python's), or "start",
+# a program's static imports at process start (trace/replay.py replay_start)
+ResultOp = Union[LoadOp, StateOp, Literal["os_add_dll_directory", "start"]]
+LOAD_OPS: tuple[LoadOp, ...] = get_args(LoadOp)
+STATE_OPS: tuple[StateOp, ...] = get_args(StateOp)
+PYTHON_OPS: tuple[PythonOp, ...] = get_args(PythonOp)
+TREE_OPS: tuple[ResultOp, ...] = (*LOAD_OPS, "start")  # the results that resolve a module tree
+
+
+def load_op(api: str) -> LoadOp:
+    """A traced load's api as the op it is replayed as: LdrLoadDll (and anything else) as LoadLibraryExW."""
+    for op in LOAD_OPS:
+        if api == op:
+            return op
+    return "LoadLibraryExW"
+
+
+# The loader's behaviour profile (SystemInfo.profile, docs/wine-profile.md).
+Profile = Literal["windows", "wine"]
+
+
 # --- Win32 errors (LOADER.md §5) ----------------------------------------------------------
 ERROR_SUCCESS = 0
 ERROR_FILE_NOT_FOUND = 2
@@ -77,8 +103,13 @@ ERROR_TEXT = {
     1114: "A dynamic link library (DLL) initialization routine failed.",
 }
 
-# Leaf causes (the `cause` field of the JSON output) and the Win32 error each gives.
-CAUSE_ERROR = {
+# Leaf causes (the `cause` field of the JSON output): the one list of them, and the Win32 error each
+# gives (the reports' words for each are tables keyed by Cause; tests/test_model.py checks they
+# name every cause).
+Cause = Literal["not_found", "apiset_no_host", "missing_export", "missing_ordinal", "bad_machine", "not_pe",
+                "init_failed", "invalid_parameter", "access_denied"]
+CAUSES: tuple[Cause, ...] = get_args(Cause)
+CAUSE_ERROR: dict[Cause, int] = {
     "not_found": ERROR_MOD_NOT_FOUND,
     "apiset_no_host": ERROR_MOD_NOT_FOUND,
     "missing_export": ERROR_PROC_NOT_FOUND,
@@ -92,11 +123,32 @@ CAUSE_ERROR = {
 
 MACHINES = ("x64", "x86", "arm64", "arm")
 
+# What the loader found at one candidate path (Candidate.result), and the words the reports say for each.
+CandidateResult = Literal["found", "not_there", "wrong_machine", "not_pe", "access_denied", "already_loaded",
+                          "known_dll", "apiset", "not_loaded"]
+CANDIDATE_RESULTS: tuple[CandidateResult, ...] = get_args(CandidateResult)
+RESULT_WORDS: dict[CandidateResult, str] = {
+    "not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
+    "access_denied": "access denied", "already_loaded": "already loaded", "not_loaded": "there, not loaded",
+    "known_dll": "KnownDLLs", "apiset": "API set"}
+
+# How a Node came into the tree: the call itself, an import, a forwarder's target, an API set's host.
+Via = Literal["call", "import", "forwarder", "apiset"]
+
+# Which rule satisfied a node (Node.how_kind; Node.how is its words):
+#   already_loaded      a bare name matched a module already loaded (by name)
+#   loaded_same_file    a name with a path matched a module already loaded from that file
+#   loaded_candidate    a searched candidate was a module already loaded (Wine; a data-file load)
+#   known_dll           KnownDLLs
+#   apiset              an API-set contract, satisfied by its host (the child node)
+#   search              a file found on the search path (how: the rule of its folder)
+HowKind = Literal["", "already_loaded", "loaded_same_file", "loaded_candidate", "known_dll", "apiset", "search"]
+
 # Why a LoadLibraryEx call's flags are invalid (87): a leaf's `reason` when its cause is
 # invalid_parameter (rules.rule_invalid_flags), and the words said for each.
 InvalidFlagsReason = Literal["altered_with_search_flags", "dll_load_dir_needs_full_path",
                              "altered_with_default_dirs_needs_full_path"]
-INVALID_FLAGS_TEXT: dict[str, str] = {
+INVALID_FLAGS_TEXT: dict[InvalidFlagsReason, str] = {
     "altered_with_search_flags": "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) cannot be combined with LOAD_LIBRARY_SEARCH_* flags",
     "dll_load_dir_needs_full_path": "LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path",
     "altered_with_default_dirs_needs_full_path": (
@@ -140,11 +192,13 @@ class PEError:
 
 
 # --- what a world knows about one file -------------------------------------------------------
+FileError = Literal["not_pe", "access_denied"]  # a file the loader cannot map, and why
+
 @dataclass(frozen=True)
 class FileFacts:
     path: str
     pe: Optional[PEFacts] = None  # None when the file is not a PE (see error)
-    error: Optional[str] = None  # None | "not_pe" | "access_denied"
+    error: Optional[FileError] = None
     dllmain_fails: bool = False  # its DllMain returns FALSE (or its static init crashes)
 
 
@@ -161,13 +215,12 @@ class SearchDir:
 class Candidate:
     """One place the loader looked, in order, and what was there.
 
-    result: "found" | "not_there" | "wrong_machine" | "not_pe" | "access_denied"
-            | "already_loaded" | "known_dll" | "apiset"
+    result: a CandidateResult (RESULT_WORDS)
     """
 
     path: str
     rule: str
-    result: str
+    result: CandidateResult
     machine: Optional[str] = None
     version: Optional[str] = None  # the file version, where known (for "found elsewhere")
 
@@ -177,15 +230,15 @@ class Node:
     """One module the loader had to find for a call: what it looked at, what it chose, its imports."""
 
     name: str  # the name as requested (an import name, or the call's argument)
-    via: str  # "call" | "import" | "forwarder" | "apiset"
+    via: Via
     path: Optional[str] = None  # the file chosen, when one was
     how: str = ""  # the rule that satisfied it ("AddDllDirectory #1", "already loaded", "KnownDLLs", ...)
     candidates: list[Candidate] = field(default_factory=list)
     children: list["Node"] = field(default_factory=list)
     error: int = 0
-    cause: Optional[str] = None  # a leaf cause (CAUSE_ERROR) when this node is where it failed
+    cause: Optional[Cause] = None  # a leaf cause when this node is where it failed
     detail: str = ""  # e.g. the import that was missing, the machine that did not match
-    reason: Optional[str] = None  # invalid_parameter: an InvalidFlagsReason
+    reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
@@ -211,11 +264,11 @@ class Node:
 @dataclass(frozen=True)
 class Leaf:
     name: str
-    cause: str
+    cause: Cause
     path: Optional[str] = None  # the module where the cause sits (for missing_export: the bound module)
     detail: str = ""
     parent: Optional[str] = None  # the module that needed it
-    reason: Optional[str] = None  # invalid_parameter: an InvalidFlagsReason (INVALID_FLAGS_TEXT)
+    reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why (INVALID_FLAGS_TEXT)
 
 
 @dataclass(frozen=True)
@@ -229,7 +282,7 @@ class CallResult:
     """One top-level call of a scenario or a trace and what the model says it did."""
 
     index: int
-    op: str
+    op: ResultOp
     name: str = ""
     flags: int = 0
     origin: str = ""  # the Python action that made the call, when known

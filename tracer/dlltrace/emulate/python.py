@@ -11,15 +11,17 @@ from __future__ import annotations
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.loader.windows.engine import LOAD_OPS, STATE_OPS, Call, Simulator
+from dlltrace.loader.windows.engine import Call, Simulator
 from dlltrace.model import (
     LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
     LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
     LOAD_WITH_ALTERED_SEARCH_PATH,
+    LOAD_OPS,
+    PYTHON_OPS,
+    STATE_OPS,
     CallResult,
 )
 
-PYTHON_OPS = ("python_import", "ctypes_cdll", "os_add_dll_directory", "torch_load_dll_libraries")
 ALL_OPS = LOAD_OPS + STATE_OPS + PYTHON_OPS
 
 TORCH_ORIGIN = "import torch (_load_dll_libraries)"

@@ -7,7 +7,8 @@ import re
 from dlltrace import winpath
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explain import leaf_node
-from dlltrace.report.text import (RESULT_WORDS, agreement_lines, environment_line, fate_line, plural,
+from dlltrace.model import RESULT_WORDS
+from dlltrace.report.text import (agreement_lines, environment_line, fate_line, plural,
                                   unexplained_exits, verdict_line)
 from dlltrace.report.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
@@ -54,7 +55,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             out.append("| # | folder | rule | result |")
             out.append("|---|---|---|---|")
             for i, c in enumerate(al.candidates, 1):
-                out.append(f"| {i} | `{winpath.dirname(c.path)}` | {c.rule} | {RESULT_WORDS.get(c.result, c.result)} |")
+                out.append(f"| {i} | `{winpath.dirname(c.path)}` | {c.rule} | {RESULT_WORDS[c.result]} |")
             if r.not_searched:
                 out.append("")
                 out.append(r.not_searched)

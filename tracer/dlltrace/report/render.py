@@ -6,13 +6,9 @@ from typing import Any, Optional
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, Candidate, CallResult, Node, flags_text
-from dlltrace.loader.windows.engine import LOAD_OPS
+from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Node, flags_text
 
 JSON_VERSION = 1
-# calls that resolve a module tree: the loads, and "start", a program's static imports at process
-# start (a report of a process that ended before its entry point: replay.replay_start)
-TREE_OPS = LOAD_OPS + ("start",)
 
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:
@@ -84,10 +80,11 @@ def results_dict(results: list[CallResult], *, kind: str, source: str, descripti
 def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
     mark = "" if top else ("└─ " if last else "├─ ")
     if node.cause:
-        what = {"not_found": "✗ not found", "bad_machine": "✗ wrong machine", "not_pe": "✗ not a PE",
+        whats: dict[Cause, str] = {"not_found": "✗ not found", "bad_machine": "✗ wrong machine", "not_pe": "✗ not a PE",
                 "missing_export": f"✗ lacks {node.detail}", "missing_ordinal": f"✗ lacks {node.detail}",
                 "init_failed": "✗ DllMain failed", "apiset_no_host": "✗ API set with no host",
-                "invalid_parameter": f"✗ {node.detail}", "access_denied": "✗ access denied"}[node.cause]
+                "invalid_parameter": f"✗ {node.detail}", "access_denied": "✗ access denied"}
+        what = whats[node.cause]
         right = (f"{winpath.dirname(node.path)}  " if node.path and node.cause not in ("not_found",) else "") + what
     else:
         right = f"{winpath.dirname(node.path) if node.path else ''}  {node.how}".strip()
@@ -132,7 +129,7 @@ def text_call(r: CallResult, not_searched: str = "") -> list[str]:
     leaf = leaf_node(r.tree)
     if r.leaf:
         need = f" — it is needed by {r.leaf.parent}" if r.leaf.parent else ""
-        verdict = {
+        verdicts: dict[Cause, str] = {
             "not_found": f"{r.leaf.name} was not found{need}",
             "bad_machine": f"{r.leaf.name}: only copies for another machine exist{need}",
             "not_pe": f"{r.leaf.name} at {r.leaf.path} is not a valid PE image{need}",
@@ -142,8 +139,8 @@ def text_call(r: CallResult, not_searched: str = "") -> list[str]:
             "apiset_no_host": f"{r.leaf.name}: API set with no host on this system{need}",
             "invalid_parameter": f"invalid parameter: {r.leaf.detail}",
             "access_denied": f"{r.leaf.name}: access denied ({r.leaf.path}){need}",
-        }[r.leaf.cause]
-        out.append(f"  ✗ {verdict}")
+        }
+        out.append(f"  ✗ {verdicts[r.leaf.cause]}")
     if r.tree:
         out.append("")
         out.extend("    " + line for line in tree_lines(r.tree))
@@ -151,9 +148,7 @@ def text_call(r: CallResult, not_searched: str = "") -> list[str]:
         out.append("")
         out.append(f"  Where the loader looked for {winpath.basename(leaf.name)} (flags {flags_text(r.flags)}):")
         for i, c in enumerate(leaf.candidates, 1):
-            res = {"not_there": "not there", "found": "found", "wrong_machine": f"wrong machine ({c.machine})",
-                   "not_pe": "not a PE", "access_denied": "access denied", "already_loaded": "already loaded",
-                   "known_dll": "KnownDLLs", "apiset": "API set", "not_loaded": "there, not loaded"}[c.result]
+            res = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
             out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
         if not_searched:
             out.append(f"    {not_searched}")

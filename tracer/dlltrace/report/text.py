@@ -8,7 +8,7 @@ from typing import Optional
 
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.model import flags_text
+from dlltrace.model import RESULT_WORDS, Cause, flags_text
 from dlltrace.report.analysis import Incident, api_set_source
 from dlltrace.report.explain import leaf_node
 from dlltrace.report.render import tail_lines
@@ -16,10 +16,6 @@ from dlltrace.report.verdict import Verdict, exit_text, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed, can_replay_start
 
-RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong machine", "not_pe": "not a PE",
-                "access_denied": "access denied", "already_loaded": "already loaded",
-                "not_loaded": "there, not loaded", "known_dll": "KnownDLLs",
-                "apiset": "API set"}
 
 
 def short(path: Optional[str], keep: int = 3) -> str:
@@ -38,7 +34,7 @@ def verdict_line(r: Replayed) -> str:
         return f"✓ {winpath.basename(r.load.name or '?')} loaded from {res.module_path}"
     need = f" — it is needed by {leaf.parent}" if leaf.parent else ""
     what = leaf.detail
-    return "✗ " + {
+    verdicts: dict[Cause, str] = {
         "not_found": f"{leaf.name} was not found{need}",
         "bad_machine": f"{leaf.name} is built for {dll_machines(r)}, but this process is {r_machine(r)}{need}",
         "not_pe": f"{leaf.name} at {leaf.path} is not a valid DLL{need}",
@@ -48,7 +44,8 @@ def verdict_line(r: Replayed) -> str:
         "apiset_no_host": f"{leaf.name} is an API set with no host on this system{need}",
         "invalid_parameter": f"invalid parameters: {leaf.detail}",
         "access_denied": f"access to {leaf.path} was denied{need}",
-    }[leaf.cause]
+    }
+    return "✗ " + verdicts[leaf.cause]
 
 
 def r_machine(r: Replayed) -> str:
@@ -128,7 +125,7 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
         lines.append(f"  Where Windows looked for {winpath.basename(al.name)}{which}{', ' if which else ' ('}"
                      f"flags {flags_text(a.load.flags or 0)}):")
         for i, c in enumerate(al.candidates, 1):
-            res_word = RESULT_WORDS.get(c.result, c.result) + (f" ({c.machine})" if c.result == "wrong_machine" else "")
+            res_word = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
             lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
         if a.not_searched:
             lines.append(f"    {a.not_searched}")

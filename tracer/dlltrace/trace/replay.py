@@ -17,7 +17,7 @@ from typing import Literal, Optional
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain, not_searched_note
-from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult
+from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, load_op
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows.engine import Simulator
 from dlltrace.trace.reader import STARTUP_STATUS, Load, Trace, nt_to_win32
@@ -330,7 +330,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                     failed = load.name  # no notifications (an older trace): the loaded module itself
                 if failed is not None:
                     world.mark_init_failed(failed)
-            res = sim.load_library(load.name, flags, op=load.api if load.api != "LdrLoadDll" else "LoadLibraryExW",
+            res = sim.load_library(load.name, flags, op=load_op(load.api),
                                    origin=origin)
             seen = real_probe_statuses(load)
             real = [p for p, _ in seen]

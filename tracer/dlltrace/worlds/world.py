@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.model import FileFacts
+from dlltrace.model import FileFacts, Profile
 
 # KnownDLLs of a stock Windows 10/11 x64 (HKLM\...\Session Manager\KnownDLLs), used when a
 # scenario does not list its own.
@@ -47,7 +47,7 @@ class SystemInfo:
     # the API-set schema: a trace's, a scenario's (a dict of contract -> host or {host, exceptions},
     # apisets.parse_sets), or the built-in table when neither gives one
     api_sets: ApiSetSchema = field(default_factory=builtin_schema)
-    profile: str = "windows"  # "windows" | "wine" (docs/wine-profile.md)
+    profile: Profile = "windows"  # docs/wine-profile.md
     version: str = ""
 
     def __post_init__(self) -> None:

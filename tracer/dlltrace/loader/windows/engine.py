@@ -13,16 +13,22 @@ the rule that produced it, what was there, the module chosen and its imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional, overload
+from typing import Iterable, Literal, Optional, Union, overload
 
 from dlltrace import winpath
 from dlltrace.loader.windows import rules
 from dlltrace.model import (
     CAUSE_ERROR,
+    Cause,
     ERROR_DLL_INIT_FAILED,
     ERROR_FILE_NOT_FOUND,
     ERROR_INVALID_PARAMETER,
+    LOAD_OPS,
     LOAD_WITH_ALTERED_SEARCH_PATH,
+    STATE_OPS,
+    CallOp,
+    LoadOp,
+    ResultOp,
     Candidate,
     CallResult,
     INVALID_FLAGS_TEXT,
@@ -31,11 +37,10 @@ from dlltrace.model import (
     Leaf,
     Node,
     SearchDir,
+    Via,
 )
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
-LOAD_OPS = ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA")
-STATE_OPS = ("AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary")
 
 
 @dataclass
@@ -43,7 +48,7 @@ class Call:
     """One call a program makes (see docs/scenarios.md for each op's fields; the Python ops'
     fields, module to label, are used by emulate/python.py)."""
 
-    op: str
+    op: CallOp
     name: str = ""
     flags: int = 0
     path: Optional[str] = None
@@ -76,9 +81,10 @@ class Simulator:
 
     def do(self, call: Call) -> list[CallResult]:
         op = call.op
-        if op in LOAD_OPS:
-            flags = call.flags if op.startswith("LoadLibraryEx") else 0
-            return [self.load_library(call.name, flags, op=op)]
+        if op in ("LoadLibraryExW", "LoadLibraryExA"):
+            return [self.load_library(call.name, call.flags, op=op)]
+        if op in ("LoadLibraryW", "LoadLibraryA"):
+            return [self.load_library(call.name, 0, op=op)]
         if op == "AddDllDirectory":
             return [self.state_result(op, call.path or "", self.add_dll_directory(call.path or "", call.label))]
         if op == "RemoveDllDirectory":
@@ -101,7 +107,7 @@ class Simulator:
         self._count += 1
         return self._count - 1
 
-    def state_result(self, op: str, name: str, error: int) -> CallResult:
+    def state_result(self, op: ResultOp, name: str, error: int) -> CallResult:
         """The result of a call that changes the process state (no load, no tree)."""
         return CallResult(index=self._next_index(), op=op, name=name, error=error)
 
@@ -139,7 +145,7 @@ class Simulator:
                 self._release(d)
 
     # --- LoadLibrary ----------------------------------------------------------------------------
-    def load_library(self, name: str, flags: int, *, op: str = "LoadLibraryExW", origin: str = "") -> CallResult:
+    def load_library(self, name: str, flags: int, *, op: Union[LoadOp, Literal["start"]] = "LoadLibraryExW", origin: str = "") -> CallResult:
         res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin)
         req = rules.rule_default_extension(name)
         search = rules.rule_effective_search_flags(flags, self.process)
@@ -203,7 +209,7 @@ class Simulator:
                         detail=leaf.detail, parent=winpath.basename(parent) if parent else None, reason=leaf.reason)
 
     # --- finding one module ---------------------------------------------------------------------
-    def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: str, importer: Optional[str] = None) -> Node:
+    def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: Via, importer: Optional[str] = None) -> Node:
         """Find one module. `importer`: the base name of the module whose import (or forwarder)
         asks for it, None for the call itself (API-set exceptions are per importer)."""
         node = Node(name=name, via=via, search=dirs)
@@ -284,9 +290,8 @@ class Simulator:
             node.candidates.append(Candidate(path, d.rule, "found" if facts.error is None else facts.error,
                                              facts.pe.machine if facts.pe else None))
             node.path, node.how = path, d.rule
-            if facts.error in ("not_pe", "access_denied"):
-                cause = "not_pe" if facts.error == "not_pe" else "access_denied"
-                node.error, node.cause = CAUSE_ERROR[cause], cause
+            if facts.error is not None:
+                node.error, node.cause = CAUSE_ERROR[facts.error], facts.error
             else:
                 node.detail = "mapped as a data file: no imports, no DllMain"
             return node
@@ -340,7 +345,7 @@ class Simulator:
                     return node
                 node.path, node.how = path, d.rule
                 return self._load_file(node, facts, node.search)
-            cause = "access_denied" if v.result == "access_denied" else "not_pe"
+            cause: Cause = "access_denied" if v.result == "access_denied" else "not_pe"
             node.path, node.error, node.cause = path, CAUSE_ERROR[cause], cause
             node.detail = "access denied" if cause == "access_denied" else "not a valid PE image"
             return node

@@ -26,6 +26,7 @@ from dlltrace.model import (
     LOAD_LIBRARY_SEARCH_MASK,
     LOAD_LIBRARY_SEARCH_SYSTEM32,
     LOAD_LIBRARY_SEARCH_USER_DIRS,
+    CandidateResult,
     FileFacts,
     Import,
     InvalidFlagsReason,
@@ -286,7 +287,7 @@ def rule_dependent_load_flags(facts: Optional[FileFacts]) -> int:
 # --- §4 candidates --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Verdict:
-    result: str  # Candidate.result
+    result: CandidateResult
     stop: bool  # the search ends here (found, or an error that ends it)
 
 
