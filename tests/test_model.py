@@ -38,3 +38,10 @@ def test_schema_enums_are_the_model_lists():
     scenario = dict(_enums(json.loads((SCHEMAS / "scenario-v1.json").read_text(encoding="utf-8"))))
     causes = [v for k, v in scenario.items() if k.endswith("/cause")]
     assert causes and all(set(c) - {None} == set(model.CAUSES) for c in causes)
+
+
+def test_leaf_facts_reason_enum_is_the_model_list():
+    from typing import get_args
+    result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
+    reason = result["/properties/calls/items/properties/leaf/oneOf/1/properties/facts/properties/reason"]
+    assert set(reason) == set(get_args(model.InvalidFlagsReason)) == set(model.INVALID_FLAGS_TEXT)

@@ -237,8 +237,9 @@ class Node:
     children: list["Node"] = field(default_factory=list)
     error: int = 0
     cause: Optional[Cause] = None  # a leaf cause when this node is where it failed
-    detail: str = ""  # e.g. the import that was missing, the machine that did not match
+    detail: str = ""  # words for people, made from the facts below (leaf_detail) or about how it loaded
     reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why
+    facts: Optional["LeafFacts"] = None  # the cause's facts, when this node is the leaf
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
@@ -262,13 +263,50 @@ class Node:
 
 
 @dataclass(frozen=True)
+class LeafFacts:
+    """What a cause is about, as facts (Leaf.detail is the words made from them: leaf_detail).
+
+    bad_machine:      process_machine, the process's; machines, those of the copies rejected
+    missing_export:   export, the name not exported; forwarded_from, "dll!name" when a forwarder
+                      pointed at it
+    missing_ordinal:  ordinal
+    apiset_no_host:   contract, the API-set contract with no host
+    invalid_parameter: reason (INVALID_FLAGS_TEXT)
+    """
+
+    process_machine: Optional[str] = None
+    machines: tuple[str, ...] = ()
+    export: Optional[str] = None
+    forwarded_from: Optional[str] = None
+    ordinal: Optional[int] = None
+    contract: Optional[str] = None
+    reason: Optional[InvalidFlagsReason] = None
+
+
+def leaf_detail(cause: Cause, f: LeafFacts) -> str:
+    """The words of a cause's facts (Node.detail and Leaf.detail of the leaf)."""
+    if cause == "bad_machine":
+        return f"only copies for another machine than the process ({f.process_machine}) exist"
+    if cause == "missing_export":
+        return f"{f.export} (forwarded from {f.forwarded_from})" if f.forwarded_from else f"{f.export}"
+    if cause == "missing_ordinal":
+        return f"ordinal {f.ordinal}"
+    if cause == "apiset_no_host":
+        return f"API set {f.contract} has no host on this system"
+    if cause == "invalid_parameter" and f.reason is not None:
+        return INVALID_FLAGS_TEXT[f.reason]
+    return ""
+
+
+@dataclass(frozen=True)
 class Leaf:
     name: str
     cause: Cause
     path: Optional[str] = None  # the module where the cause sits (for missing_export: the bound module)
-    detail: str = ""
+    detail: str = ""  # words for people (leaf_detail of `facts`, or the node's own words)
     parent: Optional[str] = None  # the module that needed it
     reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why (INVALID_FLAGS_TEXT)
+    facts: LeafFacts = LeafFacts()
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Optional
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Node, flags_text
+from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, LeafFacts, Node, flags_text
 
 JSON_VERSION = 1
 
@@ -17,6 +18,14 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
         d["machine"] = c.machine
     if c.version:
         d["version"] = c.version
+    return d
+
+
+def leaf_facts_dict(f: LeafFacts) -> dict[str, Any]:
+    """The facts of a leaf's cause that apply to it (model.LeafFacts; none are null)."""
+    d: dict[str, Any] = {k: v for k, v in asdict(f).items() if v is not None and v != ()}
+    if "machines" in d:
+        d["machines"] = list(d["machines"])
     return d
 
 
@@ -43,7 +52,7 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
         "module": r.module_path,
         "leaf": None if r.leaf is None else {
             "name": r.leaf.name, "cause": r.leaf.cause, "path": r.leaf.path, "detail": r.leaf.detail,
-            "parent": r.leaf.parent},
+            "parent": r.leaf.parent, "facts": leaf_facts_dict(r.leaf.facts)},
         "chain": list(r.chain),
         "candidates": [candidate_dict(c) for c in (leaf.candidates if leaf else [])],
         "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],

@@ -3,7 +3,6 @@ Markdown and JSON forms share (the verdict line, the fate line, the agreement li
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from dlltrace import __version__, winpath
@@ -49,16 +48,13 @@ def verdict_line(r: Replayed) -> str:
 
 
 def r_machine(r: Replayed) -> str:
-    """The process's machine, as the simulator put it in the leaf's detail ("... the process (x64) ...")."""
-    m = re.search(r"\((x64|x86|arm64|arm)\)", r.result.leaf.detail if r.result.leaf else "")
-    return m.group(1) if m else "x64"
+    """The process's machine (the bad_machine leaf's fact)."""
+    return (r.result.leaf.facts.process_machine if r.result.leaf else None) or "x64"
 
 
 def dll_machines(r: Replayed) -> str:
     """The machines of the copies the loader rejected (x86 for an x86 DLL in an x64 process)."""
-    node = leaf_node(r.result.tree)
-    ms = sorted({c.machine for c in (node.candidates if node else ()) if c.result == "wrong_machine" and c.machine})
-    return " / ".join(ms) or "another machine"
+    return " / ".join(r.result.leaf.facts.machines if r.result.leaf else ()) or "another machine"
 
 
 def call_text(r: Replayed) -> str:

@@ -31,13 +31,14 @@ from dlltrace.model import (
     ResultOp,
     Candidate,
     CallResult,
-    INVALID_FLAGS_TEXT,
     FileFacts,
     Import,
     Leaf,
+    LeafFacts,
     Node,
     SearchDir,
     Via,
+    leaf_detail,
 )
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
@@ -152,8 +153,10 @@ class Simulator:
         why = rules.rule_invalid_flags(req, flags, search)
         if why:
             res.error = ERROR_INVALID_PARAMETER
+            facts = LeafFacts(reason=why)
             res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
-                            cause="invalid_parameter", detail=INVALID_FLAGS_TEXT[why], reason=why)
+                            cause="invalid_parameter", detail=leaf_detail("invalid_parameter", facts), reason=why,
+                            facts=facts)
             return self._done(res)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not search:
@@ -206,7 +209,8 @@ class Simulator:
         parent = chain[-2].name if len(chain) > 1 else None
         res.chain = [winpath.basename(n.name) for n in chain]
         res.leaf = Leaf(name=winpath.basename(leaf.name), cause=leaf.cause or "not_found", path=leaf.path,
-                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None, reason=leaf.reason)
+                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None, reason=leaf.reason,
+                        facts=leaf.facts or LeafFacts())
 
     # --- finding one module ---------------------------------------------------------------------
     def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: Via, importer: Optional[str] = None) -> Node:
@@ -231,7 +235,8 @@ class Simulator:
             host = rules.rule_api_set_host(contract, importer)
             if not host:
                 node.error, node.cause = CAUSE_ERROR["apiset_no_host"], "apiset_no_host"
-                node.detail = f"API set {contract.name} has no host on this system"
+                node.facts = LeafFacts(contract=contract.name)
+                node.detail = leaf_detail("apiset_no_host", node.facts)
                 return node
             node.how = f"API set → {host}"
             node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
@@ -353,7 +358,9 @@ class Simulator:
             return None
         if wrong:
             node.error, node.cause = CAUSE_ERROR["bad_machine"], "bad_machine"
-            node.detail = f"only copies for another machine than the process ({machine}) exist"
+            node.facts = LeafFacts(process_machine=machine, machines=tuple(sorted(
+                {c.machine for c in node.candidates if c.result == "wrong_machine" and c.machine})))
+            node.detail = leaf_detail("bad_machine", node.facts)
         else:
             node.error, node.cause = CAUSE_ERROR["not_found"], "not_found"
         return node
@@ -421,21 +428,24 @@ class Simulator:
                 tf = self.world.file(fwd.path) if fwd.path else None
                 if tf is not None and tf.pe is not None and not self._exports(tf.pe, func) and strict:
                     fwd.error, fwd.cause = CAUSE_ERROR["missing_export"], "missing_export"
-                    fwd.detail = f"{func} (forwarded from {winpath.basename(child.path or '')}!{fn})"
+                    fwd.facts = LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}")
+                    fwd.detail = leaf_detail("missing_export", fwd.facts)
                     child.error = fwd.error
                     return
                 continue
             if fn not in pe.exports:
                 if strict:
                     child.error, child.cause = CAUSE_ERROR["missing_export"], "missing_export"
-                    child.detail = fn
+                    child.facts = LeafFacts(export=fn)
+                    child.detail = leaf_detail("missing_export", child.facts)
                     return
                 child.detail = f"{fn} bound to a stub (Wine profile)"
         for o in imp.ordinals:
             if o not in pe.export_ordinals:
                 if strict:
                     child.error, child.cause = CAUSE_ERROR["missing_ordinal"], "missing_ordinal"
-                    child.detail = f"ordinal {o}"
+                    child.facts = LeafFacts(ordinal=o)
+                    child.detail = leaf_detail("missing_ordinal", child.facts)
                     return
 
     @staticmethod
