@@ -45,3 +45,10 @@ def test_leaf_facts_reason_enum_is_the_model_list():
     result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
     reason = result["/properties/calls/items/properties/leaf/oneOf/1/properties/facts/properties/reason"]
     assert set(reason) == set(get_args(model.InvalidFlagsReason)) == set(model.INVALID_FLAGS_TEXT)
+
+
+def test_origin_kind_enum_is_the_model_list():
+    from typing import get_args
+    result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
+    kinds = result["/properties/calls/items/properties/origin_kind"]
+    assert set(kinds) - {None} == set(get_args(model.OriginKind)) - {""}

@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from simhelp import load
+from simhelp import load, scenario
 
+from dlltrace.report.explain import explain, fixes_for, leaf_node
 from dlltrace.report.text import verdict_line
 
 
@@ -31,3 +32,54 @@ def test_missing_export_and_ordinal_are_facts():
     files[1]["exports"] = ["f"]
     res = load("C:\\app\\a.dll", files=files)
     assert (res.leaf.cause, res.leaf.facts.ordinal, res.leaf.detail) == ("missing_ordinal", 7, "ordinal 7")
+
+
+def _explained(files, calls, **kw):
+    sc = scenario(files, calls, **kw)
+    sim = sc.simulator()
+    results = sim.run(sc.calls)
+    for r in results:
+        explain(r, sc.world, sim.process)
+    _LAST.update(world=sc.world, process=sim.process)
+    return results
+
+
+_LAST: dict = {}
+
+
+TORCH_LIB = "C:\\py\\Lib\\site-packages\\torch\\lib"
+
+
+def test_fix_says_before_what_from_the_origin_kind_not_its_words():
+    files = [{"path": TORCH_LIB + "\\a.dll", "imports": ["dep.dll"]}, "C:\\other\\dep.dll"]
+    res = _explained(files, [{"op": "torch_load_dll_libraries", "torch_lib": TORCH_LIB, "dlls": ["a.dll"]}],
+                     exe="C:\\py\\python.exe", folders=[TORCH_LIB])
+    failed = [r for r in res if r.error and r.tree is not None][-1]
+    assert failed.origin_kind == "torch_retry" and failed.origin_package == "torch"
+    failed.origin = "words that say nothing"
+    assert fixes_of(failed)[0].text.startswith("Before `import torch`:")
+    pyd = "C:\\py\\Lib\\site-packages\\m\\_C.pyd"
+    res = _explained([{"path": pyd, "imports": ["dep.dll"]}, "C:\\other\\dep.dll"],
+                     [{"op": "python_import", "module": "m._C", "path": pyd}], exe="C:\\py\\python.exe")
+    assert (res[0].origin_kind, res[0].origin_module) == ("python_import", "m._C")
+    res[0].origin = "ctypes.CDLL('not what happened')"
+    assert fixes_of(res[0])[0].text.startswith("Before `import m._C`:")
+
+
+def fixes_of(r):
+    """The fixes explain gives `r` as it is now (its world and process: those of _explained's last run)."""
+    return fixes_for(r, _LAST["world"], _LAST["process"])
+
+
+def test_already_loaded_shadowing_is_read_from_how_kind():
+    files = [{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"]}]},
+             {"path": "C:\\old\\b.dll", "exports": []}, {"path": "C:\\new\\b.dll", "exports": ["f"]}]
+    calls = [{"op": "LoadLibraryExW", "name": "C:\\old\\b.dll"}, {"op": "LoadLibraryExW", "name": "C:\\app\\a.dll"}]
+    sc = scenario(files, calls)
+    sim = sc.simulator()
+    res = sim.run(sc.calls)[-1]
+    leaf = leaf_node(res.tree)
+    assert leaf is not None and leaf.how_kind == "already_loaded"
+    leaf.how = "words that do not start the way they used to"
+    explain(res, sc.world, sim.process)
+    assert [f.kind for f in res.fixes] == ["shadowing"]

@@ -74,6 +74,19 @@ def load_op(api: str) -> LoadOp:
     return "LoadLibraryExW"
 
 
+# What made a top-level call (CallResult.origin_kind; CallResult.origin is its words):
+#   ""                    the call itself (a scenario's LoadLibrary, a traced load with no Python context)
+#   python_import         `import origin_module` (CPython loading an extension module)
+#   ctypes                ctypes.CDLL
+#   torch, torch_preload, torch_retry   torch's _load_dll_libraries (its loads, its preloads of the
+#                         VC++ runtime, its retries with LoadLibraryW): inside `import torch`
+#   os_add_dll_directory  a load made inside os.add_dll_directory (a trace's context)
+#   start                 the program's static imports at process start (trace/replay.py replay_start)
+OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
+                     "start"]
+TORCH_ORIGINS: tuple[OriginKind, ...] = ("torch", "torch_preload", "torch_retry")
+
+
 # The loader's behaviour profile (SystemInfo.profile, docs/wine-profile.md).
 Profile = Literal["windows", "wine"]
 
@@ -232,7 +245,8 @@ class Node:
     name: str  # the name as requested (an import name, or the call's argument)
     via: Via
     path: Optional[str] = None  # the file chosen, when one was
-    how: str = ""  # the rule that satisfied it ("AddDllDirectory #1", "already loaded", "KnownDLLs", ...)
+    how: str = ""  # the rule that satisfied it, in words ("AddDllDirectory #1", "already loaded", "KnownDLLs", ...)
+    how_kind: HowKind = ""  # which kind of rule that was
     candidates: list[Candidate] = field(default_factory=list)
     children: list["Node"] = field(default_factory=list)
     error: int = 0
@@ -323,7 +337,9 @@ class CallResult:
     op: ResultOp
     name: str = ""
     flags: int = 0
-    origin: str = ""  # the Python action that made the call, when known
+    origin: str = ""  # the Python action that made the call, when known, in words
+    origin_kind: OriginKind = ""  # what kind of action that was
+    origin_module: str = ""  # python_import: the module imported
     error: int = 0
     tree: Optional[Node] = None
     leaf: Optional[Leaf] = None
@@ -337,3 +353,12 @@ class CallResult:
     @property
     def module_path(self) -> Optional[str]:
         return self.tree.path if self.tree is not None and self.error == 0 else None
+
+    @property
+    def origin_package(self) -> str:
+        """The top-level Python package whose code made the call ("torch"), "" when none is known."""
+        if self.origin_kind in TORCH_ORIGINS:
+            return "torch"
+        if self.origin_kind == "python_import":
+            return self.origin_module.split(".")[0]
+        return ""

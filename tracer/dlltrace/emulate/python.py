@@ -76,7 +76,8 @@ def rule_torch_retry(error: int) -> bool:
 def python_import(sim: Simulator, path: str, module: str = "") -> CallResult:
     """`import module` of the extension at `path`: one LoadLibraryExW with CPython's flags."""
     flags = rule_python_extension_flags(sim.process.python)
-    return sim.load_library(path, flags, origin=f"import {module}".strip())
+    return sim.load_library(path, flags, origin=f"import {module}".strip(), origin_kind="python_import",
+                            origin_module=module)
 
 
 def os_add_dll_directory(sim: Simulator, folder: str, label: str = "") -> CallResult:
@@ -88,7 +89,8 @@ def ctypes_cdll(sim: Simulator, name: str, winmode: Optional[int]) -> CallResult
     """ctypes.CDLL(name, winmode=winmode)."""
     origin = f"ctypes.CDLL({name!r}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
     flags = rule_ctypes_winmode(name, winmode)
-    return sim.load_library(rule_ctypes_relative_name(name, winmode, sim.process.cwd), flags, origin=origin)
+    return sim.load_library(rule_ctypes_relative_name(name, winmode, sim.process.cwd), flags, origin=origin,
+                            origin_kind="ctypes")
 
 
 def torch_load_dll_libraries(sim: Simulator, torch_lib: str, dlls: Optional[list[str]],
@@ -103,7 +105,7 @@ def torch_load_dll_libraries(sim: Simulator, torch_lib: str, dlls: Optional[list
         out.append(sim.state_result("AddDllDirectory", d, sim.add_dll_directory(d, "torch")))
     for rt in TORCH_RUNTIMES:
         r = ctypes_cdll(sim, rt, None)
-        r.origin = TORCH_ORIGIN + " preload"
+        r.origin, r.origin_kind = TORCH_ORIGIN + " preload", "torch_preload"
         out.append(r)
         if r.error:
             break  # torch prints a VC++ redistributable warning and goes on
@@ -115,7 +117,7 @@ def torch_load_dll_libraries(sim: Simulator, torch_lib: str, dlls: Optional[list
     path_patched = False
     for n in names:
         full = winpath.join(torch_lib, n)
-        r = sim.load_library(full, TORCH_FLAGS, origin=TORCH_ORIGIN)
+        r = sim.load_library(full, TORCH_FLAGS, origin=TORCH_ORIGIN, origin_kind="torch")
         out.append(r)
         if r.error == 0:
             continue
@@ -124,7 +126,8 @@ def torch_load_dll_libraries(sim: Simulator, torch_lib: str, dlls: Optional[list
         if not path_patched:
             sim.process.path = [*folders, *sim.process.path]
             path_patched = True
-        r2 = sim.load_library(full, 0, op="LoadLibraryW", origin=TORCH_ORIGIN + " retry after adding its folders to PATH")
+        r2 = sim.load_library(full, 0, op="LoadLibraryW", origin=TORCH_ORIGIN + " retry after adding its folders to PATH",
+                              origin_kind="torch_retry")
         out.append(r2)
         if r2.error:
             break

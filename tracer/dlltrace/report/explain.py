@@ -10,7 +10,7 @@ import re
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.model import Candidate, CallResult, Fix, Node
+from dlltrace.model import TORCH_ORIGINS, Candidate, CallResult, Fix, Node
 from dlltrace.loader.windows.rules import rule_effective_search_flags
 from dlltrace.worlds.world import ProcessState, World
 
@@ -61,7 +61,7 @@ def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
 
 def where_is(folder: str, process: ProcessState, leaf: Optional[Node] = None) -> str:
     """Say how a folder relates to the process's search state ("on PATH (entry 4)")."""
-    if leaf is not None and leaf.how.startswith("already loaded"):
+    if leaf is not None and leaf.how_kind in ("already_loaded", "loaded_same_file"):
         for s in leaf.search:
             if winpath.same(s.folder, folder):
                 return f"searched ({s.rule}), but the copy already loaded wins"
@@ -98,11 +98,13 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
 
 
 def _before(res: CallResult) -> str:
-    o = res.origin
-    if o.startswith("import "):
-        return f"before `{o.split(' (')[0]}`"
-    if o.startswith("ctypes.CDLL"):
-        return f"before `{o}`"
+    """"before `import torch`": when a fix must run, from what made the call (CallResult.origin_kind)."""
+    if res.origin_kind in TORCH_ORIGINS:
+        return "before `import torch`"
+    if res.origin_kind == "python_import" and res.origin_module:
+        return f"before `import {res.origin_module}`"
+    if res.origin_kind == "ctypes":
+        return f"before `{res.origin}`"
     return "before the load"
 
 
@@ -168,7 +170,7 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elif cause in ("missing_export", "missing_ordinal"):
         what = leaf.detail
         bound = leaf.path or name
-        if leaf.how.startswith("already loaded") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
+        if leaf.how_kind in ("already_loaded", "loaded_same_file") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
             by = f" ({leaf.loaded_by})" if leaf.loaded_by else ""
             for c in good[:1]:
                 fixes.append(Fix(f"{name} was already loaded from {bound}{by}, which lacks {what}; the matching copy is {c.path}: "

@@ -31,7 +31,7 @@ def leaf_facts_dict(f: LeafFacts) -> dict[str, Any]:
 
 def node_dict(n: Node) -> dict[str, Any]:
     return {
-        "name": n.name, "via": n.via, "path": n.path, "how": n.how, "error": n.error, "cause": n.cause,
+        "name": n.name, "via": n.via, "path": n.path, "how": n.how, "how_kind": n.how_kind or None, "error": n.error, "cause": n.cause,
         "detail": n.detail, "new": n.new, "loaded_by": n.loaded_by or None, "candidates": [candidate_dict(c) for c in n.candidates],
         "children": [node_dict(c) for c in n.children],
     }
@@ -49,6 +49,8 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
         "flags": r.flags,
         "flags_text": flags_text(r.flags),
         "origin": r.origin,
+        "origin_kind": r.origin_kind or None,
+        "origin_module": r.origin_module or None,
         "module": r.module_path,
         "leaf": None if r.leaf is None else {
             "name": r.leaf.name, "cause": r.leaf.cause, "path": r.leaf.path, "detail": r.leaf.detail,

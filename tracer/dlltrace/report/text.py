@@ -110,7 +110,7 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
         why = ""
         if added:
             why = " after putting its folders on PATH" if a.path[:len(added)] == added else " after changing PATH"
-        who = "torch" if "torch" in (a.origin or r.origin) else "the program"
+        who = "torch" if (a.result if a.result.origin else res).origin_package == "torch" else "the program"
         lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
     for k, a in enumerate(inc.attempts):
         al = leaf_node(a.result.tree)

@@ -17,7 +17,7 @@ from typing import Literal, Optional
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain, not_searched_note
-from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, load_op
+from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows.engine import Simulator
 from dlltrace.trace.reader import STARTUP_STATUS, Load, Trace, nt_to_win32
@@ -178,7 +178,7 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
     exe = process.exe
     sim = Simulator(world, process)
     origin = f"starting {winpath.basename(exe)}"
-    res = sim.load_library(exe, 0, op="start", origin=origin)
+    res = sim.load_library(exe, 0, op="start", origin=origin, origin_kind="start")
     explain(res, world, sim.process)
     load = Load(seq=0, pid=pid, tid=0, t=0, api="start", name=exe, flags=0, parent=None, depth=0, ctx=None, caller=None,
                 end={"result": None, "error": STARTUP_STATUS[code], "status": code, "path": None})
@@ -200,18 +200,19 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     return RecordedWorld(system, trace.of("file"), probes, dirs, checked=trace.checked)
 
 
-def origin_of(trace: Trace, load: Load) -> str:
+def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
+    """What made a traced load, from its Python context: (words, kind, the module imported)."""
     ctx = trace.context(load)
     if not ctx:
-        return ""
+        return "", "", ""
     ev = ctx.get("ev")
     if ev == "py_import":
-        return f"import {ctx.get('module')}"
+        return f"import {ctx.get('module')}", "python_import", str(ctx.get("module"))
     if ev == "py_dlopen":
-        return f"ctypes.CDLL({ctx.get('name')!r})"
+        return f"ctypes.CDLL({ctx.get('name')!r})", "ctypes", ""
     if ev == "py_add_dll_directory":
-        return f"os.add_dll_directory({ctx.get('path')!r})"
-    return ""
+        return f"os.add_dll_directory({ctx.get('path')!r})", "os_add_dll_directory", ""
+    return "", "", ""
 
 
 def real_probe_statuses(load: Load) -> list[tuple[str, int]]:
@@ -322,7 +323,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
             if load is None or not load.name:
                 continue
             flags = load.flags or 0
-            origin = origin_of(trace, load)
+            origin, origin_kind, origin_module = origin_of(trace, load)
             if load.error == ERROR_DLL_INIT_FAILED and hasattr(world, "mark_init_failed"):
                 # DllMain's answer is in no file: take the loader's
                 failed = init_failed_module(load)
@@ -331,7 +332,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 if failed is not None:
                     world.mark_init_failed(failed)
             res = sim.load_library(load.name, flags, op=load_op(load.api),
-                                   origin=origin)
+                                   origin=origin, origin_kind=origin_kind, origin_module=origin_module)
             seen = real_probe_statuses(load)
             real = [p for p, _ in seen]
             # probes the model expects past the last one seen are missing only if the loader got

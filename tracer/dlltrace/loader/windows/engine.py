@@ -28,10 +28,12 @@ from dlltrace.model import (
     STATE_OPS,
     CallOp,
     LoadOp,
+    OriginKind,
     ResultOp,
     Candidate,
     CallResult,
     FileFacts,
+    HowKind,
     Import,
     Leaf,
     LeafFacts,
@@ -146,8 +148,10 @@ class Simulator:
                 self._release(d)
 
     # --- LoadLibrary ----------------------------------------------------------------------------
-    def load_library(self, name: str, flags: int, *, op: Union[LoadOp, Literal["start"]] = "LoadLibraryExW", origin: str = "") -> CallResult:
-        res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin)
+    def load_library(self, name: str, flags: int, *, op: Union[LoadOp, Literal["start"]] = "LoadLibraryExW", origin: str = "",
+                     origin_kind: OriginKind = "", origin_module: str = "") -> CallResult:
+        res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin,
+                         origin_kind=origin_kind, origin_module=origin_module)
         req = rules.rule_default_extension(name)
         search = rules.rule_effective_search_flags(flags, self.process)
         why = rules.rule_invalid_flags(req, flags, search)
@@ -226,7 +230,7 @@ class Simulator:
             if winpath.is_absolute(name):
                 m = rules.rule_loaded_same_file(name, self.process)
                 if m is not None:
-                    return self._already_loaded(node, m, "already loaded from the same file")
+                    return self._already_loaded(node, m, "already loaded from the same file", "loaded_same_file")
                 return self._probe_dirs(node, winpath.basename(name), (SearchDir(winpath.dirname(name), "given path"),))
             # a relative path with a folder in it is appended to every folder of the search path
             return self._probe_dirs(node, name, dirs)
@@ -238,7 +242,7 @@ class Simulator:
                 node.facts = LeafFacts(contract=contract.name)
                 node.detail = leaf_detail("apiset_no_host", node.facts)
                 return node
-            node.how = f"API set → {host}"
+            node.how, node.how_kind = f"API set → {host}", "apiset"
             node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
             child = self._resolve(rules.rule_default_extension(host),
                                   rules.rule_api_set_host_search(importer, dirs, self.system), via="apiset",
@@ -252,10 +256,10 @@ class Simulator:
             return node
         m = rules.rule_loaded_module(name, self.process)
         if m is not None:
-            return self._already_loaded(node, m, f"already loaded from {m.path}")
+            return self._already_loaded(node, m, f"already loaded from {m.path}", "already_loaded")
         known = rules.rule_known_dlls(name, self.system)
         if known is not None:
-            node.path, node.how = known, "KnownDLLs"
+            node.path, node.how, node.how_kind = known, "KnownDLLs", "known_dll"
             node.candidates.append(Candidate(known, "KnownDLLs", "known_dll"))
             return self._load_file(node, self.world.file(known) or FileFacts(path=known), dirs)
         if local is not None:
@@ -270,14 +274,14 @@ class Simulator:
         if not rules.rule_name_has_path(name):
             m = rules.rule_loaded_module(name, self.process)
             if m is not None:
-                return self._already_loaded(node, m, f"already loaded from {m.path}")
+                return self._already_loaded(node, m, f"already loaded from {m.path}", "already_loaded")
         first = (SearchDir(winpath.dirname(name), "given path"),) if winpath.is_absolute(name) else dirs
         base = winpath.basename(name) if winpath.is_absolute(name) else name
         for d in first:
             path = winpath.join(d.folder, base)
             m = rules.rule_loaded_same_file(path, self.process)
             if m is not None:
-                return self._already_loaded(node, m, d.rule)
+                return self._already_loaded(node, m, d.rule, "loaded_candidate")
             facts = self.world.file(path)
             self._probes.append(path)
             v = rules.rule_candidate(facts, self.process.machine)
@@ -294,7 +298,7 @@ class Simulator:
             self._probes.append(path)
             node.candidates.append(Candidate(path, d.rule, "found" if facts.error is None else facts.error,
                                              facts.pe.machine if facts.pe else None))
-            node.path, node.how = path, d.rule
+            node.path, node.how, node.how_kind = path, d.rule, "search"
             if facts.error is not None:
                 node.error, node.cause = CAUSE_ERROR[facts.error], facts.error
             else:
@@ -304,9 +308,9 @@ class Simulator:
         node.detail = "SearchPathW found no file of that name (a data-file load under Wine)"
         return node
 
-    def _already_loaded(self, node: Node, m: LoadedModule, how: str) -> Node:
+    def _already_loaded(self, node: Node, m: LoadedModule, how: str, kind: HowKind) -> Node:
         self._module_of[id(node)] = m
-        node.path, node.how = m.path, how
+        node.path, node.how, node.how_kind = m.path, how, kind
         node.candidates.append(Candidate(m.path, "loaded-module list", "already_loaded"))
         node.loaded_by = m.origin
         return node
@@ -328,7 +332,7 @@ class Simulator:
             if skip_loaded:
                 m = rules.rule_loaded_same_file(path, self.process)
                 if m is not None:
-                    self._already_loaded(node, m, d.rule)
+                    self._already_loaded(node, m, d.rule, "loaded_candidate")
                     node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
                     return node
             facts = self.world.file(path)
@@ -345,10 +349,10 @@ class Simulator:
             if v.result == "found":
                 m = rules.rule_loaded_same_file(path, self.process)
                 if m is not None:
-                    self._already_loaded(node, m, d.rule)
+                    self._already_loaded(node, m, d.rule, "loaded_candidate")
                     node.candidates[-2:] = [Candidate(path, d.rule, "already_loaded")]
                     return node
-                node.path, node.how = path, d.rule
+                node.path, node.how, node.how_kind = path, d.rule, "search"
                 return self._load_file(node, facts, node.search)
             cause: Cause = "access_denied" if v.result == "access_denied" else "not_pe"
             node.path, node.error, node.cause = path, CAUSE_ERROR[cause], cause
