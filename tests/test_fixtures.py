@@ -21,7 +21,7 @@ def first_failed(results):
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_verdict(path):
-    scenario, results, _ = explain_scenario(str(path))
+    scenario, results = explain_scenario(str(path))
     exp = scenario.expect
     assert exp, f"{path.name} has no [expect] table"
     r = first_failed(results)
@@ -53,12 +53,12 @@ def test_every_search_order_case_has_a_scenario():
 
 
 def test_s1_says_the_folder_is_only_on_path():
-    _, results, notes = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s1.toml"))
+    _, results = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s1.toml"))
     r = first_failed(results)
     v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
     [c] = [c for c in r.found_elsewhere if c.path.startswith(v12)]
     assert "on PATH (entry 2)" in c.rule and "does not search" in c.rule
-    assert notes[r.index] == "PATH and the current folder are not searched with these flags."
+    assert r.not_searched == "PATH and the current folder are not searched with these flags."
     # and PATH was really not searched
     assert not any(p.startswith(v12) for p in r.probes)
     # the v11.8 copy is another version, named as such (reordering PATH cannot help)
@@ -68,7 +68,7 @@ def test_s1_says_the_folder_is_only_on_path():
 
 
 def test_s2_both_attempts_name_the_leaf():
-    _, results, _ = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s2.toml"))
+    _, results = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s2.toml"))
     failed = [r for r in results if r.error and r.tree is not None]
     assert [(r.op, r.flags) for r in failed] == [("LoadLibraryExW", 0x1100), ("LoadLibraryW", 0)]
     assert all(r.leaf.name == "cudnn64_7.dll" for r in failed)
@@ -89,7 +89,7 @@ def test_scenario_matches_json_schema(path):
 
 
 def test_s4_compares_the_runtime_with_the_toolset_c10_was_built_with():
-    _, results, _ = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
+    _, results = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
     r = first_failed(results)
     assert "older than 14.42 (c10.dll was built with 14.42)" in r.fixes[0].text
     assert r.fixes[0].kind == "vc_redist"

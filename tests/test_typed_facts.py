@@ -83,3 +83,17 @@ def test_already_loaded_shadowing_is_read_from_how_kind():
     leaf.how = "words that do not start the way they used to"
     explain(res, sc.world, sim.process)
     assert [f.kind for f in res.fixes] == ["shadowing"]
+
+
+def test_not_searched_and_path_entries_are_the_calls_own():
+    """The note and "on PATH (entry N)" come from the CallResult (its search flags, its PATH), not
+    from the process state at whatever time the report is made."""
+    sc = scenario(["C:\\tools\\b.dll"], [{"op": "SetDefaultDllDirectories", "flags": 0x1000},
+                                         {"op": "LoadLibraryExW", "name": "b.dll"}], path=["C:\\tools"])
+    sim = sc.simulator(explain=False)
+    res = sim.run(sc.calls)[-1]
+    assert (res.error, res.search_flags, res.path) == (126, 0x1000, ("C:\\tools",))
+    sim.process.default_dirs, sim.process.path = None, []  # the process changes after the call
+    explain(res, sc.world, sim.process)
+    assert res.not_searched == "PATH and the current folder are not searched with these flags."
+    assert [c.rule for c in res.found_elsewhere] == ["on PATH (entry 1), which this load does not search"]

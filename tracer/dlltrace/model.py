@@ -337,6 +337,9 @@ class CallResult:
     op: ResultOp
     name: str = ""
     flags: int = 0
+    search_flags: int = 0  # the LOAD_LIBRARY_SEARCH_* flags the load searched with (its own, or the process default)
+    path: tuple[str, ...] = ()  # PATH when the call was made
+    cwd: str = ""  # the current folder when the call was made
     origin: str = ""  # the Python action that made the call, when known, in words
     origin_kind: OriginKind = ""  # what kind of action that was
     origin_module: str = ""  # python_import: the module imported
@@ -353,6 +356,13 @@ class CallResult:
     @property
     def module_path(self) -> Optional[str]:
         return self.tree.path if self.tree is not None and self.error == 0 else None
+
+    @property
+    def not_searched(self) -> str:
+        """The note a load searched with LOAD_LIBRARY_SEARCH_* flags gets ("" for one that was not)."""
+        if self.search_flags:
+            return "PATH and the current folder are not searched with these flags."
+        return ""
 
     @property
     def origin_package(self) -> str:

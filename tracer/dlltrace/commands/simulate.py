@@ -27,11 +27,11 @@ def execute(args: argparse.Namespace) -> int:
         args.scenario = str(EXAMPLE)
     elif not args.scenario:
         raise DlltraceError("simulate needs a scenario file (or --example)", EXIT_USAGE)
-    scenario, results, notes = explain_scenario(args.scenario)
+    scenario, results = explain_scenario(args.scenario)
     if args.json:
-        doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description, notes=notes)
+        doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description)
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    print(scenario_text(scenario, results, notes))
+    print(scenario_text(scenario, results))
     return 0

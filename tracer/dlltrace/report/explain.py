@@ -11,7 +11,6 @@ from typing import Optional
 
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Candidate, CallResult, Fix, Node
-from dlltrace.loader.windows.rules import rule_effective_search_flags
 from dlltrace.worlds.world import ProcessState, World
 
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
@@ -54,21 +53,21 @@ def leaf_node(tree: Optional[Node]) -> Optional[Node]:
     return chain[-1] if chain and chain[-1].cause else None
 
 
-def uses_search_flags(res: CallResult, process: ProcessState) -> bool:
+def uses_search_flags(res: CallResult) -> bool:
     """Whether the call searched with LOAD_LIBRARY_SEARCH_* flags (its own or the process default)."""
-    return bool(rule_effective_search_flags(res.flags, process))
+    return bool(res.search_flags)
 
 
-def where_is(folder: str, process: ProcessState, leaf: Optional[Node] = None) -> str:
-    """Say how a folder relates to the process's search state ("on PATH (entry 4)")."""
+def where_is(folder: str, res: CallResult, leaf: Optional[Node] = None) -> str:
+    """Say how a folder relates to the call's search state ("on PATH (entry 4)")."""
     if leaf is not None and leaf.how_kind in ("already_loaded", "loaded_same_file"):
         for s in leaf.search:
             if winpath.same(s.folder, folder):
                 return f"searched ({s.rule}), but the copy already loaded wins"
-    for i, p in enumerate(process.path, 1):
+    for i, p in enumerate(res.path, 1):
         if winpath.same(p, folder):
             return f"on PATH (entry {i})"
-    if winpath.same(folder, process.cwd):
+    if winpath.same(folder, res.cwd):
         return "the current folder"
     return "in no folder the loader searches"
 
@@ -87,8 +86,8 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
             continue
         facts = world.file(path)
         machine = facts.pe.machine if facts and facts.pe else None
-        where = where_is(winpath.dirname(path), process, leaf)
-        if where.startswith("on PATH") and uses_search_flags(res, process):
+        where = where_is(winpath.dirname(path), res, leaf)
+        if where.startswith("on PATH") and uses_search_flags(res):
             where += ", which this load does not search"
         version = facts.pe.file_version if facts and facts.pe else None
         out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine,
@@ -148,7 +147,7 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
             folder = winpath.dirname(c.path)
             b = _before(res)
             fixes.append(Fix(f'{b[0].upper() + b[1:]}:  os.add_dll_directory(r"{folder}")', "add_dll_directory"))
-        if good and not uses_search_flags(res, process):
+        if good and not uses_search_flags(res):
             fixes.append(Fix(f"Or put {winpath.dirname(good[0].path)} on PATH (this load searches PATH)", "path"))
         p = provider_fix(name, process)
         if p:
@@ -238,12 +237,6 @@ def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> 
     return out
 
 
-def not_searched_note(res: CallResult, process: ProcessState) -> str:
-    if uses_search_flags(res, process):
-        return "PATH and the current folder are not searched with these flags."
-    return ""
-
-
 def find_close_names(res: CallResult, world: World, process: ProcessState) -> list[Candidate]:
     """Other versions of a missing leaf (cublas64_11.dll when cublas64_12.dll is wanted): they
     never satisfy the request, whatever the PATH order."""
@@ -254,7 +247,7 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
     for path in world.close_files(winpath.basename(leaf.name)):
         facts = world.file(path)
         machine = facts.pe.machine if facts and facts.pe else None
-        out.append(Candidate(path, where_is(winpath.dirname(path), process), "found", machine,
+        out.append(Candidate(path, where_is(winpath.dirname(path), res), "found", machine,
                              facts.pe.file_version if facts and facts.pe else None))
     return out
 

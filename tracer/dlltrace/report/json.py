@@ -18,7 +18,7 @@ def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> 
     went_on: list[dict[str, Any]] = []
     for inc in incs:
         for a in inc.attempts:
-            d = call_dict(a.result, a.not_searched)
+            d = call_dict(a.result)
             d.update({"real_error": a.real_error, "pid": a.load.pid, "real_probes": a.real_probes,
                       "agreed": a.agreed, "disagreements": a.disagreements,
                       "differences": [x.to_dict() for x in a.differences],

@@ -37,7 +37,7 @@ def node_dict(n: Node) -> dict[str, Any]:
     }
 
 
-def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
+def call_dict(r: CallResult) -> dict[str, Any]:
     d: dict[str, Any] = {"index": r.index, "op": r.op, "name": r.name, "error": r.error,
                          "error_text": ERROR_TEXT.get(r.error, "")}
     if r.op not in TREE_OPS:
@@ -48,6 +48,7 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
     d.update({
         "flags": r.flags,
         "flags_text": flags_text(r.flags),
+        "search_flags": r.search_flags,
         "origin": r.origin,
         "origin_kind": r.origin_kind or None,
         "origin_module": r.origin_module or None,
@@ -58,7 +59,7 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
         "chain": list(r.chain),
         "candidates": [candidate_dict(c) for c in (leaf.candidates if leaf else [])],
         "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],
-        "not_searched": not_searched or None,
+        "not_searched": r.not_searched or None,
         "found_elsewhere": [candidate_dict(c) for c in r.found_elsewhere],
         "close_names": [candidate_dict(c) for c in r.close_names],
         "fixes": [{"text": f.text, "kind": f.kind} for f in r.fixes],
@@ -70,10 +71,8 @@ def call_dict(r: CallResult, not_searched: str = "") -> dict[str, Any]:
     return d
 
 
-def results_dict(results: list[CallResult], *, kind: str, source: str, description: str = "",
-                 notes: Optional[dict[int, str]] = None) -> dict[str, Any]:
-    notes = notes or {}
-    calls = [call_dict(r, notes.get(r.index, "")) for r in results]
+def results_dict(results: list[CallResult], *, kind: str, source: str, description: str = "") -> dict[str, Any]:
+    calls = [call_dict(r) for r in results]
     loads = [c for c in calls if c["op"] in TREE_OPS]
     failed = [c for c in loads if c["error"]]
     return {
@@ -126,7 +125,7 @@ def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
     return out
 
 
-def text_call(r: CallResult, not_searched: str = "") -> list[str]:
+def text_call(r: CallResult) -> list[str]:
     if r.op not in TREE_OPS:
         status = "ok" if r.error == 0 else f"error {r.error}"
         return [f"{r.op}({r.name}{', ' + hex(r.flags) if r.flags else ''})  → {status}"]
@@ -161,8 +160,8 @@ def text_call(r: CallResult, not_searched: str = "") -> list[str]:
         for i, c in enumerate(leaf.candidates, 1):
             res = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
             out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
-        if not_searched:
-            out.append(f"    {not_searched}")
+        if r.not_searched:
+            out.append(f"    {r.not_searched}")
     out.extend(tail_lines(r))
     if r.note:
         out.append(f"  note: {r.note}")

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from dlltrace.report.explain import not_searched_note
 from dlltrace.report.render import text_call
 from dlltrace.scenario import load_scenario
 
 
 def explain_scenario(path: str):
-    """Run a scenario file; returns (scenario, results, not-searched notes by call index)."""
+    """Run a scenario file; returns (scenario, results), each failed load explained."""
     scenario = load_scenario(path)
-    sim = scenario.simulator()
-    notes: dict[int, str] = {}
-    process = sim.process
-    sim.observers.append(lambda r: notes.__setitem__(r.index, not_searched_note(r, process)))
-    return scenario, sim.run(scenario.calls), notes
+    return scenario, scenario.simulator().run(scenario.calls)
 
 
-def scenario_text(scenario, results, notes: dict[int, str]) -> str:
+def scenario_text(scenario, results) -> str:
     """What `dlltrace simulate` prints: the description, each call explained, a count."""
     out = []
     if scenario.description:
@@ -25,7 +20,7 @@ def scenario_text(scenario, results, notes: dict[int, str]) -> str:
         out.append("")
     failed = [r for r in results if r.error and r.tree is not None]
     for r in results:
-        out.extend(text_call(r, not_searched=notes.get(r.index, "")))
+        out.extend(text_call(r))
     out.append("")
     loads = [r for r in results if r.tree is not None]
     out.append(f"{len(loads)} load{'s' if len(loads) != 1 else ''} simulated, {len(failed)} failed")

@@ -109,7 +109,7 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
         added = [p for p in a.path if not any(winpath.same(p, q) for q in r.path)]
         why = ""
         if added:
-            why = " after putting its folders on PATH" if a.path[:len(added)] == added else " after changing PATH"
+            why = " after putting its folders on PATH" if list(a.path[:len(added)]) == added else " after changing PATH"
         who = "torch" if (a.result if a.result.origin else res).origin_package == "torch" else "the program"
         lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
     for k, a in enumerate(inc.attempts):

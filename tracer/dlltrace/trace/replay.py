@@ -16,7 +16,7 @@ from typing import Literal, Optional
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.report.explain import explain, not_searched_note
+from dlltrace.report.explain import explain
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows.engine import Simulator
@@ -72,8 +72,15 @@ class Replayed:
     real_probes: list[str] = field(default_factory=list)
     agreed: int = 0
     differences: list[Difference] = field(default_factory=list)
-    not_searched: str = ""
-    path: list[str] = field(default_factory=list)  # PATH when the call was made
+
+    @property
+    def not_searched(self) -> str:
+        return self.result.not_searched
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """PATH when the call was made."""
+        return self.result.path
 
     @property
     def disagreements(self) -> list[str]:
@@ -185,8 +192,7 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
     dis = []
     if res.error != STARTUP_STATUS[code]:
         dis.append(Difference("error", trace_error=STARTUP_STATUS[code], model_error=res.error))
-    return Replayed(load=load, result=res, origin=origin, differences=dis,
-                    not_searched=not_searched_note(res, sim.process), path=list(sim.process.path))
+    return Replayed(load=load, result=res, origin=origin, differences=dis)
 
 
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
@@ -281,11 +287,9 @@ def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = Non
 def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
     _, process = system_and_process(trace, pid)
     sim = Simulator(world, process)
-    notes: dict[int, str] = {}
 
     def observe(res: CallResult) -> None:  # (holds the process, not sim: no reference cycle)
         explain(res, world, process)
-        notes[res.index] = not_searched_note(res, process)
 
     sim.observers.append(observe)
     loads = {ld.seq: ld for ld in trace.loads(pid)}
@@ -343,7 +347,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
             _sync_loaded(sim.process, load, res)
             out.append(Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed,
-                                differences=dis, not_searched=notes.get(res.index, ""), path=list(sim.process.path)))
+                                differences=dis))
     return out
 
 

@@ -154,6 +154,7 @@ class Simulator:
                          origin_kind=origin_kind, origin_module=origin_module)
         req = rules.rule_default_extension(name)
         search = rules.rule_effective_search_flags(flags, self.process)
+        res.search_flags, res.path, res.cwd = search, tuple(self.process.path), self.process.cwd
         why = rules.rule_invalid_flags(req, flags, search)
         if why:
             res.error = ERROR_INVALID_PARAMETER
