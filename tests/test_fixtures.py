@@ -57,14 +57,15 @@ def test_s1_says_the_folder_is_only_on_path():
     r = first_failed(results)
     v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
     [c] = [c for c in r.found_elsewhere if c.path.startswith(v12)]
-    assert "on PATH (entry 2)" in c.rule and "does not search" in c.rule
+    assert (c.relation, c.path_entry) == ("on_path_not_searched", 2)
+    assert "on PATH (entry 2)" in c.text and "does not search" in c.text
     assert r.not_searched == "PATH and the current folder are not searched with these flags."
     # and PATH was really not searched
     assert not any(p.startswith(v12) for p in r.probes)
     # the v11.8 copy is another version, named as such (reordering PATH cannot help)
     assert [c.path for c in r.close_names] == [
         "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v11.8\\bin\\cublas64_11.dll"]
-    assert "on PATH (entry 1)" in r.close_names[0].rule
+    assert "on PATH (entry 1)" in r.close_names[0].text
 
 
 def test_s2_both_attempts_name_the_leaf():

@@ -52,3 +52,12 @@ def test_origin_kind_enum_is_the_model_list():
     result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
     kinds = result["/properties/calls/items/properties/origin_kind"]
     assert set(kinds) - {None} == set(get_args(model.OriginKind)) - {""}
+
+
+def test_elsewhere_relation_enum_is_the_model_list():
+    from typing import get_args
+    result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
+    relation = result["/properties/calls/items/properties/found_elsewhere/items/properties/relation"]
+    assert set(relation) == set(get_args(model.Relation))
+    words = {r: model.Elsewhere("C:\\x\\a.dll", r, path_entry=2, rule="PATH[2]").text for r in get_args(model.Relation)}
+    assert len(set(words.values())) == len(words)  # each relation has its own words

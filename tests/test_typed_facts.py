@@ -96,4 +96,5 @@ def test_not_searched_and_path_entries_are_the_calls_own():
     sim.process.default_dirs, sim.process.path = None, []  # the process changes after the call
     explain(res, sc.world, sim.process)
     assert res.not_searched == "PATH and the current folder are not searched with these flags."
-    assert [c.rule for c in res.found_elsewhere] == ["on PATH (entry 1), which this load does not search"]
+    assert [(c.relation, c.path_entry, c.text) for c in res.found_elsewhere] == [
+        ("on_path_not_searched", 1, "on PATH (entry 1), which this load does not search")]

@@ -235,7 +235,42 @@ class Candidate:
     rule: str
     result: CandidateResult
     machine: Optional[str] = None
-    version: Optional[str] = None  # the file version, where known (for "found elsewhere")
+
+
+# Where a copy of the leaf found elsewhere is, relative to the call's search (Elsewhere.relation):
+#   loaded_wins       in a folder the call searched, but a copy already loaded won (rule: which folder)
+#   on_path           in a PATH entry (path_entry, from 1), which the call searches
+#   on_path_not_searched   in a PATH entry the call does not search (it used LOAD_LIBRARY_SEARCH_* flags)
+#   current_folder    in the current folder
+#   not_searched      in no folder the loader searches
+Relation = Literal["loaded_wins", "on_path", "on_path_not_searched", "current_folder", "not_searched"]
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A copy of the leaf outside the folders the call tried (CallResult.found_elsewhere), or a file of
+    another version of it (CallResult.close_names), and how its folder relates to the call's search."""
+
+    path: str
+    relation: Relation
+    result: Literal["found", "wrong_machine"] = "found"  # whether its machine is the process's
+    machine: Optional[str] = None
+    version: Optional[str] = None  # its file version, where known
+    path_entry: Optional[int] = None  # on_path, on_path_not_searched: which PATH entry (from 1)
+    rule: Optional[str] = None  # loaded_wins: the rule of the folder searched
+
+    @property
+    def text(self) -> str:
+        """The relation in words ("on PATH (entry 2), which this load does not search")."""
+        if self.relation == "loaded_wins":
+            return f"searched ({self.rule}), but the copy already loaded wins"
+        if self.relation == "on_path":
+            return f"on PATH (entry {self.path_entry})"
+        if self.relation == "on_path_not_searched":
+            return f"on PATH (entry {self.path_entry}), which this load does not search"
+        if self.relation == "current_folder":
+            return "the current folder"
+        return "in no folder the loader searches"
 
 
 @dataclass
@@ -348,8 +383,8 @@ class CallResult:
     leaf: Optional[Leaf] = None
     chain: list[str] = field(default_factory=list)
     fixes: list[Fix] = field(default_factory=list)
-    found_elsewhere: list[Candidate] = field(default_factory=list)
-    close_names: list[Candidate] = field(default_factory=list)  # other versions of the leaf (cublas64_11 for _12)
+    found_elsewhere: list[Elsewhere] = field(default_factory=list)
+    close_names: list[Elsewhere] = field(default_factory=list)  # other versions of the leaf (cublas64_11 for _12)
     probes: list[str] = field(default_factory=list)  # every file path the loader would open, in order
     note: str = ""
 

@@ -7,10 +7,11 @@ by `report`.
 from __future__ import annotations
 
 import re
-from typing import Optional
+import dataclasses
+from typing import Literal, Optional
 
 from dlltrace import winpath
-from dlltrace.model import TORCH_ORIGINS, Candidate, CallResult, Fix, Node
+from dlltrace.model import TORCH_ORIGINS, CallResult, Elsewhere, Fix, Node
 from dlltrace.worlds.world import ProcessState, World
 
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
@@ -58,21 +59,28 @@ def uses_search_flags(res: CallResult) -> bool:
     return bool(res.search_flags)
 
 
-def where_is(folder: str, res: CallResult, leaf: Optional[Node] = None) -> str:
-    """Say how a folder relates to the call's search state ("on PATH (entry 4)")."""
+def where_is(path: str, res: CallResult, world: World, process: ProcessState, leaf: Optional[Node] = None) -> Elsewhere:
+    """A file of the world outside the call's search, with how its folder relates to the call's search
+    state (its search flags, its PATH, its current folder)."""
+    folder = winpath.dirname(path)
+    facts = world.file(path)
+    machine = facts.pe.machine if facts and facts.pe else None
+    version = facts.pe.file_version if facts and facts.pe else None
+    result: Literal["found", "wrong_machine"] = "found" if machine in (None, process.machine) else "wrong_machine"
     if leaf is not None and leaf.how_kind in ("already_loaded", "loaded_same_file"):
         for s in leaf.search:
             if winpath.same(s.folder, folder):
-                return f"searched ({s.rule}), but the copy already loaded wins"
+                return Elsewhere(path, "loaded_wins", result, machine, version, rule=s.rule)
     for i, p in enumerate(res.path, 1):
         if winpath.same(p, folder):
-            return f"on PATH (entry {i})"
+            return Elsewhere(path, "on_path_not_searched" if uses_search_flags(res) else "on_path", result, machine,
+                             version, path_entry=i)
     if winpath.same(folder, res.cwd):
-        return "the current folder"
-    return "in no folder the loader searches"
+        return Elsewhere(path, "current_folder", result, machine, version)
+    return Elsewhere(path, "not_searched", result, machine, version)
 
 
-def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list[Candidate]:
+def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list[Elsewhere]:
     """Every copy of the leaf the world knows, outside the folders this call already tried."""
     leaf = leaf_node(res.tree)
     if leaf is None or leaf.cause not in ("not_found", "bad_machine", "missing_export", "missing_ordinal"):
@@ -84,14 +92,7 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
             continue
         if leaf.path and winpath.same(path, leaf.path):
             continue
-        facts = world.file(path)
-        machine = facts.pe.machine if facts and facts.pe else None
-        where = where_is(winpath.dirname(path), res, leaf)
-        if where.startswith("on PATH") and uses_search_flags(res):
-            where += ", which this load does not search"
-        version = facts.pe.file_version if facts and facts.pe else None
-        out.append(Candidate(path, where, "found" if machine in (None, process.machine) else "wrong_machine", machine,
-                             version))
+        out.append(where_is(path, res, world, process, leaf))
     out.sort(key=lambda c: (c.result != "found", c.path.lower()))
     return out
 
@@ -237,7 +238,7 @@ def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> 
     return out
 
 
-def find_close_names(res: CallResult, world: World, process: ProcessState) -> list[Candidate]:
+def find_close_names(res: CallResult, world: World, process: ProcessState) -> list[Elsewhere]:
     """Other versions of a missing leaf (cublas64_11.dll when cublas64_12.dll is wanted): they
     never satisfy the request, whatever the PATH order."""
     leaf = leaf_node(res.tree)
@@ -245,10 +246,10 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
         return []
     out = []
     for path in world.close_files(winpath.basename(leaf.name)):
-        facts = world.file(path)
-        machine = facts.pe.machine if facts and facts.pe else None
-        out.append(Candidate(path, where_is(winpath.dirname(path), res), "found", machine,
-                             facts.pe.file_version if facts and facts.pe else None))
+        # (said as found whatever its machine, and never as not searched: another file name)
+        e = where_is(path, res, world, process)
+        out.append(dataclasses.replace(e, result="found", relation="on_path")
+                   if e.relation == "on_path_not_searched" else dataclasses.replace(e, result="found"))
     return out
 
 

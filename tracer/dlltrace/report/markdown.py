@@ -41,8 +41,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         out.append("")
         out.append(fate_line(inc.verdict).rstrip(".") + ".")
         out.append("")
-        for c in res.found_elsewhere[:2]:
-            out.append(f"Found at `{c.path}` ({c.rule}).")
+        for e in res.found_elsewhere[:2]:
+            out.append(f"Found at `{e.path}` ({e.text}).")
         if res.fixes:
             out.append(f"Suggested fix: {_md(res.fixes[0].text)}")
         out.append("")

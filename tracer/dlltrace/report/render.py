@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, LeafFacts, Node, flags_text
+from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Elsewhere, LeafFacts, Node, flags_text
 
 JSON_VERSION = 1
 
@@ -16,8 +16,19 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
     d = {"path": c.path, "rule": c.rule, "result": c.result}
     if c.machine:
         d["machine"] = c.machine
-    if c.version:
-        d["version"] = c.version
+    return d
+
+
+def elsewhere_dict(e: Elsewhere) -> dict[str, Any]:
+    """A copy found elsewhere: `rule` is the relation in words (as found_elsewhere has always had it)."""
+    d: dict[str, Any] = {"path": e.path, "rule": e.text, "result": e.result}
+    if e.machine:
+        d["machine"] = e.machine
+    if e.version:
+        d["version"] = e.version
+    d["relation"] = e.relation
+    if e.path_entry is not None:
+        d["path_entry"] = e.path_entry
     return d
 
 
@@ -60,8 +71,8 @@ def call_dict(r: CallResult) -> dict[str, Any]:
         "candidates": [candidate_dict(c) for c in (leaf.candidates if leaf else [])],
         "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],
         "not_searched": r.not_searched or None,
-        "found_elsewhere": [candidate_dict(c) for c in r.found_elsewhere],
-        "close_names": [candidate_dict(c) for c in r.close_names],
+        "found_elsewhere": [elsewhere_dict(c) for c in r.found_elsewhere],
+        "close_names": [elsewhere_dict(c) for c in r.close_names],
         "fixes": [{"text": f.text, "kind": f.kind} for f in r.fixes],
         "probes": list(r.probes),
         "tree": node_dict(r.tree) if r.tree else None,
@@ -114,11 +125,11 @@ def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
         out += ["", "  Found elsewhere"]
         for c in r.found_elsewhere:
             facts = "".join(f"{x} · " for x in (c.machine, c.version) if x)
-            out.append(f"    {c.path}   {facts}{c.rule}")
+            out.append(f"    {c.path}   {facts}{c.text}")
     if r.close_names:
         out += ["", f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, "
                     "whatever the PATH order)"]
-        out += [f"    {c.path}   {c.rule}" for c in r.close_names]
+        out += [f"    {c.path}   {c.text}" for c in r.close_names]
     if r.fixes and fixes:
         out += ["", "  Fix"]
         out += [f"    {i}. {f.text}" for i, f in enumerate(r.fixes, 1)]
