@@ -61,3 +61,11 @@ def test_elsewhere_relation_enum_is_the_model_list():
     assert set(relation) == set(get_args(model.Relation))
     words = {r: model.Elsewhere("C:\\x\\a.dll", r, path_entry=2, rule="PATH[2]").text for r in get_args(model.Relation)}
     assert len(set(words.values())) == len(words)  # each relation has its own words
+
+
+def test_fix_enums_are_the_model_lists():
+    from typing import get_args
+    result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
+    fixes = "/properties/calls/items/properties/fixes/items/properties/"
+    assert set(result[fixes + "kind"]) == set(get_args(model.FixKind))
+    assert set(result[fixes + "action"]) == set(get_args(model.FixAction))

@@ -98,3 +98,17 @@ def test_not_searched_and_path_entries_are_the_calls_own():
     assert res.not_searched == "PATH and the current folder are not searched with these flags."
     assert [(c.relation, c.path_entry, c.text) for c in res.found_elsewhere] == [
         ("on_path_not_searched", 1, "on PATH (entry 1), which this load does not search")]
+
+
+def test_every_fix_action_has_words_and_markdown_marks_the_code_from_the_fields():
+    from typing import get_args
+
+    from dlltrace.model import Fix, FixAction
+
+    for action in get_args(FixAction):
+        f = Fix("install", action, name="a.dll", folder="C:\\x", path="C:\\x\\a.dll", instruction="pip install a",
+                reason="altered_with_search_flags", other_machine="x64", machine="x86", bound="C:\\old\\a.dll")
+        assert f.text, action
+    f = Fix("add_dll_directory", "add_dll_directory", name="a.dll", folder='C:\\odd "name"', before="import torch")
+    assert f.text == 'Before `import torch`:  os.add_dll_directory(r"C:\\odd "name"")'
+    assert f.markdown == 'Before `import torch`:  `os.add_dll_directory(r"C:\\odd "name"")`'

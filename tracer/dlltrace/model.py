@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Optional, Union, get_args
+from typing import Callable, Literal, Mapping, Optional, Union, get_args
+
+from dlltrace import winpath
 
 # --- LoadLibraryExW flags (LOADER.md §2, §3) -------------------------------------------
 DONT_RESOLVE_DLL_REFERENCES = 0x1
@@ -358,10 +360,129 @@ class Leaf:
     facts: LeafFacts = LeafFacts()
 
 
+# A fix's kind (the `kind` of the JSON output): the family of fix, and its action, what exactly to do.
+FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "reinstall", "shadowing", "init", "call",
+                  "permissions", "vc_redist"]
+# add_dll_directory  os.add_dll_directory(folder) before `before` (path: the copy it holds; machine: the
+#                    process's, for a bad_machine leaf; bound, lacks: the copy searched first that lacks it)
+# path_prepend       put folder on PATH (a load that searches PATH)
+# path_or_copy       put folder on PATH, or copy name next to exe (a program's static imports)
+# install            install what ships name (instruction: how; package: the pip package, when it is one)
+# find_package       find and install the package that ships name, then add its folder (exe: next to it)
+# use_64bit_python   a 64-bit Python for a 64-bit DLL (machine: the process's, other_machine: the DLL's)
+# use_build          the process's machine's build of name, or a Python of the DLL's machine
+# reinstall          path is not a valid DLL: reinstall what ships it
+# preload            load the matching copy (path) first: the copy already loaded (bound) lacks `lacks`
+# update_loaded      find what loads bound first and update it
+# install_matching   bound is another version than parent was built against
+# vc_redist          the MSVC runtime name in use (path, version) is older than need: install the redistributable
+# check_init         DllMain failed with every dependency resolved: the common causes
+# update_windows     an API set with no host
+# flags              the call's flags are invalid (reason: an InvalidFlagsReason)
+# permissions        access to path was denied
+FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "install", "find_package", "use_64bit_python",
+                    "use_build", "reinstall", "preload", "update_loaded", "install_matching", "vc_redist", "check_init",
+                    "update_windows", "flags", "permissions"]
+
+VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"
+FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
+    "altered_with_search_flags": "Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags",
+    "dll_load_dir_needs_full_path": "Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR",
+    "altered_with_default_dirs_needs_full_path": (
+        "Pass a fully qualified path (os.path.abspath): with SetDefaultDllDirectories in effect, "
+        "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) searches the DLL's own folder (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)"),
+}
+
+
 @dataclass(frozen=True)
 class Fix:
-    text: str
-    kind: str = ""  # "add_dll_directory" | "install" | "path" | "python_bitness" | ...
+    """One fix: a typed action and what it acts on; `text` is its words (fix_text), made from these."""
+
+    kind: FixKind
+    action: FixAction
+    name: str = ""  # the DLL
+    folder: str = ""
+    path: str = ""  # a file: the copy to use, the file at fault
+    before: Optional[str] = None  # the code the fix must run before ("import torch"); None: the load
+    exe: str = ""  # the program (path_or_copy, find_package for its static imports)
+    machine: str = ""  # the process's machine
+    other_machine: str = ""  # the DLL's machine
+    bound: str = ""  # the copy loaded (or searched first) that lacks what is needed
+    lacks: str = ""  # what it lacks, in words (the leaf's detail)
+    loaded_by: str = ""  # who loaded that copy ("loaded by import torch")
+    parent: str = ""  # the module built against another version
+    instruction: str = ""  # install: how to install what ships the DLL
+    package: Optional[str] = None  # install: the pip package, when it is one
+    version: str = ""  # vc_redist: the version in use
+    need: str = ""  # vc_redist: the version needed ("14.40")
+    built_with: bool = False  # vc_redist: need is the failing DLL's own toolset (name it)
+    leaf: str = ""  # vc_redist: the DLL whose DllMain failed
+    arch: str = ""  # vc_redist: the redistributable's architecture
+    reason: Optional[InvalidFlagsReason] = None  # flags
+
+    @property
+    def text(self) -> str:
+        return fix_text(self)
+
+    @property
+    def markdown(self) -> str:
+        return fix_text(self, code=lambda s: f"`{s}`")
+
+
+def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
+    """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
+    marks what is code to type (Markdown puts it in backticks)."""
+    a = f.action
+    before = f"before `{f.before}`" if f.before else "before the load"
+    if a == "add_dll_directory":
+        call = code(f'os.add_dll_directory(r"{f.folder}")')
+        if f.bound:
+            return (f"The copy at {f.bound} lacks {f.lacks}; a matching copy is at {f.path}: {before}  {call} "
+                    f"and make sure it is searched before {winpath.dirname(f.bound)}")
+        if f.machine:
+            return f"A {f.machine} copy is at {f.path}: {before}  {call}"
+        return f"{before[0].upper() + before[1:]}:  {call}"
+    if a == "path_prepend":
+        return f"Or put {f.folder} on PATH (this load searches PATH)"
+    if a == "path_or_copy":
+        return f"Put {f.folder} on PATH, or copy {f.name} next to {winpath.basename(f.exe)} ({winpath.dirname(f.exe)})"
+    if a == "install":
+        return f.instruction
+    if a == "find_package":
+        if f.exe:
+            return (f"Find the package that ships {f.name} and install it, then put its folder on PATH "
+                    f"or copy {f.name} next to {winpath.basename(f.exe)}")
+        return f"Find the package that ships {f.name} and install it, then add its folder with os.add_dll_directory"
+    if a == "use_64bit_python":
+        return "Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)"
+    if a == "use_build":
+        article = "an" if f.other_machine[:1] in ("a", "x") else "a"
+        return f"Use the {f.machine} build of {f.name}, or {article} {f.other_machine} Python"
+    if a == "reinstall":
+        return f"{f.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it"
+    if a in ("preload", "update_loaded"):
+        by = f" ({f.loaded_by})" if f.loaded_by else ""
+        if a == "preload":
+            return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}; the matching copy is {f.path}: "
+                    f"load it first (before whatever loads {f.bound}), or update or remove the old copy")
+        return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}: find what loads that copy "
+                "first and update it")
+    if a == "install_matching":
+        return f"{f.bound} is a different version from the one {f.parent} was built against: install matching versions"
+    if a == "vc_redist":
+        built = f" ({f.leaf} was built with {f.need})" if f.built_with else ""
+        return (f"{f.name} in use is {f.path} version {f.version}, older than {f.need}{built}: install the latest "
+                f"Visual C++ Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)}), or find the package that "
+                f"ships that old copy and load torch before it")
+    if a == "check_init":
+        return (f"Every dependency of {f.name} resolved; its initialisation (DllMain) failed. Common causes: an old MSVC "
+                "runtime loaded first, a CPU without AVX for builds that need it, or a missing GPU driver")
+    if a == "update_windows":
+        return (f"{f.name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, "
+                "for api-ms-win-crt-*)")
+    if a == "flags":
+        return FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
+    return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
 
 
 @dataclass

@@ -11,33 +11,32 @@ import dataclasses
 from typing import Literal, Optional
 
 from dlltrace import winpath
-from dlltrace.model import TORCH_ORIGINS, CallResult, Elsewhere, Fix, Node
+from dlltrace.model import TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
 from dlltrace.worlds.world import ProcessState, World
 
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
-VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"
 
-# name pattern -> what provides the file
-_PROVIDERS: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vcomp140)\.dll$"),
+# name pattern -> the pip package that provides the file (None: not a pip package), and how to install it
+_PROVIDERS: list[tuple[re.Pattern, Optional[str], str]] = [
+    (re.compile(r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vcomp140)\.dll$"), None,
      "Install the latest Microsoft Visual C++ Redistributable ({arch}): " + VC_REDIST),
-    (re.compile(r"^libomp140\.x86_64\.dll$"),
+    (re.compile(r"^libomp140\.x86_64\.dll$"), None,
      "Install Visual Studio's \"MSVC v143 build tools\" component (it puts libomp140.x86_64.dll in System32), "
      "or a torch build that does not need it"),
-    (re.compile(r"^cublas(lt)?64_(\d+)\.dll$"), "pip install nvidia-cublas-cu{cuda}"),
-    (re.compile(r"^cudart64_(\d+)\.dll$"), "pip install nvidia-cuda-runtime-cu{cuda}"),
-    (re.compile(r"^cudnn(_[a-z_]+)?64_9\.dll$"), "pip install nvidia-cudnn-cu12 (it ships cuDNN 9)"),
-    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"),
+    (re.compile(r"^cublas(lt)?64_(\d+)\.dll$"), "nvidia-cublas-cu{cuda}", "pip install {package}"),
+    (re.compile(r"^cudart64_(\d+)\.dll$"), "nvidia-cuda-runtime-cu{cuda}", "pip install {package}"),
+    (re.compile(r"^cudnn(_[a-z_]+)?64_9\.dll$"), "nvidia-cudnn-cu12", "pip install {package} (it ships cuDNN 9)"),
+    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"), None,
      "Install cuDNN {cudnn} for your CUDA version (NVIDIA's cuDNN archive) and add its bin folder with os.add_dll_directory, "
      "or install a torch build that bundles cuDNN"),
-    (re.compile(r"^cufft(w)?64_(\d+)\.dll$"), "pip install nvidia-cufft-cu12"),
-    (re.compile(r"^curand64_(\d+)\.dll$"), "pip install nvidia-curand-cu12"),
-    (re.compile(r"^cusparse64_(\d+)\.dll$"), "pip install nvidia-cusparse-cu12"),
-    (re.compile(r"^cusolver(mg)?64_(\d+)\.dll$"), "pip install nvidia-cusolver-cu12"),
-    (re.compile(r"^nvrtc64_(\d+)"), "pip install nvidia-cuda-nvrtc-cu12"),
-    (re.compile(r"^nvjitlink_?\d*"), "pip install nvidia-nvjitlink-cu12"),
-    (re.compile(r"^(mkl_[a-z0-9_]+)\.(\d+\.)?dll$"), "pip install mkl (it puts the MKL DLLs in <prefix>\\Library\\bin)"),
-    (re.compile(r"^libiomp5md\.dll$"), "pip install intel-openmp"),
+    (re.compile(r"^cufft(w)?64_(\d+)\.dll$"), "nvidia-cufft-cu12", "pip install {package}"),
+    (re.compile(r"^curand64_(\d+)\.dll$"), "nvidia-curand-cu12", "pip install {package}"),
+    (re.compile(r"^cusparse64_(\d+)\.dll$"), "nvidia-cusparse-cu12", "pip install {package}"),
+    (re.compile(r"^cusolver(mg)?64_(\d+)\.dll$"), "nvidia-cusolver-cu12", "pip install {package}"),
+    (re.compile(r"^nvrtc64_(\d+)"), "nvidia-cuda-nvrtc-cu12", "pip install {package}"),
+    (re.compile(r"^nvjitlink_?\d*"), "nvidia-nvjitlink-cu12", "pip install {package}"),
+    (re.compile(r"^(mkl_[a-z0-9_]+)\.(\d+\.)?dll$"), "mkl", "pip install {package} (it puts the MKL DLLs in <prefix>\\Library\\bin)"),
+    (re.compile(r"^libiomp5md\.dll$"), "intel-openmp", "pip install {package}"),
 ]
 
 
@@ -97,27 +96,30 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
     return out
 
 
-def _before(res: CallResult) -> str:
-    """"before `import torch`": when a fix must run, from what made the call (CallResult.origin_kind)."""
+def _before(res: CallResult) -> Optional[str]:
+    """The code a fix must run before ("import torch"), from what made the call (CallResult.origin_kind);
+    None: before the load itself."""
     if res.origin_kind in TORCH_ORIGINS:
-        return "before `import torch`"
+        return "import torch"
     if res.origin_kind == "python_import" and res.origin_module:
-        return f"before `import {res.origin_module}`"
+        return f"import {res.origin_module}"
     if res.origin_kind == "ctypes":
-        return f"before `{res.origin}`"
-    return "before the load"
+        return res.origin
+    return None
 
 
 def provider_fix(name: str, process: ProcessState) -> Optional[Fix]:
     n = name.lower()
     arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
-    for pat, text in _PROVIDERS:
+    for pat, package, text in _PROVIDERS:
         m = pat.match(n)
         if m:
             digits = re.findall(r"\d+", n)
             cuda = digits[-1] if digits and digits[-1] in ("11", "12", "13") else "12"
             cudnn = digits[-1] if digits else ""
-            return Fix(text.format(arch=arch, cuda=cuda, cudnn=cudnn), "install")
+            pkg = package.format(cuda=cuda) if package else None
+            return Fix("install", "install", name=name, package=pkg,
+                       instruction=text.format(arch=arch, cuda=cuda, cudnn=cudnn, package=pkg))
     return None
 
 
@@ -130,77 +132,66 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elsewhere = res.found_elsewhere
     good = [c for c in elsewhere if c.result == "found"]
     cause = leaf.cause
+    before = _before(res)
     if cause == "not_found" and res.op == "start":
         # the program's own imports: no os.add_dll_directory (no code runs before them), but the
         # standard search order, which ends with PATH
-        exe = winpath.basename(res.name)
         for c in good[:2]:
-            fixes.append(Fix(f"Put {winpath.dirname(c.path)} on PATH, or copy {name} next to {exe} "
-                             f"({winpath.dirname(res.name)})", "path"))
+            fixes.append(Fix("path", "path_or_copy", name=name, folder=winpath.dirname(c.path), path=c.path, exe=res.name))
         p = provider_fix(name, process)
         if p:
             fixes.append(p)
         if not fixes:
-            fixes.append(Fix(f"Find the package that ships {name} and install it, then put its folder on PATH "
-                             f"or copy {name} next to {exe}", "install"))
+            fixes.append(Fix("install", "find_package", name=name, exe=res.name))
     elif cause == "not_found":
         for c in good[:2]:
-            folder = winpath.dirname(c.path)
-            b = _before(res)
-            fixes.append(Fix(f'{b[0].upper() + b[1:]}:  os.add_dll_directory(r"{folder}")', "add_dll_directory"))
+            fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
+                             path=c.path, before=before))
         if good and not uses_search_flags(res):
-            fixes.append(Fix(f"Or put {winpath.dirname(good[0].path)} on PATH (this load searches PATH)", "path"))
+            fixes.append(Fix("path", "path_prepend", name=name, folder=winpath.dirname(good[0].path), path=good[0].path))
         p = provider_fix(name, process)
         if p:
             fixes.append(p)
         if not fixes:
-            fixes.append(Fix(f"Find the package that ships {name} and install it, then add its folder with os.add_dll_directory", "install"))
+            fixes.append(Fix("install", "find_package", name=name))
     elif cause == "bad_machine":
         machines = sorted({c.machine for c in leaf.candidates if c.machine})
         for c in good[:1]:
-            fixes.append(Fix(f'A {process.machine} copy is at {c.path}: {_before(res)}  os.add_dll_directory(r"{winpath.dirname(c.path)}")', "add_dll_directory"))
+            fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
+                             path=c.path, before=before, machine=process.machine))
         other = machines[0] if machines else "x64"
         if process.machine == "x86" and other == "x64":
-            fixes.append(Fix("Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)", "python_bitness"))
+            fixes.append(Fix("python_bitness", "use_64bit_python", name=name, machine=process.machine, other_machine=other))
         else:
-            article = "an" if other[0] in "ax" else "a"
-            fixes.append(Fix(f"Use the {process.machine} build of {name}, or {article} {other} Python", "python_bitness"))
+            fixes.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other))
     elif cause == "not_pe":
-        fixes.append(Fix(f"{leaf.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it", "reinstall"))
+        fixes.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
     elif cause in ("missing_export", "missing_ordinal"):
         what = leaf.detail
         bound = leaf.path or name
         if leaf.how_kind in ("already_loaded", "loaded_same_file") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
-            by = f" ({leaf.loaded_by})" if leaf.loaded_by else ""
             for c in good[:1]:
-                fixes.append(Fix(f"{name} was already loaded from {bound}{by}, which lacks {what}; the matching copy is {c.path}: "
-                                 f"load it first (before whatever loads {bound}), or update or remove the old copy", "shadowing"))
+                fixes.append(Fix("shadowing", "preload", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what,
+                                 path=c.path, folder=winpath.dirname(c.path)))
             if not good:
-                fixes.append(Fix(f"{name} was already loaded from {bound}{by}, which lacks {what}: find what loads that copy "
-                                 "first and update it", "shadowing"))
+                fixes.append(Fix("shadowing", "update_loaded", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what))
         else:
             for c in good[:1]:
-                fixes.append(Fix(f'The copy at {bound} lacks {what}; a matching copy is at {c.path}: {_before(res)}  os.add_dll_directory(r"{winpath.dirname(c.path)}") '
-                                 f"and make sure it is searched before {winpath.dirname(bound)}", "add_dll_directory"))
+                fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
+                                 path=c.path, before=before, bound=bound, lacks=what))
             if not good:
-                fixes.append(Fix(f"{bound} is a different version from the one {res.chain[-2] if len(res.chain) > 1 else 'the caller'} was built against: install matching versions", "install"))
+                fixes.append(Fix("install", "install_matching", name=name, bound=bound,
+                                 parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))
     elif cause == "init_failed":
         fixes.extend(msvc_runtime_fixes(res, world, process))
-        fixes.append(Fix(f"Every dependency of {name} resolved; its initialisation (DllMain) failed. Common causes: an old MSVC runtime "
-                         "loaded first, a CPU without AVX for builds that need it, or a missing GPU driver", "init"))
+        fixes.append(Fix("init", "check_init", name=name))
     elif cause == "apiset_no_host":
-        fixes.append(Fix(f"{name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, for api-ms-win-crt-*)", "install"))
+        fixes.append(Fix("install", "update_windows", name=name))
     elif cause == "invalid_parameter":
-        if leaf.reason == "altered_with_search_flags":
-            fixes.append(Fix("Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags", "call"))
-        elif leaf.reason == "dll_load_dir_needs_full_path":
-            fixes.append(Fix("Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR", "call"))
-        elif leaf.reason == "altered_with_default_dirs_needs_full_path":
-            fixes.append(Fix("Pass a fully qualified path (os.path.abspath): with SetDefaultDllDirectories in effect, "
-                             "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) searches the DLL's own folder "
-                             "(LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)", "call"))
+        if leaf.reason is not None:
+            fixes.append(Fix("call", "flags", name=name, reason=leaf.reason))
     elif cause == "access_denied":
-        fixes.append(Fix(f"Access to {leaf.path} was denied: check its permissions, or whether antivirus software blocks it", "permissions"))
+        fixes.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
     return fixes
 
 
@@ -229,12 +220,10 @@ def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> 
         facts = world.file(path)
         ver = facts.pe.file_version if facts and facts.pe else None
         if ver and version_tuple(ver)[:2] < need:
-            arch = "x86" if process.machine == "x86" else "x64"
-            built = (f" ({winpath.basename(leaf.name)} was built with {need[0]}.{need[1]:02d})"
-                     if need != MSVC_MIN and leaf is not None else "")
-            out.append(Fix(f"{rt} in use is {path} version {ver}, older than {need[0]}.{need[1]:02d}{built}: install the latest "
-                           f"Visual C++ Redistributable ({arch}, {VC_REDIST.format(arch=arch)}), or find the package that "
-                           f"ships that old copy and load torch before it", "vc_redist"))
+            out.append(Fix("vc_redist", "vc_redist", name=rt, path=path, version=ver, need=f"{need[0]}.{need[1]:02d}",
+                           built_with=need != MSVC_MIN and leaf is not None,
+                           leaf=winpath.basename(leaf.name) if leaf is not None else "",
+                           arch="x86" if process.machine == "x86" else "x64"))
     return out
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from dlltrace import winpath
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explain import leaf_node
@@ -32,11 +30,11 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         what = verdict_line(r)[2:]
         if r.load.api == "start":
             status = r.load.status or 0
-            out.append(f"**dlltrace:** {_md(what)} — `{winpath.basename(r.load.name or '?')}` could not start "
+            out.append(f"**dlltrace:** {what} — `{winpath.basename(r.load.name or '?')}` could not start "
                        f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
         else:
             where = f" while `{r.origin}` loaded" if r.origin else " loading"
-            out.append(f"**dlltrace:** {_md(what)} — WinError {r.real_error}{where} "
+            out.append(f"**dlltrace:** {what} — WinError {r.real_error}{where} "
                        f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
         out.append("")
         out.append(fate_line(inc.verdict).rstrip(".") + ".")
@@ -44,7 +42,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         for e in res.found_elsewhere[:2]:
             out.append(f"Found at `{e.path}` ({e.text}).")
         if res.fixes:
-            out.append(f"Suggested fix: {_md(res.fixes[0].text)}")
+            out.append(f"Suggested fix: {res.fixes[0].markdown}")
         out.append("")
         out.append("<details><summary>Chain, folders searched, environment</summary>")
         out.append("")
@@ -63,7 +61,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             out.append("")
             out.append("Other fixes:")
             for f in res.fixes[1:]:
-                out.append(f"- {_md(f.text)}")
+                out.append(f"- {f.markdown}")
         out.append("")
         out.extend(agreement_lines(inc, indent=""))
         out.append("")
@@ -81,6 +79,3 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         out.append("")
     return "\n".join(out)
 
-
-def _md(text: str) -> str:
-    return re.sub(r'(os\.add_dll_directory\(r"[^"]*"\))', r"`\1`", text)

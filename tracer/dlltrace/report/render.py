@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Elsewhere, LeafFacts, Node, flags_text
+from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Elsewhere, Fix, LeafFacts, Node, flags_text
 
 JSON_VERSION = 1
 
@@ -16,6 +16,13 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
     d = {"path": c.path, "rule": c.rule, "result": c.result}
     if c.machine:
         d["machine"] = c.machine
+    return d
+
+
+def fix_dict(f: Fix) -> dict[str, Any]:
+    """A fix: its words, its kind and action, and the fields of the action that are set (model.Fix)."""
+    d: dict[str, Any] = {"text": f.text, "kind": f.kind, "action": f.action}
+    d.update({k: v for k, v in asdict(f).items() if k not in d and v not in (None, "", False)})
     return d
 
 
@@ -73,7 +80,7 @@ def call_dict(r: CallResult) -> dict[str, Any]:
         "not_searched": r.not_searched or None,
         "found_elsewhere": [elsewhere_dict(c) for c in r.found_elsewhere],
         "close_names": [elsewhere_dict(c) for c in r.close_names],
-        "fixes": [{"text": f.text, "kind": f.kind} for f in r.fixes],
+        "fixes": [fix_dict(f) for f in r.fixes],
         "probes": list(r.probes),
         "tree": node_dict(r.tree) if r.tree else None,
     })
