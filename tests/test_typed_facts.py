@@ -112,3 +112,40 @@ def test_every_fix_action_has_words_and_markdown_marks_the_code_from_the_fields(
     f = Fix("add_dll_directory", "add_dll_directory", name="a.dll", folder='C:\\odd "name"', before="import torch")
     assert f.text == 'Before `import torch`:  os.add_dll_directory(r"C:\\odd "name"")'
     assert f.markdown == 'Before `import torch`:  `os.add_dll_directory(r"C:\\odd "name"")`'
+
+
+def _old_style(line: str) -> str:
+    """How commands/report.py used to style a line: by matching its text."""
+    s = line.strip()
+    if s.startswith("✗"):
+        return "failure"
+    if s.startswith("✓"):
+        return "success"
+    if s in ("Fix", "Found elsewhere") or s.startswith("Where Windows looked") or line.startswith("dlltrace ─"):
+        return "heading"
+    if s.startswith("The model and the real loader disagree"):
+        return "disagreement"
+    if s.startswith("Probed, absent, the program went on"):
+        return "went_on"
+    return ""
+
+
+def test_terminal_styles_come_from_the_producer_and_match_the_old_text_matching():
+    from pathlib import Path
+
+    from dlltrace.commands.report import line_styles
+    from dlltrace.report.summary import produce_lines
+    from dlltrace.trace.reader import read_trace
+
+    traces = sorted((Path(__file__).parent.parent / "fixtures" / "traces").glob("*.jsonl"))
+    assert traces
+    seen = set()
+    for path in traces:
+        trace = read_trace(path)
+        for everything in (False, True):
+            lines = produce_lines(trace, everything)
+            styles = line_styles(lines)
+            physical = "\n".join(lines).split("\n")
+            assert [_old_style(x) for x in physical] == styles, path
+            seen.update(styles)
+    assert {"failure", "success", "heading", "disagreement"} <= seen

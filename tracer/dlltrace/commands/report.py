@@ -18,7 +18,8 @@ import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.report.redact import redact
-from dlltrace.report.summary import produce
+from dlltrace.report.render import LineStyle, style_of
+from dlltrace.report.summary import produce, produce_lines
 from dlltrace.trace.reader import read_trace, warning_lines
 
 
@@ -40,33 +41,31 @@ def execute(args: argparse.Namespace) -> int:
     if not trace.pids and not trace.start_failures():
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
-    out = produce(trace, fmt, args.all)
-    if args.redact:
-        out = redact(out, trace)
-    if args.json or args.markdown or not sys.stdout.isatty():
-        print(out)
+    if fmt == "text" and sys.stdout.isatty():
+        lines = produce_lines(trace, args.all)
+        text = "\n".join(lines)
+        _print_rich(redact(text, trace) if args.redact else text, line_styles(lines))
     else:
-        _print_rich(out)
+        out = produce(trace, fmt, args.all)
+        print(redact(out, trace) if args.redact else out)
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0
 
 
-def _print_rich(text: str) -> None:
+RICH_STYLES: dict[LineStyle, str] = {"": "", "failure": "bold red", "success": "green", "heading": "bold",
+                                     "disagreement": "yellow", "went_on": "dim"}
+
+
+def line_styles(lines: list[str]) -> list[LineStyle]:
+    """The style of each physical line of "\n".join(lines): a line with newlines in it keeps its style on each."""
+    return [style_of(line) for line in lines for _ in line.split("\n")]
+
+
+def _print_rich(text: str, styles: list[LineStyle]) -> None:
+    """The report's text (redacted or not: redaction keeps its lines), each line in its style."""
     from rich.console import Console
     from rich.text import Text
 
     console = Console(highlight=False, soft_wrap=True)
-    for line in text.splitlines():
-        style = ""
-        s = line.strip()
-        if s.startswith("✗"):
-            style = "bold red"
-        elif s.startswith("✓"):
-            style = "green"
-        elif s in ("Fix", "Found elsewhere") or s.startswith("Where Windows looked") or line.startswith("dlltrace ─"):
-            style = "bold"
-        elif s.startswith("The model and the real loader disagree"):
-            style = "yellow"
-        elif s.startswith("Probed, absent, the program went on"):
-            style = "dim"
-        console.print(Text(line, style=style))
+    for line, style in zip(text.split("\n"), styles):
+        console.print(Text(line, style=RICH_STYLES[style]))

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node
 from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Elsewhere, Fix, LeafFacts, Node, flags_text
 
 JSON_VERSION = 1
+
+# How the terminal shows a line of the text report (commands/report.py maps each to a colour).
+LineStyle = Literal["", "failure", "success", "heading", "disagreement", "went_on"]
+
+
+class Styled(str):
+    """A line of the text report with the style its producer gave it (a str: printed as it is)."""
+
+    style: LineStyle
+
+    def __new__(cls, text: str, style: LineStyle) -> "Styled":
+        line = super().__new__(cls, text)
+        line.style = style
+        return line
+
+
+def style_of(line: str) -> LineStyle:
+    return line.style if isinstance(line, Styled) else ""
 
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:
@@ -129,7 +147,7 @@ def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
     the program went past needs none): the end of every verdict."""
     out: list[str] = []
     if r.found_elsewhere:
-        out += ["", "  Found elsewhere"]
+        out += ["", Styled("  Found elsewhere", "heading")]
         for c in r.found_elsewhere:
             facts = "".join(f"{x} · " for x in (c.machine, c.version) if x)
             out.append(f"    {c.path}   {facts}{c.text}")
@@ -138,7 +156,7 @@ def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
                     "whatever the PATH order)"]
         out += [f"    {c.path}   {c.text}" for c in r.close_names]
     if r.fixes and fixes:
-        out += ["", "  Fix"]
+        out += ["", Styled("  Fix", "heading")]
         out += [f"    {i}. {f.text}" for i, f in enumerate(r.fixes, 1)]
     return out
 

@@ -8,7 +8,7 @@ import json
 from dlltrace.report.analysis import judged_incidents
 from dlltrace.report.json import json_report
 from dlltrace.report.markdown import markdown_report
-from dlltrace.report.text import text_report
+from dlltrace.report.text import text_report, text_report_lines
 from dlltrace.trace.reader import Trace, paused_gc, warning_lines
 
 
@@ -28,3 +28,10 @@ def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
         if fmt == "markdown":
             return markdown_report(trace, incs, replays)
         return text_report(trace, incs, replays, everything)
+
+
+def produce_lines(trace: Trace, everything: bool = False) -> list[str]:
+    """The text report as lines, each Styled where the terminal shows it in a style (render.style_of)."""
+    with paused_gc():
+        replays, incs = judged_incidents(trace, everything)
+        return text_report_lines(trace, incs, replays, everything)

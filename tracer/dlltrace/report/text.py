@@ -10,7 +10,7 @@ from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.model import RESULT_WORDS, Cause, flags_text
 from dlltrace.report.analysis import Incident, api_set_source
 from dlltrace.report.explain import leaf_node
-from dlltrace.report.render import tail_lines
+from dlltrace.report.render import Styled, tail_lines
 from dlltrace.report.verdict import Verdict, exit_text, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed, can_replay_start
@@ -79,11 +79,11 @@ def fate_line(v: Optional[Verdict]) -> str:
 def incident_lines(inc: Incident, trace: Trace) -> list[str]:
     r = inc.first
     res = r.result
-    lines = [verdict_line(r)]
+    lines: list[str] = [Styled(verdict_line(r), "success" if res.leaf is None and not r.failed else "failure")]
     if len(trace.pids) > 1:
         lines.append(f"  in {process_label(trace, r.load.pid)}")
     if inc.verdict is not None:
-        lines.append(f"  {fate_line(inc.verdict)}")
+        lines.append(Styled(f"  {fate_line(inc.verdict)}", "went_on" if inc.verdict.fate == "went_on" else ""))
     lines.append("")
     indent = "  "
     if r.origin:
@@ -118,8 +118,8 @@ def incident_lines(inc: Incident, trace: Trace) -> list[str]:
             continue
         which = "" if len(inc.attempts) == 1 else (" (first attempt" if k == 0 else f" (attempt {k + 1}")
         lines.append("")
-        lines.append(f"  Where Windows looked for {winpath.basename(al.name)}{which}{', ' if which else ' ('}"
-                     f"flags {flags_text(a.load.flags or 0)}):")
+        lines.append(Styled(f"  Where Windows looked for {winpath.basename(al.name)}{which}{', ' if which else ' ('}"
+                            f"flags {flags_text(a.load.flags or 0)}):", "heading"))
         for i, c in enumerate(al.candidates, 1):
             res_word = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
             lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
@@ -168,9 +168,9 @@ def agreement(inc: Incident, k: int) -> str:
 def agreement_lines(inc: Incident, indent: str = "  ") -> list[str]:
     """One line per attempt, each difference named under it (path, what the trace saw, what the model
     predicted)."""
-    out = []
+    out: list[str] = []
     for k, a in enumerate(inc.attempts):
-        out.append(indent + agreement(inc, k))
+        out.append(Styled(indent + agreement(inc, k), "disagreement" if a.differences else ""))
         out.extend(f"{indent}  - {d.text}" for d in a.differences)
     return out
 
@@ -201,20 +201,26 @@ def unexplained_exits(trace: Trace, incs: list[Incident]) -> list[str]:
 def unexplained_starts(trace: Trace) -> list[str]:
     """Verdicts for processes that could not start and whose environment was not recorded (the
     launcher writes it; without it there is nothing to replay)."""
-    out = []
+    out: list[str] = []
     for pid in trace.start_failures():
         if not can_replay_start(trace, pid):
             code = trace.start_status(pid)
             if code is None:  # (start_failures: only processes that have one)
                 continue
-            out.append(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
-                       "static imports failed); its environment was not recorded, so the report cannot say which")
+            out.append(Styled(f"✗ process {pid} could not start: {code:#x} {STARTUP_STATUS_TEXT[code]} (one of the program's "
+                       "static imports failed); its environment was not recorded, so the report cannot say which", "failure"))
     return out
 
 
 def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
                 saved: bool = False) -> str:
     """The terminal report; `saved`: at the end of `dlltrace run`, whose trace was just saved."""
+    return "\n".join(text_report_lines(trace, incs, replays, everything, saved))
+
+
+def text_report_lines(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+                      saved: bool = False) -> list[str]:
+    """text_report's lines, each Styled where the terminal shows it in a style (render.style_of)."""
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
@@ -223,8 +229,8 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on} · {where}"
     if not failed and not apart and not everything and not starts:
-        return f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}"
-    lines = [head]
+        return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
+    lines: list[str] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
     for inc in incs:
@@ -233,7 +239,8 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
         lines.append("")
         lines.extend(incident_lines(inc, trace))
     if apart and not everything:
-        lines += ["", "Probed, absent, the program went on (not failures: no fix needed; --all explains them)"]
+        lines += ["", Styled("Probed, absent, the program went on (not failures: no fix needed; --all explains them)",
+                             "went_on")]
         lines += [apart_line(i, trace) for i in apart]
     if not n:
         for line in unexplained_exits(trace, incs):
@@ -241,7 +248,7 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
     note = api_set_note(trace)
     if note:
         lines += ["", note]
-    return "\n".join(lines)
+    return lines
 
 
 def api_set_note(trace: Trace) -> str:
