@@ -323,6 +323,8 @@ class LeafFacts:
     missing_ordinal:  ordinal
     apiset_no_host:   contract, the API-set contract with no host
     invalid_parameter: reason (INVALID_FLAGS_TEXT)
+    init_failed:      loaded_earlier, when an earlier failed load had loaded it, not initialized
+    not_found:        search_path_w, for a data-file load under Wine (SearchPathW found nothing)
     """
 
     process_machine: Optional[str] = None
@@ -332,6 +334,8 @@ class LeafFacts:
     ordinal: Optional[int] = None
     contract: Optional[str] = None
     reason: Optional[InvalidFlagsReason] = None
+    loaded_earlier: bool = False
+    search_path_w: bool = False
 
 
 def leaf_detail(cause: Cause, f: LeafFacts) -> str:
@@ -346,6 +350,15 @@ def leaf_detail(cause: Cause, f: LeafFacts) -> str:
         return f"API set {f.contract} has no host on this system"
     if cause == "invalid_parameter" and f.reason is not None:
         return INVALID_FLAGS_TEXT[f.reason]
+    if cause == "not_pe":
+        return "not a valid PE image"
+    if cause == "access_denied":
+        return "access denied"
+    if cause == "init_failed":
+        return "DllMain returned FALSE (or its static initialisation failed)" + (
+            "; it had been loaded, not initialized, by an earlier failed load" if f.loaded_earlier else "")
+    if cause == "not_found" and f.search_path_w:
+        return "SearchPathW found no file of that name (a data-file load under Wine)"
     return ""
 
 

@@ -40,7 +40,7 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
 def fix_dict(f: Fix) -> dict[str, Any]:
     """A fix: its words, its kind and action, and the fields of the action that are set (model.Fix)."""
     d: dict[str, Any] = {"text": f.text, "kind": f.kind, "action": f.action}
-    d.update({k: v for k, v in asdict(f).items() if k not in d and v not in (None, "", False)})
+    d.update({k: v for k, v in asdict(f).items() if k not in d and v is not None and v is not False and v != ""})
     return d
 
 
@@ -59,7 +59,7 @@ def elsewhere_dict(e: Elsewhere) -> dict[str, Any]:
 
 def leaf_facts_dict(f: LeafFacts) -> dict[str, Any]:
     """The facts of a leaf's cause that apply to it (model.LeafFacts; none are null)."""
-    d: dict[str, Any] = {k: v for k, v in asdict(f).items() if v is not None and v != ()}
+    d: dict[str, Any] = {k: v for k, v in asdict(f).items() if v is not None and v is not False and v != ()}
     if "machines" in d:
         d["machines"] = list(d["machines"])
     return d

@@ -306,7 +306,8 @@ class Simulator:
                 node.detail = "mapped as a data file: no imports, no DllMain"
             return node
         node.error, node.cause = ERROR_FILE_NOT_FOUND, "not_found"
-        node.detail = "SearchPathW found no file of that name (a data-file load under Wine)"
+        node.facts = LeafFacts(search_path_w=True)
+        node.detail = leaf_detail("not_found", node.facts)
         return node
 
     def _already_loaded(self, node: Node, m: LoadedModule, how: str, kind: HowKind) -> Node:
@@ -357,7 +358,8 @@ class Simulator:
                 return self._load_file(node, facts, node.search)
             cause: Cause = "access_denied" if v.result == "access_denied" else "not_pe"
             node.path, node.error, node.cause = path, CAUSE_ERROR[cause], cause
-            node.detail = "access denied" if cause == "access_denied" else "not a valid PE image"
+            node.facts = LeafFacts()
+            node.detail = leaf_detail(cause, node.facts)
             return node
         if not final:
             return None
@@ -479,9 +481,8 @@ class Simulator:
         facts = self.world.file(m.path)
         if facts is not None and facts.dllmain_fails:
             node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
-            node.detail = "DllMain returned FALSE (or its static initialisation failed)"
-            if not node.new:
-                node.detail += "; it had been loaded, not initialized, by an earlier failed load"
+            node.facts = LeafFacts(loaded_earlier=not node.new)
+            node.detail = leaf_detail("init_failed", node.facts)
             return True
         m.initialized = True
         return False
