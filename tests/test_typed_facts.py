@@ -149,3 +149,16 @@ def test_terminal_styles_come_from_the_producer_and_match_the_old_text_matching(
             assert [_old_style(x) for x in physical] == styles, path
             seen.update(styles)
     assert {"failure", "success", "heading", "disagreement"} <= seen
+
+
+def test_every_cause_has_words_in_every_report_table():
+    from dlltrace.model import CAUSE_ERROR, CAUSES, CallResult, Leaf, Node
+    from dlltrace.report.render import text_call, tree_lines
+
+    for cause in CAUSES:
+        tree = Node(name="a.dll", via="call", path="C:\\x\\a.dll", error=CAUSE_ERROR[cause], cause=cause, detail="d")
+        res = CallResult(index=0, op="LoadLibraryExW", name="a.dll", error=CAUSE_ERROR[cause], tree=tree,
+                         leaf=Leaf(name="a.dll", cause=cause, path="C:\\x\\a.dll", detail="d"))
+        assert verdict_line(_replayed(res)).startswith("✗ "), cause
+        assert any("✗" in line for line in tree_lines(tree)), cause
+        assert any(line.startswith("  ✗ ") for line in text_call(res)), cause
