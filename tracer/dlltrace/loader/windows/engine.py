@@ -239,9 +239,7 @@ class Simulator:
         if contract is not None:
             host = rules.rule_api_set_host(contract, importer)
             if not host:
-                node.error, node.cause = CAUSE_ERROR["apiset_no_host"], "apiset_no_host"
-                node.facts = LeafFacts(contract=contract.name)
-                node.detail = leaf_detail("apiset_no_host", node.facts)
+                self._fail(node, "apiset_no_host", LeafFacts(contract=contract.name))
                 return node
             node.how, node.how_kind = f"API set → {host}", "apiset"
             node.candidates.append(Candidate(name, f"API set → {host}", "apiset"))
@@ -364,10 +362,8 @@ class Simulator:
         if not final:
             return None
         if wrong:
-            node.error, node.cause = CAUSE_ERROR["bad_machine"], "bad_machine"
-            node.facts = LeafFacts(process_machine=machine, machines=tuple(sorted(
-                {c.machine for c in node.candidates if c.result == "wrong_machine" and c.machine})))
-            node.detail = leaf_detail("bad_machine", node.facts)
+            self._fail(node, "bad_machine", LeafFacts(process_machine=machine, machines=tuple(sorted(
+                {c.machine for c in node.candidates if c.result == "wrong_machine" and c.machine}))))
         else:
             node.error, node.cause = CAUSE_ERROR["not_found"], "not_found"
         return node
@@ -434,26 +430,27 @@ class Simulator:
                     return
                 tf = self.world.file(fwd.path) if fwd.path else None
                 if tf is not None and tf.pe is not None and not self._exports(tf.pe, func) and strict:
-                    fwd.error, fwd.cause = CAUSE_ERROR["missing_export"], "missing_export"
-                    fwd.facts = LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}")
-                    fwd.detail = leaf_detail("missing_export", fwd.facts)
+                    self._fail(fwd, "missing_export",
+                               LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}"))
                     child.error = fwd.error
                     return
                 continue
             if fn not in pe.exports:
                 if strict:
-                    child.error, child.cause = CAUSE_ERROR["missing_export"], "missing_export"
-                    child.facts = LeafFacts(export=fn)
-                    child.detail = leaf_detail("missing_export", child.facts)
+                    self._fail(child, "missing_export", LeafFacts(export=fn))
                     return
                 child.detail = f"{fn} bound to a stub (Wine profile)"
         for o in imp.ordinals:
             if o not in pe.export_ordinals:
                 if strict:
-                    child.error, child.cause = CAUSE_ERROR["missing_ordinal"], "missing_ordinal"
-                    child.facts = LeafFacts(ordinal=o)
-                    child.detail = leaf_detail("missing_ordinal", child.facts)
+                    self._fail(child, "missing_ordinal", LeafFacts(ordinal=o))
                     return
+
+    @staticmethod
+    def _fail(node: Node, cause: Cause, facts: LeafFacts) -> None:
+        """Make `node` the leaf of a failure: its cause, the cause's error, its facts and their words."""
+        node.error, node.cause, node.facts = CAUSE_ERROR[cause], cause, facts
+        node.detail = leaf_detail(cause, facts)
 
     @staticmethod
     def _exports(pe, func: str) -> bool:
