@@ -114,9 +114,17 @@ static void note_commit(tstate_t *ts, const jsonw_t *w) {
 /* One WriteFile per line on an append handle (lines from different processes stay whole); the lock
    keeps the threads of this process from interleaving. Every result is checked: a failed or short
    write counts as lost, and the count goes into the stats line at exit. */
+typedef BOOLEAN(NTAPI *rtl_dll_shutdown_t)(void);
+static rtl_dll_shutdown_t g_shutting_down; /* ntdll!RtlDllShutdownInProgress, resolved at start */
+
 static int write_line(const char *s, DWORD len, int truncated) {
     DWORD n = 0;
-    AcquireSRWLockExclusive(&g_wlock);
+    /* While the process exits, its other threads are already gone, and one may have died holding
+       the lock: a DllMain detach that loads or frees a DLL must not wait for it forever. */
+    if (g_shutting_down && g_shutting_down()) {
+        if (!TryAcquireSRWLockExclusive(&g_wlock)) { InterlockedIncrement64(&g_lost); return 0; }
+    } else
+        AcquireSRWLockExclusive(&g_wlock);
     HANDLE h = g_file;
     if (g_fail_writes > 0) { g_fail_writes--; h = NULL; } /* test only: WriteFile fails (invalid handle) */
     int ok = WriteFile(h, s, len, &n, NULL) && n == len;
@@ -779,7 +787,13 @@ typedef struct { ULONG Flags, NameOffset, NameLength, ValueOffset, ValueLength; 
 static const BYTE *apiset_map(void) {
     const BYTE *peb;
     /* (inline asm, not NtCurrentTeb(): gcc 12 warns a false -Warray-bounds on mingw's __readgsqword) */
-#ifdef _WIN64
+#if defined(_MSC_VER) && defined(_WIN64)
+    peb = (const BYTE *)__readgsqword(0x60); /* TEB.ProcessEnvironmentBlock */
+    return *(const BYTE *const *)(peb + 0x68);
+#elif defined(_MSC_VER)
+    peb = (const BYTE *)__readfsdword(0x30);
+    return *(const BYTE *const *)(peb + 0x38);
+#elif defined(_WIN64)
     __asm__("movq %%gs:0x60, %0" : "=r"(peb)); /* TEB.ProcessEnvironmentBlock */
     return *(const BYTE *const *)(peb + 0x68);  /* PEB.ApiSetMap */
 #else
@@ -831,7 +845,7 @@ static void write_apisets(tstate_t *ts) {
         jw_raw(&w, "{\"host\":");
         w_apiset_str(&w, base, size, v[0].ValueOffset, v[0].ValueLength);
         jw_raw(&w, ",\"exceptions\":{");
-        for (ULONG j = 1; j < e->ValueCount; j++) {
+        for (ULONG j = 1; j < e->ValueCount && !w.trunc; j++) {
             if (j > 1) jw_raw(&w, ",");
             w_apiset_str(&w, base, size, v[j].NameOffset, v[j].NameLength);
             jw_raw(&w, ":");
@@ -980,6 +994,7 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     char skip_list[512];
     DWORD sl = GetEnvironmentVariableA("DLLTRACE_SKIP_HOOKS", skip_list, sizeof(skip_list));
     if (!sl || sl >= sizeof(skip_list)) skip_list[0] = 0;
+    g_shutting_down = (rtl_dll_shutdown_t)(void *)GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "RtlDllShutdownInProgress");
     /* the targets first: GetModuleHandle/GetProcAddress take the loader's lock, which a frozen thread may hold */
     for (unsigned i = 0; i < NHOOKS; i++) {
         HMODULE m = GetModuleHandleA(HOOKS[i].mod);
