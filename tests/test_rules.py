@@ -549,3 +549,11 @@ def test_free_library_releases_dependencies_through_an_api_set():
     assert res[1].error == 0
     assert "C:\\Windows\\System32\\ucrtbase.dll" in res[2].probes
     assert res[2].tree.children[0].children[0].new
+
+
+def test_rule_datafile_search_path_not_pe_has_the_words_of_its_cause():
+    """A data-file load under Wine that finds a file that is not a PE: the leaf's cause, error and
+    words are those of any not_pe leaf (they were left empty on this path)."""
+    r = load("C:\\app\\x.dll", 0x2, files=[{"path": "C:\\app\\x.dll", "kind": "not_pe"}], system={"profile": "wine"})
+    assert (r.error, r.leaf.cause) == (193, "not_pe")
+    assert r.leaf.detail == load("C:\\app\\x.dll", 0, files=[{"path": "C:\\app\\x.dll", "kind": "not_pe"}]).leaf.detail != ""

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from dlltrace import winpath
 from dlltrace.report.verdict import Verdict, judge, key, same_module
 from dlltrace.trace.reader import Trace, paused_gc
 from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from dlltrace import winpath
 from dlltrace.report.explain import leaf_node

@@ -23,9 +23,7 @@ from dlltrace.model import (
     ERROR_DLL_INIT_FAILED,
     ERROR_FILE_NOT_FOUND,
     ERROR_INVALID_PARAMETER,
-    LOAD_OPS,
     LOAD_WITH_ALTERED_SEARCH_PATH,
-    STATE_OPS,
     CallOp,
     LoadOp,
     OriginKind,
@@ -158,10 +156,8 @@ class Simulator:
         why = rules.rule_invalid_flags(req, flags, search)
         if why:
             res.error = ERROR_INVALID_PARAMETER
-            facts = LeafFacts(reason=why)
-            res.tree = Node(name=winpath.basename(name) or name, via="call", error=ERROR_INVALID_PARAMETER,
-                            cause="invalid_parameter", detail=leaf_detail("invalid_parameter", facts), reason=why,
-                            facts=facts)
+            res.tree = Node(name=winpath.basename(name) or name, via="call", reason=why)
+            self._fail(res.tree, "invalid_parameter", LeafFacts(reason=why))
             return self._done(res)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
         if flags & LOAD_WITH_ALTERED_SEARCH_PATH and not winpath.is_absolute(req) and not search:
@@ -299,7 +295,7 @@ class Simulator:
                                              facts.pe.machine if facts.pe else None))
             node.path, node.how, node.how_kind = path, d.rule, "search"
             if facts.error is not None:
-                node.error, node.cause = CAUSE_ERROR[facts.error], facts.error
+                self._fail(node, facts.error, LeafFacts())
             else:
                 node.detail = "mapped as a data file: no imports, no DllMain"
             return node
@@ -355,9 +351,8 @@ class Simulator:
                 node.path, node.how, node.how_kind = path, d.rule, "search"
                 return self._load_file(node, facts, node.search)
             cause: Cause = "access_denied" if v.result == "access_denied" else "not_pe"
-            node.path, node.error, node.cause = path, CAUSE_ERROR[cause], cause
-            node.facts = LeafFacts()
-            node.detail = leaf_detail(cause, node.facts)
+            node.path = path
+            self._fail(node, cause, LeafFacts())
             return node
         if not final:
             return None
@@ -477,9 +472,7 @@ class Simulator:
         seen.add(id(m))
         facts = self.world.file(m.path)
         if facts is not None and facts.dllmain_fails:
-            node.error, node.cause = ERROR_DLL_INIT_FAILED, "init_failed"
-            node.facts = LeafFacts(loaded_earlier=not node.new)
-            node.detail = leaf_detail("init_failed", node.facts)
+            self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new))
             return True
         m.initialized = True
         return False
