@@ -105,10 +105,13 @@ def test_every_fix_action_has_words_and_markdown_marks_the_code_from_the_fields(
 
     from dlltrace.model import Fix, FixAction
 
+    texts = {}
     for action in get_args(FixAction):
         f = Fix("install", action, name="a.dll", folder="C:\\x", path="C:\\x\\a.dll", instruction="pip install a",
                 reason="altered_with_search_flags", other_machine="x64", machine="x86", bound="C:\\old\\a.dll")
-        assert f.text, action
+        assert f.text, action  # fix_text raises on an action it has no words for
+        texts[action] = f.text
+    assert len(set(texts.values())) == len(texts), "two actions share their words"
     f = Fix("add_dll_directory", "add_dll_directory", name="a.dll", folder='C:\\odd "name"', before="import torch")
     assert f.text == 'Before `import torch`:  os.add_dll_directory(r"C:\\odd "name"")'
     assert f.markdown == 'Before `import torch`:  `os.add_dll_directory(r"C:\\odd "name"")`'

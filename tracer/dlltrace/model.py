@@ -495,7 +495,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
                 "for api-ms-win-crt-*)")
     if a == "flags":
         return FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
-    return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
+    if a == "permissions":
+        return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
+    raise ValueError(f"fix action {a!r} has no words")
 
 
 @dataclass
