@@ -289,7 +289,6 @@ class Node:
     error: int = 0
     cause: Optional[Cause] = None  # a leaf cause when this node is where it failed
     detail: str = ""  # words for people, made from the facts below (leaf_detail) or about how it loaded
-    reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why
     facts: Optional["LeafFacts"] = None  # the cause's facts, when this node is the leaf
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
@@ -369,8 +368,12 @@ class Leaf:
     path: Optional[str] = None  # the module where the cause sits (for missing_export: the bound module)
     detail: str = ""  # words for people (leaf_detail of `facts`, or the node's own words)
     parent: Optional[str] = None  # the module that needed it
-    reason: Optional[InvalidFlagsReason] = None  # invalid_parameter: why (INVALID_FLAGS_TEXT)
     facts: LeafFacts = LeafFacts()
+
+    @property
+    def reason(self) -> Optional[InvalidFlagsReason]:
+        """invalid_parameter: why (INVALID_FLAGS_TEXT); from the facts."""
+        return self.facts.reason
 
 
 # A fix's kind (the `kind` of the JSON output): the family of fix, and its action, what exactly to do.

@@ -188,8 +188,8 @@ def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]
     elif cause == "apiset_no_host":
         fixes.append(Fix("install", "update_windows", name=name))
     elif cause == "invalid_parameter":
-        if leaf.reason is not None:
-            fixes.append(Fix("call", "flags", name=name, reason=leaf.reason))
+        if leaf.facts is not None and leaf.facts.reason is not None:
+            fixes.append(Fix("call", "flags", name=name, reason=leaf.facts.reason))
     elif cause == "access_denied":
         fixes.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
     return fixes

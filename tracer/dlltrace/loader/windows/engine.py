@@ -156,7 +156,7 @@ class Simulator:
         why = rules.rule_invalid_flags(req, flags, search)
         if why:
             res.error = ERROR_INVALID_PARAMETER
-            res.tree = Node(name=winpath.basename(name) or name, via="call", reason=why)
+            res.tree = Node(name=winpath.basename(name) or name, via="call")
             self._fail(res.tree, "invalid_parameter", LeafFacts(reason=why))
             return self._done(res)
         dirs = tuple(rules.rule_search_path(req, flags, self.process, self.system))
@@ -210,7 +210,7 @@ class Simulator:
         parent = chain[-2].name if len(chain) > 1 else None
         res.chain = [winpath.basename(n.name) for n in chain]
         res.leaf = Leaf(name=winpath.basename(leaf.name), cause=leaf.cause or "not_found", path=leaf.path,
-                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None, reason=leaf.reason,
+                        detail=leaf.detail, parent=winpath.basename(parent) if parent else None,
                         facts=leaf.facts or LeafFacts())
 
     # --- finding one module ---------------------------------------------------------------------
