@@ -84,8 +84,10 @@ def load_op(api: str) -> LoadOp:
 #                         VC++ runtime, its retries with LoadLibraryW): inside `import torch`
 #   os_add_dll_directory  a load made inside os.add_dll_directory (a trace's context)
 #   start                 the program's static imports at process start (trace/replay.py replay_start)
+#   runtime               a load a DLL made at run time (origin_module: that DLL's base name), e.g.
+#                         ctranslate2.dll's LoadLibraryA("cublas64_12.dll") at the first GPU matmul
 OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
-                     "start"]
+                     "start", "runtime"]
 TORCH_ORIGINS: tuple[OriginKind, ...] = ("torch", "torch_preload", "torch_retry")
 
 
@@ -378,7 +380,8 @@ class Leaf:
 
 # A fix's kind (the `kind` of the JSON output): the family of fix, and its action, what exactly to do.
 FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "reinstall", "shadowing", "init", "call",
-                  "permissions", "vc_redist"]
+                  "permissions", "vc_redist", "preload", "copy", "set_dll_directory", "env", "import_order", "conda",
+                  "package"]
 # add_dll_directory  os.add_dll_directory(folder) before `before` (path: the copy it holds; machine: the
 #                    process's, for a bad_machine leaf; bound, lacks: the copy searched first that lacks it)
 # path_prepend       put folder on PATH (a load that searches PATH)
@@ -396,9 +399,48 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # update_windows     an API set with no host
 # flags              the call's flags are invalid (reason: an InvalidFlagsReason)
 # permissions        access to path was denied
+# --- actions the model applies and re-runs (report/verify.py); each names exactly what changes:
+# preload_path       load path by full path (ctypes.WinDLL) before `before`: later requests for name match it
+# copy_file          copy path into folder `dest`
+# set_dll_directory  SetDllDirectory(folder) before the load (a non-Python program, or ctypes)
+# set_env            set variable to value before the program reads it (CUDA_PATH for CTranslate2)
+# install_package    pip install package: it lands name in folder (the wheel's layout); `then` makes it searched
+# change_flags       load with flags instead (a program's own LoadLibraryEx call)
+# import_first       import module (or load path) before `before`, so its copy of name is the one bound
+# activate_conda     activate the conda environment at folder (its Library\bin goes on PATH)
+# package_mechanism  call the package's own loader (call: "onnxruntime.preload_dlls()"), which loads name
 FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "install", "find_package", "use_64bit_python",
                     "use_build", "reinstall", "preload", "update_loaded", "install_matching", "vc_redist", "check_init",
-                    "update_windows", "flags", "permissions"]
+                    "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
+                    "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism"]
+# Which actions the model can apply to a copy of the world and process and re-run (report/verify.py);
+# the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
+APPLIED_ACTIONS: tuple[FixAction, ...] = (
+    "add_dll_directory", "path_prepend", "path_or_copy", "install", "preload", "preload_path", "copy_file",
+    "set_dll_directory", "set_env", "install_package", "change_flags", "import_first", "activate_conda",
+    "package_mechanism", "vc_redist", "use_build", "flags")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the model said when it re-ran the failing call with a fix applied (report/verify.py)."""
+
+    error: int  # the call's error after the fix (0: it loads)
+    leaf: str = ""  # when it still fails: the DLL it fails on next
+    cause: Optional["Cause"] = None  # and why
+    chain: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlsoMissing:
+    """A DLL the failing call would fail on once the first leaf is fixed (CallResult.also_missing):
+    "you would hit these next"."""
+
+    name: str
+    cause: "Cause"
+    needed_by: str  # the module that imports (or loads) it
+    chain: tuple[str, ...] = ()  # from the call's module down to it
+    installed_at: tuple[str, ...] = ()  # copies the world has outside the folders searched
 
 VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"
 FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
@@ -435,6 +477,17 @@ class Fix:
     leaf: str = ""  # vc_redist: the DLL whose DllMain failed
     arch: str = ""  # vc_redist: the redistributable's architecture
     reason: Optional[InvalidFlagsReason] = None  # flags
+    dest: str = ""  # copy_file: the folder to copy into
+    variable: str = ""  # set_env: the variable
+    value: str = ""  # set_env: its value
+    flags: Optional[int] = None  # change_flags: the flags to pass
+    module: str = ""  # import_first: the module to import first
+    call: str = ""  # package_mechanism: the call to make ("onnxruntime.preload_dlls()")
+    python: bool = True  # the process is Python: the words give Python code (False: Win32 calls, PATH)
+    then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
+    covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)
+    verified: Optional[bool] = None  # re-run by the model: True, it loads; None: advice the model cannot apply
+    outcome: Optional[Outcome] = None  # what the re-run gave
 
     @property
     def text(self) -> str:
@@ -459,7 +512,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
             return f"A {f.machine} copy is at {f.path}: {before}  {call}"
         return f"{before[0].upper() + before[1:]}:  {call}"
     if a == "path_prepend":
-        return f"Or put {f.folder} on PATH (this load searches PATH)"
+        if f.python and f.before:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["PATH"] = r"{f.folder};" + os.environ["PATH"]') + \
+                " (this load searches PATH)"
+        return f"Put {f.folder} on PATH (this load searches PATH)"
     if a == "path_or_copy":
         return f"Put {f.folder} on PATH, or copy {f.name} next to {winpath.basename(f.exe)} ({winpath.dirname(f.exe)})"
     if a == "install":
@@ -500,6 +556,30 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
     if a == "permissions":
         return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
+    if a == "preload_path":
+        if f.python:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL(r"{f.path}")') + \
+                f" (loaded by full path, it is the {f.name} every later request gets)"
+        return (f"Load {f.path} by full path before the load (" + code(f'LoadLibraryExW(L"{f.path}", NULL, '
+                'LOAD_WITH_ALTERED_SEARCH_PATH)') + f"): every later request for {f.name} gets it")
+    if a == "copy_file":
+        return f"Copy {f.path} into {f.dest}"
+    if a == "set_dll_directory":
+        return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW(L"{f.folder}")')
+    if a == "set_env":
+        if f.python:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = r"{f.value}"')
+        return f"Set {f.variable}={f.value} before starting the program"
+    if a == "install_package":
+        return f"{code('pip install ' + (f.package or ''))} (it puts {f.name} in {f.folder})"
+    if a == "change_flags":
+        return f"Load {f.name} with flags {f.flags:#x} ({flags_text(f.flags or 0)})"
+    if a == "import_first":
+        return f"{code('import ' + f.module)} {before}, so its {f.name} is the copy loaded"
+    if a == "activate_conda":
+        return f"Activate the conda environment first ({code('conda activate ' + f.folder)}): it puts {f.folder}\\Library\\bin on PATH"
+    if a == "package_mechanism":
+        return f"{before[0].upper() + before[1:]}:  {code(f.call)} (the package's own loader; it loads {f.name} by full path)"
     raise ValueError(f"fix action {a!r} has no words")
 
 
@@ -526,6 +606,7 @@ class CallResult:
     close_names: list[Elsewhere] = field(default_factory=list)  # other versions of the leaf (cublas64_11 for _12)
     probes: list[str] = field(default_factory=list)  # every file path the loader would open, in order
     note: str = ""
+    also_missing: list[AlsoMissing] = field(default_factory=list)  # what fails next once the leaf is fixed
 
     @property
     def module_path(self) -> Optional[str]:
