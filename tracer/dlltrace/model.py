@@ -89,6 +89,7 @@ def load_op(api: str) -> LoadOp:
 OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
                      "start", "runtime"]
 TORCH_ORIGINS: tuple[OriginKind, ...] = ("torch", "torch_preload", "torch_retry")
+PYTHON_ORIGINS: tuple[OriginKind, ...] = ("python_import", "ctypes", *TORCH_ORIGINS, "os_add_dll_directory")
 
 
 # The loader's behaviour profile (SystemInfo.profile, docs/wine-profile.md).
@@ -504,7 +505,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     a = f.action
     before = f"before `{f.before}`" if f.before else "before the load"
     if a == "add_dll_directory":
-        call = code(f'os.add_dll_directory(r"{f.folder}")')
+        call = code(f'os.add_dll_directory(r"{f.folder}")' if f.python else f'AddDllDirectory(L"{f.folder}")')
         if f.bound:
             return (f"The copy at {f.bound} lacks {f.lacks}; a matching copy is at {f.path}: {before}  {call} "
                     f"and make sure it is searched before {winpath.dirname(f.bound)}")
@@ -573,7 +574,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     if a == "install_package":
         return f"{code('pip install ' + (f.package or ''))} (it puts {f.name} in {f.folder})"
     if a == "change_flags":
-        return f"Load {f.name} with flags {f.flags:#x} ({flags_text(f.flags or 0)})"
+        return f"Load {f.name} with flags {f.flags or 0:#x} ({flags_text(f.flags or 0)})"
     if a == "import_first":
         return f"{code('import ' + f.module)} {before}, so its {f.name} is the copy loaded"
     if a == "activate_conda":

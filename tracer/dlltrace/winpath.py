@@ -61,8 +61,10 @@ def key(path: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def join(folder: str, name: str) -> str:
-    return normalize(folder.rstrip("\\/") + "\\" + name)
+def join(folder: str, *names: str) -> str:
+    for name in names:
+        folder = folder.rstrip("\\/") + "\\" + name.strip("\\/")
+    return normalize(folder)
 
 
 @lru_cache(maxsize=65536)

@@ -6,39 +6,16 @@ by `report`.
 
 from __future__ import annotations
 
-import re
 import dataclasses
+import re
 from typing import Literal, Optional
 
-from dlltrace import winpath
-from dlltrace.model import TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
+from dlltrace import packages, winpath
+from dlltrace.report import verify
+from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
 from dlltrace.worlds.world import ProcessState, World
 
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
-
-# name pattern -> the pip package that provides the file (None: not a pip package), and how to install it
-_PROVIDERS: list[tuple[re.Pattern, Optional[str], str]] = [
-    (re.compile(r"^(msvcp140(_\d|_atomic_wait|_codecvt_ids)?|vcruntime140(_1)?|concrt140|vcomp140)\.dll$"), None,
-     "Install the latest Microsoft Visual C++ Redistributable ({arch}): " + VC_REDIST),
-    (re.compile(r"^libomp140\.x86_64\.dll$"), None,
-     "Install Visual Studio's \"MSVC v143 build tools\" component (it puts libomp140.x86_64.dll in System32), "
-     "or a torch build that does not need it"),
-    (re.compile(r"^cublas(lt)?64_(\d+)\.dll$"), "nvidia-cublas-cu{cuda}", "pip install {package}"),
-    (re.compile(r"^cudart64_(\d+)\.dll$"), "nvidia-cuda-runtime-cu{cuda}", "pip install {package}"),
-    (re.compile(r"^cudnn(_[a-z_]+)?64_9\.dll$"), "nvidia-cudnn-cu12", "pip install {package} (it ships cuDNN 9)"),
-    (re.compile(r"^cudnn(_[a-z_]+)?64_(\d+)\.dll$"), None,
-     "Install cuDNN {cudnn} for your CUDA version (NVIDIA's cuDNN archive) and add its bin folder with os.add_dll_directory, "
-     "or install a torch build that bundles cuDNN"),
-    (re.compile(r"^cufft(w)?64_(\d+)\.dll$"), "nvidia-cufft-cu12", "pip install {package}"),
-    (re.compile(r"^curand64_(\d+)\.dll$"), "nvidia-curand-cu12", "pip install {package}"),
-    (re.compile(r"^cusparse64_(\d+)\.dll$"), "nvidia-cusparse-cu12", "pip install {package}"),
-    (re.compile(r"^cusolver(mg)?64_(\d+)\.dll$"), "nvidia-cusolver-cu12", "pip install {package}"),
-    (re.compile(r"^nvrtc64_(\d+)"), "nvidia-cuda-nvrtc-cu12", "pip install {package}"),
-    (re.compile(r"^nvjitlink_?\d*"), "nvidia-nvjitlink-cu12", "pip install {package}"),
-    (re.compile(r"^(mkl_[a-z0-9_]+)\.(\d+\.)?dll$"), "mkl", "pip install {package} (it puts the MKL DLLs in <prefix>\\Library\\bin)"),
-    (re.compile(r"^libiomp5md\.dll$"), "intel-openmp", "pip install {package}"),
-]
-
 
 def version_tuple(v: Optional[str]) -> tuple[int, ...]:
     try:
@@ -108,91 +85,214 @@ def _before(res: CallResult) -> Optional[str]:
     return None
 
 
-def provider_fix(name: str, process: ProcessState) -> Optional[Fix]:
-    n = name.lower()
+def python_version(process: ProcessState) -> tuple[int, ...]:
+    """(3, 11) for "3.11.7"; () for a process that is not Python (or whose version is unknown)."""
+    return version_tuple(".".join(process.python.split(" ")[0].split(".")[:2])) if process.python else ()
+
+
+def is_python(process: ProcessState, res: Optional[CallResult] = None) -> bool:
+    """A Python process: its version is known (a trace's py_env event, a scenario's process.python), or
+    the call was made by Python code (an import, ctypes, torch)."""
+    return bool(process.python) or (res is not None and res.origin_kind in PYTHON_ORIGINS)
+
+
+def package_roots(res: CallResult, process: ProcessState) -> tuple[str, list[str]]:
+    """(prefix, [site-packages folders]) of the process: sys.prefix is python.exe's folder (a venv's
+    root when python.exe is in Scripts); site-packages are those on the paths the call and the process
+    touch, else prefix\\Lib\\site-packages."""
+    exe_dir = winpath.dirname(process.exe)
+    prefix = winpath.dirname(exe_dir) if winpath.basename(exe_dir).lower() == "scripts" else exe_dir
+    sites: list[str] = []
+    paths = [res.name, *(n.path or "" for n in (res.tree.walk() if res.tree else ())), *(m.path for m in process.loaded)]
+    for p in paths:
+        i = p.lower().find("\\site-packages\\")
+        if i >= 0:
+            site = winpath.normalize(p[:i + len("\\site-packages")])
+            if not any(winpath.same(site, s) for s in sites):
+                sites.append(site)
+    if not sites:
+        sites.append(winpath.join(prefix, "Lib", "site-packages"))
+    return prefix, sites
+
+
+def wheel_copies(name: str, res: CallResult, world: World, process: ProcessState) -> list[str]:
+    """Copies of `name` in the folders pip wheels put DLLs in (packages.wheel_folders: nvidia\\cublas\\bin,
+    nvidia\\cu13\\bin\\x86_64, Library\\bin, ...), under the process's prefix and site-packages."""
+    prefix, sites = package_roots(res, process)
+    out = []
+    for root, folder in packages.wheel_folders():
+        for base in ([prefix] if root == "prefix" else sites):
+            path = winpath.join(base, folder.replace("/", "\\"), name)
+            if world.file(path) is not None:
+                out.append(winpath.normalize(path))
+    return out
+
+
+def install_folder(prov: packages.Provider, res: CallResult, process: ProcessState) -> str:
+    prefix, sites = package_roots(res, process)
+    return winpath.join(prefix if prov.root == "prefix" else sites[0], prov.win_folder)
+
+
+def _usable(path: str, world: World, process: ProcessState) -> bool:
+    f = world.file(path)
+    return f is not None and f.pe is not None and f.pe.machine == process.machine and f.error is None
+
+
+def make_searched(copy: str, name: str, res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+    """Every way to make the call find `copy` (a file of the world, or one a fix installs), in the
+    order offered: os.add_dll_directory (a Python >= 3.8 process), PATH (not a packaged app), a
+    preload by full path, a copy next to the module the call loads. Only what the process has not
+    done already; verify.py keeps those that work."""
+    folder = winpath.dirname(copy)
+    before = _before(res)
+    py = is_python(process, res)
+    out: list[Fix] = []
+    # os.add_dll_directory exists from Python 3.8 (a non-Python program calls AddDllDirectory itself)
+    if (not py or python_version(process) >= (3, 8)) and not any(winpath.same(f, folder) for f, _ in process.dll_directories):
+        out.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=folder, path=copy, before=before, python=py))
+    if not getattr(process, "packaged", False) and not any(winpath.same(p, folder) for p in process.path):
+        out.append(Fix("path", "path_prepend", name=name, folder=folder, path=copy, before=before, python=py))
+    if res.op != "start":
+        out.append(Fix("preload", "preload_path", name=name, path=copy, before=before, python=py))
+    top = res.tree.path if res.tree is not None and res.tree.path else (res.name if winpath.is_absolute(res.name) else "")
+    dest = winpath.dirname(process.exe) if res.op == "start" else (winpath.dirname(top) if top else "")
+    if dest and not winpath.same(dest, folder):
+        out.append(Fix("copy", "copy_file", name=name, path=copy, dest=dest, python=py))
+    return out
+
+
+def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult) -> Optional[Fix]:
+    """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
+    Python interpreter, the VC++ runtime, a Visual Studio component, the package itself): advice the
+    model cannot apply."""
     arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
-    for pat, package, text in _PROVIDERS:
-        m = pat.match(n)
-        if m:
-            digits = re.findall(r"\d+", n)
-            cuda = digits[-1] if digits and digits[-1] in ("11", "12", "13") else "12"
-            cudnn = digits[-1] if digits else ""
-            pkg = package.format(cuda=cuda) if package else None
-            return Fix("install", "install", name=name, package=pkg,
-                       instruction=text.format(arch=arch, cuda=cuda, cudnn=cudnn, package=pkg))
+    m = re.search(r"64_(\d+)", name)
+    major = m.group(1) if m else ""
+    if prov is None:
+        return Fix("install", "find_package", name=name, exe=res.name if res.op == "start" else "", python=is_python(process))
+    words = {
+        "driver": f"{name} comes with the NVIDIA display driver (it installs it in System32); no pip package provides it: "
+                  "install or update the NVIDIA driver",
+        "windows": f"{name} is part of Windows: this Windows lacks it (an older or a reduced edition, e.g. N or Server "
+                   "without its feature); update Windows or enable the feature that provides it",
+        "python": f"{name} is the Python interpreter's own DLL: run this with the Python the package was built for, or "
+                  "install the build of the package made for this Python",
+        "msvc_runtime": f"Install the latest Microsoft Visual C++ Redistributable ({arch}): " + VC_REDIST.format(arch=arch),
+        "vs_component": f"Install Visual Studio's \"MSVC v143 build tools\" component (it puts {name} in System32), or a "
+                        "build of the package that does not need it",
+        "package_itself": f"{name} belongs to {prov.component or 'the package'} itself and is missing from its folder: "
+                          f"reinstall it (pip install --force-reinstall {prov.package or prov.component})",
+        "archive": f"Install {prov.component}{' ' + major if major else ''} for your CUDA version from NVIDIA's archive "
+                   "and put its bin folder on PATH",
+    }
+    text = words.get(prov.kind)
+    if text is None:
+        return None
+    return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process))
+
+
+def cuda_major(res: CallResult, world: World, process: ProcessState) -> Optional[int]:
+    """The CUDA major version the process uses, from the CUDA DLL names it loads or asks for
+    (cudart64_12.dll, cublas64_13.dll): for cuDNN 9, which has one name for every CUDA major."""
+    names = [winpath.basename(n.name) for n in (res.tree.walk() if res.tree else ())] + [m.name for m in process.loaded]
+    for n in names:
+        major = packages.cuda_major_of(n)
+        if major is not None:
+            return major
     return None
 
 
-def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+def candidates(sit: verify.Situation) -> list[Fix]:
+    """The fixes to try for the failing call of `sit`, generated from how the load searches and what the
+    process is, before verification (verify.verify keeps those that work)."""
+    res, process = sit.res, sit.process
+    world: World = verify.prepared(sit).world
     leaf = leaf_node(res.tree)
     if leaf is None:
         return []
     name = winpath.basename(leaf.name)
-    fixes: list[Fix] = []
-    elsewhere = res.found_elsewhere
-    good = [c for c in elsewhere if c.result == "found"]
     cause = leaf.cause
-    before = _before(res)
-    if cause == "not_found" and res.op == "start":
-        # the program's own imports: no os.add_dll_directory (no code runs before them), but the
-        # standard search order, which ends with PATH
-        for c in good[:2]:
-            fixes.append(Fix("path", "path_or_copy", name=name, folder=winpath.dirname(c.path), path=c.path, exe=res.name))
-        p = provider_fix(name, process)
-        if p:
-            fixes.append(p)
-        if not fixes:
-            fixes.append(Fix("install", "find_package", name=name, exe=res.name))
-    elif cause == "not_found":
-        for c in good[:2]:
-            fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
-                             path=c.path, before=before))
-        if good and not uses_search_flags(res):
-            fixes.append(Fix("path", "path_prepend", name=name, folder=winpath.dirname(good[0].path), path=good[0].path))
-        p = provider_fix(name, process)
-        if p:
-            fixes.append(p)
-        if not fixes:
-            fixes.append(Fix("install", "find_package", name=name))
-    elif cause == "bad_machine":
-        machines = sorted({c.machine for c in leaf.candidates if c.machine})
-        for c in good[:1]:
-            fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
-                             path=c.path, before=before, machine=process.machine))
-        other = machines[0] if machines else "x64"
-        if process.machine == "x86" and other == "x64":
-            fixes.append(Fix("python_bitness", "use_64bit_python", name=name, machine=process.machine, other_machine=other))
-        else:
-            fixes.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other))
-    elif cause == "not_pe":
-        fixes.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
+    out: list[Fix] = []
+    if cause in ("not_found", "bad_machine", "not_pe"):
+        tried_bad = {winpath.key(c.path) for c in leaf.candidates if c.result != "not_there"}
+        copies = [p for p in dict.fromkeys([*wheel_copies(name, res, world, process), *world.files_named(name)])
+                  if _usable(p, world, process) and winpath.key(p) not in tried_bad]
+        for c in copies[:2]:
+            out.extend(make_searched(c, name, res, world, process))
+        prov = packages.lookup(name, cuda_major=cuda_major(res, world, process))
+        if not copies and prov is not None and prov.kind == "pip" and prov.package:
+            folder = install_folder(prov, res, process)
+            path = winpath.join(folder, name)
+            base = Fix("install", "install_package", name=name, package=prov.requirement or prov.package, folder=folder,
+                       path=path)
+            for step in make_searched(path, name, res, world, process):
+                out.append(dataclasses.replace(base, then=(step,)))
+        if cause == "not_pe":
+            out.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
+        elif cause == "bad_machine":
+            machines = sorted({c.machine for c in leaf.candidates if c.machine})
+            other = machines[0] if machines else "x64"
+            if is_python(process) and process.machine == "x86" and other == "x64":
+                out.append(Fix("python_bitness", "use_64bit_python", name=name, machine=process.machine, other_machine=other))
+            else:
+                out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other))
+        elif not copies and not (prov is not None and prov.kind == "pip"):
+            advice = provider_advice(name, prov, process, res)
+            if advice is not None:
+                out.append(advice)
     elif cause in ("missing_export", "missing_ordinal"):
         what = leaf.detail
         bound = leaf.path or name
-        if leaf.how_kind in ("already_loaded", "loaded_same_file") or leaf.candidates and leaf.candidates[0].result == "already_loaded":
+        good = [p for p in world.files_named(name) if _usable(p, world, process) and not (leaf.path and winpath.same(p, leaf.path))
+                and _provides(world, p, leaf)]
+        if leaf.how_kind in ("already_loaded", "loaded_same_file"):
             for c in good[:1]:
-                fixes.append(Fix("shadowing", "preload", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what,
-                                 path=c.path, folder=winpath.dirname(c.path)))
+                out.append(Fix("shadowing", "preload", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what,
+                               path=c, folder=winpath.dirname(c), python=is_python(process)))
             if not good:
-                fixes.append(Fix("shadowing", "update_loaded", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what))
+                out.append(Fix("shadowing", "update_loaded", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what))
         else:
             for c in good[:1]:
-                fixes.append(Fix("add_dll_directory", "add_dll_directory", name=name, folder=winpath.dirname(c.path),
-                                 path=c.path, before=before, bound=bound, lacks=what))
+                out.extend(make_searched(c, name, res, world, process))
             if not good:
-                fixes.append(Fix("install", "install_matching", name=name, bound=bound,
-                                 parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))
+                out.append(Fix("install", "install_matching", name=name, bound=bound,
+                               parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))
     elif cause == "init_failed":
-        fixes.extend(msvc_runtime_fixes(res, world, process))
-        fixes.append(Fix("init", "check_init", name=name))
+        out.extend(msvc_runtime_fixes(res, world, process))
+        out.append(Fix("init", "check_init", name=name))
     elif cause == "apiset_no_host":
-        fixes.append(Fix("install", "update_windows", name=name))
+        out.append(Fix("install", "update_windows", name=name))
     elif cause == "invalid_parameter":
         if leaf.facts is not None and leaf.facts.reason is not None:
-            fixes.append(Fix("call", "flags", name=name, reason=leaf.facts.reason))
+            full = ""
+            if leaf.facts.reason != "altered_with_search_flags":
+                full = next((p for p in world.files_named(winpath.basename(res.name)) if _usable(p, world, process)), "")
+            out.append(Fix("call", "flags", name=name, reason=leaf.facts.reason, path=full))
     elif cause == "access_denied":
-        fixes.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
-    return fixes
+        out.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
+    return out
+
+
+def _provides(world: World, path: str, leaf: Node) -> bool:
+    """Whether the copy at path has what the leaf's copy lacks (the export or ordinal)."""
+    f = world.file(path)
+    if f is None or f.pe is None or leaf.facts is None:
+        return True
+    if leaf.facts.export is not None:
+        return leaf.facts.export in f.pe.exports or leaf.facts.export in f.pe.forwarders
+    if leaf.facts.ordinal is not None:
+        return leaf.facts.ordinal in f.pe.export_ordinals
+    return True
+
+
+def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+    """The fixes for a failed call, each re-run through the model (report/verify.py): those that make
+    the call load, ranked, then the advice the model cannot apply. `process`: the state of the call."""
+    if leaf_node(res.tree) is None:
+        return []
+    sit = verify.Situation(world=world, process=verify.snapshot(process), res=res)
+    names = (res.leaf.name if res.leaf is not None else "", *(m.name for m in res.also_missing))
+    return verify.verify(sit, candidates(sit), candidates, tuple(n for n in names if n))
 
 
 def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
@@ -247,5 +347,6 @@ def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
     if res.error and res.tree is not None:
         res.found_elsewhere = find_elsewhere(res, world, process)
         res.close_names = find_close_names(res, world, process)
+        res.also_missing = verify.also_missing(verify.Situation(world=world, process=verify.snapshot(process), res=res))
         res.fixes = fixes_for(res, world, process)
     return res

@@ -1,0 +1,325 @@
+"""Fix verification: every fix is applied to a copy of the world and the process, and the failing
+call is simulated again, with what the program does around it (torch's retry with LoadLibraryW,
+ctypes' flags, CPython's flags for an import). A fix is offered only if the call then loads.
+
+Also "every missing DLL at once": once the leaf is made loadable (a stand-in file the model
+assumes provides what is asked), the call is re-run, and the next DLL it fails on is listed, until
+it loads or no stand-in helps (`also_missing`).
+
+Pure logic over the loader model (loader/windows/engine.Simulator), a World and a ProcessState;
+it never knows which world it has. The hypotheses live in `HypotheticalWorld`, an overlay: the
+world itself is never changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from dlltrace import winpath
+from dlltrace.emulate.python import TORCH_FLAGS, rule_ctypes_winmode, rule_torch_retry
+from dlltrace.loader.windows.engine import Simulator
+from dlltrace.model import (
+    APPLIED_ACTIONS,
+    LOAD_WITH_ALTERED_SEARCH_PATH,
+    AlsoMissing,
+    CallResult,
+    FileFacts,
+    Fix,
+    Outcome,
+    PEFacts,
+)
+from dlltrace.worlds.world import ProcessState, SystemInfo, World
+
+MAX_ALSO_MISSING = 32  # a closure with more missing DLLs than this is cut (and says so: it stops listing)
+MAX_STEPS = 4  # a fix with more steps than this is not looked for
+
+
+class _Everything(frozenset):
+    """The exports of a stand-in file: it provides whatever is asked (a file the model has no facts
+    about, assumed to be the right build of what its name says)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+ANY_EXPORTS: frozenset = _Everything()
+
+
+def stand_in(path: str, machine: str) -> FileFacts:
+    """A DLL the model assumes: the process's machine, no imports, every export (an installed
+    package's file whose facts the world does not have, or the leaf made loadable)."""
+    return FileFacts(path=winpath.normalize(path),
+                     pe=PEFacts(machine=machine, exports=ANY_EXPORTS, export_ordinals=ANY_EXPORTS))
+
+
+class HypotheticalWorld:
+    """A world with some files added (a copy, an installed package, a stand-in) over another world,
+    which is left as it is. Answers the World protocol; anything else is the base world's."""
+
+    def __init__(self, base: World, added: Iterable[FileFacts] = ()):
+        self.base = base
+        self.system: SystemInfo = base.system
+        self.added: dict[str, FileFacts] = {}
+        self._folders: set[str] = set()
+        for f in added:
+            self.add(f)
+
+    def add(self, f: FileFacts) -> None:
+        self.added[winpath.key(f.path)] = f
+        folder = winpath.dirname(f.path)
+        while folder and winpath.key(folder) not in self._folders:
+            self._folders.add(winpath.key(folder))
+            parent = winpath.dirname(folder)
+            if winpath.same(parent, folder):
+                break
+            folder = parent
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        got = self.added.get(winpath.key(path))
+        return got if got is not None else self.base.file(path)
+
+    def is_dir(self, path: str) -> bool:
+        return winpath.key(path) in self._folders or self.base.is_dir(path)
+
+    def files_named(self, name: str) -> list[str]:
+        mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]
+        return [*mine, *(p for p in self.base.files_named(name) if winpath.key(p) not in self.added)]
+
+    def close_files(self, name: str) -> list[str]:
+        return self.base.close_files(name)
+
+    def files_in(self, folder: str) -> list[str]:
+        mine = [f.path for f in self.added.values() if winpath.same(winpath.dirname(f.path), folder)]
+        return [*mine, *(p for p in self.base.files_in(folder) if winpath.key(p) not in self.added)]
+
+    def __getattr__(self, name: str):  # e.g. RecordedWorld.mark_init_failed
+        return getattr(self.base, name)
+
+
+@dataclass
+class Situation:
+    """A failing call and what the model needs to run it again: the world, the process as it was at
+    the call (a copy), and the result (its name, flags, op and what made it)."""
+
+    world: World
+    process: ProcessState
+    res: CallResult
+    # files a fix must add to the world before the call (install_package, copy_file), already applied
+    added: tuple[FileFacts, ...] = ()
+    steps: tuple[Fix, ...] = field(default_factory=tuple)
+
+
+def snapshot(process: ProcessState) -> ProcessState:
+    """The process as it is now, for re-runs (ProcessState.copy keeps what the loader reads)."""
+    return process.copy()
+
+
+# --- applying a fix ---------------------------------------------------------------------------------------------
+def applies(fix: Fix) -> bool:
+    """Whether the model can apply this fix and re-run the call (model.APPLIED_ACTIONS)."""
+    if fix.action == "flags":  # a full path the model knows, or dropping 0x8
+        return fix.reason == "altered_with_search_flags" or bool(fix.path)
+    return fix.action in APPLIED_ACTIONS and fix.action not in ("vc_redist", "use_build", "install", "path_or_copy")
+
+
+@dataclass
+class _Applied:
+    world: HypotheticalWorld
+    process: ProcessState
+    preloads: list[tuple[str, int]] = field(default_factory=list)  # (path, flags) loaded before the call
+    name: Optional[str] = None  # the call's name, changed
+    flags: Optional[int] = None  # the call's flags, changed
+
+
+def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
+    act = fix.action
+    p = a.process
+    if act == "add_dll_directory":
+        if a.world.is_dir(fix.folder) and not any(winpath.same(f, fix.folder) for f, _ in p.dll_directories):
+            p.dll_directories.append((winpath.normalize(fix.folder), "os.add_dll_directory" if fix.python else ""))
+    elif act == "path_prepend":
+        p.path = [fix.folder, *p.path]
+    elif act == "set_dll_directory":
+        p.dll_directory = winpath.normalize(fix.folder)
+    elif act == "set_env":
+        p.env[fix.variable] = fix.value
+        if fix.variable.upper() == "PATH":
+            p.path = [x for x in fix.value.split(";") if x.strip()]
+    elif act == "preload_path":
+        flags = rule_ctypes_winmode(fix.path, None) if fix.python else LOAD_WITH_ALTERED_SEARCH_PATH
+        a.preloads.append((fix.path, flags))
+    elif act == "preload":  # the matching copy first: the copy loaded now (bound) is not loaded first
+        old = p.find_loaded_by_path(fix.bound) if fix.bound else None
+        if old is not None:
+            p.remove_loaded(old)
+        a.preloads.append((fix.path, rule_ctypes_winmode(fix.path, None) if fix.python else LOAD_WITH_ALTERED_SEARCH_PATH))
+    elif act == "copy_file":
+        src = a.world.file(fix.path)
+        dest = winpath.join(fix.dest, winpath.basename(fix.path))
+        a.world.add(dataclasses.replace(src, path=dest) if src is not None else stand_in(dest, p.machine))
+    elif act == "install_package":
+        a.world.add(stand_in(winpath.join(fix.folder, fix.name), p.machine))
+    elif act == "change_flags":
+        a.flags = fix.flags
+    elif act == "flags":
+        if fix.reason == "altered_with_search_flags":
+            a.flags = (sit.res.flags & ~LOAD_WITH_ALTERED_SEARCH_PATH)
+        elif fix.path:
+            a.name = fix.path
+    elif act == "activate_conda":
+        p.path = [winpath.join(fix.folder, "Library", "bin"), fix.folder, *p.path]
+    elif act == "import_first":
+        if fix.path:
+            a.preloads.append((fix.path, LOAD_WITH_ALTERED_SEARCH_PATH))
+    elif act == "package_mechanism":
+        for path in fix.covers:  # (the files the package's loader loads by full path)
+            a.preloads.append((path, rule_ctypes_winmode(path, None)))
+    for step in fix.then:
+        _apply_one(step, a, sit)
+
+
+def prepared(sit: Situation, fix: Optional[Fix] = None) -> _Applied:
+    """Copies of the world and the process with the situation's steps and `fix` applied."""
+    a = _Applied(HypotheticalWorld(sit.world, sit.added), sit.process.copy())
+    for step in sit.steps:
+        _apply_one(step, a, sit)
+    if fix is not None:
+        _apply_one(fix, a, sit)
+    return a
+
+
+def rerun(sit: Situation, fix: Optional[Fix]) -> CallResult:
+    """The failing call again, with `fix` (and its `then` steps) applied first to copies."""
+    a = prepared(sit, fix)
+    sim = Simulator(a.world, a.process)
+    for path, flags in a.preloads:
+        pre = sim.load_library(path, flags, origin="preload")
+        if pre.error:
+            return pre
+    return call_again(sim, sit.res, name=a.name, flags=a.flags)
+
+
+def call_again(sim: Simulator, res: CallResult, name: Optional[str] = None, flags: Optional[int] = None) -> CallResult:
+    """`res`'s call made again on `sim`, with what the program does around it: torch's loop retries a
+    126 with LoadLibraryW after putting its folders in front of PATH (emulate/python.rule_torch_retry);
+    every other call is made once with its own flags (ctypes' and CPython's are already in them)."""
+    name = name if name is not None else res.name
+    if res.origin_kind in ("torch", "torch_retry"):
+        first = sim.load_library(name, TORCH_FLAGS if flags is None else flags, origin=res.origin,
+                                 origin_kind="torch")
+        if not first.error or not rule_torch_retry(first.error):
+            return first
+        folders = [f for f, label in sim.process.dll_directories if label == "torch"]
+        sim.process.path = [*folders, *(p for p in sim.process.path if not any(winpath.same(p, f) for f in folders))]
+        return sim.load_library(name, 0, op="LoadLibraryW", origin=res.origin, origin_kind="torch_retry")
+    op = res.op if res.op in ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA", "start") else "LoadLibraryExW"
+    return sim.load_library(name, res.flags if flags is None else flags, op=op, origin=res.origin,
+                            origin_kind=res.origin_kind, origin_module=res.origin_module)
+
+
+def outcome_of(r: CallResult) -> Outcome:
+    if not r.error or r.leaf is None:
+        return Outcome(error=r.error)
+    return Outcome(error=r.error, leaf=r.leaf.name, cause=r.leaf.cause, chain=tuple(r.chain))
+
+
+def same_failure(a: CallResult, b: CallResult) -> bool:
+    if a.error != b.error:
+        return False
+    if a.leaf is None or b.leaf is None:
+        return a.leaf is None and b.leaf is None
+    return a.leaf.name.lower() == b.leaf.name.lower() and a.leaf.cause == b.leaf.cause
+
+
+def loaded_names(r: CallResult) -> set[str]:
+    """The base names the re-run found and bound (lower case)."""
+    if r.tree is None:
+        return set()
+    return {winpath.basename(n.name).lower() for n in r.tree.walk() if n.error == 0 and n.path}
+
+
+# --- every missing DLL at once ------------------------------------------------------------------------------------
+def also_missing(sit: Situation) -> list[AlsoMissing]:
+    """What the call would fail on next once its leaf loads, and after that, ... : each leaf in turn
+    is made loadable by a stand-in in System32 (searched by every search order), and the call is made
+    again. Stops when it loads, when the failure is not one a file can fix, or when a stand-in does
+    not move the failure."""
+    out: list[AlsoMissing] = []
+    res = sit.res
+    if res.leaf is None or res.leaf.cause not in ("not_found", "bad_machine", "not_pe"):
+        return out
+    system32 = sit.world.system.system32
+    added = list(sit.added)
+    seen = {res.leaf.name.lower()}
+    last = res
+    for _ in range(MAX_ALSO_MISSING):
+        assert last.leaf is not None
+        added.append(stand_in(winpath.join(system32, last.leaf.name), sit.process.machine))
+        r = rerun(dataclasses.replace(sit, added=tuple(added)), None)
+        if not r.error or r.leaf is None or r.leaf.cause not in ("not_found", "bad_machine", "not_pe"):
+            break
+        name = r.leaf.name.lower()
+        if name in seen:
+            break
+        seen.add(name)
+        installed = tuple(p for p in sit.world.files_named(r.leaf.name) if (f := sit.world.file(p)) is not None
+                          and f.pe is not None and f.pe.machine == sit.process.machine)
+        out.append(AlsoMissing(name=r.leaf.name, cause=r.leaf.cause, needed_by=r.leaf.parent or "",
+                               chain=tuple(r.chain), installed_at=installed))
+        last = r
+    return out
+
+
+# --- verifying candidates -----------------------------------------------------------------------------------------
+def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[str, ...] = (), depth: int = 0) -> list[Fix]:
+    """The candidates that make the call load, each marked verified with its outcome; one that only
+    moves the failure is completed with the follow-up fixes `follow_up(situation after it)` proposes
+    (depth-first, MAX_STEPS at most). Advice the model cannot apply is kept, unverified (None), after
+    them. Ranked: complete fixes first, fewer steps first, then in the order proposed."""
+    candidates_here = list(candidates)
+    done: list[tuple[int, int, Fix]] = []
+    advice: list[Fix] = []
+    partial: list[Fix] = []
+    names = names or ((sit.res.leaf.name,) if sit.res.leaf is not None else ())
+    for order, fix in enumerate(candidates_here):
+        if not applies(fix):
+            advice.append(fix)
+            continue
+        r = rerun(sit, fix)
+        if not r.error:
+            done.append((1 + len(fix.then), order, dataclasses.replace(
+                fix, verified=True, outcome=Outcome(0), covers=fix.covers or _covered(names, r))))
+            continue
+        if same_failure(r, sit.res) or depth + 1 >= MAX_STEPS or r.leaf is None:
+            continue
+        after = dataclasses.replace(sit, steps=(*sit.steps, fix))
+        nxt = dataclasses.replace(after, res=r)
+        # the next steps: of the same kind first (copy, then copy again); never one that alone would
+        # have been offered at this level (it is a fix of its own, not a step of this one)
+        here = {_key(f) for f in candidates_here}
+        more_candidates = [f for f in follow_up(nxt) if _key(f) not in here]
+        more_candidates.sort(key=lambda f: f.action != fix.action)
+        for more in verify(nxt, more_candidates, follow_up, names, depth + 1):
+            if more.verified:
+                whole = dataclasses.replace(fix, then=(*fix.then, more), verified=True, outcome=more.outcome,
+                                            covers=tuple(names))
+                done.append((1 + len(fix.then) + 1 + len(more.then), order, whole))
+                break
+        else:
+            # it moves the failure and no further action helps: offered after the fixes that work,
+            # as not verified, with what fails next
+            partial.append(dataclasses.replace(fix, verified=False, outcome=outcome_of(r), covers=_covered(names, r)))
+    done.sort(key=lambda t: (t[0], t[1]))
+    return [f for _, _, f in done] + (partial if not done else []) + advice
+
+
+def _key(f: Fix) -> tuple:
+    return (f.action, winpath.key(f.folder) if f.folder else "", winpath.key(f.path) if f.path else "")
+
+
+def _covered(names: tuple[str, ...], r: CallResult) -> tuple[str, ...]:
+    got = loaded_names(r)
+    return tuple(n for n in names if n.lower() in got) or tuple(names)
+
