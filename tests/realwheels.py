@@ -57,7 +57,10 @@ WHEELS = {
     "onnxruntime": Wheel("onnxruntime-gpu", "1.31.1", "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl"),
     "ctranslate2": Wheel("ctranslate2", "4.8.5", "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl"),
     "cudart12": Wheel("nvidia-cuda-runtime-cu12", "12.4.127", "nvidia_cuda_runtime_cu12-12.4.127-py3-none-win_amd64.whl"),
+    # Intel's OpenMP runtime as pip installs it: libiomp5md.dll in <prefix>\Library\bin (the wheel's .data/data)
+    "intel_openmp": Wheel("intel-openmp", "2024.2.1", "intel_openmp-2024.2.1-py2.py3-none-win_amd64.whl"),
 }
+IOMP_MEMBER = "intel_openmp-2024.2.1.data/data/Library/bin/libiomp5md.dll"
 
 
 class WheelUnavailable(Exception):
@@ -116,6 +119,33 @@ def _unpack(w: Wheel, member: str, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
+def wheel_members(w: Wheel) -> list:
+    """Every file member of the wheel (names, in the wheel's order)."""
+    with zipfile.ZipFile(fetch_wheel(w)) as z:
+        return [i.filename for i in z.infolist() if not i.is_dir()]
+
+
+def install_target(w: Wheel, member: str) -> Optional[str]:
+    """Where pip installs a wheel member, relative to the environment's root (sys.prefix) on Windows:
+    purelib/platlib under Lib/site-packages, .data/data/<rest> at the root, .data/scripts in Scripts,
+    .data/headers in Include/<dist>; None for the .dist-info metadata."""
+    top, _, rest = member.partition("/")
+    if top.endswith(".dist-info"):
+        return None
+    if top.endswith(".data"):
+        kind, _, rest = rest.partition("/")
+        if kind == "data":
+            return rest
+        if kind in ("purelib", "platlib"):
+            return f"Lib/site-packages/{rest}"
+        if kind == "scripts":
+            return f"Scripts/{rest}"
+        if kind == "headers":
+            return f"Include/{w.dist}/{rest}"
+        raise ValueError(f"{w.filename}: unknown .data folder {kind!r} in {member}")
+    return f"Lib/site-packages/{member}"
+
+
 def place(src: Path, dest: Path) -> None:
     """dest = src's content: a hard link to the cache when possible (torch_cpu.dll is 250 MB), else a copy.
     Nothing ever writes to a placed file."""
@@ -138,6 +168,7 @@ FIXTURE_SOURCES = {
                 (("cudart12", "nvidia/cuda_runtime/bin/cudart64_12.dll"),)),
     "ompinitfail": (ROOT / "fixtures" / "real" / "ompinitfail.c", 64,
                     (("torch", "torch/lib/libiomp5md.dll"),)),
+    "loadcuda": (ROOT / "fixtures" / "real" / "loadcuda.c", 64, ()),
 }
 HOST_SOURCE = ROOT / "fixtures" / "host" / "loadhost.c"
 

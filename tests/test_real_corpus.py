@@ -25,6 +25,7 @@ import re
 import secrets
 import shutil
 import string
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ SITUATIONS = [
     S("torch_shm_dll_load_dir", "shm.dll -> torch_cpu.dll -> c10/fbgemm/asmjit/libiomp5md/uv, all found through DLL_LOAD_DIR",
       {**torch_lib(), **wheel("torch", "torch/lib/shm.dll")}, ("load", "{T}\\shm.dll", "0x1100"), True, (0,)),
     S("onnxruntime_dll", "onnxruntime.dll with 0x1100 (dxgi, setupapi, dbghelp, MSVCP140_1, api-ms-win-core-path)",
-      wheel("onnxruntime", "onnxruntime/capi/onnxruntime.dll"), ("load", f"{{SP}}\\onnxruntime\\capi\\onnxruntime.dll", "0x1100"),
+      wheel("onnxruntime", "onnxruntime/capi/onnxruntime.dll"), ("load", "{SP}\\onnxruntime\\capi\\onnxruntime.dll", "0x1100"),
       True, (0,)),
     S("onnxruntime_providers_shared", "onnxruntime_providers_shared.dll with 0x1100",
       wheel("onnxruntime", "onnxruntime/capi/onnxruntime_providers_shared.dll"),
@@ -174,6 +175,20 @@ SITUATIONS = [
       torch_lib(), ("setdefault", "0x1000", "load", "{T}\\torch_cpu.dll", "0"), False, (0, 126)),
     S("dll_load_dir_with_bare_name", "LoadLibraryExW(c10.dll, DLL_LOAD_DIR) with a bare name: 87",
       torch_lib("c10"), ("load", "c10.dll", "0x100"), False, (87,)),
+    # ---- failing situations made after real reports, whose first fix tests/test_real_fixes.py applies
+    S("torch_omp_in_library_bin", "libiomp5md.dll not in torch\\lib but where pip's intel-openmp puts it, "
+      "<prefix>\\Library\\bin, which AddDllDirectory(torch\\lib) + 0x1100 does not search",
+      {**torch_lib(without=("libiomp5md",)), **wheel("intel_openmp", rw.IOMP_MEMBER, "Library/bin/libiomp5md.dll")},
+      ("adddir", "{T}", "load", "{T}\\torch_cpu.dll", "0x1100"), False, (0, 126)),
+    S("cudart_loadlibrary_at_run_time", "a package DLL's own LoadLibraryA(cudart64_12.dll) at run time (flags 0, "
+      "the standard order): the nvidia wheel's bin folder is neither on PATH nor next to anything searched",
+      {**fixture("loadcuda", f"{SP}/mypkg/loadcuda.dll"), **wheel("cudart12", "nvidia/cuda_runtime/bin/cudart64_12.dll")},
+      ("load", "{SP}\\mypkg\\loadcuda.dll", "0x1100", "callerr", "loadcuda.dll", "loadcuda_now"), False, (0, 126)),
+    S("cuda_bin_on_path_0x1100", "the nvidia bin folder on PATH, and a package DLL importing cudart64_12.dll "
+      "loaded with 0x1100, which does not search PATH (no retry)",
+      {**fixture("usecuda", f"{SP}/mypkg/usecuda.dll"), **wheel("cudart12", "nvidia/cuda_runtime/bin/cudart64_12.dll")},
+      ("setenv", "PATH", "C:\\windows\\system32;C:\\windows;{SP}\\nvidia\\cuda_runtime\\bin",
+       "load", "{SP}\\mypkg\\usecuda.dll", "0x1100"), False, (0, 126)),
 ]
 
 MIN_SITUATIONS, MIN_FINE, MIN_FAILING = 20, 5, 10
@@ -190,6 +205,11 @@ class Outcome:
     ours: rw.Facts | None = None
     report_failed: list = field(default_factory=list)  # indexes of the report's failed calls
     seconds: dict = field(default_factory=dict)
+    # the run itself, for tests/test_real_fixes.py (which applies a fix and runs it again)
+    argv: list = field(default_factory=list)  # loadhost's argv as run (Windows paths)
+    root_win: str = ""  # the situation's folder, as Windows saw it (C:\\dtc\\<nonce>\\<name>)
+    log: rw.WineLog | None = None  # plain Wine's log
+    report: dict | None = None  # `dlltrace report --json --all`
 
     @property
     def agrees(self) -> bool:
@@ -219,7 +239,8 @@ def lay_out(sit: Situation, folder: Path, built: dict) -> None:
 
 
 ARITY = {"load": 2, "loadw": 1, "loada": 1, "loadgpa": 2, "adddir": 1, "removedir": 0, "setdlldir": 1,
-         "setdlldira": 1, "setdefault": 1, "free": 0, "setenv": 2, "proc": 2, "call": 2}
+         "setdlldira": 1, "setdefault": 1, "free": 0, "setenv": 2, "pathprepend": 1, "proc": 2, "call": 2,
+         "callerr": 2}
 
 
 def host_ops(argv: list) -> list:
@@ -237,6 +258,12 @@ def host_lines(stdout: str) -> list:
     return [re.sub(r"^call ok ret -?\d+$", "call ok", ln) for ln in stdout.replace("\r\n", "\n").splitlines()]
 
 
+def run_plain_wine(argv: list):
+    """loadhost under plain wine64, its ops framed on stderr among Wine's +loaddll,+module lines."""
+    return winetools.run_captured([winetools.wine_binary(), *argv], timeout=300, text=True,
+                                  env=winetools.wine_env(WINEDEBUG="+loaddll,+module", LOADHOST_MARKS="1"))
+
+
 def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcome:
     out = Outcome(sit.name)
     folder = base / sit.name
@@ -244,13 +271,13 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
     lay_out(sit, folder, built)
     root_win = winetools.to_windows(folder)
     argv = [root_win + "\\loadhost.exe", *(_win(root_win, a) for a in sit.ops)]
+    out.argv, out.root_win = argv, root_win
     t1 = time.monotonic()
     # 1. plain Wine, its log
-    r = winetools.run_captured([winetools.wine_binary(), *argv], timeout=300, text=True,
-                               env=winetools.wine_env(WINEDEBUG="+loaddll,+module", LOADHOST_MARKS="1"))
+    r = run_plain_wine(argv)
     work.mkdir(parents=True, exist_ok=True)
     (work / "wine.log").write_text(r.stderr)  # kept in pytest's tmp folder for a look after a failure
-    log = rw.parse_wine_log(r.stderr)
+    log = out.log = rw.parse_wine_log(r.stderr)
     out.wine_errors = tuple(o.err for o in log.ops)
     results = host_lines(r.stdout)
     if [o.index for o in log.ops] != [i for i, _, _ in host_ops(argv)] or any(o.err is None for o in log.ops):
@@ -274,6 +301,7 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
     except ValueError:
         out.harness.append(f"dlltrace report --json (exit {rep.returncode}) gave no JSON: {rep.stderr[-2000:]}")
         return out
+    out.report = report
     if rep.returncode != 0:
         out.harness.append(f"dlltrace report exited {rep.returncode}: {rep.stderr[-1000:]}")
     out.wine = rw.wine_facts(log, argv)
@@ -303,8 +331,44 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
 
 
 # ----------------------------------------------------------------------------- the corpus, once a session
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory, wine_prefix, summary):
+class CorpusRuns:
+    """What running situations needs (wheels, the shim, the fixture DLLs, the base folder), prepared
+    once a session, and each situation's Outcome once it ran: tests/test_real_fixes.py reuses the
+    runs (reports, Wine's logs) of the failing situations it applies fixes to, whichever module runs first."""
+
+    def __init__(self, built: dict, base: Path, work: Path, unpack: float):
+        self.built, self.base, self.work, self.unpack = built, base, work, unpack
+        self.outcomes: dict = {}
+        self._lock = threading.Lock()
+
+    def run(self, sits: list) -> dict:
+        """{name: Outcome} of sits, running (JOBS at a time) those not run yet this session. Each
+        situation's layout is removed once it ran (DLLTRACE_CORPUS_KEEP=1 keeps it)."""
+        with self._lock:
+            todo = [s for s in sits if s.name not in self.outcomes]
+
+            def one(sit: Situation) -> Outcome:
+                try:
+                    return run_situation(sit, self.base, self.built, self.work / sit.name)
+                finally:
+                    if not os.environ.get("DLLTRACE_CORPUS_KEEP"):
+                        shutil.rmtree(self.base / sit.name, ignore_errors=True)
+
+            with ThreadPoolExecutor(max_workers=max(1, JOBS)) as ex:
+                for o in ex.map(one, todo):
+                    self.outcomes[o.name] = o
+            return {s.name: self.outcomes[s.name] for s in sits}
+
+
+_RUNS: dict = {}  # "runs": the session's CorpusRuns; "skip": why the corpus cannot run here
+
+
+def corpus_runs(tmp_path_factory) -> CorpusRuns:
+    """The session's CorpusRuns (prepared on first use). Skips (fails in CI) without the wheels."""
+    if "skip" in _RUNS:
+        pytest.skip(_RUNS["skip"])
+    if "runs" in _RUNS:
+        return _RUNS["runs"]
     winetools.require("wine", "mingw64", "mingw32")
     missing = []
     for w in rw.WHEELS.values():
@@ -316,6 +380,7 @@ def corpus(tmp_path_factory, wine_prefix, summary):
         msg = "real wheels unavailable (no cache in " + str(rw.WHEEL_DIR) + "): " + "; ".join(missing)
         if os.environ.get("CI"):
             pytest.fail(msg)
+        _RUNS["skip"] = msg
         pytest.skip(msg)
     t0 = time.monotonic()
     for sit in SITUATIONS:  # unpack what the layouts need (once: the members are cached)
@@ -328,17 +393,22 @@ def corpus(tmp_path_factory, wine_prefix, summary):
     build_shim()
     built = rw.build_fixtures()
     drive_c = winetools.drive_c()
-    base = drive_c / BASE_UNIX / NONCE
     _remove_stale(drive_c / BASE_UNIX)
-    work = tmp_path_factory.mktemp("real-corpus")
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, JOBS)) as ex:
-            outcomes = list(ex.map(lambda s: run_situation(s, base, built, work / s.name), SITUATIONS))
-    finally:
-        if not os.environ.get("DLLTRACE_CORPUS_KEEP"):
-            shutil.rmtree(base, ignore_errors=True)
-    result = {o.name: o for o in outcomes}
-    summary["real-binary corpus"] = summary_line(result, time.monotonic() - t0, t_unpack)
+    _RUNS["runs"] = CorpusRuns(built, drive_c / BASE_UNIX / NONCE, tmp_path_factory.mktemp("real-corpus"), t_unpack)
+    return _RUNS["runs"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, wine_prefix, summary):
+    runs = corpus_runs(tmp_path_factory)
+    t0 = time.monotonic()
+    result = runs.run(SITUATIONS)
+    if not os.environ.get("DLLTRACE_CORPUS_KEEP"):
+        try:
+            runs.base.rmdir()  # empty once every layout is removed
+        except OSError:
+            pass
+    summary["real-binary corpus"] = summary_line(result, time.monotonic() - t0 + runs.unpack, runs.unpack)
     return result
 
 
