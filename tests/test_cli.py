@@ -71,7 +71,8 @@ def test_simulate_text_names_leaf_first(dlltrace_cli):
     r = dlltrace_cli("simulate", str(S1))
     assert r.returncode == 0
     lines = [l for l in r.stdout.splitlines() if "✗" in l]
-    assert lines[0].strip() == "✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd"
+    assert lines[0].strip() == ("✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd; "
+                                "installed but not searched")
     assert "PATH and the current folder are not searched with these flags." in r.stdout
 
 

@@ -42,7 +42,7 @@ def test_first_line_after_the_header_names_the_leaf_and_its_parent(capsys):
     lines = report(capsys, TRACES / "s2.jsonl").splitlines()
     assert lines[0] == f"dlltrace ─ 1 failed load · {TRACES / 's2.jsonl'}"
     assert lines[1] == ""
-    assert lines[2] == "✗ cudnn64_7.dll was not found — it is needed by torch_cuda.dll"
+    assert lines[2] == "✗ cudnn64_7.dll was not found — it is needed by torch_cuda.dll; not installed anywhere dlltrace looked"
 
 
 @pytest.mark.parametrize("case", ["s1", "s2", "s3", "s8"])
@@ -75,7 +75,8 @@ def test_path_not_searched_is_said_once_for_0x1100(capsys):
 
 def test_markdown_form(capsys):
     md = report(capsys, TRACES / "s1.jsonl", "--markdown")
-    assert md.startswith("**dlltrace:** cublas64_12.dll was not found — it is needed by ctranslate2.pyd — WinError 126")
+    assert md.startswith("**dlltrace:** cublas64_12.dll was not found — it is needed by ctranslate2.pyd; installed but not "
+                         "searched — WinError 126")
     assert "<details><summary>" in md and md.rstrip().endswith("</details>")
     assert md.index("<details>") < md.index("| # | folder | rule | result |") < md.index("</details>")
     assert '`os.add_dll_directory(r"C:\\dlltrace-cases\\s1\\CUDA\\v12.1\\bin")`' in md
@@ -306,7 +307,8 @@ def test_a_program_that_could_not_start_is_replayed_from_the_launchers_snapshot(
     assert "os.add_dll_directory" not in text  # no Python code runs before a program's static imports
     assert "The loader's own probes were not seen" in text
     md = report(capsys, p, "--markdown")
-    assert md.startswith("**dlltrace:** engine.dll was not found — it is needed by app.exe — `app.exe` could not start")
+    assert md.startswith("**dlltrace:** engine.dll was not found — it is needed by app.exe; installed but not searched — "
+                         "`app.exe` could not start")
 
 
 def test_a_program_that_could_not_start_without_a_snapshot_is_still_a_failure(tmp_path, capsys):

@@ -146,7 +146,7 @@ def test_s7_says_which_import_which_module_and_why(capsys):
     assert ("✗ cudnn64_7.dll at C:\\DeepMosaics\\cudnn64_7.dll does not export cudnnGetConvolutionForwardAlgorithm_v7"
             " — it is needed by torch_cuda.dll") in text
     assert "loaded-module list" in text and "already loaded" in text
-    assert "C:\\DeepMosaics\\torch\\lib\\cudnn64_7.dll   x64 · 7.6.5" in text
+    assert "C:\\DeepMosaics\\torch\\lib\\cudnn64_7.dll  x64 · 7.6.5" in text
 
 
 def test_s4_shows_the_bound_msvcp140_and_its_version(capsys):

@@ -18,8 +18,8 @@ import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.report.redact import redact
-from dlltrace.report.render import LineStyle, style_of
-from dlltrace.report.summary import produce, produce_lines
+from dlltrace.report.explained import LineStyle, print_blocks, style_of
+from dlltrace.report.summary import produce, produce_blocks
 from dlltrace.trace.reader import read_trace, warning_lines
 
 
@@ -42,9 +42,11 @@ def execute(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     if fmt == "text" and sys.stdout.isatty():
-        lines = produce_lines(trace, args.all)
-        text = "\n".join(lines)
-        _print_rich(redact(text, trace) if args.redact else text, line_styles(lines))
+        from rich.console import Console
+
+        console = Console(highlight=False, markup=False, emoji=False)
+        print_blocks(produce_blocks(trace, args.all), console,
+                     clean=(lambda s: redact(s, trace)) if args.redact else None)
     else:
         out = produce(trace, fmt, args.all)
         print(redact(out, trace) if args.redact else out)
@@ -52,20 +54,6 @@ def execute(args: argparse.Namespace) -> int:
     return EXIT_BAD_TRACE if trace.warnings else 0
 
 
-RICH_STYLES: dict[LineStyle, str] = {"": "", "failure": "bold red", "success": "green", "heading": "bold",
-                                     "disagreement": "yellow", "went_on": "dim"}
-
-
 def line_styles(lines: list[str]) -> list[LineStyle]:
     """The style of each physical line of "\n".join(lines): a line with newlines in it keeps its style on each."""
     return [style_of(line) for line in lines for _ in line.split("\n")]
-
-
-def _print_rich(text: str, styles: list[LineStyle]) -> None:
-    """The report's text (redacted or not: redaction keeps its lines), each line in its style."""
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(highlight=False, soft_wrap=True)
-    for line, style in zip(text.split("\n"), styles):
-        console.print(Text(line, style=RICH_STYLES[style]))

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.model import CallResult
+from dlltrace.report.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
 from dlltrace.report.render import results_dict
-from dlltrace.report.scenario import explain_scenario, scenario_text
+from dlltrace.report.scenario import explain_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 
@@ -33,5 +35,25 @@ def execute(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    print(scenario_text(scenario, results))
+    blocks = scenario_blocks(scenario.description, results)
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        print_blocks(blocks, Console(highlight=False, markup=False, emoji=False))
+    else:
+        print("\n".join(block_lines(blocks)))
     return 0
+
+
+def scenario_blocks(description: str, results: list[CallResult]) -> list[Block]:
+    """What `dlltrace simulate` prints: the description, each call explained (explained.call_blocks: the
+    words `dlltrace report` gives the same call), a count."""
+    out: list[Block] = []
+    if description:
+        out += [Styled(description, "heading"), Styled("", "")]
+    for r in results:
+        out.extend(call_blocks(from_result(r)))
+    loads = [r for r in results if r.tree is not None]
+    failed = [r for r in loads if r.error]
+    out += [Styled("", ""), Styled(f"{len(loads)} load{'s' if len(loads) != 1 else ''} simulated, {len(failed)} failed", "")]
+    return out

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from dlltrace import winpath
+from dlltrace.model import Fix
 from dlltrace.report.analysis import Incident
-from dlltrace.report.explain import leaf_node
-from dlltrace.model import RESULT_WORDS
-from dlltrace.report.text import (agreement_lines, environment_line, fate_line, plural,
-                                  unexplained_exits, verdict_line)
+from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, elsewhere_facts, fix_notes_markdown,
+                                       looked_heading, looked_rows, verdict_text)
+from dlltrace.report.text import (agreement_lines, environment_line, explained_incident, fate_line, plural,
+                                  unexplained_exits)
 from dlltrace.report.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed
 
 
-# --- markdown ---------------------------------------------------------------------------------------
+def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
+    """Fixes as a Markdown list, each with its notes (explained.fix_notes) as sub-items."""
+    out: list[str] = []
+    for f in fixes:
+        out.append(f"- {f.markdown}")
+        out.extend(f"  - {n}" for n in fix_notes_markdown(f, leaf))
+    return out
+
+
 def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
@@ -27,7 +36,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
     for inc in failed:
         r = inc.first
         res = r.result
-        what = verdict_line(r)[2:]
+        e = explained_incident(inc)
+        what = verdict_text(e)[2:]
         if r.load.api == "start":
             status = r.load.status or 0
             out.append(f"**dlltrace:** {what} — `{winpath.basename(r.load.name or '?')}` could not start "
@@ -39,29 +49,30 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
         out.append("")
         out.append(fate_line(inc.verdict).rstrip(".") + ".")
         out.append("")
-        for e in res.found_elsewhere[:2]:
-            out.append(f"Found at `{e.path}` ({e.text}).")
-        if res.fixes:
-            out.append(f"Suggested fix: {res.fixes[0].markdown}")
+        for c in res.found_elsewhere[:2]:
+            out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
+        leaf = res.leaf.name if res.leaf else ""
+        if e.fixes:
+            out.append(f"Suggested fix: {e.fixes[0].markdown}")
+            out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
+        if e.also_missing:
+            out += ["", f"{ALSO_MISSING}:", ""]
+            for a in e.also_missing:
+                name, why, by, installed = also_missing_row(a)
+                chain = " → ".join(f"`{n}`" for n in a.chain)
+                out.append(f"- `{name}`: {why}, {by}{' (' + chain + ')' if chain else ''}; {installed}")
         out.append("")
         out.append("<details><summary>Chain, folders searched, environment</summary>")
         out.append("")
         out.append("Chain: " + " → ".join(f"`{n}`" for n in res.chain))
-        out.append("")
-        al = leaf_node(res.tree)
-        if al is not None and al.candidates:
-            out.append("| # | folder | rule | result |")
-            out.append("|---|---|---|---|")
-            for i, c in enumerate(al.candidates, 1):
-                out.append(f"| {i} | `{winpath.dirname(c.path)}` | {c.rule} | {RESULT_WORDS[c.result]} |")
-            if r.not_searched:
-                out.append("")
-                out.append(r.not_searched)
-        if len(res.fixes) > 1:
-            out.append("")
-            out.append("Other fixes:")
-            for f in res.fixes[1:]:
-                out.append(f"- {f.markdown}")
+        for lk in e.looked:
+            out += ["", looked_heading(lk), "", "| # | folder | rule | result |", "|---|---|---|---|"]
+            out += [f"| {i} | `{folder}` | {rule} | {result} |" for i, folder, rule, result in looked_rows(lk)]
+            if lk.not_searched:
+                out += ["", lk.not_searched]
+        if len(e.fixes) > 1:
+            out += ["", "Other fixes:"]
+            out.extend(fix_items(e.fixes[1:], leaf))
         out.append("")
         out.extend(agreement_lines(inc, indent=""))
         out.append("")

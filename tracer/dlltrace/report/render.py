@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any, Literal
+from dataclasses import asdict, fields
+from typing import Any
 
-from dlltrace import winpath
-from dlltrace.report.explain import leaf_node
-from dlltrace.model import ERROR_TEXT, RESULT_WORDS, TREE_OPS, Candidate, CallResult, Cause, Elsewhere, Fix, LeafFacts, Node, flags_text
+from dlltrace.model import (ERROR_TEXT, TREE_OPS, AlsoMissing, Candidate, CallResult, Elsewhere, Fix, LeafFacts, Node,
+                            Outcome, flags_text)
+from dlltrace.report.explained import (LineStyle, Styled, block_lines, call_blocks, from_result, full_tree, leaf_of,
+                                       rendered_lines, style_of)
+
+__all__ = ["LineStyle", "Styled", "style_of", "call_dict", "results_dict", "text_call", "tree_lines"]
 
 JSON_VERSION = 1
-
-# How the terminal shows a line of the text report (commands/report.py maps each to a colour).
-LineStyle = Literal["", "failure", "success", "heading", "disagreement", "went_on"]
-
-
-class Styled(str):
-    """A line of the text report with the style its producer gave it (a str: printed as it is)."""
-
-    style: LineStyle
-
-    def __new__(cls, text: str, style: LineStyle) -> "Styled":
-        line = super().__new__(cls, text)
-        line.style = style
-        return line
-
-
-def style_of(line: str) -> LineStyle:
-    return line.style if isinstance(line, Styled) else ""
-
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:
     d = {"path": c.path, "rule": c.rule, "result": c.result}
@@ -37,11 +21,32 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
     return d
 
 
+FIX_ALWAYS = ("python", "verified", "outcome", "then", "covers")  # said even when false, null or empty
+
+
+def outcome_dict(o: Outcome) -> dict[str, Any]:
+    return {"error": o.error, "leaf": o.leaf or None, "cause": o.cause, "chain": list(o.chain)}
+
+
 def fix_dict(f: Fix) -> dict[str, Any]:
-    """A fix: its words, its kind and action, and the fields of the action that are set (model.Fix)."""
+    """A fix: its words, its kind and action, the fields of the action that are set (model.Fix), and
+    always whether the model checked it (`verified`, `outcome`), its further steps (`then`), the DLLs it
+    fixes (`covers`) and whether its code is Python's (`python`)."""
     d: dict[str, Any] = {"text": f.text, "kind": f.kind, "action": f.action}
-    d.update({k: v for k, v in asdict(f).items() if k not in d and v is not None and v is not False and v != ""})
+    for fl in fields(f):
+        k, v = fl.name, getattr(f, fl.name)
+        if k in d or k in FIX_ALWAYS or v is None or v is False or v == "":
+            continue
+        d[k] = v
+    d.update({"python": f.python, "verified": f.verified,
+              "outcome": outcome_dict(f.outcome) if f.outcome is not None else None,
+              "then": [fix_dict(t) for t in f.then], "covers": list(f.covers)})
     return d
+
+
+def also_missing_dict(a: AlsoMissing) -> dict[str, Any]:
+    return {"name": a.name, "cause": a.cause, "needed_by": a.needed_by, "chain": list(a.chain),
+            "installed_at": list(a.installed_at)}
 
 
 def elsewhere_dict(e: Elsewhere) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def call_dict(r: CallResult) -> dict[str, Any]:
         if r.note:
             d["note"] = r.note
         return d
-    leaf = leaf_node(r.tree)
+    leaf = leaf_of(r.tree)
     d.update({
         "flags": r.flags,
         "flags_text": flags_text(r.flags),
@@ -96,9 +101,12 @@ def call_dict(r: CallResult) -> dict[str, Any]:
         "candidates": [candidate_dict(c) for c in (leaf.candidates if leaf else [])],
         "search_order": [{"folder": s.folder, "rule": s.rule} for s in (leaf.search if leaf else ())],
         "not_searched": r.not_searched or None,
+        "path": list(r.path),
+        "cwd": r.cwd,
         "found_elsewhere": [elsewhere_dict(c) for c in r.found_elsewhere],
         "close_names": [elsewhere_dict(c) for c in r.close_names],
         "fixes": [fix_dict(f) for f in r.fixes],
+        "also_missing": [also_missing_dict(a) for a in r.also_missing],
         "probes": list(r.probes),
         "tree": node_dict(r.tree) if r.tree else None,
     })
@@ -122,83 +130,12 @@ def results_dict(results: list[CallResult], *, kind: str, source: str, descripti
     }
 
 
-# --- text ----------------------------------------------------------------------------------------
-def tree_lines(node: Node, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
-    mark = "" if top else ("└─ " if last else "├─ ")
-    if node.cause:
-        whats: dict[Cause, str] = {"not_found": "✗ not found", "bad_machine": "✗ wrong machine", "not_pe": "✗ not a PE",
-                "missing_export": f"✗ lacks {node.detail}", "missing_ordinal": f"✗ lacks {node.detail}",
-                "init_failed": "✗ DllMain failed", "apiset_no_host": "✗ API set with no host",
-                "invalid_parameter": f"✗ {node.detail}", "access_denied": "✗ access denied"}
-        what = whats[node.cause]
-        right = (f"{winpath.dirname(node.path)}  " if node.path and node.cause not in ("not_found",) else "") + what
-    else:
-        right = f"{winpath.dirname(node.path) if node.path else ''}  {node.how}".strip()
-    lines = [f"{prefix}{mark}{winpath.basename(node.name):<28} {right}"]
-    kids = node.children
-    ext = "" if top else ("   " if last else "│  ")
-    for i, c in enumerate(kids):
-        lines.extend(tree_lines(c, prefix + ext, i == len(kids) - 1, False))
-    return lines
-
-
-def tail_lines(r: CallResult, fixes: bool = True) -> list[str]:
-    """Where else the leaf is, other versions of it, and the fixes (unless `fixes` is false: a load
-    the program went past needs none): the end of every verdict."""
-    out: list[str] = []
-    if r.found_elsewhere:
-        out += ["", Styled("  Found elsewhere", "heading")]
-        for c in r.found_elsewhere:
-            facts = "".join(f"{x} · " for x in (c.machine, c.version) if x)
-            out.append(f"    {c.path}   {facts}{c.text}")
-    if r.close_names:
-        out += ["", f"  Other versions (a different file name: they never satisfy {r.leaf.name if r.leaf else 'it'}, "
-                    "whatever the PATH order)"]
-        out += [f"    {c.path}   {c.text}" for c in r.close_names]
-    if r.fixes and fixes:
-        out += ["", Styled("  Fix", "heading")]
-        out += [f"    {i}. {f.text}" for i, f in enumerate(r.fixes, 1)]
-    return out
+# --- text (the words are report/explained.py's) -------------------------------------------------------
+def tree_lines(node: Node) -> list[str]:
+    """The whole resolution tree of a call as lines."""
+    return rendered_lines(full_tree(node))
 
 
 def text_call(r: CallResult) -> list[str]:
-    if r.op not in TREE_OPS:
-        status = "ok" if r.error == 0 else f"error {r.error}"
-        return [f"{r.op}({r.name}{', ' + hex(r.flags) if r.flags else ''})  → {status}"]
-    head = f"{r.op}({r.name}, {r.flags:#x})"
-    if r.origin:
-        head = f"{r.origin}: {head}"
-    out = [f"{head}  → {r.error} {'ok' if r.error == 0 else ERROR_TEXT.get(r.error, '')}"]
-    if r.error == 0:
-        out.append(f"  loaded {r.module_path}")
-        return out
-    leaf = leaf_node(r.tree)
-    if r.leaf:
-        need = f" — it is needed by {r.leaf.parent}" if r.leaf.parent else ""
-        verdicts: dict[Cause, str] = {
-            "not_found": f"{r.leaf.name} was not found{need}",
-            "bad_machine": f"{r.leaf.name}: only copies for another machine exist{need}",
-            "not_pe": f"{r.leaf.name} at {r.leaf.path} is not a valid PE image{need}",
-            "missing_export": f"{r.leaf.name} ({r.leaf.path}) does not export {r.leaf.detail}{need}",
-            "missing_ordinal": f"{r.leaf.name} ({r.leaf.path}) lacks {r.leaf.detail}{need}",
-            "init_failed": f"{r.leaf.name}: its DllMain failed; every dependency resolved",
-            "apiset_no_host": f"{r.leaf.name}: API set with no host on this system{need}",
-            "invalid_parameter": f"invalid parameter: {r.leaf.detail}",
-            "access_denied": f"{r.leaf.name}: access denied ({r.leaf.path}){need}",
-        }
-        out.append(f"  ✗ {verdicts[r.leaf.cause]}")
-    if r.tree:
-        out.append("")
-        out.extend("    " + line for line in tree_lines(r.tree))
-    if leaf and leaf.candidates:
-        out.append("")
-        out.append(f"  Where the loader looked for {winpath.basename(leaf.name)} (flags {flags_text(r.flags)}):")
-        for i, c in enumerate(leaf.candidates, 1):
-            res = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
-            out.append(f"    {i:>2}  {winpath.dirname(c.path):<44} {c.rule:<36} {res}")
-        if r.not_searched:
-            out.append(f"    {r.not_searched}")
-    out.extend(tail_lines(r))
-    if r.note:
-        out.append(f"  note: {r.note}")
-    return out
+    """One call as `dlltrace simulate` shows it."""
+    return block_lines(call_blocks(from_result(r)))

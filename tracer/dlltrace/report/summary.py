@@ -8,7 +8,8 @@ import json
 from dlltrace.report.analysis import judged_incidents
 from dlltrace.report.json import json_report
 from dlltrace.report.markdown import markdown_report
-from dlltrace.report.text import text_report, text_report_lines
+from dlltrace.report.explained import Block
+from dlltrace.report.text import text_report, text_report_blocks, text_report_lines
 from dlltrace.trace.reader import Trace, paused_gc, warning_lines
 
 
@@ -31,7 +32,15 @@ def produce(trace: Trace, fmt: str = "text", everything: bool = False) -> str:
 
 
 def produce_lines(trace: Trace, everything: bool = False) -> list[str]:
-    """The text report as lines, each Styled where the terminal shows it in a style (render.style_of)."""
+    """The text report as lines, each Styled where the terminal shows it in a style (explained.style_of)."""
     with paused_gc():
         replays, incs = judged_incidents(trace, everything)
         return text_report_lines(trace, incs, replays, everything)
+
+
+def produce_blocks(trace: Trace, everything: bool = False) -> list[Block]:
+    """The text report for a terminal: its lines with their styles, and each call's tables and trees
+    (explained.print_blocks shows each cell in the style of its field)."""
+    with paused_gc():
+        replays, incs = judged_incidents(trace, everything)
+        return text_report_blocks(trace, incs, replays, everything)

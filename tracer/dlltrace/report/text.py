@@ -7,64 +7,37 @@ from typing import Optional
 
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.model import RESULT_WORDS, Cause, flags_text
 from dlltrace.report.analysis import Incident, api_set_source
-from dlltrace.report.explain import leaf_node
-from dlltrace.report.render import Styled, tail_lines
+from dlltrace.report.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
+                                       verdict_style, verdict_text)
 from dlltrace.report.verdict import Verdict, exit_text, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed, can_replay_start
 
 
 
-def short(path: Optional[str], keep: int = 3) -> str:
-    if not path:
-        return ""
-    parts = winpath.normalize(path).split("\\")
-    return path if len(parts) <= keep + 1 else "…\\" + "\\".join(parts[-keep:])
+def explained_incident(inc: Incident) -> ExplainedCall:
+    """An incident as an explained call: the first attempt's result and the real loader's error, with
+    where the loader looked on every attempt."""
+    r = inc.first
+    res = r.result
+    looked: list[Looked] = []
+    for k, a in enumerate(inc.attempts):
+        al = leaf_of(a.result.tree)
+        if al is None or not al.candidates:
+            continue
+        which = "" if len(inc.attempts) == 1 else ("first attempt" if k == 0 else f"attempt {k + 1}")
+        looked.append(Looked(al.name, a.load.flags or 0, tuple(al.candidates), a.not_searched, which))
+    return ExplainedCall(res, r.load.api, r.load.name or "?", r.load.flags or 0, r.origin or res.origin, r.real_error,
+                         r.failed,
+                         start_status=r.load.status if r.load.api == "start" else None,
+                         chain=res.tree.failure_chain() if res.tree else [], looked=looked,
+                         show_fixes=not inc.went_on)  # fixes only for a failure the program hit
 
 
 def verdict_line(r: Replayed) -> str:
-    res = r.result
-    leaf = res.leaf
-    if leaf is None:
-        if r.failed:
-            return f"✗ {winpath.basename(r.load.name or '?')} failed with {r.real_error}; the model could not say why"
-        return f"✓ {winpath.basename(r.load.name or '?')} loaded from {res.module_path}"
-    need = f" — it is needed by {leaf.parent}" if leaf.parent else ""
-    what = leaf.detail
-    verdicts: dict[Cause, str] = {
-        "not_found": f"{leaf.name} was not found{need}",
-        "bad_machine": f"{leaf.name} is built for {dll_machines(r)}, but this process is {r_machine(r)}{need}",
-        "not_pe": f"{leaf.name} at {leaf.path} is not a valid DLL{need}",
-        "missing_export": f"{leaf.name} at {leaf.path} does not export {what}{need}",
-        "missing_ordinal": f"{leaf.name} at {leaf.path} lacks {what}{need}",
-        "init_failed": f"{leaf.name}: its initialisation (DllMain) failed; every dependency resolved",
-        "apiset_no_host": f"{leaf.name} is an API set with no host on this system{need}",
-        "invalid_parameter": f"invalid parameters: {leaf.detail}",
-        "access_denied": f"access to {leaf.path} was denied{need}",
-    }
-    return "✗ " + verdicts[leaf.cause]
-
-
-def r_machine(r: Replayed) -> str:
-    """The process's machine (the bad_machine leaf's fact)."""
-    return (r.result.leaf.facts.process_machine if r.result.leaf else None) or "x64"
-
-
-def dll_machines(r: Replayed) -> str:
-    """The machines of the copies the loader rejected (x86 for an x86 DLL in an x64 process)."""
-    return " / ".join(r.result.leaf.facts.machines if r.result.leaf else ()) or "another machine"
-
-
-def call_text(r: Replayed) -> str:
-    if r.load.api == "start":
-        status = r.load.status or 0
-        return (f"{short(r.load.name)} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
-                f"(error {r.real_error}); the process ended before its entry point")
-    flags = r.load.flags or 0
-    err = r.real_error if r.real_error is not None else "(no return: the process ended)"
-    return f"{r.load.api}({short(r.load.name)}, {flags:#x})  → {err}"
+    """The verdict of a replayed load (explained.verdict_text: the same words as simulate's)."""
+    return verdict_text(ExplainedCall(r.result, r.result.op, r.load.name or "?", error=r.real_error, failed=r.failed))
 
 
 FATE_WORDS = {"fatal": "The failure the program hit", "unknown": "Whether the program went on is not known",
@@ -76,59 +49,41 @@ def fate_line(v: Optional[Verdict]) -> str:
     return "" if v is None else f"{FATE_WORDS[v.fate]}: {reason_text(v)}"
 
 
-def incident_lines(inc: Incident, trace: Trace) -> list[str]:
+def incident_blocks(inc: Incident, trace: Trace) -> list[Block]:
+    """One incident: its verdict, where and whether the program went on, the call (and its origin), the
+    sections every explained call has (explained.sections), the retries, and the model's agreement."""
     r = inc.first
-    res = r.result
-    lines: list[str] = [Styled(verdict_line(r), "success" if res.leaf is None and not r.failed else "failure")]
+    e = explained_incident(inc)
+    out: list[Block] = [Styled(verdict_text(e), verdict_style(e))]
     if len(trace.pids) > 1:
-        lines.append(f"  in {process_label(trace, r.load.pid)}")
+        out.append(Styled(f"  in {process_label(trace, r.load.pid)}", ""))
     if inc.verdict is not None:
-        lines.append(Styled(f"  {fate_line(inc.verdict)}", "went_on" if inc.verdict.fate == "went_on" else ""))
-    lines.append("")
-    indent = "  "
-    if r.origin:
-        lines.append(f"{indent}{r.origin}")
-        indent += "└─ "
-        pad = "  " + "   "
-    else:
-        pad = "  "
-    lines.append(f"{indent}{call_text(r)}")
-    nodes = res.tree.failure_chain() if res.tree else []
-    for depth, n in enumerate(nodes):
-        pre = pad + "   " * depth + "└─ "
-        if n.cause and n.cause in ("not_found", "apiset_no_host"):
-            right = "✗ " + ("not found" if n.cause == "not_found" else "API set with no host")
-        elif n.cause:
-            right = f"{short(winpath.dirname(n.path or ''))}  ✗ {n.cause.replace('_', ' ')}"
-        else:
-            right = f"{short(winpath.dirname(n.path or ''))}  {n.how}"
-        lines.append(f"{pre}{winpath.basename(n.name):<30} {right}")
+        out.append(Styled(f"  {fate_line(inc.verdict)}", "went_on" if inc.verdict.fate == "went_on" else ""))
+    out += [Styled("", ""), Styled(f"  {call_text(e)}", "")]
+    body = sections(e)
+    lead = 1 if e.chain and (e.failed or e.leaf) else 0  # the module chain comes first, then the retries
+    out += body[:lead]
     for a in inc.attempts[1:]:
-        same = " (same leaf)" if a.result.leaf and res.leaf and a.result.leaf.name == res.leaf.name else (
+        same = " (same leaf)" if a.result.leaf and res_leaf(r) and a.result.leaf.name == res_leaf(r) else (
             f" (leaf {a.result.leaf.name})" if a.result.leaf else "")
         added = [p for p in a.path if not any(winpath.same(p, q) for q in r.path)]
         why = ""
         if added:
             why = " after putting its folders on PATH" if list(a.path[:len(added)]) == added else " after changing PATH"
-        who = "torch" if (a.result if a.result.origin else res).origin_package == "torch" else "the program"
-        lines.append(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}")
-    for k, a in enumerate(inc.attempts):
-        al = leaf_node(a.result.tree)
-        if al is None or not al.candidates:
-            continue
-        which = "" if len(inc.attempts) == 1 else (" (first attempt" if k == 0 else f" (attempt {k + 1}")
-        lines.append("")
-        lines.append(Styled(f"  Where Windows looked for {winpath.basename(al.name)}{which}{', ' if which else ' ('}"
-                            f"flags {flags_text(a.load.flags or 0)}):", "heading"))
-        for i, c in enumerate(al.candidates, 1):
-            res_word = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" else "")
-            lines.append(f"    {i:>2}  {short(winpath.dirname(c.path)):<40} {c.rule:<44} {res_word}")
-        if a.not_searched:
-            lines.append(f"    {a.not_searched}")
-    lines.extend(tail_lines(res, fixes=not inc.went_on))  # fixes only for a failure the program hit
-    lines.append("")
-    lines.extend(agreement_lines(inc))
-    return lines
+        who = "torch" if (a.result if a.result.origin else r.result).origin_package == "torch" else "the program"
+        out.append(Styled(f"  then {who} retried with {a.load.api}{why}  → {a.real_error}{same}", ""))
+    out += body[lead:]
+    out.append(Styled("", ""))
+    out.extend(agreement_lines(inc))
+    return out
+
+
+def res_leaf(r: Replayed) -> str:
+    return r.result.leaf.name if r.result.leaf else ""
+
+
+def incident_lines(inc: Incident, trace: Trace) -> list[str]:
+    return block_lines(incident_blocks(inc, trace))
 
 
 def process_label(trace: Trace, pid: int) -> str:
@@ -181,7 +136,7 @@ def apart_line(inc: Incident, trace: Trace) -> str:
     err = r.real_error if r.real_error is not None else "?"
     tries = "" if len(inc.attempts) == 1 else f" ({len(inc.attempts)} attempts)"
     who = f" · in {process_label(trace, r.load.pid)}" if len(trace.pids) > 1 else ""
-    return (f"  {winpath.basename(r.load.name or '?'):<28} {r.load.api}({short(r.load.name)}, {(r.load.flags or 0):#x})"
+    return (f"  {winpath.basename(r.load.name or '?'):<28} {r.load.api}({r.load.name}, {(r.load.flags or 0):#x})"
             f"  → {err}{tries} · {reason_text(inc.verdict) if inc.verdict else ''}{who}")
 
 
@@ -220,7 +175,13 @@ def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], eve
 
 def text_report_lines(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
                       saved: bool = False) -> list[str]:
-    """text_report's lines, each Styled where the terminal shows it in a style (render.style_of)."""
+    """text_report's lines, each Styled where the terminal shows it in a style (explained.style_of)."""
+    return block_lines(text_report_blocks(trace, incs, replays, everything, saved))
+
+
+def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+                       saved: bool = False) -> list[Block]:
+    """The terminal report as blocks: lines with their styles, and the tables and trees of each call."""
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
@@ -230,14 +191,14 @@ def text_report_lines(trace: Trace, incs: list[Incident], replays: list[Replayed
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on} · {where}"
     if not failed and not apart and not everything and not starts:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
-    lines: list[str] = [Styled(head, "heading")]
+    lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
     for inc in incs:
         if inc.went_on and not everything:
             continue  # listed apart below
         lines.append("")
-        lines.extend(incident_lines(inc, trace))
+        lines.extend(incident_blocks(inc, trace))
     if apart and not everything:
         lines += ["", Styled("Probed, absent, the program went on (not failures: no fix needed; --all explains them)",
                              "went_on")]

@@ -1,0 +1,452 @@
+"""One explained call (ExplainedCall), and its words: the one place each section of a failed load's
+explanation is worded, for `dlltrace simulate` and `dlltrace report` alike, as terminal text (built
+with rich: a Tree for the module chain, Tables for where the loader looked and what it found
+elsewhere), as Markdown (report/markdown.py) and as JSON (render.call_dict).
+
+Every style is chosen from a typed field (a candidate's result, a node's cause, a fix's
+verification), never by reading the words back."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Union
+
+from dlltrace import winpath
+from dlltrace.model import (ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
+                            Node, flags_text)
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+# How the terminal shows a piece of the text (RICH_STYLES): a line's style, or a table cell's.
+LineStyle = Literal["", "failure", "success", "heading", "disagreement", "went_on", "warning", "muted"]
+
+RICH_STYLES: dict[LineStyle, str] = {"": "", "failure": "bold red", "success": "green", "heading": "bold",
+                                     "disagreement": "yellow", "went_on": "dim", "warning": "yellow", "muted": "dim"}
+
+
+class Styled(str):
+    """A line of the text with the style its producer gave it (a str: printed as it is)."""
+
+    style: LineStyle
+
+    def __new__(cls, text: str, style: LineStyle) -> "Styled":
+        line = super().__new__(cls, text)
+        line.style = style
+        return line
+
+
+def style_of(line: str) -> LineStyle:
+    return line.style if isinstance(line, Styled) else ""
+
+
+# --- the one table of words per cause ---------------------------------------------------------------
+@dataclass(frozen=True)
+class CauseWords:
+    """A cause's words: `verdict`, the sentence that names the failure (fields: name, path, detail,
+    need — " — it is needed by X" —, built_for, process); `mark`, what the module chain says at the
+    node (fields: detail); `at_path`, whether the chain shows the node's folder (a file was chosen)."""
+
+    verdict: str
+    mark: str
+    at_path: bool = True
+
+
+CAUSE_WORDS: dict[Cause, CauseWords] = {
+    "not_found": CauseWords("{name} was not found{need}", "not found", at_path=False),
+    "apiset_no_host": CauseWords("{name} is an API set with no host on this system{need}", "API set with no host",
+                                 at_path=False),
+    "bad_machine": CauseWords("{name} is built for {built_for}, but this process is {process}{need}", "wrong machine"),
+    "not_pe": CauseWords("{name} at {path} is not a valid DLL{need}", "not a PE"),
+    "missing_export": CauseWords("{name} at {path} does not export {detail}{need}", "lacks {detail}"),
+    "missing_ordinal": CauseWords("{name} at {path} lacks {detail}{need}", "lacks {detail}"),
+    "init_failed": CauseWords("{name}: its initialisation (DllMain) failed; every dependency resolved",
+                              "DllMain failed"),
+    "invalid_parameter": CauseWords("invalid parameters: {detail}", "invalid parameters"),
+    "access_denied": CauseWords("access to {path} was denied{need}", "access denied"),
+}
+
+# Whether a missing leaf has a copy anywhere (ExplainedCall.leaf_state), and its words.
+LeafState = Literal["", "installed_not_searched", "not_installed"]
+LEAF_STATE_WORDS: dict[LeafState, str] = {
+    "": "", "installed_not_searched": "installed but not searched",
+    "not_installed": "not installed anywhere dlltrace looked"}
+
+# The headings, said the same way by every form.
+LOOKED = "Where Windows looked for {name}"
+FOUND_ELSEWHERE = "Found elsewhere"
+OTHER_VERSIONS = ("Other versions (a different file name: they never satisfy {name}, whatever the PATH order)")
+ALSO_MISSING = "Also missing — you would hit these next"
+FIX = "Fix"
+NOT_CHECKED = "not checked by the model"
+
+RESULT_STYLES: dict[str, LineStyle] = {
+    "found": "success", "not_there": "muted", "wrong_machine": "failure", "not_pe": "failure",
+    "access_denied": "failure"}
+
+
+# --- the model ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Looked:
+    """One attempt's search for the leaf: the candidates in order, and what the flags do not search."""
+
+    name: str  # the leaf
+    flags: int  # the call's flags
+    candidates: tuple[Candidate, ...]
+    not_searched: str = ""
+    which: str = ""  # "" for the only attempt; "first attempt", "attempt 2", ...
+
+
+@dataclass
+class ExplainedCall:
+    """A call and everything said about it, as data: built from a CallResult (from_result) and, for a
+    report, the trace's context (text.explained_incident: the real error, the retries)."""
+
+    result: CallResult  # the model's result (of the first attempt, for a report)
+    op: str
+    name: str
+    flags: int = 0
+    origin: str = ""
+    error: Optional[int] = 0  # what the call returned (a report: the real loader's); None: it never returned
+    failed: bool = False
+    start_status: Optional[int] = None  # op "start": the process's NTSTATUS
+    chain: list[Node] = field(default_factory=list)  # the module chain, from the call's module down to the leaf
+    looked: list[Looked] = field(default_factory=list)
+    show_fixes: bool = True  # False for a load the program went past: it needs none
+
+    @property
+    def leaf(self) -> Optional[Leaf]:
+        return self.result.leaf
+
+    @property
+    def fixes(self) -> list[Fix]:
+        return self.result.fixes if self.show_fixes else []
+
+    @property
+    def found_elsewhere(self) -> list[Elsewhere]:
+        return self.result.found_elsewhere
+
+    @property
+    def close_names(self) -> list[Elsewhere]:
+        return self.result.close_names
+
+    @property
+    def also_missing(self) -> list[AlsoMissing]:
+        return self.result.also_missing
+
+    @property
+    def leaf_state(self) -> LeafState:
+        """For a missing leaf: whether a copy of it is installed (found elsewhere, for the process's machine)."""
+        if self.leaf is None or self.leaf.cause != "not_found":
+            return ""
+        if any(e.result == "found" for e in self.found_elsewhere):
+            return "installed_not_searched"
+        return "not_installed"
+
+
+def leaf_of(tree: Optional[Node]) -> Optional[Node]:
+    chain = tree.failure_chain() if tree is not None else []
+    return chain[-1] if chain and chain[-1].cause else None
+
+
+def from_result(r: CallResult) -> ExplainedCall:
+    """A simulated call, explained."""
+    leaf = leaf_of(r.tree)
+    looked = [Looked(leaf.name, r.flags, tuple(leaf.candidates), r.not_searched)] if leaf and leaf.candidates else []
+    return ExplainedCall(r, r.op, r.name, r.flags, r.origin, r.error, bool(r.error),
+                         chain=r.tree.failure_chain() if r.tree else [], looked=looked)
+
+
+# --- words: one function per section ------------------------------------------------------------------
+def verdict_text(e: ExplainedCall) -> str:
+    """The verdict line: "✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd; installed
+    but not searched", "✓ a.dll loaded from C:\\x\\a.dll"."""
+    leaf = e.leaf
+    name = winpath.basename(e.name or "?")
+    if leaf is None:
+        if e.failed:
+            return f"✗ {name} failed with {e.error}; the model could not say why"
+        return f"✓ {name} loaded from {e.result.module_path}"
+    words = CAUSE_WORDS[leaf.cause]
+    facts = leaf.facts
+    text = words.verdict.format(
+        name=leaf.name, path=leaf.path, detail=leaf.detail,
+        need=f" — it is needed by {leaf.parent}" if leaf.parent else "",
+        built_for=" / ".join(facts.machines) or "another machine", process=facts.process_machine or "x64")
+    state = LEAF_STATE_WORDS[e.leaf_state]
+    return f"✗ {text}; {state}" if state else f"✗ {text}"
+
+
+def verdict_style(e: ExplainedCall) -> LineStyle:
+    return "success" if e.leaf is None and not e.failed else "failure"
+
+
+def call_text(e: ExplainedCall) -> str:
+    """The call and what it returned: "import x: LoadLibraryExW(C:\\x\\a.dll, 0x1100)  → 126 The specified
+    module could not be found."."""
+    if e.op == "start":
+        status = e.start_status or 0
+        from dlltrace.trace.reader import STARTUP_STATUS_TEXT
+        return (f"{e.name} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
+                f"(error {e.error}); the process ended before its entry point")
+    head = f"{e.op}({e.name}, {e.flags:#x})"
+    if e.origin:
+        head = f"{e.origin}: {head}"
+    if e.error is None:
+        return f"{head}  → (no return: the process ended)"
+    return f"{head}  → {e.error} {'ok' if e.error == 0 else ERROR_TEXT.get(e.error, '')}".rstrip()
+
+
+def node_mark(n: Node) -> str:
+    """What the chain says at a node: its folder and the rule that chose it, or ✗ and its cause."""
+    if n.cause:
+        words = CAUSE_WORDS[n.cause]
+        mark = "✗ " + words.mark.format(detail=n.detail)
+        return f"{winpath.dirname(n.path)}  {mark}" if n.path and words.at_path else mark
+    return f"{winpath.dirname(n.path) if n.path else ''}  {n.how}".strip()
+
+
+def looked_heading(lk: Looked) -> str:
+    which = f" ({lk.which}, " if lk.which else " ("
+    return LOOKED.format(name=winpath.basename(lk.name)) + f"{which}flags {flags_text(lk.flags)}):"
+
+
+def result_words(c: Candidate) -> str:
+    return RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" and c.machine else "")
+
+
+def looked_rows(lk: Looked) -> list[tuple[str, str, str, str]]:
+    """Each place looked: number, folder, rule, result."""
+    return [(str(i), winpath.dirname(c.path), c.rule, result_words(c)) for i, c in enumerate(lk.candidates, 1)]
+
+
+def elsewhere_facts(c: Elsewhere) -> str:
+    """"x64 · 12.1.3.1 · on PATH (entry 2), which this load does not search"."""
+    return "".join(f"{x} · " for x in (c.machine, c.version) if x) + c.text
+
+
+def also_missing_row(a: AlsoMissing) -> tuple[str, str, str, str]:
+    """name, what is wrong, who needs it, where it is installed."""
+    where = ("installed at " + ", ".join(a.installed_at)) if a.installed_at else LEAF_STATE_WORDS["not_installed"]
+    return a.name, CAUSE_WORDS[a.cause].mark.format(detail=""), f"needed by {a.needed_by}", where
+
+
+def outcome_text(f: Fix) -> str:
+    """What the model's re-run with the fix gave, when it did not load."""
+    o = f.outcome
+    if o is None:
+        return "the model re-ran the load with this fix: it still fails"
+    if o.error == 0:
+        return "the model re-ran the load with this fix: it loads"
+    cause = f" ({CAUSE_WORDS[o.cause].mark.format(detail='')})" if o.cause else ""
+    on = f" on {o.leaf}{cause}" if o.leaf else ""
+    return f"the model re-ran the load with this fix: it still fails with {o.error}{on}"
+
+
+def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
+    """What is said under a fix: its further steps ("then: …"), what else it fixes, and whether the model
+    checked it (nothing when it did and the load succeeds)."""
+    out: list[tuple[str, LineStyle]] = []
+    for step in f.then:
+        out.append((f"then: {step.text}", ""))
+    also = [n for n in f.covers if not winpath.same(n, leaf)] if leaf else list(f.covers)
+    if also:
+        out.append(("it also fixes " + ", ".join(also), ""))
+    if f.verified is None:
+        out.append((f"({NOT_CHECKED})", "warning"))
+    elif f.verified is False:
+        out.append((f"({outcome_text(f)})", "warning"))
+    return out
+
+
+def fix_notes_markdown(f: Fix, leaf: str = "") -> list[str]:
+    """fix_notes, with the code of the further steps marked."""
+    notes = fix_notes(f, leaf)
+    return [f"then: {step.markdown}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
+
+
+# --- text, with rich ----------------------------------------------------------------------------------
+Block = Union[str, "RenderableType"]  # a line (Styled: with its style), or a rich renderable (a table, a tree)
+INDENT = 2
+
+
+def _text(s: str, style: LineStyle = ""):
+    from rich.text import Text
+    return Text(s, style=RICH_STYLES[style])
+
+
+def _indented(renderable, indent: int):
+    from rich.padding import Padding
+    return Padding(renderable, (0, 0, 0, indent), expand=False)
+
+
+def _table(*justify: Literal["left", "right"]):
+    """A table without borders, its columns two spaces apart; a cell too long for a narrow terminal wraps
+    inside its column."""
+    from rich.table import Table
+    t = Table(box=None, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1), expand=False)
+    for j in justify:
+        t.add_column(justify=j, no_wrap=False, overflow="fold", min_width=2 if j == "right" else None)
+    return t
+
+
+def chain_tree(nodes: list[Node], indent: int = 4):
+    """The module chain as a rich Tree: each module's name, then (aligned, whatever the depth and the
+    width of its characters) its folder and the rule that chose it, or ✗ and its cause."""
+    from rich.cells import cell_len
+    from rich.text import Text
+    from rich.tree import Tree
+
+    width = max((cell_len(winpath.basename(n.name)) + 4 * d for d, n in enumerate(nodes)), default=0)
+    tree = None
+    parent = None
+    for d, n in enumerate(nodes):
+        name = winpath.basename(n.name)
+        label = Text(name + " " * (width - 4 * d - cell_len(name)) + "   ")
+        label.append(node_mark(n), style=RICH_STYLES["failure" if n.cause else ""])
+        if parent is None:
+            tree = parent = Tree(label, guide_style=RICH_STYLES["muted"])
+        else:
+            parent = parent.add(label)
+    return _indented(tree, indent) if tree is not None else None
+
+
+def full_tree(node: Node):
+    """The whole resolution tree (every module, not only the failure chain), as a rich Tree."""
+    from rich.text import Text
+    from rich.tree import Tree
+
+    def label(n: Node):
+        t = Text(winpath.basename(n.name) + "   ")
+        t.append(node_mark(n), style=RICH_STYLES["failure" if n.cause else ""])
+        return t
+
+    def add(parent, n: Node):
+        for c in n.children:
+            add(parent.add(label(c)), c)
+
+    tree = Tree(label(node), guide_style=RICH_STYLES["muted"])
+    add(tree, node)
+    return tree
+
+
+def looked_table(lk: Looked):
+    t = _table("right", "left", "left", "left")
+    for c, row in zip(lk.candidates, looked_rows(lk)):
+        t.add_row(row[0], row[1], row[2], _text(row[3], RESULT_STYLES.get(c.result, "")))
+    return _indented(t, 4)
+
+
+def sections(e: ExplainedCall) -> list[Block]:
+    """Everything said about a call after its verdict and its call line, the same for simulate and report:
+    the module chain, where the loader looked, what is elsewhere, what is missing next, the fixes."""
+    out: list[Block] = []
+    tree = chain_tree(e.chain) if e.failed or e.leaf else None
+    if tree is not None:
+        out.append(tree)
+    for lk in e.looked:
+        out += [Styled("", ""), Styled(" " * INDENT + looked_heading(lk), "heading"), looked_table(lk)]
+        if lk.not_searched:
+            out.append(Styled(f"    {lk.not_searched}", ""))
+    out.extend(tail(e))
+    if e.result.note:
+        out.append(Styled(f"  note: {e.result.note}", ""))
+    return out
+
+
+def tail(e: ExplainedCall) -> list[Block]:
+    """Where else the leaf is, other versions of it, what is missing next, and the fixes."""
+    out: list[Block] = []
+    if e.found_elsewhere:
+        t = _table("left", "left")
+        for c in e.found_elsewhere:
+            t.add_row(c.path, _text(elsewhere_facts(c), "success" if c.result == "found" else "failure"))
+        out += [Styled("", ""), Styled("  " + FOUND_ELSEWHERE, "heading"), _indented(t, 4)]
+    if e.close_names:
+        t = _table("left", "left")
+        for c in e.close_names:
+            t.add_row(c.path, c.text)
+        out += [Styled("", ""), Styled("  " + OTHER_VERSIONS.format(name=e.leaf.name if e.leaf else "it"), ""),
+                _indented(t, 4)]
+    if e.also_missing:
+        t = _table("left", "left", "left", "left")
+        for a in e.also_missing:
+            name, what, by, where = also_missing_row(a)
+            t.add_row(name, _text("✗ " + what, "failure"), by, _text(where, "success" if a.installed_at else "muted"))
+        out += [Styled("", ""), Styled("  " + ALSO_MISSING, "heading"), _indented(t, 4)]
+    if e.fixes:
+        out += [Styled("", ""), Styled("  " + FIX, "heading"), _indented(fix_table(e.fixes, e.leaf.name if e.leaf else ""), 4)]
+    return out
+
+
+def fix_table(fixes: list[Fix], leaf: str = ""):
+    """The fixes, numbered, each with its notes under it (its further steps, what else it fixes, whether
+    the model checked it); a fix too long for a narrow terminal wraps in its column."""
+    from rich.table import Table
+    t = Table(box=None, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), expand=False)
+    t.add_column(justify="right", no_wrap=True)
+    t.add_column(justify="left", overflow="fold")
+    for i, f in enumerate(fixes, 1):
+        t.add_row(f"{i}.", f.text)
+        for note, style in fix_notes(f, leaf):
+            t.add_row("", _text(note, style))
+    return t
+
+
+def call_blocks(e: ExplainedCall) -> list[Block]:
+    """One call as `dlltrace simulate` shows it: the call line, the verdict under it, then the sections."""
+    if e.result.tree is None:
+        return [Styled(f"{e.op}({e.name}{', ' + hex(e.flags) if e.flags else ''})  → "
+                       f"{'ok' if e.error == 0 else f'error {e.error}'}", "")]
+    out: list[Block] = [Styled(call_text(e), ""), Styled("  " + verdict_text(e), verdict_style(e))]
+    if e.failed or e.leaf:
+        out.append(Styled("", ""))
+    return out + sections(e)
+
+
+# --- rendering blocks ---------------------------------------------------------------------------------
+WIDE = 4096  # plain text: no line is wrapped, so a path stays whole
+
+
+def plain_console(width: int = WIDE) -> "Console":
+    from rich.console import Console
+    return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False, highlight=False,
+                   markup=False, emoji=False, legacy_windows=False, soft_wrap=False)
+
+
+def rendered_lines(renderable, console: Optional["Console"] = None) -> list[str]:
+    """A renderable as plain lines (trailing padding removed)."""
+    from rich.segment import Segment
+
+    console = console or plain_console()
+    lines = console.render_lines(renderable, console.options, pad=False)
+    return ["".join(s.text for s in line if not s.control).rstrip() for line in map(Segment.strip_links, lines)]
+
+
+def block_lines(blocks: list[Block]) -> list[str]:
+    """The blocks as plain lines: a Styled line as it is, a table or tree as its rendered lines."""
+    console = plain_console()
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, str):
+            out.append(b)
+        else:
+            out.extend(rendered_lines(b, console))
+    return out
+
+
+def print_blocks(blocks: list[Block], console: "Console", clean: Optional[Callable[[str], str]] = None) -> None:
+    """The blocks on a terminal, each piece in the style its field gave it; `clean` (redaction) is applied
+    to each piece of text."""
+    from rich.text import Text
+
+    for b in blocks:
+        if isinstance(b, str):
+            console.print(Text(clean(b) if clean else b, style=RICH_STYLES[style_of(b)]), soft_wrap=True)
+        elif clean is None:
+            console.print(b)
+        else:
+            for line in console.render_lines(b, console.options, pad=False):
+                console.print(Text.assemble(*((clean(s.text), s.style or "") for s in line if not s.control)),
+                              soft_wrap=True)
