@@ -123,7 +123,7 @@ class Applied:
     ops: list
     target: int
     steps: list = field(default_factory=list)  # what was done, in words (for the test's messages)
-    expect: list = field(default_factory=list)  # (DLL base name, Windows path) the fixed run must map it from
+    expect: list = field(default_factory=list)  # (DLL base name, Windows path) the fixed run must map it from (the last of a name)
 
 
 def apply_fix(fix: dict, ops: list, target: int, layout: Layout, call: dict) -> Applied:
@@ -291,7 +291,7 @@ def check_fixed(log: rw.WineLog, at: int, call: dict, leaf: str, expect: list) -
     mapped = {p.lower() for p in log.all_mapped()}
     if leaf and not any(base(p) == leaf.lower() for p in mapped):
         problems.append(f"Wine never mapped {leaf}")
-    for name, path in expect:
+    for name, path in dict(expect).items():  # a later step's file wins (install_package, then copy_file)
         if not any(base(p) == name for p in mapped):
             continue  # said above when it is the leaf
         if path.lower() not in mapped:
