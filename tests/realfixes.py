@@ -9,7 +9,7 @@ fix folder, and every Windows path the report gives under the situation's folder
 - path_prepend       a `pathprepend FOLDER` op before it (PATH = FOLDER;<PATH as it is then>)
 - set_dll_directory  a `setdlldir FOLDER` op before it
 - preload_path       a `load PATH FLAGS` op before it: the fix's flags, else 0x1100 for Python code
-                     (ctypes.WinDLL's LoadLibraryExW flags), else 0x8 (LOAD_WITH_ALTERED_SEARCH_PATH)
+                     (python: true; ctypes.WinDLL's LoadLibraryExW flags), else 0x8 (LOAD_WITH_ALTERED_SEARCH_PATH)
 - copy_file          PATH copied into the folder DEST of the layout
 - install_package    (and install, when it names a pip package) the package's files placed from its real
                      wheel (realwheels.WHEELS, pinned) where pip puts them in the situation's
@@ -178,7 +178,8 @@ def _apply(fix: dict, a: Applied, layout: Layout, call: dict, depth: int) -> Non
         flags = fix.get("flags")
         why = "the fix's flags"
         if flags is None:
-            flags, why = (0x1100, "ctypes.WinDLL's flags") if fix.get("python", True) else (0x8, "LOAD_WITH_ALTERED_SEARCH_PATH")
+            # (the JSON leaves out a false `python`: absent is a non-Python program, LoadLibraryExW)
+            flags, why = (0x1100, "ctypes.WinDLL's flags") if fix.get("python") is True else (0x8, "LOAD_WITH_ALTERED_SEARCH_PATH")
         if not layout.unix(path).is_file() and _key(path).startswith(_key(layout.old_root)):
             raise CannotApply(f"preload_path: {path} is not a file of the situation")
         _insert(a, ["load", layout.remap(path), hex(flags)], f"preload_path: loaded by full path first, {why}")

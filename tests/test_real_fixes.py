@@ -337,8 +337,9 @@ def test_each_action_becomes_its_op(tmp_path):
     assert rf.apply_fix({"action": "set_dll_directory", "folder": f"{OLD}\\omp64"}, ops, 1, lay, call).ops[1] == \
         ["setdlldir", f"{NEW}\\omp64"]
     pre = {"action": "preload_path", "path": f"{OLD}\\omp64\\libiomp5md.dll"}
-    assert rf.apply_fix(pre, ops, 1, lay, call).ops[1] == ["load", f"{NEW}\\omp64\\libiomp5md.dll", "0x1100"]
-    assert rf.apply_fix({**pre, "python": False}, ops, 1, lay, call).ops[1][2] == "0x8"
+    assert rf.apply_fix({**pre, "python": True}, ops, 1, lay, call).ops[1] == ["load", f"{NEW}\\omp64\\libiomp5md.dll", "0x1100"]
+    assert rf.apply_fix(pre, ops, 1, lay, call).ops[1][2] == "0x8"  # no `python` in the JSON: false
+    assert rf.apply_fix({**pre, "flags": 0x1000}, ops, 1, lay, call).ops[1][2] == "0x1000"
     assert rf.apply_fix({"action": "change_flags", "flags": 0x1000}, ops, 1, lay, call).ops[1] == \
         ["load", ops[1][1], "0x1000"]
     # then: each further step the same way, in order
