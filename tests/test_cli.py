@@ -48,13 +48,13 @@ def test_simulate_s1_json_acceptance(dlltrace_cli):
     assert (doc["format"], doc["version"], doc["error"]) == ("dlltrace-simulate", 1, 126)
     call = doc["calls"][doc["failed"][0]]
     assert call["leaf"]["name"] == "cublas64_12.dll" and call["leaf"]["cause"] == "not_found"
-    assert call["chain"] == ["ctranslate2.pyd", "cublas64_12.dll"]
+    assert call["chain"] == ["_ext.cp311-win_amd64.pyd", "cublas64_12.dll"]
     v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
     [found] = [c for c in call["found_elsewhere"] if c["path"].startswith(v12)]
     assert found["result"] == "found" and "on PATH" in found["rule"] and "does not search" in found["rule"]
     assert "os.add_dll_directory" in call["fixes"][0]["text"] and v12 in call["fixes"][0]["text"]
     assert all(c["result"] == "not_there" for c in call["candidates"])
-    assert [c["rule"] for c in call["candidates"]] == ["DLL_LOAD_DIR of ctranslate2.pyd", "APPLICATION_DIR", "SYSTEM32"]
+    assert [c["rule"] for c in call["candidates"]] == ["DLL_LOAD_DIR of _ext.cp311-win_amd64.pyd", "APPLICATION_DIR", "SYSTEM32"]
 
 
 def test_simulate_json_matches_its_schema(dlltrace_cli):
@@ -71,7 +71,7 @@ def test_simulate_text_names_leaf_first(dlltrace_cli):
     r = dlltrace_cli("simulate", str(S1))
     assert r.returncode == 0
     lines = [l for l in r.stdout.splitlines() if "✗" in l]
-    assert lines[0].strip() == ("✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd; "
+    assert lines[0].strip() == ("✗ cublas64_12.dll was not found — it is needed by _ext.cp311-win_amd64.pyd; "
                                 "installed but not searched")
     assert "PATH and the current folder are not searched with these flags." in r.stdout
 

@@ -557,3 +557,95 @@ def test_rule_datafile_search_path_not_pe_has_the_words_of_its_cause():
     r = load("C:\\app\\x.dll", 0x2, files=[{"path": "C:\\app\\x.dll", "kind": "not_pe"}], system={"profile": "wine"})
     assert (r.error, r.leaf.cause) == (193, "not_pe")
     assert r.leaf.detail == load("C:\\app\\x.dll", 0, files=[{"path": "C:\\app\\x.dll", "kind": "not_pe"}]).leaf.detail != ""
+
+
+# --- issue 9 item 6: packaged processes, PATH edits, delay loads, DllMain failures that depend on a binding
+
+
+def test_rule_packaged_standard_order():
+    """Microsoft Learn, "Standard search order for packaged apps": package dependency graph,
+    executable's folder, System32; no System/Windows folder, no current folder, no PATH."""
+    p = ProcessState(exe="C:\\pkg\\app\\app.exe", cwd="C:\\work", path=["C:\\tools"], packaged=True,
+                     package_graph=["C:\\pkg\\app", "C:\\pkg\\vclibs"])
+    order = rules.rule_packaged_standard_order(p, SYS)
+    assert [(d.folder, d.rule) for d in order] == [
+        ("C:\\pkg\\app", "package dependency graph #1"), ("C:\\pkg\\vclibs", "package dependency graph #2"),
+        ("C:\\pkg\\app", "application folder"), ("C:\\Windows\\System32", "System32")]
+    # "Alternate search order for packaged apps": ALTERED_SEARCH_PATH puts the DLL's folder in the exe's place
+    alt = rules.rule_packaged_standard_order(p, SYS, "C:\\plug\\x.dll")
+    assert [d.folder for d in alt][2:] == ["C:\\plug", "C:\\Windows\\System32"]
+    # rule_search_path uses it: the same layout finds b.dll on PATH unpackaged, not packaged
+    files = ["C:\\tools\\b.dll", "C:\\pkg\\vclibs\\v.dll"]
+    assert load("b.dll", files=files, path=["C:\\tools"]).error == 0
+    r = load("b.dll", files=files, path=["C:\\tools"], packaged=True)
+    assert r.error == 126 and not any(p.startswith("C:\\tools") for p in r.probes)
+    assert folders_probed(r, "b.dll") == ["C:\\app", "C:\\Windows\\System32"]
+    r = load("v.dll", files=files, packaged=True, package_graph=["C:\\pkg\\vclibs"])
+    assert (r.error, r.module_path, r.tree.how) == (0, "C:\\pkg\\vclibs\\v.dll", "package dependency graph #1")
+    # the LOAD_LIBRARY_SEARCH_* order is not the packaged one (it never searches PATH either way)
+    assert [d.rule for d in rules.rule_search_path("b.dll", 0x800, p, SYS)] == ["SYSTEM32"]
+
+
+def test_rule_environment_path():
+    assert rules.rule_environment_path("C:\\a;;C:\\b\\;  ;rel\\x", "C:\\work") == ["C:\\a", "C:\\b", "C:\\work\\rel\\x"]
+    assert rules.rule_environment_path(None, "C:\\work") == []
+    assert rules.rule_environment_path("", "C:\\work") == []
+    # SetEnvironmentVariable("PATH") changes what a later plain LoadLibrary searches (any case of the name)
+    files = ["C:\\cuda\\bin\\c.dll"]
+    calls = [{"op": "LoadLibraryW", "name": "c.dll"},
+             {"op": "SetEnvironmentVariable", "name": "Path", "value": "C:\\cuda\\bin;C:\\Windows"},
+             {"op": "LoadLibraryW", "name": "c.dll"},
+             {"op": "SetEnvironmentVariable", "name": "PATH"},  # no value: deleted
+             {"op": "LoadLibraryW", "name": "c.dll", "flags": 0}]
+    res = run(files, calls, path=["C:\\Windows"])
+    assert [(r.op, r.error) for r in res] == [("LoadLibraryW", 126), ("SetEnvironmentVariable", 0), ("LoadLibraryW", 0),
+                                             ("SetEnvironmentVariable", 0), ("LoadLibraryW", 0)]
+    assert res[1].name == "Path=C:\\cuda\\bin;C:\\Windows" and res[2].path == ("C:\\cuda\\bin", "C:\\Windows")
+    assert res[4].path == () and res[4].tree.how == "already loaded from C:\\cuda\\bin\\c.dll"
+    # another variable is kept in the process environment
+    sc = scenario(calls=[{"op": "SetEnvironmentVariable", "name": "CUDA_PATH", "value": "C:\\cuda"}])
+    sim = sc.simulator(explain=False)
+    sim.run(sc.calls)
+    assert sim.process.env == {"CUDA_PATH": "C:\\cuda"}
+
+
+def test_rule_delay_load_call():
+    assert rules.rule_delay_load_call("d.dll") == ("LoadLibraryExA", 0)
+    # the helper's bare-name LoadLibraryExA never searches the importing DLL's own folder: a d.dll next to a.dll
+    # is missed when a.dll was loaded from elsewhere than the application folder
+    files = [{"path": "C:\\lib\\a.dll", "delay_imports": ["d.dll"]}, "C:\\lib\\d.dll"]
+    calls = [{"op": "LoadLibraryExW", "name": "C:\\lib\\a.dll", "flags": 0x1100},
+             {"op": "delay_load", "module": "a.dll", "name": "d.dll"}]
+    a, d = run(files, calls)
+    assert a.error == 0 and "C:\\lib\\d.dll" not in a.probes  # not loaded at load time
+    assert (d.op, d.flags, d.error, d.origin_kind, d.origin_module) == ("LoadLibraryExA", 0, 126, "runtime", "a.dll")
+    assert d.origin == "loaded at run time by a.dll (delay-load import)" and d.chain == ["a.dll", "d.dll"]
+    assert "0xC06D007E" in d.note and "C:\\lib\\d.dll" not in d.probes
+    # ... and it searches PATH (the standard order): found there
+    d = run(files, calls, path=["C:\\lib"])[-1]
+    assert (d.error, d.module_path, d.tree.how, d.note) == (0, "C:\\lib\\d.dll", "PATH[1]", "")
+
+
+def test_rule_dllmain_fails_if_bound():
+    cond = (rules.BoundVersionCondition("msvcp140.dll", "14.40"),)
+    assert rules.rule_dllmain_fails_if_bound(cond, [("C:\\x\\MSVCP140.dll", "14.36.32532.0")]) == (
+        "it fails when its msvcp140.dll is older than 14.40: it bound to C:\\x\\MSVCP140.dll, version 14.36.32532.0")
+    assert rules.rule_dllmain_fails_if_bound(cond, [("C:\\x\\msvcp140.dll", "14.40")]) is None
+    assert rules.rule_dllmain_fails_if_bound(cond, [("C:\\x\\msvcp140.dll", "14.42.34433.0")]) is None
+    assert rules.rule_dllmain_fails_if_bound(cond, [("C:\\x\\msvcp140.dll", None)]) is None  # version unknown
+    assert rules.rule_dllmain_fails_if_bound(cond, [("C:\\x\\vcruntime140.dll", "14.0")]) is None
+    # end to end (pytorch#169429): the old copy loaded first is bound -> 1114; the import-order fix, the new copy
+    # loaded first, is verified by re-running the same world
+    files = [{"path": "C:\\pkgs\\old\\msvcp140.dll", "version": "14.36.32532.0"},
+             {"path": "C:\\Windows\\System32\\msvcp140.dll", "version": "14.42.34433.0"},
+             {"path": "C:\\torch\\lib\\c10.dll", "imports": ["msvcp140.dll"],
+              "dllmain_fails_if_bound": {"name": "MSVCP140.dll", "older_than": "14.40"}}]
+    old_first = [{"op": "LoadLibraryExW", "name": "C:\\pkgs\\old\\msvcp140.dll"},
+                 {"op": "LoadLibraryExW", "name": "C:\\torch\\lib\\c10.dll", "flags": 0x1100}]
+    r = run(files, old_first)[-1]
+    assert (r.error, r.leaf.cause, r.leaf.name, r.chain) == (1114, "init_failed", "c10.dll", ["c10.dll"])
+    assert "C:\\pkgs\\old\\msvcp140.dll, version 14.36.32532.0" in r.leaf.detail
+    new_first = [old_first[1], old_first[0]]
+    assert [x.error for x in run(files, new_first)] == [0, 0]
+    # nothing old loaded: c10.dll binds System32's 14.42 and loads
+    assert run(files, old_first[1:])[-1].error == 0

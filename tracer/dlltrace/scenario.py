@@ -22,7 +22,9 @@ from dlltrace.apisets import builtin_schema, schema_from_sets
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.model import KNOWN_FLAGS, FileFacts, Import, PEFacts
 from dlltrace.emulate.python import PythonSimulator as Simulator
-from dlltrace.loader.windows.engine import Call
+from dlltrace.emulate.python import rule_conda_startup_dll_directories, rule_venv_redirector
+from dlltrace.loader.windows.engine import Call, CallError
+from dlltrace.loader.windows.rules import BoundVersionCondition, InitFacts, rule_add_dll_directory_valid
 from dlltrace.tracecheck import SCENARIO_SCHEMA_PATH, SchemaError, Validator, json_type, show
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, VirtualWorld
 
@@ -47,12 +49,15 @@ class Scenario:
     description: str = ""
     expect: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)  # the validated input, for to_dict()
+    where: str = "<scenario>"  # the file it was read from, for the one-line errors of a run
+
 
     def simulator(self, explain: bool = True) -> Simulator:
         """A fresh simulator over a copy of the process state (a scenario can be run twice);
         with explain, each failed load gets its verdict (found elsewhere, fixes)."""
         process = self.process.copy()
         sim = Simulator(self.world, process)
+        sim.where = self.where
         if explain:
             from dlltrace.report.explain import explain as _explain
 
@@ -61,7 +66,12 @@ class Scenario:
         return sim
 
     def run(self, explain: bool = True):
-        return self.simulator(explain).run(self.calls)
+        """Every call's results. A call the process cannot make as written (a run-time load by a DLL
+        not loaded at that call) is a ScenarioError of one line at its place (`call[4].by`)."""
+        try:
+            return self.simulator(explain).run(self.calls)
+        except CallError as e:
+            raise ScenarioError(e.message, e.place) from None
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.source)
@@ -169,7 +179,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         version=sysd.get("version", ""),
     )
 
-    files = []
+    files: list[FileFacts] = []
     seen: dict[str, int] = {}
     for i, t in enumerate(top.get("file", [])):
         p = f"file[{i}]"
@@ -193,6 +203,13 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
             file_version=t.get("version"),
             linker_version=t.get("linker_version"),
         )
+        cond = t.get("dllmain_fails_if_bound")
+        if cond is not None:
+            files.append(InitFacts(
+                path=path, pe=pe if kind == "pe" else None, error=None if kind == "pe" else kind,
+                dllmain_fails=t.get("dllmain_fails", False),
+                dllmain_fails_if_bound=(BoundVersionCondition(cond["name"].lower(), cond["older_than"]),)))
+            continue
         files.append(FileFacts(
             path=path,
             pe=pe if kind == "pe" else None,
@@ -202,9 +219,12 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
     folders = [winpath.normalize(d) for d in top.get("folders", [])]
 
     prd = top["process"]
+    exe = winpath.normalize(prd["exe"])
+    base_exe = winpath.normalize(prd["base_exe"]) if "base_exe" in prd else ""
     process = ProcessState(
-        exe=winpath.normalize(prd["exe"]),
-        cwd=winpath.normalize(prd["cwd"]) if "cwd" in prd else "",
+        exe=rule_venv_redirector(exe, base_exe),
+        launcher=exe if base_exe else "",
+        cwd=winpath.normalize(prd["cwd"]) if "cwd" in prd else winpath.dirname(exe),
         path=[winpath.normalize(d) for d in prd.get("path", [])],
         dll_directory=(winpath.normalize(prd["dll_directory"]) if prd["dll_directory"] else "") if "dll_directory" in prd else None,
         dll_directories=[(winpath.normalize(d), "") for d in prd.get("dll_directories", [])],
@@ -212,13 +232,25 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         machine=prd.get("machine", system.machine),
         python=prd.get("python", ""),
         env=dict(prd.get("env", {})),
+        packaged=prd.get("packaged", False),
+        package_graph=[winpath.normalize(d) for d in prd.get("package_graph", [])],
+        conda_prefix=winpath.normalize(prd["conda_prefix"]) if "conda_prefix" in prd else "",
     )
     loaded = [winpath.normalize(d) for d in prd.get("loaded", [])]
     names = {winpath.basename(p).lower() for p in loaded}
     core = [winpath.join(system.system32, n) for n in CORE_MODULES if n not in names]
     for p in core + loaded:
         process.add_loaded(LoadedModule(p, 1, "loaded before the first call"))
-    world = VirtualWorld(system, files, folders + [process.app_dir, process.cwd])
+    world = VirtualWorld(system, files, folders + [process.app_dir, process.cwd] +
+                         ([winpath.dirname(process.launcher)] if process.launcher else []))
+    if process.conda_prefix:
+        conda = rule_conda_startup_dll_directories(process.conda_prefix, process.python, process.env)
+        if conda is None:
+            r.fail("process.conda_prefix", "a conda Python before 3.11 with CONDA_DLL_SEARCH_MODIFICATION_ENABLE set "
+                   "(its PATH mode) is not modelled")
+        else:  # added at start-up, before anything the scenario's dll_directories say
+            process.dll_directories[:0] = [(d, "conda python start-up") for d in conda
+                                           if not rule_add_dll_directory_valid(d, world.is_dir)]
 
     calls = []
     for i, t in enumerate(top.get("call", [])):
@@ -235,6 +267,10 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
             call.winmode = r.flags(t["winmode"], p + ".winmode")
         call.module = t.get("module", "")
         call.label = t.get("label", "")
+        call.by = t.get("by", "")
+        call.value = t.get("value")
+        call.find_library = t.get("find_library", "")
+        call.place = p
         if "torch_lib" in t:
             call.torch_lib = winpath.normalize(t["torch_lib"])
         if "dlls" in t:
@@ -243,7 +279,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         calls.append(call)
 
     return Scenario(world=world, process=process, calls=calls, description=top.get("description", ""),
-                    expect=dict(top.get("expect", {})), source=copy.deepcopy(data))
+                    expect=dict(top.get("expect", {})), source=copy.deepcopy(data), where=where)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.loader.windows.engine import Call, Simulator
+from dlltrace.loader.windows.engine import PYTHON_EXTRA_OPS, WINDOWS_EXTRA_OPS, Call, Simulator
 from dlltrace.model import (
     LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
     LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
@@ -22,7 +22,7 @@ from dlltrace.model import (
     CallResult,
 )
 
-ALL_OPS = LOAD_OPS + STATE_OPS + PYTHON_OPS
+ALL_OPS = LOAD_OPS + STATE_OPS + WINDOWS_EXTRA_OPS + PYTHON_OPS + PYTHON_EXTRA_OPS
 
 TORCH_ORIGIN = "import torch (_load_dll_libraries)"
 TORCH_RUNTIMES = ("vcruntime140.dll", "msvcp140.dll", "vcruntime140_1.dll")
@@ -35,12 +35,8 @@ def rule_python_extension_flags(python_version: str) -> int:
     LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | DLL_LOAD_DIR (0x1100: PATH is not searched);
     before 3.8 LOAD_WITH_ALTERED_SEARCH_PATH (0x8: the standard order, PATH included, from
     the .pyd's folder). An unknown version is taken as current."""
-    parts = []
-    for p in python_version.split(" ")[0].split(".")[:2]:
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    if len(parts) == 2 and tuple(parts) < (3, 8):
+    version = _version_tuple(python_version)
+    if version is not None and version < (3, 8):
         return LOAD_WITH_ALTERED_SEARCH_PATH
     return LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR
 
@@ -72,6 +68,71 @@ def rule_torch_retry(error: int) -> bool:
     return error == 126
 
 
+def rule_ctypes_find_library(name: str, path: list[str], is_file) -> Optional[str]:
+    """ctypes.util.find_library(name) on Windows: "c" and "m" give find_msvcrt(), None for every
+    Python built with MSVC 14 or later (3.5+: "CRT is no longer directly loadable"); any other name
+    is looked for in each PATH entry, in order: <entry>\\<name> if it is a file, else (when name
+    does not end in ".dll") <entry>\\<name>.dll; the first file found is returned as a full path,
+    whatever its machine and whether it would load; none: None. It loads nothing and searches no
+    other folder (not the application folder, not System32, not the os.add_dll_directory folders).
+    Source: CPython Lib/ctypes/util.py, the `os.name == "nt"` branch (find_library, find_msvcrt).
+    The model's PATH has no empty entries (an empty entry would make it look in the current folder
+    and return a relative name)."""
+    if name in ("c", "m"):
+        return None
+    for d in path:
+        fname = name if winpath.is_absolute(name) else winpath.join(d, name)
+        if is_file(fname):
+            return fname
+        if fname.lower().endswith(".dll"):
+            continue
+        if is_file(fname + ".dll"):
+            return fname + ".dll"
+    return None
+
+
+CONDA_DLL_DIRS = ("bin", "Scripts", "Library\\bin", "Library\\usr\\bin", "Library\\mingw-w64\\bin")
+
+
+def rule_conda_startup_dll_directories(prefix: str, python_version: str, env: dict[str, str]) -> Optional[list[str]]:
+    """The folders a conda Python's python.exe adds with AddDllDirectory at start-up, in the order
+    added: <prefix>\\bin, Scripts, Library\\bin, Library\\usr\\bin, Library\\mingw-w64\\bin, where
+    prefix is the folder of the interpreter's pythonXY.dll (the environment's prefix). They are
+    searched only by loads with LOAD_LIBRARY_SEARCH_USER_DIRS (extension imports, ctypes.CDLL),
+    after the os.add_dll_directory folders added later, and never by a plain LoadLibrary. A folder
+    that does not exist is not added (AddDllDirectory fails on it). Source: conda-forge
+    python-feedstock recipe/patches/*-Add-CondaEcosystemModifyDllSearchPath.patch
+    (CondaEcosystemModifyDllSearchPath_Init, called from _PyRuntime_Initialize: AddDllDirectory
+    over condaPaths from the last to the first). Conda Pythons before 3.11 had a second mode,
+    CONDA_DLL_SEARCH_MODIFICATION_ENABLE set (not "0"): SetDefaultDllDirectories and an
+    AddDllDirectory for every PATH entry; it is not modelled: None."""
+    enable = next((v for k, v in env.items() if k.upper() == "CONDA_DLL_SEARCH_MODIFICATION_ENABLE"), None)
+    version = _version_tuple(python_version)
+    if enable is not None and enable != "0" and version is not None and version < (3, 11):
+        return None
+    return [winpath.join(prefix, d) for d in CONDA_DLL_DIRS]
+
+
+def rule_venv_redirector(exe: str, base_exe: str) -> str:
+    """The executable of the process that loads the DLLs when `exe` is a venv's python.exe: since
+    Python 3.7.2 a venv's Scripts\\python.exe on Windows is a redirector (PC/launcher.c built with
+    VENV_REDIRECT, PC/venvlauncher) that reads `home` from pyvenv.cfg and starts the base
+    interpreter's python.exe as a child, setting __PYVENV_LAUNCHER__ so that sys.executable still
+    names the venv's (bpo-35811; site.py took sys._base_executable from GetModuleFileName(0)). So the
+    application folder is the base interpreter's folder, not the venv's Scripts folder. base_exe ""
+    (a venv made by copying python.exe, or none): exe itself."""
+    return base_exe or exe
+
+
+def _version_tuple(python_version: str) -> Optional[tuple[int, int]]:
+    parts = []
+    for p in python_version.split(" ")[0].split(".")[:2]:
+        if not p.isdigit():
+            break
+        parts.append(int(p))
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
 # --- the emulations ------------------------------------------------------------------------------------
 def python_import(sim: Simulator, path: str, module: str = "") -> CallResult:
     """`import module` of the extension at `path`: one LoadLibraryExW with CPython's flags."""
@@ -83,6 +144,28 @@ def python_import(sim: Simulator, path: str, module: str = "") -> CallResult:
 def os_add_dll_directory(sim: Simulator, folder: str, label: str = "") -> CallResult:
     """os.add_dll_directory(folder): AddDllDirectory, labelled as Python's."""
     return sim.state_result("os_add_dll_directory", folder, sim.add_dll_directory(folder, label or "os.add_dll_directory"))
+
+
+def ctypes_find_library(sim: Simulator, name: str) -> tuple[CallResult, Optional[str]]:
+    """ctypes.util.find_library(name) (rule_ctypes_find_library) against the PATH of this moment: a
+    result with no load (error 0 and the path in its note, or 2 when it returns None) and the value."""
+    found = rule_ctypes_find_library(name, sim.process.path, lambda p: sim.world.file(p) is not None)
+    note = f"returned {found}" if found else f"returned None (no PATH entry holds {name}" + (
+        "" if name.lower().endswith(".dll") or name in ("c", "m") else f" or {name}.dll") + ")"
+    return sim.extra_result("ctypes_find_library", name, 0 if found else 2, note), found
+
+
+def ctypes_cdll_found(sim: Simulator, name: str, winmode: Optional[int]) -> list[CallResult]:
+    """ctypes.CDLL(ctypes.util.find_library(name), winmode=winmode): find_library's result, then the
+    load of the path it returned; None is not loaded (ctypes.CDLL(None) raises TypeError on Windows:
+    `'/' in name` with name None)."""
+    r, found = ctypes_find_library(sim, name)
+    if found is None:
+        r.note += "; ctypes.CDLL(None) raises TypeError on Windows: no load is made"
+        return [r]
+    load = ctypes_cdll(sim, found, winmode)
+    load.origin = f"ctypes.CDLL(ctypes.util.find_library({name!r})" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
+    return [r, load]
 
 
 def ctypes_cdll(sim: Simulator, name: str, winmode: Optional[int]) -> CallResult:
@@ -143,7 +226,11 @@ class PythonSimulator(Simulator):
         if op == "python_import":
             return [python_import(self, call.path or call.name, call.module)]
         if op == "ctypes_cdll":
+            if call.find_library:
+                return ctypes_cdll_found(self, call.find_library, call.winmode)
             return [ctypes_cdll(self, call.name, call.winmode)]
+        if op == "ctypes_find_library":
+            return [ctypes_find_library(self, call.name)[0]]
         if op == "os_add_dll_directory":
             return [os_add_dll_directory(self, call.path or "", call.label)]
         if op == "torch_load_dll_libraries":

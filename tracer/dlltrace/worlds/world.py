@@ -85,6 +85,11 @@ class ProcessState:
     machine: str = "x64"
     python: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    # a packaged (MSIX / Store) process: the loader's packaged-app search order (rules.rule_packaged_standard_order)
+    packaged: bool = False
+    package_graph: list[str] = field(default_factory=list)  # its package dependency graph: the folders, in manifest order
+    launcher: str = ""  # the venv python.exe that started this process (exe is then the base interpreter), "" = none
+    conda_prefix: str = ""  # a conda Python's prefix (its start-up AddDllDirectory folders are in dll_directories)
 
     def __post_init__(self) -> None:
         self.exe = winpath.normalize(self.exe)
@@ -146,7 +151,8 @@ class ProcessState:
             exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
             dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
             loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.loaded],
-            machine=self.machine, python=self.python, env=dict(self.env),
+            machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
+            package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
         )
 
 

@@ -13,7 +13,7 @@ the rule that produced it, what was there, the module chosen and its imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional, Union, overload
+from typing import Iterable, Literal, Optional, Union, cast, get_args, overload
 
 from dlltrace import winpath
 from dlltrace.loader.windows import rules
@@ -40,8 +40,25 @@ from dlltrace.model import (
     Via,
     leaf_detail,
 )
+from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
+# Calls a scenario can make beyond model.CallOp (model.py does not list them yet): a Windows call
+# and a delay-load import's first call (Simulator.do), and Python's ctypes.util.find_library
+# (emulate/python.py). Their results, when they have one, carry the op as it is.
+WindowsExtraOp = Literal["SetEnvironmentVariable", "delay_load"]
+PythonExtraOp = Literal["ctypes_find_library"]
+WINDOWS_EXTRA_OPS: tuple[WindowsExtraOp, ...] = get_args(WindowsExtraOp)
+PYTHON_EXTRA_OPS: tuple[PythonExtraOp, ...] = get_args(PythonExtraOp)
+
+
+class CallError(DlltraceError):
+    """A call the process cannot make as written (a run-time load `by` a DLL that is not loaded):
+    one line, exit code 2. `place` is the key it is about (`call[4].by`)."""
+
+    def __init__(self, where: str, place: str, problem: str):
+        super().__init__(f"{where}: {place}: {problem}" if where else f"{place}: {problem}", EXIT_USAGE)
+        self.place, self.problem = place, problem
 
 
 @dataclass
@@ -49,7 +66,7 @@ class Call:
     """One call a program makes (see docs/scenarios.md for each op's fields; the Python ops'
     fields, module to label, are used by emulate/python.py)."""
 
-    op: CallOp
+    op: Union[CallOp, WindowsExtraOp, PythonExtraOp]
     name: str = ""
     flags: int = 0
     path: Optional[str] = None
@@ -59,6 +76,10 @@ class Call:
     dlls: Optional[list[str]] = None
     extra_dirs: list[str] = field(default_factory=list)
     label: str = ""
+    by: str = ""  # a LoadLibrary call made at run time by this loaded DLL (origin_kind "runtime")
+    value: Optional[str] = None  # SetEnvironmentVariable: the value (None: the variable deleted)
+    find_library: str = ""  # ctypes_cdll: load what ctypes.util.find_library(find_library) returns
+    place: str = ""  # where the call is written (`call[3]`), for a CallError
 
 
 class Simulator:
@@ -72,6 +93,7 @@ class Simulator:
         self.observers: list = []
         self._datafile = self._no_refs = False
         self._local: Optional[SearchDir] = None  # the .local folder of the current call
+        self.where = ""  # the scenario file, for a CallError
 
     # --- calls -------------------------------------------------------------------------
     def run(self, calls: Iterable[Call]) -> list[CallResult]:
@@ -82,10 +104,17 @@ class Simulator:
 
     def do(self, call: Call) -> list[CallResult]:
         op = call.op
-        if op in ("LoadLibraryExW", "LoadLibraryExA"):
-            return [self.load_library(call.name, call.flags, op=op)]
-        if op in ("LoadLibraryW", "LoadLibraryA"):
-            return [self.load_library(call.name, 0, op=op)]
+        if op in ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA"):
+            flags = call.flags if op in ("LoadLibraryExW", "LoadLibraryExA") else 0
+            if call.by:
+                by = self.runtime_loader(call.by, call, "by")
+                return [self.load_library(call.name, flags, op=op, origin=f"loaded at run time by {by}",
+                                          origin_kind="runtime", origin_module=by)]
+            return [self.load_library(call.name, flags, op=op)]
+        if op == "SetEnvironmentVariable":
+            return [self.set_environment_variable(call.name, call.value)]
+        if op == "delay_load":
+            return [self.delay_load(call)]
         if op == "AddDllDirectory":
             return [self.state_result(op, call.path or "", self.add_dll_directory(call.path or "", call.label))]
         if op == "RemoveDllDirectory":
@@ -103,6 +132,57 @@ class Simulator:
         if op == "FreeLibrary":
             return [self.state_result(op, call.name, self.free_library(call.name))]
         raise ValueError(f"unknown op {op!r}")
+
+    def runtime_loader(self, name: str, call: Call, key: str) -> str:
+        """The base name of the loaded DLL that makes a run-time call; a CallError when none of that
+        name is loaded at this call."""
+        m = self.process.find_loaded_by_name(winpath.basename(name))
+        if m is None:
+            raise CallError(self.where, f"{call.place}.{key}" if call.place else key,
+                            f"{name} is not loaded at this call (a run-time load is made by a loaded DLL)")
+        return winpath.basename(m.path)
+
+    def set_environment_variable(self, name: str, value: Optional[str]) -> CallResult:
+        """SetEnvironmentVariableW(name, value): PATH (any case) changes the PATH entries later
+        loads search (rules.rule_environment_path); any variable is kept in process.env (value None
+        deletes it). os.environ[name] = value does the same (CPython's os.putenv calls it)."""
+        if value is None:
+            for k in [k for k in self.process.env if k.upper() == name.upper()]:
+                del self.process.env[k]
+        else:
+            self.process.env[name] = value
+        if name.upper() == "PATH":
+            self.process.path = rules.rule_environment_path(value, self.process.cwd)
+        return self.extra_result("SetEnvironmentVariable", f"{name}={value}" if value is not None else f"{name}=NULL", 0)
+
+    def delay_load(self, call: Call) -> CallResult:
+        """The first call through a delay-load import of the loaded DLL `call.module`: the delay-load
+        helper's LoadLibraryExA(name, NULL, 0) (rules.rule_delay_load_call), a load at run time by
+        that DLL. A module that is not loaded, or that has no such delay import, is a CallError."""
+        by = self.runtime_loader(call.module, call, "module")
+        m = self.process.find_loaded_by_name(by)
+        facts = self.world.file(m.path) if m is not None else None
+        if facts is not None and facts.pe is not None and not any(
+                winpath.same(rules.rule_default_extension(i.dll), rules.rule_default_extension(call.name))
+                for i in facts.pe.delay_imports):
+            raise CallError(self.where, f"{call.place}.name" if call.place else "name",
+                            f"{by} has no delay-load import {call.name} (its delay_imports: "
+                            f"{', '.join(i.dll for i in facts.pe.delay_imports) or 'none'})")
+        op, flags = rules.rule_delay_load_call(call.name)
+        res = self.load_library(call.name, flags, op=cast(LoadOp, op),
+                                origin=f"loaded at run time by {by} (delay-load import)", origin_kind="runtime",
+                                origin_module=by)
+        if res.error:
+            res.note = (f"the delay-load helper raises 0xC06D007E (VcppException ERROR_MOD_NOT_FOUND) in {by}'s "
+                        "caller: LoadLibraryExA failed")
+        return res
+
+    def extra_result(self, op: Union[WindowsExtraOp, PythonExtraOp], name: str, error: int, note: str = "") -> CallResult:
+        """The result of a call model.ResultOp does not list (SetEnvironmentVariable,
+        ctypes_find_library): no load, no tree; the op as it is."""
+        r = CallResult(index=self._next_index(), op=cast(ResultOp, op), name=name, error=error)
+        r.note = note
+        return r
 
     def _next_index(self) -> int:
         self._count += 1
@@ -209,6 +289,11 @@ class Simulator:
         leaf = chain[-1]
         parent = chain[-2].name if len(chain) > 1 else None
         res.chain = [winpath.basename(n.name) for n in chain]
+        if res.origin_kind == "runtime" and res.origin_module:
+            # a load a DLL made at run time: the chain starts at that DLL, which needed the module
+            res.chain.insert(0, res.origin_module)
+            if parent is None:
+                parent = res.origin_module
         res.leaf = Leaf(name=winpath.basename(leaf.name), cause=leaf.cause or "not_found", path=leaf.path,
                         detail=leaf.detail, parent=winpath.basename(parent) if parent else None,
                         facts=leaf.facts or LeafFacts())
@@ -474,5 +559,16 @@ class Simulator:
         if facts is not None and facts.dllmain_fails:
             self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new))
             return True
+        if isinstance(facts, rules.InitFacts) and facts.dllmain_fails_if_bound:
+            bound = [(d.path, self._file_version(d.path)) for d in m.deps]
+            why = rules.rule_dllmain_fails_if_bound(facts.dllmain_fails_if_bound, bound)
+            if why:
+                self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new))
+                node.detail += f" ({why})"
+                return True
         m.initialized = True
         return False
+
+    def _file_version(self, path: str) -> Optional[str]:
+        facts = self.world.file(path)
+        return facts.pe.file_version if facts is not None and facts.pe is not None else None

@@ -246,9 +246,30 @@ def rule_standard_order(process: ProcessState, system: SystemInfo,
     return [first, cwd, *system_dirs, *rule_path_entries(process)]
 
 
+def rule_packaged_standard_order(process: ProcessState, system: SystemInfo,
+                                 altered_dll: Optional[str] = None) -> list[SearchDir]:
+    """The standard order of a packaged (MSIX / Store) process: after DLL redirection, API sets,
+    SxS manifests, the loaded-module list and KnownDLLs (which the engine applies before any
+    folder), the process's package dependency graph (the app's package, then each
+    <PackageDependency> of its manifest, in manifest order), the executable's folder, System32.
+    Nothing else: no System or Windows folder, no current folder, no SetDllDirectory folder and
+    no PATH. LOAD_WITH_ALTERED_SEARCH_PATH with an absolute path: the DLL's folder replaces the
+    executable's folder ("Alternate search order for packaged apps"). The LOAD_LIBRARY_SEARCH_*
+    order is the same as for unpackaged processes (it never searches PATH).
+    Source: Microsoft Learn, "Dynamic-link library search order", sections "Standard search order
+    for packaged apps" and "Alternate search order for packaged apps"
+    (https://learn.microsoft.com/windows/win32/dlls/dynamic-link-library-search-order)."""
+    graph = [SearchDir(d, f"package dependency graph #{i}") for i, d in enumerate(process.package_graph, 1)]
+    if altered_dll:
+        first = SearchDir(winpath.dirname(altered_dll), f"folder of {winpath.basename(altered_dll)} (ALTERED_SEARCH_PATH)")
+    else:
+        first = SearchDir(process.app_dir, "application folder")
+    return [*graph, first, SearchDir(system.system32, "System32")]
+
+
 def rule_search_path(name: str, flags: int, process: ProcessState, system: SystemInfo) -> list[SearchDir]:
     """The folders searched for a call (and, by rule_dependencies_use_callers_path, for its
-    static imports)."""
+    static imports). A packaged process has its own standard order (rule_packaged_standard_order)."""
     search = rule_effective_search_flags(flags, process)
     if search:
         return rule_search_flags_order(search, process, system, name if winpath.is_absolute(name) else None)
@@ -258,7 +279,78 @@ def rule_search_path(name: str, flags: int, process: ProcessState, system: Syste
             altered = name
         elif system.profile == "wine" and winpath.has_path(name):
             altered = rule_altered_relative_name(name, process)
+    if process.packaged:
+        return rule_packaged_standard_order(process, system, altered)
     return rule_standard_order(process, system, altered)
+
+
+def rule_environment_path(value: Optional[str], cwd: str) -> list[str]:
+    """The PATH entries the loader searches after SetEnvironmentVariableW("PATH", value) (and
+    after Python's `os.environ["PATH"] = value`, which calls it: CPython's os.putenv on Windows is
+    _wputenv / SetEnvironmentVariableW): the value split at ";", empty entries dropped (the
+    standard order skips them). A relative entry names a folder relative to the current folder
+    (the loader opens <entry>\\<name>, which the file system resolves against it). value None
+    (the variable deleted): no PATH entries. Quotes are kept as they are (undocumented choice)."""
+    if value is None:
+        return []
+    out = []
+    for e in value.split(";"):
+        if not e.strip():
+            continue
+        out.append(winpath.normalize(e) if winpath.is_absolute(e) else winpath.join(cwd, e))
+    return out
+
+
+def rule_delay_load_call(name: str) -> tuple[str, int]:
+    """What the first call through a delay-load import does: MSVC's delay-load helper
+    (__delayLoadHelper2 in delayimp.lib, source delayhlp.cpp) calls LoadLibraryExA(dll, NULL, 0)
+    with the import's DLL name, unless a notification hook returns a module first: a bare name
+    searched with flags 0, so the process's standard order (or its SetDefaultDllDirectories
+    default), never the importing DLL's own folder. A failure raises the structured exception
+    VcppException(ERROR_SEVERITY_ERROR, ERROR_MOD_NOT_FOUND) (0xC06D007E) in the caller.
+    Returns (op, flags). Sources: Microsoft Learn, "Linker support for delay-loaded DLLs" and
+    "Understand the delay load helper function" (the helper "calls LoadLibrary to attempt loading
+    of the DLL"); delayhlp.cpp (`hmod = ::LoadLibraryExA(dli.szDll, NULL, 0)`)."""
+    return "LoadLibraryExA", 0
+
+
+@dataclass(frozen=True)
+class BoundVersionCondition:
+    """`dllmain_fails_if_bound`: the DllMain fails when the module `name` this module bound to has a
+    file version older than `older_than`."""
+
+    name: str  # a DLL base name, lower case
+    older_than: str  # "14.40"
+
+
+@dataclass(frozen=True)
+class InitFacts(FileFacts):
+    """A scenario's file whose DllMain fails only under a condition (rule_dllmain_fails_if_bound)."""
+
+    dllmain_fails_if_bound: tuple[BoundVersionCondition, ...] = ()
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    parts = tuple(int(p) for p in v.split("."))
+    return parts + (0,) * (4 - len(parts))
+
+
+def rule_dllmain_fails_if_bound(conditions: tuple[BoundVersionCondition, ...],
+                                bound: list[tuple[str, Optional[str]]]) -> Optional[str]:
+    """Whether a DllMain fails because of what its module bound to: `bound` is (path, file version)
+    of each module its imports bound to (the copy already loaded when one was: the loaded-module
+    rule). It fails when a bound module named in a condition has a file version older than the
+    condition's; a copy of unknown version is not taken as older, and a module it did not bind to
+    (it does not import it) never fails it. Returns the words of why, or None. The case: c10.dll of
+    torch >= 2.9 fails its static initialisation (WinError 1114) with an msvcp140.dll older than
+    14.40 (pytorch#169429, shared/CASES.md S4): the same world loads once the new copy is bound first."""
+    for c in conditions:
+        for path, version in bound:
+            if winpath.basename(path).lower() != c.name or version is None:
+                continue
+            if _version_key(version) < _version_key(c.older_than):
+                return f"it fails when its {c.name} is older than {c.older_than}: it bound to {path}, version {version}"
+    return None
 
 
 def rule_altered_relative_name(name: str, process: ProcessState) -> str:
