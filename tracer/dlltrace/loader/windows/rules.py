@@ -286,8 +286,9 @@ def rule_search_path(name: str, flags: int, process: ProcessState, system: Syste
 
 def rule_environment_path(value: Optional[str], cwd: str) -> list[str]:
     """The PATH entries the loader searches after SetEnvironmentVariableW("PATH", value) (and
-    after Python's `os.environ["PATH"] = value`, which calls it: CPython's os.putenv on Windows is
-    _wputenv / SetEnvironmentVariableW): the value split at ";", empty entries dropped (the
+    after Python's `os.environ["PATH"] = value`: it calls os.putenv, which sets the process
+    environment block the loader reads, with SetEnvironmentVariableW (older CPythons: the CRT's
+    _wputenv, which updates it too)): the value split at ";", empty entries dropped (the
     standard order skips them). A relative entry names a folder relative to the current folder
     (the loader opens <entry>\\<name>, which the file system resolves against it). value None
     (the variable deleted): no PATH entries. Quotes are kept as they are (undocumented choice)."""
