@@ -8,7 +8,9 @@ verification), never by reading the words back."""
 
 from __future__ import annotations
 
+import ast
 import io
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Optional, Union
 
@@ -158,6 +160,25 @@ def from_result(r: CallResult) -> ExplainedCall:
                          chain=r.tree.failure_chain() if r.tree else [], looked=looked)
 
 
+# Python's repr of a string ('C:\\x'), as some producers still write a call into their words (ctypes.CDLL(...)
+# origins): printed as the raw string a user types (r"C:\x"). A repr that cannot be one (it ends in a
+# backslash, or holds a double quote) is left as it is.
+_REPR = re.compile(r"(?<![\w\"'])'((?:[^'\\\n]|\\.)*)'")
+
+
+def as_typed(words: str) -> str:
+    r"""Words with each Python string repr in them written as the user types it: 'C:\\x' -> r"C:\x"."""
+    def typed(m: "re.Match[str]") -> str:
+        try:
+            value = ast.literal_eval(m.group(0))
+        except (ValueError, SyntaxError):
+            return m.group(0)
+        if not isinstance(value, str) or '"' in value or value.endswith("\\") or "\n" in value:
+            return m.group(0)
+        return f'r"{value}"' if "\\" in value else f'"{value}"'
+    return _REPR.sub(typed, words) if "'" in words else words
+
+
 # --- words: one function per section ------------------------------------------------------------------
 def verdict_text(e: ExplainedCall) -> str:
     """The verdict line: "✗ cublas64_12.dll was not found — it is needed by ctranslate2.pyd; installed
@@ -192,7 +213,7 @@ def call_text(e: ExplainedCall) -> str:
                 f"(error {e.error}); the process ended before its entry point")
     head = f"{e.op}({e.name}, {e.flags:#x})"
     if e.origin:
-        head = f"{e.origin}: {head}"
+        head = f"{as_typed(e.origin)}: {head}"
     if e.error is None:
         return f"{head}  → (no return: the process ended)"
     return f"{head}  → {e.error} {'ok' if e.error == 0 else ERROR_TEXT.get(e.error, '')}".rstrip()
@@ -249,7 +270,7 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
     checked it (nothing when it did and the load succeeds)."""
     out: list[tuple[str, LineStyle]] = []
     for step in f.then:
-        out.append((f"then: {step.text}", ""))
+        out.append((f"then: {as_typed(step.text)}", ""))
     also = [n for n in f.covers if not winpath.same(n, leaf)] if leaf else list(f.covers)
     if also:
         out.append(("it also fixes " + ", ".join(also), ""))
@@ -263,7 +284,7 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
 def fix_notes_markdown(f: Fix, leaf: str = "") -> list[str]:
     """fix_notes, with the code of the further steps marked."""
     notes = fix_notes(f, leaf)
-    return [f"then: {step.markdown}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
+    return [f"then: {as_typed(step.markdown)}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
 
 
 # --- text, with rich ----------------------------------------------------------------------------------
@@ -351,7 +372,7 @@ def sections(e: ExplainedCall) -> list[Block]:
             out.append(Styled(f"    {lk.not_searched}", ""))
     out.extend(tail(e))
     if e.result.note:
-        out.append(Styled(f"  note: {e.result.note}", ""))
+        out.append(Styled(f"  note: {as_typed(e.result.note)}", ""))
     return out
 
 
@@ -388,7 +409,7 @@ def fix_table(fixes: list[Fix], leaf: str = ""):
     t.add_column(justify="right", no_wrap=True)
     t.add_column(justify="left", overflow="fold")
     for i, f in enumerate(fixes, 1):
-        t.add_row(f"{i}.", f.text)
+        t.add_row(f"{i}.", as_typed(f.text))
         for note, style in fix_notes(f, leaf):
             t.add_row("", _text(note, style))
     return t

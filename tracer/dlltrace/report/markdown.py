@@ -5,7 +5,7 @@ from __future__ import annotations
 from dlltrace import winpath
 from dlltrace.model import Fix
 from dlltrace.report.analysis import Incident
-from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, elsewhere_facts, fix_notes_markdown,
+from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text)
 from dlltrace.report.text import (agreement_lines, environment_line, explained_incident, fate_line, plural,
                                   unexplained_exits)
@@ -18,7 +18,7 @@ def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
     """Fixes as a Markdown list, each with its notes (explained.fix_notes) as sub-items."""
     out: list[str] = []
     for f in fixes:
-        out.append(f"- {f.markdown}")
+        out.append(f"- {as_typed(f.markdown)}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(f, leaf))
     return out
 
@@ -43,7 +43,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             out.append(f"**dlltrace:** {what} — `{winpath.basename(r.load.name or '?')}` could not start "
                        f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
         else:
-            where = f" while `{r.origin}` loaded" if r.origin else " loading"
+            where = f" while `{as_typed(r.origin)}` loaded" if r.origin else " loading"
             out.append(f"**dlltrace:** {what} — WinError {r.real_error}{where} "
                        f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
         out.append("")
@@ -53,7 +53,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
         leaf = res.leaf.name if res.leaf else ""
         if e.fixes:
-            out.append(f"Suggested fix: {e.fixes[0].markdown}")
+            out.append(f"Suggested fix: {as_typed(e.fixes[0].markdown)}")
             out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
         if e.also_missing:
             out += ["", f"{ALSO_MISSING}:", ""]
