@@ -314,18 +314,20 @@ def _table(*justify: Literal["left", "right"]):
 
 def chain_tree(nodes: list[Node], indent: int = 4):
     """The module chain as a rich Tree: each module's name, then (aligned, whatever the depth and the
-    width of its characters) its folder and the rule that chose it, or ✗ and its cause."""
+    width of its characters) its folder and the rule that chose it, or ✗ and its cause; on a narrow
+    terminal the folder wraps in its own column."""
     from rich.cells import cell_len
-    from rich.text import Text
+    from rich.table import Table
     from rich.tree import Tree
 
     width = max((cell_len(winpath.basename(n.name)) + 4 * d for d, n in enumerate(nodes)), default=0)
     tree = None
     parent = None
     for d, n in enumerate(nodes):
-        name = winpath.basename(n.name)
-        label = Text(name + " " * (width - 4 * d - cell_len(name)) + "   ")
-        label.append(node_mark(n), style=RICH_STYLES["failure" if n.cause else ""])
+        label = Table.grid(padding=(0, 3, 0, 0))
+        label.add_column(width=width - 4 * d, no_wrap=True)
+        label.add_column(overflow="fold")
+        label.add_row(winpath.basename(n.name), _text(node_mark(n), "failure" if n.cause else ""))
         if parent is None:
             tree = parent = Tree(label, guide_style=RICH_STYLES["muted"])
         else:
