@@ -169,7 +169,7 @@ class Simulator:
                             f"{by} has no delay-load import {call.name} (its delay_imports: "
                             f"{', '.join(i.dll for i in facts.pe.delay_imports) or 'none'})")
         op, flags = rules.rule_delay_load_call(call.name)
-        res = self.load_library(call.name, flags, op=cast(LoadOp, op),
+        res = self.load_library(call.name, flags, op=op,
                                 origin=f"loaded at run time by {by} (delay-load import)", origin_kind="runtime",
                                 origin_module=by)
         if res.error:

@@ -30,6 +30,7 @@ from dlltrace.model import (
     FileFacts,
     Import,
     InvalidFlagsReason,
+    LoadOp,
     PEFacts,
     SearchDir,
 )
@@ -302,7 +303,7 @@ def rule_environment_path(value: Optional[str], cwd: str) -> list[str]:
     return out
 
 
-def rule_delay_load_call(name: str) -> tuple[str, int]:
+def rule_delay_load_call(name: str) -> tuple[LoadOp, int]:
     """What the first call through a delay-load import does: MSVC's delay-load helper
     (__delayLoadHelper2 in delayimp.lib, source delayhlp.cpp) calls LoadLibraryExA(dll, NULL, 0)
     with the import's DLL name, unless a notification hook returns a module first: a bare name
