@@ -89,6 +89,7 @@ def test_all_includes_successful_loads(capsys):
     assert "c10.dll loaded from" not in without
     assert "✓ c10.dll loaded from C:\\dlltrace-cases\\s2\\venv\\Lib\\site-packages\\torch\\lib\\c10.dll" in with_all
     assert with_all.index("✓ c10.dll") < with_all.index("✗ cudnn64_7.dll")  # in call order
+    assert "The model agreed with the one probe the loader made for this load." in with_all  # (not "all 1 probe")
     capsys.readouterr()
     cli.main(["report", str(TRACES / "s2.jsonl"), "--json", "--all"])
     rep = json.loads(capsys.readouterr().out)

@@ -117,7 +117,9 @@ def agreement(inc: Incident, k: int) -> str:
         return (f"The trace holds no probe the loader made for {which}, so the model could not be checked "
                 "against it.")
     probes = len(a.real_probes)
-    return f"The model agreed with all {probes} probe{'s' if probes != 1 else ''} the loader made for {which}."
+    if probes == 1:
+        return f"The model agreed with the one probe the loader made for {which}."
+    return f"The model agreed with all {probes} probes the loader made for {which}."
 
 
 def agreement_lines(inc: Incident, indent: str = "  ") -> list[str]:
