@@ -368,3 +368,26 @@ def test_every_tree_node_of_the_fixtures_validates_against_the_node_schema(capsy
                     jsonschema.validate(n, node_schema)
                     kinds.add(n["how_kind"])
     assert {"search", None} <= kinds
+
+
+def test_the_terminal_report_is_redacted_in_every_cell(tmp_path, capsys, monkeypatch):
+    """On a terminal the report is printed from its tables and trees (each cell in its style); --redact
+    still removes the user name from every cell."""
+    import sys
+
+    from dlltrace import cli
+
+    text = (TRACES / "s1.jsonl").read_text(encoding="utf-8").replace("C:\\\\dlltrace-cases", "C:\\\\Users\\\\alice\\\\cases")
+    p = tmp_path / "alice.jsonl"
+    p.write_text(text, encoding="utf-8")
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert cli.main(["report", str(p)]) == 0
+    plain = capsys.readouterr().out
+    assert "alice" in plain and "Where Windows looked for" in plain and "\x1b[" in plain  # (in colour)
+    assert cli.main(["report", str(p), "--redact"]) == 0
+    red = capsys.readouterr().out
+    assert "alice" not in red.lower() and "<user>" in red and "Where Windows looked for" in red
