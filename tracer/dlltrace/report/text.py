@@ -1,5 +1,7 @@
-"""The report as terminal text (`dlltrace report TRACE`, and the end of `dlltrace run`); the wording the
-Markdown and JSON forms share (the verdict line, the fate line, the agreement lines, the environment)."""
+"""The report as terminal text (`dlltrace report TRACE`, and the end of `dlltrace run`): each incident is
+an explained call (report/explained.py, whose words `dlltrace simulate` shares) with the trace's context
+around it (the fate line, the retries, the model's agreement with the real loader, the environment),
+worded here for the text and Markdown forms alike."""
 
 from __future__ import annotations
 
