@@ -79,7 +79,7 @@ def test_markdown_form(capsys):
                          "searched — WinError 126")
     assert "<details><summary>" in md and md.rstrip().endswith("</details>")
     assert md.index("<details>") < md.index("| # | folder | rule | result |") < md.index("</details>")
-    assert '`os.add_dll_directory(r"C:\\dlltrace-cases\\s1\\CUDA\\v12.1\\bin")`' in md
+    assert '`AddDllDirectory(L"C:\\dlltrace-cases\\s1\\CUDA\\v12.1\\bin")`' in md  # (the C host: Win32 words)
     assert "Wine 8" in md and "trace format 1" in md
 
 
@@ -304,7 +304,8 @@ def test_a_program_that_could_not_start_is_replayed_from_the_launchers_snapshot(
     assert "app.exe and its static imports  → 0xc0000135 STATUS_DLL_NOT_FOUND (error 126)" in text
     rows = folder_rows(text)
     assert [r.split()[2] for r in rows[:6]] == ["application", "System32", "System", "Windows", "current", "PATH[1]"]
-    assert "Put C:\\sdk\\bin on PATH, or copy engine.dll next to app.exe (C:\\app)" in text
+    assert "1. Put C:\\sdk\\bin on PATH (this load searches PATH)" in text
+    assert "2. Copy C:\\sdk\\bin\\engine.dll into C:\\app" in text  # (next to app.exe: its application folder)
     assert "os.add_dll_directory" not in text  # no Python code runs before a program's static imports
     assert "The loader's own probes were not seen" in text
     md = report(capsys, p, "--markdown")
