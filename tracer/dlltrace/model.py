@@ -58,13 +58,19 @@ def flags_text(flags: int) -> str:
 LoadOp = Literal["LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA"]
 StateOp = Literal["AddDllDirectory", "RemoveDllDirectory", "SetDllDirectory", "SetDefaultDllDirectories", "FreeLibrary"]
 PythonOp = Literal["python_import", "ctypes_cdll", "os_add_dll_directory", "torch_load_dll_libraries"]
-CallOp = Union[LoadOp, StateOp, PythonOp]  # a scenario's call (engine.Call.op)
+# calls beyond those: a Windows call, a delay-load import's first call (Simulator.do), and Python's
+# ctypes.util.find_library (emulate/python.py); their results carry the op as it is
+WindowsExtraOp = Literal["SetEnvironmentVariable", "delay_load"]
+PythonExtraOp = Literal["ctypes_find_library"]
+CallOp = Union[LoadOp, StateOp, PythonOp, WindowsExtraOp, PythonExtraOp]  # a scenario's call (engine.Call.op)
 # a result's op (CallResult.op): a load, a state change (os_add_dll_directory: Python's), or "start",
-# a program's static imports at process start (trace/replay.py replay_start)
-ResultOp = Union[LoadOp, StateOp, Literal["os_add_dll_directory", "start"]]
+# a program's static imports at process start (trace/replay.py replay_start), or an extra call's
+ResultOp = Union[LoadOp, StateOp, Literal["os_add_dll_directory", "start", "SetEnvironmentVariable", "ctypes_find_library"]]
 LOAD_OPS: tuple[LoadOp, ...] = get_args(LoadOp)
 STATE_OPS: tuple[StateOp, ...] = get_args(StateOp)
 PYTHON_OPS: tuple[PythonOp, ...] = get_args(PythonOp)
+WINDOWS_EXTRA_OPS: tuple[WindowsExtraOp, ...] = get_args(WindowsExtraOp)
+PYTHON_EXTRA_OPS: tuple[PythonExtraOp, ...] = get_args(PythonExtraOp)
 TREE_OPS: tuple[ResultOp, ...] = (*LOAD_OPS, "start")  # the results that resolve a module tree
 
 
@@ -544,6 +550,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return f"{f.bound} is a different version from the one {f.parent} was built against: install matching versions"
     if a == "vc_redist":
         built = f" ({f.leaf} was built with {f.need})" if f.built_with else ""
+        if f.then:  # (its next step says what to load first)
+            return (f"{f.name} in use is {f.path} version {f.version}, older than {f.need}{built}: install the latest "
+                    f"Visual C++ Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)})")
         return (f"{f.name} in use is {f.path} version {f.version}, older than {f.need}{built}: install the latest "
                 f"Visual C++ Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)}), or find the package that "
                 f"ships that old copy and load torch before it")
@@ -576,7 +585,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     if a == "change_flags":
         return f"Load {f.name} with flags {f.flags or 0:#x} ({flags_text(f.flags or 0)})"
     if a == "import_first":
-        return f"{code('import ' + f.module)} {before}, so its {f.name} is the copy loaded"
+        first = code("import " + f.module) if f.python else f"Load {f.module}"
+        return (f"{first} before whatever loads {f.bound} (that copy of {f.name} is loaded first now, and "
+                f"{f.leaf or 'the DLL'} binds to it)")
     if a == "activate_conda":
         return f"Activate the conda environment first ({code('conda activate ' + f.folder)}): it puts {f.folder}\\Library\\bin on PATH"
     if a == "package_mechanism":

@@ -28,6 +28,8 @@ Pure: the only I/O is reading the data file once. A malformed file raises Packag
 
 from __future__ import annotations
 
+import functools
+
 import json
 import re
 from dataclasses import dataclass
@@ -269,7 +271,11 @@ def _base(dll_name: str) -> str:
 def providers(dll_name: str) -> tuple[Provider, ...]:
     """Every provider whose row matches the name, one per CUDA major (the first matching row of each,
     in file order). Several only where packages of several CUDA majors ship the same name."""
-    base = _base(dll_name)
+    return _providers(_base(dll_name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _providers(base: str) -> tuple[Provider, ...]:  # (a replay asks about the same names again and again)
     n = base.lower()
     seen: set[Optional[int]] = set()
     out: list[Provider] = []

@@ -11,14 +11,16 @@ from __future__ import annotations
 from typing import Optional
 
 from dlltrace import winpath
-from dlltrace.loader.windows.engine import PYTHON_EXTRA_OPS, WINDOWS_EXTRA_OPS, Call, Simulator
+from dlltrace.loader.windows.engine import Call, Simulator
 from dlltrace.model import (
     LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
     LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR,
     LOAD_WITH_ALTERED_SEARCH_PATH,
     LOAD_OPS,
+    PYTHON_EXTRA_OPS,
     PYTHON_OPS,
     STATE_OPS,
+    WINDOWS_EXTRA_OPS,
     CallResult,
 )
 

@@ -7,6 +7,7 @@ by `report`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from typing import Literal, Optional
 
@@ -103,13 +104,16 @@ def package_roots(res: CallResult, process: ProcessState) -> tuple[str, list[str
     exe_dir = winpath.dirname(process.exe)
     prefix = winpath.dirname(exe_dir) if winpath.basename(exe_dir).lower() == "scripts" else exe_dir
     sites: list[str] = []
-    paths = [res.name, *(n.path or "" for n in (res.tree.walk() if res.tree else ())), *(m.path for m in process.loaded)]
+    paths = itertools.chain([res.name], (n.path or "" for n in (res.tree.walk() if res.tree else ())),
+                            (m.path for m in process.iter_loaded()))
     for p in paths:
         i = p.lower().find("\\site-packages\\")
         if i >= 0:
             site = winpath.normalize(p[:i + len("\\site-packages")])
             if not any(winpath.same(site, s) for s in sites):
                 sites.append(site)
+            if len(sites) >= 4:  # (enough: a process has one or two)
+                break
     if not sites:
         sites.append(winpath.join(prefix, "Lib", "site-packages"))
     return prefix, sites
@@ -161,7 +165,19 @@ def make_searched(copy: str, name: str, res: CallResult, world: World, process: 
     return out
 
 
-def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult) -> Optional[Fix]:
+def _top_folder(res: CallResult) -> str:
+    """The folder of the module the call loads (searched for its imports with DLL_LOAD_DIR or 0x8)."""
+    top = res.tree.path if res.tree is not None and res.tree.path else (res.name if winpath.is_absolute(res.name) else "")
+    return winpath.dirname(top) if top and res.op != "start" else ""
+
+
+def _major(name: str) -> str:
+    m = re.search(r"64_(\d+)", name)
+    return m.group(1) if m else ""
+
+
+def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,
+                    world: World) -> Optional[Fix]:
     """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
     Python interpreter, the VC++ runtime, a Visual Studio component, the package itself): advice the
     model cannot apply."""
@@ -188,13 +204,18 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     text = words.get(prov.kind)
     if text is None:
         return None
-    return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process))
+    # where the installer puts it: System32 for the driver, the redistributable and the VS component
+    # (the model re-runs the call with a copy there); nowhere the model knows for the others
+    lands = winpath.join(world.system.system32, name) if prov.kind in ("driver", "msvc_runtime", "vs_component") else ""
+    return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process, res),
+               path=lands)
 
 
 def cuda_major(res: CallResult, world: World, process: ProcessState) -> Optional[int]:
     """The CUDA major version the process uses, from the CUDA DLL names it loads or asks for
     (cudart64_12.dll, cublas64_13.dll): for cuDNN 9, which has one name for every CUDA major."""
-    names = [winpath.basename(n.name) for n in (res.tree.walk() if res.tree else ())] + [m.name for m in process.loaded]
+    names = itertools.chain((winpath.basename(n.name) for n in (res.tree.walk() if res.tree else ())),
+                            (m.name for m in process.iter_loaded()))
     for n in names:
         major = packages.cuda_major_of(n)
         if major is not None:
@@ -219,7 +240,9 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                   if _usable(p, world, process) and winpath.key(p) not in tried_bad]
         for c in copies[:2]:
             out.extend(make_searched(c, name, res, world, process))
-        prov = packages.lookup(name, cuda_major=cuda_major(res, world, process))
+        # (the process's CUDA major matters only for a name several CUDA majors ship: cudnn64_9.dll)
+        ambiguous = len(packages.providers(name)) > 1
+        prov = packages.lookup(name, cuda_major=cuda_major(res, world, process) if ambiguous else None)
         if not copies and prov is not None and prov.kind == "pip" and prov.package:
             folder = install_folder(prov, res, process)
             path = winpath.join(folder, name)
@@ -237,8 +260,21 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             else:
                 out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other))
         elif not copies and not (prov is not None and prov.kind == "pip"):
-            advice = provider_advice(name, prov, process, res)
-            if advice is not None:
+            advice = provider_advice(name, prov, process, res, world)
+            cuda_path = next((v for k, v in process.env.items() if k.upper() == "CUDA_PATH"), "")
+            if advice is not None and prov is not None and prov.kind == "archive" and cuda_path:
+                # NVIDIA's cuDNN archive is unpacked into the CUDA toolkit's folders (its bin into %CUDA_PATH%\bin)
+                path = winpath.join(cuda_path, "bin", name)
+                for step in make_searched(path, name, res, world, process):
+                    out.append(dataclasses.replace(advice, path=path, folder=winpath.dirname(path), then=(step,)))
+            elif advice is not None and prov is not None and prov.kind == "archive" and _top_folder(res):
+                # no toolkit folder: the archive's DLL copied next to the module the call loads
+                dest = _top_folder(res)
+                out.append(dataclasses.replace(
+                    advice, path=winpath.join(dest, name), dest=dest,
+                    instruction=f"Get {prov.component}{' ' + _major(name) if _major(name) else ''} for your CUDA version "
+                                f"from NVIDIA's archive and copy {name} into {dest}"))
+            elif advice is not None:
                 out.append(advice)
     elif cause in ("missing_export", "missing_ordinal"):
         what = leaf.detail
@@ -285,46 +321,61 @@ def _provides(world: World, path: str, leaf: Node) -> bool:
     return True
 
 
-def fixes_for(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+def fixes_for(res: CallResult, world: World, process: ProcessState, snapshot: bool = True) -> list[Fix]:
     """The fixes for a failed call, each re-run through the model (report/verify.py): those that make
-    the call load, ranked, then the advice the model cannot apply. `process`: the state of the call."""
+    the call load, ranked, then the advice the model cannot apply. `process`: the state of the call
+    (copied first unless `snapshot` is False: a copy already, which re-runs copy again)."""
     if leaf_node(res.tree) is None:
         return []
-    sit = verify.Situation(world=world, process=verify.snapshot(process), res=res)
+    sit = verify.Situation(world=world, process=verify.snapshot(process) if snapshot else process, res=res)
     names = (res.leaf.name if res.leaf is not None else "", *(m.name for m in res.also_missing))
     return verify.verify(sit, candidates(sit), candidates, tuple(n for n in names if n))
 
 
 def msvc_runtime_fixes(res: CallResult, world: World, process: ProcessState) -> list[Fix]:
-    """The MSVC-runtime check for 1114: the msvcp140.dll / vcruntime140.dll the call bound to,
-    with their file versions, against the toolset the failing DLL was linked with (its PE
-    linker version, 14.x; 14.40 when unknown, what current PyTorch wheels need)."""
-    out = []
+    """The MSVC-runtime check for 1114: the msvcp140.dll the call bound to, with its file version,
+    against the toolset the failing DLL was linked with (its PE linker version, 14.x; 14.40 when
+    unknown, what current PyTorch wheels need: pytorch#169429). Only msvcp140.dll: vcruntime140.dll's
+    versions (python.org ships its own) are no evidence. When the copy bound is a package's own,
+    loaded first, the fix is to load the failing package first (import_first), with the
+    redistributable too when System32's copy is also old."""
+    out: list[Fix] = []
     need = MSVC_MIN
     leaf = leaf_node(res.tree)
     lf = world.file(leaf.path) if leaf is not None and leaf.path else None
     lv = version_tuple(lf.pe.linker_version) if lf and lf.pe else ()
     if len(lv) == 2 and lv[0] == 14:
         need = lv
-    for rt in ("msvcp140.dll", "vcruntime140.dll"):
-        path = None
-        for n in (res.tree.walk() if res.tree else ()):
-            if winpath.basename(n.name).lower() == rt and n.path:
-                path = n.path
-                break
-        if path is None:
-            m = process.find_loaded_by_name(rt)
-            path = m.path if m else None
-        if path is None:
-            continue
-        facts = world.file(path)
-        ver = facts.pe.file_version if facts and facts.pe else None
-        if ver and version_tuple(ver)[:2] < need:
-            out.append(Fix("vc_redist", "vc_redist", name=rt, path=path, version=ver, need=f"{need[0]}.{need[1]:02d}",
-                           built_with=need != MSVC_MIN and leaf is not None,
-                           leaf=winpath.basename(leaf.name) if leaf is not None else "",
-                           arch="x86" if process.machine == "x86" else "x64"))
-    return out
+    rt = "msvcp140.dll"
+    path = None
+    for n in (res.tree.walk() if res.tree else ()):
+        if winpath.basename(n.name).lower() == rt and n.path:
+            path = n.path
+            break
+    if path is None:
+        m = process.find_loaded_by_name(rt)
+        path = m.path if m else None
+    if path is None:
+        return out
+    facts = world.file(path)
+    ver = facts.pe.file_version if facts and facts.pe else None
+    if not ver or version_tuple(ver)[:2] >= need:
+        return out
+    arch = "x86" if process.machine == "x86" else "x64"
+    need_s = f"{need[0]}.{need[1]:02d}"
+    leaf_name = winpath.basename(leaf.name) if leaf is not None else ""
+    system = winpath.join(world.system.system32, rt)
+    sys_facts = world.file(system)
+    sys_ver = sys_facts.pe.file_version if sys_facts and sys_facts.pe else None
+    redist = Fix("vc_redist", "vc_redist", name=rt, path=path, version=ver, need=need_s,
+                 built_with=need != MSVC_MIN and leaf is not None, leaf=leaf_name, arch=arch)
+    if winpath.same(path, system):
+        return [redist]
+    first = Fix("import_order", "import_first", name=rt, bound=path, leaf=leaf_name,
+                module=res.origin_package or (leaf_name.rsplit(".", 1)[0]), python=is_python(process, res))
+    if sys_ver and version_tuple(sys_ver)[:2] >= need:
+        return [first]
+    return [dataclasses.replace(redist, then=(first,))]
 
 
 def find_close_names(res: CallResult, world: World, process: ProcessState) -> list[Elsewhere]:
@@ -347,6 +398,7 @@ def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
     if res.error and res.tree is not None:
         res.found_elsewhere = find_elsewhere(res, world, process)
         res.close_names = find_close_names(res, world, process)
-        res.also_missing = verify.also_missing(verify.Situation(world=world, process=verify.snapshot(process), res=res))
-        res.fixes = fixes_for(res, world, process)
+        snap = verify.snapshot(process)
+        res.also_missing = verify.also_missing(verify.Situation(world=world, process=snap, res=res))
+        res.fixes = fixes_for(res, world, snap, snapshot=False)
     return res

@@ -112,8 +112,9 @@ class Situation:
 
 
 def snapshot(process: ProcessState) -> ProcessState:
-    """The process as it is now, for re-runs (ProcessState.copy keeps what the loader reads)."""
-    return process.copy()
+    """The process as it is now, for re-runs: a fork (ProcessState.fork), valid until the process
+    makes its next call; every re-run forks it again."""
+    return process.fork()
 
 
 # --- applying a fix ---------------------------------------------------------------------------------------------
@@ -121,7 +122,11 @@ def applies(fix: Fix) -> bool:
     """Whether the model can apply this fix and re-run the call (model.APPLIED_ACTIONS)."""
     if fix.action == "flags":  # a full path the model knows, or dropping 0x8
         return fix.reason == "altered_with_search_flags" or bool(fix.path)
-    return fix.action in APPLIED_ACTIONS and fix.action not in ("vc_redist", "use_build", "install", "path_or_copy")
+    if fix.action == "install":  # an installer whose file lands where the model knows (System32)
+        return bool(fix.path)
+    if fix.action == "use_64bit_python":
+        return True
+    return fix.action in APPLIED_ACTIONS and fix.action not in ("use_build", "path_or_copy")
 
 
 @dataclass
@@ -161,6 +166,21 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
         a.world.add(dataclasses.replace(src, path=dest) if src is not None else stand_in(dest, p.machine))
     elif act == "install_package":
         a.world.add(stand_in(winpath.join(fix.folder, fix.name), p.machine))
+    elif act == "install":
+        if fix.path:
+            a.world.add(stand_in(fix.path, p.machine))
+    elif act == "use_64bit_python":
+        p.machine = fix.other_machine
+    elif act == "vc_redist":  # the redistributable puts a current copy in System32
+        path = winpath.join(a.world.system.system32, fix.name)
+        have = a.world.file(path)
+        version = f"{fix.need}.0.0"
+        if have is not None and have.pe is not None:
+            a.world.add(dataclasses.replace(have, pe=dataclasses.replace(have.pe, file_version=version)))
+        else:
+            f = stand_in(path, p.machine)
+            assert f.pe is not None
+            a.world.add(dataclasses.replace(f, pe=dataclasses.replace(f.pe, file_version=version)))
     elif act == "change_flags":
         a.flags = fix.flags
     elif act == "flags":
@@ -170,7 +190,10 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
             a.name = fix.path
     elif act == "activate_conda":
         p.path = [winpath.join(fix.folder, "Library", "bin"), fix.folder, *p.path]
-    elif act == "import_first":
+    elif act == "import_first":  # what loads `bound` now comes after the call: it is not loaded yet
+        old_copy = p.find_loaded_by_path(fix.bound) if fix.bound else None
+        if old_copy is not None:
+            p.remove_loaded(old_copy)
         if fix.path:
             a.preloads.append((fix.path, LOAD_WITH_ALTERED_SEARCH_PATH))
     elif act == "package_mechanism":
@@ -182,7 +205,7 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
 
 def prepared(sit: Situation, fix: Optional[Fix] = None) -> _Applied:
     """Copies of the world and the process with the situation's steps and `fix` applied."""
-    a = _Applied(HypotheticalWorld(sit.world, sit.added), sit.process.copy())
+    a = _Applied(HypotheticalWorld(sit.world, sit.added), sit.process.fork())
     for step in sit.steps:
         _apply_one(step, a, sit)
     if fix is not None:
@@ -292,6 +315,9 @@ def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[st
             done.append((1 + len(fix.then), order, dataclasses.replace(
                 fix, verified=True, outcome=Outcome(0), covers=fix.covers or _covered(names, r))))
             continue
+        if same_failure(r, sit.res) and _unknowable(sit, r):
+            advice.append(fix)  # the model cannot tell: kept, not checked
+            continue
         if same_failure(r, sit.res) or depth + 1 >= MAX_STEPS or r.leaf is None:
             continue
         after = dataclasses.replace(sit, steps=(*sit.steps, fix))
@@ -313,6 +339,15 @@ def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[st
             partial.append(dataclasses.replace(fix, verified=False, outcome=outcome_of(r), covers=_covered(names, r)))
     done.sort(key=lambda t: (t[0], t[1]))
     return [f for _, _, f in done] + (partial if not done else []) + advice
+
+
+def _unknowable(sit: Situation, r: CallResult) -> bool:
+    """A DllMain failure whose cause is in no file the model knows (a trace records only that it
+    failed: FileFacts.dllmain_fails): whether a fix would help, the model cannot tell."""
+    if r.leaf is None or r.leaf.cause != "init_failed" or not r.leaf.path:
+        return False
+    f = sit.world.file(r.leaf.path)
+    return f is not None and f.dllmain_fails
 
 
 def _key(f: Fix) -> tuple:

@@ -155,6 +155,97 @@ class ProcessState:
             package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
         )
 
+    def iter_loaded(self) -> Iterable[LoadedModule]:
+        """The loaded modules, in load order, to read (not to change)."""
+        return iter(self.loaded)
+
+    def fork(self) -> "ProcessState":
+        """A copy that shares this state's loaded-module list until it changes it (ForkedProcessState):
+        O(1), for the model's re-runs of a failed call (report/verify.py). Valid while this state does
+        not change: use it and drop it before the next call."""
+        return ForkedProcessState(self)
+
+
+class ForkedProcessState(ProcessState):
+    """A ProcessState over another one's loaded modules, copy on write: a module it finds there is
+    cloned the first time (the loader changes refcounts and flags of the modules it binds to), and
+    what it adds or removes stays here. The base is never changed."""
+
+    def __init__(self, base: ProcessState):
+        self.exe, self.cwd, self.path = base.exe, base.cwd, list(base.path)
+        self.dll_directory, self.dll_directories = base.dll_directory, list(base.dll_directories)
+        self.default_dirs, self.machine, self.python, self.env = base.default_dirs, base.machine, base.python, dict(base.env)
+        self.packaged, self.package_graph = base.packaged, list(base.package_graph)
+        self.launcher, self.conda_prefix = base.launcher, base.conda_prefix
+        self._base = base
+        self._clones: dict[int, LoadedModule] = {}  # id(base module) -> its clone
+        self._gone: set[int] = set()  # ids of base modules removed here
+        self._added: list[LoadedModule] = []
+
+    def _clone(self, m: Optional[LoadedModule]) -> Optional[LoadedModule]:
+        if m is None or id(m) in self._gone:
+            return None
+        c = self._clones.get(id(m))
+        if c is None:
+            c = LoadedModule(m.path, m.refcount, m.origin, list(m.deps), m.initialized)
+            self._clones[id(m)] = c
+        return c
+
+    @property
+    def loaded(self) -> list[LoadedModule]:  # (a new list: change it through add_loaded / remove_loaded)
+        out = [self._clone(m) for m in self._base.loaded]
+        return [m for m in out if m is not None] + self._added
+
+    @loaded.setter
+    def loaded(self, value: list[LoadedModule]) -> None:
+        raise AttributeError("a forked process state's loaded list changes through add_loaded / remove_loaded")
+
+    def iter_loaded(self) -> Iterable[LoadedModule]:
+        for m in self._base.iter_loaded():
+            if id(m) not in self._gone:
+                yield self._clones.get(id(m), m)
+        yield from self._added
+
+    def add_loaded(self, m: LoadedModule) -> None:
+        self._added.append(m)
+
+    def remove_loaded(self, m: LoadedModule) -> None:
+        for i, x in enumerate(self._added):
+            if x is m:
+                del self._added[i]
+                return
+        for bid, c in self._clones.items():
+            if c is m:
+                self._gone.add(bid)
+                return
+
+    def _find(self, base_hit: Optional[LoadedModule], same) -> Optional[LoadedModule]:
+        hit = self._clone(base_hit)
+        if hit is not None:
+            return hit
+        if base_hit is not None:  # removed here: the next one of the base, then what was added here
+            for m in self._base.loaded:
+                if id(m) not in self._gone and same(m):
+                    return self._clone(m)
+        return next((m for m in self._added if same(m)), None)
+
+    def find_loaded_by_name(self, name: str) -> Optional[LoadedModule]:
+        n = winpath.basename(name).lower()
+        return self._find(self._base.find_loaded_by_name(name), lambda m: m.name == n)
+
+    def find_loaded_by_path(self, path: str) -> Optional[LoadedModule]:
+        k = winpath.key(path)
+        return self._find(self._base.find_loaded_by_path(path), lambda m: winpath.key(m.path) == k)
+
+    def copy(self) -> "ProcessState":
+        return ProcessState(
+            exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
+            dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
+            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.loaded],
+            machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
+            package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
+        )
+
 
 class World(Protocol):
     """What the simulator may ask. Paths are absolute Windows paths; comparisons are case-insensitive."""

@@ -13,7 +13,7 @@ the rule that produced it, what was there, the module chosen and its imports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional, Union, cast, get_args, overload
+from typing import Iterable, Literal, Optional, Union, cast, overload
 
 from dlltrace import winpath
 from dlltrace.loader.windows import rules
@@ -25,6 +25,8 @@ from dlltrace.model import (
     ERROR_INVALID_PARAMETER,
     LOAD_WITH_ALTERED_SEARCH_PATH,
     CallOp,
+    PythonExtraOp,
+    WindowsExtraOp,
     LoadOp,
     OriginKind,
     ResultOp,
@@ -43,15 +45,6 @@ from dlltrace.model import (
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
-# Calls a scenario can make beyond model.CallOp (model.py does not list them yet): a Windows call
-# and a delay-load import's first call (Simulator.do), and Python's ctypes.util.find_library
-# (emulate/python.py). Their results, when they have one, carry the op as it is.
-WindowsExtraOp = Literal["SetEnvironmentVariable", "delay_load"]
-PythonExtraOp = Literal["ctypes_find_library"]
-WINDOWS_EXTRA_OPS: tuple[WindowsExtraOp, ...] = get_args(WindowsExtraOp)
-PYTHON_EXTRA_OPS: tuple[PythonExtraOp, ...] = get_args(PythonExtraOp)
-
-
 class CallError(DlltraceError):
     """A call the process cannot make as written (a run-time load `by` a DLL that is not loaded):
     one line, exit code 2. `place` is the key it is about (`call[4].by`)."""
@@ -66,7 +59,7 @@ class Call:
     """One call a program makes (see docs/scenarios.md for each op's fields; the Python ops'
     fields, module to label, are used by emulate/python.py)."""
 
-    op: Union[CallOp, WindowsExtraOp, PythonExtraOp]
+    op: CallOp
     name: str = ""
     flags: int = 0
     path: Optional[str] = None
