@@ -126,6 +126,8 @@ def _old_style(line: str) -> str:
         return "success"
     if s in ("Fix", "Found elsewhere") or s.startswith("Where Windows looked") or line.startswith("dlltrace ─"):
         return "heading"
+    if s.startswith("Also missing — you would hit these next"):  # (a section added since: the same rule)
+        return "heading"
     if s.startswith("The model and the real loader disagree"):
         return "disagreement"
     if s.startswith("Probed, absent, the program went on"):

@@ -536,7 +536,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return "Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)"
     if a == "use_build":
         article = "an" if f.other_machine[:1] in ("a", "x") else "a"
-        return f"Use the {f.machine} build of {f.name}, or {article} {f.other_machine} Python"
+        return f"Use the {f.machine} build of {f.name}, or {article} {f.other_machine} " + ("Python" if f.python else "build of the program")
     if a == "reinstall":
         return f"{f.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it"
     if a in ("preload", "update_loaded"):

@@ -61,10 +61,10 @@ def key(path: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def join(folder: str, *names: str) -> str:
-    for name in names:
-        folder = folder.rstrip("\\/") + "\\" + name.strip("\\/")
-    return normalize(folder)
+def join(folder: str, name: str, *more: str) -> str:
+    if more:
+        return join(join(folder, name), *more)
+    return normalize(folder.rstrip("\\/") + "\\" + name)
 
 
 @lru_cache(maxsize=65536)

@@ -99,13 +99,14 @@ def is_python(process: ProcessState, res: Optional[CallResult] = None) -> bool:
 
 def package_roots(res: CallResult, process: ProcessState) -> tuple[str, list[str]]:
     """(prefix, [site-packages folders]) of the process: sys.prefix is python.exe's folder (a venv's
-    root when python.exe is in Scripts); site-packages are those on the paths the call and the process
-    touch, else prefix\\Lib\\site-packages."""
+    root when python.exe is in Scripts); site-packages are those on the paths of the call (its name,
+    its modules, the DLL that made a run-time load), else prefix\\Lib\\site-packages."""
     exe_dir = winpath.dirname(process.exe)
     prefix = winpath.dirname(exe_dir) if winpath.basename(exe_dir).lower() == "scripts" else exe_dir
     sites: list[str] = []
+    by = process.find_loaded_by_name(res.origin_module) if res.origin_kind == "runtime" and res.origin_module else None
     paths = itertools.chain([res.name], (n.path or "" for n in (res.tree.walk() if res.tree else ())),
-                            (m.path for m in process.iter_loaded()))
+                            [by.path] if by is not None else [])
     for p in paths:
         i = p.lower().find("\\site-packages\\")
         if i >= 0:
@@ -258,7 +259,8 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             if is_python(process) and process.machine == "x86" and other == "x64":
                 out.append(Fix("python_bitness", "use_64bit_python", name=name, machine=process.machine, other_machine=other))
             else:
-                out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other))
+                out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other,
+                               python=is_python(process, res)))
         elif not copies and not (prov is not None and prov.kind == "pip"):
             advice = provider_advice(name, prov, process, res, world)
             cuda_path = next((v for k, v in process.env.items() if k.upper() == "CUDA_PATH"), "")

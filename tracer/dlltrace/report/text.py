@@ -171,6 +171,9 @@ def unexplained_starts(trace: Trace) -> list[str]:
     return out
 
 
+MAX_EXPLAINED = 25  # failures explained in full in the text report (the rest get a line each; --all: all)
+
+
 def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
                 saved: bool = False) -> str:
     """The terminal report; `saved`: at the end of `dlltrace run`, whose trace was just saved."""
@@ -198,11 +201,20 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replaye
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
+    shown = 0
+    rest: list[Incident] = []
     for inc in incs:
         if inc.went_on and not everything:
             continue  # listed apart below
+        if shown >= MAX_EXPLAINED and not everything:
+            rest.append(inc)  # a line each below: a report of hundreds of explained failures is read by nobody
+            continue
+        shown += 1
         lines.append("")
         lines.extend(incident_blocks(inc, trace))
+    if rest:
+        lines += ["", Styled(f"{plural(len(rest), 'more failed load')} (--all explains every one)", "failure")]
+        lines += [apart_line(i, trace) for i in rest]
     if apart and not everything:
         lines += ["", Styled("Probed, absent, the program went on (not failures: no fix needed; --all explains them)",
                              "went_on")]

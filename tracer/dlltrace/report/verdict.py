@@ -220,11 +220,18 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
     code = trace.exit_code(pid)
     exc_event = next(reversed(list(trace.of("py_exception", pid=pid))), None)
     exc = PyException.from_event(exc_event) if exc_event else None
-    later_ok = [r for r in replays if not r.failed]
+    # the loads that succeeded, by file name (of the name asked and of the path loaded): a failure is
+    # compared with those of its own name only (a scan of every load per failure was quadratic)
+    ok_by_name: dict[str, list[Replayed]] = {}
+    for r in replays:
+        if not r.failed:
+            for n in {winpath.basename(r.load.name or "").lower(), winpath.basename(r.load.path or "").lower()} - {""}:
+                ok_by_name.setdefault(n, []).append(r)
     candidates: list[Replayed] = []
     for r in replays:
         if not r.failed and not r.result.error:
             continue  # a load that succeeded, and the model agrees: no verdict needed
+        later_ok = ok_by_name.get(winpath.basename(r.load.name or "").lower(), [])
         v = rule_could_not_start(r) or rule_real_load_succeeded(r) or rule_exit_zero(code) or rule_retried_ok(r, later_ok)
         if v is not None:
             out[key(r)] = v

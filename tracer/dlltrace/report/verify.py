@@ -124,9 +124,9 @@ def applies(fix: Fix) -> bool:
         return fix.reason == "altered_with_search_flags" or bool(fix.path)
     if fix.action == "install":  # an installer whose file lands where the model knows (System32)
         return bool(fix.path)
-    if fix.action == "use_64bit_python":
-        return True
-    return fix.action in APPLIED_ACTIONS and fix.action not in ("use_build", "path_or_copy")
+    if fix.action in ("use_64bit_python", "use_build"):  # (re-run as a process of the DLL's machine)
+        return bool(fix.other_machine)
+    return fix.action in APPLIED_ACTIONS and fix.action != "path_or_copy"
 
 
 @dataclass
@@ -169,7 +169,7 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
     elif act == "install":
         if fix.path:
             a.world.add(stand_in(fix.path, p.machine))
-    elif act == "use_64bit_python":
+    elif act in ("use_64bit_python", "use_build"):
         p.machine = fix.other_machine
     elif act == "vc_redist":  # the redistributable puts a current copy in System32
         path = winpath.join(a.world.system.system32, fix.name)
@@ -279,7 +279,12 @@ def also_missing(sit: Situation) -> list[AlsoMissing]:
     last = res
     for _ in range(MAX_ALSO_MISSING):
         assert last.leaf is not None
-        added.append(stand_in(winpath.join(system32, last.leaf.name), sit.process.machine))
+        # the leaf made loadable: a copy the world has elsewhere (its own imports are then followed),
+        # else a stand-in
+        spot = winpath.join(system32, last.leaf.name)
+        real = next((f for p in sit.world.files_named(last.leaf.name) if (f := sit.world.file(p)) is not None
+                     and f.pe is not None and f.pe.machine == sit.process.machine and f.error is None), None)
+        added.append(dataclasses.replace(real, path=spot) if real is not None else stand_in(spot, sit.process.machine))
         r = rerun(dataclasses.replace(sit, added=tuple(added)), None)
         if not r.error or r.leaf is None or r.leaf.cause not in ("not_found", "bad_machine", "not_pe"):
             break

@@ -1,0 +1,252 @@
+"""Fix verification (report/verify.py) and fix generation (report/explain.py): every fix is re-run
+through the model before it is offered; every missing DLL is named at once. A test each, named
+after the rule it checks; the done-when test walks every fixture scenario and trace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlltrace import winpath
+from dlltrace.loader.windows.engine import Simulator
+from dlltrace.report import verify
+from dlltrace.report.explain import explain
+from dlltrace.worlds.world import LoadedModule, ProcessState
+from simhelp import scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SP = "C:\\venv\\Lib\\site-packages"
+PY = {"exe": "C:\\venv\\Scripts\\python.exe", "python": "3.11.7"}
+
+
+def failed(results):
+    return next(r for r in reversed(results) if r.error and r.tree is not None)
+
+
+def actions(res):
+    return [f.action for f in res.fixes]
+
+
+def rerun_loads(res, sc, fix) -> bool:
+    """Apply the fix to a fresh copy of the scenario's state before the failing call, re-run: does it load?"""
+    sim = sc.simulator(explain=False)
+    # re-create the state the failing call saw: every call before it
+    before = []
+    for r in sc.calls:
+        before.append(r)
+    results = sim.run(sc.calls[:-1])
+    sit = verify.Situation(world=sc.world, process=sim.process.fork(), res=res)
+    return verify.rerun(sit, fix).error == 0 and bool(results is not None)
+
+
+# --- fixes follow how the load searches -----------------------------------------------------------------------------
+def test_rule_add_dll_directory_only_where_the_load_searches_user_dirs():
+    """A plain LoadLibraryA of a bare name (CTranslate2 loading cuBLAS at run time) never searches
+    AddDllDirectory folders: os.add_dll_directory is not offered; PATH and a full-path preload are."""
+    cub = SP + "\\nvidia\\cublas\\bin\\cublas64_12.dll"
+    sc = scenario(files=[cub, SP + "\\pkg\\host.dll"], calls=[
+        {"op": "LoadLibraryExW", "name": SP + "\\pkg\\host.dll", "flags": 0x1100},
+        {"op": "LoadLibraryA", "name": "cublas64_12.dll", "by": "host.dll"}], **PY)
+    res = failed(sc.run())
+    assert res.error == 126 and "add_dll_directory" not in actions(res)
+    assert actions(res)[:2] == ["path_prepend", "preload_path"]
+    assert all(f.verified for f in res.fixes[:2])
+    # and for the same file with 0x1100, os.add_dll_directory comes first and PATH is not offered
+    sc2 = scenario(files=[cub, SP + "\\pkg\\ext.pyd"],
+                   calls=[{"op": "python_import", "module": "pkg.ext", "path": SP + "\\pkg\\ext.pyd"}], **PY)
+    sc2.world.file(SP + "\\pkg\\ext.pyd")  # (exists)
+    ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["cublas64_12.dll"]}
+    res2 = failed(scenario(files=[cub, ext], calls=sc2.source["call"], **PY).run())
+    assert actions(res2)[0] == "add_dll_directory" and res2.fixes[0].verified
+    assert "path_prepend" not in actions(res2)
+
+
+def test_rule_no_os_add_dll_directory_before_python_3_8():
+    ext = {"path": "C:\\Python37\\Lib\\site-packages\\pkg\\ext.pyd", "imports": ["dep.dll"]}
+    res = failed(scenario(files=[ext, "C:\\deps\\dep.dll"], exe="C:\\Python37\\python.exe", python="3.7.6",
+                          calls=[{"op": "python_import", "module": "pkg.ext", "path": ext["path"]}]).run())
+    assert res.error == 126
+    assert "add_dll_directory" not in actions(res)  # Python 3.7 has no os.add_dll_directory
+    assert res.fixes and res.fixes[0].verified
+
+
+def test_rule_no_python_words_for_a_program_that_is_not_python():
+    res = failed(scenario(files=[{"path": "C:\\app\\a.dll", "imports": ["b.dll"]}, "C:\\deps\\b.dll"],
+                          calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\a.dll", "flags": 0x1100}]).run())
+    texts = " ".join(f.text for f in res.fixes)
+    assert res.fixes and res.fixes[0].verified
+    assert "os.add_dll_directory" not in texts and "ctypes" not in texts and "os.environ" not in texts
+    assert 'AddDllDirectory(L"C:\\deps")' in res.fixes[0].text
+
+
+def test_rule_never_offer_what_the_process_already_did():
+    """A folder the program added already, or one already on PATH, is not proposed again (before any
+    re-run: the candidates themselves)."""
+    from dlltrace.report.explain import make_searched
+
+    ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["dep.dll"]}
+    sc = scenario(files=[ext, "C:\\deps\\dep.dll"], **PY,
+                  calls=[{"op": "python_import", "module": "pkg.ext", "path": ext["path"]}])
+    res = failed(sc.run())
+    fresh = [f.action for f in make_searched("C:\\deps\\dep.dll", "dep.dll", res, sc.world, sc.process)]
+    assert fresh[:2] == ["add_dll_directory", "path_prepend"]
+    did = sc.process.copy()
+    did.dll_directories.append(("C:\\deps", "os.add_dll_directory"))
+    did.path.insert(0, "C:\\DEPS")
+    again = [f.action for f in make_searched("C:\\deps\\dep.dll", "dep.dll", res, sc.world, did)]
+    assert "add_dll_directory" not in again and "path_prepend" not in again and "preload_path" in again
+
+
+def test_rule_a_fix_is_offered_only_if_the_rerun_loads():
+    """Every fix marked verified loads when applied alone to a fresh copy and re-run; a fix that does
+    not help is not offered."""
+    ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["dep.dll"]}
+    sc = scenario(files=[ext, "C:\\deps\\dep.dll"], path=["C:\\deps"], **PY,
+                  calls=[{"op": "python_import", "module": "pkg.ext", "path": ext["path"]}])
+    res = failed(sc.run())
+    assert res.fixes
+    for f in res.fixes:
+        assert f.verified is True
+        assert rerun_loads(res, sc, f), f.text
+    # PATH: on PATH already, and 0x1100 does not search it
+    assert "path_prepend" not in actions(res)
+
+
+def test_rule_a_fix_that_moves_the_failure_gets_its_next_steps():
+    """Copying cublas64_12.dll next to the extension moves the failure to cublasLt64_12.dll (next to
+    the original): the copy fix is completed with a second copy, and it covers both."""
+    cuda = "C:\\CUDA\\v12.1\\bin"
+    ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["cublas64_12.dll"]}
+    res = failed(scenario(files=[ext, {"path": cuda + "\\cublas64_12.dll", "imports": ["cublasLt64_12.dll"]},
+                                 cuda + "\\cublasLt64_12.dll"], **PY,
+                          calls=[{"op": "python_import", "module": "pkg.ext", "path": ext["path"]}]).run())
+    copy = next(f for f in res.fixes if f.action == "copy_file")
+    assert copy.verified and [s.action for s in copy.then] == ["copy_file"]
+    assert winpath.basename(copy.then[0].path) == "cublasLt64_12.dll"
+    assert set(n.lower() for n in copy.covers) >= {"cublas64_12.dll"}
+    assert res.fixes.index(copy) > 0  # a one-step fix first
+
+
+def test_rule_every_missing_dll_at_once():
+    """torch_cpu.dll loaded with flags 0 from elsewhere misses c10, fbgemm, asmjit and libiomp5md: the
+    first is the leaf, the rest are listed (also_missing), and the first fix covers them all."""
+    lib = SP + "\\torch\\lib"
+    files = [{"path": lib + "\\torch_cpu.dll", "imports": ["c10.dll", "fbgemm.dll", "libiomp5md.dll"]},
+             lib + "\\c10.dll", {"path": lib + "\\fbgemm.dll", "imports": ["asmjit.dll"]}, lib + "\\asmjit.dll",
+             lib + "\\libiomp5md.dll"]
+    res = failed(scenario(files=files, **PY, calls=[{"op": "SetDefaultDllDirectories", "flags": 0x1000},
+                                                    {"op": "LoadLibraryExW", "name": lib + "\\torch_cpu.dll", "flags": 0}]).run())
+    assert res.leaf.name.lower() == "c10.dll"
+    assert [m.name.lower() for m in res.also_missing] == ["fbgemm.dll", "asmjit.dll", "libiomp5md.dll"]
+    assert res.also_missing[1].needed_by.lower() == "fbgemm.dll"
+    first = res.fixes[0]
+    assert first.verified and first.action == "add_dll_directory" and winpath.same(first.folder, lib)
+    assert {n.lower() for n in first.covers} == {"c10.dll", "fbgemm.dll", "asmjit.dll", "libiomp5md.dll"}
+
+
+def test_rule_install_only_what_is_not_installed():
+    """cublasLt64_13.dll nowhere: install nvidia-cublas (CUDA 13's name, not the -cu13 placeholder), which
+    puts it in nvidia\\cu13\\bin\\x86_64, then make that folder searched; installed there already: no
+    install, the folder is found (the CUDA 13 layout)."""
+    ext = {"path": SP + "\\onnxruntime\\capi\\prov.dll", "imports": ["cublasLt64_13.dll"]}
+    calls = [{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x8}]
+    res = failed(scenario(files=[ext], **PY, calls=calls).run())
+    inst = [f for f in res.fixes if f.action == "install_package"]
+    assert inst and inst[0].package == "nvidia-cublas" and inst[0].verified
+    assert winpath.same(inst[0].folder, SP + "\\nvidia\\cu13\\bin\\x86_64") and inst[0].then
+    assert "add_dll_directory" not in [s.action for f in inst for s in f.then]  # 0x8 never searches user dirs
+    cu13 = SP + "\\nvidia\\cu13\\bin\\x86_64\\cublasLt64_13.dll"
+    res2 = failed(scenario(files=[ext, cu13], **PY, calls=calls).run())
+    assert "install_package" not in actions(res2)
+    assert any(winpath.same(f.path, cu13) for f in res2.fixes if f.verified)
+    assert res2.found_elsewhere and winpath.same(res2.found_elsewhere[0].path, cu13)
+
+
+def test_rule_driver_windows_and_python_dlls_get_no_pip_package():
+    for name, words in (("nvcuda.dll", "NVIDIA display driver"), ("python311.dll", "Python interpreter"),
+                        ("dxcore.dll", "part of Windows")):
+        ext = {"path": "C:\\app\\x.dll", "imports": [name]}
+        res = failed(scenario(files=[ext], **PY, calls=[{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x1100}]).run())
+        assert res.fixes and words in res.fixes[0].text, (name, res.fixes[0].text)
+        assert "pip install" not in " ".join(f.text for f in res.fixes)
+    # the driver lands in System32: the model can check it
+    ext = {"path": "C:\\app\\x.dll", "imports": ["nvcuda.dll"]}
+    res = failed(scenario(files=[ext], **PY, calls=[{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x1100}]).run())
+    assert res.fixes[0].verified is True
+
+
+def test_rule_torch_retry_is_part_of_the_rerun():
+    """A torch\\lib DLL whose dependency is only on PATH: torch's 0x1100 fails, its LoadLibraryW retry
+    (torch's folders in front of PATH) finds it; a fix is re-run through both attempts."""
+    lib = SP + "\\torch\\lib"
+    files = [{"path": lib + "\\a.dll", "imports": ["dep.dll"]}, "C:\\deps\\dep.dll"]
+    res = failed(scenario(files=files, **PY, calls=[{"op": "torch_load_dll_libraries", "torch_lib": lib,
+                                                     "dlls": ["a.dll"]}]).run())
+    assert res.fixes and res.fixes[0].verified
+    sit_res = res
+    assert sit_res.origin_kind in ("torch", "torch_retry")
+
+
+def test_fork_leaves_the_process_state_unchanged():
+    """Re-runs work on a fork of the process state (copy on write): what they load, bind to or unload
+    stays in the fork."""
+    from simhelp import scenario as sc_
+    sc = sc_(files=[{"path": "C:\\app\\a.dll", "imports": ["b.dll"]}, "C:\\app\\b.dll"],
+             calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\b.dll", "flags": 0}])
+    sim = sc.simulator(explain=False)
+    sim.run(sc.calls)
+    base = sim.process
+    b = base.find_loaded_by_name("b.dll")
+    refs, n = b.refcount, len(base.loaded)
+    fork = base.fork()
+    Simulator(sc.world, fork).load_library("C:\\app\\a.dll", 0)
+    assert fork.find_loaded_by_name("a.dll") is not None and fork.find_loaded_by_name("b.dll").refcount == refs + 1
+    assert b.refcount == refs and len(base.loaded) == n and base.find_loaded_by_name("a.dll") is None
+    fork.remove_loaded(fork.find_loaded_by_name("b.dll"))
+    assert fork.find_loaded_by_name("b.dll") is None and base.find_loaded_by_name("b.dll") is b
+    assert [m.name for m in fork.iter_loaded()] == [m.name for m in fork.loaded]
+
+
+# --- done when: every fixture's first fix is verified ----------------------------------------------------------------
+SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml"))
+TRACES = sorted((ROOT / "fixtures" / "traces").glob("*.jsonl"))
+# The one case whose first fix the model cannot check, and why: S9's DllMain fails on a CPU without
+# AVX, a cause in no file; every fix the model can apply was re-run and none helps (asserted below).
+NOT_CHECKABLE = {"s9"}
+
+
+def _first_fix_problem(calls: list, case: str):
+    failing = [c for c in calls if c.get("fixes")]
+    assert failing, f"{case}: no failed call with a fix"
+    for c in failing:
+        first = c["fixes"][0]
+        if case in NOT_CHECKABLE:
+            if first["verified"] is not None or any(f["verified"] for f in c["fixes"]):
+                return f"{case}: expected no checkable fix, got {first}"
+            continue
+        if first["verified"] is not True or first["outcome"]["error"] != 0:
+            return f"{case} call {c['index']}: first fix not verified: {first['text']} ({first['verified']}, {first['outcome']})"
+    return None
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_scenario_first_fix_is_verified(path, dlltrace_cli):
+    r = dlltrace_cli("simulate", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    problem = _first_fix_problem(json.loads(r.stdout)["calls"], path.stem)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_every_trace_first_fix_is_verified(path, dlltrace_cli):
+    r = dlltrace_cli("report", str(path), "--json")
+    rep = json.loads(r.stdout)
+    fatal = [c for c in rep["calls"] if c["index"] in rep["failed"]]
+    problem = _first_fix_problem(fatal, path.stem)
+    if path.stem == "s4":  # a trace records only that c10.dll's DllMain failed: fixes kept, not checked
+        assert problem and "not verified" in problem and fatal[0]["fixes"][0]["verified"] is None
+        return
+    assert problem is None, problem
