@@ -250,3 +250,34 @@ def test_every_trace_first_fix_is_verified(path, dlltrace_cli):
         assert problem and "not verified" in problem and fatal[0]["fixes"][0]["verified"] is None
         return
     assert problem is None, problem
+
+
+def test_rule_onnxruntime_preload_dlls_is_offered_first():
+    """onnxruntime's CUDA provider (loaded with 0x8 by full path) misses cuBLAS 13, installed in CUDA 13's
+    wheel folder: the package's own preload_dlls() loads it by full path: offered first, and verified."""
+    capi = SP + "\\onnxruntime\\capi"
+    cu13 = SP + "\\nvidia\\cu13\\bin\\x86_64"
+    prov = {"path": capi + "\\onnxruntime_providers_cuda.dll", "imports": ["cublasLt64_13.dll", "cublas64_13.dll"]}
+    res = failed(scenario(files=[prov, cu13 + "\\cublasLt64_13.dll", cu13 + "\\cublas64_13.dll"], **PY,
+                          calls=[{"op": "LoadLibraryExW", "name": prov["path"], "flags": 0x8}]).run())
+    first = res.fixes[0]
+    assert first.action == "package_mechanism" and first.call == "onnxruntime.preload_dlls()" and first.verified
+    assert {winpath.basename(p) for p in first.files} == {"cublasLt64_13.dll", "cublas64_13.dll"}
+    assert "add_dll_directory" not in actions(res)  # 0x8 with a full path: user dirs are not searched
+
+
+def test_rule_ctranslate2_cublas_loader():
+    """ctranslate2.dll's cuBLAS loader sets SetDllDirectoryA(%CUDA_PATH%\\bin) before its LoadLibraryA: a
+    CUDA_PATH fix is re-run that way (and loads), and is offered after PATH and a preload."""
+    from dlltrace.model import CallResult
+    assert verify.rule_ctranslate2_cublas_loader(CallResult(0, "LoadLibraryA", origin_kind="runtime",
+                                                            origin_module="ctranslate2.dll"), "cublas64_12.dll")
+    assert not verify.rule_ctranslate2_cublas_loader(CallResult(0, "LoadLibraryA", origin_kind="runtime",
+                                                                origin_module="other.dll"), "cublas64_12.dll")
+    res = failed(scenario(files=[SP + "\\ctranslate2\\ctranslate2.dll", SP + "\\nvidia\\cublas\\bin\\cublas64_12.dll"], **PY,
+                          calls=[{"op": "LoadLibraryExW", "name": SP + "\\ctranslate2\\ctranslate2.dll", "flags": 0x1100},
+                                 {"op": "LoadLibraryA", "name": "cublas64_12.dll", "by": "ctranslate2.dll"}]).run())
+    env = next(f for f in res.fixes if f.action == "set_env")
+    assert env.variable == "CUDA_PATH" and winpath.same(env.value, SP + "\\nvidia\\cublas") and env.verified
+    assert actions(res).index("set_env") > actions(res).index("path_prepend")
+    assert "add_dll_directory" not in actions(res)

@@ -490,6 +490,7 @@ class Fix:
     flags: Optional[int] = None  # change_flags: the flags to pass
     module: str = ""  # import_first: the module to import first
     call: str = ""  # package_mechanism: the call to make ("onnxruntime.preload_dlls()")
+    files: tuple[str, ...] = ()  # package_mechanism: the files that call loads by full path
     python: bool = True  # the process is Python: the words give Python code (False: Win32 calls, PATH)
     then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
     covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)
@@ -543,7 +544,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         by = f" ({f.loaded_by})" if f.loaded_by else ""
         if a == "preload":
             return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}; the matching copy is {f.path}: "
-                    f"load it first (before whatever loads {f.bound}), or update or remove the old copy")
+                    f"load it first (before whatever loads {f.bound}), or update or remove the copy loaded first")
         return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}: find what loads that copy "
                 "first and update it")
     if a == "install_matching":

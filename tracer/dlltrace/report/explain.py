@@ -166,6 +166,43 @@ def make_searched(copy: str, name: str, res: CallResult, world: World, process: 
     return out
 
 
+# onnxruntime 1.31.1 `preload_dlls()` (onnxruntime/__init__.py, docs/packages.md 2.3): for a CUDA 13
+# build, the files it loads by full path (ctypes.CDLL) from site-packages when they exist
+ORT_PRELOAD_CU13 = ("nvidia/cu13/bin/x86_64/cublasLt64_13.dll", "nvidia/cu13/bin/x86_64/cublas64_13.dll",
+                    "nvidia/cu13/bin/x86_64/cufft64_12.dll", "nvidia/cu13/bin/x86_64/cudart64_13.dll")
+ORT_PRELOAD_CU12 = ("nvidia/cublas/bin/cublasLt64_12.dll", "nvidia/cublas/bin/cublas64_12.dll",
+                    "nvidia/cufft/bin/cufft64_11.dll", "nvidia/cuda_runtime/bin/cudart64_12.dll")
+ORT_PRELOAD_CUDNN = tuple(f"nvidia/cudnn/bin/{n}64_9.dll" for n in (
+    "cudnn_engines_runtime_compiled", "cudnn_engines_precompiled", "cudnn_heuristic", "cudnn_ops", "cudnn_adv",
+    "cudnn_graph", "cudnn", "cudnn_engines_tensor_ir"))
+
+
+def package_mechanisms(name: str, copies: list[str], res: CallResult, world: World, process: ProcessState) -> list[Fix]:
+    """The package's own way of finding the DLL, where it has one and it would find this copy:
+    onnxruntime's opt-in `preload_dlls()` for its CUDA provider; CTranslate2's CUDA_PATH, read by its
+    cuBLAS loader (verify.rule_ctranslate2_cublas_loader)."""
+    out: list[Fix] = []
+    py = is_python(process, res)
+    chain = [n.lower() for n in res.chain]
+    _, sites = package_roots(res, process)
+    if py and any(n.startswith("onnxruntime_providers_") for n in chain):
+        for site in sites:
+            # which list preload_dlls uses follows the build's CUDA major: the names the provider asks for
+            cu13 = any(n.endswith("_13.dll") for n in chain)
+            rels = (ORT_PRELOAD_CU13 if cu13 else ORT_PRELOAD_CU12) + ORT_PRELOAD_CUDNN
+            files = tuple(p for p in (winpath.join(site, r.replace("/", "\\")) for r in rels) if world.file(p) is not None)
+            if any(winpath.same(winpath.basename(p), name) for p in files):
+                out.append(Fix("package", "package_mechanism", name=name, call="onnxruntime.preload_dlls()",
+                               before="creating the session", files=files))
+                break
+    if verify.rule_ctranslate2_cublas_loader(res, name):
+        for c in copies[:1]:
+            folder = winpath.dirname(c)
+            if winpath.basename(folder).lower() == "bin":
+                out.append(Fix("env", "set_env", name=name, variable="CUDA_PATH", value=winpath.dirname(folder), python=py))
+    return out
+
+
 def _top_folder(res: CallResult) -> str:
     """The folder of the module the call loads (searched for its imports with DLL_LOAD_DIR or 0x8)."""
     top = res.tree.path if res.tree is not None and res.tree.path else (res.name if winpath.is_absolute(res.name) else "")
@@ -239,8 +276,13 @@ def candidates(sit: verify.Situation) -> list[Fix]:
         tried_bad = {winpath.key(c.path) for c in leaf.candidates if c.result != "not_there"}
         copies = [p for p in dict.fromkeys([*wheel_copies(name, res, world, process), *world.files_named(name)])
                   if _usable(p, world, process) and winpath.key(p) not in tried_bad]
+        mechanisms = package_mechanisms(name, copies, res, world, process)
+        # the package's own loader first (onnxruntime.preload_dlls()); a variable it reads last (CUDA_PATH:
+        # it changes what every other CUDA program finds)
+        out.extend(f for f in mechanisms if f.action == "package_mechanism")
         for c in copies[:2]:
             out.extend(make_searched(c, name, res, world, process))
+        out.extend(f for f in mechanisms if f.action != "package_mechanism")
         # (the process's CUDA major matters only for a name several CUDA majors ship: cudnn64_9.dll)
         ambiguous = len(packages.providers(name)) > 1
         prov = packages.lookup(name, cuda_major=cuda_major(res, world, process) if ambiguous else None)

@@ -35,7 +35,7 @@ def fix_dict(f: Fix) -> dict[str, Any]:
     d: dict[str, Any] = {"text": f.text, "kind": f.kind, "action": f.action}
     for fl in fields(f):
         k, v = fl.name, getattr(f, fl.name)
-        if k in d or k in FIX_ALWAYS or v is None or v is False or v == "":
+        if k in d or k in FIX_ALWAYS or v is None or v is False or v == "" or v == ():
             continue
         d[k] = v
     d.update({"python": f.python, "verified": f.verified,

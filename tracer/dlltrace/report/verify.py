@@ -197,7 +197,7 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
         if fix.path:
             a.preloads.append((fix.path, LOAD_WITH_ALTERED_SEARCH_PATH))
     elif act == "package_mechanism":
-        for path in fix.covers:  # (the files the package's loader loads by full path)
+        for path in fix.files:  # (the files the package's loader loads by full path)
             a.preloads.append((path, rule_ctypes_winmode(path, None)))
     for step in fix.then:
         _apply_one(step, a, sit)
@@ -229,6 +229,11 @@ def call_again(sim: Simulator, res: CallResult, name: Optional[str] = None, flag
     126 with LoadLibraryW after putting its folders in front of PATH (emulate/python.rule_torch_retry);
     every other call is made once with its own flags (ctypes' and CPython's are already in them)."""
     name = name if name is not None else res.name
+    if rule_ctranslate2_cublas_loader(res, name):
+        # its cuBLAS loader runs SetDllDirectoryA(%CUDA_PATH%\bin) first when CUDA_PATH is set
+        cuda = next((v for k, v in sim.process.env.items() if k.upper() == "CUDA_PATH"), "")
+        if cuda:
+            sim.process.dll_directory = winpath.join(cuda, "bin")
     if res.origin_kind in ("torch", "torch_retry"):
         first = sim.load_library(name, TORCH_FLAGS if flags is None else flags, origin=res.origin,
                                  origin_kind="torch")
@@ -240,6 +245,15 @@ def call_again(sim: Simulator, res: CallResult, name: Optional[str] = None, flag
     op = res.op if res.op in ("LoadLibraryExW", "LoadLibraryExA", "LoadLibraryW", "LoadLibraryA", "start") else "LoadLibraryExW"
     return sim.load_library(name, res.flags if flags is None else flags, op=op, origin=res.origin,
                             origin_kind=res.origin_kind, origin_module=res.origin_module)
+
+
+def rule_ctranslate2_cublas_loader(res: CallResult, name: str) -> bool:
+    """CTranslate2 4.x's cuBLAS loader (src/cuda/cublas_stub.cc, get_so_handle; docs/packages.md 1.3):
+    at the first cuBLAS call ctranslate2.dll runs SetDllDirectoryA(%CUDA_PATH%\bin) when CUDA_PATH is
+    set, then LoadLibraryA("cublas64_<major>.dll"). A re-run of that load does the same first, so a
+    CUDA_PATH fix is re-run as the package would apply it."""
+    return (res.origin_kind == "runtime" and res.origin_module.lower() == "ctranslate2.dll"
+            and winpath.basename(name).lower().startswith("cublas64_"))
 
 
 def outcome_of(r: CallResult) -> Outcome:
