@@ -150,7 +150,7 @@ class ProcessState:
         return ProcessState(
             exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
             dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
-            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.loaded],
+            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.iter_loaded()],
             machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
             package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
         )
@@ -237,14 +237,6 @@ class ForkedProcessState(ProcessState):
         k = winpath.key(path)
         return self._find(self._base.find_loaded_by_path(path), lambda m: winpath.key(m.path) == k)
 
-    def copy(self) -> "ProcessState":
-        return ProcessState(
-            exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
-            dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
-            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.loaded],
-            machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
-            package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
-        )
 
 
 class World(Protocol):
