@@ -224,7 +224,7 @@ class ForkedProcessState(ProcessState):
         if hit is not None:
             return hit
         if base_hit is not None:  # removed here: the next one of the base, then what was added here
-            for m in self._base.loaded:
+            for m in self._base.iter_loaded():
                 if id(m) not in self._gone and same(m):
                     return self._clone(m)
         return next((m for m in self._added if same(m)), None)
