@@ -91,12 +91,12 @@ def test_report_says_when_api_sets_come_from_the_builtin_table(tmp_path):
     from dlltrace.report.summary import produce
     from dlltrace.trace.reader import read_trace
 
-    old = read_trace("fixtures/traces/s3.jsonl")  # made before traces carried a schema
+    old = read_trace("fixtures/traces/s6.jsonl")  # made before traces carried a schema (s3 was re-recorded with one)
     assert old.api_sets(old.pids[0]) is None
     assert "API sets resolved from the built-in Windows 11 (22H2) table" in produce(old, "text")
     assert json.loads(produce(old, "json"))["api_sets"] == "builtin"
     assert "API sets from the built-in table" in produce(old, "markdown")
-    new = read_trace(_trace_with_apisets(tmp_path, "fixtures/traces/s3.jsonl", {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}))
+    new = read_trace(_trace_with_apisets(tmp_path, "fixtures/traces/s6.jsonl", {"api-ms-win-crt-runtime-l1-1-0": "ucrtbase.dll"}))
     assert new.warnings == []
     assert "built-in" not in produce(new, "text") and "built-in" not in produce(new, "markdown")
     assert json.loads(produce(new, "json"))["api_sets"] == "trace"

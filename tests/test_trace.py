@@ -229,3 +229,19 @@ def test_init_failed_module_from_the_loader_notifications():
     # a DllMain that loads and frees another DLL before the failure: that "unloaded" is not the one
     assert init_failed_module(load(("loaded", "C:\\t\\a.dll"), ("unloaded", "C:\\t\\helper.dll"),
                                    ("loaded", "C:\\t\\b.dll"), ("unloaded", "C:\\t\\b.dll"))) == "C:\\t\\b.dll"
+
+
+def test_shipped_s3_agrees_on_every_attempt():
+    """fixtures/traces/s3.jsonl: casehost prepends torch\\lib to PATH before its LoadLibraryW retry; the
+    trace holds that `setenv` (the first recording predated the hook and the replay disagreed on
+    attempt 2, expect.toml [s3]), and the model agrees with every probe of both attempts."""
+    from pathlib import Path
+
+    from dlltrace.trace.replay import replay
+
+    tr = read_trace(Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "s3.jsonl")
+    assert any(e.get("name") == "PATH" for e in tr.of("setenv"))
+    rs = replay(tr)
+    assert [r.load.api for r in rs if r.failed] == ["LoadLibraryExW", "LoadLibraryW"]
+    assert all(r.differences == [] for r in rs), [r.disagreements for r in rs]
+    assert rs[-1].agreed == len(rs[-1].real_probes) > 5
