@@ -351,10 +351,16 @@ def test_stats_line_last_with_nothing_lost(shim_env, tmp_path):
 
 def test_failed_writes_are_counted_as_lost(shim_env, tmp_path):
     # DLLTRACE_TEST_FAIL_WRITES=2: the two event writes after the start's own events really fail
-    # (WriteFile on a null handle): those are setdefault and adddir; the load after them is whole
+    # (their ranges reserved, then written to a null handle): those are setdefault and adddir; the
+    # load after them is whole
     r, tr = traced(tmp_path, "setdefault", "0x1000", "adddir", w("ad"), "load", w("lib", "a.dll"), "0",
                    DLLTRACE_TEST_FAIL_WRITES="2")
     assert lines(r) == ["setdefault ok", "adddir ok", "load ok"]
+    # the two reserved ranges stay zero bytes, in front of the next line; the reader skips them
+    raw = (tmp_path / "t.jsonl").read_bytes()
+    holes = [ln for ln in raw.split(b"\n") if b"\0" in ln]
+    assert len(holes) == 1 and holes[0].lstrip(b"\0").startswith(b'{"ev":"load_begin"')
+    assert [x for x in tr.warnings if "bytes of unwritten lines skipped" in x] == tr.warnings and len(tr.warnings) == 1
     (pid,) = tr.pids
     mine = shim_events(tr, pid)
     stats = mine[-1]

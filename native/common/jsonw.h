@@ -43,4 +43,39 @@ void jw_header(jsonw_t *w, const char *tool);
 /* monotonic nanoseconds (QueryPerformanceCounter), the clock of every event's "t" */
 ULONGLONG jw_now_ns(void);
 
+/* ---- the trace file: whole lines from every process and thread of a run, none lost --------------
+   Every writer (each traced process's shim, the launcher) opens the file with jw_file_open and
+   writes each line with ONE jw_file_write. Lines never overlap: the file's end is a 64-bit counter
+   in a small named shared memory block, one per file (named after the file's volume serial number
+   and file index, so every process that opens the same file finds the same block), and a writer
+   reserves [end, end + len) with one InterlockedExchangeAdd64 on it, then writes there (one
+   NtWriteFile at that byte offset). No lock is taken, none can be left held by a killed process, and no call waits for
+   another writer. Why not FILE_APPEND_DATA: Windows appends atomically, but Wine 8 turns a write
+   on an append-only handle into fstat() + pwrite() at the size it read (dlls/ntdll/unix/file.c,
+   NtWriteFile), so two processes writing at once wrote over each other's lines.
+   A writer that dies between its reservation and its write (or whose write fails) leaves that
+   range zero-filled when a later line lands after it: the reader skips the zero bytes (with a
+   warning) and the line after them is whole. When the shared block cannot be made (f->end NULL), a
+   write is an append at the end of the file (offset FILE_WRITE_TO_END_OF_FILE): atomic on Windows,
+   not across processes under Wine. */
+typedef struct {
+    volatile LONG64 end; /* offset of the next reservation */
+    volatile LONG state; /* 0 new, 1 being set up, 2 ready */
+} jw_shared_end_t;
+
+typedef struct {
+    HANDLE file, map;     /* INVALID_HANDLE_VALUE / NULL when not open */
+    jw_shared_end_t *end; /* the shared end, or NULL: append writes */
+} jw_file_t;
+
+/* open (create when missing) the trace file at path for writing, and its shared end; 0 or a Win32
+   error (nothing open then). f->end NULL: the shared end could not be made (writes append). */
+DWORD jw_file_open(jw_file_t *f, const WCHAR *path);
+/* one whole line (or any bytes) in one write at a reserved range; 1 when all len bytes were written */
+int jw_file_write(jw_file_t *f, const char *s, DWORD len);
+/* s written at offset 0 if the file is still empty (nothing reserved yet): 1 written, 0 the file was
+   not empty (nothing written), -1 the write failed */
+int jw_file_write_first(jw_file_t *f, const char *s, DWORD len);
+void jw_file_close(jw_file_t *f);
+
 #endif

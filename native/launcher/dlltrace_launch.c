@@ -24,6 +24,7 @@
 #define DLLTRACE_LAUNCH_VERSION "0.1.0"
 
 static WCHAR g_trace[32767];
+static jw_file_t g_tf; /* the trace file and its shared end (jsonw.h): lines of all processes stay whole */
 
 /* opens the file named by DLLTRACE_TRACE; g_trace receives its full path (passed to the child's shim) */
 static HANDLE open_trace(void) {
@@ -32,8 +33,9 @@ static HANDLE open_trace(void) {
     if (!n || n >= 32767) return INVALID_HANDLE_VALUE;
     n = GetFullPathNameW(path, 32767, g_trace, NULL);
     if (!n || n >= 32767) lstrcpynW(g_trace, path, 32767);
-    return CreateFileW(path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
-                       OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    DWORD e = jw_file_open(&g_tf, path); /* held open to the end: the shared end lives while we do */
+    if (e) SetLastError(e);
+    return e ? INVALID_HANDLE_VALUE : g_tf.file;
 }
 
 /* NTSTATUS codes with which a process ends when its static imports fail before the entry point */
@@ -46,11 +48,12 @@ static int g_quiet;    /* DLLTRACE_RUN: dlltrace run reports for us */
 static int g_write_failed;
 static char g_line[4 * 32767 + 512];
 
-/* one line (jsonw.c) appended with one WriteFile; a failed or short write is reported once on stderr */
+/* one line (jsonw.c) written in one write at a range reserved for it (jw_file_write: the child's
+   and its children's shims may still be writing); a failed or short write is reported once on stderr */
 static void write_line(HANDLE f, jsonw_t *w) {
-    DWORD len = jw_close(w), n = 0;
+    DWORD len = jw_close(w);
     if (f == INVALID_HANDLE_VALUE) return;
-    if ((!WriteFile(f, w->start, len, &n, NULL) || n != len) && !g_write_failed++ && !g_quiet)
+    if (!jw_file_write(&g_tf, w->start, len) && !g_write_failed++ && !g_quiet)
         fprintf(stderr, "dlltrace-launch: could not write to the trace (error %lu); it is incomplete\n", GetLastError());
 }
 

@@ -3,7 +3,9 @@
  * Inline trampoline hooks (hook_x64.c) on kernelbase's LoadLibrary* / FreeLibrary / DLL-directory
  * APIs, ntdll's LdrLoadDll and the four ntdll file calls the loader probes with. Each event is one
  * JSON line, formatted into a per-thread buffer (no CRT heap: the probe hooks run under the loader
- * lock) and appended to the trace with a single WriteFile on a FILE_APPEND_DATA handle.
+ * lock) and written to the trace with a single write (NtWriteFile) at a range reserved for it in the file
+ * (jw_file_write, native/common/jsonw.c: an end-of-file counter shared by every process writing the
+ * file, so no line of any process or thread overlaps another).
  * A CreateProcess hook puts the shim into the program's children too (native/common/inject.c).
  * The event format is docs/trace-format.md; keep the two in step.
  */
@@ -58,17 +60,16 @@ typedef enum { SHIM_OFF = 0, SHIM_STARTING, SHIM_RUNNING, SHIM_SNAPSHOT, SHIM_ST
 
 static HMODULE g_self;
 static DWORD g_tls = TLS_OUT_OF_INDEXES;
-static HANDLE g_file = INVALID_HANDLE_VALUE;
+static jw_file_t g_tf = {INVALID_HANDLE_VALUE, NULL, NULL}; /* the trace file (jsonw.h) */
 static volatile LONG g_state; /* shim_state_t */
 static volatile LONG64 g_seq;
 static DWORD g_pid;
 static WCHAR g_trace_path[WTMP], g_shim_path[WTMP]; /* passed to the children (spawn hook) */
-/* The write lock: an SRW lock, not a spin lock, so a writer preempted while holding it does not
-   make the others spin. It is held across WriteFile only (never across anything that can wait for
-   the loader), and the counters below are read and written under it. */
-static SRWLOCK g_wlock = SRWLOCK_INIT;
-static LONG64 g_written, g_lost, g_truncated; /* event lines written whole, not (or not whole), cut */
-static LONG g_fail_writes; /* DLLTRACE_TEST_FAIL_WRITES (test only): the next N writes really fail */
+/* No write lock: each line's range of the file is reserved with one atomic add on the shared end
+   (jw_file_write), so threads and processes never wait for one another, and a thread that dies
+   holding nothing leaves nothing held. The counters are interlocked. */
+static volatile LONG64 g_written, g_lost, g_truncated; /* event lines written whole, not (or not whole), cut */
+static volatile LONG g_fail_writes; /* DLLTRACE_TEST_FAIL_WRITES (test only): the next N writes really fail */
 
 static tstate_t *get_ts(int create) {
     DWORD le = GetLastError();
@@ -111,26 +112,25 @@ static void note_commit(tstate_t *ts, const jsonw_t *w) {
     if (c > ts->committed) ts->committed = c;
 }
 
-/* One WriteFile per line on an append handle (lines from different processes stay whole); the lock
-   keeps the threads of this process from interleaving. Every result is checked: a failed or short
-   write counts as lost, and the count goes into the stats line at exit. */
-typedef BOOLEAN(NTAPI *rtl_dll_shutdown_t)(void);
-static rtl_dll_shutdown_t g_shutting_down; /* ntdll!RtlDllShutdownInProgress, resolved at start */
+/* One write per line, at the range reserved for it (jw_file_write): lines of every thread and
+   process stay whole and none overwrites another. Every result is checked: a failed or short write
+   counts as lost, and the count goes into the stats line at exit. */
+static int test_fail_write(void) { /* DLLTRACE_TEST_FAIL_WRITES: take one of the N failures */
+    for (LONG k = g_fail_writes; k > 0; k = g_fail_writes)
+        if (InterlockedCompareExchange(&g_fail_writes, k - 1, k) == k) return 1;
+    return 0;
+}
 
 static int write_line(const char *s, DWORD len, int truncated) {
-    DWORD n = 0;
-    /* While the process exits, its other threads are already gone, and one may have died holding
-       the lock: a DllMain detach that loads or frees a DLL must not wait for it forever. */
-    if (g_shutting_down && g_shutting_down()) {
-        if (!TryAcquireSRWLockExclusive(&g_wlock)) { InterlockedIncrement64(&g_lost); return 0; }
+    int ok;
+    if (g_fail_writes > 0 && test_fail_write()) { /* test only: reserved, then the write fails (null handle) */
+        jw_file_t bad = g_tf;
+        bad.file = NULL;
+        ok = jw_file_write(&bad, s, len);
     } else
-        AcquireSRWLockExclusive(&g_wlock);
-    HANDLE h = g_file;
-    if (g_fail_writes > 0) { g_fail_writes--; h = NULL; } /* test only: WriteFile fails (invalid handle) */
-    int ok = WriteFile(h, s, len, &n, NULL) && n == len;
-    if (ok) g_written++; else g_lost++;
-    if (truncated) g_truncated++;
-    ReleaseSRWLockExclusive(&g_wlock);
+        ok = jw_file_write(&g_tf, s, len);
+    InterlockedIncrement64(ok ? &g_written : &g_lost);
+    if (truncated) InterlockedIncrement64(&g_truncated);
     return ok;
 }
 
@@ -886,21 +886,18 @@ static int skip_listed(const char *list, const char *name) { /* name is an item 
 
 /* the stats line: how many event lines this process wrote whole, lost (a failed or short write) and
    cut. At process exit (DLL_PROCESS_DETACH from ExitProcess) the other threads have already been
-   terminated, and one may have died holding the write lock: then it is not waited for. */
-static void write_stats(int process_exit) {
+   terminated, so the counts are final (no lock: nothing can have been left held). */
+static void write_stats(void) {
     if (InterlockedCompareExchange(&g_state, SHIM_STOPPED, SHIM_RUNNING) != SHIM_RUNNING) return;
     static char line[512];
     jsonw_t w;
-    int locked = TryAcquireSRWLockExclusive(&g_wlock);
-    if (!locked && !process_exit) { AcquireSRWLockExclusive(&g_wlock); locked = 1; }
     jw_init(&w, line, sizeof(line), sizeof(line));
     jw_event(&w, "stats", InterlockedIncrement64(&g_seq), g_pid, GetCurrentThreadId(), jw_now_ns());
     jw_key(&w, "written"); jw_u64(&w, (ULONGLONG)g_written);
     jw_key(&w, "lost"); jw_u64(&w, (ULONGLONG)g_lost);
     jw_key(&w, "cut"); jw_u64(&w, (ULONGLONG)g_truncated);
-    DWORD len = jw_close(&w), n;
-    WriteFile(g_file, line, len, &n, NULL); /* the last line: a failure here has nowhere to be counted */
-    if (locked) ReleaseSRWLockExclusive(&g_wlock);
+    DWORD len = jw_close(&w);
+    jw_file_write(&g_tf, line, len); /* the last line: a failure here has nowhere to be counted */
 }
 
 /* ---- the loader's DLL notifications (LdrRegisterDllNotification) ----------------------------------
@@ -947,7 +944,7 @@ static void watch_dll_notifications(tstate_t *ts) {
 }
 
 static int fail_start(tstate_t *ts, DWORD e) {
-    if (g_file != INVALID_HANDLE_VALUE) { CloseHandle(g_file); g_file = INVALID_HANDLE_VALUE; }
+    jw_file_close(&g_tf);
     ts->guard--;
     g_state = SHIM_OFF;
     return (int)e;
@@ -964,9 +961,8 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
         if (!n || n >= WTMP) return fail_start(ts, ERROR_ENVVAR_NOT_FOUND);
         trace_path = buf;
     }
-    g_file = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
-                         NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (g_file == INVALID_HANDLE_VALUE) return fail_start(ts, GetLastError());
+    DWORD oe = jw_file_open(&g_tf, trace_path);
+    if (oe) return fail_start(ts, oe);
     /* the full path (a child may start in another folder) and this DLL's path, for the children */
     DWORD fn = GetFullPathNameW(trace_path, WTMP, g_trace_path, NULL);
     if (!fn || fn >= WTMP) lstrcpynW(g_trace_path, trace_path, WTMP);
@@ -975,14 +971,11 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     read_debugger(ts);
     g_pid = GetCurrentProcessId();
     jsonw_t w;
-    LARGE_INTEGER size;
-    if (GetFileSizeEx(g_file, &size) && size.QuadPart == 0) {
-        /* used without `dlltrace run` (which writes the header first): make the file readable alone */
-        jw_init(&w, ts->buf, ts->committed, LINEBUF);
-        jw_header(&w, "dlltrace-shim " DLLTRACE_SHIM_VERSION);
-        DWORD len = jw_close(&w), n;
-        if (!WriteFile(g_file, w.start, len, &n, NULL) || n != len) return fail_start(ts, GetLastError() ? GetLastError() : ERROR_WRITE_FAULT);
-    }
+    /* used without `dlltrace run` (which writes the header first): make the file readable alone */
+    jw_init(&w, ts->buf, ts->committed, LINEBUF);
+    jw_header(&w, "dlltrace-shim " DLLTRACE_SHIM_VERSION);
+    DWORD hlen = jw_close(&w);
+    if (jw_file_write_first(&g_tf, w.start, hlen) < 0) return fail_start(ts, GetLastError() ? GetLastError() : ERROR_WRITE_FAULT);
     /* hooks installed, the shim must stay: a FreeLibrary of it would leave jumps into freed code */
     HMODULE pin;
     GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN, (LPCWSTR)(void *)dlltrace_start, &pin);
@@ -994,7 +987,6 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     char skip_list[512];
     DWORD sl = GetEnvironmentVariableA("DLLTRACE_SKIP_HOOKS", skip_list, sizeof(skip_list));
     if (!sl || sl >= sizeof(skip_list)) skip_list[0] = 0;
-    g_shutting_down = (rtl_dll_shutdown_t)(void *)GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "RtlDllShutdownInProgress");
     /* the targets first: GetModuleHandle/GetProcAddress take the loader's lock, which a frozen thread may hold */
     for (unsigned i = 0; i < NHOOKS; i++) {
         HMODULE m = GetModuleHandleA(HOOKS[i].mod);
@@ -1041,15 +1033,14 @@ DLLTRACE_API int dlltrace_start(const wchar_t *trace_path, const char *via) {
     write_apisets(ts);
     watch_dll_notifications(ts);
     /* DLLTRACE_TEST_FAIL_WRITES=N (test only; inherited by children): the N event writes after these
-       really fail (WriteFile on a null handle), to test the lost count of the stats line */
+       really fail (their ranges reserved, then written to a null handle), to test the lost count of
+       the stats line and the reader's skipping of the unwritten ranges */
     char fw[16];
     DWORD fl = GetEnvironmentVariableA("DLLTRACE_TEST_FAIL_WRITES", fw, sizeof(fw));
     if (fl && fl < sizeof(fw)) {
         LONG v = 0;
         for (char *c = fw; *c >= '0' && *c <= '9' && v < 1000000; c++) v = v * 10 + (*c - '0');
-        AcquireSRWLockExclusive(&g_wlock);
-        g_fail_writes = v;
-        ReleaseSRWLockExclusive(&g_wlock);
+        InterlockedExchange(&g_fail_writes, v);
     }
     ts->guard--;
     g_state = SHIM_RUNNING;
@@ -1063,10 +1054,8 @@ DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long 
     if (InterlockedCompareExchange(&g_state, SHIM_SNAPSHOT, SHIM_OFF) != SHIM_OFF) return ERROR_ALREADY_INITIALIZED;
     tstate_t *ts = get_ts(1);
     if (!ts) { g_state = SHIM_OFF; return ERROR_OUTOFMEMORY; }
-    HANDLE f = CreateFileW(trace_path, FILE_APPEND_DATA | SYNCHRONIZE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
-                           NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (f == INVALID_HANDLE_VALUE) { DWORD e = GetLastError(); g_state = SHIM_OFF; return (int)e; }
-    g_file = f;
+    DWORD oe = jw_file_open(&g_tf, trace_path);
+    if (oe) { g_state = SHIM_OFF; return (int)oe; }
     g_pid = pid;
     LONG64 lost = g_lost;
     ts->guard++;
@@ -1074,9 +1063,8 @@ DLLTRACE_API int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long 
     write_apisets(ts);
     ts->guard--;
     int e = g_lost != lost ? ERROR_WRITE_FAULT : 0;
-    g_file = INVALID_HANDLE_VALUE;
+    jw_file_close(&g_tf);
     g_pid = 0;
-    CloseHandle(f);
     g_state = SHIM_OFF;
     return e;
 }
@@ -1116,7 +1104,7 @@ BOOL WINAPI DllMain(HINSTANCE inst, DWORD reason, LPVOID reserved) {
     } else if (reason == DLL_PROCESS_DETACH) {
         /* reserved != NULL: the process is exiting (ExitProcess); the shim is pinned, so that is the
            only way here once started */
-        write_stats(reserved != NULL);
+        write_stats();
     }
     return TRUE;
 }

@@ -54,7 +54,15 @@ def header_line(platform_name: str, cmd: list[str]) -> str:
 
 
 def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
-    """Create the trace file with its header (truncating an old one); one clear error if impossible."""
+    """Create the trace file with its header (replacing an old one); one clear error if impossible.
+
+    An old file is removed first, not truncated: the writers of a run share the file's end through a
+    block named after the file's identity (native/common/jsonw.h), and a process of an earlier run
+    still holding the old file must not share it with this run (a new file is a new identity)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # (in use without FILE_SHARE_DELETE on Windows, a folder...): open() below truncates or says why
     try:
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(header_line(platform_name, cmd))

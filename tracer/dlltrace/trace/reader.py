@@ -385,6 +385,13 @@ def _read_trace(path: Union[str, Path]) -> Trace:
     warnings: list[str] = []
     last = len(lines)
     for i, raw in enumerate(lines[1:], start=2):
+        if raw is not None and "\0" in raw:
+            # zero bytes: a range a writer reserved and never wrote (it died, or its write failed;
+            # docs/trace-format.md, "Several processes, one file"); the line after them is whole
+            kept = raw.rsplit("\0", 1)[1]
+            warnings.append(f"{path}: line {i}: {len(raw) - len(kept)} bytes of unwritten lines skipped "
+                            "(a writer died or its write failed)")
+            raw = kept
         if raw is not None and not raw.strip(ws):
             continue
         try:
