@@ -8,7 +8,12 @@
  * CreateProcess hook uses the same injection).
  *
  * The launcher appends an "exit" event (full 32-bit exit code) for the child, or a "launch_error"
- * event when the program could not be started (then it exits with 127). When the child ended with a
+ * event when the program could not be started (then it exits with 127). The exit event's "ended" says
+ * how: "exited", "interrupted" (a Ctrl-C reached the launcher while the child ran: the child got its
+ * own, the launcher outlives it to write this event), or "not_windows" (Wine ran the command as a Unix
+ * program: no Windows process, no exit code; the launcher then exits with EXIT_NOT_WINDOWS).
+ * The child is held in a job object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when the launcher ends
+ * (killed too), the child and the processes it started end with it. When the child ended with a
  * loader status before its entry point (a static import missing, ...: see STARTUP_STATUS), its shim
  * never started, so the launcher writes the child's "env" event itself (dlltrace_env_snapshot: the
  * child inherited the launcher's folder, PATH and DLL-search state), and the report replays the
@@ -21,6 +26,7 @@
 #include "jsonw.h"
 
 #define EXIT_LAUNCH_FAILED 127
+#define EXIT_NOT_WINDOWS 126   /* Wine started the command as a Unix program (tracer/dlltrace/trace/launch.py) */
 #define DLLTRACE_LAUNCH_VERSION "0.1.0"
 
 static WCHAR g_trace[32767];
@@ -70,6 +76,35 @@ static void warn_event(HANDLE f, DWORD pid, const char *msg, DWORD err) {
     jw_key(&w, "error"); jw_u64(&w, err);
     jw_key(&w, "by"); jw_str(&w, "launcher");
     write_line(f, &w);
+}
+
+static volatile LONG g_interrupted; /* a Ctrl-C or Ctrl-Break reached us while the child ran */
+
+/* Ctrl-C / Ctrl-Break: the child got its own (same console, or under Wine the same Unix process
+   group); the launcher stays to record how the child ended. (A handler, not SetConsoleCtrlHandler(NULL,
+   TRUE): that flag would be inherited, and the child would ignore Ctrl-C.) */
+static BOOL WINAPI on_ctrl(DWORD type) {
+    if (type == CTRL_C_EVENT || type == CTRL_BREAK_EVENT) {
+        InterlockedExchange(&g_interrupted, 1);
+        return TRUE;
+    }
+    return FALSE;
+}
+
+/* a job that kills its processes when its last handle closes (the launcher ending, however) */
+static HANDLE kill_on_close_job(HANDLE child, DWORD *err) {
+    HANDLE job = CreateJobObjectW(NULL, NULL);
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+    ZeroMemory(&li, sizeof(li));
+    li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+    *err = 0;
+    if (!job || !SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, sizeof(li)) ||
+        !AssignProcessToJobObject(job, child)) {
+        *err = GetLastError();
+        if (job) CloseHandle(job);
+        return NULL;
+    }
+    return job;
 }
 
 /* the command line after our own argv[0], verbatim */
@@ -131,6 +166,22 @@ int main(void) {
         if (!g_quiet) fprintf(stderr, "dlltrace-launch: cannot start the command (error %lu)\n", e);
         return EXIT_LAUNCH_FAILED;
     }
+    if (!pi.dwProcessId || !pi.hProcess) {
+        /* Wine found no Windows program and ran the command as a Unix program (a shell script, an ELF
+           file): it runs outside Windows, untraced, and its exit code does not reach us */
+        jsonw_t w;
+        event(&w, "exit", 0, 0);
+        jw_key(&w, "code"); jw_raw(&w, "null");
+        jw_key(&w, "by"); jw_str(&w, "launcher");
+        jw_key(&w, "ended"); jw_str(&w, "not_windows");
+        write_line(trace, &w);
+        if (!g_quiet) fprintf(stderr, "dlltrace-launch: not a Windows program; Wine ran it as a Unix program, untraced\n");
+        return EXIT_NOT_WINDOWS;
+    }
+    DWORD je;
+    HANDLE job = kill_on_close_job(pi.hProcess, &je);
+    if (!job) warn_event(trace, pi.dwProcessId, "the child is not in a kill-on-close job: it may outlive the launcher", je);
+    SetConsoleCtrlHandler(on_ctrl, TRUE);
     static WCHAR child_exe[32767];
     DWORD ce = 32767;
     if (!QueryFullProcessImageNameW(pi.hProcess, 0, child_exe, &ce)) child_exe[0] = 0;
@@ -151,6 +202,7 @@ int main(void) {
     event(&w, "exit", pi.dwProcessId, 0);
     jw_key(&w, "code"); jw_u64(&w, code);
     jw_key(&w, "by"); jw_str(&w, "launcher");
+    jw_key(&w, "ended"); jw_str(&w, g_interrupted ? "interrupted" : "exited");
     write_line(trace, &w);
     CloseHandle(trace);
     return (int)code;
