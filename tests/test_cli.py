@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from dlltrace.errors import EXIT_SIMULATED_FAILURE
+
 ROOT = Path(__file__).resolve().parent.parent
 S1 = ROOT / "fixtures" / "scenarios" / "s1.toml"
 
@@ -25,7 +27,7 @@ def _child(argv: list[str]) -> subprocess.CompletedProcess:
 
 def test_python_dash_m_dlltrace_smoke():
     r = _child([sys.executable, "-m", "dlltrace", "simulate", str(S1), "--json"])
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == EXIT_SIMULATED_FAILURE, r.stderr  # S1's load fails
     assert json.loads(r.stdout)["error"] == 126
     r = _child([sys.executable, "-m", "dlltrace", "simulate", "--no-such-option"])
     assert r.returncode == 2 and "usage:" in r.stderr
@@ -38,12 +40,12 @@ def test_console_script_smoke():
     r = _child([str(script), "--version"])
     assert r.returncode == 0 and r.stdout.startswith("dlltrace "), r.stderr
     r = _child([str(script), "simulate", str(S1)])
-    assert r.returncode == 0 and "cublas64_12.dll was not found" in r.stdout, r.stderr
+    assert r.returncode == EXIT_SIMULATED_FAILURE and "cublas64_12.dll was not found" in r.stdout, r.stderr
 
 
 def test_simulate_s1_json_acceptance(dlltrace_cli):
     r = dlltrace_cli("simulate", str(S1), "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == EXIT_SIMULATED_FAILURE, r.stderr
     doc = json.loads(r.stdout)
     assert (doc["format"], doc["version"], doc["error"]) == ("dlltrace-simulate", 1, 126)
     call = doc["calls"][doc["failed"][0]]
@@ -63,13 +65,15 @@ def test_simulate_json_matches_its_schema(dlltrace_cli):
     schema = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "result-v1.json").read_text())
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
         r = dlltrace_cli("simulate", str(s), "--json")
-        assert r.returncode == 0, r.stderr
-        jsonschema.validate(json.loads(r.stdout), schema)
+        doc = json.loads(r.stdout)
+        failed = any(c["error"] for c in doc["calls"])
+        assert r.returncode == (EXIT_SIMULATED_FAILURE if failed else 0), r.stderr
+        jsonschema.validate(doc, schema)
 
 
 def test_simulate_text_names_leaf_first(dlltrace_cli):
     r = dlltrace_cli("simulate", str(S1))
-    assert r.returncode == 0
+    assert r.returncode == EXIT_SIMULATED_FAILURE
     lines = [l for l in r.stdout.splitlines() if "✗" in l]
     assert lines[0].strip() == ("✗ cublas64_12.dll was not found — it is needed by _ext.cp311-win_amd64.pyd; "
                                 "installed but not searched")
@@ -131,5 +135,5 @@ def test_version(dlltrace_cli):
 
 def test_example_command_runs(dlltrace_cli):
     r = dlltrace_cli("simulate", "--example")
-    assert r.returncode == 0
+    assert r.returncode == EXIT_SIMULATED_FAILURE
     assert "cublas64_12.dll was not found" in r.stdout

@@ -235,7 +235,7 @@ def _first_fix_problem(calls: list, case: str):
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_every_scenario_first_fix_is_verified(path, dlltrace_cli):
     r = dlltrace_cli("simulate", str(path), "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # EXIT_SIMULATED_FAILURE: every scenario's call fails before its fix
     problem = _first_fix_problem(json.loads(r.stdout)["calls"], path.stem)
     assert problem is None, problem
 

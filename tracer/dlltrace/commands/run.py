@@ -1,8 +1,11 @@
 """`dlltrace run [-o FILE] [--wine] -- CMD ...`: run a command with every DLL load traced.
 
 The command runs under the native launcher (trace/launch.py, bin/dlltrace_launch64.exe), which starts
-it with the shim in place; stdin/stdout/stderr are the caller's, and the child's exit code is
-returned. The trace file gets a header line here, then the shim's events (docs/trace-format.md).
+it with the shim in place (and in a job object: it ends when the launcher does); stdin/stdout/stderr are
+the caller's. The exit code is the child's when it exited or crashed (its low 8 bits under Wine), else
+dlltrace's for how it ended: never ran, killed, Ctrl-C (README, Exit codes; trace/launch.py:
+run_exit_code). The summary says how it ended (report/ending.py). The trace file gets a header line
+here, then the shim's events (docs/trace-format.md).
 `--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap
 (tracer/dlltrace/bootstrap) on PYTHONPATH, which adds Python context events. Tracing native Linux
 programs is not supported.

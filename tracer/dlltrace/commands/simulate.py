@@ -1,4 +1,5 @@
-"""`dlltrace simulate SCENARIO [--json]`: run a scenario's calls through the simulated loader."""
+"""`dlltrace simulate SCENARIO [--json]`: run a scenario's calls through the simulated loader. Exits with 0
+when every simulated load succeeded, 1 (EXIT_SIMULATED_FAILURE) when one failed (README, Exit codes)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from pathlib import Path
 
-from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_OK, EXIT_SIMULATED_FAILURE, EXIT_USAGE, DlltraceError
 from dlltrace.model import CallResult
 from dlltrace.report.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
 from dlltrace.report.render import results_dict
@@ -34,7 +35,7 @@ def execute(args: argparse.Namespace) -> int:
         doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description)
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
-        return 0
+        return exit_code(results)
     blocks = scenario_blocks(scenario.description, results)
     if sys.stdout.isatty():
         from rich.console import Console
@@ -42,7 +43,12 @@ def execute(args: argparse.Namespace) -> int:
         print_blocks(blocks, Console(highlight=False, markup=False, emoji=False))
     else:
         print("\n".join(block_lines(blocks)))
-    return 0
+    return exit_code(results)
+
+
+def exit_code(results: list[CallResult]) -> int:
+    """1 when a simulated call failed (a load, or any other call with an error), else 0."""
+    return EXIT_SIMULATED_FAILURE if any(r.error for r in results) else EXIT_OK
 
 
 def scenario_blocks(description: str, results: list[CallResult]) -> list[Block]:

@@ -12,7 +12,8 @@ from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.report.analysis import Incident, api_set_source
 from dlltrace.report.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
-from dlltrace.report.verdict import Verdict, exit_text, reason_text
+from dlltrace.report.ending import Ending, code_text, ending, ending_line, headline
+from dlltrace.report.verdict import Verdict, is_crash, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed, can_replay_start
 
@@ -146,15 +147,24 @@ def apart_line(inc: Incident, trace: Trace) -> str:
 
 def unexplained_exits(trace: Trace, incs: list[Incident]) -> list[str]:
     """A program that ended badly with no failed load to blame: said, so that "0 failed loads" is
-    not read as "all is well"."""
+    not read as "all is well" (the exit code named: ending.code_text)."""
     blamed = {i.first.load.pid for i in incs if i.real_failure}
     out = []
     for pid in trace.pids:
         code = trace.exit_code(pid)
         if code not in (None, 0) and pid not in blamed:
-            out.append(f"{process_label(trace, pid) if len(trace.pids) > 1 else 'The program'} exited with "
-                       f"{exit_text(code)}; no failed load explains it.")
+            how = "crashed:" if is_crash(code) else "exited with"
+            out.append(f"{process_label(trace, pid) if len(trace.pids) > 1 else 'The program'} {how} "
+                       f"{code_text(code)}; no failed load explains it.")
     return out
+
+
+def ending_lines(trace: Trace, incs: list[Incident], end: Ending) -> list[str]:
+    """How the program ended, when it did not simply exit (a crash, a kill, Ctrl-C, never ran: ending.py),
+    else the exits no failed load explains."""
+    if end.abnormal:
+        return [ending_line(end, explained=any(i.real_failure for i in incs))]
+    return unexplained_exits(trace, incs)
 
 
 def unexplained_starts(trace: Trace) -> list[str]:
@@ -195,8 +205,10 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replaye
     n = len(failed) + len(starts)
     where = f"trace saved to {trace.path}" if saved else trace.path
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
-    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on} · {where}"
-    if not failed and not apart and not everything and not starts:
+    end = ending(trace)
+    how = f" · {headline(end)}" if end.abnormal else ""
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on}{how} · {where}"
+    if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end):
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
@@ -219,10 +231,10 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replaye
         lines += ["", Styled("Probed, absent, the program went on (not failures: no fix needed; --all explains them)",
                              "went_on")]
         lines += [apart_line(i, trace) for i in apart]
-    if not n:
-        for line in unexplained_exits(trace, incs):
-            lines += ["", line]
-    note = api_set_note(trace)
+    if not n or end.abnormal:
+        for line in ending_lines(trace, incs, end):
+            lines += ["", Styled(line, "failure" if end.abnormal else "")]
+    note = api_set_note(trace) if end.kind not in ("never_ran", "not_windows") else ""
     if note:
         lines += ["", note]
     return lines

@@ -216,8 +216,12 @@ def attempts_of(fatal: Replayed, candidates: list[Replayed]) -> list[Replayed]:
 
 def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, Verdict]:
     """The verdict of every failed load of one process (replays: its top-level loads, in order)."""
+    from dlltrace.report.ending import ending  # (ending.py words its lines with this module's exit_text)
+
     out: dict[Key, Verdict] = {}
-    code = trace.exit_code(pid)
+    end = ending(trace)
+    # a killed process has no exit code of its own (Wine gives 0 for it): not an exit with 0
+    code = None if end.kind == "killed" and end.pid == pid else trace.exit_code(pid)
     exc_event = next(reversed(list(trace.of("py_exception", pid=pid))), None)
     exc = PyException.from_event(exc_event) if exc_event else None
     # the loads that succeeded, by file name (of the name asked and of the path loaded): a failure is

@@ -11,15 +11,16 @@ import os
 import platform
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from dlltrace import __version__
-from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT, EXIT_UNSUPPORTED,
-                             DlltraceError)
+from dlltrace.errors import (EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_NOT_RUN, EXIT_OUTPUT,
+                             EXIT_UNSUPPORTED, DlltraceError)
 from dlltrace.model import ERROR_TEXT
 from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
 from dlltrace.tracecheck import check_event
@@ -181,29 +182,121 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool) -> t
     else:
         env = child_env(os.environ, str(out.resolve()), cmd, windows=True)
         argv = [str(launcher), *cmd]
-    try:
-        rc = subprocess.run(argv, env=env).returncode
-    except OSError as e:
-        raise DlltraceError(f"cannot start {argv[0]}: {e.strerror or e}", EXIT_NO_COMMAND) from None
-    if rc < 0:  # killed by a signal
-        rc = 128 - rc
+    status, got = run_launcher(argv, env)
     trace = read_trace(out)
     failed_start = next(trace.of("launch_error"), None)
     if failed_start is not None:
         err = failed_start.get("error")
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {out}", EXIT_NO_COMMAND)
-    return rc, append_facts(out, trace, wine=bool(wine))
+    trace = append_facts(out, trace, wine=bool(wine), end=run_end_event(status, got))
+    return run_exit_code(trace), trace
 
 
-def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
+# What `dlltrace run` does with a signal it receives while the launcher runs: Ctrl-C (the first) is
+# passed to the launcher's process group, so the program gets it as from its terminal and the launcher
+# records how the program then ended; a second Ctrl-C, SIGTERM or SIGHUP ends the launcher, and the
+# job object it holds the program in ends the program (and its children) with it. Either way the
+# trace is then finished (the facts appended) and the summary printed.
+PASSED_ON = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def die_with_parent() -> Optional[Callable[[], None]]:
+    """For the launcher's process, to run before its exec (Linux): SIGKILL when `dlltrace run` dies,
+    however it dies (a SIGKILL too); the launcher's end closes the job, which ends the program. Looked up
+    here, in the parent: the forked child only calls it (no import between fork and exec)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_launcher(argv: list[str], env: Mapping[str, str]) -> tuple[int, Optional[int]]:
+    """Run the launcher until it ends: its exit status (negative: the signal that ended it) and the
+    signal `dlltrace run` received meanwhile (PASSED_ON; the first one, or None)."""
+    posix = os.name == "posix"
+    got: list[int] = []
+    proc: list[subprocess.Popen] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        got.append(signum)
+        if not proc:
+            return
+        p = proc[0]
+        try:
+            if signum == signal.SIGINT and got.count(signal.SIGINT) == 1 and got[0] == signal.SIGINT:
+                if posix:
+                    os.killpg(p.pid, signal.SIGINT)  # the launcher's own session: it, the program, its children
+            else:
+                p.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    old: dict[int, Any] = {}
+    try:
+        for s in PASSED_ON:
+            old[s] = signal.signal(s, on_signal)
+    except ValueError:  # not the main thread (a library caller): signals keep their handlers
+        pass
+    try:
+        try:
+            p = subprocess.Popen(argv, env=env, start_new_session=posix, preexec_fn=die_with_parent())
+        except OSError as e:
+            raise DlltraceError(f"cannot start {argv[0]}: {e.strerror or e}", EXIT_NO_COMMAND) from None
+        proc.append(p)
+        if got:  # a signal came while it started
+            on_signal(got.pop(), None)
+        status = p.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return status, (got[0] if got else None)
+
+
+def run_end_event(status: int, got: Optional[int]) -> dict[str, Any]:
+    """The `exit` event `dlltrace run` appends for the launcher (docs/trace-format.md, `by` dlltrace)."""
+    return {"ev": "exit", "seq": 0, "pid": 0, "tid": 0, "t": 0, "code": None, "by": "dlltrace",
+            "launcher_status": status, "signal": got}
+
+
+def run_exit_code(trace: Trace) -> int:
+    """What `dlltrace run` exits with (README, Exit codes): the program's own code when it exited or
+    crashed (on Unix its low 8 bits, all a Unix exit status holds: 0xC0000005 gives 5; the summary and
+    the trace have the full code), else a code of dlltrace's for how it ended."""
+    from dlltrace.report.ending import ending
+
+    e = ending(trace)
+    if e.signal is not None:
+        return EXIT_INTERRUPTED if e.signal == signal.SIGINT else 128 + e.signal
+    if e.kind == "interrupted":
+        return EXIT_INTERRUPTED
+    if e.kind in ("never_ran", "not_windows"):
+        return EXIT_NOT_RUN
+    if e.kind == "killed":
+        st = e.launcher_status
+        return 128 - st if st is not None and st < 0 else EXIT_KILLED
+    if e.code is not None:
+        if os.name == "nt":  # a Windows exit status holds all 32 bits (sys.exit takes a signed one)
+            return e.code - (1 << 32) if e.code >= 1 << 31 else e.code
+        return e.code & 0xFF
+    st = e.launcher_status
+    return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
+
+
+def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
     """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
-    `dlltrace report` works from the file alone. A failure here never loses the trace."""
+    `dlltrace report` works from the file alone, after `end` (run_end_event: how the launcher ended).
+    A failure here never loses the trace."""
     from dlltrace.trace.collect import collect_facts
     from dlltrace.worlds.live import identity_map, wine_map
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
-    events = collect_facts(trace, to_host)
+    events = ([end] if end is not None else []) + collect_facts(trace, to_host)
     try:
         with open(out, "rb+") as f:
             size = f.seek(0, os.SEEK_END)
@@ -214,7 +307,8 @@ def append_facts(out: Path, trace: Trace, wine: bool) -> Trace:
             f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events).encode("utf-8"))
     except OSError as e:
         print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
-        return trace
+        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:1 if end else 0]],
+                     warnings=trace.warnings, checked=True)
     for ev in events:  # as the reader would check them (they are written to its schema)
         check_event(ev)
     return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
