@@ -1,0 +1,432 @@
+"""Exit codes (README.md, "Exit codes"; tracer/dlltrace/errors.py) and how a traced program ended
+(report/ending.py): every documented code is produced here by the command, and every ending is said in
+the run's summary and in `dlltrace report`, never as "every load succeeded".
+
+Without Wine: the codes of dlltrace's own errors, `simulate`'s 0 and 1, and the ending and exit code
+`run` takes from a trace's `exit` events (handwritten traces). With Wine (@pytest.mark.wine): a program
+that crashes, exits with 1114, is killed, is not a Windows program, runs under a broken WINEPREFIX, gets
+Ctrl-C; `dlltrace run` killed (SIGTERM, SIGKILL) and its launcher killed (the job object ends the
+program). The Windows program is fixtures/host/endhost.c.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import winetools
+from dlltrace import errors
+from dlltrace.report.ending import ending
+from dlltrace.report.summary import produce, summarize
+from dlltrace.trace.launch import run_end_event, run_exit_code
+from dlltrace.trace.reader import read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+S1 = ROOT / "fixtures" / "scenarios" / "s1.toml"
+
+# every code of the README table, and the test that produces it (checked against the README below)
+TESTED: dict[str, str] = {}
+
+
+def covers(*codes: str):
+    def mark(f):
+        for c in codes:
+            TESTED[c] = f.__name__
+        return f
+    return mark
+
+
+def test_every_code_of_the_readme_table_is_produced_by_a_test():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("Exit codes."):text.index("## How it works")]
+    documented = re.findall(r"^\| ([^|]+?) \| [^|]+ \| ", section, flags=re.M)
+    documented = [c for c in documented if c not in ("code", "---")]
+    assert documented == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "130", "137", "128+N", "the program's"]
+    assert sorted(documented) == sorted(TESTED), {c: TESTED.get(c) for c in documented}
+    # the constants are the table's
+    assert (errors.EXIT_OK, errors.EXIT_SIMULATED_FAILURE, errors.EXIT_USAGE, errors.EXIT_BAD_TRACE,
+            errors.EXIT_NO_COMMAND, errors.EXIT_OUTPUT, errors.EXIT_NO_WINE, errors.EXIT_UNSUPPORTED,
+            errors.EXIT_NOT_RUN, errors.EXIT_INTERRUPTED, errors.EXIT_KILLED) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 130, 137)
+
+
+# --- dlltrace's own codes, no Wine -----------------------------------------------------------------------
+OK_SCENARIO = """
+[process]
+exe = 'C:\\\\app\\\\app.exe'
+[[file]]
+path = 'C:\\\\app\\\\ok.dll'
+[[call]]
+op = "LoadLibraryW"
+name = "ok.dll"
+"""
+
+
+@covers("0", "1")
+def test_simulate_exits_0_when_every_call_succeeds_and_1_when_one_fails(tmp_path, dlltrace_cli):
+    ok = tmp_path / "ok.toml"
+    ok.write_text(OK_SCENARIO)
+    for form in ([], ["--json"]):
+        r = dlltrace_cli("simulate", str(ok), *form)
+        assert r.returncode == errors.EXIT_OK, r
+        r = dlltrace_cli("simulate", str(S1), *form)
+        assert r.returncode == errors.EXIT_SIMULATED_FAILURE, r
+        assert r.stderr == ""  # not an error of dlltrace's: the report is printed as usual
+    assert "1 load simulated, 1 failed" in dlltrace_cli("simulate", str(S1)).stdout
+    assert "1 load simulated, 0 failed" in dlltrace_cli("simulate", str(ok)).stdout
+
+
+@covers("2")
+def test_usage_error_is_2(dlltrace_cli, tmp_path):
+    assert dlltrace_cli("report").returncode == errors.EXIT_USAGE
+    r = dlltrace_cli("simulate", str(tmp_path / "nope.toml"))
+    assert r.returncode == errors.EXIT_USAGE and r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1
+
+
+@covers("3")
+def test_unreadable_trace_is_3(dlltrace_cli, tmp_path):
+    p = tmp_path / "not.jsonl"
+    p.write_text("hello\n")
+    r = dlltrace_cli("report", str(p))
+    assert r.returncode == errors.EXIT_BAD_TRACE and r.stderr.startswith("dlltrace: ") and r.stdout == ""
+
+
+@covers("4")
+def test_no_command_is_4(dlltrace_cli):
+    r = dlltrace_cli("run", "--")
+    assert r.returncode == errors.EXIT_NO_COMMAND and "no command given" in r.stderr
+
+
+@covers("5")
+@pytest.mark.wine
+def test_unwritable_trace_is_5(tmp_path):
+    winetools.require("wine")  # past the --wine check, which comes first
+    r = winetools.dlltrace("run", "--wine", "-o", str(tmp_path / "no" / "dir" / "t.jsonl"), "--", "x.exe")
+    assert r.returncode == errors.EXIT_OUTPUT and r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1
+
+
+@covers("6")
+def test_no_wine_is_6(dlltrace_cli, tmp_path):
+    r = dlltrace_cli("run", "--wine", "--", "x.exe", cwd=tmp_path, DLLTRACE_WINE="/no/wine64")
+    assert r.returncode == errors.EXIT_NO_WINE and "wine64 is not installed" in r.stderr
+
+
+@covers("7")
+def test_unsupported_is_7(dlltrace_cli, tmp_path):
+    r = dlltrace_cli("ls", "-l", cwd=tmp_path)  # a native Linux program
+    assert r.returncode == errors.EXIT_UNSUPPORTED and r.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the ending and run's code from a trace's facts (handwritten traces) ---------------------------------
+HEADER = {"format": "dlltrace-trace", "version": 1, "tool": "dlltrace 0.1.0", "created": None, "platform": "wine"}
+PROCESS = {"ev": "process", "seq": 1, "pid": 7, "tid": 1, "t": 0, "ppid": 1, "exe": "C:\\t\\host.exe", "hooks": []}
+STATS = {"ev": "stats", "seq": 2, "pid": 7, "tid": 1, "t": 5, "written": 1, "lost": 0, "cut": 0}
+PROBE_OK = [{"ev": "load_begin", "seq": 3, "pid": 7, "tid": 1, "t": 1, "api": "LoadLibraryW", "name": "opt.dll",
+             "flags": 0, "parent": None, "depth": 0, "ctx": None, "caller": None},
+            {"ev": "load_end", "seq": 4, "pid": 7, "tid": 1, "t": 2, "load": 3, "result": None, "error": 126,
+             "status": 0xC0000135, "path": None}]
+
+
+def launcher_exit(code, ended="exited", pid=7):
+    return {"ev": "exit", "seq": 0, "pid": pid, "tid": 0, "t": 9, "code": code, "by": "launcher", "ended": ended}
+
+
+def trace_of(tmp_path, *events, name="t.jsonl"):
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(e) + "\n" for e in (HEADER, *events)), encoding="utf-8")
+    tr = read_trace(p)
+    assert tr.warnings == [], tr.warnings
+    return tr
+
+
+def both(tr) -> tuple[str, str]:
+    """The run's summary and `dlltrace report`'s text for a trace."""
+    return summarize(tr), produce(tr)
+
+
+CASES = {
+    # name: (events, ending kind, run's exit code, words both reports say)
+    "exit 0": ([PROCESS, STATS, launcher_exit(0), run_end_event(0, None)], "exited", 0, "every load succeeded"),
+    "exit 126": ([PROCESS, STATS, launcher_exit(126), run_end_event(126, None)], "exited", 126,
+                 "The program exited with 126; no failed load explains it."),
+    "exit 1114": ([PROCESS, STATS, launcher_exit(1114), run_end_event(90, None)], "exited", 90,
+                  "The program exited with 1114 (ERROR_DLL_INIT_FAILED: a DLL's initialization routine (DllMain) failed)"),
+    "crash": ([PROCESS, launcher_exit(0xC0000005), run_end_event(5, None)], "crashed", 5,
+              "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION (an access violation); no failed load explains it."),
+    "illegal instruction": ([PROCESS, launcher_exit(0xC000001D), run_end_event(0x1D, None)], "crashed", 0x1D,
+                            "0xc000001d STATUS_ILLEGAL_INSTRUCTION (an illegal instruction)"),
+    "stack buffer overrun": ([PROCESS, launcher_exit(0xC0000409), run_end_event(9, None)], "crashed", 9,
+                             "0xc0000409 STATUS_STACK_BUFFER_OVERRUN (a stack buffer overrun"),
+    "DLL init failed": ([PROCESS, launcher_exit(0xC0000142), run_end_event(0x42, None)], "crashed", 0x42,
+                        "0xc0000142 STATUS_DLL_INIT_FAILED (a DLL's initialization (DllMain) failed)"),
+    "killed child": ([PROCESS, launcher_exit(0), run_end_event(0, None)], "killed", errors.EXIT_KILLED,
+                     "The program was killed: it ended without exiting"),
+    "launcher killed": ([PROCESS, run_end_event(-9, None)], "killed", 128 + 9,
+                        "The program was killed with dlltrace's launcher (SIGKILL)"),
+    "dlltrace got SIGTERM": ([PROCESS, run_end_event(-9, 15)], "killed", 128 + 15,
+                             "The program was ended with dlltrace run, which received SIGTERM"),
+    "dlltrace got SIGHUP": ([PROCESS, run_end_event(-9, 1)], "killed", 128 + 1,
+                            "The program was ended with dlltrace run, which received SIGHUP"),
+    "Ctrl-C": ([PROCESS, STATS, launcher_exit(0xC000013A, "interrupted"), run_end_event(0x3A, 2)], "interrupted", 130,
+               "Interrupted: Ctrl-C was passed to the program, which then ended with 0xc000013a STATUS_CONTROL_C_EXIT"),
+    "Ctrl-C twice": ([PROCESS, run_end_event(-9, 2)], "interrupted", 130,
+                     "Interrupted: Ctrl-C was passed to the program, which did not end on it and was killed"),
+    "never ran": ([run_end_event(1, None)], "never_ran", errors.EXIT_NOT_RUN,
+                  "The program never ran: Wine exited with 1 before dlltrace's launcher could start it"),
+    "not windows": ([launcher_exit(None, "not_windows", pid=0), run_end_event(126, None)], "not_windows",
+                    errors.EXIT_NOT_RUN, "The program never ran as a Windows program"),
+}
+
+
+@covers("8", "130", "137", "128+N", "the program's")
+@pytest.mark.parametrize("name", CASES)
+def test_the_ending_is_said_in_the_summary_and_the_report_and_gives_runs_code(name, tmp_path):
+    events, kind, code, words = CASES[name]
+    tr = trace_of(tmp_path, *events)
+    assert ending(tr).kind == kind
+    assert run_exit_code(tr) == code
+    for text in both(tr):
+        assert words in text, text
+        if kind != "exited":
+            assert "every load succeeded" not in text, text
+            assert text.splitlines()[0].startswith("dlltrace ─ 0 failed loads · "), text
+
+
+def test_an_older_trace_without_facts_of_its_ending_is_unchanged(tmp_path):
+    # an exit event without `ended` (an older launcher), no stats line: not called killed
+    tr = trace_of(tmp_path, PROCESS, {"ev": "exit", "seq": 0, "pid": 7, "tid": 0, "t": 9, "code": 0, "by": "launcher"})
+    assert ending(tr).kind == "exited"
+    assert summarize(tr).splitlines() == [f"dlltrace ─ every load succeeded (0 loads traced) · trace saved to {tr.path}"]
+    # no exit event at all (written without dlltrace run): not known, nothing said
+    tr = trace_of(tmp_path, PROCESS, name="u.jsonl")
+    assert ending(tr).kind == "unknown" and produce(tr).splitlines()[0].startswith("dlltrace ─ every load succeeded")
+
+
+def test_a_killed_program_did_not_exit_with_0(tmp_path):
+    # Wine gives a killed process exit code 0: its loads are not judged as if it had exited with 0
+    tr = trace_of(tmp_path, PROCESS, *PROBE_OK, launcher_exit(0), run_end_event(0, None))
+    text = produce(tr)
+    assert "the program exited with 0" not in text and "The program was killed" in text, text
+    assert text.splitlines()[0].startswith("dlltrace ─ 1 failed load · the program was killed · "), text
+    # the same load, and the program exited with 0: went past
+    tr = trace_of(tmp_path, PROCESS, *PROBE_OK, STATS, launcher_exit(0), run_end_event(0, None), name="ok.jsonl")
+    assert "the program exited with 0" in produce(tr) and "was killed" not in produce(tr)
+
+
+def test_a_crash_after_a_failed_load_names_both(tmp_path):
+    tr = trace_of(tmp_path, PROCESS, *PROBE_OK, launcher_exit(0xC0000005), run_end_event(5, None))
+    text = summarize(tr)
+    assert text.splitlines()[0] == (f"dlltrace ─ 1 failed load · the program crashed (0xc0000005 STATUS_ACCESS_VIOLATION)"
+                                    f" · trace saved to {tr.path}")
+    assert "the program crashed (0xc0000005 STATUS_ACCESS_VIOLATION), and this is the last failed load" in text
+    assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION (an access violation)." in text.splitlines()
+
+
+# --- under Wine -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def endhost(wine_prefix) -> Path:
+    """fixtures/host/endhost.c built with mingw (once per source change), and the shim built."""
+    winetools.require("wine", "mingw64")
+    from test_shim import build_shim
+
+    build_shim()
+    src = ROOT / "fixtures" / "host" / "endhost.c"
+    out = winetools.CACHE / "endhost" / "endhost.exe"
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        winetools.mingw_compile([src], out, extra=["-municode"])
+    return out
+
+
+def own_copy(endhost: Path, tmp_path: Path) -> Path:
+    """endhost.exe under a name no other process has: its Unix processes are found by it."""
+    exe = tmp_path / f"endhost_{uuid.uuid4().hex[:10]}.exe"
+    exe.write_bytes(endhost.read_bytes())
+    return exe
+
+
+def unix_pids(exe: Path, arg: int = 0) -> list[int]:
+    """The Unix processes whose argument `arg` names the program `exe` (Wine shows a program's Windows
+    path as its argv[0]: the program itself; arg 1: its launcher)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                argv = (d / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+            except OSError:
+                continue
+            if len(argv) > arg and argv[arg].endswith(exe.name) and (arg == 0 or "dlltrace_launch64" in argv[0]):
+                out.append(int(d.name))
+    return out
+
+
+def wait_for(cond, timeout=60.0, every=0.2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(every)
+    return bool(cond())
+
+
+class Run:
+    """`python -m dlltrace run --wine -o t.jsonl -- EXE ARGS` in the background, output in files."""
+
+    def __init__(self, tmp_path: Path, exe: Path, *args: str, **env: str):
+        self.tmp, self.trace = tmp_path, tmp_path / "t.jsonl"
+        self.out, self.err = open(tmp_path / "out.txt", "wb"), open(tmp_path / "err.txt", "wb")
+        e = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"), **env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(self.trace), "--",
+                                      str(exe), *args], cwd=tmp_path, env=e, stdin=subprocess.DEVNULL,
+                                     stdout=self.out, stderr=self.err)
+
+    def stdout(self) -> str:
+        return (self.tmp / "out.txt").read_text(errors="replace").replace("\r\n", "\n")
+
+    def finish(self, timeout=120) -> tuple[int, str]:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.out.close()
+            self.err.close()
+        return rc, (self.tmp / "err.txt").read_text(errors="replace")
+
+
+def report_text(dlltrace_cli, trace: Path) -> str:
+    r = dlltrace_cli("report", str(trace))
+    assert r.returncode == 0, r
+    return r.stdout
+
+
+@pytest.mark.wine
+def test_a_crash_is_said_with_its_full_code(endhost, tmp_path, dlltrace_cli):
+    r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(endhost), "crash", cwd=tmp_path)
+    assert r.returncode == 0xC0000005 & 0xFF  # the program's code, its low 8 bits (README: Exit codes)
+    tr = read_trace(tmp_path / "t.jsonl")
+    assert tr.exit_code(tr.pids[0]) == 0xC0000005 and ending(tr).kind == "crashed"
+    words = "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION (an access violation); no failed load explains it."
+    assert words in r.stderr and "every load succeeded" not in r.stderr, r.stderr
+    assert "dlltrace ─ 0 failed loads · the program crashed (0xc0000005 STATUS_ACCESS_VIOLATION) · trace saved to t.jsonl" in r.stderr
+    assert words in report_text(dlltrace_cli, tmp_path / "t.jsonl")
+
+
+@pytest.mark.wine
+def test_exit_1114_is_named(endhost, tmp_path, dlltrace_cli):
+    r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(endhost), "exit", "1114", cwd=tmp_path)
+    assert r.returncode == 1114 & 0xFF == 90
+    words = "The program exited with 1114 (ERROR_DLL_INIT_FAILED: a DLL's initialization routine (DllMain) failed)"
+    assert words in r.stderr and "every load succeeded" not in r.stderr, r.stderr
+    assert words in report_text(dlltrace_cli, tmp_path / "t.jsonl")
+    tr = read_trace(tmp_path / "t.jsonl")
+    assert tr.exit_code(tr.pids[0]) == 1114 and any(tr.of("stats"))
+
+
+@pytest.mark.wine
+def test_a_program_killed_with_sigkill_is_said_killed(endhost, tmp_path, dlltrace_cli):
+    exe = own_copy(endhost, tmp_path)
+    run = Run(tmp_path, exe, "pid", "loop")
+    assert wait_for(lambda: "looping" in run.stdout()), run.stdout()
+    (child,) = unix_pids(exe)  # the Windows program's own Unix process
+    os.kill(child, signal.SIGKILL)
+    rc, err = run.finish()
+    assert rc == errors.EXIT_KILLED, err
+    assert "the program was killed" in err.splitlines()[0] and "The program was killed: it ended without exiting" in err
+    assert "every load succeeded" not in err and "the program exited with 0" not in err
+    tr = read_trace(run.trace)
+    assert ending(tr).kind == "killed" and any(tr.of("file"))  # the trace was finished
+    assert "The program was killed" in report_text(dlltrace_cli, run.trace)
+
+
+@pytest.mark.wine
+def test_a_bad_wineprefix_is_the_program_never_ran(endhost, tmp_path):
+    not_a_dir = tmp_path / "prefix-file"
+    not_a_dir.write_text("")
+    r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(endhost), cwd=tmp_path, WINEPREFIX=str(not_a_dir))
+    assert r.returncode == errors.EXIT_NOT_RUN, r.stderr
+    assert "dlltrace ─ 0 failed loads · the program never ran · trace saved to t.jsonl" in r.stderr
+    assert "The program never ran: Wine exited with" in r.stderr and "every load succeeded" not in r.stderr
+    # the report's text from the file (`dlltrace report` itself still stops first on a trace with no
+    # traced process: commands/report.py, exit 3, "the trace holds no traced process")
+    assert "The program never ran: Wine exited with" in produce(read_trace(tmp_path / "t.jsonl"))
+
+
+@pytest.mark.wine
+def test_a_shell_script_with_wine_never_ran_as_a_windows_program(wine_prefix, tmp_path):
+    from test_shim import build_shim
+
+    build_shim()
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", str(script), cwd=tmp_path)
+    assert r.returncode == errors.EXIT_NOT_RUN, r.stderr
+    assert "the program never ran as a Windows program" in r.stderr.splitlines()[0]
+    assert "every load succeeded" not in r.stderr
+    assert "The program never ran as a Windows program" in produce(read_trace(tmp_path / "t.jsonl"))  # (as above)
+
+
+@pytest.mark.wine
+def test_ctrl_c_is_passed_to_the_program_and_the_trace_is_finished(endhost, tmp_path, dlltrace_cli):
+    exe = own_copy(endhost, tmp_path)
+    run = Run(tmp_path, exe, "loop")
+    assert wait_for(lambda: "looping" in run.stdout()), run.stdout()
+    run.proc.send_signal(signal.SIGINT)  # to dlltrace run only, as `kill -INT`
+    rc, err = run.finish()
+    assert rc == errors.EXIT_INTERRUPTED, err
+    assert f"interrupted (Ctrl-C) · trace saved to {run.trace}" in err.splitlines()[0], err
+    assert "Interrupted: Ctrl-C was passed to the program, which then ended with" in err
+    assert wait_for(lambda: not unix_pids(exe), timeout=10)
+    tr = read_trace(run.trace)
+    (launcher,) = [e for e in tr.of("exit") if e["by"] == "launcher"]
+    assert launcher["ended"] == "interrupted"  # the launcher saw the Ctrl-C and outlived the program
+    assert any(tr.of("file"))  # the facts were appended
+    assert "Interrupted" in report_text(dlltrace_cli, run.trace)
+
+
+@pytest.mark.wine
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_killing_dlltrace_run_ends_the_program(endhost, tmp_path, how):
+    exe = own_copy(endhost, tmp_path)
+    run = Run(tmp_path, exe, "loop")
+    assert wait_for(lambda: "looping" in run.stdout()), run.stdout()
+    assert unix_pids(exe)
+    run.proc.send_signal(getattr(signal, how))
+    rc, err = run.finish()
+    assert wait_for(lambda: not unix_pids(exe), timeout=10), "the program outlived dlltrace run"
+    size = run.trace.stat().st_size
+    time.sleep(1)
+    assert run.trace.stat().st_size == size  # nothing appends to the trace any more
+    if how == "SIGTERM":  # dlltrace run ends the launcher, finishes the trace and says so
+        assert rc == 128 + 15, err
+        assert "The program was ended with dlltrace run, which received SIGTERM" in err
+        assert any(read_trace(run.trace).of("file"))
+    else:
+        assert rc == -signal.SIGKILL
+
+
+@pytest.mark.wine
+def test_the_launcher_killed_ends_the_program_through_its_job(endhost, tmp_path):
+    """The program's Unix process is not the launcher's child (Wine starts it apart): only the job object
+    the launcher holds it in (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE) ends it with the launcher."""
+    exe = own_copy(endhost, tmp_path)
+    run = Run(tmp_path, exe, "loop")
+    assert wait_for(lambda: "looping" in run.stdout()), run.stdout()
+    (launcher,) = unix_pids(exe, arg=1)
+    (program,) = unix_pids(exe)
+    assert Path(f"/proc/{program}/stat").read_text().split()[3] != str(launcher)  # not its Unix parent
+    os.kill(launcher, signal.SIGKILL)
+    rc, err = run.finish()
+    assert wait_for(lambda: not unix_pids(exe), timeout=10), "the program outlived its launcher"
+    assert rc == 128 + 9 and "The program was killed with dlltrace's launcher (SIGKILL)" in err, err
+    assert not [w for w in read_trace(run.trace).of("warning") if "job" in w.get("message", "")]
