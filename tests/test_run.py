@@ -51,6 +51,10 @@ def test_crash_exit_status_and_default_trace_name(shim_env, tmp_path):
     tr = read_trace(trace_file)
     assert [ld.error for ld in tr.loads()] == [126]
     assert tr.exit_code(tr.pids[0]) == 0xC0000005
+    # the summary names the crash with its full code (README: Exit codes), in its first line and its last
+    (head,) = [line for line in r.stderr.splitlines() if line.startswith("dlltrace ─ ")]  # (after Wine's own line)
+    assert "the program crashed (0xc0000005 STATUS_ACCESS_VIOLATION)" in head
+    assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION (an access violation)." in r.stderr.splitlines()
 
 
 @pytest.mark.wine
