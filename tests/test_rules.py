@@ -649,3 +649,57 @@ def test_rule_dllmain_fails_if_bound():
     assert [x.error for x in run(files, new_first)] == [0, 0]
     # nothing old loaded: c10.dll binds System32's 14.42 and loads
     assert run(files, old_first[1:])[-1].error == 0
+
+
+def test_rule_dllmain_failure_error():
+    """FALSE gives 1114; a crash the loader caught gives the error the load recorded (998 for an access
+    violation under Wine, tests/test_dllmain.py); the engine puts it on the leaf and every importer above."""
+    import dataclasses
+
+    assert rules.rule_dllmain_failure_error("") == 1114
+    assert rules.rule_dllmain_failure_error("exited") == 1114  # (the load never returned: nothing to compare)
+    assert rules.rule_dllmain_failure_error("crashed") == 998
+    assert rules.rule_dllmain_failure_error("crashed", 1001) == 1001
+    assert not rules.rule_failed_load_keeps_loaded_dependencies(SystemInfo(profile="wine"), 998)
+    sc = scenario(files=[{"path": "C:\\t\\top.dll", "imports": ["crash.dll"]}, "C:\\t\\crash.dll"])
+    f = sc.world.file("C:\\t\\crash.dll")
+    sc.world.add_file(dataclasses.replace(f, dllmain_fails=True, dllmain_how="crashed", dllmain_error=998,
+                                          dllmain_status=0xC0000005))
+    sim = sc.simulator()
+    res = sim.load_library("C:\\t\\top.dll", 0x8)
+    assert res.error == 998 and res.leaf is not None and res.leaf.name == "crash.dll"
+    assert res.leaf.cause == "init_failed" and res.chain == ["top.dll", "crash.dll"]
+    assert "its DllMain crashed (0xc0000005)" in res.leaf.detail
+    assert [m for m in ("top.dll", "crash.dll") if sim.process.find_loaded_by_name(m) is not None] == []
+
+
+def test_rule_dos_path_name():
+    r"""Microsoft's "Naming Files, Paths, and Namespaces": `\\?\` sends the string to the file system as
+    written; a normal path is parsed, and its last component loses its trailing dots and spaces (Wine's
+    collapse_path also drops a folder's last dot). Measured under Wine: tests/test_odd_paths.py."""
+    d = rules.rule_dos_path_name
+    assert d("\\\\?\\C:\\x\\a.dll") == "C:\\x\\a.dll"
+    assert d("\\\\?\\C:\\x\\a.dll.") == "C:\\x\\a.dll."  # kept: the file "a.dll." (not there)
+    assert d("\\\\?\\C:\\x\\a.dll ") == "C:\\x\\a.dll "
+    assert d("\\\\?\\UNC\\srv\\share\\a.dll") == "\\\\srv\\share\\a.dll"
+    assert d("C:\\x\\a.dll.") == d("C:\\x\\a.dll ") == d("C:\\x\\a.dll. . ") == "C:\\x\\a.dll"
+    assert d("C:\\x.\\a.dll") == "C:\\x\\a.dll"
+    assert d("a.dll ") == "a.dll" and d("sub\\a.dll.") == "sub\\a.dll"
+    assert d("C:\\x\\..\\a.dll") == "C:\\x\\..\\a.dll" and d("..\\a.dll") == "..\\a.dll"  # (dots alone: normalize)
+    assert d("\\\\srv\\share\\a.dll") == "\\\\srv\\share\\a.dll" and d("C:\\x\\a.dll") == "C:\\x\\a.dll"
+
+
+def test_rule_load_name():
+    """".dll" is added first (a trailing "." means none), then the path rules: the name the model opens is
+    the file the loader opens, so a `\\\\?\\` path or a trailing ". " is no 126 next to the same file."""
+    n = rules.rule_load_name
+    assert n("a") == "a.dll" and n("a.") == "a" and n("a.dll.") == "a.dll" and n("a.dll ") == "a.dll"
+    assert n("\\\\?\\C:\\x\\a") == "C:\\x\\a.dll" and n("\\\\?\\C:\\x\\a.dll.") == "C:\\x\\a.dll."
+    files = ["C:\\x\\a.dll"]
+    for name in ("\\\\?\\C:\\x\\a.dll", "C:\\x\\a.dll.", "C:\\x\\a.dll ", "C:\\x.\\a.dll"):
+        r = load(name, 0, files)
+        assert (r.error, r.module_path, r.probes) == (0, "C:\\x\\a.dll", ["C:\\x\\a.dll"]), name
+    r = load("\\\\?\\C:\\x\\a.dll.", 0, files)
+    assert r.error == 126 and r.probes == ["C:\\x\\a.dll."]
+    r = load("a.dll ", 0x1000, files, pre=[{"op": "AddDllDirectory", "path": "C:\\x"}])
+    assert r.error == 0 and r.module_path == "C:\\x\\a.dll"

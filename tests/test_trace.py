@@ -245,3 +245,85 @@ def test_shipped_s3_agrees_on_every_attempt():
     assert [r.load.api for r in rs if r.failed] == ["LoadLibraryExW", "LoadLibraryW"]
     assert all(r.differences == [] for r in rs), [r.disagreements for r in rs]
     assert rs[-1].agreed == len(rs[-1].real_probes) > 5
+
+
+def test_mark_dllmain_failure_says_which_module_and_how():
+    """FALSE (1114), a crash the loader caught (998 and "loaded"/"unloaded" of the module), ExitProcess
+    (no load_end: the module of the last "loaded"), from the loader's notifications (tests/test_dllmain.py
+    checks each under Wine)."""
+    from dlltrace.trace.reader import Load
+    from dlltrace.trace.replay import dllmain_running_module, mark_dllmain_failure
+
+    class World:
+        def __init__(self):
+            self.marks = []
+
+        def mark_init_failed(self, path, how="", error=None, status=None):
+            self.marks.append((path, how, error, status))
+
+    def load(end, *notes, name="C:\\t\\top.dll"):
+        ld = Load(seq=1, pid=1, tid=1, t=0, api="LoadLibraryExW", name=name, flags=0, parent=None,
+                  depth=0, ctx=None, caller=None, end=end)
+        ld.notifications = list(notes)
+        return ld
+
+    def marks(ld):
+        w = World()
+        mark_dllmain_failure(w, ld)
+        return w.marks
+
+    dep = "C:\\t\\dep.dll"
+    assert marks(load({"error": 1114}, ("loaded", dep), ("unloaded", dep))) == [(dep, "", None, None)]
+    assert marks(load({"error": 998, "status": 0xC0000005}, ("loaded", dep), ("unloaded", dep))) == [
+        (dep, "crashed", 998, 0xC0000005)]
+    assert marks(load({"error": 126})) == []  # not found: no DllMain ran
+    assert marks(load({"error": 998, "status": 0xC0000005})) == []  # no notifications: not guessed
+    assert marks(load({"error": 1114}, name="dep.dll")) == []  # a bare name and no notifications: not guessed
+    assert marks(load({"error": 1114})) == [("C:\\t\\top.dll", "", None, None)]  # an older trace, a full path
+    died = load(None, ("loaded", "C:\\t\\ok.dll"), ("loaded", dep))
+    assert not died.finished and dllmain_running_module(died) == dep
+    assert marks(died) == [(dep, "exited", None, None)]
+    assert dllmain_running_module(load(None)) is None  # died before any DllMain: nothing to say
+    assert dllmain_running_module(load(None, ("loaded", dep), ("unloaded", dep))) is None
+    assert dllmain_running_module(load({"error": 0}, ("loaded", dep))) is None  # it returned
+
+
+def test_concatenated_traces_are_refused_with_the_line_to_split_at(tmp_path):
+    """Two traces in one file (`cat a.jsonl b.jsonl`): the second header after events is one error naming
+    its line, not a merge whose restarted seqs would be read as retries of the first trace's loads. A
+    second header before any event (two writers that both found the file empty) is still read."""
+    p = write(tmp_path, [HEADER, *EVENTS[:3], HEADER, *EVENTS[:3]])
+    with pytest.raises(DlltraceError) as e:
+        read_trace(p)
+    assert e.value.exit_code == EXIT_BAD_TRACE
+    assert "line 5: a second trace header after events: two traces were joined" in str(e.value)
+    assert "head -n 4" in str(e.value)
+    tr = read_trace(write(tmp_path, [HEADER, HEADER, *EVENTS], name="race.jsonl"))
+    assert tr.warnings == [] and len(tr.events) == len(EVENTS)
+
+
+def test_the_same_events_twice_are_read_once_with_a_warning(tmp_path):
+    """The events repeated (the body appended again): one warning naming the first copy and how many,
+    and the copies dropped, so the report is the trace's own: no invented retries or disagreements."""
+    from pathlib import Path
+
+    from dlltrace.report.summary import produce
+
+    tr = read_trace(write(tmp_path, [HEADER, *EVENTS, *EVENTS]))
+    assert len(tr.events) == len(EVENTS) and len(tr.warnings) == 1
+    assert f"line {len(EVENTS) + 2}: {len(EVENTS)} event(s) repeat earlier ones exactly" in tr.warnings[0]
+    assert [ld.seq for ld in tr.loads(pid=7)] == [3, 5]
+    # an event with the seq of another but other fields is not a copy (kept, as before)
+    other = dict(EVENTS[2], t=999)
+    assert len(read_trace(write(tmp_path, [HEADER, *EVENTS, other], name="o.jsonl")).events) == len(EVENTS) + 1
+    s3 = (Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "s3.jsonl").read_text(encoding="utf-8")
+    lines = s3.splitlines(True)
+    doubled = tmp_path / "s3x2.jsonl"
+    doubled.write_text("".join(lines + lines[1:]), encoding="utf-8")
+    tr = read_trace(doubled)
+    assert len(tr.warnings) == 1 and "the copies are ignored" in tr.warnings[0]
+    twice = json.loads(produce(tr, "json"))
+    orig = json.loads(produce(read_trace(Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "s3.jsonl"), "json"))
+    assert [(c["op"], c["real_error"], c["verdict"]["reason"]) for c in twice["calls"]] == [
+        (c["op"], c["real_error"], c["verdict"]["reason"]) for c in orig["calls"]]
+    assert all(not c.get("differences") for c in twice["calls"])

@@ -113,6 +113,7 @@ ERROR_PROC_NOT_FOUND = 127
 ERROR_INVALID_ORDINAL = 182
 ERROR_BAD_EXE_FORMAT = 193
 ERROR_DLL_INIT_FAILED = 1114
+ERROR_NOACCESS = 998  # RtlNtStatusToDosError(STATUS_ACCESS_VIOLATION): a DllMain that crashed, under Wine
 
 ERROR_TEXT = {
     0: "The operation completed successfully.",
@@ -124,6 +125,7 @@ ERROR_TEXT = {
     127: "The specified procedure could not be found.",
     182: "The operating system cannot run %1.",
     193: "%1 is not a valid Win32 application.",
+    998: "Invalid access to memory location.",
     1114: "A dynamic link library (DLL) initialization routine failed.",
 }
 
@@ -224,6 +226,12 @@ class FileFacts:
     pe: Optional[PEFacts] = None  # None when the file is not a PE (see error)
     error: Optional[FileError] = None
     dllmain_fails: bool = False  # its DllMain returns FALSE (or its static init crashes)
+    # how it fails, when a trace showed it: "" returns FALSE, "crashed" raised an exception the
+    # loader caught (the load gave dllmain_error, 998 for an access violation under Wine), "exited" the process
+    # ended inside it (ExitProcess, or a crash nothing caught): the load never returned
+    dllmain_how: str = ""
+    dllmain_error: Optional[int] = None
+    dllmain_status: Optional[int] = None  # the NTSTATUS the load ended with (0xC0000005)
 
 
 # --- results --------------------------------------------------------------------------------
@@ -331,7 +339,8 @@ class LeafFacts:
     missing_ordinal:  ordinal
     apiset_no_host:   contract, the API-set contract with no host
     invalid_parameter: reason (INVALID_FLAGS_TEXT)
-    init_failed:      loaded_earlier, when an earlier failed load had loaded it, not initialized
+    init_failed:      loaded_earlier, when an earlier failed load had loaded it, not initialized;
+                      dllmain_how / dllmain_status, how its DllMain failed (FileFacts.dllmain_how)
     not_found:        search_path_w, for a data-file load under Wine (SearchPathW found nothing)
     """
 
@@ -344,6 +353,8 @@ class LeafFacts:
     reason: Optional[InvalidFlagsReason] = None
     loaded_earlier: bool = False
     search_path_w: bool = False
+    dllmain_how: Optional[str] = None  # "crashed" / "exited" (FileFacts.dllmain_how); None: returned FALSE
+    dllmain_status: Optional[int] = None
 
 
 def leaf_detail(cause: Cause, f: LeafFacts) -> str:
@@ -363,6 +374,13 @@ def leaf_detail(cause: Cause, f: LeafFacts) -> str:
     if cause == "access_denied":
         return "access denied"
     if cause == "init_failed":
+        if f.dllmain_how == "crashed":
+            st = f" ({f.dllmain_status:#x})" if f.dllmain_status is not None else ""
+            return f"its DllMain crashed{st}; the loader caught the exception and unloaded it" + (
+                "; it had been loaded, not initialized, by an earlier failed load" if f.loaded_earlier else "")
+        if f.dllmain_how == "exited":
+            return ("the process ended inside its DllMain (ExitProcess, or a crash nothing caught): "
+                    "the load never returned")
         return "DllMain returned FALSE (or its static initialisation failed)" + (
             "; it had been loaded, not initialized, by an earlier failed load" if f.loaded_earlier else "")
     if cause == "not_found" and f.search_path_w:

@@ -304,7 +304,8 @@ def reason_text(v: Verdict) -> str:
         "real_load_succeeded": "the real loader loaded it; only the model says it fails (please report this)",
         "exit_zero": "the program exited with 0",
         "retried_ok": f"then loaded by {v.related.api if v.related else '?'}({rel})",
-        "died_in_load": "the process ended inside this load",
+        "died_in_load": "the process ended inside this load" + (
+            f" (exit code {exit_text(v.exit_code)})" if v.exit_code is not None else ""),
         "python_exception": f"the program ended on {_short_message(v.exception) if v.exception else 'an exception'}",
         "exception_not_a_load": (f"the program ended on {_short_message(v.exception) if v.exception else '?'}, "
                                  "a missing Python module, not this load"),

@@ -296,6 +296,13 @@ def warning_lines(trace: Trace, limit: int = 10) -> list[str]:
     return out
 
 
+def concatenated(lineno: int) -> str:
+    """The error for a second header after events: one trace file appended to another. Its seqs
+    restart, so its loads would be read as the first trace's (invented retries, disagreements)."""
+    return (f"a second trace header after events: two traces were joined into this file; split it before this "
+            f"line (`head -n {lineno - 1}` is the first trace) and report each")
+
+
 def _bad(path: Union[str, Path], lineno: int, what: str) -> DlltraceError:
     return DlltraceError(f"{path}: line {lineno}: {what}", EXIT_BAD_TRACE)
 
@@ -383,6 +390,9 @@ def _read_trace(path: Union[str, Path]) -> Trace:
     header = parse_header(first, path)
     events: list[dict] = []
     warnings: list[str] = []
+    seen: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> index in events of its first event
+    seen_lines: set[str] = set()  # the lines of the launcher's events (seq 0)
+    copies: list[int] = []  # lines of events that repeat an earlier one exactly
     last = len(lines)
     for i, raw in enumerate(lines[1:], start=2):
         if raw is not None and "\0" in raw:
@@ -408,9 +418,11 @@ def _read_trace(path: Union[str, Path]) -> Trace:
             warnings.append(f"{path}: line {i}: not a JSON object, skipped")
             continue
         if "ev" not in obj:
-            if obj.get("format") == FORMAT_NAME:  # another header (a second writer started the file)
+            if obj.get("format") == FORMAT_NAME:  # another header
                 parse_header(obj, path, i)
-                continue
+                if events:  # after events: another trace starts here
+                    raise _bad(path, i, concatenated(i))
+                continue  # before any event: two writers both found the file empty
             warnings.append(f"{path}: line {i}: no \"ev\" field, skipped")
             continue
         if not isinstance(obj["ev"], str):
@@ -421,5 +433,19 @@ def _read_trace(path: Union[str, Path]) -> Trace:
             warnings.append(f"{path}: line {i}: {problem}")
         if not usable:
             continue
+        if obj["seq"]:
+            k = (obj["pid"], obj["seq"])
+            first = seen.setdefault(k, len(events))
+            if first != len(events) and events[first] == obj:  # the same event twice: a copy, dropped
+                copies.append(i)
+                continue
+        elif obj["ev"] != "file":  # seq 0, the launcher's events: the same line twice is a copy
+            if raw in seen_lines:  # (a `file` fact twice is the same fact: kept, harmless)
+                copies.append(i)
+                continue
+            seen_lines.add(raw)
         events.append(obj)
+    if copies:
+        warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "
+                        f"seq, time and fields): the file holds the same events twice; the copies are ignored")
     return Trace(path=str(path), header=header, events=events, warnings=warnings, checked=True)

@@ -166,6 +166,45 @@ def init_failed_module(load: Load) -> Optional[str]:
     return None
 
 
+def dllmain_running_module(load: Load) -> Optional[str]:
+    """The module whose DllMain was running when the process ended inside a load that never
+    returned (ExitProcess in a DllMain, or a crash nothing caught): the loader notifies "loaded"
+    right before it calls a module's DllMain (Wine's process_attach), so it is the module of the
+    load's last notification when that one is "loaded". None when the load returned, or the
+    notifications do not end on a "loaded" (no DllMain was running that the trace shows)."""
+    if load.finished or not load.notifications:
+        return None
+    reason, path = load.notifications[-1]
+    return nt_to_win32(path) if reason == "loaded" else None
+
+
+def mark_dllmain_failure(world: World, load: Load) -> None:
+    """Tell the recorded world which module's DllMain failed in this load, and how, from the
+    loader's answer and notifications (FileFacts.dllmain_how): 1114, DllMain returned FALSE
+    (init_failed_module); another error with a module notified "loaded" then "unloaded", the
+    loader caught an exception inside that DllMain (998 for an access violation under Wine:
+    rules.rule_dllmain_failure_error); no return, the process ended inside the DllMain of the last
+    module notified "loaded" (dllmain_running_module)."""
+    mark = getattr(world, "mark_init_failed", None)
+    if mark is None:
+        return
+    if not load.finished:
+        running = dllmain_running_module(load)
+        if running is not None:
+            mark(running, "exited")
+        return
+    if load.error == ERROR_DLL_INIT_FAILED:
+        failed = init_failed_module(load)
+        if failed is None and not load.notifications and load.name and winpath.is_absolute(load.name):
+            failed = load.name  # no notifications (an older trace): the loaded module itself
+        if failed is not None:
+            mark(failed)
+    elif load.error:
+        failed = init_failed_module(load)  # a failed DllMain is the only reason to notify "unloaded" there
+        if failed is not None:
+            mark(failed, "crashed", load.error, load.status)
+
+
 def can_replay_start(trace: Trace, pid: int) -> bool:
     """Whether a process that could not start (Trace.start_failures) has what replay_start needs:
     the `env` event the launcher writes for it, naming the program."""
@@ -328,13 +367,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
                 continue
             flags = load.flags or 0
             origin, origin_kind, origin_module = origin_of(trace, load)
-            if load.error == ERROR_DLL_INIT_FAILED and hasattr(world, "mark_init_failed"):
-                # DllMain's answer is in no file: take the loader's
-                failed = init_failed_module(load)
-                if failed is None and not load.notifications and load.name and winpath.is_absolute(load.name):
-                    failed = load.name  # no notifications (an older trace): the loaded module itself
-                if failed is not None:
-                    world.mark_init_failed(failed)
+            mark_dllmain_failure(world, load)  # DllMain's answer is in no file: take the loader's
             res = sim.load_library(load.name, flags, op=load_op(load.api),
                                    origin=origin, origin_kind=origin_kind, origin_module=origin_module)
             seen = real_probe_statuses(load)

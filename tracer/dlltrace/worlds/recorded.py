@@ -150,12 +150,16 @@ class RecordedWorld:
         for d in dirs:
             self._dirs[winpath.key(d)] = True
 
-    def mark_init_failed(self, path: str) -> None:
-        """The trace shows that loading this file failed in initialisation (1114): a fact no PE
-        header tells, so the replay takes it from the loader's own answer."""
+    def mark_init_failed(self, path: str, how: str = "", error: Optional[int] = None,
+                         status: Optional[int] = None) -> None:
+        """The trace shows that this file's DllMain failed: a fact no PE header tells, so the replay
+        takes it from the loader's own answer. `how` (FileFacts.dllmain_how): "" it returned FALSE
+        (1114), "crashed" the loader caught an exception in it (the load gave `error`, 998 for
+        `status` 0xC0000005 under Wine), "exited" the process ended inside it (the load never returned)."""
         f = self.file(path)
         if f is not None and not f.dllmain_fails:
-            self._files[winpath.key(path)] = dataclasses.replace(f, dllmain_fails=True)
+            self._files[winpath.key(path)] = dataclasses.replace(f, dllmain_fails=True, dllmain_how=how,
+                                                                 dllmain_error=error, dllmain_status=status)
 
     def _mark_dirs(self, path: str) -> None:
         d = winpath.dirname(path)

@@ -223,7 +223,7 @@ class Simulator:
                      origin_kind: OriginKind = "", origin_module: str = "") -> CallResult:
         res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin,
                          origin_kind=origin_kind, origin_module=origin_module)
-        req = rules.rule_default_extension(name)
+        req = rules.rule_load_name(name)  # ".dll" added, then the path rules (\\?\, trailing dots and spaces)
         search = rules.rule_effective_search_flags(flags, self.process)
         res.search_flags, res.path, res.cwd = search, tuple(self.process.path), self.process.cwd
         why = rules.rule_invalid_flags(req, flags, search)
@@ -542,7 +542,7 @@ class Simulator:
         reference cycle holding the whole simulator until the cyclic garbage collector ran.)"""
         for c in node.children:
             if self._init_visit(c, seen):
-                node.error = ERROR_DLL_INIT_FAILED
+                node.error = c.error or ERROR_DLL_INIT_FAILED  # 1114, or a crashed DllMain's error (998)
                 return True
         m = self._module_of.get(id(node))
         if m is None or m.initialized or id(m) in seen or (node.via == "call" and self._no_refs):
@@ -550,7 +550,9 @@ class Simulator:
         seen.add(id(m))
         facts = self.world.file(m.path)
         if facts is not None and facts.dllmain_fails:
-            self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new))
+            self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new, dllmain_how=facts.dllmain_how or None,
+                                                      dllmain_status=facts.dllmain_status))
+            node.error = rules.rule_dllmain_failure_error(facts.dllmain_how, facts.dllmain_error)
             return True
         if isinstance(facts, rules.InitFacts) and facts.dllmain_fails_if_bound:
             bound = [(d.path, self._file_version(d.path)) for d in m.deps]

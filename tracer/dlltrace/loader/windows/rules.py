@@ -55,6 +55,47 @@ def rule_default_extension(name: str) -> str:
     return name
 
 
+VERBATIM_PREFIX = "\\\\?\\"  # \\?\
+
+
+@lru_cache(maxsize=65536)
+def rule_dos_path_name(path: str) -> str:
+    r"""The Win32 path of the file the loader opens for a path (RtlDosPathNameToNtPathName_U, then
+    `\??\` read back as Win32). Microsoft's "Naming Files, Paths, and Namespaces"
+    (https://learn.microsoft.com/en-us/windows/win32/fileio/naming-a-file): the `\\?\` prefix
+    "tells the Windows APIs to disable all string parsing and to send the string that follows it
+    straight to the file system", so `\\?\C:\x\a.dll` is `C:\x\a.dll` exactly as written (`\\?\UNC\srv\s\x`
+    is `\\srv\s\x`), a trailing "." or " " kept. A normal path is parsed: the same page says "Do not
+    end a file or directory name with a space or a period", and the parsing drops them: the trailing
+    spaces and dots of the last component are removed (Wine's dlls/ntdll/path.c collapse_path, which
+    RtlDosPathNameToNtPathName_U runs: "remove trailing spaces and dots (yes, Windows really does that,
+    don't ask)"), and Wine's collapse_path also drops the last dot of each folder name. A component
+    that is only dots (".", "..") is left to winpath.normalize."""
+    if path.startswith(VERBATIM_PREFIX):
+        rest = path[len(VERBATIM_PREFIX):]
+        return "\\\\" + rest[4:] if rest[:4].upper() == "UNC\\" else rest
+    parts = path.replace("/", "\\").split("\\")
+    for i, part in enumerate(parts):
+        if not part or part.strip(".") == "" or (i == 0 and part.endswith(":")):
+            continue
+        if i == len(parts) - 1:
+            parts[i] = part.rstrip(" .") or part
+        elif part.endswith("."):
+            parts[i] = part[:-1]
+    return "\\".join(parts)
+
+
+@lru_cache(maxsize=65536)
+def rule_load_name(name: str) -> str:
+    r"""The name LoadLibrary looks for: ".dll" added to a file part with no dot, a trailing "." meaning
+    "no extension" (rule_default_extension), then the path rules of the file it opens
+    (rule_dos_path_name: `C:\x\a.dll.` and `a.dll ` are a.dll; `\\?\C:\x\a.dll` is C:\x\a.dll, and
+    `\\?\C:\x\a.dll.` is the file "a.dll." as written)."""
+    if name.startswith(VERBATIM_PREFIX):
+        return rule_dos_path_name(name if "." in winpath.basename(name) else name + ".dll")
+    return rule_dos_path_name(rule_default_extension(name))
+
+
 def rule_api_set_match(name: str, system: SystemInfo) -> Optional[ApiSetContract]:
     """A bare name that starts with "api-" or "ext-" is looked up in the API-set schema: the
     name without ".dll" and without its last "-N" component, compared case-insensitively with
@@ -454,8 +495,21 @@ def rule_failed_load_keeps_loaded_dependencies(system: SystemInfo, error: int) -
     is in the import stage, unloads only the modules that failed: dependencies that loaded
     fine stay loaded (a FIXME in Wine's loader says so) but are not initialized, and a retry
     binds to them by name (measured in the S2 fixture: the retry never probes for
-    cudart64_110.dll). A DllMain failure (1114) unloads the whole call under Wine too."""
-    return system.profile == "wine" and error != 1114
+    cudart64_110.dll). A DllMain failure (1114, or 998 for a DllMain that crashed) unloads the whole
+    call under Wine too (tests/test_dllmain.py: Wine's log unloads the importer and the failed DLL)."""
+    return system.profile == "wine" and error not in (1114, 998)
+
+
+def rule_dllmain_failure_error(how: str, error: Optional[int] = None) -> int:
+    """The error a load gives when a DllMain in it fails (FileFacts.dllmain_how): FALSE gives 1114
+    (ERROR_DLL_INIT_FAILED); an exception inside DllMain that the loader catches gives the exception's
+    status as a Win32 error: Wine 8.0 wraps the call in __TRY/__EXCEPT_ALL (dlls/ntdll/loader.c,
+    MODULE_InitDLL around call_dll_entry_point; process_attach then notifies "unloaded"), and
+    LoadLibrary fails with 998 (ERROR_NOACCESS) for an access violation (tests/test_dllmain.py).
+    Windows: not measured here. `error`: the error the trace recorded for that load, if any."""
+    if how == "crashed":
+        return error if error else 998
+    return 1114
 
 
 
