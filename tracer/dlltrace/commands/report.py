@@ -17,7 +17,7 @@ import os
 import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.report.redact import redact
+from dlltrace.report.redact import redact, redact_trace, redactor_of
 from dlltrace.report.explained import LineStyle, print_blocks, style_of
 from dlltrace.report.summary import produce, produce_blocks
 from dlltrace.trace.reader import read_trace, warning_lines
@@ -36,8 +36,13 @@ def execute(args: argparse.Namespace) -> int:
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
     trace = read_trace(args.trace)
+    # --redact: the report is made of a redacted copy of the trace (every form, the warnings too), and
+    # what it prints is passed through the same rules once more (report/redact.py, docs/redaction.md)
+    red = redactor_of(trace) if args.redact else None
+    if red is not None:
+        trace = redact_trace(trace, red)
     for line in warning_lines(trace):
-        print(line, file=sys.stderr)
+        print(red.text(line) if red else line, file=sys.stderr)
     if not trace.pids and not trace.start_failures():
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
@@ -45,11 +50,10 @@ def execute(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         console = Console(highlight=False, markup=False, emoji=False)
-        print_blocks(produce_blocks(trace, args.all), console,
-                     clean=(lambda s: redact(s, trace)) if args.redact else None)
+        print_blocks(produce_blocks(trace, args.all), console, clean=red.text if red else None)
     else:
         out = produce(trace, fmt, args.all)
-        print(redact(out, trace) if args.redact else out)
+        print(redact(out, red) if red else out)
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0
 

@@ -1,29 +1,295 @@
-"""`--redact`: user names, home folders and machine names replaced in a report's text."""
+"""`--redact`: the user's names, home folders and machine names replaced, from facts the trace holds
+(docs/redaction.md).
+
+The identifying values come from the trace itself, never from a list of likely names: the folder
+that IS a user profile (`C:\\Users\\NAME`, `C:\\Documents and Settings\\NAME`, Wine's
+`C:\\users\\NAME`), a Unix home (`/home/NAME`, `Z:\\home\\NAME`, `/root`), the server of a UNC path
+(`\\\\SERVER\\share`, `\\??\\UNC\\SERVER`, `\\\\?\\UNC\\SERVER`), and USERNAME / USERPROFILE / HOME /
+COMPUTERNAME where a trace's `env` records them. A value is replaced as a whole path component, in
+its place only (a user named `lib` is replaced in `C:\\Users\\lib`, never in `venv\\Lib`), with either
+separator, case-insensitively. A user name or a word of a full name (a profile folder `Alice Smith`)
+that no path of the trace uses otherwise is also replaced wherever it stands alone (a message, the
+trace file's name); one a path uses otherwise (`lib`: `venv\\Lib`) stays in its places only.
+
+redact_trace() makes a redacted copy of the whole trace before any report is made of it: every
+form (text, terminal, JSON, Markdown) is made from it, so none can bypass the redaction, and a form
+that cuts a path short (a message cut at 160 characters) cuts the redacted one. redact() is the
+same positional rules on any text (the report's own output is passed through it once more)."""
 
 from __future__ import annotations
 
-import json
 import re
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
 
-from dlltrace.trace.reader import Trace
+from dlltrace.trace.reader import Trace, paused_gc
 
-_USERS = re.compile(r"(?i)([A-Za-z]:\\(?:Users|Documents and Settings)\\)([^\\/\"'\s]+)")
-_HOMES = re.compile(r"(?i)((?:[A-Z]:)?[\\/](?:home)[\\/])([^\\/\"'\s]+)")
+USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
+
+_SEP = r"[\\/]+"
+_DELIM = r"""\s"'`(\[=,;…"""
+_LEFT = rf"(?:^|(?<=[{_DELIM}]))"  # where a path starts: the start of a string or after a delimiter
+_END = r"""(?=[\\/\s"'`;,:)\]}|<>…*?]|$)"""  # where a path component ends
+_COMP = r"""[^\\/\s"'`;,:*?<>|…]+"""  # a component in running text (it ends at a space)
+_COMP_SPACED = r"""[^\\/"'`;:*?<>|…\r\n\t]{1,80}?"""  # a component that may hold spaces (a whole path)
+
+_PROFILE_ROOT = rf"(?:(?<=[\\/…])|{_LEFT})(?:Users|Documents and Settings){_SEP}"
+_HOME_ROOT = rf"(?:{_LEFT}|(?<=[A-Za-z]:)|(?<=unix)){_SEP}home{_SEP}"
+_ROOT_HOME = re.compile(rf"(?i)((?:{_LEFT}|(?<=[Zz]:)|(?<=unix)){_SEP})root{_END}")
+_UNC_ROOT = rf"(?:\\+\?{{1,2}}\\+UNC{_SEP}|(?:{_LEFT}|(?<=\?\\))(?:\\{{2,}}|//)(?![?.][\\/]))"
+
+# the folders under Users that are nobody's
+NOT_PROFILES = frozenset({"public", "default", "default user", "all users", "defaultapppool"})
+
+# fields that are whole paths (or ;-lists of paths): a profile folder in them may hold spaces
+PATH_KEYS = frozenset({"path", "exe", "cwd", "name", "caller", "shim", "executable", "prefix", "base_prefix",
+                       "exec_prefix", "conda_prefix", "system32", "windows", "modules", "sys_path", "dll_directory",
+                       "app", "user_dirs", "value", "installed_at", "source"})
+# fields whose values are words of the trace format, never the user's (left as they are)
+# (and `pe`: the facts read from inside a binary, its imports and exports, never a path)
+FORMAT_KEYS = frozenset({"ev", "api", "op", "kind", "reason", "why", "via", "machine", "format", "handle", "base",
+                         "cookie", "result", "file", "bytes", "hook", "hooks", "type", "version", "platform", "tool",
+                         "pe", "known_dlls", "sets"})
+# env `vars` that name the user, their home, their machine, where a trace records them
+USER_VARS = ("USERNAME", "USER", "LOGNAME")
+HOME_VARS = ("USERPROFILE", "HOME", "HOMEPATH")
+MACHINE_VARS = ("COMPUTERNAME", "HOSTNAME", "USERDOMAIN", "LOGONSERVER")
+IDENTITY_VARS = {**{v: USER for v in USER_VARS}, **{v: MACHINE for v in MACHINE_VARS}}
+_QUOTED = re.compile(r""""([^"\r\n]*)"|'([^'\r\n]*)'""")
+_WORDS = re.compile(r"[\s.]+")
+_PATH_TOKEN = re.compile(r"""(?:[A-Za-z]:[\\/]|\\\\|\\\?\?\\|(?<![\w.])/)[^\s"'`<>|;,]*""")  # a path in running text
 
 
-def redact(text: str, trace: Trace) -> str:
-    names = set()
-    for m in _USERS.finditer(json.dumps([e for e in trace.events], ensure_ascii=False).replace("\\\\", "\\")):
-        if m.group(2).lower() not in ("public", "default", "all users", "<user>"):
-            names.add(m.group(2))
-    text = _USERS.sub(lambda m: m.group(1) + ("<user>" if m.group(2).lower() not in ("public", "default") else m.group(2)), text)
-    text = _HOMES.sub(lambda m: m.group(1) + "<user>", text)
-    text = re.sub(r"(?i)\bZ:\\root\b", r"Z:\\<home>", text)
-    # the machine name in a UNC path (\\SERVER\share, \??\UNC\SERVER\share), raw or JSON-escaped
-    start = r"(?<![^\s\"'(\[,=])"  # a path starts a word, a string or a value
-    for prefix in (r"\\\\", r"\\\\\\\\", r"\\\?\?\\UNC\\", r"\\\\\?\?\\\\UNC\\\\"):
-        text = re.sub(start + "(" + prefix + r")(?!<machine>)([^\\\s\"'/]+)", r"\1<machine>", text)
-    for n in sorted(names, key=len, reverse=True):
-        if len(n) >= 3:
-            text = re.sub(re.escape(n), "<user>", text, flags=re.I)
-    return text
+def _spaced(root: str) -> "re.Pattern[str]":
+    """A component after `root` that may hold spaces: in a whole path, up to the next separator or the end."""
+    return re.compile(rf"(?i){root}({_COMP_SPACED})(?=[\\/]|$)")
+
+
+_FIND = {USER: (_spaced(_PROFILE_ROOT), re.compile(rf"(?i){_PROFILE_ROOT}({_COMP})")),
+         HOME: (_spaced(_HOME_ROOT), re.compile(rf"(?i){_HOME_ROOT}({_COMP})")),
+         MACHINE: (re.compile(rf"(?i){_UNC_ROOT}({_COMP})"), re.compile(rf"(?i){_UNC_ROOT}({_COMP})"))}
+
+
+@dataclass
+class Redactor:
+    """The identifying values of one trace and their placeholders (`<user>`, `<user2>`, `<machine>`,
+    `<name>`...: one per value, so that two users' folders stay two folders)."""
+
+    placeholders: dict[str, str] = field(default_factory=dict)  # casefolded value -> placeholder
+    kinds: dict[str, str] = field(default_factory=dict)  # casefolded value -> USER / MACHINE / NAME
+    values: dict[str, str] = field(default_factory=dict)  # casefolded value -> as first seen
+    prefixes: list[tuple[str, str]] = field(default_factory=list)  # a home folder from `env`, its user's placeholder
+    anywhere: set[str] = field(default_factory=set)  # replaced wherever they stand alone: a full name's words, env's machine
+    _compiled: Optional[tuple[int, list[tuple["re.Pattern[str]", Any, tuple[str, ...]]]]] = None
+    _cache: dict[str, str] = field(default_factory=dict)
+    _any_compiled: Optional[tuple[int, Optional["re.Pattern[str]"]]] = None
+
+    # --- the facts ------------------------------------------------------------------------------------
+    def add(self, kind: str, value: str) -> str:
+        """The placeholder of a value (given one the first time it is seen)."""
+        value = value.strip()
+        k = value.casefold()
+        if not k or k.startswith("<"):
+            return value
+        if k not in self.placeholders:
+            n = sum(1 for x in self.kinds.values() if x == kind) + 1
+            self.placeholders[k] = f"<{kind}{n if n > 1 else ''}>"
+            self.kinds[k] = kind
+            self.values[k] = value
+        if kind == USER:  # the words of a full name ("Alice Smith", "alice.smith")
+            words = [w for w in _WORDS.split(value) if len(w) >= 2 and any(c.isalpha() for c in w)]
+            if len(words) > 1:
+                for w in words:
+                    self.add(NAME, w)
+        return self.placeholders[k]
+
+    def learn(self, s: str, spaced: bool, whole: bool) -> None:
+        """The identifying values in one string of the trace. `whole`: the pass over whole paths (a
+        `spaced` field, a whole path or ;-list of paths, and any quoted path), where a profile folder may
+        hold spaces; else the pass over running text, where a component ends at a space."""
+        if whole:
+            for piece in (s.split(";") if spaced else [a or b for a, b in _QUOTED.findall(s)]):
+                for kind in (USER, HOME):
+                    for m in _FIND[kind][0].finditer(piece):
+                        self._found(kind, m.group(1), whole)
+            return
+        for kind in (USER, HOME, MACHINE):
+            for m in _FIND[kind][1].finditer(s):
+                self._found(kind, m.group(1), whole)
+
+    def _found(self, kind: str, value: str, whole: bool) -> None:
+        k = value.casefold()
+        if k in NOT_PROFILES or k.startswith("<"):
+            return
+        if kind == MACHINE:
+            self.add(MACHINE, value)
+        elif whole or not any(v.startswith(k + " ") for v in self.placeholders):
+            self.add(USER, value)  # (a home's user is a user: Wine's C:\\users\\alice is /home/alice)
+
+    def learn_env(self, env: dict) -> None:
+        """USERNAME, USERPROFILE, HOME, COMPUTERNAME... where the `env` event records them."""
+        env_vars = env.get("vars")
+        if not isinstance(env_vars, dict):
+            return
+        by_name = {str(k).upper(): v for k, v in env_vars.items() if isinstance(v, str) and v.strip()}
+        for var in USER_VARS:
+            if var in by_name:
+                self.add(USER, by_name[var])
+        for var in MACHINE_VARS:
+            if var in by_name and by_name[var].strip("\\/"):
+                self.add(MACHINE, by_name[var].strip("\\/"))
+                self.anywhere.add(by_name[var].strip("\\/").casefold())
+        for var in HOME_VARS:
+            home = by_name.get(var, "").rstrip("\\/")
+            last = re.split(r"[\\/]", home)[-1] if home else ""
+            if last and last.casefold() not in NOT_PROFILES and len(home) > len(last):
+                self.prefixes.append((home, self.add(USER, last)))
+
+    # --- the replacement ------------------------------------------------------------------------------
+    def _patterns(self) -> list[tuple["re.Pattern[str]", Any, tuple[str, ...]]]:
+        if self._compiled is not None and self._compiled[0] == len(self.placeholders) + len(self.prefixes):
+            return self._compiled[1]
+
+        def alt(*kinds: str) -> str:
+            vals = sorted((self.values[k] for k in self.placeholders if self.kinds[k] in kinds), key=len, reverse=True)
+            return "|".join(re.escape(v).replace(r"\ ", " ") for v in vals) or r"(?!)"
+
+        # each pattern, the replacement, and the words one of which a string must hold for it to match
+        pats: list[tuple["re.Pattern[str]", Any, tuple[str, ...]]] = []
+        for home, ph in sorted(self.prefixes, key=lambda p: len(p[0]), reverse=True):
+            *up, last = re.split(r"[\\/]+", home)
+            pats.append((re.compile(rf"(?i)({_SEP.join(map(re.escape, up))}{_SEP})"
+                                    rf"{re.escape(last)}{_END}"), lambda m, ph=ph: m.group(1) + ph, (last.casefold(),)))
+        users = alt(USER, NAME)
+        pats.append((re.compile(rf"(?i)({_PROFILE_ROOT})(?:({users}){_END}|({_COMP}))"), self._user_sub,
+                     ("users", "documents and settings")))
+        pats.append((re.compile(rf"(?i)({_HOME_ROOT})(?:({users}){_END}|({_COMP}))"), self._user_sub, ("home",)))
+        pats.append((_ROOT_HOME, r"\1<home>", ("root",)))
+        pats.append((re.compile(rf"(?i)({_UNC_ROOT})(?:({alt(MACHINE)}){_END}|({_COMP}))"), self._machine_sub,
+                     ("\\\\", "//", "unc")))
+        # a path the report shortened ("…\alice\x"): the part cut off may have been the profile's root
+        pats.append((re.compile(rf"(?i)(…{_SEP})({alt(USER, MACHINE, NAME)}){_END}"), self._known_sub, ("…",)))
+        self._compiled = (len(self.placeholders) + len(self.prefixes), pats)
+        return pats
+
+    def _user_sub(self, m: "re.Match[str]") -> str:
+        if m.group(2):
+            return m.group(1) + self.placeholders[m.group(2).casefold()]
+        value = m.group(3)
+        if value.casefold() in NOT_PROFILES or value.startswith("<"):
+            return m.group(0)
+        return m.group(1) + self.add(USER, value)
+
+    def _machine_sub(self, m: "re.Match[str]") -> str:
+        return m.group(1) + (self.placeholders[m.group(2).casefold()] if m.group(2) else self.add(MACHINE, m.group(3)))
+
+    def _known_sub(self, m: "re.Match[str]") -> str:
+        return m.group(1) + self.placeholders[m.group(2).casefold()]
+
+    def _anywhere(self) -> Optional["re.Pattern[str]"]:
+        """The words of a full name and the machine names `env` gives, wherever they stand alone."""
+        if self._any_compiled is None or self._any_compiled[0] != len(self.anywhere):
+            vals = sorted(self.anywhere, key=len, reverse=True)
+            pat = re.compile(r"(?i)(?<!\w)(" + "|".join(re.escape(v) for v in vals) + r")(?!\w)") if vals else None
+            self._any_compiled = (len(self.anywhere), pat)
+        return self._any_compiled[1]
+
+    def text(self, s: str, anywhere: bool = False) -> str:
+        """`s` with every identifying value in its place replaced (`anywhere`: also the words of a full
+        name wherever they stand alone: for the trace's own strings, not for the report's words)."""
+        key = ("\0" if anywhere else "") + s
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        out = s
+        low = s.casefold()
+        for pat, rep, words in self._patterns():
+            if any(w in low for w in words):
+                out = pat.sub(rep, out)
+                low = out.casefold()
+        alone = self._anywhere() if anywhere else None
+        if alone is not None:
+            out = alone.sub(lambda m: self.placeholders[m.group(1).casefold()], out)
+        if len(self._cache) < 500_000:
+            self._cache[key] = out
+        return out
+
+
+def _strings(v: Any, key: Optional[str] = None):
+    """(key, string) of every string value in an event, with the key it is under (a list: its key; a
+    variable of `vars`: "value", a path or ;-list of paths)."""
+    if isinstance(v, str):
+        yield key, v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if key == "vars":
+                if str(k).upper() not in IDENTITY_VARS:
+                    yield from _strings(x, "value")
+            elif k not in FORMAT_KEYS:
+                yield from _strings(x, k)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _strings(x, key)
+
+
+def _redacted(v: Any, red: Redactor, key: Optional[str] = None) -> Any:
+    if isinstance(v, str):
+        return red.text(v, anywhere=True)
+    if isinstance(v, dict):
+        if key == "vars":  # USERNAME, COMPUTERNAME...: the whole value is the user's, or the machine's
+            return {k: (red.add(IDENTITY_VARS[str(k).upper()], x) if str(k).upper() in IDENTITY_VARS and
+                        isinstance(x, str) else _redacted(x, red, k)) for k, x in v.items()}
+        return {k: (x if k in FORMAT_KEYS else _redacted(x, red, k)) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_redacted(x, red, key) for x in v]
+    return v
+
+
+def redactor_of(trace: Union[Trace, Any]) -> Redactor:
+    """The identifying values of a trace: its env events' variables first, then every path of every event,
+    the trace file's own path and the reader's warnings."""
+    with paused_gc():
+        return _redactor_of(trace)
+
+
+def _redactor_of(trace: Union[Trace, Any]) -> Redactor:
+    red = Redactor()
+    events = list(getattr(trace, "events", []))
+    for e in events:
+        if e.get("ev") == "env":
+            red.learn_env(e)
+    texts = [getattr(trace, "path", "") or "", *getattr(trace, "warnings", [])]
+    strings = dict.fromkeys((key in PATH_KEYS, s) for e in events for key, s in _strings(e))  # each once
+    for whole in (True, False):  # whole paths first: "C:\\Users\\Alice Smith" is one user, not "Alice"
+        for spaced, s in [*strings, *((False, t) for t in texts)]:
+            red.learn(s, spaced=spaced, whole=whole)
+    # A user name or a word of a full name that no path of the trace uses otherwise (once the profile
+    # and home folders are redacted, no path holds it as a word) is also replaced wherever it stands alone:
+    # in a message, the trace file's own name (alice.jsonl), a warning. One a path uses otherwise (lib:
+    # venv\\Lib; python: python.exe; bin: Library\\bin) is replaced in its places only. Words of one or two
+    # letters (a, me) are words of every message: in their places only.
+    names = sorted((v for k, v in red.values.items() if red.kinds[k] in (USER, NAME) and len(k) >= 3),
+                   key=len, reverse=True)
+    if names:
+        word = re.compile(r"(?i)(?<!\w)(" + "|".join(re.escape(u) for u in names) + r")(?!\w)")
+        used: set[str] = set()
+        for spaced, s in strings:
+            for path in ([s] if spaced else _PATH_TOKEN.findall(s)):
+                used.update(m.group(1).casefold() for m in word.finditer(red.text(path)))
+        red.anywhere.update(u.casefold() for u in names if u.casefold() not in used)
+    return red
+
+
+def redact_trace(trace: Trace, red: Optional[Redactor] = None) -> Trace:
+    """A copy of the trace with every identifying value replaced: what `dlltrace report --redact` reports."""
+    red = red or redactor_of(trace)
+    with paused_gc():
+        return Trace(path=red.text(trace.path, anywhere=True), header=trace.header,
+                     events=[_redacted(e, red) for e in trace.events],
+                     warnings=[red.text(w, anywhere=True) for w in trace.warnings], checked=trace.checked)
+
+
+def redact(text: str, trace: Union[Trace, Any, Redactor]) -> str:
+    """Text (a report, raw or JSON-escaped) with the trace's identifying values replaced in their places."""
+    red = trace if isinstance(trace, Redactor) else redactor_of(trace)
+    return red.text(text)
