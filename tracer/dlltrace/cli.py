@@ -13,7 +13,8 @@ import sys
 
 from dlltrace import __version__
 from dlltrace.commands import report, run, simulate
-from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.deep import deep_call, safe_streams
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 
 # subcommand -> (its module: configure_parser(parser), execute(args) -> int; its help)
 SUBCOMMANDS = {
@@ -21,6 +22,9 @@ SUBCOMMANDS = {
     "run": (run, "run a command with every DLL load traced"),
     "report": (report, "explain the failed loads of a trace file"),
 }
+
+# the commands that walk import trees: run in deep.deep_call (their input argument, their exit code for a tree too deep)
+DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    safe_streams()  # a lone surrogate in a name prints as its escape (deep.py)
     try:
+        if args.command in DEEP:  # import trees of any depth, a too-deep one as one line (deep.py)
+            where = getattr(args, DEEP[args.command][0], None) or ""
+            return deep_call(args._execute, args, where=where, exit_code=DEEP[args.command][1])
         return args._execute(args)
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Optional, Union, get_args
+from typing import Callable, Iterator, Literal, Mapping, Optional, Union, get_args
 
 from dlltrace import winpath
 
@@ -311,10 +311,14 @@ class Node:
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
 
-    def walk(self):
-        yield self
-        for c in self.children:
-            yield from c.walk()
+    def walk(self) -> Iterator["Node"]:
+        """This node and every node under it, depth first, parents before children (a loop, not
+        recursion: an import tree may be thousands of levels deep)."""
+        todo: list[Node] = [self]
+        while todo:
+            node = todo.pop()
+            yield node
+            todo.extend(reversed(node.children))
 
     def failure_chain(self) -> list["Node"]:
         """From this node down the failing children to the node with the cause (the leaf), or

@@ -575,6 +575,19 @@ SPECS, OTHER = load_specs()
 
 
 
+# a C0/C1 control character or a lone surrogate: escaped in the words of a warning (one line, safe to print)
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def plain(text: str, limit: int = 60) -> str:
+    """`text` for a one-line message: cut to `limit` characters, control characters and lone surrogates as
+    their escapes (\\r, \\x1b, \\udc80)."""
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return text if _UNSEEN.search(text) is None else _UNSEEN.sub(
+        lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _is_int(v: Any) -> bool:
     return type(v) is int
 
@@ -587,8 +600,8 @@ def check_event(obj: dict, essential: tuple[str, ...] = ()) -> tuple[list[str], 
     field that breaks the schema is removed from `obj` (it reads as absent), and a field a writer
     always writes that is missing is only reported. An event of a kind this version does not know
     gets only the checks every event gets (a later minor version may add kinds)."""
-    kind = obj["ev"]
-    spec = SPECS.get(kind, OTHER)
+    spec = SPECS.get(obj["ev"], OTHER)
+    kind = obj["ev"] if spec is not OTHER else plain(obj["ev"])  # (words for a warning line)
     checks = spec.checks
     bad = None
     for k, v in obj.items():

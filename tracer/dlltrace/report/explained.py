@@ -43,6 +43,21 @@ def style_of(line: str) -> LineStyle:
     return line.style if isinstance(line, Styled) else ""
 
 
+# a C0/C1 control character (ESC of an ANSI escape, NUL, CR, ...: not newline and tab) or a lone UTF-16 surrogate
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def visible(text: str) -> str:
+    """`text` as it may be printed: each control character (a name from a trace may hold an ANSI escape)
+    and each lone surrogate (legal in a Windows name) as its Python escape (\\x1b, \\udc80); newlines
+    and tabs stay. A Styled line keeps its style. Called where the text is emitted (block_lines,
+    rendered_lines, print_blocks, markdown_report)."""
+    if _UNSEEN.search(text) is None:
+        return text
+    shown = _UNSEEN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return Styled(shown, text.style) if isinstance(text, Styled) else shown
+
+
 # --- the one table of words per cause ---------------------------------------------------------------
 @dataclass(frozen=True)
 class CauseWords:
@@ -444,7 +459,7 @@ def rendered_lines(renderable, console: Optional["Console"] = None) -> list[str]
 
     console = console or plain_console()
     lines = console.render_lines(renderable, console.options, pad=False)
-    return ["".join(s.text for s in line if not s.control).rstrip() for line in map(Segment.strip_links, lines)]
+    return [visible("".join(s.text for s in line if not s.control).rstrip()) for line in map(Segment.strip_links, lines)]
 
 
 def block_lines(blocks: list[Block]) -> list[str]:
@@ -453,7 +468,7 @@ def block_lines(blocks: list[Block]) -> list[str]:
     out: list[str] = []
     for b in blocks:
         if isinstance(b, str):
-            out.append(b)
+            out.append(visible(b))
         else:
             out.extend(rendered_lines(b, console))
     return out
@@ -461,15 +476,16 @@ def block_lines(blocks: list[Block]) -> list[str]:
 
 def print_blocks(blocks: list[Block], console: "Console", clean: Optional[Callable[[str], str]] = None) -> None:
     """The blocks on a terminal, each piece in the style its field gave it; `clean` (redaction) is applied
-    to each piece of text."""
+    to each piece of text, then visible (control characters and lone surrogates escaped)."""
     from rich.text import Text
+
+    def shown(s: str) -> str:
+        return visible(clean(s) if clean else s)
 
     for b in blocks:
         if isinstance(b, str):
-            console.print(Text(clean(b) if clean else b, style=RICH_STYLES[style_of(b)]), soft_wrap=True)
-        elif clean is None:
-            console.print(b)
+            console.print(Text(shown(b), style=RICH_STYLES[style_of(b)]), soft_wrap=True)
         else:
             for line in console.render_lines(b, console.options, pad=False):
-                console.print(Text.assemble(*((clean(s.text), s.style or "") for s in line if not s.control)),
+                console.print(Text.assemble(*((shown(s.text), s.style or "") for s in line if not s.control)),
                               soft_wrap=True)

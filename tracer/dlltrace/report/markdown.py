@@ -6,7 +6,7 @@ from dlltrace import winpath
 from dlltrace.model import Fix
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
-                                       looked_heading, looked_rows, verdict_text)
+                                       looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.report.text import (agreement_lines, environment_line, explained_incident, fate_line, plural,
                                   unexplained_exits)
 from dlltrace.report.verdict import reason_text
@@ -88,5 +88,5 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed])
             out.append(f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
                        f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict) if inc.verdict else '?'}")
         out.append("")
-    return "\n".join(out)
+    return visible("\n".join(out))  # (a name's control characters and lone surrogates as escapes)
 

@@ -11,7 +11,9 @@ site-packages\\nvidia\\*\\bin, torch\\lib, the Python folder) and close names
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import json
+import re
+from typing import Any, Callable, Iterable
 
 from dlltrace import winpath
 from dlltrace.worlds.live import LiveWorld, PathMap, listdir
@@ -81,3 +83,18 @@ def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
         if can_replay_start(trace, pid):
             record(pid, lambda world: replay_start(trace, pid, world))
     return events
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def event_lines(events: Iterable[dict[str, Any]]) -> bytes:
+    """Events as trace lines (JSON Lines, UTF-8), as the shim writes them: strings as raw UTF-8, except
+    that a lone UTF-16 surrogate (legal in a Windows file name: a LoadLibraryW name, read back from the
+    trace's own `\\udXXX` escape) is written as that escape again (docs/trace-format.md). The name
+    round-trips, and writing never raises UnicodeEncodeError. (In JSON text a surrogate can only stand
+    inside a string, where its escape means the same.)"""
+    text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events)
+    if _SURROGATE.search(text) is not None:
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8")

@@ -42,6 +42,7 @@ from dlltrace.model import (
     Via,
     leaf_detail,
 )
+from dlltrace.deep import MAX_IMPORT_DEPTH, ImportDepthError
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
@@ -87,6 +88,7 @@ class Simulator:
         self._datafile = self._no_refs = False
         self._local: Optional[SearchDir] = None  # the .local folder of the current call
         self.where = ""  # the scenario file, for a CallError
+        self._depth = 0  # modules being resolved, one inside the other (an import chain): MAX_IMPORT_DEPTH at most
 
     # --- calls -------------------------------------------------------------------------
     def run(self, calls: Iterable[Call]) -> list[CallResult]:
@@ -294,7 +296,18 @@ class Simulator:
     # --- finding one module ---------------------------------------------------------------------
     def _resolve(self, name: str, dirs: tuple[SearchDir, ...], via: Via, importer: Optional[str] = None) -> Node:
         """Find one module. `importer`: the base name of the module whose import (or forwarder)
-        asks for it, None for the call itself (API-set exceptions are per importer)."""
+        asks for it, None for the call itself (API-set exceptions are per importer). An import chain
+        deeper than MAX_IMPORT_DEPTH is refused (ImportDepthError, one line: deep.py runs the command
+        with the stack this depth needs)."""
+        if self._depth >= MAX_IMPORT_DEPTH:
+            raise ImportDepthError()
+        self._depth += 1
+        try:
+            return self._resolve_here(name, dirs, via, importer)
+        finally:
+            self._depth -= 1
+
+    def _resolve_here(self, name: str, dirs: tuple[SearchDir, ...], via: Via, importer: Optional[str]) -> Node:
         node = Node(name=name, via=via, search=dirs)
         local = self._local
         if rules.rule_name_has_path(name):

@@ -1,0 +1,96 @@
+"""Running a command over deep import trees, and printing any name it meets.
+
+`simulate` and `report` walk import trees by recursion (the simulator's resolve, the renderers, the
+fix checks, the stdlib's JSON encoder): an import chain of a few hundred DLLs passed Python's default
+recursion limit (1000). deep_call runs such a command in a worker thread with a big stack
+(STACK_BYTES) and a recursion limit to match (RECURSION_LIMIT), so that import chains of up to
+MAX_IMPORT_DEPTH levels work; the simulator refuses a deeper chain with ImportDepthError (one line),
+and a RecursionError still met anywhere becomes one line too, never a traceback.
+
+safe_streams makes stdout and stderr print any string: a lone UTF-16 surrogate (legal in a Windows
+file name, read from a trace's or a JSON scenario's `\\udXXX` escape) is written as the escape
+`\\udXXX` (errors="backslashreplace"), which in JSON output is the same JSON escape again (the name
+round-trips), and in text a visible one; printing to a UTF-8 terminal never raises.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from dlltrace.errors import DlltraceError
+
+MAX_IMPORT_DEPTH = 16384    # import levels (a chain of DLLs each importing the next) the simulator follows
+RECURSION_LIMIT = 400_000   # frames: MAX_IMPORT_DEPTH levels take about 10 frames each in the deepest walk
+STACK_BYTES = 1024 * 1024 * 1024  # reserved, not committed: only the pages a deep walk touches are used
+
+
+class ImportDepthError(DlltraceError):
+    """An import chain deeper than MAX_IMPORT_DEPTH: the caller says in which file (deep_call does)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"an import chain deeper than {MAX_IMPORT_DEPTH} levels is not simulated")
+
+
+def deep_call(fn: Callable[..., int], *args: Any, where: str = "", exit_code: int = 2) -> int:
+    """fn(*args) in a thread with a big stack and a high recursion limit. An ImportDepthError or a
+    RecursionError becomes a DlltraceError of one line (`where: ...`) with `exit_code`; any other
+    exception (DlltraceError, KeyboardInterrupt, ...) is raised again here, as fn raised it."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["rc"] = fn(*args)
+        except BaseException as e:  # (handed to the calling thread)
+            box["error"] = e
+
+    old_stack = threading.stack_size()
+    old_limit = sys.getrecursionlimit()
+    worker = threading.Thread(target=work, name="dlltrace-deep", daemon=True)
+    try:
+        threading.stack_size(STACK_BYTES)  # (read when the thread starts)
+    except (ValueError, RuntimeError):  # a platform that refuses the size: the caller's stack, as before
+        return _direct(fn, args, where, exit_code)
+    sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
+    try:
+        try:
+            worker.start()
+        finally:
+            threading.stack_size(old_stack)
+        while worker.is_alive():
+            worker.join(0.2)  # (a timeout: Ctrl-C reaches the main thread)
+    finally:
+        sys.setrecursionlimit(old_limit)
+    error: Optional[BaseException] = box.get("error")
+    if error is None:
+        return int(box["rc"])
+    raise _one_line(error, where, exit_code)
+
+
+def _direct(fn: Callable[..., int], args: tuple, where: str, exit_code: int) -> int:
+    try:
+        return fn(*args)
+    except (ImportDepthError, RecursionError) as e:
+        raise _one_line(e, where, exit_code) from None
+
+
+def _one_line(error: BaseException, where: str, exit_code: int) -> BaseException:
+    if isinstance(error, ImportDepthError):
+        return DlltraceError(f"{where}: {error.message}" if where else error.message, exit_code)
+    if isinstance(error, RecursionError):
+        what = "nested too deeply to process (an import chain is followed to "
+        return DlltraceError(f"{where + ': ' if where else ''}{what}{MAX_IMPORT_DEPTH} levels)", exit_code)
+    return error
+
+
+def safe_streams() -> None:
+    """stdout and stderr write a lone surrogate (or any character their encoding lacks) as its
+    backslash escape instead of raising UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) != "backslashreplace":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError, TypeError):  # (a stream that cannot change: left as it is)
+                pass
