@@ -248,14 +248,14 @@ def mutate_text(text: str, rng: random.Random) -> bytes:
 
 
 def rename_everywhere(text: str, rng: random.Random) -> str:
-    """A DLL's name changed in the whole trace (so the replay meets it everywhere it is used), to one
-    with a lone surrogate or a control character in it (as JSON escapes)."""
-    names = sorted(set(re.findall(r"\\\\([A-Za-z0-9_.+-]+)\.(?:dll|pyd|exe)", text)))
+    """A DLL's name changed in the whole file (a trace or a JSON scenario; so that the replay meets it
+    everywhere it is used), to one with a lone surrogate or a control character in it, as a JSON escape."""
+    names = sorted(re.findall(r"(?<=[\\\\\"])[A-Za-z0-9_+-][A-Za-z0-9_.+-]*\.(?:dll|pyd|exe)(?![\w.+-])", text))  # (each as often as it is used)
     if not names:
         return text
     name = rng.choice(names)
     extra = rng.choice(["\\udc80", "\\ud800", "\\u001b[31m", "\\u0007", "\\u009b", "\\r", "\\u0000", "\\udfff\\ud800"])
-    return text.replace(name, name[:1] + extra + name[1:])
+    return re.sub(r"(?<=[\\\\\"])" + re.escape(name) + r"(?![\w.+-])", lambda m: name[:1] + extra + name[1:], text)
 
 
 _SCENARIO_BASES: list = []
@@ -280,6 +280,10 @@ def scenario_case(i: int, s: int) -> tuple[bytes, str]:
         _SCENARIO_BASES.extend((p.read_text(encoding="utf-8"), read(p)) for p in SCENARIOS)
     text, doc = rng.choice(_SCENARIO_BASES)
     r = rng.random()
+    if r < 0.001:  # an import chain past the depth Python's default recursion limit allowed (328 levels)
+        return json.dumps(chain(rng.randrange(330, 420), missing=rng.random() < 0.5)).encode(), ".json"
+    if r < 0.06:  # a DLL renamed everywhere to a name with a lone surrogate or a control character
+        return rename_everywhere(json.dumps(doc), rng).encode("utf-8"), ".json"
     if r < 0.2:
         return mutate_text(text, rng), ".toml"
     if r < 0.35:

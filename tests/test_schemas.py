@@ -424,3 +424,14 @@ def test_the_reader_and_jsonschema_agree_on_mutated_scenarios(summary):
     assert not disagreements, f"{len(disagreements)} disagreements"
     assert counts["invalid"] > 1800 and counts["valid"] > 800 and counts["beyond"] > 50, counts
     assert len(failed) >= 90, sorted(failed)
+
+
+def test_a_lone_surrogate_is_a_legal_name_character():
+    # legal in a Windows file name, and in a JSON scenario ("\udc80"): accepted by the schema (it is not a
+    # control character), by jsonschema too, and the scenario runs
+    doc = changed(lambda d: (d["file"][1].update(path="C:\\app\\b\udc80.dll"),
+                             d["file"][0].update(imports=["b\udc80.dll"])))
+    assert not list(reference().iter_errors(doc))
+    results = scenario_from_dict(json.loads(json.dumps(doc)), "s.json").run()
+    assert results[0].error == 0 and results[0].tree is not None
+    assert [c.path for c in results[0].tree.children] == ["C:\\app\\b\udc80.dll"]
