@@ -434,3 +434,22 @@ def test_the_launcher_killed_ends_the_program_through_its_job(endhost, tmp_path)
     assert wait_for(lambda: not unix_pids(exe), timeout=10), "the program outlived its launcher"
     assert rc == 128 + 9 and "The program was killed with dlltrace's launcher (SIGKILL)" in err, err
     assert not [w for w in read_trace(run.trace).of("warning") if "job" in w.get("message", "")]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_ending_is_in_the_markdown_and_json_reports_too(name, tmp_path, dlltrace_cli):
+    """`dlltrace report` on the trace (a never-ran trace has no traced process, and is reported): the
+    Markdown says the same words, and the JSON has the ending as a typed fact."""
+    events, kind, code, words = CASES[name]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in (HEADER, *events)), encoding="utf-8")
+    md = dlltrace_cli("report", str(p), "--markdown")
+    assert md.returncode == 0, md.stderr
+    assert words in md.stdout, md.stdout
+    if kind != "exited":
+        assert "every load succeeded" not in md.stdout
+    js = dlltrace_cli("report", str(p), "--json")
+    assert js.returncode == 0, js.stderr
+    end = json.loads(js.stdout)["ending"]
+    assert end["kind"] == kind
+    assert (words in end["text"]) == (kind != "exited" or code not in (0,)), end

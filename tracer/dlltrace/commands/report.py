@@ -43,7 +43,8 @@ def execute(args: argparse.Namespace) -> int:
         trace = redact_trace(trace, red)
     for line in warning_lines(trace):
         print(red.text(line) if red else line, file=sys.stderr)
-    if not trace.pids and not trace.start_failures():
+    # (a run whose program never ran has no traced process, and its `exit` events say so: reported)
+    if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     if fmt == "text" and sys.stdout.isatty():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlltrace.report.analysis import Incident, api_set_source
+from dlltrace.report.ending import code_name, ending, ending_line
 from dlltrace.report.render import call_dict
 from dlltrace.report.text import environment_line
 from dlltrace.report.verdict import verdict_dict
@@ -30,4 +31,13 @@ def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> 
     return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
             "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
             "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
-            "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings)}
+            "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings),
+            "ending": ending_dict(trace, bool(failed))}
+
+
+def ending_dict(trace: Trace, explained: bool) -> dict[str, Any]:
+    """How the program ended (report/ending.py): its kind, its full exit code and the code's name, the
+    signal `dlltrace run` passed on, and the sentence the text report gives ("" for a plain exit)."""
+    e = ending(trace)
+    return {"kind": e.kind, "code": e.code, "code_name": code_name(e.code) if e.code is not None else None,
+            "signal": e.signal, "text": ending_line(e, explained)}

@@ -7,7 +7,8 @@ from dlltrace.model import Fix
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
-from dlltrace.report.text import (agreement_lines, environment_line, explained_incident, fate_line, plural,
+from dlltrace.report.ending import ending
+from dlltrace.report.text import (agreement_lines, ending_lines, environment_line, explained_incident, fate_line, plural,
                                   unexplained_exits)
 from dlltrace.report.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
@@ -26,8 +27,11 @@ def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
 def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
-    if not failed and not apart:
+    end_words = ending_lines(trace, incs, ending(trace))
+    if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n"
+    if not failed and not apart:
+        return f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. " + " ".join(end_words) + "\n"
     out = []
     if not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
