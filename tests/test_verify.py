@@ -281,3 +281,18 @@ def test_rule_ctranslate2_cublas_loader():
     assert env.variable == "CUDA_PATH" and winpath.same(env.value, SP + "\\nvidia\\cublas") and env.verified
     assert actions(res).index("set_env") > actions(res).index("path_prepend")
     assert "add_dll_directory" not in actions(res)
+
+
+def test_rule_dll_load_dir_alone_needs_default_dirs_for_the_imports():
+    """LoadLibraryExW("c10.dll", DLL_LOAD_DIR): 87. The full path alone is not enough: DLL_LOAD_DIR alone
+    searches only the DLL's own folder, so c10.dll's msvcp140.dll (System32) is not found (seen for real
+    under Wine: tests/test_real_fixes.py). The fix passes the full path and adds DEFAULT_DIRS; the model
+    re-runs it and it loads, where the full path with 0x100 gives 126."""
+    files = [{"path": "C:\\app\\c10.dll", "imports": ["msvcp140.dll"]}, "C:\\Windows\\System32\\msvcp140.dll"]
+    sc = scenario(files=files, cwd="C:\\app", calls=[{"op": "LoadLibraryExW", "name": "c10.dll", "flags": 0x100}])
+    res = failed(sc.run())
+    assert res.error == 87
+    fix = res.fixes[0]
+    assert fix.action == "flags" and fix.flags == 0x1100 and winpath.same(fix.path, "C:\\app\\c10.dll") and fix.verified
+    alone = scenario(files=files, calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\c10.dll", "flags": 0x100}]).run()[-1]
+    assert alone.error == 126 and alone.leaf.name.lower() == "msvcp140.dll"

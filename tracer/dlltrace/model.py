@@ -586,7 +586,13 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return (f"{f.name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, "
                 "for api-ms-win-crt-*)")
     if a == "flags":
-        return FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
+        words = FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
+        if f.path:
+            words += f" ({f.path})"
+        if f.flags is not None:
+            words += (f", and load with {f.flags:#x} ({flags_text(f.flags)}): LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR alone "
+                      "searches only the DLL's own folder, not System32 for its imports")
+        return words
     if a == "permissions":
         return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
     if a == "preload_path":

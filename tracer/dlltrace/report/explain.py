@@ -13,9 +13,14 @@ from typing import Literal, Optional
 
 from dlltrace import packages, winpath
 from dlltrace.report import verify
+from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
+                            LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
 from dlltrace.worlds.world import ProcessState, World
 
+# the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
+SEARCH_ELSEWHERE = (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_APPLICATION_DIR
+                    | LOAD_LIBRARY_SEARCH_USER_DIRS)
 MSVC_MIN = (14, 40)  # what current PyTorch wheels need of msvcp140.dll (pytorch#169429)
 
 def version_tuple(v: Optional[str]) -> tuple[int, ...]:
@@ -345,9 +350,18 @@ def candidates(sit: verify.Situation) -> list[Fix]:
     elif cause == "invalid_parameter":
         if leaf.facts is not None and leaf.facts.reason is not None:
             full = ""
+            flags: Optional[int] = None
             if leaf.facts.reason != "altered_with_search_flags":
-                full = next((p for p in world.files_named(winpath.basename(res.name)) if _usable(p, world, process)), "")
-            out.append(Fix("call", "flags", name=name, reason=leaf.facts.reason, path=full))
+                here = [winpath.join(process.cwd, res.name), winpath.join(process.app_dir, res.name)]
+                full = next((p for p in [*world.files_named(winpath.basename(res.name)), *here]
+                             if _usable(p, world, process)), "")
+            if leaf.facts.reason == "dll_load_dir_needs_full_path" and not res.flags & SEARCH_ELSEWHERE:
+                # DLL_LOAD_DIR alone searches only the DLL's own folder: its imports of Windows' DLLs (and the
+                # rest) are then not found; with DEFAULT_DIRS they are (found for real under Wine:
+                # tests/test_real_fixes.py, dll_load_dir_with_bare_name)
+                flags = res.flags | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS
+            out.append(Fix("call", "flags", name=name, reason=leaf.facts.reason, path=full, flags=flags,
+                           python=is_python(process, res)))
     elif cause == "access_denied":
         out.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
     return out

@@ -186,8 +186,11 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
     elif act == "flags":
         if fix.reason == "altered_with_search_flags":
             a.flags = (sit.res.flags & ~LOAD_WITH_ALTERED_SEARCH_PATH)
-        elif fix.path:
-            a.name = fix.path
+        else:
+            if fix.path:
+                a.name = fix.path
+            if fix.flags is not None:
+                a.flags = fix.flags
     elif act == "activate_conda":
         p.path = [winpath.join(fix.folder, "Library", "bin"), fix.folder, *p.path]
     elif act == "import_first":  # what loads `bound` now comes after the call: it is not loaded yet
