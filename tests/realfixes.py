@@ -15,7 +15,8 @@ fix folder, and every Windows path the report gives under the situation's folder
                      wheel (realwheels.WHEELS, pinned) where pip puts them in the situation's
                      environment (its folder is the prefix: Lib\\site-packages, Library\\bin ...)
 - change_flags       the failing load op made with the fix's flags (LoadLibraryExW)
-- flags              dll_load_dir_needs_full_path: the failing load op given the DLL's full path;
+- flags              dll_load_dir_needs_full_path: the failing load op given the DLL's full path (and
+                     the fix's flags, when it gives some: 0x1100 for DLL_LOAD_DIR alone);
                      altered_with_search_flags: the load's flags without 0x8
 then each step of the fix's `then`, the same way. Any other action, or one that cannot be made
 here (a run-time load some DLL makes cannot change its flags; a write outside the situation's
@@ -242,7 +243,13 @@ def _apply(fix: dict, a: Applied, layout: Layout, call: dict, depth: int) -> Non
                     raise CannotApply(f"flags ({reason}): the fix names no path, and the situation has "
                                       f"{len(found)} files named {base(op[1])}: {found}")
                 path, how = found[0], "the fix names none: the situation's only " + base(op[1])
-            a.ops[a.target] = [op[0], path, *op[2:]]
+            if fix.get("flags") is not None:  # the fix also changes the flags (DLL_LOAD_DIR alone -> 0x1100)
+                if op[0] not in ("load", "loadgpa"):
+                    raise CannotApply(f"flags ({reason}): the failing op `{' '.join(op)}` passes no flags")
+                flags = hex(fix["flags"])
+                a.ops[a.target] = [op[0], path, flags, *op[3:]]
+            else:
+                a.ops[a.target] = [op[0], path, *op[2:]]
             a.steps.append(f"the failing load given the full path {path} ({how}; flags {flags})")
         elif reason == "altered_with_search_flags":
             if op[0] not in ("load", "loadgpa"):

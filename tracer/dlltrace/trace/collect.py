@@ -28,6 +28,10 @@ def near_miss_places(trace: Trace, pid: int, process: ProcessState, to_host: Pat
     env = process.env
     places: list[str] = [process.app_dir]
     places += process.path
+    # and every PATH the program set while it ran (SetEnvironmentVariableW, os.environ)
+    for e in trace.of("setenv", pid=pid):
+        if str(e.get("name", "")).upper() == "PATH" and isinstance(e.get("value"), str):
+            places += [p for p in e["value"].split(";") if p.strip()]
     for k, v in env.items():
         if k.upper() == "CUDA_PATH" or k.upper().startswith("CUDA_PATH_V"):
             places.append(winpath.join(v, "bin"))
@@ -41,6 +45,12 @@ def near_miss_places(trace: Trace, pid: int, process: ProcessState, to_host: Pat
         if isinstance(py.get(key), str) and winpath.is_absolute(py[key]):
             places += [py[key], winpath.join(py[key], "Library\\bin"), winpath.join(py[key], "DLLs")]
     site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and p.lower().endswith("site-packages")]
+    # a Python install's own layout next to the program (python.exe's folder, a venv's root): its
+    # Lib\site-packages, also when the program is not Python or its sys.path was not recorded
+    for root in (process.app_dir, winpath.dirname(process.app_dir)):
+        own = winpath.join(root, "Lib\\site-packages")
+        if listdir(to_host(own)):
+            site.append(own)
     # the site-packages folders the loaded modules live in (also for a host that is not Python)
     for e in trace.of("load_begin", pid=pid):
         name = e.get("name")
