@@ -569,3 +569,28 @@ def test_nesting_a_million_levels_deep_is_one_line(tmp_path):
     rc, out, err, escaped = run_cli(["report", str(t), "--json"])
     assert not escaped and rc == errors.EXIT_BAD_TRACE and json.loads(out)["failed"], (rc, err)
     assert err == f"dlltrace: warning: {t}: line 4: unreadable line skipped\n"
+
+
+def test_run_appends_facts_to_a_trace_with_a_lone_surrogate(tmp_path):
+    """`dlltrace run`'s last step (trace/launch.append_facts) on a trace whose LoadLibraryW name has a lone
+    surrogate: no UnicodeEncodeError, and the name reads back the same (it failed with a traceback)."""
+    import json as _json
+
+    from dlltrace.trace.launch import append_facts, header_line
+    from dlltrace.trace.reader import read_trace
+
+    name = "C:\\x\\bad\udc80.dll"
+    p = tmp_path / "t.jsonl"
+    head = header_line("wine", ["prog\udcff.exe"])  # (an argument that was not UTF-8)
+    events = [{"ev": "process", "seq": 1, "pid": 7, "tid": 1, "t": 0, "ppid": 1, "exe": "C:\\x\\host.exe", "hooks": []},
+              {"ev": "load_begin", "seq": 2, "pid": 7, "tid": 1, "t": 1, "api": "LoadLibraryW", "name": name, "flags": 0,
+               "parent": None, "depth": 0, "ctx": None, "caller": None},
+              {"ev": "load_end", "seq": 3, "pid": 7, "tid": 1, "t": 2, "load": 2, "result": None, "error": 126,
+               "status": 0xC0000135, "path": None}]
+    p.write_text(head + "".join(_json.dumps(e) + "\n" for e in events), encoding="ascii")
+    trace = read_trace(p)
+    got = append_facts(p, trace, wine=False)
+    assert [ld.name for ld in got.loads(7)] == [name]
+    again = read_trace(p)
+    assert [ld.name for ld in again.loads(7)] == [name] and again.warnings == []
+    assert again.header is not None

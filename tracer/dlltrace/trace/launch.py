@@ -51,7 +51,8 @@ def header_line(platform_name: str, cmd: list[str]) -> str:
         "host": platform.platform(),
         "command": cmd,
     }
-    return json.dumps(header, ensure_ascii=False) + "\n"
+    # (a command-line argument with bytes that are not UTF-8 reaches Python as lone surrogates: their escapes)
+    return json.dumps(header, ensure_ascii=True) + "\n"
 
 
 def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
@@ -292,7 +293,7 @@ def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, An
     """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
     `dlltrace report` works from the file alone, after `end` (run_end_event: how the launcher ended).
     A failure here never loses the trace."""
-    from dlltrace.trace.collect import collect_facts
+    from dlltrace.trace.collect import collect_facts, event_lines
     from dlltrace.worlds.live import identity_map, wine_map
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
@@ -304,7 +305,7 @@ def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, An
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
                     f.write(b"\n")  # a line the program's death cut short stays a line of its own
-            f.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events).encode("utf-8"))
+            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
     except OSError as e:
         print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
         return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:1 if end else 0]],
