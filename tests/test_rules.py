@@ -703,3 +703,19 @@ def test_rule_load_name():
     assert r.error == 126 and r.probes == ["C:\\x\\a.dll."]
     r = load("a.dll ", 0x1000, files, pre=[{"op": "AddDllDirectory", "path": "C:\\x"}])
     assert r.error == 0 and r.module_path == "C:\\x\\a.dll"
+
+
+def test_rule_dllmain_needs_cpu_feature():
+    """A DllMain that needs AVX fails (1114) on a CPU without it, and only there (tensorflow#37221)."""
+    from dlltrace.loader.windows.rules import rule_dllmain_needs_cpu_feature
+
+    assert rule_dllmain_needs_cpu_feature(("avx",), ("avx",)) == "avx"
+    assert rule_dllmain_needs_cpu_feature(("avx",), ("AVX512F",)) is None
+    assert rule_dllmain_needs_cpu_feature((), ("avx",)) is None
+    ext = {"path": "C:\\py\\tf.pyd", "dllmain_fails_if_cpu_lacks": "avx"}
+    calls = [{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0}]
+    bad = scenario(files=[ext], system={"cpu_lacks": ["avx"]}, calls=calls).run()[-1]
+    assert bad.error == 1114 and bad.leaf.cause == "init_failed" and bad.leaf.facts.cpu_lacks == "avx"
+    assert "needs a CPU with AVX" in bad.leaf.detail
+    assert bad.fixes[0].action == "cpu_build" and bad.fixes[0].verified
+    assert scenario(files=[ext], calls=calls).run()[-1].error == 0  # a CPU with AVX

@@ -357,6 +357,7 @@ class LeafFacts:
     reason: Optional[InvalidFlagsReason] = None
     loaded_earlier: bool = False
     search_path_w: bool = False
+    cpu_lacks: Optional[str] = None  # init_failed: the CPU feature its initialization needs and this CPU lacks
     dllmain_how: Optional[str] = None  # "crashed" / "exited" (FileFacts.dllmain_how); None: returned FALSE
     dllmain_status: Optional[int] = None
 
@@ -385,6 +386,8 @@ def leaf_detail(cause: Cause, f: LeafFacts) -> str:
         if f.dllmain_how == "exited":
             return ("the process ended inside its DllMain (ExitProcess, or a crash nothing caught): "
                     "the load never returned")
+        if f.cpu_lacks:
+            return f"its initialisation needs a CPU with {f.cpu_lacks.upper()}, which this CPU lacks"
         return "DllMain returned FALSE (or its static initialisation failed)" + (
             "; it had been loaded, not initialized, by an earlier failed load" if f.loaded_earlier else "")
     if cause == "not_found" and f.search_path_w:
@@ -438,16 +441,18 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # import_first       import module (or load path) before `before`, so its copy of name is the one bound
 # activate_conda     activate the conda environment at folder (its Library\bin goes on PATH)
 # package_mechanism  call the package's own loader (call: "onnxruntime.preload_dlls()"), which loads name
+# cpu_build          name's initialization needs a CPU feature (lacks) this CPU lacks: a build without it
 FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "install", "find_package", "use_64bit_python",
                     "use_build", "reinstall", "preload", "update_loaded", "install_matching", "vc_redist", "check_init",
                     "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
-                    "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism"]
+                    "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism",
+                    "cpu_build"]
 # Which actions the model can apply to a copy of the world and process and re-run (report/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (
     "add_dll_directory", "path_prepend", "path_or_copy", "install", "preload", "preload_path", "copy_file",
     "set_dll_directory", "set_env", "install_package", "change_flags", "import_first", "activate_conda",
-    "package_mechanism", "vc_redist", "use_build", "flags")
+    "package_mechanism", "vc_redist", "use_build", "flags", "cpu_build")
 
 
 @dataclass(frozen=True)
@@ -621,6 +626,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return f"Activate the conda environment first ({code('conda activate ' + f.folder)}): it puts {f.folder}\\Library\\bin on PATH"
     if a == "package_mechanism":
         return f"{before[0].upper() + before[1:]}:  {code(f.call)} (the package's own loader; it loads {f.name} by full path)"
+    if a == "cpu_build":
+        feat = f.lacks.upper()
+        return (f"{f.name}'s initialization needs a CPU with {feat}, which this CPU lacks (nothing is missing): install "
+                f"a build of the package made without {feat}, or run it on a CPU that has {feat}")
     raise ValueError(f"fix action {a!r} has no words")
 
 

@@ -173,6 +173,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
         system16=winpath.normalize(sysd["system16"]) if "system16" in sysd else "",
         machine=sysd.get("machine", "x64"),
         safe_dll_search_mode=sysd.get("safe_dll_search_mode", True),
+        cpu_lacks=tuple(f.lower() for f in sysd.get("cpu_lacks", [])),
         known_dlls=tuple(sysd["known_dlls"]) if "known_dlls" in sysd else DEFAULT_KNOWN_DLLS,
         api_sets=api_schema if api_schema is not None else builtin_schema(),
         profile=profile,
@@ -204,11 +205,13 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
             linker_version=t.get("linker_version"),
         )
         cond = t.get("dllmain_fails_if_bound")
-        if cond is not None:
+        cpu = t.get("dllmain_fails_if_cpu_lacks")
+        if cond is not None or cpu is not None:
             files.append(InitFacts(
                 path=path, pe=pe if kind == "pe" else None, error=None if kind == "pe" else kind,
                 dllmain_fails=t.get("dllmain_fails", False),
-                dllmain_fails_if_bound=(BoundVersionCondition(cond["name"].lower(), cond["older_than"]),)))
+                dllmain_fails_if_bound=(BoundVersionCondition(cond["name"].lower(), cond["older_than"]),) if cond else (),
+                needs_cpu=(cpu.lower(),) if cpu else ()))
             continue
         files.append(FileFacts(
             path=path,

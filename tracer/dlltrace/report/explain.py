@@ -343,8 +343,11 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                 out.append(Fix("install", "install_matching", name=name, bound=bound,
                                parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))
     elif cause == "init_failed":
-        out.extend(msvc_runtime_fixes(res, world, process))
-        out.append(Fix("init", "check_init", name=name))
+        if leaf.facts is not None and leaf.facts.cpu_lacks:  # the cause is known: no list of common causes
+            out.append(Fix("init", "cpu_build", name=name, path=leaf.path or "", lacks=leaf.facts.cpu_lacks))
+        else:
+            out.extend(msvc_runtime_fixes(res, world, process))
+            out.append(Fix("init", "check_init", name=name))
     elif cause == "apiset_no_host":
         out.append(Fix("install", "update_windows", name=name))
     elif cause == "invalid_parameter":

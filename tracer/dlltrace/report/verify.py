@@ -20,6 +20,7 @@ from typing import Iterable, Optional
 from dlltrace import winpath
 from dlltrace.emulate.python import TORCH_FLAGS, rule_ctypes_winmode, rule_torch_retry
 from dlltrace.loader.windows.engine import Simulator
+from dlltrace.loader.windows.rules import InitFacts
 from dlltrace.model import (
     APPLIED_ACTIONS,
     LOAD_WITH_ALTERED_SEARCH_PATH,
@@ -171,6 +172,10 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
             a.world.add(stand_in(fix.path, p.machine))
     elif act in ("use_64bit_python", "use_build"):
         p.machine = fix.other_machine
+    elif act == "cpu_build":  # a build of the same DLL whose initialization does not need the feature
+        have = a.world.file(fix.path) if fix.path else None
+        if isinstance(have, InitFacts) and have.needs_cpu:
+            a.world.add(dataclasses.replace(have, needs_cpu=tuple(x for x in have.needs_cpu if x.lower() != fix.lacks.lower())))
     elif act == "vc_redist":  # the redistributable puts a current copy in System32
         path = winpath.join(a.world.system.system32, fix.name)
         have = a.world.file(path)

@@ -48,6 +48,7 @@ class SystemInfo:
     # apisets.parse_sets), or the built-in table when neither gives one
     api_sets: ApiSetSchema = field(default_factory=builtin_schema)
     profile: Profile = "windows"  # docs/wine-profile.md
+    cpu_lacks: tuple[str, ...] = ()  # CPU features this machine lacks ("avx"): rules.rule_dllmain_needs_cpu_feature
     version: str = ""
 
     def __post_init__(self) -> None:

@@ -567,6 +567,11 @@ class Simulator:
                                                       dllmain_status=facts.dllmain_status))
             node.error = rules.rule_dllmain_failure_error(facts.dllmain_how, facts.dllmain_error)
             return True
+        if isinstance(facts, rules.InitFacts) and facts.needs_cpu:
+            lacking = rules.rule_dllmain_needs_cpu_feature(facts.needs_cpu, self.system.cpu_lacks)
+            if lacking:
+                self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new, cpu_lacks=lacking))
+                return True
         if isinstance(facts, rules.InitFacts) and facts.dllmain_fails_if_bound:
             bound = [(d.path, self._file_version(d.path)) for d in m.deps]
             why = rules.rule_dllmain_fails_if_bound(facts.dllmain_fails_if_bound, bound)

@@ -371,11 +371,21 @@ class InitFacts(FileFacts):
     """A scenario's file whose DllMain fails only under a condition (rule_dllmain_fails_if_bound)."""
 
     dllmain_fails_if_bound: tuple[BoundVersionCondition, ...] = ()
+    needs_cpu: tuple[str, ...] = ()  # `dllmain_fails_if_cpu_lacks`: CPU features its initialization needs ("avx")
 
 
 def _version_key(v: str) -> tuple[int, ...]:
     parts = tuple(int(p) for p in v.split("."))
     return parts + (0,) * (4 - len(parts))
+
+
+def rule_dllmain_needs_cpu_feature(needs: tuple[str, ...], lacks: tuple[str, ...]) -> Optional[str]:
+    """`dllmain_fails_if_cpu_lacks`: the DllMain fails (1114) when the CPU lacks a feature its code needs
+    (SystemInfo.cpu_lacks). The case: TensorFlow >= 1.6 binaries are built with AVX, and on a CPU without it
+    their initialization fails with WinError 1114 with every dependency present (tensorflow#37221,
+    shared/CASES.md S9). Returns the feature lacking, or None."""
+    have_not = {f.lower() for f in lacks}
+    return next((f for f in needs if f.lower() in have_not), None)
 
 
 def rule_dllmain_fails_if_bound(conditions: tuple[BoundVersionCondition, ...],
