@@ -33,9 +33,9 @@ def test_rule_ctypes_winmode():
     # winmode None searches DEFAULT_DIRS only: a DLL on PATH is not found; winmode=0 is the standard order
     files = ["C:\\tools\\b.dll"]
     r = run(files, [{"op": "ctypes_cdll", "name": "b.dll"}], path=["C:\\tools"])[0]
-    assert (r.error, r.flags, r.origin) == (126, 0x1000, "ctypes.CDLL('b.dll')")
+    assert (r.error, r.flags, r.origin) == (126, 0x1000, 'ctypes.CDLL("b.dll")')
     r = run(files, [{"op": "ctypes_cdll", "name": "b.dll", "winmode": 0}], path=["C:\\tools"])[0]
-    assert (r.error, r.module_path, r.origin) == (0, "C:\\tools\\b.dll", "ctypes.CDLL('b.dll', winmode=0x0)")
+    assert (r.error, r.module_path, r.origin) == (0, "C:\\tools\\b.dll", 'ctypes.CDLL("b.dll", winmode=0x0)')
 
 
 def test_rule_ctypes_relative_name():
@@ -97,7 +97,7 @@ def test_rule_ctypes_find_library():
     assert res[1].note == "returned C:\\tools\\zlibwapi.dll" and res[1].tree is None and res[1].probes == []
     load = res[3]
     assert (load.name, load.flags, load.module_path) == ("C:\\tools\\zlibwapi.dll", 0x1100, "C:\\tools\\zlibwapi.dll")
-    assert load.origin == "ctypes.CDLL(ctypes.util.find_library('zlibwapi'))" and load.origin_kind == "ctypes"
+    assert load.origin == 'ctypes.CDLL(ctypes.util.find_library("zlibwapi"))' and load.origin_kind == "ctypes"
     # None: find_library's result says so, and ctypes.CDLL(None) makes no load (TypeError on Windows)
     res = run(world, calls[1:], path=[])
     assert [(r.op, r.error) for r in res] == [("ctypes_find_library", 2), ("ctypes_find_library", 2)]
@@ -142,3 +142,13 @@ def test_rule_venv_redirector():
     r = sc.run()[0]
     assert r.error == 0 and r.tree.children[0].how == "APPLICATION_DIR"
     assert run(files, call, exe="C:\\v\\Scripts\\python.exe")[0].error == 126
+
+
+def test_origins_are_written_as_the_user_types_them():
+    """A path in what made a call is a raw string (r"C:\\x"), never a repr with doubled backslashes."""
+    from dlltrace import winpath
+
+    assert winpath.typed("C:\\tools\\b.dll") == 'r"C:\\tools\\b.dll"' and winpath.typed("b.dll") == '"b.dll"'
+    assert winpath.typed("C:\\") == repr("C:\\")  # (a raw string cannot end in a backslash)
+    r = scenario(files=["C:\\tools\\b.dll"], calls=[{"op": "ctypes_cdll", "name": "C:\\tools\\b.dll"}]).run()[-1]
+    assert r.origin == 'ctypes.CDLL(r"C:\\tools\\b.dll")' and "\\\\" not in r.origin

@@ -115,3 +115,12 @@ def close_name(candidate: str, name: str) -> bool:
     (cublas64_11.dll for cublas64_12.dll): another version of the same library."""
     a, b = basename(candidate).lower(), basename(name).lower()
     return a != b and name_shape(a) == name_shape(b) and bool(_DIGITS.search(b))
+
+
+def typed(value: object) -> str:
+    """A string as a user types it in Python: r"C:\\x" for a path (a raw string, no doubled
+    backslashes), "name.dll" for a name; the repr where a raw string cannot hold it (a quote, a
+    trailing backslash, a line break) or for what is not a string."""
+    if not isinstance(value, str) or '"' in value or value.endswith("\\") or "\n" in value:
+        return repr(value)
+    return f'r"{value}"' if "\\" in value else f'"{value}"'

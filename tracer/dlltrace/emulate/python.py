@@ -166,13 +166,13 @@ def ctypes_cdll_found(sim: Simulator, name: str, winmode: Optional[int]) -> list
         r.note += "; ctypes.CDLL(None) raises TypeError on Windows: no load is made"
         return [r]
     load = ctypes_cdll(sim, found, winmode)
-    load.origin = f"ctypes.CDLL(ctypes.util.find_library({name!r})" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
+    load.origin = f"ctypes.CDLL(ctypes.util.find_library({winpath.typed(name)})" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
     return [r, load]
 
 
 def ctypes_cdll(sim: Simulator, name: str, winmode: Optional[int]) -> CallResult:
     """ctypes.CDLL(name, winmode=winmode)."""
-    origin = f"ctypes.CDLL({name!r}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
+    origin = f"ctypes.CDLL({winpath.typed(name)}" + ("" if winmode is None else f", winmode={winmode:#x}") + ")"
     flags = rule_ctypes_winmode(name, winmode)
     return sim.load_library(rule_ctypes_relative_name(name, winmode, sim.process.cwd), flags, origin=origin,
                             origin_kind="ctypes")

@@ -254,9 +254,9 @@ def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
     if ev == "py_import":
         return f"import {ctx.get('module')}", "python_import", str(ctx.get("module"))
     if ev == "py_dlopen":
-        return f"ctypes.CDLL({ctx.get('name')!r})", "ctypes", ""
+        return f"ctypes.CDLL({winpath.typed(ctx.get('name'))})", "ctypes", ""
     if ev == "py_add_dll_directory":
-        return f"os.add_dll_directory({ctx.get('path')!r})", "os_add_dll_directory", ""
+        return f"os.add_dll_directory({winpath.typed(ctx.get('path'))})", "os_add_dll_directory", ""
     return "", "", ""
 
 
@@ -387,7 +387,7 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
 def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
     """Keep the model's loaded-module list true to the real process after each call."""
     if load.ok and load.path and process.find_loaded_by_path(load.path) is None:
-        process.add_loaded(LoadedModule(winpath.normalize(load.path), 1, f"loaded by {load.api}({load.name!r})"))
+        process.add_loaded(LoadedModule(winpath.normalize(load.path), 1, f"loaded by {load.api}({winpath.typed(load.name)})"))
     if not load.ok and res.error == 0 and res.tree is not None:
         for n in res.tree.walk():
             if n.new and n.path:

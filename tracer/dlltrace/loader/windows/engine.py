@@ -241,7 +241,7 @@ class Simulator:
         self._bumped: list[LoadedModule] = []  # references this call took on modules already loaded
         self._module_of: dict[int, LoadedModule] = {}  # id(node) -> the module it resolved to
         self._probes: list[str] = []
-        self._origin = origin or f"{op}({name!r})"
+        self._origin = origin or f"{op}({winpath.typed(name)})"
         self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
         self._datafile = rules.rule_datafile_load(flags)
         self._no_refs = self._datafile or rules.rule_dont_resolve_references(flags)
