@@ -116,15 +116,29 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str | Path | None
     """subprocess.run(argv) with stdout/stderr (text, or bytes) captured through files, not pipes:
     a Wine service process started under argv would keep a pipe open after argv exits (see
     ensure_prefix)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        r = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                           timeout=timeout)
-        out.seek(0)
-        err.seek(0)
-        o, e = out.read(), err.read()
+    for attempt in range(WINE_START_RETRIES + 1):
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            r = subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                               timeout=timeout)
+            out.seek(0)
+            err.seek(0)
+            o, e = out.read(), err.read()
+        if attempt < WINE_START_RETRIES and any(sig in e for sig in WINE_START_FAILURES):
+            WINE_START_RETRIED.append(" ".join(map(str, argv[:2])))
+            continue  # Wine could not set up the process at all: not a result of the program, run it again
         if text:
             o, e = o.decode("utf-8", "replace"), e.decode("utf-8", "replace")
         return subprocess.CompletedProcess(r.args, r.returncode, o, e)
+    raise AssertionError("unreachable")
+
+
+# Wine's own start-up failures, before any program code runs: wine64 8.0 sometimes cannot map the shared
+# user data page at its fixed address (STATUS_CONFLICTING_ADDRESSES, c0000018: something else was mapped
+# there first). Such a run says nothing about the program; run_captured runs it again (at most twice),
+# and counts it in WINE_START_RETRIED.
+WINE_START_FAILURES = (b"failed to map the shared user data", b"virtual_alloc_first_teb")
+WINE_START_RETRIES = 2
+WINE_START_RETRIED: list[str] = []
 
 
 def drive_c() -> Path:
