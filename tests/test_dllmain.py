@@ -107,15 +107,7 @@ def wine_truth(case: Case) -> tuple[int, str, list[str], str]:
 
 
 def traced_run(tmp_path: Path, host: str, args: list[str]) -> Path:
-    """`dlltrace run --wine` of the host; run again (twice at most) when Wine itself did not start the
-    program ("the program never ran": a harness problem on a busy machine, not a verdict)."""
-    trace = tmp_path / "t.jsonl"
-    for _ in range(3):
-        run = winetools.dlltrace("run", "--wine", "-o", str(trace), "--", host, *args)
-        if "the program never ran" not in run.stderr:
-            break
-    assert trace.exists() and "the program never ran" not in run.stderr, run.stderr[-2000:]
-    return trace
+    return winetools.traced_run(tmp_path / "t.jsonl", host, args)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

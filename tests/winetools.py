@@ -188,3 +188,14 @@ def mingw_compile(sources: list[Path | str], out: Path | str, *, dll: bool = Fal
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr}")
     return Path(out)
+
+
+def traced_run(trace: Path, host: str, args: list[str]) -> Path:
+    """`dlltrace run --wine -o TRACE -- HOST ARGS`; run again (twice at most) when Wine itself did not start
+    the program ("the program never ran": a harness problem on a busy machine, not a verdict)."""
+    for _ in range(3):
+        run = dlltrace("run", "--wine", "-o", str(trace), "--", host, *args)
+        if "the program never ran" not in run.stderr:
+            break
+    assert trace.exists() and "the program never ran" not in run.stderr, run.stderr[-2000:]
+    return trace
