@@ -135,5 +135,11 @@ def test_version(dlltrace_cli):
 
 def test_example_command_runs(dlltrace_cli):
     r = dlltrace_cli("simulate", "--example")
-    assert r.returncode == EXIT_SIMULATED_FAILURE
+    assert r.returncode == 0  # (the README's first command: the example fails as its [expect] says)
     assert "cublas64_12.dll was not found" in r.stdout
+    # the same file as a scenario: a simulated call failed
+    from dlltrace.commands.simulate import EXAMPLE
+    assert dlltrace_cli("simulate", str(EXAMPLE)).returncode == EXIT_SIMULATED_FAILURE
+    # and an example that did not fail as it says would not be 0
+    from dlltrace.commands.simulate import example_code
+    assert example_code({"error": 126, "leaf": "other.dll"}, []) == EXIT_SIMULATED_FAILURE

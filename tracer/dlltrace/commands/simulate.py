@@ -1,5 +1,7 @@
 """`dlltrace simulate SCENARIO [--json]`: run a scenario's calls through the simulated loader. Exits with 0
-when every simulated load succeeded, 1 (EXIT_SIMULATED_FAILURE) when one failed (README, Exit codes)."""
+when every simulated load succeeded, 1 (EXIT_SIMULATED_FAILURE) when one failed (README, Exit codes).
+`--example` (the README's first command) exits 0 when the built-in example fails as its [expect] says:
+its load fails on purpose; 1 when it does not."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def execute(args: argparse.Namespace) -> int:
         doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description)
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
-        return exit_code(results)
+        return example_code(scenario.expect, results) if args.example else exit_code(results)
     blocks = scenario_blocks(scenario.description, results)
     if sys.stdout.isatty():
         from rich.console import Console
@@ -43,7 +45,16 @@ def execute(args: argparse.Namespace) -> int:
         print_blocks(blocks, Console(highlight=False, markup=False, emoji=False))
     else:
         print("\n".join(block_lines(blocks)))
-    return exit_code(results)
+    return example_code(scenario.expect, results) if args.example else exit_code(results)
+
+
+def example_code(expect: dict, results: list[CallResult]) -> int:
+    """The built-in example's code: 0 when its first failed load fails as its [expect] says (error and
+    leaf), else 1 (EXIT_SIMULATED_FAILURE)."""
+    failed = next((r for r in results if r.error and r.tree is not None), None)
+    ok = (failed is not None and failed.error == expect.get("error") and failed.leaf is not None
+          and failed.leaf.name.lower() == str(expect.get("leaf", "")).lower())
+    return EXIT_OK if ok else EXIT_SIMULATED_FAILURE
 
 
 def exit_code(results: list[CallResult]) -> int:
