@@ -303,3 +303,62 @@ def test_rule_dll_load_dir_alone_needs_default_dirs_for_the_imports():
     assert fix.action == "flags" and fix.flags == 0x1100 and winpath.same(fix.path, "C:\\app\\c10.dll") and fix.verified
     alone = scenario(files=files, calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\c10.dll", "flags": 0x100}]).run()[-1]
     assert alone.error == 126 and alone.leaf.name.lower() == "msvcp140.dll"
+
+
+# --- found by review (each failed before its fix) --------------------------------------------------------
+def test_a_next_step_re_runs_the_programs_call_not_a_preload():
+    """A preload that fails on its own import moved the failure into the preload; the next step was then
+    checked against the preload instead of the call, and marked verified while the call still failed
+    (main.dll also needs baz.dll, which is nowhere)."""
+    sc = scenario(files=[{"path": "C:\\app\\main.dll", "imports": ["foo.dll", "baz.dll"]},
+                         {"path": "C:\\other\\foo.dll", "imports": ["bar.dll"]}, "C:\\other2\\bar.dll"],
+                  calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\main.dll", "flags": 0}])
+    res = failed(sc.run())
+    assert res.fixes and not any(f.verified for f in res.fixes)  # baz.dll is nowhere: nothing completes it
+    for f in res.fixes:
+        assert not rerun_loads(res, sc, f)
+        assert "bar.dll" not in [n.lower() for n in f.covers]  # (it fails next: not covered)
+
+
+def test_next_steps_are_made_for_the_process_after_the_first_step():
+    """An x86 process loading an x64 DLL whose import is only in C:\\deps: a process of the DLL's machine,
+    then C:\\deps on PATH (the next step is found for the x64 process, not the x86 one)."""
+    sc = scenario(files=[{"path": "C:\\app\\a.dll", "machine": "x64", "imports": ["b.dll"]},
+                         {"path": "C:\\deps\\b.dll", "machine": "x64"}],
+                  machine="x86", calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\a.dll", "flags": 0}])
+    res = failed(sc.run())
+    first = res.fixes[0]
+    assert first.action == "use_build" and first.verified
+    assert [(t.action, t.folder) for t in first.then] == [("path_prepend", "C:\\deps")]
+
+
+def test_one_copy_per_file_whatever_the_case_of_the_import():
+    cub = SP + "\\nvidia\\cublas\\bin\\cublas64_12.dll"
+    ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["CUBLAS64_12.DLL"]}
+    res = failed(scenario(files=[ext, cub], **PY,
+                          calls=[{"op": "python_import", "module": "pkg.ext", "path": ext["path"]}]).run())
+    keys = [(f.action, winpath.key(f.path or f.folder)) for f in res.fixes]
+    assert len(keys) == len(set(keys)), keys
+
+
+def test_also_missing_for_a_load_that_does_not_search_system32():
+    """DLL_LOAD_DIR alone searches only the DLL's folder: the stand-in goes where the load looks."""
+    sc = scenario(files=[{"path": "C:\\app\\main.dll", "imports": ["foo.dll", "baz.dll"]}],
+                  calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\main.dll", "flags": 0x100}])
+    res = failed(sc.run())
+    assert res.leaf.name.lower() == "foo.dll" and [m.name.lower() for m in res.also_missing] == ["baz.dll"]
+
+
+def test_a_fork_unloads_dependencies_as_the_process_would():
+    sc = scenario(files=[{"path": "C:\\app\\a.dll", "imports": ["b.dll"]}, "C:\\app\\b.dll"],
+                  calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\a.dll", "flags": 0}])
+    sim = sc.simulator(explain=False)
+    sim.run(sc.calls)
+    fork = sim.process.fork()
+    Simulator(sc.world, fork).free_library("C:\\app\\a.dll")
+    assert fork.find_loaded_by_name("b.dll") is None and fork.find_loaded_by_name("a.dll") is None
+    assert sim.process.find_loaded_by_name("b.dll") is not None  # the base keeps its modules
+    other = sim.process.fork()
+    m = next(x for x in other.iter_loaded() if x.name == "a.dll")
+    other.remove_loaded(m)
+    assert other.find_loaded_by_name("a.dll") is None and sim.process.find_loaded_by_name("a.dll") is not None

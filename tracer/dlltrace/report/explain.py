@@ -269,8 +269,12 @@ def cuda_major(res: CallResult, world: World, process: ProcessState) -> Optional
 def candidates(sit: verify.Situation) -> list[Fix]:
     """The fixes to try for the failing call of `sit`, generated from how the load searches and what the
     process is, before verification (verify.verify keeps those that work)."""
-    res, process = sit.res, sit.process
-    world: World = verify.prepared(sit).world
+    # res: the failure (its leaf); call: the call the program made (its op, flags, origin, module); the
+    # world and the process with the situation's steps applied (a next step's)
+    res, call = sit.res, sit.the_call
+    ready = verify.prepared(sit)
+    world: World = ready.world
+    process = ready.process
     leaf = leaf_node(res.tree)
     if leaf is None:
         return []
@@ -279,24 +283,26 @@ def candidates(sit: verify.Situation) -> list[Fix]:
     out: list[Fix] = []
     if cause in ("not_found", "bad_machine", "not_pe"):
         tried_bad = {winpath.key(c.path) for c in leaf.candidates if c.result != "not_there"}
-        copies = [p for p in dict.fromkeys([*wheel_copies(name, res, world, process), *world.files_named(name)])
-                  if _usable(p, world, process) and winpath.key(p) not in tried_bad]
-        mechanisms = package_mechanisms(name, copies, res, world, process)
+        by_key: dict[str, str] = {}  # (one copy per file, the world's spelling kept)
+        for p in [*world.files_named(name), *wheel_copies(name, call, world, process)]:
+            by_key.setdefault(winpath.key(p), p)
+        copies = [p for k, p in by_key.items() if _usable(p, world, process) and k not in tried_bad]
+        mechanisms = package_mechanisms(name, copies, call, world, process)
         # the package's own loader first (onnxruntime.preload_dlls()); a variable it reads last (CUDA_PATH:
         # it changes what every other CUDA program finds)
         out.extend(f for f in mechanisms if f.action == "package_mechanism")
         for c in copies[:2]:
-            out.extend(make_searched(c, name, res, world, process))
+            out.extend(make_searched(c, name, call, world, process))
         out.extend(f for f in mechanisms if f.action != "package_mechanism")
         # (the process's CUDA major matters only for a name several CUDA majors ship: cudnn64_9.dll)
         ambiguous = len(packages.providers(name)) > 1
         prov = packages.lookup(name, cuda_major=cuda_major(res, world, process) if ambiguous else None)
         if not copies and prov is not None and prov.kind == "pip" and prov.package:
-            folder = install_folder(prov, res, process)
+            folder = install_folder(prov, call, process)
             path = winpath.join(folder, name)
             base = Fix("install", "install_package", name=name, package=prov.requirement or prov.package, folder=folder,
                        path=path)
-            for step in make_searched(path, name, res, world, process):
+            for step in make_searched(path, name, call, world, process):
                 out.append(dataclasses.replace(base, then=(step,)))
         if cause == "not_pe":
             out.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
@@ -309,16 +315,16 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                 out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other,
                                python=is_python(process, res)))
         elif not copies and not (prov is not None and prov.kind == "pip"):
-            advice = provider_advice(name, prov, process, res, world)
+            advice = provider_advice(name, prov, process, call, world)
             cuda_path = next((v for k, v in process.env.items() if k.upper() == "CUDA_PATH"), "")
             if advice is not None and prov is not None and prov.kind == "archive" and cuda_path:
                 # NVIDIA's cuDNN archive is unpacked into the CUDA toolkit's folders (its bin into %CUDA_PATH%\bin)
                 path = winpath.join(cuda_path, "bin", name)
-                for step in make_searched(path, name, res, world, process):
+                for step in make_searched(path, name, call, world, process):
                     out.append(dataclasses.replace(advice, path=path, folder=winpath.dirname(path), then=(step,)))
-            elif advice is not None and prov is not None and prov.kind == "archive" and _top_folder(res):
+            elif advice is not None and prov is not None and prov.kind == "archive" and _top_folder(call):
                 # no toolkit folder: the archive's DLL copied next to the module the call loads
-                dest = _top_folder(res)
+                dest = _top_folder(call)
                 out.append(dataclasses.replace(
                     advice, path=winpath.join(dest, name), dest=dest,
                     instruction=f"Get {prov.component}{' ' + _major(name) if _major(name) else ''} for your CUDA version "
@@ -338,7 +344,7 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                 out.append(Fix("shadowing", "update_loaded", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what))
         else:
             for c in good[:1]:
-                out.extend(make_searched(c, name, res, world, process))
+                out.extend(make_searched(c, name, call, world, process))
             if not good:
                 out.append(Fix("install", "install_matching", name=name, bound=bound,
                                parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))

@@ -110,6 +110,13 @@ class Situation:
     # files a fix must add to the world before the call (install_package, copy_file), already applied
     added: tuple[FileFacts, ...] = ()
     steps: tuple[Fix, ...] = field(default_factory=tuple)
+    # the call the program made, when `res` is a later failure of a re-run (a next step's situation: its
+    # failure may be a preload's); None: `res` is the call
+    call: Optional[CallResult] = None
+
+    @property
+    def the_call(self) -> CallResult:
+        return self.call if self.call is not None else self.res
 
 
 def snapshot(process: ProcessState) -> ProcessState:
@@ -229,7 +236,7 @@ def rerun(sit: Situation, fix: Optional[Fix]) -> CallResult:
         pre = sim.load_library(path, flags, origin="preload")
         if pre.error:
             return pre
-    return call_again(sim, sit.res, name=a.name, flags=a.flags)
+    return call_again(sim, sit.the_call, name=a.name, flags=a.flags)
 
 
 def call_again(sim: Simulator, res: CallResult, name: Optional[str] = None, flags: Optional[int] = None) -> CallResult:
@@ -288,8 +295,8 @@ def loaded_names(r: CallResult) -> set[str]:
 # --- every missing DLL at once ------------------------------------------------------------------------------------
 def also_missing(sit: Situation) -> list[AlsoMissing]:
     """What the call would fail on next once its leaf loads, and after that, ... : each leaf in turn
-    is made loadable by a stand-in in System32 (searched by every search order), and the call is made
-    again. Stops when it loads, when the failure is not one a file can fix, or when a stand-in does
+    is made loadable (the world's own copy, else a stand-in) in the first folder the load searched for
+    it, and the call is made again. Stops when it loads, when the failure is not one a file can fix, or when a stand-in does
     not move the failure."""
     out: list[AlsoMissing] = []
     res = sit.res
@@ -303,7 +310,10 @@ def also_missing(sit: Situation) -> list[AlsoMissing]:
         assert last.leaf is not None
         # the leaf made loadable: a copy the world has elsewhere (its own imports are then followed),
         # else a stand-in
-        spot = winpath.join(system32, last.leaf.name)
+        # (in the first folder the load searched for it, where the search finds it first: System32 is not
+        # searched by every load, e.g. DLL_LOAD_DIR or USER_DIRS alone)
+        node = last.tree.failure_chain()[-1] if last.tree is not None else None
+        spot = winpath.join(node.search[0].folder if node is not None and node.search else system32, last.leaf.name)
         real = next((f for p in sit.world.files_named(last.leaf.name) if (f := sit.world.file(p)) is not None
                      and f.pe is not None and f.pe.machine == sit.process.machine and f.error is None), None)
         added.append(dataclasses.replace(real, path=spot) if real is not None else stand_in(spot, sit.process.machine))
@@ -348,7 +358,7 @@ def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[st
         if same_failure(r, sit.res) or depth + 1 >= MAX_STEPS or r.leaf is None:
             continue
         after = dataclasses.replace(sit, steps=(*sit.steps, fix))
-        nxt = dataclasses.replace(after, res=r)
+        nxt = dataclasses.replace(after, res=r, call=sit.the_call)
         # the next steps: of the same kind first (copy, then copy again); never one that alone would
         # have been offered at this level (it is a fix of its own, not a step of this one)
         here = {_key(f) for f in candidates_here}
@@ -382,6 +392,10 @@ def _key(f: Fix) -> tuple:
 
 
 def _covered(names: tuple[str, ...], r: CallResult) -> tuple[str, ...]:
-    got = loaded_names(r)
-    return tuple(n for n in names if n.lower() in got) or tuple(names)
+    """The missing DLLs the re-run `r` found: all of them when it loads; else those it bound, never the
+    one it fails on next."""
+    if not r.error:
+        return tuple(names)
+    got = loaded_names(r) - ({r.leaf.name.lower()} if r.leaf is not None else set())
+    return tuple(n for n in names if n.lower() in got)
 

@@ -188,8 +188,9 @@ class ForkedProcessState(ProcessState):
             return None
         c = self._clones.get(id(m))
         if c is None:
-            c = LoadedModule(m.path, m.refcount, m.origin, list(m.deps), m.initialized)
-            self._clones[id(m)] = c
+            c = LoadedModule(m.path, m.refcount, m.origin, [], m.initialized)
+            self._clones[id(m)] = c  # (first: an import cycle finds it)
+            c.deps = [x for d in m.deps if (x := self._clone(d)) is not None]  # the fork's own modules
         return c
 
     @property
@@ -218,6 +219,10 @@ class ForkedProcessState(ProcessState):
         for bid, c in self._clones.items():
             if c is m:
                 self._gone.add(bid)
+                return
+        for b in self._base.iter_loaded():  # a base module read through iter_loaded, never cloned
+            if b is m:
+                self._gone.add(id(b))
                 return
 
     def _find(self, base_hit: Optional[LoadedModule], same) -> Optional[LoadedModule]:
