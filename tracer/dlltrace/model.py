@@ -450,7 +450,7 @@ FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "instal
 # Which actions the model can apply to a copy of the world and process and re-run (report/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (
-    "add_dll_directory", "path_prepend", "path_or_copy", "install", "preload", "preload_path", "copy_file",
+    "add_dll_directory", "path_prepend", "install", "preload", "preload_path", "copy_file", "use_64bit_python",
     "set_dll_directory", "set_env", "install_package", "change_flags", "import_first", "activate_conda",
     "package_mechanism", "vc_redist", "use_build", "flags", "cpu_build")
 

@@ -225,8 +225,7 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     Python interpreter, the VC++ runtime, a Visual Studio component, the package itself): advice the
     model cannot apply."""
     arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
-    m = re.search(r"64_(\d+)", name)
-    major = m.group(1) if m else ""
+    major = _major(name)
     if prov is None:
         return Fix("install", "find_package", name=name, exe=res.name if res.op == "start" else "", python=is_python(process))
     words = {

@@ -134,7 +134,7 @@ def applies(fix: Fix) -> bool:
         return bool(fix.path)
     if fix.action in ("use_64bit_python", "use_build"):  # (re-run as a process of the DLL's machine)
         return bool(fix.other_machine)
-    return fix.action in APPLIED_ACTIONS and fix.action != "path_or_copy"
+    return fix.action in APPLIED_ACTIONS
 
 
 @dataclass
@@ -209,8 +209,6 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
         old_copy = p.find_loaded_by_path(fix.bound) if fix.bound else None
         if old_copy is not None:
             p.remove_loaded(old_copy)
-        if fix.path:
-            a.preloads.append((fix.path, LOAD_WITH_ALTERED_SEARCH_PATH))
     elif act == "package_mechanism":
         for path in fix.files:  # (the files the package's loader loads by full path)
             a.preloads.append((path, rule_ctypes_winmode(path, None)))
