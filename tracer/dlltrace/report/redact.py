@@ -18,11 +18,19 @@ same positional rules on any text (the report's own output is passed through it 
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 import re
+import tempfile
+import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Union
 
-from dlltrace.trace.reader import Trace, paused_gc
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
+from dlltrace.trace.collect import event_lines
+from dlltrace.trace.reader import Trace, paused_gc, read_trace
 
 USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
 
@@ -293,3 +301,130 @@ def redact(text: str, trace: Union[Trace, Any, Redactor]) -> str:
     """Text (a report, raw or JSON-escaped) with the trace's identifying values replaced in their places."""
     red = trace if isinstance(trace, Redactor) else redactor_of(trace)
     return red.text(text)
+
+
+# --- a redacted trace file (`dlltrace redact TRACE -o OUT`, `dlltrace run --redact`) ------------------------
+GZIP_MAGIC = b"\x1f\x8b"
+HEADER_FIELD = "redacted"  # the header of a trace written here says so: {"redacted": true}
+
+
+@dataclass
+class RedactionSummary:
+    """What redact_trace_file wrote: where, how many lines (the header included) and how many of them it
+    changed, the distinct values replaced by kind (USER, MACHINE, NAME, HOME), the reader's warnings
+    about the input (redacted), and the file written (gzip or plain JSON Lines, its size in bytes)."""
+
+    source: str
+    output: str
+    lines: int
+    changed: int
+    values: dict[str, int]
+    warnings: list[str]
+    compressed: bool
+    size: int
+
+
+def trace_bytes(path: Union[str, Path]) -> bytes:
+    """The bytes of a trace file, gunzipped when it is gzip (one member or several; a member cut short,
+    as by a crash, gives what it holds up to the cut)."""
+    data = Path(path).read_bytes()
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    out: list[bytes] = []
+    while data.startswith(GZIP_MAGIC):
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(d.decompress(data))
+            out.append(d.flush())
+        except zlib.error:
+            break
+        if not d.eof:
+            break
+        data = d.unused_data.lstrip(b"\0")
+    return b"".join(out)
+
+
+def _text_line(raw: bytes, red: Redactor) -> bytes:
+    """A line that is not an event (unreadable, cut short, not UTF-8, not an object): redacted as text, so
+    that it stays what it was (unreadable: the replay warns about it as about the original's)."""
+    s = raw.decode("utf-8", "surrogateescape")
+    return red.text(s, anywhere=True).encode("utf-8", "surrogateescape")
+
+
+def _event_line(raw: bytes, red: Redactor, header: bool = False) -> tuple[bytes, bool]:
+    """One line of the trace, redacted, and whether it changed. An event is redacted field by field, as
+    redact_trace does it (the format's words, the binaries' `pe` facts left as they are), then its line
+    as text once more (a key, a format word: nothing identifying is left in the file's bytes); a line
+    nothing was replaced in is kept byte for byte."""
+    if b"\0" in raw:  # a range a writer reserved and never wrote, then a whole line (trace/reader.py)
+        cut = raw.rindex(b"\0") + 1
+        rest, changed = _event_line(raw[cut:], red, header)
+        head = _text_line(raw[:cut], red)
+        return head + rest, changed or head != raw[:cut]
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        out = _text_line(raw, red) if raw.strip() else raw
+        return out, out != raw
+    new = _redacted(obj, red)
+    if header:
+        new[HEADER_FIELD] = True
+    if new == obj:
+        out = _text_line(raw, red)
+        return out, out != raw
+    text = event_lines([new]).decode("utf-8")[:-1]  # (a lone surrogate as its escape: trace/collect.py)
+    return red.text(text).encode("utf-8"), True
+
+
+def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> RedactionSummary:
+    """Write the trace `src` (plain or gzip) to `dst` with every user name, home folder and machine name
+    replaced, by the same Redactor (redactor_of) as `dlltrace report --redact`: the events read back from
+    `dst` are redact_trace's, so the replay of `dst` gives the report of `src --redact` (docs/redaction.md).
+    Line for line: a damaged line stays damaged (redacted as text), so the replay warns as the original's
+    does. `dst` ending in `.gz` is written gzip, else plain JSON Lines; written whole or not at all (a
+    temporary file in its folder, then renamed). Refuses to write over `src`."""
+    src_s, dst_s = str(src), str(dst)
+    if not os.path.exists(src_s):
+        raise DlltraceError(f"{src_s}: no such file", EXIT_USAGE)
+    if os.path.isdir(dst_s):
+        raise DlltraceError(f"{dst_s}: is a folder; name the file to write", EXIT_USAGE)
+    if os.path.abspath(src_s) == os.path.abspath(dst_s) or (os.path.exists(dst_s) and os.path.samefile(src_s, dst_s)):
+        raise DlltraceError(f"{dst_s}: is the input trace; write the redacted trace to another file", EXIT_USAGE)
+    trace = read_trace(src_s)  # (a file that is not a trace: one line, EXIT_BAD_TRACE)
+    try:
+        data = trace_bytes(src_s)
+    except OSError as e:
+        raise DlltraceError(f"{src_s}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+    red = redactor_of(trace)
+    raw_lines = data.split(b"\n")
+    with paused_gc():
+        # the events first, then the header (a value only the header shows gets the next placeholder, so
+        # the events' placeholders are those of `report --redact`)
+        body = [_event_line(raw, red) for raw in raw_lines[1:]]
+        head = _event_line(raw_lines[0], red, header=True)
+    out = b"\n".join([head[0], *(line for line, _ in body)])
+    compressed = dst_s.lower().endswith(".gz")
+    folder = os.path.dirname(os.path.abspath(dst_s))
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dlltrace-redact-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
+                with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+                    gz.write(out)
+            else:
+                f.write(out)
+        os.replace(tmp, dst_s)
+    except OSError as e:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise DlltraceError(f"{dst_s}: cannot write: {e.strerror or e}", EXIT_OUTPUT) from None
+    values: dict[str, int] = {}
+    for kind in red.kinds.values():
+        values[kind] = values.get(kind, 0) + 1
+    return RedactionSummary(source=src_s, output=dst_s, lines=len(raw_lines) - (raw_lines[-1] == b""),
+                            changed=int(head[1]) + sum(c for _, c in body), values=values,
+                            warnings=[red.text(w, anywhere=True) for w in trace.warnings], compressed=compressed,
+                            size=os.path.getsize(dst_s))
