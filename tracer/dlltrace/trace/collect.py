@@ -7,17 +7,24 @@ live disk (every candidate file's PE facts, every folder's existence), plus near
 the missing name in likely places (PATH, CUDA_PATH*, conda Library\\bin,
 site-packages\\nvidia\\*\\bin, torch\\lib, the Python folder) and close names
 (cublas64_11.dll when cublas64_12.dll is wanted).
+
+Export lists are then trimmed to what the trace asks for (worlds/recorded.trim_file_events,
+docs/trace-format.md "What a trace keeps"): torch_cpu.dll alone has 58,481 export names, and a
+replay needs the few hundred some recorded module imports. `DLLTRACE_KEEP_ALL_EXPORTS=1` (or
+collect_facts(keep_all=True)) keeps every export: a switch for tests and bench/trace_size.py, which
+compare a trimmed trace with a full one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from dlltrace import winpath
 from dlltrace.worlds.live import LiveWorld, PathMap, listdir
-from dlltrace.worlds.recorded import RecordingWorld
+from dlltrace.worlds.recorded import RecordingWorld, trim_file_events
 from dlltrace.trace.replay import can_replay_start, replay, replay_start, system_and_process
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.world import ProcessState
@@ -75,10 +82,20 @@ def near_miss_places(trace: Trace, pid: int, process: ProcessState, to_host: Pat
     return out
 
 
-def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
+KEEP_ALL_EXPORTS_ENV = "DLLTRACE_KEEP_ALL_EXPORTS"  # "1": no trimming (a test and bench switch)
+
+
+def keep_all_exports() -> bool:
+    """Whether the environment asks for full export lists (KEEP_ALL_EXPORTS_ENV set to 1)."""
+    return os.environ.get(KEEP_ALL_EXPORTS_ENV, "") == "1"
+
+
+def collect_facts(trace: Trace, to_host: PathMap, *, keep_all: Optional[bool] = None) -> list[dict[str, Any]]:
     """The `file` events to append to the trace: whatever the replay of each process asks the
     disk, through a recording world. The replay explains every failed load, and so looks up its
-    near misses (the missing name in the likely places, close names) as the report will."""
+    near misses (the missing name in the likely places, close names) as the report will.
+    Export lists are trimmed to the names the trace asks for (trim_file_events) unless `keep_all`
+    (None: KEEP_ALL_EXPORTS_ENV decides)."""
     events: list[dict[str, Any]] = []
 
     def record(pid: int, replay_with: Callable[[RecordingWorld], object]) -> None:
@@ -92,7 +109,9 @@ def collect_facts(trace: Trace, to_host: PathMap) -> list[dict[str, Any]]:
     for pid in trace.start_failures():
         if can_replay_start(trace, pid):
             record(pid, lambda world: replay_start(trace, pid, world))
-    return events
+    if keep_all if keep_all is not None else keep_all_exports():
+        return events
+    return trim_file_events(events)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -108,3 +127,23 @@ def event_lines(events: Iterable[dict[str, Any]]) -> bytes:
     if _SURROGATE.search(text) is not None:
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8")
+
+
+def trim_trace_bytes(data: bytes) -> bytes:
+    """A whole trace file's bytes with its `file` events trimmed as `dlltrace run` trims them
+    (trim_file_events over all of them), every other line byte for byte as it was: a full trace
+    (DLLTRACE_KEEP_ALL_EXPORTS=1) made into the one `run` writes by default, for tests and
+    bench/trace_size.py. A line that is not a JSON object stays as it is."""
+    lines = data.splitlines(keepends=True)
+    facts: dict[int, dict[str, Any]] = {}
+    for i, line in enumerate(lines):
+        if b'"file"' not in line:
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict) and e.get("ev") == "file":
+            facts[i] = e
+    trimmed = dict(zip(facts, trim_file_events(facts.values())))
+    return b"".join(event_lines([trimmed[i]]) if i in trimmed else line for i, line in enumerate(lines))

@@ -6,12 +6,19 @@ folder exist, where else is a file of this name) and writes them to the trace as
 events. `dlltrace report` then replays against a RecordedWorld made from those events,
 falling back to what the loader's own probes showed (a successful open means the file
 exists, 0xC0000034 means it does not).
+
+Export lists are trimmed at the source (`trim_file_events`, docs/trace-format.md "What a trace
+keeps"): a DLL's `exports`, `export_ordinals` and `forwarders` keep only the names and ordinals
+that some PE recorded in the same trace imports (or delay-imports), closed under the forwarders
+kept (`asked_exports`). For those names the answer is exact; the `pe` object's `trimmed` field
+says the list is trimmed (with the DLL's full counts), and the RecordedWorld answers any other
+name as exported (`AskedOnly`), so a trimmed list never reads as a DLL lacking an export.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts
@@ -20,6 +27,115 @@ from dlltrace.worlds.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
 STATUS_NOT_FOUND = (0xC0000034, 0xC000003A, 0xC0000033)
+
+
+TRIMMED = "trimmed"  # the `pe` field that marks trimmed export lists: {"exports": N, "export_ordinals": N, "forwarders": N}
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """The exports a trace asks for: every name and ordinal a recorded PE imports (or delay-
+    imports) from any DLL, and the target of every forwarder kept, to a fixed point."""
+
+    names: frozenset[str]
+    ordinals: frozenset[int]
+
+    def wants(self, key: str) -> bool:
+        """Whether an export key is asked for: a name, or "#7" (a forwarder with no name) for ordinal 7."""
+        if key.startswith("#") and key[1:].isdigit():
+            return int(key[1:]) in self.ordinals
+        return key in self.names
+
+
+def _forward_func(target: str) -> tuple[Optional[str], Optional[int]]:
+    """A forwarder target "dll.func" -> ("func", None); "dll.#7" -> (None, 7) (rules.rule_forwarder_target)."""
+    func = target.rpartition(".")[2]
+    if func.startswith("#") and func[1:].isdigit():
+        return None, int(func[1:])
+    return func, None
+
+
+def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
+    """The names and ordinals some module of the trace may be bound to, from the `pe` objects of
+    its `file` events: an import may be resolved to any file of the trace (a DLL of its name, an API
+    set's host, a copy a fix puts in a folder), so a name imported from one DLL is asked of every
+    DLL. A kept forwarder's target is bound too (engine._bind): its name (or ordinal) is asked, and
+    so on to a fixed point. Keyed on names only, so the same set comes out of a trimmed trace."""
+    names: set[str] = set()
+    ordinals: set[int] = set()
+    forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
+    for pe in pes:
+        for imp in (*pe.get("imports", ()), *pe.get("delay_imports", ())):
+            if isinstance(imp, Mapping):
+                names.update(n for n in imp.get("names", ()) if isinstance(n, str))
+                ordinals.update(o for o in imp.get("ordinals", ()) if isinstance(o, int))
+        fw = pe.get("forwarders")
+        if isinstance(fw, Mapping):
+            for key, target in fw.items():
+                if isinstance(target, str):
+                    forwards.setdefault(key, []).append(target)
+    todo = [n for n in names if n in forwards] + [f"#{o}" for o in ordinals if f"#{o}" in forwards]
+    while todo:
+        for target in forwards.pop(todo.pop(), ()):
+            func, ordinal = _forward_func(target)
+            if func is not None and func not in names:
+                names.add(func)
+                if func in forwards:
+                    todo.append(func)
+            elif ordinal is not None and ordinal not in ordinals:
+                ordinals.add(ordinal)
+                if f"#{ordinal}" in forwards:
+                    todo.append(f"#{ordinal}")
+    return Asked(frozenset(names), frozenset(ordinals))
+
+
+def trim_pe(pe: Mapping[str, Any], asked: Asked) -> dict[str, Any]:
+    """A `pe` object (pe.pe_facts_to_dict) with `exports`, `export_ordinals` and `forwarders` kept
+    only for the asked names and ordinals, and `trimmed` giving the full counts. Every other field
+    is kept as it is (the imports are what asks; the rest is a few bytes)."""
+    if TRIMMED in pe:
+        return dict(pe)
+    exports = pe.get("exports") or []
+    ordinals = pe.get("export_ordinals") or []
+    forwarders = pe.get("forwarders") or {}
+    out = dict(pe)
+    out["exports"] = [n for n in exports if n in asked.names]
+    out["export_ordinals"] = [o for o in ordinals if o in asked.ordinals]
+    out["forwarders"] = {k: v for k, v in forwarders.items() if asked.wants(k)}
+    out[TRIMMED] = {"exports": len(exports), "export_ordinals": len(ordinals), "forwarders": len(forwarders)}
+    return out
+
+
+def trim_file_events(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events, each `file` event's export lists trimmed to what the trace asks for (asked_exports
+    over every `file` event given: pass all of a trace's). Other events are returned as they are."""
+    events = list(events)
+    pes = [e["pe"] for e in events if e.get("ev") == "file" and isinstance(e.get("pe"), Mapping)]
+    asked = asked_exports(pes)
+    return [{**e, "pe": trim_pe(e["pe"], asked)} if e.get("ev") == "file" and isinstance(e.get("pe"), Mapping)
+            else e for e in events]
+
+
+class AskedOnly(frozenset):
+    """A trimmed export list (names or ordinals): exact for what the trace asks for (`asked`);
+    anything else is not known and reads as present, never as a missing export."""
+
+    __slots__ = ("asked",)
+    asked: frozenset
+
+    def __new__(cls, kept: Iterable[Any], asked: frozenset) -> "AskedOnly":
+        s = super().__new__(cls, kept)
+        s.asked = asked
+        return s
+
+    def __contains__(self, item: object) -> bool:
+        return frozenset.__contains__(self, item) or not self.asked.__contains__(item)
+
+    def __reduce__(self) -> tuple:  # copy and pickle keep `asked`
+        return (AskedOnly, (frozenset(self), self.asked))
+
+    def __repr__(self) -> str:
+        return f"AskedOnly({sorted(self, key=str)!r}, {len(self.asked)} asked)"
 
 
 def file_event(path: str, facts: Optional[FileFacts], why: str = "") -> dict[str, Any]:
@@ -40,9 +156,11 @@ def file_event(path: str, facts: Optional[FileFacts], why: str = "") -> dict[str
     return e
 
 
-def facts_of_event(e: dict[str, Any], checked: bool = False) -> Optional[FileFacts]:
+def facts_of_event(e: dict[str, Any], checked: bool = False, asked: Optional[Asked] = None) -> Optional[FileFacts]:
     """The facts a `file` event records; `checked`: the event came through the trace reader,
-    which checked it against the schema (trace.read_trace, tracecheck.py)."""
+    which checked it against the schema (trace.read_trace, tracecheck.py). `asked`: what the
+    trace asks for (asked_exports of all its `file` events), for an event whose exports are
+    trimmed; without it nothing outside the kept lists is known (every other name reads as present)."""
     kind = e.get("kind")
     path = e.get("path", "")
     if kind == "missing" or kind == "dir" or kind == "nodir":
@@ -51,9 +169,14 @@ def facts_of_event(e: dict[str, Any], checked: bool = False) -> Optional[FileFac
         return FileFacts(path=path, error=kind)
     if kind == "pe" and isinstance(e.get("pe"), dict):
         try:
-            return FileFacts(path=path, pe=pe_facts_from_dict(e["pe"], checked), dllmain_fails=bool(e.get("dllmain_fails")))
+            pe = pe_facts_from_dict(e["pe"], checked)
         except (ValueError, TypeError, KeyError):
             return FileFacts(path=path)
+        if TRIMMED in e["pe"]:
+            a = asked if asked is not None else Asked(frozenset(), frozenset())
+            pe = dataclasses.replace(pe, exports=AskedOnly(pe.exports, a.names),
+                                     export_ordinals=AskedOnly(pe.export_ordinals, a.ordinals))
+        return FileFacts(path=path, pe=pe, dllmain_fails=bool(e.get("dllmain_fails")))
     return FileFacts(path=path)
 
 
@@ -121,6 +244,9 @@ class RecordedWorld:
         self._by_name: dict[str, list[str]] = {}
         self.unknown: set[str] = set()  # paths the model asked about that the trace says nothing of
         self._by_shape: Optional[dict[str, list[str]]] = None
+        self._pes: list[Mapping[str, Any]] = []  # every `pe` object, for asked_exports
+        self._trimmed = False  # some `pe` object has trimmed export lists
+        self._asked: Optional[Asked] = None
         for e in file_events:
             path = e.get("path")
             if not isinstance(path, str) or not path:
@@ -134,6 +260,10 @@ class RecordedWorld:
                 self._files[k] = None
                 continue
             self._raw[k] = e  # PE facts are built on first use (file())
+            pe = e.get("pe")
+            if isinstance(pe, Mapping):
+                self._pes.append(pe)
+                self._trimmed = self._trimmed or TRIMMED in pe
             self._files.pop(k, None)
             self._by_name.setdefault(winpath.basename(k), []).append(winpath.normalize(path))
             self._mark_dirs(path)
@@ -173,7 +303,9 @@ class RecordedWorld:
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
         if k in self._raw:
-            self._files[k] = facts_of_event(self._raw.pop(k), self._checked)
+            if self._trimmed and self._asked is None:  # once, on the first file built
+                self._asked = asked_exports(self._pes)
+            self._files[k] = facts_of_event(self._raw.pop(k), self._checked, self._asked)
         if k not in self._files:
             self.unknown.add(winpath.normalize(path))
             return None
