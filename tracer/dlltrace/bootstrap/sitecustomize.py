@@ -1,36 +1,86 @@
 """dlltrace bootstrap: first on a traced Python's PYTHONPATH (put there by `dlltrace run`).
 
-Loads dlltrace's trace/shim.py by file path (the traced program does not get `dlltrace` importable),
-starts tracing (dlltrace.trace.shim.bootstrap), then runs the sitecustomize this one shadows, if any.
+It runs in the traced program's own interpreter, which may have nothing installed, so it imports
+nothing that interpreter may lack and changes nothing the program imports:
+- it runs dlltrace's trace/shim.py by file path, as a module object of its own that is not put in
+  sys.modules (`dlltrace` is not importable in the traced program, and rich, pefile, json, typing...
+  are not imported); shim.bootstrap() binds the shim with cffi if the traced interpreter has it, else
+  with ctypes (trace/shim.py);
+- it takes its own folder off sys.path first (PYTHONPATH keeps it, for child Pythons), so the
+  program's sys.path is what it would be without dlltrace;
+- it then runs the sitecustomize it shadows, if any (the next one on sys.path: a .py, a package,
+  a .pyc or an extension, found by the import system's own PathFinder), and makes it the
+  `sitecustomize` module, as `import sitecustomize` would have without dlltrace. An error in that
+  one is raised as Python would raise it (site.py prints "Error in sitecustomize ..."); an error of
+  dlltrace's own is one line on stderr and the program runs untraced.
+Tested in tests/test_bootstrap.py (a fake shim built with gcc, both bindings).
 """
-import importlib.util as _ilu
 import os as _os
 import sys as _sys
 
 
-def _run_file(name, path):
-    """The module at `path`, run under `name`."""
-    spec = _ilu.spec_from_file_location(name, path)
+def _dlltrace_here():
+    return _os.path.normcase(_os.path.dirname(_os.path.abspath(__file__)))
+
+
+def _dlltrace_trace(here):
+    """Start tracing (trace/shim.py's bootstrap)."""
+    path = _os.path.join(_os.path.dirname(here), "trace", "shim.py")
+    with open(path, "rb") as f:
+        source = f.read()
+    shim = type(_sys)("_dlltrace_shim")  # (a module object, not in sys.modules)
+    shim.__file__ = path
+    exec(compile(source, path, "exec"), shim.__dict__)
+    shim.bootstrap()
+
+
+def _dlltrace_unlist(here):
+    """Take this folder off sys.path (the first entry that is it: the one PYTHONPATH added)."""
+    for i, p in enumerate(_sys.path):
+        try:
+            same = isinstance(p, str) and _os.path.normcase(_os.path.abspath(p or ".")) == here
+        except Exception:
+            same = False
+        if same:
+            del _sys.path[i]
+            return
+
+
+def _dlltrace_import_system():
+    """PathFinder.find_spec and module_from_spec: CPython has its import system loaded (frozen) at
+    start-up; the importlib package (not loaded at start-up) only where it is not."""
+    boot, ext = _sys.modules.get("_frozen_importlib"), _sys.modules.get("_frozen_importlib_external")
+    if boot is not None and ext is not None:
+        return ext.PathFinder.find_spec, boot.module_from_spec
+    import importlib.machinery
+    import importlib.util
+    return importlib.machinery.PathFinder.find_spec, importlib.util.module_from_spec
+
+
+def _dlltrace_chain(here):
+    """Run the sitecustomize this one shadows, as the `sitecustomize` module."""
+    find_spec, module_from_spec = _dlltrace_import_system()
+    rest = [p for p in _sys.path if not (isinstance(p, str) and _os.path.normcase(_os.path.abspath(p or ".")) == here)]
+    spec = find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
-        raise ImportError("cannot load %s" % (path,))
-    mod = _ilu.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+        return
+    module = module_from_spec(spec)
+    _sys.modules["sitecustomize"] = module  # (the import of this file returns it: it replaces this one)
+    spec.loader.exec_module(module)
 
 
 def _dlltrace_boot():
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    _run_file("_dlltrace_shim", _os.path.join(_os.path.dirname(here), "trace", "shim.py")).bootstrap()
-    # chain to the next sitecustomize on sys.path
-    rest = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
-    for p in rest:
-        cand = _os.path.join(p or ".", "sitecustomize.py")
-        if _os.path.isfile(cand):
-            _run_file("sitecustomize", cand)
-            break
+    try:
+        here = _dlltrace_here()
+        _dlltrace_unlist(here)
+    except Exception as e:
+        _sys.stderr.write("dlltrace: bootstrap failed: %s\n" % (e,))
+        return
+    try:
+        _dlltrace_trace(here)
+    except Exception as e:  # never stop the traced program
+        _sys.stderr.write("dlltrace: bootstrap failed: %s\n" % (e,))
+    _dlltrace_chain(here)  # (its errors are the program's own)
 
 
-try:
-    _dlltrace_boot()
-except Exception as _e:  # never stop the traced program
-    print("dlltrace: bootstrap failed: %s" % (_e,), file=_sys.stderr)
+_dlltrace_boot()

@@ -1,27 +1,39 @@
-"""The Python side of the shim: the cffi binding (ABI mode) and the audit hook that adds Python context.
+"""The Python side of the shim: its binding (cffi, or the standard library's ctypes) and the audit hook
+that adds Python context.
 
 On Windows, `dlltrace run python ...` puts tracer/dlltrace/bootstrap on the child's PYTHONPATH; its
-sitecustomize calls bootstrap() before any user code runs: load the shim with cffi (ffi.dlopen of
-bin/dlltrace_shim64.dll + the cdef below), dlltrace_start(NULL, "python") (a no-op when the launcher
-already started it), write a py_env event and install a sys.addaudithook hook that turns `import`,
-`ctypes.dlopen` and `os.add_dll_directory` into py_* events. Each py_* event's seq becomes the
-thread's context (dlltrace_set_context), so every native load that follows on that thread carries
-"ctx": <that seq> -- the Python action that caused it. At exit (atexit), if the program is ending on
-an uncaught exception (sys.last_exc / sys.last_value, which the interpreter sets before it prints
-the traceback), a py_exception event says which: the report uses it to tell the load that failed
-the program from the ones it went past (docs/verdicts.md). Nothing the program sees or prints changes.
+sitecustomize runs this file (by path: `dlltrace` itself is not importable there) and calls bootstrap()
+before any user code runs: load the shim (bin/dlltrace_shim64.dll, or DLLTRACE_SHIM) through cffi when
+the traced interpreter has a working cffi, else through ctypes (load_backend: the same five functions,
+one CDEF), dlltrace_start(NULL, "python") (a no-op when the launcher already started it), write a py_env
+event and install a sys.addaudithook hook that turns `import`, `ctypes.dlopen` and
+`os.add_dll_directory` into py_* events. Each py_* event's seq becomes the thread's context
+(dlltrace_set_context), so every native load that follows on that thread carries "ctx": <that seq> --
+the Python action that caused it. At exit (atexit), if the program is ending on an uncaught exception
+(sys.last_exc / sys.last_value, which the interpreter sets before it prints the traceback), a
+py_exception event says which: the report uses it to tell the load that failed the program from the
+ones it went past (docs/verdicts.md). Nothing the program sees or prints changes.
 
-Everything except load_shim() is plain Python, tested on Linux with a fake backend.
+This file runs inside the traced program's interpreter, which may be any CPython 3.7+ with nothing
+installed: it imports only modules every CPython has loaded at start-up (sys, os, _thread) and, for
+the binding, cffi (only when the traced environment has it) or ctypes, and atexit (built in). It
+never imports json, typing, pathlib, threading, __future__ (its annotations are strings) or anything
+of dlltrace's, so the program's own imports of those happen (and are recorded) as without dlltrace.
+A CPython without sys.addaudithook (< 3.8) gets py_env only.
+Tested on Linux against a fake shim built with gcc (tests/test_bootstrap.py), both bindings.
 """
 
-from __future__ import annotations
-
-import json
+import _thread
 import os
 import sys
-import threading
-from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol
+
+TYPE_CHECKING = False  # (typing is not imported at run time: see above)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping, Optional, Protocol
+
+    class Backend(Protocol):
+        def write_event(self, ev: str, fields: dict) -> int: ...
+        def set_context(self, seq: int) -> None: ...
 
 # Keep in step with native/shim/dlltrace_shim.h.
 CDEF = """
@@ -34,15 +46,49 @@ int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wc
 
 SHIM_DLL = "dlltrace_shim64.dll"
 
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
-class Backend(Protocol):
-    def write_event(self, ev: str, fields: dict) -> int: ...
-    def set_context(self, seq: int) -> None: ...
+
+def _json_str(s: str) -> str:
+    """A JSON string: non-ASCII characters as they are (UTF-8 later), control characters and lone
+    surrogates (a Windows file name may hold one) as \\uXXXX escapes, so the text always encodes."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif o < 0x20 or o == 0x7F or 0xD800 <= o <= 0xDFFF:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _json(v: "Any") -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(int(v))
+    if isinstance(v, float):
+        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else "null"
+    if isinstance(v, str):
+        return _json_str(v)
+    if isinstance(v, dict):
+        return "{" + ",".join(_json_str(str(k)) + ":" + _json(x) for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_json(x) for x in v) + "]"
+    return _json_str(str(v))
 
 
 def fields_json(fields: dict) -> str:
-    """Object members without the braces, as dlltrace_write_event takes them (UTF-8 JSON)."""
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), default=str)[1:-1]
+    """Object members without the braces, as dlltrace_write_event takes them (JSON; a str, UTF-8 encoded
+    by the caller). The standard library's json is not used: see the module's docstring."""
+    return _json(fields)[1:-1]
 
 
 def make_ffi():
@@ -52,16 +98,110 @@ def make_ffi():
     return ffi
 
 
-class ShimBackend:
-    """The real backend: the shim DLL through cffi (Windows only)."""
+def default_shim_path() -> "Optional[str]":
+    """The shim next to this file's package (bin/), on Windows; elsewhere there is none (DLLTRACE_SHIM)."""
+    if sys.platform != "win32":
+        return None
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", SHIM_DLL)
 
-    def __init__(self, dll_path: Optional[str] = None):
-        self.ffi = make_ffi()
-        path = dll_path or str(Path(__file__).resolve().parents[1] / "bin" / SHIM_DLL)
-        self.lib = self.ffi.dlopen(path)
 
-    def start(self, trace_path: Optional[str] = None, via: str = "python") -> int:
-        return self.lib.dlltrace_start(trace_path if trace_path is not None else self.ffi.NULL, via.encode())
+def _c_decl(decl: str) -> tuple:
+    """("const char *", "via") of "const char *via": a C declaration's type and name."""
+    stars = decl.count("*")
+    words = decl.replace("*", " ").split()
+    return " ".join(words[:-1]) + (" " + "*" * stars if stars else ""), words[-1]
+
+
+def cdef_signatures(cdef: str = CDEF) -> dict:
+    """{function: (return type, [parameter types])} of the CDEF, as C type names ("const char *"):
+    both bindings are made from these declarations."""
+    sigs = {}
+    for decl in cdef.split(";"):
+        if not decl.strip():
+            continue
+        head, params = decl.split("(", 1)
+        ret, name = _c_decl(head)
+        sigs[name] = (ret, [_c_decl(p)[0] for p in params.rsplit(")", 1)[0].split(",") if p.strip() not in ("", "void")])
+    return sigs
+
+
+def _shim_path(dll_path: "Optional[str]") -> str:
+    path = dll_path or default_shim_path()
+    if not path:
+        raise OSError("no shim library for this platform (set DLLTRACE_SHIM)")
+    return path
+
+
+class CffiBackend:
+    """The shim through cffi, in ABI mode, made with cffi's C backend (_cffi_backend) from the CDEF's
+    signatures: cffi.FFI().cdef would parse the CDEF with pycparser, which imports some fifty modules
+    (typing, threading, subprocess, inspect...) into the traced program; the backend is one
+    extension module and nothing else."""
+
+    route = "cffi"
+
+    def __init__(self, dll_path: "Optional[str]" = None):
+        b = __import__("_cffi_backend")  # (no stubs: untyped)
+
+        path = _shim_path(dll_path)
+
+        def ctype(c: str) -> "Any":
+            if c == "void":
+                return b.new_void_type()
+            base = c.replace("const ", "").replace("*", "").strip()
+            t = b.new_primitive_type(base)
+            for _ in range(c.count("*")):
+                t = b.new_pointer_type(t)
+            return t
+
+        self._b = b
+        self._null_wstr = b.cast(ctype("const wchar_t *"), 0)
+        self.lib = b.load_library(path, 0)
+        self.fn = {name: self.lib.load_function(b.new_function_type(tuple(ctype(p) for p in params), ctype(ret), False),
+                                                name)
+                   for name, (ret, params) in cdef_signatures().items()}
+
+    def start(self, trace_path: "Optional[str]" = None, via: str = "python") -> int:
+        return int(self.fn["dlltrace_start"](self._null_wstr if trace_path is None else trace_path, via.encode()))
+
+    def write_event(self, ev: str, fields: dict) -> int:
+        return int(self.fn["dlltrace_write_event"](ev.encode(), fields_json(fields).encode("utf-8")))
+
+    def set_context(self, seq: int) -> None:
+        self.fn["dlltrace_set_context"](seq)
+
+    def version(self) -> str:
+        return self._b.string(self.fn["dlltrace_version"]()).decode()
+
+
+ShimBackend = CffiBackend  # (its old name)
+
+# The CDEF's C types as ctypes names (the only ones it uses)
+CTYPES_OF = {"int": "c_int", "long long": "c_longlong", "void": None, "const char *": "c_char_p",
+             "const wchar_t *": "c_wchar_p", "unsigned long": "c_ulong"}
+
+
+def _ctypes_type(ctypes: "Any", c: str) -> "Any":
+    name = CTYPES_OF[c]
+    return None if name is None else getattr(ctypes, name)
+
+
+class CtypesBackend:
+    """The shim through the standard library's ctypes, for a traced interpreter without cffi."""
+
+    route = "ctypes"
+
+    def __init__(self, dll_path: "Optional[str]" = None):
+        import ctypes
+
+        self.lib = ctypes.CDLL(_shim_path(dll_path))
+        for name, (ret, params) in cdef_signatures().items():
+            fn = getattr(self.lib, name)
+            fn.restype = _ctypes_type(ctypes, ret)
+            fn.argtypes = [_ctypes_type(ctypes, p) for p in params]
+
+    def start(self, trace_path: "Optional[str]" = None, via: str = "python") -> int:
+        return int(self.lib.dlltrace_start(trace_path, via.encode()))
 
     def write_event(self, ev: str, fields: dict) -> int:
         return int(self.lib.dlltrace_write_event(ev.encode(), fields_json(fields).encode("utf-8")))
@@ -69,8 +209,23 @@ class ShimBackend:
     def set_context(self, seq: int) -> None:
         self.lib.dlltrace_set_context(seq)
 
+    def version(self) -> str:
+        return self.lib.dlltrace_version().decode()
 
-def python_env_fields(environ: Optional[Mapping[str, str]] = None) -> dict:
+
+def load_backend(dll_path: "Optional[str]" = None):
+    """The shim bound through cffi when this interpreter has a working cffi, else through ctypes.
+    An OSError naming both failures when neither loads it."""
+    why = []
+    for make in (CffiBackend, CtypesBackend):
+        try:
+            return make(dll_path)
+        except Exception as e:  # (no cffi, a broken one, no ctypes: the next; the shim itself: both fail)
+            why.append("%s: %s" % (make.route, e))
+    raise OSError("; ".join(why))
+
+
+def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
     """The py_env event: which Python this is, and whether it is a conda one."""
     if environ is None:
         environ = os.environ
@@ -91,10 +246,10 @@ def python_env_fields(environ: Optional[Mapping[str, str]] = None) -> dict:
     }
 
 
-def make_audit_hook(backend: Backend) -> Callable[[str, tuple], None]:
+def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure)."""
-    busy = threading.local()
+    busy = _thread._local()
 
     def hook(event: str, args: tuple) -> None:
         fields: dict[str, Any]
@@ -166,7 +321,7 @@ def exception_fields(exc: BaseException) -> dict:
     return fields
 
 
-def ending_exception() -> Optional[BaseException]:
+def ending_exception() -> "Optional[BaseException]":
     """The uncaught exception the program is ending on, at exit (None when it ends normally or on
     SystemExit): the interpreter sets sys.last_exc (3.12+) / sys.last_value before printing it."""
     exc = getattr(sys, "last_exc", None)
@@ -175,7 +330,7 @@ def ending_exception() -> Optional[BaseException]:
     return exc if isinstance(exc, BaseException) and not isinstance(exc, SystemExit) else None
 
 
-def make_exit_hook(backend: Backend) -> Callable[[], None]:
+def make_exit_hook(backend: "Backend") -> "Callable[[], None]":
     """An atexit hook writing py_exception when the program ends on an uncaught exception."""
     def at_exit() -> None:
         try:
@@ -188,10 +343,13 @@ def make_exit_hook(backend: Backend) -> Callable[[], None]:
     return at_exit
 
 
-def install(backend: Backend, environ: Optional[Mapping[str, str]] = None) -> Callable[[str, tuple], None]:
+def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -> "Optional[Callable[[str, tuple], None]]":
+    """py_env, then the audit hook and the exit hook (a CPython without audit hooks, < 3.8: py_env only)."""
     import atexit
 
     backend.write_event("py_env", python_env_fields(environ))
+    if not hasattr(sys, "addaudithook"):
+        return None
     hook = make_audit_hook(backend)
     sys.addaudithook(hook)
     atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
@@ -199,14 +357,18 @@ def install(backend: Backend, environ: Optional[Mapping[str, str]] = None) -> Ca
 
 
 def bootstrap() -> None:
-    """Called by bootstrap/sitecustomize.py in a traced Windows Python (DLLTRACE_TRACE is set)."""
-    if sys.platform != "win32" or not os.environ.get("DLLTRACE_TRACE"):
+    """Called by bootstrap/sitecustomize.py in a traced Python (DLLTRACE_TRACE is set): the shim at
+    DLLTRACE_SHIM, or bin/dlltrace_shim64.dll on Windows (elsewhere, without DLLTRACE_SHIM: nothing)."""
+    if not os.environ.get("DLLTRACE_TRACE"):
+        return
+    path = os.environ.get("DLLTRACE_SHIM") or default_shim_path()
+    if not path:
         return
     try:
-        backend = ShimBackend(os.environ.get("DLLTRACE_SHIM"))
+        backend = load_backend(path)
         if backend.start(None, "python") != 0:
             return
     except Exception as e:  # tracing must never stop the program
-        print(f"dlltrace: tracing disabled in this process: {e}", file=sys.stderr)
+        sys.stderr.write("dlltrace: tracing disabled in this process: %s\n" % (e,))
         return
     install(backend)

@@ -1,0 +1,251 @@
+"""The bootstrap a traced Python runs (tracer/dlltrace/bootstrap/sitecustomize.py, trace/shim.py), on
+Linux, in real child interpreters, against a fake shim library built with gcc
+(fixtures/linux/fakeshim.c: the five functions of native/shim/dlltrace_shim.h, recording each call).
+
+Both bindings: cffi in an interpreter that has it (this test venv), ctypes in one that does not (a
+fresh venv without packages: what most traced programs are). Neither changes what the program imports
+or sees on sys.path, and the traced environment's own sitecustomize still runs, as `sitecustomize`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dlltrace.trace import shim
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOTSTRAP = ROOT / "tracer" / "dlltrace" / "bootstrap"
+FAKESHIM_C = ROOT / "fixtures" / "linux" / "fakeshim.c"
+
+# What a binding may add to sys.modules, and nothing else (the bootstrap's own module is `sitecustomize`)
+CTYPES_MODULES = {"ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "atexit"}  # (atexit: built in, the exit hook)
+CFFI_MODULES = {"_cffi_backend", "atexit"}
+
+
+@pytest.fixture(scope="module")
+def fake_shim(tmp_path_factory) -> Path:
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if not gcc:
+        msg = "needs gcc (apt-get install gcc) to build the fake shim"
+        if os.environ.get("CI"):
+            pytest.fail(msg + " -- CI must install it")
+        pytest.skip(msg)
+    out = tmp_path_factory.mktemp("fakeshim") / "fakeshim.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(out), str(FAKESHIM_C)], check=True,
+                   capture_output=True, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A Python with nothing installed (a venv without pip or cffi)."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
+                   timeout=300)
+    py = str(venv / "bin" / "python")
+    assert subprocess.run([py, "-c", "import cffi"], capture_output=True).returncode != 0  # (no cffi there)
+    return py
+
+
+def run(python: str, code: str, tmp_path: Path, *, shim_path: Path | None, traced: bool = True,
+        pythonpath: list[str] = (), env_extra: dict | None = None, args: list[str] = ()):
+    """(returncode, stdout, stderr, the fake shim's calls) of `python -c code`, with the bootstrap
+    on PYTHONPATH (traced) or without it."""
+    log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DLLTRACE_", "PYTHON", "FAKESHIM_"))}
+    path = ([str(BOOTSTRAP)] if traced else []) + list(pythonpath)
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(path)
+    if traced:
+        env["DLLTRACE_TRACE"] = str(tmp_path / "t.jsonl")
+        if shim_path is not None:
+            env["DLLTRACE_SHIM"] = str(shim_path)
+    env["FAKESHIM_LOG"] = str(log)
+    env.update(env_extra or {})
+    r = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)
+    calls = [line.split("\t") for line in log.read_text(encoding="utf-8", errors="surrogateescape").splitlines()] \
+        if log.exists() else []
+    return r.returncode, r.stdout, r.stderr, calls
+
+
+def events(calls) -> list[tuple[int, str, dict]]:
+    return [(int(c[1]), c[2], json.loads("{" + c[3] + "}")) for c in calls if c[0] == "event"]
+
+
+PROGRAM = textwrap.dedent("""
+    import sys, json
+    import colorsys
+    import ctypes, ctypes.util
+    ctypes.CDLL(ctypes.util.find_library("m"))
+    print(json.dumps({"cffi": "_cffi_backend" in sys.modules, "cffi_package": "cffi" in sys.modules, "ctypes": "ctypes" in sys.modules,
+                      "dlltrace": "dlltrace" in sys.modules, "rich": "rich" in sys.modules,
+                      "pefile": "pefile" in sys.modules}))
+""")
+
+
+def check_traced(rc, out, err, calls, python):
+    assert rc == 0 and err == "", err
+    assert calls[0] == ["start", "NULL", "python"]
+    evs = events(calls)
+    seq, ev, env = evs[0]
+    assert ev == "py_env" and env["executable"] == python and env["sys_path"] and str(BOOTSTRAP) not in env["sys_path"]
+    imports = {f["module"]: s for s, e, f in evs if e == "py_import"}
+    assert "colorsys" in imports
+    # each Python action's seq is made the thread's context right after it is written
+    after = calls.index(["event", str(imports["colorsys"]), "py_import", '"module":"colorsys"'])
+    assert calls[after + 1] == ["context", str(imports["colorsys"])]
+    import ctypes.util
+    assert ctypes.util.find_library("m") in [f["name"] for s, e, f in evs if e == "py_dlopen"]
+    return json.loads(out)
+
+
+def test_cffi_binding_in_an_interpreter_with_cffi(fake_shim, tmp_path):
+    seen = check_traced(*run(sys.executable, PROGRAM, tmp_path, shim_path=fake_shim), python=sys.executable)
+    # the program itself imports no cffi: the bootstrap bound the shim with cffi's backend, not the
+    # cffi package (whose cdef parser, pycparser, imports some fifty modules)
+    assert seen["cffi"] is True and seen["cffi_package"] is False
+    assert seen["dlltrace"] is False and seen["rich"] is False and seen["pefile"] is False
+
+
+def test_ctypes_binding_in_an_interpreter_without_cffi(fake_shim, bare_python, tmp_path):
+    seen = check_traced(*run(bare_python, PROGRAM, tmp_path, shim_path=fake_shim), python=bare_python)
+    assert seen["cffi"] is False and seen["dlltrace"] is False
+
+
+def test_a_broken_cffi_falls_back_to_ctypes(fake_shim, tmp_path):
+    broken = tmp_path / "broken"
+    (broken / "cffi").mkdir(parents=True)
+    (broken / "cffi" / "__init__.py").write_text("raise ImportError('this cffi is for another Python')\n")
+    code = "import sys; import colorsys; print('cffi' in sys.modules)"
+    rc, out, err, calls = run(sys.executable, code, tmp_path, shim_path=fake_shim, pythonpath=[str(broken)])
+    assert (rc, out, err) == (0, "False\n", "")
+    assert "colorsys" in [f["module"] for s, e, f in events(calls) if e == "py_import"]
+
+
+def modules_and_path(python, tmp_path, fake_shim, **kw):
+    code = "import sys, json; print(json.dumps([sorted(sys.modules), sys.path]))"
+    plain = run(python, code, tmp_path, shim_path=None, traced=False, **kw)
+    traced = run(python, code, tmp_path, shim_path=fake_shim, **kw)
+    assert plain[0] == traced[0] == 0 and traced[2] == "", traced[2]
+    assert events(traced[3])[0][1] == "py_env"  # (it was traced)
+    (m0, p0), (m1, p1) = json.loads(plain[1]), json.loads(traced[1])
+    return set(m1) - set(m0), set(m0) - set(m1), p0, p1
+
+
+def test_the_program_imports_what_it_would_without_dlltrace(fake_shim, bare_python, tmp_path):
+    """Only the binding's own modules are added (and `sitecustomize`); sys.path is unchanged."""
+    added, lost, path0, path1 = modules_and_path(bare_python, tmp_path, fake_shim)
+    assert lost == set() and added - {"sitecustomize"} <= CTYPES_MODULES, added
+    assert path1 == path0
+    added, lost, path0, path1 = modules_and_path(sys.executable, tmp_path, fake_shim)
+    assert lost == set() and added - {"sitecustomize"} <= CFFI_MODULES, added
+    assert path1 == path0
+
+
+@pytest.mark.parametrize("form", ["module", "package"])
+def test_the_environments_own_sitecustomize_still_runs_as_sitecustomize(fake_shim, bare_python, tmp_path, form):
+    user = tmp_path / "user"
+    user.mkdir()
+    body = "import os\nMARK = 'user'\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n"
+    if form == "module":
+        (user / "sitecustomize.py").write_text(body)
+    else:
+        (user / "sitecustomize").mkdir()
+        (user / "sitecustomize" / "__init__.py").write_text(body)
+    code = ("import os, sitecustomize; import colorsys\n"
+            "print(os.environ.get('USER_SITECUSTOMIZE_RAN'), getattr(sitecustomize, 'MARK', None), "
+            "os.path.dirname(sitecustomize.__file__))")
+    plain = run(bare_python, code, tmp_path, shim_path=None, traced=False, pythonpath=[str(user)])
+    rc, out, err, calls = run(bare_python, code, tmp_path, shim_path=fake_shim, pythonpath=[str(user)])
+    assert (rc, out, err) == plain[:3] and plain[0] == 0, (err, plain)
+    assert out.split()[:2] == ["1", "user"]
+    assert "colorsys" in [f["module"] for s, e, f in events(calls) if e == "py_import"]
+
+
+def test_an_error_in_the_environments_sitecustomize_is_reported_as_python_reports_it(fake_shim, bare_python, tmp_path):
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("raise ValueError('broken site setup')\n")
+    code = "print('ran')"
+    plain = run(bare_python, code, tmp_path, shim_path=None, traced=False, pythonpath=[str(user)])
+    traced = run(bare_python, code, tmp_path, shim_path=fake_shim, pythonpath=[str(user)])
+    assert traced[:3] == plain[:3] and "Error in sitecustomize" in plain[2] and "broken site setup" in plain[2]
+    assert events(traced[3])[0][1] == "py_env"
+
+
+def test_a_shim_that_cannot_be_loaded_is_one_line_and_the_program_runs(bare_python, tmp_path):
+    code = "import sys; print('ran'); sys.exit(3)"
+    rc, out, err, calls = run(bare_python, code, tmp_path, shim_path=tmp_path / "no-such-shim.so")
+    assert (rc, out) == (3, "ran\n") and calls == []
+    assert len(err.splitlines()) == 1 and err.startswith("dlltrace: tracing disabled in this process: ") \
+        and "ctypes: " in err, err
+
+
+def test_a_shim_that_refuses_to_start_is_left_alone(fake_shim, bare_python, tmp_path):
+    rc, out, err, calls = run(bare_python, "print('ran')", tmp_path, shim_path=fake_shim,
+                              env_extra={"FAKESHIM_START_RC": "203"})
+    assert (rc, out, err) == (0, "ran\n", "") and calls == [["start", "NULL", "python"]]
+
+
+def test_no_shim_and_not_windows_is_a_noop(bare_python, tmp_path):
+    rc, out, err, calls = run(bare_python, "import sys; print('sitecustomize' in sys.modules)", tmp_path,
+                              shim_path=None)
+    assert (rc, out, err, calls) == (0, "True\n", "", [])
+
+
+def test_the_exit_hook_and_names_json_cannot_encode(fake_shim, bare_python, tmp_path):
+    """A py_exception at an uncaught exception; a module name with a lone surrogate is written as its
+    JSON escape (the event is not lost); the program's output and exit code are its own."""
+    code = textwrap.dedent("""
+        try:
+            __import__("\\udc80odd")
+        except ImportError:
+            pass
+        raise ImportError("torch needs c10.dll", name="torch")
+    """)
+    plain = run(bare_python, code, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(bare_python, code, tmp_path, shim_path=fake_shim)
+    assert (rc, out, err) == plain[:3] and rc == 1 and "torch needs c10.dll" in err
+    evs = events(calls)
+    assert "\udc80odd" in [f["module"] for s, e, f in evs if e == "py_import"]
+    (exc,) = [f for s, e, f in evs if e == "py_exception"]
+    assert (exc["type"], exc["module"]) == ("ImportError", "torch")
+
+
+def test_the_bindings_are_made_from_the_cdef():
+    assert shim.cdef_signatures() == {
+        "dlltrace_start": ("int", ["const wchar_t *", "const char *"]),
+        "dlltrace_write_event": ("long long", ["const char *", "const char *"]),
+        "dlltrace_set_context": ("void", ["long long"]),
+        "dlltrace_version": ("const char *", []),
+        "dlltrace_env_snapshot": ("int", ["const wchar_t *", "unsigned long", "const wchar_t *"]),
+    }
+
+
+@pytest.mark.parametrize("backend", [shim.CffiBackend, shim.CtypesBackend])
+def test_each_binding_calls_the_shim_with_its_c_types(fake_shim, tmp_path, monkeypatch, backend):
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("FAKESHIM_LOG", str(log))
+    b = backend(str(fake_shim))
+    assert b.start(None, "python") == 0 and b.start("C:\\t.jsonl", "via") == 0
+    seq = b.write_event("py_import", {"module": "torch"})
+    assert seq >= 1000 and b.write_event("py_import", {"module": "x"}) == seq + 1  # (a 64-bit result)
+    b.set_context(2**40 + 7)
+    assert b.version() == "fake"
+    assert [line.split("\t") for line in log.read_text().splitlines()] == [
+        ["start", "NULL", "python"], ["start", "path", "via"], ["event", str(seq), "py_import", '"module":"torch"'],
+        ["event", str(seq + 1), "py_import", '"module":"x"'], ["context", str(2**40 + 7)], ["version"]]
+
+
+def test_fields_json_is_json():
+    fields = {"module": "a\"b\\c\n\x01é用户\udc80", "n": [1, None, True, False, 2.5], "d": {"k": Path("/x")}}
+    assert json.loads("{" + shim.fields_json(fields) + "}") == {**fields, "d": {"k": "/x"}}
+    shim.fields_json(fields).encode("utf-8")  # (always encodes)
