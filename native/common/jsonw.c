@@ -115,6 +115,57 @@ static WCHAR *hex_w(WCHAR *o, ULONGLONG v, int digits) {
     return o;
 }
 
+/* DLLTRACE_MAX_SIZE: the cap in bytes (decimal); 0 (none) when unset, empty or not a number */
+static LONG64 env_cap(void) {
+    char v[32];
+    DWORD n = GetEnvironmentVariableA("DLLTRACE_MAX_SIZE", v, sizeof(v));
+    if (!n || n >= sizeof(v)) return 0;
+    LONG64 cap = 0;
+    for (DWORD i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || cap > (0x7fffffffffffffffLL - 9) / 10) return 0;
+        cap = cap * 10 + (v[i] - '0');
+    }
+    return cap;
+}
+
+/* the kind of a line made by jw_event ({"ev":"<kind>",...), for the cap's counts */
+static int line_kind(const char *s, DWORD len) {
+    static const struct { const char *name; int kind; } kinds[] = {
+        {"probe\"", JW_DROP_PROBE}, {"load_begin\"", JW_DROP_LOAD_BEGIN}, {"load_end\"", JW_DROP_LOAD_END},
+        {"dll_notify\"", JW_DROP_DLL_NOTIFY}};
+    if (len < 8 || s[0] != '{' || s[1] != '"' || s[2] != 'e' || s[3] != 'v' || s[4] != '"' || s[5] != ':' || s[6] != '"')
+        return JW_DROP_OTHER;
+    for (int k = 0; k < 4; k++) {
+        const char *a = kinds[k].name, *b = s + 7;
+        DWORD i = 7;
+        while (*a && i < len && *a == *b) { a++; b++; i++; }
+        if (!*a) return kinds[k].kind;
+    }
+    return JW_DROP_OTHER;
+}
+
+/* the "t" of a line made by jw_event (,"t":<digits> in its first members); 0 when not found */
+static LONG64 line_t(const char *s, DWORD len) {
+    DWORD lim = len < 160 ? len : 160;
+    for (DWORD i = 0; i + 5 < lim; i++) {
+        if (s[i] == ',' && s[i + 1] == '"' && s[i + 2] == 't' && s[i + 3] == '"' && s[i + 4] == ':') {
+            LONG64 t = 0;
+            for (DWORD j = i + 5; j < lim && s[j] >= '0' && s[j] <= '9'; j++) t = t * 10 + (s[j] - '0');
+            return t;
+        }
+    }
+    return 0;
+}
+
+static void count_drop(jw_shared_end_t *sh, const char *s, DWORD len) {
+    InterlockedIncrement64(&sh->dropped[line_kind(s, len)]);
+    InterlockedExchangeAdd64(&sh->dropped_bytes, len);
+    LONG64 t = line_t(s, len);
+    if (!t) t = 1;
+    for (LONG64 cur = sh->first_dropped_t; cur == 0 || t < cur; cur = sh->first_dropped_t)
+        if (InterlockedCompareExchange64(&sh->first_dropped_t, t, cur) == cur) break;
+}
+
 /* the shared end of the file f->file, set up by the first process to open it (from the file's size) */
 static void open_shared_end(jw_file_t *f) {
     BY_HANDLE_FILE_INFORMATION bi;
@@ -134,6 +185,7 @@ static void open_shared_end(jw_file_t *f) {
     if (!GetFileSizeEx(f->file, &size)) size.QuadPart = 0;
     if (InterlockedCompareExchange(&sh->state, 1, 0) == 0) { /* the first: the end is the file's size */
         sh->end = size.QuadPart;
+        sh->cap = env_cap();
         InterlockedExchange(&sh->state, 2);
     } else {
         /* another process is setting it up (a few instructions): wait for it, at most ~2 s */
@@ -184,11 +236,37 @@ static int write_at(jw_file_t *f, const char *s, DWORD len, ULONGLONG off) {
     return io.Information == len;
 }
 
-int jw_file_write(jw_file_t *f, const char *s, DWORD len) {
+int jw_file_write_always(jw_file_t *f, const char *s, DWORD len) {
     /* (a write that fails after its reservation, as with a bad handle, leaves its range unwritten) */
     /* no shared end: 0xFFFFFFFF:0xFFFFFFFF is FILE_WRITE_TO_END_OF_FILE */
     ULONGLONG off = f->end ? (ULONGLONG)InterlockedExchangeAdd64(&f->end->end, len) : ~0ULL;
     return write_at(f, s, len, off);
+}
+
+int jw_file_write(jw_file_t *f, const char *s, DWORD len) {
+    jw_shared_end_t *sh = f->end;
+    if (!sh || !sh->cap) return jw_file_write_always(f, s, len);
+    int kind = line_kind(s, len);
+    LONG64 limit = sh->cap;
+    if (kind == JW_DROP_PROBE || kind == JW_DROP_DLL_NOTIFY) limit -= sh->cap / JW_BULKY_SHARE;
+    for (;;) { /* reserve [cur, cur + len) only while it ends within the limit */
+        LONG64 cur = sh->end;
+        if (cur + (LONG64)len > limit) {
+            count_drop(sh, s, len);
+            return JW_DROPPED;
+        }
+        if (InterlockedCompareExchange64(&sh->end, cur + len, cur) == cur) return write_at(f, s, len, (ULONGLONG)cur);
+    }
+}
+
+int jw_file_dropped(jw_file_t *f, LONG64 counts[JW_DROP_KINDS], LONG64 *bytes, LONG64 *cap, LONG64 *first_t) {
+    jw_shared_end_t *sh = f->end;
+    LONG64 any = 0;
+    for (int k = 0; k < JW_DROP_KINDS; k++) any += counts[k] = sh ? sh->dropped[k] : 0;
+    *bytes = sh ? sh->dropped_bytes : 0;
+    *cap = sh ? sh->cap : 0;
+    *first_t = sh ? sh->first_dropped_t : 0;
+    return any != 0;
 }
 
 int jw_file_write_first(jw_file_t *f, const char *s, DWORD len) {

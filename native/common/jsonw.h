@@ -58,9 +58,23 @@ ULONGLONG jw_now_ns(void);
    warning) and the line after them is whole. When the shared block cannot be made (f->end NULL), a
    write is an append at the end of the file (offset FILE_WRITE_TO_END_OF_FILE): atomic on Windows,
    not across processes under Wine. */
+/* The size cap (`dlltrace run --max-size`, DLLTRACE_MAX_SIZE in bytes, read by the writer that sets the
+   shared block up: the launcher, in a run). Past 90% of the cap the bulky lines (probe, dll_notify) are
+   dropped, past the cap every line, except those written with jw_file_write_always (the launcher's
+   `exit` and `capped` events); each dropped line is counted in the block by kind, with its bytes and the
+   earliest "t" of any dropped line, which the launcher writes at the end as the `capped` event
+   (docs/trace-format.md). A dropped line counts as written: it is accounted for, not lost silently. */
+enum { JW_DROP_PROBE, JW_DROP_LOAD_BEGIN, JW_DROP_LOAD_END, JW_DROP_DLL_NOTIFY, JW_DROP_OTHER, JW_DROP_KINDS };
+#define JW_BULKY_SHARE 10 /* the bulky lines stop at cap - cap / JW_BULKY_SHARE */
+
 typedef struct {
     volatile LONG64 end; /* offset of the next reservation */
     volatile LONG state; /* 0 new, 1 being set up, 2 ready */
+    volatile LONG pad;
+    volatile LONG64 cap; /* 0: no cap */
+    volatile LONG64 dropped[JW_DROP_KINDS];
+    volatile LONG64 dropped_bytes;
+    volatile LONG64 first_dropped_t; /* the smallest "t" of a dropped line; 0: none yet */
 } jw_shared_end_t;
 
 typedef struct {
@@ -71,8 +85,14 @@ typedef struct {
 /* open (create when missing) the trace file at path for writing, and its shared end; 0 or a Win32
    error (nothing open then). f->end NULL: the shared end could not be made (writes append). */
 DWORD jw_file_open(jw_file_t *f, const WCHAR *path);
-/* one whole line (or any bytes) in one write at a reserved range; 1 when all len bytes were written */
+/* one whole line (or any bytes) in one write at a reserved range; 1 when all len bytes were written,
+   JW_DROPPED when the line was dropped by the size cap (and counted), 0 when the write failed */
+#define JW_DROPPED 2
 int jw_file_write(jw_file_t *f, const char *s, DWORD len);
+/* the same, past any cap (the launcher's last events) */
+int jw_file_write_always(jw_file_t *f, const char *s, DWORD len);
+/* what the cap dropped so far: 1 and the counts when lines were dropped, else 0 */
+int jw_file_dropped(jw_file_t *f, LONG64 counts[JW_DROP_KINDS], LONG64 *bytes, LONG64 *cap, LONG64 *first_t);
 /* s written at offset 0 if the file is still empty (nothing reserved yet): 1 written, 0 the file was
    not empty (nothing written), -1 the write failed */
 int jw_file_write_first(jw_file_t *f, const char *s, DWORD len);

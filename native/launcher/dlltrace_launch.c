@@ -59,7 +59,8 @@ static char g_line[4 * 32767 + 512];
 static void write_line(HANDLE f, jsonw_t *w) {
     DWORD len = jw_close(w);
     if (f == INVALID_HANDLE_VALUE) return;
-    if (!jw_file_write(&g_tf, w->start, len) && !g_write_failed++ && !g_quiet)
+    /* (the launcher's few lines pass any size cap: the `exit` and `capped` events must be there) */
+    if (!jw_file_write_always(&g_tf, w->start, len) && !g_write_failed++ && !g_quiet)
         fprintf(stderr, "dlltrace-launch: could not write to the trace (error %lu); it is incomplete\n", GetLastError());
 }
 
@@ -199,6 +200,23 @@ int main(void) {
         if (se) warn_event(trace, pi.dwProcessId, "the environment of the child that could not start was not recorded", (DWORD)se);
     }
     jsonw_t w;
+    LONG64 dropped[JW_DROP_KINDS], dropped_bytes, cap, first_t;
+    if (jw_file_dropped(&g_tf, dropped, &dropped_bytes, &cap, &first_t)) {
+        /* the size cap dropped lines (jsonw.h): what, so that the report can say it. (Lines the program's
+           own children drop after this are not counted: they end with the launcher, its job closing.) */
+        static const char *names[JW_DROP_KINDS] = {"probe", "load_begin", "load_end", "dll_notify", "other"};
+        event(&w, "capped", pi.dwProcessId, 0);
+        jw_key(&w, "max_size"); jw_u64(&w, (ULONGLONG)cap);
+        jw_key(&w, "dropped"); jw_raw(&w, "{");
+        for (int k = 0; k < JW_DROP_KINDS; k++) {
+            if (k) jw_raw(&w, ",");
+            jw_str(&w, names[k]); jw_raw(&w, ":"); jw_u64(&w, (ULONGLONG)dropped[k]);
+        }
+        jw_raw(&w, "}");
+        jw_key(&w, "dropped_bytes"); jw_u64(&w, (ULONGLONG)dropped_bytes);
+        jw_key(&w, "first_t"); jw_u64(&w, (ULONGLONG)first_t);
+        write_line(trace, &w);
+    }
     event(&w, "exit", pi.dwProcessId, 0);
     jw_key(&w, "code"); jw_u64(&w, code);
     jw_key(&w, "by"); jw_str(&w, "launcher");

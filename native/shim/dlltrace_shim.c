@@ -68,7 +68,7 @@ static WCHAR g_trace_path[WTMP], g_shim_path[WTMP]; /* passed to the children (s
 /* No write lock: each line's range of the file is reserved with one atomic add on the shared end
    (jw_file_write), so threads and processes never wait for one another, and a thread that dies
    holding nothing leaves nothing held. The counters are interlocked. */
-static volatile LONG64 g_written, g_lost, g_truncated; /* event lines written whole, not (or not whole), cut */
+static volatile LONG64 g_written, g_lost, g_truncated, g_dropped; /* event lines written whole, not (or not whole), cut, dropped by the size cap (jsonw.h) */
 static volatile LONG g_fail_writes; /* DLLTRACE_TEST_FAIL_WRITES (test only): the next N writes really fail */
 
 static tstate_t *get_ts(int create) {
@@ -129,7 +129,7 @@ static int write_line(const char *s, DWORD len, int truncated) {
         ok = jw_file_write(&bad, s, len);
     } else
         ok = jw_file_write(&g_tf, s, len);
-    InterlockedIncrement64(ok ? &g_written : &g_lost);
+    InterlockedIncrement64(ok == JW_DROPPED ? &g_dropped : ok ? &g_written : &g_lost);
     if (truncated) InterlockedIncrement64(&g_truncated);
     return ok;
 }
@@ -896,8 +896,11 @@ static void write_stats(void) {
     jw_key(&w, "written"); jw_u64(&w, (ULONGLONG)g_written);
     jw_key(&w, "lost"); jw_u64(&w, (ULONGLONG)g_lost);
     jw_key(&w, "cut"); jw_u64(&w, (ULONGLONG)g_truncated);
+    jw_key(&w, "dropped"); jw_u64(&w, (ULONGLONG)g_dropped);
     DWORD len = jw_close(&w);
-    jw_file_write(&g_tf, line, len); /* the last line: a failure here has nowhere to be counted */
+    /* the last line, past any size cap (it says how the process ended); a failure here has nowhere to
+       be counted */
+    jw_file_write_always(&g_tf, line, len);
 }
 
 /* ---- the loader's DLL notifications (LdrRegisterDllNotification) ----------------------------------

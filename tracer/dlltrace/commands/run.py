@@ -14,19 +14,40 @@ programs is not supported.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
-from dlltrace.errors import EXIT_NO_COMMAND, DlltraceError
+from dlltrace.errors import EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
 from dlltrace.report.summary import summarize
-from dlltrace.trace.launch import trace_command
+from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, trace_command
 
-USAGE = "usage: dlltrace run [-o FILE] [--wine] -- CMD [ARGS...]"
+USAGE = "usage: dlltrace run [-o FILE] [--wine] [--max-size SIZE] -- CMD [ARGS...]"
+UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """--max-size: bytes, or with a unit (K, M, G, T: powers of 1024; KB, MiB... mean the same); 0 or
+    "none": no cap."""
+    t = text.strip().lower()
+    if t in ("0", "none", "off"):
+        return 0
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", t)
+    if not m:
+        raise DlltraceError(f"run: --max-size {text!r}: not a size (e.g. 500M, 2G, or 0 for no cap)", EXIT_USAGE)
+    size = int(float(m.group(1)) * UNITS[m.group(2)])
+    if size < MIN_MAX_SIZE:
+        raise DlltraceError(f"run: --max-size {text!r}: too small (at least {MIN_MAX_SIZE // 1024}K)", EXIT_USAGE)
+    return size
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="trace file to write (default: dlltrace-<cmd>-YYYYMMDD-HHMMSS.jsonl)")
+                        help="trace file to write (default: dlltrace-<cmd>-YYYYMMDD-HHMMSS.jsonl.gz, compressed; "
+                             "a name without .gz is written as plain JSON Lines)")
     parser.add_argument("--wine", action="store_true", help="run a Windows program under wine64")
+    parser.add_argument("--max-size", metavar="SIZE", default=None,
+                        help=f"cap the trace at SIZE before compression (default {DEFAULT_MAX_SIZE >> 30}G; 0: no "
+                             "cap); what is dropped past it is counted and reported")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to trace")
 
 
@@ -40,6 +61,8 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def execute(args: argparse.Namespace) -> int:
-    rc, trace = trace_command(command_of(args), args.output, args.wine)
+    cmd = command_of(args)
+    cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
+    rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
     print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlltrace.report.analysis import Incident, api_set_source
+from dlltrace.report.capped import capped, capped_dict
 from dlltrace.report.ending import code_name, ending, ending_line
 from dlltrace.report.render import call_dict
 from dlltrace.report.text import environment_line
@@ -32,7 +33,7 @@ def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> 
             "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
             "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
             "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings),
-            "ending": ending_dict(trace, bool(failed))}
+            "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace))}
 
 
 def ending_dict(trace: Trace, explained: bool) -> dict[str, Any]:

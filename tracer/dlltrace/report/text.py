@@ -10,6 +10,7 @@ from typing import Optional
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.report.analysis import Incident, api_set_source
+from dlltrace.report.capped import capped, capped_line
 from dlltrace.report.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
 from dlltrace.report.ending import Ending, code_text, ending, ending_line, headline
@@ -208,7 +209,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replaye
     end = ending(trace)
     how = f" · {headline(end)}" if end.abnormal else ""
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on}{how} · {where}"
-    if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end):
+    cap = capped(trace)
+    if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
@@ -234,6 +236,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replaye
     if not n or end.abnormal:
         for line in ending_lines(trace, incs, end):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
+    if cap is not None:
+        lines += ["", Styled(capped_line(cap), "failure")]
     note = api_set_note(trace) if end.kind not in ("never_ran", "not_windows") else ""
     if note:
         lines += ["", note]

@@ -31,6 +31,12 @@ SHIM = "dlltrace_shim64.dll"
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
+# `run --max-size` (native/common/jsonw.h): the writers drop lines past it, counting them, and the launcher
+# writes what was dropped as a `capped` event. The default is far above any real failing run (the real
+# wheels' runs under Wine write a few MB; a whole `import torch` tens of MB), so those stay whole, and a
+# program that loads in a loop cannot fill the disk (one reached 618 MB before it was stopped).
+DEFAULT_MAX_SIZE = 1 << 30
+MIN_MAX_SIZE = 64 << 10
 
 
 def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
@@ -38,7 +44,57 @@ def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) 
     stem = re.split(r"[\\/]", cmd[0])[-1]
     stem = re.sub(r"\.(exe|com|bat|cmd)$", "", stem, flags=re.I)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "cmd"
-    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl"
+    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl.gz"
+
+
+# ---- compressed traces (docs/trace-format.md, "Compressed traces") --------------------------------------
+# A trace named *.gz is written compressed, the rest (-o x.jsonl) as plain JSON Lines. The writers of a run
+# (every process's shim, the launcher) append whole lines to a plain spill file next to it, <name>.part,
+# which `dlltrace run` compresses into <name> when the run is over, the facts appended: a crash of the
+# program loses nothing (the run goes on), and a `dlltrace run` that is itself killed leaves the spill,
+# plain JSON Lines that `dlltrace report` reads up to its last whole line. A gzip member can only be read
+# once it is whole, and one member per line (the writers are many processes, under the loader lock)
+# would cost more than the compression saves.
+GZIP_LEVEL = 6
+
+
+def is_compressed_name(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def spill_path(out: Path) -> Path:
+    """Where the writers of a run append: `out` itself for a plain trace, <out>.part for a compressed one."""
+    return out.with_name(out.name + ".part") if is_compressed_name(out) else out
+
+
+def finish_trace(spill: Path, out: Path) -> Path:
+    """Compress the spill into `out` (through <out>.tmp, then renamed: a reader never sees half a file)
+    and remove it; the path the trace is in at the end: `out`, or the spill when it could not be
+    compressed (said on stderr; nothing is lost)."""
+    if spill == out:
+        return out
+    import gzip
+
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        with open(spill, "rb") as src, open(tmp, "wb") as raw:
+            # no file name and no time in the gzip header: the same trace gives the same bytes
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz:
+                shutil.copyfileobj(src, gz, 1 << 20)
+        os.replace(tmp, out)
+    except OSError as e:
+        print(f"dlltrace: warning: could not compress the trace into {out} ({e.strerror or e}); "
+              f"it is in {spill}, uncompressed", file=sys.stderr)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return spill
+    try:
+        spill.unlink()
+    except OSError:
+        pass
+    return out
 
 
 def header_line(platform_name: str, cmd: list[str]) -> str:
@@ -133,10 +189,12 @@ def error_text(code: Optional[int]) -> str:
     return f"{code} {text}" if text else str(code)
 
 
-def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], windows: bool) -> dict[str, str]:
+def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], windows: bool,
+              max_size: int = 0) -> dict[str, str]:
     env = dict(base)
     env["DLLTRACE_TRACE"] = trace_for_child
     env["DLLTRACE_RUN"] = "1"
+    env["DLLTRACE_MAX_SIZE"] = str(max_size)  # (0: no cap; a caller's own value is not inherited)
     if windows and is_python_command(cmd):
         env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
@@ -147,7 +205,8 @@ def is_python_command(cmd: list[str]) -> bool:
     return bool(re.fullmatch(r"(python|pythonw|py)(\d+(\.\d+)?)?(\.exe)?", stem))
 
 
-def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool) -> tuple[int, Trace]:
+def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
+                  max_size: int = DEFAULT_MAX_SIZE) -> tuple[int, Trace]:
     """Run `cmd` traced into `output` (default: default_trace_name); its exit code and the trace, with
     the facts appended."""
     if wine_wanted:
@@ -172,25 +231,29 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool) -> t
                             EXIT_UNSUPPORTED)
 
     out = Path(output or default_trace_name(cmd))
-    start_trace(out, platform_name, cmd)
+    spill = spill_path(out)  # the writers append here; compressed into `out` at the end
+    start_trace(spill, platform_name, cmd)
     if wine:
-        env = child_env(os.environ, to_wine_path(out), cmd, windows=False)
+        env = child_env(os.environ, to_wine_path(spill), cmd, windows=False, max_size=max_size)
         env.setdefault("WINEDLLOVERRIDES", "mscoree,mshtml=")  # no Mono/Gecko install prompts
         env.setdefault("WINEDEBUG", "-all")
         argv = [wine, str(launcher), *wine_command_args(cmd)]
         if holds_a_pipe():
             start_wine_services(wine, env)
     else:
-        env = child_env(os.environ, str(out.resolve()), cmd, windows=True)
+        env = child_env(os.environ, str(spill.resolve()), cmd, windows=True, max_size=max_size)
         argv = [str(launcher), *cmd]
     status, got = run_launcher(argv, env)
-    trace = read_trace(out)
+    trace = read_trace(spill)
     failed_start = next(trace.of("launch_error"), None)
     if failed_start is not None:
         err = failed_start.get("error")
+        where = finish_trace(spill, out)
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
-                            f"trace in {out}", EXIT_NO_COMMAND)
-    trace = append_facts(out, trace, wine=bool(wine), end=run_end_event(status, got))
+                            f"trace in {where}", EXIT_NO_COMMAND)
+    trace = append_facts(spill, trace, wine=bool(wine), end=run_end_event(status, got))
+    where = finish_trace(spill, out)
+    trace.path = str(where)  # (the summary says where the trace is)
     return run_exit_code(trace), trace
 
 
