@@ -44,7 +44,8 @@ def test_acceptance_missing_leaf(shim_env, tmp_path):
 @pytest.mark.wine
 def test_crash_exit_status_and_default_trace_name(shim_env, tmp_path):
     r = dlltrace("run", "--wine", "--", HOST, "load", "C:\\nope.dll", "0", "crash", cwd=tmp_path)
-    (trace_file,) = tmp_path.glob("dlltrace-loadhost-*.jsonl")
+    (trace_file,) = tmp_path.glob("dlltrace-loadhost-*")
+    assert trace_file.name.endswith(".jsonl.gz")  # compressed by default, the spill (.part) gone
     assert f"trace saved to {trace_file.name}" in r.stderr
     assert r.returncode == 0xC0000005 & 0xFF  # the child's status as wine64 passes it on (low 8 bits)
     assert r.stdout.replace("\r\n", "\n").startswith("load err 126\ncrash\n")  # then winedbg's dump
@@ -159,8 +160,8 @@ def test_unwritable_trace_path(tmp_path):
 
 def test_default_trace_name_and_wine_args(tmp_path):
     now = datetime.datetime(2026, 11, 29, 16, 23, 1)
-    assert launch.default_trace_name(["C:\\Py\\python.exe", "-c", "x"], now) == "dlltrace-python-20261129-162301.jsonl"
-    assert launch.default_trace_name(["./my prog.EXE"], now) == "dlltrace-my_prog-20261129-162301.jsonl"
+    assert launch.default_trace_name(["C:\\Py\\python.exe", "-c", "x"], now) == "dlltrace-python-20261129-162301.jsonl.gz"
+    assert launch.default_trace_name(["./my prog.EXE"], now) == "dlltrace-my_prog-20261129-162301.jsonl.gz"
     f = tmp_path / "a.dll"
     f.write_text("")
     assert launch.wine_command_args([str(f), "C:\\x.dll", "/no/such", "0x1100"]) == [
