@@ -344,11 +344,13 @@ def trace_bytes(path: Union[str, Path]) -> bytes:
     return b"".join(out)
 
 
-def _text_line(raw: bytes, red: Redactor) -> bytes:
+def _text_line(raw: bytes, red: Redactor, anywhere: bool = True) -> bytes:
     """A line that is not an event (unreadable, cut short, not UTF-8, not an object): redacted as text, so
-    that it stays what it was (unreadable: the replay warns about it as about the original's)."""
+    that it stays what it was (unreadable: the replay warns about it as about the original's). `anywhere`
+    False: the positional rules only (an event's line: a name's word alone is also a word of the format,
+    `x64`, and is replaced field by field instead)."""
     s = raw.decode("utf-8", "surrogateescape")
-    return red.text(s, anywhere=True).encode("utf-8", "surrogateescape")
+    return red.text(s, anywhere=anywhere).encode("utf-8", "surrogateescape")
 
 
 def _event_line(raw: bytes, red: Redactor, header: bool = False) -> tuple[bytes, bool]:
@@ -372,7 +374,7 @@ def _event_line(raw: bytes, red: Redactor, header: bool = False) -> tuple[bytes,
     if header:
         new[HEADER_FIELD] = True
     if new == obj:
-        out = _text_line(raw, red)
+        out = _text_line(raw, red, anywhere=False)
         return out, out != raw
     text = event_lines([new]).decode("utf-8")[:-1]  # (a lone surrogate as its escape: trace/collect.py)
     return red.text(text).encode("utf-8"), True

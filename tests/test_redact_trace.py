@@ -1,0 +1,271 @@
+"""`dlltrace redact TRACE -o OUT` (report/redact.py redact_trace_file, docs/redaction.md): the trace
+itself redacted, for a bug report.
+
+test_redact.py's generated corpus of user names, full names, machine names and paths, written into the
+committed traces of fixtures/traces/ (and, under Wine, into real-wheel runs of tests/test_real_corpus.py),
+redacted to a file. For every case: none of the planted names is in the redacted file's bytes, the
+events read back are those `report --redact` reports from, and the report of the redacted file is the
+report of the original with --redact, in the three forms, with the same exit code."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from dlltrace import cli, errors
+from dlltrace.report.redact import redact_trace, redact_trace_file, redactor_of, trace_bytes
+from dlltrace.trace.reader import read_trace
+from test_redact import CASES, FORMS, PATH_WORDS, _id, case_trace, esc, run
+
+ATTACH = "**Trace to attach:**"  # (report/markdown.py: the line that names the trace file, its size)
+
+
+def without_attach_line(out: str) -> str:
+    """A report less the Markdown line that names the file to attach and its size (the redacted file and
+    the original are two files, of two sizes; `report --redact` says the original is not redacted)."""
+    return "\n".join(line for line in out.split("\n") if not line.startswith(ATTACH))
+
+
+def planted_in(data: bytes, values: list[str]) -> list[str]:
+    """The planted values in a trace file's bytes: a distinctive one anywhere (case-insensitively, as
+    raw UTF-8 and JSON-escaped); one that is also a common word (lib, a, me) at its identifying places
+    (a profile folder, a home, a UNC server), with the JSON escapes undone."""
+    text = data.decode("utf-8", "replace")
+    flat = text.replace("\\\\", "\\")
+    found = []
+    for v in values:
+        distinctive = v.casefold() not in {w.casefold() for w in PATH_WORDS} and len(v) >= 4
+        if distinctive and (v.casefold() in text.casefold() or esc(v).casefold() in text.casefold()):
+            found.append(v)
+        sep = r"[\\/]+"
+        place = (rf"(?:Users|home|Documents and Settings){sep}{re.escape(v)}(?![\w-])"
+                 rf"|(?:(?<![\\\w])\\\\|UNC{sep}){re.escape(v)}(?![\w-])")
+        if re.search(place, flat, re.I):
+            found.append(v)
+    return found
+
+
+def redact_cli(capsys, src: Path, dst: Path) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = cli.main(["redact", str(src), "-o", str(dst)])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def same_reports(capsys, real: Path, out: Path) -> None:
+    """The report of the redacted file is `report --redact` of the original, in each form, with the same
+    exit code (the file's own path told apart)."""
+    red_name = redactor_of(read_trace(real)).text(str(real), anywhere=True)
+    for form in FORMS:
+        want_code, want = run(capsys, real, *form, "--redact")
+        got_code, got = run(capsys, out, *form)
+        assert got_code == want_code, form
+        assert without_attach_line(got.replace(str(out), red_name)) == without_attach_line(want), form
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_the_redacted_trace_holds_no_planted_name_and_replays_to_the_redacted_report(case, tmp_path, capsys):
+    fixture, moves, values, kind = case
+    real = case_trace(tmp_path, fixture, {k: v[0] for k, v in moves.items()})
+    assert planted_in(real.read_bytes(), values)  # planted: the case means something
+    out = tmp_path / "shared" / "t.jsonl"
+    out.parent.mkdir()
+    code, said, err = redact_cli(capsys, real, out)
+    assert code == 0 and err == "" and "redacted trace written to" in said
+    assert not planted_in(out.read_bytes(), values), planted_in(out.read_bytes(), values)
+    # the events read back are those `report --redact` reports from: one redaction, not two
+    assert read_trace(out).events == redact_trace(read_trace(real)).events
+    same_reports(capsys, real, out)
+    assert verdict_of(run(capsys, out, "--json")[1]) == verdict_of(run(capsys, real, "--json")[1])
+
+
+def verdict_of(report_json: str) -> dict:
+    """What a replay concludes, without the paths: for each call its API, file name, error, leaf and
+    its cause, fate, the kinds of its fixes and whether the model verified them, and its agreement."""
+    j = json.loads(report_json)
+    calls = [(c["op"], re.split(r"[\\/]", c["name"] or "")[-1], c["error"], c["real_error"],
+              (c["leaf"] or {}).get("name"), (c["leaf"] or {}).get("cause"),
+              (c["verdict"] or {}).get("fate"), (c["verdict"] or {}).get("reason"),
+              [(f["kind"], f["verified"]) for f in c["fixes"]], c["agreed"]) for c in j["calls"]]
+    return {"failed": j["failed"], "went_on": j["went_on"], "ending": j["ending"], "calls": calls}
+
+
+def test_the_verdict_is_unchanged(tmp_path, capsys):
+    """Every fixture trace and its redacted copy: the same verdict (failures, leaves, fates, fixes)."""
+    for f in sorted((Path(__file__).parent.parent / "fixtures" / "traces").glob("s*.jsonl")):
+        out = tmp_path / f.name
+        assert redact_cli(capsys, f, out)[0] == 0
+        (c1, a), (c2, b) = run(capsys, f, "--json"), run(capsys, out, "--json")
+        assert c1 == c2 and verdict_of(a) == verdict_of(b), f.name
+        assert verdict_of(a)["calls"], f.name
+
+
+def test_gzip_when_the_name_ends_in_gz(tmp_path, capsys):
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    plain, packed = tmp_path / "r.jsonl", tmp_path / "r.jsonl.gz"
+    assert redact_cli(capsys, real, plain)[0] == 0 and redact_cli(capsys, real, packed)[0] == 0
+    data = packed.read_bytes()
+    assert data[:2] == b"\x1f\x8b" and not plain.read_bytes().startswith(b"\x1f\x8b")
+    assert gzip.decompress(data) == plain.read_bytes() == trace_bytes(packed)
+    assert b"Bartholomew" not in data and b"r.jsonl" not in data  # (no file name in the gzip header)
+    assert len(data) < len(plain.read_bytes()) / 4
+
+
+@pytest.mark.xfail(reason="until read_trace reads .gz (trace/reader.py, the lead's change for issue 14 item 2)",
+                   raises=AssertionError, strict=False)
+def test_a_gzip_trace_in_and_out(tmp_path, capsys):
+    """A .gz trace in (as `dlltrace run` writes them) and out: read and reported like a plain one."""
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    src = tmp_path / "in.jsonl.gz"
+    src.write_bytes(gzip.compress(real.read_bytes()))
+    out = tmp_path / "out.jsonl.gz"
+    code, _, err = redact_cli(capsys, src, out)
+    assert code == 0, err
+    assert b"Bartholomew" not in gzip.decompress(out.read_bytes())
+    assert read_trace(out).events == redact_trace(read_trace(real)).events
+    assert run(capsys, out, "--json")[0] == 0
+
+
+def test_the_header_is_redacted_and_says_so(tmp_path, capsys):
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    lines = real.read_text(encoding="utf-8").split("\n")
+    head = json.loads(lines[0])
+    assert "Bartholomew" in json.dumps(head["command"])
+    # a value only the header shows (an older trace's command, no event of it): replaced in its place too
+    head["command"].append(r"C:\Users\Zenobia\other.txt")
+    real.write_text("\n".join([json.dumps(head), *lines[1:]]), encoding="utf-8")
+    out = tmp_path / "r.jsonl"
+    assert redact_cli(capsys, real, out)[0] == 0
+    got = json.loads(out.read_text(encoding="utf-8").split("\n")[0])
+    assert got["redacted"] is True and got["format"] == "dlltrace-trace" and got["tool"] == head["tool"]
+    assert got["command"][0].startswith(r"C:\Users\<user>\cases") and got["command"][-1] == r"C:\Users\<user2>\other.txt"
+    assert read_trace(out).header == read_trace(real).header
+
+
+def test_a_lone_surrogate_survives(tmp_path, capsys):
+    """A LoadLibraryW name with a lone surrogate (legal on Windows): written as its escape, read back as
+    the same name, the user's folder in it replaced."""
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    text = real.read_text(encoding="utf-8")
+    assert "_ext.cp311-win_amd64.pyd" in text
+    real.write_text(text.replace("_ext.cp311-win_amd64.pyd", "_ext\\udc80.pyd"), encoding="utf-8")
+    out = tmp_path / "r.jsonl"
+    assert redact_cli(capsys, real, out)[0] == 0
+    data = out.read_bytes()
+    assert b"\\udc80" in data and b"Bartholomew" not in data
+    names = [e["name"] for e in read_trace(out).events if e["ev"] == "load_begin"]
+    assert r"C:\Users\<user>\cases\s1\venv\Lib\site-packages\myext" + "\\_ext\udc80.pyd" in names
+    assert read_trace(out).events == redact_trace(read_trace(real)).events
+    for form in FORMS:
+        assert run(capsys, out, *form)[0] == 0
+
+
+def test_damaged_lines_stay_damaged_and_redacted(tmp_path, capsys):
+    """An unreadable line, a range of zero bytes then a whole event, a line that is not UTF-8, and a
+    last line cut short: each stays what it was (the report of the copy warns about the same lines, with
+    the same exit code), and none keeps the name."""
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    lines = real.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    probe = next(x for x in lines if b'"ev":"probe"' in x and b"Bartholomew" in x)
+    lines[3:3] = [probe[:70] + b" garbled",  # unreadable
+                  b"\0" * 40 + probe,  # a writer's unwritten range, then a whole line
+                  b'{"ev":"warning","seq":0,"pid":1,"tid":0,"t":0,"message":"\xff C:\\\\Users\\\\Bartholomew"}']
+    data = b"\n".join(lines[:-1]) + b"\n" + probe[:90]  # cut short, no newline
+    real.write_bytes(data)
+    out = tmp_path / "r.jsonl"
+    code, _, err = redact_cli(capsys, real, out)
+    assert code == errors.EXIT_BAD_TRACE and "Bartholomew" not in err and err.count("dlltrace: warning:") == 5  # (and: the line after the zeros repeats one)
+    assert not planted_in(out.read_bytes(), ["Bartholomew"]) and b"Barthol" not in out.read_bytes()
+    assert not out.read_bytes().endswith(b"\n")
+    tr, want = read_trace(out), redact_trace(read_trace(real))
+    assert tr.events == want.events
+    assert [w.replace(str(out), "T") for w in tr.warnings] == [w.replace(want.path, "T") for w in want.warnings]
+    same_reports(capsys, real, out)
+
+
+@pytest.mark.parametrize("how", ["same", "other spelling", "symlink"])
+def test_refuses_to_write_over_the_input(tmp_path, capsys, monkeypatch, how):
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    before = real.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    dst = {"same": real, "other spelling": Path("sub/../t.jsonl"), "symlink": tmp_path / "link.jsonl"}[how]
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(real)
+    code, out, err = redact_cli(capsys, real, dst)
+    assert code == errors.EXIT_USAGE and out == "" and len(err.splitlines()) == 1 and "is the input trace" in err
+    assert real.read_bytes() == before
+
+
+@pytest.mark.parametrize("what, code, needle", [
+    ("missing", errors.EXIT_USAGE, "no such file"),
+    ("not a trace", errors.EXIT_BAD_TRACE, "not a dlltrace trace"),
+    ("empty", errors.EXIT_BAD_TRACE, "empty file"),
+    ("output folder missing", errors.EXIT_OUTPUT, "cannot write"),
+    ("output is a folder", errors.EXIT_USAGE, "is a folder"),
+])
+def test_bad_inputs_are_one_line_and_a_documented_code(tmp_path, capsys, what, code, needle):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    if what == "not a trace":
+        src.write_text("hello\n")
+    elif what == "empty":
+        src.write_text("")
+    elif what != "missing":
+        src = case_trace(tmp_path, "s1", {})
+        dst = tmp_path / "no" / "such" / "out.jsonl" if what == "output folder missing" else tmp_path
+    got, out, err = redact_cli(capsys, src, dst)
+    assert got == code and len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert what == "output is a folder" or not dst.exists()
+    assert not [p for p in tmp_path.rglob(".dlltrace-redact-*")]  # no temporary file left
+
+
+def test_the_default_output_name(tmp_path, capsys, monkeypatch):
+    real = case_trace(tmp_path, "s1", {})
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["redact", "t.jsonl"]) == 0
+    assert (tmp_path / "t.redacted.jsonl.gz").read_bytes()[:2] == b"\x1f\x8b"
+    assert real.exists()
+
+
+def test_the_library_call_says_what_it_did(tmp_path):
+    """redact_trace_file, as `dlltrace run --redact` calls it: its summary."""
+    real = case_trace(tmp_path, "s8", {r"C:\Python37": r"\\FILESRV01\tools\Python37", r"C:\Users\me": r"C:\Users\carol"})
+    s = redact_trace_file(real, tmp_path / "r.jsonl.gz")
+    assert s.compressed and s.size == os.path.getsize(tmp_path / "r.jsonl.gz") and s.warnings == []
+    assert s.values.get("user") == 1 and s.values.get("machine") == 1
+    assert s.lines == len(real.read_bytes().split(b"\n")) - 1 and 1 < s.changed < s.lines
+
+
+@pytest.mark.wine
+def test_real_wheel_runs_redacted(tmp_path_factory, tmp_path, capsys):
+    """Real traces (tests/test_real_corpus.py's runs of torch and CTranslate2 DLLs under Wine, 6-8 MB),
+    with their folder moved under a user profile and a UNC share: no planted name in the redacted file,
+    and the same report as `report --redact` of the original in the three forms."""
+    import test_real_corpus as rc
+
+    runs = rc.corpus_runs(tmp_path_factory)
+    sits = [s for s in rc.SITUATIONS if s.name in ("torch_without_libiomp5md", "ct2_ext_needs_python311")]
+    outcomes = runs.run(sits)
+    for sit in sits:
+        o = outcomes[sit.name]
+        assert not o.harness, o.harness
+        trace = runs.work / sit.name / "t.jsonl"
+        text = trace.read_text(encoding="utf-8")
+        root = esc(o.root_win)
+        assert root in text
+        for i, (place, values) in enumerate([(r"C:\Users\Maximilian Okonkwo-Bright\work", ["Maximilian", "Okonkwo-Bright"]),
+                                             (r"\\DESKTOP-7Q2K9LM\share\work", ["DESKTOP-7Q2K9LM"])]):
+            real = tmp_path / f"{sit.name}-{i}.jsonl"
+            real.write_text(text.replace(root, esc(place)).replace(esc("\\??\\" + place), esc("\\??\\UNC\\" + place[2:])),
+                            encoding="utf-8")
+            assert planted_in(real.read_bytes(), values)
+            out = tmp_path / f"{sit.name}-{i}.redacted.jsonl"
+            assert redact_cli(capsys, real, out)[0] == 0
+            assert not planted_in(out.read_bytes(), values), (sit.name, values)
+            same_reports(capsys, real, out)
