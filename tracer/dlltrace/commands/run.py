@@ -1,11 +1,13 @@
-"""`dlltrace run [-o FILE] [--wine] -- CMD ...`: run a command with every DLL load traced.
+"""`dlltrace run [-o FILE] [--wine] [--redact] [--max-size SIZE] -- CMD ...`: run a command with every DLL
+load traced.
 
 The command runs under the native launcher (trace/launch.py, bin/dlltrace_launch64.exe), which starts
 it with the shim in place (and in a job object: it ends when the launcher does); stdin/stdout/stderr are
 the caller's. The exit code is the child's when it exited or crashed (its low 8 bits under Wine), else
 dlltrace's for how it ended: never ran, killed, Ctrl-C (README, Exit codes; trace/launch.py:
 run_exit_code). The summary says how it ended (report/ending.py). The trace file gets a header line
-here, then the shim's events (docs/trace-format.md).
+here, then the shim's events (docs/trace-format.md): compressed (.jsonl.gz) unless -o names a plain
+file, capped at --max-size (what is dropped past it is counted and reported), redacted with --redact.
 `--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap
 (tracer/dlltrace/bootstrap) on PYTHONPATH, which adds Python context events. Tracing native Linux
 programs is not supported.
@@ -16,12 +18,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
 from dlltrace.report.summary import summarize
-from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, trace_command
+from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, redact_in_place, trace_command
+from dlltrace.trace.reader import read_trace
 
-USAGE = "usage: dlltrace run [-o FILE] [--wine] [--max-size SIZE] -- CMD [ARGS...]"
+USAGE = "usage: dlltrace run [-o FILE] [--wine] [--redact] [--max-size SIZE] -- CMD [ARGS...]"
 UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -45,6 +49,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="trace file to write (default: dlltrace-<cmd>-YYYYMMDD-HHMMSS.jsonl.gz, compressed; "
                              "a name without .gz is written as plain JSON Lines)")
     parser.add_argument("--wine", action="store_true", help="run a Windows program under wine64")
+    parser.add_argument("--redact", action="store_true",
+                        help="write the trace with user, home-folder and machine names replaced (as `dlltrace "
+                             "redact` does), ready to attach to a bug report")
     parser.add_argument("--max-size", metavar="SIZE", default=None,
                         help=f"cap the trace at SIZE before compression (default {DEFAULT_MAX_SIZE >> 30}G; 0: no "
                              "cap); what is dropped past it is counted and reported")
@@ -64,5 +71,7 @@ def execute(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
     rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
+    if args.redact:  # (the summary is then the report of the redacted trace)
+        trace = read_trace(redact_in_place(Path(trace.path)))
     print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

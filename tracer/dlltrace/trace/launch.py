@@ -257,6 +257,30 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
     return run_exit_code(trace), trace
 
 
+def redact_in_place(path: Path) -> Path:
+    """`dlltrace run --redact`: the finished trace at `path` replaced by its redacted copy (report/redact.py:
+    redact_trace_file, the Redactor of `report --redact`), so that no unredacted copy is left; a failure
+    leaves the trace as it was and says why in one line."""
+    from dlltrace.report.redact import redact_trace_file
+
+    raw = path.with_name(path.name + ".unredacted")
+    try:
+        os.replace(path, raw)
+    except OSError as e:
+        raise DlltraceError(f"--redact: cannot redact {path}: {e.strerror or e}", EXIT_OUTPUT) from None
+    try:
+        redact_trace_file(raw, path)
+    except BaseException:
+        os.replace(raw, path)
+        raise
+    try:
+        raw.unlink()
+    except OSError as e:
+        raise DlltraceError(f"--redact: the unredacted trace {raw} could not be removed: {e.strerror or e}",
+                            EXIT_OUTPUT) from None
+    return path
+
+
 # What `dlltrace run` does with a signal it receives while the launcher runs: Ctrl-C (the first) is
 # passed to the launcher's process group, so the program gets it as from its terminal and the launcher
 # records how the program then ended; a second Ctrl-C, SIGTERM or SIGHUP ends the launcher, and the

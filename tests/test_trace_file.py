@@ -193,3 +193,25 @@ def test_a_killed_dlltrace_run_leaves_a_readable_spill(shim_env, tmp_path):
     r = dlltrace("report", "--json", str(spill), cwd=tmp_path)
     assert r.returncode in (0, errors.EXIT_BAD_TRACE) and "Traceback" not in r.stderr
     assert json.loads(r.stdout)["ending"]["kind"] in ("killed", "unknown")
+
+
+# ---------------------------------------------------------------------------------------------- --redact
+@pytest.mark.wine
+def test_run_redact_writes_a_redacted_trace_with_the_same_verdict(shim_env, tmp_path):
+    """`dlltrace run --redact`: no unredacted copy is left, none of the planted names is in the file's
+    bytes (compressed or not), and the report of it gives the same verdict as the plain run's."""
+    user_dir = "C:\\users\\Alice Smith-Jones\\proj"
+    ops = ["load", user_dir + "\\nope.dll", "0", "load", "\\\\BUILDBOX7\\share\\x.dll", "0"]
+    plain = dlltrace("run", "--wine", "-o", "p.jsonl", "--", HOST, *ops, cwd=tmp_path,
+                     USERNAME="Alice Smith-Jones", COMPUTERNAME="BUILDBOX7")
+    red = dlltrace("run", "--wine", "--redact", "-o", "r.jsonl.gz", "--", HOST, *ops, cwd=tmp_path,
+                   USERNAME="Alice Smith-Jones", COMPUTERNAME="BUILDBOX7")
+    assert plain.returncode == red.returncode == 126, red.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl", "r.jsonl.gz"]  # no .part, no .unredacted
+    data = gzip.decompress((tmp_path / "r.jsonl.gz").read_bytes())
+    for planted in (b"Alice", b"Smith", b"Jones", b"BUILDBOX7", b"buildbox7"):
+        assert planted not in data and planted not in red.stderr.encode()
+    assert b"Alice" in (tmp_path / "p.jsonl").read_bytes()  # (planted indeed)
+    a, b = (json.loads(produce(read_trace(tmp_path / n), "json")) for n in ("p.jsonl", "r.jsonl.gz"))
+    verdicts = lambda rep: [(c["verdict"] or {}).get("fate") for c in rep["calls"]] + [rep["error"], rep["failed"]]
+    assert verdicts(a) == verdicts(b) and len(a["calls"]) == 2
