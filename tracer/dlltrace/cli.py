@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from dlltrace import __version__
-from dlltrace.commands import redact, report, run, simulate
+from dlltrace.commands import check, deps, redact, report, run, simulate
 from dlltrace.deep import deep_call, safe_streams
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 
@@ -22,10 +22,13 @@ SUBCOMMANDS = {
     "run": (run, "run a command with every DLL load traced"),
     "report": (report, "explain the failed loads of a trace file"),
     "redact": (redact, "write a copy of a trace with user, home and machine names replaced"),
+    "deps": (deps, "the import closure of a DLL, folder or wheel, resolved without running it (any OS)"),
+    "check": (check, "CI gate: fail when a wheel's DLLs need what it lacks (any OS)"),
 }
 
 # the commands that walk import trees: run in deep.deep_call (their input argument, their exit code for a tree too deep)
-DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE), "redact": ("trace", EXIT_BAD_TRACE)}
+DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE), "redact": ("trace", EXIT_BAD_TRACE),
+        "deps": ("target", EXIT_USAGE)}
 
 
 def build_parser() -> argparse.ArgumentParser:

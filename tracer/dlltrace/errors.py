@@ -7,6 +7,7 @@
 # program that did not simply exit ended, in the summary too.
 EXIT_OK = 0
 EXIT_SIMULATED_FAILURE = 1  # `simulate`: a simulated load failed
+EXIT_PROBLEMS = 1       # `deps`: a load would fail; `check`: the package needs what it lacks (docs/static.md)
 EXIT_USAGE = 2          # bad command line, invalid scenario, missing input file
 EXIT_BAD_TRACE = 3      # a trace that is not readable as a dlltrace trace
 EXIT_NO_COMMAND = 4     # `run` with no command, or a command that does not exist

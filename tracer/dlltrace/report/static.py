@@ -1,0 +1,280 @@
+"""What `dlltrace deps` and `dlltrace check` print: JSON (schemas/static-v1.json, docs/static.md), the
+tree drawn with rich, Markdown, and check's one-line summary and table. Made from static.py's typed
+results only."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from dlltrace import winpath
+from dlltrace.classify import DllClass, classify
+from dlltrace.model import Node
+from dlltrace.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
+
+SCHEMA = "dlltrace-static"
+SCHEMA_VERSION = 1
+
+STATUS_WORDS = {
+    "loaded": "found", "already_loaded": "already loaded", "missing": "MISSING", "wrong_machine": "WRONG MACHINE",
+    "missing_export": "MISSING EXPORT", "missing_ordinal": "MISSING ORDINAL", "not_pe": "NOT A PE FILE",
+    "access_denied": "ACCESS DENIED", "apiset_no_host": "API SET WITH NO HOST", "failed": "FAILED",
+}
+
+
+def _shown(target: Target, path: Optional[str]) -> str:
+    """A path as people read it: package-relative for the target's files, else as it is."""
+    if not path:
+        return ""
+    p = winpath.normalize(path)
+    if p.lower().startswith(target.root.lower() + "\\"):
+        return p[len(target.root) + 1:]
+    return p
+
+
+# --- deps: the tree as data ------------------------------------------------------------------------------
+def _status(a: LoadAnalysis, node: Node) -> str:
+    if node.path:
+        p = a.standins.get(winpath.key(node.path))
+        if p is not None:
+            return p.kind
+    if node.cause:
+        return node.cause if node.cause in STATUS_WORDS else "failed"
+    if node.error:
+        return "failed"
+    if node.how_kind in ("already_loaded", "loaded_same_file", "loaded_candidate"):
+        return "already_loaded"
+    return "loaded"
+
+
+def _node_class(target: Target, a: LoadAnalysis, node: Node) -> DllClass:
+    name = winpath.basename(node.name)
+    bundled = bool(target.file_named(name))
+    version = None
+    if node.path and winpath.key(node.path) not in a.standins:
+        f = target.world.file(node.path)
+        if f is not None and f.pe is not None:
+            version = f.pe.file_version
+    return classify(name, bundled=bundled, file_version=version)
+
+
+def node_dict(target: Target, a: LoadAnalysis, node: Node) -> dict:
+    status = _status(a, node)
+    path = None if status == "missing" else node.path
+    t = target.world.target_file(path) if path else None
+    d: dict = {
+        "name": winpath.basename(node.name), "via": node.via, "status": status, "path": path,
+        "source": t.source if t is not None else None,
+        "how": node.how if status != "missing" else "", "how_kind": node.how_kind if status != "missing" else "",
+        "class": _node_class(target, a, node).to_dict(), "error": node.error,
+    }
+    if status != "already_loaded":
+        d["children"] = [node_dict(target, a, c) for c in node.children]
+    else:
+        d["children"] = []
+    return d
+
+
+def load_dict(target: Target, a: LoadAnalysis) -> dict:
+    tree = a.result.tree
+    return {
+        "root": a.root, "source": a.source, "context": a.context.to_dict(),
+        "error": a.result.error if not a.problems else (a.result.error or _first_error(a)),
+        "ok": a.ok, "rounds": a.rounds,
+        "tree": node_dict(target, a, tree) if tree is not None else None,
+        "problems": [p.to_dict() for p in a.problems],
+        "delay_imports": [{"importer": d.importer, "dll": d.dll, "error": d.error, "path": d.path, "how": d.how,
+                           "how_kind": d.how_kind, "class": d.klass.to_dict()} for d in a.delay],
+    }
+
+
+def _first_error(a: LoadAnalysis) -> int:
+    from dlltrace.model import CAUSE_ERROR
+
+    kind = a.problems[0].kind
+    return CAUSE_ERROR.get(kind if kind != "missing" else "not_found", 126)  # type: ignore[call-overload]
+
+
+def _world_dict(target: Target) -> dict:
+    s = target.world.system
+    return {"system": s.version or "live", "machine": target.machine, "python": target.python,
+            "root": target.root, "kind": target.kind}
+
+
+def deps_dict(r: DepsResult) -> dict:
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
+            "world": _world_dict(r.target), "ok": not r.problems,
+            "loads": [load_dict(r.target, a) for a in r.loads],
+            "summary": _deps_counts(r)}
+
+
+def _deps_counts(r: DepsResult) -> dict:
+    counts: dict[str, int] = {}
+    for p in r.problems:
+        counts[p.kind] = counts.get(p.kind, 0) + 1
+    missing = sorted({p.dll.lower() for p in r.problems if p.kind == "missing"})
+    return {"loads": len(r.loads), "failed": sum(1 for a in r.loads if not a.ok), "problems": counts,
+            "missing": missing}
+
+
+# --- deps: text and Markdown -------------------------------------------------------------------------------
+def _label(target: Target, a: LoadAnalysis, node: Node) -> Text:
+    status = _status(a, node)
+    cls = _node_class(target, a, node)
+    t = Text(winpath.basename(node.name), style="bold" if node.via == "call" else "")
+    if status == "missing":
+        t.append("  MISSING", style="bold red")
+    elif status in STATUS_WORDS and status not in ("loaded", "already_loaded"):
+        t.append(f"  {STATUS_WORDS[status]}", style="bold red")
+        if node.path:
+            t.append(f"  {_shown(target, node.path)}", style="dim")
+    elif node.how_kind == "apiset":
+        t.append(f"  → {node.how.split('→')[-1].strip()}", style="dim")
+    elif status == "already_loaded":
+        t.append(f"  already loaded ({_shown(target, node.path)})", style="dim")
+    else:
+        t.append(f"  {_shown(target, node.path)}", style="cyan")
+        t.append(f"  [{node.how}]", style="dim")
+    t.append(f"  {cls.label}", style="magenta")
+    return t
+
+
+def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree) -> None:
+    for c in node.children:
+        branch = tree.add(_label(target, a, c))
+        if _status(a, c) not in ("already_loaded",) and c.how_kind != "apiset":
+            _add(target, a, c, branch)
+
+
+def problem_line(target: Target, p: Problem) -> str:
+    who = f" (needed by {', '.join(p.needed_by)})" if p.needed_by else ""
+    cls = f" [{p.klass.label}]" if p.klass else ""
+    if p.kind == "missing":
+        tried = "; searched " + ", ".join(f"{s.rule}" for s in p.searched) if p.searched else ""
+        where = f"; the package has it at {_shown(target, p.elsewhere[0])}" if p.elsewhere else ""
+        return f"missing {p.dll}{cls}{who}{tried}{where}"
+    return f"{p.kind.replace('_', ' ')} {p.dll}{cls}{who}: {p.detail}"
+
+
+def print_deps(r: DepsResult, console: Console) -> None:
+    target = r.target
+    console.print(Text(f"dlltrace deps {target.given}", style="bold"))
+    console.print(Text(f"world: {target.world.system.version or 'this machine'}, Python {target.python} at "
+                       f"{winpath.dirname(target.root) if target.kind != 'folder' else target.root}", style="dim"))
+    for a in r.loads:
+        console.print()
+        tree = Tree(_label(target, a, a.result.tree) if a.result.tree is not None else Text(a.root))
+        if a.result.tree is not None:
+            _add(target, a, a.result.tree, tree)
+        console.print(Text(f"{_shown(target, a.root)}: {a.context.text}", style="bold"))
+        console.print(tree)
+        for d in a.delay:
+            console.print(Text(f"  delay-load {d.dll} (by {d.importer}): "
+                               + (f"{_shown(target, d.path)} [{d.how}]" if not d.error else "MISSING")
+                               + f"  {d.klass.label}", style="dim" if not d.error else "red"))
+        for p in a.problems:
+            console.print(Text("  ✗ " + problem_line(target, p), style="red"))
+        if a.ok:
+            console.print(Text("  ✓ loads", style="green"))
+    console.print()
+    console.print(Text(deps_summary(r), style="bold"))
+
+
+def deps_summary(r: DepsResult) -> str:
+    c = _deps_counts(r)
+    if not r.problems:
+        return f"{c['loads']} load{'s' if c['loads'] != 1 else ''} resolved, no problem"
+    parts = [f"{n} {k.replace('_', ' ')}" for k, n in sorted(c["problems"].items())]
+    miss = f": {', '.join(c['missing'])}" if c["missing"] else ""
+    return f"{c['failed']} of {c['loads']} load{'s' if c['loads'] != 1 else ''} would fail ({', '.join(parts)}){miss}"
+
+
+def deps_markdown(r: DepsResult) -> str:
+    target = r.target
+    out = [f"# dlltrace deps `{target.given}`", "",
+           f"World: {target.world.system.version or 'this machine'}, Python {target.python}.", ""]
+    for a in r.loads:
+        out += [f"## `{_shown(target, a.root)}`", "", f"Loaded as {a.context.text}.", ""]
+        if a.result.tree is not None:
+            out += _md_tree(target, a, a.result.tree, 0)
+        out.append("")
+        if a.problems:
+            out += ["| problem | DLL | class | needed by | detail |", "|---|---|---|---|---|"]
+            for p in a.problems:
+                out.append(f"| {p.kind} | `{p.dll}` | {p.klass.label if p.klass else ''} | "
+                           f"{', '.join(p.needed_by)} | {_md(p.detail)} |")
+        else:
+            out.append("Loads: no problem.")
+        out.append("")
+    out.append(f"**{deps_summary(r)}**")
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_tree(target: Target, a: LoadAnalysis, node: Node, depth: int) -> list[str]:
+    status = _status(a, node)
+    cls = _node_class(target, a, node)
+    where = "" if status == "missing" else f" `{_shown(target, node.path)}` ({node.how})" if node.path else ""
+    line = f"{'  ' * depth}- `{winpath.basename(node.name)}`{where} — {STATUS_WORDS.get(status, status)}, {cls.label}"
+    out = [line]
+    if status != "already_loaded" and node.how_kind != "apiset":
+        for c in node.children:
+            out += _md_tree(target, a, c, depth + 1)
+    return out
+
+
+# --- check ---------------------------------------------------------------------------------------------------
+def check_dict(r: CheckResult) -> dict:
+    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "check", "target": r.target.given,
+            "world": _world_dict(r.target), "ok": r.ok, "allow": list(r.allow),
+            "summary": check_summary(r),
+            "cuda_majors": list(r.cuda_majors), "vcruntime_required": r.vcruntime_required,
+            "vcruntime_bundled": r.vcruntime_bundled,
+            "files": [{"path": f.path, "machine": f.machine, "linker_version": f.linker_version,
+                       "file_version": f.file_version, "error": f.error} for f in r.files],
+            "dlls": [row.to_dict() for row in r.rows],
+            "problems": [p.to_dict() for p in r.problems]}
+
+
+def check_summary(r: CheckResult) -> str:
+    n = len(r.files)
+    cuda = f"; CUDA {'/'.join(str(m) for m in r.cuda_majors)}" if r.cuda_majors else ""
+    vc = f"; needs VC++ runtime >= {r.vcruntime_required}" if r.vcruntime_required else ""
+    if r.ok:
+        return f"PASS {r.target.given}: {n} PE file{'s' if n != 1 else ''}, every import bundled, Windows, an API set or allowed{cuda}{vc}"
+    counts: dict[str, int] = {}
+    for p in r.problems:
+        counts[p.kind] = counts.get(p.kind, 0) + 1
+    parts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
+    return f"FAIL {r.target.given}: {n} PE file{'s' if n != 1 else ''}, {parts}{cuda}{vc}"
+
+
+_STATUS_ORDER = {"not_allowed": 0, "allowed": 1, "python": 2, "bundled": 3, "windows": 4, "apiset": 5}
+
+
+def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> None:
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("DLL", "class", "status", "needed by"):
+        table.add_column(col)
+    for row in sorted(r.rows, key=lambda x: (_STATUS_ORDER.get(x.status, 9), x.dll.lower())):
+        if not all_rows and row.status in ("windows", "apiset"):
+            continue
+        who = ", ".join(row.needed_by[:3]) + (f" +{len(row.needed_by) - 3}" if len(row.needed_by) > 3 else "")
+        style = "red" if row.status == "not_allowed" else ""
+        table.add_row(Text(row.dll, style=style), row.klass.label, row.status.replace("_", " "),
+                      who + (" (delay-load)" if row.delay_only else ""))
+    console.print(table)
+    hidden = sum(1 for row in r.rows if row.status in ("windows", "apiset"))
+    if hidden and not all_rows:
+        console.print(Text(f"({hidden} Windows and API-set imports not shown: --all shows them)", style="dim"))
+    for p in r.problems:
+        if p.kind != "not_allowed":
+            console.print(Text(f"✗ {p.kind.replace('_', ' ')}: {p.detail}", style="red"))
+    console.print(Text(check_summary(r), style="bold green" if r.ok else "bold red"))

@@ -1,0 +1,689 @@
+"""Static mode: explain a DLL, a folder or a wheel without running anything (`dlltrace deps`,
+`dlltrace check`). Pure logic: the commands (commands/deps.py, check.py) only parse and print.
+
+deps: each root (the target, or every PE file of a folder or wheel that no other root's closure
+loads) is loaded by the simulator (loader/windows/engine.py) in a static world (worlds/static.py)
+with a load context (LoadContext: how the target would be loaded: a Python extension import, a
+ctypes load, a process start, or LoadLibraryExW with given flags). Windows stops a load at its first
+failing import, so one load shows one problem; to show every problem, the load is run again with a
+stand-in for each problem found (worlds/static.AssumingWorld): a file for a missing DLL in the first
+folder its search tried, a right-machine copy for a wrong-machine one, the missing exports added to
+the copy that is bound. Every stand-in is reported as the problem it stands for; the tree of the last
+run is the closure, with each DLL's folder and the rule (Node.how_kind / how) that found it.
+
+check: every PE file of the package, every import (static and delay-load) classified by name
+(classify.py): a failure when it is none of bundled / Windows / API set / an allowed external; plus
+wrong machines, exports missing from the bundled copy an import binds to, a VC++ runtime older than
+the linker that built the DLL, mixed CUDA majors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+from typing import Iterable, Literal, Optional
+
+from dlltrace import winpath
+from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
+from dlltrace.emulate.python import PythonSimulator, ctypes_cdll, python_import
+from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.loader.windows import rules
+from dlltrace.model import CallResult, FileFacts, Node, SearchDir
+from dlltrace.worlds.static import (AssumingWorld, FactsCache, StaticWorld, TargetFile, builtin_system,
+                                    default_cache_dir, folder_files, live_system_world, python_files, python_home,
+                                    site_packages, wheel_files)
+from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
+
+How = Literal["python_import", "ctypes", "start", "LoadLibraryExW"]
+ProblemKind = Literal["missing", "wrong_machine", "missing_export", "missing_ordinal", "not_pe", "access_denied",
+                      "apiset_no_host", "invalid_parameter", "not_allowed", "vcruntime_older", "python_mismatch",
+                      "cuda_mixed"]
+MAX_ROUNDS = 400  # stand-ins per load: far more than any real closure needs
+DEFAULT_PYTHON = "3.12"
+DEFAULT_PATH_TAIL = ("C:\\Windows\\system32", "C:\\Windows", "C:\\Windows\\System32\\Wbem")
+_WHEEL_TAG = re.compile(r"-(cp|py)(\d)(\d+)-([a-z0-9_]+)-([a-z0-9_]+)\.whl$", re.I)
+_PLATFORM_MACHINE = {"win_amd64": "x64", "win32": "x86", "win_arm64": "arm64"}
+
+
+# --- the target ---------------------------------------------------------------------------------------
+@dataclass
+class Target:
+    """What was given, as files in a static world."""
+
+    given: str  # the argument
+    kind: Literal["wheel", "folder", "file"]
+    world: StaticWorld
+    files: list[TargetFile]
+    root: str  # the target's own folder in the model
+    python: str
+    machine: str  # the machine its files should be (the wheel's platform tag; x64 otherwise)
+    focus: Optional[str] = None  # kind "file": the file given (its Windows path in the model)
+    wheel_python_tag: str = ""  # "cp311", "py3", "cp311-abi3": which pythonXY.dll a wheel may import
+
+    def file_named(self, name: str) -> list[TargetFile]:
+        n = name.lower()
+        return [f for f in self.files if winpath.basename(f.path).lower() == n]
+
+
+def wheel_python(filename: str) -> tuple[str, str, str]:
+    """(python "3.11", python tag "cp311" or "abi3", machine "x64") from a wheel's file name; unknown parts ""."""
+    m = _WHEEL_TAG.search(os.path.basename(filename))
+    if not m:
+        return "", "", ""
+    impl, major, minor, abi, plat = m.groups()
+    python = f"{major}.{minor}" if minor else ""
+    tag = "abi3" if abi.lower() == "abi3" else (f"cp{major}{minor}" if impl.lower() == "cp" else "")
+    machine = _PLATFORM_MACHINE.get(plat.split(".")[0].lower(), "")
+    return python, tag, machine
+
+
+def open_target(given: str, python: Optional[str] = None, use_cache: bool = True) -> Target:
+    """The static world of a .whl, a folder (a package or a site-packages tree) or a .dll/.pyd/.exe
+    (with the files of its folder). A bad argument is a DlltraceError (exit 2)."""
+    if not os.path.exists(given):
+        raise DlltraceError(f"{given}: no such file or folder", EXIT_USAGE)
+    system = builtin_system()
+    live = live_system_world()
+    cache = FactsCache(default_cache_dir() if use_cache else None)
+    if os.path.isfile(given) and given.lower().endswith(".whl"):
+        wp, tag, machine = wheel_python(given)
+        py = python or wp or DEFAULT_PYTHON
+        try:
+            files, root = wheel_files(given, py, cache)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
+        world = StaticWorld(system, files, py, system_world=live)
+        return Target(given, "wheel", world, files, root, py, machine or "x64", wheel_python_tag=tag)
+    py = python or DEFAULT_PYTHON
+    if os.path.isdir(given):
+        host = os.path.abspath(given)
+        base = os.path.basename(host.rstrip(os.sep))
+        is_site = base.lower() in ("site-packages", "dist-packages") or any(
+            e.endswith(".dist-info") for e in _listdir(host))
+        root = site_packages(py) if is_site else winpath.join(site_packages(py), base)
+        files = folder_files(host, root)
+        world = StaticWorld(system, files, py, system_world=live)
+        return Target(given, "folder", world, files, root, py, "x64")
+    if not given.lower().endswith((".dll", ".pyd", ".exe")):
+        raise DlltraceError(f"{given}: not a .whl, a folder or a .dll/.pyd/.exe", EXIT_USAGE)
+    host = os.path.abspath(given)
+    folder = os.path.dirname(host)
+    root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
+    files = [f for f in folder_files(folder, root) if "\\" not in winpath.normalize(f.path)[len(root) + 1:]]
+    world = StaticWorld(system, files, py, system_world=live)
+    focus = winpath.join(root, os.path.basename(host))
+    return Target(given, "file", world, files, root, py, "x64", focus=focus)
+
+
+def _listdir(host: str) -> list[str]:
+    try:
+        return os.listdir(host)
+    except OSError:
+        return []
+
+
+# --- the load context --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadContext:
+    """How a root is loaded: `how` and the flags it passes, the Python, the PATH, os.add_dll_directory folders."""
+
+    how: How
+    flags: int
+    python: str
+    path: tuple[str, ...] = ()
+    dll_directories: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"how": self.how, "flags": self.flags, "python": self.python, "path": list(self.path),
+                "dll_directories": list(self.dll_directories)}
+
+    @property
+    def text(self) -> str:
+        what = {"python_import": "a Python extension import", "ctypes": "ctypes.CDLL(full path)",
+                "start": "a process start", "LoadLibraryExW": "LoadLibraryExW"}[self.how]
+        return f"{what}, flags {self.flags:#x}, Python {self.python}"
+
+
+def context_for(path: str, python: str, flags: Optional[int] = None, extra_path: Iterable[str] = (),
+                dll_dirs: Iterable[str] = ()) -> LoadContext:
+    """The default context of a file: .pyd an extension import (0x1100 on Python >= 3.8), .dll
+    ctypes' default (ctypes.CDLL with a full path: 0x1100), .exe a process start; `flags` overrides."""
+    low = path.lower()
+    if flags is not None:
+        how: How = "LoadLibraryExW"
+        f = flags
+    elif low.endswith(".pyd"):
+        from dlltrace.emulate.python import rule_python_extension_flags
+
+        how, f = "python_import", rule_python_extension_flags(python)
+    elif low.endswith(".exe"):
+        how, f = "start", 0
+    else:
+        from dlltrace.emulate.python import rule_ctypes_winmode
+
+        how, f = "ctypes", rule_ctypes_winmode(path, None)
+    return LoadContext(how, f, python, tuple(extra_path), tuple(dll_dirs))
+
+
+def _process(target: Target, root: str, ctx: LoadContext) -> ProcessState:
+    system = target.world.system
+    home = python_home(ctx.python)
+    exe = root if ctx.how == "start" else winpath.join(home, "python.exe")
+    p = ProcessState(exe=exe, cwd=winpath.dirname(exe), path=[*ctx.path, *DEFAULT_PATH_TAIL],
+                     machine=target.machine, python=ctx.python)
+    for n in CORE_MODULES:
+        p.add_loaded(LoadedModule(winpath.join(system.system32, n), origin="the process start"))
+    if ctx.how != "start":
+        for f in python_files(ctx.python)[:2] + python_files(ctx.python)[3:4]:  # python.exe, pythonXY.dll, vcruntime140.dll
+            p.add_loaded(LoadedModule(f, origin="the Python interpreter's start"))
+    return p
+
+
+def _module_name(target: Target, path: str) -> str:
+    """torch._C for ...\\site-packages\\torch\\_C.cp311-win_amd64.pyd."""
+    sp = site_packages(target.python)
+    rel = winpath.normalize(path)
+    if rel.lower().startswith(sp.lower() + "\\"):
+        rel = rel[len(sp) + 1:]
+    parts = rel.split("\\")
+    parts[-1] = parts[-1].split(".")[0]
+    return ".".join(parts)
+
+
+# --- deps ---------------------------------------------------------------------------------------------
+@dataclass
+class Problem:
+    """One thing that would make a load fail (or, in check, a wheel not self-contained)."""
+
+    kind: ProblemKind
+    dll: str  # the DLL it is about (base name)
+    needed_by: list[str] = field(default_factory=list)  # base names of the DLLs whose imports need it
+    klass: Optional[DllClass] = None
+    path: Optional[str] = None  # the file concerned, when there is one (wrong machine, bound copy)
+    searched: list[SearchDir] = field(default_factory=list)  # missing: the folders searched, in order
+    elsewhere: list[str] = field(default_factory=list)  # missing: the target's files of that name (not searched)
+    exports: list[str] = field(default_factory=list)  # missing_export: the names not exported
+    ordinals: list[int] = field(default_factory=list)
+    machine: Optional[str] = None  # wrong_machine: the file's machine
+    detail: str = ""  # words for people (made here from the fields above)
+
+    def to_dict(self) -> dict:
+        d: dict = {"kind": self.kind, "dll": self.dll, "needed_by": list(self.needed_by),
+                   "class": self.klass.to_dict() if self.klass else None, "path": self.path,
+                   "detail": self.detail}
+        if self.kind == "missing":
+            d["searched"] = [{"folder": s.folder, "rule": s.rule} for s in self.searched]
+            d["elsewhere"] = list(self.elsewhere)
+        if self.exports:
+            d["exports"] = list(self.exports)
+        if self.ordinals:
+            d["ordinals"] = list(self.ordinals)
+        if self.machine:
+            d["machine"] = self.machine
+        return d
+
+
+@dataclass
+class DelayImport:
+    importer: str  # base name
+    dll: str
+    error: int
+    path: Optional[str]
+    how: str
+    how_kind: str
+    klass: DllClass
+
+
+@dataclass
+class LoadAnalysis:
+    """One root loaded: its context, the last run's result (its tree is the closure), every problem."""
+
+    root: str  # Windows path in the model
+    source: str  # wheel member or host path
+    context: LoadContext
+    result: CallResult
+    problems: list[Problem]
+    standins: dict[str, Problem]  # winpath.key(stand-in path) -> the problem it stands for
+    rounds: int
+    delay: list[DelayImport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _class_of(target: Target, name: str, path: Optional[str], world) -> DllClass:
+    bundled = bool(target.file_named(winpath.basename(name))) or bool(
+        path and target.world.target_file(path) is not None)
+    version = None
+    if path:
+        f = world.file(path)
+        if f is not None and f.pe is not None:
+            version = f.pe.file_version
+    return classify(winpath.basename(name), bundled=bundled, file_version=version)
+
+
+def _load(sim: PythonSimulator, target: Target, root: str, ctx: LoadContext) -> CallResult:
+    for d in ctx.dll_directories:
+        err = sim.add_dll_directory(d, "os.add_dll_directory")
+        if err:
+            raise DlltraceError(f"--add-dll-directory {d}: no such folder in the model "
+                                f"(the target's folders are under {target.root})", EXIT_USAGE)
+    if ctx.how == "python_import":
+        return python_import(sim, root, _module_name(target, root))
+    if ctx.how == "ctypes":
+        return ctypes_cdll(sim, root, None)
+    if ctx.how == "start":
+        return sim.load_library(root, 0, op="start", origin="the process start")
+    return sim.load_library(root, ctx.flags, op="LoadLibraryExW")
+
+
+def analyse_load(target: Target, root: str, ctx: LoadContext) -> LoadAnalysis:
+    """Load `root` in `ctx`, again and again with a stand-in for each problem found, until it loads
+    or a problem has no stand-in (module docstring)."""
+    world = target.world
+    assumed: dict[str, FileFacts] = {}
+    problems: list[Problem] = []
+    standins: dict[str, Problem] = {}
+    source = (world.target_file(root).source if world.target_file(root) else root)  # type: ignore[union-attr]
+    res: Optional[CallResult] = None
+    sim: Optional[PythonSimulator] = None
+    rounds = 0
+    for rounds in range(1, MAX_ROUNDS + 1):
+        cur = AssumingWorld(world, assumed)
+        sim = PythonSimulator(cur, _process(target, root, ctx))
+        res = _load(sim, target, root, ctx)
+        if not res.error or res.tree is None:
+            break
+        chain = res.tree.failure_chain()
+        leaf = chain[-1]
+        importer = winpath.basename(chain[-2].path or chain[-2].name) if len(chain) > 1 else ""
+        p = _stand_in(target, cur, leaf, chain, importer, assumed, ctx)
+        if p is None:
+            break
+        problems.append(p)
+        if p.path and p.kind in ("missing", "not_pe", "access_denied"):
+            standins[winpath.key(p.path)] = p
+        if p.kind in ("invalid_parameter", "apiset_no_host"):
+            break
+    assert res is not None and sim is not None
+    if res.tree is not None:
+        _needed_by(res.tree, standins, problems)
+    out = LoadAnalysis(root, source, ctx, res, problems, standins, rounds)
+    if not res.error and res.tree is not None:
+        out.delay = _delay_imports(target, sim, res.tree, out)
+    return out
+
+
+def _stand_in(target: Target, cur: AssumingWorld, leaf: Node, chain: list[Node], importer: str,
+              assumed: dict[str, FileFacts], ctx: LoadContext) -> Optional[Problem]:
+    """The problem at `leaf`, with its stand-in put in `assumed`; None when it has none."""
+    name = winpath.basename(leaf.name)
+    cls = _class_of(target, name, leaf.path, cur)
+    needed = [importer] if importer else []
+    cause = leaf.cause
+    if cause == "not_found":
+        if rules.rule_name_has_path(leaf.name):
+            path = winpath.normalize(leaf.name)
+        elif leaf.search:
+            path = winpath.join(leaf.search[0].folder, name)
+        else:
+            return None
+        assumed[path] = FileFacts(path=path)
+        elsewhere = [f.path for f in target.file_named(name)]
+        detail = f"{name} is not in any folder the load searched"
+        if elsewhere:
+            detail += f"; the package has it at {elsewhere[0]}, a folder this load does not search"
+        return Problem("missing", name, needed, cls, path=path, searched=list(leaf.search), elsewhere=elsewhere,
+                       detail=detail)
+    if cause == "bad_machine":
+        wrong = next((c for c in leaf.candidates if c.result == "wrong_machine"), None)
+        facts = cur.file(wrong.path) if wrong else None
+        if wrong is None or facts is None or facts.pe is None:
+            return None
+        assumed[wrong.path] = dataclasses.replace(facts, pe=dataclasses.replace(facts.pe, machine=target.machine))
+        return Problem("wrong_machine", name, needed, cls, path=wrong.path, machine=facts.pe.machine,
+                       detail=f"{wrong.path} is {facts.pe.machine}, the process is {target.machine}")
+    if cause in ("missing_export", "missing_ordinal") and leaf.path:
+        facts = cur.file(leaf.path)
+        if facts is None or facts.pe is None:
+            return None
+        lf = leaf.facts
+        names: list[str] = []
+        ordinals: list[int] = []
+        if lf is not None and lf.forwarded_from:
+            names = [lf.export] if lf.export else []
+        else:
+            imp_facts = cur.file(chain[-2].path) if len(chain) > 1 and chain[-2].path else None
+            imp = None
+            if imp_facts is not None and imp_facts.pe is not None:
+                want = rules.rule_default_extension(winpath.basename(leaf.name)).lower()
+                imp = next((i for i in imp_facts.pe.imports
+                            if rules.rule_default_extension(i.dll).lower() == want), None)
+            if imp is not None:
+                names = [n for n in imp.names if n not in facts.pe.exports and n not in facts.pe.forwarders]
+                ordinals = [o for o in imp.ordinals if o not in facts.pe.export_ordinals]
+            elif lf is not None:
+                names = [lf.export] if lf.export else []
+                ordinals = [lf.ordinal] if lf.ordinal is not None else []
+        if not names and not ordinals:
+            return None
+        pe = dataclasses.replace(facts.pe, exports=facts.pe.exports | frozenset(names),
+                                 export_ordinals=facts.pe.export_ordinals | frozenset(ordinals))
+        assumed[leaf.path] = dataclasses.replace(facts, pe=pe)
+        kind: ProblemKind = "missing_export" if names else "missing_ordinal"
+        what = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "") if names else \
+            ", ".join(f"#{o}" for o in ordinals)
+        return Problem(kind, name, needed, cls, path=leaf.path, exports=names, ordinals=ordinals,
+                       detail=f"{leaf.path} does not export {what}"
+                              + (f" (forwarded from {lf.forwarded_from})" if lf and lf.forwarded_from else ""))
+    if cause in ("not_pe", "access_denied") and leaf.path:
+        assumed[leaf.path] = FileFacts(path=leaf.path)
+        return Problem(cause, name, needed, cls, path=leaf.path, detail=leaf.detail)
+    if cause in ("apiset_no_host", "invalid_parameter"):
+        return Problem(cause, name, needed, cls, detail=leaf.detail)
+    return None
+
+
+def _needed_by(tree: Node, standins: dict[str, Problem], problems: list[Problem]) -> None:
+    """Every importer of each stand-in, from the last run's tree (the first run saw only one)."""
+    seen: set[int] = set()
+
+    def walk(node: Node, parent: Optional[Node]) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if node.path and parent is not None:
+            p = standins.get(winpath.key(node.path))
+            if p is not None:
+                who = winpath.basename(parent.path or parent.name)
+                if who not in p.needed_by:
+                    p.needed_by.append(who)
+        for c in node.children:
+            walk(c, node if c.via != "apiset" and node.via != "apiset" else (parent if node.via == "apiset" else node))
+
+    walk(tree, None)
+
+
+def closure_paths(tree: Node) -> list[str]:
+    """The files a load's tree maps (each once, in tree order)."""
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def walk(node: Node) -> None:
+        if node.path and winpath.key(node.path) not in seen:
+            seen.add(winpath.key(node.path))
+            out.append(node.path)
+        for c in node.children:
+            walk(c)
+
+    walk(tree)
+    return out
+
+
+def _delay_imports(target: Target, sim: PythonSimulator, tree: Node, analysis: LoadAnalysis) -> list[DelayImport]:
+    """Each delay-load import of the closure's own files, loaded as the delay-load helper would at its
+    first call, after the load (rules.rule_delay_load_call). A missing one is a problem too."""
+    from dlltrace.loader.windows.engine import Call
+
+    out: list[DelayImport] = []
+    for path in closure_paths(tree):
+        if target.world.target_file(path) is None or winpath.key(path) in analysis.standins:
+            continue
+        facts = sim.world.file(path)
+        if facts is None or facts.pe is None:
+            continue
+        for imp in facts.pe.delay_imports:
+            r = sim.do(Call(op="delay_load", module=winpath.basename(path), name=imp.dll))[0]
+            node = r.tree
+            cls = _class_of(target, imp.dll, node.path if node else None, sim.world)
+            out.append(DelayImport(winpath.basename(path), imp.dll, r.error, node.path if node else None,
+                                   node.how if node else "", node.how_kind if node else "", cls))
+            if r.error and r.leaf is not None and r.leaf.cause == "not_found":
+                searched = list(node.search) if node else []
+                analysis.problems.append(Problem(
+                    "missing", winpath.basename(imp.dll), [winpath.basename(path)], cls, searched=searched,
+                    elsewhere=[f.path for f in target.file_named(imp.dll)],
+                    detail=f"delay-load import of {winpath.basename(path)}: fails at its first call"))
+    return out
+
+
+@dataclass
+class DepsResult:
+    target: Target
+    loads: list[LoadAnalysis]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [p for a in self.loads for p in a.problems]
+
+
+def roots_of(target: Target) -> list[str]:
+    """The files deps loads: the file given; for a folder or wheel every extension (.pyd) and
+    executable, then every DLL that none of those loads reach (each in turn: one that a DLL before it
+    loads is left out)."""
+    if target.focus:
+        return [target.focus]
+    files = sorted(target.files, key=lambda f: (not f.path.lower().endswith(".pyd"),
+                                                not f.path.lower().endswith(".exe"), f.path.lower()))
+    return [f.path for f in files]
+
+
+def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] = (),
+         dll_dirs: Iterable[str] = (), only: Optional[list[str]] = None) -> DepsResult:
+    """Load each root (roots_of, or `only`: Windows paths of target files) and explain it."""
+    path = [_model_path(target, p) for p in extra_path]
+    dirs = [_model_path(target, p) for p in dll_dirs]
+    loads: list[LoadAnalysis] = []
+    reached: set[str] = set()
+    for root in (only if only else roots_of(target)):
+        if winpath.key(root) in reached and not only:
+            continue
+        ctx = context_for(root, target.python, flags, path, dirs)
+        a = analyse_load(target, root, ctx)
+        loads.append(a)
+        if a.result.tree is not None:
+            reached.update(winpath.key(p) for p in closure_paths(a.result.tree) if winpath.key(p) not in a.standins)
+    return DepsResult(target, loads)
+
+
+def _model_path(target: Target, p: str) -> str:
+    """A folder given on the command line: a Windows path as it is; a relative one is inside the target."""
+    if winpath.is_absolute(p):
+        return winpath.normalize(p)
+    return winpath.join(target.root, p.replace("/", "\\"))
+
+
+# --- check --------------------------------------------------------------------------------------------
+Status = Literal["bundled", "windows", "apiset", "allowed", "python", "not_allowed"]
+
+
+@dataclass
+class CheckRow:
+    """One DLL some file of the package imports, with who imports it and the verdict."""
+
+    dll: str  # base name as first spelled
+    klass: DllClass
+    status: Status
+    needed_by: list[str] = field(default_factory=list)  # package-relative paths of the importers
+    delay_only: bool = True  # only delay-load imports need it
+
+    def to_dict(self) -> dict:
+        return {"dll": self.dll, "class": self.klass.to_dict(), "status": self.status,
+                "needed_by": list(self.needed_by), "delay_only": self.delay_only}
+
+
+@dataclass
+class FileRow:
+    path: str  # package-relative
+    machine: Optional[str]
+    linker_version: Optional[str]
+    file_version: Optional[str]
+    error: Optional[str] = None
+    cuda_majors: tuple[int, ...] = ()
+
+
+@dataclass
+class CheckResult:
+    target: Target
+    allow: tuple[str, ...]
+    files: list[FileRow]
+    rows: list[CheckRow]
+    problems: list[Problem]
+    cuda_majors: tuple[int, ...]  # the CUDA major(s) the package's DLL names expect, () for none
+    vcruntime_required: Optional[str]  # the newest linker (14.xx) among files that import the VC++ runtime
+    vcruntime_bundled: Optional[str]  # the file version of a bundled msvcp140/vcruntime140, if any
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+_VC_COMPONENTS = ("msvcp", "vcruntime", "concrt", "vcomp")
+
+
+def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
+    allowed = tuple(allow)
+    bad = [a for a in allowed if a not in ALLOWABLE]
+    if bad:
+        raise DlltraceError(f"--allow {bad[0]}: not a class (one of {', '.join(ALLOWABLE)})", EXIT_USAGE)
+    world = target.world
+    rel = lambda p: winpath.normalize(p)[len(target.root) + 1:] if winpath.normalize(p).lower().startswith(  # noqa: E731
+        target.root.lower() + "\\") else p
+    facts_of: dict[str, FileFacts] = {}
+    files: list[FileRow] = []
+    problems: list[Problem] = []
+    for f in sorted(target.files, key=lambda f: f.path.lower()):
+        facts = world.file(f.path)
+        if facts is None:
+            continue
+        facts_of[winpath.key(f.path)] = facts
+        pe = facts.pe
+        files.append(FileRow(rel(f.path), pe.machine if pe else None, pe.linker_version if pe else None,
+                             pe.file_version if pe else None, facts.error))
+        if pe is None:
+            problems.append(Problem("not_pe" if facts.error != "access_denied" else "access_denied",
+                                    winpath.basename(f.path), path=rel(f.path),
+                                    detail=f"{rel(f.path)} is not a readable PE file"))
+        elif pe.machine != target.machine:
+            problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
+                                    detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
+    rows: dict[str, CheckRow] = {}
+    vc_required: Optional[str] = None
+    vc_bundled = _bundled_vc_version(target, facts_of)
+    for f in sorted(target.files, key=lambda f: f.path.lower()):
+        facts = facts_of.get(winpath.key(f.path))
+        if facts is None or facts.pe is None:
+            continue
+        pe = facts.pe
+        uses_vc = False
+        for imp, delay in [(i, False) for i in pe.imports] + [(i, True) for i in pe.delay_imports]:
+            name = rules.rule_default_extension(imp.dll)
+            copies = target.file_named(name)
+            bound = _bound_copy(f, copies)
+            version = None
+            if bound is not None:
+                bf = facts_of.get(winpath.key(bound.path))
+                version = bf.pe.file_version if bf is not None and bf.pe is not None else None
+            cls = classify(name, bundled=bool(copies), file_version=version)
+            if cls.kind == "vcruntime" and cls.component in _VC_COMPONENTS:
+                uses_vc = True
+            row = rows.get(name.lower())
+            if row is None:
+                row = rows[name.lower()] = CheckRow(name, cls, _status(cls, target, allowed))
+            row.needed_by.append(rel(f.path))
+            row.delay_only = row.delay_only and delay
+            if bound is not None:
+                bf = facts_of.get(winpath.key(bound.path))
+                if bf is not None and bf.pe is not None:
+                    missing = [n for n in imp.names if n not in bf.pe.exports and n not in bf.pe.forwarders]
+                    missing_o = [o for o in imp.ordinals if o not in bf.pe.export_ordinals]
+                    if missing or missing_o:
+                        problems.append(Problem(
+                            "missing_export" if missing else "missing_ordinal", name, [rel(f.path)], cls,
+                            path=rel(bound.path), exports=missing, ordinals=missing_o,
+                            detail=f"{rel(bound.path)} does not export {', '.join(missing[:3]) or missing_o}"
+                                   + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                                   + f" (imported by {rel(f.path)})"))
+        if uses_vc and pe.linker_version and pe.linker_version.startswith("14."):
+            if vc_required is None or version_key(pe.linker_version) > version_key(vc_required):
+                vc_required = pe.linker_version
+            if vc_bundled and version_key(vc_bundled)[:2] < version_key(pe.linker_version)[:2]:
+                problems.append(Problem(
+                    "vcruntime_older", "msvcp140.dll", [rel(f.path)], classify("msvcp140.dll", bundled=True,
+                                                                               file_version=vc_bundled),
+                    detail=f"{rel(f.path)} was linked by MSVC {pe.linker_version}; the bundled VC++ runtime is "
+                           f"{vc_bundled}: the runtime must be at least as new as the newest toolset used"))
+    for row in rows.values():
+        if row.status == "not_allowed":
+            problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
+                                    detail=f"{row.dll} ({row.klass.label}) is not in the package, not part of "
+                                           "Windows, and not allowed" + (" (delay-load only)" if row.delay_only else "")))
+        elif row.status == "python" and not _python_ok(row.klass, target):
+            problems.append(Problem("python_mismatch", row.dll, list(row.needed_by), row.klass,
+                                    detail=f"{row.dll} does not match the wheel's Python ({target.wheel_python_tag})"))
+    majors, mixed = _cuda_majors(rows.values())
+    if mixed:
+        problems.append(Problem("cuda_mixed", "", [], None,
+                                detail="the package's CUDA DLL names fit no single CUDA major: "
+                                       + ", ".join(f"{r.dll} ({r.klass.label})" for r in rows.values()
+                                                   if r.klass.kind == "cuda" and r.klass.cuda_majors)))
+    return CheckResult(target, allowed, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
+                       problems, majors, vc_required, vc_bundled)
+
+
+def _status(cls: DllClass, target: Target, allowed: tuple[str, ...]) -> Status:
+    if cls.kind == "apiset":
+        return "apiset"
+    if cls.bundled:
+        return "bundled"
+    if cls.kind == "windows":
+        return "windows"
+    if cls.kind == "python":
+        return "python"
+    if cls.kind in allowed:
+        return "allowed"
+    return "not_allowed"
+
+
+def _python_ok(cls: DllClass, target: Target) -> bool:
+    """A pythonXY.dll import fits the wheel's tag (cp311: python311.dll or python3.dll; abi3: python3.dll)."""
+    tag = target.wheel_python_tag
+    if not tag:
+        return True
+    v = cls.python_version
+    if v == "3":
+        return True
+    return tag.startswith("cp") and v.replace(".", "") == tag[2:]
+
+
+def _bound_copy(importer: TargetFile, copies: list[TargetFile]) -> Optional[TargetFile]:
+    """The bundled copy an import binds to: the one in the importer's folder, else the first."""
+    if not copies:
+        return None
+    here = winpath.key(winpath.dirname(importer.path))
+    return next((c for c in copies if winpath.key(winpath.dirname(c.path)) == here), copies[0])
+
+
+def _bundled_vc_version(target: Target, facts_of: dict[str, FileFacts]) -> Optional[str]:
+    for name in ("msvcp140.dll", "vcruntime140.dll"):
+        for c in target.file_named(name):
+            f = facts_of.get(winpath.key(c.path))
+            if f is not None and f.pe is not None and f.pe.file_version:
+                return f.pe.file_version
+    return None
+
+
+def _cuda_majors(rows: Iterable[CheckRow]) -> tuple[tuple[int, ...], bool]:
+    """(majors, mixed): the CUDA majors every CUDA DLL name of the package fits (their intersection);
+    when none fits them all, the union of each name's majors and mixed=True."""
+    sets = [set(r.klass.cuda_majors) for r in rows if r.klass.kind == "cuda" and r.klass.cuda_majors]
+    if not sets:
+        return (), False
+    common = set.intersection(*sets)
+    if common:
+        return tuple(sorted(common)), False
+    return tuple(sorted(set.union(*sets))), True

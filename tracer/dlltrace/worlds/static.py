@@ -1,0 +1,302 @@
+"""The static world: a package's own files (a folder, a single DLL's folder or a wheel read from its
+zip) on top of a model of a Windows 10/11 x64 machine with a Python installed, for `dlltrace deps`
+and `dlltrace check`, which explain a DLL without running anything, on any OS.
+
+Where each fact comes from:
+- the target's files: their PE facts (pe.py), read only when the simulator asks for the file; a
+  wheel member is decompressed alone (zipfile, by member; nothing else of the wheel is unpacked)
+  and its facts are kept in a cache keyed by the member's CRC-32 and size (FactsCache), so a
+  second run reads no 249 MB torch_cpu.dll again;
+- the system: on Linux and macOS the names of data/windows-system.json (a vanilla System32, with
+  no versions and no exports: such a file is "there, loads, imports unknown"), its KnownDLLs and
+  the built-in API-set table (apisets.py); on Windows the live machine (worlds/live.LiveWorld over
+  the real System32: not run on real Windows here);
+- the Python: a python.org-style install at C:\\PythonXY (python.exe, pythonXY.dll, python3.dll,
+  vcruntime140.dll, vcruntime140_1.dll: what its installer puts next to python.exe), the
+  site-packages tree below it at Lib\\site-packages, where the wheel's files go.
+
+AssumingWorld is a world over another one with some files replaced or added: static mode's way to
+go on past a failure (a stand-in for a missing DLL) and ask the same simulator again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Union
+
+from dlltrace import winpath
+from dlltrace.classify import system_document
+from dlltrace.model import FileFacts, PEError, PEFacts
+from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
+from dlltrace.worlds.world import SystemInfo
+
+PE_SUFFIXES = (".dll", ".pyd", ".exe")
+CACHE_FORMAT = 1  # bump when PEFacts (or how pe.py reads them) changes
+
+
+def python_home(python: str) -> str:
+    """C:\\Python311 for "3.11"."""
+    return "C:\\Python" + python.replace(".", "")
+
+
+def site_packages(python: str) -> str:
+    return python_home(python) + "\\Lib\\site-packages"
+
+
+def builtin_system() -> SystemInfo:
+    """The modelled Windows 10/11 x64 machine (data/windows-system.json, apisets-builtin.json)."""
+    doc = system_document()
+    return SystemInfo(windows="C:\\Windows", machine="x64", known_dlls=tuple(doc["known_dlls"]),
+                      version="Windows 10/11 x64 (built-in model)")
+
+
+def python_files(python: str) -> list[str]:
+    """The DLLs and the exe of the modelled Python install (their imports are not modelled)."""
+    home = python_home(python)
+    xy = python.replace(".", "")
+    return [f"{home}\\python.exe", f"{home}\\python{xy}.dll", f"{home}\\python3.dll",
+            f"{home}\\vcruntime140.dll", f"{home}\\vcruntime140_1.dll"]
+
+
+# --- the facts cache --------------------------------------------------------------------------------
+def default_cache_dir() -> Path:
+    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
+    return Path(base) / "pe-facts"
+
+
+class FactsCache:
+    """PE facts of wheel members, on disk, keyed by the member's CRC-32, size and name (the zip
+    central directory gives all three without reading the member). A damaged entry is read as a miss."""
+
+    def __init__(self, folder: Optional[Path]):
+        self.folder = folder
+
+    def _file(self, key: str) -> Optional[Path]:
+        return self.folder / f"{key}.json" if self.folder is not None else None
+
+    @staticmethod
+    def key(info: zipfile.ZipInfo) -> str:
+        name = hashlib.sha1(info.filename.lower().encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"v{CACHE_FORMAT}-{info.CRC:08x}-{info.file_size}-{name}"
+
+    def get(self, key: str) -> Optional[PEFacts]:
+        f = self._file(key)
+        if f is None:
+            return None
+        try:
+            return pe_facts_from_dict(json.loads(f.read_text(encoding="utf-8")), checked=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, facts: PEFacts) -> None:
+        f = self._file(key)
+        if f is None:
+            return
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(pe_facts_to_dict(facts), separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, f)
+        except OSError:
+            pass  # a cache that cannot be written costs only time
+
+
+# --- the target's files -----------------------------------------------------------------------------
+@dataclass
+class TargetFile:
+    """One file of the target: its Windows path in the model, where it comes from (a wheel member or
+    a host path), and how to read its facts."""
+
+    path: str  # the Windows path in the model
+    source: str  # the wheel member name, or the host path
+    read: Callable[[], FileFacts]
+
+
+def _facts(path: str, res: Union[PEFacts, PEError]) -> FileFacts:
+    if isinstance(res, PEError):
+        return FileFacts(path=path, error="access_denied" if res.kind == "unreadable" else "not_pe")
+    return FileFacts(path=path, pe=res)
+
+
+def wheel_member_path(member: str, python: str) -> str:
+    """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
+    parts = member.split("/")
+    if len(parts) > 2 and parts[0].endswith(".data"):
+        scheme, rest = parts[1], "\\".join(parts[2:])
+        if scheme == "data":
+            return python_home(python) + "\\" + rest
+        if scheme == "scripts":
+            return python_home(python) + "\\Scripts\\" + rest
+        return site_packages(python) + "\\" + rest  # purelib, platlib, headers (close enough)
+    return site_packages(python) + "\\" + "\\".join(parts)
+
+
+def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache) -> tuple[list[TargetFile], str]:
+    """The PE files of a wheel (by suffix, from the zip's central directory: nothing is decompressed
+    here) and its site-packages folder in the model. Raises OSError / zipfile.BadZipFile."""
+    z = zipfile.ZipFile(wheel)
+    out: list[TargetFile] = []
+    for info in z.infolist():
+        if info.is_dir() or not info.filename.lower().endswith(PE_SUFFIXES):
+            continue
+        path = wheel_member_path(info.filename, python)
+        out.append(TargetFile(path, info.filename, _member_reader(z, info, path, cache)))
+    return out, site_packages(python)
+
+
+def _member_reader(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cache: FactsCache) -> Callable[[], FileFacts]:
+    def read() -> FileFacts:
+        key = cache.key(info)
+        hit = cache.get(key)
+        if hit is not None:
+            return FileFacts(path=path, pe=hit)
+        try:
+            data = z.read(info)
+        except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:  # a damaged member
+            return _facts(path, PEError("unreadable", f"cannot read the wheel member: {exc}"))
+        res = pe_facts_from_bytes(data)
+        del data
+        if isinstance(res, PEFacts):
+            cache.put(key, res)
+        return _facts(path, res)
+    return read
+
+
+def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:
+    """The PE files under a host folder, each at virtual_root + its relative path."""
+    out: list[TargetFile] = []
+    root = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if not fn.lower().endswith(PE_SUFFIXES):
+                continue
+            host = os.path.join(dirpath, fn)
+            rel = os.path.relpath(host, root).replace(os.sep, "\\")
+            path = winpath.join(virtual_root, rel)
+            out.append(TargetFile(path, host, (lambda h=host, p=path: _facts(p, read_pe_facts(h)))))
+    return out
+
+
+# --- the world --------------------------------------------------------------------------------------
+class StaticWorld:
+    """A World: the target's files, the modelled Python, and the system (the built-in model, or
+    `system_world`, a live world on Windows). The simulator never knows which it has."""
+
+    def __init__(self, system: SystemInfo, files: Iterable[TargetFile], python: str,
+                 system_names: Optional[Iterable[str]] = None, system_world: Optional[object] = None):
+        self.system = system
+        self.python = python
+        self.targets: dict[str, TargetFile] = {}
+        self._facts: dict[str, Optional[FileFacts]] = {}
+        self._dirs: set[str] = set()
+        self._by_name: dict[str, list[str]] = {}
+        self._system_world = system_world
+        for d in (system.windows, system.system32, system.system16):
+            self._add_dir(d)
+        for f in files:
+            self._add(f.path, f)
+        for p in python_files(python):
+            self._add(p, None)
+        self._system_names = frozenset(n.lower() for n in (
+            system_names if system_names is not None else system_document()["system32"]))
+        if system_world is None:
+            for n in self._system_names:
+                self._by_name.setdefault(n, []).append(winpath.join(system.system32, n))
+
+    def _add_dir(self, folder: str) -> None:
+        k = winpath.key(folder)
+        while k and k not in self._dirs:
+            self._dirs.add(k)
+            parent = winpath.key(winpath.dirname(k))
+            if parent == k:
+                break
+            k = parent
+
+    def _add(self, path: str, target: Optional[TargetFile]) -> None:
+        k = winpath.key(path)
+        if target is not None:
+            self.targets[k] = target
+        else:
+            self._facts[k] = FileFacts(path=path)  # the modelled Python's files: there, imports unknown
+        self._by_name.setdefault(winpath.basename(k), []).append(path)
+        self._add_dir(winpath.dirname(path))
+
+    def target_file(self, path: str) -> Optional[TargetFile]:
+        return self.targets.get(winpath.key(path))
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        k = winpath.key(path)
+        if k in self._facts:
+            return self._facts[k]
+        t = self.targets.get(k)
+        if t is not None:
+            facts: Optional[FileFacts] = t.read()
+        elif winpath.key(winpath.dirname(k)) == winpath.key(self.system.system32):
+            if self._system_world is not None:
+                facts = self._system_world.file(path)  # type: ignore[attr-defined]
+            else:
+                facts = FileFacts(path=path) if winpath.basename(k) in self._system_names else None
+        else:
+            facts = self._system_world.file(path) if self._system_world is not None else None  # type: ignore[attr-defined]
+        self._facts[k] = facts
+        return facts
+
+    def is_dir(self, path: str) -> bool:
+        if winpath.key(path) in self._dirs:
+            return True
+        return bool(self._system_world is not None and self._system_world.is_dir(path))  # type: ignore[attr-defined]
+
+    def files_named(self, name: str) -> list[str]:
+        return list(self._by_name.get(name.lower(), ()))
+
+    def close_files(self, name: str) -> list[str]:
+        return sorted((ps[0] for n, ps in self._by_name.items() if ps and winpath.close_name(n, name)), key=str.lower)
+
+    def files_in(self, folder: str) -> list[str]:
+        k = winpath.key(folder)
+        return [ps for n, paths in self._by_name.items() for ps in paths if winpath.key(winpath.dirname(ps)) == k]
+
+
+class AssumingWorld:
+    """Another world with some files replaced or added (`assumed`: Windows path -> FileFacts):
+    static mode's stand-ins, so the same simulator can go on past a failure it has already reported."""
+
+    def __init__(self, base: object, assumed: Mapping[str, FileFacts]):
+        self.base = base
+        self.system = base.system  # type: ignore[attr-defined]
+        self.assumed = {winpath.key(k): v for k, v in assumed.items()}
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        hit = self.assumed.get(winpath.key(path))
+        return hit if hit is not None else self.base.file(path)  # type: ignore[attr-defined]
+
+    def is_dir(self, path: str) -> bool:
+        return self.base.is_dir(path)  # type: ignore[attr-defined]
+
+    def files_named(self, name: str) -> list[str]:
+        return self.base.files_named(name)  # type: ignore[attr-defined]
+
+    def close_files(self, name: str) -> list[str]:
+        return self.base.close_files(name)  # type: ignore[attr-defined]
+
+    def files_in(self, folder: str) -> list[str]:
+        return self.base.files_in(folder)  # type: ignore[attr-defined]
+
+
+def live_system_world() -> Optional[object]:
+    """On Windows, the live machine's world for everything that is not the target's (not run on real
+    Windows here); None elsewhere."""
+    if sys.platform != "win32":
+        return None
+    from dlltrace.worlds.live import LiveWorld
+
+    windows = os.environ.get("SystemRoot", "C:\\Windows")
+    return LiveWorld(SystemInfo(windows=windows))
