@@ -1,4 +1,4 @@
-"""`dlltrace report TRACE [--json | --markdown] [--redact] [--all]`: explain a trace's failed loads.
+"""`dlltrace report TRACE [--json | --markdown] [--redact] [--all] [-o FILE]`: explain a trace's failed loads.
 
 The trace is replayed through the simulator in the world it recorded (worlds/recorded.py,
 trace/replay.py); for every failed top-level load the report names the leaf that really failed,
@@ -15,21 +15,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
+from dlltrace.console import write_output
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.report.redact import redact, redact_trace, redactor_of
 from dlltrace.report.explained import LineStyle, print_blocks, style_of
 from dlltrace.report.summary import produce, produce_blocks
 from dlltrace.trace.reader import read_trace, warning_lines
 
+RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.json"
+
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="a trace file written by `dlltrace run`")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="the documented JSON form (docs/json-output.md)")
+    fmt.add_argument("--json", action="store_true", help="the documented JSON form (its JSON Schema: %s)"
+                     % str(RESULT_SCHEMA).replace("%", "%%"))
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
     p.add_argument("--redact", action="store_true", help="replace user names and home folders")
     p.add_argument("--all", action="store_true", help="explain every load, not only the failed ones")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE, in UTF-8, instead of printing it")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -47,7 +53,10 @@ def execute(args: argparse.Namespace) -> int:
     if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
-    if fmt == "text" and sys.stdout.isatty():
+    if getattr(args, "output", None):  # (-o: UTF-8 whatever the console's encoding; console.py)
+        out = produce(trace, fmt, args.all)
+        write_output(args.output, redact(out, red) if red else out)
+    elif fmt == "text" and sys.stdout.isatty():
         from rich.console import Console
 
         console = Console(highlight=False, markup=False, emoji=False)

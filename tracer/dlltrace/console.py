@@ -1,0 +1,100 @@
+"""Printing on any console, and writing output files.
+
+A Windows console or a redirected stream often has a code page (cp1252, cp437: PYTHONIOENCODING, or
+Python's default for a redirected stdout) that lacks the characters the report uses (✗ ✓ → — └ …),
+and any name may hold a lone surrogate (a Windows file name can). Instead of a UnicodeEncodeError,
+stdout and stderr are given an error handler (setup_streams):
+- text (TEXT_ERRORS): a lone surrogate as its escape `\\udXXX` (visible, and what explained.visible
+  writes); a character of FALLBACK as its ASCII stand-in (✗ x, → ->, └ `, ─ -, …); any other as `?`;
+- JSON on stdout (JSON_ERRORS): a JSON escape `\\uXXXX` (a pair for a character past U+FFFF), so the
+  document stays valid JSON and loses nothing in any encoding (a lone surrogate: its escape, the
+  same name again).
+The encoding itself is left as it is, so rich (the terminal renderer) is told the truth about the
+console: on a code page that is not UTF it draws boxes with ASCII, and it still colours.
+
+write_output writes a command's `-o FILE` in UTF-8, whatever the console's encoding.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from typing import Optional, TextIO
+
+from dlltrace.errors import EXIT_OUTPUT, DlltraceError
+
+TEXT_ERRORS = "dlltrace-text"
+JSON_ERRORS = "dlltrace-json"
+
+# ASCII stand-ins for the characters the renderers use, where an encoding lacks them
+FALLBACK = {
+    "✗": "x", "✓": "ok", "→": "->", "←": "<-", "—": "--", "–": "-", "…": "...", "·": "-", "§": "S",
+    "─": "-", "━": "-", "└": "`", "├": "|", "│": "|", "┌": "+", "┐": "+", "┘": "+", "┬": "+", "┴": "+",
+    "┼": "+", "≥": ">=", "≤": "<=", "×": "x", "•": "*", "‘": "'", "’": "'", "“": '"', "”": '"', "\u00a0": " ",
+}
+
+
+def _text_errors(e: UnicodeError) -> tuple[str, int]:
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    out = []
+    for ch in e.object[e.start:e.end]:
+        o = ord(ch)
+        if 0xD800 <= o <= 0xDFFF:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(FALLBACK.get(ch, "?"))
+    return "".join(out), e.end
+
+
+def _json_errors(e: UnicodeError) -> tuple[str, int]:
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    out = []
+    for ch in e.object[e.start:e.end]:
+        o = ord(ch)
+        if o > 0xFFFF:
+            o -= 0x10000
+            out.append("\\u%04x\\u%04x" % (0xD800 + (o >> 10), 0xDC00 + (o & 0x3FF)))
+        else:
+            out.append("\\u%04x" % o)
+    return "".join(out), e.end
+
+
+codecs.register_error(TEXT_ERRORS, _text_errors)
+codecs.register_error(JSON_ERRORS, _json_errors)
+
+
+def setup_streams(json_stdout: bool = False) -> None:
+    """stdout (JSON_ERRORS when it carries JSON, else TEXT_ERRORS) and stderr (TEXT_ERRORS) never
+    raise UnicodeEncodeError; their encodings are not changed."""
+    _set_errors(sys.stdout, JSON_ERRORS if json_stdout else TEXT_ERRORS)
+    _set_errors(sys.stderr, TEXT_ERRORS)
+
+
+def _set_errors(stream: Optional[TextIO], errors: str) -> None:
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", None) != errors:
+        try:
+            reconfigure(errors=errors)
+        except (ValueError, OSError, TypeError):  # (a stream that cannot change: left as it is)
+            pass
+
+
+def is_utf(stream: Optional[TextIO]) -> bool:
+    """Whether the stream's encoding is a UTF one (every character can be written as it is)."""
+    enc = getattr(stream, "encoding", None) or ""
+    try:
+        return codecs.lookup(enc).name.startswith("utf")
+    except LookupError:
+        return False
+
+
+def write_output(path: str, text: str) -> None:
+    """`text` into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
+    `\\n`; a file that cannot be written is a one-line error (exit 5)."""
+    try:
+        with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as e:
+        raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None
