@@ -35,6 +35,7 @@ import pytest
 
 import realwheels as rw
 import winetools
+from dlltrace.trace.collect import trim_trace_bytes
 
 JOBS = int(os.environ.get("DLLTRACE_CORPUS_JOBS", "2"))
 NONCE = "".join(secrets.choice(string.ascii_lowercase) for _ in range(4))
@@ -210,6 +211,7 @@ class Outcome:
     root_win: str = ""  # the situation's folder, as Windows saw it (C:\\dtc\\<nonce>\\<name>)
     log: rw.WineLog | None = None  # plain Wine's log
     report: dict | None = None  # `dlltrace report --json --all`
+    full_report: dict | None = None  # the same, of the run's full trace (every export kept: t.full.jsonl)
 
     @property
     def agrees(self) -> bool:
@@ -284,11 +286,16 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
         out.harness.append(f"wine: the host did not finish every op (rc={r.returncode}); stdout {results}; "
                            f"stderr tail: {r.stderr[-1500:]}")
     t2 = time.monotonic()
-    # 2. dlltrace run --wine, then report --json
-    trace = work / "t.jsonl"
-    d = winetools.dlltrace("run", "--wine", "-o", str(trace), "--", *argv, cwd=work, LOADHOST_MARKS="1")
-    if "Traceback" in d.stderr or not trace.is_file():
+    # 2. dlltrace run --wine, then report --json. The run keeps every export (t.full.jsonl);
+    # t.jsonl is it trimmed as `dlltrace run` trims by default (collect.trim_trace_bytes), and the
+    # verdict is read from t.jsonl (tests/test_trace_trim.py compares both reports)
+    trace, full = work / "t.jsonl", work / "t.full.jsonl"
+    d = winetools.dlltrace("run", "--wine", "-o", str(full), "--", *argv, cwd=work, LOADHOST_MARKS="1",
+                           DLLTRACE_KEEP_ALL_EXPORTS="1")
+    if "Traceback" in d.stderr or not full.is_file():
         out.harness.append(f"dlltrace run failed (exit {d.returncode}): {d.stderr[-2000:]}")
+    else:
+        trace.write_bytes(trim_trace_bytes(full.read_bytes()))
     if host_lines(d.stdout) != results:
         out.harness.append(f"dlltrace run: the host printed {d.stdout.splitlines()}, under plain Wine {results}; "
                            f"stderr tail: {d.stderr[-1500:]}")
@@ -304,6 +311,11 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
     out.report = report
     if rep.returncode != 0:
         out.harness.append(f"dlltrace report exited {rep.returncode}: {rep.stderr[-1000:]}")
+    rep_full = winetools.dlltrace("report", str(full), "--json", "--all", cwd=work)
+    try:
+        out.full_report = json.loads(rep_full.stdout)
+    except ValueError:
+        out.harness.append(f"dlltrace report --json of the full trace (exit {rep_full.returncode}) gave no JSON")
     out.wine = rw.wine_facts(log, argv)
     loads = [op for op in host_ops(argv) if op[1] in rw.LOAD_OPS]
     out.ours, problems = rw.report_facts(report, loads)
