@@ -4,6 +4,13 @@ Windows paths are mapped to host paths by a PathMap: on Windows the identity; un
 Wine through the prefix's dosdevices (c: -> drive_c, z: -> /). Used at the end of
 `dlltrace run` to store in the trace the PE facts a replay needs (so a report never
 needs the user's disk), and by tests.
+
+On Windows, the machine's own facts come from the Windows API (dlltrace.winapi, through
+ctypes-windows-sdk): live_system() (the system folders, KnownDLLs and SafeDllSearchMode from the
+registry), live_process() (a process's loaded modules; this process's DLL directory, cwd and PATH)
+and error_message() (FormatMessage's text for an error the model has no words for). Not run on real
+Windows: tests/test_winapi.py runs them against a fake of the API. The traced process's own facts are
+the shim's (its `env` event): see dlltrace.winapi for why they are read there.
 """
 
 from __future__ import annotations
@@ -13,10 +20,11 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from dlltrace import winpath
-from dlltrace.model import FileFacts, PEError
+from dlltrace import winapi, winpath
+from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
+from dlltrace.model import ERROR_TEXT, FileFacts, PEError
 from dlltrace.pe import read_pe_facts
-from dlltrace.worlds.world import SystemInfo
+from dlltrace.worlds.world import DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo
 
 PathMap = Callable[[str], Optional[str]]
 
@@ -137,3 +145,71 @@ def listdir(host: Optional[str]) -> list[str]:
         return sorted(os.listdir(host)) if host else []
     except OSError:
         return []
+
+
+# ---- the machine itself, on Windows (dlltrace.winapi) ---------------------------------------------------
+# platform.machine() on Windows (PROCESSOR_ARCHITECTURE of this Python) -> model.MACHINES
+_MACHINE = {"amd64": "x64", "x86_64": "x64", "x86": "x86", "i386": "x86", "i686": "x86", "arm64": "arm64",
+            "aarch64": "arm64", "arm": "arm"}
+
+
+def _need_windows(what: str) -> None:
+    if not winapi.available():
+        raise DlltraceError(f"{what} reads the Windows API: Windows only, with ctypes-windows-sdk installed",
+                            EXIT_UNSUPPORTED)
+
+
+def live_system() -> SystemInfo:
+    """This Windows machine's SystemInfo, as this Python sees it (a 32-bit Python's System32 is SysWOW64).
+    KnownDLLs: the registry's list; the stock list when the key cannot be read."""
+    import platform
+
+    _need_windows("the live system")
+    folders = winapi.system_folders()
+    try:
+        known = winapi.known_dlls()
+    except OSError:
+        known = None
+    try:
+        safe = winapi.safe_dll_search_mode()
+    except OSError:
+        safe = None
+    return SystemInfo(
+        windows=folders.windows, system32=folders.system32,
+        machine=_MACHINE.get(platform.machine().lower(), "x64"),
+        safe_dll_search_mode=safe != 0,  # (unset: on, the loader's default)
+        known_dlls=tuple(n.lower() for n in known) if known is not None else DEFAULT_KNOWN_DLLS,
+        version=platform.version(),
+    )
+
+
+def live_process(pid: Optional[int] = None) -> ProcessState:
+    """A process's DLL-search state as far as Windows tells it from outside: its loaded modules (the exe
+    first). For this process (pid None) also its folder, PATH and SetDllDirectory folder; another process's
+    cwd, PATH and DLL directory have no API (the shim records them from inside: its `env` event)."""
+    _need_windows("a live process")
+    modules = winapi.process_modules(pid)
+    if not modules:
+        raise DlltraceError(f"process {pid}: no modules listed", EXIT_UNSUPPORTED)
+    own = pid is None
+    path = [p for p in os.environ.get("PATH", "").split(";") if p.strip()] if own else []
+    state = ProcessState(exe=modules[0], cwd=os.getcwd() if own else "", path=path,
+                         dll_directory=winapi.dll_directory() if own else None)
+    for m in modules:
+        state.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded when the process was read"))
+    return state
+
+
+def error_message(code: int) -> str:
+    """The text for a Win32 error or NTSTATUS: the model's words (model.ERROR_TEXT, the same on every OS),
+    else on Windows the system's (FormatMessage), else the number."""
+    if code in ERROR_TEXT:
+        return ERROR_TEXT[code]
+    if winapi.available():
+        try:
+            text = winapi.format_message(code)
+        except OSError:
+            text = None
+        if text:
+            return text
+    return f"error {code}" if code < 0x10000 else f"status 0x{code & 0xFFFFFFFF:08X}"
