@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from dlltrace import __version__
-from dlltrace.commands import check, deps, redact, report, run, simulate
+from dlltrace.commands import check, cuda, deps, redact, report, run, simulate
 from dlltrace.deep import deep_call, safe_streams
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 
@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "redact": (redact, "write a copy of a trace with user, home and machine names replaced"),
     "deps": (deps, "the import closure of a DLL, folder or wheel, resolved without running it (any OS)"),
     "check": (check, "CI gate: fail when a wheel's DLLs need what it lacks (any OS)"),
+    "cuda": (cuda, "the CUDA stack table: driver, toolkits, cuDNN, wheels and each framework's CUDA, and their mismatches"),
 }
 
 # the commands that walk import trees: run in deep.deep_call (their input argument, their exit code for a tree too deep)

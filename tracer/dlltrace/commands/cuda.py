@@ -1,0 +1,71 @@
+"""`dlltrace cuda [--scenario FILE | --trace FILE] [--site-packages DIR ...] [--json | --markdown]`: the CUDA
+stack table (docs/cuda.md): the NVIDIA driver, the CUDA toolkits, cuDNN, the nvidia-* wheels and each
+framework's CUDA build, side by side, with every mismatch named and its fix.
+
+Without --scenario/--trace: this machine (Windows: nvcuda.dll, CUDA_PATH*, PATH; Linux: libcuda.so,
+/usr/local/cuda-*, LD_LIBRARY_PATH) and this Python's site-packages. Exits 0 with the table, mismatches
+or not (a machine without an NVIDIA driver is a table that says so); 2 for a bad command line, scenario or
+missing file; 3 for an unreadable trace (README, Exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from dlltrace.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_USAGE, DlltraceError
+from dlltrace.report.cuda import cuda_blocks, cuda_dict, cuda_markdown
+from dlltrace.report.explained import block_lines, print_blocks
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--scenario", metavar="FILE", help="the table of a scenario's virtual machine (docs/scenarios.md)")
+    src.add_argument("--trace", metavar="FILE", help="the table of what a trace recorded (its PATH-like variables, the files it touched)")
+    p.add_argument("--site-packages", metavar="DIR", action="append", default=None,
+                   help="a site-packages folder to read the frameworks from (this machine; default: this Python's)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="the documented JSON form (docs/cuda.md, schemas/cuda-v1.json)")
+    fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
+
+
+def facts_of_args(args: argparse.Namespace) -> CudaFacts:
+    if args.scenario:
+        from dlltrace.scenario import load_scenario
+
+        if args.site_packages:
+            raise DlltraceError("--site-packages is for this machine: a scenario's frameworks are its own files", EXIT_USAGE)
+        return facts_of_scenario(load_scenario(args.scenario))
+    if args.trace:
+        from dlltrace.trace.reader import read_trace
+
+        if args.site_packages:
+            raise DlltraceError("--site-packages is for this machine: a trace's frameworks are the files it recorded", EXIT_USAGE)
+        if not os.path.exists(args.trace):
+            raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
+        facts = facts_of_trace(read_trace(args.trace))
+        if facts is None:
+            raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
+        return facts
+    for d in args.site_packages or ():
+        if not os.path.isdir(d):
+            raise DlltraceError(f"{d}: no such folder", EXIT_USAGE)
+    return LiveFacts(site_packages=args.site_packages)
+
+
+def execute(args: argparse.Namespace) -> int:
+    table = cuda_table(facts_of_args(args))
+    if args.json:
+        json.dump(cuda_dict(table), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    elif args.markdown:
+        sys.stdout.write(cuda_markdown(table))
+    elif sys.stdout.isatty():
+        from rich.console import Console
+
+        print_blocks(cuda_blocks(table), Console(highlight=False, markup=False, emoji=False))
+    else:
+        print("\n".join(block_lines(cuda_blocks(table))))
+    return EXIT_OK

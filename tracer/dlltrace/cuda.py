@@ -1,0 +1,1283 @@
+"""The CUDA stack table: the NVIDIA driver, every CUDA toolkit, every cuDNN, the nvidia-* wheels and each
+framework's CUDA build, side by side, and every mismatch between them named with its fix (docs/cuda.md).
+
+One core, many worlds. The table is built from a `CudaFacts` (what it may ask: environment variables,
+the files in a folder, a file's PE facts with its version, a small text file's content), answered by
+- `WorldFacts`: a simulator world (a scenario's VirtualWorld, a trace's RecordedWorld) and its process:
+  only what the world holds (a trace: the PATH-like variables it recorded and the files it touched);
+- `LiveFacts`: the machine dlltrace runs on (Windows: nvcuda.dll, CUDA_PATH*, PATH; Linux: libcuda.so,
+  /usr/local/cuda-*, LD_LIBRARY_PATH, site-packages/nvidia/*/lib).
+Frameworks are read from their files (torch/version.py, onnxruntime/capi/version_info.py, a provider
+DLL's imports, dist-info folder names), never imported.
+
+Each check is one named function (rule_*), each mismatch a typed `Mismatch` with a typed `CudaFix`; the
+words are made in one place (mismatch_text, fix_text). The driver table is data
+(data/cuda-drivers.json, with its source: NVIDIA's CUDA Toolkit release notes, Tables 2 and 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Literal, Mapping, Optional, Protocol
+
+from dlltrace import winpath
+from dlltrace.model import FileFacts
+
+Platform = Literal["windows", "linux"]
+DATA = Path(__file__).resolve().parent / "data" / "cuda-drivers.json"
+
+# --- the driver table (data/cuda-drivers.json) -------------------------------------------------------------
+
+
+def vtuple(v: Optional[str]) -> tuple[int, ...]:
+    """'531.14' -> (531, 14); '12.4.127' -> (12, 4, 127); () for None or no number."""
+    return tuple(int(x) for x in re.findall(r"\d+", v or ""))
+
+
+@dataclass(frozen=True)
+class DriverRow:
+    release: str  # "12.1 Update 1"
+    cuda: str     # "12.1"
+    linux: Optional[str]
+    windows: Optional[str]  # None: NVIDIA lists N/A (CUDA 13.x on Windows)
+
+
+@dataclass(frozen=True)
+class FamilyMinimum:
+    major: int
+    min_branch: int           # the lowest driver branch (525 for 12.x)
+    max_branch: Optional[int]  # the branch of the next family (580 for 12.x); None for the newest
+    linux: Optional[str]      # an exact minimum where NVIDIA gives one (11.x: 450.80.02)
+    windows: Optional[str]
+
+
+@dataclass(frozen=True)
+class DriverTable:
+    rows: tuple[DriverRow, ...]
+    families: tuple[FamilyMinimum, ...]
+    sources: tuple[str, ...]
+
+    def toolkit_minimum(self, cuda: str, platform: Platform) -> Optional[str]:
+        """The driver the release notes (Table 3) name for CUDA major.minor `cuda` (its GA row: the lowest of
+        that minor's rows); on Windows where NVIDIA lists N/A, the family minimum (Table 2)."""
+        mm = vtuple(cuda)[:2]
+        rows = [r for r in self.rows if vtuple(r.cuda)[:2] == mm]
+        values = [getattr(r, platform) for r in rows if getattr(r, platform)]
+        if values:
+            return min(values, key=vtuple)
+        if rows:  # a known release with no number for this platform: the family minimum
+            return self.family_minimum(mm[0], platform)
+        return None
+
+    def family_minimum(self, major: int, platform: Platform) -> Optional[str]:
+        """The lowest driver that runs CUDA `major`.x programs (minor version compatibility, Table 2)."""
+        f = next((f for f in self.families if f.major == major), None)
+        if f is None:
+            return None
+        return getattr(f, platform) or str(f.min_branch)
+
+    def supports(self, driver: str, platform: Platform) -> tuple[Optional[str], Optional[int]]:
+        """(the newest CUDA major.minor whose Table 3 driver `driver` meets, the newest CUDA major whose
+        family minimum it meets). Windows 13.x rows (N/A) count with their family minimum."""
+        d = vtuple(driver)
+        best: Optional[str] = None
+        for r in self.rows:
+            need = getattr(r, platform) or (self.family_minimum(vtuple(r.cuda)[0], platform) if platform == "windows" else None)
+            if need and d >= vtuple(need) and (best is None or vtuple(r.cuda) > vtuple(best)):
+                best = r.cuda
+        fams = [f.major for f in self.families if d >= vtuple(self.family_minimum(f.major, platform))]
+        return best, (max(fams) if fams else None)
+
+
+@lru_cache(maxsize=1)
+def driver_table() -> DriverTable:
+    doc = json.loads(DATA.read_text(encoding="utf-8"))
+    rows = tuple(DriverRow(r["release"], r["cuda"], r.get("linux"), r.get("windows")) for r in doc["toolkit_drivers"])
+    fams = tuple(FamilyMinimum(f["major"], f["min_driver_branch"], f.get("max_driver_branch"), f.get("linux"),
+                               f.get("windows")) for f in doc["minor_version_compatibility"])
+    return DriverTable(rows, fams, tuple(s["url"] or s["title"] for s in doc["sources"]))
+
+
+# --- names and versions, from the files themselves ----------------------------------------------------------
+
+def windows_driver_version(file_version: Optional[str]) -> Optional[str]:
+    """nvcuda.dll's file version a.b.c.d -> NVIDIA's driver number: the last five digits of c and d
+    (32.0.15.6094 -> 560.94). None when it is not of that shape."""
+    p = vtuple(file_version)
+    if len(p) < 4:
+        return None
+    digits = f"{p[2]}{p[3]:04d}"[-5:]
+    return f"{int(digits[:3])}.{digits[3:]}" if len(digits) == 5 else None
+
+
+def cudart_cuda_version(file_version: Optional[str]) -> Optional[str]:
+    """cudart64_12.dll's file version 6.14.11.12040 -> '12.4' (NVIDIA writes major*1000 + minor*10 in its
+    last part; read off the real nvidia-cuda-runtime-cu12 12.4.127 wheel). None for another shape."""
+    p = vtuple(file_version)
+    if len(p) == 4 and p[:3] == (6, 14, 11) and p[3] >= 1000:
+        return f"{p[3] // 1000}.{(p[3] % 1000) // 10}"
+    return None
+
+
+# Windows DLL names that carry the CUDA major (cudart64_110.dll is CUDA 11.x, cudart64_101.dll 10.1) ...
+_WIN_CUDA_NAME = re.compile(r"^(cudart|cublas|cublaslt)64_(\d+)\.dll$", re.I)
+_WIN_NVRTC = re.compile(r"^nvrtc64_(\d+)(\d)_0\.dll$", re.I)
+_WIN_CUDNN = re.compile(r"^cudnn64_(\d+)\.dll$", re.I)
+# ... and Linux sonames (libcudart.so.12, libcudart.so.12.4.127, libcudnn.so.9)
+_LINUX_CUDA_NAME = re.compile(r"^lib(cudart|cublas|cublasLt)\.so\.(\d+)((?:\.\d+)*)$")
+_LINUX_CUDNN = re.compile(r"^libcudnn\.so\.(\d+)((?:\.\d+)*)$")
+
+
+def cuda_major_of_name(name: str) -> Optional[int]:
+    """The CUDA major a runtime or cuBLAS file name says (cublas64_12.dll -> 12, cudart64_110.dll -> 11,
+    nvrtc64_120_0.dll -> 12, libcublas.so.12 -> 12); None for a name that says none (cufft64_11.dll is
+    cuFFT's own major, not CUDA's)."""
+    base = name.rsplit("\\", 1)[-1].rsplit("/", 1)[-1]
+    m = _WIN_CUDA_NAME.match(base)
+    if m:
+        d = m.group(2)
+        return int(d[:-1]) if len(d) == 3 else int(d)
+    m = _WIN_NVRTC.match(base)
+    if m:
+        return int(m.group(1))
+    m = _LINUX_CUDA_NAME.match(base)
+    return int(m.group(2)) if m else None
+
+
+def cudnn_major_of_name(name: str) -> Optional[int]:
+    base = name.rsplit("\\", 1)[-1].rsplit("/", 1)[-1]
+    m = _WIN_CUDNN.match(base) or _LINUX_CUDNN.match(base)
+    return int(m.group(1)) if m else None
+
+
+def is_cuda_dll(name: str) -> bool:
+    """A CUDA runtime/library or cuDNN file (what a framework folder bundles or a wheel ships)."""
+    base = name.rsplit("\\", 1)[-1].rsplit("/", 1)[-1].lower()
+    return bool(re.match(r"^(lib)?(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|nvrtc|nvjitlink|cudnn|"
+                         r"nvtoolsext|nvtx|cupti|nccl|nvinfer)", base)) and (base.endswith(".dll") or ".so" in base)
+
+
+# --- the facts the table asks for ---------------------------------------------------------------------------
+
+class CudaFacts(Protocol):
+    """What the table may ask of a world. Paths are the world's own (Windows paths, or POSIX on Linux)."""
+
+    platform: Platform
+    origin: str  # "machine" | "scenario" | "trace"
+
+    def env(self) -> Mapping[str, str]:
+        """The environment: PATH, CUDA_PATH, CUDA_PATH_V*, (Linux) LD_LIBRARY_PATH, CUDA_HOME."""
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        """The PE facts (version, imports) of a file; None when there is none or it is not a PE."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a file is there (any kind)."""
+
+    def files_in(self, folder: str) -> list[str]:
+        """The files directly in `folder`, as full paths."""
+
+    def folders_in(self, folder: str) -> list[str]:
+        """The folders directly in `folder`, as full paths."""
+
+    def text(self, path: str) -> Optional[str]:
+        """A small text file's content (version.py); None when unknown (a trace records no contents)."""
+
+    def site_packages(self) -> list[str]:
+        """The Python's site-packages folders."""
+
+    def system_folders(self) -> list[str]:
+        """Where the driver's user-mode library lives (System32; the Linux library folders)."""
+
+    def real_path(self, path: str) -> str:
+        """The path with its links resolved (/usr/local/cuda -> /usr/local/cuda-13.0); itself in a world."""
+
+
+class _Paths:
+    """Path operations of a platform: Windows names are case-insensitive."""
+
+    def __init__(self, platform: Platform):
+        self.win = platform == "windows"
+
+    def join(self, a: str, *b: str) -> str:
+        return winpath.join(a, *b) if self.win else posixpath.join(a, *b)
+
+    def base(self, p: str) -> str:
+        return winpath.basename(p) if self.win else posixpath.basename(p.rstrip("/"))
+
+    def parent(self, p: str) -> str:
+        return winpath.dirname(p) if self.win else posixpath.dirname(p.rstrip("/"))
+
+    def key(self, p: str) -> str:
+        return winpath.key(p) if self.win else posixpath.normpath(p)
+
+    def sep(self) -> str:
+        return ";" if self.win else ":"
+
+
+class WorldFacts:
+    """The facts of a simulator world and its process: a scenario's files and [process] env/path, or a
+    trace's recorded files, env and PATH. `known_paths`: every path the world knows (files and folders),
+    from which folders are listed; `texts`: file contents the world holds (none for a trace)."""
+
+    platform: Platform = "windows"
+
+    def __init__(self, world, process, known_paths: Iterable[str] = (), site_packages: Iterable[str] = (),
+                 texts: Optional[Mapping[str, str]] = None, origin: str = "scenario"):
+        self.world = world
+        self.process = process
+        self.origin = origin
+        self._texts = {winpath.key(k): v for k, v in (texts or {}).items()}
+        self._children: dict[str, dict[str, str]] = {}  # folder key -> {child key: child path}
+        for p in known_paths:
+            self._note(winpath.normalize(p))
+        self._site = list(dict.fromkeys(winpath.normalize(s) for s in site_packages))
+        for k in list(self._children):
+            for ck, cp in self._children[k].items():
+                if winpath.basename(ck) == "site-packages" and all(not winpath.same(cp, s) for s in self._site):
+                    self._site.append(cp)
+        default = winpath.join(process.app_dir, "Lib", "site-packages")
+        if self.is_dir(default) and all(not winpath.same(default, s) for s in self._site):
+            self._site.append(default)
+
+    def _note(self, path: str) -> None:
+        child = path
+        parent = winpath.dirname(child)
+        while parent and parent != child:
+            kids = self._children.setdefault(winpath.key(parent), {})
+            if winpath.key(child) in kids:
+                return
+            kids[winpath.key(child)] = child
+            child, parent = parent, winpath.dirname(parent)
+
+    def is_dir(self, path: str) -> bool:
+        return self.world.is_dir(path) or winpath.key(path) in self._children
+
+    def env(self) -> Mapping[str, str]:
+        out = {k: v for k, v in self.process.env.items() if isinstance(v, str)}
+        out["PATH"] = ";".join(self.process.path)
+        return out
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        f = self.world.file(path)
+        return f if f is not None and f.pe is not None else None
+
+    def exists(self, path: str) -> bool:
+        return self.world.file(path) is not None or winpath.key(path) in self._texts
+
+    def files_in(self, folder: str) -> list[str]:
+        out = {winpath.key(p): p for p in self.world.files_in(folder)}
+        for ck, cp in self._children.get(winpath.key(folder), {}).items():
+            if ck not in out and (self.world.file(cp) is not None or ck in self._texts):
+                out[ck] = cp
+        return sorted(out.values(), key=str.lower)
+
+    def folders_in(self, folder: str) -> list[str]:
+        return sorted((cp for ck, cp in self._children.get(winpath.key(folder), {}).items()
+                       if self.world.file(cp) is None and ck not in self._texts), key=str.lower)
+
+    def text(self, path: str) -> Optional[str]:
+        return self._texts.get(winpath.key(path))
+
+    def site_packages(self) -> list[str]:
+        return list(self._site)
+
+    def system_folders(self) -> list[str]:
+        return [self.world.system.system32]
+
+    def real_path(self, path: str) -> str:
+        return path
+
+
+class LiveFacts:
+    """The machine dlltrace runs on. `root` maps the machine's paths under a folder (tests); `env`
+    replaces os.environ (tests)."""
+
+    origin = "machine"
+
+    def __init__(self, platform: Optional[Platform] = None, env: Optional[Mapping[str, str]] = None,
+                 site_packages: Optional[Iterable[str]] = None, system_folders: Optional[Iterable[str]] = None):
+        self.platform: Platform = platform or ("windows" if sys.platform == "win32" else "linux")
+        self._env = dict(os.environ if env is None else env)
+        self._site = list(site_packages) if site_packages is not None else _python_site_packages()
+        self._system = list(system_folders) if system_folders is not None else self._default_system()
+
+    def _default_system(self) -> list[str]:
+        if self.platform == "windows":
+            return [os.path.join(self._env.get("SystemRoot", r"C:\Windows"), "System32")]
+        return ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/wsl/lib",
+                "/usr/local/nvidia/lib64", "/usr/lib/aarch64-linux-gnu"]
+
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        if not path.lower().endswith((".dll", ".pyd", ".exe")) or not os.path.isfile(path):
+            return None
+        from dlltrace.worlds.live import facts_for
+
+        f = facts_for(path, path)
+        return f if f is not None and f.pe is not None else None
+
+    def exists(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def files_in(self, folder: str) -> list[str]:
+        try:
+            with os.scandir(folder) as it:
+                return sorted((e.path for e in it if e.is_file()), key=str.lower)
+        except OSError:
+            return []
+
+    def folders_in(self, folder: str) -> list[str]:
+        try:
+            with os.scandir(folder) as it:
+                return sorted((e.path for e in it if e.is_dir()), key=str.lower)
+        except OSError:
+            return []
+
+    def text(self, path: str) -> Optional[str]:
+        try:
+            if os.path.getsize(path) > 1 << 20:
+                return None
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def site_packages(self) -> list[str]:
+        return list(self._site)
+
+    def system_folders(self) -> list[str]:
+        return list(self._system)
+
+    def real_path(self, path: str) -> str:
+        return os.path.realpath(path)
+
+
+def _python_site_packages() -> list[str]:
+    import site
+    import sysconfig
+
+    out = [sysconfig.get_paths().get("purelib", ""), sysconfig.get_paths().get("platlib", "")]
+    try:
+        out += site.getsitepackages()
+    except AttributeError:  # pragma: no cover (old virtualenv)
+        pass
+    return [p for p in dict.fromkeys(out) if p and os.path.isdir(p)]
+
+
+# --- the table, typed ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Component:
+    """One CUDA file: its name, where, the CUDA (or cuDNN) major its name says, its version."""
+
+    name: str
+    path: str
+    major: Optional[int]
+    version: Optional[str] = None  # the file's version (cublas 12.1.3.1), or the CUDA version a cudart says (12.4)
+
+
+@dataclass(frozen=True)
+class Driver:
+    path: str
+    file_version: Optional[str]  # nvcuda.dll's (32.0.15.6094); None on Linux
+    version: Optional[str]       # NVIDIA's number (560.94, 550.54.15)
+    supports: Optional[str]      # the newest CUDA major.minor it runs fully (Table 3)
+    supports_major: Optional[int]  # the newest CUDA major it runs at all (Table 2)
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    version: str             # "12.1"
+    root: str
+    bin: str
+    sources: tuple[str, ...]  # how it was found: "CUDA_PATH", "CUDA_PATH_V12_1", "PATH", "default folder"
+    path_index: Optional[int]  # its bin's position on PATH (from 1), None when not on PATH
+    cudart: Optional[Component] = None
+    cublas: Optional[Component] = None
+    exists: bool = True       # False: a variable names it, but its folder is not there
+
+
+@dataclass(frozen=True)
+class Cudnn:
+    version: Optional[str]    # from the file's version (9.10.2.21) or the file name (Linux)
+    major: int                # cudnn64_9.dll -> 9
+    path: str
+    folder: str
+    cuda_major: Optional[int]  # the CUDA major it was built for, when its files say (imports, folder, wheel)
+    cuda_major_from: str = ""  # "imports" | "folder" | "wheel" | "toolkit"
+    on_path: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """An nvidia-* wheel's library folder (site-packages\\nvidia\\cublas\\bin, .../nvidia/cublas/lib)."""
+
+    name: str                  # the folder under nvidia\\ ("cublas", "cu13")
+    folder: str
+    files: tuple[str, ...]     # the CUDA files in it (names)
+    cuda_major: Optional[int]
+    searched: bool             # its folder is on PATH (Windows) / LD_LIBRARY_PATH (Linux)
+
+
+FrameworkName = Literal["torch", "onnxruntime-gpu", "ctranslate2", "tensorflow", "paddle", "cupy"]
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: FrameworkName
+    version: Optional[str]
+    folder: str
+    cuda: Optional[str]        # the CUDA it was built for ("12.1", "13.0"); None: a CPU build or unknown
+    cuda_major: Optional[int]
+    cuda_from: str             # where that was read: "torch/version.py", "imports of onnxruntime_providers_cuda.dll", ...
+    cpu_build: bool = False    # its files say it has no CUDA (torch 2.5.1+cpu: cuda = None)
+    cudnn_major: Optional[int] = None
+    bundles: tuple[str, ...] = ()   # CUDA files in its own folders (torch\\lib)
+    needs: tuple[str, ...] = ()     # CUDA files it loads from outside (names)
+
+
+MismatchKind = Literal[
+    "no_driver",                # something needs CUDA and there is no NVIDIA driver
+    "driver_too_old",           # the driver is below the CUDA family's minimum: it cannot run that CUDA
+    "driver_minor_compat",      # the driver runs that CUDA only through minor version compatibility
+    "cuda_major_missing",       # a framework needs CUDA M libraries and none of major M is anywhere
+    "framework_toolkit_major",  # a framework's CUDA M is installed, but PATH reaches only another major's toolkit
+    "path_order",               # two toolkits of one major on PATH: the first, older, one wins
+    "cudnn_major_missing",      # a framework needs cudnn64_K.dll and no cuDNN K is there
+    "cudnn_cuda_major",         # the cuDNN a framework or toolkit gets was built for another CUDA major
+    "wheel_not_searched",       # an nvidia-* wheel holds what a framework needs, in a folder nothing searches
+]
+Severity = Literal["error", "warning"]
+
+FixAction = Literal["update_driver", "install_driver", "install_cuda", "add_to_path", "reorder_path",
+                    "install_cudnn", "preload_dlls", "preload_full_path", "other_build"]
+
+
+@dataclass(frozen=True)
+class CudaFix:
+    action: FixAction
+    driver: Optional[str] = None   # update_driver/install_driver: the driver to reach (>=)
+    cuda: Optional[str] = None     # install_cuda: the CUDA major(.minor) to install
+    folder: Optional[str] = None   # add_to_path / reorder_path (the folder to put first)
+    before: Optional[str] = None   # reorder_path: the folder it must come before
+    cudnn: Optional[int] = None    # install_cudnn: the cuDNN major
+    package: Optional[str] = None  # a pip package to install (nvidia-cublas-cu12), or the framework
+    files: tuple[str, ...] = ()    # preload_full_path: the files to load by full path, in order
+    family_driver: Optional[str] = None  # update_driver: the lower driver that runs it through minor version compatibility
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    kind: MismatchKind
+    severity: Severity
+    subject: str                     # what needs it: "torch 2.5.1+cu121", "CUDA 12.4 toolkit", "onnxruntime-gpu 1.31.1"
+    needs_cuda: Optional[str] = None  # the CUDA it needs ("12.1", "13")
+    driver: Optional[str] = None      # the driver there is
+    driver_supports: Optional[str] = None
+    needs_driver: Optional[str] = None
+    found: tuple[str, ...] = ()       # the paths involved (the winning file, the toolkit bins, the wheel folder)
+    dll: Optional[str] = None         # the file name it is about (cublas64_12.dll, cudnn64_9.dll)
+    have: Optional[str] = None        # what there is instead ("CUDA 11.8", "cuDNN 8", "CUDA 12 build")
+    bundled: bool = False             # the subject brings its CUDA libraries itself (torch\\lib): only the driver matters
+    fixes: tuple[CudaFix, ...] = ()
+
+
+@dataclass(frozen=True)
+class CudaTable:
+    platform: Platform
+    origin: str                      # "machine" | "scenario" | "trace"
+    driver: Optional[Driver]
+    toolkits: tuple[Toolkit, ...]
+    cudnns: tuple[Cudnn, ...]
+    wheels: tuple[Wheel, ...]
+    frameworks: tuple[Framework, ...]
+    mismatches: tuple[Mismatch, ...]
+    path: tuple[str, ...]            # the PATH (LD_LIBRARY_PATH) entries, in order
+    cuda_path: Optional[str] = None
+    sources: tuple[str, ...] = ()    # where the driver table comes from
+
+    @property
+    def empty(self) -> bool:
+        return not (self.driver or self.toolkits or self.cudnns or self.wheels or self.frameworks)
+
+
+# --- building the table ---------------------------------------------------------------------------------------
+
+_VFOLDER = re.compile(r"^v(\d+)\.(\d+)$", re.I)
+_LINUX_TK = re.compile(r"^cuda-(\d+)\.(\d+)$")
+WIN_DEFAULT_ROOT = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"
+WIN_CUDNN_ROOT = r"C:\Program Files\NVIDIA\CUDNN"
+
+
+class _Builder:
+    def __init__(self, facts: CudaFacts):
+        self.f = facts
+        self.p = _Paths(facts.platform)
+        self.win = facts.platform == "windows"
+        env = facts.env()
+        self.env = {k.upper() if self.win else k: v for k, v in env.items()}
+        var = "PATH" if self.win else "LD_LIBRARY_PATH"
+        self.path = [e for e in (self.env.get(var) or "").split(self.p.sep()) if e.strip()]
+        if self.win:
+            self.path = [winpath.normalize(e) for e in self.path]
+        self.table = driver_table()
+
+    def path_index(self, folder: str) -> Optional[int]:
+        k = self.p.key(folder)
+        return next((i + 1 for i, e in enumerate(self.path) if self.p.key(e) == k), None)
+
+    # the driver
+    def driver(self) -> Optional[Driver]:
+        if self.win:
+            for d in self.f.system_folders():
+                path = self.p.join(d, "nvcuda.dll")
+                if self.f.exists(path):
+                    facts = self.f.file(path)
+                    fv = facts.pe.file_version if facts is not None and facts.pe is not None else None
+                    return self._driver(path, fv, windows_driver_version(fv))
+            return None
+        for d in self.f.system_folders():
+            for p in self.f.files_in(d):
+                m = re.match(r"^libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$", self.p.base(p))
+                if m:
+                    return self._driver(p, None, m.group(1))
+        for d in self.f.system_folders():
+            p = self.p.join(d, "libcuda.so.1")
+            if self.f.exists(p):  # (WSL: libcuda.so.1 only; the version is in /proc when the module is there)
+                text = self.f.text("/proc/driver/nvidia/version") or ""
+                m = re.search(r"Kernel Module\s+(\d+\.\d+(?:\.\d+)?)", text)
+                return self._driver(p, None, m.group(1) if m else None)
+        return None
+
+    def _driver(self, path: str, fv: Optional[str], version: Optional[str]) -> Driver:
+        sup, fam = self.table.supports(version, self.f.platform) if version else (None, None)
+        return Driver(path, fv, version, sup, fam)
+
+    # toolkits
+    def toolkits(self) -> list[Toolkit]:
+        found: dict[str, tuple[str, list[str]]] = {}  # root key -> (root, sources)
+
+        def add(root: str, source: str) -> None:
+            root = winpath.normalize(root) if self.win else posixpath.normpath(self.f.real_path(root))
+            k = self.p.key(root)
+            found.setdefault(k, (root, []))[1].append(source)
+
+        if self.win:
+            for name, value in sorted(self.env.items()):
+                if (name == "CUDA_PATH" or name.startswith("CUDA_PATH_V")) and value.strip() and winpath.is_absolute(value.strip()):
+                    add(value.strip(), name)
+            for e in self.path:
+                b = winpath.basename(e).lower()
+                root = winpath.dirname(e) if b == "bin" else winpath.dirname(winpath.dirname(e)) if b == "x64" else ""
+                if root and _VFOLDER.match(winpath.basename(root)):
+                    add(root, "PATH")
+            for d in self.f.folders_in(WIN_DEFAULT_ROOT):
+                if _VFOLDER.match(winpath.basename(d)):
+                    add(d, "default folder")
+        else:
+            for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
+                if self.env.get(name, "").startswith("/"):
+                    add(self.env[name], name)
+            for d in self.f.folders_in("/usr/local"):
+                if _LINUX_TK.match(self.p.base(d)):
+                    add(d, "default folder")
+            for e in self.path:
+                if self.p.base(e) in ("lib64", "lib") and _LINUX_TK.match(self.p.base(self.p.parent(e))):
+                    add(self.p.parent(e), "LD_LIBRARY_PATH")
+        made = [self._toolkit(root, tuple(dict.fromkeys(src))) for root, src in found.values()]
+        out = [t for t in made if t is not None]
+        return sorted(out, key=lambda t: (t.path_index is None, t.path_index or 0, [-x for x in vtuple(t.version)]))
+
+    def _toolkit(self, root: str, sources: tuple[str, ...]) -> Optional[Toolkit]:
+        if self.win:
+            bins = [self.p.join(root, "bin"), self.p.join(root, "bin", "x64")]
+        else:
+            bins = [self.p.join(root, "lib64"), self.p.join(root, "lib"), self.p.join(root, "targets", "x86_64-linux", "lib")]
+        files = [p for b in bins for p in self.f.files_in(b)]
+        cudart = cublas = None
+        for p in files:
+            n = self.p.base(p)
+            low = n.lower()
+            if cudart is None and (low.startswith("cudart64_") or (low.startswith("libcudart.so.") and low.count(".") >= 2)):
+                cudart = self._component(p)
+            if cublas is None and (low.startswith("cublas64_") or (low.startswith("libcublas.so.") and low.count(".") >= 2)):
+                cublas = self._component(p)
+        version = self._root_version(root, cudart)
+        if version is None:
+            return None
+        binf = next((b for b in bins if any(self.p.key(self.p.parent(x)) == self.p.key(b) for x in files)), bins[0])
+        return Toolkit(version, root, binf, sources, self.path_index(binf), cudart, cublas, exists=bool(files) or bool(self.f.folders_in(root)))
+
+    def _root_version(self, root: str, cudart: Optional[Component]) -> Optional[str]:
+        name = self.p.base(root)
+        m = _VFOLDER.match(name) or _LINUX_TK.match(name)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+        text = self.f.text(self.p.join(root, "version.json"))
+        if text:
+            mm = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"(\d+\.\d+)', text)
+            if mm:
+                return mm.group(1)
+        if cudart is not None and cudart.version:
+            return ".".join(cudart.version.split(".")[:2])
+        return None
+
+    def _component(self, path: str) -> Component:
+        name = self.p.base(path)
+        facts = self.f.file(path)
+        fv = facts.pe.file_version if facts is not None and facts.pe is not None else None
+        low = name.lower()
+        if low.startswith("cudart64_"):
+            version = cudart_cuda_version(fv) or fv
+        elif self.win:
+            version = fv
+        else:  # libcudart.so.12.4.127: the version is in the name
+            m = re.search(r"\.so\.(\d+(?:\.\d+)+)$", name)
+            version = m.group(1) if m else None
+        major = cuda_major_of_name(name)
+        if major is None:
+            major = cudnn_major_of_name(name)
+        return Component(name, path, major, version)
+
+    # cuDNN
+    def cudnns(self, toolkits: list[Toolkit], wheels: list[Wheel], frameworks_dirs: list[str]) -> list[Cudnn]:
+        places: list[tuple[str, Optional[int], str]] = []  # (folder, CUDA major the place says, how)
+        for t in toolkits:
+            places.append((t.bin, vtuple(t.version)[0], "toolkit"))
+        for w in wheels:
+            if w.name in ("cudnn",) or any(cudnn_major_of_name(n) for n in w.files):
+                places.append((w.folder, w.cuda_major, "wheel"))
+        for e in self.path:
+            places.append((e, None, ""))
+        if self.win:
+            for v in self.f.folders_in(WIN_CUDNN_ROOT):  # cuDNN 9's installer: CUDNN\v9.x\bin\12.x\cudnn64_9.dll
+                b = self.p.join(v, "bin")
+                places.append((b, None, ""))
+                for sub in self.f.folders_in(b):
+                    m = re.match(r"^(\d+)\.", self.p.base(sub))
+                    places.append((sub, int(m.group(1)) if m else None, "folder"))
+        else:
+            for d in self.f.system_folders():
+                places.append((d, None, ""))
+        for d in frameworks_dirs:
+            places.append((d, None, ""))
+        out: dict[str, Cudnn] = {}
+        for folder, place_major, how in places:
+            files = self.f.files_in(folder)
+            for p in files:
+                major = cudnn_major_of_name(self.p.base(p))
+                if major is None or self.p.key(p) in out:
+                    continue
+                facts = self.f.file(p)
+                version = facts.pe.file_version if facts is not None and facts.pe is not None else None
+                if not self.win:
+                    m = _LINUX_CUDNN.match(self.p.base(p))
+                    version = f"{m.group(1)}{m.group(2)}" if m and m.group(2) else None
+                    if not version and any(_LINUX_CUDNN.match(self.p.base(x)) and self.p.base(x).count(".") > 2 for x in files):
+                        continue  # libcudnn.so.9 next to libcudnn.so.9.1.0: one row, the versioned one
+                imported = self._imported_cuda_major(files)
+                cm, frm = (imported, "imports") if imported is not None else (place_major, how) if place_major is not None else (None, "")
+                out[self.p.key(p)] = Cudnn(version, major, p, folder, cm, frm, self.path_index(folder))
+        return list(out.values())
+
+    def _imported_cuda_major(self, files: list[str]) -> Optional[int]:
+        """The CUDA major the cuDNN files of a folder import (cudnn_ops64_9.dll imports cublasLt64_12.dll)."""
+        for p in files:
+            if not self.p.base(p).lower().startswith("cudnn"):
+                continue
+            facts = self.f.file(p)
+            if facts is None or facts.pe is None:
+                continue
+            for imp in facts.pe.imports + facts.pe.delay_imports:
+                m = cuda_major_of_name(imp.dll)
+                if m is not None:
+                    return m
+        return None
+
+    # nvidia-* wheels
+    def wheels(self) -> list[Wheel]:
+        out = []
+        for site in self.f.site_packages():
+            for pkg in self.f.folders_in(self.p.join(site, "nvidia")):
+                subs = ["bin", self.p.join("bin", "x86_64"), self.p.join("bin", "arm64")] if self.win else ["lib"]
+                for s in subs:
+                    folder = self.p.join(pkg, s)
+                    names = tuple(self.p.base(x) for x in self.f.files_in(folder) if is_cuda_dll(self.p.base(x)))
+                    if not names:
+                        continue
+                    majors = [m for m in map(cuda_major_of_name, names) if m is not None]
+                    major = max(majors) if majors else self._wheel_major(site, self.p.base(pkg))
+                    out.append(Wheel(self.p.base(pkg), folder, names, major, self.path_index(folder) is not None))
+        return out
+
+    def _wheel_major(self, site: str, pkg: str) -> Optional[int]:
+        """The CUDA major of a wheel whose file names say none (cuDNN, cuFFT): its dist-info name
+        (nvidia_cudnn_cu12-9.1.0.70.dist-info); the consolidated folder nvidia\\cu13."""
+        m = re.match(r"^cu(\d+)$", pkg)
+        if m:
+            return int(m.group(1))
+        for d in self.f.folders_in(site):
+            mm = re.match(rf"^nvidia_{re.escape(pkg)}_cu(\d+)-.*\.dist-info$", self.p.base(d), re.I)
+            if mm:
+                return int(mm.group(1))
+        return None
+
+    # frameworks
+    def frameworks(self) -> list[Framework]:
+        out: list[Framework] = []
+        for site in self.f.site_packages():
+            dist = self._dist_infos(site)
+            for read in (self._torch, self._onnxruntime, self._ctranslate2, self._tensorflow, self._paddle, self._cupy):
+                fw = read(site, dist)
+                if fw is not None:
+                    out.append(fw)
+        return out
+
+    def _dist_infos(self, site: str) -> dict[str, str]:
+        """normalized distribution name -> version, from the dist-info folder names."""
+        out = {}
+        for d in self.f.folders_in(site):
+            m = re.match(r"^(.+?)-([^-]+)\.dist-info$", self.p.base(d))
+            if m:
+                out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+        return out
+
+    def _bundled(self, folder: str) -> tuple[str, ...]:
+        return tuple(self.p.base(x) for x in self.f.files_in(folder) if is_cuda_dll(self.p.base(x)))
+
+    def _py_value(self, text: Optional[str], name: str) -> tuple[bool, Optional[str]]:
+        """(whether `name` is assigned in the text, its string value or None)."""
+        if not text:
+            return False, None
+        m = re.search(rf"^{name}\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|(None))", text, re.M)
+        if not m:
+            return False, None
+        return True, m.group(1) if m.group(1) is not None else m.group(2)
+
+    def _torch(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "torch")
+        lib = self.p.join(root, "lib")
+        text = self.f.text(self.p.join(root, "version.py"))
+        bundles = self._bundled(lib)
+        if text is None and not self.f.files_in(lib) and "torch" not in dist:
+            return None
+        has_v, version = self._py_value(text, "__version__")
+        has_c, cuda = self._py_value(text, "cuda")
+        version = version or dist.get("torch")
+        frm = "torch/version.py" if has_c else ""
+        if not has_c:  # no version.py in the world: the CUDA runtime torch\lib bundles says it
+            cudart = next((x for x in self.f.files_in(lib) if self.p.base(x).lower().startswith(("cudart64_", "libcudart.so"))), None)
+            if cudart is not None:
+                c = self._component(cudart)
+                cuda = (c.version if c.version and re.match(r"^\d+\.\d+$", c.version) else None) or (str(c.major) if c.major else None)
+                frm = f"{self.p.base(cudart)} in torch/lib"
+            elif version and "+cu" in version:
+                m = re.search(r"\+cu(\d+)(\d)$", version)
+                cuda = f"{m.group(1)}.{m.group(2)}" if m else None
+                frm = "its version's +cu tag"
+        cpu = has_c and cuda is None
+        if not has_c and cuda is None and version and "+cpu" in version:
+            cpu, frm = True, "its version's +cpu tag"
+        major = vtuple(cuda)[0] if cuda else None
+        cudnn = next((m for m in map(cudnn_major_of_name, bundles) if m), None)
+        # torch's Windows CUDA wheels bundle their CUDA DLLs in torch\lib; on Linux they come from the nvidia-* wheels
+        needs: tuple[str, ...] = ()
+        if major and not self.win and not any(cuda_major_of_name(n) for n in bundles):
+            needs = (f"libcublas.so.{major}",)
+        return Framework("torch", version, root, cuda, major, frm, cpu, cudnn, bundles, needs)
+
+    def _onnxruntime(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "onnxruntime")
+        capi = self.p.join(root, "capi")
+        if "onnxruntime-gpu" not in dist and not self.f.files_in(capi):
+            return None
+        provider = self.p.join(capi, "onnxruntime_providers_cuda.dll" if self.win else "libonnxruntime_providers_cuda.so")
+        if "onnxruntime-gpu" not in dist and not self.f.exists(provider):
+            return None  # the CPU onnxruntime
+        text = self.f.text(self.p.join(capi, "version_info.py"))
+        _, cuda = self._py_value(text, "cuda_version")
+        _, cudnn = self._py_value(text, "cudnn_version")
+        frm = "onnxruntime/capi/version_info.py" if cuda else ""
+        facts = self.f.file(provider)
+        imports = [i.dll for i in facts.pe.imports] if facts is not None and facts.pe is not None else []
+        cuda_imports = tuple(n for n in imports if cuda_major_of_name(n) is not None)
+        major = vtuple(cuda)[0] if cuda else None
+        if cuda_imports:
+            imajor = cuda_major_of_name(cuda_imports[0])
+            if major is None:
+                major, cuda, frm = imajor, str(imajor), f"imports of {self.p.base(provider)}"
+        version = dist.get("onnxruntime-gpu")
+        if version is None:
+            core = self.f.file(self.p.join(capi, "onnxruntime.dll"))
+            fv = core.pe.file_version if core is not None and core.pe is not None else None
+            version = ".".join(fv.split(".")[:3]) if fv else None
+        needs = cuda_imports or ((f"cublasLt64_{major}.dll", f"cublas64_{major}.dll") if major and self.win else
+                                 (f"libcublasLt.so.{major}", f"libcublas.so.{major}") if major else ())
+        cudnn_major = int(cudnn) if cudnn and cudnn.isdigit() else vtuple(cudnn)[0] if cudnn else None
+        if cudnn_major:
+            needs = needs + ((f"cudnn64_{cudnn_major}.dll",) if self.win else (f"libcudnn.so.{cudnn_major}",))
+        return Framework("onnxruntime-gpu", version, root, cuda, major, frm, False, cudnn_major,
+                         self._bundled(capi), needs)
+
+    def _ctranslate2(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "ctranslate2")
+        files = self.f.files_in(root)
+        if not files and "ctranslate2" not in dist:
+            return None
+        _, version = self._py_value(self.f.text(self.p.join(root, "version.py")), "__version__")
+        version = version or dist.get("ctranslate2")
+        major: Optional[int] = None
+        frm = ""
+        for p in files:  # 4.5.0 imports cudnn64_9.dll; a build linked to cuBLAS imports it
+            facts = self.f.file(p)
+            for imp in (facts.pe.imports if facts is not None and facts.pe is not None else ()):
+                m = cuda_major_of_name(imp.dll)
+                if m is not None:
+                    major, frm = m, f"imports of {self.p.base(p)}"
+        if major is None:  # 4.8.5 loads cuBLAS at run time: the name is in the DLL (live machine only)
+            lib = self.p.join(root, "ctranslate2.dll" if self.win else "libctranslate2.so")
+            name = _name_in_binary(lib, rb"cublas64_(\d+)\.dll" if self.win else rb"libcublas\.so\.(\d+)") \
+                if self.f.origin == "machine" else None
+            if name:
+                major, frm = int(name), f"the cuBLAS name in {self.p.base(lib)}"
+        bundles = self._bundled(root)
+        cudnn = next((m for m in map(cudnn_major_of_name, bundles) if m), None)
+        needs = ((f"cublas64_{major}.dll",) if self.win else (f"libcublas.so.{major}",)) if major else ()
+        return Framework("ctranslate2", version, root, str(major) if major else None, major, frm, False, cudnn, bundles, needs)
+
+    def _tensorflow(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "tensorflow")
+        text = self.f.text(self.p.join(root, "python", "platform", "build_info.py"))
+        names = [k for k in dist if k in ("tensorflow", "tensorflow-gpu", "tensorflow-intel", "tensorflow-cpu")]
+        if text is None and not names:
+            return None
+        version = dist.get(names[0]) if names else None
+        cuda = cudnn = None
+        if text:
+            m = re.search(r"['\"]cuda_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
+            n = re.search(r"['\"]cudnn_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
+            cuda = _tf_version(m.group(1)) if m else None
+            cudnn = _tf_version(n.group(1)) if n else None
+        major = vtuple(cuda)[0] if cuda else None
+        cudnn_major = vtuple(cudnn)[0] if cudnn else None
+        needs: tuple[str, ...] = ()
+        if text:
+            needs = tuple(re.findall(r"['\"](?:cudart|cudnn)_dll_name['\"]\s*:\s*['\"]([^'\"]+)['\"]", text))
+        return Framework("tensorflow", version, root, cuda, major, "tensorflow/python/platform/build_info.py" if cuda else "",
+                         bool(text) and cuda is None, cudnn_major, (), needs)
+
+    def _paddle(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "paddle")
+        text = self.f.text(self.p.join(root, "version", "__init__.py")) or self.f.text(self.p.join(root, "version.py"))
+        names = [k for k in dist if k in ("paddlepaddle-gpu", "paddlepaddle")]
+        if text is None and not names:
+            return None
+        _, version = self._py_value(text, "full_version")
+        version = version or (dist.get(names[0]) if names else None)
+        _, cuda = self._py_value(text, "cuda_version")
+        _, cudnn = self._py_value(text, "cudnn_version")
+        cuda = None if cuda in (None, "False", "") else cuda
+        major = vtuple(cuda)[0] if cuda else None
+        cudnn_major = vtuple(cudnn)[0] if cudnn and cudnn != "False" else None
+        bundles = self._bundled(self.p.join(root, "libs"))
+        return Framework("paddle", version, root, cuda, major, "paddle/version/__init__.py" if cuda else "",
+                         text is not None and cuda is None, cudnn_major, bundles, ())
+
+    def _cupy(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        root = self.p.join(site, "cupy")
+        name = next((k for k in dist if re.match(r"^cupy-cuda\d+x?$", k)), None)
+        if name is None and not self.f.files_in(root):
+            return None
+        version = dist.get(name) if name else None
+        major = cuda = None
+        frm = ""
+        if name:
+            m = re.match(r"^cupy-cuda(\d+?)(\d?)x?$", name)
+            digits = name[len("cupy-cuda"):].rstrip("x")
+            if name.endswith("x"):
+                cuda, major = digits, int(digits)
+            elif m:  # cupy-cuda117: CUDA 11.7
+                cuda, major = f"{digits[:-1]}.{digits[-1]}", int(digits[:-1])
+            frm = f"the {name} distribution"
+        needs = ((f"cublas64_{major}.dll",) if self.win else (f"libcublas.so.{major}",)) if major else ()
+        return Framework("cupy", version, root, cuda, major, frm, False, None, (), needs)
+
+    def build(self) -> CudaTable:
+        driver = self.driver()
+        toolkits = self.toolkits()
+        wheels = self.wheels()
+        frameworks = self.frameworks()
+        fw_dirs = [fw.folder if fw.name != "torch" else self.p.join(fw.folder, "lib") for fw in frameworks]
+        fw_dirs += [self.p.join(fw.folder, "capi") for fw in frameworks if fw.name == "onnxruntime-gpu"]
+        cudnns = self.cudnns(toolkits, wheels, fw_dirs)
+        t = CudaTable(self.f.platform, self.f.origin, driver, tuple(toolkits), tuple(cudnns), tuple(wheels),
+                      tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), self.table.sources)
+        return CudaTable(**{**t.__dict__, "mismatches": tuple(mismatches(t, self.f.files_in))})
+
+
+def _tf_version(v: str) -> Optional[str]:
+    """TensorFlow's build_info on Windows writes '64_112' for CUDA 11.2 and '64_8' for cuDNN 8; Linux '12.3'."""
+    m = re.match(r"^64_(\d+)$", v)
+    if m:
+        d = m.group(1)
+        return f"{d[:-1]}.{d[-1]}" if len(d) >= 3 else d
+    return v or None
+
+
+def _name_in_binary(path: str, pattern: bytes) -> Optional[str]:
+    """The first match's group of `pattern` in a file's bytes (a DLL that loads cuBLAS by name at run time)."""
+    import mmap
+
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            m = re.search(pattern, mm)
+            return m.group(1).decode("ascii") if m else None
+    except (OSError, ValueError):
+        return None
+
+
+def cuda_table(facts: CudaFacts) -> CudaTable:
+    """The CUDA stack table of a world (docs/cuda.md)."""
+    return _Builder(facts).build()
+
+
+# --- the mismatches: one rule each --------------------------------------------------------------------------
+
+def _label(fw: Framework) -> str:
+    return f"{fw.name} {fw.version}" if fw.version else fw.name
+
+
+@dataclass(frozen=True)
+class _Needer:
+    subject: str
+    cuda: str           # major.minor, or the major alone
+    bundled: bool       # it brings its CUDA libraries (torch\\lib)
+    toolkit: bool       # a toolkit (it builds without a driver), not a framework
+
+
+def _needers(t: CudaTable) -> list[_Needer]:
+    """Everything that needs the driver: each framework built for CUDA, each toolkit."""
+    out = [_Needer(_label(fw), fw.cuda, any(cuda_major_of_name(b) is not None for b in fw.bundles), False)
+           for fw in t.frameworks if fw.cuda]
+    out += [_Needer(f"CUDA {tk.version} toolkit ({tk.root})", tk.version, False, True) for tk in t.toolkits if tk.exists]
+    return out
+
+
+def rule_no_driver(t: CudaTable) -> list[Mismatch]:
+    """Something needs CUDA (a framework built for it, a toolkit) and no NVIDIA driver is there."""
+    if t.driver is not None:
+        return []
+    needs = _needers(t)
+    if not needs:
+        return []
+    table = driver_table()
+    out = []
+    for n in needs:
+        drv = table.toolkit_minimum(n.cuda, t.platform) if "." in n.cuda else table.family_minimum(vtuple(n.cuda)[0], t.platform)
+        # (a toolkit builds without a driver: a warning; a framework built for CUDA cannot run: an error)
+        out.append(Mismatch("no_driver", "warning" if n.toolkit else "error", n.subject, needs_cuda=n.cuda,
+                            needs_driver=drv, bundled=n.bundled,
+                            fixes=(CudaFix("install_driver", driver=drv),)))
+    return out
+
+
+def rule_driver_too_old(t: CudaTable) -> list[Mismatch]:
+    """The driver is older than what a framework's or toolkit's CUDA needs: below the family minimum it
+    cannot run it ("driver_too_old"); above it but below the release's own driver (release notes, Table 3)
+    it runs it only through minor version compatibility, with a limited feature set: PTX code newer than
+    the driver fails to JIT ("driver_minor_compat")."""
+    d = t.driver
+    if d is None or not d.version:
+        return []
+    table = driver_table()
+    out = []
+    for n in _needers(t):
+        subject, cuda, bundled = n.subject, n.cuda, n.bundled
+        major = vtuple(cuda)[0]
+        full = table.toolkit_minimum(cuda, t.platform) if "." in cuda else None
+        family = table.family_minimum(major, t.platform)
+        if family and vtuple(d.version) < vtuple(family):
+            need = full or family
+            out.append(Mismatch("driver_too_old", "error", subject, needs_cuda=cuda, driver=d.version,
+                                driver_supports=d.supports, needs_driver=need, found=(d.path,), bundled=bundled,
+                                fixes=(CudaFix("update_driver", driver=need, family_driver=family if full and full != family else None),)))
+        elif full and vtuple(d.version) < vtuple(full):
+            out.append(Mismatch("driver_minor_compat", "warning", subject, needs_cuda=cuda, driver=d.version,
+                                driver_supports=d.supports, needs_driver=full, found=(d.path,), bundled=bundled,
+                                fixes=(CudaFix("update_driver", driver=full, family_driver=family),)))
+    return out
+
+
+def _places(t: CudaTable) -> list[tuple[str, Optional[int], str]]:
+    """(folder, CUDA major, what) of every place with CUDA libraries: toolkits' bins and wheels."""
+    out: list[tuple[str, Optional[int], str]] = [(tk.bin, vtuple(tk.version)[0], f"CUDA {tk.version}")
+                                                 for tk in t.toolkits if tk.exists]
+    out += [(w.folder, w.cuda_major, f"nvidia-{w.name} wheel") for w in t.wheels]
+    return out
+
+
+def rule_cuda_major_missing(t: CudaTable, files_in) -> list[Mismatch]:
+    """A framework that loads its CUDA libraries from outside its folder needs major M's files
+    (onnxruntime-gpu 1.31.1: cublasLt64_13.dll) and no toolkit, wheel or PATH folder has a file of that name."""
+    out = []
+    for fw in t.frameworks:
+        names = [n for n in fw.needs if cuda_major_of_name(n) is not None]
+        if not names or fw.cuda_major is None:
+            continue
+        folders = [f for f, _, _ in _places(t)] + list(t.path) + [fw.folder]
+        if any(_has(files_in, f, n) for f in folders for n in names):
+            continue
+        have = sorted({f"CUDA {m}" for _, m, _ in _places(t) if m is not None})
+        fixes = [CudaFix("install_cuda", cuda=str(fw.cuda_major), package=_cublas_wheel(fw.cuda_major, t.platform))]
+        if have:
+            fixes.append(CudaFix("other_build", package=fw.name, cuda=have[-1].split()[-1]))
+        out.append(Mismatch("cuda_major_missing", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
+                            have=", ".join(have) or None, fixes=tuple(fixes)))
+    return out
+
+
+def _cublas_wheel(major: int, platform: Platform) -> Optional[str]:
+    """The pip package with cuBLAS of a CUDA major (PyPI: nvidia-cublas for 13, -cu12, -cu11); none before 11."""
+    return "nvidia-cublas" if major >= 13 else f"nvidia-cublas-cu{major}" if major >= 11 else None
+
+
+def _has(files_in, folder: str, name: str) -> bool:
+    low = name.lower()
+    return any(p.replace("/", "\\").rsplit("\\", 1)[-1].lower() == low for p in files_in(folder))
+
+
+def _first_on_path(t: CudaTable, files_in, name: str) -> Optional[tuple[int, str]]:
+    for i, e in enumerate(t.path):
+        if _has(files_in, e, name):
+            return i + 1, e
+    return None
+
+
+def rule_framework_toolkit_major(t: CudaTable, files_in) -> list[Mismatch]:
+    """A framework needs CUDA M's files from PATH (it bundles none) and PATH reaches another major's
+    toolkit only, while a toolkit of major M is installed off PATH."""
+    if t.platform != "windows":
+        return []
+    out = []
+    for fw in t.frameworks:
+        names = [n for n in fw.needs if cuda_major_of_name(n) is not None]
+        if not names or fw.cuda_major is None or _first_on_path(t, files_in, names[0]) is not None:
+            continue
+        on_path = [tk for tk in t.toolkits if tk.path_index is not None and tk.exists]
+        off = [tk for tk in t.toolkits if tk.exists and tk.path_index is None and vtuple(tk.version)[0] == fw.cuda_major
+               and _has(files_in, tk.bin, names[0])]
+        if not on_path or not off or all(vtuple(tk.version)[0] == fw.cuda_major for tk in on_path):
+            continue
+        best = max(off, key=lambda tk: vtuple(tk.version))
+        out.append(Mismatch("framework_toolkit_major", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
+                            have=f"CUDA {on_path[0].version}", found=(on_path[0].bin, best.bin),
+                            fixes=(CudaFix("add_to_path", folder=best.bin),)))
+    return out
+
+
+def rule_path_order(t: CudaTable, files_in) -> list[Mismatch]:
+    """Two toolkits of one CUDA major are on PATH: their DLLs share names (cublas64_12.dll), so the first
+    one wins every bare-name load. A mismatch when the winner is older than what CUDA_PATH names, or than
+    the CUDA minor a framework that takes it from PATH was built for."""
+    if t.platform != "windows":
+        return []
+    out = []
+    on_path = sorted((tk for tk in t.toolkits if tk.path_index is not None and tk.exists), key=lambda tk: tk.path_index or 0)
+    cuda_path = next((tk for tk in t.toolkits if "CUDA_PATH" in tk.sources), None)
+    for i, first in enumerate(on_path):
+        for later in on_path[i + 1:]:
+            if vtuple(later.version)[0] != vtuple(first.version)[0] or vtuple(later.version) <= vtuple(first.version):
+                continue
+            shared = [c.name for c in (first.cudart, first.cublas) if c is not None and _has(files_in, later.bin, c.name)]
+            if not shared:
+                continue
+            wants = []
+            if cuda_path is not None and cuda_path.root == later.root:
+                wants.append(f"CUDA_PATH ({later.root})")
+            wants += [_label(fw) for fw in t.frameworks if fw.cuda and fw.cuda_major == vtuple(first.version)[0]
+                      and vtuple(fw.cuda)[:2] > vtuple(first.version)[:2] and any(n.lower() in (s.lower() for s in shared) for n in fw.needs)]
+            if not wants:
+                continue
+            out.append(Mismatch("path_order", "warning", ", ".join(wants), needs_cuda=later.version, dll=shared[0],
+                                have=f"CUDA {first.version}", found=(first.bin, later.bin),
+                                fixes=(CudaFix("reorder_path", folder=later.bin, before=first.bin),)))
+    return out
+
+
+def rule_cudnn_major_missing(t: CudaTable) -> list[Mismatch]:
+    """A framework needs cuDNN K (onnxruntime-gpu 1.31.1: cudnn_version = "9") and no cuDNN K is there
+    (only another major, or none)."""
+    out = []
+    for fw in t.frameworks:
+        if fw.cudnn_major is None or not any(cudnn_major_of_name(n) for n in fw.needs):
+            continue
+        if any(c.major == fw.cudnn_major for c in t.cudnns):
+            continue
+        have = sorted({f"cuDNN {c.major}" for c in t.cudnns})
+        out.append(Mismatch("cudnn_major_missing", "error", _label(fw), needs_cuda=fw.cuda,
+                            dll=next(n for n in fw.needs if cudnn_major_of_name(n)), have=", ".join(have) or None,
+                            fixes=(CudaFix("install_cudnn", cudnn=fw.cudnn_major, cuda=str(fw.cuda_major) if fw.cuda_major else None,
+                                           package=_cudnn_wheel(fw.cudnn_major, fw.cuda_major)),)))
+    return out
+
+
+def _cudnn_wheel(cudnn: int, cuda: Optional[int]) -> Optional[str]:
+    """The pip package of cuDNN for a CUDA major (PyPI: nvidia-cudnn-cu11, -cu12, -cu13; plain nvidia-cudnn is a
+    placeholder that installs nothing)."""
+    return f"nvidia-cudnn-cu{cuda}" if cuda and cuda >= 11 else None
+
+
+def rule_cudnn_cuda_major(t: CudaTable) -> list[Mismatch]:
+    """A cuDNN built for CUDA M (its DLLs import cublasLt64_M.dll, or its folder or wheel says M) where
+    CUDA N is used: in a CUDA N toolkit's bin, or the first cudnn64_K.dll on PATH for a framework of CUDA N."""
+    out = []
+    for c in t.cudnns:
+        if c.cuda_major is None:
+            continue
+        tk = next((tk for tk in t.toolkits if tk.bin == c.folder), None)
+        if tk is not None and vtuple(tk.version)[0] != c.cuda_major:
+            out.append(Mismatch("cudnn_cuda_major", "error", f"CUDA {tk.version} toolkit ({tk.root})",
+                                needs_cuda=tk.version, dll=winpath.basename(c.path) if t.platform == "windows" else posixpath.basename(c.path),
+                                have=f"cuDNN {c.version or c.major} for CUDA {c.cuda_major}", found=(c.path,),
+                                fixes=(CudaFix("install_cudnn", cudnn=c.major, cuda=tk.version.split(".")[0]),)))
+    for fw in t.frameworks:
+        names = [n for n in fw.needs if cudnn_major_of_name(n)]
+        if not names or fw.cuda_major is None:
+            continue
+        first = sorted((c for c in t.cudnns if c.on_path is not None and c.major == cudnn_major_of_name(names[0])),
+                       key=lambda c: c.on_path or 0)
+        if first and first[0].cuda_major is not None and first[0].cuda_major != fw.cuda_major:
+            c = first[0]
+            out.append(Mismatch("cudnn_cuda_major", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
+                                have=f"cuDNN {c.version or c.major} for CUDA {c.cuda_major}", found=(c.path,),
+                                fixes=(CudaFix("install_cudnn", cudnn=c.major, cuda=str(fw.cuda_major),
+                                               package=_cudnn_wheel(c.major, fw.cuda_major)),)))
+    return out
+
+
+def rule_wheel_not_searched(t: CudaTable, files_in) -> list[Mismatch]:
+    """An nvidia-* wheel's folder holds a file a framework needs, but nothing the framework's load searches
+    reaches it: not on PATH, not bundled, no other copy on PATH (Windows: pip never puts these folders on
+    PATH, and torch's and onnxruntime's loaders do not add them by themselves)."""
+    if t.platform != "windows":
+        return []
+    out = []
+    for fw in t.frameworks:
+        for name in fw.needs:
+            if _first_on_path(t, files_in, name) is not None or _has(files_in, fw.folder, name):
+                continue
+            wheel = next((w for w in t.wheels if not w.searched and any(n.lower() == name.lower() for n in w.files)), None)
+            if wheel is None:
+                continue
+            if fw.name == "onnxruntime-gpu":
+                fix = CudaFix("preload_dlls", package="onnxruntime")
+            else:
+                fix = CudaFix("preload_full_path", files=(winpath.join(wheel.folder, name),))
+            out.append(Mismatch("wheel_not_searched", "error", _label(fw), needs_cuda=fw.cuda, dll=name,
+                                found=(wheel.folder,), fixes=(fix, CudaFix("add_to_path", folder=wheel.folder))))
+            break
+    return out
+
+
+def mismatches(t: CudaTable, files_in) -> list[Mismatch]:
+    return (rule_no_driver(t) + rule_driver_too_old(t) + rule_cuda_major_missing(t, files_in)
+            + rule_framework_toolkit_major(t, files_in) + rule_path_order(t, files_in) + rule_cudnn_major_missing(t)
+            + rule_cudnn_cuda_major(t) + rule_wheel_not_searched(t, files_in))
+
+
+# --- words: made from the typed fields, in one place ----------------------------------------------------------
+
+def fix_text(f: CudaFix, platform: Platform = "windows") -> str:
+    if f.action in ("update_driver", "install_driver"):
+        verb = "update the NVIDIA driver" if f.action == "update_driver" else "install an NVIDIA driver"
+        extra = f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited feature set)" \
+            if f.family_driver else ""
+        return (f"{verb} to >= {f.driver}{extra}" if f.action == "update_driver" else f"{verb} >= {f.driver}{extra}") \
+            if f.driver else verb
+    if f.action == "install_cuda":
+        return f"install the CUDA {f.cuda}.x libraries it loads: a CUDA {f.cuda} toolkit" + \
+            (f", or `pip install {f.package}`" if f.package else "")
+    if f.action == "other_build":
+        return f"or install the {f.package} build for CUDA {f.cuda}"
+    if f.action == "add_to_path":
+        return (f'put {f.folder} on PATH (os.environ["PATH"] = r"{f.folder};" + os.environ["PATH"] in Python, before the load)'
+                if platform == "windows" else f"put {f.folder} on LD_LIBRARY_PATH")
+    if f.action == "reorder_path":
+        return f"put {f.folder} before {f.before} on PATH"
+    if f.action == "install_cudnn":
+        return f"install cuDNN {f.cudnn} for CUDA {f.cuda}" + (f" (`pip install {f.package}`)" if f.package else "")
+    if f.action == "preload_dlls":
+        return "call onnxruntime.preload_dlls() before creating the session (it loads the nvidia-* wheels' DLLs by full path)"
+    if f.action == "preload_full_path":
+        return "before the first GPU call: " + "; ".join(f'ctypes.CDLL(r"{p}")' for p in f.files)
+    return f.action
+
+
+def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
+    """The sentence naming a mismatch, then its fixes."""
+    needs = f"bundles CUDA {m.needs_cuda}" if m.bundled else f"needs CUDA {m.needs_cuda}"
+    if m.kind == "no_driver":
+        s = f"{m.subject} {needs}, and no NVIDIA driver was found"
+    elif m.kind in ("driver_too_old", "driver_minor_compat"):
+        sup = f"supports up to CUDA {m.driver_supports}" if m.driver_supports else "supports no CUDA this table knows"
+        how = "" if m.kind == "driver_too_old" else " (it runs only through minor version compatibility, with a limited feature set)"
+        s = f"{m.subject} {needs}; your driver {m.driver} {sup}{how}"
+    elif m.kind == "cuda_major_missing":
+        s = f"{m.subject} is built for CUDA {m.needs_cuda} and loads {m.dll}, which is nowhere here" + \
+            (f" (only {m.have})" if m.have else "")
+    elif m.kind == "framework_toolkit_major":
+        s = f"{m.subject} is built for CUDA {m.needs_cuda}; PATH reaches only {m.have} ({m.found[0]}), and {m.dll} " \
+            f"is in {m.found[1]}, which is not on PATH"
+    elif m.kind == "path_order":
+        s = f"{m.subject} want CUDA {m.needs_cuda}, but {m.dll} of {m.have} ({m.found[0]}) comes first on PATH and " \
+            f"wins every load of that name"
+    elif m.kind == "cudnn_major_missing":
+        s = f"{m.subject} needs {m.dll}" + (f"; there is only {m.have}" if m.have else ", and no cuDNN was found")
+    elif m.kind == "cudnn_cuda_major":
+        s = f"{m.subject} uses CUDA {m.needs_cuda}, but the {m.dll} it gets ({m.found[0]}) is {m.have}"
+    elif m.kind == "wheel_not_searched":
+        s = f"{m.subject} needs {m.dll}: it is in {m.found[0]} (an nvidia-* wheel), which no search reaches"
+    else:  # pragma: no cover
+        s = m.kind
+    return s + ": " + "; ".join(fix_text(f, platform) for f in m.fixes) if m.fixes else s
+
+
+# --- a trace and a scenario as worlds -------------------------------------------------------------------------
+
+def facts_of_scenario(scenario) -> WorldFacts:
+    """The table's facts in a scenario: its [[file]] entries (a file's `version` is its PE version), its
+    folders, its [process] path and env. Nothing else is made up."""
+    known = [f.path for f in scenario.world.all_files()] + list(scenario.source.get("folders", []))
+    return WorldFacts(scenario.world, scenario.process, known, origin="scenario")
+
+
+def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[WorldFacts]:
+    """The table's facts in a trace: the variables its `env` event recorded (PATH, CUDA_PATH, CUDA_PATH_V*),
+    the files it touched (their `file` events: PE facts with versions) and the folders it saw; site-packages
+    from its `py_env`. None when the trace has no traced process."""
+    from dlltrace.trace.reader import nt_to_win32
+    from dlltrace.trace.replay import recorded_world, system_and_process
+
+    pids = trace.pids
+    if pid is None:
+        if not pids:
+            return None
+        pid = pids[0]
+    _, process = system_and_process(trace, pid)
+    world = recorded_world(trace, pid)
+    known = [e["path"] for e in trace.of("file") if isinstance(e.get("path"), str) and e.get("kind") not in ("missing", "nodir")]
+    known += [nt_to_win32(e["path"]) for e in trace.of("probe", pid=pid)
+              if isinstance(e.get("path"), str) and int(e.get("status") or 0) < 0x80000000]
+    py = next(trace.of("py_env", pid=pid), None) or {}
+    site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and winpath.basename(p).lower() == "site-packages"
+            and winpath.is_absolute(p)]
+    return WorldFacts(world, process, [k for k in known if k and winpath.is_absolute(k)], site, origin="trace")

@@ -1,0 +1,208 @@
+"""The CUDA stack table's three forms: terminal text (rich tables, as explained.Block), Markdown, and JSON
+(schemas/cuda-v1.json, docs/cuda.md). Every word comes from a typed field of cuda.CudaTable; the
+sentences of a mismatch and of a fix are cuda.mismatch_text and cuda.fix_text.
+
+For `dlltrace report`: cuda_table_of_trace(trace) is the table of what the trace recorded, or None when
+the trace touched no CUDA file and recorded no CUDA variable (then the report shows nothing of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from dlltrace.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, fix_text, mismatch_text
+from dlltrace.report.explained import Block, LineStyle, Styled, block_lines
+
+FORMAT = "dlltrace-cuda"
+VERSION = 1
+
+
+def cuda_table_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaTable]:
+    """The table of a trace's process (the first by default), from what it recorded: its PATH-like
+    variables and the files it touched. None when there is nothing CUDA in it."""
+    facts = facts_of_trace(trace, pid)
+    if facts is None:
+        return None
+    table = cuda_table(facts)
+    if table.empty and not table.cuda_path:
+        return None
+    return table
+
+
+# --- JSON ---------------------------------------------------------------------------------------------------
+
+def _fix_dict(f, platform) -> dict[str, Any]:
+    d = dataclasses.asdict(f)
+    d["files"] = list(f.files)
+    d["text"] = fix_text(f, platform)
+    return d
+
+
+def _mismatch_dict(m: Mismatch, platform) -> dict[str, Any]:
+    d = {k: v for k, v in dataclasses.asdict(m).items() if k != "fixes"}
+    d["found"] = list(m.found)
+    d["fixes"] = [_fix_dict(f, platform) for f in m.fixes]
+    d["text"] = mismatch_text(m, platform)
+    return d
+
+
+def cuda_dict(t: CudaTable) -> dict[str, Any]:
+    """The documented JSON form (schemas/cuda-v1.json)."""
+    def plain(x):
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(x).items()}
+
+    return {
+        "format": FORMAT, "version": VERSION, "platform": t.platform, "origin": t.origin,
+        "driver": plain(t.driver) if t.driver else None,
+        "toolkits": [plain(x) for x in t.toolkits],
+        "cudnn": [plain(x) for x in t.cudnns],
+        "wheels": [plain(x) for x in t.wheels],
+        "frameworks": [plain(x) for x in t.frameworks],
+        "mismatches": [_mismatch_dict(m, t.platform) for m in t.mismatches],
+        "path": list(t.path), "cuda_path": t.cuda_path, "sources": list(t.sources),
+    }
+
+
+# --- the rows, shared by text and Markdown ---------------------------------------------------------------------
+
+def _or(v, dash: str = "—") -> str:
+    return str(v) if v not in (None, "") else dash
+
+
+def driver_line(t: CudaTable) -> tuple[str, LineStyle]:
+    d = t.driver
+    name = "nvcuda.dll" if t.platform == "windows" else "libcuda.so"
+    if d is None:
+        where = ", ".join(_system_places(t)) or "the system folders"
+        return f"no NVIDIA driver found ({name} is not in {where})", "warning"
+    ver = d.version or "unknown version"
+    fv = f" (file version {d.file_version})" if d.file_version else ""
+    sup = (f"supports CUDA up to {d.supports}" if d.supports else "supports no CUDA release this table knows") + \
+        (f", CUDA {d.supports_major}.x through minor version compatibility"
+         if d.supports_major and (not d.supports or int(d.supports.split('.')[0]) < d.supports_major) else "")
+    return f"{ver}{fv} · {sup} · {d.path}", ""
+
+
+def _system_places(t: CudaTable) -> list[str]:
+    return ["System32"] if t.platform == "windows" else ["the library folders"]
+
+
+def toolkit_rows(t: CudaTable) -> list[tuple[str, ...]]:
+    return [(tk.version, tk.bin if tk.exists else f"{tk.root} (not there)",
+             f"{tk.cudart.name} {_or(tk.cudart.version, '')}".strip() if tk.cudart else "—",
+             f"{tk.cublas.name} {_or(tk.cublas.version, '')}".strip() if tk.cublas else "—",
+             ", ".join(tk.sources), f"PATH {tk.path_index}" if tk.path_index else "not on PATH")
+            for tk in t.toolkits]
+
+
+def cudnn_rows(t: CudaTable) -> list[tuple[str, ...]]:
+    return [(_or(c.version, str(c.major)), f"cuDNN {c.major}",
+             f"CUDA {c.cuda_major} ({c.cuda_major_from})" if c.cuda_major else "CUDA ?", c.folder,
+             f"PATH {c.on_path}" if c.on_path else "not on PATH") for c in t.cudnns]
+
+
+def wheel_rows(t: CudaTable) -> list[tuple[str, ...]]:
+    return [(f"nvidia-{w.name}", f"CUDA {w.cuda_major}" if w.cuda_major else "CUDA ?", w.folder,
+             "on the search path" if w.searched else "not searched", ", ".join(w.files)) for w in t.wheels]
+
+
+def framework_rows(t: CudaTable) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for fw in t.frameworks:
+        cuda = "CPU build" if fw.cpu_build else f"CUDA {fw.cuda}" if fw.cuda else "CUDA ?"
+        if fw.cudnn_major:
+            cuda += f", cuDNN {fw.cudnn_major}"
+        src = fw.cuda_from or "its files say nothing of CUDA"
+        libs = (f"bundles {len(fw.bundles)} CUDA file{'s' if len(fw.bundles) != 1 else ''}" if fw.bundles else "") + \
+            ("; " if fw.bundles and fw.needs else "") + (f"loads {', '.join(fw.needs)}" if fw.needs else "")
+        out.append((f"{fw.name} {_or(fw.version, '')}".strip(), cuda, src, libs or "—", fw.folder))
+    return out
+
+
+HEADERS = {
+    "toolkits": ("CUDA", "bin", "cudart", "cuBLAS", "found by", "PATH"),
+    "cudnn": ("version", "major", "built for", "folder", "PATH"),
+    "wheels": ("wheel", "CUDA", "folder", "search", "files"),
+    "frameworks": ("framework", "build", "read from", "CUDA files", "folder"),
+}
+
+
+def _sections(t: CudaTable) -> list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]]:
+    return [("Toolkits", HEADERS["toolkits"], toolkit_rows(t)), ("cuDNN", HEADERS["cudnn"], cudnn_rows(t)),
+            ("nvidia-* wheels", HEADERS["wheels"], wheel_rows(t)), ("Frameworks", HEADERS["frameworks"], framework_rows(t))]
+
+
+def heading(t: CudaTable) -> str:
+    where = {"machine": "this machine", "scenario": "the scenario", "trace": "what the trace recorded"}.get(t.origin, t.origin)
+    return f"CUDA stack ({where}, {t.platform})"
+
+
+# --- text -------------------------------------------------------------------------------------------------------
+
+def _rich_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
+    from rich.table import Table
+
+    tb = Table(box=None, show_header=True, header_style="bold", show_edge=False, pad_edge=False, padding=(0, 1),
+               expand=False)
+    for h in headers:
+        tb.add_column(h, no_wrap=False, overflow="fold")
+    for r in rows:
+        tb.add_row(*r)
+    return tb
+
+
+def cuda_blocks(t: CudaTable) -> list[Block]:
+    """The table for a terminal (explained.print_blocks) or as plain lines (explained.block_lines)."""
+    from rich.padding import Padding
+
+    out: list[Block] = [Styled(heading(t), "heading")]
+    text, style = driver_line(t)
+    out.append(Styled(f"  Driver  {text}", style))
+    for title, headers, rows in _sections(t):
+        if not rows:
+            out.append(Styled(f"  {title}  none found", "muted"))
+            continue
+        out.append(Styled(f"  {title}", "heading"))
+        out.append(Padding(_rich_table(headers, rows), (0, 0, 0, 4), expand=False))
+    if t.mismatches:
+        out.append(Styled("  Mismatches", "heading"))
+        for m in t.mismatches:
+            out.append(Styled(f"    ✗ {mismatch_text(m, t.platform)}", "failure" if m.severity == "error" else "warning"))
+    else:
+        out.append(Styled("  No mismatch between the parts found", "success" if not t.empty else "muted"))
+    return out
+
+
+def cuda_lines(t: CudaTable) -> list[str]:
+    return block_lines(cuda_blocks(t))
+
+
+def cuda_text(t: CudaTable) -> str:
+    return "\n".join(cuda_lines(t))
+
+
+# --- Markdown -----------------------------------------------------------------------------------------------------
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def cuda_markdown(t: CudaTable, level: int = 3) -> str:
+    h = "#" * level
+    lines = [f"{h} {heading(t)}", "", f"**Driver:** {_md_cell(driver_line(t)[0])}", ""]
+    for title, headers, rows in _sections(t):
+        lines.append(f"**{title}:**" + (" none found" if not rows else ""))
+        lines.append("")
+        if rows:
+            lines.append("| " + " | ".join(headers) + " |")
+            lines.append("|" + "---|" * len(headers))
+            lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+            lines.append("")
+    if t.mismatches:
+        lines.append("**Mismatches:**")
+        lines.append("")
+        lines += [f"- {'❌' if m.severity == 'error' else '⚠️'} {_md_cell(mismatch_text(m, t.platform))}" for m in t.mismatches]
+    else:
+        lines.append("No mismatch between the parts found.")
+    return "\n".join(lines) + "\n"
