@@ -317,6 +317,30 @@ def test_rule_died_in_load(tmp_path):
     assert V.rule_died_in_load([]) is None
 
 
+def test_rule_cut_by_cap(tmp_path):
+    """A load the size cap cut short (its end dropped) is not a load the process died in: unknown, said so;
+    a load wholly before the first dropped line keeps its verdict."""
+    w = writer()
+    two_failures(w)
+    w.ev("load_begin", api="LoadLibraryW", name="C:\\app\\cut.dll", flags=0, parent=None, depth=0, ctx=None,
+         caller=PY + "\\python312.dll")
+    first_t = w.t + 500  # lines were dropped from here on: cut.dll's end among them
+    w.ev("capped", max_size=1 << 20, dropped={"load_end": 1, "probe": 7}, dropped_bytes=900, first_t=first_t)
+    w.lines[-1]["seq"] = 0
+    p = build(tmp_path, w, 1)
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason) for v in by_name["cut.dll"]] == [("unknown", "cut_by_cap")]
+    assert [(v.fate, v.reason) for v in by_name["_ext.pyd"]] == [("fatal", "nonzero_exit")]
+    text = produce(p)
+    assert "whether it failed is not known" in text and "The trace reached its size cap of 1 MB" in text
+    rep = produce(p, "json")
+    assert rep["capped"]["dropped"] == {"load_end": 1, "probe": 7}
+    # without the capped event the same lines read as a process that died inside cut.dll's load
+    w.lines = [e for e in w.lines if e.get("ev") not in ("capped", "exit")]
+    p2 = build(tmp_path, w, None, name="u.jsonl")
+    assert [(v.fate, v.reason) for v in verdicts_by_name(p2)["cut.dll"]] == [("fatal", "died_in_load")]
+
+
 def test_rule_no_exit_is_unknown_and_still_counted(tmp_path):
     w = writer()
     two_failures(w)

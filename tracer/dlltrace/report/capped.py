@@ -68,7 +68,7 @@ def capped_line(cap: Capped) -> str:
     parts += [f"{v:,} {k}" for k, v in cap.dropped.items() if k not in KIND_WORDS]
     return (f"The trace reached its size cap of {size_text(cap.max_size)} (dlltrace run --max-size): "
             f"{cap.total:,} events after it were dropped ({', '.join(parts)}; {size_text(cap.dropped_bytes)}). "
-            "Loads after the cap are not in this report, and those it cut get no verdict; "
+            "Loads after the cap are not in this report, and whether those it cut short failed is not known; "
             "run again with a larger --max-size (or 0, no cap) to see them.")
 
 

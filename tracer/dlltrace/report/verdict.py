@@ -23,6 +23,7 @@ from typing import Literal, Optional, get_args
 
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
+from dlltrace.report.capped import Capped, capped, cut_by_cap
 from dlltrace.trace.replay import Replayed
 from dlltrace.trace.reader import Trace
 
@@ -39,6 +40,7 @@ Reason = Literal[
     "nonzero_exit",          # fatal: the program exited non-zero; the last failed load
     "another_was_fatal",     # went_on: the program went past it; another load was the failure
     "no_exit",               # unknown: no exit code and no exception recorded for this process
+    "cut_by_cap",            # unknown: the trace reached its size cap while this load ran (report/capped.py)
 ]
 FATES: tuple[str, ...] = get_args(Fate)
 REASONS: tuple[str, ...] = get_args(Reason)
@@ -161,6 +163,13 @@ def rule_exit_zero(code: Optional[int]) -> Optional[Verdict]:
     return Verdict("went_on", "exit_zero", exit_code=0) if code == 0 else None
 
 
+def rule_cut_by_cap(r: Replayed, cap: Optional[Capped]) -> Optional[Verdict]:
+    """The trace reached its size cap (`run --max-size`) while this load ran: its end, probes or nested
+    loads may have been dropped, so whether and why it failed is not known (it is not a load the process
+    died in, whatever the lines that are left say)."""
+    return Verdict("unknown", "cut_by_cap") if cut_by_cap(cap, r.load) else None
+
+
 def rule_retried_ok(r: Replayed, later_ok: list[Replayed]) -> Optional[Verdict]:
     """A failure followed by a successful load of the same module: the program went on (torch's retry)."""
     for ok in later_ok:
@@ -222,6 +231,7 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
     end = ending(trace)
     # a killed process has no exit code of its own (Wine gives 0 for it): not an exit with 0
     code = None if end.kind == "killed" and end.pid == pid else trace.exit_code(pid)
+    cap = capped(trace)
     exc_event = next(reversed(list(trace.of("py_exception", pid=pid))), None)
     exc = PyException.from_event(exc_event) if exc_event else None
     # the loads that succeeded, by file name (of the name asked and of the path loaded): a failure is
@@ -236,7 +246,8 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
         if not r.failed and not r.result.error:
             continue  # a load that succeeded, and the model agrees: no verdict needed
         later_ok = ok_by_name.get(winpath.basename(r.load.name or "").lower(), [])
-        v = rule_could_not_start(r) or rule_real_load_succeeded(r) or rule_exit_zero(code) or rule_retried_ok(r, later_ok)
+        v = (rule_could_not_start(r) or rule_real_load_succeeded(r) or rule_exit_zero(code) or rule_cut_by_cap(r, cap)
+             or rule_retried_ok(r, later_ok))
         if v is not None:
             out[key(r)] = v
         else:
@@ -315,6 +326,8 @@ def reason_text(v: Verdict) -> str:
                          "it did not load afterwards"),
         "another_was_fatal": f"the program went past it; {rel} was the failure",
         "no_exit": "the trace does not say how this process ended (no exit code, no Python exception)",
+        "cut_by_cap": ("the trace reached its size cap (--max-size) while this load ran, and lines of it were "
+                       "dropped: whether it failed is not known"),
     }[v.reason]
 
 
