@@ -57,10 +57,10 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install uses the tree's tracer/dlltrace/bin/ (native/build.sh): left alone
         out = Path(self.build_lib) / "dlltrace" / "bin"
         shutil.rmtree(out, ignore_errors=True)  # (a file the tree or an earlier build left there never ships)
-        if getattr(self, "editable_mode", False):
-            return  # an editable install uses the tree's tracer/dlltrace/bin/ (native/build.sh)
         if wheel_platform() == "win_amd64":
             build_sh = HERE / "native" / "build.sh"
             if not build_sh.is_file():
