@@ -82,7 +82,7 @@ def wheel_python(filename: str) -> tuple[str, str, str]:
 
 def open_target(given: str, python: Optional[str] = None, use_cache: bool = True) -> Target:
     """The static world of a .whl, a folder (a package or a site-packages tree) or a .dll/.pyd/.exe
-    (with the files of its folder). A bad argument is a DlltraceError (exit 2)."""
+    (with the files of its folder and the folders below). A bad argument is a DlltraceError (exit 2)."""
     if not os.path.exists(given):
         raise DlltraceError(f"{given}: no such file or folder", EXIT_USAGE)
     system = builtin_system()
@@ -112,7 +112,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
     host = os.path.abspath(given)
     folder = os.path.dirname(host)
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
-    files = [f for f in folder_files(folder, root) if "\\" not in winpath.normalize(f.path)[len(root) + 1:]]
+    files = folder_files(folder, root)  # the file's folder and the folders below it
     world = StaticWorld(system, files, py, system_world=live)
     focus = winpath.join(root, os.path.basename(host))
     return Target(given, "file", world, files, root, py, "x64", focus=focus)

@@ -47,7 +47,7 @@ def execute(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        console = Console(highlight=False, markup=False, emoji=False, soft_wrap=not sys.stdout.isatty())
+        console = Console(highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 160)
         for r in results:
             print_check(r, console, all_rows=args.all)
     return EXIT_OK if all(r.ok for r in results) else EXIT_PROBLEMS

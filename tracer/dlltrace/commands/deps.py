@@ -55,7 +55,7 @@ def execute(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        print_deps(result, Console(highlight=False, markup=False, emoji=False, soft_wrap=not sys.stdout.isatty()))
+        print_deps(result, Console(highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 160))
     return EXIT_PROBLEMS if result.problems else EXIT_OK
 
 

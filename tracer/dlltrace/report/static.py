@@ -43,7 +43,8 @@ def _status(a: LoadAnalysis, node: Node) -> str:
         if p is not None:
             return p.kind
     if node.cause:
-        return node.cause if node.cause in STATUS_WORDS else "failed"
+        cause = {"not_found": "missing", "bad_machine": "wrong_machine"}.get(node.cause, node.cause)
+        return cause if cause in STATUS_WORDS else "failed"
     if node.error:
         return "failed"
     if node.how_kind in ("already_loaded", "loaded_same_file", "loaded_candidate"):
@@ -96,7 +97,9 @@ def _first_error(a: LoadAnalysis) -> int:
     from dlltrace.model import CAUSE_ERROR
 
     kind = a.problems[0].kind
-    return CAUSE_ERROR.get(kind if kind != "missing" else "not_found", 126)  # type: ignore[call-overload]
+    errors: dict[str, int] = {str(k): v for k, v in CAUSE_ERROR.items()}
+    errors["missing"], errors["wrong_machine"] = errors["not_found"], errors["bad_machine"]
+    return errors.get(kind, 126)
 
 
 def _world_dict(target: Target) -> dict:
@@ -177,11 +180,11 @@ def print_deps(r: DepsResult, console: Console) -> None:
                                + (f"{_shown(target, d.path)} [{d.how}]" if not d.error else "MISSING")
                                + f"  {d.klass.label}", style="dim" if not d.error else "red"))
         for p in a.problems:
-            console.print(Text("  ✗ " + problem_line(target, p), style="red"))
+            console.print(Text("  ✗ " + problem_line(target, p), style="red"), soft_wrap=True)
         if a.ok:
             console.print(Text("  ✓ loads", style="green"))
     console.print()
-    console.print(Text(deps_summary(r), style="bold"))
+    console.print(Text(deps_summary(r), style="bold"), soft_wrap=True)
 
 
 def deps_summary(r: DepsResult) -> str:
@@ -276,5 +279,5 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
         console.print(Text(f"({hidden} Windows and API-set imports not shown: --all shows them)", style="dim"))
     for p in r.problems:
         if p.kind != "not_allowed":
-            console.print(Text(f"✗ {p.kind.replace('_', ' ')}: {p.detail}", style="red"))
-    console.print(Text(check_summary(r), style="bold green" if r.ok else "bold red"))
+            console.print(Text(f"✗ {p.kind.replace('_', ' ')}: {p.detail}", style="red"), soft_wrap=True)
+    console.print(Text(check_summary(r), style="bold green" if r.ok else "bold red"), soft_wrap=True)

@@ -181,8 +181,12 @@ def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[Targe
             host = os.path.join(dirpath, fn)
             rel = os.path.relpath(host, root).replace(os.sep, "\\")
             path = winpath.join(virtual_root, rel)
-            out.append(TargetFile(path, host, (lambda h=host, p=path: _facts(p, read_pe_facts(h)))))
+            out.append(TargetFile(path, host, _host_reader(host, path)))
     return out
+
+
+def _host_reader(host: str, path: str) -> Callable[[], FileFacts]:
+    return lambda: _facts(path, read_pe_facts(host))
 
 
 # --- the world --------------------------------------------------------------------------------------

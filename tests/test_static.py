@@ -1,0 +1,389 @@
+"""Static mode (`dlltrace deps`, `dlltrace check`, issue 12): rules on small mingw-built PEs, the
+classifier, and the real torch 2.5.1, onnxruntime-gpu 1.31.1 and ctranslate2 win_amd64 wheels
+(fetched into ~/.cache/dlltrace-tests/wheels; skipped offline, failed in CI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import realwheels
+from dlltrace import static
+from dlltrace.classify import classify
+from dlltrace.worlds.static import FactsCache, wheel_member_path
+from winetools import CC32, mingw_compile, require
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "static-v1.json").read_text(encoding="utf-8"))
+
+
+def dlltrace(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if cache is not None:
+        env["DLLTRACE_CACHE"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "dlltrace", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=600)
+
+
+def as_json(run: subprocess.CompletedProcess) -> dict:
+    assert run.stdout.startswith("{"), run.stderr[-2000:]
+    doc = json.loads(run.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
+
+
+def wheel(key: str) -> Path:
+    try:
+        return realwheels.fetch_wheel(realwheels.WHEELS[key])
+    except realwheels.WheelUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
+        pytest.skip(f"offline: {e}")
+
+
+# --- small PEs built with mingw -----------------------------------------------------------------------
+B_C = "__declspec(dllexport) int fb(void) { return 1; }\n__declspec(dllexport) int fb2(void) { return 2; }\n"
+B_STALE_C = "__declspec(dllexport) int fb2(void) { return 2; }\n"
+C_C = "__declspec(dllexport) int fc(void) { return 3; }\n"
+D_C = "__declspec(dllexport) int fd(void) { return 4; }\n"
+A_C = "int fb(void); int fc(void); int fd(void);\n__declspec(dllexport) int fa(void) { return fb() + fc() + fd(); }\n"
+
+
+@pytest.fixture(scope="module")
+def pes(tmp_path_factory) -> dict[str, Path]:
+    """a.dll imports fb from b.dll, fc from c.dll, fd from d.dll; the built DLLs kept aside in `lib`."""
+    require("mingw64")
+    d = tmp_path_factory.mktemp("static")
+    lib = d / "lib"
+    lib.mkdir()
+    out: dict[str, Path] = {}
+    for name, text in (("b", B_C), ("c", C_C), ("d", D_C)):
+        (lib / f"{name}.c").write_text(text)
+        out[name] = mingw_compile([lib / f"{name}.c"], lib / f"{name}.dll", dll=True,
+                                  extra=[f"-Wl,--out-implib,{lib / f'lib{name}.a'}"])
+    (lib / "a.c").write_text(A_C)
+    out["a"] = mingw_compile([lib / "a.c", lib / "libb.a", lib / "libc.a", lib / "libd.a"], lib / "a.dll", dll=True)
+    (lib / "stale.c").write_text(B_STALE_C)
+    (lib / "stale").mkdir()
+    out["b_stale"] = mingw_compile([lib / "stale.c"], lib / "stale" / "b.dll", dll=True)
+    if CC32 and subprocess.run(["which", CC32], capture_output=True).returncode == 0:
+        (lib / "b32").mkdir()
+        out["b32"] = mingw_compile([lib / "b.c"], lib / "b32" / "b.dll", dll=True, bits=32)
+    out["dir"] = d
+    return out
+
+
+def package(pes: dict[str, Path], name: str, files: dict[str, str]) -> Path:
+    """A folder `name` holding copies of built DLLs: {relative path: key in pes}."""
+    root = pes["dir"] / name
+    for rel, key in files.items():
+        dst = root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(pes[key].read_bytes())
+    return root
+
+
+def deps_json(target: Path, *extra: str, cache: Path | None = None) -> tuple[dict, int]:
+    run = dlltrace("deps", str(target), "--json", *extra, cache=cache)
+    return as_json(run), run.returncode
+
+
+def test_rule_every_missing_import_is_reported_not_only_the_first(pes):
+    """Windows stops at a.dll's first failing import (b.dll); static mode re-runs the load with a stand-in
+    and reports b.dll, c.dll and d.dll, each needed by a.dll, each with the folders searched."""
+    root = package(pes, "only_a", {"a.dll": "a"})
+    doc, code = deps_json(root / "a.dll")
+    assert code == 1
+    (load,) = doc["loads"]
+    missing = [p["dll"] for p in load["problems"] if p["kind"] == "missing"]
+    assert missing == ["b.dll", "c.dll", "d.dll"]
+    assert all(p["needed_by"] == ["a.dll"] for p in load["problems"])
+    assert load["problems"][0]["searched"][0]["rule"].startswith("DLL_LOAD_DIR")
+    kids = {c["name"]: c["status"] for c in load["tree"]["children"]}
+    assert kids["b.dll"] == kids["c.dll"] == kids["d.dll"] == "missing"
+    assert load["rounds"] == 4  # one load per problem, then the one that gets through
+
+
+def test_rule_found_dlls_carry_the_rule_that_found_them(pes):
+    root = package(pes, "complete", {"a.dll": "a", "b.dll": "b", "c.dll": "c", "d.dll": "d"})
+    doc, code = deps_json(root / "a.dll")
+    assert code == 0 and doc["ok"]
+    (load,) = doc["loads"]
+    assert load["context"]["how"] == "ctypes" and load["context"]["flags"] == 0x1100
+    kids = {c["name"]: c for c in load["tree"]["children"]}
+    assert kids["b.dll"]["how_kind"] == "search" and kids["b.dll"]["how"].startswith("DLL_LOAD_DIR")
+    assert kids["b.dll"]["status"] == "loaded" and kids["b.dll"]["class"]["kind"] == "bundled"
+    assert kids["KERNEL32.dll"]["class"]["kind"] == "windows"
+
+
+def test_rule_wrong_machine_copy_is_reported_and_the_rest_still_checked(pes):
+    if "b32" not in pes:
+        require("mingw32")
+    root = package(pes, "wrong_machine", {"a.dll": "a", "b.dll": "b32", "d.dll": "d"})
+    doc, code = deps_json(root / "a.dll")
+    assert code == 1
+    kinds = [(p["kind"], p["dll"]) for p in doc["loads"][0]["problems"]]
+    assert kinds == [("wrong_machine", "b.dll"), ("missing", "c.dll")]
+    assert doc["loads"][0]["problems"][0]["machine"] == "x86"
+
+
+def test_rule_missing_export_against_the_copy_that_is_bound(pes):
+    root = package(pes, "stale", {"a.dll": "a", "b.dll": "b_stale", "c.dll": "c", "d.dll": "d"})
+    doc, code = deps_json(root / "a.dll")
+    assert code == 1
+    (p,) = doc["loads"][0]["problems"]
+    assert (p["kind"], p["dll"], p["exports"], p["needed_by"]) == ("missing_export", "b.dll", ["fb"], ["a.dll"])
+    assert p["path"].endswith("stale\\b.dll")
+
+
+def test_rule_pyd_default_is_the_extension_import_and_python_version_changes_it(pes):
+    root = package(pes, "ext", {"m.pyd": "a", "b.dll": "b", "c.dll": "c", "d.dll": "d"})
+    doc, _ = deps_json(root / "m.pyd")
+    assert doc["loads"][0]["context"]["how"] == "python_import" and doc["loads"][0]["context"]["flags"] == 0x1100
+    doc, _ = deps_json(root / "m.pyd", "--python", "3.7")
+    assert doc["loads"][0]["context"]["flags"] == 0x8  # LOAD_WITH_ALTERED_SEARCH_PATH before 3.8
+    doc, _ = deps_json(root / "m.pyd", "--flags", "0x800")
+    assert doc["loads"][0]["context"] == {**doc["loads"][0]["context"], "how": "LoadLibraryExW", "flags": 0x800}
+
+
+def test_rule_add_dll_directory_reaches_a_subfolder(pes):
+    """b.dll in lib\\ is bundled but not searched (reported with where it is); --add-dll-directory lib finds it."""
+    root = package(pes, "sub", {"m.pyd": "a", "lib/b.dll": "b", "lib/c.dll": "c", "lib/d.dll": "d"})
+    doc, code = deps_json(root / "m.pyd")
+    assert code == 1
+    first = doc["loads"][0]["problems"][0]
+    assert first["dll"] == "b.dll" and first["class"]["bundled"] and first["elsewhere"][0].endswith("sub\\lib\\b.dll")
+    doc, code = deps_json(root, "--only", "m.pyd", "--add-dll-directory", "lib")
+    assert code == 0, doc["loads"][0]["problems"]
+    b = next(c for c in doc["loads"][0]["tree"]["children"] if c["name"] == "b.dll")
+    assert b["how"].startswith("AddDllDirectory") and b["path"].endswith("sub\\lib\\b.dll")
+
+
+def test_deps_of_a_folder_loads_each_root_not_reached_before(pes):
+    root = package(pes, "tree", {"m.pyd": "a", "b.dll": "b", "c.dll": "c", "d.dll": "d"})
+    doc, code = deps_json(root)
+    assert code == 0
+    assert [Path(load["root"].replace("\\", "/")).name for load in doc["loads"]] == ["m.pyd"]  # b, c, d reached
+
+
+def test_markdown_and_text_name_every_missing_dll(pes):
+    root = package(pes, "md", {"a.dll": "a"})
+    md = dlltrace("deps", str(root / "a.dll"), "--markdown")
+    text = dlltrace("deps", str(root / "a.dll"))
+    assert md.returncode == text.returncode == 1
+    for out in (md.stdout, text.stdout):
+        assert all(n in out for n in ("b.dll", "c.dll", "d.dll")) and "MISSING" in out
+    assert "| missing | `c.dll` |" in md.stdout
+
+
+def _patch_linker(path: Path, major: int, minor: int) -> None:
+    data = bytearray(path.read_bytes())
+    (pe_at,) = struct.unpack_from("<I", data, 0x3C)
+    data[pe_at + 24 + 2] = major
+    data[pe_at + 24 + 3] = minor
+    path.write_bytes(bytes(data))
+
+
+VERSION_RC = """1 VERSIONINFO
+FILEVERSION 14,29,30133,0
+PRODUCTVERSION 14,29,30133,0
+BEGIN
+END
+"""
+
+
+def test_check_gate_vcruntime_older_and_allow(pes, tmp_path):
+    """A DLL linked by MSVC 14.40 (linker version patched in) next to a bundled msvcp140.dll 14.29: fail;
+    an import of cublas64_12.dll fails until --allow cuda."""
+    import shutil
+
+    windres = shutil.which("x86_64-w64-mingw32-windres")
+    if windres is None:
+        pytest.skip("needs x86_64-w64-mingw32-windres")
+    d = tmp_path
+    (d / "msvcp140.c").write_text("__declspec(dllexport) int f(void) { return 0; }\n")
+    (d / "v.rc").write_text(VERSION_RC)
+    subprocess.run([windres, str(d / "v.rc"), "-O", "coff", "-o", str(d / "v.o")], check=True)
+    pkg = d / "pkg"
+    pkg.mkdir()
+    mingw_compile([d / "msvcp140.c", d / "v.o"], pkg / "msvcp140.dll", dll=True,
+                  extra=[f"-Wl,--out-implib,{d / 'libmsvcp140.a'}"])
+    (d / "cublas.c").write_text("__declspec(dllexport) int g(void) { return 0; }\n")
+    mingw_compile([d / "cublas.c"], d / "cublas64_12.dll", dll=True, extra=[f"-Wl,--out-implib,{d / 'libcublas.a'}"])
+    (d / "user.c").write_text("int f(void); int g(void);\n__declspec(dllexport) int h(void) { return f() + g(); }\n")
+    user = mingw_compile([d / "user.c", d / "libmsvcp140.a", d / "libcublas.a"], pkg / "user.dll", dll=True)
+    run = dlltrace("check", str(pkg), "--json")
+    doc = as_json(run)
+    assert run.returncode == 1
+    assert [p["kind"] for p in doc["problems"]] == ["not_allowed"]  # GNU ld's linker version is not MSVC's
+    assert doc["cuda_majors"] == [12] and doc["vcruntime_bundled"] == "14.29.30133.0"
+    _patch_linker(user, 14, 40)
+    doc = as_json(run := dlltrace("check", str(pkg), "--json", "--allow", "cuda"))
+    assert run.returncode == 1
+    assert [p["kind"] for p in doc["problems"]] == ["vcruntime_older"] and doc["vcruntime_required"] == "14.40"
+    _patch_linker(user, 14, 29)
+    run = dlltrace("check", str(pkg), "--allow", "cuda")
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1].startswith("PASS")
+
+
+def test_check_bad_arguments_are_one_line_exit_2(tmp_path):
+    for args in (["check", str(tmp_path / "nope.whl")], ["check", str(tmp_path), "--allow", "cuda,bogus"],
+                 ["deps", str(tmp_path / "x.txt")]):
+        if args[1].endswith(".txt"):
+            (tmp_path / "x.txt").write_text("x")
+        run = dlltrace(*args)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("dlltrace: "), run.stderr
+    (tmp_path / "bad.whl").write_bytes(b"not a zip")
+    run = dlltrace("check", str(tmp_path / "bad.whl"))
+    assert run.returncode == 2 and "not a readable wheel" in run.stderr
+
+
+# --- the classifier --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, kind, label", [
+    ("cublasLt64_13.dll", "cuda", "CUDA 13 (cublasLt)"),
+    ("cudart64_110.dll", "cuda", "CUDA 11 (cudart)"),
+    ("cudart64_12.dll", "cuda", "CUDA 12 (cudart)"),
+    ("cufft64_11.dll", "cuda", "CUDA 12 (cufft)"),  # cuFFT 11 ships with CUDA 12
+    ("cusolver64_11.dll", "cuda", "CUDA 11/12 (cusolver)"),
+    ("nvrtc64_120_0.dll", "cuda", "CUDA 12 (nvrtc)"),
+    ("cudnn_graph64_9.dll", "cudnn", "cuDNN 9"),
+    ("MSVCP140.dll", "vcruntime", "VC++ runtime 14"),
+    ("vcruntime140_1.dll", "vcruntime", "VC++ runtime 14"),
+    ("msvcp140_clr0400.dll", "other", "external"),  # .NET's private copy, not the VC++ runtime (Windows 11 list only)
+    ("dbghelp.dll", "windows", "Windows"),
+    ("python311.dll", "python", "Python 3.11"),
+    ("libiomp5md.dll", "mkl_openmp", "MKL/OpenMP"),
+    ("mkl_core.2.dll", "mkl_openmp", "MKL/OpenMP"),
+    ("nvcuda.dll", "nvidia_driver", "NVIDIA driver"),
+    ("KERNEL32.dll", "windows", "Windows"),
+    ("api-ms-win-crt-heap-l1-1-0.dll", "apiset", "API set"),
+    ("nvinfer_10.dll", "tensorrt", "TensorRT 10"),
+    ("c10.dll", "other", "external"),
+])
+def test_classify(name, kind, label):
+    c = classify(name)
+    assert (c.kind, c.label) == (kind, label)
+
+
+def test_classify_bundled_keeps_what_it_is():
+    assert classify("c10.dll", bundled=True).kind == "bundled"
+    c = classify("msvcp140.dll", bundled=True, file_version="14.40.33810.0")
+    assert (c.kind, c.vc_version, c.label) == ("vcruntime", "14.40.33810.0", "VC++ runtime 14.40.33810.0, bundled")
+
+
+def test_wheel_data_members_go_to_their_scheme():
+    assert wheel_member_path("x-1.data/data/Library/bin/a.dll", "3.11") == "C:\\Python311\\Library\\bin\\a.dll"
+    assert wheel_member_path("torch/lib/c10.dll", "3.11") == "C:\\Python311\\Lib\\site-packages\\torch\\lib\\c10.dll"
+
+
+# --- the real wheels --------------------------------------------------------------------------------------
+def test_onnxruntime_gpu_check_classifies_cuda_13_and_the_vc_runtime(tmp_path):
+    w = wheel("onnxruntime")
+    run = dlltrace("check", str(w), "--json")
+    doc = as_json(run)
+    assert run.returncode == 1 and not doc["ok"]
+    rows = {r["dll"].lower(): r for r in doc["dlls"]}
+    assert rows["cublaslt64_13.dll"]["class"]["kind"] == "cuda"
+    assert rows["cublaslt64_13.dll"]["class"]["cuda_majors"] == [13]
+    assert rows["msvcp140.dll"]["class"]["kind"] == "vcruntime" and rows["msvcp140.dll"]["status"] == "not_allowed"
+    assert rows["onnxruntime_providers_shared.dll"]["status"] == "bundled"
+    assert doc["cuda_majors"] == [13] and doc["vcruntime_required"] == "14.44"
+    run = dlltrace("check", str(w), "--json", "--allow", "cuda,cudnn,tensorrt,vcruntime")
+    assert run.returncode == 0 and as_json(run)["ok"]
+
+
+def test_onnxruntime_gpu_deps_of_the_cuda_provider_lists_every_cuda_dll_missing():
+    w = wheel("onnxruntime")
+    run = dlltrace("deps", str(w), "--only", "onnxruntime_providers_cuda.dll", "--json")
+    doc = as_json(run)
+    assert run.returncode == 1
+    (load,) = doc["loads"]
+    assert load["source"] == "onnxruntime/capi/onnxruntime_providers_cuda.dll"
+    missing = {p["dll"].lower(): p for p in load["problems"] if p["kind"] == "missing"}
+    f = read_facts(w, "onnxruntime/capi/onnxruntime_providers_cuda.dll")
+    cuda_imports = {i.dll.lower() for i in f.imports if classify(i.dll).kind == "cuda"}
+    assert cuda_imports == {"cublaslt64_13.dll", "cublas64_13.dll"}
+    assert cuda_imports <= set(missing)
+    assert all(missing[n]["class"]["cuda_majors"] == [13] for n in cuda_imports)
+    assert {"msvcp140.dll", "msvcp140_atomic_wait.dll"} <= set(missing)
+
+
+def read_facts(w: Path, member: str):
+    from dlltrace.pe import pe_facts_from_bytes
+
+    with zipfile.ZipFile(w) as z:
+        return pe_facts_from_bytes(z.read(member))
+
+
+def test_torch_deps_of_torch_python_resolves_its_closure_in_torch_lib():
+    w = wheel("torch")
+    run = dlltrace("deps", str(w), "--only", "torch/lib/torch_python.dll", "--json")
+    doc = as_json(run)
+    (load,) = doc["loads"]
+    assert {p["dll"].lower() for p in load["problems"]} == {"msvcp140.dll"}  # not in a vanilla Windows
+    assert run.returncode == 1
+    kids = {c["name"]: c for c in load["tree"]["children"]}
+    assert kids["torch_cpu.dll"]["status"] in ("loaded", "already_loaded")
+    closure = set()
+
+    def walk(n):
+        if n["path"]:
+            closure.add(n["path"].rsplit("\\", 1)[-1].lower())
+        for c in n["children"]:
+            walk(c)
+    walk(load["tree"])
+    assert {"torch_cpu.dll", "c10.dll", "fbgemm.dll", "asmjit.dll", "libiomp5md.dll", "uv.dll", "shm.dll"} <= closure
+    torch_cpu = next(c for c in load["tree"]["children"] if c["name"] == "torch_cpu.dll" and c["how_kind"] == "search"
+                     ) if kids["torch_cpu.dll"]["how_kind"] == "search" else None
+    assert torch_cpu is None or torch_cpu["how"].startswith("DLL_LOAD_DIR")
+
+
+def test_torch_check_passes_with_the_vc_runtime_allowed():
+    w = wheel("torch")
+    run = dlltrace("check", str(w), "--json", "--allow", "vcruntime")
+    doc = as_json(run)
+    assert run.returncode == 0 and doc["ok"], doc["problems"]
+    rows = {r["dll"].lower(): r for r in doc["dlls"]}
+    assert rows["torch_cpu.dll"]["status"] == "bundled" and rows["libiomp5md.dll"]["class"]["kind"] == "mkl_openmp"
+    assert doc["cuda_majors"] == []  # the PyPI torch 2.5.1 Windows wheel is the CPU build
+    assert len(doc["files"]) == 16
+
+
+def test_ctranslate2_deps_and_check():
+    w = wheel("ctranslate2")
+    run = dlltrace("deps", str(w), "--only", "_ext.cp311-win_amd64.pyd", "--json")
+    doc = as_json(run)
+    kids = {c["name"]: c for c in doc["loads"][0]["tree"]["children"]}
+    assert kids["ctranslate2.dll"]["how"].startswith("DLL_LOAD_DIR")
+    assert kids["python311.dll"]["status"] == "already_loaded"
+    assert {p["dll"].lower() for p in doc["loads"][0]["problems"]} == {"msvcp140.dll"}
+    run = dlltrace("check", str(w), "--allow", "vcruntime", "--json")
+    doc = as_json(run)
+    assert run.returncode == 0
+    rows = {r["dll"].lower(): r for r in doc["dlls"]}
+    assert rows["libiomp5md.dll"]["status"] == "bundled" and rows["python311.dll"]["status"] == "python"
+
+
+def test_facts_cache_gives_the_facts_the_zip_member_gives(tmp_path):
+    w = wheel("torch")
+    cold = static.open_target(str(w), use_cache=False)
+    cache_dir = tmp_path / "cache"
+    os.environ["DLLTRACE_CACHE"] = str(cache_dir)
+    try:
+        for _ in range(2):  # the first run writes the cache, the second reads it
+            warm = static.open_target(str(w))
+            path = next(f.path for f in warm.files if f.path.lower().endswith("\\lib\\c10.dll"))
+            assert warm.world.file(path) == cold.world.file(path)
+        assert len(list(cache_dir.rglob("*.json"))) == 1
+    finally:
+        del os.environ["DLLTRACE_CACHE"]
+    info = zipfile.ZipFile(w).getinfo("torch/lib/c10.dll")
+    assert FactsCache.key(info).startswith(f"v1-{info.CRC:08x}-{info.file_size}-")
