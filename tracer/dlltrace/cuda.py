@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Literal, Mapping, Optional, Protocol
+from typing import Callable, Iterable, Literal, Mapping, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts
@@ -196,8 +196,18 @@ class CudaFacts(Protocol):
     def system_folders(self) -> list[str]:
         """Where the driver's user-mode library lives (System32; the Linux library folders)."""
 
+    def toolkit_parents(self) -> list[str]:
+        """Where toolkits are installed by default (CUDA\\v12.4 folders; /usr/local/cuda-12.4)."""
+
     def real_path(self, path: str) -> str:
         """The path with its links resolved (/usr/local/cuda -> /usr/local/cuda-13.0); itself in a world."""
+
+    def knows(self, path: str) -> bool:
+        """Whether the world can tell if the file is there (a trace knows only the files it touched)."""
+
+    def find_in_file(self, path: str, pattern: bytes) -> Optional[str]:
+        """The first group of `pattern` in a file's bytes (a name a DLL loads at run time: CTranslate2's
+        cublas64_12.dll); None when absent or the world holds no contents (a scenario, a trace)."""
 
 
 class _Paths:
@@ -230,10 +240,14 @@ class WorldFacts:
     platform: Platform = "windows"
 
     def __init__(self, world, process, known_paths: Iterable[str] = (), site_packages: Iterable[str] = (),
-                 texts: Optional[Mapping[str, str]] = None, origin: str = "scenario"):
+                 texts: Optional[Mapping[str, str]] = None, origin: str = "scenario",
+                 to_host: Optional[Callable[[str], Optional[str]]] = None):
+        """`to_host`: the world is a Windows layout on this disk (worlds/live.py PathMap: a Wine prefix, a
+        test's folder): its folders, texts and bytes are read from there."""
         self.world = world
         self.process = process
         self.origin = origin
+        self.to_host = to_host
         self._texts = {winpath.key(k): v for k, v in (texts or {}).items()}
         self._children: dict[str, dict[str, str]] = {}  # folder key -> {child key: child path}
         for p in known_paths:
@@ -270,21 +284,37 @@ class WorldFacts:
         return f if f is not None and f.pe is not None else None
 
     def exists(self, path: str) -> bool:
-        return self.world.file(path) is not None or winpath.key(path) in self._texts
+        if self.world.file(path) is not None or winpath.key(path) in self._texts:
+            return True
+        host = self.to_host(path) if self.to_host else None
+        return bool(host) and os.path.isfile(host or "")
 
     def files_in(self, folder: str) -> list[str]:
-        out = {winpath.key(p): p for p in self.world.files_in(folder)}
+        out = {winpath.key(p): p for p in self.world.files_in(folder) if self.world.file(p) is not None or self.to_host is None
+               or os.path.isfile(self.to_host(p) or "")}
         for ck, cp in self._children.get(winpath.key(folder), {}).items():
             if ck not in out and (self.world.file(cp) is not None or ck in self._texts):
                 out[ck] = cp
         return sorted(out.values(), key=str.lower)
 
     def folders_in(self, folder: str) -> list[str]:
-        return sorted((cp for ck, cp in self._children.get(winpath.key(folder), {}).items()
-                       if self.world.file(cp) is None and ck not in self._texts), key=str.lower)
+        out = {ck: cp for ck, cp in self._children.get(winpath.key(folder), {}).items()
+               if self.world.file(cp) is None and ck not in self._texts}
+        host = self.to_host(folder) if self.to_host else None
+        if host and os.path.isdir(host):
+            for e in sorted(os.listdir(host)):
+                if os.path.isdir(os.path.join(host, e)):
+                    out.setdefault(winpath.key(winpath.join(folder, e)), winpath.join(folder, e))
+        return sorted(out.values(), key=str.lower)
 
     def text(self, path: str) -> Optional[str]:
-        return self._texts.get(winpath.key(path))
+        got = self._texts.get(winpath.key(path))
+        host = self.to_host(path) if self.to_host and got is None else None
+        return _read_text(host) if host else got
+
+    def find_in_file(self, path: str, pattern: bytes) -> Optional[str]:
+        host = self.to_host(path) if self.to_host else None
+        return _name_in_binary(host, pattern) if host else None
 
     def site_packages(self) -> list[str]:
         return list(self._site)
@@ -295,6 +325,13 @@ class WorldFacts:
     def real_path(self, path: str) -> str:
         return path
 
+    def toolkit_parents(self) -> list[str]:
+        return [WIN_DEFAULT_ROOT]
+
+    def knows(self, path: str) -> bool:
+        self.world.file(path)  # (a RecordedWorld notes a path it has no record of in `unknown`)
+        return winpath.normalize(path) not in getattr(self.world, "unknown", ())
+
 
 class LiveFacts:
     """The machine dlltrace runs on. `root` maps the machine's paths under a folder (tests); `env`
@@ -303,11 +340,14 @@ class LiveFacts:
     origin = "machine"
 
     def __init__(self, platform: Optional[Platform] = None, env: Optional[Mapping[str, str]] = None,
-                 site_packages: Optional[Iterable[str]] = None, system_folders: Optional[Iterable[str]] = None):
+                 site_packages: Optional[Iterable[str]] = None, system_folders: Optional[Iterable[str]] = None,
+                 toolkit_parents: Optional[Iterable[str]] = None):
         self.platform: Platform = platform or ("windows" if sys.platform == "win32" else "linux")
         self._env = dict(os.environ if env is None else env)
         self._site = list(site_packages) if site_packages is not None else _python_site_packages()
         self._system = list(system_folders) if system_folders is not None else self._default_system()
+        self._toolkits = list(toolkit_parents) if toolkit_parents is not None else \
+            [WIN_DEFAULT_ROOT if self.platform == "windows" else "/usr/local"]
 
     def _default_system(self) -> list[str]:
         if self.platform == "windows":
@@ -344,12 +384,10 @@ class LiveFacts:
             return []
 
     def text(self, path: str) -> Optional[str]:
-        try:
-            if os.path.getsize(path) > 1 << 20:
-                return None
-            return Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return _read_text(path)
+
+    def find_in_file(self, path: str, pattern: bytes) -> Optional[str]:
+        return _name_in_binary(path, pattern)
 
     def site_packages(self) -> list[str]:
         return list(self._site)
@@ -359,6 +397,22 @@ class LiveFacts:
 
     def real_path(self, path: str) -> str:
         return os.path.realpath(path)
+
+    def toolkit_parents(self) -> list[str]:
+        return list(self._toolkits)
+
+    def knows(self, path: str) -> bool:
+        return True
+
+
+def _read_text(path: str) -> Optional[str]:
+    """A small text file's content (version.py); None when absent, unreadable or over 1 MB."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > 1 << 20:
+            return None
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _python_site_packages() -> list[str]:
@@ -503,6 +557,7 @@ class CudaTable:
     mismatches: tuple[Mismatch, ...]
     path: tuple[str, ...]            # the PATH (LD_LIBRARY_PATH) entries, in order
     cuda_path: Optional[str] = None
+    driver_known: bool = True        # False: the world cannot tell (a trace that never touched nvcuda.dll)
     sources: tuple[str, ...] = ()    # where the driver table comes from
 
     @property
@@ -580,16 +635,18 @@ class _Builder:
                 root = winpath.dirname(e) if b == "bin" else winpath.dirname(winpath.dirname(e)) if b == "x64" else ""
                 if root and _VFOLDER.match(winpath.basename(root)):
                     add(root, "PATH")
-            for d in self.f.folders_in(WIN_DEFAULT_ROOT):
-                if _VFOLDER.match(winpath.basename(d)):
-                    add(d, "default folder")
+            for parent in self.f.toolkit_parents():
+                for d in self.f.folders_in(parent):
+                    if _VFOLDER.match(winpath.basename(d)):
+                        add(d, "default folder")
         else:
             for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
                 if self.env.get(name, "").startswith("/"):
                     add(self.env[name], name)
-            for d in self.f.folders_in("/usr/local"):
-                if _LINUX_TK.match(self.p.base(d)):
-                    add(d, "default folder")
+            for parent in self.f.toolkit_parents():
+                for d in self.f.folders_in(parent):
+                    if _LINUX_TK.match(self.p.base(d)):
+                        add(d, "default folder")
             for e in self.path:
                 if self.p.base(e) in ("lib64", "lib") and _LINUX_TK.match(self.p.base(self.p.parent(e))):
                     add(self.p.parent(e), "LD_LIBRARY_PATH")
@@ -656,16 +713,16 @@ class _Builder:
         for w in wheels:
             if w.name in ("cudnn",) or any(cudnn_major_of_name(n) for n in w.files):
                 places.append((w.folder, w.cuda_major, "wheel"))
-        for e in self.path:
-            places.append((e, None, ""))
-        if self.win:
+        if self.win:  # (the places that say a CUDA major first: a file is listed once, from the first place)
             for v in self.f.folders_in(WIN_CUDNN_ROOT):  # cuDNN 9's installer: CUDNN\v9.x\bin\12.x\cudnn64_9.dll
                 b = self.p.join(v, "bin")
-                places.append((b, None, ""))
                 for sub in self.f.folders_in(b):
                     m = re.match(r"^(\d+)\.", self.p.base(sub))
                     places.append((sub, int(m.group(1)) if m else None, "folder"))
-        else:
+                places.append((b, None, ""))
+        for e in self.path:
+            places.append((e, None, ""))
+        if not self.win:
             for d in self.f.system_folders():
                 places.append((d, None, ""))
         for d in frameworks_dirs:
@@ -845,8 +902,7 @@ class _Builder:
                     major, frm = m, f"imports of {self.p.base(p)}"
         if major is None:  # 4.8.5 loads cuBLAS at run time: the name is in the DLL (live machine only)
             lib = self.p.join(root, "ctranslate2.dll" if self.win else "libctranslate2.so")
-            name = _name_in_binary(lib, rb"cublas64_(\d+)\.dll" if self.win else rb"libcublas\.so\.(\d+)") \
-                if self.f.origin == "machine" else None
+            name = self.f.find_in_file(lib, rb"cublas64_(\d+)\.dll" if self.win else rb"libcublas\.so\.(\d+)")
             if name:
                 major, frm = int(name), f"the cuBLAS name in {self.p.base(lib)}"
         bundles = self._bundled(root)
@@ -919,8 +975,10 @@ class _Builder:
         fw_dirs = [fw.folder if fw.name != "torch" else self.p.join(fw.folder, "lib") for fw in frameworks]
         fw_dirs += [self.p.join(fw.folder, "capi") for fw in frameworks if fw.name == "onnxruntime-gpu"]
         cudnns = self.cudnns(toolkits, wheels, fw_dirs)
+        known = driver is not None or all(self.f.knows(self.p.join(d, "nvcuda.dll")) for d in self.f.system_folders()) \
+            if self.win else True
         t = CudaTable(self.f.platform, self.f.origin, driver, tuple(toolkits), tuple(cudnns), tuple(wheels),
-                      tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), self.table.sources)
+                      tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), known, self.table.sources)
         return CudaTable(**{**t.__dict__, "mismatches": tuple(mismatches(t, self.f.files_in))})
 
 
@@ -973,8 +1031,9 @@ def _needers(t: CudaTable) -> list[_Needer]:
 
 
 def rule_no_driver(t: CudaTable) -> list[Mismatch]:
-    """Something needs CUDA (a framework built for it, a toolkit) and no NVIDIA driver is there."""
-    if t.driver is not None:
+    """Something needs CUDA (a framework built for it, a toolkit) and no NVIDIA driver is there (a world
+    that cannot tell, a trace that never touched nvcuda.dll, says nothing)."""
+    if t.driver is not None or not t.driver_known:
         return []
     needs = _needers(t)
     if not needs:

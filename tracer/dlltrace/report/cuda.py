@@ -54,7 +54,7 @@ def cuda_dict(t: CudaTable) -> dict[str, Any]:
 
     return {
         "format": FORMAT, "version": VERSION, "platform": t.platform, "origin": t.origin,
-        "driver": plain(t.driver) if t.driver else None,
+        "driver": plain(t.driver) if t.driver else None, "driver_known": t.driver_known,
         "toolkits": [plain(x) for x in t.toolkits],
         "cudnn": [plain(x) for x in t.cudnns],
         "wheels": [plain(x) for x in t.wheels],
@@ -73,6 +73,8 @@ def _or(v, dash: str = "—") -> str:
 def driver_line(t: CudaTable) -> tuple[str, LineStyle]:
     d = t.driver
     name = "nvcuda.dll" if t.platform == "windows" else "libcuda.so"
+    if d is None and not t.driver_known:
+        return f"not recorded (the trace never touched {name})", "muted"
     if d is None:
         where = ", ".join(_system_places(t)) or "the system folders"
         return f"no NVIDIA driver found ({name} is not in {where})", "warning"
@@ -134,7 +136,8 @@ def _sections(t: CudaTable) -> list[tuple[str, tuple[str, ...], list[tuple[str, 
 
 
 def heading(t: CudaTable) -> str:
-    where = {"machine": "this machine", "scenario": "the scenario", "trace": "what the trace recorded"}.get(t.origin, t.origin)
+    where = {"machine": "this machine", "scenario": "the scenario", "trace": "what the trace recorded",
+             "layout": "a Windows folder layout"}.get(t.origin, t.origin)
     return f"CUDA stack ({where}, {t.platform})"
 
 

@@ -1,0 +1,429 @@
+"""The CUDA stack table (tracer/dlltrace/cuda.py, docs/cuda.md): built from scenario worlds with each kind
+of mismatch (asserted as typed fields), from a trace, from the real onnxruntime-gpu / torch / ctranslate2 /
+nvidia-cuda-runtime wheels' files, and `dlltrace cuda` on this machine."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import realwheels
+from dlltrace import cuda as C
+from dlltrace.cuda import WorldFacts, cuda_table, facts_of_scenario
+from dlltrace.model import FileFacts
+from dlltrace.report.cuda import cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
+from dlltrace.scenario import scenario_from_dict
+from dlltrace.tracecheck import Validator
+from dlltrace.trace.reader import read_trace
+from dlltrace.worlds.live import LiveWorld, wine_map
+from dlltrace.worlds.world import ProcessState, SystemInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "tracer" / "dlltrace" / "schemas" / "cuda-v1.json"
+SCHEMA = json.loads(SCHEMA_PATH.read_text())
+
+TK = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"
+T118, T121, T124 = TK + r"\v11.8", TK + r"\v12.1", TK + r"\v12.4"
+SP = r"C:\venv\Lib\site-packages"
+SYS = r"C:\Windows\System32"
+EXE = r"C:\Python311\python.exe"
+
+NVCUDA_522 = {"path": SYS + r"\nvcuda.dll", "version": "31.0.15.2206"}   # driver 522.06: CUDA 11.8
+NVCUDA_528 = {"path": SYS + r"\nvcuda.dll", "version": "31.0.15.2833"}   # 528.33: below 12.1's 531.14, above 525
+NVCUDA_560 = {"path": SYS + r"\nvcuda.dll", "version": "32.0.15.6094"}   # 560.94: CUDA 12.6
+
+
+def toolkit(root: str, cuda: str) -> list[dict]:
+    """A toolkit's cudart and cuBLAS with the file versions NVIDIA writes (cudart: 6.14.11.<major*1000+minor*10>)."""
+    major, minor = (int(x) for x in cuda.split("."))
+    cudart = "cudart64_110.dll" if major == 11 else f"cudart64_{major}.dll"
+    return [{"path": root + "\\bin\\" + cudart, "version": f"6.14.11.{major * 1000 + minor * 10}"},
+            {"path": root + f"\\bin\\cublas64_{major}.dll", "version": f"{major}.{minor}.0.1"},
+            {"path": root + f"\\bin\\cublasLt64_{major}.dll", "version": f"{major}.{minor}.0.1"}]
+
+
+def torch_cu121() -> list[dict]:
+    return [{"path": SP + r"\torch\lib\cudart64_12.dll", "version": "6.14.11.12010"},
+            {"path": SP + r"\torch\lib\cublas64_12.dll", "version": "12.1.3.1"},
+            {"path": SP + r"\torch\lib\c10.dll"}]
+
+
+def ort(major: int) -> list[dict]:
+    return [{"path": SP + r"\onnxruntime\capi\onnxruntime_providers_cuda.dll",
+             "imports": [f"cublasLt64_{major}.dll", f"cublas64_{major}.dll", "KERNEL32.dll"]},
+            {"path": SP + r"\onnxruntime\capi\onnxruntime.dll", "version": "1.20.1.0"}]
+
+
+def table(files=(), path=(), env=None, folders=(), texts=None):
+    s = scenario_from_dict({"process": {"exe": EXE, "path": list(path), "env": dict(env or {})},
+                            "file": list(files), "folders": list(folders)})
+    facts = facts_of_scenario(s)
+    if texts:
+        facts = WorldFacts(s.world, s.process, [f.path for f in s.world.all_files()] + list(folders), texts=texts)
+    t = cuda_table(facts)
+    doc = cuda_dict(t)  # every table is a valid document, for the schema and for the package's own checker
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert Validator.from_path(SCHEMA_PATH).first_error(doc) is None
+    return t
+
+
+def kinds(t) -> list[str]:
+    return [m.kind for m in t.mismatches]
+
+
+def only(t, kind):
+    ms = [m for m in t.mismatches if m.kind == kind]
+    assert len(ms) == 1, (kind, t.mismatches)
+    return ms[0]
+
+
+# --- the driver table: the numbers of the source ---------------------------------------------------------
+
+def test_driver_table_is_the_release_notes():
+    tb = C.driver_table()
+    assert tb.toolkit_minimum("12.1", "windows") == "531.14" and tb.toolkit_minimum("12.1", "linux") == "530.30.02"
+    assert tb.toolkit_minimum("12.0", "windows") == "527.41" and tb.toolkit_minimum("11.8", "windows") == "520.06"
+    assert tb.toolkit_minimum("13.0", "linux") == "580.65.06"
+    assert tb.toolkit_minimum("13.0", "windows") == "580"  # N/A in Table 3: the 13.x family minimum of Table 2
+    assert tb.family_minimum(12, "windows") == "525" and tb.family_minimum(11, "windows") == "452.39"
+    assert tb.supports("522.06", "windows") == ("11.8", 11)
+    assert tb.supports("560.94", "windows") == ("12.6", 12)
+    assert tb.supports("581.29", "windows")[1] == 13
+    assert any("cuda-toolkit-release-notes" in s for s in tb.sources)
+
+
+def test_version_rules_of_the_files():
+    assert C.windows_driver_version("32.0.15.6094") == "560.94"
+    assert C.windows_driver_version("31.0.15.2206") == "522.06"
+    assert C.cudart_cuda_version("6.14.11.12040") == "12.4"
+    assert C.cudart_cuda_version("12.4.127") is None
+    assert [C.cuda_major_of_name(n) for n in ("cudart64_110.dll", "cublas64_12.dll", "cublasLt64_13.dll",
+                                              "nvrtc64_120_0.dll", "libcublas.so.12", "cufft64_11.dll")] == [11, 12, 13, 12, 12, None]
+    assert C.cudnn_major_of_name("cudnn64_9.dll") == 9 and C.cudnn_major_of_name("libcudnn.so.8.9.7") == 8
+
+
+# --- one scenario per kind of mismatch ------------------------------------------------------------------------
+
+def test_rule_driver_too_old_for_a_framework_that_bundles_its_cuda():
+    t = table([NVCUDA_522, *torch_cu121()], folders=[SP + r"\torch-2.5.1+cu121.dist-info"])
+    assert t.driver is not None and (t.driver.version, t.driver.supports) == ("522.06", "11.8")
+    fw = t.frameworks[0]
+    assert (fw.name, fw.version, fw.cuda, fw.cuda_major) == ("torch", "2.5.1+cu121", "12.1", 12)
+    m = only(t, "driver_too_old")
+    assert (m.subject, m.needs_cuda, m.driver, m.driver_supports, m.needs_driver, m.bundled) == \
+        ("torch 2.5.1+cu121", "12.1", "522.06", "11.8", "531.14", True)
+    assert m.fixes[0].action == "update_driver" and m.fixes[0].driver == "531.14" and m.fixes[0].family_driver == "525"
+    assert C.mismatch_text(m).startswith("torch 2.5.1+cu121 bundles CUDA 12.1; your driver 522.06 supports up to "
+                                         "CUDA 11.8: update the NVIDIA driver to >= 531.14")
+
+
+def test_rule_driver_too_old_for_a_toolkit_and_minor_version_compatibility():
+    t = table([NVCUDA_522, *toolkit(T121, "12.1")], env={"CUDA_PATH": T121})
+    m = only(t, "driver_too_old")
+    assert m.subject.startswith("CUDA 12.1 toolkit") and m.needs_driver == "531.14"
+    t = table([NVCUDA_528, *toolkit(T121, "12.1")], env={"CUDA_PATH": T121})
+    assert kinds(t) == ["driver_minor_compat"]
+    m = t.mismatches[0]
+    assert (m.severity, m.driver, m.needs_driver) == ("warning", "528.33", "531.14")
+
+
+def test_rule_no_driver():
+    t = table(torch_cu121(), folders=[SP + r"\torch-2.5.1+cu121.dist-info"])
+    assert t.driver is None and t.driver_known
+    m = only(t, "no_driver")
+    assert (m.severity, m.subject, m.needs_driver) == ("error", "torch 2.5.1+cu121", "531.14")
+
+
+def test_rule_framework_toolkit_major():
+    # onnxruntime-gpu built for CUDA 12 loads cublasLt64_12.dll from PATH; PATH has only CUDA 11.8, 12.4 is installed
+    t = table([NVCUDA_560, *toolkit(T118, "11.8"), *toolkit(T124, "12.4"), *ort(12)],
+              path=[T118 + r"\bin", SYS], env={"CUDA_PATH": T118, "CUDA_PATH_V12_4": T124},
+              folders=[SP + r"\onnxruntime_gpu-1.20.1.dist-info"])
+    fw = next(f for f in t.frameworks if f.name == "onnxruntime-gpu")
+    assert (fw.cuda_major, fw.cuda_from, fw.needs[:2]) == (12, "imports of onnxruntime_providers_cuda.dll",
+                                                             ("cublasLt64_12.dll", "cublas64_12.dll"))
+    m = only(t, "framework_toolkit_major")
+    assert (m.subject, m.dll, m.have) == ("onnxruntime-gpu 1.20.1", "cublasLt64_12.dll", "CUDA 11.8")
+    assert m.fixes[0].action == "add_to_path" and m.fixes[0].folder == T124 + r"\bin"
+
+
+def test_rule_path_order_two_toolkits_of_one_major():
+    t = table([NVCUDA_560, *toolkit(T121, "12.1"), *toolkit(T124, "12.4")],
+              path=[T121 + r"\bin", T124 + r"\bin"], env={"CUDA_PATH": T124})
+    assert [(tk.version, tk.path_index) for tk in t.toolkits] == [("12.1", 1), ("12.4", 2)]
+    m = only(t, "path_order")
+    assert (m.needs_cuda, m.have, m.dll) == ("12.4", "CUDA 12.1", "cudart64_12.dll")
+    f = m.fixes[0]
+    assert (f.action, f.folder, f.before) == ("reorder_path", T124 + r"\bin", T121 + r"\bin")
+    # the newer one first: nothing to say
+    t = table([NVCUDA_560, *toolkit(T121, "12.1"), *toolkit(T124, "12.4")],
+              path=[T124 + r"\bin", T121 + r"\bin"], env={"CUDA_PATH": T124})
+    assert "path_order" not in kinds(t)
+
+
+def test_rule_cudnn_cuda_major_in_a_toolkit():
+    # cuDNN 8 for CUDA 11 (its ops library imports cublasLt64_11.dll) copied into the CUDA 12.4 bin
+    t = table([NVCUDA_560, *toolkit(T124, "12.4"),
+               {"path": T124 + r"\bin\cudnn64_8.dll", "version": "8.9.7.29"},
+               {"path": T124 + r"\bin\cudnn_ops_infer64_8.dll", "version": "8.9.7.29", "imports": ["cublasLt64_11.dll"]}],
+              path=[T124 + r"\bin"], env={"CUDA_PATH": T124})
+    c = next(c for c in t.cudnns if c.path.endswith("cudnn64_8.dll"))
+    assert (c.version, c.major, c.cuda_major, c.cuda_major_from, c.on_path) == ("8.9.7.29", 8, 11, "imports", 1)
+    m = only(t, "cudnn_cuda_major")
+    assert (m.needs_cuda, m.dll, m.have) == ("12.4", "cudnn64_8.dll", "cuDNN 8.9.7.29 for CUDA 11")
+
+
+def test_rule_cudnn_cuda_major_for_a_framework_and_cudnn_major_missing():
+    cudnn_dir = r"C:\Program Files\NVIDIA\CUDNN\v9.1\bin\11.8"
+    vinfo = {SP + r"\onnxruntime\capi\version_info.py": 'use_cuda = True\ncuda_version = "12.4.1"\ncudnn_version = "9"\n'}
+    files = [NVCUDA_560, *toolkit(T124, "12.4"), *ort(12),
+             {"path": cudnn_dir + r"\cudnn64_9.dll", "version": "9.1.0.70"}]
+    t = table(files, path=[T124 + r"\bin", cudnn_dir], env={"CUDA_PATH": T124}, texts=vinfo)
+    fw = next(f for f in t.frameworks if f.name == "onnxruntime-gpu")
+    assert (fw.cuda, fw.cudnn_major, fw.cuda_from) == ("12.4.1", 9, "onnxruntime/capi/version_info.py")
+    c = t.cudnns[0]
+    assert (c.major, c.cuda_major, c.cuda_major_from) == (9, 11, "folder")
+    m = only(t, "cudnn_cuda_major")
+    assert (m.subject, m.dll, m.have) == ("onnxruntime-gpu 1.20.1", "cudnn64_9.dll", "cuDNN 9.1.0.70 for CUDA 11")
+    assert m.fixes[0].package == "nvidia-cudnn-cu12"
+    # only a cuDNN 8: the cuDNN 9 it needs is missing
+    files[-1] = {"path": T124 + r"\bin\cudnn64_8.dll", "version": "8.9.7.29"}
+    t = table(files, path=[T124 + r"\bin"], env={"CUDA_PATH": T124}, texts=vinfo)
+    m = only(t, "cudnn_major_missing")
+    assert (m.dll, m.have, m.fixes[0].cudnn) == ("cudnn64_9.dll", "cuDNN 8", 9)
+
+
+def test_rule_cuda_major_missing_onnxruntime_for_cuda_13_with_only_cuda_11():
+    t = table([NVCUDA_560, *toolkit(T118, "11.8"), *ort(13)], path=[T118 + r"\bin"], env={"CUDA_PATH": T118},
+              folders=[SP + r"\onnxruntime_gpu-1.31.1.dist-info"])
+    m = only(t, "cuda_major_missing")
+    assert (m.subject, m.needs_cuda, m.dll, m.have) == ("onnxruntime-gpu 1.31.1", "13", "cublasLt64_13.dll", "CUDA 11")
+    assert [f.action for f in m.fixes] == ["install_cuda", "other_build"]
+    assert m.fixes[0].package == "nvidia-cublas"
+    # and the driver (560.94: CUDA 12.6) cannot run CUDA 13 either
+    assert only(t, "driver_too_old").needs_driver == "580"
+
+
+def test_rule_wheel_not_searched():
+    wheel = SP + r"\nvidia\cublas\bin"
+    t = table([NVCUDA_560, *ort(12), {"path": wheel + r"\cublas64_12.dll"}, {"path": wheel + r"\cublasLt64_12.dll"}],
+              path=[SYS], folders=[SP + r"\nvidia_cublas_cu12-12.4.5.8.dist-info"])
+    w = t.wheels[0]
+    assert (w.name, w.cuda_major, w.searched, w.folder) == ("cublas", 12, False, wheel)
+    m = only(t, "wheel_not_searched")
+    assert (m.dll, m.found) == ("cublasLt64_12.dll", (wheel,))
+    assert [f.action for f in m.fixes] == ["preload_dlls", "add_to_path"]
+    # on PATH: searched, no mismatch
+    t = table([NVCUDA_560, *ort(12), {"path": wheel + r"\cublas64_12.dll"}, {"path": wheel + r"\cublasLt64_12.dll"}],
+              path=[wheel, SYS])
+    assert t.wheels[0].searched and "wheel_not_searched" not in kinds(t)
+
+
+def test_a_consistent_stack_has_no_mismatch():
+    t = table([NVCUDA_560, *toolkit(T124, "12.4"), *ort(12), *torch_cu121()],
+              path=[T124 + r"\bin", SYS], env={"CUDA_PATH": T124, "CUDA_PATH_V12_4": T124},
+              folders=[SP + r"\torch-2.5.1+cu121.dist-info", SP + r"\onnxruntime_gpu-1.20.1.dist-info"])
+    assert t.mismatches == ()
+    tk = t.toolkits[0]
+    assert (tk.version, tk.sources, tk.path_index, tk.cudart.version, tk.cublas.version) == \
+        ("12.4", ("CUDA_PATH", "CUDA_PATH_V12_4", "PATH", "default folder"), 1, "12.4", "12.4.0.1")
+    text = cuda_text(t)
+    assert "No mismatch" in text and "560.94" in text and "cudart64_12.dll 12.4" in text
+    assert "| 12.4 |" in cuda_markdown(t)
+
+
+def test_the_builtin_example_scenario():
+    from dlltrace.scenario import load_scenario
+
+    t = cuda_table(facts_of_scenario(load_scenario(ROOT / "fixtures" / "scenarios" / "s1.toml")))
+    assert [tk.version for tk in t.toolkits] == ["11.8", "12.1"]
+    assert t.driver is None and {m.kind for m in t.mismatches} == {"no_driver"}
+    assert all(m.severity == "warning" for m in t.mismatches)  # toolkits alone build without a driver
+
+
+# --- a trace ---------------------------------------------------------------------------------------------------
+
+def _writer():
+    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_table_of_a_trace(tmp_path):
+    hw = _writer()
+    w = hw.Writer(EXE, r"C:\work", [T118 + r"\bin", SYS], [], [EXE, "-c", "import torch"])
+    w.lines[2]["vars"]["CUDA_PATH"] = T121
+    w.py_env("3.11.9", r"C:\Python311", r"C:\Python311\Lib\site-packages")
+    site = r"C:\Python311\Lib\site-packages"
+    w.file(SYS + r"\nvcuda.dll", version="31.0.15.2206")
+    w.file(T118 + r"\bin\cublas64_11.dll", version="11.11.3.6")
+    w.file(site + r"\torch\lib\cudart64_12.dll", version="6.14.11.12010")
+    w.file(site + r"\torch\lib\c10.dll")
+    w.write(tmp_path / "t.jsonl", exit_code=0)
+    t = cuda_table_of_trace(read_trace(tmp_path / "t.jsonl"))
+    assert t is not None and t.origin == "trace" and t.driver_known
+    assert t.driver.version == "522.06" and t.cuda_path == T121
+    assert [(tk.version, tk.path_index) for tk in t.toolkits] == [("11.8", 1), ("12.1", None)]
+    assert not t.toolkits[1].exists  # CUDA_PATH names it; the trace touched none of its files
+    fw = t.frameworks[0]
+    assert (fw.name, fw.cuda, fw.cuda_from) == ("torch", "12.1", "cudart64_12.dll in torch/lib")
+    assert only(t, "driver_too_old").subject == "torch"
+
+
+def test_a_trace_that_never_touched_the_driver_does_not_say_there_is_none(tmp_path):
+    hw = _writer()
+    w = hw.Writer(EXE, r"C:\work", [T121 + r"\bin", SYS], [], [EXE])
+    w.file(T121 + r"\bin\cublas64_12.dll", version="12.1.3.1")
+    w.write(tmp_path / "t.jsonl", exit_code=0)
+    t = cuda_table_of_trace(read_trace(tmp_path / "t.jsonl"))
+    assert t is not None and t.driver is None and not t.driver_known and t.mismatches == ()
+    assert "not recorded" in cuda_text(t)
+    # a trace with nothing of CUDA in it: no table
+    w = hw.Writer(EXE, r"C:\work", [SYS], [], [EXE])
+    w.write(tmp_path / "u.jsonl", exit_code=0)
+    assert cuda_table_of_trace(read_trace(tmp_path / "u.jsonl")) is None
+
+
+# --- the real wheels: their CUDA read from their files --------------------------------------------------------
+
+def wheel(key: str) -> Path:
+    try:
+        return realwheels.fetch_wheel(realwheels.WHEELS[key])
+    except realwheels.WheelUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
+        pytest.skip(f"offline: {e}")
+
+
+def place_members(key: str, members: list[str], drive_c: Path) -> None:
+    """The wheel's members where pip puts them under C:\\venv (hard links to the unpacked cache)."""
+    w = realwheels.WHEELS[key]
+    wheel(key)
+    for m in members:
+        dest = drive_c / "venv" / realwheels.install_target(w, m)
+        realwheels.place(realwheels.wheel_member(w, m), dest)
+
+
+def layout_table(tmp_path: Path):
+    (tmp_path / "dosdevices").mkdir(exist_ok=True)
+    drive_c = tmp_path / "drive_c"
+    (drive_c / "Windows" / "System32").mkdir(parents=True, exist_ok=True)
+    if not (tmp_path / "dosdevices" / "c:").exists():
+        os.symlink(drive_c, tmp_path / "dosdevices" / "c:")
+    to_host = wine_map(tmp_path)
+    world = LiveWorld(SystemInfo(), to_host=to_host)
+    process = ProcessState(exe=r"C:\venv\Scripts\python.exe", path=[SYS])
+    t = cuda_table(WorldFacts(world, process, site_packages=[SP], origin="layout", to_host=to_host))
+    jsonschema.Draft202012Validator(SCHEMA).validate(cuda_dict(t))
+    return t
+
+
+def test_real_onnxruntime_gpu_wheel_cuda_13_from_version_info_and_from_the_provider_imports(tmp_path):
+    path = wheel("onnxruntime")
+    with zipfile.ZipFile(path) as z:
+        info = z.read("onnxruntime/capi/version_info.py").decode()
+    # from version_info.py alone (the provider DLL not there)
+    place_members("onnxruntime", ["onnxruntime/capi/version_info.py", "onnxruntime/capi/onnxruntime.dll"], tmp_path / "drive_c")
+    t = layout_table(tmp_path)
+    fw = next(f for f in t.frameworks if f.name == "onnxruntime-gpu") if any(f.name == "onnxruntime-gpu" for f in t.frameworks) else None
+    assert fw is None  # no provider DLL and no dist-info: the CPU package, not onnxruntime-gpu
+    place_members("onnxruntime", ["onnxruntime/capi/onnxruntime_providers_cuda.dll"], tmp_path / "drive_c")
+    t = layout_table(tmp_path)
+    fw = next(f for f in t.frameworks if f.name == "onnxruntime-gpu")
+    assert 'cuda_version = "13.0.88"' in info
+    assert (fw.cuda, fw.cuda_major, fw.cudnn_major, fw.version) == ("13.0.88", 13, 9, "1.31.1")
+    assert fw.cuda_from == "onnxruntime/capi/version_info.py"
+    assert fw.needs == ("cublasLt64_13.dll", "cublas64_13.dll", "cudnn64_9.dll")  # the provider's real imports
+    # without version_info.py: the major from the provider DLL's imports
+    os.unlink(tmp_path / "drive_c" / "venv" / "Lib" / "site-packages" / "onnxruntime" / "capi" / "version_info.py")
+    t = layout_table(tmp_path)
+    fw = next(f for f in t.frameworks if f.name == "onnxruntime-gpu")
+    assert (fw.cuda_major, fw.cuda_from) == (13, "imports of onnxruntime_providers_cuda.dll")
+    m = only(t, "cuda_major_missing")
+    assert m.dll == "cublasLt64_13.dll" and m.fixes[0].package == "nvidia-cublas"
+
+
+def test_real_torch_wheel_is_a_cpu_build(tmp_path):
+    path = wheel("torch")
+    with zipfile.ZipFile(path) as z:
+        libs = [n for n in z.namelist() if n.startswith("torch/lib/") and n.endswith(".dll")]
+    place_members("torch", ["torch/version.py", *[n for n in libs if "c10" in n or "iomp" in n]], tmp_path / "drive_c")
+    fw = next(f for f in layout_table(tmp_path).frameworks if f.name == "torch")
+    assert (fw.version, fw.cuda, fw.cpu_build, fw.cuda_from) == ("2.5.1+cpu", None, True, "torch/version.py")
+    assert fw.bundles == ()  # no CUDA DLL in the real torch\lib of the PyPI win_amd64 wheel
+
+
+def test_real_ctranslate2_and_cuda_runtime_wheels(tmp_path):
+    place_members("ctranslate2", ["ctranslate2/version.py", "ctranslate2/ctranslate2.dll"], tmp_path / "drive_c")
+    place_members("cudart12", ["nvidia/cuda_runtime/bin/cudart64_12.dll"], tmp_path / "drive_c")
+    t = layout_table(tmp_path)
+    ct2 = next(f for f in t.frameworks if f.name == "ctranslate2")
+    # 4.8.5 imports no CUDA DLL: it loads cublas64_12.dll at run time, by the name in its code
+    assert (ct2.version, ct2.cuda_major, ct2.cuda_from) == ("4.8.5", 12, "the cuBLAS name in ctranslate2.dll")
+    assert ct2.needs == ("cublas64_12.dll",)
+    w = t.wheels[0]
+    assert (w.name, w.files, w.cuda_major, w.searched) == ("cuda_runtime", ("cudart64_12.dll",), 12, False)
+    facts = C._Builder(WorldFacts(LiveWorld(SystemInfo(), to_host=wine_map(tmp_path)), ProcessState(exe=EXE)))
+    comp = facts._component(w.folder + r"\cudart64_12.dll")
+    assert comp.version == "12.4"  # nvidia-cuda-runtime-cu12 12.4.127: file version 6.14.11.12040
+
+
+# --- the command on this machine ---------------------------------------------------------------------------------
+
+def test_dlltrace_cuda_on_this_machine(dlltrace_cli):
+    r = dlltrace_cli("cuda")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("CUDA stack (this machine, linux)")
+    have_driver = any(Path(d).is_dir() and any(n.startswith("libcuda.so.") for n in os.listdir(d))
+                      for d in C.LiveFacts()._default_system())
+    if not have_driver:
+        assert "no NVIDIA driver found" in r.stdout
+    r = dlltrace_cli("cuda", "--json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    assert doc["origin"] == "machine" and (doc["driver"] is None) == (not have_driver)
+
+
+def test_dlltrace_cuda_of_a_scenario_and_bad_inputs(dlltrace_cli, tmp_path):
+    r = dlltrace_cli("cuda", "--scenario", ROOT / "fixtures" / "scenarios" / "s1.toml", "--markdown")
+    assert r.returncode == 0 and r.stdout.startswith("### CUDA stack (the scenario, windows)")
+    r = dlltrace_cli("cuda", "--scenario", tmp_path / "none.toml")
+    assert r.returncode == 2 and r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1
+    r = dlltrace_cli("cuda", "--trace", tmp_path / "none.jsonl")
+    assert r.returncode == 2 and "no such file" in r.stderr
+    (tmp_path / "bad.jsonl").write_text("not a trace\n")
+    r = dlltrace_cli("cuda", "--trace", tmp_path / "bad.jsonl")
+    assert r.returncode == 3 and r.stderr.startswith("dlltrace: ")
+    r = dlltrace_cli("cuda", "--site-packages", tmp_path / "nope")
+    assert r.returncode == 2 and "no such folder" in r.stderr
+
+
+def test_linux_layout_libcuda_toolkit_and_nvidia_wheels(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libcuda.so.550.54.15").write_bytes(b"\x7fELF")
+    tk = tmp_path / "usr-local" / "cuda-12.4" / "lib64"
+    tk.mkdir(parents=True)
+    (tk / "libcudart.so.12.4.127").write_bytes(b"\x7fELF")
+    site = tmp_path / "site"
+    (site / "nvidia" / "cublas" / "lib").mkdir(parents=True)
+    (site / "nvidia" / "cublas" / "lib" / "libcublas.so.12").write_bytes(b"\x7fELF")
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text("__version__ = '2.4.0+cu124'\ncuda: Optional[str] = '12.4'\n")
+    t = cuda_table(C.LiveFacts("linux", env={"CUDA_HOME": str(tk.parent)}, site_packages=[str(site)],
+                               system_folders=[str(lib)], toolkit_parents=[str(tmp_path / "usr-local")]))
+    assert (t.driver.version, t.driver.supports) == ("550.54.15", "12.4")
+    assert [(x.version, x.cudart.version) for x in t.toolkits] == [("12.4", "12.4.127")]
+    assert (t.wheels[0].name, t.wheels[0].cuda_major) == ("cublas", 12)
+    fw = t.frameworks[0]
+    assert (fw.name, fw.version, fw.cuda) == ("torch", "2.4.0+cu124", "12.4")
+    assert t.mismatches == ()
