@@ -107,6 +107,78 @@ def test_what_is_declared_here_is_really_missing_from_the_package(cws_source):
     assert "KEY_READ = (STANDARD_RIGHTS_READ" in (cws_source / "cwinsdk" / "um" / "winnt.py").read_text()
 
 
+# The real package imported on Linux, with ctypes' Windows-only parts faked (a WinDLL whose functions only
+# record their DLL and name): what winapi._sdk() binds, and how the package declares each function.
+FAKE_WINDOWS = """
+import ctypes, json, sys
+
+class FakeFunction:
+    def __init__(self, dll, name):
+        self.dll, self.__name__ = dll, name
+    def __call__(self, *args):
+        raise AssertionError("a fake")
+
+class FakeDLL:
+    def __init__(self, name, *args, **kwargs):
+        self._name = name
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        f = FakeFunction(self._name, name)
+        setattr(self, name, f)
+        return f
+
+ctypes.WinDLL = ctypes.OleDLL = FakeDLL
+ctypes.WINFUNCTYPE = ctypes.CFUNCTYPE
+ctypes.WinError = lambda code=None, descr=None: OSError(None, descr, None, code)
+ctypes.HRESULT = ctypes.c_long
+sys.path.insert(0, sys.argv[1])
+sys.platform = "win32"
+from dlltrace import winapi
+s = winapi._sdk()
+out = {}
+for name in [n for names in winapi.SDK.values() for n in names] + list(winapi.OWN):
+    f = getattr(s, name)
+    if isinstance(f, FakeFunction):
+        check = getattr(f, "errcheck", None)
+        out[name] = [f.dll, f.__name__, len(f.argtypes), check.__name__ if check else None]
+print(json.dumps(out))
+"""
+
+# How winapi calls each: (DLL, export, the number of arguments it passes, the package's errcheck, which
+# decides whether a failure raises OSError(winerror) or is the return value winapi reads)
+CALLS = {
+    "GetWindowsDirectoryW": ["kernel32", "GetWindowsDirectoryW", 2, None],
+    "GetSystemDirectoryW": ["kernel32", "GetSystemDirectoryW", 2, None],
+    "RegOpenKeyExW": ["advapi32", "RegOpenKeyExW", 5, "error_success"],
+    "RegEnumValueW": ["advapi32", "RegEnumValueW", 8, "error_success"],
+    "RegGetValueW": ["advapi32", "RegGetValueW", 7, "error_success"],
+    "RegCloseKey": ["advapi32", "RegCloseKey", 1, "error_success"],
+    "EnumProcessModulesEx": ["kernel32", "K32EnumProcessModulesEx", 5, "nonzero"],
+    "GetModuleFileNameExW": ["kernel32", "K32GetModuleFileNameExW", 4, "nonzero"],
+    "GetCurrentProcess": ["kernel32", "GetCurrentProcess", 0, None],
+    "CloseHandle": ["kernel32", "CloseHandle", 1, "nonzero"],
+    "GetLastError": ["kernel32", "GetLastError", 0, None],
+    "LocalFree": ["kernel32", "LocalFree", 1, None],
+    "OpenProcess": ["kernel32", "OpenProcess", 3, None],
+    "FormatMessageW": ["kernel32", "FormatMessageW", 7, None],
+    "GetDllDirectoryW": ["kernel32", "GetDllDirectoryW", 2, None],
+    "GetModuleHandleW": ["kernel32", "GetModuleHandleW", 1, None],
+    "CreateJobObjectW": ["kernel32", "CreateJobObjectW", 2, None],
+    "SetInformationJobObject": ["kernel32", "SetInformationJobObject", 4, None],
+    "AssignProcessToJobObject": ["kernel32", "AssignProcessToJobObject", 2, None],
+}
+
+
+def test_the_real_package_binds_what_winapi_calls_as_it_calls_it(cws_source):
+    import json
+
+    r = subprocess.run([sys.executable, "-c", FAKE_WINDOWS, str(cws_source)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout) == CALLS
+
+
 def test_the_declared_dependency_is_the_version_checked():
     text = (ROOT / "pyproject.toml").read_text()
     assert f"\"{CWS}>={CWS_VERSION}; sys_platform == 'win32'\"" in text
@@ -120,11 +192,31 @@ def win_error(code: int) -> OSError:
     return e
 
 
+class _HANDLE(ctypes.Structure):
+    _fields_ = [("unused", ctypes.c_int)]
+
+
+HANDLE_T = ctypes.POINTER(_HANDLE)  # the package's HKEY and HMODULE: DECLARE_HANDLE() (shared/minwindef.py)
+
+
+def as_handle(address: int):
+    return ctypes.cast(ctypes.c_void_p(address), HANDLE_T)
+
+
+def address(handle) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
+def store_handle(out, value: int) -> None:
+    """*out = value, for an out-parameter of a handle type passed by byref()."""
+    ctypes.memmove(ctypes.addressof(out._obj), ctypes.byref(ctypes.c_void_p(value)), ctypes.sizeof(ctypes.c_void_p))
+
+
 class FakeApi(SimpleNamespace):
     """The calls winapi makes, answering as Windows does (sizes, the errcheck exceptions), with a call log."""
 
     def __init__(self, **kw):
-        super().__init__(HKEY=ctypes.c_void_p, HMODULE=ctypes.c_void_p, HKEY_LOCAL_MACHINE=ctypes.c_void_p(0x80000002),
+        super().__init__(HKEY=HANDLE_T, HMODULE=HANDLE_T, HKEY_LOCAL_MACHINE=as_handle(0x80000002),
                          RRF_RT_REG_DWORD=0x10, LIST_MODULES_ALL=3, ERROR_NO_MORE_ITEMS=259, ERROR_MORE_DATA=234,
                          ERROR_FILE_NOT_FOUND=2, log=[], last_error=0, **kw)
 
@@ -155,7 +247,7 @@ def fake_registry(api: FakeApi, values, safe=None, known_key=True) -> None:
         api.log.append(("open", sub, sam))
         if not known_key:
             raise win_error(2)
-        out._obj.value = 0x1234
+        store_handle(out, 0x1234)
 
     def enum(key, i, name, name_len, reserved, kind, data, data_len):
         if i >= len(values):
@@ -178,7 +270,7 @@ def fake_registry(api: FakeApi, values, safe=None, known_key=True) -> None:
         return 0
 
     api.RegOpenKeyExW, api.RegEnumValueW, api.RegGetValueW = open_key, enum, get_value
-    api.RegCloseKey = lambda key: api.log.append(("close", key.value))
+    api.RegCloseKey = lambda key: api.log.append(("close", address(key)))
 
 
 @pytest.fixture
@@ -248,12 +340,12 @@ def fake_process(api: FakeApi, modules=MODULES, open_ok=True) -> None:
         api.log.append(("enum", h, cb // ctypes.sizeof(ctypes.c_void_p), flags))
         n = min(len(modules), cb // ctypes.sizeof(ctypes.c_void_p))
         for i in range(n):
-            mods[i] = 0x10000 * (i + 1)
+            mods[i] = as_handle(0x10000 * (i + 1))
         needed._obj.value = len(modules) * ctypes.sizeof(ctypes.c_void_p)
         return 1
 
     def file_name(h, m, buf, size):
-        path = modules[m // 0x10000 - 1]
+        path = modules[address(m) // 0x10000 - 1]
         buf.value = path
         return len(path)
 
@@ -331,6 +423,10 @@ def test_live_system_and_process_on_windows(api, monkeypatch):
     assert [m.path for m in proc.loaded] == MODULES[:3]
     other = live.live_process(4242)
     assert other.dll_directory is None and other.path == []  # no API reads them from outside
+    api.OpenProcess = lambda access, inherit, pid: 0
+    api.last_error = 5
+    with pytest.raises(DlltraceError, match=r"^cannot list the modules of process 7: cannot open process 7 \(error 5\)$"):
+        live.live_process(7)
 
 
 def test_live_system_keeps_the_stock_known_dlls_when_the_registry_cannot_be_read(api, monkeypatch):

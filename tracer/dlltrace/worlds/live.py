@@ -188,7 +188,11 @@ def live_process(pid: Optional[int] = None) -> ProcessState:
     first). For this process (pid None) also its folder, PATH and SetDllDirectory folder; another process's
     cwd, PATH and DLL directory have no API (the shim records them from inside: its `env` event)."""
     _need_windows("a live process")
-    modules = winapi.process_modules(pid)
+    try:
+        modules = winapi.process_modules(pid)
+    except OSError as e:  # (WindowsOnly, or the package's WinError: access denied, a 64-bit process, ...)
+        raise DlltraceError(f"cannot list the modules of process {pid if pid is not None else os.getpid()}: "
+                            f"{e.strerror or e}", EXIT_UNSUPPORTED) from None
     if not modules:
         raise DlltraceError(f"process {pid}: no modules listed", EXIT_UNSUPPORTED)
     own = pid is None
