@@ -457,6 +457,8 @@ def test_kill_on_close_job(api):
     assert seen["set"] == (0x50, 9, 0x2000, True)  # JobObjectExtendedLimitInformation, KILL_ON_JOB_CLOSE
     assert seen["assign"] == (0x50, 0x60)
     assert seen["closed"] == [0x60]  # the process handle; the job's stays open for the caller
+    winapi.close_handle(0x50)
+    assert seen["closed"] == [0x60, 0x50]
     # the 64-bit layout of JOBOBJECT_EXTENDED_LIMIT_INFORMATION (winnt.h): 144 bytes
     if ctypes.sizeof(ctypes.c_void_p) == 8:
         assert ctypes.sizeof(winapi.JOBOBJECT_EXTENDED_LIMIT_INFORMATION) == 144

@@ -11,7 +11,8 @@ What the Python side asks Windows (the live world on Windows, worlds/live.py; th
                           GetModuleFileNameExW)
   format_message(code)    the system's text for a Win32 error or an NTSTATUS (FormatMessageW)
   kill_on_close_job(pid)  for `dlltrace run` on Windows: the launcher in a job that ends it when dlltrace
-                          ends, however it ends (the twin of die_with_parent's PR_SET_PDEATHSIG on Linux)
+                          ends, however it ends (the twin of die_with_parent's PR_SET_PDEATHSIG on Linux);
+                          close_handle(job) once the launcher has ended
 
 Better done in the shim, and done there (native/shim/dlltrace_shim.c, write_env): the same facts *of the
 traced process*. Its DLL directory has no API that reads it from another process (GetDllDirectoryW
@@ -364,3 +365,9 @@ def kill_on_close_job(pid: int) -> int:
         s.CloseHandle(job)
         raise WindowsOnly(f"cannot put process {pid} in a job (error {err})")
     return int(job)
+
+
+def close_handle(handle: int) -> None:
+    """CloseHandle (kill_on_close_job's job, once the launcher has ended: closing it earlier ends the
+    launcher)."""
+    _sdk().CloseHandle(handle)
