@@ -20,16 +20,7 @@ import pytest
 from dlltrace import cli, errors
 from dlltrace.report.redact import redact_trace, redact_trace_file, redactor_of, trace_bytes
 from dlltrace.trace.reader import read_trace
-from test_redact import CASES, FORMS, PATH_WORDS, _id, case_trace, esc, run
-
-ATTACH = "**Trace to attach:**"  # (report/markdown.py: the line that names the trace file, its size)
-
-
-def without_attach_line(out: str) -> str:
-    """A report less the Markdown line that names the file to attach and its size (the redacted file and
-    the original are two files, of two sizes; `report --redact` says the original is not redacted)."""
-    return "\n".join(line for line in out.split("\n") if not line.startswith(ATTACH))
-
+from test_redact import CASES, FORMS, PATH_WORDS, _id, case_trace, esc, run, without_attach_line
 
 def planted_in(data: bytes, values: list[str]) -> list[str]:
     """The planted values in a trace file's bytes: a distinctive one anywhere (case-insensitively, as
@@ -269,3 +260,8 @@ def test_real_wheel_runs_redacted(tmp_path_factory, tmp_path, capsys):
             assert redact_cli(capsys, real, out)[0] == 0
             assert not planted_in(out.read_bytes(), values), (sit.name, values)
             same_reports(capsys, real, out)
+            verdict = verdict_of(run(capsys, out, "--json")[1])
+            assert verdict["failed"] and verdict == verdict_of(run(capsys, real, "--json")[1])
+            with capsys.disabled():
+                print(f"\n{sit.name} ({values[0]}): {real.stat().st_size:,} bytes, redacted {out.stat().st_size:,}, "
+                      f"failed calls {verdict['failed']}")

@@ -12,7 +12,7 @@ import os
 import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.report.redact import redact_trace_file
+from dlltrace.report.redact import redact_trace_file, redacted_name
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -21,17 +21,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                                           "default: TRACE's name with .redacted.jsonl.gz)")
 
 
-def default_output(trace: str) -> str:
-    """t.jsonl -> t.redacted.jsonl.gz (and t.jsonl.gz the same)."""
-    base = trace[:-3] if trace.lower().endswith(".gz") else trace
-    stem = base[:-6] if base.lower().endswith(".jsonl") else base
-    return stem + ".redacted.jsonl.gz"
-
-
 def execute(args: argparse.Namespace) -> int:
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
-    out = args.output or default_output(args.trace)
+    out = args.output or redacted_name(args.trace)
     s = redact_trace_file(args.trace, out)
     for w in s.warnings[:10]:
         print(f"dlltrace: warning: {w}", file=sys.stderr)

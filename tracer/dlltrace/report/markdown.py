@@ -1,15 +1,26 @@
-"""The report as Markdown, to paste into a GitHub issue (`dlltrace report TRACE --markdown`)."""
+"""The report as Markdown, to paste into a GitHub issue (`dlltrace report TRACE --markdown`).
+
+It fits an issue whatever the trace holds: GitHub takes an issue body of at most 65,536 characters, and
+the report stays within MARKDOWN_BUDGET (UTF-8 bytes, so within the limit however GitHub counts, with
+room left for the user's own words). The incident comes first, whole: the failure the program hit
+(else the first whose outcome the trace does not tell). The other failed loads follow, collapsed in a
+<details>: the first OTHERS_IN_FULL explained in full, the rest a line each, as far as the budget goes;
+then the loads the program went past, a line each (collapsed when there are many). Each list that
+does not fit ends with a line that says how many were left out (`**N more ... left out**`). Last, the
+trace file to attach, its size, and whether it is compressed and redacted (report/attach.py)."""
 
 from __future__ import annotations
 
 from dlltrace import winpath
 from dlltrace.model import Fix
+from dlltrace.report.attach import Attachment, attachment_of, size_text
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.report.ending import ending
-from dlltrace.report.text import (agreement_lines, ending_lines, environment_line, explained_incident, fate_line, plural,
-                                  unexplained_exits)
+from dlltrace.report.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
+                                  fate_line, plural, unexplained_exits)
+from dlltrace.report.redact import redacted_name
 from dlltrace.report.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.trace.replay import Replayed
@@ -24,73 +35,187 @@ def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
     return out
 
 
-def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> str:
+MARKDOWN_BUDGET = 50_000  # UTF-8 bytes: under GitHub's 65,536-character issue body, with room for the user's words
+OTHERS_IN_FULL = 5  # other failed loads explained in full (collapsed) before the rest get a line each
+APART_OPEN = 10  # at most this many loads the program went past are listed open; more are collapsed
+ATTACH = "**Trace to attach:**"
+DETAILS = "<details><summary>Chain, folders searched, environment</summary>"
+APART_HEADING = "Probed, absent, the program went on (not failures, no fix needed)"
+
+
+def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> list[str]:
+    """One failed load in full: its verdict and call, its fate, where the leaf is, the first fix; then,
+    collapsed, the chain, the folders searched, the other fixes, the model's agreement, the environment."""
+    out: list[str] = []
+    r = inc.first
+    res = r.result
+    e = explained_incident(inc)
+    what = verdict_text(e)[2:]
+    if r.load.api == "start":
+        status = r.load.status or 0
+        out.append(f"{lead} {what} — `{winpath.basename(r.load.name or '?')}` could not start "
+                   f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
+    else:
+        where = f" while `{as_typed(r.origin)}` loaded" if r.origin else " loading"
+        out.append(f"{lead} {what} — WinError {r.real_error}{where} "
+                   f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
+    out.append("")
+    out.append(fate_line(inc.verdict).rstrip(".") + ".")
+    out.append("")
+    for c in res.found_elsewhere[:2]:
+        out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
+    leaf = res.leaf.name if res.leaf else ""
+    if e.fixes:
+        out.append(f"Suggested fix: {as_typed(e.fixes[0].markdown)}")
+        out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
+    if e.also_missing:
+        out += ["", f"{ALSO_MISSING}:", ""]
+        for a in e.also_missing:
+            name, why, by, installed = also_missing_row(a)
+            chain = " → ".join(f"`{n}`" for n in a.chain)
+            out.append(f"- `{name}`: {why}, {by}{' (' + chain + ')' if chain else ''}; {installed}")
+    out.append("")
+    out.append(DETAILS)
+    out.append("")
+    out.append("Chain: " + " → ".join(f"`{n}`" for n in res.chain))
+    for lk in e.looked:
+        out += ["", looked_heading(lk), "", "| # | folder | rule | result |", "|---|---|---|---|"]
+        out += [f"| {i} | `{folder}` | {rule} | {result} |" for i, folder, rule, result in looked_rows(lk)]
+        if lk.not_searched:
+            out += ["", lk.not_searched]
+    if len(e.fixes) > 1:
+        out += ["", "Other fixes:"]
+        out.extend(fix_items(e.fixes[1:], leaf))
+    out.append("")
+    out.extend(agreement_lines(inc, indent=""))
+    out.append("")
+    out.append(environment_line(trace))
+    out.append("")
+    out.append("</details>")
+    out.append("")
+    return out
+
+
+def failure_item(inc: Incident) -> str:
+    """Another failed load, in one line: its verdict, the call and its fate."""
+    r = inc.first
+    e = explained_incident(inc)
+    fate = FATE_WORDS[inc.verdict.fate] if inc.verdict else ""
+    return (f"- {verdict_text(e)[2:]} — WinError {r.real_error} loading `{winpath.basename(r.load.name or '?')}` with "
+            f"flags `{(r.load.flags or 0):#x}`{' · ' + fate.lower() if fate else ''}")
+
+
+def apart_item(inc: Incident) -> str:
+    r = inc.first
+    return (f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
+            f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict) if inc.verdict else '?'}")
+
+
+def left_out_line(count: int, one: str, many: str, trace_name: str) -> str:
+    """The line that caps a list: how many of it were left out, and where every one is."""
+    return (f"**{count} more {one if count == 1 else many} left out** to fit a GitHub issue: "
+            f"`dlltrace report {trace_name}` lists every one.")
+
+
+def attach_line(a: Attachment) -> str:
+    """The trace file to attach, its size, and what to do first when it is not compressed or not redacted."""
+    redact_cmd = f"`dlltrace redact {a.name} -o {winpath.basename(redacted_name(a.name))}`"
+    size = size_text(a.size) if a.size is not None else "size unknown"
+    if a.report_redacted:
+        return (f"{ATTACH} this report is redacted, the trace file `{a.name}` ({size}) is not: {redact_cmd} writes "
+                "a compressed copy with user, home and machine names replaced; attach that one.")
+    facts = [size, "compressed" if a.compressed else "not compressed"]
+    if a.name_says_compressed and not a.compressed:
+        facts[-1] += ", whatever its name says"
+    if a.redacted:
+        facts.append("user, home and machine names replaced")
+    out = f"{ATTACH} `{a.name}` ({', '.join(facts)})."
+    if a.too_big:
+        out += " It is over GitHub's 25 MB limit for an attachment: share it another way, or attach the report alone."
+    if not a.redacted:
+        out += (f" It is not redacted (it may hold your user, home and machine names): {redact_cmd} writes a"
+                " compressed copy with them replaced, to attach instead.")
+    elif not a.compressed:
+        out += f" GitHub takes `.gz` attachments: `python -m gzip {a.name}` writes `{a.name}.gz` to attach."
+    return out
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
+
+
+def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed], budget: int = MARKDOWN_BUDGET) -> str:
     failed = [i for i in incs if i.real_failure]
+    failed.sort(key=lambda i: i.verdict is None or i.verdict.fate != "fatal")  # the failure the program hit first
     apart = [i for i in incs if i.went_on]
     end_words = ending_lines(trace, incs, ending(trace))
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n"
     if not failed and not apart:
         return f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. " + " ".join(end_words) + "\n"
-    out = []
+    name = attachment_of(trace)
+    tail = [visible(attach_line(name))]
+    out: list[str] = []
     if not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
-        out += [f"{line}" for line in unexplained_exits(trace, incs)]
+        out += [visible(line) for line in unexplained_exits(trace, incs)]
         out.append("")
-    for inc in failed:
-        r = inc.first
-        res = r.result
-        e = explained_incident(inc)
-        what = verdict_text(e)[2:]
-        if r.load.api == "start":
-            status = r.load.status or 0
-            out.append(f"**dlltrace:** {what} — `{winpath.basename(r.load.name or '?')}` could not start "
-                       f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
-        else:
-            where = f" while `{as_typed(r.origin)}` loaded" if r.origin else " loading"
-            out.append(f"**dlltrace:** {what} — WinError {r.real_error}{where} "
-                       f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
-        out.append("")
-        out.append(fate_line(inc.verdict).rstrip(".") + ".")
-        out.append("")
-        for c in res.found_elsewhere[:2]:
-            out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
-        leaf = res.leaf.name if res.leaf else ""
-        if e.fixes:
-            out.append(f"Suggested fix: {as_typed(e.fixes[0].markdown)}")
-            out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
-        if e.also_missing:
-            out += ["", f"{ALSO_MISSING}:", ""]
-            for a in e.also_missing:
-                name, why, by, installed = also_missing_row(a)
-                chain = " → ".join(f"`{n}`" for n in a.chain)
-                out.append(f"- `{name}`: {why}, {by}{' (' + chain + ')' if chain else ''}; {installed}")
-        out.append("")
-        out.append("<details><summary>Chain, folders searched, environment</summary>")
-        out.append("")
-        out.append("Chain: " + " → ".join(f"`{n}`" for n in res.chain))
-        for lk in e.looked:
-            out += ["", looked_heading(lk), "", "| # | folder | rule | result |", "|---|---|---|---|"]
-            out += [f"| {i} | `{folder}` | {rule} | {result} |" for i, folder, rule, result in looked_rows(lk)]
-            if lk.not_searched:
-                out += ["", lk.not_searched]
-        if len(e.fixes) > 1:
-            out += ["", "Other fixes:"]
-            out.extend(fix_items(e.fixes[1:], leaf))
-        out.append("")
-        out.extend(agreement_lines(inc, indent=""))
-        out.append("")
-        out.append(environment_line(trace))
-        out.append("")
-        out.append("</details>")
-        out.append("")
-    if apart:
-        out.append("Probed, absent, the program went on (not failures, no fix needed):")
-        out.append("")
-        for inc in apart:
-            r = inc.first
-            out.append(f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
-                       f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict) if inc.verdict else '?'}")
-        out.append("")
-    return visible("\n".join(out))  # (a name's control characters and lone surrogates as escapes)
+    reserve = 2 * len(left_out_line(len(incs), "", "loads the program went past", name.name)) + 400  # cap lines, closings
+    room = budget - _size(tail) - reserve
 
+    def fits(lines: list[str]) -> bool:
+        return _size(out) + _size(lines) <= room
+
+    if failed:
+        first = [visible(line) for line in incident_lines(failed[0], trace)]
+        if not fits(first):  # one failure larger than an issue (thousands of folders searched): cut
+            first = _cut(first, room - _size(out), name.name)
+        # the trace to attach, in the open, before the incident's collapsed details
+        at = next((i for i, line in enumerate(first) if line.startswith(DETAILS)), len(first))
+        out += first[:at] + tail + [""] + first[at:]
+    else:
+        out += tail + [""]
+    others = failed[1:]
+    if others:
+        out += [f"<details><summary>{plural(len(others), 'other failed load')}</summary>", ""]
+        shown = 0
+        for inc in others:
+            block = ([visible(line) for line in incident_lines(inc, trace, "**Also failed:**")] if shown < OTHERS_IN_FULL
+                     else [visible(failure_item(inc))])
+            if not fits(block):
+                break
+            if shown == OTHERS_IN_FULL:
+                out.append("")
+            out += block
+            shown += 1
+        out += ["", "</details>", ""]
+        if shown < len(others):
+            out += [left_out_line(len(others) - shown, "failed load", "failed loads", name.name), ""]
+    if apart:
+        collapsed = len(apart) > APART_OPEN
+        out += ([f"<details><summary>{APART_HEADING}: {len(apart)}</summary>", ""] if collapsed
+                else [f"{APART_HEADING}:", ""])
+        shown = 0
+        for inc in apart:
+            item = [visible(apart_item(inc))]
+            if not fits(item):
+                break
+            out += item
+            shown += 1
+        out += ["", "</details>", ""] if collapsed else [""]
+        if shown < len(apart):
+            out += [left_out_line(len(apart) - shown, "load the program went past", "loads the program went past",
+                                  name.name), ""]
+    return "\n".join(out)
+
+
+def _cut(lines: list[str], room: int, trace_name: str) -> list[str]:
+    """Lines cut to `room` bytes, a <details> left open closed, and a line that says so."""
+    note = visible(f"(cut here to fit a GitHub issue: the full report is `dlltrace report {trace_name}`)")
+    out: list[str] = []
+    for line in lines:
+        if _size(out) + _size([line, note, "</details>", ""]) > room:
+            break
+        out.append(line)
+    opened = sum(1 for line in out if line.startswith("<details>")) - sum(1 for line in out if line == "</details>")
+    return out + [note] + ["</details>", ""] * opened

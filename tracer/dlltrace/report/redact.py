@@ -288,13 +288,31 @@ def _redactor_of(trace: Union[Trace, Any]) -> Redactor:
     return red
 
 
+_COPY_OF = "_redacted_copy_of"  # (on a redacted copy: the path of the trace it was made of)
+
+
 def redact_trace(trace: Trace, red: Optional[Redactor] = None) -> Trace:
     """A copy of the trace with every identifying value replaced: what `dlltrace report --redact` reports."""
     red = red or redactor_of(trace)
     with paused_gc():
-        return Trace(path=red.text(trace.path, anywhere=True), header=trace.header,
+        copy = Trace(path=red.text(trace.path, anywhere=True), header=trace.header,
                      events=[_redacted(e, red) for e in trace.events],
                      warnings=[red.text(w, anywhere=True) for w in trace.warnings], checked=trace.checked)
+    copy.__dict__[_COPY_OF] = redacted_copy_of(trace) or trace.path
+    return copy
+
+
+def redacted_copy_of(trace: Trace) -> Optional[str]:
+    """For a copy redact_trace made: the path of the trace file it was made of (report/attach.py: the
+    file a report attaches is that one, which is not redacted); None for a trace read from a file."""
+    return trace.__dict__.get(_COPY_OF)
+
+
+def redacted_name(path: str) -> str:
+    """The name `dlltrace redact` gives a trace's redacted copy: t.jsonl (or t.jsonl.gz) -> t.redacted.jsonl.gz."""
+    base = path[:-3] if path.lower().endswith(".gz") else path
+    stem = base[:-6] if base.lower().endswith(".jsonl") else base
+    return stem + ".redacted.jsonl.gz"
 
 
 def redact(text: str, trace: Union[Trace, Any, Redactor]) -> str:
