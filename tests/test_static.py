@@ -18,7 +18,7 @@ import pytest
 import realwheels
 from dlltrace import static
 from dlltrace.classify import classify
-from dlltrace.worlds.static import FactsCache, wheel_member_path
+from dlltrace.worlds.static import FactsCache, read_member, wheel_member_path, zip_members
 from winetools import CC32, mingw_compile, require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -386,4 +386,26 @@ def test_facts_cache_gives_the_facts_the_zip_member_gives(tmp_path):
     finally:
         del os.environ["DLLTRACE_CACHE"]
     info = zipfile.ZipFile(w).getinfo("torch/lib/c10.dll")
-    assert FactsCache.key(info).startswith(f"v1-{info.CRC:08x}-{info.file_size}-")
+    (member,) = [m for m in zip_members(w) if m.filename == "torch/lib/c10.dll"]
+    assert (member.CRC, member.file_size, member.compress_size) == (info.CRC, info.file_size, info.compress_size)
+    assert FactsCache.key(member).startswith(f"v1-{info.CRC:08x}-{info.file_size}-")
+
+
+def test_zip_reader_lists_and_reads_members_as_zipfile_does(tmp_path):
+    """The central-directory reader against zipfile on a zip with stored, deflated and zip64-sized members."""
+    z = tmp_path / "t.whl"
+    with zipfile.ZipFile(z, "w") as out:
+        out.writestr("pkg/a.dll", b"MZ" + bytes(5000), compress_type=zipfile.ZIP_DEFLATED)
+        out.writestr("pkg/b.PYD", b"MZ stored", compress_type=zipfile.ZIP_STORED)
+        out.writestr("pkg/readme.txt", b"text")
+        with out.open(zipfile.ZipInfo("pkg/c.exe"), "w", force_zip64=True) as f:
+            f.write(b"MZ zip64")
+    members = zip_members(z)
+    assert [m.filename for m in members] == ["pkg/a.dll", "pkg/b.PYD", "pkg/c.exe"]
+    with zipfile.ZipFile(z) as ref:
+        for m in members:
+            assert read_member(z, m) == ref.read(m.filename)
+    torch = wheel("torch")
+    with zipfile.ZipFile(torch) as ref:
+        names = [i.filename for i in ref.infolist() if i.filename.lower().endswith((".dll", ".pyd", ".exe"))]
+    assert [m.filename for m in zip_members(torch)] == names

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import zipfile
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional
 
@@ -32,7 +31,7 @@ from dlltrace.emulate.python import PythonSimulator, ctypes_cdll, python_import
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
 from dlltrace.model import CallResult, FileFacts, Node, SearchDir
-from dlltrace.worlds.static import (AssumingWorld, FactsCache, StaticWorld, TargetFile, builtin_system,
+from dlltrace.worlds.static import (AssumingWorld, FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, live_system_world, python_files, python_home,
                                     site_packages, wheel_files)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
@@ -93,7 +92,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         py = python or wp or DEFAULT_PYTHON
         try:
             files, root = wheel_files(given, py, cache)
-        except (OSError, zipfile.BadZipFile) as exc:
+        except (OSError, ZipError) as exc:
             raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         world = StaticWorld(system, files, py, system_world=live)
         return Target(given, "wheel", world, files, root, py, machine or "x64", wheel_python_tag=tag)
