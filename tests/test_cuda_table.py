@@ -362,13 +362,18 @@ def test_real_torch_wheel_is_a_cpu_build(tmp_path):
 
 
 def test_real_ctranslate2_and_cuda_runtime_wheels(tmp_path):
-    place_members("ctranslate2", ["ctranslate2/version.py", "ctranslate2/ctranslate2.dll"], tmp_path / "drive_c")
+    place_members("ctranslate2", ["ctranslate2/version.py", "ctranslate2/ctranslate2.dll", "ctranslate2/cudnn64_9.dll"],
+                  tmp_path / "drive_c")
     place_members("cudart12", ["nvidia/cuda_runtime/bin/cudart64_12.dll"], tmp_path / "drive_c")
     t = layout_table(tmp_path)
     ct2 = next(f for f in t.frameworks if f.name == "ctranslate2")
     # 4.8.5 imports no CUDA DLL: it loads cublas64_12.dll at run time, by the name in its code
     assert (ct2.version, ct2.cuda_major, ct2.cuda_from) == ("4.8.5", 12, "the cuBLAS name in ctranslate2.dll")
     assert ct2.needs == ("cublas64_12.dll",)
+    # the cuDNN 9 it bundles (docs/packages.md 1.1): its file version; it imports only KERNEL32, so no CUDA major
+    assert ct2.cudnn_major == 9 and ct2.bundles == ("cudnn64_9.dll",)
+    c = t.cudnns[0]
+    assert (c.version, c.major, c.cuda_major, c.folder) == ("9.10.2.21", 9, None, SP + r"\ctranslate2")
     w = t.wheels[0]
     assert (w.name, w.files, w.cuda_major, w.searched) == ("cuda_runtime", ("cudart64_12.dll",), 12, False)
     facts = C._Builder(WorldFacts(LiveWorld(SystemInfo(), to_host=wine_map(tmp_path)), ProcessState(exe=EXE)))
