@@ -26,7 +26,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 try:
-    from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1
+    from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1 (pyproject.toml asks for 77)
 except ImportError:  # an older setuptools with the wheel package (pyproject.toml asks for a newer one)
     from wheel.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
 

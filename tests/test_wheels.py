@@ -98,6 +98,7 @@ def test_wheel_metadata(dist, wheel):
     m = dist_info(dist / wheel, "METADATA")
     assert m["Name"] == "dlltrace"
     assert m["Version"] == V
+    assert m["License-Expression"] == "MIT"
     reqs = {r.name: r for r in map(Requirement, m.get_all("Requires-Dist"))}
     assert {"pefile", "rich", "cffi", "ctypes-windows-sdk"} <= set(reqs)
     cws = reqs["ctypes-windows-sdk"]
