@@ -105,7 +105,8 @@ def test_version_rules_of_the_files():
     assert C.cudart_cuda_version("6.14.11.12040") == "12.4"
     assert C.cudart_cuda_version("12.4.127") is None
     assert [C.cuda_major_of_name(n) for n in ("cudart64_110.dll", "cublas64_12.dll", "cublasLt64_13.dll",
-                                              "nvrtc64_120_0.dll", "libcublas.so.12", "cufft64_11.dll")] == [11, 12, 13, 12, 12, None]
+                                              "nvrtc64_120_0.dll", "libcublas.so.12", "cufft64_11.dll", "curand64_10.dll")] == \
+        [11, 12, 13, 12, 12, 12, None]
     assert C.cudnn_major_of_name("cudnn64_9.dll") == 9 and C.cudnn_major_of_name("libcudnn.so.8.9.7") == 8
 
 

@@ -136,9 +136,9 @@ _LINUX_CUDNN = re.compile(r"^libcudnn\.so\.(\d+)((?:\.\d+)*)$")
 
 
 def cuda_major_of_name(name: str) -> Optional[int]:
-    """The CUDA major a runtime or cuBLAS file name says (cublas64_12.dll -> 12, cudart64_110.dll -> 11,
-    nvrtc64_120_0.dll -> 12, libcublas.so.12 -> 12); None for a name that says none (cufft64_11.dll is
-    cuFFT's own major, not CUDA's)."""
+    """The CUDA major a file name says (cublas64_12.dll -> 12, cudart64_110.dll -> 11, nvrtc64_120_0.dll -> 12,
+    libcublas.so.12 -> 12; another library's name through classify.py's table, when it names one major:
+    cufft64_11.dll -> 12); None for a name that says none or several (curand64_10.dll: CUDA 10 to 13)."""
     base = name.rsplit("\\", 1)[-1].rsplit("/", 1)[-1]
     m = _WIN_CUDA_NAME.match(base)
     if m:
@@ -148,7 +148,15 @@ def cuda_major_of_name(name: str) -> Optional[int]:
     if m:
         return int(m.group(1))
     m = _LINUX_CUDA_NAME.match(base)
-    return int(m.group(2)) if m else None
+    if m:
+        return int(m.group(2))
+    if base.lower().endswith(".dll"):  # the other libraries' own majors: classify.py's table (cufft64_11.dll is CUDA 12)
+        from dlltrace.classify import cuda_class
+
+        c = cuda_class(base.lower()[:-4])
+        if c is not None and len(c.cuda_majors) == 1:
+            return c.cuda_majors[0]
+    return None
 
 
 def cudnn_major_of_name(name: str) -> Optional[int]:
