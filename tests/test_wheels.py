@@ -191,12 +191,11 @@ def test_bad_platform_is_one_clear_error(tmp_path):
 
 
 @pytest.mark.wine
-def test_trace_under_wine_with_the_shim_from_the_unpacked_wheel(dist, tmp_path):
+def test_trace_under_wine_with_the_shim_from_the_unpacked_wheel(dist, wine_prefix, tmp_path):
     """The win_amd64 wheel unpacked on its own; `python -m dlltrace run --wine` with PYTHONPATH=<unpacked>
     so that `dlltrace` is the wheel's copy, which takes the launcher (and the launcher the shim next to
     it) from the wheel's bin/."""
-    winetools.require("wine", "mingw64")
-    winetools.ensure_prefix()
+    winetools.require("mingw64")
     unpacked = tmp_path / "unpacked"
     with zipfile.ZipFile(dist / WIN) as z:
         z.extractall(unpacked)
