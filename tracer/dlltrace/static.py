@@ -552,6 +552,7 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
     world = target.world
     rel = lambda p: winpath.normalize(p)[len(target.root) + 1:] if winpath.normalize(p).lower().startswith(  # noqa: E731
         target.root.lower() + "\\") else p
+    world.prefetch([f.path for f in target.files], workers=min(2, os.cpu_count() or 1))
     facts_of: dict[str, FileFacts] = {}
     files: list[FileRow] = []
     problems: list[Problem] = []

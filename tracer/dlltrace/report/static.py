@@ -269,7 +269,8 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
     for row in sorted(r.rows, key=lambda x: (_STATUS_ORDER.get(x.status, 9), x.dll.lower())):
         if not all_rows and row.status in ("windows", "apiset"):
             continue
-        who = ", ".join(row.needed_by[:3]) + (f" +{len(row.needed_by) - 3}" if len(row.needed_by) > 3 else "")
+        names = list(dict.fromkeys(winpath.basename(n) for n in row.needed_by))
+        who = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
         style = "red" if row.status == "not_allowed" else ""
         table.add_row(Text(row.dll, style=style), row.klass.label, row.status.replace("_", " "),
                       who + (" (delay-load)" if row.delay_only else ""))

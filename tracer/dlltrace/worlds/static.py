@@ -118,6 +118,7 @@ class TargetFile:
     path: str  # the Windows path in the model
     source: str  # the wheel member name, or the host path
     read: Callable[[], FileFacts]
+    size: int = 0  # bytes to read (a wheel member's compressed size), for prefetch's order
 
 
 def _facts(path: str, res: Union[PEFacts, PEError]) -> FileFacts:
@@ -263,7 +264,7 @@ def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache) 
         if info.filename.endswith("/"):
             continue
         path = wheel_member_path(info.filename, python)
-        out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache)))
+        out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache), info.compress_size))
     return out, site_packages(python)
 
 
@@ -298,8 +299,15 @@ def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[Targe
             host = os.path.join(dirpath, fn)
             rel = os.path.relpath(host, root).replace(os.sep, "\\")
             path = winpath.join(virtual_root, rel)
-            out.append(TargetFile(path, host, _host_reader(host, path)))
+            out.append(TargetFile(path, host, _host_reader(host, path), _size(host)))
     return out
+
+
+def _size(host: str) -> int:
+    try:
+        return os.path.getsize(host)
+    except OSError:
+        return 0
 
 
 def _host_reader(host: str, path: str) -> Callable[[], FileFacts]:
@@ -369,6 +377,19 @@ class StaticWorld:
             facts = self._system_world.file(path) if self._system_world is not None else None  # type: ignore[attr-defined]
         self._facts[k] = facts
         return facts
+
+    def prefetch(self, paths: Iterable[str], workers: int = 2) -> None:
+        """Read the facts of these target files now, `workers` at a time (zlib inflates without the GIL,
+        so a wheel's members decompress in parallel), largest first."""
+        todo = [winpath.key(p) for p in paths if winpath.key(p) in self.targets and winpath.key(p) not in self._facts]
+        if len(todo) < 2 or workers < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo.sort(key=lambda k: -self.targets[k].size)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for k, facts in zip(todo, pool.map(lambda k: self.targets[k].read(), todo)):
+                self._facts[k] = facts
 
     def is_dir(self, path: str) -> bool:
         if winpath.key(path) in self._dirs:
