@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,10 @@ def test_no_arguments_prints_usage(dlltrace_cli):
     assert r.returncode == 2 and "usage:" in r.stderr
 
 
-def test_version(dlltrace_cli):
+def test_version(dlltrace_cli, monkeypatch):
+    from dlltrace.trace import launch
+
+    monkeypatch.setattr(launch, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
     r = dlltrace_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
 
@@ -143,3 +147,134 @@ def test_example_command_runs(dlltrace_cli):
     # and an example that did not fail as it says would not be 0
     from dlltrace.commands.simulate import example_code
     assert example_code({"error": 126, "leaf": "other.dll"}, []) == EXIT_SIMULATED_FAILURE
+
+
+# --- the command line a user expects: help, did you mean, the shorthand only for programs, --version ---
+
+@pytest.fixture
+def no_run(monkeypatch):
+    """`dlltrace run` replaced by a recorder: the arguments it would have traced, and nothing run."""
+    from dlltrace.commands import run
+
+    calls: list = []
+    def execute(args):
+        cmd = list(args.cmd)
+        calls.append((cmd[1:] if cmd[:1] == ["--"] else cmd, args.wine))  # (run drops the "--" itself)
+        return 0
+
+    monkeypatch.setattr(run, "execute", execute)
+    return calls
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_help_and_help_command(dlltrace_cli):
+    r = dlltrace_cli("help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: dlltrace")
+    assert all(c in r.stdout for c in ("simulate", "report", "run", "help"))
+    r = dlltrace_cli("help", "report")
+    assert r.returncode == 0 and r.stdout.startswith("usage: dlltrace report") and "--markdown" in r.stdout \
+        and "-o FILE, --output FILE" in r.stdout
+    r = dlltrace_cli("help", "reprot")
+    assert r.returncode == 2 and r.stdout == ""
+    assert one_line(r.stderr) == "dlltrace: help: no command 'reprot'; did you mean `dlltrace report`?"
+
+
+@pytest.mark.parametrize("word, command", [("simulat", "simulate"), ("reprot", "report"), ("Report", "report"),
+                                           ("hlep", "help"), ("sim", "simulate")])
+def test_a_word_close_to_a_command_is_did_you_mean_not_traced(dlltrace_cli, no_run, word, command):
+    r = dlltrace_cli(word, "x")
+    assert r.returncode == 2 and no_run == []
+    assert one_line(r.stderr) == f"dlltrace: {word}: not a command; did you mean `dlltrace {command}`?"
+
+
+def test_version_as_a_word_points_to_the_option(dlltrace_cli, no_run):
+    r = dlltrace_cli("version")
+    assert r.returncode == 2 and no_run == []
+    assert one_line(r.stderr) == "dlltrace: version: not a command; did you mean `dlltrace --version`?"
+
+
+def test_a_word_that_is_neither_a_command_nor_a_program_is_one_line_exit_4(dlltrace_cli, no_run, tmp_path):
+    r = dlltrace_cli("qzxwvk-no-such-program", "-c", "1", cwd=tmp_path)
+    assert r.returncode == 4 and no_run == []
+    line = one_line(r.stderr)
+    assert line.startswith("dlltrace: qzxwvk-no-such-program: neither a command (simulate, run, report")
+    assert "nor a program found on PATH" in line
+    r = dlltrace_cli("./no-such-file.exe", cwd=tmp_path)  # a path that does not exist
+    assert r.returncode == 4 and no_run == [] and "neither a command" in one_line(r.stderr)
+
+
+def test_the_shorthand_runs_real_programs(dlltrace_cli, no_run, tmp_path):
+    sh = shutil.which("sh")
+    assert dlltrace_cli("sh", "-c", "true").returncode == 0  # found on PATH
+    prog = tmp_path / "prog"
+    prog.write_text("")
+    assert dlltrace_cli("./prog", "a", cwd=tmp_path).returncode == 0  # a path that exists
+    assert no_run == [(["sh", "-c", "true"], False), (["./prog", "a"], False)] and sh
+
+
+def test_dlltrace_wine_prog_is_the_shorthands_twin(dlltrace_cli, no_run, tmp_path):
+    (tmp_path / "host.exe").write_bytes(b"MZ")
+    (tmp_path / "notes.txt").write_text("")
+    assert dlltrace_cli("--wine", "host.exe", "a", "--b", cwd=tmp_path).returncode == 0
+    assert dlltrace_cli("--wine", "--", "./host.exe", cwd=tmp_path).returncode == 0
+    assert no_run == [(["host.exe", "a", "--b"], True), (["./host.exe"], True)]
+    for argv, says in [(["--wine", "missing.exe"], "--wine missing.exe: no such .exe file"),
+                       (["--wine", "notes.txt"], "--wine notes.txt: no such .exe file"),
+                       (["--wine"], "--wine needs a program")]:
+        r = dlltrace_cli(*argv, cwd=tmp_path)
+        assert r.returncode == 4 and one_line(r.stderr).startswith(f"dlltrace: {says}"), r.stderr
+    assert len(no_run) == 2
+    # `dlltrace run --wine -- PROG` is unchanged: Wine may find a program itself
+    assert dlltrace_cli("run", "--wine", "--", "notepad").returncode == 0 and no_run[-1] == (["notepad"], True)
+
+
+def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, tmp_path):
+    from dlltrace.trace import launch
+
+    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
+    r = dlltrace_cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
+    have = (launch.BIN / launch.LAUNCHER).is_file() and (launch.BIN / launch.SHIM).is_file()
+    if have:  # (the checkout's bin/, built by native/build.sh)
+        assert f"shim: {launch.BIN / launch.SHIM} (x64 PE)" in r.stdout
+        assert f"launcher: {launch.BIN / launch.LAUNCHER} (x64 PE)" in r.stdout
+    # an install without the native files
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setattr(launch, "BIN", empty)
+    r = dlltrace_cli("--version")
+    assert r.returncode == 0 and f"shim: {empty / launch.SHIM} (missing)" in r.stdout
+    assert "tracing: not possible with this install (dlltrace_launch64.exe, dlltrace_shim64.dll not usable)" in r.stdout
+    if not have:
+        return
+    # the machine is read from each file's PE header: an arm64 shim next to an x64 launcher
+    import struct
+
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    shutil.copy(ROOT / "tracer/dlltrace/bin" / launch.LAUNCHER, odd / launch.LAUNCHER)
+    data = bytearray((ROOT / "tracer/dlltrace/bin" / launch.SHIM).read_bytes())
+    pe_at = struct.unpack_from("<I", data, 0x3C)[0]
+    struct.pack_into("<H", data, pe_at + 4, 0xAA64)
+    (odd / launch.SHIM).write_bytes(bytes(data))
+    monkeypatch.setattr(launch, "BIN", odd)
+    r = dlltrace_cli("--version")
+    assert f"shim: {odd / launch.SHIM} (arm64 PE)" in r.stdout and "built for different machines" in r.stdout
+    # a shim that is not a PE file
+    (odd / launch.SHIM).write_bytes(b"not a PE")
+    r = dlltrace_cli("--version")
+    assert f"shim: {odd / launch.SHIM} (not a usable PE file" in r.stdout and "tracing: not possible" in r.stdout
+    # built, not Windows, no wine64
+    shutil.copy(ROOT / "tracer/dlltrace/bin" / launch.SHIM, odd / launch.SHIM)
+    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    monkeypatch.setattr(sys, "platform", "linux")
+    r = dlltrace_cli("--version")
+    assert "tracing: not here: the shim is built (x64), but this is not Windows and wine64 is not installed" in r.stdout
+    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")
+    r = dlltrace_cli("--version")
+    assert "tracing: yes, x64 Windows programs under Wine (/usr/bin/wine64" in r.stdout

@@ -1,20 +1,27 @@
 """The `dlltrace` command: one module per subcommand (commands/), this file only dispatches.
 
-    dlltrace simulate SCENARIO [--json]
+    dlltrace simulate SCENARIO [--json] [-o FILE]
     dlltrace run [-o FILE] [--wine] -- CMD ...
-    dlltrace report TRACE [--json | --markdown] [--redact] [--all]
-    dlltrace CMD ...            (shorthand for `dlltrace run -- CMD ...`)
+    dlltrace report TRACE [--json | --markdown] [--redact] [--all] [-o FILE]
+    dlltrace help [COMMAND]
+    dlltrace --version          (and whether this install can trace: install.py)
+    dlltrace CMD ...            (shorthand for `dlltrace run -- CMD ...`: a program on PATH, or a path that exists)
+    dlltrace --wine PROG ...    (shorthand for `dlltrace run --wine -- PROG ...`: an .exe that exists)
+A word that is neither a command nor a program is a one-line error: "did you mean" a command close to
+it (exit 2), else exit 4.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
+import shutil
 import sys
 
-from dlltrace import __version__
 from dlltrace.commands import check, cuda, deps, redact, report, run, simulate
 from dlltrace.deep import deep_call, safe_streams
-from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
 
 # subcommand -> (its module: configure_parser(parser), execute(args) -> int; its help)
 SUBCOMMANDS = {
@@ -32,33 +39,142 @@ DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE
         "deps": ("target", EXIT_USAGE)}
 
 
-def build_parser() -> argparse.ArgumentParser:
+HELP = "show help for dlltrace, or for one command"
+PROGRAM_EXTS = (".exe", ".com")  # what `dlltrace --wine PROG` runs (an existing file)
+
+
+class _Version(argparse.Action):
+    """--version: the version, and whether this install can trace (install.py), computed when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and whether this install can trace, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from dlltrace.install import version_text
+
+        print(version_text())
+        parser.exit(0)
+
+
+def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `dlltrace` parser and each command's own."""
     parser = argparse.ArgumentParser(
         prog="dlltrace",
         description="Find out exactly why a Windows DLL failed to load.",
-        epilog="Shorthand: `dlltrace CMD ...` is `dlltrace run -- CMD ...`.",
+        epilog="Shorthand: `dlltrace CMD ...` is `dlltrace run -- CMD ...` for a program that exists (on PATH, or "
+               "a path); `dlltrace --wine PROG.exe ...` is `dlltrace run --wine -- PROG.exe ...`. "
+               "`dlltrace help COMMAND` shows a command's options.",
     )
-    parser.add_argument("--version", action="version", version=f"dlltrace {__version__}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs = {}
     for name, (command, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_execute=command.execute)
         command.configure_parser(p)
-    return parser
+        subs[name] = p
+    h = sub.add_parser("help", help=HELP, description=HELP)
+    h.add_argument("topic", nargs="?", metavar="COMMAND", help="a command")
+    subs["help"] = h
+    return parser, subs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_parsers()[0]
+
+
+def commands() -> list[str]:
+    return [*SUBCOMMANDS, "help"]
+
+
+def close_commands(word: str) -> list[str]:
+    """The commands a mistyped word may mean (difflib), or that it begins."""
+    low = word.lower()
+    near = difflib.get_close_matches(low, commands(), n=3, cutoff=0.7)
+    starts = [c for c in commands() if len(low) >= 2 and c.startswith(low) and c not in near]
+    return near + starts
+
+
+OPTION_WORDS = {"version": "--version", "-v": "--version", "-version": "--version"}  # words meaning an option
+
+
+def did_you_mean(word: str) -> str:
+    if word.lower() in OPTION_WORDS:
+        return f"did you mean `dlltrace {OPTION_WORDS[word.lower()]}`?"
+    near = close_commands(word)
+    return "did you mean " + " or ".join(f"`dlltrace {c}`" for c in near) + "?" if near else ""
+
+
+def is_program(word: str) -> bool:
+    """A program the shorthand may run: found on PATH, or a path that exists."""
+    if "/" in word or "\\" in word or os.sep in word:
+        return os.path.exists(word)
+    return shutil.which(word) is not None
+
+
+def is_wine_program(word: str) -> bool:
+    """A program `dlltrace --wine PROG` may run: an existing .exe (or .com) file."""
+    return word.lower().endswith(PROGRAM_EXTS) and os.path.isfile(word)
+
+
+def shorthand(argv: list[str]) -> list[str]:
+    """The arguments as a command line parse them: `dlltrace CMD ...` and `dlltrace --wine PROG ...`
+    become `run -- ...`; a word that is neither a command nor a program is a one-line error."""
+    if not argv:
+        return argv
+    first = argv[0]
+    if first == "--wine":  # the shorthand's twin: `dlltrace --wine PROG ...`
+        rest = argv[2:] if argv[1:2] == ["--"] else argv[1:]
+        if not rest:
+            raise DlltraceError("--wine needs a program: dlltrace --wine PROG.exe [ARG ...]", EXIT_NO_COMMAND)
+        if not is_wine_program(rest[0]):
+            raise DlltraceError(f"--wine {rest[0]}: no such .exe file (the shorthand runs an existing .exe; for a "
+                                f"program Wine finds itself: dlltrace run --wine -- {rest[0]})", EXIT_NO_COMMAND)
+        return ["run", "--wine", "--", *rest]
+    if first in SUBCOMMANDS or first == "help" or (first.startswith("-") and first not in OPTION_WORDS):
+        return argv
+    if is_program(first):  # `dlltrace python -c "import torch"`
+        return ["run", "--", *argv]
+    hint = did_you_mean(first)
+    if hint:
+        raise DlltraceError(f"{first}: not a command; {hint}", EXIT_USAGE)
+    raise DlltraceError(f"{first}: neither a command ({', '.join(commands())}) nor a program found on PATH "
+                        "(`dlltrace help`)", EXIT_NO_COMMAND)
+
+
+def show_help(parser: argparse.ArgumentParser, subs: dict[str, argparse.ArgumentParser], topic: str | None) -> int:
+    """`dlltrace help [COMMAND]`: the help on stdout, 0; an unknown command is a one-line error."""
+    if topic is None:
+        parser.print_help()
+        return 0
+    if topic in subs:
+        subs[topic].print_help()
+        return 0
+    hint = did_you_mean(topic)
+    raise DlltraceError(f"help: no command {topic!r}; " + (hint or f"the commands: {', '.join(commands())}"),
+                        EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `dlltrace python -c "import torch"`: anything that is not a subcommand or an option is a command to run.
-    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
-        argv = ["run", "--", *argv]
-    parser = build_parser()
+    safe_streams()  # any name and any console (deep.py, console.py): the one-line errors below too
+    try:
+        argv = shorthand(argv)
+    except DlltraceError as e:
+        print(f"dlltrace: {e.message}", file=sys.stderr)
+        return e.exit_code
+    parser, subs = build_parsers()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    safe_streams()  # a lone surrogate in a name prints as its escape (deep.py)
+    # stdout carrying JSON writes a character the console lacks as a JSON escape (console.py)
+    safe_streams(json_stdout=bool(getattr(args, "json", False)) and not getattr(args, "output", None))
     try:
+        if args.command == "help":
+            return show_help(parser, subs, args.topic)
         if args.command in DEEP:  # import trees of any depth, a too-deep one as one line (deep.py)
             where = getattr(args, DEEP[args.command][0], None) or ""
             return deep_call(args._execute, args, where=where, exit_code=DEEP[args.command][1])

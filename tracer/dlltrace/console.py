@@ -91,10 +91,10 @@ def is_utf(stream: Optional[TextIO]) -> bool:
 
 
 def write_output(path: str, text: str) -> None:
-    """`text` into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
+    """`text` (what the command prints, its last newline too) into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
     `\\n`; a file that cannot be written is a one-line error (exit 5)."""
     try:
         with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
-            f.write(text if text.endswith("\n") else text + "\n")
+            f.write(text)
     except OSError as e:
         raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None

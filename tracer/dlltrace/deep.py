@@ -7,10 +7,11 @@ recursion limit (1000). deep_call runs such a command in a worker thread with a 
 MAX_IMPORT_DEPTH levels work; the simulator refuses a deeper chain with ImportDepthError (one line),
 and a RecursionError still met anywhere becomes one line too, never a traceback.
 
-safe_streams makes stdout and stderr print any string: a lone UTF-16 surrogate (legal in a Windows
-file name, read from a trace's or a JSON scenario's `\\udXXX` escape) is written as the escape
-`\\udXXX` (errors="backslashreplace"), which in JSON output is the same JSON escape again (the name
-round-trips), and in text a visible one; printing to a UTF-8 terminal never raises.
+safe_streams makes stdout and stderr print any string on any console (console.py): a lone UTF-16
+surrogate (legal in a Windows file name, read from a trace's or a JSON scenario's `\\udXXX` escape)
+is written as the escape `\\udXXX`, which in JSON output is the same JSON escape again (the name
+round-trips), and in text a visible one; a character a code page lacks (cp1252, cp437) is an ASCII
+stand-in in text and a JSON escape in JSON; printing never raises.
 """
 
 from __future__ import annotations
@@ -84,13 +85,10 @@ def _one_line(error: BaseException, where: str, exit_code: int) -> BaseException
     return error
 
 
-def safe_streams() -> None:
-    """stdout and stderr write a lone surrogate (or any character their encoding lacks) as its
-    backslash escape instead of raising UnicodeEncodeError."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", None) != "backslashreplace":
-            try:
-                reconfigure(errors="backslashreplace")
-            except (ValueError, OSError, TypeError):  # (a stream that cannot change: left as it is)
-                pass
+def safe_streams(json_stdout: bool = False) -> None:
+    """stdout and stderr write a lone surrogate as its backslash escape, and any character their
+    encoding lacks as a stand-in (a JSON escape on a stdout carrying JSON), instead of raising
+    UnicodeEncodeError (console.setup_streams)."""
+    from dlltrace.console import setup_streams
+
+    setup_streams(json_stdout)

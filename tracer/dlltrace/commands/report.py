@@ -55,7 +55,7 @@ def execute(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     if getattr(args, "output", None):  # (-o: UTF-8 whatever the console's encoding; console.py)
         out = produce(trace, fmt, args.all)
-        write_output(args.output, redact(out, red) if red else out)
+        write_output(args.output, (redact(out, red) if red else out) + "\n")
     elif fmt == "text" and sys.stdout.isatty():
         from rich.console import Console
 

@@ -1,4 +1,4 @@
-"""`dlltrace simulate SCENARIO [--json]`: run a scenario's calls through the simulated loader. Exits with 0
+"""`dlltrace simulate SCENARIO [--json] [-o FILE]`: run a scenario's calls through the simulated loader. Exits with 0
 when every simulated load succeeded, 1 (EXIT_SIMULATED_FAILURE) when one failed (README, Exit codes).
 `--example` (the README's first command) exits 0 when the built-in example fails as its [expect] says:
 its load fails on purpose; 1 when it does not."""
@@ -11,6 +11,7 @@ import sys
 
 from pathlib import Path
 
+from dlltrace.console import write_output
 from dlltrace.errors import EXIT_OK, EXIT_SIMULATED_FAILURE, EXIT_USAGE, DlltraceError
 from dlltrace.model import CallResult
 from dlltrace.report.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
@@ -18,13 +19,23 @@ from dlltrace.report.render import results_dict
 from dlltrace.report.scenario import explain_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+
+
+def _installed(path: Path) -> str:
+    """A path of the installed package, for a help text (argparse formats help with %)."""
+    return str(path).replace("%", "%%")
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", nargs="?", help="a scenario file (.toml or .json; see docs/scenarios.md)")
+    p.add_argument("scenario", nargs="?",
+                   help="a scenario file (.toml or .json; its JSON Schema: %s; an example: %s)"
+                   % (_installed(SCHEMAS / "scenario-v1.json"), _installed(EXAMPLE)))
     p.add_argument("--example", action="store_true",
                    help="simulate the built-in example (S1: cublas64_12.dll on PATH, loaded by a Python extension)")
-    p.add_argument("--json", action="store_true", help="print the documented JSON result (docs/json-output.md)")
+    p.add_argument("--json", action="store_true",
+                   help="print the documented JSON result (its JSON Schema: %s)" % _installed(SCHEMAS / "result-v1.json"))
+    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE, in UTF-8, instead of printing it")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -33,19 +44,26 @@ def execute(args: argparse.Namespace) -> int:
     elif not args.scenario:
         raise DlltraceError("simulate needs a scenario file (or --example)", EXIT_USAGE)
     scenario, results = explain_scenario(args.scenario)
+    code = example_code(scenario.expect, results) if args.example else exit_code(results)
+    output = getattr(args, "output", None)
     if args.json:
         doc = results_dict(results, kind="simulate", source=args.scenario, description=scenario.description)
-        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-        return example_code(scenario.expect, results) if args.example else exit_code(results)
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        if output:
+            write_output(output, text)
+        else:  # (on a console without UTF, a character it lacks is a JSON escape: console.py)
+            sys.stdout.write(text)
+        return code
     blocks = scenario_blocks(scenario.description, results)
-    if sys.stdout.isatty():
+    if output:  # (-o: UTF-8 whatever the console's encoding)
+        write_output(output, "\n".join(block_lines(blocks)) + "\n")
+    elif sys.stdout.isatty():
         from rich.console import Console
 
         print_blocks(blocks, Console(highlight=False, markup=False, emoji=False))
     else:
         print("\n".join(block_lines(blocks)))
-    return example_code(scenario.expect, results) if args.example else exit_code(results)
+    return code
 
 
 def example_code(expect: dict, results: list[CallResult]) -> int:
