@@ -174,6 +174,22 @@ def test_deps_of_a_folder_loads_each_root_not_reached_before(pes):
     assert [Path(load["root"].replace("\\", "/")).name for load in doc["loads"]] == ["m.pyd"]  # b, c, d reached
 
 
+def test_site_packages_tree_and_exe_start(pes):
+    """A folder holding *.dist-info is site-packages itself; an .exe is loaded as a process start, its
+    own folder the application folder (the standard search order, flags 0)."""
+    root = package(pes, "site-packages", {"pkg/m.pyd": "a", "pkg/b.dll": "b", "pkg/c.dll": "c",
+                                          "tool/app.exe": "a", "tool/b.dll": "b", "tool/c.dll": "c"})
+    (root / "pkg-1.0.dist-info").mkdir()
+    doc, code = deps_json(root)
+    assert code == 1 and doc["world"]["root"] == "C:\\Python312\\Lib\\site-packages"
+    loads = {l["source"].replace("\\", "/").split("site-packages/")[-1]: l for l in doc["loads"]}
+    assert loads["pkg/m.pyd"]["context"]["how"] == "python_import"
+    assert loads["tool/app.exe"]["context"]["how"] == "start" and loads["tool/app.exe"]["context"]["flags"] == 0
+    app_b = next(c for c in loads["tool/app.exe"]["tree"]["children"] if c["name"] == "b.dll")
+    assert app_b["how"] == "application folder" and app_b["path"].endswith("tool\\b.dll")
+    assert [p["dll"] for p in loads["tool/app.exe"]["problems"]] == ["d.dll"]
+
+
 def test_markdown_and_text_name_every_missing_dll(pes):
     root = package(pes, "md", {"a.dll": "a"})
     md = dlltrace("deps", str(root / "a.dll"), "--markdown")

@@ -402,7 +402,7 @@ def _needed_by(tree: Node, standins: dict[str, Problem], problems: list[Problem]
                 if who not in p.needed_by:
                     p.needed_by.append(who)
         for c in node.children:
-            walk(c, node if c.via != "apiset" and node.via != "apiset" else (parent if node.via == "apiset" else node))
+            walk(c, parent if node.via == "apiset" else node)  # an API-set node stands for its importer
 
     walk(tree, None)
 
