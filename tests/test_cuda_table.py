@@ -28,6 +28,8 @@ from dlltrace.worlds.world import ProcessState, SystemInfo
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "tracer" / "dlltrace" / "schemas" / "cuda-v1.json"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
+CHECKER = Validator.from_path(SCHEMA_PATH)  # the package's own schema checker (tracecheck.py)
+REFERENCE = jsonschema.Draft202012Validator(SCHEMA)
 
 TK = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"
 T118, T121, T124 = TK + r"\v11.8", TK + r"\v12.1", TK + r"\v12.4"
@@ -69,8 +71,8 @@ def table(files=(), path=(), env=None, folders=(), texts=None):
         facts = WorldFacts(s.world, s.process, [f.path for f in s.world.all_files()] + list(folders), texts=texts)
     t = cuda_table(facts)
     doc = cuda_dict(t)  # every table is a valid document, for the schema and for the package's own checker
-    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    assert Validator.from_path(SCHEMA_PATH).first_error(doc) is None
+    REFERENCE.validate(doc)
+    assert CHECKER.first_error(doc) is None
     return t
 
 
@@ -433,3 +435,28 @@ def test_linux_layout_libcuda_toolkit_and_nvidia_wheels(tmp_path):
     fw = t.frameworks[0]
     assert (fw.name, fw.version, fw.cuda) == ("torch", "2.4.0+cu124", "12.4")
     assert t.mismatches == ()
+
+
+# --- odd files: no exception, always a valid document -------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_digits = st.lists(st.integers(0, 99999), min_size=1, max_size=4).map(lambda xs: ".".join(map(str, xs)))
+_odd = st.one_of(_digits, st.text(max_size=12), st.sampled_from(["None", "", "12.x", "64_", "64_112", "False"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(nvcuda=_digits, cudart=_digits, tk=st.sampled_from(["0.0", "1.0", "12.4", "99.9"]), ort_cuda=_odd, cudnn=_odd,
+       torch_cuda=_odd, tf_cuda=_odd, imp=st.sampled_from(["cublas64_1.dll", "cublas64_999.dll", "cudart64_0.dll", "x.dll"]),
+       cudnn_n=st.integers(0, 99), dist=st.sampled_from(["cupy_cuda12x-1", "cupy_cuda117-1", "torch-+cu1", "x-y-z"]))
+def test_odd_files_never_raise_and_stay_valid(nvcuda, cudart, tk, ort_cuda, cudnn, torch_cuda, tf_cuda, imp, cudnn_n, dist):
+    q = lambda v: v.replace("\\", "").replace("'", "").replace('"', "").replace("\n", "")  # noqa: E731
+    texts = {SP + r"\onnxruntime\capi\version_info.py": f'cuda_version = "{q(ort_cuda)}"\ncudnn_version = "{q(cudnn)}"\n',
+             SP + r"\torch\version.py": f"__version__ = '2.0'\ncuda = '{q(torch_cuda)}'\n",
+             SP + r"\tensorflow\python\platform\build_info.py": f"build_info = {{'cuda_version': '{q(tf_cuda)}'}}\n"}
+    root = TK + "\\v" + tk
+    table([{"path": SYS + r"\nvcuda.dll", "version": nvcuda},
+           {"path": root + r"\bin\cudart64_12.dll", "version": cudart},
+           {"path": root + rf"\bin\cudnn64_{cudnn_n}.dll", "version": cudart, "imports": [imp]},
+           {"path": SP + r"\onnxruntime\capi\onnxruntime_providers_cuda.dll", "imports": [imp]}],
+          path=[root + r"\bin"], env={"CUDA_PATH": root}, folders=[SP + "\\" + dist + ".dist-info"], texts=texts)

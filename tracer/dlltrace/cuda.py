@@ -41,6 +41,17 @@ def vtuple(v: Optional[str]) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v or ""))
 
 
+def _major(v: Optional[str]) -> Optional[int]:
+    """The first number of a version ('12.4.1' -> 12); None when it has none."""
+    t = vtuple(v)
+    return t[0] if t else None
+
+
+def _version_text(v: Optional[str]) -> Optional[str]:
+    """A version a package file wrote, kept when it is one ("12.4", "13.0.88"); None for anything else."""
+    return v if v and re.match(r"^\d+(\.\d+)*$", v.strip()) else None
+
+
 @dataclass(frozen=True)
 class DriverRow:
     release: str  # "12.1 Update 1"
@@ -837,6 +848,7 @@ class _Builder:
             return None
         has_v, version = self._py_value(text, "__version__")
         has_c, cuda = self._py_value(text, "cuda")
+        cuda = _version_text(cuda)
         version = version or dist.get("torch")
         frm = "torch/version.py" if has_c else ""
         if not has_c:  # no version.py in the world: the CUDA runtime torch\lib bundles says it
@@ -852,7 +864,7 @@ class _Builder:
         cpu = has_c and cuda is None
         if not has_c and cuda is None and version and "+cpu" in version:
             cpu, frm = True, "its version's +cpu tag"
-        major = vtuple(cuda)[0] if cuda else None
+        major = _major(cuda)
         cudnn = next((m for m in map(cudnn_major_of_name, bundles) if m), None)
         # torch's Windows CUDA wheels bundle their CUDA DLLs in torch\lib; on Linux they come from the nvidia-* wheels
         needs: tuple[str, ...] = ()
@@ -869,13 +881,13 @@ class _Builder:
         if "onnxruntime-gpu" not in dist and not self.f.exists(provider):
             return None  # the CPU onnxruntime
         text = self.f.text(self.p.join(capi, "version_info.py"))
-        _, cuda = self._py_value(text, "cuda_version")
-        _, cudnn = self._py_value(text, "cudnn_version")
+        cuda = _version_text(self._py_value(text, "cuda_version")[1])
+        cudnn = _version_text(self._py_value(text, "cudnn_version")[1])
         frm = "onnxruntime/capi/version_info.py" if cuda else ""
         facts = self.f.file(provider)
         imports = [i.dll for i in facts.pe.imports] if facts is not None and facts.pe is not None else []
         cuda_imports = tuple(n for n in imports if cuda_major_of_name(n) is not None)
-        major = vtuple(cuda)[0] if cuda else None
+        major = _major(cuda)
         if cuda_imports:
             imajor = cuda_major_of_name(cuda_imports[0])
             if major is None:
@@ -887,7 +899,7 @@ class _Builder:
             version = ".".join(fv.split(".")[:3]) if fv else None
         needs = cuda_imports or ((f"cublasLt64_{major}.dll", f"cublas64_{major}.dll") if major and self.win else
                                  (f"libcublasLt.so.{major}", f"libcublas.so.{major}") if major else ())
-        cudnn_major = int(cudnn) if cudnn and cudnn.isdigit() else vtuple(cudnn)[0] if cudnn else None
+        cudnn_major = _major(cudnn)
         if cudnn_major:
             needs = needs + ((f"cudnn64_{cudnn_major}.dll",) if self.win else (f"libcudnn.so.{cudnn_major}",))
         return Framework("onnxruntime-gpu", version, root, cuda, major, frm, False, cudnn_major,
@@ -929,10 +941,10 @@ class _Builder:
         if text:
             m = re.search(r"['\"]cuda_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
             n = re.search(r"['\"]cudnn_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
-            cuda = _tf_version(m.group(1)) if m else None
-            cudnn = _tf_version(n.group(1)) if n else None
-        major = vtuple(cuda)[0] if cuda else None
-        cudnn_major = vtuple(cudnn)[0] if cudnn else None
+            cuda = _version_text(_tf_version(m.group(1))) if m else None
+            cudnn = _version_text(_tf_version(n.group(1))) if n else None
+        major = _major(cuda)
+        cudnn_major = _major(cudnn)
         needs: tuple[str, ...] = ()
         if text:
             needs = tuple(re.findall(r"['\"](?:cudart|cudnn)_dll_name['\"]\s*:\s*['\"]([^'\"]+)['\"]", text))
@@ -947,11 +959,10 @@ class _Builder:
             return None
         _, version = self._py_value(text, "full_version")
         version = version or (dist.get(names[0]) if names else None)
-        _, cuda = self._py_value(text, "cuda_version")
-        _, cudnn = self._py_value(text, "cudnn_version")
-        cuda = None if cuda in (None, "False", "") else cuda
-        major = vtuple(cuda)[0] if cuda else None
-        cudnn_major = vtuple(cudnn)[0] if cudnn and cudnn != "False" else None
+        cuda = _version_text(self._py_value(text, "cuda_version")[1])
+        cudnn = _version_text(self._py_value(text, "cudnn_version")[1])
+        major = _major(cuda)
+        cudnn_major = _major(cudnn)
         bundles = self._bundled(self.p.join(root, "libs"))
         return Framework("paddle", version, root, cuda, major, "paddle/version/__init__.py" if cuda else "",
                          text is not None and cuda is None, cudnn_major, bundles, ())
@@ -1035,7 +1046,7 @@ def _needers(t: CudaTable) -> list[_Needer]:
     out = [_Needer(_label(fw), fw.cuda, any(cuda_major_of_name(b) is not None for b in fw.bundles), False)
            for fw in t.frameworks if fw.cuda]
     out += [_Needer(f"CUDA {tk.version} toolkit ({tk.root})", tk.version, False, True) for tk in t.toolkits if tk.exists]
-    return out
+    return [n for n in out if _major(n.cuda) is not None]
 
 
 def rule_no_driver(t: CudaTable) -> list[Mismatch]:
