@@ -435,6 +435,13 @@ def test_linux_layout_libcuda_toolkit_and_nvidia_wheels(tmp_path):
     fw = t.frameworks[0]
     assert (fw.name, fw.version, fw.cuda) == ("torch", "2.4.0+cu124", "12.4")
     assert t.mismatches == ()
+    # a soname without the full version: the toolkit's version.json says it
+    (tk / "libcudart.so.12.4.127").rename(tk / "libcudart.so.12")
+    (tk.parent / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.4.1"},\n'
+                                            ' "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.4.127"}}')
+    t = cuda_table(C.LiveFacts("linux", env={"CUDA_HOME": str(tk.parent)}, site_packages=[str(site)],
+                               system_folders=[str(lib)], toolkit_parents=[str(tmp_path / "usr-local")]))
+    assert [(x.version, x.cudart.name, x.cudart.version) for x in t.toolkits] == [("12.4", "libcudart.so.12", "12.4.127")]
 
 
 # --- odd files: no exception, always a valid document -------------------------------------------------------------

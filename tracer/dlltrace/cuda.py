@@ -687,6 +687,11 @@ class _Builder:
                 cudart = self._component(p)
             if cublas is None and (low.startswith("cublas64_") or (low.startswith("libcublas.so.") and low.count(".") >= 2)):
                 cublas = self._component(p)
+        if cudart is not None and cudart.version is None and not self.win:  # libcudart.so.13 alone: the toolkit's version.json
+            text = self.f.text(self.p.join(root, "version.json")) or ""
+            m = re.search(r'"cuda_cudart"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text)
+            if m:
+                cudart = Component(cudart.name, cudart.path, cudart.major, m.group(1))
         version = self._root_version(root, cudart)
         if version is None:
             return None
