@@ -266,8 +266,9 @@ def test_real_corpus_same_report_trimmed_and_full(tmp_path_factory, wine_prefix,
     summary["trace trimming"] = (f"trace trimming: {len(sizes)} corpus runs report the same trimmed and full; largest "
                                  f"{big[0]}: {big[3] / 1e6:.1f} MB full -> {big[1] / 1e3:.0f} KB trimmed, "
                                  f"{big[2] / 1e3:.0f} KB gzipped")
-    # trimming really happened where the export tables are big
-    assert all(s[1] * 5 < s[3] for s in sizes if s[3] > 5_000_000), sizes
+    # trimming really happened where the export tables are big (torch_python.dll's own imports of
+    # torch_cpu.dll are 0.5 MB: torch_C_needs_python311 is the least trimmed, 4.8x)
+    assert all(s[1] * 4 < s[3] for s in sizes if s[3] > 5_000_000), sizes
 
 
 @pytest.mark.wine
@@ -293,8 +294,9 @@ def test_run_writes_the_trimmed_facts_by_default(tmp_path_factory, wine_prefix):
     finally:
         shutil_rmtree(folder)
 
-    def facts(data: bytes) -> list:
-        return [json.loads(ln) for ln in data.splitlines() if json.loads(ln).get("ev") == "file"]
+    def facts(data: bytes) -> list:  # the `file` events, without the pid (each run has its own)
+        return [{k: v for k, v in e.items() if k != "pid"} for e in map(json.loads, data.splitlines())
+                if e.get("ev") == "file"]
 
     default = facts(paths["default"].read_bytes())
     assert default == facts(trim_trace_bytes(paths["full"].read_bytes()))
