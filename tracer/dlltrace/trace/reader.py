@@ -16,9 +16,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
+import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union, overload
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.tracecheck import check_event
@@ -143,20 +146,163 @@ class Load:
         return sorted(out, key=lambda p: p.seq)
 
 
+LOAD_KINDS = ("load_begin", "load_end", "dll_notify", "probe")  # what Trace.loads() is made of
+
+# Event kinds a trace has a few of per process: kept parsed. Every other kind (load_begin, load_end,
+# probe, dll_notify, file, py_import, ... : the bulk of a trace) is kept as its line's bytes and
+# parsed when it is asked for (Events).
+KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_exception", "exit", "launch_error",
+                        "capped", "spawn", "stats", "adddir", "removedir", "setdlldir", "setdefault", "setenv"})
+
+
+class Events(Sequence[dict]):
+    """The events of a read trace, in file order, kept compactly (issue 10 item 7: `report` in at most
+    about twice the trace's size): the few events of KEPT_KINDS as dicts, every other one as its line's
+    bytes in one buffer, parsed (a new dict) each time it is asked for; by kind and pid, without parsing
+    (`of`, `select`). It reads like the list of dicts it stands for (indexing, iteration, ==)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._kinds: list[str] = []
+        self._pids: list[Any] = []
+        self._at = array("q")       # offset in _buf, or -1 - index in _kept
+        self._len = array("q")      # length in _buf (0 for a kept event)
+        self._kept: list[dict] = []
+        self._by_kind: dict[str, array] = {}
+        self._py: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> position of a py_* event (its first)
+        self._intern: dict[Any, Any] = {}
+
+    def add(self, obj: dict, line: Optional[bytes]) -> None:
+        """Append an event: `obj` as parsed, `line` the bytes it was parsed from (None: obj was changed
+        after parsing, or is kept as it is)."""
+        kind = obj["ev"]
+        kind = self._intern.setdefault(kind, kind)
+        pos = len(self._kinds)
+        self._kinds.append(kind)
+        pid = obj["pid"]
+        self._pids.append(self._intern.setdefault(pid, pid) if isinstance(pid, int) else pid)
+        if kind in KEPT_KINDS:
+            self._at.append(-1 - len(self._kept))
+            self._len.append(0)
+            self._kept.append(obj)
+        else:
+            data = line if line is not None else json.dumps(obj).encode("ascii")
+            self._at.append(len(self._buf))
+            self._len.append(len(data))
+            self._buf += data
+        idx = self._by_kind.get(kind)
+        if idx is None:
+            idx = self._by_kind[kind] = array("q")
+        idx.append(pos)
+        if kind.startswith("py_"):
+            self._py.setdefault((pid, obj.get("seq")), pos)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def _get(self, i: int) -> dict:
+        at = self._at[i]
+        if at < 0:
+            return self._kept[-1 - at]
+        obj = _loads_line(self._buf[at:at + self._len[i]].decode("utf-8"))
+        return obj
+
+    @overload
+    def __getitem__(self, i: int) -> dict: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict]: ...
+    def __getitem__(self, i: Union[int, slice]) -> Union[dict, list[dict]]:
+        if isinstance(i, slice):
+            return [self._get(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("event index out of range")
+        return self._get(i)
+
+    def __iter__(self) -> Iterator[dict]:
+        return (self._get(i) for i in range(len(self._kinds)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Events, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def kind(self, i: int) -> str:
+        return self._kinds[i]
+
+    def pid(self, i: int) -> Any:
+        return self._pids[i]
+
+    def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
+        """The events of this kind (of process `pid`), in file order."""
+        pids = self._pids
+        for i in self._by_kind.get(kind, ()):
+            if pid is None or pids[i] == pid:
+                yield self._get(i)
+
+    def count_of(self, kinds: Iterable[str], pid: Optional[int] = None) -> int:
+        """How many events of these kinds (of process `pid`) there are."""
+        if pid is None:
+            return sum(len(self._by_kind.get(k, ())) for k in set(kinds))
+        pids = self._pids
+        return sum(1 for k in set(kinds) for i in self._by_kind.get(k, ()) if pids[i] == pid)
+
+    def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
+        """The events of any of these kinds (of process `pid`), in file order, each parsed once."""
+        wanted = set(kinds)
+        pids = self._pids
+        for i, k in enumerate(self._kinds):
+            if k in wanted and (pid is None or pids[i] == pid):
+                yield self._get(i)
+
+    def py_event(self, pid: Any, seq: Any) -> Optional[dict]:
+        """The first py_* event of process `pid` with this seq (Trace.context)."""
+        i = self._py.get((pid, seq))
+        return None if i is None else self._get(i)
+
+    def nbytes(self) -> int:
+        """The bytes the bulky events take (their lines)."""
+        return len(self._buf)
+
+
 @dataclass
 class Trace:
     path: str
     header: Header
-    events: list[dict]
+    events: Sequence[dict]  # a list, or Events (read_trace): compact, parsed on use
     warnings: list[str] = field(default_factory=list)
     checked: bool = False  # every event was checked against the schema (read_trace does it)
     _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
         """The events of this kind (of process `pid`), in file order."""
+        if isinstance(self.events, Events):
+            yield from self.events.of(kind, pid)
+            return
         for e in self._kind_index().get(kind, ()):
             if pid is None or e.get("pid") == pid:
                 yield e
+
+    def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
+        """The events of any of these kinds (of process `pid`), in file order (the bulky ones of a
+        read trace parsed one at a time: a pass over a big trace holds one of them at once)."""
+        if isinstance(self.events, Events):
+            yield from self.events.select(kinds, pid)
+            return
+        wanted = set(kinds)
+        for e in self.events:
+            if e.get("ev") in wanted and (pid is None or e.get("pid") == pid):
+                yield e
+
+    def count_of(self, kinds: Iterable[str], pid: Optional[int] = None) -> int:
+        """How many events of these kinds (of process `pid`) the trace holds."""
+        if isinstance(self.events, Events):
+            return self.events.count_of(kinds, pid)
+        wanted = set(kinds)
+        return sum(1 for e in self.events if e.get("ev") in wanted and (pid is None or e.get("pid") == pid))
 
     def _kind_index(self) -> dict[str, list[dict]]:
         """kind -> its events in file order, built once (a report asks for a kind many times)."""
@@ -220,10 +366,8 @@ class Trace:
         by_key: dict[tuple[int, Optional[int]], Load] = {}  # (an event without "load" finds none)
         out: list[Load] = []
         ld: Optional[Load]
-        for e in self.events:
+        for e in self.select(LOAD_KINDS, pid):
             ev = e.get("ev")
-            if pid is not None and e.get("pid") != pid:
-                continue
             if ev == "load_begin":
                 ld = Load(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], api=e.get("api", ""),
                           name=e.get("name"), flags=e.get("flags"), parent=e.get("parent"),
@@ -259,6 +403,8 @@ class Trace:
         """The Python event (py_import, py_dlopen, ...) a load is attributed to, if any."""
         if load.ctx is None:
             return None
+        if isinstance(self.events, Events):
+            return self.events.py_event(load.pid, load.ctx)
         if self._py_events is None:  # indexed once: a scan per load made a report quadratic
             self._py_events = {}
             for e in self.events:
@@ -349,67 +495,134 @@ def freeze_after_pauses(on: bool = True) -> None:
     _FREEZE[0] = on
 
 
-def read_trace(path: Union[str, Path]) -> Trace:
+Progress = Callable[[int, int], None]  # (done, total): bytes of the file read, or events replayed
+
+READ_CHUNK = 1 << 20  # bytes read (and, from a gzip trace, decompressed) at a time
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> Trace:
+    """Read a trace file, plain JSON Lines or gzip (told by its first two bytes, 1f 8b, whatever its
+    name; one gzip member or several): line by line, never the whole file at once. `progress` is
+    called now and then with (bytes of the file read, its size)."""
     with paused_gc():
-        return _read_trace(path)
+        return _read_trace(path, progress)
 
 
-def _utf8_or_none(line: bytes) -> Optional[str]:
+def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int) -> Iterator[bytes]:
+    done, report_at = 0, READ_CHUNK
+    for line in f:
+        done += len(line)
+        if progress is not None and done >= report_at:
+            progress(done, total)
+            report_at = done + READ_CHUNK
+        yield line
+
+
+def _gzip_lines(f: BinaryIO, path: Union[str, Path], warnings: list[str], progress: Optional[Progress],
+                total: int) -> Iterator[bytes]:
+    """The lines of a gzip trace (members one after another, zero bytes between or after them skipped),
+    decompressed a chunk at a time. A stream cut short (a crash while it was written) or damaged is read
+    up to where it can be, with a warning; the line it cuts is then the last, unterminated one."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    fresh = True  # no byte of the current member seen yet
+    rest = b""
+    consumed = 0
+    damaged = ""
+    while not damaged:
+        data = f.read(READ_CHUNK)
+        if not data:
+            break
+        consumed += len(data)
+        while data:
+            if fresh:
+                data = data.lstrip(b"\0")  # (padding after the last member)
+                if not data:
+                    break
+            try:
+                out = d.decompress(data, READ_CHUNK)
+            except zlib.error as e:
+                damaged = (f"{path}: the compressed trace is damaged about {consumed - len(data):,} bytes in "
+                           f"({e}): read up to its last whole event before it")
+                break
+            fresh = False
+            if d.eof:
+                data = d.unused_data
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                fresh = True
+            else:
+                data = d.unconsumed_tail
+            if out:
+                parts = (rest + out).split(b"\n")
+                rest = parts.pop()
+                for part in parts:
+                    yield part + b"\n"
+        if progress is not None:
+            progress(consumed, total)
+    if damaged:
+        warnings.append(damaged)
+    elif not fresh:
+        warnings.append(f"{path}: the compressed trace ends before its end (cut short, as by a crash while it "
+                        "was written): read up to its last whole event")
+    if rest:
+        yield rest
+
+
+def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> Trace:
     try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _read_trace(path: Union[str, Path]) -> Trace:
-    try:
-        data = Path(path).read_bytes()
+        f = open(path, "rb")
     except OSError as e:
         raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
-    ws = " \t\n\r\x0b\x0c"  # what counts as a blank line (bytes.strip's default)
-    # decoded at once when it can be; else line by line, so that one bad line is only that line
-    # (None: a line that is not UTF-8)
-    lines: Sequence[Optional[str]]
-    try:
-        lines = data.decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-        lines = [_utf8_or_none(line) for line in data.split(b"\n")]
-    # a complete file ends with "\n": the last element is then empty
-    complete_end = bool(lines) and lines[-1] == ""
-    if complete_end:
-        lines = lines[:-1]
-    first_line = lines[0] if lines else ""
-    if first_line is not None and not first_line.strip(ws):
+    with f:
+        try:
+            total = os.fstat(f.fileno()).st_size
+            compressed = f.peek(2)[:2] == GZIP_MAGIC
+            warnings: list[str] = []
+            lines = _gzip_lines(f, path, warnings, progress, total) if compressed else _plain_lines(f, progress, total)
+            trace = _read_lines(path, lines, warnings)
+        except OSError as e:
+            raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+    if progress is not None:
+        progress(total, total)
+    return trace
+
+
+def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[str]) -> Trace:
+    """The trace from its lines (bytes, each with its "\n" but perhaps the last)."""
+    first_line = next(lines, b"")
+    if not first_line.strip():
         raise _bad(path, 1, "empty file, not a dlltrace trace")
     try:
-        if first_line is None:
-            raise ValueError("not UTF-8")
-        first = json.loads(first_line)
-    except (ValueError, RecursionError):
+        first = json.loads(first_line.decode("utf-8"))
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
-    events: list[dict] = []
-    warnings: list[str] = []
-    seen: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> index in events of its first event
-    seen_lines: set[str] = set()  # the lines of the launcher's events (seq 0)
+    events = Events()
+    seqs: Union[array, list] = array("q")  # each event's seq
+    last_seq: dict[Any, int] = {}  # pid -> its highest seq so far
+    # (pid, seq) -> position of its first event: built on the first event whose seq is not above its
+    # process's highest so far (a copy, or threads' lines out of order), kept up from then on
+    seen: Optional[dict[tuple[Any, Any], int]] = None
+    seen_lines: set[bytes] = set()  # the lines of the launcher's events (seq 0)
     copies: list[int] = []  # lines of events that repeat an earlier one exactly
-    last = len(lines)
-    for i, raw in enumerate(lines[1:], start=2):
-        if raw is not None and "\0" in raw:
+    i = 1
+    for line in lines:
+        i += 1
+        body = line[:-1] if line.endswith(b"\n") else line
+        if b"\0" in body:
             # zero bytes: a range a writer reserved and never wrote (it died, or its write failed;
             # docs/trace-format.md, "Several processes, one file"); the line after them is whole
-            kept = raw.rsplit("\0", 1)[1]
-            warnings.append(f"{path}: line {i}: {len(raw) - len(kept)} bytes of unwritten lines skipped "
+            kept = body.rsplit(b"\0", 1)[1]
+            warnings.append(f"{path}: line {i}: {len(body) - len(kept)} bytes of unwritten lines skipped "
                             "(a writer died or its write failed)")
-            raw = kept
-        if raw is not None and not raw.strip(ws):
+            body = kept
+        body = body.strip()
+        if not body:
             continue
         try:
-            if raw is None:
-                raise ValueError("not UTF-8")
-            obj = _loads_line(raw)
-        except (ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
-            if i == last and not complete_end:
+            obj = _loads_line(body.decode("utf-8"))
+        except (ValueError, RecursionError):  # (not UTF-8; RecursionError: absurdly deep nesting)
+            if not line.endswith(b"\n"):  # (only the last line can lack its newline)
                 warnings.append(f"{path}: line {i}: truncated last line ignored")
             else:
                 warnings.append(f"{path}: line {i}: unreadable line skipped")
@@ -420,7 +633,7 @@ def _read_trace(path: Union[str, Path]) -> Trace:
         if "ev" not in obj:
             if obj.get("format") == FORMAT_NAME:  # another header
                 parse_header(obj, path, i)
-                if events:  # after events: another trace starts here
+                if len(events):  # after events: another trace starts here
                     raise _bad(path, i, concatenated(i))
                 continue  # before any event: two writers both found the file empty
             warnings.append(f"{path}: line {i}: no \"ev\" field, skipped")
@@ -428,23 +641,39 @@ def _read_trace(path: Union[str, Path]) -> Trace:
         if not isinstance(obj["ev"], str):
             warnings.append(f"{path}: line {i}: event whose \"ev\" is not a string, skipped")
             continue
+        n_fields = len(obj)
         problems, usable = check_event(obj, ESSENTIAL + REQUIRED_INT.get(obj["ev"], ()))
         for problem in problems:
             warnings.append(f"{path}: line {i}: {problem}")
         if not usable:
             continue
-        if obj["seq"]:
-            k = (obj["pid"], obj["seq"])
-            first = seen.setdefault(k, len(events))
-            if first != len(events) and events[first] == obj:  # the same event twice: a copy, dropped
-                copies.append(i)
-                continue
+        pid, seq = obj["pid"], obj["seq"]
+        if seq:
+            prev = last_seq.get(pid)
+            if prev is None or seq > prev:
+                last_seq[pid] = seq
+            else:
+                if seen is None:
+                    seen = {}
+                    for j in range(len(events)):
+                        seen.setdefault((events.pid(j), seqs[j]), j)
+                first = seen.get((pid, seq))
+                if first is not None and events[first] == obj:  # the same event twice: a copy, dropped
+                    copies.append(i)
+                    continue
+            if seen is not None:
+                seen.setdefault((pid, seq), len(events))
         elif obj["ev"] != "file":  # seq 0, the launcher's events: the same line twice is a copy
-            if raw in seen_lines:  # (a `file` fact twice is the same fact: kept, harmless)
+            if body in seen_lines:  # (a `file` fact twice is the same fact: kept, harmless)
                 copies.append(i)
                 continue
-            seen_lines.add(raw)
-        events.append(obj)
+            seen_lines.add(body)
+        try:
+            seqs.append(seq)
+        except OverflowError:  # (a seq past 64 bits: a hand-made or mutated trace)
+            seqs = list(seqs)
+            seqs.append(seq)
+        events.add(obj, body if len(obj) == n_fields else None)  # (fields the check dropped: written again)
     if copies:
         warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "
                         f"seq, time and fields): the file holds the same events twice; the copies are ignored")
