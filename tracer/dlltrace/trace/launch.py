@@ -186,6 +186,10 @@ def error_text(code: Optional[int]) -> str:
     if code is None:
         return "did not return (the process ended during the load)"
     text = ERROR_TEXT.get(code)
+    if not text and sys.platform == "win32":  # Windows' own words for a code the model has none for
+        from dlltrace import winapi
+
+        text = winapi.format_message(code) if winapi.available() else None
     return f"{code} {text}" if text else str(code)
 
 
@@ -337,9 +341,22 @@ def run_launcher(argv: list[str], env: Mapping[str, str]) -> tuple[int, Optional
         except OSError as e:
             raise DlltraceError(f"cannot start {argv[0]}: {e.strerror or e}", EXIT_NO_COMMAND) from None
         proc.append(p)
+        # On Windows the launcher goes in a kill-on-close job of ours (winapi.py), the counterpart of
+        # die_with_parent: when `dlltrace run` ends, however, the launcher ends, and its own job ends
+        # the program. (Not run on real Windows: tested against a fake API in tests/test_winapi.py.)
+        job = None
+        if sys.platform == "win32":
+            from dlltrace import winapi
+
+            try:
+                job = winapi.kill_on_close_job(p.pid) if winapi.available() else None
+            except OSError:
+                job = None
         if got:  # a signal came while it started
             on_signal(got.pop(), None)
         status = p.wait()
+        if job is not None:
+            winapi.close_handle(job)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
