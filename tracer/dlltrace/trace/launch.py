@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from dlltrace import __version__
+from dlltrace import __version__, winapi
 from dlltrace.errors import (EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_NOT_RUN, EXIT_OUTPUT,
                              EXIT_UNSUPPORTED, DlltraceError)
 from dlltrace.model import ERROR_TEXT
@@ -187,8 +187,6 @@ def error_text(code: Optional[int]) -> str:
         return "did not return (the process ended during the load)"
     text = ERROR_TEXT.get(code)
     if not text and sys.platform == "win32":  # Windows' own words for a code the model has none for
-        from dlltrace import winapi
-
         text = winapi.format_message(code) if winapi.available() else None
     return f"{code} {text}" if text else str(code)
 
@@ -346,8 +344,6 @@ def run_launcher(argv: list[str], env: Mapping[str, str]) -> tuple[int, Optional
         # the program. (Not run on real Windows: tested against a fake API in tests/test_winapi.py.)
         job = None
         if sys.platform == "win32":
-            from dlltrace import winapi
-
             try:
                 job = winapi.kill_on_close_job(p.pid) if winapi.available() else None
             except OSError:
