@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Set up dlltrace in ./.venv on a fresh Debian machine.
-#   tools/setup.sh            the package (Python venv, pip install)
-#   tools/setup.sh --tests    also what the tests need: wine64 and mingw (apt), test extras, the native shim
-# Installs only what is missing, so running it again is cheap.
+# Set up dlltrace in ./.venv on a fresh Debian machine (README.md, "Installs", says what each installs).
+#   tools/setup.sh            the package (Python venv, pip install); with mingw-w64 on the machine also
+#                             the native shim (native/build.sh), for `dlltrace run --wine`; without it one
+#                             line says what `run --wine` would need (simulate and report need nothing more)
+#   tools/setup.sh --tests    also what the tests need: wine64, mingw-w64 and gcc (apt), test extras, the shim
+# Installs only what is missing, and rebuilds the shim only when native/ changed: running it again is cheap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests=0
@@ -18,6 +20,7 @@ if [ $tests = 1 ]; then
   [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1 || need+=(wine64)
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-i686-win32)
+  command -v gcc >/dev/null 2>&1 || need+=(gcc)  # (tests/test_bootstrap.py: a fake shim for Linux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2
@@ -29,7 +32,21 @@ fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 if [ $tests = 1 ]; then
   "${pip[@]}" -e '.[test]'
-  bash native/build.sh >&2
 else
   "${pip[@]}" -e .
+fi
+
+# The native shim and launcher (tracer/dlltrace/bin/, gitignored), built when missing or older than native/.
+bin=tracer/dlltrace/bin
+built() { [ -f $bin/dlltrace_shim64.dll ] && [ -f $bin/dlltrace_launch64.exe ]; }
+have_wine() { [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1; }
+if command -v "${CC64:-x86_64-w64-mingw32-gcc}" >/dev/null 2>&1; then
+  if ! built || [ -n "$(find native -type f \( -newer $bin/dlltrace_shim64.dll -o -newer $bin/dlltrace_launch64.exe \) | head -1)" ]; then
+    bash native/build.sh >&2
+  fi
+fi
+if ! built; then
+  echo "dlltrace: simulate and report are ready; \`dlltrace run --wine\` would need the native shim, built with mingw-w64, and wine64 (sudo apt-get install gcc-mingw-w64-x86-64 wine64, then bash tools/setup.sh again)" >&2
+elif ! have_wine; then
+  echo "dlltrace: the native shim is built; \`dlltrace run --wine\` also needs wine64 (sudo apt-get install wine64)" >&2
 fi
