@@ -1,0 +1,250 @@
+"""One test per rule of loader/linux/rules.py, named after it, plus the engine applying them in a virtual
+ELF world and the ELF reader on files gcc builds here. (tests/test_ldso_diff.py checks the whole
+against the real ld.so.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from dlltrace.elf import ELFError, ELFFacts, VersionNeed, read_elf, read_elf_bytes
+from dlltrace.loader.linux import rules
+from dlltrace.loader.linux.engine import LinuxProcess, LinuxSimulator
+from dlltrace.loader.linux.rules import LoadedRef, ObjRef
+from dlltrace.worlds.elf import LinuxSystem, VirtualELFWorld, read_ld_so_cache
+
+SYS = LinuxSystem(hwcaps=("glibc-hwcaps/x86-64-v3/", ""))
+
+
+def lib(**kw) -> ELFFacts:
+    return ELFFacts(**kw)
+
+
+# --- the rules, one test each ----------------------------------------------------------------------------
+def test_rule_name_has_slash():
+    assert rules.rule_name_has_slash("./libx.so") and rules.rule_name_has_slash("/a/libx.so")
+    assert rules.rule_name_has_slash("sub/libx.so")
+    assert not rules.rule_name_has_slash("libx.so") and not rules.rule_name_has_slash("libx")
+
+
+def test_rule_loaded_by_soname():
+    loaded = [LoadedRef("/a/libfoo.so.1.2", ("libfoo.so.1.2",), "libfoo.so.1"), LoadedRef("/b/libfoo.so.1", ("libfoo.so.1",), None)]
+    assert rules.rule_loaded_by_soname("libfoo.so.1", loaded) == 0  # the soname of the first wins
+    assert rules.rule_loaded_by_soname("/a/libfoo.so.1.2", loaded) == 0  # its path
+    assert rules.rule_loaded_by_soname("/b/libfoo.so.1", loaded) == 1
+    assert rules.rule_loaded_by_soname("libbar.so", loaded) is None
+
+
+def test_rule_same_file():
+    assert rules.rule_same_file("8:42", ["8:1", "8:42"]) == 1
+    assert rules.rule_same_file("8:7", ["8:1"]) is None
+
+
+def test_rule_origin():
+    assert rules.rule_origin("/opt/app/lib/libx.so") == "/opt/app/lib"
+    assert rules.rule_origin("lib/libx.so", "/home/u") == "/home/u/lib"
+    assert rules.rule_origin("/libx.so") == "/"
+
+
+def test_rule_expand_dst():
+    e = rules.rule_expand_dst
+    assert e("$ORIGIN/../lib", "/opt/a/bin", "lib64", "x86_64") == "/opt/a/bin/../lib"
+    assert e("${ORIGIN}/x", "/o", "lib64", "x86_64") == "/o/x"
+    assert e("/usr/$LIB/$PLATFORM", "/o", "lib/x86_64-linux-gnu", "x86_64") == "/usr/lib/x86_64-linux-gnu/x86_64"
+    assert e("$ORIGINAL/x", "/o", "l", "p") == "$ORIGINAL/x"  # not a DST: kept
+    assert e("$HOME/x", "/o", "l", "p") == "$HOME/x"
+    assert e("$ORIGIN/x", None, "l", "p") is None  # origin unknown: dropped
+    # secure: $ORIGIN only first and alone; the executable's must land in a trusted folder
+    assert e("$ORIGIN/lib", "/o", "l", "p", secure=True) == "/o/lib"
+    assert e("x$ORIGIN", "/o", "l", "p", secure=True) is None
+    assert e("$ORIGIN/sub", "/usr/lib", "l", "p", secure=True, is_executable=True, trusted=("/usr/lib",)) == "/usr/lib/sub"
+    assert e("$ORIGIN/sub", "/home/u", "l", "p", secure=True, is_executable=True, trusted=("/usr/lib",)) is None
+
+
+def test_rule_decompose_path():
+    ident = lambda s: s  # noqa: E731
+    assert rules.rule_decompose_path("/a//:/b:/a/", ident) == ("/a/", "/b/")  # slashes trimmed, duplicates once
+    assert rules.rule_decompose_path("/a::/b", ident) == ("/a/", "./", "/b/")  # empty = current folder
+    assert rules.rule_decompose_path("/a;/b", ident, ":;") == ("/a/", "/b/")
+    assert rules.rule_decompose_path("$ORIGIN/x:/b", lambda s: None if "$" in s else s) == ("/b/",)
+    assert rules.rule_decompose_path("/", ident) == ("/",)
+
+
+def test_rule_rpath_of_loaders():
+    exe = ObjRef("/bin/app", "/exe-rpath", None, is_executable=True)
+    a = ObjRef("/x/liba.so", "/a-rpath", None)
+    b = ObjRef("/x/libb.so", None, None)
+    c_run = ObjRef("/x/libc.so", None, "/c-runpath")
+    assert [o.path for o in rules.rule_rpath_of_loaders([b, a, exe], exe)] == ["/x/liba.so", "/bin/app"]
+    assert [o.path for o in rules.rule_rpath_of_loaders([b, a], exe)] == ["/x/liba.so", "/bin/app"]  # exe added once
+    assert rules.rule_rpath_of_loaders([c_run, a, exe], exe) == []  # DT_RUNPATH: no DT_RPATH at all
+    dl = ObjRef("/bin/app", "/r", None, is_executable=True, dlopened=True)
+    assert rules.rule_rpath_of_loaders([b], dl) == []
+
+
+def test_rule_ld_library_path():
+    assert rules.rule_ld_library_path({"LD_LIBRARY_PATH": "/a:/b"}, False) == "/a:/b"
+    assert rules.rule_ld_library_path({"LD_LIBRARY_PATH": "/a"}, True) is None
+    assert rules.rule_ld_library_path({"LD_LIBRARY_PATH": ""}, False) is None
+    assert rules.rule_ld_library_path({}, False) is None
+
+
+def test_rule_runpath_direct_only():
+    assert rules.rule_runpath_direct_only(ObjRef("/x/l.so", None, "$ORIGIN")) == "$ORIGIN"
+    assert rules.rule_runpath_direct_only(ObjRef("/x/l.so", "/r", None)) is None
+    assert rules.rule_runpath_direct_only(None) is None
+    # in the engine: a dependency of a RUNPATH object does not search that RUNPATH
+    w = VirtualELFWorld({"/app": lib(needed=("libA.so",), runpath="/r"), "/r/libA.so": lib(needed=("libB.so",)),
+                         "/r/libB.so": lib()}, system=SYS)
+    res = LinuxSimulator(w, LinuxProcess("/app")).start()
+    assert res.error == "libB.so: cannot open shared object file: No such file or directory"
+    # the same with DT_RPATH: inherited, so libB is found
+    w2 = VirtualELFWorld({"/app": lib(needed=("libA.so",), rpath="/r"), "/r/libA.so": lib(needed=("libB.so",)),
+                          "/r/libB.so": lib()}, system=SYS)
+    assert LinuxSimulator(w2, LinuxProcess("/app")).start().loaded == ["/r/libA.so", "/r/libB.so"]
+
+
+def test_rule_ld_so_cache():
+    look = {"libz.so.1": "/lib/x86_64-linux-gnu/libz.so.1", "libq.so": "/opt/q/libq.so"}.get
+    sysd = ("/lib/x86_64-linux-gnu", "/usr/lib")
+    assert rules.rule_ld_so_cache("libz.so.1", look, False, sysd) == "/lib/x86_64-linux-gnu/libz.so.1"
+    assert rules.rule_ld_so_cache("libz.so.1", look, True, sysd) is None  # NODEFLIB: not a system-folder entry
+    assert rules.rule_ld_so_cache("libq.so", look, True, sysd) == "/opt/q/libq.so"
+    assert rules.rule_ld_so_cache("libz.so.1", look, False, sysd, secure_open=True) is None
+    assert rules.rule_ld_so_cache("libnone.so", look, False, sysd) is None
+
+
+def test_rule_default_dirs():
+    assert rules.rule_default_dirs(("/lib", "/usr/lib"), False) == ("/lib/", "/usr/lib/")
+    assert rules.rule_default_dirs(("/lib", "/usr/lib"), True) == ()
+    # in the engine: -z nodefaultlib on the loading object
+    w = VirtualELFWorld({"/app": lib(needed=("libz.so",), flags_1=0x800), "/lib/libz.so": lib()},
+                        system=LinuxSystem(system_dirs=("/lib",), hwcaps=("",)))
+    assert "cannot open" in LinuxSimulator(w, LinuxProcess("/app")).start().error
+    w = VirtualELFWorld({"/app": lib(needed=("libz.so",)), "/lib/libz.so": lib()},
+                        system=LinuxSystem(system_dirs=("/lib",), hwcaps=("",)))
+    assert LinuxSimulator(w, LinuxProcess("/app")).start().loaded == ["/lib/libz.so"]
+
+
+def test_rule_hwcaps_subdirs():
+    assert rules.rule_hwcaps_subdirs("/a/", ("glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v2/", "")) == [
+        "/a/glibc-hwcaps/x86-64-v3/", "/a/glibc-hwcaps/x86-64-v2/", "/a/"]
+    # a copy in a hwcaps subfolder wins over the folder's own
+    w = VirtualELFWorld({"/app": lib(needed=("libm2.so",), runpath="/a"), "/a/libm2.so": lib(),
+                         "/a/glibc-hwcaps/x86-64-v3/libm2.so": lib()}, system=SYS)
+    assert LinuxSimulator(w, LinuxProcess("/app")).start().loaded == ["/a/glibc-hwcaps/x86-64-v3/libm2.so"]
+
+
+def test_rule_dir_status():
+    isdir = {"/a"}.__contains__
+    assert rules.rule_dir_status("/a/", "unknown", False, isdir) == "existing"
+    assert rules.rule_dir_status("/nope/", "unknown", False, isdir) == "nonexisting"
+    assert rules.rule_dir_status("/nope/", "unknown", True, isdir) == "existing"
+    assert rules.rule_dir_status("rel/", "unknown", False, isdir) == "existing"
+    assert rules.rule_dir_status("/a/", "nonexisting", False, isdir) == "nonexisting"
+    # in the engine: the second search skips the folder that does not exist
+    w = VirtualELFWorld({"/app": lib()}, system=SYS)
+    sim = LinuxSimulator(w, LinuxProcess("/app", env={"LD_LIBRARY_PATH": "/gone"}))
+    sim.start()
+    first = sim.dlopen("libx.so").lookups[0].tried
+    second = sim.dlopen("libx.so").lookups[0].tried
+    assert "/gone/libx.so" in first and not any(p.startswith("/gone/") for p in second)
+
+
+def test_rule_verify_elf():
+    assert rules.rule_verify_elf(lib(), 64, "EM_X86_64") == "ok"
+    assert rules.rule_verify_elf(lib(elf_class=32, machine="EM_386"), 64, "EM_X86_64") == "wrong_class"
+    assert rules.rule_verify_elf(lib(machine="EM_AARCH64"), 64, "EM_X86_64") == "wrong_machine"
+    assert rules.rule_verify_elf(ELFError("not_elf", "invalid ELF header"), 64, "EM_X86_64") == "bad"
+    # in the engine: a 32-bit copy is skipped, the search goes on; alone, "wrong ELF class"
+    files = {"/app": lib(runpath="/a:/b"), "/a/libw.so": lib(elf_class=32, machine="EM_386"), "/b/libw.so": lib()}
+    sim = LinuxSimulator(VirtualELFWorld(files, system=SYS), LinuxProcess("/app"))
+    sim.start()
+    assert sim.dlopen("libw.so").path == "/b/libw.so"
+    del files["/b/libw.so"]
+    sim = LinuxSimulator(VirtualELFWorld(files, system=SYS), LinuxProcess("/app"))
+    sim.start()
+    assert sim.dlopen("libw.so").error == "libw.so: wrong ELF class: ELFCLASS32"
+
+
+def test_rule_secure_mode():
+    env = {"LD_LIBRARY_PATH": "/evil", "LD_PRELOAD": "x.so", "HOME": "/h"}
+    assert rules.rule_secure_mode(env, True) == {"HOME": "/h"}
+    assert rules.rule_secure_mode(env, False) == env
+    w = VirtualELFWorld({"/app": lib(), "/evil/libx.so": lib()}, system=SYS)
+    sim = LinuxSimulator(w, LinuxProcess("/app", env=env, secure=True))
+    sim.start()
+    assert sim.dlopen("libx.so").error.endswith("No such file or directory")
+    sim = LinuxSimulator(w, LinuxProcess("/app", env=env))
+    sim.start()
+    assert sim.dlopen("libx.so").path == "/evil/libx.so"
+
+
+def test_rule_dlopen_flags():
+    m = rules.rule_dlopen_flags(rules.RTLD_NOW | rules.RTLD_NOLOAD | rules.RTLD_GLOBAL)
+    assert m.noload and m.now and m.global_ and not m.invalid
+    assert rules.rule_dlopen_flags(rules.RTLD_GLOBAL).invalid
+    w = VirtualELFWorld({"/app": lib(runpath="/a"), "/a/libn.so": lib()}, system=SYS)
+    sim = LinuxSimulator(w, LinuxProcess("/app"))
+    sim.start()
+    r = sim.dlopen("libn.so", rules.RTLD_NOW | rules.RTLD_NOLOAD)
+    assert r.cause == "noload" and r.error == "" and r.lookups[0].tried == ["/a/glibc-hwcaps/x86-64-v3/libn.so", "/a/libn.so"]
+    assert sim.dlopen("libn.so", rules.RTLD_LAZY).path == "/a/libn.so"
+    assert sim.dlopen("libn.so", 0).cause == "invalid_mode"
+
+
+def test_rule_version_needs():
+    needer = lib(version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34")),))
+    old = lib(version_defs=("GLIBC_2.2.5", "GLIBC_2.17"))
+    assert rules.rule_version_needs(needer, {"libc.so.6": old}) == ("libc.so.6", "GLIBC_2.34")
+    assert rules.rule_version_needs(needer, {"libc.so.6": lib(version_defs=("GLIBC_2.2.5", "GLIBC_2.34"))}) is None
+    assert rules.rule_version_needs(needer, {"libc.so.6": lib()}) is None  # no definitions: a warning only
+    weak = lib(version_needs=(VersionNeed("libc.so.6", (), ("GLIBC_2.34",)),))
+    assert rules.rule_version_needs(weak, {"libc.so.6": old}) is None
+    # in the engine, with ld.so's words (GLIBCXX from a system libstdc++ older than conda's)
+    w = VirtualELFWorld({"/app": lib(needed=("libstdc++.so.6",), version_needs=(VersionNeed("libstdc++.so.6", ("GLIBCXX_3.4.30",)),)),
+                         "/lib/libstdc++.so.6": lib(soname="libstdc++.so.6", version_defs=("GLIBCXX_3.4", "GLIBCXX_3.4.29"))},
+                        system=LinuxSystem(system_dirs=("/lib",), hwcaps=("",)))
+    assert LinuxSimulator(w, LinuxProcess("/app")).start().error == (
+        "/lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by /app)")
+
+
+# --- the ELF reader and the live world ---------------------------------------------------------------
+def test_read_elf_rejects_what_ld_so_rejects():
+    assert read_elf_bytes(b"short") == ELFError("truncated", "file too short")
+    assert read_elf_bytes(b"x" * 200).message == "invalid ELF header"  # type: ignore[union-attr]
+    assert isinstance(read_elf("/nonexistent/x.so"), ELFError)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_read_elf_of_gcc_built_files(tmp_path):
+    (tmp_path / "b.c").write_text("int b(void){return 1;}\n")
+    (tmp_path / "v.map").write_text("V1 { global: b; local: *; };\n")
+    (tmp_path / "a.c").write_text("#include <stdio.h>\nint b(void); int a(void){puts(\"a\"); return b();}\n")
+    def gcc(*a):
+        subprocess.run(["gcc", *a], check=True, capture_output=True, cwd=tmp_path)
+    gcc("-shared", "-fPIC", "-o", "libb.so", "b.c", "-Wl,-soname,libb.so.1", "-Wl,--version-script=v.map")
+    gcc("-shared", "-fPIC", "-o", "liba.so", "a.c", "-L.", "-lb", "-Wl,-rpath,$ORIGIN/x", "-Wl,--disable-new-dtags",
+        "-Wl,-z,nodefaultlib")
+    b = read_elf(str(tmp_path / "libb.so"))
+    a = read_elf(str(tmp_path / "liba.so"))
+    assert isinstance(a, ELFFacts) and isinstance(b, ELFFacts)
+    assert b.soname == "libb.so.1" and b.version_defs == ("V1",) and b.elf_class == 64
+    assert a.needed[0] == "libb.so.1" and a.rpath == "$ORIGIN/x" and a.runpath is None and a.nodeflib
+    assert VersionNeed("libb.so.1", ("V1",)) in a.version_needs
+    assert any(n.file == "libc.so.6" and any(v.startswith("GLIBC_2.") for v in n.versions) for n in a.version_needs)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+def test_read_ld_so_cache_of_this_machine():
+    try:
+        data = open("/etc/ld.so.cache", "rb").read()
+    except OSError:
+        pytest.skip("no /etc/ld.so.cache")
+    cache = read_ld_so_cache(data)
+    assert cache.get("libc.so.6", "").endswith("/libc.so.6")
+    facts = read_elf(cache["libc.so.6"])
+    assert isinstance(facts, ELFFacts) and "GLIBC_2.34" in facts.version_defs

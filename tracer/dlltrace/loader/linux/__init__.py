@@ -1,0 +1,1 @@
+"""The Linux loader model (glibc ld.so): rules.py, engine.py."""

@@ -1,0 +1,217 @@
+"""ELF worlds: where the Linux loader model (loader/linux) gets its facts.
+
+The model asks a world whether a path is a file and what it holds (elf.ELFFacts or elf.ELFError), whether
+a folder exists, which file ld.so.cache gives for a name, whether two paths are the same file, and the
+machine's fixed facts (LinuxSystem: the default folders, the hwcaps subfolders, what $LIB and $PLATFORM
+expand to). VirtualELFWorld answers from a dict (tests, scenarios); LiveELFWorld from this machine's disk,
+its /etc/ld.so.cache and its ld.so. The model never knows which one it has.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional, Protocol
+
+from dlltrace.elf import ELFFacts, ELFResult, read_elf
+
+# Debian/Ubuntu x86-64 (glibc's SYSTEM_DIRS as Debian builds it; `ld.so --help` lists them)
+DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib")
+# the subfolders open_path tries in each folder, in order ("" is the folder itself): glibc 2.36 on an
+# x86-64-v4 CPU (the glibc-hwcaps ones, then the legacy ones ld.so still tries before glibc 2.37)
+DEFAULT_HWCAPS = ("glibc-hwcaps/x86-64-v4/", "glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v2/",
+                  "tls/x86_64/x86_64/", "tls/x86_64/", "tls/x86_64/", "tls/", "x86_64/x86_64/", "x86_64/",
+                  "x86_64/", "")
+
+
+@dataclass(frozen=True)
+class LinuxSystem:
+    """Machine-wide facts of the Linux loader."""
+
+    system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS
+    hwcaps: tuple[str, ...] = DEFAULT_HWCAPS  # subfolders with a trailing "/", "" last
+    lib: str = "lib/x86_64-linux-gnu"  # what $LIB expands to
+    platform: str = "x86_64"  # what $PLATFORM expands to (AT_PLATFORM)
+    machine: str = "EM_X86_64"
+    elf_class: int = 64
+    cache_file: str = "/etc/ld.so.cache"
+
+
+class ELFWorld(Protocol):
+    system: LinuxSystem
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        """What is at path: None when no regular file is there."""
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        """The path ld.so.cache gives for a bare name, or None."""
+
+    def file_id(self, path: str) -> str:
+        """A key equal for two paths of the same file (ld.so compares st_dev/st_ino)."""
+
+    def real_path(self, path: str) -> str:
+        """The path with its links resolved (the executable's $ORIGIN comes from /proc/self/exe)."""
+
+
+@dataclass
+class VirtualELFWorld:
+    """A world from a dict: path -> ELFFacts / ELFError; folders are the parents of the files plus `dirs`;
+    `cache` is ld.so.cache (name -> path); `links` maps a path to the file it is the same as."""
+
+    files: dict[str, ELFResult] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
+    cache: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    system: LinuxSystem = field(default_factory=LinuxSystem)
+
+    def __post_init__(self) -> None:
+        self.files = {posixpath.normpath(k): v for k, v in self.files.items()}
+        self._dirs = {posixpath.normpath(d) for d in self.dirs} | set(self.system.system_dirs)
+        for p in self.files:
+            d = posixpath.dirname(p)
+            while d and d not in self._dirs:
+                self._dirs.add(d)
+                d = posixpath.dirname(d) if d != "/" else ""
+
+    def _real(self, path: str) -> str:
+        p = posixpath.normpath(path)
+        return self.links.get(p, p)
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        return self.files.get(self._real(path))
+
+    def is_dir(self, path: str) -> bool:
+        return posixpath.normpath(path) in self._dirs
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        return self.cache.get(name)
+
+    def file_id(self, path: str) -> str:
+        return self._real(path)
+
+    def real_path(self, path: str) -> str:
+        return self._real(path)
+
+
+# --- the live machine -------------------------------------------------------------------------------
+_CACHE_MAGIC_NEW = b"glibc-ld.so.cache1.1"
+FLAG_ELF_LIBC6 = 0x0003
+FLAG_X8664_LIB64 = 0x0300
+
+
+def read_ld_so_cache(data: bytes, want_flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64) -> dict[str, str]:
+    """name -> path from an ld.so.cache of the new format (glibc's elf/cache.c: a header of 20 magic bytes,
+    nlibs, len_strings, flags, extension offset, then nlibs entries of flags, key, value, osversion,
+    hwcap; string offsets count from that header). The first entry of a name with the wanted flags
+    and no hwcap wins. An old-format prefix ("ld.so-1.7.0") is skipped."""
+    start = data.find(_CACHE_MAGIC_NEW)
+    if start < 0:
+        return {}
+    nlibs, _len_strings = struct.unpack_from("<II", data, start + 20)
+    out: dict[str, str] = {}
+    off = start + 48  # magic 20, nlibs 4, len_strings 4, flags 1 + pad 3, extension_offset 4, unused 3*4
+    for i in range(nlibs):
+        flags, key, value, _osv, hwcap = struct.unpack_from("<iIIIQ", data, off + i * 24)
+        if flags != want_flags or hwcap:
+            continue
+
+        def s(o: int) -> str:
+            end = data.find(b"\0", o)
+            return data[o:end].decode("utf-8", "surrogateescape")
+        out.setdefault(s(start + key), s(start + value))  # offsets count from the new header
+    return out
+
+
+@lru_cache(maxsize=1)
+def probe_live_system() -> LinuxSystem:
+    """This machine's loader facts, from its ld.so: `ld.so --help` for the default folders, and one
+    `LD_DEBUG=libs` run for the hwcaps subfolders and what $LIB and $PLATFORM expand to."""
+    ldso = next((p for p in ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1") if os.path.exists(p)), "")
+    system_dirs: tuple[str, ...] = DEFAULT_SYSTEM_DIRS
+    if ldso:
+        try:
+            out = subprocess.run([ldso, "--help"], capture_output=True, text=True, timeout=10).stdout
+            dirs = tuple(m.group(1) for m in re.finditer(r"^\s+(/\S*) \(system search path\)", out, re.M))
+            system_dirs = dirs or system_dirs
+        except (OSError, subprocess.SubprocessError):
+            pass
+    hwcaps: tuple[str, ...] = DEFAULT_HWCAPS
+    lib, platform = "lib/x86_64-linux-gnu", "x86_64"
+    probe = "/nonexistent-dlltrace-probe"
+    env = dict(os.environ, LD_DEBUG="libs", LD_LIBRARY_PATH=f"{probe}/$LIB/$PLATFORM")
+    env.pop("LD_DEBUG_OUTPUT", None)
+    try:
+        err = subprocess.run(["/bin/true"], capture_output=True, text=True, env=env, timeout=10).stderr
+        tried = [m.group(1) for m in re.finditer(r"trying file=(\S+)", err) if m.group(1).startswith(probe + "/")]
+        if tried:
+            base = posixpath.dirname(tried[-1])  # the folder itself comes last
+            rel = base[len(probe) + 1:]
+            lib, platform = posixpath.dirname(rel), posixpath.basename(rel)
+            name = posixpath.basename(tried[-1])
+            subs = []
+            for t in tried:
+                if posixpath.basename(t) != name:
+                    break
+                sub = posixpath.dirname(t)[len(base) + 1:]
+                subs.append(sub + "/" if sub else "")
+                if not sub:
+                    break
+            hwcaps = tuple(subs)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return LinuxSystem(system_dirs=system_dirs, hwcaps=hwcaps, lib=lib, platform=platform)
+
+
+class LiveELFWorld:
+    """This machine: its files, its ld.so.cache, its ld.so's facts (probe_live_system)."""
+
+    def __init__(self, system: Optional[LinuxSystem] = None) -> None:
+        self.system = system or probe_live_system()
+        self._facts: dict[tuple[str, int, float], ELFResult] = {}
+        self._cache: Optional[dict[str, str]] = None
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not os.path.isfile(path):
+            return None
+        key = (f"{st.st_dev}:{st.st_ino}", st.st_size, st.st_mtime)
+        got = self._facts.get(key)
+        if got is None:
+            got = self._facts[key] = read_elf(path)
+        return got
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        if self._cache is None:
+            try:
+                with open(self.system.cache_file, "rb") as f:
+                    self._cache = read_ld_so_cache(f.read())
+            except OSError:
+                self._cache = {}
+        return self._cache.get(name)
+
+    def file_id(self, path: str) -> str:
+        try:
+            st = os.stat(path)
+            return f"{st.st_dev}:{st.st_ino}"
+        except OSError:
+            return path
+
+    def real_path(self, path: str) -> str:
+        return os.path.realpath(path)
+
+
+def is_elf_facts(r: Optional[ELFResult]) -> bool:
+    return isinstance(r, ELFFacts)
