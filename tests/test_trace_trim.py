@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlltrace.report.summary import produce
 from dlltrace.trace import collect
@@ -112,6 +114,44 @@ def test_trimmed_list_never_reads_as_missing_an_export():
     assert 2 in b.export_ordinals and 5 not in b.export_ordinals and 99 in b.export_ordinals
     old = world.file("C:\\a\\old.dll").pe
     assert type(old.exports) is frozenset and "g" not in old.exports
+
+
+NAMES = st.sampled_from(["a", "b", "c", "d", "e", "#1", "#2"])
+DLLS = st.sampled_from(["x.dll", "y.dll", "z.dll"])
+
+
+@st.composite
+def pe_objects(draw) -> dict:
+    names = st.lists(NAMES.filter(lambda n: not n.startswith("#")), max_size=4)
+    imports = draw(st.lists(st.tuples(DLLS, names, st.lists(st.integers(1, 4), max_size=2)), max_size=3))
+    forwarders = draw(st.dictionaries(NAMES, st.tuples(st.sampled_from(["x", "y", "z"]), NAMES)
+                                      .map(lambda t: f"{t[0]}.{t[1]}"), max_size=3))
+    exports = draw(st.lists(NAMES.filter(lambda n: not n.startswith("#")), max_size=5))
+    return pe(imports=imports, exports=set(exports) | {k for k in forwarders if not k.startswith("#")},
+              ordinals=draw(st.sets(st.integers(1, 4), max_size=4)), forwarders=forwarders)
+
+
+@given(st.lists(pe_objects(), min_size=1, max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_trimmed_world_answers_every_asked_name_as_the_full_one(pes):
+    """Whatever the facts: for every name and ordinal the trace asks for (imports, forwarder targets),
+    every DLL of the trimmed world answers "exported?" and "forwarded where?" as the full world does,
+    and nothing reads as missing that the full world has."""
+    events = [{"ev": "file", "path": f"C:\\d\\m{i}.dll", "kind": "pe", "pe": p} for i, p in enumerate(pes)]
+    full, small = RecordedWorld(SystemInfo(), events), RecordedWorld(SystemInfo(), trim_file_events(events))
+    asked = asked_exports(pes)
+    targets = {t.rpartition(".")[2] for p in pes for k, t in p["forwarders"].items() if asked.wants(k)}
+    assert {t for t in targets if not t.startswith("#")} <= asked.names
+    for e in events:
+        f, t = full.file(e["path"]).pe, small.file(e["path"]).pe
+        for n in asked.names | {"a", "b", "c", "d", "e"}:
+            if n in asked.names:
+                assert (n in f.exports) == (n in t.exports) and f.forwarders.get(n) == t.forwarders.get(n)
+            assert n not in f.exports or n in t.exports
+        for o in range(1, 6):
+            if o in asked.ordinals:
+                assert (o in f.export_ordinals) == (o in t.export_ordinals)
+            assert o not in f.export_ordinals or o in t.export_ordinals
 
 
 def test_collect_facts_trims_unless_keep_all(monkeypatch):

@@ -65,14 +65,14 @@ def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
     ordinals: set[int] = set()
     forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
     for pe in pes:
-        for imp in (*pe.get("imports", ()), *pe.get("delay_imports", ())):
+        for imp in (*_list(pe, "imports"), *_list(pe, "delay_imports")):
             if isinstance(imp, Mapping):
-                names.update(n for n in imp.get("names", ()) if isinstance(n, str))
-                ordinals.update(o for o in imp.get("ordinals", ()) if isinstance(o, int))
+                names.update(n for n in _list(imp, "names") if isinstance(n, str))
+                ordinals.update(o for o in _list(imp, "ordinals") if isinstance(o, int) and not isinstance(o, bool))
         fw = pe.get("forwarders")
         if isinstance(fw, Mapping):
             for key, target in fw.items():
-                if isinstance(target, str):
+                if isinstance(key, str) and isinstance(target, str):
                     forwards.setdefault(key, []).append(target)
     todo = [n for n in names if n in forwards] + [f"#{o}" for o in ordinals if f"#{o}" in forwards]
     while todo:
@@ -89,19 +89,24 @@ def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
     return Asked(frozenset(names), frozenset(ordinals))
 
 
+def _list(d: Mapping[str, Any], key: str) -> list:
+    """d[key] when it is a list, else [] (a field of another type in an unchecked trace)."""
+    v = d.get(key)
+    return v if isinstance(v, list) else []
+
+
 def trim_pe(pe: Mapping[str, Any], asked: Asked) -> dict[str, Any]:
     """A `pe` object (pe.pe_facts_to_dict) with `exports`, `export_ordinals` and `forwarders` kept
     only for the asked names and ordinals, and `trimmed` giving the full counts. Every other field
     is kept as it is (the imports are what asks; the rest is a few bytes)."""
     if TRIMMED in pe:
         return dict(pe)
-    exports = pe.get("exports") or []
-    ordinals = pe.get("export_ordinals") or []
-    forwarders = pe.get("forwarders") or {}
+    exports, ordinals = _list(pe, "exports"), _list(pe, "export_ordinals")
+    forwarders = pe.get("forwarders") if isinstance(pe.get("forwarders"), Mapping) else {}
     out = dict(pe)
-    out["exports"] = [n for n in exports if n in asked.names]
-    out["export_ordinals"] = [o for o in ordinals if o in asked.ordinals]
-    out["forwarders"] = {k: v for k, v in forwarders.items() if asked.wants(k)}
+    out["exports"] = [n for n in exports if isinstance(n, str) and n in asked.names]
+    out["export_ordinals"] = [o for o in ordinals if isinstance(o, int) and o in asked.ordinals]
+    out["forwarders"] = {k: v for k, v in forwarders.items() if isinstance(k, str) and asked.wants(k)}
     out[TRIMMED] = {"exports": len(exports), "export_ordinals": len(ordinals), "forwarders": len(forwarders)}
     return out
 
