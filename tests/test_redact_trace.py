@@ -263,3 +263,22 @@ def test_real_wheel_runs_redacted(tmp_path_factory, tmp_path, capsys):
             with capsys.disabled():
                 print(f"\n{sit.name} ({values[0]}): {real.stat().st_size:,} bytes, redacted {out.stat().st_size:,}, "
                       f"failed calls {verdict['failed']}")
+
+
+def test_keys_and_format_words_are_redacted_in_the_file(tmp_path, capsys):
+    """`report --redact` leaves the format's words and the PE facts as they are (they never hold a path);
+    in the file's bytes a name there is replaced too (a key, a format word, an odd export), positionally."""
+    real = case_trace(tmp_path, "s1", {r"C:\dlltrace-cases": r"C:\Users\Bartholomew\cases"})
+    lines = real.read_text(encoding="utf-8").split("\n")
+    k = next(i for i, x in enumerate(lines) if x.startswith("{") and json.loads(x).get("kind") == "pe")
+    e = json.loads(lines[k])
+    e["extra"] = {r"C:\Users\Bartholomew\key": 1}
+    e["pe"]["exports"] = [*e["pe"]["exports"], r"\\Bartholomew\share"]
+    lines[k] = json.dumps(e)
+    real.write_text("\n".join(lines), encoding="utf-8")
+    out = tmp_path / "r.jsonl"
+    assert redact_cli(capsys, real, out)[0] == 0
+    assert b"Bartholomew" not in out.read_bytes()
+    got = [x for x in read_trace(out).events if "extra" in x][0]
+    assert got["extra"] == {r"C:\Users\<user>\key": 1}
+    assert got["pe"]["exports"][-1] == r"\\<user>\share"  # (one placeholder per value, whatever its place)

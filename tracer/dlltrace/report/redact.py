@@ -388,14 +388,38 @@ def _event_line(raw: bytes, red: Redactor, header: bool = False) -> tuple[bytes,
     if not isinstance(obj, dict):
         out = _text_line(raw, red) if raw.strip() else raw
         return out, out != raw
-    new = _redacted(obj, red)
+    new = _scrubbed(obj, red)
     if header:
         new[HEADER_FIELD] = True
     if new == obj:
-        out = _text_line(raw, red, anywhere=False)
-        return out, out != raw
-    text = event_lines([new]).decode("utf-8")[:-1]  # (a lone surrogate as its escape: trace/collect.py)
-    return red.text(text).encode("utf-8"), True
+        return raw, False
+    return event_lines([new])[:-1], True  # (a lone surrogate as its escape: trace/collect.py)
+
+
+def _scrubbed(v: Any, red: Redactor, key: Optional[str] = None) -> Any:
+    """_redacted (what `report --redact` reports from), and the keys and the format's own words (FORMAT_KEYS,
+    the `pe` facts) through the positional rules too: nothing identifying is left in a trace file's bytes.
+    (A name's word alone is not replaced there: a user named x64 is not the PE facts' machine x64.)"""
+    if isinstance(v, str):
+        return red.text(v, anywhere=True)
+    if isinstance(v, dict):
+        if key == "vars":
+            return {red.text(k): (red.add(IDENTITY_VARS[k.upper()], x) if k.upper() in IDENTITY_VARS and
+                                  isinstance(x, str) else _scrubbed(x, red, k)) for k, x in v.items()}
+        return {red.text(k): (_positional(x, red) if k in FORMAT_KEYS else _scrubbed(x, red, k)) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_scrubbed(x, red, key) for x in v]
+    return v
+
+
+def _positional(v: Any, red: Redactor) -> Any:
+    if isinstance(v, str):
+        return red.text(v)
+    if isinstance(v, dict):
+        return {red.text(k): _positional(x, red) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_positional(x, red) for x in v]
+    return v
 
 
 def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> RedactionSummary:
@@ -432,7 +456,7 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
         fd, tmp = tempfile.mkstemp(prefix=".dlltrace-redact-", dir=folder)
         with os.fdopen(fd, "wb") as f:
             if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
-                with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0) as gz:
+                with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0) as gz:
                     gz.write(out)
             else:
                 f.write(out)
