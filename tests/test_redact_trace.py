@@ -282,3 +282,12 @@ def test_keys_and_format_words_are_redacted_in_the_file(tmp_path, capsys):
     got = [x for x in read_trace(out).events if "extra" in x][0]
     assert got["extra"] == {r"C:\Users\<user>\key": 1}
     assert got["pe"]["exports"][-1] == r"\\<user>\share"  # (one placeholder per value, whatever its place)
+
+
+def test_redacting_a_redacted_trace_changes_nothing(tmp_path, capsys):
+    real = case_trace(tmp_path, "s8", {r"C:\Python37": r"\\FILESRV01\tools\Python37", r"C:\Users\me": r"C:\Users\carol"})
+    once, twice = tmp_path / "once.jsonl", tmp_path / "twice.jsonl"
+    assert redact_cli(capsys, real, once)[0] == 0
+    code, said, _ = redact_cli(capsys, once, twice)
+    assert code == 0 and "nothing to replace; 0 of" in said
+    assert once.read_bytes() == twice.read_bytes()
