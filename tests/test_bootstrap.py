@@ -25,7 +25,8 @@ BOOTSTRAP = ROOT / "tracer" / "dlltrace" / "bootstrap"
 FAKESHIM_C = ROOT / "fixtures" / "linux" / "fakeshim.c"
 
 # What a binding may add to sys.modules, and nothing else (the bootstrap's own module is `sitecustomize`)
-CTYPES_MODULES = {"ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "atexit"}  # (atexit: built in, the exit hook)
+# (atexit: built in, the exit hook; types: ctypes imports it from 3.9)
+CTYPES_MODULES = {"ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "atexit", "types"}
 CFFI_MODULES = {"_cffi_backend", "atexit"}
 
 
@@ -249,3 +250,56 @@ def test_fields_json_is_json():
     fields = {"module": "a\"b\\c\n\x01é用户\udc80", "n": [1, None, True, False, 2.5], "d": {"k": Path("/x")}}
     assert json.loads("{" + shim.fields_json(fields) + "}") == {**fields, "d": {"k": "/x"}}
     shim.fields_json(fields).encode("utf-8")  # (always encodes)
+
+
+def other_pythons() -> list[str]:
+    """The other CPython interpreters on this machine (pyenv's, python3.N on PATH), one per version."""
+    import glob
+
+    found = {}
+    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/*/bin/python")))
+    cands += [p for p in (shutil.which(f"python3.{n}") for n in range(6, 16)) if p]
+    cands += [p for p in (shutil.which("python2.7"),) if p]
+    for c in cands:
+        r = subprocess.run([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode == 0:
+            found.setdefault(r.stdout.strip(), c)
+    return [found[v] for v in sorted(found, key=lambda v: tuple(map(int, v.split("."))))]
+
+
+OTHER_PYTHONS = other_pythons()
+VERSION_PROGRAM = ("import sys, colorsys, sitecustomize\n"
+                   "sys.stdout.write(repr([sorted(sys.modules), sys.path, getattr(sitecustomize, 'MARK', None)]) + '\\n')")
+
+
+@pytest.mark.skipif(not OTHER_PYTHONS, reason="no other CPython on this machine (pyenv, python3.N)")
+@pytest.mark.parametrize("python", OTHER_PYTHONS or ["none"])
+def test_every_python_version_on_this_machine(fake_shim, tmp_path, python):
+    """Python 2.7 to 3.13 where installed: the program runs as without dlltrace, its own sitecustomize
+    runs as `sitecustomize`, sys.path is unchanged, only ctypes' modules are added; py_env from 3.6,
+    the audit hook's events from 3.8 (sys.addaudithook); before 3.6 one line says there is no context."""
+    import ast
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("MARK = 'user'\n")
+    version = tuple(int(x) for x in subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+                                                   capture_output=True, text=True).stdout.split())
+    plain = run(python, VERSION_PROGRAM, tmp_path, shim_path=None, traced=False, pythonpath=[str(user)])
+    rc, out, err, calls = run(python, VERSION_PROGRAM, tmp_path, shim_path=fake_shim, pythonpath=[str(user)])
+    assert plain[0] == rc == 0 and plain[2] == "", (plain, err)
+    (m0, p0, mark0), (m1, p1, mark1) = ast.literal_eval(plain[1]), ast.literal_eval(out)
+    assert mark0 == mark1 == "user" and p1 == p0
+    ours = {"sitecustomize"} | ({"imp"} if version < (3, 4) else set())  # (before 3.4 the chain uses imp)
+    assert set(m0) - set(m1) == set() and set(m1) - set(m0) - ours <= CTYPES_MODULES | CFFI_MODULES, set(m1) - set(m0)
+    if version < (3, 6):
+        assert calls == [] and err == "dlltrace: no Python context in Python %d.%d (3.6 or later has it); " \
+            "its DLL loads are traced all the same\n" % version
+        return
+    assert err == ""
+    evs = events(calls)
+    assert calls[0] == ["start", "NULL", "python"] and evs[0][1] == "py_env"
+    assert evs[0][2]["version"].startswith("%d.%d" % version)
+    imports = [f["module"] for s, e, f in evs if e == "py_import"]
+    assert ("colorsys" in imports) == (version >= (3, 8))

@@ -24,7 +24,12 @@ def _dlltrace_here():
 
 
 def _dlltrace_trace(here):
-    """Start tracing (trace/shim.py's bootstrap)."""
+    """Start tracing (trace/shim.py's bootstrap; it needs Python 3.6 or later)."""
+    if _sys.version_info < (3, 6):
+        if _os.environ.get("DLLTRACE_TRACE"):
+            _sys.stderr.write("dlltrace: no Python context in Python %d.%d (3.6 or later has it); "
+                              "its DLL loads are traced all the same\n" % _sys.version_info[:2])
+        return
     path = _os.path.join(_os.path.dirname(here), "trace", "shim.py")
     with open(path, "rb") as f:
         source = f.read()
@@ -59,8 +64,20 @@ def _dlltrace_import_system():
 
 def _dlltrace_chain(here):
     """Run the sitecustomize this one shadows, as the `sitecustomize` module."""
-    find_spec, module_from_spec = _dlltrace_import_system()
     rest = [p for p in _sys.path if not (isinstance(p, str) and _os.path.normcase(_os.path.abspath(p or ".")) == here)]
+    if _sys.version_info < (3, 4):  # (no PathFinder.find_spec: imp, which registers the module itself)
+        imp = __import__("imp")  # (gone from Python 3.12: only reached before 3.4)
+        try:
+            found = imp.find_module("sitecustomize", rest)
+        except ImportError:
+            return
+        try:
+            imp.load_module("sitecustomize", found[0], found[1], found[2])
+        finally:
+            if found[0] is not None:
+                found[0].close()
+        return
+    find_spec, module_from_spec = _dlltrace_import_system()
     spec = find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
