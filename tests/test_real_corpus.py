@@ -296,6 +296,9 @@ def run_situation(sit: Situation, base: Path, built: dict, work: Path) -> Outcom
         out.harness.append(f"dlltrace run failed (exit {d.returncode}): {d.stderr[-2000:]}")
     else:
         trace.write_bytes(trim_trace_bytes(full.read_bytes()))
+        # the default size cap (run --max-size, 1G) keeps a real run whole: nothing dropped
+        if b'{"ev":"capped"' in full.read_bytes():
+            out.harness.append("the default --max-size cap dropped lines of this real run")
     if host_lines(d.stdout) != results:
         out.harness.append(f"dlltrace run: the host printed {d.stdout.splitlines()}, under plain Wine {results}; "
                            f"stderr tail: {d.stderr[-1500:]}")
