@@ -44,11 +44,11 @@ def dep(i: int) -> str:
     return f"dep{letters(i)}.dll"
 
 
-def failing_trace(path: Path, n: int, exit_code=None, exception_at=None, path_entries: int = 0) -> Path:
+def failing_trace(path: Path, n: int, exit_code=None, exception_at=None, path_entries: int = 0, pid: int = 100) -> Path:
     """A trace in which a Python program imports n extensions and each fails (a dependency of its own
     missing), as bench/report_speed.py builds them; `exit_code` and `exception_at` (the import the program
     ended on) say how it ended (neither: the trace does not say, so every failure is counted)."""
-    pid, tid, seq, out = 100, 101, 0, []
+    tid, seq, out = pid + 1, 0, []
 
     def ev(kind, **f):
         nonlocal seq
@@ -86,6 +86,13 @@ def failing_trace(path: Path, n: int, exit_code=None, exception_at=None, path_en
     header = {"format": "dlltrace-trace", "version": 1, "tool": "tests/test_markdown_cap.py", "created": None,
               "platform": "windows"}
     path.write_text("\n".join(json.dumps(x) for x in [header, *out]) + "\n", encoding="utf-8")
+    return path
+
+
+def two_processes(path: Path, first: Path, second: Path) -> Path:
+    """One trace of two processes: the events of `first` (header and all), then those of `second`."""
+    a, b = first.read_text(encoding="utf-8").split("\n"), second.read_text(encoding="utf-8").split("\n")
+    path.write_text("\n".join(a[:-1] + b[1:]), encoding="utf-8")
     return path
 
 
@@ -133,6 +140,19 @@ def test_a_thousand_failures_and_the_one_the_program_hit(tmp_path, capsys):
     assert "<details><summary>Probed, absent, the program went on (not failures, no fix needed): 999</summary>" in md
     items = len(re.findall(r"^- `m\d{6}\.pyd`: `LoadLibraryExW`", md, re.M))
     assert items > 100 and items + left_out(md, "loads the program went past") == 999
+
+
+def test_the_failure_the_program_hit_comes_before_those_whose_outcome_is_unknown(tmp_path, capsys):
+    """Process 200 (first in the trace) fails 300 loads and its end is not recorded; process 100 exits
+    with 1 after 300 failures: its last is the failure the program hit, and the incident."""
+    p = two_processes(tmp_path / "t.jsonl", failing_trace(tmp_path / "a.jsonl", 300, pid=200),
+                      failing_trace(tmp_path / "b.jsonl", 300, exit_code=1, pid=100))
+    md = markdown(capsys, p)
+    fits_an_issue(md)
+    assert md.startswith(f"**dlltrace:** {dep(299)} was not found — it is needed by m000299.pyd")
+    assert "The failure the program hit: the program exited with 1" in md.split("\n")[2]
+    assert "<details><summary>300 other failed loads</summary>" in md  # process 200's, whose end is unknown
+    assert "<details><summary>Probed, absent, the program went on (not failures, no fix needed): 299</summary>" in md
 
 
 def test_a_few_failures_are_all_there_and_nothing_is_capped(tmp_path, capsys):
