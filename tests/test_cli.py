@@ -205,7 +205,7 @@ def test_a_word_that_is_neither_a_command_nor_a_program_is_one_line_exit_4(dlltr
     assert line.startswith("dlltrace: qzxwvk-no-such-program: neither a command (simulate, run, report")
     assert "nor a program found on PATH" in line
     r = dlltrace_cli("./no-such-file.exe", cwd=tmp_path)  # a path that does not exist
-    assert r.returncode == 4 and no_run == [] and "neither a command" in one_line(r.stderr)
+    assert r.returncode == 4 and no_run == [] and one_line(r.stderr) == "dlltrace: ./no-such-file.exe: no such file"
 
 
 def test_the_shorthand_runs_real_programs(dlltrace_cli, no_run, tmp_path):

@@ -107,9 +107,13 @@ def did_you_mean(word: str) -> str:
     return "did you mean " + " or ".join(f"`dlltrace {c}`" for c in near) + "?" if near else ""
 
 
+def _is_path(word: str) -> bool:
+    return "/" in word or "\\" in word or os.sep in word
+
+
 def is_program(word: str) -> bool:
     """A program the shorthand may run: found on PATH, or a path that exists."""
-    if "/" in word or "\\" in word or os.sep in word:
+    if _is_path(word):
         return os.path.exists(word)
     return shutil.which(word) is not None
 
@@ -137,6 +141,8 @@ def shorthand(argv: list[str]) -> list[str]:
         return argv
     if is_program(first):  # `dlltrace python -c "import torch"`
         return ["run", "--", *argv]
+    if _is_path(first):
+        raise DlltraceError(f"{first}: no such file", EXIT_NO_COMMAND)
     hint = did_you_mean(first)
     if hint:
         raise DlltraceError(f"{first}: not a command; {hint}", EXIT_USAGE)
