@@ -291,3 +291,43 @@ def test_redacting_a_redacted_trace_changes_nothing(tmp_path, capsys):
     code, said, _ = redact_cli(capsys, once, twice)
     assert code == 0 and "nothing to replace; 0 of" in said
     assert once.read_bytes() == twice.read_bytes()
+
+
+N_FUZZ = int(os.environ.get("DLLTRACE_REDACT_FUZZ", "200"))
+
+
+def test_redact_under_the_trace_fuzzer(tmp_path, summary):
+    """tests/test_fuzz.py's trace mutations (seeded, DLLTRACE_FUZZ_SEED), through `dlltrace redact`: no
+    traceback, one line and a documented exit code, and where a copy was written, its report (text and
+    JSON) is `report --redact` of the mutated trace, with the same exit code."""
+    import test_fuzz as fz
+
+    s = fz.seed()
+    codes: dict[int, int] = {}
+    failures = []
+    for i in range(N_FUZZ):
+        src, out = tmp_path / f"c{i}.jsonl", tmp_path / f"c{i}.redacted.jsonl"
+        src.write_bytes(fz.trace_case(i, s))
+        rc, said, err, escaped = fz.run_cli(["redact", str(src), "-o", str(out)])
+        codes[rc] = codes.get(rc, 0) + 1
+        bad = fz.problems("report", rc, "", err, escaped, "text", False)
+        if rc not in (0, errors.EXIT_BAD_TRACE) or not out.exists():  # (3 and no copy: not a trace at all)
+            bad += [] if not out.exists() else ["a copy was written with an error"]
+            bad += ["exit 0 and no copy"] if rc == 0 and not out.exists() else []
+        else:
+            with fz.deep_enough():  # (a mutation nests deeper than the default recursion limit; the command runs deep)
+                name = redactor_of(read_trace(src)).text(str(src), anywhere=True)
+            for form in ([], ["--json"]):
+                want = fz.run_cli(["report", str(src), *form, "--redact"])
+                got = fz.run_cli(["report", str(out), *form])
+                if (got[0], got[1].replace(str(out), name)) != (want[0], want[1]):
+                    bad.append(f"report {form} of the copy differs from report --redact: exit {got[0]}, {want[0]}")
+        if bad:
+            failures.append(f"case {i} (DLLTRACE_FUZZ_SEED={s}): {bad[:2]}")
+            (tmp_path / "failed").mkdir(exist_ok=True)
+            (tmp_path / "failed" / src.name).write_bytes(src.read_bytes())
+        for p in (src, out):
+            p.unlink(missing_ok=True)
+    summary["redact fuzz"] = f"{N_FUZZ} trace mutations through dlltrace redact, exit codes {dict(sorted(codes.items()))}, " \
+                             f"{len(failures)} failing"
+    assert not failures, failures[:5]
