@@ -225,19 +225,23 @@ class Observed:
     start_error: str = ""
 
 
-_FIND = re.compile(r"^\s*\d+:\s+find library=(\S+) \[\d+\]; searching$")
+_FIND = re.compile(r"^\s*\d+:\s+find library=(\S+) \[(\d+)\]; searching$")
 _TRY = re.compile(r"^\s*\d+:\s+trying file=(.*)$")
 
 
-def parse_ld_debug(text: str) -> list[tuple[str, list[str]]]:
+def parse_ld_debug(text: str, ns: int = 0) -> list[tuple[str, list[str]]]:
+    """Each bare name ld.so searched in namespace `ns` ("find library=NAME [ns]"), with the files tried."""
     out: list[tuple[str, list[str]]] = []
+    keep = False
     for line in text.splitlines():
         m = _FIND.match(line)
         if m:
-            out.append((m.group(1), []))
+            keep = int(m.group(2)) == ns
+            if keep:
+                out.append((m.group(1), []))
             continue
         m = _TRY.match(line)
-        if m and out:
+        if m and out and keep:
             out[-1][1].append(m.group(1))
     return out
 
@@ -288,7 +292,7 @@ def run_real(L: Path, lay: Layout) -> Observed:
 _WORLD: Optional[LiveELFWorld] = None
 
 
-def run_model(L: Path, lay: Layout) -> Observed:
+def run_model(L: Path, lay: Layout, audit: tuple[str, ...] = ()) -> Observed:
     global _WORLD
     if _WORLD is None:
         _WORLD = LiveELFWorld(probe_live_system())
@@ -297,7 +301,7 @@ def run_model(L: Path, lay: Layout) -> Observed:
     env = {"PATH": "/usr/bin:/bin"}
     if lay.llp:
         env["LD_LIBRARY_PATH"] = ":".join(str(L / d) for d in lay.llp)
-    sim = LinuxSimulator(world, LinuxProcess(str(L / "bin" / "host"), env=env, cwd=str(L)))
+    sim = LinuxSimulator(world, LinuxProcess(str(L / "bin" / "host"), env=env, cwd=str(L), audit=list(audit)))
     obs = Observed([], [], [])
     start = sim.start()
     if start.error:

@@ -54,6 +54,11 @@ class LinuxProcess:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/"
     secure: bool = False
+    # LD_AUDIT libraries (the recorder): ld.so loads each, with its dependencies, into a namespace of its own
+    # before the program's; those searches are not the program's, but the folders they find missing are
+    # skipped by the program's searches after (the statuses are shared)
+    audit: list[str] = field(default_factory=list)
+    preload: list[str] = field(default_factory=list)  # LD_PRELOAD paths: mapped after the executable, before its deps
 
 
 @dataclass
@@ -117,6 +122,7 @@ class LinuxSimulator:
         self.main: Optional[LinuxObject] = None
         self.env_dirs: tuple[str, ...] = ()
         self.lookups: list[Lookup] = []
+        self._in_audit = False
 
     # --- process start ----------------------------------------------------------------------------
     def start(self) -> DlopenResult:
@@ -137,8 +143,12 @@ class LinuxSimulator:
         if llp is not None:
             self.env_dirs = rules.rule_decompose_path(llp, lambda s: self._expand(self.main, s), ":;")
         res = DlopenResult(exe, 0, path=exe)
+        for lib in self.process.audit:
+            self._audit_namespace(lib)
         try:
-            new = self._map_deps(self.main, res)
+            pre = [self._map_object(self.main, p, "library", res) for p in self.process.preload]
+            new = [o for o in pre if o is not None]
+            new += self._map_deps(self.main, res, [o for o in pre if o is not None])
             self._check_versions([self.main, *new])
             res.loaded = [o.path for o in new]
         except LoadFailure as e:
@@ -200,10 +210,26 @@ class LinuxSimulator:
             i += 1
         return seen[1:]
 
-    def _map_deps(self, root: LinuxObject, res: DlopenResult) -> list[LinuxObject]:
+    def _audit_namespace(self, lib: str) -> None:
+        """An LD_AUDIT library and its dependencies, loaded into a new namespace (nothing in it, ld.so
+        included): only the folder statuses its searches set stay."""
+        saved, saved_lookups = self.loaded, list(self.lookups)
+        self.loaded = []
+        self._in_audit = True
+        scratch = DlopenResult(lib, 0)
+        try:
+            obj = self._map_object(None, lib, "loaded", scratch)
+            if obj is not None:
+                self._map_deps(obj, scratch)
+        except LoadFailure:
+            pass  # ld.so goes on without an audit library it cannot load
+        self.loaded, self.lookups = saved, saved_lookups
+        self._in_audit = False
+
+    def _map_deps(self, root: LinuxObject, res: DlopenResult, more: Optional[list[LinuxObject]] = None) -> list[LinuxObject]:
         """_dl_map_object_deps: breadth first, each DT_NEEDED in order, loaded with its needer as loader; the
-        first that fails fails the whole load."""
-        queue = [root]
+        first that fails fails the whole load. `more`: objects queued after root (LD_PRELOAD's)."""
+        queue = [root, *(more or [])]
         new: list[LinuxObject] = []
         i = 0
         while i < len(queue):
@@ -348,6 +374,12 @@ class LinuxSimulator:
         main_ref = main.ref() if main is not None else None
         found = None
         rp_objs = rules.rule_rpath_of_loaders(refs, main_ref)
+        if self._in_audit and main is not None and not rp_objs:
+            # measured (glibc 2.36, LD_DEBUG [1]): the audit namespace's searches take the executable's
+            # DT_RUNPATH, when it has one, at the step of its DT_RPATH (before LD_LIBRARY_PATH)
+            found = try_dirs(self._runpath(main), "RPATH", main.path)
+            if found:
+                return found, other[0]
         for ref in rp_objs:
             obj = next((c for c in chain if c.path == ref.path), main)
             assert obj is not None

@@ -1,0 +1,147 @@
+/* dlltrace's Linux recorder: an LD_AUDIT library (rtld-audit(7)), built with the system gcc.
+ *
+ * Appends one JSON line per event to the file named by DLLTRACE_TRACE (docs/trace-format.md, "Linux
+ * events"):
+ *   audit_start  the process began (la_version): exe (/proc/self/exe), ppid, ld_library_path
+ *   objsearch    every name ld.so tries (la_objsearch): name, flag (LA_SER_ORIG for the name asked for,
+ *                then LA_SER_RUNPATH / LA_SER_LIBPATH / LA_SER_CONFIG / LA_SER_DEFAULT for each file
+ *                tried), by (the path of the object whose search it is; "" for the executable)
+ *   objopen      every object mapped (la_objopen): path, lmid (the namespace), by
+ *   activity     la_activity: LA_ACT_ADD before objects are added, LA_ACT_CONSISTENT after (a dlopen's
+ *                end, failed or not), LA_ACT_DELETE
+ * Lossless across processes and threads: each event is ONE write(2) of one whole line (< 8 KiB) to a
+ * descriptor opened with O_APPEND. On Linux an O_APPEND write to a regular file moves the offset to the
+ * end and writes under the inode's lock, as one step: two writers never interleave or overwrite
+ * (tests/test_linux_trace.py hammers it with threads and processes and counts every line).
+ * Never changes the program: la_objsearch returns the name unchanged, la_objopen asks for no symbol
+ * binding audit (returns 0), the descriptor is close-on-exec and checked (fstat: device and inode)
+ * before each write, so a program that closes it and reuses the number never gets our lines.
+ * Children: ld.so leaves LD_AUDIT and DLLTRACE_TRACE in the environment, so exec'd programs load the
+ * recorder again; a forked child notices its new pid, reopens, and numbers its events from 1.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_long seq;
+static atomic_int out = -1;
+static pid_t out_pid;
+static dev_t out_dev;
+static ino_t out_ino;
+
+static int out_fd(void) {
+    pid_t pid = getpid();
+    int fd = atomic_load(&out);
+    struct stat st;
+    if (fd >= 0 && out_pid == pid && fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+        return fd;
+    const char *p = getenv("DLLTRACE_TRACE");
+    if (!p || !*p) return -1;
+    int nfd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (nfd < 0) return -1;
+    int high = fcntl(nfd, F_DUPFD_CLOEXEC, 900); /* out of the way of a program's low numbers */
+    if (high >= 0) { close(nfd); nfd = high; }
+    if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
+    int expected = fd;
+    if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
+    if (out_pid != pid) atomic_store(&seq, 0); /* a forked child */
+    out_pid = pid;
+    out_dev = st.st_dev;
+    out_ino = st.st_ino;
+    return nfd;
+}
+
+/* a JSON string (escaped) at o; stops before end */
+static char *str(char *o, char *end, const char *s) {
+    *o++ = '"';
+    for (; s && *s && o < end - 8; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { *o++ = '\\'; *o++ = (char)c; }
+        else if (c < 0x20 || c == 0x7f) o += snprintf(o, 8, "\\u%04x", c);
+        else *o++ = (char)c; /* UTF-8 passes through; bytes that are not UTF-8 are the reader's to flag */
+    }
+    *o++ = '"';
+    return o;
+}
+
+struct field { const char *key; const char *s; long n; int is_num; };
+
+static void emit(const char *kind, const struct field *f, int nf) {
+    int fd = out_fd();
+    if (fd < 0) return;
+    char buf[8192];
+    char *end = buf + sizeof buf - 64;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long s = atomic_fetch_add(&seq, 1) + 1;
+    char *o = buf + snprintf(buf, 200, "{\"ev\":\"%s\",\"pid\":%d,\"tid\":%ld,\"seq\":%ld,\"t\":%lld", kind,
+                             (int)getpid(), (long)syscall(SYS_gettid), s,
+                             (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    for (int i = 0; i < nf && o < end - 64; i++) {
+        o += snprintf(o, 64, ",\"%s\":", f[i].key);
+        if (f[i].is_num) o += snprintf(o, 32, "%ld", f[i].n);
+        else o = str(o, end, f[i].s);
+    }
+    *o++ = '}';
+    *o++ = '\n';
+    ssize_t n = write(fd, buf, (size_t)(o - buf));
+    (void)n;
+}
+
+static const char *map_name(uintptr_t *cookie) {
+    if (!cookie || !*cookie) return "";
+    const struct link_map *m = (const struct link_map *)*cookie;
+    return m->l_name ? m->l_name : "";
+}
+
+unsigned int la_version(unsigned int version) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const char *llp = getenv("LD_LIBRARY_PATH");
+    struct field f[] = {{"exe", exe, 0, 0}, {"ppid", 0, (long)getppid(), 1}, {"la_version", 0, (long)version, 1},
+                        {"ld_library_path", llp ? llp : "", 0, 0}, {"has_ld_library_path", 0, llp != 0, 1}};
+    emit("audit_start", f, 5);
+    return version < LAV_CURRENT ? version : LAV_CURRENT;
+}
+
+static const char *ser_name(unsigned int flag) {
+    switch (flag) {
+    case LA_SER_ORIG: return "LA_SER_ORIG";
+    case LA_SER_LIBPATH: return "LA_SER_LIBPATH";
+    case LA_SER_RUNPATH: return "LA_SER_RUNPATH";
+    case LA_SER_CONFIG: return "LA_SER_CONFIG";
+    case LA_SER_DEFAULT: return "LA_SER_DEFAULT";
+    case LA_SER_SECURE: return "LA_SER_SECURE";
+    default: return "LA_SER_UNKNOWN";
+    }
+}
+
+char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
+    struct field f[] = {{"name", name, 0, 0}, {"flag", ser_name(flag), 0, 0}, {"by", map_name(cookie), 0, 0}};
+    emit("objsearch", f, 3);
+    return (char *)name;
+}
+
+unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
+    *cookie = (uintptr_t)map; /* la_objsearch's cookie names the object whose search it is */
+    struct field f[] = {{"path", map->l_name ? map->l_name : "", 0, 0}, {"lmid", 0, (long)lmid, 1}};
+    emit("objopen", f, 2);
+    return 0;
+}
+
+void la_activity(uintptr_t *cookie, unsigned int flag) {
+    (void)cookie;
+    const char *what = flag == LA_ACT_ADD ? "LA_ACT_ADD" : flag == LA_ACT_DELETE ? "LA_ACT_DELETE" : "LA_ACT_CONSISTENT";
+    struct field f[] = {{"flag", what, 0, 0}};
+    emit("activity", f, 1);
+}

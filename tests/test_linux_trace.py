@@ -1,0 +1,178 @@
+"""The Linux recorder (native/audit: LD_AUDIT + an LD_PRELOAD dlerror wrapper) and trace/linux.py: what it
+records agrees with LD_DEBUG=libs and with the model, it follows fork and exec, loses no line across
+threads and processes, and never changes the program (its exit code, its dlerror text). Linux with gcc."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import ldso_kit as kit
+from dlltrace.loader.linux.rules import LA_SER_NAMES
+
+PY = sys.executable
+
+
+def _need() -> None:
+    why = "" if sys.platform.startswith("linux") and shutil.which("gcc") else "the Linux recorder needs Linux and gcc"
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def recorder(tmp_path_factory) -> Path:
+    _need()
+    from dlltrace.trace.linux import build_recorder
+    d = tmp_path_factory.mktemp("recorder")
+    build_recorder(d)
+    return d
+
+
+def traced_env(recorder: Path, trace: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, DLLTRACE_TRACE=str(trace), LD_AUDIT=str(recorder / "libdlltrace_audit.so"),
+               LD_PRELOAD=str(recorder / "libdlltrace_preload.so"))
+    env.update(extra)
+    return env
+
+
+def events(trace: Path) -> list[dict]:
+    return [json.loads(line) for line in trace.read_text().splitlines() if line.startswith("{")]
+
+
+def searches(evs: list[dict], pid: int | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each bare name searched (LA_SER_ORIG), with every file tried and its flag."""
+    out: list[tuple[str, list[tuple[str, str]]]] = []
+    for e in evs:
+        if e.get("ev") != "objsearch" or (pid is not None and e["pid"] != pid):
+            continue
+        if e["flag"] == "LA_SER_ORIG":
+            out.append((e["name"], []))
+        elif out:
+            out[-1][1].append((e["name"], e["flag"]))
+    return [(n, tried) for n, tried in out if "/" not in n]
+
+
+def test_recorder_agrees_with_ld_debug_and_the_model(recorder, tmp_path):
+    """On generated layouts (tests/ldso_kit.py), the recorder's candidates are LD_DEBUG's "trying" lines,
+    and their la_objsearch flags are the model's search steps."""
+    pool = kit.build_pool(tmp_path)
+    compared = 0
+    for seed in range(40):
+        lay = kit.generate(1000 + seed)
+        L = kit.place(tmp_path, pool, lay)
+        trace = tmp_path / "t.jsonl"
+        trace.write_text("")
+        env = {"PATH": "/usr/bin:/bin", "LD_DEBUG": "libs", "LD_DEBUG_OUTPUT": str(L / "dbg"),
+               "DLLTRACE_TRACE": str(trace), "LD_AUDIT": str(recorder / "libdlltrace_audit.so")}
+        if lay.llp:
+            env["LD_LIBRARY_PATH"] = ":".join(str(L / d) for d in lay.llp)
+        argv = [str(L / "bin" / "host")] + [a for f, n in lay.ops for a in (str(f), kit._op_name(L, n))]
+        plain = subprocess.run(argv, env={k: v for k, v in env.items() if k not in ("LD_AUDIT", "DLLTRACE_TRACE")},
+                               capture_output=True, text=True)
+        for f in L.glob("dbg.*"):
+            f.unlink()
+        # under LD_AUDIT, ld.so first loads the recorder and its libc into a namespace of their own ([1] in
+        # LD_DEBUG; la_objsearch does not see it); the folders those searches find missing are then skipped
+        # by the program's searches: the model is told of the audit library (LinuxProcess.audit)
+        traced = subprocess.run(argv, env=env, capture_output=True, text=True)
+        debug = kit.parse_ld_debug("".join(f.read_text() for f in L.glob("dbg.*")), ns=0)
+        assert traced.returncode == plain.returncode
+        # the host's answers are the same traced (the objects mapped: but for the recorder itself)
+        assert [x for x in traced.stdout.splitlines() if "dlltrace" not in x] == plain.stdout.splitlines()
+        rec = searches(events(trace))
+        assert [(n, [p for p, _ in tried]) for n, tried in rec] == debug, lay.describe()
+        model = kit.run_model(L, lay, audit=(env["LD_AUDIT"],))
+        assert [(n, [p for p, _ in t]) for n, t in rec] == model.lookups
+        # flags: the model's step for each candidate
+        from dlltrace.loader.linux.engine import LinuxProcess, LinuxSimulator
+        from dlltrace.worlds.elf import LiveELFWorld
+        sim = LinuxSimulator(LiveELFWorld(), LinuxProcess(str(L / "bin" / "host"), env={
+            "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH", "")} if lay.llp else {}, audit=[env["LD_AUDIT"]]))
+        if not sim.start().error:
+            for f, n in lay.ops:
+                sim.dlopen(kit._op_name(L, n), f)
+        want = [[LA_SER_NAMES[g.ser] for g in lk.groups for _ in g.tried] for lk in sim.lookups if lk.how == "search"]
+        assert [[fl for _, fl in t] for _, t in rec] == want, lay.describe()
+        compared += 1
+    assert compared == 40
+
+
+def test_recorder_keeps_exit_code_and_dlerror_text(recorder, tmp_path):
+    code = "import ctypes\ntry:\n    ctypes.CDLL('libcudart.so.11.0')\nexcept OSError as e:\n    print(e)\n    raise SystemExit(3)"
+    plain = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    traced = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=traced_env(recorder, trace))
+    assert plain.returncode == traced.returncode == 3
+    assert traced.stdout == plain.stdout == "libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+    evs = events(trace)
+    assert any(e["ev"] == "dlerror" and e["text"] == plain.stdout.strip() for e in evs)
+    assert subprocess.run(["sh", "-c", "exit 7"], env=traced_env(recorder, trace)).returncode == 7
+
+
+def test_recorder_follows_fork_and_exec(recorder, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    code = ("import ctypes, os\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    try: ctypes.CDLL('libforkchild.so')\n"
+            "    except OSError: pass\n"
+            "    os.execv('/bin/true', ['/bin/true'])\n"
+            "os.waitpid(pid, 0)\n"
+            "print(pid)\n")
+    p = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=traced_env(recorder, trace))
+    child = int(p.stdout.strip())
+    evs = events(trace)
+    names = [e["name"] for e in evs if e["ev"] == "objsearch" and e["pid"] == child and e["flag"] == "LA_SER_ORIG"]
+    assert "libforkchild.so" in names  # the forked child's events carry its own pid
+    seqs = [e["seq"] for e in evs if e["pid"] == child and e["seq"]]
+    assert seqs[0] == 1  # and its own numbering
+    # the exec'd program (same pid) loaded the recorder again
+    starts = [e for e in evs if e["ev"] == "audit_start" and e["pid"] == child]
+    assert [os.path.basename(e["exe"]) for e in starts] == ["true"]
+
+
+def test_recorder_is_lossless_across_threads_and_processes(recorder, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    worker = ("import ctypes, os, threading, sys\n"
+              "def run(t):\n"
+              "    for i in range(40):\n"
+              "        try: ctypes.CDLL(f'libmiss_{os.getpid()}_{t}_{i}.so')\n"
+              "        except OSError: pass\n"
+              "ts = [threading.Thread(target=run, args=(t,)) for t in range(6)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n")
+    parent = ("import subprocess, sys\n"
+              f"ps = [subprocess.Popen([sys.executable, '-c', {worker!r}]) for _ in range(4)]\n"
+              "sys.exit(sum(p.wait() for p in ps))\n")
+    assert subprocess.run([PY, "-c", parent], env=traced_env(recorder, trace)).returncode == 0
+    lines = trace.read_text().splitlines()
+    evs = [json.loads(line) for line in lines]  # every line whole
+    miss = Counter(e["pid"] for e in evs if e["ev"] == "objsearch" and e["flag"] == "LA_SER_ORIG"
+                   and e["name"].startswith("libmiss_"))
+    assert sorted(miss.values()) == [240] * 4
+    for pid in miss:
+        seqs = sorted(e["seq"] for e in evs if e["pid"] == pid and e["seq"])
+        assert seqs == list(range(1, len(seqs) + 1))  # no number lost or given twice
+
+
+def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
+    from dlltrace.trace import linux
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    out = tmp_path / "t.jsonl"
+    rc, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(out))
+    assert rc == 1
+    assert trace.header.platform == "linux" and not trace.warnings
+    evs = list(trace.events)
+    assert any(e.get("ev") == "objsearch" and e.get("name") == "libcudart.so.11.0" for e in evs)
+    assert any(e.get("ev") == "dlerror" and "libcudart.so.11.0" in e.get("text", "") for e in evs)

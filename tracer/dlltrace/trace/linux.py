@@ -1,0 +1,70 @@
+"""`dlltrace run` on Linux: the command runs with the LD_AUDIT recorder (native/audit/dlltrace_audit.c),
+which appends one JSON line per event to the trace (objsearch: every file ld.so tries, with its
+la_objsearch flag; objopen: every object mapped, its namespace); the header (platform "linux") is
+written first. Exec'd children keep LD_AUDIT (ld.so leaves it in the environment) and forked ones keep
+the open recorder: their events carry their own pid. The exit code is the program's.
+
+The text of a failed dlopen comes from an LD_PRELOAD wrapper of dlerror() (dlltrace_preload.c): the
+program's own call returns the real text unchanged, and a copy goes to the trace ("dlerror" events).
+dlopen itself is not wrapped: glibc searches the DT_RUNPATH/DT_RPATH of dlopen's caller, which a wrapper
+would replace by itself. DLLTRACE_NO_PRELOAD=1 leaves LD_PRELOAD alone (no dlerror events).
+
+Not done yet: --max-size is not enforced by the C recorder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from dlltrace.errors import DlltraceError, EXIT_USAGE
+from dlltrace.trace.launch import header_line
+from dlltrace.trace.reader import Trace, read_trace
+
+NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
+AUDIT_LIB = "libdlltrace_audit.so"
+PRELOAD_LIB = "libdlltrace_preload.so"
+
+
+def recorder_dir() -> Path:
+    """Where the recorder is: the package's bin/linux, else ~/.cache/dlltrace/linux (built there with gcc
+    from native/audit when missing)."""
+    pkg = Path(__file__).resolve().parents[1] / "bin" / "linux"
+    if (pkg / AUDIT_LIB).exists():
+        return pkg
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
+    if not (cache / AUDIT_LIB).exists() or not (cache / PRELOAD_LIB).exists():
+        build_recorder(cache)
+    return cache
+
+
+def build_recorder(out: Path) -> None:
+    if not (NATIVE / "build.sh").exists():
+        raise DlltraceError(f"the Linux recorder is not built and its source is missing ({NATIVE})", EXIT_USAGE)
+    p = subprocess.run(["sh", str(NATIVE / "build.sh"), str(out)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise DlltraceError("building the Linux recorder with gcc failed: " + (p.stderr.strip().splitlines() or ["?"])[-1],
+                            EXIT_USAGE)
+
+
+def _prepend(var: Optional[str], lib: str) -> str:
+    return lib + (":" + var if var else "")
+
+
+def trace_linux_command(cmd: list[str], output: str, max_size: Optional[int] = None) -> tuple[int, Trace]:
+    """Run cmd with the recorder into output (plain JSON Lines); (its exit code, the trace read back).
+    max_size is accepted for run's signature and not enforced yet."""
+    d = recorder_dir()
+    Path(output).write_text(header_line("linux", cmd), encoding="utf-8")
+    env = dict(os.environ)
+    env["DLLTRACE_TRACE"] = str(Path(output).resolve())
+    env["LD_AUDIT"] = _prepend(env.get("LD_AUDIT"), str(d / AUDIT_LIB))
+    if env.get("DLLTRACE_NO_PRELOAD") != "1":
+        env["LD_PRELOAD"] = _prepend(env.get("LD_PRELOAD"), str(d / PRELOAD_LIB))
+    try:
+        rc = subprocess.call(cmd, env=env)
+    except OSError as e:
+        raise DlltraceError(f"cannot run {cmd[0]}: {e.strerror}", EXIT_USAGE) from None
+    return rc, read_trace(output)
