@@ -176,3 +176,45 @@ def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
     evs = list(trace.events)
     assert any(e.get("ev") == "objsearch" and e.get("name") == "libcudart.so.11.0" for e in evs)
     assert any(e.get("ev") == "dlerror" and "libcudart.so.11.0" in e.get("text", "") for e in evs)
+
+
+# --- replay: the trace against the model ----------------------------------------------------------------
+def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, tmp_path, monkeypatch):
+    from dlltrace.trace import linux
+    from dlltrace.trace.replay_linux import linux_report_dict
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    rc, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"],
+                                          str(tmp_path / "t.jsonl"))
+    assert rc == 1
+    rep = linux_report_dict(trace.events)
+    assert rep["calls"] == rep["agree"]  # every call: the model tried what ld.so tried
+    mine = [f for f in rep["failed"] if f["name"] == "libcudart.so.11.0"]
+    assert len(mine) == 1
+    f = mine[0]
+    assert f["leaf"]["name"] == "libcudart.so.11.0" and f["leaf"]["cause"] == "not_found"
+    assert f["error"] == f["real_error"] == "libcudart.so.11.0: cannot open shared object file: No such file or directory"
+    assert f["leaf"]["parent"].endswith(".so")  # _ctypes: the object whose search it was
+    assert f["candidates"] and all(c["rule"] and c["result"] == "not_there" for c in f["candidates"])
+    assert [c["path"] for c in f["candidates"]] == [c["path"] for c in f["recorded"]]
+    rules = {c["rule"] for c in f["candidates"]}
+    assert "system search path" in rules
+
+
+def test_report_chain_through_dt_needed(recorder, tmp_path):
+    """dlopen(libdlta.so) whose DT_NEEDED libdltb.so is missing: the leaf is libdltb.so, needed by libdlta.so,
+    the chain libdlta.so -> libdltb.so, its candidates under libdlta's DT_RUNPATH."""
+    from dlltrace.trace.replay_linux import linux_report_dict
+    pool = kit.build_pool(tmp_path)
+    lay = kit.Layout(0, "h0", {"d1/libdlta.so": "a41"}, ["d1"], [(2, "libdlta.so")])  # a41: RUNPATH $ORIGIN, needs libdltb
+    L = kit.place(tmp_path, pool, lay)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    env = traced_env(recorder, trace, LD_LIBRARY_PATH=str(L / "d1"))
+    p = subprocess.run([str(L / "bin" / "host"), "2", "libdlta.so"], env=env, capture_output=True, text=True)
+    assert p.stdout.startswith("ERR libdltb.so: cannot open shared object file")
+    rep = linux_report_dict(events(trace))
+    f = next(f for f in rep["failed"] if f["name"] == "libdlta.so")
+    assert f["agrees"] and f["chain"] == ["libdlta.so", "libdltb.so"]
+    assert f["leaf"]["name"] == "libdltb.so" and f["leaf"]["parent"] == str(L / "d1" / "libdlta.so")
+    assert f["candidates"][0]["rule"] == "LD_LIBRARY_PATH"
+    assert any(c["rule"] == f"RUNPATH of {L / 'd1' / 'libdlta.so'}" for c in f["candidates"])

@@ -2,7 +2,8 @@
  *
  * Appends one JSON line per event to the file named by DLLTRACE_TRACE (docs/trace-format.md, "Linux
  * events"):
- *   audit_start  the process began (la_version): exe (/proc/self/exe), ppid, ld_library_path
+ *   audit_start  the process began (la_version): exe (/proc/self/exe), ppid, ld_library_path (and
+ *                has_ld_library_path: set at all), ld_audit, ld_preload (as the environment had them)
  *   objsearch    every name ld.so tries (la_objsearch): name, flag (LA_SER_ORIG for the name asked for,
  *                then LA_SER_RUNPATH / LA_SER_LIBPATH / LA_SER_CONFIG / LA_SER_DEFAULT for each file
  *                tried), by (the path of the object whose search it is; "" for the executable)
@@ -107,10 +108,11 @@ unsigned int la_version(unsigned int version) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
-    const char *llp = getenv("LD_LIBRARY_PATH");
+    const char *llp = getenv("LD_LIBRARY_PATH"), *aud = getenv("LD_AUDIT"), *pre = getenv("LD_PRELOAD");
     struct field f[] = {{"exe", exe, 0, 0}, {"ppid", 0, (long)getppid(), 1}, {"la_version", 0, (long)version, 1},
-                        {"ld_library_path", llp ? llp : "", 0, 0}, {"has_ld_library_path", 0, llp != 0, 1}};
-    emit("audit_start", f, 5);
+                        {"ld_library_path", llp ? llp : "", 0, 0}, {"has_ld_library_path", 0, llp != 0, 1},
+                        {"ld_audit", aud ? aud : "", 0, 0}, {"ld_preload", pre ? pre : "", 0, 0}};
+    emit("audit_start", f, 7);
     return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 

@@ -1,0 +1,207 @@
+"""A Linux trace (platform "linux", the LD_AUDIT recorder's events) replayed against the ld.so model.
+
+recorded_calls(events) cuts each process's events into calls: every search ld.so began for a name
+(objsearch LA_SER_ORIG) that is not a dependency of an object being added (la_activity LA_ACT_ADD ...
+LA_ACT_CONSISTENT) is a top-level call (a dlopen), with the searches of its dependencies after it. The
+startup (everything before the first LA_ACT_CONSISTENT) is the executable's DT_NEEDED closure.
+
+replay_linux(trace) re-runs each process in the model (loader/linux, a LiveELFWorld: the machine the
+report runs on, so a report is right on the machine that recorded it): start, then each top-level call in
+order, dlopen-ed from the object that made it. Each failed call becomes a LinuxCall: the model's leaf
+(model.Node / Leaf / Candidate: every file tried with the rule of its folder: "RUNPATH of /x/_C.so",
+"LD_LIBRARY_PATH", "system search path"), the chain from the call to the leaf, the recorded candidates,
+and whether the model tried the same files in the same order as the real ld.so did (`agrees`).
+
+linux_report_dict(trace) is that as JSON (the pieces through report/render.py's node_dict and
+candidate_dict). Not done: a text form in report/explained.py's words (its "Where Windows looked" and
+winpath-based folders are Windows's; the lead's call), and fixes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
+from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node
+from dlltrace.worlds.elf import ELFWorld, LiveELFWorld
+
+# the model's causes (DlopenResult.cause) as the report's (model.Cause)
+CAUSES: dict[str, Cause] = {"not_found": "not_found", "wrong_class": "bad_machine", "bad_elf": "not_pe",
+                            "missing_version": "missing_export"}
+
+
+@dataclass
+class RecordedCall:
+    """One top-level search of a process, as the recorder saw it."""
+
+    pid: int
+    name: str
+    by: str  # the object whose search it was ("" the executable)
+    searches: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)  # (name, [(path, LA_SER_*)])
+    opened: list[str] = field(default_factory=list)  # objects la_objopen reported for it
+    dlerror: str = ""  # the dlerror() text the program read after it (the LD_PRELOAD wrapper)
+
+
+@dataclass
+class RecordedProcess:
+    pid: int
+    exe: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    audit: list[str] = field(default_factory=list)
+    preload: list[str] = field(default_factory=list)
+    calls: list[RecordedCall] = field(default_factory=list)
+
+
+def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
+    procs: dict[int, RecordedProcess] = {}
+    state: dict[int, dict[str, Any]] = {}
+    for e in events:
+        ev, pid = e.get("ev"), e.get("pid")
+        if not isinstance(pid, int) or ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
+            continue
+        p = procs.get(pid)
+        if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
+            p = procs[pid] = RecordedProcess(pid, exe=str(e.get("exe", "")))
+            if e.get("has_ld_library_path"):
+                p.env["LD_LIBRARY_PATH"] = str(e.get("ld_library_path", ""))
+            p.audit = [a for a in str(e.get("ld_audit", "")).split(":") if a]
+            p.preload = [a for a in str(e.get("ld_preload", "")).replace(" ", ":").split(":") if a]
+            state[pid] = {"started": False, "adding": set(), "cur": None}
+            continue
+        if p is None:
+            continue
+        st = state[pid]
+        if ev == "activity":
+            if e.get("flag") == "LA_ACT_CONSISTENT":
+                st["started"] = True
+                st["adding"] = set()
+            continue
+        if not st["started"]:
+            continue
+        if ev == "objopen":
+            st["adding"].add(e.get("path", ""))
+            if st["cur"] is not None:
+                st["cur"].opened.append(str(e.get("path", "")))
+        elif ev == "dlerror":
+            if st["cur"] is not None and not st["cur"].dlerror:
+                st["cur"].dlerror = str(e.get("text", ""))
+        elif ev == "objsearch":
+            name, flag, by = str(e.get("name", "")), e.get("flag"), str(e.get("by", ""))
+            if flag == "LA_SER_ORIG":
+                if by in st["adding"] and st["cur"] is not None:
+                    st["cur"].searches.append((name, []))
+                else:
+                    st["cur"] = RecordedCall(pid, name, by, [(name, [])])
+                    p.calls.append(st["cur"])
+            elif st["cur"] is not None and st["cur"].searches:
+                st["cur"].searches[-1][1].append((name, str(flag)))
+    return list(procs.values())
+
+
+@dataclass
+class LinuxCall:
+    """A top-level call, replayed: what the real loader did and what the model says."""
+
+    pid: int
+    exe: str
+    name: str
+    by: str
+    error: str  # the model's dlerror() words ("" it loads)
+    real_error: str  # the dlerror() text recorded ("" none was read)
+    leaf: Optional[Leaf] = None
+    tree: Optional[Node] = None  # the leaf's node: its candidates in order, each with its rule and result
+    chain: list[str] = field(default_factory=list)  # from the call's name down to the leaf
+    recorded: list[Candidate] = field(default_factory=list)  # the files the real ld.so tried for the leaf
+    agrees: bool = True  # the model tried the same files, in the same order, for every search of the call
+    path: Optional[str] = None
+
+
+def _leaf_lookup(res: DlopenResult) -> Optional[Lookup]:
+    return next((lk for lk in reversed(res.lookups) if lk.error or lk.name == res.leaf), None)
+
+
+def _chain(res: DlopenResult, leaf: Lookup) -> list[str]:
+    by_path = {lk.path: lk for lk in res.lookups if lk.path}
+    out = [leaf.name]
+    cur = leaf
+    seen = 0
+    while cur.requester and cur.requester in by_path and seen < 64:
+        cur = by_path[cur.requester]
+        out.append(cur.name)
+        seen += 1
+    if out[-1] != res.name:
+        out.append(res.name)
+    return list(reversed(out))
+
+
+def _candidates(lk: Lookup) -> list[Candidate]:
+    return [c for g in lk.groups for c in g.tried]
+
+
+def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: DlopenResult) -> LinuxCall:
+    model_tried = [(lk.name, lk.tried) for lk in res.lookups if lk.how == "search"]
+    real_tried = [(n, [p for p, _ in tried]) for n, tried in rc.searches if "/" not in n]
+    call = LinuxCall(rc.pid, proc.exe, rc.name, rc.by, res.error, rc.dlerror, agrees=model_tried == real_tried,
+                     path=res.path)
+    if not res.error:
+        return call
+    lk = _leaf_lookup(res)
+    if lk is None:
+        return call
+    cause = CAUSES.get(res.cause, "not_found")
+    facts = LeafFacts(export=res.error.split("version `", 1)[1].split("'", 1)[0]) if res.cause == "missing_version" else LeafFacts()
+    parent = lk.requester or proc.exe
+    detail = res.error
+    call.leaf = Leaf(res.leaf or lk.name, cause, path=lk.path, detail=detail, parent=parent, facts=facts)
+    call.tree = Node(lk.name, "call" if lk.name == rc.name else "import", path=lk.path, error=1, cause=cause,
+                     detail=detail, candidates=_candidates(lk), facts=facts)
+    call.chain = _chain(res, lk)
+    rec = next((tried for n, tried in reversed(rc.searches) if n == lk.name), [])
+    call.recorded = [Candidate(p, flag, "found" if p in rc.opened else "not_there") for p, flag in rec]
+    return call
+
+
+def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None) -> list[LinuxCall]:
+    """Every top-level call of every process of a Linux trace, replayed in the model."""
+    w = world or LiveELFWorld()
+    out: list[LinuxCall] = []
+    for proc in recorded_processes(events):
+        if not proc.exe:
+            continue
+        sim = LinuxSimulator(w, LinuxProcess(proc.exe, env=dict(proc.env), audit=proc.audit, preload=proc.preload))
+        start = sim.start()
+        if start.error:
+            continue
+        objs = {o.path: o for o in sim.loaded}
+        for rc in proc.calls:
+            caller: Optional[LinuxObject] = objs.get(rc.by) if rc.by else None
+            sim.lookups = []
+            res = sim.dlopen(rc.name, RTLD_NOW, caller=caller)
+            objs = {o.path: o for o in sim.loaded}
+            out.append(_result(sim, rc, proc, res))
+    return out
+
+
+def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None) -> dict[str, Any]:
+    """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
+    result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`."""
+    from dlltrace.report.render import candidate_dict, node_dict
+    calls = replay_linux(events, world)
+    failed = [c for c in calls if c.error or c.real_error]
+    return {
+        "format": "dlltrace-report-linux", "version": 1,
+        "calls": len(calls), "agree": sum(c.agrees for c in calls),
+        "failed": [{
+            "pid": c.pid, "exe": c.exe, "op": "dlopen", "name": c.name, "by": c.by or None,
+            "error": c.error, "real_error": c.real_error or None,
+            "leaf": None if c.leaf is None else {"name": c.leaf.name, "cause": c.leaf.cause, "detail": c.leaf.detail,
+                                                 "parent": c.leaf.parent},
+            "chain": c.chain,
+            "candidates": [candidate_dict(x) for x in (c.tree.candidates if c.tree else [])],
+            "recorded": [candidate_dict(x) for x in c.recorded],
+            "agrees": c.agrees,
+            "tree": node_dict(c.tree) if c.tree else None,
+        } for c in failed],
+    }
