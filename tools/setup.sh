@@ -45,6 +45,12 @@ if command -v "${CC64:-x86_64-w64-mingw32-gcc}" >/dev/null 2>&1; then
     bash native/build.sh >&2
   fi
 fi
+# The Linux recorder (native/audit: LD_AUDIT + LD_PRELOAD libraries, tracer/dlltrace/bin/linux/), with the system gcc.
+if [ "$(uname -s)" = Linux ] && command -v gcc >/dev/null 2>&1; then
+  if [ ! -f $bin/linux/libdlltrace_audit.so ] || [ -n "$(find native/audit -type f -newer $bin/linux/libdlltrace_audit.so | head -1)" ]; then
+    sh native/audit/build.sh "$bin/linux" >&2
+  fi
+fi
 if ! built; then
   echo "dlltrace: simulate and report are ready; \`dlltrace run --wine\` would need the native shim, built with mingw-w64, and wine64 (sudo apt-get install gcc-mingw-w64-x86-64 wine64, then bash tools/setup.sh again)" >&2
 elif ! have_wine; then
