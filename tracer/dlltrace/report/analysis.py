@@ -5,11 +5,12 @@ failure the program hit, or a load it went past), and where the replay's API set
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 from dlltrace.report.verdict import Verdict, judge, key, same_module
-from dlltrace.trace.reader import Trace, paused_gc
-from dlltrace.trace.replay import Replayed, api_set_schema, can_replay_start, recorded_world, replay, replay_start
+from dlltrace.trace.reader import Progress, Trace, paused_gc
+from dlltrace.trace.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
+                                   replay, replay_start)
 
 
 @dataclass
@@ -35,13 +36,15 @@ class Incident:
         return self.verdict is not None and self.verdict.fate == "went_on"
 
 
-def incidents(replays: list[Replayed], everything: bool = False,
+def incidents(replays: Sequence[Replayed], everything: bool = False,
               verdicts: Optional[dict[tuple[int, int], Verdict]] = None) -> list[Incident]:
     """The failed loads (every load with `everything`) grouped with their retries; `verdicts`
     (verdict.judge) decides each one's fate: attempts of different fates are never grouped."""
     verdicts = verdicts or {}
     out: list[Incident] = []
-    for r in replays:
+    # (the loads Replays keeps as a few fields succeeded, really and in the model: never an incident
+    # but with `everything`, and never between two attempts of one: they are not looked at)
+    for r in (replays.full() if isinstance(replays, Replays) and not everything else replays):
         if not everything and not r.failed and not r.result.error:
             continue
         v = verdicts.get(key(r))
@@ -56,21 +59,32 @@ def incidents(replays: list[Replayed], everything: bool = False,
     return out
 
 
-def analyse(trace: Trace) -> list[Replayed]:
-    out: list[Replayed] = []
+def analyse(trace: Trace, everything: bool = True, progress: Optional[Progress] = None) -> Sequence[Replayed]:
+    """Every traced process replayed, in order. Without `everything`, a load that succeeded (really and
+    in the model) is kept as a few fields only (replay.Replays: what the verdicts and the counts read),
+    which keeps a big trace's report small; `everything` (--all) keeps every load in full.
+    `progress` is called now and then with (events replayed, events to replay)."""
+    out: Union[list[Replayed], Replays] = [] if everything else Replays()
+    total = trace.count_of(REPLAY_KINDS) if progress is not None else 0
+    done = 0
     with paused_gc():
         for pid in trace.pids:
-            out.extend(replay(trace, recorded_world(trace, pid), pid))
+            tick = None if progress is None else (lambda n, _t, _d=done: progress(min(_d + n, total), total))
+            out.extend(replay(trace, recorded_world(trace, pid), pid, light=not everything, progress=tick))
+            if progress is not None:
+                done += trace.count_of(REPLAY_KINDS, pid)
         for pid in trace.start_failures():
             if can_replay_start(trace, pid):  # the launcher wrote its env event
                 out.append(replay_start(trace, pid, recorded_world(trace, pid)))
+    if progress is not None:
+        progress(total, total)
     return out
 
 
-
-def judged_incidents(trace: Trace, everything: bool = False) -> tuple[list[Replayed], list[Incident]]:
+def judged_incidents(trace: Trace, everything: bool = False,
+                     progress: Optional[Progress] = None) -> tuple[Sequence[Replayed], list[Incident]]:
     """The trace replayed (analyse) and its incidents, each with its verdict (verdict.judge)."""
-    replays = analyse(trace)
+    replays = analyse(trace, everything, progress)
     return replays, incidents(replays, everything, judge(trace, replays))
 
 def api_set_source(trace: Trace) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from dlltrace.report.analysis import Incident, api_set_source
 from dlltrace.report.capped import capped, capped_dict
@@ -14,7 +14,7 @@ from dlltrace.trace.reader import Trace
 from dlltrace.trace.replay import Replayed
 
 
-def json_report(trace: Trace, incs: list[Incident], replays: list[Replayed]) -> dict[str, Any]:
+def json_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed]) -> dict[str, Any]:
     calls: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     went_on: list[dict[str, Any]] = []

@@ -11,6 +11,8 @@ trace file to attach, its size, and whether it is compressed and redacted (repor
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from dlltrace import winpath
 from dlltrace.model import Fix
 from dlltrace.report.attach import Attachment, attachment_of, size_text
@@ -144,7 +146,7 @@ def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
 
 
-def markdown_report(trace: Trace, incs: list[Incident], replays: list[Replayed], budget: int = MARKDOWN_BUDGET) -> str:
+def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed], budget: int = MARKDOWN_BUDGET) -> str:
     failed = [i for i in incs if i.real_failure]
     failed.sort(key=lambda i: i.verdict is None or i.verdict.fate != "fatal")  # the failure the program hit first
     apart = [i for i in incs if i.went_on]

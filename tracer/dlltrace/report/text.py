@@ -5,7 +5,7 @@ worded here for the text and Markdown forms alike."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
@@ -185,19 +185,19 @@ def unexplained_starts(trace: Trace) -> list[str]:
 MAX_EXPLAINED = 25  # failures explained in full in the text report (the rest get a line each; --all: all)
 
 
-def text_report(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+def text_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed], everything: bool = False,
                 saved: bool = False) -> str:
     """The terminal report; `saved`: at the end of `dlltrace run`, whose trace was just saved."""
     return "\n".join(text_report_lines(trace, incs, replays, everything, saved))
 
 
-def text_report_lines(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+def text_report_lines(trace: Trace, incs: list[Incident], replays: Sequence[Replayed], everything: bool = False,
                       saved: bool = False) -> list[str]:
     """text_report's lines, each Styled where the terminal shows it in a style (explained.style_of)."""
     return block_lines(text_report_blocks(trace, incs, replays, everything, saved))
 
 
-def text_report_blocks(trace: Trace, incs: list[Incident], replays: list[Replayed], everything: bool = False,
+def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Replayed], everything: bool = False,
                        saved: bool = False) -> list[Block]:
     """The terminal report as blocks: lines with their styles, and the tables and trees of each call."""
     failed = [i for i in incs if i.real_failure]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional, get_args
+from typing import Iterator, Literal, Optional, Sequence, Union, get_args, overload
 
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
@@ -223,7 +223,7 @@ def attempts_of(fatal: Replayed, candidates: list[Replayed]) -> list[Replayed]:
     return out
 
 
-def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, Verdict]:
+def judge_process(trace: Trace, pid: int, replays: Sequence[Replayed]) -> dict[Key, Verdict]:
     """The verdict of every failed load of one process (replays: its top-level loads, in order)."""
     from dlltrace.report.ending import ending  # (ending.py words its lines with this module's exit_text)
 
@@ -235,17 +235,20 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
     exc_event = next(reversed(list(trace.of("py_exception", pid=pid))), None)
     exc = PyException.from_event(exc_event) if exc_event else None
     # the loads that succeeded, by file name (of the name asked and of the path loaded): a failure is
-    # compared with those of its own name only (a scan of every load per failure was quadratic)
-    ok_by_name: dict[str, list[Replayed]] = {}
-    for r in replays:
+    # compared with those of its own name only (a scan of every load per failure was quadratic); by
+    # their place in `replays` (replay.Replays makes a Replayed of a light record when asked for)
+    ok_by_name: dict[str, list[int]] = {}
+    candidates: list[Replayed] = []
+    for i, r in enumerate(replays):
         if not r.failed:
             for n in {winpath.basename(r.load.name or "").lower(), winpath.basename(r.load.path or "").lower()} - {""}:
-                ok_by_name.setdefault(n, []).append(r)
-    candidates: list[Replayed] = []
-    for r in replays:
-        if not r.failed and not r.result.error:
-            continue  # a load that succeeded, and the model agrees: no verdict needed
-        later_ok = ok_by_name.get(winpath.basename(r.load.name or "").lower(), [])
+                ok_by_name.setdefault(n, []).append(i)
+            if not r.result.error:
+                continue  # a load that succeeded, and the model agrees: no verdict needed
+        candidates.append(r)
+    judged, candidates = candidates, []
+    for r in judged:
+        later_ok = [replays[i] for i in ok_by_name.get(winpath.basename(r.load.name or "").lower(), ())]
         v = (rule_could_not_start(r) or rule_real_load_succeeded(r) or rule_exit_zero(code) or rule_cut_by_cap(r, cap)
              or rule_retried_ok(r, later_ok))
         if v is not None:
@@ -280,14 +283,36 @@ def judge_process(trace: Trace, pid: int, replays: list[Replayed]) -> dict[Key, 
     return out
 
 
-def judge(trace: Trace, replays: list[Replayed]) -> dict[Key, Verdict]:
+class _Picked(Sequence[Replayed]):
+    """Some of a sequence of replays, by their places in it (one process's, in judge)."""
+
+    def __init__(self, base: Sequence[Replayed], places: list[int]):
+        self.base, self.places = base, places
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    @overload
+    def __getitem__(self, i: int) -> Replayed: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Replayed]: ...
+    def __getitem__(self, i: Union[int, slice]) -> Union[Replayed, list[Replayed]]:
+        if isinstance(i, slice):
+            return [self.base[j] for j in self.places[i]]
+        return self.base[self.places[i]]
+
+    def __iter__(self) -> Iterator[Replayed]:
+        return (self.base[j] for j in self.places)
+
+
+def judge(trace: Trace, replays: Sequence[Replayed]) -> dict[Key, Verdict]:
     """The verdict of every failed load (and of every load the model alone fails) of every process."""
     out: dict[Key, Verdict] = {}
-    by_pid: dict[int, list[Replayed]] = {}
-    for r in replays:
-        by_pid.setdefault(r.load.pid, []).append(r)
-    for pid, rs in by_pid.items():
-        out.update(judge_process(trace, pid, rs))
+    by_pid: dict[int, list[int]] = {}
+    for i, r in enumerate(replays):
+        by_pid.setdefault(r.load.pid, []).append(i)
+    for pid, places in by_pid.items():
+        out.update(judge_process(trace, pid, replays if len(by_pid) == 1 else _Picked(replays, places)))
     return out
 
 

@@ -21,7 +21,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union, overload
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.tracecheck import check_event
@@ -171,6 +171,8 @@ class Events(Sequence[dict]):
         self._by_kind: dict[str, array] = {}
         self._py: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> position of a py_* event (its first)
         self._intern: dict[Any, Any] = {}
+        self._last_pos = -1
+        self._last: dict = {}
 
     def add(self, obj: dict, line: Optional[bytes]) -> None:
         """Append an event: `obj` as parsed, `line` the bytes it was parsed from (None: obj was changed
@@ -267,6 +269,121 @@ class Events(Sequence[dict]):
         """The bytes the bulky events take (their lines)."""
         return len(self._buf)
 
+    def cached(self, i: int) -> dict:
+        """Event i, parsed once for several asks in a row (LazyEvent): the last one parsed is kept.
+        Not to be changed by the caller."""
+        if self._last_pos != i:
+            self._last = self._get(i)
+            self._last_pos = i
+        return self._last
+
+    def lazy(self, kind: str) -> Iterator["LazyEvent"]:
+        """The events of this kind as LazyEvents, in file order: a holder of many (RecordedWorld holds
+        every `file` event until it is asked for) holds a reference each, not a parsed event each."""
+        for i in self._by_kind.get(kind, ()):
+            yield LazyEvent(self, i)
+
+
+class LazyEvent(Mapping[str, Any]):
+    """One event of Events, read only, parsed when a field is asked for (the last one parsed is kept,
+    Events.cached); a `pe` object in it (a `file` event's) is a LazyPe, parsed when asked for too."""
+
+    __slots__ = ("_events", "_pos")
+
+    def __init__(self, events: Events, pos: int):
+        self._events = events
+        self._pos = pos
+
+    def _d(self) -> dict:
+        return self._events.cached(self._pos)
+
+    def __getitem__(self, k: str) -> Any:
+        v = self._d()[k]
+        return LazyPe(self._events, self._pos) if k == "pe" and isinstance(v, dict) else v
+
+    def get(self, k: str, default: Any = None) -> Any:
+        try:
+            return self[k]
+        except KeyError:
+            return default
+
+    def __contains__(self, k: object) -> bool:
+        return k in self._d()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._d()))
+
+    def __len__(self) -> int:
+        return len(self._d())
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == other if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LazyEvent({self._d()!r})"
+
+
+class LazyPe(dict):
+    """The `pe` object of a LazyEvent, parsed when asked for: a holder of every `pe` object of a trace
+    (RecordedWorld, for asked_exports) holds a reference each. A dict (the PE facts' readers check for
+    one) that holds nothing itself: every read goes to the parsed event, C-level ones too (iteration,
+    len, ==, dict(x), {**x}, copy, pickle) but json.dumps, whose C encoder reads a dict's own
+    storage (it writes {}: dump dict(x)); not to be changed."""
+
+    __slots__ = ("_events", "_pos")
+
+    def __init__(self, events: Events, pos: int):
+        super().__init__()
+        self._events = events
+        self._pos = pos
+
+    def _d(self) -> dict:
+        pe = self._events.cached(self._pos).get("pe")
+        return pe if isinstance(pe, dict) else {}
+
+    def __getitem__(self, k: Any) -> Any:
+        return self._d()[k]
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        return self._d().get(k, default)
+
+    def __contains__(self, k: object) -> bool:
+        return k in self._d()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._d()))
+
+    def __len__(self) -> int:
+        return len(self._d())
+
+    def keys(self) -> Any:
+        return self._d().keys()
+
+    def items(self) -> Any:
+        return self._d().items()
+
+    def values(self) -> Any:
+        return self._d().values()
+
+    def copy(self) -> dict:
+        return dict(self._d())
+
+    def __eq__(self, other: object) -> bool:
+        return self._d() == other
+
+    def __ne__(self, other: object) -> bool:
+        return self._d() != other
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self._d())
+
+    def __reduce__(self) -> Any:
+        return (dict, (self._d(),))
+
 
 @dataclass
 class Trace:
@@ -285,6 +402,12 @@ class Trace:
         for e in self._kind_index().get(kind, ()):
             if pid is None or e.get("pid") == pid:
                 yield e
+
+    def file_events(self) -> Iterator[Mapping[str, Any]]:
+        """The `file` events (of every process), in file order; of a read trace, as LazyEvents."""
+        if isinstance(self.events, Events):
+            return self.events.lazy("file")
+        return self.of("file")
 
     def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
         """The events of any of these kinds (of process `pid`), in file order (the bulky ones of a

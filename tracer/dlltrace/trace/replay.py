@@ -11,8 +11,9 @@ the real loader agreed.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence, Union, cast, overload
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
@@ -20,7 +21,7 @@ from dlltrace.report.explain import explain
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.trace.reader import STARTUP_STATUS, Load, Trace, nt_to_win32
+from dlltrace.trace.reader import STARTUP_STATUS, Load, Probe, Progress, Trace, nt_to_win32
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
@@ -237,12 +238,12 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     pid = trace.pids[0] if pid is None and trace.pids else pid
     system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
-    probes = []
-    for e in trace.of("probe", pid=pid):
-        if e.get("op") in PROBE_OPS and isinstance(e.get("path"), str):
-            probes.append((nt_to_win32(e["path"]), int(e.get("status") or 0)))
+    probes = ((nt_to_win32(e["path"]), int(e.get("status") or 0)) for e in trace.of("probe", pid=pid)
+              if e.get("op") in PROBE_OPS and isinstance(e.get("path"), str))  # (streamed: one parsed at a time)
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
-    return RecordedWorld(system, trace.of("file"), probes, dirs, checked=trace.checked)
+    # (file events as LazyEvents: the world holds each until it is asked for, parsed only then)
+    files = cast(Iterable[dict], trace.file_events())  # (a LazyEvent reads as the dict it stands for)
+    return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
 
 
 def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
@@ -315,15 +316,96 @@ def compare(model: list[str], real: list[str], reached: bool = True, statuses: O
     return agreed, out
 
 
-def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None) -> list[Replayed]:
-    """Replay every load of every traced process (or of `pid`), in order."""
-    out: list[Replayed] = []
-    for p in ([pid] if pid is not None else trace.pids):
-        out.extend(_replay_process(trace, p, world or recorded_world(trace, p)))
+class Replays(Sequence[Replayed]):
+    """The replayed top-level loads of a trace, in order (replay(..., light=True)): a load the real
+    loader and the model both loaded is kept as a few fields (what the verdicts and the counts read:
+    its pid, seq, api, name, flags, the path loaded), made a Replayed again when asked for (without
+    its probes, nested loads or the model's tree); every other one in full."""
+
+    def __init__(self) -> None:
+        self._items: list[Union[Replayed, tuple]] = []
+        self._intern: dict[Any, Any] = {}
+
+    def append(self, r: Replayed) -> None:
+        self._items.append(r)
+
+    def extend(self, rs: Sequence[Replayed]) -> None:
+        if isinstance(rs, Replays):
+            self._items.extend(rs._items)
+        else:
+            self._items.extend(rs)
+
+    def add_light(self, r: Replayed) -> None:
+        """Keep a load that succeeded (and that the model loaded) as a few fields only."""
+        ld, res = r.load, r.result
+        s = self._intern.setdefault
+        self._items.append((ld.seq, ld.pid, s(ld.api, ld.api), ld.name, ld.flags, ld.ctx, ld.path,
+                            s(ld.result, ld.result), res.index, s(res.op, res.op), s(r.origin, r.origin)))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @staticmethod
+    def _made(item: Union[Replayed, tuple]) -> Replayed:
+        if isinstance(item, Replayed):
+            return item
+        seq, pid, api, name, flags, ctx, path, result, index, op, origin = item
+        load = Load(seq=seq, pid=pid, tid=0, t=0, api=api, name=name, flags=flags, parent=None, depth=0, ctx=ctx,
+                    caller=None, end={"result": result, "error": 0, "path": path})
+        return Replayed(load=load, result=CallResult(index=index, op=op, name=name or "", flags=flags or 0,
+                                                     origin=origin), origin=origin)
+
+    @overload
+    def __getitem__(self, i: int) -> Replayed: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Replayed]: ...
+    def __getitem__(self, i: Union[int, slice]) -> Union[Replayed, list[Replayed]]:
+        if isinstance(i, slice):
+            return [self._made(x) for x in self._items[i]]
+        return self._made(self._items[i])
+
+    def __iter__(self) -> Iterator[Replayed]:
+        return (self._made(x) for x in self._items)
+
+    def full(self) -> Iterator[Replayed]:
+        """The loads kept in full (every one but those that succeeded), in order."""
+        return (x for x in self._items if isinstance(x, Replayed))
+
+    def is_light(self, i: int) -> bool:
+        return not isinstance(self._items[i], Replayed)
+
+
+def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None, light: bool = False,
+           progress: Optional[Progress] = None) -> Sequence[Replayed]:
+    """Replay every load of every traced process (or of `pid`), in order. `light`: a load that
+    succeeded (really and in the model) is kept as a few fields (Replays); `progress` is called now
+    and then with (events replayed, events to replay)."""
+    out: Union[list[Replayed], Replays] = Replays() if light else []
+    pids = [pid] if pid is not None else trace.pids
+    total = sum(trace.count_of(REPLAY_KINDS, p) for p in pids) if progress is not None else 0
+    done = 0
+    for p in pids:
+        tick = None if progress is None else (lambda n, _d=done: progress(_d + n, total))
+        replayed = _replay_process(trace, p, world or recorded_world(trace, p), light, tick)
+        out.extend(replayed)
+        if progress is not None:
+            done += trace.count_of(REPLAY_KINDS, p)
     return out
 
 
-def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
+# the events a process's replay reads: what changes its DLL-search state, and its loads
+STATE_KINDS = ("py_import", "adddir", "removedir", "setdlldir", "setenv", "setdefault", "free")
+REPLAY_KINDS = STATE_KINDS + ("load_begin", "load_end", "probe", "dll_notify")
+PROGRESS_EVERY = 4096  # events
+
+
+def _replay_process(trace: Trace, pid: int, world: World, light: bool = False,
+                    progress: Optional[Callable[[int], None]] = None) -> Union[list[Replayed], Replays]:
+    """One pass over the process's events: each top-level load is built while it is in flight (its
+    end, probes, DLL notifications and nested loads) and replayed once it has ended and every event
+    before its load_begin has been applied, in file order, as if it were replayed at its load_begin
+    (the state events of other threads while it is in flight wait for it). A load that never ends is
+    replayed at the end. Then it is let go (or kept as a few fields: Replays)."""
     _, process = system_and_process(trace, pid)
     sim = Simulator(world, process)
 
@@ -331,14 +413,16 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
         explain(res, world, process)
 
     sim.observers.append(observe)
-    loads = {ld.seq: ld for ld in trace.loads(pid)}
     # (looked up with an event's field: None where it lacks it, or had it dropped as breaking the schema)
     cookies: dict[Optional[str], str] = {}
     label_for_tid: dict[Optional[int], str] = {}
-    out: list[Replayed] = []
-    for e in trace.events:
-        if e.get("pid") != pid:
-            continue
+    out: Union[list[Replayed], Replays] = Replays() if light else []
+    # the loads begun and not replayed yet, by seq (a top-level one and its nested ones)
+    by_seq: dict[Any, Load] = {}
+    # what waits for a top-level load in flight: state events and top-level loads, in file order
+    pending: deque[Union[dict, Load]] = deque()
+
+    def apply(e: dict) -> None:
         ev = e.get("ev")
         if ev == "py_import":
             label_for_tid[e.get("tid")] = str(e.get("module") or "").split(".")[0]
@@ -361,27 +445,98 @@ def _replay_process(trace: Trace, pid: int, world: World) -> list[Replayed]:
             sim.process.default_dirs = e.get("flags")
         elif ev == "free" and e.get("ok") and e.get("path"):
             sim.free_library(e["path"])
-        elif ev == "load_begin" and e.get("parent") is None:
-            load = loads.get(e["seq"])  # (every event has a seq: reader.ESSENTIAL)
-            if load is None or not load.name:
-                continue
-            flags = load.flags or 0
-            origin, origin_kind, origin_module = origin_of(trace, load)
-            mark_dllmain_failure(world, load)  # DllMain's answer is in no file: take the loader's
-            res = sim.load_library(load.name, flags, op=load_op(load.api),
-                                   origin=origin, origin_kind=origin_kind, origin_module=origin_module)
-            seen = real_probe_statuses(load)
-            real = [p for p, _ in seen]
-            # probes the model expects past the last one seen are missing only if the loader got
-            # that far: not for a load that never returned (the process died inside it)
-            reached = load.finished and (load.status is not None or bool(real))
-            agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
-            if load.finished and load.error is not None and load.error != res.error:
-                dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
-            _sync_loaded(sim.process, load, res)
-            out.append(Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed,
-                                differences=dis))
+
+    def forget(load: Load) -> None:
+        """Let go of a replayed load and its nested ones (later events naming them are ignored)."""
+        todo = [load]
+        while todo:
+            ld = todo.pop()
+            if by_seq.get(ld.seq) is ld:
+                del by_seq[ld.seq]
+            todo.extend(ld.children)
+
+    def drain(final: bool = False) -> None:
+        while pending:
+            item = pending[0]
+            if isinstance(item, Load):
+                if not item.finished and not final:
+                    return
+                pending.popleft()
+                r = _replay_load(trace, world, sim, item)
+                forget(item)
+                if r is None:
+                    continue
+                if light and r.load.ok and not r.result.error:
+                    out.add_light(r)  # type: ignore[union-attr]
+                else:
+                    out.append(r)
+            else:
+                pending.popleft()
+                apply(item)
+
+    n = 0
+    ld: Optional[Load]
+    for e in trace.select(REPLAY_KINDS, pid):
+        n += 1
+        if progress is not None and n % PROGRESS_EVERY == 0:
+            progress(n)
+        ev = e.get("ev")
+        if ev == "load_begin":
+            # (every event has a seq: reader.ESSENTIAL; the reader checked tid and t)
+            begun = Load(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], api=e.get("api", ""),
+                         name=e.get("name"), flags=e.get("flags"), parent=e.get("parent"),
+                         depth=e.get("depth", 0), ctx=e.get("ctx"), caller=e.get("caller"))
+            if begun.parent is None:
+                by_seq[begun.seq] = begun
+                pending.append(begun)
+            elif begun.parent in by_seq:  # (a nested load whose parent is not in flight is in no replay)
+                by_seq[begun.seq] = begun
+                by_seq[begun.parent].children.append(begun)
+        elif ev == "load_end":
+            ld = by_seq.get(e.get("load"))
+            if ld is not None:
+                ld.end = e
+                if ld.parent is None and pending and pending[0] is ld:
+                    drain()
+        elif ev == "probe":
+            ld = by_seq.get(e.get("load"))
+            if ld is not None:
+                ld.probes.append(Probe(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], load=e["load"],
+                                       op=e.get("op", ""), status=e.get("status", 0), path=e.get("path"),
+                                       handle=e.get("handle"), file=e.get("file")))
+        elif ev == "dll_notify":
+            ld = by_seq.get(e.get("load"))
+            if ld is not None and isinstance(e.get("path"), str) and e.get("reason") in ("loaded", "unloaded"):
+                ld.notifications.append((e["reason"], e["path"]))
+        elif pending:
+            pending.append(e)
+        else:
+            apply(e)
+    drain(final=True)
+    if progress is not None:
+        progress(n)
     return out
+
+
+def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Optional[Replayed]:
+    """One top-level load through the simulator, compared with what the loader did."""
+    if not load.name:
+        return None
+    flags = load.flags or 0
+    origin, origin_kind, origin_module = origin_of(trace, load)
+    mark_dllmain_failure(world, load)  # DllMain's answer is in no file: take the loader's
+    res = sim.load_library(load.name, flags, op=load_op(load.api),
+                           origin=origin, origin_kind=origin_kind, origin_module=origin_module)
+    seen = real_probe_statuses(load)
+    real = [p for p, _ in seen]
+    # probes the model expects past the last one seen are missing only if the loader got
+    # that far: not for a load that never returned (the process died inside it)
+    reached = load.finished and (load.status is not None or bool(real))
+    agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
+    if load.finished and load.error is not None and load.error != res.error:
+        dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
+    _sync_loaded(sim.process, load, res)
+    return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis)
 
 
 def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
