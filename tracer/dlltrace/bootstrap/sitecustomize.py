@@ -14,7 +14,10 @@ nothing that interpreter may lack and changes nothing the program imports:
   `sitecustomize` module, as `import sitecustomize` would have without dlltrace. An error in that
   one is raised as Python would raise it (site.py prints "Error in sitecustomize ..."); an error of
   dlltrace's own is one line on stderr and the program runs untraced.
-Tested in tests/test_bootstrap.py (a fake shim built with gcc, both bindings).
+A Python that ignores PYTHONPATH (-E, -I, or a ._pth file next to it, as the embeddable distribution
+has) never runs this file: its DLL loads are traced, without Python context.
+Tested in tests/test_bootstrap.py: a fake shim built with gcc, both bindings, every CPython 2.7-3.13
+found; under Wine a real Windows CPython 3.13 with the real shim. Not run on real Windows.
 """
 import os as _os
 import sys as _sys
