@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from dlltrace.loader.linux.engine import LinuxProcess, LinuxSimulator
-from dlltrace.loader.linux.rules import RTLD_LAZY, RTLD_NOLOAD, RTLD_NOW
+from dlltrace.loader.linux.rules import LA_SER_NAMES, RTLD_LAZY, RTLD_NOLOAD, RTLD_NOW
 from dlltrace.worlds.elf import LiveELFWorld, probe_live_system
 
 HOST_C = r"""
@@ -35,9 +35,19 @@ HOST_C = r"""
 static int show(struct dl_phdr_info *i, size_t n, void *d) {
     (void)n; (void)d; if (i->dlpi_name && i->dlpi_name[0]) printf("MAP %s\n", i->dlpi_name); return 0; }
 int main(int argc, char **argv) {
-    /* argv: pairs of (flags, name) */
+    /* argv: pairs of (flags, name); flags "D<n>": dlopen called from libdltd.so ($DLT_DLIB), not the host */
+    void *(*dopen)(const char *, int) = 0;
     for (int k = 1; k + 1 < argc; k += 2) {
-        void *h = dlopen(argv[k + 1], atoi(argv[k]));
+        void *h;
+        if (argv[k][0] == 'D') {
+            if (!dopen) {
+                void *d = dlopen(getenv("DLT_DLIB"), RTLD_NOW);
+                if (!d) { printf("DLIB %s\n", dlerror()); return 2; }
+                dopen = (void *(*)(const char *, int))dlsym(d, "dltd_open");
+            }
+            h = dopen(argv[k + 1], atoi(argv[k] + 1));
+        } else
+            h = dlopen(argv[k + 1], atoi(argv[k]));
         if (!h) { const char *e = dlerror(); printf("ERR %s\n", e ? e : "(null)"); continue; }
         struct link_map *m = 0;
         dlinfo(h, RTLD_DI_LINKMAP, &m);
@@ -90,6 +100,10 @@ HOSTS = {"h0": ("", "", ()), "hrp": ("$ORIGIN/../d1:$ORIGIN/../d2", "", ()), "hr
          "hna": ("$ORIGIN/../d0", "", ("libdlta.so",)), "hnr": ("", "$ORIGIN/../d3", ("libdlta.so",))}
 
 
+# libdltd.so, whose dltd_open() calls dlopen: the search is its DT_RUNPATH / DT_RPATH, not the host's
+DLIBS = {"drn": ("", "$ORIGIN/../d0"), "drp": ("$ORIGIN/../d3", ""), "dnone": ("", "")}
+
+
 def _gcc(args: list[str]) -> None:
     subprocess.run(["gcc", *args], check=True, capture_output=True)
 
@@ -112,6 +126,7 @@ def build_pool(root: Path) -> Path:
     (src / "v2.map").write_text("V1 { global: dltb_old; }; V2 { global: dltb_f; local: *; } V1;\n")
     (src / "b2.c").write_text("int dltb_old(void) { return 0; }\nint dltb_f(void) { return 2; }\n")
     (src / "a2.c").write_text("int dltb_f(void);\nint dlta_f(void) { return dltb_f(); }\n")
+    (src / "d.c").write_text("#include <dlfcn.h>\nvoid *dltd_open(const char *n, int f) { return dlopen(n, f); }\n")
     for n in ("libdltc.so", "libdltb.so"):
         _gcc(["-shared", "-fPIC", "-o", str(stub / n), str(src / f"{n}.c"), f"-Wl,-soname,{n}"])
     (stub / "v2").mkdir(exist_ok=True)
@@ -154,9 +169,20 @@ def build_pool(root: Path) -> Path:
         _gcc(args)
 
     _gcc(["-shared", "-fPIC", "-o", str(stub / "libdlta.so"), str(src / "libdlta.so.c"), "-Wl,-soname,libdlta.so"])
+
+    def dlib(key: str) -> None:
+        rp, rn = DLIBS[key]
+        args = ["-shared", "-fPIC", "-o", str(pool / key), str(src / "d.c"), "-Wl,-soname,libdltd.so", "-ldl"]
+        if rp:
+            args += [f"-Wl,-rpath,{rp}", "-Wl,--disable-new-dtags"]
+        if rn:
+            args += [f"-Wl,-rpath,{rn}", "-Wl,--enable-new-dtags"]
+        _gcc(args)
+
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(one, VARIANTS))
         list(ex.map(host, HOSTS))
+        list(ex.map(dlib, DLIBS))
     base = pool / "c0"
     data = bytearray(base.read_bytes())
     for v in VARIANTS:
@@ -181,9 +207,11 @@ class Layout:
     files: dict[str, str]  # "d1/libdlta.so" -> variant key
     llp: list[str]  # LD_LIBRARY_PATH entries ("d1", "nonexistent", ...)
     ops: list[tuple[int, str]]  # dlopen (flags, name); a name "@d2/libdlta.so" is a path under L
+    dlib: str = ""  # a DLIBS key: the ops with flags >= 1000 are dlopen(name, flags - 1000) from libdltd.so
 
     def describe(self) -> str:
-        return f"seed {self.seed}: host {self.host}, files {self.files}, LD_LIBRARY_PATH {self.llp}, dlopen {self.ops}"
+        return (f"seed {self.seed}: host {self.host}, files {self.files}, LD_LIBRARY_PATH {self.llp}, dlopen {self.ops}"
+                + (f", from libdltd {self.dlib}" if self.dlib else ""))
 
 
 def generate(seed: int) -> Layout:
@@ -214,7 +242,15 @@ def generate(seed: int) -> Layout:
             ops.append((flags, f"@{rnd.choice(DIRS)}/{rnd.choice(NAMES)}"))
         else:
             ops.append((flags, "libdltmissing.so"))
-    return Layout(seed, host, files, llp, ops)
+    dlib = ""
+    if rnd.random() < 0.3:  # some calls made by a library (its DT_RUNPATH / DT_RPATH searched)
+        dlib = rnd.choice(list(DLIBS))
+        ops = [(f + 1000, n) if rnd.random() < 0.6 else (f, n) for f, n in ops]
+    if rnd.random() < 0.15:  # a copy in a glibc-hwcaps subfolder
+        d = rnd.choice(DIRS)
+        n = rnd.choice(NAMES)
+        files[f"{d}/glibc-hwcaps/x86-64-v2/{n}"] = rnd.choice(by_name[n]).key
+    return Layout(seed, host, files, llp, ops, dlib)
 
 
 @dataclass
@@ -223,6 +259,7 @@ class Observed:
     results: list[str]  # per op: "OK path" / "ERR text" / "NULL"
     mapped: list[str] = field(default_factory=list)
     start_error: str = ""
+    sers: list[list[str]] = field(default_factory=list)  # the model's: each file's la_objsearch flag
 
 
 _FIND = re.compile(r"^\s*\d+:\s+find library=(\S+) \[(\d+)\]; searching$")
@@ -253,7 +290,11 @@ def place(root: Path, pool: Path, lay: Layout) -> Path:
     for d in (*DIRS, "bin"):
         (L / d).mkdir(parents=True)
     shutil.copy2(pool / lay.host, L / "bin" / "host")
+    if lay.dlib:
+        (L / "dd").mkdir()
+        shutil.copyfile(pool / lay.dlib, L / "dd" / "libdltd.so")
     for rel, key in lay.files.items():
+        (L / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pool / key, L / rel)
     return L
 
@@ -262,14 +303,19 @@ def _op_name(L: Path, name: str) -> str:
     return str(L / name[1:]) if name.startswith("@") else name
 
 
-def run_real(L: Path, lay: Layout) -> Observed:
-    dbg = L / "dbg"
-    env = {"PATH": "/usr/bin:/bin", "LD_DEBUG": "libs", "LD_DEBUG_OUTPUT": str(dbg)}
-    if lay.llp:
-        env["LD_LIBRARY_PATH"] = ":".join(str(L / d) for d in lay.llp)
+def host_argv(L: Path, lay: Layout) -> list[str]:
     argv = [str(L / "bin" / "host")]
     for flags, name in lay.ops:
-        argv += [str(flags), _op_name(L, name)]
+        argv += [f"D{flags - 1000}" if flags >= 1000 else str(flags), _op_name(L, name)]
+    return argv
+
+
+def run_real(L: Path, lay: Layout) -> Observed:
+    dbg = L / "dbg"
+    env = {"PATH": "/usr/bin:/bin", "LD_DEBUG": "libs", "LD_DEBUG_OUTPUT": str(dbg), "DLT_DLIB": str(L / "dd" / "libdltd.so")}
+    if lay.llp:
+        env["LD_LIBRARY_PATH"] = ":".join(str(L / d) for d in lay.llp)
+    argv = host_argv(L, lay)
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     text = "".join(f.read_text() for f in L.glob("dbg.*"))
     for f in L.glob("dbg.*"):
@@ -307,8 +353,15 @@ def run_model(L: Path, lay: Layout, audit: tuple[str, ...] = ()) -> Observed:
     if start.error:
         obs.start_error = start.error
     else:
+        dobj = None
         for flags, name in lay.ops:
-            r = sim.dlopen(_op_name(L, name), flags)
+            caller = None
+            if flags >= 1000:
+                if dobj is None:
+                    d = sim.dlopen(str(L / "dd" / "libdltd.so"), RTLD_NOW)
+                    dobj = next(o for o in sim.loaded if o.path == d.path)
+                caller, flags = dobj, flags - 1000
+            r = sim.dlopen(_op_name(L, name), flags, caller=caller)
             if r.error:
                 obs.results.append("ERR " + r.error)
             elif r.cause == "noload":
@@ -317,6 +370,7 @@ def run_model(L: Path, lay: Layout, audit: tuple[str, ...] = ()) -> Observed:
                 obs.results.append("OK " + (r.path or ""))
         obs.mapped = [o.path for o in sim.loaded if o.kind != "executable"]
     obs.lookups = [(lk.name, lk.tried) for lk in sim.lookups if lk.how == "search"]
+    obs.sers = [[LA_SER_NAMES[g.ser] for g in lk.groups for _ in g.tried] for lk in sim.lookups if lk.how == "search"]
     return obs
 
 
