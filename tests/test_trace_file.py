@@ -23,6 +23,7 @@ from dlltrace.report.capped import Capped, capped, capped_line, cut_by_cap
 from dlltrace.report.summary import produce
 from dlltrace.trace import launch
 from dlltrace.trace.reader import Load, read_trace
+from test_bootstrap import windows_python  # noqa: F401  (fixture: a Windows CPython 3.13 from PyPI)
 from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,3 +216,27 @@ def test_run_redact_writes_a_redacted_trace_with_the_same_verdict(shim_env, tmp_
     a, b = (json.loads(produce(read_trace(tmp_path / n), "json")) for n in ("p.jsonl", "r.jsonl.gz"))
     verdicts = lambda rep: [(c["verdict"] or {}).get("fate") for c in rep["calls"]] + [rep["error"], rep["failed"]]
     assert verdicts(a) == verdicts(b) and len(a["calls"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------- --wine python
+@pytest.mark.wine
+def test_run_wine_gives_a_windows_python_the_bootstrap(shim_env, windows_python, tmp_path):
+    """`dlltrace run --wine -- python.exe -c ...` with nothing set by hand: the Windows Python gets the
+    bootstrap on its PYTHONPATH (as Z:\\...), so the trace has its Python context and the report names
+    the ctypes call that failed. (A Unix PYTHONPATH of ours is not passed to it.)"""
+    exe, _ = windows_python
+    code = "import ctypes\ntry:\n    ctypes.CDLL('nope_x.dll')\nexcept OSError as e:\n    raise SystemExit(3)"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
+    for _ in range(3):  # (pipes: a Windows Python under Wine 8 cannot use a file as its stdout)
+        r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", "t.jsonl", "--", str(exe), "-c",
+                            code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        if "the program never ran" not in r.stderr:
+            break
+    assert r.returncode == 3, r.stderr[-3000:]
+    t = read_trace(tmp_path / "t.jsonl")
+    assert [e["version"][:4] for e in t.of("py_env")] == ["3.13"]
+    (dl,) = [e for e in t.of("py_dlopen") if e["name"] == "nope_x.dll"]
+    (ld,) = [ld for ld in t.top_loads() if (ld.name or "").endswith("nope_x.dll")]
+    assert ld.ctx == dl["seq"] and ld.error == 126
+    assert "ctypes.CDLL('nope_x.dll')" in r.stderr or 'ctypes.CDLL("nope_x.dll")' in r.stderr, r.stderr

@@ -199,6 +199,11 @@ def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], win
     env["DLLTRACE_MAX_SIZE"] = str(max_size)  # (0: no cap; a caller's own value is not inherited)
     if windows and is_python_command(cmd):
         env["PYTHONPATH"] = os.pathsep.join([str(BOOTSTRAP)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    elif is_python_command(cmd):
+        # a Windows Python under Wine (--wine): the bootstrap as it sees it (Z:\…, ";"-separated), and of
+        # our PYTHONPATH only what is not a Unix path (that one was meant for a Linux Python: this one)
+        own = [p for p in env.get("PYTHONPATH", "").split(";") if p and not p.startswith("/")]
+        env["PYTHONPATH"] = ";".join([to_wine_path(BOOTSTRAP), *own])
     return env
 
 
@@ -229,8 +234,8 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
     launcher = BIN / LAUNCHER
     if not launcher.is_file() or not (BIN / SHIM).is_file():
-        raise DlltraceError(f"the native shim is not built ({launcher} missing): run native/build.sh",
-                            EXIT_UNSUPPORTED)
+        raise DlltraceError(f"this install has no native shim ({launcher} missing): install dlltrace's win_amd64 "
+                            "wheel, or build it in a checkout (bash native/build.sh)", EXIT_UNSUPPORTED)
 
     out = Path(output or default_trace_name(cmd))
     spill = spill_path(out)  # the writers append here; compressed into `out` at the end
