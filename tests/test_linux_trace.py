@@ -210,3 +210,49 @@ def test_report_chain_through_dt_needed(recorder, tmp_path):
     assert f["leaf"]["name"] == "libdltb.so" and f["leaf"]["parent"] == str(L / "d1" / "libdlta.so")
     assert f["candidates"][0]["rule"] == "LD_LIBRARY_PATH"
     assert any(c["rule"] == f"RUNPATH of {L / 'd1' / 'libdlta.so'}" for c in f["candidates"])
+
+
+def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path):
+    """libdlta.so needs libcudart.so.11.0, which only the venv's nvidia wheel folder has. The replay offers
+    LD_LIBRARY_PATH, patchelf, ldconfig and nvidia-cuda-runtime-cu11, each verified by the model; the real
+    ld.so loads with the LD_LIBRARY_PATH fix as the model says."""
+    from dlltrace.trace.replay_linux import replay_linux
+    pool = kit.build_pool(tmp_path)
+    venv = tmp_path / "venv"
+    wheel = venv / "lib" / "python3.11" / "site-packages" / "nvidia" / "cuda_runtime" / "lib"
+    wheel.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    shutil.copy2(pool / "h0", venv / "bin" / "host")
+    src = tmp_path / "c.c"
+    src.write_text("int cudart_f(void) { return 11; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(wheel / "libcudart.so.11.0"), str(src),
+                    "-Wl,-soname,libcudart.so.11.0"], check=True)
+    d1 = tmp_path / "d1"
+    d1.mkdir()
+    (tmp_path / "a.c").write_text("int cudart_f(void); int dlta_f(void) { return cudart_f(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d1 / "libdlta.so"), str(tmp_path / "a.c"), f"-L{wheel}",
+                    "-Wl,--no-as-needed", "-l:libcudart.so.11.0", "-Wl,-soname,libdlta.so"], check=True)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    host = [str(venv / "bin" / "host"), "2", "libdlta.so"]
+    p = subprocess.run(host, env=traced_env(recorder, trace, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
+    assert p.stdout.startswith("ERR libcudart.so.11.0: cannot open shared object file")
+    calls = [c for c in replay_linux(events(trace)) if c.name == "libdlta.so"]
+    assert len(calls) == 1 and calls[0].leaf is not None and calls[0].leaf.name == "libcudart.so.11.0"
+    fixes = {f.action: f for f in calls[0].fixes}
+    assert set(fixes) == {"ld_library_path", "patchelf", "ldconfig", "install_package"}
+    assert all(f.verified for f in fixes.values())
+    pkg = fixes["install_package"]
+    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.needs_path and pkg.framework_preloads
+    assert pkg.folder == str(wheel)
+    env_fix = fixes["ld_library_path"].fix
+    assert env_fix is not None and env_fix.variable == "LD_LIBRARY_PATH" and env_fix.value == f"{wheel}:{d1}"
+    assert "Set LD_LIBRARY_PATH=" in env_fix.text
+    # the real loader agrees with the model's verdict on the LD_LIBRARY_PATH fix
+    ok = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=env_fix.value), capture_output=True, text=True)
+    assert ok.stdout.startswith(f"OK {d1 / 'libdlta.so'}")
+    # and on patchelf's, when patchelf is here
+    if shutil.which("patchelf"):
+        subprocess.run(fixes["patchelf"].text, shell=True, check=True)
+        again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
+        assert again.stdout.startswith("OK ")

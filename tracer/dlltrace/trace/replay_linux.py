@@ -13,8 +13,8 @@ order, dlopen-ed from the object that made it. Each failed call becomes a LinuxC
 and whether the model tried the same files in the same order as the real ld.so did (`agrees`).
 
 linux_report_dict(trace) is that as JSON (the pieces through report/render.py's node_dict and
-candidate_dict). Not done: a text form in report/explained.py's words (its "Where Windows looked" and
-winpath-based folders are Windows's; the lead's call), and fixes.
+candidate_dict, the fixes' through fix_dict). Not done: a text form in report/explained.py's words (its
+"Where Windows looked" and winpath-based folders are Windows's; the lead's call).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Iterable, Optional
 
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.loader.linux.fixes import LinuxFix, propose
 from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld
 
@@ -116,6 +117,7 @@ class LinuxCall:
     recorded: list[Candidate] = field(default_factory=list)  # the files the real ld.so tried for the leaf
     agrees: bool = True  # the model tried the same files, in the same order, for every search of the call
     path: Optional[str] = None
+    fixes: list[LinuxFix] = field(default_factory=list)  # each re-run through the model (loader/linux/fixes.py)
 
 
 def _leaf_lookup(res: DlopenResult) -> Optional[Lookup]:
@@ -163,31 +165,46 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     return call
 
 
-def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None) -> list[LinuxCall]:
-    """Every top-level call of every process of a Linux trace, replayed in the model."""
+def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[str, str]] = None) -> list[LinuxCall]:
+    """One recorded process re-run in the model (env: its environment, or a fix's)."""
+    sim = LinuxSimulator(world, LinuxProcess(proc.exe, env=dict(proc.env if env is None else env), audit=proc.audit,
+                                             preload=proc.preload))
+    if sim.start().error:
+        return []
+    out: list[LinuxCall] = []
+    objs = {o.path: o for o in sim.loaded}
+    for rc in proc.calls:
+        caller: Optional[LinuxObject] = objs.get(rc.by) if rc.by else None
+        sim.lookups = []
+        res = sim.dlopen(rc.name, RTLD_NOW, caller=caller)
+        objs = {o.path: o for o in sim.loaded}
+        out.append(_result(sim, rc, proc, res))
+    return out
+
+
+def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> list[LinuxCall]:
+    """Every top-level call of every process of a Linux trace, replayed in the model; a call whose leaf was
+    not found gets the fixes that make the model load it (each re-run: loader/linux/fixes.py)."""
     w = world or LiveELFWorld()
     out: list[LinuxCall] = []
     for proc in recorded_processes(events):
         if not proc.exe:
             continue
-        sim = LinuxSimulator(w, LinuxProcess(proc.exe, env=dict(proc.env), audit=proc.audit, preload=proc.preload))
-        start = sim.start()
-        if start.error:
-            continue
-        objs = {o.path: o for o in sim.loaded}
-        for rc in proc.calls:
-            caller: Optional[LinuxObject] = objs.get(rc.by) if rc.by else None
-            sim.lookups = []
-            res = sim.dlopen(rc.name, RTLD_NOW, caller=caller)
-            objs = {o.path: o for o in sim.loaded}
-            out.append(_result(sim, rc, proc, res))
+        calls = replay_process(proc, w)
+        for i, c in enumerate(calls):
+            if fixes and c.leaf is not None and c.leaf.cause == "not_found" and "/" not in c.leaf.name:
+                def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> bool:
+                    again = replay_process(proc, world2, env2)
+                    return len(again) > i and not again[i].error
+                c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun)
+        out += calls
     return out
 
 
 def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None) -> dict[str, Any]:
     """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
     result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`."""
-    from dlltrace.report.render import candidate_dict, node_dict
+    from dlltrace.report.render import candidate_dict, fix_dict, node_dict
     calls = replay_linux(events, world)
     failed = [c for c in calls if c.error or c.real_error]
     return {
@@ -203,5 +220,9 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None) 
             "recorded": [candidate_dict(x) for x in c.recorded],
             "agrees": c.agrees,
             "tree": node_dict(c.tree) if c.tree else None,
+            "fixes": [{"action": f.action, "text": f.words, "folder": f.folder or None, "path": f.path or None,
+                       "package": f.package or None, "verified": f.verified, "framework_preloads": f.framework_preloads,
+                       "needs_path": f.needs_path, "fix": fix_dict(f.fix) if f.fix is not None else None}
+                      for f in c.fixes],
         } for c in failed],
     }

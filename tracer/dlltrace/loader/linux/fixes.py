@@ -1,0 +1,199 @@
+"""Fixes for a failed Linux load, each re-run through the ld.so model before it is offered.
+
+For a leaf that was not found (a missing soname), the candidates are:
+  - LD_LIBRARY_PATH=<folder> for the run (a folder that holds a copy): model.Fix set_env, python=False;
+  - `patchelf --set-rpath` on the object that needed it (its DT_RUNPATH gets the folder);
+  - the pip package that ships the soname for the right CUDA major (nvidia-cuda-runtime-cu11 ships
+    libcudart.so.11.0 in nvidia/cuda_runtime/lib), with whether that alone makes it load (a requester
+    whose DT_RUNPATH already points at site-packages/nvidia/..., as torch's libraries' do) or it also
+    needs LD_LIBRARY_PATH;
+  - ldconfig (the folder in /etc/ld.so.conf.d, then ld.so.cache has the name).
+Each is applied to a copy of the world / process and the process is replayed (replay_linux.replay_process);
+`verified` says whether the failed call then loads. torch's own preloading of nvidia wheels
+(torch/__init__.py _load_global_deps: when lib/libtorch_global_deps.so fails with a CUDA library's name,
+it ctypes-loads sys.path's nvidia/<folder>/lib/<lib>.so.*[0-9] for each of its CUDA_LIBS, then retries)
+is a fact of the package fix (`framework_preloads`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+from dlltrace.elf import ELFFacts, ELFResult
+from dlltrace.model import Fix
+from dlltrace.worlds.elf import ELFWorld, LinuxSystem
+
+# soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
+# resolved by the CUDA runtime the requester needs (libcudart.so.N), else the newest
+NVIDIA_WHEELS: tuple[tuple[str, str, dict[int, str]], ...] = (
+    (r"libcudart\.so\.11(\.\d+)*$", "cuda_runtime", {11: "nvidia-cuda-runtime-cu11"}),
+    (r"libcudart\.so\.12(\.\d+)*$", "cuda_runtime", {12: "nvidia-cuda-runtime-cu12"}),
+    (r"libcublas(Lt)?\.so\.11(\.\d+)*$", "cublas", {11: "nvidia-cublas-cu11"}),
+    (r"libcublas(Lt)?\.so\.12(\.\d+)*$", "cublas", {12: "nvidia-cublas-cu12"}),
+    (r"libcufft\.so\.10(\.\d+)*$", "cufft", {11: "nvidia-cufft-cu11"}),
+    (r"libcufft\.so\.11(\.\d+)*$", "cufft", {12: "nvidia-cufft-cu12"}),
+    (r"libcurand\.so\.10(\.\d+)*$", "curand", {11: "nvidia-curand-cu11", 12: "nvidia-curand-cu12"}),
+    (r"libcusparse\.so\.11(\.\d+)*$", "cusparse", {11: "nvidia-cusparse-cu11"}),
+    (r"libcusparse\.so\.12(\.\d+)*$", "cusparse", {12: "nvidia-cusparse-cu12"}),
+    (r"libcusolver\.so\.11(\.\d+)*$", "cusolver", {11: "nvidia-cusolver-cu11", 12: "nvidia-cusolver-cu12"}),
+    (r"libnvrtc\.so\.11(\.\d+)*$", "cuda_nvrtc", {11: "nvidia-cuda-nvrtc-cu11"}),
+    (r"libnvrtc\.so\.12(\.\d+)*$", "cuda_nvrtc", {12: "nvidia-cuda-nvrtc-cu12"}),
+    (r"libnvJitLink\.so\.12(\.\d+)*$", "nvjitlink", {12: "nvidia-nvjitlink-cu12"}),
+    (r"libcupti\.so\.11(\.\d+)*$", "cuda_cupti", {11: "nvidia-cuda-cupti-cu11"}),
+    (r"libcupti\.so\.12(\.\d+)*$", "cuda_cupti", {12: "nvidia-cuda-cupti-cu12"}),
+    (r"libcudnn[a-z_]*\.so\.[89](\.\d+)*$", "cudnn", {11: "nvidia-cudnn-cu11", 12: "nvidia-cudnn-cu12"}),
+    (r"libnccl\.so\.2(\.\d+)*$", "nccl", {11: "nvidia-nccl-cu11", 12: "nvidia-nccl-cu12"}),
+)
+# torch/__init__.py (2.5.1) _load_global_deps: the folders it preloads from sys.path's nvidia/
+TORCH_PRELOADS = {"cublas": "libcublas.so.*[0-9]", "cudnn": "libcudnn.so.*[0-9]", "cuda_nvrtc": "libnvrtc.so.*[0-9]",
+                  "cuda_runtime": "libcudart.so.*[0-9]", "cuda_cupti": "libcupti.so.*[0-9]", "cufft": "libcufft.so.*[0-9]",
+                  "curand": "libcurand.so.*[0-9]", "nvjitlink": "libnvJitLink.so.*[0-9]",
+                  "cusparse": "libcusparse.so.*[0-9]", "cusolver": "libcusolver.so.*[0-9]", "nccl": "libnccl.so.*[0-9]",
+                  "nvtx": "libnvToolsExt.so.*[0-9]"}
+
+
+@dataclass(frozen=True)
+class NvidiaWheel:
+    package: str
+    folder: str  # under site-packages: nvidia/<folder>/lib
+    major: int
+
+
+def cuda_major_needed(facts: Optional[ELFResult]) -> Optional[int]:
+    """The CUDA major an object is built against, from its DT_NEEDED libcudart.so.N (or libcublas.so.N)."""
+    if not isinstance(facts, ELFFacts):
+        return None
+    for n in facts.needed:
+        m = re.match(r"lib(cudart|cublas)\.so\.(\d+)", n)
+        if m:
+            return int(m.group(2))
+    return None
+
+
+def nvidia_wheel(soname: str, major: Optional[int] = None) -> Optional[NvidiaWheel]:
+    """The pip package that ships `soname`, for the CUDA major the requester needs (`major`)."""
+    for pat, folder, by_major in NVIDIA_WHEELS:
+        if re.match(pat, soname):
+            pick = major if major in by_major else max(by_major)
+            return NvidiaWheel(by_major[pick], folder, pick)
+    return None
+
+
+def torch_preloads(wheel: NvidiaWheel, soname: str) -> bool:
+    """Whether torch's _load_global_deps would ctypes-load this wheel's copy of soname from sys.path."""
+    pat = TORCH_PRELOADS.get(wheel.folder)
+    return pat is not None and fnmatch.fnmatch(soname, pat)
+
+
+@dataclass
+class OverlayWorld:
+    """A world with some files added or replaced and some ld.so.cache entries added (a fix applied)."""
+
+    base: ELFWorld
+    files: dict[str, ELFResult] = field(default_factory=dict)
+    cache: dict[str, str] = field(default_factory=dict)
+    system: LinuxSystem = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.system = self.base.system
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        p = posixpath.normpath(path)
+        return self.files[p] if p in self.files else self.base.file(path)
+
+    def is_dir(self, path: str) -> bool:
+        p = posixpath.normpath(path)
+        return any(f.startswith(p.rstrip("/") + "/") for f in self.files) or self.base.is_dir(path)
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        return self.cache.get(name) or self.base.cache_lookup(name)
+
+    def file_id(self, path: str) -> str:
+        p = posixpath.normpath(path)
+        return "overlay:" + p if p in self.files else self.base.file_id(path)
+
+    def real_path(self, path: str) -> str:
+        return path if posixpath.normpath(path) in self.files else self.base.real_path(path)
+
+
+@dataclass(frozen=True)
+class LinuxFix:
+    """A fix for a Linux load. action: ld_library_path | patchelf | install_package | ldconfig.
+    `fix` is the model.Fix when the project has the action (its words are fix_text's); `text` else."""
+
+    action: str
+    name: str
+    folder: str = ""
+    path: str = ""  # patchelf: the file to change
+    package: str = ""
+    text: str = ""
+    fix: Optional[Fix] = None
+    verified: bool = False  # the model re-ran the process with it and the call loads
+    framework_preloads: bool = False  # install_package: torch preloads this wheel's copy (torch/__init__.py)
+    needs_path: bool = False  # install_package: loads only with LD_LIBRARY_PATH too
+
+    @property
+    def words(self) -> str:
+        return self.fix.text if self.fix is not None else self.text
+
+
+def site_packages(exe: str) -> list[str]:
+    """The site-packages folders of the Python at exe (its prefix's lib/python3*/site-packages)."""
+    prefix = posixpath.dirname(posixpath.dirname(exe))
+    return sorted(glob.glob(posixpath.join(prefix, "lib", "python3*", "site-packages")))
+
+
+def copies_on_disk(name: str, roots: list[str]) -> list[str]:
+    """Files named `name` under the usual places: each root's nvidia/*/lib, CUDA toolkits, conda."""
+    pats = [posixpath.join(r, "nvidia", "*", "lib", name) for r in roots]
+    pats += [f"/usr/local/cuda*/lib64/{name}", f"/usr/local/cuda*/targets/*/lib/{name}", f"/opt/conda/lib/{name}"]
+    out: list[str] = []
+    for p in pats:
+        out += [g for g in sorted(glob.glob(p)) if g not in out and os.path.isfile(g)]
+    return out
+
+
+def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
+            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None) -> list[LinuxFix]:
+    """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`), each
+    checked with rerun(world, env) -> the call loads."""
+    fixes: list[LinuxFix] = []
+    roots = site_packages(exe) if roots is None else roots
+    old = env.get("LD_LIBRARY_PATH", "")
+    for copy in copies_on_disk(name, roots):
+        folder = posixpath.dirname(copy)
+        value = folder + (":" + old if old else "")
+        ok = rerun(world, dict(env, LD_LIBRARY_PATH=value))
+        fixes.append(LinuxFix("ld_library_path", name, folder=folder, verified=ok,
+                              fix=Fix("env", "set_env", name=name, folder=folder, variable="LD_LIBRARY_PATH", value=value,
+                                      python=False, verified=ok)))
+        req = world.file(requester) if requester else None
+        if isinstance(req, ELFFacts):
+            runpath = ":".join(x for x in (req.runpath or req.rpath or "", folder) if x)
+            patched = OverlayWorld(world, {posixpath.normpath(requester): replace(req, runpath=runpath, rpath=None)})
+            ok = rerun(patched, env)
+            fixes.append(LinuxFix("patchelf", name, folder=folder, path=requester, verified=ok,
+                                  text=f"patchelf --set-rpath '{runpath}' {requester}"))
+        cached = OverlayWorld(world, cache={name: copy})
+        ok = rerun(cached, env)
+        fixes.append(LinuxFix("ldconfig", name, folder=folder, verified=ok,
+                              text=f"echo {folder} | sudo tee /etc/ld.so.conf.d/{name.split('.so')[0]}.conf && sudo ldconfig"))
+    wheel = nvidia_wheel(name, cuda_major_needed(world.file(requester) if requester else None))
+    if wheel is not None and roots:
+        folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")
+        installed = OverlayWorld(world, {posixpath.join(folder, name): ELFFacts(soname=name)})
+        alone = rerun(installed, env)
+        with_path = alone or rerun(installed, dict(env, LD_LIBRARY_PATH=folder + (":" + old if old else "")))
+        then = () if alone else (Fix("env", "set_env", name=name, folder=folder, variable="LD_LIBRARY_PATH",
+                                     value=folder + (":" + old if old else ""), python=False, verified=with_path),)
+        fixes.append(LinuxFix("install_package", name, folder=folder, package=wheel.package, verified=with_path,
+                              framework_preloads=torch_preloads(wheel, name), needs_path=not alone,
+                              fix=Fix("install", "install_package", name=name, folder=folder, package=wheel.package,
+                                      then=then, verified=with_path)))
+    return fixes
