@@ -101,7 +101,7 @@ def command_help() -> dict[str, str]:
 
 
 # Commands of other work in progress whose help still points to docs/ (strict: when fixed, drop it here)
-KNOWN_OUTSIDE = {"dlltrace check", "dlltrace deps", "dlltrace cuda"}
+KNOWN_OUTSIDE = {"dlltrace cuda"}
 
 
 @pytest.mark.parametrize("command", [

@@ -24,7 +24,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
     p.add_argument("--all", action="store_true", help="list Windows and API-set imports in the table too")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print the JSON result (schemas/static-v1.json, docs/static.md)")
+    out.add_argument("--json", action="store_true", help="print the JSON result (its schema: dlltrace/schemas/static-v1.json in this package)")
     out.add_argument("--quiet", "-q", action="store_true", help="print only the one-line summary per target")
 
 

@@ -29,7 +29,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="an os.add_dll_directory folder made before the load (a Windows path, or a folder inside the target)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print the JSON result (schemas/static-v1.json, docs/static.md)")
+    out.add_argument("--json", action="store_true", help="print the JSON result (its schema: dlltrace/schemas/static-v1.json in this package)")
     out.add_argument("--markdown", action="store_true", help="print Markdown")
 
 
