@@ -16,11 +16,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 from dlltrace.console import write_output
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.report.redact import redact, redact_trace, redactor_of
 from dlltrace.report.explained import LineStyle, print_blocks, style_of
+from dlltrace.report.progress import ProgressBar
 from dlltrace.report.summary import produce, produce_blocks
 from dlltrace.trace.reader import read_trace, warning_lines
 
@@ -39,9 +41,20 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    # a big trace: a progress bar on stderr after a second, on a terminal only (report/progress.py)
+    bar = ProgressBar.for_stderr()
+    try:
+        return _report(args, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
-    trace = read_trace(args.trace)
+    trace = read_trace(args.trace, progress=bar.reading if bar else None)
+    replaying = bar.replaying if bar else None
     # --redact: the report is made of a redacted copy of the trace (every form, the warnings too), and
     # what it prints is passed through the same rules once more (report/redact.py, docs/redaction.md)
     red = redactor_of(trace) if args.redact else None
@@ -54,15 +67,22 @@ def execute(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     if getattr(args, "output", None):  # (-o: UTF-8 whatever the console's encoding; console.py)
-        out = produce(trace, fmt, args.all)
+        out = produce(trace, fmt, args.all, progress=replaying)
+        if bar is not None:
+            bar.close()
         write_output(args.output, (redact(out, red) if red else out) + "\n")
     elif fmt == "text" and sys.stdout.isatty():
         from rich.console import Console
 
         console = Console(highlight=False, markup=False, emoji=False)
-        print_blocks(produce_blocks(trace, args.all), console, clean=red.text if red else None)
+        blocks = produce_blocks(trace, args.all, progress=replaying)
+        if bar is not None:
+            bar.close()
+        print_blocks(blocks, console, clean=red.text if red else None)
     else:
-        out = produce(trace, fmt, args.all)
+        out = produce(trace, fmt, args.all, progress=replaying)
+        if bar is not None:
+            bar.close()
         print(redact(out, red) if red else out)
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0

@@ -202,6 +202,9 @@ class Events(Sequence[dict]):
     def __len__(self) -> int:
         return len(self._kinds)
 
+    def __repr__(self) -> str:
+        return f"Events({len(self)} events, {len(self._buf):,} bytes of lines)"
+
     def _get(self, i: int) -> dict:
         at = self._at[i]
         if at < 0:

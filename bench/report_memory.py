@@ -1,0 +1,124 @@
+"""How much memory does `dlltrace report` take on a big trace? `python bench/report_memory.py [--events N ...]`
+
+The aim (issue 10 item 7): at most 2x the trace's size. For each size (default about 100,000 events,
+19 MB, and 500,000 events, 96 MB: bench/report_speed.py's generator, one process importing many
+extension-like DLLs, every 10th load missing a dependency), this measures in the same run
+
+  baseline  the peak RSS of a Python that imports every module `dlltrace report` imports (the list is
+            taken from a report of a tiny trace) and does nothing else
+  report    the peak RSS of `dlltrace report TRACE` (text, to a pipe) and `--json`
+
+each in a fresh process (a wrapper runs it and reads its ru_maxrss: resource.getrusage(RUSAGE_CHILDREN)),
+and prints the ratio (report - baseline) / trace size. Linux and macOS (not Windows: no `resource`).
+`--write PATH --events N` only writes such a trace (tests/test_big_traces.py uses it).
+
+Measured (Linux, Python 3.11, a 2-core machine shared with other jobs; baseline 27 MB):
+  before (read_trace kept every event as a dict, the replay kept every load's simulated tree):
+          93,005 events, 19.0 MB: report 298 MB peak, ratio 14.3
+  now: see the numbers in the report of issue 10 (this script prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tracer"))
+
+# the wrapper: runs its arguments as a child and prints the child's peak RSS in bytes
+WRAPPER = r"""
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+if r.returncode not in (0, 3):
+    sys.stderr.write(r.stderr.decode(errors="replace")); sys.exit(r.returncode)
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(rss if sys.platform == "darwin" else rss * 1024)
+"""
+
+# what a report imports: the modules loaded after a report of a tiny trace (printed as JSON)
+MODULES_OF_A_REPORT = r"""
+import json, sys
+sys.argv = ["dlltrace", "report", sys.argv[1]]
+from dlltrace.cli import entry
+import io, contextlib
+with contextlib.redirect_stdout(io.StringIO()):
+    entry()
+sys.__stdout__.write(json.dumps(sorted(sys.modules)))
+"""
+
+BASELINE = r"""
+import importlib, json, sys
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+"""
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT / "tracer") + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def peak(argv: list[str]) -> int:
+    """The peak RSS (bytes) of a process running argv."""
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, env=env())
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr.strip()}")
+    return int(out.stdout.strip())
+
+
+def report_modules(tiny: Path) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", MODULES_OF_A_REPORT, str(tiny)], capture_output=True, text=True,
+                         env=env(), check=True)
+    return [m for m in json.loads(out.stdout) if m != "__main__"]
+
+
+def main() -> int:
+    from report_speed import generate
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, nargs="+", default=[100_000, 500_000])
+    ap.add_argument("--write", metavar="PATH", help="only write a trace of --events events to PATH")
+    a = ap.parse_args()
+    if a.write:
+        generate(Path(a.write), a.events[0])
+        return 0
+    if sys.platform == "win32":
+        print("bench/report_memory.py measures with the resource module: not on Windows")
+        return 1
+    report = [sys.executable, "-m", "dlltrace", "report"]
+    with tempfile.TemporaryDirectory() as d:
+        tiny = Path(d) / "tiny.jsonl"
+        generate(tiny, 100)
+        modules = report_modules(tiny)
+        base = peak([sys.executable, "-c", BASELINE, json.dumps(modules)])
+        print(f"baseline: a Python that imports the {len(modules)} modules of a report: {base / 1e6:.1f} MB peak")
+        worst = 0.0
+        for n in a.events:
+            path = Path(d) / f"big{n}.jsonl"
+            lines = generate(path, n)
+            size = path.stat().st_size
+            for fmt in ([], ["--json"]):
+                p = peak([*report, str(path), *fmt])
+                ratio = (p - base) / size
+                worst = max(worst, ratio)
+                print(f"{lines:,} events, {size / 1e6:.1f} MB, report {' '.join(fmt) or 'text'}: {p / 1e6:.1f} MB peak, "
+                      f"ratio (peak - baseline) / size = {ratio:.2f}")
+            path.unlink()
+        print(f"worst ratio: {worst:.2f}   aim: <= 2 -> {'met' if worst <= 2 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
