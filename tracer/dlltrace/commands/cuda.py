@@ -22,12 +22,12 @@ from dlltrace.report.explained import block_lines, print_blocks
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--scenario", metavar="FILE", help="the table of a scenario's virtual machine (docs/scenarios.md)")
+    src.add_argument("--scenario", metavar="FILE", help="the table of a scenario's virtual machine (a scenario file, as `dlltrace simulate` takes)")
     src.add_argument("--trace", metavar="FILE", help="the table of what a trace recorded (its PATH-like variables, the files it touched)")
     p.add_argument("--site-packages", metavar="DIR", action="append", default=None,
                    help="a site-packages folder to read the frameworks from (this machine; default: this Python's)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="the documented JSON form (docs/cuda.md, schemas/cuda-v1.json)")
+    fmt.add_argument("--json", action="store_true", help="the documented JSON form (its schema: dlltrace/schemas/cuda-v1.json in this package)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
 
 
