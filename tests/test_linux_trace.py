@@ -256,3 +256,88 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
         subprocess.run(fixes["patchelf"].text, shell=True, check=True)
         again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
         assert again.stdout.startswith("OK ")
+
+
+# --- the Python context, in a real CPython ---------------------------------------------------------------
+EXT_MISSING = r"""
+#include <Python.h>
+int dltgone_f(void);
+static PyObject *f(PyObject *s, PyObject *a) { return PyLong_FromLong(dltgone_f()); }
+static PyMethodDef m[] = {{"f", f, METH_NOARGS, 0}, {0}};
+static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, "dltext_missing", 0, -1, m};
+PyMODINIT_FUNC PyInit_dltext_missing(void) { return PyModule_Create(&d); }
+"""
+EXT_DLOPEN = r"""
+#include <Python.h>
+#include <dlfcn.h>
+static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, "dltext_dl", 0, -1, 0};
+PyMODINIT_FUNC PyInit_dltext_dl(void) {
+    void *h = dlopen("libdltinner_missing.so", RTLD_NOW);  /* a dlopen inside an extension: it goes on */
+    if (!h) dlerror();
+    return PyModule_Create(&d);
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def extensions(tmp_path_factory) -> Path:
+    """A folder with two gcc-built extension modules: dltext_missing (DT_NEEDED libdltgone.so, absent at
+    run time) and dltext_dl (its init dlopens a missing libdltinner_missing.so)."""
+    _need()
+    import sysconfig
+    inc = sysconfig.get_paths()["include"]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    d = tmp_path_factory.mktemp("ext")
+    stub = d / "stub"
+    stub.mkdir()
+    (stub / "g.c").write_text("int dltgone_f(void) { return 7; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub / "libdltgone.so"), str(stub / "g.c"),
+                    "-Wl,-soname,libdltgone.so"], check=True)
+    for name, src, extra in (("dltext_missing", EXT_MISSING, [f"-L{stub}", "-Wl,--no-as-needed", "-ldltgone"]),
+                             ("dltext_dl", EXT_DLOPEN, ["-ldl"])):
+        (d / f"{name}.c").write_text(src)
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-I{inc}", "-o", str(d / f"{name}{suffix}"), str(d / f"{name}.c"),
+                        *extra], check=True)
+    shutil.rmtree(stub)
+    return d
+
+
+def _run_python(recorder, tmp_path, monkeypatch, code: str, extensions: Path):
+    from dlltrace.trace import linux
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    monkeypatch.setenv("PYTHONPATH", str(extensions))
+    return linux.trace_linux_command([PY, "-c", code], str(tmp_path / "t.jsonl"))
+
+
+def test_python_context_import_of_an_extension_whose_dependency_is_missing(recorder, extensions, tmp_path, monkeypatch):
+    from dlltrace.trace.replay_linux import replay_linux
+    rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_missing", extensions)
+    assert rc == 1
+    evs = list(trace.events)
+    imp = [e for e in evs if e.get("ev") == "py_import" and e.get("module") == "dltext_missing"]
+    assert imp  # the bootstrap's audit hook ran in this real CPython (CPython audits an import twice)
+    orig = [e for e in evs if e.get("ev") == "objsearch" and e.get("flag") == "LA_SER_ORIG" and e.get("name") == "libdltgone.so"]
+    assert orig and orig[0]["ctx"] == imp[-1]["seq"]  # the native search carries the import that caused it
+    call = next(c for c in replay_linux(evs) if "dltext_missing" in c.name and c.error)
+    assert call.origin_kind == "python_import" and call.origin_module == "dltext_missing"
+    assert call.leaf is not None and call.leaf.name == "libdltgone.so" and call.leaf.cause == "not_found"
+    assert call.chain == [call.name, "libdltgone.so"] and call.agrees
+
+
+def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tmp_path, monkeypatch):
+    from dlltrace.trace.replay_linux import replay_linux
+    rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import ctypes; ctypes.CDLL('libcudart.so.11.0')", extensions)
+    assert rc == 1
+    call = next(c for c in replay_linux(trace.events) if c.name == "libcudart.so.11.0")
+    assert call.origin_kind == "ctypes" and call.origin == "ctypes.CDLL('libcudart.so.11.0')"
+    assert call.error == call.real_error and call.leaf is not None and call.agrees
+
+
+def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_path, monkeypatch):
+    from dlltrace.trace.replay_linux import replay_linux
+    rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_dl; print('ok')", extensions)
+    assert rc == 0  # the extension went past its failed dlopen: the program is unchanged
+    call = next(c for c in replay_linux(trace.events) if c.name == "libdltinner_missing.so")
+    assert call.by.endswith(".so") and "dltext_dl" in call.by  # made by the extension: its search
+    assert call.origin_kind == "python_import" and call.origin_module == "dltext_dl"
+    assert call.error.startswith("libdltinner_missing.so: cannot open") and call.agrees

@@ -6,4 +6,4 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/../../tracer/dlltrace/bin/linux}
 mkdir -p "$out"
 gcc -O2 -shared -fPIC -Wall -Wextra -o "$out/libdlltrace_audit.so" "$here/dlltrace_audit.c"
-gcc -O2 -shared -fPIC -Wall -Wextra -o "$out/libdlltrace_preload.so" "$here/dlltrace_preload.c" -ldl
+gcc -O2 -shared -fPIC -Wall -Wextra -o "$out/libdlltrace_preload.so" "$here/dlltrace_preload.c" -ldl -lpthread -Wl,--hash-style=both

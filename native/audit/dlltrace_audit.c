@@ -17,6 +17,9 @@
  * Never changes the program: la_objsearch returns the name unchanged, la_objopen asks for no symbol
  * binding audit (returns 0), the descriptor is close-on-exec and checked (fstat: device and inode)
  * before each write, so a program that closes it and reuses the number never gets our lines.
+ * Python context: the LD_PRELOAD library (dlltrace_preload.c) holds the process's event counter and each
+ * thread's context (the seq of the Python action running: py_import, py_dlopen); found by symbol when it
+ * is mapped, they give every event of this library its seq and a "ctx" field.
  * Children: ld.so leaves LD_AUDIT and DLLTRACE_TRACE in the environment, so exec'd programs load the
  * recorder again; a forked child notices its new pid, reopens, and numbers its events from 1.
  */
@@ -33,7 +36,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static atomic_long seq;
+static atomic_long own_seq;
+static atomic_long *seq = &own_seq; /* the preload library's counter once la_objopen finds it */
+struct ctx_slot { atomic_int tid; atomic_llong ctx; };
+static struct ctx_slot *ctx_table; /* the preload library's per-thread contexts (the Python action) */
+#define CTX_SLOTS 4096
 static atomic_int out = -1;
 static pid_t out_pid;
 static dev_t out_dev;
@@ -54,7 +61,7 @@ static int out_fd(void) {
     if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
     int expected = fd;
     if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
-    if (out_pid != pid) atomic_store(&seq, 0); /* a forked child */
+    if (out_pid != pid && out_pid != 0 && seq == &own_seq) atomic_store(seq, 0); /* a forked child (the preload's counter resets itself: pthread_atfork) */
     out_pid = pid;
     out_dev = st.st_dev;
     out_ino = st.st_ino;
@@ -83,10 +90,22 @@ static void emit(const char *kind, const struct field *f, int nf) {
     char *end = buf + sizeof buf - 64;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    long s = atomic_fetch_add(&seq, 1) + 1;
+    long s = atomic_fetch_add(seq, 1) + 1;
+    long long ctx = 0;
+    if (ctx_table) {
+        int tid = (int)syscall(SYS_gettid);
+        unsigned h = (unsigned)tid * 2654435761u;
+        for (unsigned i = 0; i < CTX_SLOTS; i++) {
+            struct ctx_slot *sl = &ctx_table[(h + i) % CTX_SLOTS];
+            int cur = atomic_load(&sl->tid);
+            if (cur == tid) { ctx = atomic_load(&sl->ctx); break; }
+            if (cur == 0) break;
+        }
+    }
     char *o = buf + snprintf(buf, 200, "{\"ev\":\"%s\",\"pid\":%d,\"tid\":%ld,\"seq\":%ld,\"t\":%lld", kind,
                              (int)getpid(), (long)syscall(SYS_gettid), s,
                              (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if (ctx > 0) o += snprintf(o, 40, ",\"ctx\":%lld", ctx);
     for (int i = 0; i < nf && o < end - 64; i++) {
         o += snprintf(o, 64, ",\"%s\":", f[i].key);
         if (f[i].is_num) o += snprintf(o, 32, "%ld", f[i].n);
@@ -134,8 +153,41 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
     return (char *)name;
 }
 
+/* a symbol's address in a mapped object, through its DT_HASH table (the preload library is linked with
+   --hash-style=both for this) */
+static void *find_symbol(const struct link_map *m, const char *want) {
+    const ElfW(Sym) *symtab = 0;
+    const char *strtab = 0;
+    const ElfW(Word) *hash = 0;
+    for (const ElfW(Dyn) *d = m->l_ld; d && d->d_tag != DT_NULL; d++) {
+        ElfW(Addr) a = d->d_un.d_ptr;
+        if (a < m->l_addr) a += m->l_addr; /* (not relocated in place on every architecture) */
+        if (d->d_tag == DT_SYMTAB) symtab = (const void *)a;
+        else if (d->d_tag == DT_STRTAB) strtab = (const void *)a;
+        else if (d->d_tag == DT_HASH) hash = (const void *)a;
+    }
+    if (!symtab || !strtab || !hash) return 0;
+    for (ElfW(Word) i = 0; i < hash[1]; i++)
+        if (symtab[i].st_shndx != SHN_UNDEF && strcmp(strtab + symtab[i].st_name, want) == 0)
+            return (void *)(m->l_addr + symtab[i].st_value);
+    return 0;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
     *cookie = (uintptr_t)map; /* la_objsearch's cookie names the object whose search it is */
+    if (lmid == LM_ID_BASE && map->l_name && ends_with(map->l_name, "/libdlltrace_preload.so") && seq == &own_seq) {
+        atomic_long *theirs = find_symbol(map, "dlltrace_linux_seq");
+        if (theirs) { /* one numbering for the process from here on */
+            atomic_store(theirs, atomic_load(&own_seq));
+            seq = theirs;
+        }
+        ctx_table = find_symbol(map, "dlltrace_linux_ctx_table");
+    }
     struct field f[] = {{"path", map->l_name ? map->l_name : "", 0, 0}, {"lmid", 0, (long)lmid, 1}};
     emit("objopen", f, 2);
     return 0;

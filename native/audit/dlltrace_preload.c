@@ -1,50 +1,122 @@
-/* dlltrace's Linux recorder, part 2 (LD_PRELOAD): a wrapper of dlerror() that records the text of each
- * failed dlopen/dlmopen as the program reads it ({"ev":"dlerror","text":...}) and returns it unchanged.
- * dlopen itself is NOT wrapped: glibc takes the caller of dlopen from its return address (its DT_RUNPATH
- * and DT_RPATH are searched), so a wrapper would become the caller and change the search. dlerror has
- * no such dependence: calling the real one and returning its pointer is exactly what the program gets. */
+/* dlltrace's Linux recorder, part 2 (LD_PRELOAD, so in the program's own namespace):
+ *  - a wrapper of dlerror() that copies the text of each failed dlopen/dlmopen as the program reads it
+ *    ({"ev":"dlerror","text":...}) and returns it unchanged. dlopen itself is NOT wrapped: glibc takes
+ *    the caller of dlopen from its return address (its DT_RUNPATH and DT_RPATH are searched), so a
+ *    wrapper would become the caller and change the search; dlerror has no such dependence;
+ *  - the five functions of native/shim/dlltrace_shim.h, so the Python bootstrap (trace/shim.py, with
+ *    DLLTRACE_SHIM pointing here) writes its py_* events through it and sets each thread's context;
+ *  - the process's event counter (dlltrace_linux_seq) and the per-thread context table
+ *    (dlltrace_linux_ctx_table), which the LD_AUDIT library (another namespace) finds by symbol in
+ *    la_objopen and uses: one seq numbering per process, and "ctx" on the native events of a thread
+ *    whose Python code set one. The table is plain data keyed by thread id (no TLS, no call across
+ *    namespaces). Lines: one write(2) each, O_APPEND, as in dlltrace_audit.c. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
-static void record(const char *text) {
-    const char *p = getenv("DLLTRACE_TRACE");
-    if (!p || !*p) return;
-    int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) return;
-    char buf[8192], *o = buf, *end = buf + sizeof buf - 16;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    o += snprintf(o, 200, "{\"ev\":\"dlerror\",\"pid\":%d,\"tid\":%ld,\"seq\":0,\"t\":%lld,\"text\":\"",
-                  (int)getpid(), (long)syscall(SYS_gettid), (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
-    for (const char *s = text; *s && o < end - 8; s++) {
+atomic_long dlltrace_linux_seq; /* the audit library moves its count here when it finds it */
+
+#define CTX_SLOTS 4096
+struct dlltrace_ctx_slot { atomic_int tid; atomic_llong ctx; };
+struct dlltrace_ctx_slot dlltrace_linux_ctx_table[CTX_SLOTS];
+
+static char *(*real_dlerror)(void);
+
+/* resolved when the library loads: a dlsym call made inside dlerror would clear the very error the
+   program is asking for (dlsym resets the thread's dlerror state) */
+static void forked_child(void) {
+    atomic_store(&dlltrace_linux_seq, 0); /* a forked child numbers its events from 1 */
+    for (unsigned i = 0; i < CTX_SLOTS; i++) atomic_store(&dlltrace_linux_ctx_table[i].tid, 0);
+    /* (the forking thread's context is its own again when its Python code next sets one) */
+}
+
+__attribute__((constructor)) static void init(void) {
+    real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+    pthread_atfork(0, 0, forked_child);
+}
+
+static char *jstr(char *o, char *end, const char *s) {
+    *o++ = '"';
+    for (; s && *s && o < end - 8; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') { *o++ = '\\'; *o++ = (char)c; }
         else if (c < 0x20 || c == 0x7f) o += snprintf(o, 8, "\\u%04x", c);
         else *o++ = (char)c;
     }
-    *o++ = '"'; *o++ = '}'; *o++ = '\n';
-    ssize_t n = write(fd, buf, (size_t)(o - buf));
-    (void)n;
-    close(fd);
+    *o++ = '"';
+    return o;
 }
 
-static char *(*real)(void);
-
-/* resolved when the library loads: a dlsym call made inside dlerror would clear the very error the
-   program is asking for (dlsym resets the thread's dlerror state) */
-__attribute__((constructor)) static void init(void) {
-    real = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+/* one event line; `fields` is JSON object members (no braces) or NULL; returns its seq */
+static long long emit(const char *ev, const char *fields, const char *text) {
+    const char *p = getenv("DLLTRACE_TRACE");
+    if (!p || !*p) return 0;
+    size_t flen = fields ? strlen(fields) : 0, tlen = text ? strlen(text) : 0;
+    size_t cap = 512 + flen + 6 * tlen;
+    char *buf = malloc(cap);
+    if (!buf) return 0;
+    char *o = buf, *end = buf + cap;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long seq = atomic_fetch_add(&dlltrace_linux_seq, 1) + 1;
+    o += snprintf(o, 256, "{\"ev\":");
+    o = jstr(o, end, ev);
+    o += snprintf(o, 200, ",\"pid\":%d,\"tid\":%ld,\"seq\":%lld,\"t\":%lld", (int)getpid(), (long)syscall(SYS_gettid),
+                  seq, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if (text) { memcpy(o, ",\"text\":", 8); o += 8; o = jstr(o, end, text); }
+    if (flen) { *o++ = ','; memcpy(o, fields, flen); o += flen; }
+    *o++ = '}'; *o++ = '\n';
+    int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = write(fd, buf, (size_t)(o - buf));
+        (void)n;
+        close(fd);
+    }
+    free(buf);
+    return seq;
 }
 
 char *dlerror(void) {
-    char *e = real ? real() : NULL;
-    if (e) record(e);
+    char *e = real_dlerror ? real_dlerror() : NULL;
+    if (e) emit("dlerror", NULL, e);
     return e;
+}
+
+/* --- the shim's interface (native/shim/dlltrace_shim.h), for the Python bootstrap ------------------- */
+int dlltrace_start(const wchar_t *trace_path, const char *via) {
+    (void)trace_path; (void)via;
+    return getenv("DLLTRACE_TRACE") ? 0 : 1;
+}
+
+long long dlltrace_write_event(const char *ev, const char *fields_json) {
+    return emit(ev ? ev : "?", fields_json, NULL);
+}
+
+void dlltrace_set_context(long long ctx_seq) {
+    int tid = (int)syscall(SYS_gettid);
+    unsigned h = (unsigned)tid * 2654435761u;
+    for (unsigned i = 0; i < CTX_SLOTS; i++) {
+        struct dlltrace_ctx_slot *s = &dlltrace_linux_ctx_table[(h + i) % CTX_SLOTS];
+        int cur = atomic_load(&s->tid);
+        if (cur == tid || (cur == 0 && atomic_compare_exchange_strong(&s->tid, &cur, tid))) {
+            atomic_store(&s->ctx, ctx_seq);
+            return;
+        }
+    }
+}
+
+const char *dlltrace_version(void) { return "dlltrace-linux 0.1.0"; }
+
+int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wchar_t *exe) {
+    (void)trace_path; (void)pid; (void)exe;
+    return 0;
 }

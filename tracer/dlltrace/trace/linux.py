@@ -7,7 +7,10 @@ the open recorder: their events carry their own pid. The exit code is the progra
 The text of a failed dlopen comes from an LD_PRELOAD wrapper of dlerror() (dlltrace_preload.c): the
 program's own call returns the real text unchanged, and a copy goes to the trace ("dlerror" events).
 dlopen itself is not wrapped: glibc searches the DT_RUNPATH/DT_RPATH of dlopen's caller, which a wrapper
-would replace by itself. DLLTRACE_NO_PRELOAD=1 leaves LD_PRELOAD alone (no dlerror events).
+would replace by itself. The same library serves the Python bootstrap as its shim (DLLTRACE_SHIM; the
+bootstrap folder goes first on PYTHONPATH, as on Windows): py_import / py_dlopen events, and each native
+event of a thread carries "ctx", the seq of the Python action running on it. DLLTRACE_NO_PRELOAD=1 leaves
+LD_PRELOAD and PYTHONPATH alone (no dlerror events, no Python context).
 
 Not done yet: --max-size is not enforced by the C recorder.
 """
@@ -24,6 +27,7 @@ from dlltrace.trace.launch import header_line
 from dlltrace.trace.reader import Trace, read_trace
 
 NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
+BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 AUDIT_LIB = "libdlltrace_audit.so"
 PRELOAD_LIB = "libdlltrace_preload.so"
 
@@ -63,6 +67,10 @@ def trace_linux_command(cmd: list[str], output: str, max_size: Optional[int] = N
     env["LD_AUDIT"] = _prepend(env.get("LD_AUDIT"), str(d / AUDIT_LIB))
     if env.get("DLLTRACE_NO_PRELOAD") != "1":
         env["LD_PRELOAD"] = _prepend(env.get("LD_PRELOAD"), str(d / PRELOAD_LIB))
+        # the Python context: a traced CPython runs the bootstrap (PYTHONPATH), which binds the preload
+        # library as its shim (the same five functions as on Windows) and writes py_* events through it
+        env.setdefault("DLLTRACE_SHIM", str(d / PRELOAD_LIB))
+        env["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         rc = subprocess.call(cmd, env=env)
     except OSError as e:

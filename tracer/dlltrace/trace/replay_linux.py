@@ -25,7 +25,7 @@ from typing import Any, Iterable, Optional
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import LinuxFix, propose
-from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node
+from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld
 
 # the model's causes (DlopenResult.cause) as the report's (model.Cause)
@@ -43,6 +43,7 @@ class RecordedCall:
     searches: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)  # (name, [(path, LA_SER_*)])
     opened: list[str] = field(default_factory=list)  # objects la_objopen reported for it
     dlerror: str = ""  # the dlerror() text the program read after it (the LD_PRELOAD wrapper)
+    ctx: Optional[dict] = None  # the Python action it ran in (a py_import / py_dlopen event), if any
 
 
 @dataclass
@@ -53,6 +54,7 @@ class RecordedProcess:
     audit: list[str] = field(default_factory=list)
     preload: list[str] = field(default_factory=list)
     calls: list[RecordedCall] = field(default_factory=list)
+    python: dict[int, dict] = field(default_factory=dict)  # seq -> its py_* event
 
 
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
@@ -60,9 +62,14 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
     state: dict[int, dict[str, Any]] = {}
     for e in events:
         ev, pid = e.get("ev"), e.get("pid")
-        if not isinstance(pid, int) or ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
+        if not isinstance(pid, int):
             continue
         p = procs.get(pid)
+        if isinstance(ev, str) and ev.startswith("py_") and p is not None and isinstance(e.get("seq"), int):
+            p.python[e["seq"]] = e
+            continue
+        if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
+            continue
         if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
             p = procs[pid] = RecordedProcess(pid, exe=str(e.get("exe", "")))
             if e.get("has_ld_library_path"):
@@ -94,7 +101,9 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 if by in st["adding"] and st["cur"] is not None:
                     st["cur"].searches.append((name, []))
                 else:
-                    st["cur"] = RecordedCall(pid, name, by, [(name, [])])
+                    ctx = e.get("ctx")
+                    st["cur"] = RecordedCall(pid, name, by, [(name, [])],
+                                             ctx=p.python.get(ctx) if isinstance(ctx, int) else None)
                     p.calls.append(st["cur"])
             elif st["cur"] is not None and st["cur"].searches:
                 st["cur"].searches[-1][1].append((name, str(flag)))
@@ -118,6 +127,9 @@ class LinuxCall:
     agrees: bool = True  # the model tried the same files, in the same order, for every search of the call
     path: Optional[str] = None
     fixes: list[LinuxFix] = field(default_factory=list)  # each re-run through the model (loader/linux/fixes.py)
+    origin_kind: OriginKind = ""  # the Python action that made the call (model.OriginKind): python_import, ctypes
+    origin_module: str = ""  # python_import: the module imported
+    origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
 
 
 def _leaf_lookup(res: DlopenResult) -> Optional[Lookup]:
@@ -147,6 +159,12 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     real_tried = [(n, [p for p, _ in tried]) for n, tried in rc.searches if "/" not in n]
     call = LinuxCall(rc.pid, proc.exe, rc.name, rc.by, res.error, rc.dlerror, agrees=model_tried == real_tried,
                      path=res.path)
+    if rc.ctx is not None:
+        if rc.ctx.get("ev") == "py_import":
+            call.origin_kind, call.origin_module = "python_import", str(rc.ctx.get("module", ""))
+            call.origin = f"import {call.origin_module}"
+        elif rc.ctx.get("ev") == "py_dlopen":
+            call.origin_kind, call.origin = "ctypes", f"ctypes.CDLL({rc.ctx.get('name')!r})"
     if not res.error:
         return call
     lk = _leaf_lookup(res)
@@ -212,6 +230,7 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None) 
         "calls": len(calls), "agree": sum(c.agrees for c in calls),
         "failed": [{
             "pid": c.pid, "exe": c.exe, "op": "dlopen", "name": c.name, "by": c.by or None,
+            "origin": c.origin or None, "origin_kind": c.origin_kind or None, "origin_module": c.origin_module or None,
             "error": c.error, "real_error": c.real_error or None,
             "leaf": None if c.leaf is None else {"name": c.leaf.name, "cause": c.leaf.cause, "detail": c.leaf.detail,
                                                  "parent": c.leaf.parent},
