@@ -21,7 +21,7 @@ from dlltrace.report.explain import explain
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.trace.reader import STARTUP_STATUS, Load, Probe, Progress, Trace, nt_to_win32
+from dlltrace.trace.reader import STARTUP_STATUS, Events, Load, Probe, Progress, Trace, nt_to_win32
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = ("open", "create", "query")
@@ -243,7 +243,10 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
     # (file events as LazyEvents: the world holds each until it is asked for, parsed only then)
     files = cast(Iterable[dict], trace.file_events())  # (a LazyEvent reads as the dict it stands for)
-    return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
+    if not isinstance(trace.events, Events):
+        return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
+    with trace.events.lazy_pe():  # (the world keeps every `pe` object it is given: a LazyPe each)
+        return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
 
 
 def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
