@@ -341,3 +341,17 @@ def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_pat
     assert call.by.endswith(".so") and "dltext_dl" in call.by  # made by the extension: its search
     assert call.origin_kind == "python_import" and call.origin_module == "dltext_dl"
     assert call.error.startswith("libdltinner_missing.so: cannot open") and call.agrees
+
+
+def test_trace_linux_command_compressed_signals_and_bad_commands(recorder, tmp_path, monkeypatch):
+    from dlltrace.errors import EXIT_NO_COMMAND, DlltraceError
+    from dlltrace.trace import linux
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    out = tmp_path / "t.jsonl.gz"
+    rc, trace = linux.trace_linux_command(["sh", "-c", "kill -TERM $$"], str(out))
+    assert rc == 128 + 15
+    assert out.exists() and not (tmp_path / "t.jsonl.gz.part").exists() and out.read_bytes()[:2] == b"\x1f\x8b"
+    assert trace.header.platform == "linux" and any(e.get("ev") == "audit_start" for e in trace.events)
+    with pytest.raises(DlltraceError) as e:
+        linux.trace_linux_command(["/nonexistent/prog"], str(tmp_path / "u.jsonl"))
+    assert e.value.exit_code == EXIT_NO_COMMAND

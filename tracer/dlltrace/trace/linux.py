@@ -18,12 +18,12 @@ Not done yet: --max-size is not enforced by the C recorder.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Optional
 
 from dlltrace.errors import DlltraceError, EXIT_USAGE
-from dlltrace.trace.launch import header_line
 from dlltrace.trace.reader import Trace, read_trace
 
 NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
@@ -57,13 +57,22 @@ def _prepend(var: Optional[str], lib: str) -> str:
     return lib + (":" + var if var else "")
 
 
-def trace_linux_command(cmd: list[str], output: str, max_size: Optional[int] = None) -> tuple[int, Trace]:
-    """Run cmd with the recorder into output (plain JSON Lines); (its exit code, the trace read back).
-    max_size is accepted for run's signature and not enforced yet."""
+def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None) -> tuple[int, Trace]:
+    """Run cmd with the recorder into output (default: launch.default_trace_name; a name ending in .gz is
+    written compressed, through its spill file, as on Windows); (its exit code: 128 + N for a signal N,
+    the trace read back). max_size is accepted for run's signature and not enforced yet."""
+    from dlltrace.errors import EXIT_NO_COMMAND
+    from dlltrace.trace.launch import default_trace_name, finish_trace, spill_path, start_trace
+
+    first = cmd[0]
+    if ("/" in first and not os.path.exists(first)) or ("/" not in first and shutil.which(first) is None):
+        raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
     d = recorder_dir()
-    Path(output).write_text(header_line("linux", cmd), encoding="utf-8")
+    out = Path(output or default_trace_name(cmd))
+    spill = spill_path(out)
+    start_trace(spill, "linux", cmd)
     env = dict(os.environ)
-    env["DLLTRACE_TRACE"] = str(Path(output).resolve())
+    env["DLLTRACE_TRACE"] = str(spill.resolve())
     env["LD_AUDIT"] = _prepend(env.get("LD_AUDIT"), str(d / AUDIT_LIB))
     if env.get("DLLTRACE_NO_PRELOAD") != "1":
         env["LD_PRELOAD"] = _prepend(env.get("LD_PRELOAD"), str(d / PRELOAD_LIB))
@@ -74,5 +83,6 @@ def trace_linux_command(cmd: list[str], output: str, max_size: Optional[int] = N
     try:
         rc = subprocess.call(cmd, env=env)
     except OSError as e:
-        raise DlltraceError(f"cannot run {cmd[0]}: {e.strerror}", EXIT_USAGE) from None
-    return rc, read_trace(output)
+        raise DlltraceError(f"cannot start {first}: {e.strerror or e}", EXIT_NO_COMMAND) from None
+    where = finish_trace(spill, out)
+    return (128 - rc if rc < 0 else rc), read_trace(where)
