@@ -248,3 +248,27 @@ def test_read_ld_so_cache_of_this_machine():
     assert cache.get("libc.so.6", "").endswith("/libc.so.6")
     facts = read_elf(cache["libc.so.6"])
     assert isinstance(facts, ELFFacts) and "GLIBC_2.34" in facts.version_defs
+
+
+def test_static_deps_finds_every_missing_library():
+    from dlltrace.loader.linux.static import static_deps
+    w = VirtualELFWorld({"/w/libtop.so": lib(needed=("libx.so", "liby.so"), runpath="$ORIGIN"),
+                         "/w/libx.so": lib(needed=("libgone1.so",)), "/w/liby.so": lib(needed=("libgone2.so",))},
+                        system=SYS)
+    r = static_deps("/w/libtop.so", w)
+    assert [(p.name, p.needed_by, p.cause) for p in r.problems] == [
+        ("libgone1.so", "/w/libx.so", "not_found"), ("libgone2.so", "/w/liby.so", "not_found")]
+    assert r.problems[0].candidates[-1].endswith("/libgone1.so")
+    ok = static_deps("/w/libx.so", VirtualELFWorld({"/w/libx.so": lib()}, system=SYS))
+    assert not ok.problems and ok.loaded == ["/w/libx.so"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+def test_static_deps_of_a_system_library_on_this_machine():
+    from dlltrace.loader.linux.static import static_deps
+    from dlltrace.worlds.elf import LiveELFWorld
+    w = LiveELFWorld()
+    libm = w.cache_lookup("libm.so.6")
+    assert libm
+    r = static_deps(libm, w)
+    assert not r.problems and r.loaded == [libm]  # (libc is the program's already)

@@ -1,0 +1,62 @@
+"""Static mode for a shared object (`dlltrace deps x.so` on Linux, not wired into the command yet): the
+DT_NEEDED closure of x.so as a plain program's dlopen would load it, through the same ld.so model, and
+every problem in it, each found by re-running the load with a stand-in for the ones before (so one missing
+library does not hide the next), like the Windows static mode.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Optional
+
+from dlltrace.elf import ELFFacts, ELFResult
+from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
+from dlltrace.loader.linux.fixes import OverlayWorld
+from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.worlds.elf import ELFWorld
+
+STAND_IN_DIR = "/dlltrace-static/stand-ins"
+PROGRAM = "/dlltrace-static/program"  # a program with no DT_RPATH / DT_RUNPATH / DT_NEEDED of its own
+
+
+@dataclass(frozen=True)
+class StaticProblem:
+    name: str  # the library that failed
+    cause: str  # engine's: not_found | wrong_class | bad_elf | missing_version
+    needed_by: str  # the object that needs it
+    error: str  # ld.so's words
+    candidates: tuple[str, ...] = ()  # every file tried for it
+
+
+@dataclass
+class StaticResult:
+    path: str
+    loaded: list[str] = field(default_factory=list)  # the closure, when it loads (with stand-ins: the real ones)
+    problems: list[StaticProblem] = field(default_factory=list)
+
+
+def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None, limit: int = 50) -> StaticResult:
+    """The load of `path` by a plain program (dlopen, RTLD_NOW), and each problem in its closure."""
+    stand_ins: dict[str, ELFResult] = {}
+    out = StaticResult(path)
+    env = dict(env or {})
+    for _ in range(limit):
+        w = OverlayWorld(world, {PROGRAM: ELFFacts(), **stand_ins})
+        e = dict(env)
+        if stand_ins:
+            e["LD_LIBRARY_PATH"] = STAND_IN_DIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        sim = LinuxSimulator(w, LinuxProcess(PROGRAM, env=e))
+        sim.start()
+        res: DlopenResult = sim.dlopen(path, RTLD_NOW)
+        if not res.error:
+            out.loaded = [p for p in res.loaded if not p.startswith(STAND_IN_DIR + "/")]
+            return out
+        lk = next((x for x in reversed(res.lookups) if x.error), None)
+        leaf = res.leaf or (lk.name if lk else path)
+        out.problems.append(StaticProblem(leaf, res.cause, lk.requester if lk else "", res.error,
+                                          tuple(lk.tried) if lk else ()))
+        if res.cause == "missing_version" or "/" in leaf or leaf == path:
+            return out  # (a stand-in cannot stand for a version, nor for the file asked for)
+        stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+    return out
