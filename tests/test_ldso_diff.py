@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,31 @@ def test_model_disagrees_when_a_rule_is_broken(ldso_pool, monkeypatch):
         if kit.compare(kit.run_real(L, lay), kit.run_model(L, lay)):
             return
     pytest.fail("no layout told a model without LD_LIBRARY_PATH from ld.so")
+
+
+def test_ldso_differential_secure_mode(ldso_pool, summary, tmp_path_factory):
+    """Secure mode for real: the host set-user-ID root and run as nobody (AT_SECURE): LD_LIBRARY_PATH is
+    ignored, $ORIGIN in the executable's DT_RPATH / DT_RUNPATH must expand under a trusted folder (it does
+    not here: the layouts are under /tmp), a library's $ORIGIN still counts. The error and the object
+    chosen must agree (ld.so writes no LD_DEBUG file in secure mode). Needs root and setpriv."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("secure mode needs root (a set-user-ID copy of the host) and setpriv (to run it as nobody)")
+    import tempfile
+    _root, pool = ldso_pool
+    root = Path(tempfile.mkdtemp(prefix="dlltrace-secure-"))
+    os.chmod(root, 0o755)
+    try:
+        agree, differ = 0, []
+        n = 60
+        for i in range(n):
+            lay = kit.generate(SEED + 7000 + i)
+            L = kit.place(root, pool, lay)
+            diffs = kit.compare(kit.run_real(L, lay, secure=True), kit.run_model(L, lay, secure=True), tries=False)
+            if diffs:
+                differ.append(lay.describe() + "\n  " + "\n  ".join(diffs))
+            else:
+                agree += 1
+        summary["ld.so differential, secure mode"] = f"ld.so differential, secure mode (seed {SEED + 7000}): {n} layouts, {agree} agree"
+        assert not differ, f"{len(differ)} of {n} differ; the first:\n" + "\n".join(differ[:3])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
