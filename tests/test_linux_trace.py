@@ -355,3 +355,71 @@ def test_trace_linux_command_compressed_signals_and_bad_commands(recorder, tmp_p
     with pytest.raises(DlltraceError) as e:
         linux.trace_linux_command(["/nonexistent/prog"], str(tmp_path / "u.jsonl"))
     assert e.value.exit_code == EXIT_NO_COMMAND
+
+
+# --- a real wheel: nvidia-cuda-runtime-cu11's libcudart.so.11.0 -------------------------------------------
+CUDART11 = ("nvidia-cuda-runtime-cu11==11.8.89", "nvidia_cuda_runtime_cu11-11.8.89-py3-none-manylinux2014_x86_64.whl")
+
+
+def linux_wheel(requirement: str, filename: str) -> Path:
+    """A manylinux wheel, cached beside the Windows ones (~/.cache/dlltrace-tests/wheels); pip download
+    when missing (skips locally without the network, fails in CI)."""
+    cache = Path.home() / ".cache" / "dlltrace-tests" / "wheels"
+    got = cache / filename
+    if got.is_file():
+        return got
+    cache.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([PY, "-m", "pip", "download", "--platform", "manylinux2014_x86_64", "--only-binary=:all:",
+                        "--no-deps", "--python-version", "3.11", "-d", str(cache), requirement],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 or not got.is_file():
+        why = f"{requirement}: pip download failed: {(r.stderr or r.stdout).strip()[-200:]}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return got
+
+
+def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
+    """A framework library laid out as torch's are (site-packages/fw/lib/libfw.so, DT_RUNPATH
+    $ORIGIN/../../nvidia/cuda_runtime/lib) needs libcudart.so.11.0. Without the wheel: the leaf, and the
+    fix nvidia-cuda-runtime-cu11, which the model says loads without LD_LIBRARY_PATH. Then the real
+    wheel is unpacked there, and the real ld.so loads it, as the model said."""
+    import zipfile
+    from dlltrace.elf import read_elf
+    from dlltrace.trace.replay_linux import replay_linux
+    whl = linux_wheel(*CUDART11)
+    pool = kit.build_pool(tmp_path)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    fw = site / "fw" / "lib"
+    fw.mkdir(parents=True)
+    (tmp_path / "venv" / "bin").mkdir()
+    shutil.copy2(pool / "h0", tmp_path / "venv" / "bin" / "host")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub / "libcudart.so.11.0"), "-x", "c", "/dev/null",
+                    "-Wl,-soname,libcudart.so.11.0"], check=True)
+    (tmp_path / "fw.c").write_text("int cudaGetDeviceCount(int *n);\nint fw_devices(void) { int n = 0; "
+                                   "return cudaGetDeviceCount(&n) ? -1 : n; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(fw / "libfw.so"), str(tmp_path / "fw.c"), f"-L{stub}",
+                    "-Wl,--no-as-needed", "-l:libcudart.so.11.0",
+                    "-Wl,-rpath,$ORIGIN/../../nvidia/cuda_runtime/lib", "-Wl,--enable-new-dtags"], check=True)
+    host = [str(tmp_path / "venv" / "bin" / "host"), "2", str(fw / "libfw.so")]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    p = subprocess.run(host, env=traced_env(recorder, trace), capture_output=True, text=True)
+    assert p.stdout.startswith("ERR libcudart.so.11.0: cannot open shared object file")
+    call = next(c for c in replay_linux(events(trace)) if c.name.endswith("libfw.so"))
+    assert call.agrees and call.leaf is not None and call.leaf.name == "libcudart.so.11.0"
+    assert any(c.rule == f"RUNPATH of {fw / 'libfw.so'}" for c in (call.tree.candidates if call.tree else []))
+    pkg = next(f for f in call.fixes if f.action == "install_package")
+    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.verified and not pkg.needs_path
+    assert pkg.folder == str(site / "nvidia" / "cuda_runtime" / "lib")
+    # install the real wheel's library where pip would
+    with zipfile.ZipFile(whl) as z:
+        z.extract("nvidia/cuda_runtime/lib/libcudart.so.11.0", site)
+    real = read_elf(str(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.11.0"))
+    assert getattr(real, "soname", None) == "libcudart.so.11.0" and "libcudart.so.11.0" in getattr(real, "version_defs", ())
+    ok = subprocess.run(host, capture_output=True, text=True)
+    assert ok.stdout.startswith(f"OK {fw / 'libfw.so'}"), ok.stdout
+    assert f"MAP {fw}/../../nvidia/cuda_runtime/lib/libcudart.so.11.0" in ok.stdout
