@@ -272,3 +272,19 @@ def test_static_deps_of_a_system_library_on_this_machine():
     assert libm
     r = static_deps(libm, w)
     assert not r.problems and r.loaded[0] == libm and any(p.endswith("/libc.so.6") for p in r.loaded)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+def test_read_elf_version_definitions_of_the_system_libstdcxx():
+    """GLIBCXX_* and CXXABI_* as the system libstdc++ defines them: a library built with a newer g++ (conda's)
+    needs one it lacks, "version `GLIBCXX_3.4.32' not found" (rule_version_needs)."""
+    from dlltrace.worlds.elf import LiveELFWorld
+    w = LiveELFWorld()
+    path = w.cache_lookup("libstdc++.so.6")
+    if not path:
+        pytest.skip("no libstdc++.so.6 in ld.so.cache")
+    facts = read_elf(path)
+    assert isinstance(facts, ELFFacts)
+    assert "GLIBCXX_3.4" in facts.version_defs and any(v.startswith("CXXABI_1.3") for v in facts.version_defs)
+    need = lib(version_needs=(VersionNeed("libstdc++.so.6", ("GLIBCXX_3.4.99",)),))
+    assert rules.rule_version_needs(need, {"libstdc++.so.6": facts}) == ("libstdc++.so.6", "GLIBCXX_3.4.99")
