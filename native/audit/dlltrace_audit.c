@@ -24,6 +24,7 @@
  * recorder again; a forked child notices its new pid, reopens, and numbers its events from 1.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdatomic.h>
@@ -83,7 +84,15 @@ static char *str(char *o, char *end, const char *s) {
 
 struct field { const char *key; const char *s; long n; int is_num; };
 
+static void emit_(const char *kind, const struct field *f, int nf);
+
 static void emit(const char *kind, const struct field *f, int nf) {
+    int saved = errno; /* (this library's libc has its own errno; kept all the same) */
+    emit_(kind, f, nf);
+    errno = saved;
+}
+
+static void emit_(const char *kind, const struct field *f, int nf) {
     int fd = out_fd();
     if (fd < 0) return;
     char buf[8192];

@@ -12,6 +12,7 @@
  *    namespaces). Lines: one write(2) each, O_APPEND, as in dlltrace_audit.c. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,7 +58,17 @@ static char *jstr(char *o, char *end, const char *s) {
 }
 
 /* one event line; `fields` is JSON object members (no braces) or NULL; returns its seq */
+static long long emit_(const char *ev, const char *fields, const char *text);
+
+/* the program's errno is left as it was (this runs inside its dlerror() and its Python code) */
 static long long emit(const char *ev, const char *fields, const char *text) {
+    int saved = errno;
+    long long seq = emit_(ev, fields, text);
+    errno = saved;
+    return seq;
+}
+
+static long long emit_(const char *ev, const char *fields, const char *text) {
     const char *p = getenv("DLLTRACE_TRACE");
     if (!p || !*p) return 0;
     size_t flen = fields ? strlen(fields) : 0, tlen = text ? strlen(text) : 0;
