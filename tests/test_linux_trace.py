@@ -423,3 +423,18 @@ def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
     ok = subprocess.run(host, capture_output=True, text=True)
     assert ok.stdout.startswith(f"OK {fw / 'libfw.so'}"), ok.stdout
     assert f"MAP {fw}/../../nvidia/cuda_runtime/lib/libcudart.so.11.0" in ok.stdout
+
+
+def test_recorder_keeps_errno_across_dlerror(recorder, tmp_path):
+    """The dlerror() wrapper writes an event; the program's errno is what it was before."""
+    (tmp_path / "e.c").write_text(
+        "#include <dlfcn.h>\n#include <errno.h>\n#include <stdio.h>\n"
+        "int main(void) { void *h = dlopen(\"libdltnope.so\", RTLD_NOW); errno = 1234;\n"
+        "  const char *e = dlerror(); printf(\"%d %s %s\\n\", errno, h ? \"h\" : \"-\", e ? e : \"(null)\"); return 0; }\n")
+    subprocess.run(["gcc", "-o", str(tmp_path / "e"), str(tmp_path / "e.c"), "-ldl"], check=True)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    plain = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True).stdout
+    traced = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, env=traced_env(recorder, trace)).stdout
+    assert plain == traced and plain.startswith("1234 - libdltnope.so: cannot open")
+    assert any(e["ev"] == "dlerror" for e in events(trace))
