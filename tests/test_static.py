@@ -222,7 +222,10 @@ def test_check_gate_vcruntime_older_and_allow(pes, tmp_path):
     import shutil
 
     windres = shutil.which("x86_64-w64-mingw32-windres")
-    if windres is None:
+    if windres is None:  # (binutils-mingw-w64, with gcc-mingw-w64-x86-64): a failure in CI, not a skip
+        require("mingw64")
+        if os.environ.get("CI"):
+            pytest.fail("needs x86_64-w64-mingw32-windres (binutils-mingw-w64-x86-64) -- CI must install it")
         pytest.skip("needs x86_64-w64-mingw32-windres")
     d = tmp_path
     (d / "msvcp140.c").write_text("__declspec(dllexport) int f(void) { return 0; }\n")
@@ -371,6 +374,33 @@ def test_torch_check_passes_with_the_vc_runtime_allowed():
     assert rows["torch_cpu.dll"]["status"] == "bundled" and rows["libiomp5md.dll"]["class"]["kind"] == "mkl_openmp"
     assert doc["cuda_majors"] == []  # the PyPI torch 2.5.1 Windows wheel is the CPU build
     assert len(doc["files"]) == 16
+
+
+def test_check_the_vc_runtime_python_ships_is_python_the_rest_is_not():
+    """vcruntime140.dll and vcruntime140_1.dll come with every python.org CPython (deps finds them next to
+    python.exe): a Python wheel's import of them is `python`, never a failure; msvcp140.dll is not shipped."""
+    doc = as_json(dlltrace("check", str(wheel("torch")), "--json"))
+    rows = {r["dll"].lower(): r for r in doc["dlls"]}
+    assert rows["vcruntime140.dll"]["status"] == rows["vcruntime140_1.dll"]["status"] == "python"
+    assert rows["msvcp140.dll"]["status"] == "not_allowed"
+    assert [p["dll"].lower() for p in doc["problems"] if p["kind"] == "not_allowed"] == ["msvcp140.dll"]
+    assert not [p for p in doc["problems"] if p["kind"] == "python_mismatch"]
+
+
+def test_check_a_folder_of_wheels_checks_each_and_an_empty_folder_is_a_usage_error(tmp_path):
+    """`dlltrace check dist/`: every wheel in it, so a failing wheel fails the gate; a folder with nothing
+    to check is exit 2 (a PASS of nothing would let anything through)."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    w = wheel("ctranslate2")
+    (dist / w.name).symlink_to(w)
+    run = dlltrace("check", str(dist), "--json")
+    assert run.returncode == 1, run.stderr
+    assert as_json(run)["target"].endswith(w.name)
+    (tmp_path / "empty").mkdir()
+    for cmd in ("check", "deps"):
+        run = dlltrace(cmd, str(tmp_path / "empty"))
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and "nothing to" in run.stderr, run.stderr
 
 
 def test_ctranslate2_deps_and_check():

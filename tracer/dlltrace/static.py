@@ -104,6 +104,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
             e.endswith(".dist-info") for e in _listdir(host))
         root = site_packages(py) if is_site else winpath.join(site_packages(py), base)
         files = folder_files(host, root)
+        if not files:  # (a folder of wheels: check_targets gives each .whl; deps takes one)
+            wheels = " (it holds wheels: pass a .whl)" if any(e.lower().endswith(".whl") for e in _listdir(host)) else ""
+            raise DlltraceError(f"{given}: no .dll, .pyd or .exe in it: nothing to examine{wheels}", EXIT_USAGE)
         world = StaticWorld(system, files, py, system_world=live)
         return Target(given, "folder", world, files, root, py, "x64")
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
@@ -593,7 +596,7 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
                 uses_vc = True
             row = rows.get(name.lower())
             if row is None:
-                row = rows[name.lower()] = CheckRow(name, cls, _status(cls, target, allowed))
+                row = rows[name.lower()] = CheckRow(name, cls, _status(cls, target, allowed, name))
             row.needed_by.append(rel(f.path))
             row.delay_only = row.delay_only and delay
             if bound is not None:
@@ -622,7 +625,7 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
             problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} ({row.klass.label}) is not in the package, not part of "
                                            "Windows, and not allowed" + (" (delay-load only)" if row.delay_only else "")))
-        elif row.status == "python" and not _python_ok(row.klass, target):
+        elif row.status == "python" and row.klass.kind == "python" and not _python_ok(row.klass, target):
             problems.append(Problem("python_mismatch", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} does not match the wheel's Python ({target.wheel_python_tag})"))
     majors, mixed = _cuda_majors(rows.values())
@@ -635,14 +638,34 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
                        problems, majors, vc_required, vc_bundled)
 
 
-def _status(cls: DllClass, target: Target, allowed: tuple[str, ...]) -> Status:
+# The VC++ runtime DLLs every python.org CPython 3.5+ ships next to python.exe (vcruntime140_1.dll since
+# 3.8): a DLL that an extension imports from them finds them there (loaded already, or APPLICATION_DIR),
+# as `deps` shows; msvcp140.dll and the rest are not shipped and stay externals.
+PYTHON_SHIPPED_VC = frozenset({"vcruntime140.dll", "vcruntime140_1.dll"})
+
+
+def check_targets(given: str) -> list[str]:
+    """What `check` examines for one argument: a folder's own DLLs and every wheel (.whl) in it (a CI
+    `dlltrace check dist/`), else the argument itself; a folder with neither is a usage error."""
+    if not os.path.isdir(given):
+        return [given]
+    wheels = sorted(os.path.join(given, e) for e in _listdir(os.path.abspath(given)) if e.lower().endswith(".whl"))
+    has_pe = any(fn.lower().endswith((".dll", ".pyd", ".exe")) for _, _, fns in os.walk(given) for fn in fns)
+    out = ([given] if has_pe else []) + wheels
+    if not out:
+        raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check", EXIT_USAGE)
+    return out
+
+
+def _status(cls: DllClass, target: Target, allowed: tuple[str, ...], name: str = "") -> Status:
     if cls.kind == "apiset":
         return "apiset"
     if cls.bundled:
         return "bundled"
     if cls.kind == "windows":
         return "windows"
-    if cls.kind == "python":
+    if cls.kind == "python" or (cls.kind == "vcruntime" and name.lower() in PYTHON_SHIPPED_VC
+                                and target.kind != "file"):
         return "python"
     if cls.kind in allowed:
         return "allowed"

@@ -12,7 +12,7 @@ import sys
 from dlltrace.classify import ALLOWABLE
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 from dlltrace.report.static import check_dict, check_summary, print_check
-from dlltrace.static import check, open_target
+from dlltrace.static import check, check_targets, open_target
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -31,10 +31,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     allow = [a.strip().lower() for s in args.allow for a in s.split(",") if a.strip()]
     results = []
-    for t in args.targets:
-        if t.lower().endswith((".dll", ".pyd", ".exe")):
-            raise DlltraceError(f"{t}: check takes a wheel or a folder (deps explains one DLL)", EXIT_USAGE)
-        results.append(check(open_target(t, python=args.python, use_cache=not args.no_cache), allow))
+    for given in args.targets:
+        if given.lower().endswith((".dll", ".pyd", ".exe")):
+            raise DlltraceError(f"{given}: check takes a wheel or a folder (deps explains one DLL)", EXIT_USAGE)
+        for t in check_targets(given):  # (a folder of wheels: each of them)
+            results.append(check(open_target(t, python=args.python, use_cache=not args.no_cache), allow))
     if args.json:
         doc = check_dict(results[0]) if len(results) == 1 else {
             "schema": "dlltrace-static", "version": 1, "command": "check", "ok": all(r.ok for r in results),
