@@ -426,7 +426,8 @@ def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
 
 
 def test_recorder_keeps_errno_across_dlerror(recorder, tmp_path):
-    """The dlerror() wrapper writes an event; the program's errno is what it was before."""
+    """The dlerror() wrapper writes an event; the program sees the errno it sees untraced (glibc's dlerror
+    sets it itself: 2 here)."""
     (tmp_path / "e.c").write_text(
         "#include <dlfcn.h>\n#include <errno.h>\n#include <stdio.h>\n"
         "int main(void) { void *h = dlopen(\"libdltnope.so\", RTLD_NOW); errno = 1234;\n"
@@ -436,5 +437,5 @@ def test_recorder_keeps_errno_across_dlerror(recorder, tmp_path):
     trace.write_text("")
     plain = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True).stdout
     traced = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, env=traced_env(recorder, trace)).stdout
-    assert plain == traced and plain.startswith("1234 - libdltnope.so: cannot open")
+    assert plain == traced and " - libdltnope.so: cannot open" in plain
     assert any(e["ev"] == "dlerror" for e in events(trace))
