@@ -214,6 +214,17 @@ def test_rule_cuda_major_missing_onnxruntime_for_cuda_13_with_only_cuda_11():
     assert only(t, "driver_too_old").needs_driver == "580"
 
 
+def test_rule_cuda_major_missing_never_offers_the_build_it_already_is():
+    """A CUDA 13 toolkit without cuBLAS (a partial install): the fix is cuBLAS for 13, not "install the
+    onnxruntime-gpu build for CUDA 13", which is the build the user has (review)."""
+    t13 = TK + r"\v13.0"
+    t = table([NVCUDA_560, {"path": t13 + r"\bin\cudart64_13.dll", "version": "6.14.11.13000"}, *ort(13)],
+              path=[t13 + r"\bin"], env={"CUDA_PATH": t13}, folders=[SP + r"\onnxruntime_gpu-1.31.1.dist-info"])
+    m = only(t, "cuda_major_missing")
+    assert (m.dll, m.have) == ("cublasLt64_13.dll", "CUDA 13")
+    assert [f.action for f in m.fixes] == ["install_cuda"]
+
+
 def test_rule_wheel_not_searched():
     wheel = SP + r"\nvidia\cublas\bin"
     t = table([NVCUDA_560, *ort(12), {"path": wheel + r"\cublas64_12.dll"}, {"path": wheel + r"\cublasLt64_12.dll"}],

@@ -403,6 +403,25 @@ def test_check_a_folder_of_wheels_checks_each_and_an_empty_folder_is_a_usage_err
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and "nothing to" in run.stderr, run.stderr
 
 
+def test_a_damaged_wheel_member_is_one_line_saying_the_wheel_is_damaged(tmp_path):
+    """A member whose bytes are damaged (bad CRC, cut short): one line naming the wheel and the member,
+    exit 2, for deps and check alike (it was reported as "access denied")."""
+    w = wheel("cudart12")
+    bad = tmp_path / w.name
+    data = bytearray(w.read_bytes())
+    with zipfile.ZipFile(w) as z:
+        info = next(i for i in z.infolist() if i.filename.lower().endswith("cudart64_12.dll"))
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 5000
+    for i in range(start, start + 2000):
+        data[i] ^= 0x5A
+    bad.write_bytes(bytes(data))
+    for cmd in ("deps", "check"):
+        run = dlltrace(cmd, str(bad), "--no-cache")
+        assert run.returncode == 2, (cmd, run.stdout[-500:], run.stderr)
+        assert run.stderr.count("\n") == 1 and "cudart64_12.dll cannot be read" in run.stderr, run.stderr
+        assert "the wheel is damaged" in run.stderr and "access denied" not in run.stdout + run.stderr
+
+
 def test_ctranslate2_deps_and_check():
     w = wheel("ctranslate2")
     run = dlltrace("deps", str(w), "--only", "_ext.cp311-win_amd64.pyd", "--json")

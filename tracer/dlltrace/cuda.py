@@ -1119,10 +1119,12 @@ def rule_cuda_major_missing(t: CudaTable, files_in) -> list[Mismatch]:
         folders = [f for f, _, _ in _places(t)] + list(t.path) + [fw.folder]
         if any(_has(files_in, f, n) for f in folders for n in names):
             continue
-        have = sorted({f"CUDA {m}" for _, m, _ in _places(t) if m is not None})
+        majors = sorted({m for _, m, _ in _places(t) if m is not None})
+        have = [f"CUDA {m}" for m in majors]
         fixes = [CudaFix("install_cuda", cuda=str(fw.cuda_major), package=_cublas_wheel(fw.cuda_major, t.platform))]
-        if have:
-            fixes.append(CudaFix("other_build", package=fw.name, cuda=have[-1].split()[-1]))
+        others = [m for m in majors if m != fw.cuda_major]  # (a build for the major it has is what it is already)
+        if others:
+            fixes.append(CudaFix("other_build", package=fw.name, cuda=str(others[-1])))
         out.append(Mismatch("cuda_major_missing", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
                             have=", ".join(have) or None, fixes=tuple(fixes)))
     return out

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Union
 
 from dlltrace import winpath
+from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
@@ -277,8 +278,9 @@ def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
             return FileFacts(path=path, pe=hit)
         try:
             data = read_member(wheel, info)
-        except (OSError, ZipError) as exc:  # a damaged member
-            return _facts(path, PEError("unreadable", f"cannot read the wheel member: {exc}"))
+        except (OSError, ZipError) as exc:  # a damaged member: the wheel is corrupt (pip would not install it)
+            raise DlltraceError(f"{os.fspath(wheel)}: its member {info.filename} cannot be read ({exc}): the wheel is "
+                                "damaged; download it again", EXIT_USAGE) from None
         res = pe_facts_from_bytes(data)
         del data
         if isinstance(res, PEFacts):
