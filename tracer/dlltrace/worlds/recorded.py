@@ -102,7 +102,8 @@ def trim_pe(pe: Mapping[str, Any], asked: Asked) -> dict[str, Any]:
     if TRIMMED in pe:
         return dict(pe)
     exports, ordinals = _list(pe, "exports"), _list(pe, "export_ordinals")
-    forwarders = pe.get("forwarders") if isinstance(pe.get("forwarders"), Mapping) else {}
+    raw_forwarders = pe.get("forwarders")
+    forwarders: Mapping[Any, Any] = raw_forwarders if isinstance(raw_forwarders, Mapping) else {}
     out = dict(pe)
     out["exports"] = [n for n in exports if isinstance(n, str) and n in asked.names]
     out["export_ordinals"] = [o for o in ordinals if isinstance(o, int) and o in asked.ordinals]
