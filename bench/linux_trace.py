@@ -23,7 +23,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path

@@ -99,7 +99,6 @@ def _header_check(head: bytes) -> Optional[ELFError]:
 
 
 def read_elf_stream(f: BinaryIO) -> ELFResult:
-    from elftools.common.exceptions import ELFError as PyELFError
     from elftools.elf.dynamic import DynamicSection, DynamicSegment
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection

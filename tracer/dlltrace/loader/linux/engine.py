@@ -19,7 +19,7 @@ from typing import Literal, Optional
 from dlltrace.elf import ELFError, ELFFacts
 from dlltrace.loader.linux import rules
 from dlltrace.loader.linux.rules import DirStatus, LoadedRef, ObjRef
-from dlltrace.model import Candidate, CandidateResult
+from dlltrace.model import Candidate
 from dlltrace.worlds.elf import ELFWorld
 
 ObjKind = Literal["executable", "library", "loaded"]
@@ -410,8 +410,3 @@ class LinuxSimulator:
             other[0] = other[0] or v == "wrong_class"
         found = try_dirs(rules.rule_default_dirs(sysd.system_dirs, nodeflib), "system search path", "")
         return found, other[0]
-
-
-def candidate_result_words(r: CandidateResult) -> str:
-    return {"not_there": "not there", "found": "found", "wrong_machine": "wrong ELF class or machine",
-            "not_pe": "not an ELF file"}.get(r, r)

@@ -52,7 +52,6 @@ WHAT_SER: dict[str, int] = {"RPATH": LA_SER_RUNPATH, "RUNPATH": LA_SER_RUNPATH, 
 # process (glibc sysdeps/generic/unsecvars.h, the ones that change the search)
 UNSECURE_ENVVARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "LD_DEBUG_OUTPUT", "LD_ORIGIN_PATH",
                     "LD_PROFILE", "LD_HWCAP_MASK", "GCONV_PATH", "LOCALDOMAIN", "LD_DYNAMIC_WEAK")
-# folders a secure process trusts for $ORIGIN (the system folders)
 
 
 # --- names -------------------------------------------------------------------------------------------
@@ -335,13 +334,6 @@ def rule_dlopen_flags(flags: int) -> DlopenMode:
     return DlopenMode(noload=bool(flags & RTLD_NOLOAD), now=bool(flags & RTLD_NOW),
                       global_=bool(flags & RTLD_GLOBAL), deepbind=bool(flags & RTLD_DEEPBIND),
                       invalid=not (flags & (RTLD_LAZY | RTLD_NOW)))
-
-
-@dataclass(frozen=True)
-class MissingVersion:
-    version: str
-    needed: str  # the path of the object that lacks it
-    needed_by: str  # the path of the object that needs it
 
 
 def rule_version_needs(facts: ELFFacts, deps: dict[str, Optional[ELFFacts]]) -> Optional[tuple[str, str]]:
