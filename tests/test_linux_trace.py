@@ -439,3 +439,56 @@ def test_recorder_keeps_errno_across_dlerror(recorder, tmp_path):
     traced = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, env=traced_env(recorder, trace)).stdout
     assert plain == traced and " - libdltnope.so: cannot open" in plain
     assert any(e["ev"] == "dlerror" for e in events(trace))
+
+
+TORCH_C = r"""
+#include <Python.h>
+int torch_cuda_init(void);
+static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, "_C", 0, -1, 0};
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }
+int touch(void) { return torch_cuda_init(); }
+"""
+
+
+def test_import_of_a_torch_like_package_names_the_chain_and_the_wheel(recorder, tmp_path, monkeypatch):
+    """A package laid out as torch is (torch/_C.so with DT_RUNPATH $ORIGIN/lib, torch/lib/libtorch_cuda.so
+    needing libcudart.so.12 with DT_RUNPATH $ORIGIN/../../nvidia/cuda_runtime/lib), its nvidia wheel not
+    installed: `import torch` -> torch/_C.so -> libtorch_cuda.so -> libcudart.so.12 not found, in the
+    context of the import, and the fix is nvidia-cuda-runtime-cu12, which torch's RUNPATH finds alone."""
+    import sysconfig
+    from dlltrace.trace import linux
+    from dlltrace.trace.replay_linux import linux_report_dict
+    site = tmp_path / "site"
+    lib = site / "torch" / "lib"
+    lib.mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("from torch import _C\n")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub / "libcudart.so.12"), "-x", "c", "/dev/null",
+                    "-Wl,-soname,libcudart.so.12"], check=True)
+    (tmp_path / "tc.c").write_text("int torch_cuda_init(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libtorch_cuda.so"), str(tmp_path / "tc.c"), f"-L{stub}",
+                    "-Wl,--no-as-needed", "-l:libcudart.so.12", "-Wl,-soname,libtorch_cuda.so",
+                    "-Wl,-rpath,$ORIGIN/../../nvidia/cuda_runtime/lib", "-Wl,--enable-new-dtags"], check=True)
+    (tmp_path / "c.c").write_text(TORCH_C)
+    ext = site / "torch" / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o", str(ext), str(tmp_path / "c.c"),
+                    f"-L{lib}", "-Wl,--no-as-needed", "-ltorch_cuda", "-Wl,-rpath,$ORIGIN/lib", "-Wl,--enable-new-dtags"],
+                   check=True)
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    rc, trace = linux.trace_linux_command([PY, "-c", "import torch"], str(tmp_path / "t.jsonl"))
+    assert rc == 1
+    rep = linux_report_dict(trace.events)
+    f = next(x for x in rep["failed"] if x["name"] == str(ext))
+    assert f["agrees"] and f["origin_kind"] == "python_import" and f["origin_module"].split(".")[0] == "torch"
+    assert f["chain"] == [str(ext), "libtorch_cuda.so", "libcudart.so.12"]
+    assert f["leaf"]["name"] == "libcudart.so.12" and f["leaf"]["parent"] == str(lib / "libtorch_cuda.so")
+    assert f"RUNPATH of {lib / 'libtorch_cuda.so'}" in {c["rule"] for c in f["candidates"]}
+    pkg = next(x for x in f["fixes"] if x["action"] == "install_package")
+    assert pkg["package"] == "nvidia-cuda-runtime-cu12" and pkg["verified"] and not pkg["needs_path"]
+    assert pkg["framework_preloads"] and pkg["folder"] == str(site / "nvidia" / "cuda_runtime" / "lib")
+    # the fix done (a stand-in for the wheel's file where pip puts it): the real import works, as the model said
+    (site / "nvidia" / "cuda_runtime" / "lib").mkdir(parents=True)
+    shutil.copy2(stub / "libcudart.so.12", site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")
+    assert subprocess.run([PY, "-c", "import torch"], env=dict(os.environ, PYTHONPATH=str(site))).returncode == 0

@@ -55,6 +55,7 @@ class RecordedProcess:
     preload: list[str] = field(default_factory=list)
     calls: list[RecordedCall] = field(default_factory=list)
     python: dict[int, dict] = field(default_factory=dict)  # seq -> its py_* event
+    sys_path: list[str] = field(default_factory=list)  # py_env's: where pip would install for this Python
 
 
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
@@ -67,6 +68,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
         p = procs.get(pid)
         if isinstance(ev, str) and ev.startswith("py_") and p is not None and isinstance(e.get("seq"), int):
             p.python[e["seq"]] = e
+            if ev == "py_env" and isinstance(e.get("sys_path"), list):
+                p.sys_path = [str(x) for x in e["sys_path"] if isinstance(x, str) and x]
             continue
         if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
             continue
@@ -183,6 +186,15 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     return call
 
 
+def install_roots(proc: RecordedProcess, requester: str) -> list[str]:
+    """Where pip would put a wheel for the library that needs it: the sys.path entry the requester is under
+    (torch's RUNPATH points into its own site-packages), then the process's other site-packages."""
+    entries = [p.rstrip("/") for p in proc.sys_path if p.startswith("/")]
+    under = [p for p in entries if requester.startswith(p + "/")]
+    rest = [p for p in entries if p not in under and p.endswith(("site-packages", "dist-packages"))]
+    return sorted(under, key=len, reverse=True)[:1] + rest
+
+
 def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[str, str]] = None) -> list[LinuxCall]:
     """One recorded process re-run in the model (env: its environment, or a fix's)."""
     sim = LinuxSimulator(world, LinuxProcess(proc.exe, env=dict(proc.env if env is None else env), audit=proc.audit,
@@ -214,7 +226,8 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                 def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> bool:
                     again = replay_process(proc, world2, env2)
                     return len(again) > i and not again[i].error
-                c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun)
+                c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
+                                  roots=install_roots(proc, c.leaf.parent or "") or None)
         out += calls
     return out
 
