@@ -22,6 +22,7 @@ from dlltrace.model import (
     STATE_OPS,
     WINDOWS_EXTRA_OPS,
     CallResult,
+    OriginKind,
 )
 
 ALL_OPS = LOAD_OPS + STATE_OPS + WINDOWS_EXTRA_OPS + PYTHON_OPS + PYTHON_EXTRA_OPS
@@ -68,6 +69,27 @@ def rule_torch_retry(error: int) -> bool:
     folders in front of PATH, once) only when LoadLibraryExW(dll, 0x1100) failed with 126; any other
     error, or a failed retry, ends the loop (torch raises)."""
     return error == 126
+
+
+def rule_torch_dll_loop_origin(op: str, name: str, flags: int) -> Optional[OriginKind]:
+    """Whether a traced top-level load is one of torch's _load_dll_libraries loop (torch/__init__.py on
+    Windows, torch 1.8 to 2.x: `kernel32.LoadLibraryExW(dll, None, 0x00001100)` for every
+    `torch\\lib\\*.dll`, and `kernel32.LoadLibraryW(dll)` as its retry after a 126): "torch" for the
+    first, "torch_retry" for the retry, None for any other load. A full path to a .dll directly in a
+    folder `torch\\lib`, with that op and those flags. Needed because these are ctypes *function calls*
+    (kernel32's, through ctypes.WinDLL), which raise no audit event: the trace's Python context of such a
+    load is whatever event came last (torch's `import sysconfig`, or its ctypes.CDLL("vcruntime140_1.dll")
+    just before the loop), not `import torch`, which is what the code a fix must run before is."""
+    if not winpath.is_absolute(name) or not name.lower().endswith(".dll"):
+        return None
+    lib = winpath.dirname(name)
+    if winpath.basename(lib).lower() != "lib" or winpath.basename(winpath.dirname(lib)).lower() != "torch":
+        return None
+    if op == "LoadLibraryExW" and flags == TORCH_FLAGS:
+        return "torch"
+    if op == "LoadLibraryW" and flags == 0:
+        return "torch_retry"
+    return None
 
 
 def rule_ctypes_find_library(name: str, path: list[str], is_file) -> Optional[str]:

@@ -12,6 +12,7 @@ import re
 from typing import Literal, Optional
 
 from dlltrace import packages, winpath
+from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.report import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
@@ -89,6 +90,17 @@ def _before(res: CallResult) -> Optional[str]:
     if res.origin_kind == "ctypes":
         return res.origin
     return None
+
+
+def torch_origin(res: CallResult) -> None:
+    """A traced load that is torch's own _load_dll_libraries loop (emulate.python.rule_torch_dll_loop_origin)
+    is said to be made by `import torch` (origin_kind torch / torch_retry), whatever Python event the
+    trace attributed it to: its fixes run before `import torch`, and are re-run as torch makes the load."""
+    if res.origin_kind in TORCH_ORIGINS or res.origin_kind in ("start", "runtime"):
+        return
+    kind = rule_torch_dll_loop_origin(res.op, res.name, res.flags)
+    if kind is not None:
+        res.origin_kind, res.origin, res.origin_module = kind, TORCH_ORIGIN, ""
 
 
 def python_version(process: ProcessState) -> tuple[int, ...]:
@@ -462,6 +474,7 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
 def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
     """Fill found_elsewhere, close_names and fixes of a failed load (in place) and return it."""
     if res.error and res.tree is not None:
+        torch_origin(res)
         res.found_elsewhere = find_elsewhere(res, world, process)
         res.close_names = find_close_names(res, world, process)
         snap = verify.snapshot(process)

