@@ -492,3 +492,32 @@ def test_import_of_a_torch_like_package_names_the_chain_and_the_wheel(recorder, 
     (site / "nvidia" / "cuda_runtime" / "lib").mkdir(parents=True)
     shutil.copy2(stub / "libcudart.so.12", site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")
     assert subprocess.run([PY, "-c", "import torch"], env=dict(os.environ, PYTHONPATH=str(site))).returncode == 0
+
+
+def test_replay_of_a_damaged_trace_never_raises(recorder, tmp_path, monkeypatch):
+    """Events dropped, fields removed or of the wrong type (a trace cut short, edited, from a newer
+    writer): the replay reports what it can and never raises."""
+    import random
+    from dlltrace.trace import linux
+    from dlltrace.trace.replay_linux import linux_report_dict
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    _, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(tmp_path / "t.jsonl"))
+    evs = [dict(e) for e in trace.events]
+    rnd = random.Random(13)
+    for _ in range(25):
+        damaged = []
+        for e in evs:
+            r = rnd.random()
+            if r < 0.1:
+                continue
+            e = dict(e)
+            if r < 0.25 and len(e) > 1:
+                e.pop(rnd.choice(sorted(e)))
+            elif r < 0.35:
+                e[rnd.choice(sorted(e))] = rnd.choice([None, 7, "x", [], {}])
+            damaged.append(e)
+        rep = linux_report_dict(damaged, fixes=False)
+        assert rep["calls"] >= rep["agree"] >= 0
+    # a process whose program is not there (another machine's trace): nothing to replay, no error
+    gone = [dict(e, exe="/nonexistent/python") if e.get("ev") == "audit_start" else e for e in evs]
+    assert linux_report_dict(gone, fixes=False)["calls"] == 0

@@ -58,6 +58,12 @@ class RecordedProcess:
     sys_path: list[str] = field(default_factory=list)  # py_env's: where pip would install for this Python
 
 
+def _s(e: dict, key: str) -> str:
+    """A string field, "" when absent or not a string (a damaged or edited trace)."""
+    v = e.get(key)
+    return v if isinstance(v, str) else ""
+
+
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
     procs: dict[int, RecordedProcess] = {}
     state: dict[int, dict[str, Any]] = {}
@@ -69,16 +75,16 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
         if isinstance(ev, str) and ev.startswith("py_") and p is not None and isinstance(e.get("seq"), int):
             p.python[e["seq"]] = e
             if ev == "py_env" and isinstance(e.get("sys_path"), list):
-                p.sys_path = [str(x) for x in e["sys_path"] if isinstance(x, str) and x]
+                p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
             continue
         if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
             continue
         if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
-            p = procs[pid] = RecordedProcess(pid, exe=str(e.get("exe", "")))
-            if e.get("has_ld_library_path"):
-                p.env["LD_LIBRARY_PATH"] = str(e.get("ld_library_path", ""))
-            p.audit = [a for a in str(e.get("ld_audit", "")).split(":") if a]
-            p.preload = [a for a in str(e.get("ld_preload", "")).replace(" ", ":").split(":") if a]
+            p = procs[pid] = RecordedProcess(pid, exe=_s(e, "exe"))
+            if e.get("has_ld_library_path") is True or e.get("has_ld_library_path") == 1:
+                p.env["LD_LIBRARY_PATH"] = _s(e, "ld_library_path")
+            p.audit = [a for a in _s(e, "ld_audit").split(":") if a]
+            p.preload = [a for a in _s(e, "ld_preload").replace(" ", ":").split(":") if a]
             state[pid] = {"started": False, "adding": set(), "cur": None}
             continue
         if p is None:
@@ -92,14 +98,16 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
         if not st["started"]:
             continue
         if ev == "objopen":
-            st["adding"].add(e.get("path", ""))
+            st["adding"].add(_s(e, "path"))
             if st["cur"] is not None:
-                st["cur"].opened.append(str(e.get("path", "")))
+                st["cur"].opened.append(_s(e, "path"))
         elif ev == "dlerror":
             if st["cur"] is not None and not st["cur"].dlerror:
-                st["cur"].dlerror = str(e.get("text", ""))
+                st["cur"].dlerror = _s(e, "text")
         elif ev == "objsearch":
-            name, flag, by = str(e.get("name", "")), e.get("flag"), str(e.get("by", ""))
+            name, flag, by = _s(e, "name"), _s(e, "flag"), _s(e, "by")
+            if not name:
+                continue
             if flag == "LA_SER_ORIG":
                 if by in st["adding"] and st["cur"] is not None:
                     st["cur"].searches.append((name, []))
@@ -109,7 +117,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                                              ctx=p.python.get(ctx) if isinstance(ctx, int) else None)
                     p.calls.append(st["cur"])
             elif st["cur"] is not None and st["cur"].searches:
-                st["cur"].searches[-1][1].append((name, str(flag)))
+                st["cur"].searches[-1][1].append((name, flag))
     return list(procs.values())
 
 
@@ -164,7 +172,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
                      path=res.path)
     if rc.ctx is not None:
         if rc.ctx.get("ev") == "py_import":
-            call.origin_kind, call.origin_module = "python_import", str(rc.ctx.get("module", ""))
+            call.origin_kind, call.origin_module = "python_import", _s(rc.ctx, "module")
             call.origin = f"import {call.origin_module}"
         elif rc.ctx.get("ev") == "py_dlopen":
             call.origin_kind, call.origin = "ctypes", f"ctypes.CDLL({rc.ctx.get('name')!r})"
@@ -232,11 +240,11 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
     return out
 
 
-def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None) -> dict[str, Any]:
+def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> dict[str, Any]:
     """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
     result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`."""
     from dlltrace.report.render import candidate_dict, fix_dict, node_dict
-    calls = replay_linux(events, world)
+    calls = replay_linux(events, world, fixes)
     failed = [c for c in calls if c.error or c.real_error]
     return {
         "format": "dlltrace-report-linux", "version": 1,

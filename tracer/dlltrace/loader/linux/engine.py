@@ -128,9 +128,9 @@ class LinuxSimulator:
     def start(self) -> DlopenResult:
         """Map the executable and its DT_NEEDED closure (breadth first), then check the versions."""
         facts = self.world.file(self.process.exe)
-        if not isinstance(facts, ELFFacts):
-            raise LoadFailure(f"{self.process.exe}: not an ELF executable", "bad_elf", self.process.exe)
         exe = self.process.exe
+        if not isinstance(facts, ELFFacts):
+            return DlopenResult(exe, 0, error=f"{exe}: cannot execute: not an ELF file here", cause="bad_elf", leaf=exe)
         real = self.world.real_path(exe)  # $ORIGIN of the executable: /proc/self/exe, links resolved
         self.main = LinuxObject(exe, facts, "executable", self.world.file_id(exe), origin=rules.rule_origin(real))
         self.loaded.append(self.main)
