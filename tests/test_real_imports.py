@@ -279,16 +279,19 @@ def test_a_torch_loop_load_attributed_to_the_last_python_event_gets_fixes_before
     torch/__init__.py, before which no user can run anything. They must say "Before `import torch`"."""
     from dlltrace.model import CallResult
     from dlltrace.report.explain import torch_origin
+    from dlltrace.worlds.world import ProcessState
     from simhelp import run
 
     fbgemm = r"C:\venv\Lib\site-packages\torch\lib\fbgemm.dll"
     res = CallResult(index=3, op="LoadLibraryExW", name=fbgemm, flags=0x1100, origin='ctypes.CDLL("vcruntime140_1.dll")',
                      origin_kind="ctypes")
-    torch_origin(res)
+    torch_origin(res, ProcessState(exe=r"C:\\host\\loadhost.exe"))  # (not Python: its own origin)
+    assert res.origin_kind == "ctypes"
+    torch_origin(res, ProcessState(exe=r"C:\\venv\\python.exe", python="3.11.9"))
     assert (res.origin_kind, res.origin) == ("torch", "import torch (_load_dll_libraries)")
     other = CallResult(index=3, op="LoadLibraryExW", name=r"C:\venv\Lib\site-packages\x\a.dll", flags=0x1100,
                        origin='ctypes.CDLL("a.dll")', origin_kind="ctypes")
-    torch_origin(other)
+    torch_origin(other, ProcessState(exe=r"C:\\venv\\python.exe", python="3.11.9"))
     assert other.origin_kind == "ctypes"
     # through the simulator and explain: every fix of the failed torch\lib load runs before `import torch`
     results = run(files=[{"path": fbgemm, "imports": ["libiomp5md.dll"]},

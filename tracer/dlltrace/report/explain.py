@@ -92,12 +92,14 @@ def _before(res: CallResult) -> Optional[str]:
     return None
 
 
-def torch_origin(res: CallResult) -> None:
-    """A traced load that is torch's own _load_dll_libraries loop (emulate.python.rule_torch_dll_loop_origin)
-    is said to be made by `import torch` (origin_kind torch / torch_retry), whatever Python event the
-    trace attributed it to: its fixes run before `import torch`, and are re-run as torch makes the load."""
-    if res.origin_kind in TORCH_ORIGINS or res.origin_kind in ("start", "runtime"):
-        return
+def torch_origin(res: CallResult, process: ProcessState) -> None:
+    """A load a Python process made (its version known: a trace's py_env) that is torch's own
+    _load_dll_libraries loop (emulate.python.rule_torch_dll_loop_origin) is said to be made by `import torch`
+    (origin_kind torch / torch_retry), whatever Python event the trace attributed it to: its fixes run
+    before `import torch`, and are re-run as torch makes the load. (A program that is not Python, loading
+    torch\\lib's DLLs itself, keeps its own origin.)"""
+    if not process.python or res.origin_kind not in ("", "ctypes", "os_add_dll_directory"):
+        return  # (an extension import keeps its own: CPython's import made that load)
     kind = rule_torch_dll_loop_origin(res.op, res.name, res.flags)
     if kind is not None:
         res.origin_kind, res.origin, res.origin_module = kind, TORCH_ORIGIN, ""
@@ -474,7 +476,7 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
 def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
     """Fill found_elsewhere, close_names and fixes of a failed load (in place) and return it."""
     if res.error and res.tree is not None:
-        torch_origin(res)
+        torch_origin(res, process)
         res.found_elsewhere = find_elsewhere(res, world, process)
         res.close_names = find_close_names(res, world, process)
         snap = verify.snapshot(process)
