@@ -521,3 +521,28 @@ def test_replay_of_a_damaged_trace_never_raises(recorder, tmp_path, monkeypatch)
     # a process whose program is not there (another machine's trace): nothing to replay, no error
     gone = [dict(e, exe="/nonexistent/python") if e.get("ev") == "audit_start" else e for e in evs]
     assert linux_report_dict(gone, fixes=False)["calls"] == 0
+
+
+def test_a_trace_reports_the_same_without_the_machine(recorder, tmp_path, monkeypatch):
+    """run appends the facts the replay asked for (elf_system, elf_file); with the layout deleted, the
+    trace's own world gives the same report as the live machine gave."""
+    import json as _json
+    from dlltrace.trace import linux
+    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.worlds.elf import LiveELFWorld
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    pool = kit.build_pool(tmp_path)
+    lay = kit.Layout(0, "hrp", {"d1/libdlta.so": "a41", "d2/libdltc.so": "c0"}, ["d2", "nonexistent"],
+                     [(2, "libdlta.so"), (2, "libdltc.so")])
+    L = kit.place(tmp_path, pool, lay)
+    monkeypatch.setenv("LD_LIBRARY_PATH", ":".join(str(L / d) for d in lay.llp))
+    rc, trace = linux.trace_linux_command(kit.host_argv(L, lay), str(tmp_path / "t.jsonl"))
+    evs = list(trace.events)
+    assert any(e.get("ev") == "elf_system" for e in evs) and any(e.get("ev") == "elf_file" for e in evs)
+    assert not trace.warnings  # (the schema knows the facts' events)
+    live = linux_report_dict([e for e in evs if not str(e.get("ev")).startswith("elf_")], world=LiveELFWorld())
+    shutil.rmtree(L)
+    recorded = linux_report_dict(evs)
+    assert _json.dumps(recorded, sort_keys=True) == _json.dumps(live, sort_keys=True)
+    f = next(x for x in recorded["failed"] if x["name"] == "libdlta.so")
+    assert f["leaf"]["name"] == "libdltb.so" and f["agrees"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -57,6 +58,26 @@ def _prepend(var: Optional[str], lib: str) -> str:
     return lib + (":" + var if var else "")
 
 
+def append_facts(spill: Path) -> None:
+    """The facts a report needs, appended after the program ended: the trace is replayed once in the model
+    against this machine through a RecordingELFWorld, and every answer it got (each file's ELF facts or
+    absence, each folder's existence, ld.so.cache's answers, the machine's ld.so facts, the copies the
+    fixes found) becomes an elf_system / elf_file event, so `report` never reads the disk (and works on
+    another machine). A failure here costs the facts, never the trace."""
+    import json
+
+    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
+    try:
+        rec = RecordingELFWorld(LiveELFWorld())
+        replay_linux(list(read_trace(spill).events), world=rec)
+        with open(spill, "a", encoding="utf-8") as f:
+            for ev in rec.events(os.getpid()):
+                f.write(json.dumps(ev, ensure_ascii=True) + "\n")
+    except Exception as e:  # (the program's trace is kept whatever happens here)
+        print(f"dlltrace: warning: the Linux facts were not appended ({e})", file=sys.stderr)
+
+
 def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None) -> tuple[int, Trace]:
     """Run cmd with the recorder into output (default: launch.default_trace_name; a name ending in .gz is
     written compressed, through its spill file, as on Windows); (its exit code: 128 + N for a signal N,
@@ -84,5 +105,6 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
         rc = subprocess.call(cmd, env=env)
     except OSError as e:
         raise DlltraceError(f"cannot start {first}: {e.strerror or e}", EXIT_NO_COMMAND) from None
+    append_facts(spill)
     where = finish_trace(spill, out)
     return (128 - rc if rc < 0 else rc), read_trace(where)

@@ -5,9 +5,9 @@ recorded_calls(events) cuts each process's events into calls: every search ld.so
 LA_ACT_CONSISTENT) is a top-level call (a dlopen), with the searches of its dependencies after it. The
 startup (everything before the first LA_ACT_CONSISTENT) is the executable's DT_NEEDED closure.
 
-replay_linux(trace) re-runs each process in the model (loader/linux, a LiveELFWorld: the machine the
-report runs on, so a report is right on the machine that recorded it): start, then each top-level call in
-order, dlopen-ed from the object that made it. Each failed call becomes a LinuxCall: the model's leaf
+replay_linux(trace) re-runs each process in the model (loader/linux), in the trace's own world (the
+elf_system / elf_file facts `dlltrace run` appends: RecordedELFWorld) or, for a trace without them, this
+machine (LiveELFWorld): start, then each top-level call in order, dlopen-ed from the object that made it. Each failed call becomes a LinuxCall: the model's leaf
 (model.Node / Leaf / Candidate: every file tried with the rule of its folder: "RUNPATH of /x/_C.so",
 "LD_LIBRARY_PATH", "system search path"), the chain from the call to the leaf, the recorded candidates,
 and whether the model tried the same files in the same order as the real ld.so did (`agrees`).
@@ -26,7 +26,7 @@ from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import LinuxFix, propose
 from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node, OriginKind
-from dlltrace.worlds.elf import ELFWorld, LiveELFWorld
+from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
 
 # the model's causes (DlopenResult.cause) as the report's (model.Cause)
 CAUSES: dict[str, Cause] = {"not_found": "not_found", "wrong_class": "bad_machine", "bad_elf": "not_pe",
@@ -223,9 +223,10 @@ def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[st
 def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> list[LinuxCall]:
     """Every top-level call of every process of a Linux trace, replayed in the model; a call whose leaf was
     not found gets the fixes that make the model load it (each re-run: loader/linux/fixes.py)."""
-    w = world or LiveELFWorld()
+    evs = list(events)
+    w = world or default_world(evs)
     out: list[LinuxCall] = []
-    for proc in recorded_processes(events):
+    for proc in recorded_processes(evs):
         if not proc.exe:
             continue
         calls = replay_process(proc, w)
@@ -238,6 +239,14 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                                   roots=install_roots(proc, c.leaf.parent or "") or None)
         out += calls
     return out
+
+
+def default_world(events: list[dict]) -> ELFWorld:
+    """The trace's own facts (elf_system / elf_file events, appended by `dlltrace run`) when it has them,
+    else this machine."""
+    if any(e.get("ev") == "elf_system" for e in events):
+        return RecordedELFWorld(events)
+    return LiveELFWorld()
 
 
 def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional, Protocol
 
-from dlltrace.elf import ELFFacts, ELFResult, read_elf
+from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
 
 # Debian/Ubuntu x86-64 (glibc's SYSTEM_DIRS as Debian builds it; `ld.so --help` lists them)
 DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib")
@@ -215,3 +215,162 @@ class LiveELFWorld:
 
 def is_elf_facts(r: Optional[ELFResult]) -> bool:
     return isinstance(r, ELFFacts)
+
+
+# --- a trace's world: what the model asked the live machine, recorded, and read back -----------------------
+def facts_dict(r: ELFResult) -> dict:
+    """ELFFacts / ELFError as a trace's elf_file event fields."""
+    if isinstance(r, ELFError):
+        return {"kind": "not_elf", "error": r.kind, "message": r.message}
+    return {"kind": "elf", "elf": {
+        "elf_class": r.elf_class, "machine": r.machine, "elf_type": r.elf_type, "needed": list(r.needed),
+        "rpath": r.rpath, "runpath": r.runpath, "soname": r.soname, "flags_1": r.flags_1, "interp": r.interp,
+        "version_needs": [{"file": n.file, "versions": list(n.versions), "weak": list(n.weak)} for n in r.version_needs],
+        "version_defs": list(r.version_defs)}}
+
+
+def _strs(v: object) -> tuple[str, ...]:
+    return tuple(x for x in v if isinstance(x, str)) if isinstance(v, list) else ()
+
+
+def facts_from_dict(d: dict) -> Optional[ELFResult]:
+    """An elf_file event's fields back as ELFFacts / ELFError (None: missing, or not readable as either)."""
+    if d.get("kind") == "not_elf":
+        return ELFError(str(d.get("error") or "not_elf"), str(d.get("message") or "invalid ELF header"))
+    e = d.get("elf")
+    if d.get("kind") != "elf" or not isinstance(e, dict):
+        return None
+
+    def opt(k: str) -> Optional[str]:
+        v = e.get(k)
+        return v if isinstance(v, str) else None
+    needs = tuple(VersionNeed(str(n.get("file", "")), _strs(n.get("versions")), _strs(n.get("weak")))
+                  for n in e.get("version_needs", []) if isinstance(n, dict)) if isinstance(e.get("version_needs"), list) else ()
+    ec, fl = e.get("elf_class"), e.get("flags_1")
+    return ELFFacts(elf_class=ec if isinstance(ec, int) else 64, machine=str(e.get("machine") or "EM_X86_64"),
+                    elf_type=str(e.get("elf_type") or "ET_DYN"), needed=_strs(e.get("needed")), rpath=opt("rpath"),
+                    runpath=opt("runpath"), soname=opt("soname"), flags_1=fl if isinstance(fl, int) else 0,
+                    version_needs=needs, version_defs=_strs(e.get("version_defs")), interp=opt("interp"))
+
+
+class RecordingELFWorld:
+    """A world that answers from another (the live machine) and keeps every answer, for the trace."""
+
+    def __init__(self, base: ELFWorld) -> None:
+        self.base = base
+        self.system = base.system
+        self.files: dict[str, Optional[ELFResult]] = {}
+        self.dirs: dict[str, bool] = {}
+        self.cache: dict[str, Optional[str]] = {}
+        self.ids: dict[str, str] = {}
+        self.reals: dict[str, str] = {}
+        self.copies: dict[str, list[str]] = {}
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        if path not in self.files:
+            self.files[path] = self.base.file(path)
+        return self.files[path]
+
+    def is_dir(self, path: str) -> bool:
+        if path not in self.dirs:
+            self.dirs[path] = self.base.is_dir(path)
+        return self.dirs[path]
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        if name not in self.cache:
+            self.cache[name] = self.base.cache_lookup(name)
+        return self.cache[name]
+
+    def file_id(self, path: str) -> str:
+        if path not in self.ids:
+            self.ids[path] = self.base.file_id(path)
+        return self.ids[path]
+
+    def real_path(self, path: str) -> str:
+        if path not in self.reals:
+            self.reals[path] = self.base.real_path(path)
+        return self.reals[path]
+
+    def find_copies(self, name: str, roots: list[str]) -> list[str]:
+        from dlltrace.loader.linux.fixes import copies_on_disk
+        key = name + "\0" + "\0".join(roots)
+        if key not in self.copies:
+            self.copies[key] = copies_on_disk(name, roots)
+            for c in self.copies[key]:
+                self.file(c)
+        return self.copies[key]
+
+    def events(self, pid: int) -> list[dict]:
+        """The elf_system and elf_file events (seq 0, tid 0) that let RecordedELFWorld answer the same."""
+        base = {"pid": pid, "tid": 0, "seq": 0, "t": 0}
+        s = self.system
+        out: list[dict] = [dict(base, ev="elf_system", system={
+            "system_dirs": list(s.system_dirs), "hwcaps": list(s.hwcaps), "lib": s.lib, "platform": s.platform,
+            "machine": s.machine, "elf_class": s.elf_class}, cache=self.cache, copies=self.copies,
+            real_paths=self.reals)]
+        for p, r in self.files.items():
+            ev = dict(base, ev="elf_file", path=p, **({"kind": "missing"} if r is None else facts_dict(r)))
+            if p in self.ids:
+                ev["file_id"] = self.ids[p]
+            out.append(ev)
+        for p, there in self.dirs.items():
+            out.append(dict(base, ev="elf_file", path=p, kind="dir" if there else "nodir"))
+        return out
+
+
+class RecordedELFWorld:
+    """The world of a Linux trace: the answers `dlltrace run` recorded (RecordingELFWorld.events) after the
+    program ended, so a report is made without the machine it ran on. What was not recorded is missing."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.system = LinuxSystem()
+        self.files: dict[str, Optional[ELFResult]] = {}
+        self.dirs: dict[str, bool] = {}
+        self.cache: dict[str, Optional[str]] = {}
+        self.ids: dict[str, str] = {}
+        self.reals: dict[str, str] = {}
+        self.copies: dict[str, list[str]] = {}
+        for e in events:
+            if e.get("ev") == "elf_system":
+                sysd = e.get("system") if isinstance(e.get("system"), dict) else {}
+                assert isinstance(sysd, dict)
+                ec = sysd.get("elf_class")
+                self.system = LinuxSystem(system_dirs=_strs(sysd.get("system_dirs")) or DEFAULT_SYSTEM_DIRS,
+                                          hwcaps=_strs(sysd.get("hwcaps")) or ("",),
+                                          lib=str(sysd.get("lib") or "lib"), platform=str(sysd.get("platform") or ""),
+                                          machine=str(sysd.get("machine") or "EM_X86_64"),
+                                          elf_class=ec if isinstance(ec, int) else 64)
+                for k, name in (("cache", "cache"), ("real_paths", "reals")):
+                    v = e.get(k)
+                    if isinstance(v, dict):
+                        getattr(self, name).update({a: b for a, b in v.items() if isinstance(a, str)
+                                                    and (b is None or isinstance(b, str))})
+                c = e.get("copies")
+                if isinstance(c, dict):
+                    self.copies.update({a: list(_strs(b)) for a, b in c.items() if isinstance(a, str)})
+            elif e.get("ev") == "elf_file" and isinstance(e.get("path"), str):
+                p, kind = e["path"], e.get("kind")
+                if kind in ("dir", "nodir"):
+                    self.dirs[p] = kind == "dir"
+                else:
+                    self.files[p] = None if kind == "missing" else facts_from_dict(e)
+                    if isinstance(e.get("file_id"), str):
+                        self.ids[p] = e["file_id"]
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        return self.files.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return self.dirs.get(path, False)
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        return self.cache.get(name)
+
+    def file_id(self, path: str) -> str:
+        return self.ids.get(path, path)
+
+    def real_path(self, path: str) -> str:
+        return self.reals.get(path, path)
+
+    def find_copies(self, name: str, roots: list[str]) -> list[str]:
+        return self.copies.get(name + "\0" + "\0".join(roots), [])

@@ -166,7 +166,8 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     fixes: list[LinuxFix] = []
     roots = site_packages(exe) if roots is None else roots
     old = env.get("LD_LIBRARY_PATH", "")
-    for copy in copies_on_disk(name, roots):
+    finder = getattr(world, "find_copies", None)  # a recorded world answers from the trace
+    for copy in (finder(name, roots) if finder is not None else copies_on_disk(name, roots)):
         folder = posixpath.dirname(copy)
         value = folder + (":" + old if old else "")
         ok = rerun(world, dict(env, LD_LIBRARY_PATH=value))
