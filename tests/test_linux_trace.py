@@ -546,3 +546,18 @@ def test_a_trace_reports_the_same_without_the_machine(recorder, tmp_path, monkey
     assert _json.dumps(recorded, sort_keys=True) == _json.dumps(live, sort_keys=True)
     f = next(x for x in recorded["failed"] if x["name"] == "libdlta.so")
     assert f["leaf"]["name"] == "libdltb.so" and f["agrees"]
+
+
+def test_install_roots_are_site_packages_never_lib_dynload():
+    """ctypes.CDLL's requester is _ctypes.so in lib-dynload: pip would put nvidia-cuda-runtime-cu11 in
+    site-packages, not there (the fix said lib-dynload/nvidia/cuda_runtime/lib)."""
+    from types import SimpleNamespace
+
+    from dlltrace.trace.replay_linux import install_roots
+
+    py = "/opt/py/lib/python3.11"
+    proc = SimpleNamespace(sys_path=[py + ".zip", py, py + "/lib-dynload", py + "/site-packages", "/home/u/.local/lib/python3.11/site-packages"])
+    assert install_roots(proc, py + "/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so") == [
+        py + "/site-packages", "/home/u/.local/lib/python3.11/site-packages"]
+    assert install_roots(proc, "/home/u/.local/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so")[0] == \
+        "/home/u/.local/lib/python3.11/site-packages"

@@ -224,8 +224,12 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
     elif sys.platform == "win32":
         wine = None
         platform_name = "windows"
+    elif sys.platform.startswith("linux"):  # .so loads, with the LD_AUDIT recorder (trace/linux.py)
+        from dlltrace.trace.linux import trace_linux_command
+
+        return trace_linux_command(cmd, output, max_size)
     else:
-        raise DlltraceError("tracing native Linux programs is not supported yet; "
+        raise DlltraceError(f"tracing native programs is not supported on {sys.platform}; "
                             "use --wine to trace a Windows program under Wine", EXIT_UNSUPPORTED)
     first = cmd[0]
     if ("/" in first or (os.sep in first)) and not os.path.exists(first) and not (wine and "\\" in first):

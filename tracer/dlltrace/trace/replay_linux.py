@@ -19,6 +19,8 @@ candidate_dict, the fixes' through fix_dict). Not done: a text form in report/ex
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -197,10 +199,16 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
 def install_roots(proc: RecordedProcess, requester: str) -> list[str]:
     """Where pip would put a wheel for the library that needs it: the sys.path entry the requester is under
     (torch's RUNPATH points into its own site-packages), then the process's other site-packages."""
-    entries = [p.rstrip("/") for p in proc.sys_path if p.startswith("/")]
+    # (never the standard library's own entries, lib-dynload, pythonX.Y, its .zip: pip does not install
+    # there, and ctypes' own _ctypes.so there is the requester of every ctypes.CDLL)
+    entries = [p.rstrip("/") for p in proc.sys_path if p.startswith("/") and not _stdlib_entry(p.rstrip("/"))]
     under = [p for p in entries if requester.startswith(p + "/")]
     rest = [p for p in entries if p not in under and p.endswith(("site-packages", "dist-packages"))]
     return sorted(under, key=len, reverse=True)[:1] + rest
+
+
+def _stdlib_entry(p: str) -> bool:
+    return p.endswith(("/lib-dynload", ".zip")) or re.search(r"/lib(64)?/python\d+\.\d+$", p) is not None
 
 
 def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[str, str]] = None) -> list[LinuxCall]:
