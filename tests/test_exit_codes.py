@@ -120,9 +120,12 @@ def test_no_wine_is_6(dlltrace_cli, tmp_path):
 
 
 @covers("7")
+@pytest.mark.wine  # (it reaches find_wine: DLLTRACE_WINE names a program that is not Wine, never run)
 def test_unsupported_is_7(dlltrace_cli, tmp_path):
-    r = dlltrace_cli("ls", "-l", cwd=tmp_path)  # a native Linux program
-    assert r.returncode == errors.EXIT_UNSUPPORTED and r.stderr.count("\n") == 1
+    # an install with no native shim (a py3-none-any wheel's): past the --wine check, no launcher
+    r = dlltrace_cli("run", "--wine", "--", "x.exe", cwd=tmp_path, DLLTRACE_WINE="/bin/true",
+                     DLLTRACE_BIN=str(tmp_path / "no-bin"))
+    assert r.returncode == errors.EXIT_UNSUPPORTED and r.stderr.count("\n") == 1 and "no native shim" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -139,7 +139,7 @@ def test_holds_a_pipe(tmp_path):
     pytest.param(["run", "--wine", "--", "/no/such/prog.exe"], {}, errors.EXIT_NO_COMMAND,
                  "command not found: /no/such/prog.exe", marks=pytest.mark.wine, id="wine-command-not-found"),
     (["run", "--wine", "--", "x.exe"], {"DLLTRACE_WINE": "/no/wine64"}, errors.EXIT_NO_WINE, "wine64 is not installed"),
-    (["ls", "-l"], {}, errors.EXIT_UNSUPPORTED, "not supported yet"),
+    (["run", "--", "no-such-command-xyz"], {}, errors.EXIT_NO_COMMAND, "command not found: no-such-command-xyz"),
 ])
 def test_bad_input_one_line_and_distinct_code(argv, env, code, text, tmp_path, request, dlltrace_cli):
     if request.node.get_closest_marker("wine"):

@@ -166,7 +166,9 @@ def test_a_crash_mid_run_loses_nothing_in_the_compressed_trace(shim_env, tmp_pat
     shape = lambda t: [(e["ev"], e.get("api"), e.get("name"), e.get("error")) for e in t.events if e["ev"] != "file"]
     assert shape(a) == shape(b) and [ld.error for ld in b.loads()] == [126, 0, 126]
     assert b.exit_code(b.pids[0]) == 0xC0000005
-    assert produce(a, "json").replace("p.jsonl", "X") == produce(b, "json").replace("p.jsonl.gz", "X")
+    facts = lambda t: [(c["name"], c["error"], (c.get("leaf") or {}).get("name"), (c["verdict"] or {}).get("reason"))
+                       for c in json.loads(produce(t, "json"))["calls"]] + [json.loads(produce(t, "json"))["ending"]]
+    assert facts(a) == facts(b) and len(facts(a)) >= 2  # (the two runs' pids differ)
 
 
 @pytest.mark.wine

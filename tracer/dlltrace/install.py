@@ -54,7 +54,7 @@ def native_file(role: str, path: Path) -> NativeFile:
 
 
 def tracing_status() -> TracingStatus:
-    files = (native_file("launcher", launch.BIN / launch.LAUNCHER), native_file("shim", launch.BIN / launch.SHIM))
+    files = (native_file("launcher", launch.bin_dir() / launch.LAUNCHER), native_file("shim", launch.bin_dir() / launch.SHIM))
     platform = "windows" if sys.platform == "win32" else sys.platform
     return TracingStatus(files, platform, None if platform == "windows" else launch.find_wine())
 

@@ -25,7 +25,13 @@ from dlltrace.model import ERROR_TEXT
 from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
 from dlltrace.tracecheck import check_event
 
+# the shim and the launcher: the package's bin/ (the win_amd64 wheel's, or a checkout's built by
+# native/build.sh); DLLTRACE_BIN names another folder (a build of one's own; the tests' missing one)
 BIN = Path(__file__).resolve().parents[1] / "bin"
+
+
+def bin_dir() -> Path:
+    return Path(os.environ["DLLTRACE_BIN"]) if os.environ.get("DLLTRACE_BIN") else BIN
 LAUNCHER = "dlltrace_launch64.exe"
 SHIM = "dlltrace_shim64.dll"
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
@@ -236,8 +242,8 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
     if not wine and not ("/" in first or "\\" in first) and not shutil.which(first):
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
-    launcher = BIN / LAUNCHER
-    if not launcher.is_file() or not (BIN / SHIM).is_file():
+    launcher = bin_dir() / LAUNCHER
+    if not launcher.is_file() or not (bin_dir() / SHIM).is_file():
         raise DlltraceError(f"this install has no native shim ({launcher} missing): install dlltrace's win_amd64 "
                             "wheel, or build it in a checkout (bash native/build.sh)", EXIT_UNSUPPORTED)
 

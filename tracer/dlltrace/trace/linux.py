@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from dlltrace.errors import DlltraceError, EXIT_USAGE
+from dlltrace.errors import EXIT_UNSUPPORTED, EXIT_USAGE, DlltraceError
 from dlltrace.trace.reader import Trace, read_trace
 
 NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
@@ -47,11 +47,12 @@ def recorder_dir() -> Path:
 
 def build_recorder(out: Path) -> None:
     if not (NATIVE / "build.sh").exists():
-        raise DlltraceError(f"the Linux recorder is not built and its source is missing ({NATIVE})", EXIT_USAGE)
+        raise DlltraceError(f"this install has no Linux recorder (bin/linux) and no source to build it from ({NATIVE})",
+                            EXIT_UNSUPPORTED)
     p = subprocess.run(["sh", str(NATIVE / "build.sh"), str(out)], capture_output=True, text=True)
     if p.returncode != 0:
         raise DlltraceError("building the Linux recorder with gcc failed: " + (p.stderr.strip().splitlines() or ["?"])[-1],
-                            EXIT_USAGE)
+                            EXIT_UNSUPPORTED)
 
 
 def _prepend(var: Optional[str], lib: str) -> str:
