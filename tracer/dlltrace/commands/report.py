@@ -62,6 +62,15 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
         trace = redact_trace(trace, red)
     for line in warning_lines(trace):
         print(red.text(line) if red else line, file=sys.stderr)
+    if trace.header.platform == "linux":  # .so loads: the ld.so model (report/linux.py)
+        from dlltrace.report.linux import linux_json, linux_text
+
+        out = linux_json(trace) if args.json else linux_text(trace, md=args.markdown)
+        if getattr(args, "output", None):
+            write_output(args.output, (redact(out, red) if red else out) + "\n")
+        else:
+            print(redact(out, red) if red else out)
+        return EXIT_BAD_TRACE if trace.warnings else 0
     # (a run whose program never ran has no traced process, and its `exit` events say so: reported)
     if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)

@@ -73,5 +73,10 @@ def execute(args: argparse.Namespace) -> int:
     rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
     if args.redact:  # (the summary is then the report of the redacted trace)
         trace = read_trace(redact_in_place(Path(trace.path)))
-    print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
+    if trace.header.platform == "linux":
+        from dlltrace.report.linux import linux_text
+
+        print(linux_text(trace, saved=True), file=sys.stderr)
+    else:
+        print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

@@ -1,0 +1,64 @@
+"""The issue's done-when for Linux, through the commands: `dlltrace run` of a real CPython whose
+ctypes.CDLL('libcudart.so.11.0') fails passes the exit code (1) through, and `dlltrace report` (JSON,
+text, Markdown) names libcudart.so.11.0 as the leaf of the failure the program hit, with every candidate
+folder and its rule; a failure the program went past is listed apart (report/linux.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+def dlltrace(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    return subprocess.run([sys.executable, "-m", "dlltrace", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_run_and_report_name_libcudart_as_the_leaf_with_every_folder_and_its_rule(tmp_path):
+    code = "import ctypes; ctypes.CDLL('libcudart.so.11.0')"
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]  # the program's own exit code
+    assert "OSError: libcudart.so.11.0: cannot open shared object file" in r.stderr  # its own stderr, untouched
+    assert "✗ libcudart.so.11.0 was not found" in r.stderr and "trace saved to t.jsonl" in r.stderr
+    rep = dlltrace("report", "t.jsonl", "--json", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads(rep.stdout)
+    fatal = doc["failed"][doc["fatal"]]
+    assert fatal["leaf"]["name"] == "libcudart.so.11.0" and fatal["leaf"]["cause"] == "not_found"
+    assert fatal["origin"] == "ctypes.CDLL('libcudart.so.11.0')" and fatal["agrees"]
+    cands = fatal["candidates"]
+    assert len(cands) >= 3 and all(c["path"].endswith("/libcudart.so.11.0") and c["rule"] for c in cands)
+    assert [c["path"] for c in cands] == [c["path"] for c in fatal["recorded"]]  # what ld.so really tried
+    assert any(c["rule"] == "system search path" for c in cands)
+    pkgs = [f["package"] for f in fatal["fixes"] if f["action"] == "install_package"]
+    assert pkgs == ["nvidia-cuda-runtime-cu11"]
+    assert all("lib-dynload" not in (f["folder"] or "") for f in fatal["fixes"])
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert text.splitlines()[0].startswith("dlltrace ─ 1 failed load")
+    assert "Where ld.so looked for libcudart.so.11.0:" in text
+    md = dlltrace("report", "t.jsonl", "--markdown", cwd=tmp_path).stdout
+    assert md.startswith("## dlltrace ─ 1 failed load") and "libcudart.so.11.0 was not found" in md
+
+
+def test_a_failure_the_program_went_past_is_not_the_failure(tmp_path):
+    code = ("import ctypes\ntry:\n    ctypes.CDLL('libnope_optional.so.1')\nexcept OSError:\n    pass\n"
+            "ctypes.CDLL('libcudart.so.11.0')")
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 1
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    names = [c["name"] for c in doc["failed"]]
+    assert names == ["libnope_optional.so.1", "libcudart.so.11.0"] and doc["fatal"] == 1
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert "1 the program went past" in text and "  libnope_optional.so.1  (" in text

@@ -1,0 +1,110 @@
+"""The report of a Linux trace (platform "linux": the LD_AUDIT recorder's events, trace/replay_linux.py),
+as text, Markdown and JSON, from the typed replay (LinuxCall: leaf, chain, candidates with their rules,
+what ld.so really tried, fixes re-run through the model).
+
+Which failed call is the failure the program hit (rule_linux_python_exception): the one the Python
+exception the program ended on names (its message holds the leaf's or the call's name, as ctypes'
+`OSError: libcudart.so.11.0: cannot open shared object file` and ImportError's do); the others are
+listed apart as loads the program (or another process of the run: a pyenv shim's bash, a child) went
+past. Without such an exception every failed call is shown, none chosen.
+
+Not yet through report/explained.py (whose words and folder handling are Windows's): a form of its own,
+made of the same typed fields, never of another module's sentences.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from dlltrace.trace.reader import Trace
+from dlltrace.trace.replay_linux import LinuxCall, linux_report_dict, replay_linux
+
+RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong ELF class or machine",
+                "not_pe": "not an ELF file", "already_loaded": "already loaded"}
+
+
+def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
+    out = []
+    for e in trace.of("py_exception"):
+        texts = [str(e.get("message") or "")] + [str(c.get("message") or "") for c in e.get("causes") or []
+                                                 if isinstance(c, dict)]
+        out.append((e.get("pid"), " ".join(texts)))
+    return out
+
+
+def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optional[LinuxCall]:
+    """The last failed call whose name or leaf the program's final Python exception names."""
+    messages = _exception_messages(trace)
+    for c in reversed(calls):
+        names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
+        if any(pid == c.pid and any(n in text for n in names) for pid, text in messages):
+            return c
+    return None
+
+
+def linux_calls(trace: Trace) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
+    """The failed calls of the trace, and the one the program hit (or None)."""
+    failed = [c for c in replay_linux(trace.events) if c.error or c.real_error]
+    return failed, rule_linux_python_exception(failed, trace)
+
+
+def _call_lines(c: LinuxCall, md: bool) -> list[str]:
+    leaf = c.leaf.name if c.leaf else c.name
+    by = f" — it is needed by {c.leaf.parent.rsplit('/', 1)[-1]}" if c.leaf and c.leaf.parent else ""
+    words = {"not_found": "was not found", "bad_machine": "is the wrong ELF class or machine",
+             "not_pe": "is not an ELF file", "missing_export": "lacks a symbol version it needs"}
+    cause = words.get(c.leaf.cause, c.leaf.cause) if c.leaf else "failed"
+    head = f"✗ {leaf} {cause}{by}"
+    origin = c.origin or f"dlopen by {c.by.rsplit('/', 1)[-1] or c.exe}"
+    out = [head, "",
+           f"  {origin}: dlopen({c.name}) → {c.real_error or c.error}"]
+    if len(c.chain) > 1:
+        out.append("  chain: " + " → ".join(x.rsplit("/", 1)[-1] for x in c.chain))
+    cands = c.tree.candidates if c.tree else []
+    if cands:
+        out += ["", f"  Where ld.so looked for {leaf}:"]
+        width = max(len(x.path) for x in cands)
+        for i, x in enumerate(cands, 1):
+            out.append(f"    {i:>2}  {x.path.ljust(width)}  {x.rule}  {RESULT_WORDS.get(x.result, x.result)}")
+    out.append("  The model tried the same files, in the same order, as ld.so did." if c.agrees else
+               "  The model and the real ld.so tried different files (please report this, with the trace).")
+    if c.fixes:
+        out += ["", "  Fix"]
+        for i, f in enumerate(c.fixes, 1):
+            out.append(f"    {i}. {f.words}" + ("" if f.verified else "  (not checked by the model)"))
+            for step in (f.fix.then if f.fix is not None else []):  # (a next step the model found it needs)
+                out.append(f"       then: {step.text}")
+            if f.framework_preloads and (c.origin_module or "").split(".")[0] == "torch":
+                out.append("       (torch preloads this wheel's copy itself: torch/__init__.py)")
+    return out
+
+
+def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
+    failed, fatal = linux_calls(trace)
+    where = f"trace saved to {trace.path}" if saved else trace.path
+    if not failed:
+        return f"dlltrace ─ every load succeeded · {where}"
+    apart = [c for c in failed if fatal is not None and c is not fatal]
+    shown = [fatal] if fatal is not None else failed
+    n = len(shown)
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}" + (
+        f" · {len(apart)} the program went past" if apart else "") + f" · {where}"
+    lines = [f"## {head}" if md else head]
+    for c in shown:
+        lines += [""] + _call_lines(c, md)
+    if apart:
+        lines += ["", "Failed, and the program went past them (not the failure):"]
+        lines += [f"  {c.name}  ({c.exe.rsplit('/', 1)[-1]}, pid {c.pid})  {c.real_error or c.error}" for c in apart]
+    if md:
+        return "\n".join(lines[:1] + ["", "```"] + lines[1:] + ["```"]) + "\n"
+    return "\n".join(lines)
+
+
+def linux_json(trace: Trace) -> str:
+    doc: dict[str, Any] = linux_report_dict(trace.events)
+    failed, fatal = linux_calls(trace)
+    doc["source"] = trace.path
+    doc["fatal"] = None if fatal is None else failed.index(fatal)
+    doc["warnings"] = list(trace.warnings)
+    return json.dumps(doc, indent=2, ensure_ascii=False)
