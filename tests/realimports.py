@@ -388,3 +388,11 @@ def _pinned(package: str) -> Optional[rw.Wheel]:
         if norm(w.dist) == norm(package):
             return w
     return None
+
+
+_WINE_LINE = re.compile(r"^[0-9a-f]{4}:(trace|warn|fixme|err):")
+
+
+def program_output(stderr: str, limit: int = 3000) -> str:
+    """stderr without Wine's debug lines (what the program itself printed), its last `limit` characters."""
+    return "\n".join(x for x in stderr.splitlines() if not _WINE_LINE.match(x))[-limit:]

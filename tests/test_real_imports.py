@@ -80,6 +80,7 @@ class Case:
     went_on: tuple = ()  # failed loads the program went past: the report lists each as went_on
     retried: tuple = ()  # of those, the ones a later load of the same DLL succeeded (verdict retried_ok)
     verified: bool = True  # the first fix is verified by the model (False: the report must say it is not)
+    before: str = ""  # the code the first fix (and its steps) must say it runs before, when it says so
     apply: str = ""  # "" : apply the first fix for real; else why it is not applied here
 
 
@@ -105,14 +106,15 @@ CASES = [
     Case("torch_without_libiomp5md", "libiomp5md.dll removed from torch\\lib: fbgemm.dll needs it; torch retries with "
          "LoadLibraryW after putting its folders on PATH, then raises",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
-         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll"),
+         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch"),
     Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
          "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
          leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False),
     Case("ctranslate2_without_libiomp5md", "libiomp5md.dll removed from ctranslate2's folder (torch's copy is "
          "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
-         exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll"),
+         exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll",
+         before="import ctranslate2"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
@@ -181,9 +183,9 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     # 1. the oracle: plain Wine's loader log and the real Python's own end
     plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
     log = ri.parse_loader_log(plain.stderr)
-    assert plain.returncode == case.exit_code, plain.stderr[-3000:]
+    assert plain.returncode == case.exit_code, ri.program_output(plain.stderr)
     exc = ri.python_exception(plain.stderr)
-    assert (exc[0] if exc else None) == case.exception, plain.stderr[-3000:]
+    assert (exc[0] if exc else None) == case.exception, ri.program_output(plain.stderr)
     missing = log.missing_names()
     if case.leaf:
         assert case.leaf in missing, (log.not_found, "the case is not what it says")
@@ -235,10 +237,10 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     else:
         assert first.get("verified") is not True and "not checked by the model" in first["text"] + \
             ri.report_text(trace), first
-    if torch_case(case):
-        # the fix's code runs before the program's `import torch` (torch's own loop made the load)
+    if case.before:
+        # the fix's code runs before the program's import (the package's own loop made the load)
         befores = [f.get("before") for f in [first, *first.get("then", [])] if f.get("before")]
-        assert all(b == "import torch" for b in befores), befores
+        assert befores and all(b == case.before for b in befores), befores
     if case.apply:  # (said in docs/real-imports.md; the fix is still checked as typed data)
         assert first["action"] == "install_package" and first.get("package") and first.get("path"), first
         return
@@ -257,13 +259,9 @@ def test_a_real_import_under_wine(base, case, tmp_path):
             problems.append(f"{name} mapped from {sorted(p for p in mapped if ri.base(p) == name)}, not {path}")
     if again.returncode != 0:
         problems.append(f"the fixed import exits {again.returncode}: {ri.python_exception(again.stderr)}")
-    assert not problems, (applied.steps, problems, again.stderr[-2000:])
+    assert not problems, (applied.steps, problems, ri.program_output(again.stderr))
     RESULTS[case.name]["fixed"] = True
     print(f"{case.name}: {time.monotonic() - t0:.1f}s; fix: {applied.steps}")
-
-
-def torch_case(case: Case) -> bool:
-    return case.code.startswith("import torch") and bool(case.leaf)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -321,3 +319,27 @@ def test_a_torch_loop_load_attributed_to_the_last_python_event_gets_fixes_before
     assert res.error == 126 and res.leaf is not None and res.leaf.name.lower() == "libiomp5md.dll"
     befores = [f.before for f in res.fixes if f.before] + [s.before for f in res.fixes for s in f.then if s.before]
     assert befores and set(befores) == {"import torch"}, [f.text for f in res.fixes]
+
+
+def test_rule_package_dll_loop():
+    """ctranslate2's __init__ ctypes.CDLLs every DLL of its folder: a fix runs before `import ctranslate2`, not
+    before that ctypes.CDLL (inside the package). What the real `import ctranslate2` without its
+    libiomp5md.dll showed: "Before `ctypes.CDLL(r"...\\ctranslate2\\ctranslate2.dll")`"."""
+    from dlltrace.emulate.python import rule_package_dll_loop as rule
+    from simhelp import run
+
+    sp = r"C:\venv\Lib\site-packages"
+    assert rule("LoadLibraryExW", sp + r"\ctranslate2\ctranslate2.dll", 0x1100) == "ctranslate2"
+    assert rule("LoadLibraryExW", sp + r"\CTranslate2\cudnn64_9.dll", 0x1100) == "ctranslate2"
+    assert rule("LoadLibraryExW", sp + r"\ctranslate2\ctranslate2.dll", 0x1000) is None  # (not CDLL's full-path flags)
+    assert rule("LoadLibraryExW", sp + r"\ctranslate2\sub\x.dll", 0x1100) is None
+    assert rule("LoadLibraryExW", r"C:\build\ctranslate2\ctranslate2.dll", 0x1100) is None  # (not site-packages)
+    assert rule("LoadLibraryExW", sp + r"\onnxruntime\capi\onnxruntime.dll", 0x1100) is None
+    assert rule("LoadLibraryW", sp + r"\ctranslate2\ctranslate2.dll", 0) is None
+    ct2 = sp + r"\ctranslate2\ctranslate2.dll"
+    results = run(files=[{"path": ct2, "imports": ["libiomp5md.dll"]}, {"path": sp + r"\torch\lib\libiomp5md.dll"}],
+                  calls=[{"op": "ctypes_cdll", "name": ct2}], exe=r"C:\venv\python.exe", python="3.11.9")
+    res = results[-1]
+    assert res.error == 126 and res.origin_kind == "ctypes", (res.error, res.origin_kind)
+    befores = [f.before for f in res.fixes if f.before]
+    assert befores and set(befores) == {"import ctranslate2"}, [f.text for f in res.fixes]

@@ -92,6 +92,26 @@ def rule_torch_dll_loop_origin(op: str, name: str, flags: int) -> Optional[Origi
     return None
 
 
+# packages whose __init__ loads every DLL of their own folder with ctypes.CDLL on Windows (folder name -> the
+# package to import): ctranslate2 3.x-4.x (`for library in glob.glob(os.path.join(package_dir, "*.dll")):
+# ctypes.CDLL(library)`, after os.add_dll_directory(package_dir); read from the 4.5.0 and 4.8.5 wheels)
+PACKAGE_DLL_LOOPS = {"ctranslate2": "ctranslate2"}
+
+
+def rule_package_dll_loop(op: str, name: str, flags: int) -> Optional[str]:
+    """The package (PACKAGE_DLL_LOOPS) whose own __init__ made this load, or None: a ctypes.CDLL of a full
+    path (winmode None: LoadLibraryExW with DLL_LOAD_DIR | DEFAULT_DIRS) to a .dll directly in that
+    package's folder in site-packages. The code a fix must run before is then `import <package>`, not the
+    ctypes.CDLL, which is inside the package."""
+    if op != "LoadLibraryExW" or flags != TORCH_FLAGS or not winpath.is_absolute(name) \
+            or not name.lower().endswith(".dll"):
+        return None
+    folder = winpath.dirname(name)
+    if winpath.basename(winpath.dirname(folder)).lower() != "site-packages":
+        return None
+    return PACKAGE_DLL_LOOPS.get(winpath.basename(folder).lower())
+
+
 def rule_ctypes_find_library(name: str, path: list[str], is_file) -> Optional[str]:
     """ctypes.util.find_library(name) on Windows: "c" and "m" give find_msvcrt(), None for every
     Python built with MSVC 14 or later (3.5+: "CRT is no longer directly loadable"); any other name

@@ -12,7 +12,7 @@ import re
 from typing import Literal, Optional
 
 from dlltrace import packages, winpath
-from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
+from dlltrace.emulate.python import TORCH_ORIGIN, rule_package_dll_loop, rule_torch_dll_loop_origin
 from dlltrace.report import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
@@ -88,7 +88,8 @@ def _before(res: CallResult) -> Optional[str]:
     if res.origin_kind == "python_import" and res.origin_module:
         return f"import {res.origin_module}"
     if res.origin_kind == "ctypes":
-        return res.origin
+        package = rule_package_dll_loop(res.op, res.name, res.flags)
+        return f"import {package}" if package else res.origin
     return None
 
 
