@@ -478,3 +478,47 @@ def test_odd_files_never_raise_and_stay_valid(nvcuda, cudart, tk, ort_cuda, cudn
            {"path": root + rf"\bin\cudnn64_{cudnn_n}.dll", "version": cudart, "imports": [imp]},
            {"path": SP + r"\onnxruntime\capi\onnxruntime_providers_cuda.dll", "imports": [imp]}],
           path=[root + r"\bin"], env={"CUDA_PATH": root}, folders=[SP + "\\" + dist + ".dist-info"], texts=texts)
+
+
+def test_report_carries_the_table_of_the_trace():
+    """`dlltrace report --json` has the trace's CUDA table (schemas/cuda-v1.json), null for a trace with
+    nothing of CUDA; text and Markdown add it only when it names a mismatch."""
+    import json as _json
+
+    import jsonschema
+
+    from dlltrace.report.summary import produce
+    from dlltrace.trace.reader import read_trace
+
+    root = Path(__file__).resolve().parent.parent
+    schema = _json.loads((root / "tracer/dlltrace/schemas/cuda-v1.json").read_text())
+    s1 = _json.loads(produce(read_trace(root / "fixtures/traces/s1.jsonl"), "json"))
+    assert s1["cuda"] is not None and s1["cuda"]["mismatches"] == []
+    jsonschema.validate(s1["cuda"], schema)
+    assert _json.loads(produce(read_trace(root / "fixtures/traces/s10.jsonl"), "json"))["cuda"] is None
+    assert "CUDA" not in produce(read_trace(root / "fixtures/traces/s10.jsonl"), "text").split("\n")[-1]
+    assert "CUDA stack" not in produce(read_trace(root / "fixtures/traces/s1.jsonl"), "text")  # (no mismatch)
+
+
+def test_report_shows_the_table_when_the_trace_shows_a_mismatch(tmp_path):
+    """S1's trace with the nvcuda.dll of a 456.71 driver (CUDA 11.1) in its facts: the CUDA 12.1 toolkit
+    it loads cuBLAS from needs a newer driver, said in the text, Markdown and JSON reports."""
+    import json as _json
+
+    from dlltrace.report.summary import produce
+    from dlltrace.trace.reader import read_trace
+
+    root = Path(__file__).resolve().parent.parent
+    lines = (root / "fixtures/traces/s1.jsonl").read_text(encoding="utf-8").splitlines()
+    pe = {"machine": "x64", "is_dll": True, "imports": [], "delay_imports": [], "exports": [], "export_ordinals": [],
+          "forwarders": {}, "dependent_load_flags": 0, "file_version": "27.21.14.5671"}
+    nv = {"ev": "file", "path": "C:\\Windows\\System32\\nvcuda.dll", "kind": "pe", "pe": pe,
+          "pid": _json.loads(lines[1])["pid"], "seq": 0, "tid": 0, "t": 0}
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join([*lines, _json.dumps(nv)]) + "\n", encoding="utf-8")
+    doc = _json.loads(produce(read_trace(p), "json"))
+    kinds = {m["kind"] for m in doc["cuda"]["mismatches"]}
+    assert "driver_too_old" in kinds
+    text = produce(read_trace(p), "text")
+    assert "CUDA stack" in text and "your driver 456.71 supports up to CUDA 11.1" in text
+    assert "update the NVIDIA driver to >= 531.14" in produce(read_trace(p), "markdown")

@@ -7,9 +7,10 @@ import json
 from typing import Optional
 
 from dlltrace.report.analysis import judged_incidents
+from dlltrace.report.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
 from dlltrace.report.json import json_report
 from dlltrace.report.markdown import markdown_report
-from dlltrace.report.explained import Block
+from dlltrace.report.explained import Block, Styled
 from dlltrace.report.text import text_report, text_report_blocks, text_report_lines
 from dlltrace.trace.reader import Progress, Trace, paused_gc, warning_lines
 
@@ -26,11 +27,16 @@ def produce(trace: Trace, fmt: str = "text", everything: bool = False, progress:
     called now and then with (events replayed, events to replay)."""
     with paused_gc():
         replays, incs = judged_incidents(trace, everything, progress)
+        cuda = cuda_table_of_trace(trace)  # (None: nothing of CUDA in the trace)
         if fmt == "json":
-            return json.dumps(json_report(trace, incs, replays), indent=2, ensure_ascii=False)
+            doc = json_report(trace, incs, replays)
+            doc["cuda"] = cuda_dict(cuda) if cuda is not None else None
+            return json.dumps(doc, indent=2, ensure_ascii=False)
         if fmt == "markdown":
-            return markdown_report(trace, incs, replays)
-        return text_report(trace, incs, replays, everything)
+            md = markdown_report(trace, incs, replays)
+            return md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda.mismatches else "")
+        text = text_report(trace, incs, replays, everything)
+        return text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda.mismatches else "")
 
 
 def produce_lines(trace: Trace, everything: bool = False, progress: Optional[Progress] = None) -> list[str]:
@@ -45,4 +51,6 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
     (explained.print_blocks shows each cell in the style of its field)."""
     with paused_gc():
         replays, incs = judged_incidents(trace, everything, progress)
-        return text_report_blocks(trace, incs, replays, everything)
+        blocks = text_report_blocks(trace, incs, replays, everything)
+        cuda = cuda_table_of_trace(trace)  # the CUDA stack table, when it names a mismatch (report/cuda.py)
+        return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda.mismatches else [])
