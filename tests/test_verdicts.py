@@ -333,6 +333,7 @@ def test_rule_cut_by_cap(tmp_path):
     assert [(v.fate, v.reason) for v in by_name["_ext.pyd"]] == [("fatal", "nonzero_exit")]
     text = produce(p)
     assert "whether it failed is not known" in text and "The trace reached its size cap of 1 MB" in text
+    assert "The trace reached its size cap of 1 MB" in produce(p, "markdown")
     rep = produce(p, "json")
     assert rep["capped"]["dropped"] == {"load_end": 1, "probe": 7}
     # without the capped event the same lines read as a process that died inside cut.dll's load

@@ -19,6 +19,7 @@ from dlltrace.report.attach import Attachment, attachment_of, size_text
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
+from dlltrace.report.capped import capped, capped_line
 from dlltrace.report.ending import ending
 from dlltrace.report.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
                                   fate_line, plural, unexplained_exits)
@@ -151,12 +152,15 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     failed.sort(key=lambda i: i.verdict is None or i.verdict.fate != "fatal")  # the failure the program hit first
     apart = [i for i in incs if i.went_on]
     end_words = ending_lines(trace, incs, ending(trace))
+    cap = capped(trace)  # the size cap dropped lines: said with the trace to attach (report/capped.py)
+    cap_words = [visible(capped_line(cap))] if cap is not None else []
     if not failed and not apart and not end_words:
-        return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n"
+        return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
+            f"\n{w}\n" for w in cap_words)
     if not failed and not apart:
-        return f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. " + " ".join(end_words) + "\n"
+        return f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. " + " ".join(end_words + cap_words) + "\n"
     name = attachment_of(trace)
-    tail = [visible(attach_line(name))]
+    tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
     if not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
