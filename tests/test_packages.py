@@ -328,6 +328,8 @@ PINNED = [
     "mkl-2019.0-py2.py3-none-win_amd64.whl",
     "torch-2.5.1-cp311-cp311-win_amd64.whl",
     "torch-2.15.0-cp311-cp311-win_amd64.whl",
+    "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl",
+    "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl",
 ]
 PLACEHOLDERS = [
     "nvidia_cublas_cu13-0.0.0a0-py2.py3-none-any.whl",

@@ -98,6 +98,15 @@ CASES = [
          "import onnxruntime as o, numpy as np; s = o.InferenceSession(r'{MODEL}', providers=['CUDAExecutionProvider', "
          "'CPUExecutionProvider']); print(s.get_providers(), s.run(None, {{'X': np.ones(1, np.float32)}}))",
          went_on=("dxcore.dll", "onnxruntime_providers_cuda.dll", "cublaslt64_13.dll")),
+    Case("onnxruntime_preload_dlls", "onnxruntime.preload_dlls() without CUDA or cuDNN: ctypes.CDLL of each CUDA 13 "
+         "and cuDNN 9 DLL by bare name fails; it prints each and goes on",
+         "import onnxruntime as o; o.preload_dlls(); print('preloaded')",
+         went_on=("cublaslt64_13.dll", "cublas64_13.dll", "cudart64_13.dll", "cufft64_12.dll", "cudnn64_9.dll")),
+    Case("ctranslate2_without_its_dll", "ctranslate2.dll removed: its ctypes.CDLL loop no longer sees it; "
+         "`from ctranslate2._ext import ...` fails (ImportError: DLL load failed while importing _ext)",
+         "import ctranslate2", remove=("Lib/site-packages/ctranslate2/ctranslate2.dll",), exit_code=1,
+         exception="ImportError", leaf="ctranslate2.dll", parent="_ext.cp311-win_amd64.pyd",
+         load="_ext.cp311-win_amd64.pyd", verified=False),
     Case("torch_retry_finds_libiomp5md_on_path", "libiomp5md.dll moved out of torch\\lib into a folder the program "
          "puts on PATH: torch's LoadLibraryExW(fbgemm.dll, 0x1100) fails (PATH is not searched), its LoadLibraryW "
          "retry finds it, torch imports",
@@ -343,3 +352,23 @@ def test_rule_package_dll_loop():
     assert res.error == 126 and res.origin_kind == "ctypes", (res.error, res.origin_kind)
     befores = [f.before for f in res.fixes if f.before]
     assert befores and set(befores) == {"import ctranslate2"}, [f.text for f in res.fixes]
+
+
+@pytest.mark.parametrize("pyd, missing, package", [
+    (r"ctranslate2\_ext.cp311-win_amd64.pyd", "ctranslate2.dll", "ctranslate2"),
+    (r"onnxruntime\capi\onnxruntime_providers_cuda.dll", "onnxruntime_providers_shared.dll", "onnxruntime-gpu"),
+])
+def test_package_itself_ctranslate2_and_onnxruntime(pyd, missing, package):
+    """A DLL of the package itself missing from its folder (the real `import ctranslate2` without
+    ctranslate2.dll: the report said "Find the package that ships ctranslate2.dll and install it"): its first
+    fix reinstalls the package (data/packages.json rows checked against the wheels' file lists)."""
+    from simhelp import run
+
+    sp = r"C:\venv\Lib\site-packages"
+    top = sp + "\\" + pyd
+    res = run(files=[{"path": top, "imports": [missing]}], calls=[{"op": "LoadLibraryExW", "name": top, "flags": 0x1100}],
+              exe=r"C:\venv\python.exe", python="3.11.9")[-1]
+    assert res.error == 126 and res.leaf is not None and res.leaf.name == missing
+    first = res.fixes[0]
+    assert (first.action, first.package) == ("install", package), [(f.action, f.text) for f in res.fixes]
+    assert "itself" in first.text and f"pip install --force-reinstall {package}" in first.text, first.text
