@@ -334,6 +334,9 @@ def test_rule_cut_by_cap(tmp_path):
     text = produce(p)
     assert "whether it failed is not known" in text and "The trace reached its size cap of 1 MB" in text
     assert "The trace reached its size cap of 1 MB" in produce(p, "markdown")
+    assert "lines of it were dropped: its probes are not compared with the model" in text
+    (cut,) = [c for c in produce(p, "json")["calls"] if c["name"].endswith("cut.dll")]
+    assert cut["disagreements"] == []  # (its dropped end read as "the model predicted probes the trace lacks")
     rep = produce(p, "json")
     assert rep["capped"]["dropped"] == {"load_end": 1, "probe": 7}
     # without the capped event the same lines read as a process that died inside cut.dll's load

@@ -111,6 +111,9 @@ def agreement(inc: Incident, k: int) -> str:
     a = inc.attempts[k]
     which = attempt_name(inc, k)
     n = len(a.differences)
+    if a.cut:
+        return (f"The trace reached its size cap while {which} ran, and lines of it were dropped: its probes are "
+                "not compared with the model.")
     if a.load.api == "start" and not n:
         return ("The loader's own probes were not seen (the process ended before dlltrace's shim could start); "
                 "the model gives the same error.")

@@ -19,6 +19,7 @@ from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain
 from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
+from dlltrace.report.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
@@ -74,6 +75,7 @@ class Replayed:
     real_probes: list[str] = field(default_factory=list)
     agreed: int = 0
     differences: list[Difference] = field(default_factory=list)
+    cut: bool = False  # the size cap dropped lines of this load (report/capped.py): its probes not compared
 
     @property
     def not_searched(self) -> str:
@@ -555,11 +557,16 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Opti
     # probes the model expects past the last one seen are missing only if the loader got
     # that far: not for a load that never returned (the process died inside it)
     reached = load.finished and (load.status is not None or bool(real))
-    agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
-    if load.finished and load.error is not None and load.error != res.error:
-        dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
+    cut = cut_by_cap(capped(trace), load)
+    dis: list[Difference]
+    if cut:  # lines of it were dropped by the size cap: what is left cannot be compared with the model
+        agreed, dis = 0, []
+    else:
+        agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
+        if load.finished and load.error is not None and load.error != res.error:
+            dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
     _sync_loaded(sim.process, load, res)
-    return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis)
+    return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
 
 
 def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
