@@ -396,3 +396,18 @@ _WINE_LINE = re.compile(r"^[0-9a-f]{4}:(trace|warn|fixme|err):")
 def program_output(stderr: str, limit: int = 3000) -> str:
     """stderr without Wine's debug lines (what the program itself printed), its last `limit` characters."""
     return "\n".join(x for x in stderr.splitlines() if not _WINE_LINE.match(x))[-limit:]
+
+
+# What a fixed run may still hit that is Wine's, not the fix's: (text the program prints, why). The run got past
+# the DLL (Wine mapped it from where the fix said); what it calls next is not in Wine 8.
+WINE_LIMITS = [
+    ("OMP: System error #120: Call not implemented",
+     "Intel OpenMP 2025 (ctranslate2's libiomp5md.dll, 5.0.2025.910) calls GetNumaNodeProcessorMaskEx when it starts, "
+     "a stub in Wine 8's kernelbase (FALSE, ERROR_CALL_NOT_IMPLEMENTED): it aborts the process (exit 3)"),
+]
+
+
+def wine_limit(stderr: str) -> Optional[str]:
+    """Why a run failed on something Wine 8 lacks (WINE_LIMITS), or None."""
+    out = program_output(stderr, 100000)
+    return next((why for text, why in WINE_LIMITS if text in out), None)
