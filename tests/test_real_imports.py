@@ -81,6 +81,7 @@ class Case:
     retried: tuple = ()  # of those, the ones a later load of the same DLL succeeded (verdict retried_ok)
     verified: bool = True  # the first fix is verified by the model (False: the report must say it is not)
     before: str = ""  # the code the first fix (and its steps) must say it runs before, when it says so
+    origin: tuple = ()  # (origin_kind, origin_module) of the fatal load: what Python code made it
     apply: str = ""  # "" : apply the first fix for real; else why it is not applied here
 
 
@@ -106,7 +107,7 @@ CASES = [
          "`from ctranslate2._ext import ...` fails (ImportError: DLL load failed while importing _ext)",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/ctranslate2.dll",), exit_code=1,
          exception="ImportError", leaf="ctranslate2.dll", parent="_ext.cp311-win_amd64.pyd",
-         load="_ext.cp311-win_amd64.pyd", verified=False),
+         load="_ext.cp311-win_amd64.pyd", verified=False, origin=("python_import", "ctranslate2._ext")),
     Case("torch_retry_finds_libiomp5md_on_path", "libiomp5md.dll moved out of torch\\lib into a folder the program "
          "puts on PATH: torch's LoadLibraryExW(fbgemm.dll, 0x1100) fails (PATH is not searched), its LoadLibraryW "
          "retry finds it, torch imports",
@@ -115,15 +116,15 @@ CASES = [
     Case("torch_without_libiomp5md", "libiomp5md.dll removed from torch\\lib: fbgemm.dll needs it; torch retries with "
          "LoadLibraryW after putting its folders on PATH, then raises",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
-         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch"),
+         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch", origin=("torch_retry", None)),
     Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
          "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
-         leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False),
+         leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False, origin=("torch_retry", None)),
     Case("ctranslate2_without_libiomp5md", "libiomp5md.dll removed from ctranslate2's folder (torch's copy is "
          "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
          exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll",
-         before="import ctranslate2"),
+         before="import ctranslate2", origin=("ctypes", None)),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
@@ -219,6 +220,9 @@ def test_a_real_import_under_wine(base, case, tmp_path):
         assert call["leaf"]["name"].lower() == case.leaf and call["leaf"]["cause"] == "not_found", call["leaf"]
         assert (call["leaf"].get("parent") or "").lower() == case.parent, call["leaf"]
         assert [n.lower() for n in call["chain"]][0] == case.load and call["chain"][-1].lower() == case.leaf
+        if case.origin:  # (the last fatal attempt: torch's retry, after its 0x1100 try, kind "torch")
+            assert (call["origin_kind"], call["origin_module"]) == case.origin, (call["origin"], call["origin_kind"])
+            assert all(c["origin_kind"] == "torch" for c in fatal[:-1]) if case.origin[0] == "torch_retry" else True
         v = call["verdict"]
         assert v["exception"]["type"] == case.exception and v["exit_code"] == case.exit_code, v
         names_it = True
