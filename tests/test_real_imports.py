@@ -117,6 +117,11 @@ CASES = [
          "LoadLibraryW after putting its folders on PATH, then raises",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
          leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch", origin=("torch_retry", None)),
+    Case("torch_without_any_libiomp5md", "libiomp5md.dll removed from torch\\lib and from ctranslate2's folder: no "
+         "copy anywhere; the fix installs intel-openmp (its real wheel: <prefix>\\Library\\bin) and adds that folder",
+         "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll", "Lib/site-packages/ctranslate2/libiomp5md.dll"),
+         exit_code=1, exception="OSError", leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll",
+         before="import torch", origin=("torch_retry", None)),
     Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
          "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
          leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False, origin=("torch_retry", None)),
