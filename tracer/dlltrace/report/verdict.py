@@ -24,7 +24,7 @@ from typing import Iterator, Literal, Optional, Sequence, Union, get_args, overl
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.report.capped import Capped, capped, cut_by_cap
-from dlltrace.trace.replay import Replayed
+from dlltrace.trace.replay import Replayed, Replays
 from dlltrace.trace.reader import Trace
 
 Fate = Literal["fatal", "went_on", "unknown"]
@@ -309,8 +309,9 @@ def judge(trace: Trace, replays: Sequence[Replayed]) -> dict[Key, Verdict]:
     """The verdict of every failed load (and of every load the model alone fails) of every process."""
     out: dict[Key, Verdict] = {}
     by_pid: dict[int, list[int]] = {}
-    for i, r in enumerate(replays):
-        by_pid.setdefault(r.load.pid, []).append(i)
+    pids = replays.pids() if isinstance(replays, Replays) else [r.load.pid for r in replays]
+    for i, pid in enumerate(pids):
+        by_pid.setdefault(pid, []).append(i)
     for pid, places in by_pid.items():
         out.update(judge_process(trace, pid, replays if len(by_pid) == 1 else _Picked(replays, places)))
     return out

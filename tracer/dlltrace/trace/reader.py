@@ -352,10 +352,12 @@ class LazyEvent(Mapping[str, Any]):
         return LazyPe(self._events, self._pos) if k == "pe" and self._events.pe_lazy and isinstance(v, dict) else v
 
     def get(self, k: str, default: Any = None) -> Any:
-        try:
-            return self[k]
-        except KeyError:
+        ev = self._events
+        d = ev._last if ev._last_pos == self._pos else ev.cached(self._pos)
+        if k not in d:
             return default
+        v = d[k]
+        return LazyPe(ev, self._pos) if k == "pe" and ev.pe_lazy and isinstance(v, dict) else v
 
     def __contains__(self, k: object) -> bool:
         return k in self._d()

@@ -380,6 +380,10 @@ class Replays(Sequence[Replayed]):
     def is_light(self, i: int) -> bool:
         return not isinstance(self._items[i], Replayed)
 
+    def pids(self) -> list[int]:
+        """The pid of each load, in order (without making a Replayed of the light ones)."""
+        return [x.load.pid if isinstance(x, Replayed) else x[1] for x in self._items]
+
 
 def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None, light: bool = False,
            progress: Optional[Progress] = None) -> Sequence[Replayed]:
