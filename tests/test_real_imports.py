@@ -75,6 +75,7 @@ class Case:
     swap: str = ""  # a realwheels.WHEELS key: that wheel's package folder replaces the installed one (another version)
     exit_code: int = 0  # what the real Python exits with (plain Wine)
     exception: Optional[str] = None  # the type of the exception it ends on
+    message: str = ""  # a part of its message
     leaf: Optional[str] = None  # the DLL really missing (Wine's "not found"), None: nothing fails the program
     parent: Optional[str] = None  # the DLL that needs it
     load: Optional[str] = None  # the file of the top-level load that failed (the program's own load)
@@ -111,7 +112,8 @@ CASES = [
          load="_ext.cp311-win_amd64.pyd", verified=False, origin=("python_import", "ctranslate2._ext")),
     Case("ctranslate2_450_without_setuptools", "ctranslate2 4.5.0, whose __init__ imports pkg_resources (setuptools, "
          "not installed here) before any DLL: ModuleNotFoundError; no DLL load is the failure",
-         "import ctranslate2", swap="ctranslate2_450", exit_code=1, exception="ModuleNotFoundError"),
+         "import ctranslate2", swap="ctranslate2_450", exit_code=1, exception="ModuleNotFoundError",
+         message="No module named 'pkg_resources'"),
     Case("torch_retry_finds_libiomp5md_on_path", "libiomp5md.dll moved out of torch\\lib into a folder the program "
          "puts on PATH: torch's LoadLibraryExW(fbgemm.dll, 0x1100) fails (PATH is not searched), its LoadLibraryW "
          "retry finds it, torch imports",
@@ -219,6 +221,7 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     assert plain.returncode == case.exit_code, ri.program_output(plain.stderr)
     exc = ri.python_exception(plain.stderr)
     assert (exc[0] if exc else None) == case.exception, ri.program_output(plain.stderr)
+    assert not exc or case.message in exc[1], exc
     missing = log.missing_names()
     if case.leaf:
         assert case.leaf in missing, (log.not_found, "the case is not what it says")
