@@ -256,6 +256,10 @@ def python_exception(stderr: str) -> Optional[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------- running Python under Wine
+DONE = "dlltrace-test: the program ran to its end"
+RERUN: list = []  # runs made again (realimports.run_python): said in the summary line
+
+
 def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug: str = "-all",
                cwd: Optional[Path] = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python.exe -c CODE` of the environment under wine64: plain (winedebug: what Wine logs), or, with
@@ -271,11 +275,19 @@ def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug:
         argv = [sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(traced), "--", str(env.python), "-c", code]
     else:
         argv = [winetools.wine_binary() or "wine64", str(env.python), "-c", code]
+    argv[-1] = code + f"\nprint({DONE!r})"  # (printed when the program's own code ran to its end)
     for attempt in range(3):
         r = subprocess.run(argv, capture_output=True, env=wenv, cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
         err = r.stderr
-        if attempt < 2 and (any(s in err for s in winetools.WINE_START_FAILURES) or b"the program never ran" in err):
-            winetools.WINE_START_RETRIED.append("python.exe -c")
+        started = not (any(s in err for s in winetools.WINE_START_FAILURES) or b"the program never ran" in err)
+        # the program ended as a Python program does: its last line ran, or a traceback, or a known Wine limit.
+        # Anything else (no traceback, no end: the wineserver restarted under it by another test on a shared
+        # machine) says nothing about the program: run again
+        ended = DONE.encode() in r.stdout or b"Traceback (most recent call last)" in err or \
+            wine_limit(err.decode("utf-8", "replace")) is not None
+        if attempt < 2 and not (started and ended):
+            RERUN.append(f"python.exe -c {code[:40]!r}: " + ("Wine did not start it" if not started else
+                                                          f"ended with {r.returncode} and no Python end"))
             continue
         break
     return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode("utf-8", "replace"),

@@ -177,7 +177,8 @@ def _summary(summary):
         f"real imports: {len(RESULTS)} imports under Wine, {sum(r['names'] for r in RESULTS.values())} reports name "
         f"the real missing DLL, {sum(r['fixed'] for r in RESULTS.values())} first fixes applied and the import gets "
         "past it" + (f" ({len(WINE_LIMITED)} then stopped on what Wine 8 lacks: " + "; ".join(WINE_LIMITED) + ")"
-                     if WINE_LIMITED else "")) if RESULTS else ""
+                     if WINE_LIMITED else "") + (f"; {len(ri.RERUN)} runs made again: " + "; ".join(ri.RERUN)
+                                                 if ri.RERUN else "")) if RESULTS else ""
 
 
 def _names(call: dict) -> set:
