@@ -303,6 +303,13 @@ def report_json(trace: Path) -> dict:
     return json.loads(r.stdout)
 
 
+def report_markdown(trace: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "report", "--markdown", str(trace)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
 def report_text(trace: Path) -> str:
     r = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace)], capture_output=True, text=True,
                        timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "COLUMNS": "250"})

@@ -281,6 +281,10 @@ def test_a_real_import_under_wine(base, case, tmp_path):
         # the fix's code runs before the program's import (the package's own loop made the load)
         befores = [f.get("before") for f in [first, *first.get("then", [])] if f.get("before")]
         assert befores and all(b == case.before for b in befores), befores
+        if case.before == "import torch":  # and the Markdown says it as the text does (not a line inside torch)
+            md = ri.report_markdown(trace)
+            assert "while `import torch (_load_dll_libraries)` loaded" in md or "while `import torch` loaded" in md, \
+                [line for line in md.splitlines() if "WinError" in line]
     if case.apply:  # (said in docs/real-imports.md; the fix is still checked as typed data)
         assert first["action"] == "install_package" and first.get("package") and first.get("path"), first
         return

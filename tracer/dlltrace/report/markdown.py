@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlltrace import winpath
-from dlltrace.model import Fix
+from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.report.attach import Attachment, attachment_of, size_text
 from dlltrace.report.analysis import Incident
 from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
@@ -59,7 +59,9 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"{lead} {what} — `{winpath.basename(r.load.name or '?')}` could not start "
                    f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
     else:
-        where = f" while `{as_typed(r.origin)}` loaded" if r.origin else " loading"
+        # (torch's own loop: the model's typed origin, as the text says it: report.explain.torch_origin)
+        origin = r.result.origin if r.result.origin_kind in TORCH_ORIGINS and r.result.origin else r.origin
+        where = f" while `{as_typed(origin)}` loaded" if origin else " loading"
         out.append(f"{lead} {what} — WinError {r.real_error}{where} "
                    f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
     out.append("")
