@@ -67,6 +67,18 @@ class WheelUnavailable(Exception):
     """A wheel is neither cached nor downloadable (no network, no such version...)."""
 
 
+def wheel_or_skip(key: str) -> Path:
+    """The cached real wheel WHEELS[key], fetched when missing; offline a test skips, in CI it fails."""
+    import pytest
+
+    try:
+        return fetch_wheel(WHEELS[key])
+    except WheelUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
+        pytest.skip(f"offline: {e}")
+
+
 def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
     """The cached wheel, downloaded with pip first when it is not there yet."""
     if w.path.is_file():

@@ -309,12 +309,7 @@ def test_a_trace_that_never_touched_the_driver_does_not_say_there_is_none(tmp_pa
 # --- the real wheels: their CUDA read from their files --------------------------------------------------------
 
 def wheel(key: str) -> Path:
-    try:
-        return realwheels.fetch_wheel(realwheels.WHEELS[key])
-    except realwheels.WheelUnavailable as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
-        pytest.skip(f"offline: {e}")
+    return realwheels.wheel_or_skip(key)
 
 
 def place_members(key: str, members: list[str], drive_c: Path) -> None:

@@ -41,12 +41,7 @@ def as_json(run: subprocess.CompletedProcess) -> dict:
 
 
 def wheel(key: str) -> Path:
-    try:
-        return realwheels.fetch_wheel(realwheels.WHEELS[key])
-    except realwheels.WheelUnavailable as e:
-        if os.environ.get("CI"):
-            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
-        pytest.skip(f"offline: {e}")
+    return realwheels.wheel_or_skip(key)
 
 
 # --- small PEs built with mingw -----------------------------------------------------------------------

@@ -16,7 +16,7 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol, TypeVar
 
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
 
@@ -253,6 +253,16 @@ def facts_from_dict(d: dict) -> Optional[ELFResult]:
                     version_needs=needs, version_defs=_strs(e.get("version_defs")), interp=opt("interp"))
 
 
+
+_T = TypeVar("_T")
+
+
+def _noted(table: dict[str, _T], key: str, ask: Callable[[str], _T]) -> _T:
+    """The world's answer for key, asked once and noted in table (what the trace will record)."""
+    if key not in table:
+        table[key] = ask(key)
+    return table[key]
+
 class RecordingELFWorld:
     """A world that answers from another (the live machine) and keeps every answer, for the trace."""
 
@@ -267,29 +277,19 @@ class RecordingELFWorld:
         self.copies: dict[str, list[str]] = {}
 
     def file(self, path: str) -> Optional[ELFResult]:
-        if path not in self.files:
-            self.files[path] = self.base.file(path)
-        return self.files[path]
+        return _noted(self.files, path, self.base.file)
 
     def is_dir(self, path: str) -> bool:
-        if path not in self.dirs:
-            self.dirs[path] = self.base.is_dir(path)
-        return self.dirs[path]
+        return _noted(self.dirs, path, self.base.is_dir)
 
     def cache_lookup(self, name: str) -> Optional[str]:
-        if name not in self.cache:
-            self.cache[name] = self.base.cache_lookup(name)
-        return self.cache[name]
+        return _noted(self.cache, name, self.base.cache_lookup)
 
     def file_id(self, path: str) -> str:
-        if path not in self.ids:
-            self.ids[path] = self.base.file_id(path)
-        return self.ids[path]
+        return _noted(self.ids, path, self.base.file_id)
 
     def real_path(self, path: str) -> str:
-        if path not in self.reals:
-            self.reals[path] = self.base.real_path(path)
-        return self.reals[path]
+        return _noted(self.reals, path, self.base.real_path)
 
     def find_copies(self, name: str, roots: list[str]) -> list[str]:
         from dlltrace.loader.linux.fixes import copies_on_disk
