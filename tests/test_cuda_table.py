@@ -7,17 +7,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import zipfile
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 import realwheels
 from dlltrace import cuda as C
 from dlltrace.cuda import WorldFacts, cuda_table, facts_of_scenario
-from dlltrace.model import FileFacts
 from dlltrace.report.cuda import cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
 from dlltrace.scenario import scenario_from_dict
 from dlltrace.tracecheck import Validator
