@@ -147,6 +147,7 @@ class Load:
 
 
 LOAD_KINDS = ("load_begin", "load_end", "dll_notify", "probe")  # what Trace.loads() is made of
+FILE_PROBE_OPS = ("open", "create", "query")  # the probes that ask about a file (not "section")
 
 # Event kinds a trace has a few of per process: kept parsed. Every other kind (load_begin, load_end,
 # probe, dll_notify, file, py_import, ... : the bulk of a trace) is kept as its line's bytes and
@@ -180,6 +181,8 @@ class Events(Sequence[dict]):
         self._kept: list[dict] = []
         self._by_kind: dict[str, array] = {}
         self._py: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> position of a py_* event (its first)
+        # pid -> (path, NTSTATUS) of its file probes, each pair once, in order (Trace.probe_facts)
+        self._probe_facts: dict[Any, dict[tuple[str, int], None]] = {}
         self._intern: dict[Any, Any] = {}
         self._last_pos = -1
         self._last: dict = {}
@@ -215,6 +218,11 @@ class Events(Sequence[dict]):
         idx.append(pos)
         if kind.startswith("py_"):
             self._py.setdefault((pid, obj.get("seq")), pos)
+        elif kind == "probe" and obj.get("op") in FILE_PROBE_OPS and isinstance(obj.get("path"), str):
+            facts = self._probe_facts.get(pid)
+            if facts is None:
+                facts = self._probe_facts[pid] = {}
+            facts.setdefault((nt_to_win32(obj["path"]), int(obj.get("status") or 0)), None)
 
     def __len__(self) -> int:
         return len(self._kinds)
@@ -285,6 +293,10 @@ class Events(Sequence[dict]):
         for i, k in enumerate(self._kinds):
             if k in wanted and (pid is None or pids[i] == pid):
                 yield self._get(i)
+
+    def probe_facts(self, pid: Any) -> list[tuple[str, int]]:
+        """Trace.probe_facts, gathered while the trace was read."""
+        return list(self._probe_facts.get(pid, ()))
 
     def py_event(self, pid: Any, seq: Any) -> Optional[dict]:
         """The first py_* event of process `pid` with this seq (Trace.context)."""
@@ -454,6 +466,16 @@ class Trace:
         for e in self._kind_index().get(kind, ()):
             if pid is None or e.get("pid") == pid:
                 yield e
+
+    def probe_facts(self, pid: Optional[int]) -> list[tuple[str, int]]:
+        """What process `pid`'s file probes said (FILE_PROBE_OPS): (Win32 path, NTSTATUS), each pair
+        once, in the order first seen (what the recorded world takes from the probes); of a read trace,
+        gathered while it was read (no pass over its probes)."""
+        if isinstance(self.events, Events) and pid is not None:
+            return self.events.probe_facts(pid)
+        pairs = ((nt_to_win32(e["path"]), int(e.get("status") or 0)) for e in self.of("probe", pid=pid)
+                 if e.get("op") in FILE_PROBE_OPS and isinstance(e.get("path"), str))
+        return list(dict.fromkeys(pairs))
 
     def file_events(self) -> Iterator[Mapping[str, Any]]:
         """The `file` events (of every process), in file order; of a read trace, as LazyEvents."""

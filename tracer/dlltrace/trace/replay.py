@@ -23,10 +23,10 @@ from dlltrace.report.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.trace.reader import STARTUP_STATUS, Events, Load, Probe, Progress, Trace, nt_to_win32
+from dlltrace.trace.reader import FILE_PROBE_OPS, STARTUP_STATUS, Events, Load, Probe, Progress, Trace, nt_to_win32
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
-PROBE_OPS = ("open", "create", "query")
+PROBE_OPS = FILE_PROBE_OPS
 
 DifferenceKind = Literal["error", "unexpected_probe", "missing_probe"]
 NT_STATUS_WORDS = {0: "found", 0xC0000034: "not found", 0xC000003A: "path not found", 0xC0000022: "access denied",
@@ -241,8 +241,7 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     pid = trace.pids[0] if pid is None and trace.pids else pid
     system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
-    probes = ((nt_to_win32(e["path"]), int(e.get("status") or 0)) for e in trace.of("probe", pid=pid)
-              if e.get("op") in PROBE_OPS and isinstance(e.get("path"), str))  # (streamed: one parsed at a time)
+    probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
     # (file events as LazyEvents: the world holds each until it is asked for, parsed only then)
     files = cast(Iterable[dict], trace.file_events())  # (a LazyEvent reads as the dict it stands for)
