@@ -15,7 +15,6 @@ import re
 import string
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pytest
 

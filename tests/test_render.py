@@ -15,7 +15,7 @@ import pytest
 from dlltrace import model
 from dlltrace.model import AlsoMissing, CallResult, Candidate, Elsewhere, Fix, Leaf, Node, Outcome
 from dlltrace.report import explained
-from dlltrace.report.explained import block_lines, call_blocks, from_result, print_blocks, style_of
+from dlltrace.report.explained import call_blocks, from_result, print_blocks, style_of
 from dlltrace.report.render import results_dict, text_call
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ import pytest
 import winetools
 from dlltrace import errors
 from dlltrace.commands.run import parse_size
-from dlltrace.report.capped import Capped, capped, capped_line, cut_by_cap
+from dlltrace.report.capped import Capped, capped_line, cut_by_cap
 from dlltrace.report.summary import produce
 from dlltrace.trace import launch
 from dlltrace.trace.reader import Load, read_trace

@@ -22,7 +22,7 @@ import os
 import posixpath
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping, Optional, Protocol

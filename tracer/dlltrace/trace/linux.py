@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from dlltrace.errors import EXIT_UNSUPPORTED, EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.reader import Trace, read_trace
 
 NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
