@@ -34,7 +34,7 @@ from dlltrace.report.markdown import markdown_report
 from dlltrace.report.text import text_report
 from dlltrace.report.summary import produce
 from dlltrace.report.verdict import judge
-from dlltrace.trace.reader import Events, read_trace
+from dlltrace.trace.reader import Events, Trace, read_trace
 from dlltrace.trace.replay import Replays, replay
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,6 +173,11 @@ def test_a_read_trace_keeps_its_bulky_events_as_bytes_and_gives_them_back_whole(
     assert tr.events.nbytes() <= mid_trace.stat().st_size  # (each bulky line once, nothing else)
     assert [dict(e) for e in tr.of("load_end", pid=100)] == [e for e in lines if e["ev"] == "load_end"]
     assert [dict(e) for e in tr.file_events()] == [e for e in lines if e["ev"] == "file"]
+    # the file probes gathered while reading: what a pass over the probes gives, the first time and after
+    as_list = Trace(path=tr.path, header=tr.header, events=lines)
+    assert tr.probe_facts(100) == as_list.probe_facts(100) == tr.probe_facts(100)
+    assert len(tr.probe_facts(100)) == len({(e["path"], e["status"]) for e in lines
+                                            if e["ev"] == "probe" and e["op"] == "open"}) > 500
 
 
 def test_a_load_that_succeeded_is_kept_as_a_few_fields_with_the_same_report(mid_trace):

@@ -183,6 +183,7 @@ class Events(Sequence[dict]):
         self._py: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> position of a py_* event (its first)
         # pid -> (path, NTSTATUS) of its file probes, each pair once, in order (Trace.probe_facts)
         self._probe_facts: dict[Any, dict[tuple[str, int], None]] = {}
+        self._probes_taken: set[Any] = set()
         self._intern: dict[Any, Any] = {}
         self._last_pos = -1
         self._last: dict = {}
@@ -294,9 +295,13 @@ class Events(Sequence[dict]):
             if k in wanted and (pid is None or pids[i] == pid):
                 yield self._get(i)
 
-    def probe_facts(self, pid: Any) -> list[tuple[str, int]]:
-        """Trace.probe_facts, gathered while the trace was read."""
-        return list(self._probe_facts.get(pid, ()))
+    def take_probe_facts(self, pid: Any) -> Optional[list[tuple[str, int]]]:
+        """Trace.probe_facts, gathered while the trace was read, once: let go of when given (the
+        recorded world is built once per process); None when already given."""
+        if pid in self._probes_taken:
+            return None
+        self._probes_taken.add(pid)
+        return list(self._probe_facts.pop(pid, ()))
 
     def py_event(self, pid: Any, seq: Any) -> Optional[dict]:
         """The first py_* event of process `pid` with this seq (Trace.context)."""
@@ -470,9 +475,12 @@ class Trace:
     def probe_facts(self, pid: Optional[int]) -> list[tuple[str, int]]:
         """What process `pid`'s file probes said (FILE_PROBE_OPS): (Win32 path, NTSTATUS), each pair
         once, in the order first seen (what the recorded world takes from the probes); of a read trace,
-        gathered while it was read (no pass over its probes)."""
+        gathered while it was read the first time it is asked for (no pass over its probes), then made
+        again from them."""
         if isinstance(self.events, Events) and pid is not None:
-            return self.events.probe_facts(pid)
+            facts = self.events.take_probe_facts(pid)  # (the first time: then let go of)
+            if facts is not None:
+                return facts
         pairs = ((nt_to_win32(e["path"]), int(e.get("status") or 0)) for e in self.of("probe", pid=pid)
                  if e.get("op") in FILE_PROBE_OPS and isinstance(e.get("path"), str))
         return list(dict.fromkeys(pairs))
