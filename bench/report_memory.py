@@ -19,8 +19,8 @@ Measured (Linux, Python 3.11, a 2-core machine shared with other jobs; baseline 
           465,005 events, 96.0 MB: report 1,342 MB peak, ratio 13.6
   now (Events: bulky lines in zlib blocks; one streaming pass per process; a successful load kept
           as a few fields; path caches cleared every 1,000 loads):
-          93,005 events, 19.0 MB: text 112 MB (ratio 4.2), --json 124 MB (4.9)
-          465,005 events, 96.0 MB: text 414 MB (4.0), --json 467 MB (4.5)
+          93,005 events, 19.0 MB: text 112 MB (ratio 4.2), --json 126 MB (4.9)
+          465,005 events, 96.0 MB: text 416 MB (4.0), --json 466 MB (4.5)
   The aim (2) is not met. What holds the rest, on the 19 MB trace (tracemalloc, after the replay):
   the recorded world's facts of the 19,000 DLLs the replay asked about (PE facts ~16 MB, the strings
   in them ~5 MB) and its index of paths (~8 MB, built from the file events and the probes), the path

@@ -40,12 +40,13 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           parse 0.32 s, report 2.14 s (6.7x), --json 2.31 s. The aim is missed by about 0.15 s.
   streaming (issue 10 item 7: memory; bench/report_memory.py): the events are kept as their lines,
           compressed in blocks, and parsed again when replayed; the replay keeps a successful load as a
-          few fields; the path caches are cleared every 1,000 loads. Peak memory 298 -> 112 MB. Time,
-          measured back to back with the version before (a 2-core machine shared with other jobs, at
-          load 1.6): before parse 0.33 s, report 2.41 s, --json 2.62 s; after parse 0.33 s, report
-          3.44 s, --json 3.63 s (+1.0 s). In CPU time (best of 3) the parts cost about: every bulky
-          event parsed a second time 0.6 s, the zlib blocks 0.2 s, clearing the caches 0.25 s; each
-          of the last two can be traded back for memory (17 MB and 31 MB on this trace).
+          few fields; the path caches are cleared every 1,000 loads; the file probes the recorded world
+          needs are gathered while reading. Peak memory 298 -> 112 MB. Time, measured back to back
+          with the version before, three times (a 2-core machine shared with other jobs): before
+          report 2.31-2.41 s, --json 2.52-2.62 s; after report 3.18-3.80 s, --json 3.32-3.63 s (about
+          +1 s). In CPU time the parts cost about: every bulky event parsed a second time 0.5 s, the
+          zlib blocks 0.2 s, clearing the caches 0.25 s; each of the last two can be traded back for
+          memory (17 MB and 31 MB on this trace).
 """
 
 from __future__ import annotations
