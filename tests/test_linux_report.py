@@ -62,3 +62,28 @@ def test_a_failure_the_program_went_past_is_not_the_failure(tmp_path):
     assert names == ["libnope_optional.so.1", "libcudart.so.11.0"] and doc["fatal"] == 1
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert "1 the program went past" in text and "  libnope_optional.so.1  (" in text
+
+
+def test_deps_of_a_so_lists_every_missing_library(tmp_path):
+    """`dlltrace deps x.so` on Linux: the DT_NEEDED closure through the ld.so model, each missing library
+    (not only the first), exit 1; a .so whose closure loads exits 0."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc -- CI has it")
+        pytest.skip("needs gcc")
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.c").write_text(f"int {name}(void) {{ return 1; }}\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / f"lib{name}.so"), str(tmp_path / f"{name}.c")],
+                       check=True)
+    (tmp_path / "top.c").write_text("int a(void); int b(void); int top(void) { return a() + b(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libtop.so"), str(tmp_path / "top.c"),
+                    f"-L{tmp_path}", "-la", "-lb"], check=True)
+    for name in ("a", "b"):
+        (tmp_path / f"lib{name}.so").unlink()  # both gone: neither on any search path
+    r = dlltrace("deps", str(tmp_path / "libtop.so"), "--json", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(p["name"], p["cause"]) for p in doc["problems"]] == [("liba.so", "not_found"), ("libb.so", "not_found")]
+    assert all(p["candidates"] for p in doc["problems"])
+    ok = dlltrace("deps", "/lib/x86_64-linux-gnu/libc.so.6", cwd=tmp_path)
+    assert ok.returncode == 0 and "no problem" in ok.stdout

@@ -33,7 +33,48 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     out.add_argument("--markdown", action="store_true", help="print Markdown")
 
 
+def is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def execute_elf(args: argparse.Namespace) -> int:
+    """`dlltrace deps x.so`: its DT_NEEDED closure as a plain program's dlopen would load it on this
+    machine, through the ld.so model (loader/linux/static.py), every problem found (not only the first)."""
+    import os
+
+    from dlltrace.loader.linux.static import static_deps
+    from dlltrace.worlds.elf import LiveELFWorld
+
+    path = os.path.abspath(args.target)
+    env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
+    r = static_deps(path, LiveELFWorld(), env)
+    if args.json:
+        doc = {"schema": "dlltrace-static-linux", "version": 1, "command": "deps", "target": args.target,
+               "loaded": r.loaded, "ok": not r.problems,
+               "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
+                             "candidates": list(p.candidates)} for p in r.problems]}
+        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        fence = "```" if args.markdown else ""
+        lines = [f"dlltrace deps {args.target}: " + (f"{len(r.loaded)} objects load, no problem" if not r.problems
+                                                      else f"{len(r.problems)} problem(s)")]
+        for p in r.problems:
+            lines += [f"  ✗ {p.name} ({p.cause}) — needed by {p.needed_by or path}: {p.error}"]
+            lines += [f"      tried {c}" for c in p.candidates]
+        if not r.problems:
+            lines += [f"  {x}" for x in r.loaded]
+        print("\n".join([fence, *lines, fence] if fence else lines))
+    return EXIT_PROBLEMS if r.problems else EXIT_OK
+
+
 def execute(args: argparse.Namespace) -> int:
+    if is_elf(args.target):  # a Linux shared object (.so): the ld.so model
+        return execute_elf(args)
     if args.python is not None and not _python_ok(args.python):
         raise DlltraceError(f"--python {args.python}: give a version like 3.11", EXIT_USAGE)
     target = open_target(args.target, python=args.python, use_cache=not args.no_cache)
