@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import pty
 import select
 import subprocess
 import sys
@@ -250,6 +249,8 @@ def test_another_threads_state_change_during_a_load_waits_for_it(tmp_path):
 def run_on_pty(argv: list[str], stderr_to: Path | None = None) -> tuple[int, bytes, float]:
     """Run argv with stdout (and stderr, unless `stderr_to`) on a pseudo-terminal: (exit code, what the
     terminal got, seconds)."""
+    import pty  # (POSIX only)
+
     master, slave = pty.openpty()
     err = open(stderr_to, "wb") if stderr_to else slave
     t = time.monotonic()
@@ -278,6 +279,10 @@ def run_on_pty(argv: list[str], stderr_to: Path | None = None) -> tuple[int, byt
 BAR = (b"dlltrace: reading the trace", b"dlltrace: replaying the loads")
 
 
+POSIX_ONLY = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals (pty) are POSIX only")
+
+
+@POSIX_ONLY
 def test_a_progress_bar_on_a_terminal_when_the_report_takes_over_a_second(bench_trace):
     code, out, took = run_on_pty([sys.executable, "-m", "dlltrace", "report", str(bench_trace), "--json"])
     assert code == 0 and took > 1.5
@@ -287,6 +292,7 @@ def test_a_progress_bar_on_a_terminal_when_the_report_takes_over_a_second(bench_
     assert body and b"dlltrace: replaying" not in body  # erased before the report is printed (transient)
 
 
+@POSIX_ONLY
 def test_no_progress_bar_on_a_pipe_or_a_file(bench_trace, tmp_path):
     t = time.monotonic()
     r = report_cli(str(bench_trace))
