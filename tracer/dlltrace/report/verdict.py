@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator, Literal, Optional, Sequence, Union, get_args, overload
+from typing import Iterator, Literal, Optional, Sequence, get_args
 
+from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.report.capped import Capped, capped, cut_by_cap
@@ -283,7 +284,7 @@ def judge_process(trace: Trace, pid: int, replays: Sequence[Replayed]) -> dict[K
     return out
 
 
-class _Picked(Sequence[Replayed]):
+class _Picked(MadeSequence[Replayed]):
     """Some of a sequence of replays, by their places in it (one process's, in judge)."""
 
     def __init__(self, base: Sequence[Replayed], places: list[int]):
@@ -292,13 +293,7 @@ class _Picked(Sequence[Replayed]):
     def __len__(self) -> int:
         return len(self.places)
 
-    @overload
-    def __getitem__(self, i: int) -> Replayed: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Replayed]: ...
-    def __getitem__(self, i: Union[int, slice]) -> Union[Replayed, list[Replayed]]:
-        if isinstance(i, slice):
-            return [self.base[j] for j in self.places[i]]
+    def _get(self, i: int) -> Replayed:
         return self.base[self.places[i]]
 
     def __iter__(self) -> Iterator[Replayed]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
 
+from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.tracecheck import check_event
 
@@ -160,7 +161,7 @@ BLOCK = 1 << 18  # bytes of lines compressed together (Events)
 CACHED_BLOCKS = 8  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
 
 
-class Events(Sequence[dict]):
+class Events(MadeSequence[dict]):
     """The events of a read trace, in file order, kept compactly (issue 10 item 7: `report` in at most
     about twice the trace's size): the few events of KEPT_KINDS as dicts, every other one as its line's
     bytes, in blocks of about BLOCK bytes compressed with zlib (level 1: a tenth of the size, 0.1 s
@@ -243,19 +244,6 @@ class Events(Sequence[dict]):
             self._hot_block, self._hot = block, data
         # (a line the reader parsed whole, stripped: the scanner alone, no checks)
         return _scan_once(data[off:off + self._len[i]].decode("utf-8"), 0)[0]
-
-    @overload
-    def __getitem__(self, i: int) -> dict: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[dict]: ...
-    def __getitem__(self, i: Union[int, slice]) -> Union[dict, list[dict]]:
-        if isinstance(i, slice):
-            return [self._get(j) for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError("event index out of range")
-        return self._get(i)
 
     def __iter__(self) -> Iterator[dict]:
         return (self._get(i) for i in range(len(self._kinds)))

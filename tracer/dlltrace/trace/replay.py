@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence, Union, cast, overload
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence, Union, cast
 
+from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain
@@ -321,7 +322,7 @@ def compare(model: list[str], real: list[str], reached: bool = True, statuses: O
     return agreed, out
 
 
-class Replays(Sequence[Replayed]):
+class Replays(MadeSequence[Replayed]):
     """The replayed top-level loads of a trace, in order (replay(..., light=True)): a load the real
     loader and the model both loaded is kept as a few fields (what the verdicts and the counts read:
     its pid, seq, api, name, flags, the path loaded), made a Replayed again when asked for (without
@@ -360,13 +361,7 @@ class Replays(Sequence[Replayed]):
         return Replayed(load=load, result=CallResult(index=index, op=op, name=name or "", flags=flags or 0,
                                                      origin=origin), origin=origin)
 
-    @overload
-    def __getitem__(self, i: int) -> Replayed: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Replayed]: ...
-    def __getitem__(self, i: Union[int, slice]) -> Union[Replayed, list[Replayed]]:
-        if isinstance(i, slice):
-            return [self._made(x) for x in self._items[i]]
+    def _get(self, i: int) -> Replayed:
         return self._made(self._items[i])
 
     def __iter__(self) -> Iterator[Replayed]:
