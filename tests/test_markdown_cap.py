@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,19 +26,8 @@ LIB = APP + "\\lib"
 SYS32 = "C:\\Windows\\System32"
 
 
-def pe(imports=()) -> dict:
-    return {"machine": "x64", "is_dll": True, "imports": [{"dll": i, "names": [], "ordinals": []} for i in imports],
-            "delay_imports": [], "exports": ["f"], "export_ordinals": [], "forwarders": {},
-            "dependent_load_flags": 0, "file_version": None}
-
-
-def letters(i: int) -> str:
-    out = ""
-    while True:
-        i, r = divmod(i, 26)
-        out = chr(97 + r) + out
-        if i == 0:
-            return out
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from report_speed import letters, pe  # noqa: E402  (the big-trace bench's PE facts and distinct names)
 
 
 def dep(i: int) -> str:

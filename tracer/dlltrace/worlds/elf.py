@@ -257,24 +257,31 @@ def facts_from_dict(d: dict) -> Optional[ELFResult]:
 _T = TypeVar("_T")
 
 
-def _noted(table: dict[str, _T], key: str, ask: Callable[[str], _T]) -> _T:
-    """The world's answer for key, asked once and noted in table (what the trace will record)."""
-    if key not in table:
-        table[key] = ask(key)
-    return table[key]
+class _Answers:
+    """The answers a recording world notes and a recorded world gives back, one table per question."""
 
-class RecordingELFWorld:
-    """A world that answers from another (the live machine) and keeps every answer, for the trace."""
-
-    def __init__(self, base: ELFWorld) -> None:
-        self.base = base
-        self.system = base.system
+    def __init__(self) -> None:
         self.files: dict[str, Optional[ELFResult]] = {}
         self.dirs: dict[str, bool] = {}
         self.cache: dict[str, Optional[str]] = {}
         self.ids: dict[str, str] = {}
         self.reals: dict[str, str] = {}
         self.copies: dict[str, list[str]] = {}
+
+
+def _noted(table: dict[str, _T], key: str, ask: Callable[[str], _T]) -> _T:
+    """The world's answer for key, asked once and noted in table (what the trace will record)."""
+    if key not in table:
+        table[key] = ask(key)
+    return table[key]
+
+class RecordingELFWorld(_Answers):
+    """A world that answers from another (the live machine) and keeps every answer, for the trace."""
+
+    def __init__(self, base: ELFWorld) -> None:
+        self.base = base
+        self.system = base.system
+        _Answers.__init__(self)
 
     def file(self, path: str) -> Optional[ELFResult]:
         return _noted(self.files, path, self.base.file)
@@ -318,18 +325,13 @@ class RecordingELFWorld:
         return out
 
 
-class RecordedELFWorld:
+class RecordedELFWorld(_Answers):
     """The world of a Linux trace: the answers `dlltrace run` recorded (RecordingELFWorld.events) after the
     program ended, so a report is made without the machine it ran on. What was not recorded is missing."""
 
     def __init__(self, events: list[dict]) -> None:
         self.system = LinuxSystem()
-        self.files: dict[str, Optional[ELFResult]] = {}
-        self.dirs: dict[str, bool] = {}
-        self.cache: dict[str, Optional[str]] = {}
-        self.ids: dict[str, str] = {}
-        self.reals: dict[str, str] = {}
-        self.copies: dict[str, list[str]] = {}
+        _Answers.__init__(self)
         for e in events:
             if e.get("ev") == "elf_system":
                 sysd = e.get("system") if isinstance(e.get("system"), dict) else {}
