@@ -33,6 +33,7 @@ except ImportError:  # an older setuptools with the wheel package (pyproject.tom
 HERE = Path(__file__).resolve().parent
 PLATFORMS = ("win_amd64", "any")
 BINARIES = ("dlltrace_shim64.dll", "dlltrace_launch64.exe")  # what native/build.sh makes
+AUDIT_SOURCES = ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c")  # the Linux recorder (native/audit)
 CC64 = "x86_64-w64-mingw32-gcc"
 
 
@@ -59,6 +60,13 @@ class BuildPy(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install uses the tree's tracer/dlltrace/bin/ (native/build.sh): left alone
+        # the Linux recorder's sources (native/audit), in every wheel: an installed dlltrace builds the recorder
+        # with the system gcc on first use on Linux (trace/linux.py), as a checkout's tools/setup.sh does
+        audit = Path(self.build_lib) / "dlltrace" / "native" / "audit"
+        shutil.rmtree(audit, ignore_errors=True)
+        audit.mkdir(parents=True)
+        for src in AUDIT_SOURCES:
+            shutil.copy2(HERE / "native" / "audit" / src, audit / src)
         out = Path(self.build_lib) / "dlltrace" / "bin"
         shutil.rmtree(out, ignore_errors=True)  # (a file the tree or an earlier build left there never ships)
         if wheel_platform() == "win_amd64":
@@ -75,7 +83,9 @@ class BuildPy(build_py):
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         out = Path(self.build_lib) / "dlltrace" / "bin"
+        audit = Path(self.build_lib) / "dlltrace" / "native" / "audit"
         extra = [str(out / n) for n in BINARIES if (out / n).is_file()]
+        extra += [str(audit / n) for n in AUDIT_SOURCES if (audit / n).is_file()]
         return [*super().get_outputs(include_bytecode), *extra]
 
 

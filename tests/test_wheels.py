@@ -121,6 +121,28 @@ def test_wheel_file_lists(dist):
     tree = {p.relative_to(ROOT / "tracer").as_posix() for p in (ROOT / "tracer" / "dlltrace").rglob("*.py")}
     assert tree <= any_
     assert not [n for n in any_ if n.endswith((".pyc", ".dll", ".exe", ".so"))]
+    # the Linux recorder's sources, which an installed dlltrace builds with gcc on first use (trace/linux.py)
+    audit = {f"dlltrace/native/audit/{n}" for n in ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c")}
+    assert audit <= any_ and {n for n in any_ if n.startswith("dlltrace/native/")} == audit
+
+
+def test_an_installed_wheel_traces_on_linux(dist, tmp_path):
+    """The any wheel unpacked alone (no checkout): `dlltrace run` on Linux builds the recorder from the
+    wheel's own copy of native/audit into the cache and traces a failing ctypes.CDLL (exit 1 passed on)."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc -- CI has it")
+        pytest.skip("needs gcc")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(dist / ANY) as z:
+        z.extractall(site)
+    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    code = "import ctypes; ctypes.CDLL('libnope_from_wheel.so.3')"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl", "--", sys.executable, "-c", code],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "✗ libnope_from_wheel.so.3 was not found" in r.stderr
+    assert (tmp_path / "cache" / "dlltrace" / "linux" / "libdlltrace_audit.so").is_file()  # built from the wheel
 
 
 def test_win_wheel_binaries_are_x64_pe_with_the_shim_api(dist, tmp_path):

@@ -27,7 +27,10 @@ from typing import Optional
 from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.reader import Trace, read_trace
 
-NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
+# the recorder's sources: a checkout's native/audit, else the copy every wheel carries (setup.py)
+_CHECKOUT_NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
+NATIVE = _CHECKOUT_NATIVE if (_CHECKOUT_NATIVE / "build.sh").is_file() else \
+    Path(__file__).resolve().parents[1] / "native" / "audit"
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 AUDIT_LIB = "libdlltrace_audit.so"
 PRELOAD_LIB = "libdlltrace_preload.so"
