@@ -65,7 +65,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 from dlltrace.report.summary import produce  # noqa: E402
 from dlltrace.trace.reader import freeze_after_pauses, read_trace  # noqa: E402
 
-freeze_after_pauses()  # as the `dlltrace` command does (cli.entry)
 
 APP = "C:\\app"
 LIB = APP + "\\lib"
@@ -167,6 +166,8 @@ def best_of(fn, repeat: int) -> float:
 
 
 def main() -> int:
+    freeze_after_pauses()  # as the `dlltrace` command does (cli.entry); in main: importing this module
+    # for its generator (tests/test_markdown_cap.py, bench/report_memory.py) must not freeze a caller's objects
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)

@@ -87,3 +87,70 @@ def test_deps_of_a_so_lists_every_missing_library(tmp_path):
     assert all(p["candidates"] for p in doc["problems"])
     ok = dlltrace("deps", "/lib/x86_64-linux-gnu/libc.so.6", cwd=tmp_path)
     assert ok.returncode == 0 and "no problem" in ok.stdout
+
+
+def test_a_failed_dlsym_is_not_a_failed_load(tmp_path):
+    """hasattr() of a ctypes library for an optional function: dlsym fails and sets dlerror, the load
+    itself worked (the report said "✗ libuuid.so.1 failed ... undefined symbol")."""
+    lib = "libc.so.6"
+    code = f"import ctypes; lib = ctypes.CDLL('{lib}'); print(hasattr(lib, 'no_such_function_xyz'))"
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-1500:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert [c["name"] for c in doc["failed"]] == [], doc["failed"]
+
+
+def test_a_forked_child_s_failed_load_is_reported(tmp_path):
+    """os.fork() (multiprocessing's default start on Linux) writes no audit_start: the child is its
+    parent's copy (the preload library's fork event), and its failed load is in the report."""
+    prog = tmp_path / "fk.py"
+    prog.write_text("import ctypes, os, sys\npid = os.fork()\nif pid == 0:\n    ctypes.CDLL('libchildnope.so.2')\n"
+                    "    os._exit(0)\n_, st = os.waitpid(pid, 0)\nsys.exit(1 if st else 0)\n")
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, str(prog), cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-1500:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert [c["name"] for c in doc["failed"]] == ["libchildnope.so.2"] and doc["fatal"] == 0  # (its exception names it)
+
+
+def test_a_run_that_exits_0_went_past_every_failed_load(tmp_path):
+    code = "import ctypes\ntry:\n    ctypes.CDLL('libnope_optional.so.1')\nexcept OSError:\n    pass\n"
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.splitlines()[-3].startswith("dlltrace ─ 0 failed loads · 1 the program went past") or \
+        "dlltrace ─ 0 failed loads · 1 the program went past" in r.stderr, r.stderr
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert doc["exit_code"] == 0 and doc["fatal"] is None and doc["went_on"] == [0]
+
+
+def test_ctrl_c_finishes_the_compressed_trace(tmp_path):
+    """Ctrl-C (SIGINT to dlltrace run and the program, as a terminal sends it): the .gz is written, the
+    spill gone, exit 130, and the trace reads."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    p = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl.gz", "--", sys.executable, "-c",
+                          "import ctypes, time; ctypes.CDLL('libnope_before.so.1') if 0 else None; time.sleep(30)"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(3)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err[-1500:]
+    assert (tmp_path / "t.jsonl.gz").is_file() and not (tmp_path / "t.jsonl.gz.part").exists()
+    rep = dlltrace("report", "t.jsonl.gz", "--json", cwd=tmp_path)
+    assert rep.returncode == 0 and json.loads(rep.stdout)["failed"] == []
+
+
+def test_report_of_a_linux_trace_with_no_process_is_exit_3(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"format": "dlltrace-trace", "version": 1, "platform": "linux"}\n')
+    r = dlltrace("report", "t.jsonl", cwd=tmp_path)
+    assert r.returncode == 3 and "holds no traced process" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_deps_of_a_so_cut_short_is_cannot_read_file_data(tmp_path):
+    (tmp_path / "cut.so").write_bytes((Path("/bin/ls")).read_bytes()[:100])
+    r = dlltrace("deps", str(tmp_path / "cut.so"), "--json", cwd=tmp_path)
+    assert r.returncode == 1
+    (p,) = json.loads(r.stdout)["problems"]
+    assert "cannot read file data" in p["error"]

@@ -34,10 +34,17 @@ static char *(*real_dlerror)(void);
 
 /* resolved when the library loads: a dlsym call made inside dlerror would clear the very error the
    program is asking for (dlsym resets the thread's dlerror state) */
+static long long emit(const char *ev, const char *fields, const char *text);
+
 static void forked_child(void) {
     atomic_store(&dlltrace_linux_seq, 0); /* a forked child numbers its events from 1 */
     for (unsigned i = 0; i < CTX_SLOTS; i++) atomic_store(&dlltrace_linux_ctx_table[i].tid, 0);
     /* (the forking thread's context is its own again when its Python code next sets one) */
+    /* a fork starts no program, so the audit library writes no audit_start for it: this says whose copy
+       the child is (the replay starts it as its parent's process: trace/replay_linux.py) */
+    char f[48];
+    snprintf(f, sizeof f, "\"ppid\":%d", (int)getppid());
+    emit("fork", f, NULL);
 }
 
 __attribute__((constructor)) static void init(void) {

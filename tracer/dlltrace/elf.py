@@ -111,6 +111,9 @@ def read_elf_stream(f: BinaryIO) -> ELFResult:
     raw_class = {1: ELFCLASS32, 2: ELFCLASS64}.get(head[4])
     if raw_class is None:
         return ELFError("not_elf", ELF_ERROR_TEXT["not_elf"])
+    cut = _program_headers_cut(f, head, raw_class)
+    if cut is not None:
+        return cut
     try:
         elf = ELFFile(f)
         needed: list[str] = []
@@ -159,6 +162,28 @@ def read_elf_stream(f: BinaryIO) -> ELFResult:
         # ld.so reads the identification and e_machine first: a file of the other class is skipped for that
         # alone, whatever follows (a 64-bit file with EI_CLASS patched to 32 is "wrong ELF class")
         return ELFFacts(elf_class=raw_class, machine=_raw_machine(head, raw_class))
+
+
+def _program_headers_cut(f: BinaryIO, head: bytes, elf_class: int) -> Optional[ELFError]:
+    """ld.so reads the program headers (e_phoff, e_phnum x e_phentsize) before anything else: a file that
+    ends before them is "cannot read file data" (a copy cut short), whatever pyelftools makes of it."""
+    import struct
+
+    little = head[5] != 2
+    try:
+        if elf_class == ELFCLASS64:
+            phoff, = struct.unpack_from("<Q" if little else ">Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH" if little else ">HH", head, 54)
+        else:
+            phoff, = struct.unpack_from("<I" if little else ">I", head, 28)
+            phentsize, phnum = struct.unpack_from("<HH" if little else ">HH", head, 42)
+    except struct.error:
+        return ELFError("truncated", ELF_ERROR_TEXT["truncated"])
+    size = f.seek(0, 2)
+    f.seek(0)
+    if phoff + phentsize * phnum > size:
+        return ELFError("unreadable", ELF_ERROR_TEXT["unreadable"])
+    return None
 
 
 _EM_NAMES = {3: "EM_386", 62: "EM_X86_64", 183: "EM_AARCH64", 40: "EM_ARM", 243: "EM_RISCV", 8: "EM_MIPS",

@@ -110,7 +110,8 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         world = StaticWorld(system, files, py, system_world=live)
         return Target(given, "folder", world, files, root, py, "x64")
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
-        raise DlltraceError(f"{given}: not a .whl, a folder or a .dll/.pyd/.exe", EXIT_USAGE)
+        raise DlltraceError(f"{given}: not a .whl, a folder, a .dll/.pyd/.exe or an ELF shared object (.so)",
+                            EXIT_USAGE)
     host = os.path.abspath(given)
     folder = os.path.dirname(host)
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")

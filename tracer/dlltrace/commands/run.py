@@ -70,6 +70,9 @@ def command_of(args: argparse.Namespace) -> list[str]:
 def execute(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
+    if args.max_size is not None and not args.wine and sys.platform.startswith("linux"):
+        print("dlltrace: warning: --max-size is not enforced on Linux yet (the LD_AUDIT recorder has no cap)",
+              file=sys.stderr)
     rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
     if args.redact:  # (the summary is then the report of the redacted trace)
         trace = read_trace(redact_in_place(Path(trace.path)))

@@ -43,10 +43,31 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optiona
     return None
 
 
+def linux_exit_code(trace: Trace) -> Optional[int]:
+    """The program's exit code, as `dlltrace run` recorded it (None: not recorded, or a signal)."""
+    e = next(trace.of("exit"), None)
+    code = e.get("code") if e else None
+    return code if isinstance(code, int) else None
+
+
 def linux_calls(trace: Trace) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
     """The failed calls of the trace, and the one the program hit (or None)."""
     failed = [c for c in replay_linux(trace.events) if c.error or c.real_error]
     return failed, rule_linux_python_exception(failed, trace)
+
+
+def rule_linux_exit_zero(trace: Trace) -> bool:
+    """The program exited with 0: every failed call was one it went past (a probe for an optional
+    library, a pyenv shim's bash trying its .dylib)."""
+    return linux_exit_code(trace) == 0
+
+
+def linux_verdicts(trace: Trace) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
+    """(the failed calls, the one the program hit or None, those it went past)."""
+    failed, fatal = linux_calls(trace)
+    if fatal is None and rule_linux_exit_zero(trace):
+        return failed, None, list(failed)
+    return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
 
 
 def _call_lines(c: LinuxCall, md: bool) -> list[str]:
@@ -81,12 +102,11 @@ def _call_lines(c: LinuxCall, md: bool) -> list[str]:
 
 
 def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
-    failed, fatal = linux_calls(trace)
+    failed, fatal, apart = linux_verdicts(trace)
     where = f"trace saved to {trace.path}" if saved else trace.path
     if not failed:
         return f"dlltrace ─ every load succeeded · {where}"
-    apart = [c for c in failed if fatal is not None and c is not fatal]
-    shown = [fatal] if fatal is not None else failed
+    shown = [c for c in failed if not any(c is a for a in apart)]
     n = len(shown)
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}" + (
         f" · {len(apart)} the program went past" if apart else "") + f" · {where}"
@@ -103,8 +123,10 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
 
 def linux_json(trace: Trace) -> str:
     doc: dict[str, Any] = linux_report_dict(trace.events)
-    failed, fatal = linux_calls(trace)
+    failed, fatal, apart = linux_verdicts(trace)
     doc["source"] = trace.path
+    doc["exit_code"] = linux_exit_code(trace)
     doc["fatal"] = None if fatal is None else failed.index(fatal)
+    doc["went_on"] = [i for i, c in enumerate(failed) if any(c is a for a in apart)]
     doc["warnings"] = list(trace.warnings)
     return json.dumps(doc, indent=2, ensure_ascii=False)

@@ -19,6 +19,7 @@ candidate_dict, the fixes' through fix_dict). Not done: a text form in report/ex
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class RecordedCall:
     opened: list[str] = field(default_factory=list)  # objects la_objopen reported for it
     dlerror: str = ""  # the dlerror() text the program read after it (the LD_PRELOAD wrapper)
     ctx: Optional[dict] = None  # the Python action it ran in (a py_import / py_dlopen event), if any
+    inherited: bool = False  # a forked child's copy of its parent's call: replayed for its state, not reported
 
 
 @dataclass
@@ -79,7 +81,16 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             if ev == "py_env" and isinstance(e.get("sys_path"), list):
                 p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
             continue
-        if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror"):
+        if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror", "fork"):
+            continue
+        if ev == "fork":  # a forked child: its parent's process so far (what it has loaded), then its own calls
+            ppid = e.get("ppid")
+            parent = procs.get(ppid) if isinstance(ppid, int) else None
+            if parent is not None and p is None:
+                p = procs[pid] = dataclasses.replace(
+                    parent, pid=pid, env=dict(parent.env), python=dict(parent.python),
+                    calls=[dataclasses.replace(c, pid=pid, inherited=True) for c in parent.calls])
+                state[pid] = {"started": True, "adding": set(), "cur": None}
             continue
         if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
             p = procs[pid] = RecordedProcess(pid, exe=_s(e, "exe"))
@@ -104,8 +115,11 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             if st["cur"] is not None:
                 st["cur"].opened.append(_s(e, "path"))
         elif ev == "dlerror":
-            if st["cur"] is not None and not st["cur"].dlerror:
-                st["cur"].dlerror = _s(e, "text")
+            # (the text of a failed dlsym on a library the call loaded, such as a hasattr() of ctypes for an
+            # optional function, is not the call's: only a call whose own file was not opened failed)
+            cur = st["cur"]
+            if cur is not None and not cur.dlerror and not _target_opened(cur):
+                cur.dlerror = _s(e, "text")
         elif ev == "objsearch":
             name, flag, by = _s(e, "name"), _s(e, "flag"), _s(e, "by")
             if not name:
@@ -143,6 +157,12 @@ class LinuxCall:
     origin_kind: OriginKind = ""  # the Python action that made the call (model.OriginKind): python_import, ctypes
     origin_module: str = ""  # python_import: the module imported
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
+
+
+def _target_opened(call: RecordedCall) -> bool:
+    """The file the call asked for was opened (la_objopen): the call loaded it."""
+    want = call.name.rsplit("/", 1)[-1]
+    return any(o == call.name or o.rsplit("/", 1)[-1] == want for o in call.opened)
 
 
 def _leaf_lookup(res: DlopenResult) -> Optional[Lookup]:
@@ -224,7 +244,8 @@ def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[st
         sim.lookups = []
         res = sim.dlopen(rc.name, RTLD_NOW, caller=caller)
         objs = {o.path: o for o in sim.loaded}
-        out.append(_result(sim, rc, proc, res))
+        if not rc.inherited:
+            out.append(_result(sim, rc, proc, res))
     return out
 
 
