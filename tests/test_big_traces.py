@@ -302,3 +302,20 @@ def test_no_progress_bar_on_a_pipe_or_a_file(bench_trace, tmp_path):
     code, out, took = run_on_pty([sys.executable, "-m", "dlltrace", "report", str(bench_trace)], stderr_to=tmp_path / "e")
     assert code == 0 and took > 1.5 and not any(b in out for b in BAR)
     assert (tmp_path / "e").read_bytes() == b"" and b"1500 failed loads" in out
+
+
+def test_a_damaged_gzip_trace_keeps_what_came_before_the_damage(tmp_path):
+    """One bad byte (the CRC at the end, or bytes in the middle): the events before the damage are read,
+    not lost with the whole chunk zlib was given (the review found a small trace read as empty)."""
+    import gzip as _gzip
+
+    lines = [json.dumps({"format": "dlltrace-trace", "version": 1, "platform": "wine"})]
+    lines += [json.dumps({"ev": "warning", "seq": i, "pid": 1, "tid": 1, "t": i, "message": f"m{i}" * 8})
+              for i in range(1, 3000)]
+    good = _gzip.compress(("\n".join(lines) + "\n").encode())
+    crc = bytearray(good)
+    crc[-6] ^= 0xFF  # the member's CRC-32
+    (tmp_path / "crc.jsonl.gz").write_bytes(bytes(crc))
+    t = read_trace(tmp_path / "crc.jsonl.gz")
+    assert len(t.events) >= 2500 and any("damaged" in w for w in t.warnings), (len(t.events), t.warnings)
+    assert [e["seq"] for e in t.events] == list(range(1, len(t.events) + 1))  # whole events, in order

@@ -691,6 +691,7 @@ def freeze_after_pauses(on: bool = True) -> None:
 Progress = Callable[[int, int], None]  # (done, total): bytes of the file read, or events replayed
 
 READ_CHUNK = 1 << 20  # bytes read (and, from a gzip trace, decompressed) at a time
+GZIP_SLICE = 4 << 10  # compressed bytes given to zlib at a time (damage loses at most what one slice holds)
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -732,19 +733,22 @@ def _gzip_lines(f: BinaryIO, path: Union[str, Path], warnings: list[str], progre
                 data = data.lstrip(b"\0")  # (padding after the last member)
                 if not data:
                     break
+            # (fed a small slice at a time: zlib gives nothing of a call that meets damage, so what the
+            # slices before it held is kept)
+            piece, later = data[:GZIP_SLICE], data[GZIP_SLICE:]
             try:
-                out = d.decompress(data, READ_CHUNK)
+                out = d.decompress(piece, READ_CHUNK)
             except zlib.error as e:
                 damaged = (f"{path}: the compressed trace is damaged about {consumed - len(data):,} bytes in "
                            f"({e}): read up to its last whole event before it")
                 break
             fresh = False
             if d.eof:
-                data = d.unused_data
+                data = d.unused_data + later
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 fresh = True
             else:
-                data = d.unconsumed_tail
+                data = d.unconsumed_tail + later
             if out:
                 parts = (rest + out).split(b"\n")
                 rest = parts.pop()
