@@ -331,3 +331,19 @@ def test_redact_under_the_trace_fuzzer(tmp_path, summary):
     summary["redact fuzz"] = f"{N_FUZZ} trace mutations through dlltrace redact, exit codes {dict(sorted(codes.items()))}, " \
                              f"{len(failures)} failing"
     assert not failures, failures[:5]
+
+
+def test_a_home_folder_replaced_by_its_pattern_is_said(tmp_path, capsys):
+    """A Linux trace whose only identifying part is root's home folder in paths (/root/…: no user name to
+    replace): replaced, and the summary says so instead of "nothing to replace" (a user's home, /home/zed,
+    is learned as a user: "1 user")."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(e) for e in [
+        {"format": "dlltrace-trace", "version": 1, "platform": "linux"},
+        {"ev": "audit_start", "pid": 7, "tid": 7, "seq": 1, "t": 1, "exe": "/usr/bin/python3"},
+        {"ev": "objsearch", "pid": 7, "tid": 7, "seq": 2, "t": 2, "name": "/root/.pyenv/libexec/x.dylib",
+         "flag": "LA_SER_ORIG", "by": ""}]) + "\n")
+    out = tmp_path / "r.jsonl"
+    code, said, _ = redact_cli(capsys, trace, out)
+    assert code == 0 and "home folders in paths; 2 of 3 lines changed" in said, said
+    assert b"/root/" not in out.read_bytes()

@@ -30,7 +30,10 @@ def execute(args: argparse.Namespace) -> int:
         print(f"dlltrace: warning: {w}", file=sys.stderr)
     if len(s.warnings) > 10:
         print(f"dlltrace: warning: {len(s.warnings) - 10} more damaged lines or fields not shown", file=sys.stderr)
-    kinds = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(s.values.items())) or "nothing to replace"
+    # (a home folder replaced by its pattern alone, /root or /home/x/: no named value, lines changed all the same;
+    # the header always changes: it says "redacted")
+    kinds = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in sorted(s.values.items())) or (
+        "home folders in paths" if s.changed > 1 else "nothing to replace")
     print(f"redacted trace written to {s.output} ({s.size:,} bytes{', gzip' if s.compressed else ''}): "
           f"{kinds}; {s.changed} of {s.lines} lines changed")
     # a damaged trace is still copied as far as it can be read (its damaged lines redacted as text), with
