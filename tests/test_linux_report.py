@@ -154,3 +154,11 @@ def test_deps_of_a_so_cut_short_is_cannot_read_file_data(tmp_path):
     assert r.returncode == 1
     (p,) = json.loads(r.stdout)["problems"]
     assert "cannot read file data" in p["error"]
+
+
+def test_a_script_without_a_shebang_runs_as_a_shell_runs_it(tmp_path):
+    script = tmp_path / "noshebang.sh"
+    script.write_text(f"{sys.executable} -c \"import ctypes; ctypes.CDLL('libnope_sh.so.1')\"\n")
+    script.chmod(0o755)
+    r = dlltrace("run", "-o", "t.jsonl", "--", str(script), cwd=tmp_path)
+    assert r.returncode == 1 and "libnope_sh.so.1 was not found" in r.stderr, r.stderr[-1500:]

@@ -17,6 +17,7 @@ Not done yet: --max-size is not enforced by the C recorder.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -108,7 +109,13 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
     if max_size:
         pass  # (not enforced by the recorder yet: said once when the user asked for a cap, run.py)
     try:
-        proc = subprocess.Popen(cmd, env=env)
+        try:
+            proc = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            if e.errno != errno.ENOEXEC:
+                raise
+            # an executable text file without "#!": a shell runs it with /bin/sh (execvp does so too)
+            proc = subprocess.Popen(["/bin/sh", *cmd], env=env)
     except OSError as e:
         try:
             spill.unlink()  # (nothing ran: no trace is left behind)
