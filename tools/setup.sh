@@ -21,6 +21,9 @@ if [ $tests = 1 ]; then
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-i686-win32)
   command -v gcc >/dev/null 2>&1 || need+=(gcc)  # (tests/test_bootstrap.py: a fake shim for Linux)
+  # the Linux side: patchelf (a fix test_linux_trace.py applies for real), setpriv (ld.so's secure mode)
+  command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
+  command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2
