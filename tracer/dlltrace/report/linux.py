@@ -50,9 +50,10 @@ def linux_exit_code(trace: Trace) -> Optional[int]:
     return code if isinstance(code, int) else None
 
 
-def linux_calls(trace: Trace) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
-    """The failed calls of the trace, and the one the program hit (or None)."""
-    failed = [c for c in replay_linux(trace.events) if c.error or c.real_error]
+def linux_calls(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
+    """The failed calls of the trace (of its replay, `calls`, made here when not given), and the one the
+    program hit (or None)."""
+    failed = [c for c in (replay_linux(trace.events) if calls is None else calls) if c.error or c.real_error]
     return failed, rule_linux_python_exception(failed, trace)
 
 
@@ -62,9 +63,10 @@ def rule_linux_exit_zero(trace: Trace) -> bool:
     return linux_exit_code(trace) == 0
 
 
-def linux_verdicts(trace: Trace) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
+def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
+                   ) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
     """(the failed calls, the one the program hit or None, those it went past)."""
-    failed, fatal = linux_calls(trace)
+    failed, fatal = linux_calls(trace, calls)
     if fatal is None and rule_linux_exit_zero(trace):
         return failed, None, list(failed)
     return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
@@ -122,8 +124,9 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
 
 
 def linux_json(trace: Trace) -> str:
-    doc: dict[str, Any] = linux_report_dict(trace.events)
-    failed, fatal, apart = linux_verdicts(trace)
+    calls = replay_linux(trace.events)  # (once: the JSON and the verdicts are of the same replay)
+    doc: dict[str, Any] = linux_report_dict(trace.events, calls=calls)
+    failed, fatal, apart = linux_verdicts(trace, calls)
     doc["source"] = trace.path
     doc["exit_code"] = linux_exit_code(trace)
     doc["fatal"] = None if fatal is None else failed.index(fatal)

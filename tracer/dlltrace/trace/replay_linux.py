@@ -278,11 +278,14 @@ def default_world(events: list[dict]) -> ELFWorld:
     return LiveELFWorld()
 
 
-def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> dict[str, Any]:
+def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True,
+                      calls: Optional[list[LinuxCall]] = None) -> dict[str, Any]:
     """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
-    result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`."""
+    result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`. `calls`:
+    the trace's replay, when the caller has it already (replay_linux)."""
     from dlltrace.report.render import candidate_dict, fix_dict, node_dict
-    calls = replay_linux(events, world, fixes)
+    if calls is None:
+        calls = replay_linux(events, world, fixes)
     failed = [c for c in calls if c.error or c.real_error]
     return {
         "format": "dlltrace-report-linux", "version": 1,
