@@ -85,14 +85,15 @@ def main() -> int:
             c10.write_bytes(z.read("torch/lib/c10.dll"))
         baseline = best(lambda: pefile.PE(str(c10)), args.repeat)
 
-        def cold_deps() -> None:
-            d = tempfile.mkdtemp(dir=tmp)
-            run_deps(args.wheel, d)
+        def cold_and_warm(run) -> tuple[float, float, int]:
+            """Best times of `run(wheel, cache)` with a new facts cache each time, then with one filled
+            once; and what the filling run returned."""
+            cold = best(lambda: run(args.wheel, tempfile.mkdtemp(dir=tmp)), args.repeat)
+            cache = tempfile.mkdtemp(dir=tmp)
+            n = run(args.wheel, cache)
+            return cold, best(lambda: run(args.wheel, cache), args.repeat), n
 
-        cold = best(cold_deps, args.repeat)
-        warm_cache = tempfile.mkdtemp(dir=tmp)
-        n = run_deps(args.wheel, warm_cache)
-        warm = best(lambda: run_deps(args.wheel, warm_cache), args.repeat)
+        cold, warm, n = cold_and_warm(run_deps)
         print(f"deps, closure of {ROOT_MEMBER} ({n} files) from the wheel:")
         print(f"  baseline  pefile.PE(c10.dll), full parse: {baseline:.3f} s")
         print(f"  cold cache: {cold:.3f} s   ratio {cold / baseline:.2f}")
@@ -108,13 +109,7 @@ def main() -> int:
 
         floor_t = best(floor, args.repeat)
 
-        def cold_check() -> None:
-            run_check(args.wheel, tempfile.mkdtemp(dir=tmp))
-
-        check_cold = best(cold_check, args.repeat)
-        cache2 = tempfile.mkdtemp(dir=tmp)
-        files = run_check(args.wheel, cache2)
-        check_warm = best(lambda: run_check(args.wheel, cache2), args.repeat)
+        check_cold, check_warm, files = cold_and_warm(run_check)
         print(f"check of the whole wheel ({files} PE files):")
         print(f"  floor  zip listing + decompressing every PE member: {floor_t:.3f} s")
         print(f"  cold cache: {check_cold:.3f} s   ratio {check_cold / floor_t:.2f}")
