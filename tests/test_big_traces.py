@@ -56,22 +56,24 @@ def events_of(trace) -> list[dict]:
     return [dict(e) for e in trace.events]
 
 
-@pytest.fixture(scope="module")
-def bench_trace(tmp_path_factory) -> Path:
-    """bench/report_speed.py's generator, about 150,000 events (29 MB): seconds to report (a bar after one)."""
-    p = tmp_path_factory.mktemp("big") / "big.jsonl"
-    subprocess.run([sys.executable, str(BENCH), "--write", str(p), "--events", "150000"], check=True, env=env(),
+def generated(tmp_path_factory, name: str, n_events: int) -> Path:
+    """A trace of about n_events made by bench/report_speed.py's generator."""
+    p = tmp_path_factory.mktemp(name) / f"{name}.jsonl"
+    subprocess.run([sys.executable, str(BENCH), "--write", str(p), "--events", str(n_events)], check=True, env=env(),
                    timeout=300)
     return p
+
+
+@pytest.fixture(scope="module")
+def bench_trace(tmp_path_factory) -> Path:
+    """About 150,000 events (29 MB): seconds to report (a bar after one)."""
+    return generated(tmp_path_factory, "big", 150000)
 
 
 @pytest.fixture(scope="module")
 def mid_trace(tmp_path_factory) -> Path:
     """A trace of about 3,000 events (100 failed loads of 300)."""
-    p = tmp_path_factory.mktemp("mid") / "mid.jsonl"
-    subprocess.run([sys.executable, str(BENCH), "--write", str(p), "--events", "3000"], check=True, env=env(),
-                   timeout=300)
-    return p
+    return generated(tmp_path_factory, "mid", 3000)
 
 
 # --- gzip --------------------------------------------------------------------------------------------
