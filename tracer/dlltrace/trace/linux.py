@@ -106,8 +106,6 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
         # library as its shim (the same five functions as on Windows) and writes py_* events through it
         env.setdefault("DLLTRACE_SHIM", str(d / PRELOAD_LIB))
         env["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    if max_size:
-        pass  # (not enforced by the recorder yet: said once when the user asked for a cap, run.py)
     try:
         try:
             proc = subprocess.Popen(cmd, env=env)
