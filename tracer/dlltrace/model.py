@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Literal, Mapping, Optional, Union, get_args
 
 from dlltrace import winpath
+
+# dataclass(slots=True) where Python has it (3.10): a big trace's replay keeps thousands of these
+# (bench/report_memory.py); on 3.9 they are plain dataclasses, the same but for their size
+SLOTS: dict[str, bool] = {"slots": True} if sys.version_info >= (3, 10) else {}
 
 # --- LoadLibraryExW flags (LOADER.md §2, §3) -------------------------------------------
 DONT_RESOLVE_DLL_REFERENCES = 0x1
@@ -184,7 +189,7 @@ INVALID_FLAGS_TEXT: dict[InvalidFlagsReason, str] = {
 
 
 # --- PE facts --------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Import:
     """What one module imports from one DLL."""
 
@@ -193,7 +198,7 @@ class Import:
     ordinals: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class PEFacts:
     """The facts about a PE file that decide how it loads."""
 
@@ -209,7 +214,7 @@ class PEFacts:
     linker_version: Optional[str] = None  # "14.40": the MSVC toolset that linked it (optional header)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class PEError:
     """Why a file is not a loadable PE. The loader's answer to all of these is 193."""
 
@@ -220,7 +225,7 @@ class PEError:
 # --- what a world knows about one file -------------------------------------------------------
 FileError = Literal["not_pe", "access_denied"]  # a file the loader cannot map, and why
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class FileFacts:
     path: str
     pe: Optional[PEFacts] = None  # None when the file is not a PE (see error)
@@ -235,7 +240,7 @@ class FileFacts:
 
 
 # --- results --------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class SearchDir:
     """One folder of a search path and the rule that put it there."""
 
@@ -243,7 +248,7 @@ class SearchDir:
     rule: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Candidate:
     """One place the loader looked, in order, and what was there.
 
@@ -265,7 +270,7 @@ class Candidate:
 Relation = Literal["loaded_wins", "on_path", "on_path_not_searched", "current_folder", "not_searched"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Elsewhere:
     """A copy of the leaf outside the folders the call tried (CallResult.found_elsewhere), or a file of
     another version of it (CallResult.close_names), and how its folder relates to the call's search."""
@@ -333,7 +338,7 @@ class Node:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class LeafFacts:
     """What a cause is about, as facts (Leaf.detail is the words made from them: leaf_detail).
 
@@ -395,7 +400,7 @@ def leaf_detail(cause: Cause, f: LeafFacts) -> str:
     return ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Leaf:
     name: str
     cause: Cause
@@ -455,7 +460,7 @@ APPLIED_ACTIONS: tuple[FixAction, ...] = (
     "package_mechanism", "vc_redist", "use_build", "flags", "cpu_build")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Outcome:
     """What the model said when it re-ran the failing call with a fix applied (report/verify.py)."""
 
@@ -465,7 +470,7 @@ class Outcome:
     chain: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class AlsoMissing:
     """A DLL the failing call would fail on once the first leaf is fixed (CallResult.also_missing):
     "you would hit these next"."""
@@ -486,7 +491,7 @@ FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Fix:
     """One fix: a typed action and what it acts on; `text` is its words (fix_text), made from these."""
 
