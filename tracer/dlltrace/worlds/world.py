@@ -11,7 +11,7 @@ questions, and the simulator never knows which one it has.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Protocol
+from typing import Iterable, Optional, Protocol, Sequence
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
@@ -60,16 +60,31 @@ class SystemInfo:
             self.api_sets = schema_from_sets(self.api_sets, "scenario")
 
 
-@dataclass(eq=False)
 class LoadedModule:
-    path: str
-    refcount: int = 1
-    origin: str = ""  # the call that loaded it (for "why this copy")
-    deps: list["LoadedModule"] = field(default_factory=list)  # the modules its imports bound to
-    initialized: bool = True  # its DllMain has run (False: mapped and listed, not attached yet)
+    """A module in a process's loaded-module list. (A class with slots, not a dataclass: a big trace's
+    replay lists tens of thousands; compared by identity.)"""
 
-    def __post_init__(self) -> None:
-        self.name = winpath.basename(self.path).lower()
+    __slots__ = ("path", "refcount", "origin", "deps", "initialized", "name")
+
+    def __init__(self, path: str, refcount: int = 1, origin: str = "",
+                 deps: Optional[Sequence["LoadedModule"]] = None, initialized: bool = True):
+        self.path = path
+        self.refcount = refcount
+        self.origin = origin  # the call that loaded it (for "why this copy")
+        # the modules its imports bound to (add_dep; a tuple while it has none: most modules of a big trace)
+        self.deps: Sequence[LoadedModule] = () if deps is None else deps
+        self.initialized = initialized  # its DllMain has run (False: mapped and listed, not attached yet)
+        self.name = winpath.basename(path).lower()
+
+    def add_dep(self, m: "LoadedModule") -> None:
+        if isinstance(self.deps, list):
+            self.deps.append(m)
+        else:
+            self.deps = [*self.deps, m]
+
+    def __repr__(self) -> str:
+        return (f"LoadedModule(path={self.path!r}, refcount={self.refcount!r}, origin={self.origin!r}, "
+                f"deps=[{len(self.deps)}], initialized={self.initialized!r})")
 
 
 @dataclass
@@ -102,18 +117,20 @@ class ProcessState:
     def _reindex(self) -> None:
         self._by_name: dict[str, LoadedModule] = {}
         self._by_path: dict[str, LoadedModule] = {}
-        # how many listed modules share a name / a path: a removal rescans the list only on a tie
-        self._name_count: dict[str, int] = {}
-        self._path_count: dict[str, int] = {}
+        # how many more listed modules share a name / a path (only those listed twice or more): a
+        # removal rescans the list only on a tie
+        self._name_more: dict[str, int] = {}
+        self._path_more: dict[str, int] = {}
         for m in self.loaded:
             self._index(m)
 
     def _index(self, m: LoadedModule) -> None:
         k = winpath.key(m.path)
-        self._by_name.setdefault(m.name, m)
-        self._by_path.setdefault(k, m)
-        self._name_count[m.name] = self._name_count.get(m.name, 0) + 1
-        self._path_count[k] = self._path_count.get(k, 0) + 1
+        for key, index, more in ((m.name, self._by_name, self._name_more), (k, self._by_path, self._path_more)):
+            if key in index:
+                more[key] = more.get(key, 0) + 1
+            else:
+                index[key] = m
 
     def add_loaded(self, m: LoadedModule) -> None:
         self.loaded.append(m)
@@ -129,12 +146,14 @@ class ProcessState:
         else:
             return
         k = winpath.key(m.path)
-        for key, index, count, same in ((m.name, self._by_name, self._name_count, lambda x: x.name == m.name),
-                                        (k, self._by_path, self._path_count, lambda x: winpath.key(x.path) == k)):
-            count[key] -= 1
+        for key, index, more, same in ((m.name, self._by_name, self._name_more, lambda x: x.name == m.name),
+                                       (k, self._by_path, self._path_more, lambda x: winpath.key(x.path) == k)):
+            others = more.pop(key, 0)
+            if others > 1:
+                more[key] = others - 1
             if index.get(key) is m:
                 del index[key]
-                if count[key] > 0:
+                if others:
                     index[key] = next(x for x in self.loaded if same(x))
 
     @property
@@ -188,7 +207,7 @@ class ForkedProcessState(ProcessState):
             return None
         c = self._clones.get(id(m))
         if c is None:
-            c = LoadedModule(m.path, m.refcount, m.origin, [], m.initialized)
+            c = LoadedModule(m.path, m.refcount, m.origin, None, m.initialized)
             self._clones[id(m)] = c  # (first: an import cycle finds it)
             c.deps = [x for d in m.deps if (x := self._clone(d)) is not None]  # the fork's own modules
         return c
