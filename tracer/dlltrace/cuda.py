@@ -348,8 +348,8 @@ class WorldFacts:
         return [WIN_DEFAULT_ROOT]
 
     def knows(self, path: str) -> bool:
-        self.world.file(path)  # (a RecordedWorld notes a path it has no record of in `unknown`)
-        return winpath.normalize(path) not in getattr(self.world, "unknown", ())
+        records = getattr(self.world, "records", None)  # (a RecordedWorld: does the trace say anything of it)
+        return records(path) if callable(records) else True
 
 
 class LiveFacts:

@@ -19,12 +19,14 @@ import json
 import os
 import zlib
 from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
 
 from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.model import SLOTS
 from dlltrace.tracecheck import check_event
 
 FORMAT_NAME = "dlltrace-trace"
@@ -70,7 +72,7 @@ def nt_to_win32(path: Optional[str]) -> Optional[str]:
     return path
 
 
-@dataclass
+@dataclass(**SLOTS)
 class Probe:
     """One file-system call the loader made while a load was in flight (NtOpenFile & co)."""
     seq: int
@@ -158,7 +160,7 @@ KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_ex
 
 
 BLOCK = 1 << 18  # bytes of lines compressed together (Events)
-CACHED_BLOCKS = 8  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
+CACHED_BLOCKS = 4  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
 
 
 class Events(MadeSequence[dict]):
@@ -175,31 +177,41 @@ class Events(MadeSequence[dict]):
         self._hot_block = -1  # the block of the last event read, and its bytes
         self._hot: Union[bytes, bytearray] = b""
         self._raw_bytes = 0
-        self._kinds: list[str] = []
-        self._pids: list[Any] = []
+        self._kinds = array("I")     # each event's kind, a number: _kind_names[n]
+        self._kind_names: list[str] = []
+        self._kind_code: dict[str, int] = {}
+        self._pids: Union[array, list[Any]] = array("q")  # (a list once a pid does not fit 64 bits)
         self._at = array("q")       # block << 32 | offset in it, or -1 - index in _kept
         self._len = array("q")      # length of the line (0 for a kept event)
         self._kept: list[dict] = []
         self._by_kind: dict[str, array] = {}
-        self._py: dict[tuple[Any, Any], int] = {}  # (pid, seq) -> position of a py_* event (its first)
+        # pid -> the seqs of its py_* events, rising, and their positions (py_event: bisect); a seq
+        # out of order (or beyond 64 bits): (pid, seq) -> position in _py_odd. The first of a seq wins.
+        self._py_seqs: dict[Any, array] = {}
+        self._py_pos: dict[Any, array] = {}
+        self._py_odd: dict[tuple[Any, Any], int] = {}
         # pid -> (path, NTSTATUS) of its file probes, each pair once, in order (Trace.probe_facts)
         self._probe_facts: dict[Any, dict[tuple[str, int], None]] = {}
         self._probes_taken: set[Any] = set()
-        self._intern: dict[Any, Any] = {}
         self._last_pos = -1
         self._last: dict = {}
-        # a LazyEvent's `pe` is a LazyPe while this is set (lazy_pe), else the parsed object
-        self.pe_lazy = False
 
     def add(self, obj: dict, line: Optional[bytes]) -> None:
         """Append an event: `obj` as parsed, `line` the bytes it was parsed from (None: obj was changed
         after parsing, or is kept as it is)."""
         kind = obj["ev"]
-        kind = self._intern.setdefault(kind, kind)
+        code = self._kind_code.get(kind)
+        if code is None:
+            code = self._kind_code[kind] = len(self._kind_names)
+            self._kind_names.append(kind)
+        kind = self._kind_names[code]
         pos = len(self._kinds)
-        self._kinds.append(kind)
+        self._kinds.append(code)
         pid = obj["pid"]
-        self._pids.append(self._intern.setdefault(pid, pid) if isinstance(pid, int) else pid)
+        try:
+            self._pids.append(pid)
+        except (OverflowError, TypeError):  # (the reader checked it is an int; a bigger one than 64 bits)
+            self._pids = [*self._pids, pid]
         if kind in KEPT_KINDS:
             self._at.append(-1 - len(self._kept))
             self._len.append(0)
@@ -216,10 +228,10 @@ class Events(MadeSequence[dict]):
             self._raw_bytes += len(data)
         idx = self._by_kind.get(kind)
         if idx is None:
-            idx = self._by_kind[kind] = array("q")
+            idx = self._by_kind[kind] = array("I")
         idx.append(pos)
         if kind.startswith("py_"):
-            self._py.setdefault((pid, obj.get("seq")), pos)
+            self._add_py(pid, obj.get("seq"), pos)
         elif kind == "probe" and obj.get("op") in FILE_PROBE_OPS and isinstance(obj.get("path"), str):
             facts = self._probe_facts.get(pid)
             if facts is None:
@@ -256,7 +268,7 @@ class Events(MadeSequence[dict]):
     __hash__ = None  # type: ignore[assignment]
 
     def kind(self, i: int) -> str:
-        return self._kinds[i]
+        return self._kind_names[self._kinds[i]]
 
     def pid(self, i: int) -> Any:
         return self._pids[i]
@@ -277,7 +289,7 @@ class Events(MadeSequence[dict]):
 
     def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
         """The events of any of these kinds (of process `pid`), in file order, each parsed once."""
-        wanted = set(kinds)
+        wanted = {self._kind_code[k] for k in kinds if k in self._kind_code}
         pids = self._pids
         for i, k in enumerate(self._kinds):
             if k in wanted and (pid is None or pids[i] == pid):
@@ -291,9 +303,28 @@ class Events(MadeSequence[dict]):
         self._probes_taken.add(pid)
         return list(self._probe_facts.pop(pid, ()))
 
+    def _add_py(self, pid: Any, seq: Any, pos: int) -> None:
+        seqs = self._py_seqs.get(pid)
+        if seqs is None:
+            seqs = self._py_seqs[pid] = array("q")
+            self._py_pos[pid] = array("I")
+        if type(seq) is int and -(1 << 63) <= seq < (1 << 63) and (not seqs or seq > seqs[-1]):
+            seqs.append(seq)
+            self._py_pos[pid].append(pos)
+        elif self._py_at(pid, seq) is None:
+            self._py_odd[(pid, seq)] = pos
+
+    def _py_at(self, pid: Any, seq: Any) -> Optional[int]:
+        seqs = self._py_seqs.get(pid)
+        if seqs and type(seq) is int:
+            j = bisect_left(seqs, seq)
+            if j < len(seqs) and seqs[j] == seq:
+                return self._py_pos[pid][j]
+        return self._py_odd.get((pid, seq))
+
     def py_event(self, pid: Any, seq: Any) -> Optional[dict]:
         """The first py_* event of process `pid` with this seq (Trace.context)."""
-        i = self._py.get((pid, seq))
+        i = self._py_at(pid, seq)
         return None if i is None else self._get(i)
 
     def _block(self, n: int) -> bytes:
@@ -321,17 +352,6 @@ class Events(MadeSequence[dict]):
             self._last_pos = i
         return self._last
 
-    @contextlib.contextmanager
-    def lazy_pe(self) -> Iterator[None]:
-        """While in it, a LazyEvent's `pe` object is a LazyPe: for a holder of every one (RecordedWorld
-        keeps the `pe` of every file event it is given, for asked_exports); out of it, the object
-        parsed (a file's facts are built from it at C speed, and it is not kept)."""
-        was, self.pe_lazy = self.pe_lazy, True
-        try:
-            yield
-        finally:
-            self.pe_lazy = was
-
     def lazy(self, kind: str) -> Iterator["LazyEvent"]:
         """The events of this kind as LazyEvents, in file order: a holder of many (RecordedWorld holds
         every `file` event until it is asked for) holds a reference each, not a parsed event each."""
@@ -341,7 +361,7 @@ class Events(MadeSequence[dict]):
 
 class LazyEvent(Mapping[str, Any]):
     """One event of Events, read only, parsed when a field is asked for (the last one parsed is kept,
-    Events.cached); a `pe` object in it (a `file` event's) is a LazyPe within Events.lazy_pe."""
+    Events.cached)."""
 
     __slots__ = ("_events", "_pos")
 
@@ -352,17 +372,25 @@ class LazyEvent(Mapping[str, Any]):
     def _d(self) -> dict:
         return self._events.cached(self._pos)
 
+    @property
+    def events(self) -> Events:
+        return self._events
+
+    @property
+    def pos(self) -> int:
+        """Its place in `events` (LazyEvent(events, pos) stands for it again)."""
+        return self._pos
+
     def __getitem__(self, k: str) -> Any:
         v = self._d()[k]
-        return LazyPe(self._events, self._pos) if k == "pe" and self._events.pe_lazy and isinstance(v, dict) else v
+        return v
 
     def get(self, k: str, default: Any = None) -> Any:
         ev = self._events
         d = ev._last if ev._last_pos == self._pos else ev.cached(self._pos)
         if k not in d:
             return default
-        v = d[k]
-        return LazyPe(ev, self._pos) if k == "pe" and ev.pe_lazy and isinstance(v, dict) else v
+        return d[k]
 
     def __contains__(self, k: object) -> bool:
         return k in self._d()
@@ -380,66 +408,6 @@ class LazyEvent(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"LazyEvent({self._d()!r})"
-
-
-class LazyPe(dict):
-    """The `pe` object of a LazyEvent, parsed when asked for: a holder of every `pe` object of a trace
-    (RecordedWorld, for asked_exports) holds a reference each. A dict (the PE facts' readers check for
-    one) that holds nothing itself: every read goes to the parsed event, C-level ones too (iteration,
-    len, ==, dict(x), {**x}, copy, pickle) but json.dumps, whose C encoder reads a dict's own
-    storage (it writes {}: dump dict(x)); not to be changed."""
-
-    __slots__ = ("_events", "_pos")
-
-    def __init__(self, events: Events, pos: int):
-        super().__init__()
-        self._events = events
-        self._pos = pos
-
-    def _d(self) -> dict:
-        pe = self._events.cached(self._pos).get("pe")
-        return pe if isinstance(pe, dict) else {}
-
-    def __getitem__(self, k: Any) -> Any:
-        return self._d()[k]
-
-    def get(self, k: Any, default: Any = None) -> Any:
-        return self._d().get(k, default)
-
-    def __contains__(self, k: object) -> bool:
-        return k in self._d()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._d()))
-
-    def __len__(self) -> int:
-        return len(self._d())
-
-    def keys(self) -> Any:
-        return self._d().keys()
-
-    def items(self) -> Any:
-        return self._d().items()
-
-    def values(self) -> Any:
-        return self._d().values()
-
-    def copy(self) -> dict:
-        return dict(self._d())
-
-    def __eq__(self, other: object) -> bool:
-        return self._d() == other
-
-    def __ne__(self, other: object) -> bool:
-        return self._d() != other
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return repr(self._d())
-
-    def __reduce__(self) -> Any:
-        return (dict, (self._d(),))
 
 
 @dataclass

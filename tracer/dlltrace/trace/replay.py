@@ -11,6 +11,7 @@ the real loader agreed.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Sequence, Union, cast
@@ -19,7 +20,7 @@ from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain
-from dlltrace.model import ERROR_DLL_INIT_FAILED, CallResult, OriginKind, load_op
+from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
 from dlltrace.report.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
@@ -34,7 +35,7 @@ NT_STATUS_WORDS = {0: "found", 0xC0000034: "not found", 0xC000003A: "path not fo
                    0xC000000F: "no such file", 0xC00000BA: "a folder"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, **SLOTS)
 class Difference:
     """One place where the model and the real loader differ, for one load.
 
@@ -244,12 +245,8 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
     probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
     dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
-    # (file events as LazyEvents: the world holds each until it is asked for, parsed only then)
-    files = cast(Iterable[dict], trace.file_events())  # (a LazyEvent reads as the dict it stands for)
-    if not isinstance(trace.events, Events):
-        return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
-    with trace.events.lazy_pe():  # (the world keeps every `pe` object it is given: a LazyPe each)
-        return RecordedWorld(system, files, probes, dirs, checked=trace.checked)
+    # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
+    return RecordedWorld(system, trace.file_events(), probes, dirs, checked=trace.checked)
 
 
 def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
@@ -322,61 +319,91 @@ def compare(model: list[str], real: list[str], reached: bool = True, statuses: O
     return agreed, out
 
 
+NONE_INT = -(1 << 63)  # a light record's int column for None (Replays)
+SAME_AS_NAME = object()  # a light record's path that is its name (Replays)
+INT_MAX = (1 << 63) - 1
+
+
 class Replays(MadeSequence[Replayed]):
     """The replayed top-level loads of a trace, in order (replay(..., light=True)): a load the real
     loader and the model both loaded is kept as a few fields (what the verdicts and the counts read:
-    its pid, seq, api, name, flags, the path loaded), made a Replayed again when asked for (without
-    its probes, nested loads or the model's tree); every other one in full."""
+    its pid, seq, api, name, flags, the path loaded), in columns (arrays of ints, lists of shared or
+    interned strings: about 90 bytes a load), made a Replayed again when asked for (without its
+    probes, nested loads or the model's tree); every other one in full."""
 
     def __init__(self) -> None:
-        self._items: list[Union[Replayed, tuple]] = []
+        self._n = 0
+        self._full: dict[int, Replayed] = {}  # position -> a load kept in full
+        # one row per position (a full one's row is left unread): seq, pid, flags, ctx, index (NONE_INT: None)
+        self._ints = tuple(array("q") for _ in range(5))
+        # api, name, path (SAME_AS_NAME), result, op, origin
+        self._strs: tuple[list[Any], ...] = tuple([] for _ in range(6))
         self._intern: dict[Any, Any] = {}
 
     def append(self, r: Replayed) -> None:
-        self._items.append(r)
+        self._full[self._n] = r
+        self._row((0,) * 5, (None,) * 6)
+
+    def _row(self, ints: tuple, strs: tuple) -> None:
+        for col, v in zip(self._ints, ints):
+            col.append(v)
+        for lst, v in zip(self._strs, strs):
+            lst.append(v)
+        self._n += 1
 
     def extend(self, rs: Sequence[Replayed]) -> None:
-        if isinstance(rs, Replays):
-            self._items.extend(rs._items)
-        else:
-            self._items.extend(rs)
+        if not isinstance(rs, Replays):
+            for r in rs:
+                self.append(r)
+            return
+        for i in range(len(rs)):
+            if i in rs._full:
+                self.append(rs._full[i])
+            else:
+                self._row(tuple(c[i] for c in rs._ints), tuple(c[i] for c in rs._strs))
 
     def add_light(self, r: Replayed) -> None:
-        """Keep a load that succeeded (and that the model loaded) as a few fields only."""
+        """Keep a load that succeeded (and that the model loaded) as a few fields only (in full when a
+        field does not fit its column: an int beyond 64 bits)."""
         ld, res = r.load, r.result
+        ints = (ld.seq, ld.pid, ld.flags, ld.ctx, res.index)  # (seq, pid and index are never None)
+        if not all(v is None or (type(v) is int and NONE_INT < v <= INT_MAX) for v in ints):
+            self.append(r)
+            return
         s = self._intern.setdefault
-        self._items.append((ld.seq, ld.pid, s(ld.api, ld.api), ld.name, ld.flags, ld.ctx, ld.path,
-                            s(ld.result, ld.result), res.index, s(res.op, res.op), s(r.origin, r.origin)))
+        path = SAME_AS_NAME if ld.path is not None and ld.path == ld.name else ld.path
+        self._row(tuple(NONE_INT if v is None else v for v in ints),
+                  (s(ld.api, ld.api), ld.name, path, s(ld.result, ld.result), s(res.op, res.op), s(r.origin, r.origin)))
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._n
 
-    @staticmethod
-    def _made(item: Union[Replayed, tuple]) -> Replayed:
-        if isinstance(item, Replayed):
-            return item
-        seq, pid, api, name, flags, ctx, path, result, index, op, origin = item
+    def _get(self, i: int) -> Replayed:
+        full = self._full.get(i)
+        if full is not None:
+            return full
+        seq, pid, flags_, ctx_, index = (c[i] for c in self._ints)
+        flags, ctx = (None if v == NONE_INT else v for v in (flags_, ctx_))
+        api, name, path, result, op, origin = (c[i] for c in self._strs)
         load = Load(seq=seq, pid=pid, tid=0, t=0, api=api, name=name, flags=flags, parent=None, depth=0, ctx=ctx,
-                    caller=None, end={"result": result, "error": 0, "path": path})
+                    caller=None, end={"result": result, "error": 0, "path": name if path is SAME_AS_NAME else path})
         return Replayed(load=load, result=CallResult(index=index, op=op, name=name or "", flags=flags or 0,
                                                      origin=origin), origin=origin)
 
-    def _get(self, i: int) -> Replayed:
-        return self._made(self._items[i])
-
     def __iter__(self) -> Iterator[Replayed]:
-        return (self._made(x) for x in self._items)
+        return (self._get(i) for i in range(self._n))
 
     def full(self) -> Iterator[Replayed]:
         """The loads kept in full (every one but those that succeeded), in order."""
-        return (x for x in self._items if isinstance(x, Replayed))
+        return iter(list(self._full.values()))
 
     def is_light(self, i: int) -> bool:
-        return not isinstance(self._items[i], Replayed)
+        return i not in self._full
 
     def pids(self) -> list[int]:
         """The pid of each load, in order (without making a Replayed of the light ones)."""
-        return [x.load.pid if isinstance(x, Replayed) else x[1] for x in self._items]
+        col = self._ints[1]
+        return [self._full[i].load.pid if i in self._full else col[i] for i in range(self._n)]
 
 
 def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None, light: bool = False,
@@ -390,7 +417,11 @@ def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = Non
     done = 0
     for p in pids:
         tick = None if progress is None else (lambda n, _d=done: progress(_d + n, total))
-        replayed = _replay_process(trace, p, world or recorded_world(trace, p), light, tick)
+        w = world
+        if w is None:
+            w = recorded_world(trace, p)
+            _clear_path_caches()  # (filled with every path of the trace's file events: of no use now)
+        replayed = _replay_process(trace, p, w, light, tick)
         out.extend(replayed)
         if progress is not None:
             done += trace.count_of(REPLAY_KINDS, p)

@@ -18,11 +18,13 @@ name as exported (`AskedOnly`), so a trimmed list never reads as a DLL lacking a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping, Optional
+from collections import OrderedDict
+from typing import Any, Iterable, Iterator, Mapping, Optional, Union, cast
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
+from dlltrace.trace.reader import Events, LazyEvent
 from dlltrace.worlds.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
@@ -162,7 +164,7 @@ def file_event(path: str, facts: Optional[FileFacts], why: str = "") -> dict[str
     return e
 
 
-def facts_of_event(e: dict[str, Any], checked: bool = False, asked: Optional[Asked] = None) -> Optional[FileFacts]:
+def facts_of_event(e: Mapping[str, Any], checked: bool = False, asked: Optional[Asked] = None) -> Optional[FileFacts]:
     """The facts a `file` event records; `checked`: the event came through the trace reader,
     which checked it against the schema (trace.read_trace, tracecheck.py). `asked`: what the
     trace asks for (asked_exports of all its `file` events), for an event whose exports are
@@ -236,21 +238,51 @@ class RecordingWorld:
         return out
 
 
-class RecordedWorld:
-    """A World answered from a trace's `file` events and the loader's probes."""
+def _add_one(index: dict[str, Union[str, list[str]]], key: str, value: str) -> None:
+    """Add a value to the values of a key, once: a key of one value holds the value itself, not a list
+    of one (a big trace's indexes have tens of thousands of keys, nearly all of one value)."""
+    have = index.get(key)
+    if have is None:
+        index[key] = value
+    elif isinstance(have, str):
+        if have != value:
+            index[key] = [have, value]
+    elif value not in have:
+        have.append(value)
 
-    def __init__(self, system: SystemInfo, file_events: Iterable[dict], probes: Iterable[tuple[str, int]] = (),
-                 dirs: Iterable[str] = (), checked: bool = False):
+
+def _all(index: dict[str, Union[str, list[str]]], key: str) -> list[str]:
+    """The values of a key (_add_one), in the order added."""
+    have = index.get(key)
+    return [] if have is None else [have] if isinstance(have, str) else list(have)
+
+
+class RecordedWorld:
+    """A World answered from a trace's `file` events and the loader's probes.
+
+    A file's facts are built from its event when asked for, and the last FACTS_KEPT built are kept
+    (a big trace records the facts of tens of thousands of DLLs: all of them built at once held
+    about 25 MB on the 19 MB bench trace, bench/report_memory.py); the event itself is held (a
+    LazyEvent of a read trace: a reference, parsed again when its facts are built again)."""
+
+    FACTS_KEPT = 1024
+
+    def __init__(self, system: SystemInfo, file_events: Iterable[Mapping[str, Any]],
+                 probes: Iterable[tuple[str, int]] = (), dirs: Iterable[str] = (), checked: bool = False):
         """`checked`: the file events were checked against the trace schema (by read_trace)."""
         self.system = system
         self._checked = checked
-        self._files: dict[str, Optional[FileFacts]] = {}
-        self._raw: dict[str, dict] = {}  # file events whose facts are not built yet
+        # path key -> the file event its facts are built from (of a read trace: the event's place in
+        # its Events, made a LazyEvent when needed: an int each, not an object)
+        self._events: dict[str, Union[int, Mapping[str, Any]]] = {}
+        self._source: Optional[Events] = None
+        self._built: OrderedDict[str, Optional[FileFacts]] = OrderedDict()  # the last FACTS_KEPT built
+        self._files: dict[str, Optional[FileFacts]] = {}  # facts of no event: a probe's, or none (missing)
+        self._init_failed: dict[str, FileFacts] = {}  # the facts of a file whose DllMain failed (mark_init_failed)
         self._dirs: dict[str, bool] = {}
-        self._by_name: dict[str, list[str]] = {}
-        self.unknown: set[str] = set()  # paths the model asked about that the trace says nothing of
-        self._by_shape: Optional[dict[str, list[str]]] = None
-        self._pes: list[Mapping[str, Any]] = []  # every `pe` object, for asked_exports
+        self._by_name: dict[str, Union[str, list[str]]] = {}  # base name -> the key of each file of that name
+        self._by_shape: Optional[dict[str, Union[str, list[str]]]] = None  # (close_files)
+        self._replaced: list[Mapping[str, Any]] = []  # an event of a path recorded again (for asked_exports)
         self._trimmed = False  # some `pe` object has trimmed export lists
         self._asked: Optional[Asked] = None
         for e in file_events:
@@ -265,26 +297,54 @@ class RecordedWorld:
             if kind == "missing":
                 self._files[k] = None
                 continue
-            self._raw[k] = e  # PE facts are built on first use (file())
             pe = e.get("pe")
-            if isinstance(pe, Mapping):
-                self._pes.append(pe)
-                self._trimmed = self._trimmed or TRIMMED in pe
+            if isinstance(pe, Mapping) and TRIMMED in pe:
+                self._trimmed = True
+            was = self._event(k)
+            if was is not None:
+                self._replaced.append(was)
+            if isinstance(e, LazyEvent):
+                self._source = e.events
+                self._events[k] = e.pos
+            else:
+                self._events[k] = e  # facts built when asked for (file())
             self._files.pop(k, None)
-            self._by_name.setdefault(winpath.basename(k), []).append(winpath.normalize(path))
+            self._name(k)
             self._mark_dirs(path)
         for path, status in probes:
             k = winpath.key(path)
-            if k in self._files or k in self._raw:
+            if k in self._files or k in self._events:
                 continue
             if status < NT_SUCCESS_MAX:
                 self._files[k] = FileFacts(path=winpath.normalize(path))
-                self._by_name.setdefault(winpath.basename(k), []).append(winpath.normalize(path))
+                self._name(k)
                 self._mark_dirs(path)
             elif status in STATUS_NOT_FOUND:
                 self._files.setdefault(k, None)
         for d in dirs:
             self._dirs[winpath.key(d)] = True
+
+    def _name(self, k: str) -> None:
+        """Index a file's key by its base name."""
+        _add_one(self._by_name, winpath.basename(k), k)
+
+    def _keys_named(self, n: str) -> list[str]:
+        return _all(self._by_name, n)
+
+    def _event(self, k: str) -> Optional[Mapping[str, Any]]:
+        e = self._events.get(k)
+        if type(e) is int:
+            assert self._source is not None
+            return LazyEvent(self._source, e)
+        return cast(Optional[Mapping[str, Any]], e)
+
+    def _path(self, k: str) -> str:
+        """A file's path as recorded (normalised), from its key."""
+        e = self._event(k)
+        if e is not None:
+            return winpath.normalize(e["path"])
+        f = self._files.get(k)
+        return f.path if f is not None else k
 
     def mark_init_failed(self, path: str, how: str = "", error: Optional[int] = None,
                          status: Optional[int] = None) -> None:
@@ -294,8 +354,8 @@ class RecordedWorld:
         `status` 0xC0000005 under Wine), "exited" the process ended inside it (the load never returned)."""
         f = self.file(path)
         if f is not None and not f.dllmain_fails:
-            self._files[winpath.key(path)] = dataclasses.replace(f, dllmain_fails=True, dllmain_how=how,
-                                                                 dllmain_error=error, dllmain_status=status)
+            self._init_failed[winpath.key(path)] = dataclasses.replace(
+                f, dllmain_fails=True, dllmain_how=how, dllmain_error=error, dllmain_status=status)
 
     def _mark_dirs(self, path: str) -> None:
         d = winpath.dirname(path)
@@ -306,33 +366,55 @@ class RecordedWorld:
                 break
             d = parent
 
+    def _pes(self) -> Iterator[Mapping[str, Any]]:
+        """The `pe` object of every file event given (those of a path recorded twice too)."""
+        for e in (*map(self._event, self._events), *self._replaced):
+            pe = e.get("pe") if e is not None else None
+            if isinstance(pe, Mapping):
+                yield pe
+
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
-        if k in self._raw:
+        f = self._init_failed.get(k)
+        if f is not None:
+            return f
+        built = self._built
+        f = built.get(k)
+        if f is not None:
+            built.move_to_end(k)
+            return f
+        e = self._event(k)
+        if e is not None:
             if self._trimmed and self._asked is None:  # once, on the first file built
-                self._asked = asked_exports(self._pes)
-            self._files[k] = facts_of_event(self._raw.pop(k), self._checked, self._asked)
-        if k not in self._files:
-            self.unknown.add(winpath.normalize(path))
-            return None
-        return self._files[k]
+                self._asked = asked_exports(self._pes())
+            f = facts_of_event(e, self._checked, self._asked)
+            built[k] = f
+            if len(built) > self.FACTS_KEPT:
+                built.popitem(last=False)
+            return f
+        return self._files.get(k)  # (None: missing, or a path the trace says nothing of)
+
+    def records(self, path: str) -> bool:
+        """Whether the trace says anything of this file (its facts, or that it is missing)."""
+        k = winpath.key(path)
+        return k in self._events or k in self._files
 
     def is_dir(self, path: str) -> bool:
         return self._dirs.get(winpath.key(path), False)
 
     def files_named(self, name: str) -> list[str]:
-        return list(self._by_name.get(name.lower(), ()))
+        return [self._path(k) for k in self._keys_named(name.lower())]
 
     def close_files(self, name: str) -> list[str]:
         if self._by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
             self._by_shape = {}
             for n in self._by_name:
-                self._by_shape.setdefault(winpath.name_shape(n), []).append(n)
-        shape = winpath.name_shape(name)
-        return sorted((p for n in self._by_shape.get(shape, ()) if winpath.close_name(n, name) for p in self._by_name[n]),
+                _add_one(self._by_shape, winpath.name_shape(n), n)
+        names = _all(self._by_shape, winpath.name_shape(name))
+        return sorted((self._path(k) for n in names if winpath.close_name(n, name) for k in self._keys_named(n)),
                       key=str.lower)
 
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)
-        return sorted({p for ps in self._by_name.values() for p in ps if winpath.key(winpath.dirname(p)) == k},
-                      key=str.lower)
+        keys = {fk for n in self._by_name for fk in self._keys_named(n) if winpath.dirname(fk) == k}
+        return sorted((self._path(fk) for fk in keys), key=str.lower)

@@ -43,7 +43,7 @@ def rule_name_has_path(name: str) -> bool:
     return winpath.has_path(name)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=winpath.PATH_CACHE)
 def rule_default_extension(name: str) -> str:
     """A name whose file part has no dot gets ".dll"; a trailing "." means "no extension"
     and is dropped."""
@@ -58,7 +58,7 @@ def rule_default_extension(name: str) -> str:
 VERBATIM_PREFIX = "\\\\?\\"  # \\?\
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=winpath.PATH_CACHE)
 def rule_dos_path_name(path: str) -> str:
     r"""The Win32 path of the file the loader opens for a path (RtlDosPathNameToNtPathName_U, then
     `\??\` read back as Win32). Microsoft's "Naming Files, Paths, and Namespaces"
@@ -85,7 +85,7 @@ def rule_dos_path_name(path: str) -> str:
     return "\\".join(parts)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=winpath.PATH_CACHE)
 def rule_load_name(name: str) -> str:
     r"""The name LoadLibrary looks for: ".dll" added to a file part with no dot, a trailing "." meaning
     "no extension" (rule_default_extension), then the path rules of the file it opens
