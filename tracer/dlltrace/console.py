@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import codecs
 import sys
-from typing import Optional, TextIO
+from typing import Iterable, Optional, TextIO, Union
 
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
 
@@ -90,11 +90,15 @@ def is_utf(stream: Optional[TextIO]) -> bool:
         return False
 
 
-def write_output(path: str, text: str) -> None:
+def write_output(path: str, text: Union[str, Iterable[str]]) -> None:
     """`text` (what the command prints, its last newline too) into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
     `\\n`; a file that cannot be written is a one-line error (exit 5)."""
+    pieces = iter([text] if isinstance(text, str) else text)  # (pieces: a report written as it is made)
+    first = next(pieces, "")  # (made before the file is opened: an error in making it leaves no file)
     try:
         with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
-            f.write(text)
+            f.write(first)
+            for piece in pieces:
+                f.write(piece)
     except OSError as e:
         raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None

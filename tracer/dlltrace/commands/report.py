@@ -16,14 +16,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from dlltrace.console import write_output
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.report.redact import redact, redact_trace, redactor_of
+from dlltrace.report.redact import Redactor, redact, redact_trace, redactor_of
 from dlltrace.report.explained import LineStyle, print_blocks, style_of
 from dlltrace.report.progress import ProgressBar
-from dlltrace.report.summary import produce, produce_blocks
+from dlltrace.report.summary import produce_blocks, produce_chunks
 from dlltrace.trace.reader import read_trace, warning_lines
 
 RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.json"
@@ -78,10 +78,7 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     if getattr(args, "output", None):  # (-o: UTF-8 whatever the console's encoding; console.py)
-        out = produce(trace, fmt, args.all, progress=replaying)
-        if bar is not None:
-            bar.close()
-        write_output(args.output, (redact(out, red) if red else out) + "\n")
+        write_output(args.output, _pieces(produce_chunks(trace, fmt, args.all, progress=replaying), bar, red))
     elif fmt == "text" and sys.stdout.isatty():
         from rich.console import Console
 
@@ -91,12 +88,22 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
             bar.close()
         print_blocks(blocks, console, clean=red.text if red else None)
     else:
-        out = produce(trace, fmt, args.all, progress=replaying)
-        if bar is not None:
-            bar.close()
-        print(redact(out, red) if red else out)
+        for piece in _pieces(produce_chunks(trace, fmt, args.all, progress=replaying), bar, red):
+            sys.stdout.write(piece)
+        sys.stdout.flush()
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0
+
+
+def _pieces(chunks: Iterator[str], bar: Optional[ProgressBar], red: Optional[Redactor]) -> Iterator[str]:
+    """The report's pieces as they are written (a JSON report a call at a time, never whole), each
+    redacted (a piece is whole lines: no value is cut in two), then its last newline; the progress bar
+    is closed once the first piece is made (the replay is done then)."""
+    for i, piece in enumerate(chunks):
+        if i == 0 and bar is not None:
+            bar.close()
+        yield red.text(piece) if red else piece
+    yield "\n"
 
 
 def line_styles(lines: list[str]) -> list[LineStyle]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import json
+from typing import Any, Iterable, Iterator, Sequence
 
 from dlltrace.report.analysis import Incident, api_set_source
 from dlltrace.report.capped import capped, capped_dict
@@ -14,10 +15,18 @@ from dlltrace.trace.reader import Trace
 from dlltrace.trace.replay import Replayed
 
 
+CALLS = "calls"  # the key of the document's one long list (json_chunks writes it an item at a time)
+
+
 def json_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed]) -> dict[str, Any]:
-    calls: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
-    went_on: list[dict[str, Any]] = []
+    """The document, whole (json_report_chunks writes the same text without holding it)."""
+    doc = json_report_head(trace, incs)
+    doc[CALLS] = list(call_dicts(incs))
+    return doc
+
+
+def call_dicts(incs: list[Incident]) -> Iterator[dict[str, Any]]:
+    """The document's `calls`: each attempt of each incident, made when asked for."""
     for inc in incs:
         for a in inc.attempts:
             d = call_dict(a.result)
@@ -27,13 +36,48 @@ def json_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed])
                       "verdict": verdict_dict(inc.verdict) if inc.verdict else None})
             if inc.went_on and "fixes" in d:
                 d["fixes"] = []  # fixes only for a failure the program hit
-            (failed if inc.real_failure else went_on if inc.went_on else []).append(d)
-            calls.append(d)
+            yield d
+
+
+def json_report_head(trace: Trace, incs: list[Incident]) -> dict[str, Any]:
+    """The document with its `calls` left out (its place kept: None), from the incidents' typed fields."""
+    failed: list[int] = []
+    went_on: list[int] = []
+    error = 0
+    for inc in incs:
+        for a in inc.attempts:
+            if inc.real_failure:
+                if not failed:
+                    error = a.real_error or a.result.error
+                failed.append(a.result.index)
+            elif inc.went_on:
+                went_on.append(a.result.index)
     return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
-            "error": (failed[0].get("real_error") or failed[0]["error"]) if failed else 0,
-            "failed": [c["index"] for c in failed], "went_on": [c["index"] for c in went_on],
-            "api_sets": api_set_source(trace), "calls": calls, "warnings": list(trace.warnings),
+            "error": error, "failed": failed, "went_on": went_on,
+            "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),
             "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace))}
+
+
+def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """json.dumps({**doc, "calls": list(calls)}, indent=2, ensure_ascii=False), the same text in
+    pieces: a report of thousands of failed loads is written a call at a time, never held whole
+    (issue 10 item 7: bench/report_memory.py)."""
+    def dumps(v: Any, indent: str) -> str:
+        # (a JSON text holds no raw newline: each of its newlines starts a line to indent)
+        return json.dumps(v, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+
+    yield "{"
+    for i, (k, v) in enumerate(doc.items()):
+        yield ("," if i else "") + "\n  " + json.dumps(k, ensure_ascii=False) + ": "
+        if k != CALLS:
+            yield dumps(v, "  ")
+            continue
+        n = 0
+        for call in calls:
+            yield ("," if n else "[") + "\n    " + dumps(call, "    ")
+            n += 1
+        yield "\n  ]" if n else "[]"
+    yield "\n}" if doc else "}"
 
 
 def ending_dict(trace: Trace, explained: bool) -> dict[str, Any]:

@@ -218,7 +218,7 @@ class Redactor:
         alone = self._anywhere() if anywhere else None
         if alone is not None:
             out = alone.sub(lambda m: self.placeholders[m.group(1).casefold()], out)
-        if len(self._cache) < 500_000:
+        if len(s) < 4096 and len(self._cache) < 500_000:  # (the trace's strings: not a report's pieces)
             self._cache[key] = out
         return out
 

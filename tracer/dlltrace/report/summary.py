@@ -3,12 +3,11 @@ at its end (summarize)."""
 
 from __future__ import annotations
 
-import json
-from typing import Optional
+from typing import Iterator, Optional
 
 from dlltrace.report.analysis import judged_incidents
 from dlltrace.report.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
-from dlltrace.report.json import json_report
+from dlltrace.report.json import call_dicts, json_chunks, json_report_head
 from dlltrace.report.markdown import markdown_report
 from dlltrace.report.explained import Block, Styled
 from dlltrace.report.text import text_report, text_report_blocks, text_report_lines
@@ -25,18 +24,26 @@ def summarize(trace: Trace) -> str:
 def produce(trace: Trace, fmt: str = "text", everything: bool = False, progress: Optional[Progress] = None) -> str:
     """The report of a trace as text, "markdown" or "json" (what `dlltrace report` prints); `progress`:
     called now and then with (events replayed, events to replay)."""
+    return "".join(produce_chunks(trace, fmt, everything, progress))
+
+
+def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
+                   progress: Optional[Progress] = None) -> Iterator[str]:
+    """produce's text in pieces: the JSON document a call at a time (report/json.py json_chunks), the
+    text and the Markdown whole."""
     with paused_gc():
         replays, incs = judged_incidents(trace, everything, progress)
         cuda = cuda_table_of_trace(trace)  # (None: nothing of CUDA in the trace)
         if fmt == "json":
-            doc = json_report(trace, incs, replays)
+            doc = json_report_head(trace, incs)
             doc["cuda"] = cuda_dict(cuda) if cuda is not None else None
-            return json.dumps(doc, indent=2, ensure_ascii=False)
-        if fmt == "markdown":
+            yield from json_chunks(doc, call_dicts(incs))
+        elif fmt == "markdown":
             md = markdown_report(trace, incs, replays)
-            return md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda.mismatches else "")
-        text = text_report(trace, incs, replays, everything)
-        return text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda.mismatches else "")
+            yield md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda.mismatches else "")
+        else:
+            text = text_report(trace, incs, replays, everything)
+            yield text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda.mismatches else "")
 
 
 def produce_lines(trace: Trace, everything: bool = False, progress: Optional[Progress] = None) -> list[str]:
