@@ -159,7 +159,7 @@ KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_ex
                         "capped", "spawn", "stats", "adddir", "removedir", "setdlldir", "setdefault", "setenv"})
 
 
-BLOCK = 1 << 18  # bytes of lines compressed together (Events)
+BLOCK = 1 << 16  # bytes of lines compressed together (Events): zlib's window is 32 KB, so bigger gains little
 CACHED_BLOCKS = 4  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
 
 
@@ -180,9 +180,9 @@ class Events(MadeSequence[dict]):
         self._kinds = array("I")     # each event's kind, a number: _kind_names[n]
         self._kind_names: list[str] = []
         self._kind_code: dict[str, int] = {}
-        self._pids: Union[array, list[Any]] = array("q")  # (a list once a pid does not fit 64 bits)
+        self._pids: Union[array, list[Any]] = array("I")  # (64 bits, then a list, once a pid does not fit)
         self._at = array("q")       # block << 32 | offset in it, or -1 - index in _kept
-        self._len = array("q")      # length of the line (0 for a kept event)
+        self._len = array("I")      # length of the line (0 for a kept event; 64 bits once one needs it)
         self._kept: list[dict] = []
         self._by_kind: dict[str, array] = {}
         # pid -> the seqs of its py_* events, rising, and their positions (py_event: bisect); a seq
@@ -210,8 +210,11 @@ class Events(MadeSequence[dict]):
         pid = obj["pid"]
         try:
             self._pids.append(pid)
-        except (OverflowError, TypeError):  # (the reader checked it is an int; a bigger one than 64 bits)
-            self._pids = [*self._pids, pid]
+        except (OverflowError, TypeError):  # (the reader checked it is an int: one beyond 32 bits, then 64)
+            wide = isinstance(self._pids, array) and self._pids.typecode == "I" and type(pid) is int \
+                and -(1 << 63) <= pid < (1 << 63)
+            self._pids = array("q", self._pids) if wide else list(self._pids)
+            self._pids.append(pid)
         if kind in KEPT_KINDS:
             self._at.append(-1 - len(self._kept))
             self._len.append(0)
@@ -223,6 +226,8 @@ class Events(MadeSequence[dict]):
                 self._buf = bytearray()
                 self._hot_block = -1
             self._at.append(len(self._blocks) << 32 | len(self._buf))
+            if len(data) >= 1 << 32 and self._len.typecode == "I":  # (a line of 4 GB or more)
+                self._len = array("q", self._len)
             self._len.append(len(data))
             self._buf += data
             self._raw_bytes += len(data)

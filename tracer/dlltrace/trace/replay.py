@@ -241,12 +241,19 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
 
 
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
+    """The world a trace's process recorded (the first process by default): made once per process
+    (the replay and the CUDA table both ask), each caller given a fresh() one of its own."""
     pid = trace.pids[0] if pid is None and trace.pids else pid
-    system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
-    probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
-    dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
-    # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
-    return RecordedWorld(system, trace.file_events(), probes, dirs, checked=trace.checked)
+    made = trace.__dict__.setdefault("_recorded_worlds", {})
+    key = (pid, len(trace.events))  # (a trace changed since: made again)
+    world = made.get(key)
+    if world is None:
+        system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
+        probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
+        dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
+        # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
+        world = made[key] = RecordedWorld(system, trace.file_events(), probes, dirs, checked=trace.checked)
+    return world.fresh()
 
 
 def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
@@ -409,8 +416,10 @@ class Replays(MadeSequence[Replayed]):
 def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = None, light: bool = False,
            progress: Optional[Progress] = None) -> Sequence[Replayed]:
     """Replay every load of every traced process (or of `pid`), in order. `light`: a load that
-    succeeded (really and in the model) is kept as a few fields (Replays); `progress` is called now
-    and then with (events replayed, events to replay)."""
+    succeeded (really and in the model) is kept as a few fields (Replays), and every other one
+    without its real probes, nested loads and DLL notifications (its Replayed has what the report
+    reads of them: real_probes, the differences); `progress` is called now and then with (events
+    replayed, events to replay)."""
     out: Union[list[Replayed], Replays] = Replays() if light else []
     pids = [pid] if pid is not None else trace.pids
     total = sum(trace.count_of(REPLAY_KINDS, p) for p in pids) if progress is not None else 0
@@ -523,6 +532,8 @@ def _replay_process(trace: Trace, pid: int, world: World, light: bool = False,
                 if light and r.load.ok and not r.result.error:
                     out.add_light(r)  # type: ignore[union-attr]
                 else:
+                    if light:  # (what the report reads of the real load is in r: real_probes, its end)
+                        r.load.probes, r.load.children, r.load.notifications = [], [], []
                     out.append(r)
             else:
                 pending.popleft()

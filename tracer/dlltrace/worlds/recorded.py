@@ -239,15 +239,15 @@ class RecordingWorld:
 
 
 def _add_one(index: dict[str, Union[str, list[str]]], key: str, value: str) -> None:
-    """Add a value to the values of a key, once: a key of one value holds the value itself, not a list
-    of one (a big trace's indexes have tens of thousands of keys, nearly all of one value)."""
+    """Add a value to the values of a key (a value new to it: the caller knows): a key of one value
+    holds the value itself, not a list of one (a big trace's indexes have tens of thousands of keys,
+    nearly all of one value)."""
     have = index.get(key)
     if have is None:
         index[key] = value
     elif isinstance(have, str):
-        if have != value:
-            index[key] = [have, value]
-    elif value not in have:
+        index[key] = [have, value]
+    else:
         have.append(value)
 
 
@@ -281,10 +281,11 @@ class RecordedWorld:
         self._init_failed: dict[str, FileFacts] = {}  # the facts of a file whose DllMain failed (mark_init_failed)
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, Union[str, list[str]]] = {}  # base name -> the key of each file of that name
-        self._by_shape: Optional[dict[str, Union[str, list[str]]]] = None  # (close_files)
+        # made once when first needed, and shared by every world fresh() makes of this one:
+        # "by_shape" (close_files) and "asked" (file)
+        self._lazy: dict[str, Any] = {}
         self._replaced: list[Mapping[str, Any]] = []  # an event of a path recorded again (for asked_exports)
         self._trimmed = False  # some `pe` object has trimmed export lists
-        self._asked: Optional[Asked] = None
         for e in file_events:
             path = e.get("path")
             if not isinstance(path, str) or not path:
@@ -303,14 +304,15 @@ class RecordedWorld:
             was = self._event(k)
             if was is not None:
                 self._replaced.append(was)
+            else:
+                self._name(k)  # (a path recorded again is indexed once)
+                self._mark_dirs(path)
             if isinstance(e, LazyEvent):
                 self._source = e.events
                 self._events[k] = e.pos
             else:
                 self._events[k] = e  # facts built when asked for (file())
             self._files.pop(k, None)
-            self._name(k)
-            self._mark_dirs(path)
         for path, status in probes:
             k = winpath.key(path)
             if k in self._files or k in self._events:
@@ -324,8 +326,18 @@ class RecordedWorld:
         for d in dirs:
             self._dirs[winpath.key(d)] = True
 
+    def fresh(self) -> "RecordedWorld":
+        """A world of the same facts, as this one was made: it shares this one's indexes (never changed
+        once made) and has its own built facts and DllMain failures (mark_init_failed). A trace's
+        process is indexed once, whoever asks for its world (replay.recorded_world)."""
+        w = object.__new__(RecordedWorld)
+        w.__dict__.update(self.__dict__)
+        w._built = OrderedDict()
+        w._init_failed = {}
+        return w
+
     def _name(self, k: str) -> None:
-        """Index a file's key by its base name."""
+        """Index a file's key by its base name (a key not indexed yet)."""
         _add_one(self._by_name, winpath.basename(k), k)
 
     def _keys_named(self, n: str) -> list[str]:
@@ -385,9 +397,10 @@ class RecordedWorld:
             return f
         e = self._event(k)
         if e is not None:
-            if self._trimmed and self._asked is None:  # once, on the first file built
-                self._asked = asked_exports(self._pes())
-            f = facts_of_event(e, self._checked, self._asked)
+            asked = self._lazy.get("asked")
+            if self._trimmed and asked is None:  # once, on the first file built
+                asked = self._lazy["asked"] = asked_exports(self._pes())
+            f = facts_of_event(e, self._checked, asked)
             built[k] = f
             if len(built) > self.FACTS_KEPT:
                 built.popitem(last=False)
@@ -406,15 +419,20 @@ class RecordedWorld:
         return [self._path(k) for k in self._keys_named(name.lower())]
 
     def close_files(self, name: str) -> list[str]:
-        if self._by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
-            self._by_shape = {}
+        by_shape = self._lazy.get("by_shape")
+        if by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
+            by_shape = self._lazy["by_shape"] = {}
             for n in self._by_name:
-                _add_one(self._by_shape, winpath.name_shape(n), n)
-        names = _all(self._by_shape, winpath.name_shape(name))
+                shape = winpath.name_shape(n)
+                _add_one(by_shape, n if shape == n else shape, n)  # (a name without digits is its own shape)
+        names = _all(by_shape, winpath.name_shape(name))
         return sorted((self._path(k) for n in names if winpath.close_name(n, name) for k in self._keys_named(n)),
                       key=str.lower)
 
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)
-        keys = {fk for n in self._by_name for fk in self._keys_named(n) if winpath.dirname(fk) == k}
+        prefix = k.rstrip("\\") + "\\" if k else ""  # (a key is normalised: its folder ends at its last \\)
+        n = len(prefix)
+        keys = {fk for name in self._by_name for fk in self._keys_named(name)
+                if fk.startswith(prefix) and "\\" not in fk[n:]}
         return sorted((self._path(fk) for fk in keys), key=str.lower)

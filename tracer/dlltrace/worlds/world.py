@@ -11,7 +11,7 @@ questions, and the simulator never knows which one it has.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Protocol, Sequence
+from typing import Iterable, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
@@ -64,23 +64,26 @@ class LoadedModule:
     """A module in a process's loaded-module list. (A class with slots, not a dataclass: a big trace's
     replay lists tens of thousands; compared by identity.)"""
 
-    __slots__ = ("path", "refcount", "origin", "deps", "initialized", "name")
+    __slots__ = ("path", "refcount", "_origin", "by_call", "deps", "initialized", "name")
 
     def __init__(self, path: str, refcount: int = 1, origin: str = "",
-                 deps: Optional[Sequence["LoadedModule"]] = None, initialized: bool = True):
+                 deps: Optional[tuple["LoadedModule", ...]] = None, initialized: bool = True, by_call: str = ""):
         self.path = path
         self.refcount = refcount
-        self.origin = origin  # the call that loaded it (for "why this copy")
-        # the modules its imports bound to (add_dep; a tuple while it has none: most modules of a big trace)
-        self.deps: Sequence[LoadedModule] = () if deps is None else deps
+        self._origin = origin
+        self.by_call = by_call  # the words of the call that mapped it (origin: "loaded by <by_call>"), shared with the call
+        # the modules its imports bound to (add_dep), a tuple: most modules of a big trace have one or none
+        self.deps: tuple[LoadedModule, ...] = () if deps is None else tuple(deps)
         self.initialized = initialized  # its DllMain has run (False: mapped and listed, not attached yet)
         self.name = winpath.basename(path).lower()
 
+    @property
+    def origin(self) -> str:
+        """What loaded it, in words (for "why this copy")."""
+        return f"loaded by {self.by_call}" if self.by_call else self._origin
+
     def add_dep(self, m: "LoadedModule") -> None:
-        if isinstance(self.deps, list):
-            self.deps.append(m)
-        else:
-            self.deps = [*self.deps, m]
+        self.deps = (*self.deps, m)
 
     def __repr__(self) -> str:
         return (f"LoadedModule(path={self.path!r}, refcount={self.refcount!r}, origin={self.origin!r}, "
@@ -170,7 +173,7 @@ class ProcessState:
         return ProcessState(
             exe=self.exe, cwd=self.cwd, path=list(self.path), dll_directory=self.dll_directory,
             dll_directories=list(self.dll_directories), default_dirs=self.default_dirs,
-            loaded=[LoadedModule(m.path, m.refcount, m.origin) for m in self.iter_loaded()],
+            loaded=[LoadedModule(m.path, m.refcount, m._origin, by_call=m.by_call) for m in self.iter_loaded()],
             machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
             package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
         )
@@ -207,9 +210,9 @@ class ForkedProcessState(ProcessState):
             return None
         c = self._clones.get(id(m))
         if c is None:
-            c = LoadedModule(m.path, m.refcount, m.origin, None, m.initialized)
+            c = LoadedModule(m.path, m.refcount, m._origin, None, m.initialized, m.by_call)
             self._clones[id(m)] = c  # (first: an import cycle finds it)
-            c.deps = [x for d in m.deps if (x := self._clone(d)) is not None]  # the fork's own modules
+            c.deps = tuple(x for d in m.deps if (x := self._clone(d)) is not None)  # the fork's own modules
         return c
 
     @property

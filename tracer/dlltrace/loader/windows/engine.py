@@ -242,7 +242,6 @@ class Simulator:
         self._module_of: dict[int, LoadedModule] = {}  # id(node) -> the module it resolved to
         self._probes: list[str] = []
         self._origin = origin or f"{op}({winpath.typed(name)})"
-        self._loaded_by = f"loaded by {self._origin}"  # (one string for every module this call maps)
         self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
         self._datafile = rules.rule_datafile_load(flags)
         self._no_refs = self._datafile or rules.rule_dont_resolve_references(flags)
@@ -461,7 +460,7 @@ class Simulator:
             node.detail = "mapped as a data file: no imports, no DllMain"
             return node
         path = node.path or facts.path
-        m = LoadedModule(path, 1, self._loaded_by, initialized=False)
+        m = LoadedModule(path, 1, initialized=False, by_call=self._origin)
         self.process.add_loaded(m)  # listed before its imports are processed (cycles bind to it)
         self._new.append((m, node))
         self._module_of[id(node)] = m
