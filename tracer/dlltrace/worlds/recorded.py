@@ -285,6 +285,7 @@ class RecordedWorld:
         # "by_shape" (close_files) and "asked" (file)
         self._lazy: dict[str, Any] = {}
         self._replaced: list[Mapping[str, Any]] = []  # an event of a path recorded again (for asked_exports)
+        self._first_path: dict[str, str] = {}  # a path recorded again: as it was first recorded
         self._trimmed = False  # some `pe` object has trimmed export lists
         for e in file_events:
             path = e.get("path")
@@ -304,6 +305,7 @@ class RecordedWorld:
             was = self._event(k)
             if was is not None:
                 self._replaced.append(was)
+                self._first_path.setdefault(k, winpath.normalize(was["path"]))  # (the path shown: the first)
             else:
                 self._name(k)  # (a path recorded again is indexed once)
                 self._mark_dirs(path)
@@ -351,7 +353,10 @@ class RecordedWorld:
         return cast(Optional[Mapping[str, Any]], e)
 
     def _path(self, k: str) -> str:
-        """A file's path as recorded (normalised), from its key."""
+        """A file's path as first recorded (normalised), from its key."""
+        first = self._first_path.get(k)
+        if first is not None:
+            return first
         e = self._event(k)
         if e is not None:
             return winpath.normalize(e["path"])
