@@ -241,7 +241,7 @@ def test_the_unix_home_and_machine_from_env_vars_when_a_trace_records_them(tmp_p
     assert e["cwd"] == r"D:\profiles\<user>\work"
     assert e["vars"]["PYTHONPATH"] == r"Z:\srv\people\<user>\py;/srv/people/<user>/lib;\\<machine>\c$\x;<machine>"
     assert "USERNAME" in e["vars"] and e["vars"]["USERNAME"] == "<user>"
-    assert "ALICE~1" not in json.dumps(red.events)  # (an 8.3 short name at the profile's place is replaced there)
+    assert "ALICE~1" not in json.dumps(list(red.events))  # (an 8.3 short name at the profile's place is replaced there)
 
 
 def test_unc_forms_and_json_escaped_text():

@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
 from dlltrace.trace.collect import event_lines
-from dlltrace.trace.reader import Trace, paused_gc, read_trace
+from dlltrace.trace.reader import Events, Trace, paused_gc, read_trace
 
 USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
 
@@ -76,6 +76,11 @@ def _spaced(root: str) -> "re.Pattern[str]":
 _FIND = {USER: (_spaced(_PROFILE_ROOT), re.compile(rf"(?i){_PROFILE_ROOT}({_COMP})")),
          HOME: (_spaced(_HOME_ROOT), re.compile(rf"(?i){_HOME_ROOT}({_COMP})")),
          MACHINE: (re.compile(rf"(?i){_UNC_ROOT}({_COMP})"), re.compile(rf"(?i){_UNC_ROOT}({_COMP})"))}
+
+
+# the redacted strings kept for the next ask of the same (a trace's paths come again and again); a
+# 19 MB trace has ~100,000 distinct ones: 500,000 held ~100 MB (bench/report_memory.py --redact)
+REDACT_CACHE = 4096
 
 
 @dataclass
@@ -218,7 +223,7 @@ class Redactor:
         alone = self._anywhere() if anywhere else None
         if alone is not None:
             out = alone.sub(lambda m: self.placeholders[m.group(1).casefold()], out)
-        if len(s) < 4096 and len(self._cache) < 500_000:  # (the trace's strings: not a report's pieces)
+        if len(s) < 4096 and len(self._cache) < REDACT_CACHE:  # (the trace's strings: not a report's pieces)
             self._cache[key] = out
         return out
 
@@ -262,7 +267,7 @@ def redactor_of(trace: Union[Trace, Any]) -> Redactor:
 
 def _redactor_of(trace: Union[Trace, Any]) -> Redactor:
     red = Redactor()
-    events = list(getattr(trace, "events", []))
+    events = getattr(trace, "events", [])  # (a read trace's Events: each parsed when read, not all at once)
     for e in events:
         if e.get("ev") == "env":
             red.learn_env(e)
@@ -295,8 +300,14 @@ def redact_trace(trace: Trace, red: Optional[Redactor] = None) -> Trace:
     """A copy of the trace with every identifying value replaced: what `dlltrace report --redact` reports."""
     red = red or redactor_of(trace)
     with paused_gc():
-        copy = Trace(path=red.text(trace.path, anywhere=True), header=trace.header,
-                     events=[_redacted(e, red) for e in trace.events],
+        events: Union[Events, list[dict]]
+        if isinstance(trace.events, Events):  # (a read trace's: kept as compactly as the trace's own)
+            events = Events()
+            for e in trace.events:
+                events.add(_redacted(e, red), None)
+        else:
+            events = [_redacted(e, red) for e in trace.events]
+        copy = Trace(path=red.text(trace.path, anywhere=True), header=trace.header, events=events,
                      warnings=[red.text(w, anywhere=True) for w in trace.warnings], checked=trace.checked)
     copy.__dict__[_COPY_OF] = redacted_copy_of(trace) or trace.path
     return copy
