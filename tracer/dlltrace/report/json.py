@@ -68,7 +68,8 @@ def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterato
 
     yield "{"
     for i, (k, v) in enumerate(doc.items()):
-        yield ("," if i else "") + "\n  " + json.dumps(k, ensure_ascii=False) + ": "
+        key = json.dumps({k: 0}, ensure_ascii=False)[1:-4]  # (a key as json writes one: 1 -> "1", None -> "null")
+        yield ("," if i else "") + "\n  " + key + ": "
         if k != CALLS:
             yield dumps(v, "  ")
             continue
