@@ -6,7 +6,7 @@ extension-like DLLs, every 10th load missing a dependency), this measures in the
 
   baseline  the peak RSS of a Python that imports every module `dlltrace report` imports (the list is
             taken from a report of a tiny trace) and does nothing else
-  report    the peak RSS of `dlltrace report TRACE` (text, to a pipe) and `--json`
+  report    the peak RSS of `dlltrace report TRACE` (text, to a pipe), `--json` and `--redact`
 
 each in a fresh process (a wrapper runs it and reads its ru_maxrss: resource.getrusage(RUSAGE_CHILDREN)),
 and prints the ratio (report - baseline) / trace size. Linux and macOS (not Windows: no `resource`).
@@ -17,17 +17,23 @@ Measured (Linux, Python 3.11, a 2-core machine shared with other jobs; baseline 
           the replay kept every load's simulated tree):
           93,005 events, 19.0 MB: report 298 MB peak, ratio 14.0
           465,005 events, 96.0 MB: report 1,342 MB peak, ratio 13.6
-  now (Events: bulky lines in zlib blocks; one streaming pass per process; a successful load kept
+  then (Events: bulky lines in zlib blocks; one streaming pass per process; a successful load kept
           as a few fields; path caches cleared every 1,000 loads):
           93,005 events, 19.0 MB: text 112 MB (ratio 4.2), --json 126 MB (4.9)
           465,005 events, 96.0 MB: text 416 MB (4.0), --json 466 MB (4.5)
-  The aim (2) is not met. What holds the rest, on the 19 MB trace (tracemalloc, after the replay):
-  the recorded world's facts of the 19,000 DLLs the replay asked about (PE facts ~16 MB, the strings
-  in them ~5 MB) and its index of paths (~8 MB, built from the file events and the probes), the path
-  caches of up to 1,000 loads (~6 MB), the simulator's loaded modules (~3 MB), the 1,000 failed loads
-  in full (~5 MB), the trace's events (~7 MB compressed). --json adds the JSON document and its text.
-  `--redact` copies every event as a dict (report/redact.py, redact_trace: 235 MB on the 19 MB trace);
-  `--all` keeps every load in full (200 MB).
+          What held the rest, on the 19 MB trace (tracemalloc at the end of the replay, 73 MB): the
+          recorded world's facts of all 19,000 DLLs, built once and kept (~25 MB), its indexes (~8 MB),
+          the 19,000 loaded modules (~8 MB), the path caches of up to 65,536 entries each, 1,000 failed
+          loads with all their probes; --json built the whole document, then its text, then printed it;
+          --redact parsed every event at once to learn the names (235 MB).
+  now (a file's facts built when asked, the last 1,024 kept; a process's world indexed once, events
+          held by position; LoadedModule, the result dataclasses and Probe with slots; light loads in
+          columns; a failed load without its probes; 64 KB blocks, 32-bit arrays; path caches of 4,096;
+          --json written a call at a time; --redact's names learnt a streamed event at a time and its
+          copy kept as Events):
+          93,005 events, 19.0 MB: text 62.3 MB (ratio 1.75), --json 62.8 MB (1.78), --redact 65.6 MB (1.93)
+          465,005 events, 96.0 MB: text 184.5 MB (1.59), --json 185.1 MB (1.59)
+  `--all` keeps every load in full (172 MB on the 19 MB trace).
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def main() -> int:
             path = Path(d) / f"big{n}.jsonl"
             lines = generate(path, n)
             size = path.stat().st_size
-            for fmt in ([], ["--json"]):
+            for fmt in ([], ["--json"], ["--redact"]):
                 p = peak([*report, str(path), *fmt])
                 ratio = (p - base) / size
                 worst = max(worst, ratio)
