@@ -158,3 +158,42 @@ def test_a_read_traces_world_answers_as_the_world_of_its_parsed_events(tmp_path:
         assert w.files_in(folder) == plain.files_in(folder)
     again = recorded_world(trace, 7)
     assert again is not w and again._events is w._events  # (indexed once, each caller its own world)
+
+
+def test_processes_share_the_file_index_and_keep_their_own_probes(tmp_path: Path):
+    """Every process of a trace has the same file events: indexed once a trace; each process's world
+    adds its own probes and AddDllDirectory folders; only the world last asked for is kept (a trace of
+    ten processes does not keep ten: reviewer's case, 10 processes held 45 MB)."""
+    head = {"format": "dlltrace-trace", "version": 1}
+    lines = [head]
+    seq = 0
+
+    def ev(pid, **f):
+        nonlocal seq
+        seq += 1
+        lines.append({"pid": pid, "seq": seq, "tid": 1, "t": seq, **f})
+
+    for pid in (7, 8):
+        ev(pid, ev="process", exe=f"C:\\app{pid}\\python.exe")
+        ev(pid, ev="load_begin", api="LoadLibraryW", name=f"C:\\p{pid}\\only{pid}.dll", flags=0, parent=None, depth=0, ctx=None)
+        ev(pid, ev="probe", load=seq, op="open", path=f"\\??\\C:\\p{pid}\\only{pid}.dll", status=0)
+        ev(pid, ev="load_end", load=seq - 1, result="0x1000", error=0, path=f"C:\\p{pid}\\only{pid}.dll")
+        ev(pid, ev="adddir", api="AddDllDirectory", path=f"C:\\added{pid}", cookie="0x1", ok=True, error=0)
+    for i, e in enumerate(events(50, 7)):
+        ev(7 + i % 2, **e)  # (each process's run appends its own file facts)
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    trace = read_trace(path)
+    w7, w8 = recorded_world(trace, 7), recorded_world(trace, 8)
+    assert w7._events is w8._events and w7._by_name is w8._by_name
+    assert w7.records("C:\\p7\\only7.dll") and not w8.records("C:\\p7\\only7.dll")
+    assert w8.files_named("only8.dll") == ["C:\\p8\\only8.dll"] and w7.files_named("only8.dll") == []
+    assert w7.files_in("C:\\p7") == ["C:\\p7\\only7.dll"] and w8.files_in("C:\\p7") == []
+    assert w7.is_dir("C:\\added7") and not w7.is_dir("C:\\added8") and w8.is_dir("C:\\added8")
+    kept = [k for k in trace.__dict__["_recorded_worlds"] if k[0] == "process"]
+    assert [k[1] for k in kept] == [8]
+    plain = RecordedWorld(w7.system, [e for e in trace.file_events()],
+                          [("C:\\p7\\only7.dll", 0)], ["C:\\added7"])
+    again = recorded_world(trace, 7)
+    for k in model(events(50, 7)):
+        assert again.file(k) == plain.file(k) and again.files_named(winpath.basename(k)) == plain.files_named(winpath.basename(k))

@@ -241,18 +241,26 @@ def replay_start(trace: Trace, pid: int, world: World) -> Replayed:
 
 
 def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
-    """The world a trace's process recorded (the first process by default): made once per process
-    (the replay and the CUDA table both ask), each caller given a fresh() one of its own."""
+    """The world a trace's process recorded (the first process by default), each caller given a fresh()
+    one of its own. The index of the trace's file events, which its processes share, is made once a
+    trace; the world of the process last asked for is kept (the replay and then the CUDA table ask for
+    the first process's), a world per process of a trace of many is not."""
     pid = trace.pids[0] if pid is None and trace.pids else pid
     made = trace.__dict__.setdefault("_recorded_worlds", {})
-    key = (pid, len(trace.events))  # (a trace changed since: made again)
-    world = made.get(key)
+    n = len(trace.events)  # (a trace changed since: made again)
+    files = made.get(("files", n))
+    if files is None:
+        made.clear()
+        # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
+        files = made[("files", n)] = RecordedWorld(SystemInfo(), trace.file_events(), checked=trace.checked)
+    world = made.get(("process", pid, n))
     if world is None:
+        for k in [k for k in made if k[0] == "process"]:
+            del made[k]
         system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
         probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
         dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
-        # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
-        world = made[key] = RecordedWorld(system, trace.file_events(), probes, dirs, checked=trace.checked)
+        world = made[("process", pid, n)] = files.with_process(system, probes, dirs)
     return world.fresh()
 
 
@@ -405,7 +413,7 @@ class Replays(MadeSequence[Replayed]):
         return iter(list(self._full.values()))
 
     def is_light(self, i: int) -> bool:
-        return i not in self._full
+        return (i + self._n if i < 0 else i) not in self._full
 
     def pids(self) -> list[int]:
         """The pid of each load, in order (without making a Replayed of the light ones)."""

@@ -281,9 +281,10 @@ class RecordedWorld:
         self._init_failed: dict[str, FileFacts] = {}  # the facts of a file whose DllMain failed (mark_init_failed)
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, Union[str, list[str]]] = {}  # base name -> the key of each file of that name
-        # made once when first needed, and shared by every world fresh() makes of this one:
-        # "by_shape" (close_files) and "asked" (file)
+        # made once when first needed: "asked" (file) of the file events, shared by every world made of
+        # this one (fresh, with_process); "by_shape" (close_files) of the names, shared by fresh() only
         self._lazy: dict[str, Any] = {}
+        self._shapes: dict[str, Any] = {}
         self._replaced: list[Mapping[str, Any]] = []  # an event of a path recorded again (for asked_exports)
         self._first_path: dict[str, str] = {}  # a path recorded again: as it was first recorded
         self._trimmed = False  # some `pe` object has trimmed export lists
@@ -315,18 +316,37 @@ class RecordedWorld:
             else:
                 self._events[k] = e  # facts built when asked for (file())
             self._files.pop(k, None)
+        self._probe_names: dict[str, Union[str, list[str]]] = {}  # as _by_name, for the files only a probe shows
+        self._add_process(probes, dirs)
+
+    def _add_process(self, probes: Iterable[tuple[str, int]], dirs: Iterable[str]) -> None:
+        """What a process's own events tell of files and folders: its probes (a successful open: the
+        file is there; 0xC0000034: it is not; the first of a path decides) and its AddDllDirectory folders."""
         for path, status in probes:
             k = winpath.key(path)
             if k in self._files or k in self._events:
                 continue
             if status < NT_SUCCESS_MAX:
                 self._files[k] = FileFacts(path=winpath.normalize(path))
-                self._name(k)
+                _add_one(self._probe_names, winpath.basename(k), k)
                 self._mark_dirs(path)
             elif status in STATUS_NOT_FOUND:
                 self._files.setdefault(k, None)
         for d in dirs:
             self._dirs[winpath.key(d)] = True
+
+    def with_process(self, system: SystemInfo, probes: Iterable[tuple[str, int]] = (),
+                     dirs: Iterable[str] = ()) -> "RecordedWorld":
+        """The world of one process of the trace, made of this one (a world of the trace's file events
+        and no probes nor folders): it shares the index of the file events, which every process of a
+        trace has in common (replay.recorded_world makes it once a trace), and adds the process's own."""
+        w = self.fresh()
+        w.system = system
+        w._files, w._dirs = dict(self._files), dict(self._dirs)
+        w._probe_names = {n: (list(v) if isinstance(v, list) else v) for n, v in self._probe_names.items()}
+        w._shapes = {}
+        w._add_process(probes, dirs)
+        return w
 
     def fresh(self) -> "RecordedWorld":
         """A world of the same facts, as this one was made: it shares this one's indexes (never changed
@@ -343,7 +363,12 @@ class RecordedWorld:
         _add_one(self._by_name, winpath.basename(k), k)
 
     def _keys_named(self, n: str) -> list[str]:
-        return _all(self._by_name, n)
+        return _all(self._by_name, n) + _all(self._probe_names, n)
+
+    def _names(self) -> Iterator[str]:
+        """Every base name of a file the world knows of, once."""
+        yield from self._by_name
+        yield from (n for n in self._probe_names if n not in self._by_name)
 
     def _event(self, k: str) -> Optional[Mapping[str, Any]]:
         e = self._events.get(k)
@@ -424,10 +449,10 @@ class RecordedWorld:
         return [self._path(k) for k in self._keys_named(name.lower())]
 
     def close_files(self, name: str) -> list[str]:
-        by_shape = self._lazy.get("by_shape")
+        by_shape = self._shapes.get("by_shape")
         if by_shape is None:  # names by their digit-less shape, built once: no scan per failed load
-            by_shape = self._lazy["by_shape"] = {}
-            for n in self._by_name:
+            by_shape = self._shapes["by_shape"] = {}
+            for n in self._names():
                 shape = winpath.name_shape(n)
                 _add_one(by_shape, n if shape == n else shape, n)  # (a name without digits is its own shape)
         names = _all(by_shape, winpath.name_shape(name))
@@ -438,6 +463,6 @@ class RecordedWorld:
         k = winpath.key(folder)
         prefix = k.rstrip("\\") + "\\" if k else ""  # (a key is normalised: its folder ends at its last \\)
         n = len(prefix)
-        keys = {fk for name in self._by_name for fk in self._keys_named(name)
+        keys = {fk for name in self._names() for fk in self._keys_named(name)
                 if fk.startswith(prefix) and "\\" not in fk[n:]}
         return sorted((self._path(fk) for fk in keys), key=str.lower)
