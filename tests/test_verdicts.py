@@ -345,6 +345,28 @@ def test_rule_cut_by_cap(tmp_path):
     assert [(v.fate, v.reason) for v in verdicts_by_name(p2)["cut.dll"]] == [("fatal", "died_in_load")]
 
 
+def test_rule_cut_by_cap_when_the_light_replay_let_go_of_the_loads_probes(tmp_path):
+    """A failed load the cap cut only in a nested load (whose end was dropped): the report's light replay
+    keeps the failed load without its probes and nested loads, and its verdict is still cut_by_cap,
+    as in a replay that keeps everything (reviewer's case)."""
+    from dlltrace.report.analysis import judged_incidents
+
+    w = writer()
+    pyd = "C:\\app\\x.pyd"
+    b = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=None,
+             caller=PY + "\\python312.dll")
+    w.ev("probe", load=b, op="open", path="\\??\\" + pyd, status=NOT_FOUND)
+    w.ev("load_begin", api="LoadLibraryW", name="C:\\app\\dep.dll", flags=0, parent=b, depth=1, ctx=None, caller=pyd)
+    w.ev("load_end", load=b, result=None, error=126, status=DLL_NOT_FOUND, path=None)
+    w.file(pyd, kind="missing")
+    w.ev("capped", max_size=1 << 20, dropped={"load_end": 1}, dropped_bytes=100, first_t=w.t + 1000)
+    w.lines[-1]["seq"] = 0
+    p = build(tmp_path, w, 1)
+    for everything in (True, False):
+        _, incs = judged_incidents(read_trace(p), everything)
+        assert [(i.verdict.fate, i.verdict.reason) for i in incs if i.verdict] == [("unknown", "cut_by_cap")], everything
+
+
 def test_rule_no_exit_is_unknown_and_still_counted(tmp_path):
     w = writer()
     two_failures(w)

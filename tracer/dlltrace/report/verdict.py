@@ -168,7 +168,8 @@ def rule_cut_by_cap(r: Replayed, cap: Optional[Capped]) -> Optional[Verdict]:
     """The trace reached its size cap (`run --max-size`) while this load ran: its end, probes or nested
     loads may have been dropped, so whether and why it failed is not known (it is not a load the process
     died in, whatever the lines that are left say)."""
-    return Verdict("unknown", "cut_by_cap") if cut_by_cap(cap, r.load) else None
+    # (r.cut: as the replay found it, before a light replay let go of the load's probes and nested loads)
+    return Verdict("unknown", "cut_by_cap") if r.cut or cut_by_cap(cap, r.load) else None
 
 
 def rule_retried_ok(r: Replayed, later_ok: list[Replayed]) -> Optional[Verdict]:
