@@ -18,6 +18,7 @@ write_output writes a command's `-o FILE` in UTF-8, whatever the console's encod
 from __future__ import annotations
 
 import codecs
+import os
 import sys
 from typing import Iterable, Optional, TextIO, Union
 
@@ -95,10 +96,21 @@ def write_output(path: str, text: Union[str, Iterable[str]]) -> None:
     `\\n`; a file that cannot be written is a one-line error (exit 5)."""
     pieces = iter([text] if isinstance(text, str) else text)  # (pieces: a report written as it is made)
     first = next(pieces, "")  # (made before the file is opened: an error in making it leaves no file)
+    # (a file is written whole, then renamed: an error or Ctrl-C half way leaves no half file; a device
+    # or a pipe, /dev/stdout, is written as it is)
+    special = os.path.exists(path) and not os.path.isfile(path)
+    part = path if special else path + ".part"
     try:
-        with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
-            f.write(first)
-            for piece in pieces:
-                f.write(piece)
+        try:
+            with open(part, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
+                f.write(first)
+                for piece in pieces:
+                    f.write(piece)
+            if not special:
+                os.replace(part, path)
+        except BaseException:
+            if not special and os.path.exists(part):
+                os.unlink(part)
+            raise
     except OSError as e:
         raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None
