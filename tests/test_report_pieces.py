@@ -437,3 +437,22 @@ def test_report_redact_changes_what_a_fixture_shows():
     trace = read_trace(TRACES / "s5.jsonl")
     red = redactor_of(trace)
     assert redact(produce(redact_trace(trace, red), "json"), red) != produce(trace, "json")
+
+
+def test_write_output_leaves_no_half_file_when_a_later_piece_fails(tmp_path):
+    """An error (or Ctrl-C) after some pieces were written leaves neither the file nor its .part; a
+    file already there is left as it was."""
+    target = tmp_path / "out.json"
+    target.write_text("before\n", encoding="utf-8")
+
+    def pieces() -> Iterator[str]:
+        yield "{"
+        yield "\n  \"a\": 1"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_output(str(target), pieces())
+    assert target.read_text(encoding="utf-8") == "before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+    write_output(str(target), iter(["x", "y\n"]))
+    assert target.read_text(encoding="utf-8") == "xy\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
