@@ -22,6 +22,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import Any, Optional, Union
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
 from dlltrace.trace.collect import event_lines
-from dlltrace.trace.reader import Events, Trace, paused_gc, read_trace
+from dlltrace.trace.reader import Events, Trace, paused_gc, raw_lines, read_trace
 
 USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
 
@@ -448,38 +449,54 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
     if os.path.abspath(src_s) == os.path.abspath(dst_s) or (os.path.exists(dst_s) and os.path.samefile(src_s, dst_s)):
         raise DlltraceError(f"{dst_s}: is the input trace; write the redacted trace to another file", EXIT_USAGE)
     trace = read_trace(src_s)  # (a file that is not a trace: one line, EXIT_BAD_TRACE)
-    try:
-        data = trace_bytes(src_s)
-    except OSError as e:
-        raise DlltraceError(f"{src_s}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
     red = redactor_of(trace)
-    raw_lines = data.split(b"\n")
-    with paused_gc():
-        # the events first, then the header (a value only the header shows gets the next placeholder, so
-        # the events' placeholders are those of `report --redact`)
-        body = [_event_line(raw, red) for raw in raw_lines[1:]]
-        head = _event_line(raw_lines[0], red, header=True)
-    out = b"\n".join([head[0], *(line for line, _ in body)])
+    warnings = [red.text(w, anywhere=True) for w in trace.warnings]
+    del trace  # (what follows reads the file again, a line at a time: never the whole of it in memory)
     compressed = dst_s.lower().endswith(".gz")
     folder = os.path.dirname(os.path.abspath(dst_s))
-    tmp = ""
+    tmp = body_tmp = ""
+    lines = changed = 0
+    last = b""
+    head: tuple[bytes, bool] = (b"", False)
     try:
+        # the events first, then the header (a value only the header shows gets the next placeholder, so
+        # the events' placeholders are those of `report --redact`): the redacted events go to a file
+        # first, then the header and they to the output
+        fd, body_tmp = tempfile.mkstemp(prefix=".dlltrace-redact-body-", dir=folder)
+        with os.fdopen(fd, "wb") as body, paused_gc():
+            try:
+                raws = raw_lines(src_s)
+                first = last = next(raws)
+                for raw in raws:
+                    last = raw
+                    line, hit = _event_line(raw, red)
+                    body.write(b"\n" + line)
+                    lines += 1
+                    changed += hit
+            except OSError as e:
+                raise DlltraceError(f"{src_s}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+            head = _event_line(first, red, header=True)
         fd, tmp = tempfile.mkstemp(prefix=".dlltrace-redact-", dir=folder)
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb") as f, open(body_tmp, "rb") as body:
             if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
                 with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0) as gz:
-                    gz.write(out)
+                    gz.write(head[0])
+                    shutil.copyfileobj(body, gz, 1 << 20)
             else:
-                f.write(out)
+                f.write(head[0])
+                shutil.copyfileobj(body, f, 1 << 20)
         os.replace(tmp, dst_s)
     except OSError as e:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         raise DlltraceError(f"{dst_s}: cannot write: {e.strerror or e}", EXIT_OUTPUT) from None
+    finally:
+        if body_tmp and os.path.exists(body_tmp):
+            os.unlink(body_tmp)
     values: dict[str, int] = {}
     for kind in red.kinds.values():
         values[kind] = values.get(kind, 0) + 1
-    return RedactionSummary(source=src_s, output=dst_s, lines=len(raw_lines) - (raw_lines[-1] == b""),
-                            changed=int(head[1]) + sum(c for _, c in body), values=values,
-                            warnings=[red.text(w, anywhere=True) for w in trace.warnings], compressed=compressed,
-                            size=os.path.getsize(dst_s))
+    # (lines: the header and the events, without the empty one after the last newline)
+    return RedactionSummary(source=src_s, output=dst_s, lines=1 + lines - (last == b""),
+                            changed=int(head[1]) + changed, values=values,
+                            warnings=warnings, compressed=compressed, size=os.path.getsize(dst_s))

@@ -738,6 +738,21 @@ def _gzip_lines(f: BinaryIO, path: Union[str, Path], warnings: list[str], progre
         yield rest
 
 
+def raw_lines(path: Union[str, Path]) -> Iterator[bytes]:
+    """The lines of a trace file (plain or gzip, read a chunk at a time) as `data.split(b"\\n")` of its
+    whole bytes gives them: without their newline, and an empty last one after a last newline. A gzip
+    stream cut short or damaged gives its lines up to there (as read_trace reads it). OSError as it comes."""
+    with open(path, "rb") as f:
+        compressed = f.peek(2)[:2] == GZIP_MAGIC
+        lines = _gzip_lines(f, path, [], None, 0) if compressed else _plain_lines(f, None, 0)
+        ended = True  # (the data so far ends with a newline, or is empty)
+        for line in lines:
+            ended = line.endswith(b"\n")
+            yield line[:-1] if ended else line
+        if ended:
+            yield b""
+
+
 def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> Trace:
     try:
         f = open(path, "rb")
