@@ -47,6 +47,11 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           +1 s). In CPU time the parts cost about: every bulky event parsed a second time 0.5 s, the
           zlib blocks 0.2 s, clearing the caches 0.25 s; each of the last two can be traded back for
           memory (17 MB and 31 MB on this trace).
+  low memory (bench/report_memory.py: 4.2x -> 1.75x the trace): back to back with the version before,
+          twice each (the machine as noisy): before report 3.66-4.34 s, --json 3.80-5.26 s; after
+          report 3.37-3.78 s, --json 3.81-4.63 s. A file's facts are built again when let go (the last
+          1,024 kept); a name index's list of 10,000 names of one shape was scanned on each insert
+          (quadratic: 0.6 s) and the CUDA table rebuilt the recorded world (0.85 s): both gone.
 """
 
 from __future__ import annotations
