@@ -439,20 +439,15 @@ def test_report_redact_changes_what_a_fixture_shows():
     assert redact(produce(redact_trace(trace, red), "json"), red) != produce(trace, "json")
 
 
-def test_write_output_leaves_no_half_file_when_a_later_piece_fails(tmp_path):
-    """An error (or Ctrl-C) after some pieces were written leaves neither the file nor its .part; a
-    file already there is left as it was."""
-    target = tmp_path / "out.json"
-    target.write_text("before\n", encoding="utf-8")
-
-    def pieces() -> Iterator[str]:
-        yield "{"
-        yield "\n  \"a\": 1"
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        write_output(str(target), pieces())
-    assert target.read_text(encoding="utf-8") == "before\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
-    write_output(str(target), iter(["x", "y\n"]))
-    assert target.read_text(encoding="utf-8") == "xy\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+def test_write_output_writes_through_a_symlink_and_keeps_the_files_mode(tmp_path):
+    """-o names the file as the user has it: a symlink is written through (the link stays a link), an
+    existing file keeps its mode (written in place, not replaced by a new file: reviewer's case)."""
+    target = tmp_path / "target.txt"
+    target.write_text("old\n", encoding="utf-8")
+    os.chmod(target, 0o600)
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_output(str(link), iter(["new", "\n"]))
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
+    assert (target.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "target.txt"]

@@ -18,7 +18,6 @@ write_output writes a command's `-o FILE` in UTF-8, whatever the console's encod
 from __future__ import annotations
 
 import codecs
-import os
 import sys
 from typing import Iterable, Optional, TextIO, Union
 
@@ -96,21 +95,12 @@ def write_output(path: str, text: Union[str, Iterable[str]]) -> None:
     `\\n`; a file that cannot be written is a one-line error (exit 5)."""
     pieces = iter([text] if isinstance(text, str) else text)  # (pieces: a report written as it is made)
     first = next(pieces, "")  # (made before the file is opened: an error in making it leaves no file)
-    # (a file is written whole, then renamed: an error or Ctrl-C half way leaves no half file; a device
-    # or a pipe, /dev/stdout, is written as it is)
-    special = os.path.exists(path) and not os.path.isfile(path)
-    part = path if special else path + ".part"
+    # (written in place, not to a temporary file renamed: a symlink, /dev/stdout, a file's mode, owner
+    # and hard links stay what they are; an error after the first piece leaves the pieces written)
     try:
-        try:
-            with open(part, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
-                f.write(first)
-                for piece in pieces:
-                    f.write(piece)
-            if not special:
-                os.replace(part, path)
-        except BaseException:
-            if not special and os.path.exists(part):
-                os.unlink(part)
-            raise
+        with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
+            f.write(first)
+            for piece in pieces:
+                f.write(piece)
     except OSError as e:
         raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None
