@@ -347,3 +347,40 @@ def test_a_home_folder_replaced_by_its_pattern_is_said(tmp_path, capsys):
     code, said, _ = redact_cli(capsys, trace, out)
     assert code == 0 and "home folders in paths; 2 of 3 lines changed" in said, said
     assert b"/root/" not in out.read_bytes()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs resource limits (Linux, macOS)")
+@pytest.mark.parametrize("out", ["out.jsonl", "out.jsonl.gz"])
+def test_a_destination_that_cannot_be_written_is_a_write_error_and_leaves_nothing(tmp_path, out):
+    """A full disk (a file-size limit here) while the redacted copy is written: "cannot write" the
+    destination, exit 5 (not "cannot read" the source), and no temporary file left in its folder; a
+    gzip copy needs little more room than itself (its events wait in a gzip temporary file)."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.jsonl"
+    lines = (Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "s5.jsonl").read_bytes()
+    src.write_bytes(lines + b"".join(lines.splitlines(keepends=True)[1:]) * 40)  # (the events again and again)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    prog = ("import resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), resource.RLIM_INFINITY))\n"
+            "from dlltrace.cli import entry\n"
+            "sys.argv = ['dlltrace', 'redact', sys.argv[1], '-o', sys.argv[2]]\n"
+            "sys.exit(entry())\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "tracer")}
+    full = subprocess.run([sys.executable, "-c", prog, str(src), str(dest / out), str(1 << 30)], env=env,
+                          capture_output=True, text=True)
+    assert full.returncode == errors.EXIT_BAD_TRACE, full.stderr  # (written; it warns of the events repeated)
+    size = (dest / out).stat().st_size
+    (dest / out).unlink()
+    small = subprocess.run([sys.executable, "-c", prog, str(src), str(dest / out), str(size // 2)], env=env,
+                           capture_output=True, text=True)
+    assert small.returncode == errors.EXIT_OUTPUT, small.stderr
+    assert small.stderr.strip().splitlines()[-1].endswith(f"{dest / out}: cannot write: File too large")
+    assert list(dest.iterdir()) == []
+    if out.endswith(".gz"):  # (room for the copy and a little more is enough)
+        room = subprocess.run([sys.executable, "-c", prog, str(src), str(dest / out), str(size + size // 2)], env=env,
+                              capture_output=True, text=True)
+        assert room.returncode == errors.EXIT_BAD_TRACE and (dest / out).stat().st_size == size, room.stderr

@@ -27,7 +27,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
 from dlltrace.trace.collect import event_lines
@@ -434,6 +434,14 @@ def _positional(v: Any, red: Redactor) -> Any:
     return v
 
 
+def _source_lines(src: str) -> Iterator[bytes]:
+    """raw_lines of the trace being redacted, a read error as the one-line error it is (EXIT_BAD_TRACE)."""
+    try:
+        yield from raw_lines(src)
+    except OSError as e:
+        raise DlltraceError(f"{src}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+
+
 def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> RedactionSummary:
     """Write the trace `src` (plain or gzip) to `dst` with every user name, home folder and machine name
     replaced, by the same Redactor (redactor_of) as `dlltrace report --redact`: the events read back from
@@ -461,23 +469,21 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
     try:
         # the events first, then the header (a value only the header shows gets the next placeholder, so
         # the events' placeholders are those of `report --redact`): the redacted events go to a file
-        # first, then the header and they to the output
+        # first (gzip level 1: a tenth of the disk), then the header and they to the output
         fd, body_tmp = tempfile.mkstemp(prefix=".dlltrace-redact-body-", dir=folder)
-        with os.fdopen(fd, "wb") as body, paused_gc():
-            try:
-                raws = raw_lines(src_s)
-                first = last = next(raws)
-                for raw in raws:
-                    last = raw
-                    line, hit = _event_line(raw, red)
-                    body.write(b"\n" + line)
-                    lines += 1
-                    changed += hit
-            except OSError as e:
-                raise DlltraceError(f"{src_s}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
+        with os.fdopen(fd, "wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=1, mtime=0) as body, \
+                paused_gc():
+            raws = _source_lines(src_s)
+            first = last = next(raws)
+            for raw in raws:
+                last = raw
+                line, hit = _event_line(raw, red)
+                body.write(b"\n" + line)
+                lines += 1
+                changed += hit
             head = _event_line(first, red, header=True)
         fd, tmp = tempfile.mkstemp(prefix=".dlltrace-redact-", dir=folder)
-        with os.fdopen(fd, "wb") as f, open(body_tmp, "rb") as body:
+        with os.fdopen(fd, "wb") as f, gzip.open(body_tmp, "rb") as body:
             if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
                 with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0) as gz:
                     gz.write(head[0])
@@ -486,13 +492,12 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
                 f.write(head[0])
                 shutil.copyfileobj(body, f, 1 << 20)
         os.replace(tmp, dst_s)
-    except OSError as e:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
+    except OSError as e:  # (writing: reading the source is _source_lines's, a one-line error of its own)
         raise DlltraceError(f"{dst_s}: cannot write: {e.strerror or e}", EXIT_OUTPUT) from None
-    finally:
-        if body_tmp and os.path.exists(body_tmp):
-            os.unlink(body_tmp)
+    finally:  # (an error or Ctrl-C: no temporary file left)
+        for t in (tmp, body_tmp):  # (tmp, once renamed, is no more)
+            if t and os.path.exists(t):
+                os.unlink(t)
     values: dict[str, int] = {}
     for kind in red.kinds.values():
         values[kind] = values.get(kind, 0) + 1
