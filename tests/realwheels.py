@@ -69,38 +69,51 @@ class WheelUnavailable(Exception):
 
 def wheel_or_skip(key: str) -> Path:
     """The cached real wheel WHEELS[key], fetched when missing; offline a test skips, in CI it fails."""
+    return or_skip(lambda: fetch_wheel(WHEELS[key]))
+
+
+def or_skip(fetch):
+    """fetch() (a download into the test cache); when it is unavailable a test skips, in CI it fails."""
     import pytest
 
     try:
-        return fetch_wheel(WHEELS[key])
+        return fetch()
     except WheelUnavailable as e:
         if os.environ.get("CI"):
-            pytest.fail(f"{e} -- CI must be able to fetch the real wheels")
+            pytest.fail(f"{e} -- CI must be able to fetch what the tests need from PyPI")
         pytest.skip(f"offline: {e}")
 
 
 def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
     """The cached wheel, downloaded with pip first when it is not there yet."""
-    if w.path.is_file():
-        return w.path
-    WHEEL_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = WHEEL_DIR / f".download-{os.getpid()}"
+    return pip_download(w.requirement, w.filename, WHEEL_DIR, "--platform", "win_amd64", "--only-binary=:all:",
+                        "--python-version", "3.11", timeout=timeout)
+
+
+def pip_download(requirement: str, filename: str, dest: Path, *pip_args: str, timeout: float = 900) -> Path:
+    """dest/filename, `pip download`ed (with pip_args: --platform ...) when it is not there yet, through a
+    folder of this process's own (a download cut short leaves nothing in dest); WheelUnavailable when pip
+    cannot get it."""
+    got = dest / filename
+    if got.is_file():
+        return got
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = dest / f".download-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--platform", "win_amd64", "--only-binary=:all:",
-           "--no-deps", "--python-version", "3.11", "-d", str(tmp), w.requirement]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *pip_args,
+           "-d", str(tmp), requirement]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WheelUnavailable(f"{w.requirement}: pip download failed: {e}") from None
-    got = tmp / w.filename
-    if r.returncode != 0 or not got.is_file():
+        raise WheelUnavailable(f"{requirement}: pip download failed: {e}") from None
+    if r.returncode != 0 or not (tmp / filename).is_file():
         shutil.rmtree(tmp, ignore_errors=True)
         tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise WheelUnavailable(f"{w.requirement}: pip download failed (exit {r.returncode}): {tail[0]}")
-    os.replace(got, w.path)
+        raise WheelUnavailable(f"{requirement}: pip download failed (exit {r.returncode}): {tail[0]}")
+    os.replace(tmp / filename, got)
     shutil.rmtree(tmp, ignore_errors=True)
-    return w.path
+    return got
 
 
 _unpacking = threading.Lock()

@@ -323,22 +323,12 @@ CFFI_WIN = ("cffi", "2.1.1", "cffi-2.1.1-cp313-cp313-win_amd64.whl")
 
 
 def pip_download(dist: str, version: str, filename: str, *platform_args: str) -> Path:
+    """dist==version's file, fetched into the test cache (skips offline, fails in CI)."""
+    import realwheels as rw
     import winetools
 
-    dest = winetools.CACHE / "windows-python"
-    got = dest / filename
-    if got.is_file():
-        return got
-    dest.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                        *platform_args, "-d", str(dest), f"{dist}=={version}"], capture_output=True, text=True,
-                       timeout=900, stdin=subprocess.DEVNULL)
-    if r.returncode != 0 or not got.is_file():
-        msg = f"needs {dist}=={version} from PyPI (pip download failed: {(r.stderr or r.stdout).strip()[-300:]})"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return got
+    return rw.or_skip(lambda: rw.pip_download(f"{dist}=={version}", filename, winetools.CACHE / "windows-python",
+                                              *platform_args))
 
 
 @pytest.fixture(scope="module")

@@ -368,20 +368,10 @@ CUDART11 = ("nvidia-cuda-runtime-cu11==11.8.89", "nvidia_cuda_runtime_cu11-11.8.
 def linux_wheel(requirement: str, filename: str) -> Path:
     """A manylinux wheel, cached beside the Windows ones (~/.cache/dlltrace-tests/wheels); pip download
     when missing (skips locally without the network, fails in CI)."""
-    cache = Path.home() / ".cache" / "dlltrace-tests" / "wheels"
-    got = cache / filename
-    if got.is_file():
-        return got
-    cache.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([PY, "-m", "pip", "download", "--platform", "manylinux2014_x86_64", "--only-binary=:all:",
-                        "--no-deps", "--python-version", "3.11", "-d", str(cache), requirement],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0 or not got.is_file():
-        why = f"{requirement}: pip download failed: {(r.stderr or r.stdout).strip()[-200:]}"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return got
+    import realwheels as rw
+
+    return rw.or_skip(lambda: rw.pip_download(requirement, filename, rw.WHEEL_DIR, "--platform", "manylinux2014_x86_64",
+                                              "--only-binary=:all:", "--python-version", "3.11", timeout=600))
 
 
 def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):

@@ -54,15 +54,9 @@ def test_live_world_says_windows_only_in_one_line():
 @pytest.fixture(scope="module")
 def cws_source(tmp_path_factory) -> Path:
     """ctypes-windows-sdk 0.0.20's files (the wheel, fetched once into the test cache)."""
-    if not CWS_WHEEL.exists():
-        CWS_WHEEL.parent.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                            f"{CWS}=={CWS_VERSION}", "-d", str(CWS_WHEEL.parent)], capture_output=True, text=True)
-        if r.returncode != 0 or not CWS_WHEEL.exists():
-            msg = f"needs {CWS}=={CWS_VERSION} from PyPI: {r.stderr.strip()[-300:]}"
-            if os.environ.get("CI"):
-                pytest.fail(msg)
-            pytest.skip(msg)
+    import realwheels as rw
+
+    rw.or_skip(lambda: rw.pip_download(f"{CWS}=={CWS_VERSION}", CWS_WHEEL.name, CWS_WHEEL.parent, "--only-binary=:all:"))
     out = tmp_path_factory.mktemp("cws")
     with zipfile.ZipFile(CWS_WHEEL) as z:
         z.extractall(out)
