@@ -269,9 +269,8 @@ def redactor_of(trace: Union[Trace, Any]) -> Redactor:
 def _redactor_of(trace: Union[Trace, Any]) -> Redactor:
     red = Redactor()
     events = getattr(trace, "events", [])  # (a read trace's Events: each parsed when read, not all at once)
-    for e in events:
-        if e.get("ev") == "env":
-            red.learn_env(e)
+    for e in (trace.of("env") if isinstance(trace, Trace) else (e for e in events if e.get("ev") == "env")):
+        red.learn_env(e)
     texts = [getattr(trace, "path", "") or "", *getattr(trace, "warnings", [])]
     strings = dict.fromkeys((key in PATH_KEYS, s) for e in events for key, s in _strings(e))  # each once
     for whole in (True, False):  # whole paths first: "C:\\Users\\Alice Smith" is one user, not "Alice"
