@@ -198,7 +198,7 @@ def test_replays_read_back_every_field_as_given():
 
 
 def test_replays_path_equal_to_name_is_not_shared_with_another_record():
-    """SAME_AS_NAME stands for the record's own name: each reads back its own."""
+    """A path the same as its name is kept as the name's own string: each record reads back its own."""
     rs = filled([(made(name=n, path=n), True) for n in ("a.dll", "b.dll", "a.dll")] +
                 [(made(name="c.dll", path="a.dll"), True)])
     assert [(r.load.name, r.load.path) for r in rs] == \

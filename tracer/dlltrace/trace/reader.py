@@ -387,15 +387,10 @@ class LazyEvent(Mapping[str, Any]):
         return self._pos
 
     def __getitem__(self, k: str) -> Any:
-        v = self._d()[k]
-        return v
+        return self._d()[k]
 
     def get(self, k: str, default: Any = None) -> Any:
-        ev = self._events
-        d = ev._last if ev._last_pos == self._pos else ev.cached(self._pos)
-        if k not in d:
-            return default
-        return d[k]
+        return self._d().get(k, default)
 
     def __contains__(self, k: object) -> bool:
         return k in self._d()

@@ -253,6 +253,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
         made.clear()
         # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
         files = made[("files", n)] = RecordedWorld(SystemInfo(), trace.file_events(), checked=trace.checked)
+        _clear_path_caches()  # (filled with every path of the trace's file events: of no use now)
     world = made.get(("process", pid, n))
     if world is None:
         for k in [k for k in made if k[0] == "process"]:
@@ -335,7 +336,6 @@ def compare(model: list[str], real: list[str], reached: bool = True, statuses: O
 
 
 NONE_INT = -(1 << 63)  # a light record's int column for None (Replays)
-SAME_AS_NAME = object()  # a light record's path that is its name (Replays)
 INT_MAX = (1 << 63) - 1
 
 
@@ -351,7 +351,7 @@ class Replays(MadeSequence[Replayed]):
         self._full: dict[int, Replayed] = {}  # position -> a load kept in full
         # one row per position (a full one's row is left unread): seq, pid, flags, ctx, index (NONE_INT: None)
         self._ints = tuple(array("q") for _ in range(5))
-        # api, name, path (SAME_AS_NAME), result, op, origin
+        # api, name, path (the name's own string when it is the same: one string, not two), result, op, origin
         self._strs: tuple[list[Any], ...] = tuple([] for _ in range(6))
         self._intern: dict[Any, Any] = {}
 
@@ -386,7 +386,7 @@ class Replays(MadeSequence[Replayed]):
             self.append(r)
             return
         s = self._intern.setdefault
-        path = SAME_AS_NAME if ld.path is not None and ld.path == ld.name else ld.path
+        path = ld.name if ld.path == ld.name else ld.path
         self._row(tuple(NONE_INT if v is None else v for v in ints),
                   (s(ld.api, ld.api), ld.name, path, s(ld.result, ld.result), s(res.op, res.op), s(r.origin, r.origin)))
 
@@ -401,7 +401,7 @@ class Replays(MadeSequence[Replayed]):
         flags, ctx = (None if v == NONE_INT else v for v in (flags_, ctx_))
         api, name, path, result, op, origin = (c[i] for c in self._strs)
         load = Load(seq=seq, pid=pid, tid=0, t=0, api=api, name=name, flags=flags, parent=None, depth=0, ctx=ctx,
-                    caller=None, end={"result": result, "error": 0, "path": name if path is SAME_AS_NAME else path})
+                    caller=None, end={"result": result, "error": 0, "path": path})
         return Replayed(load=load, result=CallResult(index=index, op=op, name=name or "", flags=flags or 0,
                                                      origin=origin), origin=origin)
 
@@ -434,11 +434,7 @@ def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = Non
     done = 0
     for p in pids:
         tick = None if progress is None else (lambda n, _d=done: progress(_d + n, total))
-        w = world
-        if w is None:
-            w = recorded_world(trace, p)
-            _clear_path_caches()  # (filled with every path of the trace's file events: of no use now)
-        replayed = _replay_process(trace, p, w, light, tick)
+        replayed = _replay_process(trace, p, world or recorded_world(trace, p), light, tick)
         out.extend(replayed)
         if progress is not None:
             done += trace.count_of(REPLAY_KINDS, p)

@@ -66,14 +66,13 @@ class LoadedModule:
 
     __slots__ = ("path", "refcount", "_origin", "by_call", "deps", "initialized", "name")
 
-    def __init__(self, path: str, refcount: int = 1, origin: str = "",
-                 deps: Optional[tuple["LoadedModule", ...]] = None, initialized: bool = True, by_call: str = ""):
+    def __init__(self, path: str, refcount: int = 1, origin: str = "", initialized: bool = True, by_call: str = ""):
         self.path = path
         self.refcount = refcount
         self._origin = origin
         self.by_call = by_call  # the words of the call that mapped it (origin: "loaded by <by_call>"), shared with the call
         # the modules its imports bound to (add_dep), a tuple: most modules of a big trace have one or none
-        self.deps: tuple[LoadedModule, ...] = () if deps is None else tuple(deps)
+        self.deps: tuple[LoadedModule, ...] = ()
         self.initialized = initialized  # its DllMain has run (False: mapped and listed, not attached yet)
         self.name = winpath.basename(path).lower()
 
@@ -210,7 +209,7 @@ class ForkedProcessState(ProcessState):
             return None
         c = self._clones.get(id(m))
         if c is None:
-            c = LoadedModule(m.path, m.refcount, m._origin, None, m.initialized, m.by_call)
+            c = LoadedModule(m.path, m.refcount, m._origin, m.initialized, m.by_call)
             self._clones[id(m)] = c  # (first: an import cycle finds it)
             c.deps = tuple(x for d in m.deps if (x := self._clone(d)) is not None)  # the fork's own modules
         return c
