@@ -172,6 +172,7 @@ def test_a_read_trace_keeps_its_bulky_events_as_bytes_and_gives_them_back_whole(
     lines = [json.loads(line) for line in mid_trace.read_bytes().splitlines()[1:]]
     assert events_of(tr) == lines and tr.events == lines and tr.events[-1] == lines[-1]
     assert tr.events.nbytes() <= mid_trace.stat().st_size  # (each bulky line once, nothing else)
+    assert tr.events.stored_bytes() * 4 < tr.events.nbytes()  # (and they are kept compressed)
     assert [dict(e) for e in tr.of("load_end", pid=100)] == [e for e in lines if e["ev"] == "load_end"]
     assert [dict(e) for e in tr.file_events()] == [e for e in lines if e["ev"] == "file"]
     # the file probes gathered while reading: what a pass over the probes gives, the first time and after

@@ -101,6 +101,8 @@ def test_ldso_differential_secure_mode(ldso_pool, summary, tmp_path_factory):
     chosen must agree (ld.so writes no LD_DEBUG file in secure mode). Needs root and setpriv."""
     if shutil.which("setpriv") is None and os.environ.get("CI"):
         pytest.fail("needs setpriv (util-linux) -- CI installs it (tools/setup.sh --tests)")
+    if os.geteuid() != 0 and os.environ.get("CI"):
+        pytest.fail("needs root (a set-user-ID copy of the host) -- CI runs as root, as its apt-get does")
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("secure mode needs root (a set-user-ID copy of the host) and setpriv (to run it as nobody)")
     import tempfile

@@ -116,8 +116,7 @@ def test_a_run_that_exits_0_went_past_every_failed_load(tmp_path):
     code = "import ctypes\ntry:\n    ctypes.CDLL('libnope_optional.so.1')\nexcept OSError:\n    pass\n"
     r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
     assert r.returncode == 0
-    assert r.stderr.splitlines()[-3].startswith("dlltrace ─ 0 failed loads · 1 the program went past") or \
-        "dlltrace ─ 0 failed loads · 1 the program went past" in r.stderr, r.stderr
+    assert "dlltrace ─ 0 failed loads · 1 the program went past" in r.stderr, r.stderr
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
     assert doc["exit_code"] == 0 and doc["fatal"] is None and doc["went_on"] == [0]
 

@@ -37,8 +37,9 @@ def recorder(tmp_path_factory) -> Path:
 
 
 def traced_env(recorder: Path, trace: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, DLLTRACE_TRACE=str(trace), LD_AUDIT=str(recorder / "libdlltrace_audit.so"),
-               LD_PRELOAD=str(recorder / "libdlltrace_preload.so"))
+    from dlltrace.trace.linux import AUDIT_LIB, PRELOAD_LIB
+
+    env = dict(os.environ, DLLTRACE_TRACE=str(trace), LD_AUDIT=str(recorder / AUDIT_LIB), LD_PRELOAD=str(recorder / PRELOAD_LIB))
     env.update(extra)
     return env
 
@@ -64,7 +65,6 @@ def test_recorder_agrees_with_ld_debug_and_the_model(recorder, tmp_path):
     """On generated layouts (tests/ldso_kit.py), the recorder's candidates are LD_DEBUG's "trying" lines,
     and their la_objsearch flags are the model's search steps."""
     pool = kit.build_pool(tmp_path)
-    compared = 0
     for seed in range(40):
         lay = kit.generate(1000 + seed)
         L = kit.place(tmp_path, pool, lay)
@@ -94,8 +94,6 @@ def test_recorder_agrees_with_ld_debug_and_the_model(recorder, tmp_path):
         assert [(n, [p for p, _ in t]) for n, t in rec] == model.lookups, lay.describe()
         # flags: the model's step for each candidate
         assert [[fl for _, fl in t] for _, t in rec] == model.sers, lay.describe()
-        compared += 1
-    assert compared == 40
 
 
 def test_recorder_keeps_exit_code_and_dlerror_text(recorder, tmp_path):
@@ -256,7 +254,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     if shutil.which("patchelf") is None:
         if os.environ.get("CI"):
             pytest.fail("needs patchelf -- CI installs it (tools/setup.sh --tests)")
-        return
+        pytest.skip("patchelf's fix not applied: no patchelf here (CI installs it: tools/setup.sh --tests)")
     subprocess.run(fixes["patchelf"].text, shell=True, check=True)
     again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
     assert again.stdout.startswith(f"OK {d1 / 'libdlta.so'}"), again.stdout + again.stderr
@@ -513,6 +511,7 @@ def test_replay_of_a_damaged_trace_never_raises(recorder, tmp_path, monkeypatch)
         rep = linux_report_dict(damaged, fixes=False)
         assert rep["calls"] >= rep["agree"] >= 0
     # a process whose program is not there (another machine's trace): nothing to replay, no error
+    assert linux_report_dict(evs, fixes=False)["calls"] > 0  # (the same events with their program: replayed)
     gone = [dict(e, exe="/nonexistent/python") if e.get("ev") == "audit_start" else e for e in evs]
     assert linux_report_dict(gone, fixes=False)["calls"] == 0
 
