@@ -73,13 +73,13 @@ def rule_torch_retry(error: int) -> bool:
 
 def rule_torch_dll_loop_origin(op: str, name: str, flags: int) -> Optional[OriginKind]:
     """Whether a traced top-level load is one of torch's _load_dll_libraries loop (torch/__init__.py on
-    Windows, torch 1.8 to 2.x: `kernel32.LoadLibraryExW(dll, None, 0x00001100)` for every
+    Windows, read from torch 2.5.1's: `kernel32.LoadLibraryExW(dll, None, 0x00001100)` for every
     `torch\\lib\\*.dll`, and `kernel32.LoadLibraryW(dll)` as its retry after a 126): "torch" for the
     first, "torch_retry" for the retry, None for any other load. A full path to a .dll directly in a
     folder `torch\\lib`, with that op and those flags. Needed because these are ctypes *function calls*
     (kernel32's, through ctypes.WinDLL), which raise no audit event: the trace's Python context of such a
-    load is whatever event came last (torch's `import sysconfig`, or its ctypes.CDLL("vcruntime140_1.dll")
-    just before the loop), not `import torch`, which is what the code a fix must run before is."""
+    load is whatever event came last (in 2.5.1 its ctypes.CDLL("vcruntime140_1.dll") just before the
+    loop), not `import torch`, which is what the code a fix must run before is."""
     if not winpath.is_absolute(name) or not name.lower().endswith(".dll"):
         return None
     lib = winpath.dirname(name)
@@ -103,7 +103,7 @@ def rule_package_dll_loop(op: str, name: str, flags: int) -> Optional[str]:
     path (winmode None: LoadLibraryExW with DLL_LOAD_DIR | DEFAULT_DIRS) to a .dll directly in that
     package's folder in site-packages. The code a fix must run before is then `import <package>`, not the
     ctypes.CDLL, which is inside the package."""
-    if op != "LoadLibraryExW" or flags != TORCH_FLAGS or not winpath.is_absolute(name) \
+    if op != "LoadLibraryExW" or flags != rule_ctypes_winmode(name, None) or not winpath.is_absolute(name) \
             or not name.lower().endswith(".dll"):
         return None
     folder = winpath.dirname(name)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from dlltrace import model
 from dlltrace.trace.reader import Trace
 from dlltrace.trace.replay_linux import LinuxCall, linux_report_dict, replay_linux
 
-RESULT_WORDS = {"not_there": "not there", "found": "found", "wrong_machine": "wrong ELF class or machine",
-                "not_pe": "not an ELF file", "already_loaded": "already loaded"}
+# the candidates' words: the model's, those of a PE said of an ELF file
+RESULT_WORDS = {**model.RESULT_WORDS, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"}
 
 
 def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
@@ -72,7 +73,7 @@ def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
     return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
 
 
-def _call_lines(c: LinuxCall, md: bool) -> list[str]:
+def _call_lines(c: LinuxCall) -> list[str]:
     leaf = c.leaf.name if c.leaf else c.name
     by = f" — it is needed by {c.leaf.parent.rsplit('/', 1)[-1]}" if c.leaf and c.leaf.parent else ""
     words = {"not_found": "was not found", "bad_machine": "is the wrong ELF class or machine",
@@ -114,7 +115,7 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
         f" · {len(apart)} the program went past" if apart else "") + f" · {where}"
     lines = [f"## {head}" if md else head]
     for c in shown:
-        lines += [""] + _call_lines(c, md)
+        lines += [""] + _call_lines(c)
     if apart:
         lines += ["", "Failed, and the program went past them (not the failure):"]
         lines += [f"  {c.name}  ({c.exe.rsplit('/', 1)[-1]}, pid {c.pid})  {c.real_error or c.error}" for c in apart]

@@ -146,9 +146,9 @@ class LinuxSimulator:
         for lib in self.process.audit:
             self._audit_namespace(lib)
         try:
-            pre = [self._map_object(self.main, p, "library", res) for p in self.process.preload]
-            new = [o for o in pre if o is not None]
-            new += self._map_deps(self.main, res, [o for o in pre if o is not None])
+            mapped = (self._map_object(self.main, p, "library", res) for p in self.process.preload)
+            pre = [o for o in mapped if o is not None]
+            new = pre + self._map_deps(self.main, res, pre)
             self._check_versions([self.main, *new])
             res.loaded = [o.path for o in new]
         except LoadFailure as e:

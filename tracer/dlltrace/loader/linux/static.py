@@ -1,4 +1,4 @@
-"""Static mode for a shared object (`dlltrace deps x.so` on Linux, not wired into the command yet): the
+"""Static mode for a shared object (`dlltrace deps x.so` on Linux, commands/deps.py): the
 DT_NEEDED closure of x.so as a plain program's dlopen would load it, through the same ld.so model, and
 every problem in it, each found by re-running the load with a stand-in for the ones before (so one missing
 library does not hide the next), like the Windows static mode.
