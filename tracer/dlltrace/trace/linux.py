@@ -63,6 +63,21 @@ def _prepend(var: Optional[str], lib: str) -> str:
     return lib + (":" + var if var else "")
 
 
+def recorder_env(env: dict[str, str], recorder: Path, trace: Path) -> dict[str, str]:
+    """`env` with the recorder in it (what `dlltrace run` gives the program; bench/linux_trace.py too):
+    LD_AUDIT, the trace's path and, unless DLLTRACE_NO_PRELOAD=1, the LD_PRELOAD library and the Python
+    bootstrap."""
+    env["DLLTRACE_TRACE"] = str(trace)
+    env["LD_AUDIT"] = _prepend(env.get("LD_AUDIT"), str(recorder / AUDIT_LIB))
+    if env.get("DLLTRACE_NO_PRELOAD") != "1":
+        env["LD_PRELOAD"] = _prepend(env.get("LD_PRELOAD"), str(recorder / PRELOAD_LIB))
+        # the Python context: a traced CPython runs the bootstrap (PYTHONPATH), which binds the preload
+        # library as its shim (the same five functions as on Windows) and writes py_* events through it
+        env.setdefault("DLLTRACE_SHIM", str(recorder / PRELOAD_LIB))
+        env["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def append_facts(spill: Path) -> None:
     """The facts a report needs, appended after the program ended: the trace is replayed once in the model
     against this machine through a RecordingELFWorld, and every answer it got (each file's ELF facts or
@@ -97,15 +112,7 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
     out = Path(output or default_trace_name(cmd))
     spill = spill_path(out)
     start_trace(spill, "linux", cmd)
-    env = dict(os.environ)
-    env["DLLTRACE_TRACE"] = str(spill.resolve())
-    env["LD_AUDIT"] = _prepend(env.get("LD_AUDIT"), str(d / AUDIT_LIB))
-    if env.get("DLLTRACE_NO_PRELOAD") != "1":
-        env["LD_PRELOAD"] = _prepend(env.get("LD_PRELOAD"), str(d / PRELOAD_LIB))
-        # the Python context: a traced CPython runs the bootstrap (PYTHONPATH), which binds the preload
-        # library as its shim (the same five functions as on Windows) and writes py_* events through it
-        env.setdefault("DLLTRACE_SHIM", str(d / PRELOAD_LIB))
-        env["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = recorder_env(dict(os.environ), d, spill.resolve())
     try:
         try:
             proc = subprocess.Popen(cmd, env=env)
