@@ -20,6 +20,7 @@ from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.report.explain import explain
+from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
 from dlltrace.report.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
@@ -593,6 +594,13 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Opti
         return None
     flags = load.flags or 0
     origin, origin_kind, origin_module = origin_of(trace, load)
+    # torch's own _load_dll_libraries loop: its loads are ctypes *function calls*, which raise no audit
+    # event, so the trace's Python context is whatever came last; in a Python process they are `import
+    # torch`'s (emulate/python.rule_torch_dll_loop_origin), whether they fail or not
+    if sim.process.python and origin_kind in ("", "ctypes", "os_add_dll_directory"):
+        torch = rule_torch_dll_loop_origin(load_op(load.api), load.name, flags)
+        if torch is not None:
+            origin, origin_kind, origin_module = TORCH_ORIGIN, torch, ""
     mark_dllmain_failure(world, load)  # DllMain's answer is in no file: take the loader's
     res = sim.load_library(load.name, flags, op=load_op(load.api),
                            origin=origin, origin_kind=origin_kind, origin_module=origin_module)
