@@ -171,6 +171,11 @@ def test_default_trace_name_and_wine_args(tmp_path):
     env = launch.child_env({"PYTHONPATH": "X"}, "C:\\t.jsonl", ["python"], windows=True)
     assert env["PYTHONPATH"].split(os.pathsep) == [str(launch.BOOTSTRAP), "X"] and env["DLLTRACE_TRACE"] == "C:\\t.jsonl"
     assert "PYTHONPATH" not in launch.child_env({}, "t", ["host.exe"], windows=True)
+    # --wine: a Windows Python sees the bootstrap through Z:, and keeps what of PYTHONPATH is not a Unix path
+    wine = launch.child_env({"PYTHONPATH": "/x/tracer;C:\\lib"}, "t", ["python.exe"], windows=False)
+    assert wine["PYTHONPATH"].split(";") == [launch.to_wine_path(launch.BOOTSTRAP), "C:\\lib"]
+    assert wine["PYTHONPATH"].startswith("Z:\\")
+    assert "PYTHONPATH" not in launch.child_env({}, "t", ["host.exe"], windows=False)
     assert (launch.BOOTSTRAP / "sitecustomize.py").is_file()
 
 

@@ -208,7 +208,7 @@ def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], win
     elif is_python_command(cmd):
         # a Windows Python under Wine (--wine): the bootstrap as it sees it (Z:\…, ";"-separated), and of
         # our PYTHONPATH only what is not a Unix path (that one was meant for a Linux Python: this one)
-        own = [p for p in env.get("PYTHONPATH", "").split(";") if p and not p.startswith("/")]
+        own = [p for p in env.get("PYTHONPATH", "").split(";") if p and not p.startswith("/")]  # (a Linux "a:b" list is one odd entry: kept, harmless to Windows)
         env["PYTHONPATH"] = ";".join([to_wine_path(BOOTSTRAP), *own])
     return env
 
