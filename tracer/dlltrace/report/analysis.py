@@ -5,7 +5,7 @@ failure the program hit, or a load it went past), and where the replay's API set
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Union, cast
 
 from dlltrace.report.verdict import Verdict, judge, key, same_module
 from dlltrace.trace.reader import Progress, Trace, paused_gc
@@ -64,20 +64,14 @@ def analyse(trace: Trace, everything: bool = True, progress: Optional[Progress] 
     in the model) is kept as a few fields only (replay.Replays: what the verdicts and the counts read),
     which keeps a big trace's report small; `everything` (--all) keeps every load in full.
     `progress` is called now and then with (events replayed, events to replay)."""
-    out: Union[list[Replayed], Replays] = [] if everything else Replays()
-    total = trace.count_of(REPLAY_KINDS) if progress is not None else 0
-    done = 0
     with paused_gc():
-        for pid in trace.pids:
-            tick = None if progress is None else (lambda n, _t, _d=done: progress(min(_d + n, total), total))
-            out.extend(replay(trace, recorded_world(trace, pid), pid, light=not everything, progress=tick))
-            if progress is not None:
-                done += trace.count_of(REPLAY_KINDS, pid)
+        out = cast(Union[list[Replayed], Replays], replay(trace, light=not everything, progress=progress))
         for pid in trace.start_failures():
             if can_replay_start(trace, pid):  # the launcher wrote its env event
                 out.append(replay_start(trace, pid, recorded_world(trace, pid)))
     if progress is not None:
-        progress(total, total)
+        total = trace.count_of(REPLAY_KINDS)
+        progress(total, total)  # (done: the start failures too)
     return out
 
 

@@ -434,11 +434,8 @@ def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = Non
     total = sum(trace.count_of(REPLAY_KINDS, p) for p in pids) if progress is not None else 0
     done = 0
     for p in pids:
-        tick = None if progress is None else (lambda n, _d=done: progress(_d + n, total))
-        replayed = _replay_process(trace, p, world or recorded_world(trace, p), light, tick)
-        out.extend(replayed)
-        if progress is not None:
-            done += trace.count_of(REPLAY_KINDS, p)
+        tick = None if progress is None else (lambda n, _d=done: progress(min(_d + n, total), total))
+        done += _replay_process(trace, p, world or recorded_world(trace, p), out, light, tick)
     return out
 
 
@@ -461,13 +458,14 @@ def _clear_path_caches() -> None:
                 clear()
 
 
-def _replay_process(trace: Trace, pid: int, world: World, light: bool = False,
-                    progress: Optional[Callable[[int], None]] = None) -> Union[list[Replayed], Replays]:
+def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replayed], Replays], light: bool = False,
+                    progress: Optional[Callable[[int], None]] = None) -> int:
     """One pass over the process's events: each top-level load is built while it is in flight (its
     end, probes, DLL notifications and nested loads) and replayed once it has ended and every event
     before its load_begin has been applied, in file order, as if it were replayed at its load_begin
     (the state events of other threads while it is in flight wait for it). A load that never ends is
-    replayed at the end. Then it is let go (or kept as a few fields: Replays)."""
+    replayed at the end. Then it is let go (or kept as a few fields: Replays). Each replayed load is
+    added to `out`; returns how many events were read."""
     _, process = system_and_process(trace, pid)
     sim = Simulator(world, process)
 
@@ -478,7 +476,6 @@ def _replay_process(trace: Trace, pid: int, world: World, light: bool = False,
     # (looked up with an event's field: None where it lacks it, or had it dropped as breaking the schema)
     cookies: dict[Optional[str], str] = {}
     label_for_tid: dict[Optional[int], str] = {}
-    out: Union[list[Replayed], Replays] = Replays() if light else []
     # the loads begun and not replayed yet, by seq (a top-level one and its nested ones)
     by_seq: dict[Any, Load] = {}
     # what waits for a top-level load in flight: state events and top-level loads, in file order
@@ -585,7 +582,7 @@ def _replay_process(trace: Trace, pid: int, world: World, light: bool = False,
     drain(final=True)
     if progress is not None:
         progress(n)
-    return out
+    return n
 
 
 def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Optional[Replayed]:
