@@ -63,32 +63,47 @@ def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
     set's host, a copy a fix puts in a folder), so a name imported from one DLL is asked of every
     DLL. A kept forwarder's target is bound too (engine._bind): its name (or ordinal) is asked, and
     so on to a fixed point. Keyed on names only, so the same set comes out of a trimmed trace."""
-    names: set[str] = set()
-    ordinals: set[int] = set()
-    forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
+    fold = AskedFold()
     for pe in pes:
+        fold.add(pe)
+    return fold.result()
+
+
+class AskedFold:
+    """asked_exports a `pe` object at a time (RecordedWorld folds in each as it reads its file events)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.ordinals: set[int] = set()
+        self.forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
+
+    def add(self, pe: Mapping[str, Any]) -> None:
         for imp in (*_list(pe, "imports"), *_list(pe, "delay_imports")):
             if isinstance(imp, Mapping):
-                names.update(n for n in _list(imp, "names") if isinstance(n, str))
-                ordinals.update(o for o in _list(imp, "ordinals") if isinstance(o, int) and not isinstance(o, bool))
+                self.names.update(n for n in _list(imp, "names") if isinstance(n, str))
+                self.ordinals.update(o for o in _list(imp, "ordinals") if isinstance(o, int) and not isinstance(o, bool))
         fw = pe.get("forwarders")
         if isinstance(fw, Mapping):
             for key, target in fw.items():
                 if isinstance(key, str) and isinstance(target, str):
-                    forwards.setdefault(key, []).append(target)
-    todo = [n for n in names if n in forwards] + [f"#{o}" for o in ordinals if f"#{o}" in forwards]
-    while todo:
-        for target in forwards.pop(todo.pop(), ()):
-            func, ordinal = _forward_func(target)
-            if func is not None and func not in names:
-                names.add(func)
-                if func in forwards:
-                    todo.append(func)
-            elif ordinal is not None and ordinal not in ordinals:
-                ordinals.add(ordinal)
-                if f"#{ordinal}" in forwards:
-                    todo.append(f"#{ordinal}")
-    return Asked(frozenset(names), frozenset(ordinals))
+                    self.forwards.setdefault(key, []).append(target)
+
+    def result(self) -> Asked:
+        """The asked names and ordinals, the forwarders followed to a fixed point (once: it uses them up)."""
+        names, ordinals, forwards = self.names, self.ordinals, self.forwards
+        todo = [n for n in names if n in forwards] + [f"#{o}" for o in ordinals if f"#{o}" in forwards]
+        while todo:
+            for target in forwards.pop(todo.pop(), ()):
+                func, ordinal = _forward_func(target)
+                if func is not None and func not in names:
+                    names.add(func)
+                    if func in forwards:
+                        todo.append(func)
+                elif ordinal is not None and ordinal not in ordinals:
+                    ordinals.add(ordinal)
+                    if f"#{ordinal}" in forwards:
+                        todo.append(f"#{ordinal}")
+        return Asked(frozenset(names), frozenset(ordinals))
 
 
 def _list(d: Mapping[str, Any], key: str) -> list:
@@ -281,13 +296,11 @@ class RecordedWorld:
         self._init_failed: dict[str, FileFacts] = {}  # the facts of a file whose DllMain failed (mark_init_failed)
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, Union[str, list[str]]] = {}  # base name -> the key of each file of that name
-        # made once when first needed: "asked" (file) of the file events, shared by every world made of
-        # this one (fresh, with_process); "by_shape" (close_files) of the names, shared by fresh() only
-        self._lazy: dict[str, Any] = {}
+        # made once when first needed: "by_shape" (close_files), shared by fresh() copies only
         self._shapes: dict[str, Any] = {}
-        self._replaced: list[Mapping[str, Any]] = []  # an event of a path recorded again (for asked_exports)
         self._first_path: dict[str, str] = {}  # a path recorded again: as it was first recorded
         self._trimmed = False  # some `pe` object has trimmed export lists
+        asked = AskedFold()  # (what the trace asks for, folded in as the events are read: once)
         for e in file_events:
             path = e.get("path")
             if not isinstance(path, str) or not path:
@@ -301,11 +314,11 @@ class RecordedWorld:
                 self._files[k] = None
                 continue
             pe = e.get("pe")
-            if isinstance(pe, Mapping) and TRIMMED in pe:
-                self._trimmed = True
+            if isinstance(pe, Mapping):
+                asked.add(pe)
+                self._trimmed = self._trimmed or TRIMMED in pe
             was = self._event(k)
             if was is not None:
-                self._replaced.append(was)
                 self._first_path.setdefault(k, winpath.normalize(was["path"]))  # (the path shown: the first)
             else:
                 self._name(k)  # (a path recorded again is indexed once)
@@ -316,6 +329,8 @@ class RecordedWorld:
             else:
                 self._events[k] = e  # facts built when asked for (file())
             self._files.pop(k, None)
+        # what a trimmed trace asks for (asked_exports of all its `file` events), shared by the worlds made of this one
+        self._asked: Optional[Asked] = asked.result() if self._trimmed else None
         self._probe_names: dict[str, Union[str, list[str]]] = {}  # as _by_name, for the files only a probe shows
         self._add_process(probes, dirs)
 
@@ -408,13 +423,6 @@ class RecordedWorld:
                 break
             d = parent
 
-    def _pes(self) -> Iterator[Mapping[str, Any]]:
-        """The `pe` object of every file event given (those of a path recorded twice too)."""
-        for e in (*map(self._event, self._events), *self._replaced):
-            pe = e.get("pe") if e is not None else None
-            if isinstance(pe, Mapping):
-                yield pe
-
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
         f = self._init_failed.get(k)
@@ -427,10 +435,7 @@ class RecordedWorld:
             return f
         e = self._event(k)
         if e is not None:
-            asked = self._lazy.get("asked")
-            if self._trimmed and asked is None:  # once, on the first file built
-                asked = self._lazy["asked"] = asked_exports(self._pes())
-            f = facts_of_event(e, self._checked, asked)
+            f = facts_of_event(e, self._checked, self._asked)
             built[k] = f
             if len(built) > self.FACTS_KEPT:
                 built.popitem(last=False)
