@@ -249,7 +249,7 @@ def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, 
     monkeypatch.setattr(launch, "BIN", empty)
     r = dlltrace_cli("--version")
     assert r.returncode == 0 and f"shim: {empty / launch.SHIM} (missing)" in r.stdout
-    assert "tracing: not possible with this install (dlltrace_launch64.exe, dlltrace_shim64.dll not usable)" in r.stdout
+    assert "(`dlltrace run --wine -- PROG.exe`): no: the native launcher and shim are not built; fix: " in r.stdout
     if not have:
         return
     # the machine is read from each file's PE header: an arm64 shim next to an x64 launcher
@@ -264,20 +264,23 @@ def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, 
     (odd / launch.SHIM).write_bytes(bytes(data))
     monkeypatch.setattr(launch, "BIN", odd)
     r = dlltrace_cli("--version")
-    assert f"shim: {odd / launch.SHIM} (arm64 PE)" in r.stdout and "built for different machines" in r.stdout
+    assert f"shim: {odd / launch.SHIM} (arm64 PE)" in r.stdout
+    assert "no: the launcher and the shim are built for different machines; fix: " in r.stdout
     # a shim that is not a PE file
     (odd / launch.SHIM).write_bytes(b"not a PE")
     r = dlltrace_cli("--version")
-    assert f"shim: {odd / launch.SHIM} (not a usable PE file" in r.stdout and "tracing: not possible" in r.stdout
+    assert f"shim: {odd / launch.SHIM} (not a usable PE file" in r.stdout
+    assert "no: the shim is not a usable PE file (no MZ header); fix: " in r.stdout
     # built, not Windows, no wine64
     shutil.copy(ROOT / "tracer/dlltrace/bin" / launch.SHIM, odd / launch.SHIM)
     monkeypatch.setattr(launch, "find_wine", lambda: None)
     monkeypatch.setattr(sys, "platform", "linux")
     r = dlltrace_cli("--version")
-    assert "tracing: not here: the shim is built (x64), but this is not Windows and wine64 is not installed" in r.stdout
+    assert "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`): no: wine64 is not installed" in r.stdout
     monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")
     r = dlltrace_cli("--version")
-    assert "tracing: yes, x64 Windows programs under Wine (/usr/bin/wine64" in r.stdout
+    assert "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`): yes" in r.stdout
+    assert "wine64: /usr/bin/wine64" in r.stdout
 
 
 @pytest.mark.wine

@@ -1,19 +1,34 @@
-"""Can this install trace? The native files `dlltrace run` needs (the launcher and the shim, in the
-package's bin/, where trace/launch.py looks for them), the machine each is built for (read from its
-PE header), and what runs them here (Windows itself, or wine64 for `--wine`). `dlltrace --version`
-prints it."""
+"""What this install can do here, for `dlltrace --version`: per platform, whether `dlltrace run` can trace,
+and when it cannot, why and the one command that fixes it.
+
+- Windows programs need the native launcher and shim (the package's bin/, where trace/launch.py looks for
+  them: the win_amd64 wheel ships them, a checkout builds them with native/build.sh and mingw-w64), both
+  PE files of one machine (read from their PE headers), and Windows itself or wine64 (`run --wine`).
+- Linux programs need the LD_AUDIT recorder (trace/linux.py): built (the package's bin/linux, or the
+  cache folder the first `dlltrace run` builds it into), or buildable (its sources, which every install
+  carries, and gcc), on a glibc system (LD_AUDIT is glibc's ld.so).
+- simulate, report, redact, deps, check and cuda need none of it.
+
+Nothing here runs a program or builds anything: it looks (files, PATH, headers)."""
 
 from __future__ import annotations
 
+import os
+import platform as _platform
+import shutil
+import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from dlltrace import __version__
-from dlltrace.model import PEFacts
-from dlltrace.pe import read_pe_facts
-from dlltrace.trace import launch
+from dlltrace.model import MACHINE_NAMES
+from dlltrace.trace import launch, linux
+
+State = Literal["yes", "buildable", "no", "not_here"]  # not_here: not for this OS at all (Linux programs on macOS)
+CHECKOUT = Path(__file__).resolve().parents[2]  # a source checkout's root (native/, tools/), when it is one
+CC64 = "x86_64-w64-mingw32-gcc"
 
 
 @dataclass(frozen=True)
@@ -25,10 +40,21 @@ class NativeFile:
 
 
 @dataclass(frozen=True)
+class Ability:
+    """One thing `dlltrace run` may trace here."""
+    key: str                 # "windows" (natively), "wine" (run --wine), "linux"
+    state: State
+    why: Optional[str]       # what is missing (state "no" or "buildable")
+    fix: Optional[str]       # the one command that fixes it (None: nothing to do, or nothing we know)
+
+
+@dataclass(frozen=True)
 class TracingStatus:
     files: tuple[NativeFile, ...]
     platform: str            # "windows" or another sys.platform
     wine: Optional[str]      # wine64's path (for --wine), when found
+    recorder: Optional[Path]  # the Linux recorder's folder, when built
+    abilities: tuple[Ability, ...] = ()
 
     @property
     def built(self) -> bool:
@@ -41,22 +67,123 @@ class TracingStatus:
 
     @property
     def can_trace(self) -> bool:
+        """Windows programs can be traced here (natively, or under wine64)."""
         return self.built and (self.platform == "windows" or self.wine is not None)
+
+    def ability(self, key: str) -> Optional[Ability]:
+        return next((a for a in self.abilities if a.key == key), None)
+
+
+def pe_machine(path: Path) -> tuple[Optional[str], Optional[str]]:
+    """(machine, problem) from a file's PE header: ("x64", None), or (None, "not a usable PE file (...)")."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        return None, f"unreadable ({e.strerror or e})"
+    if len(head) < 0x40 or head[:2] != b"MZ":
+        return None, "not a usable PE file (no MZ header)"
+    at = struct.unpack_from("<I", head, 0x3C)[0]
+    if at + 6 > len(head) or head[at:at + 4] != b"PE\0\0":
+        return None, "not a usable PE file (no PE signature)"
+    code = struct.unpack_from("<H", head, at + 4)[0]
+    return MACHINE_NAMES.get(code, f"unknown:{code:#06x}"), None
 
 
 def native_file(role: str, path: Path) -> NativeFile:
     if not path.is_file():
         return NativeFile(role, path, None, "missing")
-    facts = read_pe_facts(path)
-    if not isinstance(facts, PEFacts):
-        return NativeFile(role, path, None, f"not a usable PE file ({facts.message})")
-    return NativeFile(role, path, facts.machine, None)
+    machine, problem = pe_machine(path)
+    return NativeFile(role, path, machine, problem)
+
+
+def _root() -> str:
+    return "" if (hasattr(os, "geteuid") and os.geteuid() == 0) else "sudo "
+
+
+def _apt(package: str) -> Optional[str]:
+    """`sudo apt-get install PACKAGE` where apt-get is the package manager, else None."""
+    return f"{_root()}apt-get install {package}" if shutil.which("apt-get") else None
+
+
+def _is_glibc() -> bool:
+    return _platform.libc_ver()[0] == "glibc"
+
+
+def shim_fix(status_files: tuple[NativeFile, ...]) -> str:
+    """How to get a usable launcher and shim: in a checkout, native/build.sh (with mingw-w64 first when it
+    is missing); an installed package, the win_amd64 wheel."""
+    build = CHECKOUT / "native" / "build.sh"
+    if not build.is_file():
+        return "install the win_amd64 wheel of dlltrace (pip install on 64-bit Windows), or build from a source checkout"
+    cmd = f"bash {build}"
+    if launch.bin_dir() != launch.BIN:
+        cmd += f" {launch.bin_dir()}"
+    if not shutil.which(os.environ.get("CC64", CC64)):
+        apt = _apt("gcc-mingw-w64-x86-64")
+        cmd = f"{apt} && {cmd}" if apt else f"install mingw-w64 ({CC64}), then {cmd}"
+    return cmd
+
+
+def linux_ability() -> tuple[Ability, Optional[Path]]:
+    if not sys.platform.startswith("linux"):
+        return Ability("linux", "not_here", None, None), None
+    if not _is_glibc():
+        return Ability("linux", "no", "the recorder uses glibc's LD_AUDIT, and this C library is "
+                       f"{_platform.libc_ver()[0] or 'not glibc'}", None), None
+    built = linux.built_recorder()
+    if built is not None:
+        return Ability("linux", "yes", None, None), built
+    where = linux.cache_recorder_dir()
+    if not (linux.NATIVE / "build.sh").is_file():
+        return Ability("linux", "no", f"the recorder is not built and its sources are not in this install ({linux.NATIVE})",
+                       "reinstall dlltrace (pip install --force-reinstall dlltrace)"), None
+    if shutil.which("gcc"):
+        return Ability("linux", "buildable", f"the recorder is not built yet; the first `dlltrace run` builds it with "
+                       f"gcc into {where}", f"sh {linux.NATIVE / 'build.sh'} {where}"), None
+    return Ability("linux", "no", "the recorder is not built and gcc, which builds it, is not installed",
+                   _apt("gcc") or "install gcc"), None
+
+
+def windows_ability(files: tuple[NativeFile, ...], platform: str, wine: Optional[str]) -> Ability:
+    built = all(f.problem is None for f in files) and len({f.machine for f in files}) == 1
+    key = "windows" if platform == "windows" else "wine"
+    if not built:
+        bad = [f for f in files if f.problem is not None]
+        why = (", ".join(f"the {f.role} is {f.problem}" for f in bad) if bad
+               else "the launcher and the shim are built for different machines")
+        if all(f.problem == "missing" for f in files):
+            why = "the native launcher and shim are not built"
+        return Ability(key, "no", why, shim_fix(files))
+    if platform == "windows" or wine:
+        return Ability(key, "yes", None, None)
+    return Ability(key, "no", "wine64 is not installed", _apt("wine64") or "install Wine (wine64)")
 
 
 def tracing_status() -> TracingStatus:
     files = (native_file("launcher", launch.bin_dir() / launch.LAUNCHER), native_file("shim", launch.bin_dir() / launch.SHIM))
     platform = "windows" if sys.platform == "win32" else sys.platform
-    return TracingStatus(files, platform, None if platform == "windows" else launch.find_wine())
+    wine = None if platform == "windows" else launch.find_wine()
+    lin, recorder = linux_ability()
+    abilities = [windows_ability(files, platform, wine)]
+    if lin.state != "not_here":
+        abilities.insert(0, lin)
+    return TracingStatus(files, platform, wine, recorder, tuple(abilities))
+
+
+WHAT = {
+    "windows": "tracing Windows programs (`dlltrace run -- CMD`)",
+    "wine": "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`)",
+    "linux": "tracing Linux programs (`dlltrace run -- CMD`)",
+}
+
+
+def ability_line(a: Ability) -> str:
+    if a.state == "yes":
+        return f"{WHAT[a.key]}: yes"
+    if a.state == "buildable":
+        return f"{WHAT[a.key]}: yes ({a.why}; to build it now: {a.fix})"
+    return f"{WHAT[a.key]}: no: {a.why}" + (f"; fix: {a.fix}" if a.fix else "")
 
 
 def status_lines(status: TracingStatus) -> list[str]:
@@ -65,22 +192,17 @@ def status_lines(status: TracingStatus) -> list[str]:
     for f in status.files:
         what = f"{f.machine} PE" if f.problem is None else f.problem
         lines.append(f"{f.role}: {f.path} ({what})")
-    if not status.built:
-        missing = ", ".join(f.path.name for f in status.files if f.problem is not None) or "the launcher and shim"
-        why = (f"{missing} not usable" if any(f.problem is not None for f in status.files)
-               else "the launcher and the shim are built for different machines")
-        lines.append(f"tracing: not possible with this install ({why}); the win_amd64 wheel includes them, "
-                     "and a source checkout builds them with `bash native/build.sh` (mingw-w64)")
-    elif status.platform == "windows":
-        lines.append(f"tracing: yes, {status.machine} Windows programs (`dlltrace run -- CMD`)")
-    elif status.wine:
-        lines.append(f"tracing: yes, {status.machine} Windows programs under Wine ({status.wine}: "
-                     "`dlltrace run --wine -- PROG.exe`); native programs of this OS: not yet")
-    else:
-        lines.append(f"tracing: not here: the shim is built ({status.machine}), but this is not Windows and wine64 "
-                     "is not installed (`run --wine` needs it: apt-get install wine64)")
+    if status.platform != "windows":
+        lines.append(f"wine64: {status.wine or 'not found'}")
+    lin = status.ability("linux")
+    if lin is not None:
+        lines.append(f"linux recorder: {status.recorder} (built)" if status.recorder else
+                     f"linux recorder: not built ({linux.NATIVE})")
+    lines += [ability_line(a) for a in status.abilities]
+    lines.append("reading traces, scenarios and wheels (report, redact, simulate, deps, check, cuda): yes, on any OS")
     return lines
 
 
 def version_text() -> str:
-    return "\n".join([f"dlltrace {__version__}", *status_lines(tracing_status())])
+    head = f"dlltrace {__version__} (Python {_platform.python_version()}, {sys.platform})"
+    return "\n".join([head, *status_lines(tracing_status())])

@@ -153,6 +153,8 @@ CAUSE_ERROR: dict[Cause, int] = {
 }
 
 MACHINES = ("x64", "x86", "arm64", "arm")
+# a PE header's Machine field -> its name in MACHINES (pe.machine_name; install.py reads the header itself)
+MACHINE_NAMES = {0x8664: "x64", 0x14C: "x86", 0xAA64: "arm64", 0x1C4: "arm", 0x1C0: "arm"}
 
 # What the loader found at one candidate path (Candidate.result), and the words the reports say for each.
 CandidateResult = Literal["found", "not_there", "wrong_machine", "not_pe", "access_denied", "already_loaded",

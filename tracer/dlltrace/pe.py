@@ -34,11 +34,10 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import pefile
 
-from .model import Import, PEError, PEFacts
+from .model import MACHINE_NAMES, Import, PEError, PEFacts
 
 PEResult = Union[PEFacts, PEError]
 
-MACHINE_NAMES = {0x8664: "x64", 0x14C: "x86", 0xAA64: "arm64", 0x1C4: "arm", 0x1C0: "arm"}
 IMAGE_FILE_DLL = 0x2000
 
 _DIR_EXPORT = 0

@@ -37,15 +37,30 @@ AUDIT_LIB = "libdlltrace_audit.so"
 PRELOAD_LIB = "libdlltrace_preload.so"
 
 
+def package_recorder_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "bin" / "linux"
+
+
+def cache_recorder_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
+
+
+def built_recorder() -> Optional[Path]:
+    """The folder of a built recorder (both libraries): the package's bin/linux, else the cache's; None."""
+    for d in (package_recorder_dir(), cache_recorder_dir()):
+        if (d / AUDIT_LIB).is_file() and (d / PRELOAD_LIB).is_file():
+            return d
+    return None
+
+
 def recorder_dir() -> Path:
     """Where the recorder is: the package's bin/linux, else ~/.cache/dlltrace/linux (built there with gcc
     from native/audit when missing)."""
-    pkg = Path(__file__).resolve().parents[1] / "bin" / "linux"
-    if (pkg / AUDIT_LIB).exists():
-        return pkg
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
-    if not (cache / AUDIT_LIB).exists() or not (cache / PRELOAD_LIB).exists():
-        build_recorder(cache)
+    built = built_recorder()
+    if built is not None:
+        return built
+    cache = cache_recorder_dir()
+    build_recorder(cache)
     return cache
 
 

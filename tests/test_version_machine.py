@@ -1,0 +1,147 @@
+"""`dlltrace --version` says what this machine can trace, and its words are held against the machine: where
+it says yes, the run works; where it says how to fix a no, that command is run and the line then says yes.
+
+Needs gcc (the Linux recorder) and mingw-w64 (the shim): locally a test without them skips, in CI it fails
+(tests/winetools.py: require)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import winetools
+from dlltrace import install
+from dlltrace.trace import launch, linux
+
+ROOT = Path(__file__).resolve().parent.parent
+LINUX = "tracing Linux programs (`dlltrace run -- CMD`): "
+WINE = "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`): "
+
+
+def line(text: str, start: str) -> str:
+    got = [ln for ln in text.splitlines() if ln.startswith(start)]
+    assert len(got) == 1, text
+    return got[0][len(start):]
+
+
+def fix_of(words: str) -> str:
+    """The command after "fix: " or "to build it now: " in a line of --version."""
+    for mark in ("; fix: ", "; to build it now: "):
+        if mark in words:
+            return words.split(mark, 1)[1].rstrip(")")
+    raise AssertionError(f"no fix command in {words!r}")
+
+
+def run_fix(cmd: str) -> None:
+    """A fix --version gave, run as a user pastes it, less an apt-get step (the tests' machine has the
+    package already: what follows `&&` is the part that builds)."""
+    if "apt-get install" in cmd:
+        cmd = cmd.split("&&", 1)[1]
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (cmd, r.stderr)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder is Linux's")
+def test_linux_recorder_line_matches_the_machine(dlltrace_cli, monkeypatch, tmp_path):
+    if not shutil.which("gcc"):
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc -- CI must install it (.ci/run)")
+        pytest.skip("needs gcc")
+    monkeypatch.setattr(launch, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
+    # no recorder anywhere yet, gcc on PATH: "yes", built on first use, with the command to build it now
+    monkeypatch.setattr(linux, "package_recorder_dir", lambda: tmp_path / "none")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    words = line(dlltrace_cli("--version").stdout, LINUX)
+    where = tmp_path / "cache" / "dlltrace" / "linux"
+    assert words.startswith(f"yes (the recorder is not built yet; the first `dlltrace run` builds it with gcc into {where}")
+    assert "linux recorder: not built" in dlltrace_cli("--version").stdout
+    # the fix it names builds it, and then the line says built, there
+    run_fix(fix_of(words))
+    out = dlltrace_cli("--version").stdout
+    assert line(out, LINUX) == "yes" and f"linux recorder: {where} (built)" in out
+    # and "yes" is true: a traced run of a real program records its loads with that recorder
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", "/bin/true"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stderr
+    assert '"ev": "objopen"' in trace.read_text() or '"ev":"objopen"' in trace.read_text()
+    # without gcc and without a built recorder: "no", and the fix installs gcc
+    shutil.rmtree(where)
+    real_which = shutil.which
+    monkeypatch.setattr(install.shutil, "which", lambda c, *a, **k: None if c == "gcc" else real_which(c, *a, **k))
+    words = line(dlltrace_cli("--version").stdout, LINUX)
+    assert words.startswith("no: the recorder is not built and gcc, which builds it, is not installed; fix: ")
+    assert fix_of(words).endswith("apt-get install gcc") or fix_of(words) == "install gcc"
+
+
+def test_the_checkout_recorder_line(dlltrace_cli, monkeypatch):
+    """What setup built (tools/setup.sh: tracer/dlltrace/bin/linux) is what --version names."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux only")
+    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    out = dlltrace_cli("--version").stdout
+    built = linux.built_recorder()
+    if built is not None:
+        assert line(out, LINUX) == "yes" and f"linux recorder: {built} (built)" in out
+    elif shutil.which("gcc"):
+        assert line(out, LINUX).startswith("yes (the recorder is not built yet")
+    else:
+        assert line(out, LINUX).startswith("no: ")
+
+
+def test_no_mingw_says_how_to_build_the_shim_and_that_command_builds_it(dlltrace_cli, monkeypatch, tmp_path):
+    """A machine without mingw and without a built shim: the line names the apt package and native/build.sh;
+    with mingw there (CI), the build step of that line, run as pasted, makes the shim and --version sees it."""
+    winetools.require("mingw64")
+    bin_dir = tmp_path / "bin"
+    monkeypatch.setenv("DLLTRACE_BIN", str(bin_dir))
+    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
+    real_which = shutil.which
+    monkeypatch.setattr(install.shutil, "which",
+                        lambda c, *a, **k: None if c == install.CC64 else real_which(c, *a, **k))
+    monkeypatch.setattr(install, "_apt", lambda pkg: f"sudo apt-get install {pkg}")
+    words = line(dlltrace_cli("--version").stdout, WINE)
+    assert words == (f"no: the native launcher and shim are not built; fix: sudo apt-get install gcc-mingw-w64-x86-64 "
+                     f"&& bash {ROOT / 'native' / 'build.sh'} {bin_dir}")
+    run_fix(fix_of(words))
+    monkeypatch.setattr(install.shutil, "which", real_which)
+    out = dlltrace_cli("--version").stdout
+    assert line(out, WINE) == "yes"
+    assert f"shim: {bin_dir / launch.SHIM} (x64 PE)" in out and f"launcher: {bin_dir / launch.LAUNCHER} (x64 PE)" in out
+
+
+def test_no_wine_says_how_to_install_it(dlltrace_cli, monkeypatch):
+    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    status = install.tracing_status()
+    out = dlltrace_cli("--version").stdout
+    assert "wine64: not found" in out
+    if status.built:
+        assert line(out, WINE).startswith("no: wine64 is not installed; fix: ")
+        assert shlex.split(fix_of(line(out, WINE)))[-1] == "wine64" or "Wine" in line(out, WINE)
+
+
+@pytest.mark.wine
+def test_wine_yes_is_true(dlltrace_cli, wine_prefix, tmp_path):
+    """Where --version says Windows programs can be traced under Wine, `dlltrace run --wine` of a real
+    program records its loads."""
+    winetools.require("wine", "mingw64")
+    out = dlltrace_cli("--version").stdout
+    if line(out, WINE) != "yes":
+        pytest.fail(f"CI builds the shim and installs wine64, yet --version says: {line(out, WINE)}")
+    exe = tmp_path / "hello.exe"
+    src = tmp_path / "hello.c"
+    src.write_text('#include <windows.h>\nint main(void){ return LoadLibraryA("no_such_thing.dll") ? 1 : 3; }\n')
+    winetools.mingw_compile([src], exe)
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(trace), "--", str(exe)],
+                       capture_output=True, text=True, timeout=300,
+                       env=winetools.wine_env(PYTHONPATH=str(ROOT / "tracer")))
+    assert r.returncode == 3, r.stderr
+    assert "no_such_thing.dll" in trace.read_text()
