@@ -98,7 +98,9 @@ def test_wheel_metadata(dist, wheel):
     m = dist_info(dist / wheel, "METADATA")
     assert m["Name"] == "dlltrace"
     assert m["Version"] == V
-    assert m["License-Expression"] == "MIT"
+    assert m["License-Expression"] == "MIT" and m.get_all("License-File") == ["LICENSE"]
+    with zipfile.ZipFile(dist / wheel) as z:
+        assert z.read(f"dlltrace-{V}.dist-info/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
     reqs = {r.name: r for r in map(Requirement, m.get_all("Requires-Dist"))}
     assert {"pefile", "rich", "cffi", "ctypes-windows-sdk"} <= set(reqs)
     cws = reqs["ctypes-windows-sdk"]
@@ -161,7 +163,7 @@ def test_sdist_holds_native_sources_and_no_binary(dist):
         files = {m.name.split("/", 1)[1] for m in t.getmembers() if m.isfile()}
     native = {p.relative_to(ROOT).as_posix() for p in (ROOT / "native").rglob("*") if p.is_file()}
     assert native and native <= files
-    assert {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "tools/build-wheels.sh"} <= files
+    assert {"setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "tools/build-wheels.sh"} <= files
     assert not [f for f in files if f.startswith("tracer/dlltrace/bin/") or f.endswith((".dll", ".exe", ".pyc"))]
 
 
