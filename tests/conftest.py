@@ -45,6 +45,23 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
 
 
+# ----------------------------------------------------------------------------- no skip in CI
+# CI installs everything the tests need (.ci/run): a test that skips there (a tool, a download or a platform
+# missing) hides a missing install step, so with CI set a skip is reported as a failure, with its reason.
+def skip_is_failure(env=os.environ) -> bool:
+    return bool(env.get("CI"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and skip_is_failure():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where nothing may skip (.ci/run installs what the tests need): {reason}"
+
+
 # ----------------------------------------------------------------------------- the wine marker
 # A test that needs Wine carries @pytest.mark.wine (pyproject.toml). Two checks:
 # - at collection: a test whose fixtures include `wine_prefix` (every fixture that starts Wine

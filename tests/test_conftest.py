@@ -69,3 +69,31 @@ def test_a_marked_test_reaches_wine_freely(monkeypatch):
 
     monkeypatch.setenv("DLLTRACE_WINE", "/bin/true")
     assert launch.find_wine() == "/bin/true"
+
+
+def test_a_skip_fails_in_ci_and_only_there(tmp_path):
+    """With CI set, a skipped test is a failure that names the reason (.ci/run: nothing may skip); an
+    expected failure (xfail) stays one; without CI a skip is a skip."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "def test_skips():\n    pytest.skip('no such tool here')\n"
+        "@pytest.mark.xfail(strict=True, reason='known')\n"
+        "def test_xfails():\n    assert 0\n")
+
+    def run(**env: str) -> str:
+        e = {k: v for k, v in os.environ.items() if k != "CI"}
+        e.update(env, PYTHONPATH=os.pathsep.join([str(tests), str(tests.parent / "tracer")]))
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+                            "--rootdir", str(tmp_path), str(tmp_path / "test_x.py")],
+                           capture_output=True, text=True, env=e, cwd=tmp_path, timeout=120)
+        return r.stdout.strip().splitlines()[-1]
+
+    assert run().startswith("1 skipped, 1 xfailed")
+    ci = run(CI="true")
+    assert ci.startswith("1 failed, 1 xfailed"), ci
