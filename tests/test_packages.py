@@ -33,7 +33,7 @@ from dlltrace import packages
 from dlltrace.packages import PackageDataError, Provider, cuda_major_of, lookup, providers, wheel_folders
 
 DATA = Path(packages.__file__).resolve().parent / "data" / packages.DATA_FILE
-LIST_CACHE = winetools.CACHE / "wheel-lists"
+LIST_CACHE = winetools.DOWNLOADS / "wheel-lists"  # (downloaded facts of files that never change)
 TODAY = "2026-12-01"  # the day the rows were checked (the data file's "checked" dates)
 
 

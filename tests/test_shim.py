@@ -50,27 +50,25 @@ def build_shim() -> None:
 
 
 def build_fixtures(cache: Path) -> Path:
-    # this file too: it holds the build recipe
-    sources = [*FIX.joinpath("host").glob("*.c"), *FIX.joinpath("dlls").glob("*.c"), Path(__file__)]
-    stamp = cache / "stamp"
-    if stamp.exists() and stamp.stat().st_mtime >= _newest(sources):
-        return cache
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
-    cc = winetools.mingw_compile
-    d = FIX / "dlls"
-    cc([FIX / "host" / "loadhost.c"], cache / "loadhost.exe", extra=["-municode"])
-    cc([d / "plain.c"], cache / "a.dll", dll=True)
-    cc([d / "plain.c"], cache / "x86.dll", dll=True, bits=32)
-    cc([d / "leaf.c"], cache / "leaf.dll", dll=True)
-    cc([d / "leaf.c"], cache / "leaf86.dll", dll=True, bits=32)
-    cc([d / "mid.c", cache / "leaf.dll"], cache / "mid.dll", dll=True)
-    cc([d / "top.c", cache / "mid.dll"], cache / "top.dll", dll=True)
-    cc([FIX / "host" / "needstop.c", cache / "top.dll"], cache / "needstop.exe")
-    cc([d / "initfail.c"], cache / "initfail.dll", dll=True)
-    cc([d / "mainload.c"], cache / "mainload.dll", dll=True)
-    stamp.write_text("ok")
-    return cache
+    """The hosts and DLLs the shim tests load, built with mingw into cache-<hash of their sources and of this
+    file, which holds the recipe>/, whole or not at all (winetools.built_once)."""
+    sources = sorted([*FIX.joinpath("host").glob("*.c"), *FIX.joinpath("dlls").glob("*.c"), Path(__file__)])
+
+    def build(out: Path) -> None:
+        cc = winetools.mingw_compile
+        d = FIX / "dlls"
+        cc([FIX / "host" / "loadhost.c"], out / "loadhost.exe", extra=["-municode"])
+        cc([d / "plain.c"], out / "a.dll", dll=True)
+        cc([d / "plain.c"], out / "x86.dll", dll=True, bits=32)
+        cc([d / "leaf.c"], out / "leaf.dll", dll=True)
+        cc([d / "leaf.c"], out / "leaf86.dll", dll=True, bits=32)
+        cc([d / "mid.c", out / "leaf.dll"], out / "mid.dll", dll=True)
+        cc([d / "top.c", out / "mid.dll"], out / "top.dll", dll=True)
+        cc([FIX / "host" / "needstop.c", out / "top.dll"], out / "needstop.exe")
+        cc([d / "initfail.c"], out / "initfail.dll", dll=True)
+        cc([d / "mainload.c"], out / "mainload.dll", dll=True)
+
+    return winetools.built_once(cache.with_name(f"{cache.name}-{winetools.source_key(*sources)}"), build)
 
 
 def layout(built: Path, root: Path) -> None:

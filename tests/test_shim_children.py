@@ -29,11 +29,10 @@ ERROR_EXE_MACHINE_TYPE_MISMATCH = 216
 def children_env(shim_env):
     """shim_env plus a 32-bit loadhost at C:\\dlltrace-shim\\host32 (built once per source change)."""
     src = ROOT / "fixtures" / "host" / "loadhost.c"
-    cache = winetools.CACHE / "children-fixtures"
+    cache = winetools.built_once(
+        winetools.CACHE / f"children-{winetools.source_key(src)}",
+        lambda d: winetools.mingw_compile([src], d / "loadhost32.exe", bits=32, extra=["-municode"]))
     exe32 = cache / "loadhost32.exe"
-    if not exe32.exists() or exe32.stat().st_mtime < src.stat().st_mtime:
-        cache.mkdir(parents=True, exist_ok=True)
-        winetools.mingw_compile([src], exe32, bits=32, extra=["-municode"])
     dest = winetools.drive_c() / "dlltrace-shim" / "host32" / "loadhost32.exe"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_bytes(exe32.read_bytes())

@@ -1,6 +1,6 @@
 """Static mode (`dlltrace deps`, `dlltrace check`, issue 12): rules on small mingw-built PEs, the
 classifier, and the real torch 2.5.1, onnxruntime-gpu 1.31.1 and ctranslate2 win_amd64 wheels
-(fetched into ~/.cache/dlltrace-tests/wheels; skipped offline, failed in CI)."""
+(fetched into ~/.cache/dlltrace-downloads/wheels; skipped offline, failed in CI)."""
 
 from __future__ import annotations
 

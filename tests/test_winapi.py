@@ -24,7 +24,7 @@ from dlltrace.worlds import live
 ROOT = Path(__file__).resolve().parent.parent
 CWS = "ctypes-windows-sdk"
 CWS_VERSION = "0.0.20"
-CWS_WHEEL = winetools.CACHE / "wheels" / f"ctypes_windows_sdk-{CWS_VERSION}-py3-none-any.whl"
+CWS_WHEEL = winetools.DOWNLOADS / "wheels" / f"ctypes_windows_sdk-{CWS_VERSION}-py3-none-any.whl"
 
 
 # ---- without Windows ---------------------------------------------------------------------------------

@@ -17,8 +17,53 @@ import pytest
 WINESERVER_CANDIDATES = ("/usr/lib/wine/wineserver64", "wineserver64", "wineserver")
 CC64 = "x86_64-w64-mingw32-gcc"
 CC32 = "i686-w64-mingw32-gcc"
+# What the tests build or unpack (shims, fixture DLLs, unpacked wheels, Wine prefixes, Windows Pythons):
+# made on first use, each piece through built_once (a folder made whole or not at all). .ci/run points it
+# at a new empty folder on every run, so CI proves a cold start.
 CACHE = Path(os.environ.get("DLLTRACE_TEST_CACHE", Path.home() / ".cache" / "dlltrace-tests"))
 PREFIX = Path(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / "wineprefix"))
+# What the tests download (pinned wheels and Windows Pythons, PyPI file lists): files that never change,
+# kept by name and checked against their pinned sha256 (realwheels.pip_download). The one cache .ci/run keeps.
+DOWNLOADS = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads"))
+
+
+def source_key(*parts: "Path | str | bytes") -> str:
+    """A short hash of files' names and contents (Path) and of other inputs (str, bytes): the name of
+    what built_once makes from them, so a change of any of them builds anew."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, Path):
+            h.update(b"f" + p.name.encode() + b"\0" + p.read_bytes())
+        else:
+            h.update(b"s" + (p if isinstance(p, bytes) else p.encode()) + b"\0")
+    return h.hexdigest()[:16]
+
+
+def built_once(folder: Path, build) -> Path:
+    """`folder`, built by build(tmp) into a fresh sibling folder and renamed into place with a stamp: a
+    folder with the stamp is whole (a build cut short, by an error or a kill, leaves only a .tmp sibling,
+    removed by the next build), and one without it is built again. Another process building the same
+    folder at once is harmless: the first rename wins."""
+    stamp = folder / ".complete"
+    if stamp.is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
+    try:
+        build(tmp)
+        (tmp / ".complete").write_text("ok")
+        if folder.exists() and not stamp.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a folder of an older layout, never stamped
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            if not stamp.is_file():  # (not another process's whole build in the way)
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def _which(cands) -> str | None:
