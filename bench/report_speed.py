@@ -67,7 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 
-from dlltrace.report.summary import produce  # noqa: E402
+from dlltrace.render.summary import produce  # noqa: E402
 from dlltrace.trace.reader import freeze_after_pauses, read_trace  # noqa: E402
 
 

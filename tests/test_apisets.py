@@ -88,7 +88,7 @@ def _trace_with_apisets(tmp_path, src: str, sets: dict):
 def test_report_says_when_api_sets_come_from_the_builtin_table(tmp_path):
     import json
 
-    from dlltrace.report.summary import produce
+    from dlltrace.render.summary import produce
     from dlltrace.trace.reader import read_trace
 
     old = read_trace("fixtures/traces/s6.jsonl")  # made before traces carried a schema (s3 was re-recorded with one)

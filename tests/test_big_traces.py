@@ -27,14 +27,14 @@ from pathlib import Path
 import pytest
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
-from dlltrace.report.analysis import analyse, incidents
-from dlltrace.report.json import json_report
-from dlltrace.report.markdown import markdown_report
-from dlltrace.report.text import text_report
-from dlltrace.report.summary import produce
-from dlltrace.report.verdict import judge
+from dlltrace.diagnose.analysis import analyse, incidents
+from dlltrace.render.json import json_report
+from dlltrace.render.markdown import markdown_report
+from dlltrace.render.text import text_report
+from dlltrace.render.summary import produce
+from dlltrace.diagnose.verdict import judge
 from dlltrace.trace.reader import Events, Trace, read_trace
-from dlltrace.trace.replay import Replays, replay
+from dlltrace.diagnose.replay import Replays, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 S1 = ROOT / "fixtures" / "traces" / "s1.jsonl"

@@ -1,4 +1,4 @@
-"""The CUDA stack table (tracer/dlltrace/cuda.py, docs/cuda.md): built from scenario worlds with each kind
+"""The CUDA stack table (tracer/dlltrace/diagnose/cuda.py, docs/cuda.md): built from scenario worlds with each kind
 of mismatch (asserted as typed fields), from a trace, from the real onnxruntime-gpu / torch / ctranslate2 /
 nvidia-cuda-runtime wheels' files, and `dlltrace cuda` on this machine."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import jsonschema
 
 import realwheels
-from dlltrace import cuda as C
-from dlltrace.cuda import WorldFacts, cuda_table, facts_of_scenario
-from dlltrace.report.cuda import cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
-from dlltrace.scenario import scenario_from_dict
+from dlltrace.diagnose import cuda as C
+from dlltrace.diagnose.cuda import WorldFacts, cuda_table, facts_of_scenario
+from dlltrace.render.cuda import cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
+from dlltrace.diagnose.scenario import scenario_from_dict
 from dlltrace.tracecheck import Validator
 from dlltrace.trace.reader import read_trace
 from dlltrace.worlds.live import LiveWorld, wine_map
@@ -251,7 +251,7 @@ def test_a_consistent_stack_has_no_mismatch():
 
 
 def test_the_builtin_example_scenario():
-    from dlltrace.scenario import load_scenario
+    from dlltrace.diagnose.scenario import load_scenario
 
     t = cuda_table(facts_of_scenario(load_scenario(ROOT / "fixtures" / "scenarios" / "s1.toml")))
     assert [tk.version for tk in t.toolkits] == ["11.8", "12.1"]
@@ -479,7 +479,7 @@ def test_report_carries_the_table_of_the_trace():
 
     import jsonschema
 
-    from dlltrace.report.summary import produce
+    from dlltrace.render.summary import produce
     from dlltrace.trace.reader import read_trace
 
     root = Path(__file__).resolve().parent.parent
@@ -497,7 +497,7 @@ def test_report_shows_the_table_when_the_trace_shows_a_mismatch(tmp_path):
     it loads cuBLAS from needs a newer driver, said in the text, Markdown and JSON reports."""
     import json as _json
 
-    from dlltrace.report.summary import produce
+    from dlltrace.render.summary import produce
     from dlltrace.trace.reader import read_trace
 
     root = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """Exit codes (README.md, "Exit codes"; tracer/dlltrace/errors.py) and how a traced program ended
-(report/ending.py): every documented code is produced here by the command, and every ending is said in
+(diagnose/ending.py): every documented code is produced here by the command, and every ending is said in
 the run's summary and in `dlltrace report`, never as "every load succeeded".
 
 Without Wine: the codes of dlltrace's own errors, `simulate`'s 0 and 1, and the ending and exit code
@@ -25,9 +25,10 @@ import pytest
 
 import winetools
 from dlltrace import errors
-from dlltrace.report.ending import ending
-from dlltrace.report.summary import produce, summarize
-from dlltrace.trace.launch import run_end_event, run_exit_code
+from dlltrace.diagnose.ending import ending
+from dlltrace.render.summary import produce, summarize
+from dlltrace.runner import run_exit_code
+from dlltrace.trace.launch import run_end_event
 from dlltrace.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import winpath
-from dlltrace.report.scenario import explain_scenario
+from dlltrace.render.scenario import explain_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")) + sorted((ROOT / "fixtures" / "scenarios").glob("*.json"))

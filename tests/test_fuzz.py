@@ -531,9 +531,9 @@ def test_the_fuzz_is_reproducible():
 
 
 def test_facts_with_a_lone_surrogate_are_written_as_escapes(tmp_path):
-    # what `dlltrace run` appends (collect.event_lines): a lone surrogate as its \udXXX escape, the
+    # what `dlltrace run` appends (files.event_lines): a lone surrogate as its \udXXX escape, the
     # rest raw UTF-8; the reader gets the same name back
-    from dlltrace.trace.collect import event_lines
+    from dlltrace.trace.files import event_lines
     from dlltrace.trace.reader import read_trace
 
     name = "C:\\app\\a\udc80\ud800é.dll"
@@ -546,7 +546,7 @@ def test_facts_with_a_lone_surrogate_are_written_as_escapes(tmp_path):
 
 
 def test_visible_escapes_what_a_terminal_would_obey():
-    from dlltrace.report.explained import Styled, style_of, visible
+    from dlltrace.render.explained import Styled, style_of, visible
 
     assert visible("C:\\a\x1b[31m\x00\r\x9b\udc80b.dll\tx\ny") == "C:\\a\\x1b[31m\\x00\\r\\x9b\\udc80b.dll\tx\ny"
     line = visible(Styled("\x1b", "failure"))
@@ -572,11 +572,12 @@ def test_nesting_a_million_levels_deep_is_one_line(tmp_path):
 
 
 def test_run_appends_facts_to_a_trace_with_a_lone_surrogate(tmp_path):
-    """`dlltrace run`'s last step (trace/launch.append_facts) on a trace whose LoadLibraryW name has a lone
+    """`dlltrace run`'s last step (runner.append_facts) on a trace whose LoadLibraryW name has a lone
     surrogate: no UnicodeEncodeError, and the name reads back the same (it failed with a traceback)."""
     import json as _json
 
-    from dlltrace.trace.launch import append_facts, header_line
+    from dlltrace.runner import append_facts
+    from dlltrace.trace.files import header_line
     from dlltrace.trace.reader import read_trace
 
     name = "C:\\x\\bad\udc80.dll"

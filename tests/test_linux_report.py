@@ -1,7 +1,7 @@
 """The issue's done-when for Linux, through the commands: `dlltrace run` of a real CPython whose
 ctypes.CDLL('libcudart.so.11.0') fails passes the exit code (1) through, and `dlltrace report` (JSON,
 text, Markdown) names libcudart.so.11.0 as the leaf of the failure the program hit, with every candidate
-folder and its rule; a failure the program went past is listed apart (report/linux.py)."""
+folder and its rule; a failure the program went past is listed apart (render/linux.py)."""
 
 from __future__ import annotations
 

@@ -157,10 +157,11 @@ def test_recorder_is_lossless_across_threads_and_processes(recorder, tmp_path):
 
 
 def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
+    from dlltrace import runner
     from dlltrace.trace import linux
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
     out = tmp_path / "t.jsonl"
-    rc, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(out))
+    rc, trace = runner.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(out))
     assert rc == 1
     assert trace.header.platform == "linux" and not trace.warnings
     evs = list(trace.events)
@@ -170,10 +171,11 @@ def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
 
 # --- replay: the trace against the model ----------------------------------------------------------------
 def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, tmp_path, monkeypatch):
+    from dlltrace import runner
     from dlltrace.trace import linux
-    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.render.linux import linux_report_dict
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
-    rc, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"],
+    rc, trace = runner.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"],
                                           str(tmp_path / "t.jsonl"))
     assert rc == 1
     rep = linux_report_dict(trace.events)
@@ -193,7 +195,7 @@ def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, t
 def test_report_chain_through_dt_needed(recorder, tmp_path):
     """dlopen(libdlta.so) whose DT_NEEDED libdltb.so is missing: the leaf is libdltb.so, needed by libdlta.so,
     the chain libdlta.so -> libdltb.so, its candidates under libdlta's DT_RUNPATH."""
-    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.render.linux import linux_report_dict
     pool = kit.build_pool(tmp_path)
     lay = kit.Layout(0, "h0", {"d1/libdlta.so": "a41"}, ["d1"], [(2, "libdlta.so")])  # a41: RUNPATH $ORIGIN, needs libdltb
     L = kit.place(tmp_path, pool, lay)
@@ -214,7 +216,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     """libdlta.so needs libcudart.so.11.0, which only the venv's nvidia wheel folder has. The replay offers
     LD_LIBRARY_PATH, patchelf, ldconfig and nvidia-cuda-runtime-cu11, each verified by the model; the real
     ld.so loads with the LD_LIBRARY_PATH fix as the model says."""
-    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.diagnose.replay_linux import replay_linux
     pool = kit.build_pool(tmp_path)
     venv = tmp_path / "venv"
     wheel = venv / "lib" / "python3.11" / "site-packages" / "nvidia" / "cuda_runtime" / "lib"
@@ -305,14 +307,15 @@ def extensions(tmp_path_factory) -> Path:
 
 
 def _run_python(recorder, tmp_path, monkeypatch, code: str, extensions: Path):
+    from dlltrace import runner
     from dlltrace.trace import linux
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
     monkeypatch.setenv("PYTHONPATH", str(extensions))
-    return linux.trace_linux_command([PY, "-c", code], str(tmp_path / "t.jsonl"))
+    return runner.trace_linux_command([PY, "-c", code], str(tmp_path / "t.jsonl"))
 
 
 def test_python_context_import_of_an_extension_whose_dependency_is_missing(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.diagnose.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_missing", extensions)
     assert rc == 1
     evs = list(trace.events)
@@ -327,7 +330,7 @@ def test_python_context_import_of_an_extension_whose_dependency_is_missing(recor
 
 
 def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.diagnose.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import ctypes; ctypes.CDLL('libcudart.so.11.0')", extensions)
     assert rc == 1
     call = next(c for c in replay_linux(trace.events) if c.name == "libcudart.so.11.0")
@@ -336,7 +339,7 @@ def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tm
 
 
 def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.diagnose.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_dl; print('ok')", extensions)
     assert rc == 0  # the extension went past its failed dlopen: the program is unchanged
     call = next(c for c in replay_linux(trace.events) if c.name == "libdltinner_missing.so")
@@ -347,15 +350,16 @@ def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_pat
 
 def test_trace_linux_command_compressed_signals_and_bad_commands(recorder, tmp_path, monkeypatch):
     from dlltrace.errors import EXIT_NO_COMMAND, DlltraceError
+    from dlltrace import runner
     from dlltrace.trace import linux
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
     out = tmp_path / "t.jsonl.gz"
-    rc, trace = linux.trace_linux_command(["sh", "-c", "kill -TERM $$"], str(out))
+    rc, trace = runner.trace_linux_command(["sh", "-c", "kill -TERM $$"], str(out))
     assert rc == 128 + 15
     assert out.exists() and not (tmp_path / "t.jsonl.gz.part").exists() and out.read_bytes()[:2] == b"\x1f\x8b"
     assert trace.header.platform == "linux" and any(e.get("ev") == "audit_start" for e in trace.events)
     with pytest.raises(DlltraceError) as e:
-        linux.trace_linux_command(["/nonexistent/prog"], str(tmp_path / "u.jsonl"))
+        runner.trace_linux_command(["/nonexistent/prog"], str(tmp_path / "u.jsonl"))
     assert e.value.exit_code == EXIT_NO_COMMAND
 
 
@@ -379,7 +383,7 @@ def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
     wheel is unpacked there, and the real ld.so loads it, as the model said."""
     import zipfile
     from dlltrace.elf import read_elf
-    from dlltrace.trace.replay_linux import replay_linux
+    from dlltrace.diagnose.replay_linux import replay_linux
     whl = linux_wheel(*CUDART11)
     pool = kit.build_pool(tmp_path)
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
@@ -448,8 +452,9 @@ def test_import_of_a_torch_like_package_names_the_chain_and_the_wheel(recorder, 
     installed: `import torch` -> torch/_C.so -> libtorch_cuda.so -> libcudart.so.12 not found, in the
     context of the import, and the fix is nvidia-cuda-runtime-cu12, which torch's RUNPATH finds alone."""
     import sysconfig
+    from dlltrace import runner
     from dlltrace.trace import linux
-    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.render.linux import linux_report_dict
     site = tmp_path / "site"
     lib = site / "torch" / "lib"
     lib.mkdir(parents=True)
@@ -469,7 +474,7 @@ def test_import_of_a_torch_like_package_names_the_chain_and_the_wheel(recorder, 
                    check=True)
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
     monkeypatch.setenv("PYTHONPATH", str(site))
-    rc, trace = linux.trace_linux_command([PY, "-c", "import torch"], str(tmp_path / "t.jsonl"))
+    rc, trace = runner.trace_linux_command([PY, "-c", "import torch"], str(tmp_path / "t.jsonl"))
     assert rc == 1
     rep = linux_report_dict(trace.events)
     f = next(x for x in rep["failed"] if x["name"] == str(ext))
@@ -490,10 +495,11 @@ def test_replay_of_a_damaged_trace_never_raises(recorder, tmp_path, monkeypatch)
     """Events dropped, fields removed or of the wrong type (a trace cut short, edited, from a newer
     writer): the replay reports what it can and never raises."""
     import random
+    from dlltrace import runner
     from dlltrace.trace import linux
-    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.render.linux import linux_report_dict
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
-    _, trace = linux.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(tmp_path / "t.jsonl"))
+    _, trace = runner.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libcudart.so.11.0')"], str(tmp_path / "t.jsonl"))
     evs = [dict(e) for e in trace.events]
     rnd = random.Random(13)
     for _ in range(25):
@@ -520,8 +526,9 @@ def test_a_trace_reports_the_same_without_the_machine(recorder, tmp_path, monkey
     """run appends the facts the replay asked for (elf_system, elf_file); with the layout deleted, the
     trace's own world gives the same report as the live machine gave."""
     import json as _json
+    from dlltrace import runner
     from dlltrace.trace import linux
-    from dlltrace.trace.replay_linux import linux_report_dict
+    from dlltrace.render.linux import linux_report_dict
     from dlltrace.worlds.elf import LiveELFWorld
     monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
     pool = kit.build_pool(tmp_path)
@@ -529,7 +536,7 @@ def test_a_trace_reports_the_same_without_the_machine(recorder, tmp_path, monkey
                      [(2, "libdlta.so"), (2, "libdltc.so")])
     L = kit.place(tmp_path, pool, lay)
     monkeypatch.setenv("LD_LIBRARY_PATH", ":".join(str(L / d) for d in lay.llp))
-    rc, trace = linux.trace_linux_command(kit.host_argv(L, lay), str(tmp_path / "t.jsonl"))
+    rc, trace = runner.trace_linux_command(kit.host_argv(L, lay), str(tmp_path / "t.jsonl"))
     evs = list(trace.events)
     assert any(e.get("ev") == "elf_system" for e in evs) and any(e.get("ev") == "elf_file" for e in evs)
     assert not trace.warnings  # (the schema knows the facts' events)
@@ -546,7 +553,7 @@ def test_install_roots_are_site_packages_never_lib_dynload():
     site-packages, not there (the fix said lib-dynload/nvidia/cuda_runtime/lib)."""
     from types import SimpleNamespace
 
-    from dlltrace.trace.replay_linux import install_roots
+    from dlltrace.diagnose.replay_linux import install_roots
 
     py = "/opt/py/lib/python3.11"
     proc = SimpleNamespace(sys_path=[py + ".zip", py, py + "/lib-dynload", py + "/site-packages", "/home/u/.local/lib/python3.11/site-packages"])

@@ -1,7 +1,7 @@
-"""`report --markdown` fits a GitHub issue (report/markdown.py): at most MARKDOWN_BUDGET UTF-8 bytes
+"""`report --markdown` fits a GitHub issue (render/markdown.py): at most MARKDOWN_BUDGET UTF-8 bytes
 (under GitHub's 65,536-character issue body) however many failures a trace holds; the incident first,
 the other failures collapsed in <details>, each list that does not fit capped with a line that counts
-what was left out; and the trace file to attach with its size (report/attach.py)."""
+what was left out; and the trace file to attach with its size (render/attach.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli
-from dlltrace.report.analysis import judged_incidents
-from dlltrace.report.attach import attachment_of, size_text
-from dlltrace.report.markdown import ATTACH, MARKDOWN_BUDGET, OTHERS_IN_FULL, markdown_report
-from dlltrace.report.redact import redact_trace, redact_trace_file
+from dlltrace.diagnose.analysis import judged_incidents
+from dlltrace.render.attach import attachment_of, size_text
+from dlltrace.render.markdown import ATTACH, MARKDOWN_BUDGET, OTHERS_IN_FULL, markdown_report
+from dlltrace.trace.redact import redact_trace, redact_trace_file
 from dlltrace.trace.reader import read_trace
 
 GITHUB_BODY_LIMIT = 65_536

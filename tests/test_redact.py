@@ -1,4 +1,4 @@
-"""`dlltrace report --redact` (report/redact.py, docs/redaction.md): a generated corpus of user names,
+"""`dlltrace report --redact` (trace/redact.py, docs/redaction.md): a generated corpus of user names,
 full names, machine names and paths written into the committed traces of fixtures/traces/, each
 reported in the three forms with and without --redact.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli, errors
-from dlltrace.report.redact import redact, redact_trace, redactor_of
+from dlltrace.trace.redact import redact, redact_trace, redactor_of
 from dlltrace.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,8 +107,8 @@ def _id(c) -> str:
 
 
 def without_attach_line(out: str) -> str:
-    """A report less the Markdown line that names the trace file to attach and its size (report/markdown.py)."""
-    from dlltrace.report.markdown import ATTACH
+    """A report less the Markdown line that names the trace file to attach and its size (render/markdown.py)."""
+    from dlltrace.render.markdown import ATTACH
 
     return "\n".join(line for line in out.split("\n") if not line.startswith(ATTACH))
 

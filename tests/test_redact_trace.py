@@ -1,4 +1,4 @@
-"""`dlltrace redact TRACE -o OUT` (report/redact.py redact_trace_file, docs/redaction.md): the trace
+"""`dlltrace redact TRACE -o OUT` (trace/redact.py redact_trace_file, docs/redaction.md): the trace
 itself redacted, for a bug report.
 
 test_redact.py's generated corpus of user names, full names, machine names and paths, written into the
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli, errors
-from dlltrace.report.redact import redact_trace, redact_trace_file, redactor_of, trace_bytes
+from dlltrace.trace.redact import redact_trace, redact_trace_file, redactor_of, trace_bytes
 from dlltrace.trace.reader import read_trace
 from test_redact import CASES, FORMS, PATH_WORDS, _id, case_trace, esc, run, without_attach_line
 

@@ -1,4 +1,4 @@
-"""One renderer (report/explained.py): simulate and report say the same words for the same call; the fix
+"""One renderer (render/explained.py): simulate and report say the same words for the same call; the fix
 fields (verified, outcome, then, covers) and also_missing are said in text, Markdown and JSON; tables
 align with wide characters; paths are printed as a user types them; the JSON validates."""
 
@@ -14,9 +14,9 @@ import pytest
 
 from dlltrace import model
 from dlltrace.model import AlsoMissing, CallResult, Candidate, Elsewhere, Fix, Leaf, Node, Outcome
-from dlltrace.report import explained
-from dlltrace.report.explained import call_blocks, from_result, print_blocks, style_of
-from dlltrace.report.render import results_dict, text_call
+from dlltrace.render import explained
+from dlltrace.render.explained import call_blocks, from_result, print_blocks, style_of
+from dlltrace.render.calls import results_dict, text_call
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "fixtures" / "traces"
@@ -109,8 +109,8 @@ def test_one_word_table_names_every_cause():
 # --- the same words from simulate and report ------------------------------------------------------------
 @pytest.mark.parametrize("case", ["s1", "s6", "s7", "s9", "s10"])
 def test_simulate_and_report_give_the_same_words_for_the_same_call(case):
-    from dlltrace.report.analysis import judged_incidents
-    from dlltrace.report.text import incident_lines
+    from dlltrace.diagnose.analysis import judged_incidents
+    from dlltrace.render.text import incident_lines
     from dlltrace.trace.reader import read_trace
 
     trace = read_trace(TRACES / f"{case}.jsonl")
@@ -128,7 +128,7 @@ def test_simulate_and_report_give_the_same_words_for_the_same_call(case):
 
 
 def test_simulate_prints_the_same_text_it_renders(dlltrace_cli):
-    from dlltrace.report.scenario import explain_scenario
+    from dlltrace.render.scenario import explain_scenario
 
     _, results = explain_scenario(str(SCENARIOS / "s1.toml"))
     r = dlltrace_cli("simulate", str(SCENARIOS / "s1.toml"))
@@ -236,7 +236,7 @@ def test_paths_are_printed_as_typed(capsys):
 
 # --- Markdown and JSON from the same data -------------------------------------------------------------------
 def _s1_with(fixes, also):
-    from dlltrace.report.analysis import judged_incidents
+    from dlltrace.diagnose.analysis import judged_incidents
     from dlltrace.trace.reader import read_trace
 
     trace = read_trace(TRACES / "s1.jsonl")
@@ -250,9 +250,9 @@ def _s1_with(fixes, also):
 def test_markdown_and_json_say_the_fix_fields_and_also_missing():
     import jsonschema
 
-    from dlltrace.report.json import json_report
-    from dlltrace.report.markdown import markdown_report
-    from dlltrace.report.text import text_report
+    from dlltrace.render.json import json_report
+    from dlltrace.render.markdown import markdown_report
+    from dlltrace.render.text import text_report
 
     also = [AlsoMissing("cublasLt64_12.dll", "not_found", "cublas64_12.dll",
                         ("ctranslate2.pyd", "cublas64_12.dll", "cublasLt64_12.dll"), ("C:\\cuda\\cublasLt64_12.dll",))]

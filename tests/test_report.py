@@ -236,7 +236,7 @@ def test_a_badly_damaged_trace_does_not_bury_the_report(tmp_path, dlltrace_cli):
 def test_redact_hides_machine_names_in_unc_paths():
     from types import SimpleNamespace
 
-    from dlltrace.report.redact import redact
+    from dlltrace.trace.redact import redact
 
     empty = SimpleNamespace(events=[])
     text = redact(r"found at \\FILESRV01\share\lib\a.dll, probed \??\UNC\FILESRV01\share\b.dll", empty)
@@ -253,8 +253,8 @@ def test_reading_and_reporting_build_no_reference_cycles():
     once kept whole replays alive until the collector ran)."""
     import gc
 
-    from dlltrace.report import summary as report_mod
-    from dlltrace.report.scenario import explain_scenario
+    from dlltrace.render import summary as report_mod
+    from dlltrace.render.scenario import explain_scenario
     from dlltrace.trace.reader import read_trace
 
     gc.collect()

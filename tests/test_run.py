@@ -14,6 +14,7 @@ import pytest
 import winetools
 from dlltrace import errors
 from dlltrace.commands import run
+from dlltrace import runner
 from dlltrace.trace import launch
 from dlltrace.trace.reader import read_trace
 from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
@@ -188,10 +189,10 @@ SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","crea
 
 
 def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
-    # what `dlltrace run` prints at the end (report.summary.summarize), here for a trace without file
+    # what `dlltrace run` prints at the end (render.summary.summarize), here for a trace without file
     # facts: the load the process never returned from is the failure; the one it went past is listed
     # apart (docs/verdicts.md)
-    from dlltrace.report.summary import summarize
+    from dlltrace.render.summary import summarize
 
     p = tmp_path / "t.jsonl"
     p.write_text(SAMPLE)
@@ -205,14 +206,14 @@ def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):
 
 def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
     # the program died mid-write: the facts `run` appends must not be glued to the cut line
-    import dlltrace.trace.collect
+    import dlltrace.diagnose.collect
 
     cut = SAMPLE.rstrip("\n")[:-20]
     p = tmp_path / "t.jsonl"
     p.write_text(cut)
     fact = {"ev": "file", "path": "C:\\t\\top.dll", "kind": "missing", "pid": 7, "seq": 0, "tid": 0, "t": 0}
-    monkeypatch.setattr(dlltrace.trace.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
-    in_memory = launch.append_facts(p, read_trace(p), wine=False)
+    monkeypatch.setattr(dlltrace.diagnose.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
+    in_memory = runner.append_facts(p, read_trace(p), wine=False)
     again = read_trace(p)
     assert again.events[-1] == fact and in_memory.events == again.events
     assert [w.split(": ", 1)[1] for w in again.warnings] == ["line 5: unreadable line skipped"]

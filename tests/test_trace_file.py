@@ -1,4 +1,4 @@
-"""`dlltrace run --max-size` (native/common/jsonw.h, report/capped.py) and compressed traces
+"""`dlltrace run --max-size` (native/common/jsonw.h, trace/capped.py) and compressed traces
 (trace/launch.py: spill_path, finish_trace): a capped trace says exactly what it dropped, the default
 cap keeps real runs whole, a compressed trace reads like a plain one, and neither a crash of the
 program nor a killed `dlltrace run` loses the events written before it."""
@@ -19,8 +19,8 @@ import pytest
 import winetools
 from dlltrace import errors
 from dlltrace.commands.run import parse_size
-from dlltrace.report.capped import Capped, capped_line, cut_by_cap
-from dlltrace.report.summary import produce
+from dlltrace.trace.capped import Capped, capped_line, cut_by_cap
+from dlltrace.render.summary import produce
 from dlltrace.trace import launch
 from dlltrace.trace.reader import Load, read_trace
 from test_bootstrap import windows_python  # noqa: F401  (fixture: a Windows CPython 3.13 from PyPI)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from simhelp import load, scenario
 
-from dlltrace.report.explain import explain, fixes_for, leaf_node
-from dlltrace.report.text import verdict_line
+from dlltrace.diagnose.explain import explain, fixes_for, leaf_node
+from dlltrace.render.text import verdict_line
 
 
 def _replayed(res):
@@ -139,7 +139,7 @@ def test_terminal_styles_come_from_the_producer_and_match_the_old_text_matching(
     from pathlib import Path
 
     from dlltrace.commands.report import line_styles
-    from dlltrace.report.summary import produce_lines
+    from dlltrace.render.summary import produce_lines
     from dlltrace.trace.reader import read_trace
 
     traces = sorted((Path(__file__).parent.parent / "fixtures" / "traces").glob("*.jsonl"))
@@ -164,7 +164,7 @@ def test_terminal_styles_come_from_the_producer_and_match_the_old_text_matching(
 
 def test_every_cause_has_words_in_every_report_table():
     from dlltrace.model import CAUSE_ERROR, CAUSES, CallResult, Leaf, Node
-    from dlltrace.report.render import text_call, tree_lines
+    from dlltrace.render.calls import text_call, tree_lines
 
     for cause in CAUSES:
         tree = Node(name="a.dll", via="call", path="C:\\x\\a.dll", error=CAUSE_ERROR[cause], cause=cause, detail="d")

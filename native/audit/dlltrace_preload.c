@@ -41,7 +41,7 @@ static void forked_child(void) {
     for (unsigned i = 0; i < CTX_SLOTS; i++) atomic_store(&dlltrace_linux_ctx_table[i].tid, 0);
     /* (the forking thread's context is its own again when its Python code next sets one) */
     /* a fork starts no program, so the audit library writes no audit_start for it: this says whose copy
-       the child is (the replay starts it as its parent's process: trace/replay_linux.py) */
+       the child is (the replay starts it as its parent's process: diagnose/replay_linux.py) */
     char f[48];
     snprintf(f, sizeof f, "\"ppid\":%d", (int)getppid());
     emit("fork", f, NULL);

@@ -21,6 +21,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from dlltrace.errors import DlltraceError
+from dlltrace.console import setup_streams
 
 MAX_IMPORT_DEPTH = 16384    # import levels (a chain of DLLs each importing the next) the simulator follows
 RECURSION_LIMIT = 400_000   # frames: MAX_IMPORT_DEPTH levels take about 10 frames each in the deepest walk
@@ -89,6 +90,5 @@ def safe_streams(json_stdout: bool = False) -> None:
     """stdout and stderr write a lone surrogate as its backslash escape, and any character their
     encoding lacks as a stand-in (a JSON escape on a stdout carrying JSON), instead of raising
     UnicodeEncodeError (console.setup_streams)."""
-    from dlltrace.console import setup_streams
 
     setup_streams(json_stdout)

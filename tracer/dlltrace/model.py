@@ -69,7 +69,7 @@ WindowsExtraOp = Literal["SetEnvironmentVariable", "delay_load"]
 PythonExtraOp = Literal["ctypes_find_library"]
 CallOp = Union[LoadOp, StateOp, PythonOp, WindowsExtraOp, PythonExtraOp]  # a scenario's call (engine.Call.op)
 # a result's op (CallResult.op): a load, a state change (os_add_dll_directory: Python's), or "start",
-# a program's static imports at process start (trace/replay.py replay_start), or an extra call's
+# a program's static imports at process start (diagnose/replay.py replay_start), or an extra call's
 ResultOp = Union[LoadOp, StateOp, Literal["os_add_dll_directory", "start", "SetEnvironmentVariable", "ctypes_find_library"]]
 LOAD_OPS: tuple[LoadOp, ...] = get_args(LoadOp)
 STATE_OPS: tuple[StateOp, ...] = get_args(StateOp)
@@ -94,7 +94,7 @@ def load_op(api: str) -> LoadOp:
 #   torch, torch_preload, torch_retry   torch's _load_dll_libraries (its loads, its preloads of the
 #                         VC++ runtime, its retries with LoadLibraryW): inside `import torch`
 #   os_add_dll_directory  a load made inside os.add_dll_directory (a trace's context)
-#   start                 the program's static imports at process start (trace/replay.py replay_start)
+#   start                 the program's static imports at process start (diagnose/replay.py replay_start)
 #   runtime               a load a DLL made at run time (origin_module: that DLL's base name), e.g.
 #                         ctranslate2.dll's LoadLibraryA("cublas64_12.dll") at the first GPU matmul
 OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
@@ -438,7 +438,7 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # update_windows     an API set with no host
 # flags              the call's flags are invalid (reason: an InvalidFlagsReason)
 # permissions        access to path was denied
-# --- actions the model applies and re-runs (report/verify.py); each names exactly what changes:
+# --- actions the model applies and re-runs (diagnose/verify.py); each names exactly what changes:
 # preload_path       load path by full path (ctypes.WinDLL) before `before`: later requests for name match it
 # copy_file          copy path into folder `dest`
 # set_dll_directory  SetDllDirectory(folder) before the load (a non-Python program, or ctypes)
@@ -454,7 +454,7 @@ FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "instal
                     "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
                     "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism",
                     "cpu_build"]
-# Which actions the model can apply to a copy of the world and process and re-run (report/verify.py);
+# Which actions the model can apply to a copy of the world and process and re-run (diagnose/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (
     "add_dll_directory", "path_prepend", "install", "preload", "preload_path", "copy_file", "use_64bit_python",
@@ -464,7 +464,7 @@ APPLIED_ACTIONS: tuple[FixAction, ...] = (
 
 @dataclass(frozen=True, **SLOTS)
 class Outcome:
-    """What the model said when it re-ran the failing call with a fix applied (report/verify.py)."""
+    """What the model said when it re-ran the failing call with a fix applied (diagnose/verify.py)."""
 
     error: int  # the call's error after the fix (0: it loads)
     leaf: str = ""  # when it still fails: the DLL it fails on next

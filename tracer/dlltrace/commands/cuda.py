@@ -14,10 +14,10 @@ import json
 import os
 import sys
 
-from dlltrace.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
+from dlltrace.diagnose.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_USAGE, DlltraceError
-from dlltrace.report.cuda import cuda_blocks, cuda_dict, cuda_markdown
-from dlltrace.report.explained import block_lines, print_blocks
+from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown
+from dlltrace.render.explained import block_lines, print_blocks
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def facts_of_args(args: argparse.Namespace) -> CudaFacts:
     if args.scenario:
-        from dlltrace.scenario import load_scenario
+        from dlltrace.diagnose.scenario import load_scenario
 
         if args.site_packages:
             raise DlltraceError("--site-packages is for this machine: a scenario's frameworks are its own files", EXIT_USAGE)

@@ -1,5 +1,5 @@
 """`dlltrace redact TRACE -o OUT`: write a copy of a trace with the user's names, home folders and machine
-names replaced (report/redact.py, docs/redaction.md), to attach to a bug report.
+names replaced (trace/redact.py, docs/redaction.md), to attach to a bug report.
 
 The same redaction as `dlltrace report --redact`: the report of OUT is the report of TRACE with
 `--redact`. OUT ending in `.gz` is written gzip (GitHub takes `.gz` attachments), else plain JSON Lines.
@@ -12,7 +12,7 @@ import os
 import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.report.redact import redact_trace_file, redacted_name
+from dlltrace.trace.redact import redact_trace_file, redacted_name
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:

@@ -1,10 +1,10 @@
 """`dlltrace report TRACE [--json | --markdown] [--redact] [--all] [-o FILE]`: explain a trace's failed loads.
 
 The trace is replayed through the simulator in the world it recorded (worlds/recorded.py,
-trace/replay.py); for every failed top-level load the report names the leaf that really failed,
+diagnose/replay.py); for every failed top-level load the report names the leaf that really failed,
 the chain from the Python action down to it, every folder searched with the rule that put
 it there, where the file actually is, the fixes, and whether the model agreed with every
-probe the real loader made for that load. Each failed load has a verdict (report/verdict.py,
+probe the real loader made for that load. Each failed load has a verdict (diagnose/verdict.py,
 docs/verdicts.md): only the failure the program hit is explained with fixes and counted; a load
 the program went past ("probed, absent, the program went on") is listed apart. Works on any OS,
 from the trace file alone.
@@ -20,10 +20,10 @@ from typing import Iterator, Optional
 
 from dlltrace.console import write_output
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.report.redact import Redactor, redact, redact_trace, redactor_of
-from dlltrace.report.explained import LineStyle, print_blocks, style_of
-from dlltrace.report.progress import ProgressBar
-from dlltrace.report.summary import produce_blocks, produce_chunks
+from dlltrace.trace.redact import Redactor, redact, redact_trace, redactor_of
+from dlltrace.render.explained import LineStyle, print_blocks, style_of
+from dlltrace.render.progress import ProgressBar
+from dlltrace.render.summary import produce_blocks, produce_chunks
 from dlltrace.trace.reader import read_trace, warning_lines
 
 RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.json"
@@ -41,7 +41,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    # a big trace: a progress bar on stderr after a second, on a terminal only (report/progress.py)
+    # a big trace: a progress bar on stderr after a second, on a terminal only (render/progress.py)
     bar = ProgressBar.for_stderr()
     try:
         return _report(args, bar)
@@ -56,14 +56,14 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
     trace = read_trace(args.trace, progress=bar.reading if bar else None)
     replaying = bar.replaying if bar else None
     # --redact: the report is made of a redacted copy of the trace (every form, the warnings too), and
-    # what it prints is passed through the same rules once more (report/redact.py, docs/redaction.md)
+    # what it prints is passed through the same rules once more (trace/redact.py, docs/redaction.md)
     red = redactor_of(trace) if args.redact else None
     if red is not None:
         trace = redact_trace(trace, red)
     for line in warning_lines(trace):
         print(red.text(line) if red else line, file=sys.stderr)
-    if trace.header.platform == "linux":  # .so loads: the ld.so model (report/linux.py)
-        from dlltrace.report.linux import linux_json, linux_text
+    if trace.header.platform == "linux":  # .so loads: the ld.so model (render/linux.py)
+        from dlltrace.render.linux import linux_json, linux_text
 
         if not any(trace.of("audit_start")) and not any(trace.of("fork")):
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)

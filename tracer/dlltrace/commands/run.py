@@ -4,8 +4,8 @@ load traced.
 The command runs under the native launcher (trace/launch.py, bin/dlltrace_launch64.exe), which starts
 it with the shim in place (and in a job object: it ends when the launcher does); stdin/stdout/stderr are
 the caller's. The exit code is the child's when it exited or crashed (its low 8 bits under Wine), else
-dlltrace's for how it ended: never ran, killed, Ctrl-C (README, Exit codes; trace/launch.py:
-run_exit_code). The summary says how it ended (report/ending.py). The trace file gets a header line
+dlltrace's for how it ended: never ran, killed, Ctrl-C (README, Exit codes; runner.py:
+run_exit_code). The summary says how it ended (diagnose/ending.py). The trace file gets a header line
 here, then the shim's events (docs/trace-format.md): compressed (.jsonl.gz) unless -o names a plain
 file, capped at --max-size (what is dropped past it is counted and reported), redacted with --redact.
 `--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap
@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
-from dlltrace.report.summary import summarize
-from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, redact_in_place, trace_command
+from dlltrace.render.summary import summarize
+from dlltrace.runner import trace_command
+from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, redact_in_place
 from dlltrace.trace.reader import read_trace
 
 USAGE = "usage: dlltrace run [-o FILE] [--wine] [--redact] [--max-size SIZE] -- CMD [ARGS...]"
@@ -77,7 +78,7 @@ def execute(args: argparse.Namespace) -> int:
     if args.redact:  # (the summary is then the report of the redacted trace)
         trace = read_trace(redact_in_place(Path(trace.path)))
     if trace.header.platform == "linux":
-        from dlltrace.report.linux import linux_text
+        from dlltrace.render.linux import linux_text
 
         print(linux_text(trace, saved=True), file=sys.stderr)
     else:

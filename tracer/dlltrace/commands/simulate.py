@@ -14,9 +14,9 @@ from pathlib import Path
 from dlltrace.console import write_output
 from dlltrace.errors import EXIT_OK, EXIT_SIMULATED_FAILURE, EXIT_USAGE, DlltraceError
 from dlltrace.model import CallResult
-from dlltrace.report.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
-from dlltrace.report.render import results_dict
-from dlltrace.report.scenario import explain_scenario
+from dlltrace.render.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
+from dlltrace.render.calls import results_dict
+from dlltrace.render.scenario import explain_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"

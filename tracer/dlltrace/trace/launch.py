@@ -1,29 +1,29 @@
 """Running a program traced: the native launcher (bin/dlltrace_launch64.exe) starts it with the shim
-in place, under wine64 with --wine; the trace file gets a header line first, then the shim's
-events (docs/trace-format.md), and at the end the facts a later replay needs (append_facts).
-Plain functions, tested on Linux, except trace_command, which runs the program."""
+in place, under wine64 with --wine; the trace file gets a header line first (files.py), then the
+shim's events (docs/trace-format.md). What follows the run (the facts a later replay needs, the
+exit code) is runner.py's, above the replay: this module only runs the program and writes the file.
+Plain functions, tested on Linux, except run_traced, which runs the program."""
 
 from __future__ import annotations
 
-import datetime
-import json
 import os
-import platform
 import re
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from dlltrace import __version__, winapi
-from dlltrace.errors import (EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_NOT_RUN, EXIT_OUTPUT,
+from dlltrace import winapi
+from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT,
                              EXIT_UNSUPPORTED, DlltraceError)
 from dlltrace.model import ERROR_TEXT
-from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace, read_trace
-from dlltrace.tracecheck import check_event
+from dlltrace.trace.files import default_trace_name, finish_trace, spill_path, start_trace
+from dlltrace.trace.reader import Trace, read_trace
+from dlltrace.trace.redact import redact_trace_file
 
 # the shim and the launcher: the package's bin/ (the win_amd64 wheel's, or a checkout's built by
 # native/build.sh); DLLTRACE_BIN names another folder (a build of one's own; the tests' missing one)
@@ -43,95 +43,6 @@ EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it al
 # program that loads in a loop cannot fill the disk (one reached 618 MB before it was stopped).
 DEFAULT_MAX_SIZE = 1 << 30
 MIN_MAX_SIZE = 64 << 10
-
-
-def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
-    now = now or datetime.datetime.now()
-    stem = re.split(r"[\\/]", cmd[0])[-1]
-    stem = re.sub(r"\.(exe|com|bat|cmd)$", "", stem, flags=re.I)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "cmd"
-    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl.gz"
-
-
-# ---- compressed traces (docs/trace-format.md, "Compressed traces") --------------------------------------
-# A trace named *.gz is written compressed, the rest (-o x.jsonl) as plain JSON Lines. The writers of a run
-# (every process's shim, the launcher) append whole lines to a plain spill file next to it, <name>.part,
-# which `dlltrace run` compresses into <name> when the run is over, the facts appended: a crash of the
-# program loses nothing (the run goes on), and a `dlltrace run` that is itself killed leaves the spill,
-# plain JSON Lines that `dlltrace report` reads up to its last whole line. A gzip member can only be read
-# once it is whole, and one member per line (the writers are many processes, under the loader lock)
-# would cost more than the compression saves.
-GZIP_LEVEL = 6
-
-
-def is_compressed_name(path: Path) -> bool:
-    return path.name.lower().endswith(".gz")
-
-
-def spill_path(out: Path) -> Path:
-    """Where the writers of a run append: `out` itself for a plain trace, <out>.part for a compressed one."""
-    return out.with_name(out.name + ".part") if is_compressed_name(out) else out
-
-
-def finish_trace(spill: Path, out: Path) -> Path:
-    """Compress the spill into `out` (through <out>.tmp, then renamed: a reader never sees half a file)
-    and remove it; the path the trace is in at the end: `out`, or the spill when it could not be
-    compressed (said on stderr; nothing is lost)."""
-    if spill == out:
-        return out
-    import gzip
-
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        with open(spill, "rb") as src, open(tmp, "wb") as raw:
-            # no file name and no time in the gzip header: the same trace gives the same bytes
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz:
-                shutil.copyfileobj(src, gz, 1 << 20)
-        os.replace(tmp, out)
-    except OSError as e:
-        print(f"dlltrace: warning: could not compress the trace into {out} ({e.strerror or e}); "
-              f"it is in {spill}, uncompressed", file=sys.stderr)
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        return spill
-    try:
-        spill.unlink()
-    except OSError:
-        pass
-    return out
-
-
-def header_line(platform_name: str, cmd: list[str]) -> str:
-    header = {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "tool": f"dlltrace {__version__}",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "platform": platform_name,
-        "host": platform.platform(),
-        "command": cmd,
-    }
-    # (a command-line argument with bytes that are not UTF-8 reaches Python as lone surrogates: their escapes)
-    return json.dumps(header, ensure_ascii=True) + "\n"
-
-
-def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
-    """Create the trace file with its header (replacing an old one); one clear error if impossible.
-
-    An old file is removed first, not truncated: the writers of a run share the file's end through a
-    block named after the file's identity (native/common/jsonw.h), and a process of an earlier run
-    still holding the old file must not share it with this run (a new file is a new identity)."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass  # (in use without FILE_SHARE_DELETE on Windows, a folder...): open() below truncates or says why
-    try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(header_line(platform_name, cmd))
-    except OSError as e:
-        raise DlltraceError(f"cannot write the trace file {path}: {e.strerror or e}", EXIT_OUTPUT) from None
 
 
 def to_wine_path(path: Path) -> str:
@@ -218,10 +129,22 @@ def is_python_command(cmd: list[str]) -> bool:
     return bool(re.fullmatch(r"(python|pythonw|py)(\d+(\.\d+)?)?(\.exe)?", stem))
 
 
-def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
-                  max_size: int = DEFAULT_MAX_SIZE) -> tuple[int, Trace]:
-    """Run `cmd` traced into `output` (default: default_trace_name); its exit code and the trace, with
-    the facts appended."""
+@dataclass
+class LauncherRun:
+    """A run of the launcher that ended (run_traced): what the writers wrote, read back from the spill,
+    and what finishing it needs (runner.trace_command appends the facts, then finish_trace)."""
+    trace: Trace
+    spill: Path                # where the writers appended (spill_path(out))
+    out: Path                  # the trace's final name
+    wine: bool
+    end: dict[str, Any]        # run_end_event: how the launcher ended
+
+
+def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
+               max_size: int = DEFAULT_MAX_SIZE) -> LauncherRun:
+    """Run `cmd` under the launcher (under wine64 with wine_wanted) into the spill of `output` (default:
+    default_trace_name), the header first; the run, its trace read back without the facts. A program
+    that could not be started is a DlltraceError (the trace finished and kept)."""
     if wine_wanted:
         wine = find_wine()
         if not wine:
@@ -230,11 +153,7 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
     elif sys.platform == "win32":
         wine = None
         platform_name = "windows"
-    elif sys.platform.startswith("linux"):  # .so loads, with the LD_AUDIT recorder (trace/linux.py)
-        from dlltrace.trace.linux import trace_linux_command
-
-        return trace_linux_command(cmd, output, max_size)
-    else:
+    else:  # (Linux's .so loads: the LD_AUDIT recorder, trace/linux.py, which runner.trace_command chooses)
         raise DlltraceError(f"tracing native programs is not supported on {sys.platform}; "
                             "use --wine to trace a Windows program under Wine", EXIT_UNSUPPORTED)
     first = cmd[0]
@@ -268,18 +187,13 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
         where = finish_trace(spill, out)
         raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
                             f"trace in {where}", EXIT_NO_COMMAND)
-    trace = append_facts(spill, trace, wine=bool(wine), end=run_end_event(status, got))
-    where = finish_trace(spill, out)
-    trace.path = str(where)  # (the summary says where the trace is)
-    return run_exit_code(trace), trace
+    return LauncherRun(trace, spill, out, bool(wine), run_end_event(status, got))
 
 
 def redact_in_place(path: Path) -> Path:
-    """`dlltrace run --redact`: the finished trace at `path` replaced by its redacted copy (report/redact.py:
+    """`dlltrace run --redact`: the finished trace at `path` replaced by its redacted copy (trace/redact.py:
     redact_trace_file, the Redactor of `report --redact`), so that no unredacted copy is left; a failure
     leaves the trace as it was and says why in one line."""
-    from dlltrace.report.redact import redact_trace_file
-
     raw = path.with_name(path.name + ".unredacted")
     try:
         os.replace(path, raw)
@@ -378,54 +292,3 @@ def run_end_event(status: int, got: Optional[int]) -> dict[str, Any]:
     """The `exit` event `dlltrace run` appends for the launcher (docs/trace-format.md, `by` dlltrace)."""
     return {"ev": "exit", "seq": 0, "pid": 0, "tid": 0, "t": 0, "code": None, "by": "dlltrace",
             "launcher_status": status, "signal": got}
-
-
-def run_exit_code(trace: Trace) -> int:
-    """What `dlltrace run` exits with (README, Exit codes): the program's own code when it exited or
-    crashed (on Unix its low 8 bits, all a Unix exit status holds: 0xC0000005 gives 5; the summary and
-    the trace have the full code), else a code of dlltrace's for how it ended."""
-    from dlltrace.report.ending import ending
-
-    e = ending(trace)
-    if e.signal is not None:
-        return EXIT_INTERRUPTED if e.signal == signal.SIGINT else 128 + e.signal
-    if e.kind == "interrupted":
-        return EXIT_INTERRUPTED
-    if e.kind in ("never_ran", "not_windows"):
-        return EXIT_NOT_RUN
-    if e.kind == "killed":
-        st = e.launcher_status
-        return 128 - st if st is not None and st < 0 else EXIT_KILLED
-    if e.code is not None:
-        if os.name == "nt":  # a Windows exit status holds all 32 bits (sys.exit takes a signed one)
-            return e.code - (1 << 32) if e.code >= 1 << 31 else e.code
-        return e.code & 0xFF
-    st = e.launcher_status
-    return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
-
-
-def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
-    """Store in the trace the facts a replay needs (PE facts, near misses: collect.py), so that
-    `dlltrace report` works from the file alone, after `end` (run_end_event: how the launcher ended).
-    A failure here never loses the trace."""
-    from dlltrace.trace.collect import collect_facts, event_lines
-    from dlltrace.worlds.live import identity_map, wine_map
-
-    to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
-    events = ([end] if end is not None else []) + collect_facts(trace, to_host)
-    try:
-        with open(out, "rb+") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
-            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
-    except OSError as e:
-        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
-        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:1 if end else 0]],
-                     warnings=trace.warnings, checked=True)
-    for ev in events:  # as the reader would check them (they are written to its schema)
-        check_event(ev)
-    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
-                 checked=True)

@@ -18,15 +18,16 @@ Not done yet: --max-size is not enforced by the C recorder.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
-from dlltrace.trace.reader import Trace, read_trace
+from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
+from dlltrace.trace.files import default_trace_name, spill_path, start_trace
 
 # the recorder's sources: a checkout's native/audit, else the copy every wheel carries (setup.py)
 _CHECKOUT_NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
@@ -93,33 +94,20 @@ def recorder_env(env: dict[str, str], recorder: Path, trace: Path) -> dict[str, 
     return env
 
 
-def append_facts(spill: Path) -> None:
-    """The facts a report needs, appended after the program ended: the trace is replayed once in the model
-    against this machine through a RecordingELFWorld, and every answer it got (each file's ELF facts or
-    absence, each folder's existence, ld.so.cache's answers, the machine's ld.so facts, the copies the
-    fixes found) becomes an elf_system / elf_file event, so `report` never reads the disk (and works on
-    another machine). A failure here costs the facts, never the trace."""
-    import json
-
-    from dlltrace.trace.replay_linux import replay_linux
-    from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
-    try:
-        rec = RecordingELFWorld(LiveELFWorld())
-        replay_linux(list(read_trace(spill).events), world=rec)
-        with open(spill, "a", encoding="utf-8") as f:
-            for ev in rec.events(os.getpid()):
-                f.write(json.dumps(ev, ensure_ascii=True) + "\n")
-    except Exception as e:  # (the program's trace is kept whatever happens here)
-        print(f"dlltrace: warning: the Linux facts were not appended ({e})", file=sys.stderr)
+@dataclass
+class RecordedRun:
+    """A program run with the recorder (run_recorded), its `exit` event appended: what finishing the
+    trace needs (runner.trace_linux_command appends the facts, then finish_trace)."""
+    rc: int                # its wait status (negative: the signal that ended it)
+    interrupted: bool      # a Ctrl-C reached it
+    spill: Path
+    out: Path
 
 
-def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None) -> tuple[int, Trace]:
-    """Run cmd with the recorder into output (default: launch.default_trace_name; a name ending in .gz is
-    written compressed, through its spill file, as on Windows); (its exit code: 128 + N for a signal N,
-    the trace read back). max_size is accepted for run's signature and not enforced yet."""
-    from dlltrace.errors import EXIT_NO_COMMAND
-    from dlltrace.trace.launch import default_trace_name, finish_trace, spill_path, start_trace
-
+def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
+    """Run cmd with the recorder into the spill of output (default: files.default_trace_name; a name
+    ending in .gz is written compressed, through its spill file, as on Windows), the header first and
+    how it ended last. A command that cannot be started is a DlltraceError (and leaves no trace)."""
     first = cmd[0]
     if ("/" in first and not os.path.exists(first)) or ("/" not in first and shutil.which(first) is None):
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
@@ -154,15 +142,7 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
            "by": "dlltrace", "signal": -rc if rc < 0 else (2 if interrupted else None)}
     try:
         with open(spill, "a", encoding="utf-8") as f:
-            import json
-
             f.write(json.dumps(end) + "\n")
     except OSError:
         pass
-    append_facts(spill)
-    where = finish_trace(spill, out)
-    if interrupted:
-        from dlltrace.errors import EXIT_INTERRUPTED
-
-        return EXIT_INTERRUPTED, read_trace(where)
-    return (128 - rc if rc < 0 else rc), read_trace(where)
+    return RecordedRun(rc, interrupted, spill, out)

@@ -9,6 +9,7 @@ its /etc/ld.so.cache and its ld.so. The model never knows which one it has.
 
 from __future__ import annotations
 
+import glob
 import os
 import posixpath
 import re
@@ -27,6 +28,16 @@ DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 DEFAULT_HWCAPS = ("glibc-hwcaps/x86-64-v4/", "glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v2/",
                   "tls/x86_64/x86_64/", "tls/x86_64/", "tls/x86_64/", "tls/", "x86_64/x86_64/", "x86_64/",
                   "x86_64/", "")
+
+
+def copies_on_disk(name: str, roots: list[str]) -> list[str]:
+    """Files named `name` under the usual places: each root's nvidia/*/lib, CUDA toolkits, conda."""
+    pats = [posixpath.join(r, "nvidia", "*", "lib", name) for r in roots]
+    pats += [f"/usr/local/cuda*/lib64/{name}", f"/usr/local/cuda*/targets/*/lib/{name}", f"/opt/conda/lib/{name}"]
+    out: list[str] = []
+    for p in pats:
+        out += [g for g in sorted(glob.glob(p)) if g not in out and os.path.isfile(g)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -299,7 +310,6 @@ class RecordingELFWorld(_Answers):
         return _noted(self.reals, path, self.base.real_path)
 
     def find_copies(self, name: str, roots: list[str]) -> list[str]:
-        from dlltrace.loader.linux.fixes import copies_on_disk
         key = name + "\0" + "\0".join(roots)
         if key not in self.copies:
             self.copies[key] = copies_on_disk(name, roots)

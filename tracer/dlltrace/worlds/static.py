@@ -37,6 +37,7 @@ from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
+from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
 CACHE_FORMAT = 1  # bump when PEFacts (or how pe.py reads them) changes
@@ -440,7 +441,6 @@ def live_system_world() -> Optional[object]:
     Windows here); None elsewhere."""
     if sys.platform != "win32":
         return None
-    from dlltrace.worlds.live import LiveWorld
 
     windows = os.environ.get("SystemRoot", "C:\\Windows")
     return LiveWorld(SystemInfo(windows=windows))

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.model import Fix
-from dlltrace.worlds.elf import ELFWorld, LinuxSystem
+from dlltrace.worlds.elf import ELFWorld, LinuxSystem, copies_on_disk
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
 # resolved by the CUDA runtime the requester needs (libcudart.so.N), else the newest
@@ -147,16 +147,6 @@ def site_packages(exe: str) -> list[str]:
     """The site-packages folders of the Python at exe (its prefix's lib/python3*/site-packages)."""
     prefix = posixpath.dirname(posixpath.dirname(exe))
     return sorted(glob.glob(posixpath.join(prefix, "lib", "python3*", "site-packages")))
-
-
-def copies_on_disk(name: str, roots: list[str]) -> list[str]:
-    """Files named `name` under the usual places: each root's nvidia/*/lib, CUDA toolkits, conda."""
-    pats = [posixpath.join(r, "nvidia", "*", "lib", name) for r in roots]
-    pats += [f"/usr/local/cuda*/lib64/{name}", f"/usr/local/cuda*/targets/*/lib/{name}", f"/opt/conda/lib/{name}"]
-    out: list[str] = []
-    for p in pats:
-        out += [g for g in sorted(glob.glob(p)) if g not in out and os.path.isfile(g)]
-    return out
 
 
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,

@@ -1,4 +1,4 @@
-"""A trace's analysis: every traced process replayed through the loader model (trace/replay.py), the
+"""A trace's analysis: every traced process replayed through the loader model (diagnose/replay.py), the
 failed loads grouped with their retries into incidents, each with its verdict (verdict.py: the
 failure the program hit, or a load it went past), and where the replay's API sets came from."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
-from dlltrace.report.verdict import Verdict, judge, key, same_module
+from dlltrace.diagnose.verdict import Verdict, judge, key, same_module
 from dlltrace.trace.reader import Progress, Trace, paused_gc
-from dlltrace.trace.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
+from dlltrace.diagnose.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
                                    replay, replay_start)
 
 

@@ -1,4 +1,4 @@
-"""The report of a Linux trace (platform "linux": the LD_AUDIT recorder's events, trace/replay_linux.py),
+"""The report of a Linux trace (platform "linux": the LD_AUDIT recorder's events, diagnose/replay_linux.py),
 as text, Markdown and JSON, from the typed replay (LinuxCall: leaf, chain, candidates with their rules,
 what ld.so really tried, fixes re-run through the model).
 
@@ -8,18 +8,20 @@ exception the program ended on names (its message holds the leaf's or the call's
 listed apart as loads the program (or another process of the run: a pyenv shim's bash, a child) went
 past. Without such an exception every failed call is shown, none chosen.
 
-Not yet through report/explained.py (whose words and folder handling are Windows's): a form of its own,
+Not yet through render/explained.py (whose words and folder handling are Windows's): a form of its own,
 made of the same typed fields, never of another module's sentences.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from dlltrace import model
 from dlltrace.trace.reader import Trace
-from dlltrace.trace.replay_linux import LinuxCall, linux_report_dict, replay_linux
+from dlltrace.diagnose.replay_linux import LinuxCall, replay_linux
+from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
+from dlltrace.worlds.elf import ELFWorld
 
 # the candidates' words: the model's, those of a PE said of an ELF file
 RESULT_WORDS = {**model.RESULT_WORDS, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"}
@@ -134,3 +136,33 @@ def linux_json(trace: Trace) -> str:
     doc["went_on"] = [i for i, c in enumerate(failed) if any(c is a for a in apart)]
     doc["warnings"] = list(trace.warnings)
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True,
+                      calls: Optional[list[LinuxCall]] = None) -> dict[str, Any]:
+    """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
+    result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`. `calls`:
+    the trace's replay, when the caller has it already (replay_linux)."""
+    if calls is None:
+        calls = replay_linux(events, world, fixes)
+    failed = [c for c in calls if c.error or c.real_error]
+    return {
+        "format": "dlltrace-report-linux", "version": 1,
+        "calls": len(calls), "agree": sum(c.agrees for c in calls),
+        "failed": [{
+            "pid": c.pid, "exe": c.exe, "op": "dlopen", "name": c.name, "by": c.by or None,
+            "origin": c.origin or None, "origin_kind": c.origin_kind or None, "origin_module": c.origin_module or None,
+            "error": c.error, "real_error": c.real_error or None,
+            "leaf": None if c.leaf is None else {"name": c.leaf.name, "cause": c.leaf.cause, "detail": c.leaf.detail,
+                                                 "parent": c.leaf.parent},
+            "chain": c.chain,
+            "candidates": [candidate_dict(x) for x in (c.tree.candidates if c.tree else [])],
+            "recorded": [candidate_dict(x) for x in c.recorded],
+            "agrees": c.agrees,
+            "tree": node_dict(c.tree) if c.tree else None,
+            "fixes": [{"action": f.action, "text": f.words, "folder": f.folder or None, "path": f.path or None,
+                       "package": f.package or None, "verified": f.verified, "framework_preloads": f.framework_preloads,
+                       "needs_path": f.needs_path, "fix": fix_dict(f.fix) if f.fix is not None else None}
+                      for f in c.fixes],
+        } for c in failed],
+    }

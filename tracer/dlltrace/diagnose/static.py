@@ -27,7 +27,8 @@ from typing import Iterable, Literal, Optional
 
 from dlltrace import winpath
 from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
-from dlltrace.emulate.python import PythonSimulator, ctypes_cdll, python_import
+from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import, rule_ctypes_winmode,
+                                     rule_python_extension_flags)
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
 from dlltrace.model import CallResult, FileFacts, Node, SearchDir
@@ -35,6 +36,7 @@ from dlltrace.worlds.static import (AssumingWorld, FactsCache, ZipError, StaticW
                                     default_cache_dir, folder_files, live_system_world, python_files, python_home,
                                     site_packages, wheel_files)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
+from dlltrace.loader.windows.engine import Call
 
 How = Literal["python_import", "ctypes", "start", "LoadLibraryExW"]
 ProblemKind = Literal["missing", "wrong_machine", "missing_export", "missing_ordinal", "not_pe", "access_denied",
@@ -159,13 +161,11 @@ def context_for(path: str, python: str, flags: Optional[int] = None, extra_path:
         how: How = "LoadLibraryExW"
         f = flags
     elif low.endswith(".pyd"):
-        from dlltrace.emulate.python import rule_python_extension_flags
 
         how, f = "python_import", rule_python_extension_flags(python)
     elif low.endswith(".exe"):
         how, f = "start", 0
     else:
-        from dlltrace.emulate.python import rule_ctypes_winmode
 
         how, f = "ctypes", rule_ctypes_winmode(path, None)
     return LoadContext(how, f, python, tuple(extra_path), tuple(dll_dirs))
@@ -430,7 +430,6 @@ def closure_paths(tree: Node) -> list[str]:
 def _delay_imports(target: Target, sim: PythonSimulator, tree: Node, analysis: LoadAnalysis) -> list[DelayImport]:
     """Each delay-load import of the closure's own files, loaded as the delay-load helper would at its
     first call, after the load (rules.rule_delay_load_call). A missing one is a problem too."""
-    from dlltrace.loader.windows.engine import Call
 
     out: list[DelayImport] = []
     for path in closure_paths(tree):

@@ -1,5 +1,5 @@
 """What `dlltrace deps` and `dlltrace check` print: JSON (schemas/static-v1.json, docs/static.md), the
-tree drawn with rich, Markdown, and check's one-line summary and table. Made from static.py's typed
+tree drawn with rich, Markdown, and check's one-line summary and table. Made from diagnose/static.py's typed
 results only."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from rich.tree import Tree
 
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
-from dlltrace.model import Node
-from dlltrace.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
+from dlltrace.model import CAUSE_ERROR, Node
+from dlltrace.diagnose.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
 
 SCHEMA = "dlltrace-static"
 SCHEMA_VERSION = 1
@@ -94,7 +94,6 @@ def load_dict(target: Target, a: LoadAnalysis) -> dict:
 
 
 def _first_error(a: LoadAnalysis) -> int:
-    from dlltrace.model import CAUSE_ERROR
 
     kind = a.problems[0].kind
     errors: dict[str, int] = {str(k): v for k, v in CAUSE_ERROR.items()}

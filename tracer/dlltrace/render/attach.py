@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Optional
 
-from dlltrace.report.redact import GZIP_MAGIC, HEADER_FIELD, redacted_copy_of
+from dlltrace.trace.redact import GZIP_MAGIC, HEADER_FIELD, redacted_copy_of
 from dlltrace.trace.reader import Trace
 
 GITHUB_ATTACHMENT_LIMIT = 25 * 1000 * 1000  # bytes: GitHub's limit for a file attached to an issue (25 MB)

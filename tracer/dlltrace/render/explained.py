@@ -1,7 +1,7 @@
 """One explained call (ExplainedCall), and its words: the one place each section of a failed load's
 explanation is worded, for `dlltrace simulate` and `dlltrace report` alike, as terminal text (built
 with rich: a Tree for the module chain, Tables for where the loader looked and what it found
-elsewhere), as Markdown (report/markdown.py) and as JSON (render.call_dict).
+elsewhere), as Markdown (render/markdown.py) and as JSON (render.call_dict).
 
 Every style is chosen from a typed field (a candidate's result, a node's cause, a fix's
 verification), never by reading the words back."""
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Optional, Union
 from dlltrace import winpath
 from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
                             Node, flags_text)
+from dlltrace.trace.reader import STARTUP_STATUS_TEXT
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -223,11 +224,10 @@ def call_text(e: ExplainedCall) -> str:
     module could not be found."."""
     if e.op == "start":
         status = e.start_status or 0
-        from dlltrace.trace.reader import STARTUP_STATUS_TEXT
         return (f"{e.name} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
                 f"(error {e.error}); the process ended before its entry point")
     head = f"{e.op}({e.name}, {e.flags:#x})"
-    # (torch's own loop: the model's typed origin, not the trace's last Python event; report.explain.torch_origin)
+    # (torch's own loop: the model's typed origin, not the trace's last Python event; diagnose.explain.torch_origin)
     origin = e.result.origin if e.result.origin_kind in TORCH_ORIGINS and e.result.origin else e.origin
     if origin:
         head = f"{as_typed(origin)}: {head}"

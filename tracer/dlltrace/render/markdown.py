@@ -7,7 +7,7 @@ room left for the user's own words). The incident comes first, whole: the failur
 <details>: the first OTHERS_IN_FULL explained in full, the rest a line each, as far as the budget goes;
 then the loads the program went past, a line each (collapsed when there are many). Each list that
 does not fit ends with a line that says how many were left out (`**N more ... left out**`). Last, the
-trace file to attach, its size, and whether it is compressed and redacted (report/attach.py)."""
+trace file to attach, its size, and whether it is compressed and redacted (render/attach.py)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,18 @@ from typing import Sequence
 
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
-from dlltrace.report.attach import Attachment, attachment_of, size_text
-from dlltrace.report.analysis import Incident
-from dlltrace.report.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
+from dlltrace.render.attach import Attachment, attachment_of, size_text
+from dlltrace.diagnose.analysis import Incident
+from dlltrace.render.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
-from dlltrace.report.capped import capped, capped_line
-from dlltrace.report.ending import ending
-from dlltrace.report.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
+from dlltrace.trace.capped import capped, capped_line
+from dlltrace.diagnose.ending import ending
+from dlltrace.render.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
                                   fate_line, plural, unexplained_exits)
-from dlltrace.report.redact import redacted_name
-from dlltrace.report.verdict import reason_text
+from dlltrace.trace.redact import redacted_name
+from dlltrace.diagnose.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
-from dlltrace.trace.replay import Replayed
+from dlltrace.diagnose.replay import Replayed
 
 
 def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
@@ -59,7 +59,7 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"{lead} {what} — `{winpath.basename(r.load.name or '?')}` could not start "
                    f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
     else:
-        # (torch's own loop: the model's typed origin, as the text says it: report.explain.torch_origin)
+        # (torch's own loop: the model's typed origin, as the text says it: diagnose.explain.torch_origin)
         origin = r.result.origin if r.result.origin_kind in TORCH_ORIGINS and r.result.origin else r.origin
         where = f" while `{as_typed(origin)}` loaded" if origin else " loading"
         out.append(f"{lead} {what} — WinError {r.real_error}{where} "
@@ -154,7 +154,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     failed.sort(key=lambda i: i.verdict is None or i.verdict.fate != "fatal")  # the failure the program hit first
     apart = [i for i in incs if i.went_on]
     end_words = ending_lines(trace, incs, ending(trace))
-    cap = capped(trace)  # the size cap dropped lines: said with the trace to attach (report/capped.py)
+    cap = capped(trace)  # the size cap dropped lines: said with the trace to attach (trace/capped.py)
     cap_words = [visible(capped_line(cap))] if cap is not None else []
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(

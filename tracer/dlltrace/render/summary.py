@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-from dlltrace.report.analysis import judged_incidents
-from dlltrace.report.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
-from dlltrace.report.json import call_dicts, json_chunks, json_report_head
-from dlltrace.report.markdown import markdown_report
-from dlltrace.report.explained import Block, Styled
-from dlltrace.report.text import text_report, text_report_blocks, text_report_lines
+from dlltrace.diagnose.analysis import judged_incidents
+from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
+from dlltrace.render.json import call_dicts, json_chunks, json_report_head
+from dlltrace.render.markdown import markdown_report
+from dlltrace.render.explained import Block, Styled
+from dlltrace.render.text import text_report, text_report_blocks, text_report_lines
 from dlltrace.trace.reader import Progress, Trace, paused_gc, warning_lines
 
 
@@ -29,7 +29,7 @@ def produce(trace: Trace, fmt: str = "text", everything: bool = False, progress:
 
 def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
                    progress: Optional[Progress] = None) -> Iterator[str]:
-    """produce's text in pieces: the JSON document a call at a time (report/json.py json_chunks), the
+    """produce's text in pieces: the JSON document a call at a time (render/json.py json_chunks), the
     text and the Markdown whole."""
     with paused_gc():
         replays, incs = judged_incidents(trace, everything, progress)
@@ -59,5 +59,5 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
     with paused_gc():
         replays, incs = judged_incidents(trace, everything, progress)
         blocks = text_report_blocks(trace, incs, replays, everything)
-        cuda = cuda_table_of_trace(trace)  # the CUDA stack table, when it names a mismatch (report/cuda.py)
+        cuda = cuda_table_of_trace(trace)  # the CUDA stack table, when it names a mismatch (render/cuda.py)
         return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda.mismatches else [])

@@ -7,7 +7,7 @@ from typing import Any
 
 from dlltrace.model import (ERROR_TEXT, TREE_OPS, AlsoMissing, Candidate, CallResult, Elsewhere, Fix, LeafFacts, Node,
                             Outcome, flags_text)
-from dlltrace.report.explained import (LineStyle, Styled, block_lines, call_blocks, from_result, full_tree, leaf_of,
+from dlltrace.render.explained import (LineStyle, Styled, block_lines, call_blocks, from_result, full_tree, leaf_of,
                                        rendered_lines, style_of)
 
 __all__ = ["LineStyle", "Styled", "style_of", "call_dict", "results_dict", "text_call", "tree_lines"]
@@ -130,7 +130,7 @@ def results_dict(results: list[CallResult], *, kind: str, source: str, descripti
     }
 
 
-# --- text (the words are report/explained.py's) -------------------------------------------------------
+# --- text (the words are render/explained.py's) -------------------------------------------------------
 def tree_lines(node: Node) -> list[str]:
     """The whole resolution tree of a call as lines."""
     return rendered_lines(full_tree(node))

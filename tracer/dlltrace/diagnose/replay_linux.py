@@ -12,8 +12,8 @@ machine (LiveELFWorld): start, then each top-level call in order, dlopen-ed from
 "LD_LIBRARY_PATH", "system search path"), the chain from the call to the leaf, the recorded candidates,
 and whether the model tried the same files in the same order as the real ld.so did (`agrees`).
 
-linux_report_dict(trace) is that as JSON (the pieces through report/render.py's node_dict and
-candidate_dict, the fixes' through fix_dict). Not done: a text form in report/explained.py's words (its
+render/linux.py linux_report_dict(trace) is that as JSON (the pieces through render/calls.py's node_dict
+and candidate_dict, the fixes' through fix_dict). Not done: a text form in render/explained.py's words (its
 "Where Windows looked" and winpath-based folders are Windows's; the lead's call).
 """
 
@@ -276,34 +276,3 @@ def default_world(events: list[dict]) -> ELFWorld:
     if any(e.get("ev") == "elf_system" for e in events):
         return RecordedELFWorld(events)
     return LiveELFWorld()
-
-
-def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True,
-                      calls: Optional[list[LinuxCall]] = None) -> dict[str, Any]:
-    """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
-    result), the candidates the real ld.so tried (rule: its la_objsearch flag), and `agrees`. `calls`:
-    the trace's replay, when the caller has it already (replay_linux)."""
-    from dlltrace.report.render import candidate_dict, fix_dict, node_dict
-    if calls is None:
-        calls = replay_linux(events, world, fixes)
-    failed = [c for c in calls if c.error or c.real_error]
-    return {
-        "format": "dlltrace-report-linux", "version": 1,
-        "calls": len(calls), "agree": sum(c.agrees for c in calls),
-        "failed": [{
-            "pid": c.pid, "exe": c.exe, "op": "dlopen", "name": c.name, "by": c.by or None,
-            "origin": c.origin or None, "origin_kind": c.origin_kind or None, "origin_module": c.origin_module or None,
-            "error": c.error, "real_error": c.real_error or None,
-            "leaf": None if c.leaf is None else {"name": c.leaf.name, "cause": c.leaf.cause, "detail": c.leaf.detail,
-                                                 "parent": c.leaf.parent},
-            "chain": c.chain,
-            "candidates": [candidate_dict(x) for x in (c.tree.candidates if c.tree else [])],
-            "recorded": [candidate_dict(x) for x in c.recorded],
-            "agrees": c.agrees,
-            "tree": node_dict(c.tree) if c.tree else None,
-            "fixes": [{"action": f.action, "text": f.words, "folder": f.folder or None, "path": f.path or None,
-                       "package": f.package or None, "verified": f.verified, "framework_preloads": f.framework_preloads,
-                       "needs_path": f.needs_path, "fix": fix_dict(f.fix) if f.fix is not None else None}
-                      for f in c.fixes],
-        } for c in failed],
-    }

@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.report.explain import explain
+from dlltrace.diagnose.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
-from dlltrace.report.capped import capped, cut_by_cap
+from dlltrace.trace.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
@@ -78,7 +78,7 @@ class Replayed:
     real_probes: list[str] = field(default_factory=list)
     agreed: int = 0
     differences: list[Difference] = field(default_factory=list)
-    cut: bool = False  # the size cap dropped lines of this load (report/capped.py): its probes not compared
+    cut: bool = False  # the size cap dropped lines of this load (trace/capped.py): its probes not compared
 
     @property
     def not_searched(self) -> str:

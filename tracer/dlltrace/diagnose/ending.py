@@ -3,7 +3,7 @@ the launcher's (the program's full 32-bit exit code, and whether a Ctrl-C came o
 program instead) and `dlltrace run`'s own (`by` "dlltrace": the launcher's exit status, the signal
 dlltrace received), with the shim's `stats` line (written only when a process exits through
 ExitProcess). The report and `dlltrace run` say the ending from this (ending_line, headline), never from
-text, and `dlltrace run` takes its exit code from it (trace/launch.py: run_exit_code).
+text, and `dlltrace run` takes its exit code from it (runner.py: run_exit_code).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from dlltrace.report.verdict import exit_text, is_crash
 from dlltrace.trace.reader import Trace
 
 EndingKind = Literal[
@@ -24,6 +23,31 @@ EndingKind = Literal[
     "not_windows",      # Wine ran the command as a Unix program: outside Windows, untraced, no exit code
     "unknown",          # the trace does not say (written without the launcher, or by an older one)
 ]
+
+# Exit codes that are NTSTATUS crash codes, named in the report (verdict.py's words use them too)
+CRASH_TEXT = {0xC0000005: "STATUS_ACCESS_VIOLATION", 0xC000001D: "STATUS_ILLEGAL_INSTRUCTION",
+              0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO", 0xC00000FD: "STATUS_STACK_OVERFLOW",
+              0xC0000374: "STATUS_HEAP_CORRUPTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN",
+              0xC06D007E: "delay-load module not found", 0xC06D007F: "delay-load procedure not found",
+              0xE06D7363: "unhandled C++ exception", 0x80000003: "STATUS_BREAKPOINT"}
+
+
+def is_crash(code: Optional[int]) -> bool:
+    """An exit code that is an NTSTATUS error (0xC0000005 ...; 0xE06D7363, a C++ exception; the
+    breakpoint 0x80000003), not exit(-1)...exit(-65536) (0xFFFFFFFF...0xFFFF0000)."""
+    if code is None:
+        return False
+    return 0xC0000000 <= code < 0xFFFF0000 or code in (0x80000002, 0x80000003)
+
+
+def exit_text(code: Optional[int]) -> str:
+    if code is None:
+        return "?"
+    if code >= 0x80000000:
+        name = CRASH_TEXT.get(code)
+        return f"{code:#x}" + (f" {name}" if name else "")
+    return str(code)
+
 
 STATUS_CONTROL_C_EXIT = 0xC000013A
 SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 9: "SIGKILL", 15: "SIGTERM"}

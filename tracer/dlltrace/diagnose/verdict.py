@@ -24,8 +24,9 @@ from typing import Iterator, Literal, Optional, Sequence, get_args
 from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
-from dlltrace.report.capped import Capped, capped, cut_by_cap
-from dlltrace.trace.replay import Replayed, Replays
+from dlltrace.trace.capped import Capped, capped, cut_by_cap
+from dlltrace.diagnose.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
+from dlltrace.diagnose.replay import Replayed, Replays
 from dlltrace.trace.reader import Trace
 
 Fate = Literal["fatal", "went_on", "unknown"]
@@ -41,19 +42,11 @@ Reason = Literal[
     "nonzero_exit",          # fatal: the program exited non-zero; the last failed load
     "another_was_fatal",     # went_on: the program went past it; another load was the failure
     "no_exit",               # unknown: no exit code and no exception recorded for this process
-    "cut_by_cap",            # unknown: the trace reached its size cap while this load ran (report/capped.py)
+    "cut_by_cap",            # unknown: the trace reached its size cap while this load ran (trace/capped.py)
 ]
 FATES: tuple[str, ...] = get_args(Fate)
 REASONS: tuple[str, ...] = get_args(Reason)
 REAL_FAILURE: tuple[str, ...] = ("fatal", "unknown")  # what the summary counts as a failed load
-
-# Exit codes that are NTSTATUS crash codes, named in the report
-CRASH_TEXT = {0xC0000005: "STATUS_ACCESS_VIOLATION", 0xC000001D: "STATUS_ILLEGAL_INSTRUCTION",
-              0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO", 0xC00000FD: "STATUS_STACK_OVERFLOW",
-              0xC0000374: "STATUS_HEAP_CORRUPTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN",
-              0xC06D007E: "delay-load module not found", 0xC06D007F: "delay-load procedure not found",
-              0xE06D7363: "unhandled C++ exception", 0x80000003: "STATUS_BREAKPOINT"}
-
 
 @dataclass(frozen=True)
 class PyException:
@@ -111,14 +104,6 @@ def key(r: Replayed) -> Key:
 
 def ref(r: Replayed) -> LoadRef:
     return LoadRef(r.load.pid, r.load.seq, r.load.api, r.load.name or "")
-
-
-def is_crash(code: Optional[int]) -> bool:
-    """An exit code that is an NTSTATUS error (0xC0000005 ...; 0xE06D7363, a C++ exception; the
-    breakpoint 0x80000003), not exit(-1)...exit(-65536) (0xFFFFFFFF...0xFFFF0000)."""
-    if code is None:
-        return False
-    return 0xC0000000 <= code < 0xFFFF0000 or code in (0x80000002, 0x80000003)
 
 
 def same_module(a: Optional[str], b: Optional[str]) -> bool:
@@ -227,8 +212,6 @@ def attempts_of(fatal: Replayed, candidates: list[Replayed]) -> list[Replayed]:
 
 def judge_process(trace: Trace, pid: int, replays: Sequence[Replayed]) -> dict[Key, Verdict]:
     """The verdict of every failed load of one process (replays: its top-level loads, in order)."""
-    from dlltrace.report.ending import ending  # (ending.py words its lines with this module's exit_text)
-
     out: dict[Key, Verdict] = {}
     end = ending(trace)
     # a killed process has no exit code of its own (Wine gives 0 for it): not an exit with 0
@@ -314,15 +297,6 @@ def judge(trace: Trace, replays: Sequence[Replayed]) -> dict[Key, Verdict]:
 
 
 # --- words ----------------------------------------------------------------------------------------------
-def exit_text(code: Optional[int]) -> str:
-    if code is None:
-        return "?"
-    if code >= 0x80000000:
-        name = CRASH_TEXT.get(code)
-        return f"{code:#x}" + (f" {name}" if name else "")
-    return str(code)
-
-
 def _short_message(exc: PyException, limit: int = 160) -> str:
     msg = " ".join(exc.message.split())
     msg = msg if len(msg) <= limit else msg[:limit - 1] + "…"

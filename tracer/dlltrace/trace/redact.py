@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
-from dlltrace.trace.collect import event_lines
+from dlltrace.trace.files import event_lines
 from dlltrace.trace.reader import Events, Trace, paused_gc, raw_lines, read_trace
 
 USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
@@ -314,7 +314,7 @@ def redact_trace(trace: Trace, red: Optional[Redactor] = None) -> Trace:
 
 
 def redacted_copy_of(trace: Trace) -> Optional[str]:
-    """For a copy redact_trace made: the path of the trace file it was made of (report/attach.py: the
+    """For a copy redact_trace made: the path of the trace file it was made of (render/attach.py: the
     file a report attaches is that one, which is not redacted); None for a trace read from a file."""
     return trace.__dict__.get(_COPY_OF)
 
@@ -404,7 +404,7 @@ def _event_line(raw: bytes, red: Redactor, header: bool = False) -> tuple[bytes,
         new[HEADER_FIELD] = True
     if new == obj:
         return raw, False
-    return event_lines([new])[:-1], True  # (a lone surrogate as its escape: trace/collect.py)
+    return event_lines([new])[:-1], True  # (a lone surrogate as its escape: trace/files.py)
 
 
 def _scrubbed(v: Any, red: Redactor, key: Optional[str] = None) -> Any:

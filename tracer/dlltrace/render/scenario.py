@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dlltrace.report.render import text_call
-from dlltrace.scenario import load_scenario
+from dlltrace.render.calls import text_call
+from dlltrace.diagnose.scenario import load_scenario
 
 
 def explain_scenario(path: str):

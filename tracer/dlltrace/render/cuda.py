@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from dlltrace.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, fix_text, mismatch_text
-from dlltrace.report.explained import Block, LineStyle, Styled, block_lines
+from dlltrace.diagnose.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, fix_text, mismatch_text
+from dlltrace.render.explained import Block, LineStyle, Styled, block_lines
 
 FORMAT = "dlltrace-cuda"
 VERSION = 1

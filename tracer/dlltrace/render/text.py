@@ -1,5 +1,5 @@
 """The report as terminal text (`dlltrace report TRACE`, and the end of `dlltrace run`): each incident is
-an explained call (report/explained.py, whose words `dlltrace simulate` shares) with the trace's context
+an explained call (render/explained.py, whose words `dlltrace simulate` shares) with the trace's context
 around it (the fate line, the retries, the model's agreement with the real loader, the environment),
 worded here for the text and Markdown forms alike."""
 
@@ -9,14 +9,14 @@ from typing import Optional, Sequence
 
 from dlltrace import __version__, winpath
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.report.analysis import Incident, api_set_source
-from dlltrace.report.capped import capped, capped_line
-from dlltrace.report.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
+from dlltrace.diagnose.analysis import Incident, api_set_source
+from dlltrace.trace.capped import capped, capped_line
+from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
-from dlltrace.report.ending import Ending, code_text, ending, ending_line, headline
-from dlltrace.report.verdict import Verdict, is_crash, reason_text
+from dlltrace.diagnose.ending import Ending, code_text, ending, ending_line, headline
+from dlltrace.diagnose.verdict import Verdict, is_crash, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
-from dlltrace.trace.replay import Replayed, can_replay_start
+from dlltrace.diagnose.replay import Replayed, can_replay_start
 
 
 

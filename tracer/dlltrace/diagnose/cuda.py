@@ -29,9 +29,13 @@ from typing import Callable, Iterable, Literal, Mapping, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts
+from dlltrace.classify import cuda_class
+from dlltrace.worlds.live import facts_for
+from dlltrace.trace.reader import nt_to_win32
+from dlltrace.diagnose.replay import recorded_world, system_and_process
 
 Platform = Literal["windows", "linux"]
-DATA = Path(__file__).resolve().parent / "data" / "cuda-drivers.json"
+DATA = Path(__file__).resolve().parents[1] / "data" / "cuda-drivers.json"
 
 # --- the driver table (data/cuda-drivers.json) -------------------------------------------------------------
 
@@ -162,7 +166,6 @@ def cuda_major_of_name(name: str) -> Optional[int]:
     if m:
         return int(m.group(2))
     if base.lower().endswith(".dll"):  # the other libraries' own majors: classify.py's table (cufft64_11.dll is CUDA 12)
-        from dlltrace.classify import cuda_class
 
         c = cuda_class(base.lower()[:-4])
         if c is not None and len(c.cuda_majors) == 1:
@@ -380,7 +383,6 @@ class LiveFacts:
     def file(self, path: str) -> Optional[FileFacts]:
         if not path.lower().endswith((".dll", ".pyd", ".exe")) or not os.path.isfile(path):
             return None
-        from dlltrace.worlds.live import facts_for
 
         f = facts_for(path, path)
         return f if f is not None and f.pe is not None else None
@@ -1349,8 +1351,6 @@ def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[WorldFacts]:
     """The table's facts in a trace: the variables its `env` event recorded (PATH, CUDA_PATH, CUDA_PATH_V*),
     the files it touched (their `file` events: PE facts with versions) and the folders it saw; site-packages
     from its `py_env`. None when the trace has no traced process."""
-    from dlltrace.trace.reader import nt_to_win32
-    from dlltrace.trace.replay import recorded_world, system_and_process
 
     pids = trace.pids
     if pid is None:

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, Optional
 from dlltrace import winpath
 from dlltrace.worlds.live import LiveWorld, PathMap, listdir
 from dlltrace.worlds.recorded import RecordingWorld, trim_file_events
-from dlltrace.trace.replay import can_replay_start, replay, replay_start, system_and_process
+from dlltrace.diagnose.replay import can_replay_start, replay, replay_start, system_and_process
+from dlltrace.trace.files import event_lines
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.world import ProcessState
 
@@ -112,21 +113,6 @@ def collect_facts(trace: Trace, to_host: PathMap, *, keep_all: Optional[bool] = 
     if keep_all if keep_all is not None else keep_all_exports():
         return events
     return trim_file_events(events)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def event_lines(events: Iterable[dict[str, Any]]) -> bytes:
-    """Events as trace lines (JSON Lines, UTF-8), as the shim writes them: strings as raw UTF-8, except
-    that a lone UTF-16 surrogate (legal in a Windows file name: a LoadLibraryW name, read back from the
-    trace's own `\\udXXX` escape) is written as that escape again (docs/trace-format.md). The name
-    round-trips, and writing never raises UnicodeEncodeError. (In JSON text a surrogate can only stand
-    inside a string, where its escape means the same.)"""
-    text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events)
-    if _SURROGATE.search(text) is not None:
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text.encode("utf-8")
 
 
 def trim_trace_bytes(data: bytes) -> bytes:

@@ -1,0 +1,146 @@
+"""Writing trace files (docs/trace-format.md): the header line a run starts with, the spill file the
+writers of a run append to and its compression into the finished trace, and events written as trace
+lines. Shared by the Windows launcher (launch.py) and the Linux recorder (linux.py)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from dlltrace import __version__
+from dlltrace.errors import EXIT_OUTPUT, DlltraceError
+from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace
+from dlltrace.tracecheck import check_event
+
+
+def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
+    now = now or datetime.datetime.now()
+    stem = re.split(r"[\\/]", cmd[0])[-1]
+    stem = re.sub(r"\.(exe|com|bat|cmd)$", "", stem, flags=re.I)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._") or "cmd"
+    return f"dlltrace-{stem}-{now:%Y%m%d-%H%M%S}.jsonl.gz"
+
+
+# ---- compressed traces (docs/trace-format.md, "Compressed traces") --------------------------------------
+# A trace named *.gz is written compressed, the rest (-o x.jsonl) as plain JSON Lines. The writers of a run
+# (every process's shim, the launcher) append whole lines to a plain spill file next to it, <name>.part,
+# which `dlltrace run` compresses into <name> when the run is over, the facts appended: a crash of the
+# program loses nothing (the run goes on), and a `dlltrace run` that is itself killed leaves the spill,
+# plain JSON Lines that `dlltrace report` reads up to its last whole line. A gzip member can only be read
+# once it is whole, and one member per line (the writers are many processes, under the loader lock)
+# would cost more than the compression saves.
+GZIP_LEVEL = 6
+
+
+def is_compressed_name(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def spill_path(out: Path) -> Path:
+    """Where the writers of a run append: `out` itself for a plain trace, <out>.part for a compressed one."""
+    return out.with_name(out.name + ".part") if is_compressed_name(out) else out
+
+
+def finish_trace(spill: Path, out: Path) -> Path:
+    """Compress the spill into `out` (through <out>.tmp, then renamed: a reader never sees half a file)
+    and remove it; the path the trace is in at the end: `out`, or the spill when it could not be
+    compressed (said on stderr; nothing is lost)."""
+    if spill == out:
+        return out
+    import gzip
+
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        with open(spill, "rb") as src, open(tmp, "wb") as raw:
+            # no file name and no time in the gzip header: the same trace gives the same bytes
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz:
+                shutil.copyfileobj(src, gz, 1 << 20)
+        os.replace(tmp, out)
+    except OSError as e:
+        print(f"dlltrace: warning: could not compress the trace into {out} ({e.strerror or e}); "
+              f"it is in {spill}, uncompressed", file=sys.stderr)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return spill
+    try:
+        spill.unlink()
+    except OSError:
+        pass
+    return out
+
+
+def header_line(platform_name: str, cmd: list[str]) -> str:
+    header = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "tool": f"dlltrace {__version__}",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "platform": platform_name,
+        "host": platform.platform(),
+        "command": cmd,
+    }
+    # (a command-line argument with bytes that are not UTF-8 reaches Python as lone surrogates: their escapes)
+    return json.dumps(header, ensure_ascii=True) + "\n"
+
+
+def start_trace(path: Path, platform_name: str, cmd: list[str]) -> None:
+    """Create the trace file with its header (replacing an old one); one clear error if impossible.
+
+    An old file is removed first, not truncated: the writers of a run share the file's end through a
+    block named after the file's identity (native/common/jsonw.h), and a process of an earlier run
+    still holding the old file must not share it with this run (a new file is a new identity)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # (in use without FILE_SHARE_DELETE on Windows, a folder...): open() below truncates or says why
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(header_line(platform_name, cmd))
+    except OSError as e:
+        raise DlltraceError(f"cannot write the trace file {path}: {e.strerror or e}", EXIT_OUTPUT) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def event_lines(events: Iterable[dict[str, Any]]) -> bytes:
+    """Events as trace lines (JSON Lines, UTF-8), as the shim writes them: strings as raw UTF-8, except
+    that a lone UTF-16 surrogate (legal in a Windows file name: a LoadLibraryW name, read back from the
+    trace's own `\\udXXX` escape) is written as that escape again (docs/trace-format.md). The name
+    round-trips, and writing never raises UnicodeEncodeError. (In JSON text a surrogate can only stand
+    inside a string, where its escape means the same.)"""
+    text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events)
+    if _SURROGATE.search(text) is not None:
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8")
+
+
+def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:
+    """Append `events` to the trace file at `out` (after a line the program's death cut short, on a line
+    of their own) and return `trace` with them. A failure to write never loses the trace: it is said on
+    stderr, and the trace returned has only the first `kept_on_failure` events added."""
+    try:
+        with open(out, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
+            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
+    except OSError as e:
+        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
+        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:kept_on_failure]],
+                     warnings=trace.warnings, checked=True)
+    for ev in events:  # as the reader would check them (they are written to its schema)
+        check_event(ev)
+    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
+                 checked=True)
