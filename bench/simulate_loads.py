@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracer"))
 
-from dlltrace.diagnose.scenario import scenario_from_dict  # noqa: E402
+from dlltrace.diagnosis.scenario import scenario_from_dict  # noqa: E402
 from dlltrace.loader.windows.engine import Call  # noqa: E402
 
 N = 50

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tracer"))
 
-from dlltrace.diagnose import static  # noqa: E402
+from dlltrace.diagnosis import static  # noqa: E402
 
 WHEEL = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads")) / "wheels" / "torch-2.5.1-cp311-cp311-win_amd64.whl"
 ROOT_MEMBER = "torch/lib/torch_python.dll"

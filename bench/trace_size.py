@@ -11,7 +11,7 @@ runs: torch 2.5.1, onnxruntime-gpu 1.31.1 and CTranslate2 4.8.5 DLLs loaded unde
                                                      # (the corpus test's work folders) or DIR/*.jsonl
     python bench/trace_size.py --breakdown           # and where the bytes of the largest go
 
-The trimmed trace is the full one trimmed by diagnose/collect.trim_trace_bytes, which is what `dlltrace
+The trimmed trace is the full one trimmed by diagnosis/collect.trim_trace_bytes, which is what `dlltrace
 run` does to its facts by default (tests/test_trace_trim.py checks both the same). Aim (issue 14): a
 real failing run <= 2 MB as written, compressed. Without Wine or the wheels it says so and exits 0.
 """
@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tracer"))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from dlltrace.diagnose.collect import trim_trace_bytes  # noqa: E402
+from dlltrace.diagnosis.collect import trim_trace_bytes  # noqa: E402
 
 AIM = 2_000_000  # bytes, gzip-compressed, of a failing run's trace
 

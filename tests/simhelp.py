@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlltrace import winpath
-from dlltrace.diagnose.scenario import scenario_from_dict
+from dlltrace.diagnosis.scenario import scenario_from_dict
 
 APP = "C:\\app\\host.exe"
 

@@ -27,14 +27,14 @@ from pathlib import Path
 import pytest
 
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
-from dlltrace.diagnose.analysis import analyse, incidents
+from dlltrace.diagnosis.analysis import analyse, incidents
 from dlltrace.render.json import json_report
 from dlltrace.render.markdown import markdown_report
 from dlltrace.render.text import text_report
 from dlltrace.render.summary import produce
-from dlltrace.diagnose.verdict import judge
+from dlltrace.diagnosis.verdict import judge
 from dlltrace.trace.reader import Events, Trace, read_trace
-from dlltrace.diagnose.replay import Replays, replay
+from dlltrace.diagnosis.replay import Replays, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 S1 = ROOT / "fixtures" / "traces" / "s1.jsonl"

@@ -234,6 +234,7 @@ def test_the_bindings_are_made_from_the_cdef():
         "dlltrace_set_context": ("void", ["long long"]),
         "dlltrace_version": ("const char *", []),
         "dlltrace_env_snapshot": ("int", ["const wchar_t *", "unsigned long", "const wchar_t *"]),
+        "dlltrace_stop": ("int", []),
     }
 
 
@@ -247,9 +248,10 @@ def test_each_binding_calls_the_shim_with_its_c_types(fake_shim, tmp_path, monke
     assert seq >= 1000 and b.write_event("py_import", {"module": "x"}) == seq + 1  # (a 64-bit result)
     b.set_context(2**40 + 7)
     assert b.version() == "fake"
+    assert b.stop() == 0
     assert [line.split("\t") for line in log.read_text().splitlines()] == [
         ["start", "NULL", "python"], ["start", "path", "via"], ["event", str(seq), "py_import", '"module":"torch"'],
-        ["event", str(seq + 1), "py_import", '"module":"x"'], ["context", str(2**40 + 7)], ["version"]]
+        ["event", str(seq + 1), "py_import", '"module":"x"'], ["context", str(2**40 + 7)], ["version"], ["stop"]]
 
 
 def test_fields_json_is_json():

@@ -1,4 +1,4 @@
-"""The CUDA stack table (tracer/dlltrace/diagnose/cuda.py, docs/cuda.md): built from scenario worlds with each kind
+"""The CUDA stack table (tracer/dlltrace/diagnosis/cuda.py, docs/cuda.md): built from scenario worlds with each kind
 of mismatch (asserted as typed fields), from a trace, from the real onnxruntime-gpu / torch / ctranslate2 /
 nvidia-cuda-runtime wheels' files, and `dlltrace cuda` on this machine."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import jsonschema
 
 import realwheels
-from dlltrace.diagnose import cuda as C
-from dlltrace.diagnose.cuda import WorldFacts, cuda_table, facts_of_scenario
+from dlltrace.diagnosis import cuda as C
+from dlltrace.diagnosis.cuda import WorldFacts, cuda_table, facts_of_scenario
 from dlltrace.render.cuda import cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
-from dlltrace.diagnose.scenario import scenario_from_dict
+from dlltrace.diagnosis.scenario import scenario_from_dict
 from dlltrace.tracecheck import Validator
 from dlltrace.trace.reader import read_trace
 from dlltrace.worlds.live import LiveWorld, wine_map
@@ -151,7 +151,7 @@ def test_rule_framework_toolkit_major():
                                                              ("cublasLt64_12.dll", "cublas64_12.dll"))
     m = only(t, "framework_toolkit_major")
     assert (m.subject, m.dll, m.have) == ("onnxruntime-gpu 1.20.1", "cublasLt64_12.dll", "CUDA 11.8")
-    assert m.fixes[0].action == "add_to_path" and m.fixes[0].folder == T124 + r"\bin"
+    assert m.fixes[0].action == "path_prepend" and m.fixes[0].folder == T124 + r"\bin"
 
 
 def test_rule_path_order_two_toolkits_of_one_major():
@@ -161,7 +161,7 @@ def test_rule_path_order_two_toolkits_of_one_major():
     m = only(t, "path_order")
     assert (m.needs_cuda, m.have, m.dll) == ("12.4", "CUDA 12.1", "cudart64_12.dll")
     f = m.fixes[0]
-    assert (f.action, f.folder, f.before) == ("reorder_path", T124 + r"\bin", T121 + r"\bin")
+    assert (f.action, f.folder, f.ahead_of) == ("reorder_path", T124 + r"\bin", T121 + r"\bin")
     # the newer one first: nothing to say
     t = table([NVCUDA_560, *toolkit(T121, "12.1"), *toolkit(T124, "12.4")],
               path=[T124 + r"\bin", T121 + r"\bin"], env={"CUDA_PATH": T124})
@@ -205,7 +205,7 @@ def test_rule_cuda_major_missing_onnxruntime_for_cuda_13_with_only_cuda_11():
               folders=[SP + r"\onnxruntime_gpu-1.31.1.dist-info"])
     m = only(t, "cuda_major_missing")
     assert (m.subject, m.needs_cuda, m.dll, m.have) == ("onnxruntime-gpu 1.31.1", "13", "cublasLt64_13.dll", "CUDA 11")
-    assert [f.action for f in m.fixes] == ["install_cuda", "other_build"]
+    assert [f.action for f in m.fixes] == ["install_cuda", "other_cuda_build"]
     assert m.fixes[0].package == "nvidia-cublas"
     # and the driver (560.94: CUDA 12.6) cannot run CUDA 13 either
     assert only(t, "driver_too_old").needs_driver == "580"
@@ -230,7 +230,7 @@ def test_rule_wheel_not_searched():
     assert (w.name, w.cuda_major, w.searched, w.folder) == ("cublas", 12, False, wheel)
     m = only(t, "wheel_not_searched")
     assert (m.dll, m.found) == ("cublasLt64_12.dll", (wheel,))
-    assert [f.action for f in m.fixes] == ["preload_dlls", "add_to_path"]
+    assert [f.action for f in m.fixes] == ["package_mechanism", "path_prepend"]
     # on PATH: searched, no mismatch
     t = table([NVCUDA_560, *ort(12), {"path": wheel + r"\cublas64_12.dll"}, {"path": wheel + r"\cublasLt64_12.dll"}],
               path=[wheel, SYS])
@@ -251,7 +251,7 @@ def test_a_consistent_stack_has_no_mismatch():
 
 
 def test_the_builtin_example_scenario():
-    from dlltrace.diagnose.scenario import load_scenario
+    from dlltrace.diagnosis.scenario import load_scenario
 
     t = cuda_table(facts_of_scenario(load_scenario(ROOT / "fixtures" / "scenarios" / "s1.toml")))
     assert [tk.version for tk in t.toolkits] == ["11.8", "12.1"]

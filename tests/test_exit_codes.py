@@ -1,5 +1,5 @@
 """Exit codes (README.md, "Exit codes"; tracer/dlltrace/errors.py) and how a traced program ended
-(diagnose/ending.py): every documented code is produced here by the command, and every ending is said in
+(diagnosis/ending.py): every documented code is produced here by the command, and every ending is said in
 the run's summary and in `dlltrace report`, never as "every load succeeded".
 
 Without Wine: the codes of dlltrace's own errors, `simulate`'s 0 and 1, and the ending and exit code
@@ -25,7 +25,7 @@ import pytest
 
 import winetools
 from dlltrace import errors
-from dlltrace.diagnose.ending import ending
+from dlltrace.diagnosis.ending import ending
 from dlltrace.render.summary import produce, summarize
 from dlltrace.runner import run_exit_code
 from dlltrace.trace.launch import run_end_event

@@ -6,6 +6,8 @@ folder and its rule; a failure the program went past is listed apart (render/lin
 from __future__ import annotations
 
 import json
+import posixpath
+import re
 import os
 import shutil
 import subprocess
@@ -47,7 +49,11 @@ def test_run_and_report_name_libcudart_as_the_leaf_with_every_folder_and_its_rul
     assert all("lib-dynload" not in (f["folder"] or "") for f in fatal["fixes"])
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert text.splitlines()[0].startswith("dlltrace ─ 1 failed load")
-    assert "Where ld.so looked for libcudart.so.11.0:" in text
+    assert re.search(r"Where ld\.so looked for libcudart\.so\.11\.0 \(\d+ files in \d+ folders\):", text), text
+    folders = {posixpath.dirname(c["path"]) for c in cands}
+    assert all(f"  {posixpath.dirname(c['path'])}  " in text for c in cands
+               if posixpath.basename(posixpath.dirname(c["path"])) not in ("tls", "x86_64")
+               and "glibc-hwcaps" not in c["path"]), folders
     md = dlltrace("report", "t.jsonl", "--markdown", cwd=tmp_path).stdout
     assert md.startswith("## dlltrace ─ 1 failed load") and "libcudart.so.11.0 was not found" in md
 
@@ -161,3 +167,23 @@ def test_a_script_without_a_shebang_runs_as_a_shell_runs_it(tmp_path):
     script.chmod(0o755)
     r = dlltrace("run", "-o", "t.jsonl", "--", str(script), cwd=tmp_path)
     assert r.returncode == 1 and "libnope_sh.so.1 was not found" in r.stderr, r.stderr[-1500:]
+
+
+def test_folder_groups_show_a_folder_and_its_hwcaps_subfolders_once():
+    """glibc tries each folder of the system search path as up to 11 folders (glibc-hwcaps levels, tls,
+    x86_64): the report shows the folder once, with how many subfolders were tried, and the RUNPATH's
+    object by its file name."""
+    from dlltrace.model import Candidate
+    from dlltrace.render.linux import folder_groups, hwcaps_base, rule_tag
+
+    assert hwcaps_base("/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v3") == "/lib/x86_64-linux-gnu"
+    assert hwcaps_base("/usr/lib/tls/x86_64/x86_64") == "/usr/lib"
+    assert hwcaps_base("/opt/app/lib") == "/opt/app/lib"
+    sys_dirs = ["glibc-hwcaps/x86-64-v4", "glibc-hwcaps/x86-64-v3", "tls/x86_64", "tls", "x86_64", ""]
+    cands = [Candidate("/opt/app/lib/libx.so.1", "RUNPATH of /opt/app/lib/libapp.so", "not_there")]
+    cands += [Candidate(f"/usr/lib/{d}/libx.so.1".replace("//", "/"), "system search path", "not_there") for d in sys_dirs]
+    cands += [Candidate("/lib/libx.so.1", "system search path", "wrong_machine")]
+    groups = folder_groups(cands)
+    assert [(g.folder, g.result, g.subfolders) for g in groups] == [
+        ("/opt/app/lib", "not_there", 0), ("/usr/lib", "not_there", 5), ("/lib", "wrong_machine", 0)]
+    assert rule_tag(groups[0].rule) == "RUNPATH of libapp.so"

@@ -216,7 +216,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     """libdlta.so needs libcudart.so.11.0, which only the venv's nvidia wheel folder has. The replay offers
     LD_LIBRARY_PATH, patchelf, ldconfig and nvidia-cuda-runtime-cu11, each verified by the model; the real
     ld.so loads with the LD_LIBRARY_PATH fix as the model says."""
-    from dlltrace.diagnose.replay_linux import replay_linux
+    from dlltrace.diagnosis.replay_linux import replay_linux
     pool = kit.build_pool(tmp_path)
     venv = tmp_path / "venv"
     wheel = venv / "lib" / "python3.11" / "site-packages" / "nvidia" / "cuda_runtime" / "lib"
@@ -257,7 +257,8 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
         if os.environ.get("CI"):
             pytest.fail("needs patchelf -- CI installs it (tools/setup.sh --tests)")
         pytest.skip("patchelf's fix not applied: no patchelf here (CI installs it: tools/setup.sh --tests)")
-    subprocess.run(fixes["patchelf"].text, shell=True, check=True)
+    assert fixes["patchelf"].fix.action == "set_runpath"  # (the one fix type: its words are what a user pastes)
+    subprocess.run(fixes["patchelf"].fix.text, shell=True, check=True)
     again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
     assert again.stdout.startswith(f"OK {d1 / 'libdlta.so'}"), again.stdout + again.stderr
 
@@ -315,7 +316,7 @@ def _run_python(recorder, tmp_path, monkeypatch, code: str, extensions: Path):
 
 
 def test_python_context_import_of_an_extension_whose_dependency_is_missing(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.diagnose.replay_linux import replay_linux
+    from dlltrace.diagnosis.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_missing", extensions)
     assert rc == 1
     evs = list(trace.events)
@@ -330,7 +331,7 @@ def test_python_context_import_of_an_extension_whose_dependency_is_missing(recor
 
 
 def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.diagnose.replay_linux import replay_linux
+    from dlltrace.diagnosis.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import ctypes; ctypes.CDLL('libcudart.so.11.0')", extensions)
     assert rc == 1
     call = next(c for c in replay_linux(trace.events) if c.name == "libcudart.so.11.0")
@@ -339,7 +340,7 @@ def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tm
 
 
 def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_path, monkeypatch):
-    from dlltrace.diagnose.replay_linux import replay_linux
+    from dlltrace.diagnosis.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_dl; print('ok')", extensions)
     assert rc == 0  # the extension went past its failed dlopen: the program is unchanged
     call = next(c for c in replay_linux(trace.events) if c.name == "libdltinner_missing.so")
@@ -383,7 +384,7 @@ def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
     wheel is unpacked there, and the real ld.so loads it, as the model said."""
     import zipfile
     from dlltrace.elf import read_elf
-    from dlltrace.diagnose.replay_linux import replay_linux
+    from dlltrace.diagnosis.replay_linux import replay_linux
     whl = linux_wheel(*CUDART11)
     pool = kit.build_pool(tmp_path)
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
@@ -553,7 +554,7 @@ def test_install_roots_are_site_packages_never_lib_dynload():
     site-packages, not there (the fix said lib-dynload/nvidia/cuda_runtime/lib)."""
     from types import SimpleNamespace
 
-    from dlltrace.diagnose.replay_linux import install_roots
+    from dlltrace.diagnosis.replay_linux import install_roots
 
     py = "/opt/py/lib/python3.11"
     proc = SimpleNamespace(sys_path=[py + ".zip", py, py + "/lib-dynload", py + "/site-packages", "/home/u/.local/lib/python3.11/site-packages"])

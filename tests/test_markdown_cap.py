@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import cli
-from dlltrace.diagnose.analysis import judged_incidents
+from dlltrace.diagnosis.analysis import judged_incidents
 from dlltrace.render.attach import attachment_of, size_text
 from dlltrace.render.markdown import ATTACH, MARKDOWN_BUDGET, OTHERS_IN_FULL, markdown_report
 from dlltrace.trace.redact import redact_trace, redact_trace_file

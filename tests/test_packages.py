@@ -3,7 +3,7 @@ of the system provides a DLL by name.
 
 Two kinds of test:
 - lookup: the rows give the right provider, and every mapping the old regex table in
-  diagnose/explain.py got wrong has its own test; the loader refuses a malformed file.
+  diagnosis/explain.py got wrong has its own test; the loader refuses a malformed file.
 - real wheels: for every wheel the data file's "checked" section names (pinned below as well), the
   wheel's file list, read from its zip central directory with HTTP Range requests against the PyPI
   file (the 400-700 MB cuBLAS / cuDNN wheels are never downloaded whole), holds each row's DLLs in

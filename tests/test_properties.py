@@ -13,9 +13,9 @@ import json
 from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
 
 from dlltrace import winpath
-from dlltrace.diagnose import explain
+from dlltrace.diagnosis import explain
 from dlltrace.model import CAUSE_ERROR
-from dlltrace.diagnose.scenario import scenario_from_dict
+from dlltrace.diagnosis.scenario import scenario_from_dict
 
 NAMES = ["a.dll", "b.dll", "c.dll", "d.dll"]
 # Folders the SEARCH flags may search, and folders only PATH / the current folder point at: disjoint.

@@ -35,7 +35,7 @@ import pytest
 
 import realwheels as rw
 import winetools
-from dlltrace.diagnose.collect import trim_trace_bytes
+from dlltrace.diagnosis.collect import trim_trace_bytes
 
 JOBS = int(os.environ.get("DLLTRACE_CORPUS_JOBS", "2"))
 NONCE = "".join(secrets.choice(string.ascii_lowercase) for _ in range(4))

@@ -341,7 +341,7 @@ def test_a_torch_loop_load_attributed_to_the_last_python_event_gets_fixes_before
     calls raise no audit event), and the fixes said "Before `ctypes.CDLL("vcruntime140_1.dll")`": code inside
     torch/__init__.py, before which no user can run anything. They must say "Before `import torch`"."""
     from dlltrace.model import CallResult
-    from dlltrace.diagnose.explain import torch_origin
+    from dlltrace.diagnosis.explain import torch_origin
     from dlltrace.worlds.world import ProcessState
     from simhelp import run
 

@@ -13,7 +13,7 @@ import pytest
 from dlltrace import winpath
 from dlltrace.model import FileFacts, Import, PEFacts
 from dlltrace.trace.reader import read_trace
-from dlltrace.diagnose.replay import recorded_world
+from dlltrace.diagnosis.replay import recorded_world
 from dlltrace.worlds.recorded import RecordedWorld, facts_of_event, file_event
 from dlltrace.worlds.world import SystemInfo
 

@@ -109,7 +109,7 @@ def test_one_word_table_names_every_cause():
 # --- the same words from simulate and report ------------------------------------------------------------
 @pytest.mark.parametrize("case", ["s1", "s6", "s7", "s9", "s10"])
 def test_simulate_and_report_give_the_same_words_for_the_same_call(case):
-    from dlltrace.diagnose.analysis import judged_incidents
+    from dlltrace.diagnosis.analysis import judged_incidents
     from dlltrace.render.text import incident_lines
     from dlltrace.trace.reader import read_trace
 
@@ -236,7 +236,7 @@ def test_paths_are_printed_as_typed(capsys):
 
 # --- Markdown and JSON from the same data -------------------------------------------------------------------
 def _s1_with(fixes, also):
-    from dlltrace.diagnose.analysis import judged_incidents
+    from dlltrace.diagnosis.analysis import judged_incidents
     from dlltrace.trace.reader import read_trace
 
     trace = read_trace(TRACES / "s1.jsonl")

@@ -1,6 +1,6 @@
 """The pieces `dlltrace report` was given to use less memory, each against a plain reference:
 - render/json.py json_chunks: the JSON document written a call at a time is json.dumps(indent=2)'s text;
-- diagnose/replay.py Replays: light records in columns read back as the fields they were given;
+- diagnosis/replay.py Replays: light records in columns read back as the fields they were given;
 - trace/reader.py Events: pids in arrays widened when one does not fit, Python events found by seq;
 - console.py write_output: a report written from its pieces, no file when the first one fails;
 - `dlltrace report --json` (stdout, -o, --redact) gives produce()'s document.
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from dlltrace.console import write_output
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
 from dlltrace.model import CallResult
-from dlltrace.diagnose.analysis import judged_incidents
+from dlltrace.diagnosis.analysis import judged_incidents
 from dlltrace.render.json import CALLS, call_dicts, json_chunks, json_report, json_report_head
 from dlltrace.trace.redact import redact, redact_trace, redactor_of
 from dlltrace.render.summary import produce
 from dlltrace.trace.reader import Events, Load, read_trace
-from dlltrace.diagnose.replay import Replayed, Replays
+from dlltrace.diagnosis.replay import Replayed, Replays
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "fixtures" / "traces"

@@ -293,11 +293,11 @@ def test_rule_dependent_load_flags():
 
 def test_rule_candidate():
     ok = FileFacts("x", PEFacts("x64"))
-    assert rules.rule_candidate(None, "x64") == rules.Verdict("not_there", False)
-    assert rules.rule_candidate(ok, "x64") == rules.Verdict("found", True)
-    assert rules.rule_candidate(FileFacts("x", PEFacts("x86")), "x64") == rules.Verdict("wrong_machine", False)
-    assert rules.rule_candidate(FileFacts("x", None, "not_pe"), "x64") == rules.Verdict("not_pe", True)
-    assert rules.rule_candidate(FileFacts("x", None, "access_denied"), "x64") == rules.Verdict("access_denied", True)
+    assert rules.rule_candidate(None, "x64") == rules.CandidateVerdict("not_there", False)
+    assert rules.rule_candidate(ok, "x64") == rules.CandidateVerdict("found", True)
+    assert rules.rule_candidate(FileFacts("x", PEFacts("x86")), "x64") == rules.CandidateVerdict("wrong_machine", False)
+    assert rules.rule_candidate(FileFacts("x", None, "not_pe"), "x64") == rules.CandidateVerdict("not_pe", True)
+    assert rules.rule_candidate(FileFacts("x", None, "access_denied"), "x64") == rules.CandidateVerdict("access_denied", True)
 
 
 def test_rule_candidate_wrong_machine_is_skipped():

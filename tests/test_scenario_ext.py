@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace.diagnose.scenario import ScenarioError, scenario_from_dict
+from dlltrace.diagnosis.scenario import ScenarioError, scenario_from_dict
 from simhelp import run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ import pytest
 
 from dlltrace import tracecheck
 from dlltrace.errors import EXIT_USAGE, DlltraceError
-from dlltrace.diagnose.scenario import SCHEMA, SCHEMA_PATH, ScenarioError, load_scenario, place, scenario_from_dict
+from dlltrace.diagnosis.scenario import SCHEMA, SCHEMA_PATH, ScenarioError, load_scenario, place, scenario_from_dict
 from dlltrace.tracecheck import SchemaKeywordError, Validator, compile_schema
 
 ROOT = Path(__file__).resolve().parent.parent

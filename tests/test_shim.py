@@ -183,7 +183,7 @@ def test_error_codes_193_1114_87(shim_env, tmp_path):
     assert got == [(w("bad", "x86.dll"), 0, 193), (w("bad", "initfail.dll"), 0, 1114), ("a.dll", 0x100, 87)]
     assert [ld.status for ld in tr.loads()][:2] == [0xC000007B, 0xC0000142]
     # the loader's notifications around the DllMain that failed: loaded, then unloaded, in that load
-    from dlltrace.diagnose.replay import init_failed_module
+    from dlltrace.diagnosis.replay import init_failed_module
 
     init = tr.loads()[1]
     assert [(r_, p.lower()) for r_, p in init.notifications] == [
@@ -302,7 +302,7 @@ def test_api_set_schema_recorded_once_per_process(shim_env, tmp_path):
     """The shim writes the process's API-set schema (PEB ApiSetMap) right after env; the replay
     resolves API sets with it. The built-in table (data/apisets-builtin.json) is compared with it."""
     from dlltrace.apisets import builtin_document, schema_from_sets
-    from dlltrace.diagnose.replay import recorded_world
+    from dlltrace.diagnosis.replay import recorded_world
 
     r, tr = traced(tmp_path, "loadw", "api-ms-win-crt-string-l1-1-0.dll", "loadw", "API-MS-WIN-CRT-STRING-L1-1-9.DLL")
     assert lines(r) == ["loadw ok", "loadw ok"]

@@ -42,7 +42,7 @@ def test_cdef_parses_and_matches_the_c_header():
     c_funcs = set(re.findall(r"DLLTRACE_API [^;(]*?\b(dlltrace_\w+)\(", header))
     cdef_funcs = set(re.findall(r"\b(dlltrace_\w+)\(", shim.CDEF))
     assert c_funcs == cdef_funcs == {"dlltrace_start", "dlltrace_write_event", "dlltrace_set_context", "dlltrace_version",
-                                         "dlltrace_env_snapshot"}
+                                         "dlltrace_env_snapshot", "dlltrace_stop"}
     # same parameter lists (modulo whitespace)
     norm = lambda s: {m.group(1): re.sub(r"\s+", " ", m.group(0).split("(", 1)[1]) for m in re.finditer(r"(dlltrace_\w+)\([^)]*\)", s)}
     assert norm(header) == norm(shim.CDEF)

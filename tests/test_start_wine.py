@@ -18,7 +18,7 @@ import pytest
 import winetools
 from dlltrace import winpath
 from dlltrace.worlds.live import LiveWorld, wine_map
-from dlltrace.diagnose.replay import replay_start, system_and_process
+from dlltrace.diagnosis.replay import replay_start, system_and_process
 from dlltrace.loader.windows.engine import Simulator
 from dlltrace.trace.reader import STARTUP_STATUS, read_trace
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule

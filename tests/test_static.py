@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 import realwheels
-from dlltrace.diagnose import static
+from dlltrace.diagnosis import static
 from dlltrace.classify import classify
 from dlltrace.worlds.static import FactsCache, read_member, wheel_member_path, zip_members
 from winetools import CC32, mingw_compile, require

@@ -211,7 +211,7 @@ def test_only_the_command_freezes_after_a_pause(tmp_path):
 def test_init_failed_module_from_the_loader_notifications():
     """1114 in a dependency: the module whose DllMain failed is the last one notified "loaded"
     before the first "unloaded" (Wine's process_attach order); nothing is guessed otherwise."""
-    from dlltrace.diagnose.replay import init_failed_module
+    from dlltrace.diagnosis.replay import init_failed_module
     from dlltrace.trace.reader import Load
 
     def load(*notes):
@@ -237,7 +237,7 @@ def test_shipped_s3_agrees_on_every_attempt():
     attempt 2, expect.toml [s3]), and the model agrees with every probe of both attempts."""
     from pathlib import Path
 
-    from dlltrace.diagnose.replay import replay
+    from dlltrace.diagnosis.replay import replay
 
     tr = read_trace(Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "s3.jsonl")
     assert any(e.get("name") == "PATH" for e in tr.of("setenv"))
@@ -252,7 +252,7 @@ def test_mark_dllmain_failure_says_which_module_and_how():
     (no load_end: the module of the last "loaded"), from the loader's notifications (tests/test_dllmain.py
     checks each under Wine)."""
     from dlltrace.trace.reader import Load
-    from dlltrace.diagnose.replay import dllmain_running_module, mark_dllmain_failure
+    from dlltrace.diagnosis.replay import dllmain_running_module, mark_dllmain_failure
 
     class World:
         def __init__(self):

@@ -1,6 +1,6 @@
 """A trace holds what the replay needs (issue 14 item 1; docs/trace-format.md "What a trace keeps"):
 export lists trimmed to the names and ordinals the trace asks for (worlds/recorded.py asked_exports,
-trim_pe, trim_file_events, AskedOnly; diagnose/collect.py collect_facts, trim_trace_bytes).
+trim_pe, trim_file_events, AskedOnly; diagnosis/collect.py collect_facts, trim_trace_bytes).
 
 Rule-level tests on small `pe` objects and hand-written traces (fixtures/traces/handwritten.py's
 Writer, platform "windows": the Windows profile, where a missing export is 127), then the done-when
@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dlltrace.render.summary import produce
-from dlltrace.diagnose import collect
-from dlltrace.diagnose.collect import collect_facts, trim_trace_bytes
+from dlltrace.diagnosis import collect
+from dlltrace.diagnosis.collect import collect_facts, trim_trace_bytes
 from dlltrace.trace.reader import read_trace
 from dlltrace.worlds.recorded import (TRIMMED, Asked, AskedOnly, RecordedWorld, asked_exports, trim_file_events,
                                       trim_pe)

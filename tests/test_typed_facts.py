@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from simhelp import load, scenario
 
-from dlltrace.diagnose.explain import explain, fixes_for, leaf_node
+from dlltrace.diagnosis.explain import explain, fixes_for, leaf_node
 from dlltrace.render.text import verdict_line
 
 

@@ -1,4 +1,4 @@
-"""Which failed load is the failure (dlltrace/diagnose/verdict.py, docs/verdicts.md): one test per rule, named
+"""Which failed load is the failure (dlltrace/diagnosis/verdict.py, docs/verdicts.md): one test per rule, named
 after it, on traces written here the way fixtures/traces/handwritten.py writes them (the probes are
 the Windows loader's documented search order, not the model's prediction), and the report's forms
 (text, Markdown, JSON) for each kind of ending. Also: the model's agreement is said per load, with
@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from dlltrace.render import summary as report_mod
-from dlltrace.diagnose import verdict as V
-from dlltrace.diagnose.analysis import analyse
+from dlltrace.diagnosis import verdict as V
+from dlltrace.diagnosis.analysis import analyse
 from dlltrace.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,7 +349,7 @@ def test_rule_cut_by_cap_when_the_light_replay_let_go_of_the_loads_probes(tmp_pa
     """A failed load the cap cut only in a nested load (whose end was dropped): the report's light replay
     keeps the failed load without its probes and nested loads, and its verdict is still cut_by_cap,
     as in a replay that keeps everything (reviewer's case)."""
-    from dlltrace.diagnose.analysis import judged_incidents
+    from dlltrace.diagnosis.analysis import judged_incidents
 
     w = writer()
     pyd = "C:\\app\\x.pyd"

@@ -1,4 +1,4 @@
-"""Fix verification (diagnose/verify.py) and fix generation (diagnose/explain.py): every fix is re-run
+"""Fix verification (diagnosis/verify.py) and fix generation (diagnosis/explain.py): every fix is re-run
 through the model before it is offered; every missing DLL is named at once. A test each, named
 after the rule it checks; the done-when test walks every fixture scenario and trace."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from dlltrace import winpath
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.diagnose import verify
+from dlltrace.diagnosis import verify
 from simhelp import scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_rule_no_python_words_for_a_program_that_is_not_python():
 def test_rule_never_offer_what_the_process_already_did():
     """A folder the program added already, or one already on PATH, is not proposed again (before any
     re-run: the candidates themselves)."""
-    from dlltrace.diagnose.explain import make_searched
+    from dlltrace.diagnosis.explain import make_searched
 
     ext = {"path": SP + "\\pkg\\ext.pyd", "imports": ["dep.dll"]}
     sc = scenario(files=[ext, "C:\\deps\\dep.dll"], **PY,

@@ -142,7 +142,7 @@ def _explain(case, run, results) -> str:
 
 
 def simulate(case, api_sets):
-    from dlltrace.diagnose.scenario import run_scenario, scenario_from_dict
+    from dlltrace.diagnosis.scenario import run_scenario, scenario_from_dict
 
     return run_scenario(scenario_from_dict(case.scenario(api_sets), where=case.ident))
 

@@ -41,7 +41,7 @@ static void forked_child(void) {
     for (unsigned i = 0; i < CTX_SLOTS; i++) atomic_store(&dlltrace_linux_ctx_table[i].tid, 0);
     /* (the forking thread's context is its own again when its Python code next sets one) */
     /* a fork starts no program, so the audit library writes no audit_start for it: this says whose copy
-       the child is (the replay starts it as its parent's process: diagnose/replay_linux.py) */
+       the child is (the replay starts it as its parent's process: diagnosis/replay_linux.py) */
     char f[48];
     snprintf(f, sizeof f, "\"ppid\":%d", (int)getppid());
     emit("fork", f, NULL);
@@ -138,3 +138,6 @@ int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wc
     (void)trace_path; (void)pid; (void)exe;
     return 0;
 }
+
+/* (the Windows shim's stop, for dlltrace.Trace; the Linux recorder records from process start to exit) */
+int dlltrace_stop(void) { return 21; /* ERROR_NOT_READY */ }

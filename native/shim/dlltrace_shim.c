@@ -1097,6 +1097,15 @@ DLLTRACE_API void dlltrace_set_context(long long ctx_seq) {
 
 DLLTRACE_API const char *dlltrace_version(void) { return DLLTRACE_SHIM_VERSION; }
 
+/* Stop recording (dlltrace.Trace's exit, in the Python API): the stats line is written now, as at process
+   exit, and from then on every hook only passes its call through. The shim stays loaded (it is pinned)
+   and cannot start again in this process. Returns 0, or ERROR_NOT_READY (21) when it was not running. */
+DLLTRACE_API int dlltrace_stop(void) {
+    if (g_state != SHIM_RUNNING) return ERROR_NOT_READY;
+    write_stats();
+    return 0;
+}
+
 BOOL WINAPI DllMain(HINSTANCE inst, DWORD reason, LPVOID reserved) {
     if (reason == DLL_PROCESS_ATTACH) {
         g_self = inst;

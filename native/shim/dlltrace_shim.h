@@ -27,6 +27,11 @@ DLLTRACE_API void dlltrace_set_context(long long ctx_seq);
 
 DLLTRACE_API const char *dlltrace_version(void);
 
+/* Stop recording: the stats line is written, and the hooks pass every call through from then on; the
+   shim stays loaded and cannot start again. Returns 0, or ERROR_NOT_READY (21) when it was not running.
+   For the Python API (dlltrace.Trace). */
+DLLTRACE_API int dlltrace_stop(void);
+
 /* Append an "env" event for process `pid` with `exe` as its program, from this process's own
    state (cwd, PATH, DLL-search defaults, KnownDLLs, system folders) and "modules": null. For the
    launcher, whose child inherited that state but ended before its shim could start (a static

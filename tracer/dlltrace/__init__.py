@@ -1,3 +1,40 @@
-"""dlltrace: find out exactly why a Windows DLL failed to load."""
+"""dlltrace: find out exactly why a DLL (or a .so) failed to load.
 
-__version__ = "0.1.0"
+The Python API (docs/api.md; each name is dlltrace/api.py's, imported when first used, so that
+`import dlltrace` costs next to nothing):
+
+    dlltrace.read_trace(path)         a trace file, read
+    dlltrace.diagnose(trace_or_path)  one typed Diagnosis per traced process
+    dlltrace.deps(path)               a DLL, folder or wheel's import closure, resolved without running it
+    dlltrace.check(paths, allow=...)  the CI gate, as results
+    dlltrace.Trace(path=None, out=None)  trace this process's DLL loads while a block runs (Windows)
+"""
+
+from typing import Any
+
+from dlltrace.version import __version__
+
+__all__ = ["__version__", "read_trace", "diagnose", "deps", "check", "Trace", "Diagnosis", "FailedLoad",
+           "DlltraceError"]
+_API = {"read_trace", "diagnose", "deps", "check", "Trace"}
+_TYPES = {"Diagnosis", "FailedLoad"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from dlltrace import api
+
+        return getattr(api, name)
+    if name in _TYPES:
+        from dlltrace.diagnosis import result
+
+        return getattr(result, name)
+    if name == "DlltraceError":
+        from dlltrace.errors import DlltraceError
+
+        return DlltraceError
+    raise AttributeError(f"module 'dlltrace' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

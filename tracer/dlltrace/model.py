@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Literal, Mapping, Optional, Union, get_args
 
 from dlltrace import winpath
+from dlltrace.machines import MACHINE_NAMES  # noqa: F401  (a PE header's Machine field -> its name)
 
 # dataclass(slots=True) where Python has it (3.10): a big trace's replay keeps thousands of these
 # (bench/report_memory.py); on 3.9 they are plain dataclasses, the same but for their size
@@ -69,7 +70,7 @@ WindowsExtraOp = Literal["SetEnvironmentVariable", "delay_load"]
 PythonExtraOp = Literal["ctypes_find_library"]
 CallOp = Union[LoadOp, StateOp, PythonOp, WindowsExtraOp, PythonExtraOp]  # a scenario's call (engine.Call.op)
 # a result's op (CallResult.op): a load, a state change (os_add_dll_directory: Python's), or "start",
-# a program's static imports at process start (diagnose/replay.py replay_start), or an extra call's
+# a program's static imports at process start (diagnosis/replay.py replay_start), or an extra call's
 ResultOp = Union[LoadOp, StateOp, Literal["os_add_dll_directory", "start", "SetEnvironmentVariable", "ctypes_find_library"]]
 LOAD_OPS: tuple[LoadOp, ...] = get_args(LoadOp)
 STATE_OPS: tuple[StateOp, ...] = get_args(StateOp)
@@ -94,7 +95,7 @@ def load_op(api: str) -> LoadOp:
 #   torch, torch_preload, torch_retry   torch's _load_dll_libraries (its loads, its preloads of the
 #                         VC++ runtime, its retries with LoadLibraryW): inside `import torch`
 #   os_add_dll_directory  a load made inside os.add_dll_directory (a trace's context)
-#   start                 the program's static imports at process start (diagnose/replay.py replay_start)
+#   start                 the program's static imports at process start (diagnosis/replay.py replay_start)
 #   runtime               a load a DLL made at run time (origin_module: that DLL's base name), e.g.
 #                         ctranslate2.dll's LoadLibraryA("cublas64_12.dll") at the first GPU matmul
 OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
@@ -153,8 +154,6 @@ CAUSE_ERROR: dict[Cause, int] = {
 }
 
 MACHINES = ("x64", "x86", "arm64", "arm")
-# a PE header's Machine field -> its name in MACHINES (pe.machine_name; install.py reads the header itself)
-MACHINE_NAMES = {0x8664: "x64", 0x14C: "x86", 0xAA64: "arm64", 0x1C4: "arm", 0x1C0: "arm"}
 
 # What the loader found at one candidate path (Candidate.result), and the words the reports say for each.
 CandidateResult = Literal["found", "not_there", "wrong_machine", "not_pe", "access_denied", "already_loaded",
@@ -420,7 +419,7 @@ class Leaf:
 # A fix's kind (the `kind` of the JSON output): the family of fix, and its action, what exactly to do.
 FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "reinstall", "shadowing", "init", "call",
                   "permissions", "vc_redist", "preload", "copy", "set_dll_directory", "env", "import_order", "conda",
-                  "package"]
+                  "package", "linker", "driver", "cuda"]
 # add_dll_directory  os.add_dll_directory(folder) before `before` (path: the copy it holds; machine: the
 #                    process's, for a bad_machine leaf; bound, lacks: the copy searched first that lacks it)
 # path_prepend       put folder on PATH (a load that searches PATH)
@@ -438,7 +437,7 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # update_windows     an API set with no host
 # flags              the call's flags are invalid (reason: an InvalidFlagsReason)
 # permissions        access to path was denied
-# --- actions the model applies and re-runs (diagnose/verify.py); each names exactly what changes:
+# --- actions the model applies and re-runs (diagnosis/verify.py); each names exactly what changes:
 # preload_path       load path by full path (ctypes.WinDLL) before `before`: later requests for name match it
 # copy_file          copy path into folder `dest`
 # set_dll_directory  SetDllDirectory(folder) before the load (a non-Python program, or ctypes)
@@ -449,12 +448,24 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # activate_conda     activate the conda environment at folder (its Library\bin goes on PATH)
 # package_mechanism  call the package's own loader (call: "onnxruntime.preload_dlls()"), which loads name
 # cpu_build          name's initialization needs a CPU feature (lacks) this CPU lacks: a build without it
+# --- Linux (loader/linux/fixes.py applies and re-runs these through the ld.so model; set_env too):
+# set_runpath        give the module at path the RUNPATH value (patchelf), so its search holds folder
+# add_ld_so_conf     put folder in the ld.so cache (a file in /etc/ld.so.conf.d, then ldconfig)
+# --- the CUDA stack table's (diagnosis/cuda.py; advice, not re-run): kind "driver" or "cuda"
+# update_driver      update the NVIDIA driver to >= driver (family_driver: the lower one that runs it through
+#                    minor version compatibility)
+# install_driver     install an NVIDIA driver >= driver
+# install_cuda       install the CUDA `cuda` libraries (a toolkit, or pip's `package`)
+# other_cuda_build   or install `package`'s build for CUDA `cuda`
+# reorder_path       put folder before ahead_of on PATH
+# install_cudnn      install cuDNN `cudnn` for CUDA `cuda` (pip's `package`)
 FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "install", "find_package", "use_64bit_python",
                     "use_build", "reinstall", "preload", "update_loaded", "install_matching", "vc_redist", "check_init",
                     "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
                     "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism",
-                    "cpu_build"]
-# Which actions the model can apply to a copy of the world and process and re-run (diagnose/verify.py);
+                    "cpu_build", "set_runpath", "add_ld_so_conf", "update_driver", "install_driver", "install_cuda",
+                    "other_cuda_build", "reorder_path", "install_cudnn"]
+# Which actions the model can apply to a copy of the world and process and re-run (diagnosis/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (
     "add_dll_directory", "path_prepend", "install", "preload", "preload_path", "copy_file", "use_64bit_python",
@@ -464,7 +475,7 @@ APPLIED_ACTIONS: tuple[FixAction, ...] = (
 
 @dataclass(frozen=True, **SLOTS)
 class Outcome:
-    """What the model said when it re-ran the failing call with a fix applied (diagnose/verify.py)."""
+    """What the model said when it re-ran the failing call with a fix applied (diagnosis/verify.py)."""
 
     error: int  # the call's error after the fix (0: it loads)
     leaf: str = ""  # when it still fails: the DLL it fails on next
@@ -524,7 +535,12 @@ class Fix:
     flags: Optional[int] = None  # change_flags: the flags to pass
     module: str = ""  # import_first: the module to import first
     call: str = ""  # package_mechanism: the call to make ("onnxruntime.preload_dlls()")
-    files: tuple[str, ...] = ()  # package_mechanism: the files that call loads by full path
+    files: tuple[str, ...] = ()  # package_mechanism: the files that call loads by full path; preload_path: every file
+    driver: str = ""  # update_driver, install_driver: the NVIDIA driver to reach (>=)
+    family_driver: str = ""  # update_driver: the lower driver that runs it through minor version compatibility
+    cuda: str = ""  # install_cuda, other_cuda_build, install_cudnn: the CUDA major(.minor)
+    cudnn: Optional[int] = None  # install_cudnn: the cuDNN major
+    ahead_of: str = ""  # reorder_path: the folder `folder` must come before
     python: bool = True  # the process is Python: the words give Python code (False: Win32 calls, PATH)
     then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
     covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)
@@ -608,6 +624,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     if a == "permissions":
         return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
     if a == "preload_path":
+        if f.python and len(f.files) > 1:
+            return f"{before[0].upper() + before[1:]}:  " + "; ".join(code(f'ctypes.WinDLL(r"{p}")') for p in f.files) + \
+                " (loaded by full path, in this order)"
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL(r"{f.path}")') + \
                 f" (loaded by full path, it is the {f.name} every later request gets)"
@@ -617,6 +636,27 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return f"Copy {f.path} into {f.dest}"
     if a == "set_dll_directory":
         return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW(L"{f.folder}")')
+    if a in ("update_driver", "install_driver"):
+        verb = "Update the NVIDIA driver" if a == "update_driver" else "Install an NVIDIA driver"
+        extra = (f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited "
+                 "feature set)") if f.family_driver else ""
+        if not f.driver:
+            return verb
+        return (f"{verb} to >= {f.driver}{extra}" if a == "update_driver" else f"{verb} >= {f.driver}{extra}")
+    if a == "install_cuda":
+        return (f"Install the CUDA {f.cuda}.x libraries it loads: a CUDA {f.cuda} toolkit"
+                + (f", or {code('pip install ' + f.package)}" if f.package else ""))
+    if a == "other_cuda_build":
+        return f"Or install the {f.package} build for CUDA {f.cuda}"
+    if a == "reorder_path":
+        return f"Put {f.folder} before {f.ahead_of} on PATH"
+    if a == "install_cudnn":
+        return f"Install cuDNN {f.cudnn} for CUDA {f.cuda}" + (f" ({code('pip install ' + f.package)})" if f.package else "")
+    if a == "set_runpath":
+        return code(f"patchelf --set-rpath '{f.value}' {f.path}")
+    if a == "add_ld_so_conf":
+        stem = f.name.split(".so")[0]
+        return code(f"echo {f.folder} | sudo tee /etc/ld.so.conf.d/{stem}.conf && sudo ldconfig")
     if a == "set_env":
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = r"{f.value}"')

@@ -1,8 +1,8 @@
 """`dlltrace run`'s orchestration, above the replay and the diagnosis: run the program traced (the
 Windows launcher, trace/launch.py, or Linux's recorder, trace/linux.py), append the facts a later
-replay needs (a replay against this machine records what it asks: diagnose/collect.py on Windows,
-diagnose/replay_linux.py on Linux), finish the trace file (trace/files.py) and take the exit code
-from how the program ended (diagnose/ending.py). trace/ only runs programs and writes files; what
+replay needs (a replay against this machine records what it asks: diagnosis/collect.py on Windows,
+diagnosis/replay_linux.py on Linux), finish the trace file (trace/files.py) and take the exit code
+from how the program ended (diagnosis/ending.py). trace/ only runs programs and writes files; what
 needs the loader model or the diagnosis is here."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from dlltrace.diagnose import collect
-from dlltrace.diagnose.ending import ending
-from dlltrace.diagnose.replay_linux import replay_linux
+from dlltrace.diagnosis import collect
+from dlltrace.diagnosis.ending import ending
+from dlltrace.diagnosis.replay_linux import replay_linux
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN
 from dlltrace.trace import launch, linux
 from dlltrace.trace.files import append_events, finish_trace
@@ -40,7 +40,7 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
 
 
 def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
-    """Store in the trace the facts a replay needs (PE facts, near misses: diagnose/collect.py), so that
+    """Store in the trace the facts a replay needs (PE facts, near misses: diagnosis/collect.py), so that
     `dlltrace report` works from the file alone, after `end` (launch.run_end_event: how the launcher
     ended). A failure here never loses the trace."""
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map

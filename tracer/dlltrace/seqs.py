@@ -1,6 +1,6 @@
 """A read-only sequence whose items are made on demand (`_get(i)`), indexed like a list (negative indexes,
 slices): the trace's compact events (trace/reader.py Events), the replays with light records
-(diagnose/replay.py Replays), a process's replays picked out of them (diagnose/verdict.py)."""
+(diagnosis/replay.py Replays), a process's replays picked out of them (diagnosis/verdict.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Checking values against this package's JSON Schemas: each trace event against schemas/trace-v1.json,
-a whole scenario against schemas/scenario-v1.json (diagnose/scenario.py).
+a whole scenario against schemas/scenario-v1.json (diagnosis/scenario.py).
 
 The reader (trace.py) keeps every event it can use: an event whose field has the wrong type loses
 that field (it reads as absent) and the reader says so; nothing downstream then meets a number

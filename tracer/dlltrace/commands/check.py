@@ -12,7 +12,7 @@ import sys
 from dlltrace.classify import ALLOWABLE
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 from dlltrace.render.static import check_dict, check_summary, print_check
-from dlltrace.diagnose.static import check, check_targets, open_target
+from dlltrace.diagnosis.static import check, check_targets, open_target
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from dlltrace.diagnose.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
+from dlltrace.diagnosis.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_USAGE, DlltraceError
 from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown
 from dlltrace.render.explained import block_lines, print_blocks
@@ -33,7 +33,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def facts_of_args(args: argparse.Namespace) -> CudaFacts:
     if args.scenario:
-        from dlltrace.diagnose.scenario import load_scenario
+        from dlltrace.diagnosis.scenario import load_scenario
 
         if args.site_packages:
             raise DlltraceError("--site-packages is for this machine: a scenario's frameworks are its own files", EXIT_USAGE)

@@ -1,5 +1,5 @@
 """`dlltrace deps TARGET`: the import closure of a .dll/.pyd/.exe, a folder or a wheel, resolved by the
-simulated loader in a static world (diagnose/static.py, worlds/static.py), without running anything. Exits 0
+simulated loader in a static world (diagnosis/static.py, worlds/static.py), without running anything. Exits 0
 when every load resolves, 1 (EXIT_PROBLEMS) when one would fail (README, Exit codes)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 from dlltrace.render.static import deps_dict, deps_markdown, print_deps
-from dlltrace.diagnose.static import deps, open_target
+from dlltrace.diagnosis.static import deps, open_target
 from dlltrace import winpath
 
 

@@ -1,10 +1,10 @@
 """`dlltrace report TRACE [--json | --markdown] [--redact] [--all] [-o FILE]`: explain a trace's failed loads.
 
 The trace is replayed through the simulator in the world it recorded (worlds/recorded.py,
-diagnose/replay.py); for every failed top-level load the report names the leaf that really failed,
+diagnosis/replay.py); for every failed top-level load the report names the leaf that really failed,
 the chain from the Python action down to it, every folder searched with the rule that put
 it there, where the file actually is, the fixes, and whether the model agreed with every
-probe the real loader made for that load. Each failed load has a verdict (diagnose/verdict.py,
+probe the real loader made for that load. Each failed load has a verdict (diagnosis/verdict.py,
 docs/verdicts.md): only the failure the program hit is explained with fixes and counted; a load
 the program went past ("probed, absent, the program went on") is listed apart. Works on any OS,
 from the trace file alone.

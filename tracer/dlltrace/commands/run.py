@@ -5,7 +5,7 @@ The command runs under the native launcher (trace/launch.py, bin/dlltrace_launch
 it with the shim in place (and in a job object: it ends when the launcher does); stdin/stdout/stderr are
 the caller's. The exit code is the child's when it exited or crashed (its low 8 bits under Wine), else
 dlltrace's for how it ended: never ran, killed, Ctrl-C (README, Exit codes; runner.py:
-run_exit_code). The summary says how it ended (diagnose/ending.py). The trace file gets a header line
+run_exit_code). The summary says how it ended (diagnosis/ending.py). The trace file gets a header line
 here, then the shim's events (docs/trace-format.md): compressed (.jsonl.gz) unless -o names a plain
 file, capped at --max-size (what is dropped past it is counted and reported), redacted with --redact.
 `--wine` runs a Windows program under wine64. On Windows a Python child also gets the bootstrap

@@ -1,6 +1,6 @@
 """The CUDA stack table's three forms: terminal text (rich tables, as explained.Block), Markdown, and JSON
 (schemas/cuda-v1.json, docs/cuda.md). Every word comes from a typed field of cuda.CudaTable; the
-sentences of a mismatch and of a fix are cuda.mismatch_text and cuda.fix_text.
+sentences of a mismatch and of a fix are cuda.mismatch_text and model.fix_text (the one fix type's words).
 
 For `dlltrace report`: cuda_table_of_trace(trace) is the table of what the trace recorded, or None when
 the trace touched no CUDA file and recorded no CUDA variable (then the report shows nothing of it).
@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from dlltrace.diagnose.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, fix_text, mismatch_text
+from dlltrace.diagnosis.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, mismatch_text
+from dlltrace.model import Fix, fix_text
 from dlltrace.render.explained import Block, LineStyle, Styled, block_lines
 
 FORMAT = "dlltrace-cuda"
@@ -32,11 +33,20 @@ def cuda_table_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaTable]
 
 # --- JSON ---------------------------------------------------------------------------------------------------
 
-def _fix_dict(f, platform) -> dict[str, Any]:
-    d = dataclasses.asdict(f)
-    d["files"] = list(f.files)
-    d["text"] = fix_text(f, platform)
-    return d
+# schemas/cuda-v1.json's name of each fix action (the table's own names, kept for the JSON's readers)
+CUDA_ACTION_NAMES = {"path_prepend": "add_to_path", "package_mechanism": "preload_dlls", "preload_path": "preload_full_path",
+                     "other_cuda_build": "other_build"}
+
+
+def _fix_dict(f: Fix, platform) -> dict[str, Any]:
+    """A fix as cuda-v1.json has it: the table's action name and its operands."""
+    action = CUDA_ACTION_NAMES.get(f.action, f.action)
+    if f.action == "set_env" and f.variable == "LD_LIBRARY_PATH":
+        action = "add_to_path"
+    return {"action": action, "driver": f.driver or None, "cuda": f.cuda or None, "folder": f.folder or None,
+            "before": f.ahead_of or None, "cudnn": f.cudnn,
+            "package": f.package or None,
+            "files": list(f.files), "family_driver": f.family_driver or None, "text": fix_text(f)}
 
 
 def _mismatch_dict(m: Mismatch, platform) -> dict[str, Any]:

@@ -227,7 +227,7 @@ def call_text(e: ExplainedCall) -> str:
         return (f"{e.name} and its static imports  → {status:#x} {STARTUP_STATUS_TEXT.get(status, '')} "
                 f"(error {e.error}); the process ended before its entry point")
     head = f"{e.op}({e.name}, {e.flags:#x})"
-    # (torch's own loop: the model's typed origin, not the trace's last Python event; diagnose.explain.torch_origin)
+    # (torch's own loop: the model's typed origin, not the trace's last Python event; diagnosis.explain.torch_origin)
     origin = e.result.origin if e.result.origin_kind in TORCH_ORIGINS and e.result.origin else e.origin
     if origin:
         head = f"{as_typed(origin)}: {head}"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnose.analysis import Incident, api_set_source
+from dlltrace.diagnosis.analysis import Incident, api_set_source
 from dlltrace.trace.capped import capped, capped_dict
-from dlltrace.diagnose.ending import code_name, ending, ending_line
+from dlltrace.diagnosis.ending import code_name, ending, ending_line
 from dlltrace.render.calls import call_dict
 from dlltrace.render.text import environment_line
-from dlltrace.diagnose.verdict import verdict_dict
+from dlltrace.diagnosis.verdict import verdict_dict
 from dlltrace.trace.reader import Trace
-from dlltrace.diagnose.replay import Replayed
+from dlltrace.diagnosis.replay import Replayed
 
 
 CALLS = "calls"  # the key of the document's one long list (json_chunks writes it an item at a time)
@@ -82,7 +82,7 @@ def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterato
 
 
 def ending_dict(trace: Trace, explained: bool) -> dict[str, Any]:
-    """How the program ended (diagnose/ending.py): its kind, its full exit code and the code's name, the
+    """How the program ended (diagnosis/ending.py): its kind, its full exit code and the code's name, the
     signal `dlltrace run` passed on, and the sentence the text report gives ("" for a plain exit)."""
     e = ending(trace)
     return {"kind": e.kind, "code": e.code, "code_name": code_name(e.code) if e.code is not None else None,

@@ -1,12 +1,10 @@
-"""The report of a Linux trace (platform "linux": the LD_AUDIT recorder's events, diagnose/replay_linux.py),
+"""The report of a Linux trace (platform "linux": the LD_AUDIT recorder's events, diagnosis/replay_linux.py),
 as text, Markdown and JSON, from the typed replay (LinuxCall: leaf, chain, candidates with their rules,
 what ld.so really tried, fixes re-run through the model).
 
-Which failed call is the failure the program hit (rule_linux_python_exception): the one the Python
-exception the program ended on names (its message holds the leaf's or the call's name, as ctypes'
-`OSError: libcudart.so.11.0: cannot open shared object file` and ImportError's do); the others are
-listed apart as loads the program (or another process of the run: a pyenv shim's bash, a child) went
-past. Without such an exception every failed call is shown, none chosen.
+Which failed call is the failure the program hit is diagnosis/verdict_linux.py's (linux_verdicts); the
+others are listed apart as loads the program (or another process of the run: a pyenv shim's bash, a
+child) went past.
 
 Not yet through render/explained.py (whose words and folder handling are Windows's): a form of its own,
 made of the same typed fields, never of another module's sentences.
@@ -15,11 +13,15 @@ made of the same typed fields, never of another module's sentences.
 from __future__ import annotations
 
 import json
+import posixpath
+from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from dlltrace import model
 from dlltrace.trace.reader import Trace
-from dlltrace.diagnose.replay_linux import LinuxCall, replay_linux
+from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
+from dlltrace.diagnosis.result import schema as diagnosis_schema
+from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
 
@@ -27,52 +29,53 @@ from dlltrace.worlds.elf import ELFWorld
 RESULT_WORDS = {**model.RESULT_WORDS, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"}
 
 
-def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
-    out = []
-    for e in trace.of("py_exception"):
-        texts = [str(e.get("message") or "")] + [str(c.get("message") or "") for c in e.get("causes") or []
-                                                 if isinstance(c, dict)]
-        out.append((e.get("pid"), " ".join(texts)))
+# the subfolders glibc tries inside each folder of a search before the folder itself (dl-load.c: the
+# glibc-hwcaps/<level> subfolders, then the legacy tls and platform/hwcap ones); a report shows the folder once
+HWCAP_SUBFOLDERS = {"tls", "x86_64", "haswell", "avx512_1", "i686", "i586", "sse2", "aarch64", "atomics", "asimd"}
+
+
+def hwcaps_base(folder: str) -> str:
+    """The folder of a search that `folder` is a glibc-hwcaps or legacy hwcap subfolder of (itself otherwise)."""
+    parts = folder.split("/")
+    while len(parts) > 1:
+        if len(parts) > 2 and parts[-2] == "glibc-hwcaps":
+            parts = parts[:-2]
+        elif parts[-1] in HWCAP_SUBFOLDERS:
+            parts = parts[:-1]
+        else:
+            break
+    return "/".join(parts) or "/"
+
+
+@dataclass(frozen=True)
+class FolderGroup:
+    folder: str
+    rule: str
+    result: model.CandidateResult
+    subfolders: int  # how many of its hwcaps subfolders were tried too, each with the same result
+
+
+def folder_groups(cands: list[model.Candidate]) -> list[FolderGroup]:
+    """The files tried as folders: consecutive tries of one rule in a folder and its hwcaps subfolders, with
+    one result, are one line (glibc tries up to 11 of them for each folder of the system search path)."""
+    out: list[FolderGroup] = []
+    for x in cands:
+        base = hwcaps_base(posixpath.dirname(x.path))
+        last = out[-1] if out else None
+        if last is not None and (last.folder, last.rule, last.result) == (base, x.rule, x.result):
+            out[-1] = FolderGroup(base, x.rule, x.result, last.subfolders + 1)
+        else:
+            out.append(FolderGroup(base, x.rule, x.result, 0))  # (the folder itself: the rest are subfolders)
     return out
 
 
-def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optional[LinuxCall]:
-    """The last failed call whose name or leaf the program's final Python exception names."""
-    messages = _exception_messages(trace)
-    for c in reversed(calls):
-        names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
-        if any(pid == c.pid and any(n in text for n in names) for pid, text in messages):
-            return c
-    return None
-
-
-def linux_exit_code(trace: Trace) -> Optional[int]:
-    """The program's exit code, as `dlltrace run` recorded it (None: not recorded, or a signal)."""
-    e = next(trace.of("exit"), None)
-    code = e.get("code") if e else None
-    return code if isinstance(code, int) else None
-
-
-def linux_calls(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
-    """The failed calls of the trace (of its replay, `calls`, made here when not given), and the one the
-    program hit (or None)."""
-    failed = [c for c in (replay_linux(trace.events) if calls is None else calls) if c.error or c.real_error]
-    return failed, rule_linux_python_exception(failed, trace)
-
-
-def rule_linux_exit_zero(trace: Trace) -> bool:
-    """The program exited with 0: every failed call was one it went past (a probe for an optional
-    library, a pyenv shim's bash trying its .dylib)."""
-    return linux_exit_code(trace) == 0
-
-
-def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
-                   ) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
-    """(the failed calls, the one the program hit or None, those it went past)."""
-    failed, fatal = linux_calls(trace, calls)
-    if fatal is None and rule_linux_exit_zero(trace):
-        return failed, None, list(failed)
-    return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
+def rule_tag(rule: str) -> str:
+    """A rule as the Windows report tags its folders ("DLL_LOAD_DIR of x.pyd"): the object a RUNPATH or
+    RPATH is of by its file name (its folder is the line's)."""
+    for tag in ("RUNPATH of ", "RPATH of "):
+        if rule.startswith(tag):
+            return tag + posixpath.basename(rule[len(tag):])
+    return rule
 
 
 def _call_lines(c: LinuxCall) -> list[str]:
@@ -89,10 +92,15 @@ def _call_lines(c: LinuxCall) -> list[str]:
         out.append("  chain: " + " → ".join(x.rsplit("/", 1)[-1] for x in c.chain))
     cands = c.tree.candidates if c.tree else []
     if cands:
-        out += ["", f"  Where ld.so looked for {leaf}:"]
-        width = max(len(x.path) for x in cands)
-        for i, x in enumerate(cands, 1):
-            out.append(f"    {i:>2}  {x.path.ljust(width)}  {x.rule}  {RESULT_WORDS.get(x.result, x.result)}")
+        groups = folder_groups(cands)
+        files = f"{len(cands)} file{'s' if len(cands) != 1 else ''}"
+        out += ["", f"  Where ld.so looked for {leaf} ({files} in {len(groups)} folder{'s' if len(groups) != 1 else ''}):"]
+        width = max(len(g.folder) for g in groups)
+        rule_width = max(len(rule_tag(g.rule)) for g in groups)
+        for i, g in enumerate(groups, 1):
+            more = f"  (and {g.subfolders} glibc-hwcaps/tls subfolders)" if g.subfolders else ""
+            out.append(f"    {i:>2}  {g.folder.ljust(width)}  {rule_tag(g.rule).ljust(rule_width)}  "
+                       f"{RESULT_WORDS.get(g.result, g.result)}{more}")
     out.append("  The model tried the same files, in the same order, as ld.so did." if c.agrees else
                "  The model and the real ld.so tried different files (please report this, with the trace).")
     if c.fixes:
@@ -127,6 +135,8 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
 
 
 def linux_json(trace: Trace) -> str:
+    """`dlltrace report --json` of a Linux trace: schemas/report-linux-v1.json (linux_report_schema), with the
+    typed Diagnosis of each process (schemas/diagnosis-v1.json) in `diagnoses`."""
     calls = replay_linux(trace.events)  # (once: the JSON and the verdicts are of the same replay)
     doc: dict[str, Any] = linux_report_dict(trace.events, calls=calls)
     failed, fatal, apart = linux_verdicts(trace, calls)
@@ -135,7 +145,47 @@ def linux_json(trace: Trace) -> str:
     doc["fatal"] = None if fatal is None else failed.index(fatal)
     doc["went_on"] = [i for i, c in enumerate(failed) if any(c is a for a in apart)]
     doc["warnings"] = list(trace.warnings)
+    doc["diagnoses"] = [d.to_dict() for d in linux_diagnoses(trace, calls)]
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def linux_report_schema() -> dict[str, Any]:
+    """The JSON Schema of linux_json's document (committed as schemas/report-linux-v1.json; tests check it is
+    this): its own fields, and the Diagnosis schema's definitions for `diagnoses`."""
+    diag = diagnosis_schema()
+    defs = dict(diag["$defs"])
+    defs["Diagnosis"] = {k: v for k, v in diag.items() if k not in ("$schema", "$id", "title", "$defs")}
+    s, i, b, null = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"type": "null"}
+
+    def opt(t: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [t, null]}
+
+    cand = {"type": "object", "required": ["path", "rule", "result"], "additionalProperties": False,
+            "properties": {"path": s, "rule": s, "result": {"enum": list(model.CANDIDATE_RESULTS)}, "machine": s}}
+    fix = {"type": "object", "additionalProperties": False,
+           "required": ["action", "text", "folder", "path", "package", "verified", "framework_preloads", "needs_path", "fix"],
+           "properties": {"action": {"enum": ["ld_library_path", "patchelf", "install_package", "ldconfig"]}, "text": s,
+                          "folder": opt(s), "path": opt(s), "package": opt(s), "verified": b, "framework_preloads": b,
+                          "needs_path": b, "fix": {"type": "object"}}}
+    leaf = {"type": "object", "required": ["name", "cause", "detail", "parent"], "additionalProperties": False,
+            "properties": {"name": s, "cause": s, "detail": s, "parent": opt(s)}}
+    call = {"type": "object", "additionalProperties": False,
+            "required": ["pid", "exe", "op", "name", "by", "origin", "origin_kind", "origin_module", "error", "real_error",
+                         "leaf", "chain", "candidates", "recorded", "agrees", "tree", "fixes"],
+            "properties": {"pid": i, "exe": s, "op": {"const": "dlopen"}, "name": s, "by": opt(s), "origin": opt(s),
+                           "origin_kind": opt(s), "origin_module": opt(s), "error": s, "real_error": opt(s),
+                           "leaf": opt(leaf), "chain": {"type": "array", "items": s},
+                           "candidates": {"type": "array", "items": cand}, "recorded": {"type": "array", "items": cand},
+                           "agrees": b, "tree": opt({"type": "object"}), "fixes": {"type": "array", "items": fix}}}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-report-linux-v1",
+            "title": "dlltrace report --json of a Linux trace", "type": "object", "additionalProperties": False,
+            "required": ["format", "version", "calls", "agree", "failed", "source", "exit_code", "fatal", "went_on",
+                         "warnings", "diagnoses"],
+            "properties": {"format": {"const": "dlltrace-report-linux"}, "version": {"const": 1}, "calls": i, "agree": i,
+                           "failed": {"type": "array", "items": call}, "source": s, "exit_code": opt(i), "fatal": opt(i),
+                           "went_on": {"type": "array", "items": i}, "warnings": {"type": "array", "items": s},
+                           "diagnoses": {"type": "array", "items": {"$ref": "#/$defs/Diagnosis"}}},
+            "$defs": dict(sorted(defs.items()))}
 
 
 def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True,

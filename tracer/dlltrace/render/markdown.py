@@ -16,17 +16,17 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnose.analysis import Incident
+from dlltrace.diagnosis.analysis import Incident
 from dlltrace.render.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
-from dlltrace.diagnose.ending import ending
+from dlltrace.diagnosis.ending import ending
 from dlltrace.render.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
                                   fate_line, plural, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
-from dlltrace.diagnose.verdict import reason_text
+from dlltrace.diagnosis.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
-from dlltrace.diagnose.replay import Replayed
+from dlltrace.diagnosis.replay import Replayed
 
 
 def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
@@ -59,7 +59,7 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"{lead} {what} — `{winpath.basename(r.load.name or '?')}` could not start "
                    f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
     else:
-        # (torch's own loop: the model's typed origin, as the text says it: diagnose.explain.torch_origin)
+        # (torch's own loop: the model's typed origin, as the text says it: diagnosis.explain.torch_origin)
         origin = r.result.origin if r.result.origin_kind in TORCH_ORIGINS and r.result.origin else r.origin
         where = f" while `{as_typed(origin)}` loaded" if origin else " loading"
         out.append(f"{lead} {what} — WinError {r.real_error}{where} "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlltrace.render.calls import text_call
-from dlltrace.diagnose.scenario import load_scenario
+from dlltrace.diagnosis.scenario import load_scenario
 
 
 def explain_scenario(path: str):

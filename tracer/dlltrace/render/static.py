@@ -1,5 +1,5 @@
 """What `dlltrace deps` and `dlltrace check` print: JSON (schemas/static-v1.json, docs/static.md), the
-tree drawn with rich, Markdown, and check's one-line summary and table. Made from diagnose/static.py's typed
+tree drawn with rich, Markdown, and check's one-line summary and table. Made from diagnosis/static.py's typed
 results only."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rich.tree import Tree
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
-from dlltrace.diagnose.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
+from dlltrace.diagnosis.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
 
 SCHEMA = "dlltrace-static"
 SCHEMA_VERSION = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-from dlltrace.diagnose.analysis import judged_incidents
+from dlltrace.diagnosis.analysis import judged_incidents
 from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
 from dlltrace.render.json import call_dicts, json_chunks, json_report_head
 from dlltrace.render.markdown import markdown_report

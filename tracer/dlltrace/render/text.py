@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from dlltrace import __version__, winpath
+from dlltrace import winpath
+from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnose.analysis import Incident, api_set_source
+from dlltrace.diagnosis.analysis import Incident, api_set_source
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
-from dlltrace.diagnose.ending import Ending, code_text, ending, ending_line, headline
-from dlltrace.diagnose.verdict import Verdict, is_crash, reason_text
+from dlltrace.diagnosis.ending import Ending, code_text, ending, ending_line, headline
+from dlltrace.diagnosis.verdict import Verdict, is_crash, reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
-from dlltrace.diagnose.replay import Replayed, can_replay_start
+from dlltrace.diagnosis.replay import Replayed, can_replay_start
 
 
 

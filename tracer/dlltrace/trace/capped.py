@@ -5,7 +5,7 @@ Past 90% of the cap the writers drop the bulky lines (probe, dll_notify), past t
 the launcher's and the shims' last (`stats`) lines; each dropped line is counted by kind, with its bytes
 and the earliest "t" of any of them (`first_t`). A load none of whose events is at or after `first_t`
 is whole; any other may have lost its probes, its nested loads or its end, so the report gives it no
-verdict and no comparison with the model (diagnose/verdict.py: rule_cut_by_cap).
+verdict and no comparison with the model (diagnosis/verdict.py: rule_cut_by_cap).
 """
 
 from __future__ import annotations

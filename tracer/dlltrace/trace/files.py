@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from dlltrace import __version__
+from dlltrace.version import __version__
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
 from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace
 from dlltrace.tracecheck import check_event

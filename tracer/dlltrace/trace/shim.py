@@ -42,6 +42,7 @@ long long dlltrace_write_event(const char *ev, const char *fields_json);
 void dlltrace_set_context(long long ctx_seq);
 const char *dlltrace_version(void);
 int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wchar_t *exe);
+int dlltrace_stop(void);
 """
 
 SHIM_DLL = "dlltrace_shim64.dll"
@@ -173,6 +174,9 @@ class CffiBackend:
     def version(self) -> str:
         return self._b.string(self.fn["dlltrace_version"]()).decode()
 
+    def stop(self) -> int:
+        return int(self.fn["dlltrace_stop"]())
+
 
 ShimBackend = CffiBackend  # (its old name)
 
@@ -211,6 +215,9 @@ class CtypesBackend:
 
     def version(self) -> str:
         return self.lib.dlltrace_version().decode()
+
+    def stop(self) -> int:
+        return int(self.lib.dlltrace_stop())
 
 
 def load_backend(dll_path: "Optional[str]" = None):

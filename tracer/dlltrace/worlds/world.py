@@ -183,7 +183,7 @@ class ProcessState:
 
     def fork(self) -> "ProcessState":
         """A copy that shares this state's loaded-module list until it changes it (ForkedProcessState):
-        O(1), for the model's re-runs of a failed call (diagnose/verify.py). Valid while this state does
+        O(1), for the model's re-runs of a failed call (diagnosis/verify.py). Valid while this state does
         not change: use it and drop it before the next call."""
         return ForkedProcessState(self)
 

@@ -124,23 +124,23 @@ class OverlayWorld:
 
 @dataclass(frozen=True)
 class LinuxFix:
-    """A fix for a Linux load. action: ld_library_path | patchelf | install_package | ldconfig.
-    `fix` is the model.Fix when the project has the action (its words are fix_text's); `text` else."""
+    """A fix for a Linux load, as the Linux fixes are found and re-run: `fix` is the one fix type
+    (model.Fix: set_env LD_LIBRARY_PATH, set_runpath, add_ld_so_conf, install_package), whose words are
+    fix_text's. action: ld_library_path | patchelf | install_package | ldconfig."""
 
     action: str
     name: str
+    fix: Fix
     folder: str = ""
     path: str = ""  # patchelf: the file to change
     package: str = ""
-    text: str = ""
-    fix: Optional[Fix] = None
     verified: bool = False  # the model re-ran the process with it and the call loads
     framework_preloads: bool = False  # install_package: torch preloads this wheel's copy (torch/__init__.py)
     needs_path: bool = False  # install_package: loads only with LD_LIBRARY_PATH too
 
     @property
     def words(self) -> str:
-        return self.fix.text if self.fix is not None else self.text
+        return self.fix.text
 
 
 def site_packages(exe: str) -> list[str]:
@@ -170,11 +170,12 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
             patched = OverlayWorld(world, {posixpath.normpath(requester): replace(req, runpath=runpath, rpath=None)})
             ok = rerun(patched, env)
             fixes.append(LinuxFix("patchelf", name, folder=folder, path=requester, verified=ok,
-                                  text=f"patchelf --set-rpath '{runpath}' {requester}"))
+                                  fix=Fix("linker", "set_runpath", name=name, folder=folder, path=requester,
+                                          value=runpath, python=False, verified=ok)))
         cached = OverlayWorld(world, cache={name: copy})
         ok = rerun(cached, env)
         fixes.append(LinuxFix("ldconfig", name, folder=folder, verified=ok,
-                              text=f"echo {folder} | sudo tee /etc/ld.so.conf.d/{name.split('.so')[0]}.conf && sudo ldconfig"))
+                              fix=Fix("linker", "add_ld_so_conf", name=name, folder=folder, python=False, verified=ok)))
     wheel = nvidia_wheel(name, cuda_major_needed(world.file(requester) if requester else None))
     if wheel is not None and roots:
         folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")

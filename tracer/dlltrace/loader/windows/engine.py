@@ -426,7 +426,7 @@ class Simulator:
             self._probes.append(path)
             v = rules.rule_candidate(facts, machine)
             if self._datafile and v.result == "wrong_machine" and node.via == "call":
-                v = rules.Verdict("found", True)
+                v = rules.CandidateVerdict("found", True)
             node.candidates.append(Candidate(path, d.rule, v.result,
                                              facts.pe.machine if facts is not None and facts.pe else None))
             if v.result == "wrong_machine":

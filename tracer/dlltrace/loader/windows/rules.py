@@ -431,24 +431,25 @@ def rule_dependent_load_flags(facts: Optional[FileFacts]) -> int:
 
 # --- §4 candidates --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Verdict:
+class CandidateVerdict:
+    """What the loader does with one candidate file (rule_candidate): its result, and whether the search stops."""
     result: CandidateResult
     stop: bool  # the search ends here (found, or an error that ends it)
 
 
-def rule_candidate(facts: Optional[FileFacts], machine: str) -> Verdict:
+def rule_candidate(facts: Optional[FileFacts], machine: str) -> CandidateVerdict:
     """What the loader does with one candidate file: none there -> go on; the wrong
     machine -> skip it and go on (193 only if nothing else is found); not a PE -> stop
     with 193; access denied -> stop with 5; otherwise take it."""
     if facts is None:
-        return Verdict("not_there", False)
+        return CandidateVerdict("not_there", False)
     if facts.error == "access_denied":
-        return Verdict("access_denied", True)
+        return CandidateVerdict("access_denied", True)
     if facts.error == "not_pe":
-        return Verdict("not_pe", True)
+        return CandidateVerdict("not_pe", True)
     if facts.pe is not None and facts.pe.machine != machine:
-        return Verdict("wrong_machine", False)
-    return Verdict("found", True)
+        return CandidateVerdict("wrong_machine", False)
+    return CandidateVerdict("found", True)
 
 
 def rule_datafile_load(flags: int) -> bool:

@@ -10,7 +10,7 @@ the files in a folder, a file's PE facts with its version, a small text file's c
 Frameworks are read from their files (torch/version.py, onnxruntime/capi/version_info.py, a provider
 DLL's imports, dist-info folder names), never imported.
 
-Each check is one named function (rule_*), each mismatch a typed `Mismatch` with a typed `CudaFix`; the
+Each check is one named function (rule_*), each mismatch a typed `Mismatch` with its fixes (model.Fix, the one fix type); the
 words are made in one place (mismatch_text, fix_text). The driver table is data
 (data/cuda-drivers.json, with its source: NVIDIA's CUDA Toolkit release notes, Tables 2 and 3).
 """
@@ -28,13 +28,20 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping, Optional, Protocol
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts
+from dlltrace.model import FileFacts, Fix, fix_text
 from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
 from dlltrace.trace.reader import nt_to_win32
-from dlltrace.diagnose.replay import recorded_world, system_and_process
+from dlltrace.diagnosis.replay import recorded_world, system_and_process
 
 Platform = Literal["windows", "linux"]
+
+
+def path_first(platform: Platform, folder: str) -> Fix:
+    """Put folder first in the search of the framework's loads: PATH on Windows, LD_LIBRARY_PATH on Linux."""
+    if platform == "windows":
+        return Fix("path", "path_prepend", folder=folder, python=False)
+    return Fix("env", "set_env", folder=folder, variable="LD_LIBRARY_PATH", value=folder, python=False)
 DATA = Path(__file__).resolve().parents[1] / "data" / "cuda-drivers.json"
 
 # --- the driver table (data/cuda-drivers.json) -------------------------------------------------------------
@@ -533,23 +540,6 @@ MismatchKind = Literal[
 ]
 Severity = Literal["error", "warning"]
 
-FixAction = Literal["update_driver", "install_driver", "install_cuda", "add_to_path", "reorder_path",
-                    "install_cudnn", "preload_dlls", "preload_full_path", "other_build"]
-
-
-@dataclass(frozen=True)
-class CudaFix:
-    action: FixAction
-    driver: Optional[str] = None   # update_driver/install_driver: the driver to reach (>=)
-    cuda: Optional[str] = None     # install_cuda: the CUDA major(.minor) to install
-    folder: Optional[str] = None   # add_to_path / reorder_path (the folder to put first)
-    before: Optional[str] = None   # reorder_path: the folder it must come before
-    cudnn: Optional[int] = None    # install_cudnn: the cuDNN major
-    package: Optional[str] = None  # a pip package to install (nvidia-cublas-cu12), or the framework
-    files: tuple[str, ...] = ()    # preload_full_path: the files to load by full path, in order
-    family_driver: Optional[str] = None  # update_driver: the lower driver that runs it through minor version compatibility
-
-
 @dataclass(frozen=True)
 class Mismatch:
     kind: MismatchKind
@@ -563,7 +553,7 @@ class Mismatch:
     dll: Optional[str] = None         # the file name it is about (cublas64_12.dll, cudnn64_9.dll)
     have: Optional[str] = None        # what there is instead ("CUDA 11.8", "cuDNN 8", "CUDA 12 build")
     bundled: bool = False             # the subject brings its CUDA libraries itself (torch\\lib): only the driver matters
-    fixes: tuple[CudaFix, ...] = ()
+    fixes: tuple[Fix, ...] = ()  # the one fix type (model.Fix): the CUDA actions are its update_driver ... install_cudnn
 
 
 @dataclass(frozen=True)
@@ -1071,7 +1061,7 @@ def rule_no_driver(t: CudaTable) -> list[Mismatch]:
         # (a toolkit builds without a driver: a warning; a framework built for CUDA cannot run: an error)
         out.append(Mismatch("no_driver", "warning" if n.toolkit else "error", n.subject, needs_cuda=n.cuda,
                             needs_driver=drv, bundled=n.bundled,
-                            fixes=(CudaFix("install_driver", driver=drv),)))
+                            fixes=(Fix("driver", "install_driver", driver=drv or "", python=False),)))
     return out
 
 
@@ -1094,11 +1084,11 @@ def rule_driver_too_old(t: CudaTable) -> list[Mismatch]:
             need = full or family
             out.append(Mismatch("driver_too_old", "error", subject, needs_cuda=cuda, driver=d.version,
                                 driver_supports=d.supports, needs_driver=need, found=(d.path,), bundled=bundled,
-                                fixes=(CudaFix("update_driver", driver=need, family_driver=family if full and full != family else None),)))
+                                fixes=(Fix("driver", "update_driver", driver=need or "", family_driver=(family if full and full != family else None) or "", python=False),)))
         elif full and vtuple(d.version) < vtuple(full):
             out.append(Mismatch("driver_minor_compat", "warning", subject, needs_cuda=cuda, driver=d.version,
                                 driver_supports=d.supports, needs_driver=full, found=(d.path,), bundled=bundled,
-                                fixes=(CudaFix("update_driver", driver=full, family_driver=family),)))
+                                fixes=(Fix("driver", "update_driver", driver=full or "", family_driver=family or "", python=False),)))
     return out
 
 
@@ -1123,10 +1113,10 @@ def rule_cuda_major_missing(t: CudaTable, files_in) -> list[Mismatch]:
             continue
         majors = sorted({m for _, m, _ in _places(t) if m is not None})
         have = [f"CUDA {m}" for m in majors]
-        fixes = [CudaFix("install_cuda", cuda=str(fw.cuda_major), package=_cublas_wheel(fw.cuda_major, t.platform))]
+        fixes = [Fix("cuda", "install_cuda", cuda=str(fw.cuda_major), package=_cublas_wheel(fw.cuda_major, t.platform), python=False)]
         others = [m for m in majors if m != fw.cuda_major]  # (a build for the major it has is what it is already)
         if others:
-            fixes.append(CudaFix("other_build", package=fw.name, cuda=str(others[-1])))
+            fixes.append(Fix("cuda", "other_cuda_build", package=fw.name, cuda=str(others[-1]), python=False))
         out.append(Mismatch("cuda_major_missing", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
                             have=", ".join(have) or None, fixes=tuple(fixes)))
     return out
@@ -1167,7 +1157,7 @@ def rule_framework_toolkit_major(t: CudaTable, files_in) -> list[Mismatch]:
         best = max(off, key=lambda tk: vtuple(tk.version))
         out.append(Mismatch("framework_toolkit_major", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
                             have=f"CUDA {on_path[0].version}", found=(on_path[0].bin, best.bin),
-                            fixes=(CudaFix("add_to_path", folder=best.bin),)))
+                            fixes=(path_first(t.platform, best.bin),)))
     return out
 
 
@@ -1196,7 +1186,7 @@ def rule_path_order(t: CudaTable, files_in) -> list[Mismatch]:
                 continue
             out.append(Mismatch("path_order", "warning", ", ".join(wants), needs_cuda=later.version, dll=shared[0],
                                 have=f"CUDA {first.version}", found=(first.bin, later.bin),
-                                fixes=(CudaFix("reorder_path", folder=later.bin, before=first.bin),)))
+                                fixes=(Fix("path", "reorder_path", folder=later.bin, ahead_of=first.bin, python=False),)))
     return out
 
 
@@ -1212,8 +1202,8 @@ def rule_cudnn_major_missing(t: CudaTable) -> list[Mismatch]:
         have = sorted({f"cuDNN {c.major}" for c in t.cudnns})
         out.append(Mismatch("cudnn_major_missing", "error", _label(fw), needs_cuda=fw.cuda,
                             dll=next(n for n in fw.needs if cudnn_major_of_name(n)), have=", ".join(have) or None,
-                            fixes=(CudaFix("install_cudnn", cudnn=fw.cudnn_major, cuda=str(fw.cuda_major) if fw.cuda_major else None,
-                                           package=_cudnn_wheel(fw.cudnn_major, fw.cuda_major)),)))
+                            fixes=(Fix("cuda", "install_cudnn", cudnn=fw.cudnn_major, cuda=str(fw.cuda_major) if fw.cuda_major else "",
+                                      package=_cudnn_wheel(fw.cudnn_major, fw.cuda_major), python=False),)))
     return out
 
 
@@ -1235,7 +1225,7 @@ def rule_cudnn_cuda_major(t: CudaTable) -> list[Mismatch]:
             out.append(Mismatch("cudnn_cuda_major", "error", f"CUDA {tk.version} toolkit ({tk.root})",
                                 needs_cuda=tk.version, dll=winpath.basename(c.path) if t.platform == "windows" else posixpath.basename(c.path),
                                 have=f"cuDNN {c.version or c.major} for CUDA {c.cuda_major}", found=(c.path,),
-                                fixes=(CudaFix("install_cudnn", cudnn=c.major, cuda=tk.version.split(".")[0]),)))
+                                fixes=(Fix("cuda", "install_cudnn", cudnn=c.major, cuda=tk.version.split(".")[0], python=False),)))
     for fw in t.frameworks:
         names = [n for n in fw.needs if cudnn_major_of_name(n)]
         if not names or fw.cuda_major is None:
@@ -1246,8 +1236,8 @@ def rule_cudnn_cuda_major(t: CudaTable) -> list[Mismatch]:
             c = first[0]
             out.append(Mismatch("cudnn_cuda_major", "error", _label(fw), needs_cuda=fw.cuda, dll=names[0],
                                 have=f"cuDNN {c.version or c.major} for CUDA {c.cuda_major}", found=(c.path,),
-                                fixes=(CudaFix("install_cudnn", cudnn=c.major, cuda=str(fw.cuda_major),
-                                               package=_cudnn_wheel(c.major, fw.cuda_major)),)))
+                                fixes=(Fix("cuda", "install_cudnn", cudnn=c.major, cuda=str(fw.cuda_major),
+                                          package=_cudnn_wheel(c.major, fw.cuda_major), python=False),)))
     return out
 
 
@@ -1266,11 +1256,13 @@ def rule_wheel_not_searched(t: CudaTable, files_in) -> list[Mismatch]:
             if wheel is None:
                 continue
             if fw.name == "onnxruntime-gpu":
-                fix = CudaFix("preload_dlls", package="onnxruntime")
+                fix = Fix("package", "package_mechanism", name=name, package="onnxruntime", call="onnxruntime.preload_dlls()",
+                          python=True)
             else:
-                fix = CudaFix("preload_full_path", files=(winpath.join(wheel.folder, name),))
+                fix = Fix("preload", "preload_path", name=name, path=winpath.join(wheel.folder, name),
+                          files=(winpath.join(wheel.folder, name),), python=True)
             out.append(Mismatch("wheel_not_searched", "error", _label(fw), needs_cuda=fw.cuda, dll=name,
-                                found=(wheel.folder,), fixes=(fix, CudaFix("add_to_path", folder=wheel.folder))))
+                                found=(wheel.folder,), fixes=(fix, path_first(t.platform, wheel.folder))))
             break
     return out
 
@@ -1282,32 +1274,6 @@ def mismatches(t: CudaTable, files_in) -> list[Mismatch]:
 
 
 # --- words: made from the typed fields, in one place ----------------------------------------------------------
-
-def fix_text(f: CudaFix, platform: Platform = "windows") -> str:
-    if f.action in ("update_driver", "install_driver"):
-        verb = "update the NVIDIA driver" if f.action == "update_driver" else "install an NVIDIA driver"
-        extra = f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited feature set)" \
-            if f.family_driver else ""
-        return (f"{verb} to >= {f.driver}{extra}" if f.action == "update_driver" else f"{verb} >= {f.driver}{extra}") \
-            if f.driver else verb
-    if f.action == "install_cuda":
-        return f"install the CUDA {f.cuda}.x libraries it loads: a CUDA {f.cuda} toolkit" + \
-            (f", or `pip install {f.package}`" if f.package else "")
-    if f.action == "other_build":
-        return f"or install the {f.package} build for CUDA {f.cuda}"
-    if f.action == "add_to_path":
-        return (f'put {f.folder} on PATH (os.environ["PATH"] = r"{f.folder};" + os.environ["PATH"] in Python, before the load)'
-                if platform == "windows" else f"put {f.folder} on LD_LIBRARY_PATH")
-    if f.action == "reorder_path":
-        return f"put {f.folder} before {f.before} on PATH"
-    if f.action == "install_cudnn":
-        return f"install cuDNN {f.cudnn} for CUDA {f.cuda}" + (f" (`pip install {f.package}`)" if f.package else "")
-    if f.action == "preload_dlls":
-        return "call onnxruntime.preload_dlls() before creating the session (it loads the nvidia-* wheels' DLLs by full path)"
-    if f.action == "preload_full_path":
-        return "before the first GPU call: " + "; ".join(f'ctypes.CDLL(r"{p}")' for p in f.files)
-    return f.action
-
 
 def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
     """The sentence naming a mismatch, then its fixes."""
@@ -1335,7 +1301,12 @@ def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
         s = f"{m.subject} needs {m.dll}: it is in {m.found[0]} (an nvidia-* wheel), which no search reaches"
     else:  # pragma: no cover
         s = m.kind
-    return s + ": " + "; ".join(fix_text(f, platform) for f in m.fixes) if m.fixes else s
+    return s + ": " + "; ".join(_lower_first(fix_text(f)) for f in m.fixes) if m.fixes else s
+
+
+def _lower_first(words: str) -> str:
+    """A fix's sentence after a colon ("...: update the NVIDIA driver to >= 531.14")."""
+    return words[:1].lower() + words[1:]
 
 
 # --- a trace and a scenario as worlds -------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 from dlltrace import winpath
 from dlltrace.worlds.live import LiveWorld, PathMap, listdir
 from dlltrace.worlds.recorded import RecordingWorld, trim_file_events
-from dlltrace.diagnose.replay import can_replay_start, replay, replay_start, system_and_process
+from dlltrace.diagnosis.replay import can_replay_start, replay, replay_start, system_and_process
 from dlltrace.trace.files import event_lines
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.world import ProcessState

@@ -1,4 +1,4 @@
-"""A trace's analysis: every traced process replayed through the loader model (diagnose/replay.py), the
+"""A trace's analysis: every traced process replayed through the loader model (diagnosis/replay.py), the
 failed loads grouped with their retries into incidents, each with its verdict (verdict.py: the
 failure the program hit, or a load it went past), and where the replay's API sets came from."""
 
@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
-from dlltrace.diagnose.verdict import Verdict, judge, key, same_module
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
+from dlltrace.diagnosis.ending import ending
+from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
+from dlltrace.model import ERROR_TEXT, CallResult
 from dlltrace.trace.reader import Progress, Trace, paused_gc
-from dlltrace.diagnose.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
+from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
                                    replay, replay_start)
 
 
@@ -86,3 +89,49 @@ def api_set_source(trace: Trace) -> str:
     process recorded its schema, else "builtin"."""
     pids = trace.pids or [e["pid"] for e in trace.of("env")]
     return "trace" if pids and all(api_set_schema(trace, p).source == "trace" for p in pids) else "builtin"
+
+
+# --- one Diagnosis per process (diagnosis/result.py) ---------------------------------------------------------
+def _tried(res: CallResult) -> tuple[Tried, ...]:
+    chain = res.tree.failure_chain() if res.tree is not None else []
+    leaf = chain[-1] if chain and chain[-1].cause else None
+    return tuple(Tried(c.path, c.rule, c.result) for c in (leaf.candidates if leaf else []))
+
+
+def failed_load(inc: Incident) -> FailedLoad:
+    """An incident (a failed load and its retries) as a FailedLoad: its last attempt's facts."""
+    r = inc.attempts[-1]
+    res = r.result
+    v = inc.verdict
+    return FailedLoad(
+        seq=r.load.seq, api=r.load.api, name=r.load.name or res.name, error=r.real_error or res.error or 0,
+        message=ERROR_TEXT.get(r.real_error or res.error or 0, ""), fate=v.fate if v else "unknown",
+        reason=v.reason if v else None, origin=res.origin or r.origin,
+        leaf=res.leaf.name if res.leaf else None, cause=res.leaf.cause if res.leaf else None,
+        needed_by=res.leaf.parent if res.leaf else None, chain=tuple(res.chain), tried=_tried(res),
+        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
+        next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
+        fixes=tuple(res.fixes), model_agrees=not any(a.differences for a in inc.attempts),
+        attempts=len(inc.attempts))
+
+
+def process_end(trace: Trace, pid: int) -> ProcessEnd:
+    """How process pid ended: the run's ending for the program `dlltrace run` started; for the others, their
+    own exit event when the trace has one."""
+    e = ending(trace)
+    if e.pid == pid or (e.pid is None and trace.pids[:1] == [pid]):
+        return ProcessEnd(e.kind, e.code, e.signal)
+    own = next((x for x in trace.of("exit", pid=pid) if isinstance(x.get("code"), int)), None)
+    return ProcessEnd("exited", own["code"]) if own is not None else ProcessEnd("unknown")
+
+
+def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
+    """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them."""
+    _, incs = judged_incidents(trace)
+    pids = list(dict.fromkeys([*trace.pids, *trace.start_failures()]))
+    out = []
+    for pid in pids:
+        proc = trace.process(pid) or trace.env(pid) or {}
+        failures = tuple(failed_load(i) for i in incs if i.first.load.pid == pid)
+        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), process_end(trace, pid), failures))
+    return out

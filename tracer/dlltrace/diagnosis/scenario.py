@@ -27,7 +27,7 @@ from dlltrace.loader.windows.engine import Call, CallError
 from dlltrace.loader.windows.rules import BoundVersionCondition, InitFacts, rule_add_dll_directory_valid
 from dlltrace.tracecheck import SCENARIO_SCHEMA_PATH, SchemaError, Validator, json_type, show
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, VirtualWorld
-from dlltrace.diagnose.explain import explain as _explain
+from dlltrace.diagnosis.explain import explain as _explain
 
 FORMAT = "dlltrace-scenario"
 VERSION = 1

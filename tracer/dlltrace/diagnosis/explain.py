@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from dlltrace import packages, winpath
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_package_dll_loop, rule_torch_dll_loop_origin
-from dlltrace.diagnose import verify
+from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
@@ -403,7 +403,7 @@ def _provides(world: World, path: str, leaf: Node) -> bool:
 
 
 def fixes_for(res: CallResult, world: World, process: ProcessState, snapshot: bool = True) -> list[Fix]:
-    """The fixes for a failed call, each re-run through the model (diagnose/verify.py): those that make
+    """The fixes for a failed call, each re-run through the model (diagnosis/verify.py): those that make
     the call load, ranked, then the advice the model cannot apply. `process`: the state of the call
     (copied first unless `snapshot` is False: a copy already, which re-runs copy again)."""
     if leaf_node(res.tree) is None:

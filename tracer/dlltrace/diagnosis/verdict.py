@@ -25,8 +25,8 @@ from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
-from dlltrace.diagnose.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
-from dlltrace.diagnose.replay import Replayed, Replays
+from dlltrace.diagnosis.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
+from dlltrace.diagnosis.replay import Replayed, Replays
 from dlltrace.trace.reader import Trace
 
 Fate = Literal["fatal", "went_on", "unknown"]

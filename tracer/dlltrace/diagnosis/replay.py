@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.diagnose.explain import explain
+from dlltrace.diagnosis.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
 from dlltrace.trace.capped import capped, cut_by_cap

@@ -1,0 +1,108 @@
+"""Every --json output of every command validates against its schema (tracer/dlltrace/schemas/): report of
+a Windows and of a Linux trace, simulate, deps of a DLL folder and of a .so, check, cuda; the schemas made from
+code (the Diagnosis's and the Linux report's) are the committed files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import winetools
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "tracer" / "dlltrace" / "schemas"
+
+
+def schema(name: str) -> jsonschema.Draft202012Validator:
+    s = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(s)
+    return jsonschema.Draft202012Validator(s)
+
+
+def run_json(*argv: str, cwd: Path = ROOT, ok=(0, 1)) -> dict:
+    r = subprocess.run([sys.executable, "-m", "dlltrace", *argv], capture_output=True, text=True, cwd=cwd,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=600)
+    assert r.returncode in ok, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_report_of_windows_traces():
+    v = schema("result-v1.json")
+    for t in sorted((ROOT / "fixtures" / "traces").glob("*.jsonl")):
+        v.validate(run_json("report", str(t), "--json", ok=(0,)))
+
+
+def test_simulate():
+    v = schema("result-v1.json")
+    for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
+        v.validate(run_json("simulate", str(s), "--json"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux trace is recorded here")
+def test_report_of_a_linux_trace_with_its_diagnoses(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(tmp_path / "t.jsonl"), "--", sys.executable,
+                        "-c", "import ctypes\ntry:\n    ctypes.CDLL('libnope_optional.so.1')\nexcept OSError:\n    pass\n"
+                              "ctypes.CDLL('libdlltrace_no_such.so.2')"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=300)
+    assert r.returncode == 1, r.stderr
+    doc = run_json("report", str(tmp_path / "t.jsonl"), "--json", ok=(0,))
+    schema("report-linux-v1.json").validate(doc)
+    (d,) = [d for d in doc["diagnoses"] if d["outcome"] == "died_of_load"]
+    fates = {f["name"]: f["fate"] for f in d["failures"]}
+    assert fates == {"libnope_optional.so.1": "went_on", "libdlltrace_no_such.so.2": "fatal"}
+
+
+def test_the_generated_schemas_are_the_committed_files():
+    from dlltrace.diagnosis.result import schema as diagnosis_schema
+    from dlltrace.render.linux import linux_report_schema
+
+    for name, made in (("diagnosis-v1.json", diagnosis_schema()), ("report-linux-v1.json", linux_report_schema())):
+        assert json.loads((SCHEMAS / name).read_text(encoding="utf-8")) == made, f"{name}: regenerate it"
+
+
+def test_deps_and_check_of_a_dll_folder(tmp_path):
+    winetools.require("mingw64")
+    leaf = winetools.mingw_compile([ROOT / "fixtures" / "dlls" / "leaf.c"], tmp_path / "leaf.dll", dll=True)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    winetools.mingw_compile([ROOT / "fixtures" / "dlls" / "mid.c", leaf], pkg / "mid.dll", dll=True)
+    v = schema("static-v1.json")
+    env_cache = str(tmp_path / "cache")
+    os.environ["DLLTRACE_CACHE"] = env_cache
+    try:
+        deps = run_json("deps", str(pkg), "--json")
+        v.validate(deps)
+        assert not deps["ok"]
+        check = run_json("check", str(pkg), "--json")
+        v.validate(check)
+        shutil.copy(leaf, pkg / "leaf.dll")
+        v.validate(run_json("deps", str(pkg), "--json", ok=(0,)))
+    finally:
+        del os.environ["DLLTRACE_CACHE"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_shared_object(tmp_path):
+    v = schema("static-linux-v1.json")
+    (tmp_path / "b.c").write_text("int b(void) { return 2; }\n")
+    (tmp_path / "a.c").write_text("int b(void);\nint a(void) { return b(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libb.so"), str(tmp_path / "b.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "liba.so"), str(tmp_path / "a.c"),
+                    "-L", str(tmp_path), "-lb"], check=True)
+    doc = run_json("deps", str(tmp_path / "liba.so"), "--json")
+    v.validate(doc)
+    assert not doc["ok"] and [p["name"] for p in doc["problems"]] == ["libb.so"]
+
+
+def test_cuda_of_a_scenario_and_of_this_machine():
+    v = schema("cuda-v1.json")
+    for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
+        v.validate(run_json("cuda", "--scenario", str(s), "--json", ok=(0,)))
+    v.validate(run_json("cuda", "--json", ok=(0,)))

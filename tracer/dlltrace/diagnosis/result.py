@@ -1,0 +1,173 @@
+"""One typed Diagnosis per traced process, of a Windows or a Linux trace alike: how the process ended, and
+each failed load with its fate (the failure the program hit, or one it went past), its leaf and chain, the
+files the loader tried with the rule that put each there, the copies found elsewhere, what fails next, and
+the fixes (model.Fix: one fix type for both OSes, each with whether the model re-ran it and what the re-run
+gave). Pure data, no sentences: the renderers word it. `to_dict` is its JSON, whose schema is generated
+from these classes (`schema`, schemas/diagnosis-v1.json).
+
+Built from a trace by diagnosis/analysis.py (`windows_diagnoses`) and diagnosis/verdict_linux.py
+(`linux_diagnoses`); the public API's `dlltrace.diagnose` returns them."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Union, get_args, get_origin
+
+from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
+
+DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
+DIAGNOSIS_VERSION = 1
+
+Platform = Literal["windows", "linux"]
+# How the process ended (diagnosis/ending.py's kinds; "unknown" for a process whose end the trace does not hold)
+EndKind = Literal["exited", "crashed", "could_not_start", "killed", "interrupted", "never_ran", "not_windows",
+                  "unknown"]
+# A failed load's fate (diagnosis/verdict.py): the failure the program hit, one it went past, or not known
+Fate = Literal["fatal", "went_on", "unknown"]
+
+
+@dataclass(frozen=True)
+class ProcessEnd:
+    kind: EndKind
+    code: Optional[int] = None  # the exit code (Windows: the full 32-bit code; an NTSTATUS for a crash)
+    signal: Optional[int] = None  # Linux: the signal that ended it
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One file the loader tried for the leaf, in order, and the rule that put its folder in the search."""
+    path: str
+    rule: str  # the rule's tag: "DLL_LOAD_DIR of x.pyd", "PATH[2]", "RUNPATH of libx.so", "system search path"
+    result: CandidateResult
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A copy of the leaf outside the files tried, and how its folder relates to the search."""
+    path: str
+    relation: Relation
+    machine: Optional[str] = None
+    version: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class NextFailure:
+    """A library the load would fail on once the leaf is fixed."""
+    name: str
+    cause: Cause
+    needed_by: str
+
+
+@dataclass(frozen=True)
+class FailedLoad:
+    seq: int  # the load's sequence number in its process's events (Linux: its index among the process's calls)
+    api: str  # LoadLibraryExW, LdrLoadDll, dlopen, "static imports" (a program that could not start)
+    name: str  # the name or path the program asked for
+    error: int  # the Win32 error (126, 193, ...); Linux: 0 (its text is `message`)
+    message: str  # the loader's own text (FormatMessage's, dlerror's)
+    fate: Fate
+    reason: Optional[str]  # the verdict rule that decided the fate (docs/verdicts.md)
+    origin: str  # the Python action that made the call ("import torch", "ctypes.CDLL('x.dll')"), "" unknown
+    leaf: Optional[str]  # the library that really failed
+    cause: Optional[Cause]
+    needed_by: Optional[str]  # the module that needed the leaf
+    chain: tuple[str, ...]  # from the call's module down to the leaf
+    tried: tuple[Tried, ...]  # every file the loader tried for the leaf, in order
+    elsewhere: tuple[Copy, ...]
+    next_failures: tuple[NextFailure, ...]
+    fixes: tuple[Fix, ...]
+    model_agrees: bool  # the model tried the files the real loader tried, in its order
+    attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    platform: Platform
+    pid: int
+    program: str  # the program's path, "" when unknown
+    end: ProcessEnd
+    failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
+
+    @property
+    def fatal(self) -> Optional[FailedLoad]:
+        """The failed load the program hit (died of), or None."""
+        return next((f for f in reversed(self.failures) if f.fate == "fatal"), None)
+
+    @property
+    def went_past(self) -> tuple[FailedLoad, ...]:
+        return tuple(f for f in self.failures if f.fate == "went_on")
+
+    @property
+    def outcome(self) -> str:
+        """In one word: "died_of_load" (a failed load ended it), else how it ended ("exited", "crashed", ...);
+        "ok" when it exited with 0 and no load was fatal."""
+        if self.fatal is not None:
+            return "died_of_load"
+        if self.end.kind == "exited" and self.end.code == 0:
+            return "ok"
+        return self.end.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (schemas/diagnosis-v1.json): every field, plus the outcome word."""
+        d = _plain(self)
+        return {"format": DIAGNOSIS_FORMAT, "version": DIAGNOSIS_VERSION, "outcome": self.outcome, **d}
+
+
+def _plain(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    return v
+
+
+# --- the JSON schema, from the classes --------------------------------------------------------------------------
+def _type_schema(t: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    origin = get_origin(t)
+    if t is type(None):
+        return {"type": "null"}
+    if t is str:
+        return {"type": "string"}
+    if t is bool:
+        return {"type": "boolean"}
+    if t is int:
+        return {"type": "integer"}
+    if origin is Literal:
+        return {"enum": list(get_args(t))}
+    if origin is Union or (sys.version_info >= (3, 10) and origin is getattr(__import__("types"), "UnionType", None)):
+        return {"anyOf": [_type_schema(a, defs) for a in get_args(t)]}
+    if origin is tuple:
+        args = get_args(t)
+        return {"type": "array", "items": _type_schema(args[0], defs)}
+    if isinstance(t, type) and dataclasses.is_dataclass(t):
+        name = t.__name__
+        if name not in defs:
+            defs[name] = {}  # (a recursive reference: Fix.then)
+            hints = typing.get_type_hints(t, vars(sys.modules[t.__module__]))
+            fields = dataclasses.fields(t)
+            defs[name] = {"type": "object", "additionalProperties": False,
+                          "required": [f.name for f in fields],
+                          "properties": {f.name: _type_schema(hints[f.name], defs) for f in fields}}
+        return {"$ref": f"#/$defs/{name}"}
+    raise TypeError(f"no JSON schema for {t!r}")
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of Diagnosis.to_dict(), made from the dataclasses (the committed
+    schemas/diagnosis-v1.json is this; tests/test_api.py checks it)."""
+    defs: dict[str, Any] = {}
+    top = _type_schema(Diagnosis, defs)
+    assert top == {"$ref": "#/$defs/Diagnosis"}
+    root = dict(defs.pop("Diagnosis"))
+    root["required"] = ["format", "version", "outcome", *root["required"]]
+    root["properties"] = {"format": {"const": DIAGNOSIS_FORMAT}, "version": {"const": DIAGNOSIS_VERSION},
+                          "outcome": {"enum": ["died_of_load", "ok", *get_args(EndKind)]}, **root["properties"]}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-diagnosis-v1",
+            "title": "dlltrace diagnosis of one traced process (dlltrace.diagnosis)", **root,
+            "$defs": dict(sorted(defs.items()))}
+
+
+__all__ = ["Diagnosis", "FailedLoad", "ProcessEnd", "Tried", "Copy", "NextFailure", "Fix", "Outcome", "schema"]
