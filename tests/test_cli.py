@@ -130,9 +130,9 @@ def test_no_arguments_prints_usage(dlltrace_cli):
 
 
 def test_version(dlltrace_cli, monkeypatch):
-    from dlltrace.trace import launch
+    from dlltrace.trace import launch, where
 
-    monkeypatch.setattr(launch, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
+    monkeypatch.setattr(where, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
     r = dlltrace_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
 
@@ -234,9 +234,9 @@ def test_dlltrace_wine_prog_is_the_shorthands_twin(dlltrace_cli, no_run, tmp_pat
 
 
 def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, tmp_path):
-    from dlltrace.trace import launch
+    from dlltrace.trace import launch, where
 
-    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
+    monkeypatch.setattr(where, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
     r = dlltrace_cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("dlltrace ")
     have = (launch.BIN / launch.LAUNCHER).is_file() and (launch.BIN / launch.SHIM).is_file()
@@ -246,7 +246,7 @@ def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, 
     # an install without the native files
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setattr(launch, "BIN", empty)
+    monkeypatch.setattr(where, "BIN", empty)
     r = dlltrace_cli("--version")
     assert r.returncode == 0 and f"shim: {empty / launch.SHIM} (missing)" in r.stdout
     assert "(`dlltrace run --wine -- PROG.exe`): no: the native launcher and shim are not built; fix: " in r.stdout
@@ -262,7 +262,7 @@ def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, 
     pe_at = struct.unpack_from("<I", data, 0x3C)[0]
     struct.pack_into("<H", data, pe_at + 4, 0xAA64)
     (odd / launch.SHIM).write_bytes(bytes(data))
-    monkeypatch.setattr(launch, "BIN", odd)
+    monkeypatch.setattr(where, "BIN", odd)
     r = dlltrace_cli("--version")
     assert f"shim: {odd / launch.SHIM} (arm64 PE)" in r.stdout
     assert "no: the launcher and the shim are built for different machines; fix: " in r.stdout
@@ -273,11 +273,11 @@ def test_version_says_whether_this_install_can_trace(dlltrace_cli, monkeypatch, 
     assert "no: the shim is not a usable PE file (no MZ header); fix: " in r.stdout
     # built, not Windows, no wine64
     shutil.copy(ROOT / "tracer/dlltrace/bin" / launch.SHIM, odd / launch.SHIM)
-    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    monkeypatch.setattr(where, "find_wine", lambda: None)
     monkeypatch.setattr(sys, "platform", "linux")
     r = dlltrace_cli("--version")
     assert "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`): no: wine64 is not installed" in r.stdout
-    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")
+    monkeypatch.setattr(where, "find_wine", lambda: "/usr/bin/wine64")
     r = dlltrace_cli("--version")
     assert "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`): yes" in r.stdout
     assert "wine64: /usr/bin/wine64" in r.stdout

@@ -17,7 +17,7 @@ import pytest
 
 import winetools
 from dlltrace import install
-from dlltrace.trace import launch, linux
+from dlltrace.trace import launch, where
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX = "tracing Linux programs (`dlltrace run -- CMD`): "
@@ -53,18 +53,18 @@ def test_linux_recorder_line_matches_the_machine(dlltrace_cli, monkeypatch, tmp_
         if os.environ.get("CI"):
             pytest.fail("needs gcc -- CI must install it (.ci/run)")
         pytest.skip("needs gcc")
-    monkeypatch.setattr(launch, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
+    monkeypatch.setattr(where, "find_wine", lambda: None)  # (--version looks for wine64; runs nothing)
     # no recorder anywhere yet, gcc on PATH: "yes", built on first use, with the command to build it now
-    monkeypatch.setattr(linux, "package_recorder_dir", lambda: tmp_path / "none")
+    monkeypatch.setattr(where, "package_recorder_dir", lambda: tmp_path / "none")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     words = line(dlltrace_cli("--version").stdout, LINUX)
-    where = tmp_path / "cache" / "dlltrace" / "linux"
-    assert words.startswith(f"yes (the recorder is not built yet; the first `dlltrace run` builds it with gcc into {where}")
+    built_at = tmp_path / "cache" / "dlltrace" / "linux"
+    assert words.startswith(f"yes (the recorder is not built yet; the first `dlltrace run` builds it with gcc into {built_at}")
     assert "linux recorder: not built" in dlltrace_cli("--version").stdout
     # the fix it names builds it, and then the line says built, there
     run_fix(fix_of(words))
     out = dlltrace_cli("--version").stdout
-    assert line(out, LINUX) == "yes" and f"linux recorder: {where} (built)" in out
+    assert line(out, LINUX) == "yes" and f"linux recorder: {built_at} (built)" in out
     # and "yes" is true: a traced run of a real program records its loads with that recorder
     trace = tmp_path / "t.jsonl"
     r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", "/bin/true"],
@@ -73,7 +73,7 @@ def test_linux_recorder_line_matches_the_machine(dlltrace_cli, monkeypatch, tmp_
     assert r.returncode == 0, r.stderr
     assert '"ev": "objopen"' in trace.read_text() or '"ev":"objopen"' in trace.read_text()
     # without gcc and without a built recorder: "no", and the fix installs gcc
-    shutil.rmtree(where)
+    shutil.rmtree(built_at)
     real_which = shutil.which
     monkeypatch.setattr(install.shutil, "which", lambda c, *a, **k: None if c == "gcc" else real_which(c, *a, **k))
     words = line(dlltrace_cli("--version").stdout, LINUX)
@@ -85,9 +85,9 @@ def test_the_checkout_recorder_line(dlltrace_cli, monkeypatch):
     """What setup built (tools/setup.sh: tracer/dlltrace/bin/linux) is what --version names."""
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux only")
-    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    monkeypatch.setattr(where, "find_wine", lambda: None)
     out = dlltrace_cli("--version").stdout
-    built = linux.built_recorder()
+    built = where.built_recorder()
     if built is not None:
         assert line(out, LINUX) == "yes" and f"linux recorder: {built} (built)" in out
     elif shutil.which("gcc"):
@@ -102,7 +102,7 @@ def test_no_mingw_says_how_to_build_the_shim_and_that_command_builds_it(dlltrace
     winetools.require("mingw64")
     bin_dir = tmp_path / "bin"
     monkeypatch.setenv("DLLTRACE_BIN", str(bin_dir))
-    monkeypatch.setattr(launch, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
+    monkeypatch.setattr(where, "find_wine", lambda: "/usr/bin/wine64")  # (looked for, never run)
     real_which = shutil.which
     monkeypatch.setattr(install.shutil, "which",
                         lambda c, *a, **k: None if c == install.CC64 else real_which(c, *a, **k))
@@ -118,7 +118,7 @@ def test_no_mingw_says_how_to_build_the_shim_and_that_command_builds_it(dlltrace
 
 
 def test_no_wine_says_how_to_install_it(dlltrace_cli, monkeypatch):
-    monkeypatch.setattr(launch, "find_wine", lambda: None)
+    monkeypatch.setattr(where, "find_wine", lambda: None)
     status = install.tracing_status()
     out = dlltrace_cli("--version").stdout
     assert "wine64: not found" in out

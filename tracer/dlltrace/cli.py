@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import os
 import shutil
 import sys
 
-from dlltrace.commands import check, cuda, deps, redact, report, run, simulate
-from dlltrace.deep import deep_call, safe_streams
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
 
-# subcommand -> (its module: configure_parser(parser), execute(args) -> int; its help)
+# subcommand -> its help; its module is dlltrace.commands.<name> (configure_parser(parser), execute(args) -> int),
+# imported when a parser is built: `dlltrace --version` imports none of them
 SUBCOMMANDS = {
-    "simulate": (simulate, "replay a scenario file through the simulated Windows loader"),
-    "run": (run, "run a command with every DLL load traced"),
-    "report": (report, "explain the failed loads of a trace file"),
-    "redact": (redact, "write a copy of a trace with user, home and machine names replaced"),
-    "deps": (deps, "the import closure of a DLL, folder or wheel, resolved without running it (any OS)"),
-    "check": (check, "CI gate: fail when a wheel's DLLs need what it lacks (any OS)"),
-    "cuda": (cuda, "the CUDA stack table: driver, toolkits, cuDNN, wheels and each framework's CUDA, and their mismatches"),
+    "simulate": "replay a scenario file through the simulated Windows loader",
+    "run": "run a command with every DLL load traced",
+    "report": "explain the failed loads of a trace file",
+    "redact": "write a copy of a trace with user, home and machine names replaced",
+    "deps": "the import closure of a DLL, folder or wheel, resolved without running it (any OS)",
+    "check": "CI gate: fail when a wheel's DLLs need what it lacks (any OS)",
+    "cuda": "the CUDA stack table: driver, toolkits, cuDNN, wheels and each framework's CUDA, and their mismatches",
 }
 
 # the commands that walk import trees: run in deep.deep_call (their input argument, their exit code for a tree too deep)
@@ -70,7 +70,8 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     subs = {}
-    for name, (command, help_text) in SUBCOMMANDS.items():
+    for name, help_text in SUBCOMMANDS.items():
+        command = importlib.import_module(f"dlltrace.commands.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_execute=command.execute)
         command.configure_parser(p)
@@ -165,6 +166,13 @@ def show_help(parser: argparse.ArgumentParser, subs: dict[str, argparse.Argument
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # (at once: no command module, no parser; install.py reads only files and PATH)
+        from dlltrace.install import version_text
+
+        print(version_text())
+        return 0
+    from dlltrace.deep import deep_call, safe_streams
+
     safe_streams()  # any name and any console (deep.py, console.py): the one-line errors below too
     try:
         argv = shorthand(argv)
@@ -198,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> int:
     """The `dlltrace` command (console script, python -m dlltrace): main() in a process that ends
     with it, which lets the trace reader freeze what it built instead of collecting it."""
-    from dlltrace.trace.reader import freeze_after_pauses
+    if sys.argv[1:] != ["--version"]:
+        from dlltrace.trace.reader import freeze_after_pauses
 
-    freeze_after_pauses()
+        freeze_after_pauses()
     return main()

@@ -16,15 +16,14 @@ from __future__ import annotations
 import os
 import platform as _platform
 import shutil
-import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from dlltrace import __version__
-from dlltrace.model import MACHINE_NAMES
-from dlltrace.trace import launch, linux
+from dlltrace.machines import pe_machine
+from dlltrace.trace import where
+from dlltrace.version import __version__
 
 State = Literal["yes", "buildable", "no", "not_here"]  # not_here: not for this OS at all (Linux programs on macOS)
 CHECKOUT = Path(__file__).resolve().parents[2]  # a source checkout's root (native/, tools/), when it is one
@@ -74,22 +73,6 @@ class TracingStatus:
         return next((a for a in self.abilities if a.key == key), None)
 
 
-def pe_machine(path: Path) -> tuple[Optional[str], Optional[str]]:
-    """(machine, problem) from a file's PE header: ("x64", None), or (None, "not a usable PE file (...)")."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError as e:
-        return None, f"unreadable ({e.strerror or e})"
-    if len(head) < 0x40 or head[:2] != b"MZ":
-        return None, "not a usable PE file (no MZ header)"
-    at = struct.unpack_from("<I", head, 0x3C)[0]
-    if at + 6 > len(head) or head[at:at + 4] != b"PE\0\0":
-        return None, "not a usable PE file (no PE signature)"
-    code = struct.unpack_from("<H", head, at + 4)[0]
-    return MACHINE_NAMES.get(code, f"unknown:{code:#06x}"), None
-
-
 def native_file(role: str, path: Path) -> NativeFile:
     if not path.is_file():
         return NativeFile(role, path, None, "missing")
@@ -117,8 +100,8 @@ def shim_fix(status_files: tuple[NativeFile, ...]) -> str:
     if not build.is_file():
         return "install the win_amd64 wheel of dlltrace (pip install on 64-bit Windows), or build from a source checkout"
     cmd = f"bash {build}"
-    if launch.bin_dir() != launch.BIN:
-        cmd += f" {launch.bin_dir()}"
+    if where.bin_dir() != where.BIN:
+        cmd += f" {where.bin_dir()}"
     if not shutil.which(os.environ.get("CC64", CC64)):
         apt = _apt("gcc-mingw-w64-x86-64")
         cmd = f"{apt} && {cmd}" if apt else f"install mingw-w64 ({CC64}), then {cmd}"
@@ -131,16 +114,16 @@ def linux_ability() -> tuple[Ability, Optional[Path]]:
     if not _is_glibc():
         return Ability("linux", "no", "the recorder uses glibc's LD_AUDIT, and this C library is "
                        f"{_platform.libc_ver()[0] or 'not glibc'}", None), None
-    built = linux.built_recorder()
+    built = where.built_recorder()
     if built is not None:
         return Ability("linux", "yes", None, None), built
-    where = linux.cache_recorder_dir()
-    if not (linux.NATIVE / "build.sh").is_file():
-        return Ability("linux", "no", f"the recorder is not built and its sources are not in this install ({linux.NATIVE})",
+    cache = where.cache_recorder_dir()
+    if not (where.NATIVE / "build.sh").is_file():
+        return Ability("linux", "no", f"the recorder is not built and its sources are not in this install ({where.NATIVE})",
                        "reinstall dlltrace (pip install --force-reinstall dlltrace)"), None
     if shutil.which("gcc"):
         return Ability("linux", "buildable", f"the recorder is not built yet; the first `dlltrace run` builds it with "
-                       f"gcc into {where}", f"sh {linux.NATIVE / 'build.sh'} {where}"), None
+                       f"gcc into {cache}", f"sh {where.NATIVE / 'build.sh'} {cache}"), None
     return Ability("linux", "no", "the recorder is not built and gcc, which builds it, is not installed",
                    _apt("gcc") or "install gcc"), None
 
@@ -161,9 +144,9 @@ def windows_ability(files: tuple[NativeFile, ...], platform: str, wine: Optional
 
 
 def tracing_status() -> TracingStatus:
-    files = (native_file("launcher", launch.bin_dir() / launch.LAUNCHER), native_file("shim", launch.bin_dir() / launch.SHIM))
+    files = (native_file("launcher", where.bin_dir() / where.LAUNCHER), native_file("shim", where.bin_dir() / where.SHIM))
     platform = "windows" if sys.platform == "win32" else sys.platform
-    wine = None if platform == "windows" else launch.find_wine()
+    wine = None if platform == "windows" else where.find_wine()
     lin, recorder = linux_ability()
     abilities = [windows_ability(files, platform, wine)]
     if lin.state != "not_here":
@@ -197,7 +180,7 @@ def status_lines(status: TracingStatus) -> list[str]:
     lin = status.ability("linux")
     if lin is not None:
         lines.append(f"linux recorder: {status.recorder} (built)" if status.recorder else
-                     f"linux recorder: not built ({linux.NATIVE})")
+                     f"linux recorder: not built ({where.NATIVE})")
     lines += [ability_line(a) for a in status.abilities]
     lines.append("reading traces, scenarios and wheels (report, redact, simulate, deps, check, cuda): yes, on any OS")
     return lines

@@ -24,16 +24,9 @@ from dlltrace.model import ERROR_TEXT
 from dlltrace.trace.files import default_trace_name, finish_trace, spill_path, start_trace
 from dlltrace.trace.reader import Trace, read_trace
 from dlltrace.trace.redact import redact_trace_file
+# the shim and the launcher, and wine64: trace/where.py (where --version looks for them too)
+from dlltrace.trace.where import BIN, LAUNCHER, SHIM, WINE_CANDIDATES, bin_dir, find_wine  # noqa: F401
 
-# the shim and the launcher: the package's bin/ (the win_amd64 wheel's, or a checkout's built by
-# native/build.sh); DLLTRACE_BIN names another folder (a build of one's own; the tests' missing one)
-BIN = Path(__file__).resolve().parents[1] / "bin"
-
-
-def bin_dir() -> Path:
-    return Path(os.environ["DLLTRACE_BIN"]) if os.environ.get("DLLTRACE_BIN") else BIN
-LAUNCHER = "dlltrace_launch64.exe"
-SHIM = "dlltrace_shim64.dll"
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
@@ -60,16 +53,6 @@ def wine_command_args(cmd: list[str]) -> list[str]:
         else:
             out.append(a)
     return out
-
-
-def find_wine() -> Optional[str]:
-    override = os.environ.get("DLLTRACE_WINE")
-    cands = (override,) if override else WINE_CANDIDATES
-    for c in cands:
-        p = c if os.path.isabs(c) else shutil.which(c)
-        if p and os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    return None
 
 
 def holds_a_pipe(fds=(1, 2)) -> bool:

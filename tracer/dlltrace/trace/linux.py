@@ -28,30 +28,11 @@ from typing import Optional
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.files import default_trace_name, spill_path, start_trace
+# the recorder's libraries and sources: trace/where.py (where --version looks for them too)
+from dlltrace.trace.where import (AUDIT_LIB, NATIVE, PRELOAD_LIB, built_recorder, cache_recorder_dir,  # noqa: F401
+                                  package_recorder_dir)
 
-# the recorder's sources: a checkout's native/audit, else the copy every wheel carries (setup.py)
-_CHECKOUT_NATIVE = Path(__file__).resolve().parents[3] / "native" / "audit"
-NATIVE = _CHECKOUT_NATIVE if (_CHECKOUT_NATIVE / "build.sh").is_file() else \
-    Path(__file__).resolve().parents[1] / "native" / "audit"
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
-AUDIT_LIB = "libdlltrace_audit.so"
-PRELOAD_LIB = "libdlltrace_preload.so"
-
-
-def package_recorder_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "bin" / "linux"
-
-
-def cache_recorder_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
-
-
-def built_recorder() -> Optional[Path]:
-    """The folder of a built recorder (both libraries): the package's bin/linux, else the cache's; None."""
-    for d in (package_recorder_dir(), cache_recorder_dir()):
-        if (d / AUDIT_LIB).is_file() and (d / PRELOAD_LIB).is_file():
-            return d
-    return None
 
 
 def recorder_dir() -> Path:
