@@ -240,13 +240,13 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     calls = [c for c in replay_linux(events(trace)) if c.name == "libdlta.so"]
     assert len(calls) == 1 and calls[0].leaf is not None and calls[0].leaf.name == "libcudart.so.11.0"
     fixes = {f.action: f for f in calls[0].fixes}
-    assert set(fixes) == {"ld_library_path", "patchelf", "ldconfig", "install_package"}
+    assert set(fixes) == {"set_env", "set_runpath", "add_ld_so_conf", "install_package"}  # (model.Fix: one type)
     assert all(f.verified for f in fixes.values())
     pkg = fixes["install_package"]
-    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.needs_path and pkg.framework_preloads
+    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.then and pkg.preloaded_by == "torch"
     assert pkg.folder == str(wheel)
-    env_fix = fixes["ld_library_path"].fix
-    assert env_fix is not None and env_fix.variable == "LD_LIBRARY_PATH" and env_fix.value == f"{wheel}:{d1}"
+    env_fix = fixes["set_env"]
+    assert env_fix.variable == "LD_LIBRARY_PATH" and env_fix.value == f"{wheel}:{d1}"
     assert "Set LD_LIBRARY_PATH=" in env_fix.text
     # the real loader agrees with the model's verdict on the LD_LIBRARY_PATH fix
     ok = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=env_fix.value), capture_output=True, text=True)
@@ -257,8 +257,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
         if os.environ.get("CI"):
             pytest.fail("needs patchelf -- CI installs it (tools/setup.sh --tests)")
         pytest.skip("patchelf's fix not applied: no patchelf here (CI installs it: tools/setup.sh --tests)")
-    assert fixes["patchelf"].fix.action == "set_runpath"  # (the one fix type: its words are what a user pastes)
-    subprocess.run(fixes["patchelf"].fix.text, shell=True, check=True)
+    subprocess.run(fixes["set_runpath"].text, shell=True, check=True)  # (its words are what a user pastes)
     again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
     assert again.stdout.startswith(f"OK {d1 / 'libdlta.so'}"), again.stdout + again.stderr
 
@@ -410,7 +409,7 @@ def test_real_cudart_wheel_fix_is_what_ld_so_does(recorder, tmp_path):
     assert call.agrees and call.leaf is not None and call.leaf.name == "libcudart.so.11.0"
     assert any(c.rule == f"RUNPATH of {fw / 'libfw.so'}" for c in (call.tree.candidates if call.tree else []))
     pkg = next(f for f in call.fixes if f.action == "install_package")
-    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.verified and not pkg.needs_path
+    assert pkg.package == "nvidia-cuda-runtime-cu11" and pkg.verified and not pkg.then
     assert pkg.folder == str(site / "nvidia" / "cuda_runtime" / "lib")
     # install the real wheel's library where pip would
     with zipfile.ZipFile(whl) as z:

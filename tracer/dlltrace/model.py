@@ -541,6 +541,7 @@ class Fix:
     cuda: str = ""  # install_cuda, other_cuda_build, install_cudnn: the CUDA major(.minor)
     cudnn: Optional[int] = None  # install_cudnn: the cuDNN major
     ahead_of: str = ""  # reorder_path: the folder `folder` must come before
+    preloaded_by: str = ""  # install_package (Linux): the framework that loads this wheel's copy itself ("torch")
     python: bool = True  # the process is Python: the words give Python code (False: Win32 calls, PATH)
     then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
     covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)

@@ -27,8 +27,8 @@ from typing import Any, Iterable, Optional
 
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import LinuxFix, propose
-from dlltrace.model import Candidate, Cause, Leaf, LeafFacts, Node, OriginKind
+from dlltrace.loader.linux.fixes import propose
+from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
 
 # the model's causes (DlopenResult.cause) as the report's (model.Cause)
@@ -153,7 +153,7 @@ class LinuxCall:
     recorded: list[Candidate] = field(default_factory=list)  # the files the real ld.so tried for the leaf
     agrees: bool = True  # the model tried the same files, in the same order, for every search of the call
     path: Optional[str] = None
-    fixes: list[LinuxFix] = field(default_factory=list)  # each re-run through the model (loader/linux/fixes.py)
+    fixes: list[Fix] = field(default_factory=list)  # each re-run through the model (loader/linux/fixes.py)
     origin_kind: OriginKind = ""  # the Python action that made the call (model.OriginKind): python_import, ctypes
     origin_module: str = ""  # python_import: the module imported
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"

@@ -6,7 +6,7 @@ loads) is loaded by the simulator (loader/windows/engine.py) in a static world (
 with a load context (LoadContext: how the target would be loaded: a Python extension import, a
 ctypes load, a process start, or LoadLibraryExW with given flags). Windows stops a load at its first
 failing import, so one load shows one problem; to show every problem, the load is run again with a
-stand-in for each problem found (worlds/static.AssumingWorld): a file for a missing DLL in the first
+stand-in for each problem found (worlds/overlay.OverlayWorld, through loader/walk.keep_going): a file for a missing DLL in the first
 folder its search tried, a right-machine copy for a wrong-machine one, the missing exports added to
 the copy that is bound. Every stand-in is reported as the problem it stands for; the tree of the last
 run is the closure, with each DLL's folder and the rule (Node.how_kind / how) that found it.
@@ -32,7 +32,9 @@ from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
 from dlltrace.model import CallResult, FileFacts, Node, SearchDir
-from dlltrace.worlds.static import (AssumingWorld, FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
+from dlltrace.loader.walk import Step, keep_going
+from dlltrace.worlds.overlay import OverlayWorld
+from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, live_system_world, python_files, python_home,
                                     site_packages, wheel_files)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
@@ -286,42 +288,41 @@ def _load(sim: PythonSimulator, target: Target, root: str, ctx: LoadContext) -> 
 
 def analyse_load(target: Target, root: str, ctx: LoadContext) -> LoadAnalysis:
     """Load `root` in `ctx`, again and again with a stand-in for each problem found, until it loads
-    or a problem has no stand-in (module docstring)."""
+    or a problem has no stand-in (module docstring): the one keep-going walk (loader/walk.py)."""
     world = target.world
-    assumed: dict[str, FileFacts] = {}
-    problems: list[Problem] = []
-    standins: dict[str, Problem] = {}
     source = (world.target_file(root).source if world.target_file(root) else root)  # type: ignore[union-attr]
-    res: Optional[CallResult] = None
-    sim: Optional[PythonSimulator] = None
-    rounds = 0
-    for rounds in range(1, MAX_ROUNDS + 1):
-        cur = AssumingWorld(world, assumed)
+
+    def run(assumed: dict[str, FileFacts]) -> tuple[CallResult, PythonSimulator, OverlayWorld]:
+        cur = OverlayWorld(world, assumed.values())
         sim = PythonSimulator(cur, _process(target, root, ctx))
-        res = _load(sim, target, root, ctx)
+        return _load(sim, target, root, ctx), sim, cur
+
+    def step(ran: tuple[CallResult, PythonSimulator, OverlayWorld], _: dict[str, FileFacts]) -> Optional[Step[Problem, FileFacts]]:
+        res, _sim, cur = ran
         if not res.error or res.tree is None:
-            break
+            return None
         chain = res.tree.failure_chain()
         leaf = chain[-1]
         importer = winpath.basename(chain[-2].path or chain[-2].name) if len(chain) > 1 else ""
-        p = _stand_in(target, cur, leaf, chain, importer, assumed, ctx)
+        new: dict[str, FileFacts] = {}
+        p = _stand_in(target, cur, leaf, chain, importer, new, ctx)
         if p is None:
-            break
-        problems.append(p)
-        if p.path and p.kind in ("missing", "not_pe", "access_denied"):
-            standins[winpath.key(p.path)] = p
-        if p.kind in ("invalid_parameter", "apiset_no_host"):
-            break
-    assert res is not None and sim is not None
+            return None
+        return Step(p, new, last=p.kind in ("invalid_parameter", "apiset_no_host"))
+
+    walk = keep_going(run, step, MAX_ROUNDS)
+    res, sim, _ = walk.result
+    problems = walk.found
+    standins = {winpath.key(p.path): p for p in problems if p.path and p.kind in ("missing", "not_pe", "access_denied")}
     if res.tree is not None:
         _needed_by(res.tree, standins, problems)
-    out = LoadAnalysis(root, source, ctx, res, problems, standins, rounds)
+    out = LoadAnalysis(root, source, ctx, res, problems, standins, walk.rounds)
     if not res.error and res.tree is not None:
         out.delay = _delay_imports(target, sim, res.tree, out)
     return out
 
 
-def _stand_in(target: Target, cur: AssumingWorld, leaf: Node, chain: list[Node], importer: str,
+def _stand_in(target: Target, cur: OverlayWorld, leaf: Node, chain: list[Node], importer: str,
               assumed: dict[str, FileFacts], ctx: LoadContext) -> Optional[Problem]:
     """The problem at `leaf`, with its stand-in put in `assumed`; None when it has none."""
     name = winpath.basename(leaf.name)

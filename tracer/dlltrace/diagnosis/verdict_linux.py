@@ -78,9 +78,8 @@ def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]])
         reason=fate[1], origin=c.origin, leaf=c.leaf.name if c.leaf else None,
         cause=c.leaf.cause if c.leaf else None, needed_by=c.leaf.parent if c.leaf else None, chain=tuple(c.chain),
         tried=tuple(Tried(x.path, x.rule, x.result) for x in cands),
-        elsewhere=tuple(Copy(f.fix.path or f.folder, "not_searched") for f in c.fixes
-                        if f.action == "ld_library_path"),
-        next_failures=(), fixes=tuple(f.fix for f in c.fixes), model_agrees=c.agrees)
+        elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
+        next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees)
 
 
 def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> list[Diagnosis]:

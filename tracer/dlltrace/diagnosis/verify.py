@@ -7,8 +7,8 @@ assumes provides what is asked), the call is re-run, and the next DLL it fails o
 it loads or no stand-in helps (`also_missing`).
 
 Pure logic over the loader model (loader/windows/engine.Simulator), a World and a ProcessState;
-it never knows which world it has. The hypotheses live in `HypotheticalWorld`, an overlay: the
-world itself is never changed.
+it never knows which world it has. The hypotheses live in an `OverlayWorld` (worlds/overlay.py): the world
+itself is never changed.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from dlltrace.model import (
     Outcome,
     PEFacts,
 )
-from dlltrace.worlds.world import ProcessState, SystemInfo, World
+from dlltrace.loader.walk import Step, keep_going
+from dlltrace.worlds.overlay import OverlayWorld
+from dlltrace.worlds.world import ProcessState, World
 
 MAX_ALSO_MISSING = 32  # a closure with more missing DLLs than this is cut (and says so: it stops listing)
 MAX_STEPS = 4  # a fix with more steps than this is not looked for
@@ -53,50 +55,6 @@ def stand_in(path: str, machine: str) -> FileFacts:
     package's file whose facts the world does not have, or the leaf made loadable)."""
     return FileFacts(path=winpath.normalize(path),
                      pe=PEFacts(machine=machine, exports=ANY_EXPORTS, export_ordinals=ANY_EXPORTS))
-
-
-class HypotheticalWorld:
-    """A world with some files added (a copy, an installed package, a stand-in) over another world,
-    which is left as it is. Answers the World protocol; anything else is the base world's."""
-
-    def __init__(self, base: World, added: Iterable[FileFacts] = ()):
-        self.base = base
-        self.system: SystemInfo = base.system
-        self.added: dict[str, FileFacts] = {}
-        self._folders: set[str] = set()
-        for f in added:
-            self.add(f)
-
-    def add(self, f: FileFacts) -> None:
-        self.added[winpath.key(f.path)] = f
-        folder = winpath.dirname(f.path)
-        while folder and winpath.key(folder) not in self._folders:
-            self._folders.add(winpath.key(folder))
-            parent = winpath.dirname(folder)
-            if winpath.same(parent, folder):
-                break
-            folder = parent
-
-    def file(self, path: str) -> Optional[FileFacts]:
-        got = self.added.get(winpath.key(path))
-        return got if got is not None else self.base.file(path)
-
-    def is_dir(self, path: str) -> bool:
-        return winpath.key(path) in self._folders or self.base.is_dir(path)
-
-    def files_named(self, name: str) -> list[str]:
-        mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]
-        return [*mine, *(p for p in self.base.files_named(name) if winpath.key(p) not in self.added)]
-
-    def close_files(self, name: str) -> list[str]:
-        return self.base.close_files(name)
-
-    def files_in(self, folder: str) -> list[str]:
-        mine = [f.path for f in self.added.values() if winpath.same(winpath.dirname(f.path), folder)]
-        return [*mine, *(p for p in self.base.files_in(folder) if winpath.key(p) not in self.added)]
-
-    def __getattr__(self, name: str):  # e.g. RecordedWorld.mark_init_failed
-        return getattr(self.base, name)
 
 
 @dataclass
@@ -139,7 +97,7 @@ def applies(fix: Fix) -> bool:
 
 @dataclass
 class _Applied:
-    world: HypotheticalWorld
+    world: OverlayWorld
     process: ProcessState
     preloads: list[tuple[str, int]] = field(default_factory=list)  # (path, flags) loaded before the call
     name: Optional[str] = None  # the call's name, changed
@@ -218,7 +176,7 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
 
 def prepared(sit: Situation, fix: Optional[Fix] = None) -> _Applied:
     """Copies of the world and the process with the situation's steps and `fix` applied."""
-    a = _Applied(HypotheticalWorld(sit.world, sit.added), sit.process.fork())
+    a = _Applied(OverlayWorld(sit.world, sit.added), sit.process.fork())
     for step in sit.steps:
         _apply_one(step, a, sit)
     if fix is not None:
@@ -294,40 +252,41 @@ def loaded_names(r: CallResult) -> set[str]:
 def also_missing(sit: Situation) -> list[AlsoMissing]:
     """What the call would fail on next once its leaf loads, and after that, ... : each leaf in turn
     is made loadable (the world's own copy, else a stand-in) in the first folder the load searched for
-    it, and the call is made again. Stops when it loads, when the failure is not one a file can fix, or when a stand-in does
-    not move the failure."""
-    out: list[AlsoMissing] = []
-    res = sit.res
-    if res.leaf is None or res.leaf.cause not in ("not_found", "bad_machine", "not_pe"):
-        return out
+    it, and the call is made again (the one keep-going walk, loader/walk.py). Stops when it loads, when
+    the failure is not one a file can fix, or when a stand-in does not move the failure."""
+    fixable = ("not_found", "bad_machine", "not_pe")
+    if sit.res.leaf is None or sit.res.leaf.cause not in fixable:
+        return []
     system32 = sit.world.system.system32
-    added = list(sit.added)
-    seen = {res.leaf.name.lower()}
-    last = res
-    for _ in range(MAX_ALSO_MISSING):
-        assert last.leaf is not None
-        # the leaf made loadable: a copy the world has elsewhere (its own imports are then followed),
-        # else a stand-in
-        # (in the first folder the load searched for it, where the search finds it first: System32 is not
-        # searched by every load, e.g. DLL_LOAD_DIR or USER_DIRS alone)
-        node = last.tree.failure_chain()[-1] if last.tree is not None else None
-        spot = winpath.join(node.search[0].folder if node is not None and node.search else system32, last.leaf.name)
-        real = next((f for p in sit.world.files_named(last.leaf.name) if (f := sit.world.file(p)) is not None
+    seen = {sit.res.leaf.name.lower()}
+
+    def run(stand_ins: dict[str, FileFacts]) -> CallResult:
+        return rerun(dataclasses.replace(sit, added=(*sit.added, *stand_ins.values())), None) if stand_ins else sit.res
+
+    def step(r: CallResult, stand_ins: dict[str, FileFacts]) -> Optional[Step[AlsoMissing, FileFacts]]:
+        if not r.error or r.leaf is None or r.leaf.cause not in fixable:
+            return None
+        found = None
+        if r is not sit.res:  # (the call's own leaf is the report's; what comes after it is "also missing")
+            name = r.leaf.name.lower()
+            if name in seen:
+                return None
+            seen.add(name)
+            installed = tuple(p for p in sit.world.files_named(r.leaf.name) if (f := sit.world.file(p)) is not None
+                              and f.pe is not None and f.pe.machine == sit.process.machine)
+            found = AlsoMissing(name=r.leaf.name, cause=r.leaf.cause, needed_by=r.leaf.parent or "",
+                                chain=tuple(r.chain), installed_at=installed)
+        # the leaf made loadable: a copy the world has elsewhere (its own imports are then followed), else a
+        # stand-in, in the first folder the load searched for it, where the search finds it first (System32 is
+        # not searched by every load, e.g. DLL_LOAD_DIR or USER_DIRS alone)
+        node = r.tree.failure_chain()[-1] if r.tree is not None else None
+        spot = winpath.join(node.search[0].folder if node is not None and node.search else system32, r.leaf.name)
+        real = next((f for p in sit.world.files_named(r.leaf.name) if (f := sit.world.file(p)) is not None
                      and f.pe is not None and f.pe.machine == sit.process.machine and f.error is None), None)
-        added.append(dataclasses.replace(real, path=spot) if real is not None else stand_in(spot, sit.process.machine))
-        r = rerun(dataclasses.replace(sit, added=tuple(added)), None)
-        if not r.error or r.leaf is None or r.leaf.cause not in ("not_found", "bad_machine", "not_pe"):
-            break
-        name = r.leaf.name.lower()
-        if name in seen:
-            break
-        seen.add(name)
-        installed = tuple(p for p in sit.world.files_named(r.leaf.name) if (f := sit.world.file(p)) is not None
-                          and f.pe is not None and f.pe.machine == sit.process.machine)
-        out.append(AlsoMissing(name=r.leaf.name, cause=r.leaf.cause, needed_by=r.leaf.parent or "",
-                               chain=tuple(r.chain), installed_at=installed))
-        last = r
-    return out
+        facts = dataclasses.replace(real, path=spot) if real is not None else stand_in(spot, sit.process.machine)
+        return Step(found, {winpath.key(spot): facts})
+
+    return keep_going(run, step, MAX_ALSO_MISSING + 1).found
 
 
 # --- verifying candidates -----------------------------------------------------------------------------------------

@@ -78,6 +78,11 @@ def rule_tag(rule: str) -> str:
     return rule
 
 
+# the Linux report's JSON name of each fix action (report-linux-v1.json; the fix itself is under "fix")
+LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
+                   "add_ld_so_conf": "ldconfig"}
+
+
 def _call_lines(c: LinuxCall) -> list[str]:
     leaf = c.leaf.name if c.leaf else c.name
     by = f" — it is needed by {c.leaf.parent.rsplit('/', 1)[-1]}" if c.leaf and c.leaf.parent else ""
@@ -106,10 +111,10 @@ def _call_lines(c: LinuxCall) -> list[str]:
     if c.fixes:
         out += ["", "  Fix"]
         for i, f in enumerate(c.fixes, 1):
-            out.append(f"    {i}. {f.words}" + ("" if f.verified else "  (not checked by the model)"))
-            for step in (f.fix.then if f.fix is not None else []):  # (a next step the model found it needs)
+            out.append(f"    {i}. {f.text}" + ("" if f.verified else "  (not checked by the model)"))
+            for step in f.then:  # (a next step the model found it needs)
                 out.append(f"       then: {step.text}")
-            if f.framework_preloads and (c.origin_module or "").split(".")[0] == "torch":
+            if f.preloaded_by == "torch" and (c.origin_module or "").split(".")[0] == "torch":
                 out.append("       (torch preloads this wheel's copy itself: torch/__init__.py)")
     return out
 
@@ -210,9 +215,10 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, 
             "recorded": [candidate_dict(x) for x in c.recorded],
             "agrees": c.agrees,
             "tree": node_dict(c.tree) if c.tree else None,
-            "fixes": [{"action": f.action, "text": f.words, "folder": f.folder or None, "path": f.path or None,
-                       "package": f.package or None, "verified": f.verified, "framework_preloads": f.framework_preloads,
-                       "needs_path": f.needs_path, "fix": fix_dict(f.fix) if f.fix is not None else None}
+            "fixes": [{"action": LINUX_FIX_NAMES[f.action], "text": f.text, "folder": f.folder or None,
+                       "path": (f.path if f.action == "set_runpath" else None), "package": f.package or None,
+                       "verified": bool(f.verified), "framework_preloads": bool(f.preloaded_by),
+                       "needs_path": bool(f.then), "fix": fix_dict(f)}
                       for f in c.fixes],
         } for c in failed],
     }

@@ -386,3 +386,36 @@ class RecordedELFWorld(_Answers):
 
     def find_copies(self, name: str, roots: list[str]) -> list[str]:
         return self.copies.get(name + "\0" + "\0".join(roots), [])
+
+
+@dataclass
+class OverlayWorld:
+    """The one overlay of the ELF worlds (worlds/overlay.py is the Windows worlds'): another world with some
+    files added or replaced and some ld.so.cache entries added, left as it is: a fix applied for its re-run
+    (loader/linux/fixes.py), and the stand-ins of the keep-going walk (loader/linux/static.py)."""
+
+    base: ELFWorld
+    files: dict[str, ELFResult] = field(default_factory=dict)
+    cache: dict[str, str] = field(default_factory=dict)
+    system: LinuxSystem = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.system = self.base.system
+
+    def file(self, path: str) -> Optional[ELFResult]:
+        p = posixpath.normpath(path)
+        return self.files[p] if p in self.files else self.base.file(path)
+
+    def is_dir(self, path: str) -> bool:
+        p = posixpath.normpath(path)
+        return any(f.startswith(p.rstrip("/") + "/") for f in self.files) or self.base.is_dir(path)
+
+    def cache_lookup(self, name: str) -> Optional[str]:
+        return self.cache.get(name) or self.base.cache_lookup(name)
+
+    def file_id(self, path: str) -> str:
+        p = posixpath.normpath(path)
+        return "overlay:" + p if p in self.files else self.base.file_id(path)
+
+    def real_path(self, path: str) -> str:
+        return path if posixpath.normpath(path) in self.files else self.base.real_path(path)

@@ -15,8 +15,8 @@ Where each fact comes from:
   vcruntime140.dll, vcruntime140_1.dll: what its installer puts next to python.exe), the
   site-packages tree below it at Lib\\site-packages, where the wheel's files go.
 
-AssumingWorld is a world over another one with some files replaced or added: static mode's way to
-go on past a failure (a stand-in for a missing DLL) and ask the same simulator again.
+Static mode goes on past a failure (a stand-in for a missing DLL) through worlds/overlay.OverlayWorld, over
+this world, and asks the same simulator again.
 """
 
 from __future__ import annotations
@@ -408,32 +408,6 @@ class StaticWorld:
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)
         return [ps for n, paths in self._by_name.items() for ps in paths if winpath.key(winpath.dirname(ps)) == k]
-
-
-class AssumingWorld:
-    """Another world with some files replaced or added (`assumed`: Windows path -> FileFacts):
-    static mode's stand-ins, so the same simulator can go on past a failure it has already reported."""
-
-    def __init__(self, base: object, assumed: Mapping[str, FileFacts]):
-        self.base = base
-        self.system = base.system  # type: ignore[attr-defined]
-        self.assumed = {winpath.key(k): v for k, v in assumed.items()}
-
-    def file(self, path: str) -> Optional[FileFacts]:
-        hit = self.assumed.get(winpath.key(path))
-        return hit if hit is not None else self.base.file(path)  # type: ignore[attr-defined]
-
-    def is_dir(self, path: str) -> bool:
-        return self.base.is_dir(path)  # type: ignore[attr-defined]
-
-    def files_named(self, name: str) -> list[str]:
-        return self.base.files_named(name)  # type: ignore[attr-defined]
-
-    def close_files(self, name: str) -> list[str]:
-        return self.base.close_files(name)  # type: ignore[attr-defined]
-
-    def files_in(self, folder: str) -> list[str]:
-        return self.base.files_in(folder)  # type: ignore[attr-defined]
 
 
 def live_system_world() -> Optional[object]:

@@ -12,7 +12,7 @@ Each is applied to a copy of the world / process and the process is replayed (re
 `verified` says whether the failed call then loads. torch's own preloading of nvidia wheels
 (torch/__init__.py _load_global_deps: when lib/libtorch_global_deps.so fails with a CUDA library's name,
 it ctypes-loads sys.path's nvidia/<folder>/lib/<lib>.so.*[0-9] for each of its CUDA_LIBS, then retries)
-is a fact of the package fix (`framework_preloads`).
+is a fact of the package fix (its `preloaded_by`). Every fix is a model.Fix, the one fix type.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.model import Fix
-from dlltrace.worlds.elf import ELFWorld, LinuxSystem, copies_on_disk
+from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
 # resolved by the CUDA runtime the requester needs (libcudart.so.N), else the newest
@@ -91,58 +91,6 @@ def torch_preloads(wheel: NvidiaWheel, soname: str) -> bool:
     return pat is not None and fnmatch.fnmatch(soname, pat)
 
 
-@dataclass
-class OverlayWorld:
-    """A world with some files added or replaced and some ld.so.cache entries added (a fix applied)."""
-
-    base: ELFWorld
-    files: dict[str, ELFResult] = field(default_factory=dict)
-    cache: dict[str, str] = field(default_factory=dict)
-    system: LinuxSystem = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.system = self.base.system
-
-    def file(self, path: str) -> Optional[ELFResult]:
-        p = posixpath.normpath(path)
-        return self.files[p] if p in self.files else self.base.file(path)
-
-    def is_dir(self, path: str) -> bool:
-        p = posixpath.normpath(path)
-        return any(f.startswith(p.rstrip("/") + "/") for f in self.files) or self.base.is_dir(path)
-
-    def cache_lookup(self, name: str) -> Optional[str]:
-        return self.cache.get(name) or self.base.cache_lookup(name)
-
-    def file_id(self, path: str) -> str:
-        p = posixpath.normpath(path)
-        return "overlay:" + p if p in self.files else self.base.file_id(path)
-
-    def real_path(self, path: str) -> str:
-        return path if posixpath.normpath(path) in self.files else self.base.real_path(path)
-
-
-@dataclass(frozen=True)
-class LinuxFix:
-    """A fix for a Linux load, as the Linux fixes are found and re-run: `fix` is the one fix type
-    (model.Fix: set_env LD_LIBRARY_PATH, set_runpath, add_ld_so_conf, install_package), whose words are
-    fix_text's. action: ld_library_path | patchelf | install_package | ldconfig."""
-
-    action: str
-    name: str
-    fix: Fix
-    folder: str = ""
-    path: str = ""  # patchelf: the file to change
-    package: str = ""
-    verified: bool = False  # the model re-ran the process with it and the call loads
-    framework_preloads: bool = False  # install_package: torch preloads this wheel's copy (torch/__init__.py)
-    needs_path: bool = False  # install_package: loads only with LD_LIBRARY_PATH too
-
-    @property
-    def words(self) -> str:
-        return self.fix.text
-
-
 def site_packages(exe: str) -> list[str]:
     """The site-packages folders of the Python at exe (its prefix's lib/python3*/site-packages)."""
     prefix = posixpath.dirname(posixpath.dirname(exe))
@@ -150,10 +98,10 @@ def site_packages(exe: str) -> list[str]:
 
 
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
-            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None) -> list[LinuxFix]:
+            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None) -> list[Fix]:
     """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`), each
     checked with rerun(world, env) -> the call loads."""
-    fixes: list[LinuxFix] = []
+    fixes: list[Fix] = []
     roots = site_packages(exe) if roots is None else roots
     old = env.get("LD_LIBRARY_PATH", "")
     finder = getattr(world, "find_copies", None)  # a recorded world answers from the trace
@@ -161,21 +109,18 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         folder = posixpath.dirname(copy)
         value = folder + (":" + old if old else "")
         ok = rerun(world, dict(env, LD_LIBRARY_PATH=value))
-        fixes.append(LinuxFix("ld_library_path", name, folder=folder, verified=ok,
-                              fix=Fix("env", "set_env", name=name, folder=folder, variable="LD_LIBRARY_PATH", value=value,
-                                      python=False, verified=ok)))
+        fixes.append(Fix("env", "set_env", name=name, folder=folder, path=copy, variable="LD_LIBRARY_PATH", value=value,
+                         python=False, verified=ok))
         req = world.file(requester) if requester else None
         if isinstance(req, ELFFacts):
             runpath = ":".join(x for x in (req.runpath or req.rpath or "", folder) if x)
             patched = OverlayWorld(world, {posixpath.normpath(requester): replace(req, runpath=runpath, rpath=None)})
             ok = rerun(patched, env)
-            fixes.append(LinuxFix("patchelf", name, folder=folder, path=requester, verified=ok,
-                                  fix=Fix("linker", "set_runpath", name=name, folder=folder, path=requester,
-                                          value=runpath, python=False, verified=ok)))
+            fixes.append(Fix("linker", "set_runpath", name=name, folder=folder, path=requester, value=runpath,
+                             python=False, verified=ok))
         cached = OverlayWorld(world, cache={name: copy})
         ok = rerun(cached, env)
-        fixes.append(LinuxFix("ldconfig", name, folder=folder, verified=ok,
-                              fix=Fix("linker", "add_ld_so_conf", name=name, folder=folder, python=False, verified=ok)))
+        fixes.append(Fix("linker", "add_ld_so_conf", name=name, folder=folder, path=copy, python=False, verified=ok))
     wheel = nvidia_wheel(name, cuda_major_needed(world.file(requester) if requester else None))
     if wheel is not None and roots:
         folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")
@@ -184,8 +129,6 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         with_path = alone or rerun(installed, dict(env, LD_LIBRARY_PATH=folder + (":" + old if old else "")))
         then = () if alone else (Fix("env", "set_env", name=name, folder=folder, variable="LD_LIBRARY_PATH",
                                      value=folder + (":" + old if old else ""), python=False, verified=with_path),)
-        fixes.append(LinuxFix("install_package", name, folder=folder, package=wheel.package, verified=with_path,
-                              framework_preloads=torch_preloads(wheel, name), needs_path=not alone,
-                              fix=Fix("install", "install_package", name=name, folder=folder, package=wheel.package,
-                                      then=then, verified=with_path)))
+        fixes.append(Fix("install", "install_package", name=name, folder=folder, package=wheel.package, then=then,
+                         preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False, verified=with_path))
     return fixes

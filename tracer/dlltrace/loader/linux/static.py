@@ -12,9 +12,9 @@ from typing import Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
-from dlltrace.loader.linux.fixes import OverlayWorld
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.worlds.elf import ELFWorld
+from dlltrace.loader.walk import Step, keep_going
+from dlltrace.worlds.elf import ELFWorld, OverlayWorld
 
 STAND_IN_DIR = "/dlltrace-static/stand-ins"
 PROGRAM = "/dlltrace-static/program"  # a program with no DT_RPATH / DT_RUNPATH / DT_NEEDED of its own
@@ -37,26 +37,31 @@ class StaticResult:
 
 
 def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None, limit: int = 50) -> StaticResult:
-    """The load of `path` by a plain program (dlopen, RTLD_NOW), and each problem in its closure."""
-    stand_ins: dict[str, ELFResult] = {}
-    out = StaticResult(path)
+    """The load of `path` by a plain program (dlopen, RTLD_NOW), and each problem in its closure (the one
+    keep-going walk, loader/walk.py: a stand-in in STAND_IN_DIR, put first on LD_LIBRARY_PATH, for each)."""
     env = dict(env or {})
-    for _ in range(limit):
+
+    def run(stand_ins: dict[str, ELFResult]) -> DlopenResult:
         w = OverlayWorld(world, {PROGRAM: ELFFacts(), **stand_ins})
         e = dict(env)
         if stand_ins:
             e["LD_LIBRARY_PATH"] = STAND_IN_DIR + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         sim = LinuxSimulator(w, LinuxProcess(PROGRAM, env=e))
         sim.start()
-        res: DlopenResult = sim.dlopen(path, RTLD_NOW)
+        return sim.dlopen(path, RTLD_NOW)
+
+    def step(res: DlopenResult, _: dict[str, ELFResult]) -> Optional[Step[StaticProblem, ELFResult]]:
         if not res.error:
-            out.loaded = [p for p in res.loaded if not p.startswith(STAND_IN_DIR + "/")]
-            return out
+            return None
         lk = next((x for x in reversed(res.lookups) if x.error), None)
         leaf = res.leaf or (lk.name if lk else path)
-        out.problems.append(StaticProblem(leaf, res.cause, lk.requester if lk else "", res.error,
-                                          tuple(lk.tried) if lk else ()))
+        problem = StaticProblem(leaf, res.cause, lk.requester if lk else "", res.error, tuple(lk.tried) if lk else ())
         if res.cause == "missing_version" or "/" in leaf or leaf == path:
-            return out  # (a stand-in cannot stand for a version, nor for the file asked for)
-        stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+            return Step(problem, last=True)  # (a stand-in cannot stand for a version, nor for the file asked for)
+        return Step(problem, {posixpath.join(STAND_IN_DIR, leaf): ELFFacts(soname=leaf)})
+
+    walk = keep_going(run, step, limit)
+    out = StaticResult(path, problems=walk.found)
+    if not walk.result.error:
+        out.loaded = [p for p in walk.result.loaded if not p.startswith(STAND_IN_DIR + "/")]
     return out

@@ -1,0 +1,57 @@
+"""The one overlay world (Windows worlds): another world with some files added or replaced, which is left as
+it is. What a fix puts on the disk (a copy, an installed package's files) for its re-run (diagnosis/verify.py),
+and the stand-ins of the keep-going walk (loader/walk.py; diagnosis/static.py, verify.also_missing). The Linux
+worlds' overlay is worlds/elf.py's OverlayWorld (ld.so's cache too)."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from dlltrace import winpath
+from dlltrace.model import FileFacts
+from dlltrace.worlds.world import SystemInfo, World
+
+
+class OverlayWorld:
+    """A world with some files added or replaced (a copy, an installed package, a stand-in) over another
+    world, which is left as it is; their folders exist. Answers the World protocol; anything else is the
+    base world's."""
+
+    def __init__(self, base: World, added: Iterable[FileFacts] = ()):
+        self.base = base
+        self.system: SystemInfo = base.system
+        self.added: dict[str, FileFacts] = {}
+        self._folders: set[str] = set()
+        for f in added:
+            self.add(f)
+
+    def add(self, f: FileFacts) -> None:
+        self.added[winpath.key(f.path)] = f
+        folder = winpath.dirname(f.path)
+        while folder and winpath.key(folder) not in self._folders:
+            self._folders.add(winpath.key(folder))
+            parent = winpath.dirname(folder)
+            if winpath.same(parent, folder):
+                break
+            folder = parent
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        got = self.added.get(winpath.key(path))
+        return got if got is not None else self.base.file(path)
+
+    def is_dir(self, path: str) -> bool:
+        return winpath.key(path) in self._folders or self.base.is_dir(path)
+
+    def files_named(self, name: str) -> list[str]:
+        mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]
+        return [*mine, *(p for p in self.base.files_named(name) if winpath.key(p) not in self.added)]
+
+    def close_files(self, name: str) -> list[str]:
+        return self.base.close_files(name)
+
+    def files_in(self, folder: str) -> list[str]:
+        mine = [f.path for f in self.added.values() if winpath.same(winpath.dirname(f.path), folder)]
+        return [*mine, *(p for p in self.base.files_in(folder) if winpath.key(p) not in self.added)]
+
+    def __getattr__(self, name: str):  # e.g. RecordedWorld.mark_init_failed
+        return getattr(self.base, name)
