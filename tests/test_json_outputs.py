@@ -54,7 +54,8 @@ def test_report_of_a_linux_trace_with_its_diagnoses(tmp_path):
     assert r.returncode == 1, r.stderr
     doc = run_json("report", str(tmp_path / "t.jsonl"), "--json", ok=(0,))
     schema("report-linux-v1.json").validate(doc)
-    (d,) = [d for d in doc["diagnoses"] if d["outcome"] == "died_of_load"]
+    assert doc["outcome"]["kind"] == "died_of_load"
+    (d,) = [d for d in doc["diagnoses"] if d["outcome"]["kind"] == "died_of_load"]
     fates = {f["name"]: f["fate"] for f in d["failures"]}
     assert fates == {"libnope_optional.so.1": "went_on", "libdlltrace_no_such.so.2": "fatal"}
 

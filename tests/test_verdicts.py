@@ -110,26 +110,42 @@ def test_rule_exit_zero(tmp_path):
     assert V.rule_exit_zero(1) is None and V.rule_exit_zero(None) is None
 
 
-def test_clean_exit_with_optional_probes_is_no_failure_listed_apart_without_a_fix(tmp_path):
+def test_clean_exit_with_optional_probes_is_no_failure_and_the_lost_driver_is_said_first(tmp_path):
+    """Exit 0 after probing nvcuda.dll (the NVIDIA driver) and dxcore.dll: no failure, but the answer to "why is
+    my GPU not used?" comes first (outcome degraded, issue 22): the driver's load is explained with its fix,
+    dxcore.dll is listed apart without one."""
     p = optional_probes_trace(tmp_path)
     text = produce(p)
     lines = text.splitlines()
-    assert lines[0] == f"dlltrace ─ 0 failed loads · 2 probed, absent, the program went on · {p}"
+    assert lines[0] == f"dlltrace ─ the program ran without the NVIDIA driver (on the CPU): nvcuda.dll did not load · {p}"
+    assert "  The program went on without the NVIDIA driver: the program exited with 0" in lines
+    assert "✗ nvcuda.dll was not found; not installed anywhere dlltrace looked" in lines
     assert "Probed, absent, the program went on (not failures: no fix needed; --all explains them)" in lines
     apart = [l for l in lines if l.startswith("  nvcuda.dll") or l.startswith("  dxcore.dll")]
-    assert len(apart) == 2 and all(l.endswith("· the program exited with 0") for l in apart), apart
-    assert "✗" not in text and "Fix" not in text and "os.add_dll_directory" not in text
+    assert len(apart) == 1 and apart[0].startswith("  dxcore.dll") and apart[0].endswith("· the program exited with 0")
+    fix = lines[lines.index("  Fix") + 1]
+    assert "NVIDIA display driver" in fix and "os.add_dll_directory" not in text
     rep = produce(p, "json")
+    assert rep["outcome"]["kind"] == "degraded" and rep["outcome"]["lost"] == ["the NVIDIA driver"]
     assert rep["failed"] == [] and rep["error"] == 0 and len(rep["went_on"]) == 2
     assert fates(rep) == {"nvcuda.dll": ("went_on", "exit_zero"), "dxcore.dll": ("went_on", "exit_zero")}
     assert all(c["fixes"] == [] and c["verdict"]["exit_code"] == 0 for c in rep["calls"])
     md = produce(p, "markdown")
-    assert md.startswith("**dlltrace:** no failed load the program hit")
+    assert md.startswith("**dlltrace:** the program ran without the NVIDIA driver (on the CPU): nvcuda.dll did not load")
     assert "Suggested fix" not in md and "- `nvcuda.dll`: `LoadLibraryExW`" in md
-    # --all explains them, still without a fix
+    # --all explains them both
     everything = produce(p, "text", everything=True)
-    assert "  Probed, absent, the program went on: the program exited with 0" in everything
-    assert "✗ nvcuda.dll was not found" in everything and "\n  Fix\n" not in everything
+    assert "✗ nvcuda.dll was not found" in everything and "✗ dxcore.dll was not found" in everything
+
+
+def test_clean_exit_with_a_probe_that_costs_nothing_is_ok(tmp_path):
+    """The control: exit 0 after a probe of a library of no accelerator: outcome ok, the probe listed apart."""
+    w = writer()
+    optional_probe(w, "dxcore.dll")
+    p = build(tmp_path, w, 0)
+    rep = produce(p, "json")
+    assert rep["outcome"]["kind"] == "ok" and rep["outcome"]["text"] is None
+    assert produce(p).splitlines()[0] == f"dlltrace ─ 0 failed loads · 1 probed, absent, the program went on · {p}"
 
 
 def test_the_same_probes_with_a_failed_exit_are_the_failure(tmp_path):
@@ -254,11 +270,21 @@ def test_the_exception_names_the_load_by_message_or_cause(tmp_path, exception):
     assert (ext.fate, ext.reason) == ("fatal", "python_exception")
 
 
-def test_an_exception_naming_no_load_falls_back_on_the_exit_code(tmp_path):
+def test_an_exception_naming_no_load_is_what_the_program_died_of(tmp_path):
+    """A Python exception that names none of the failed loads (numpy's ABI TypeError in an old TensorFlow, an
+    error of the program's own): the loads are gone past, context only; no DLL is blamed (issue 22)."""
     exc = {"type": "RuntimeError", "message": "something else", "module": None, "path": None, "winerror": None,
            "causes": []}
-    by_name = verdicts_by_name(import_raised_trace(tmp_path, exc))
-    assert [(v.fate, v.reason) for v in by_name["dxcore.dll"]] == [("fatal", "nonzero_exit")]
+    p = import_raised_trace(tmp_path, exc)
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason) for v in by_name["dxcore.dll"]] == [("went_on", "exception_not_a_load")]
+    rep = produce(p, "json")
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["failed"] == []
+    assert rep["outcome"]["exception"] == {"type": "RuntimeError", "message": "something else"}
+    text = produce(p)
+    assert text.splitlines()[0] == f"dlltrace ─ the program ended with RuntimeError: something else; no failed load explains it · {p}"
+    assert "Failed loads, context only: the program went past them, and none is what it ended with" in text
+    assert "\n  Fix\n" not in text
 
 
 def test_rule_exception_not_a_load(tmp_path):
@@ -270,8 +296,8 @@ def test_rule_exception_not_a_load(tmp_path):
     p = build(tmp_path, w, 1)
     assert [(v.fate, v.reason) for v in verdicts_by_name(p)["nvcuda.dll"]] == [("went_on", "exception_not_a_load")]
     text = produce(p)
-    assert text.splitlines()[0] == f"dlltrace ─ 0 failed loads · 1 probed, absent, the program went on · {p}"
-    assert "The program exited with 1; no failed load explains it." in text
+    assert text.splitlines()[0] == (f"dlltrace ─ the program ended with ModuleNotFoundError: No module named "
+                                    f"'app.missing'; no failed load explains it · {p}")
 
 
 # --- a non-zero exit, a crash, a load that never returned, no exit at all ---------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
+from dlltrace.diagnosis.outcome import ProcessOutcome, PyError, feature_of, rule_load_class, rule_outcome
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
 from dlltrace.diagnosis.ending import ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
@@ -103,10 +104,13 @@ def failed_load(inc: Incident) -> FailedLoad:
     r = inc.attempts[-1]
     res = r.result
     v = inc.verdict
+    fate = v.fate if v else "unknown"
+    name = r.load.name or res.name
     return FailedLoad(
-        seq=r.load.seq, api=r.load.api, name=r.load.name or res.name, error=r.real_error or res.error or 0,
-        message=ERROR_TEXT.get(r.real_error or res.error or 0, ""), fate=v.fate if v else "unknown",
+        seq=r.load.seq, api=r.load.api, name=name, error=r.real_error or res.error or 0,
+        message=ERROR_TEXT.get(r.real_error or res.error or 0, ""), fate=fate,
         reason=v.reason if v else None, origin=res.origin or r.origin,
+        klass=rule_load_class(fate, v.reason if v else None, name, res.leaf.name if res.leaf else None),
         leaf=res.leaf.name if res.leaf else None, cause=res.leaf.cause if res.leaf else None,
         needed_by=res.leaf.parent if res.leaf else None, chain=tuple(res.chain), tried=_tried(res),
         elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
@@ -125,13 +129,43 @@ def process_end(trace: Trace, pid: int) -> ProcessEnd:
     return ProcessEnd("exited", own["code"]) if own is not None else ProcessEnd("unknown")
 
 
-def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
-    """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them."""
-    _, incs = judged_incidents(trace)
+def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> list[Diagnosis]:
+    """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them (`incs`: the
+    trace's judged incidents, when the caller has them)."""
+    if incs is None:
+        _, incs = judged_incidents(trace)
     pids = list(dict.fromkeys([*trace.pids, *trace.start_failures()]))
     out = []
     for pid in pids:
         proc = trace.process(pid) or trace.env(pid) or {}
         failures = tuple(failed_load(i) for i in incs if i.first.load.pid == pid)
-        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), process_end(trace, pid), failures))
+        end = process_end(trace, pid)
+        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
+                             failures))
     return out
+
+
+def main_outcome(trace: Trace, incs: list[Incident]) -> ProcessOutcome:
+    """The outcome of the program `dlltrace run` started (the run's ending's process, else the first traced),
+    from the trace's judged incidents: what a report says first."""
+    e = ending(trace)
+    pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
+    if pid is None:
+        return ProcessOutcome(e.kind, e.code)
+    failures = tuple(failed_load(i) for i in incs if i.first.load.pid == pid and i.verdict is not None)
+    return outcome_of(trace, pid, process_end(trace, pid), failures)
+
+
+def python_error(trace: Trace, pid: int) -> Optional[PyError]:
+    """The Python exception process pid ended on (its last py_exception event), or None."""
+    e = next(reversed(list(trace.of("py_exception", pid=pid))), None)
+    if e is None:
+        return None
+    return PyError(str(e.get("type") or "?"), str(e.get("message") or ""))
+
+
+def outcome_of(trace: Trace, pid: int, end: ProcessEnd, failures: tuple[FailedLoad, ...]) -> ProcessOutcome:
+    """The process's outcome (diagnosis/outcome.rule_outcome) from how it ended, its failed loads and its exception."""
+    fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
+                 if f.klass == "fallback"]
+    return rule_outcome(end.kind, end.code, any(f.fate == "fatal" for f in failures), python_error(trace, pid), fallbacks)

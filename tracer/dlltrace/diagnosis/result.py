@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union, get_args, get_origin
 
+from dlltrace.diagnosis.outcome import LoadClass, ProcessOutcome, PyError
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
 
 DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
@@ -80,6 +81,7 @@ class FailedLoad:
     next_failures: tuple[NextFailure, ...]
     fixes: tuple[Fix, ...]
     model_agrees: bool  # the model tried the files the real loader tried, in its order
+    klass: LoadClass = "fatal"  # fatal, fallback (an accelerator's library gone past), probe, noise (outcome.py)
     attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
 
 
@@ -89,6 +91,7 @@ class Diagnosis:
     pid: int
     program: str  # the program's path, "" when unknown
     end: ProcessEnd
+    outcome: ProcessOutcome  # the answer first: crashed, died_of_load, died_of_other, degraded, ok, ... (outcome.py)
     failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
 
     @property
@@ -100,20 +103,9 @@ class Diagnosis:
     def went_past(self) -> tuple[FailedLoad, ...]:
         return tuple(f for f in self.failures if f.fate == "went_on")
 
-    @property
-    def outcome(self) -> str:
-        """In one word: "died_of_load" (a failed load ended it), else how it ended ("exited", "crashed", ...);
-        "ok" when it exited with 0 and no load was fatal."""
-        if self.fatal is not None:
-            return "died_of_load"
-        if self.end.kind == "exited" and self.end.code == 0:
-            return "ok"
-        return self.end.kind
-
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (schemas/diagnosis-v1.json): every field, plus the outcome word."""
-        d = _plain(self)
-        return {"format": DIAGNOSIS_FORMAT, "version": DIAGNOSIS_VERSION, "outcome": self.outcome, **d}
+        """The JSON form (schemas/diagnosis-v1.json): every field."""
+        return {"format": DIAGNOSIS_FORMAT, "version": DIAGNOSIS_VERSION, **_plain(self)}
 
 
 def _plain(v: Any) -> Any:
@@ -162,12 +154,13 @@ def schema() -> dict[str, Any]:
     top = _type_schema(Diagnosis, defs)
     assert top == {"$ref": "#/$defs/Diagnosis"}
     root = dict(defs.pop("Diagnosis"))
-    root["required"] = ["format", "version", "outcome", *root["required"]]
+    root["required"] = ["format", "version", *root["required"]]
     root["properties"] = {"format": {"const": DIAGNOSIS_FORMAT}, "version": {"const": DIAGNOSIS_VERSION},
-                          "outcome": {"enum": ["died_of_load", "ok", *get_args(EndKind)]}, **root["properties"]}
+                          **root["properties"]}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-diagnosis-v1",
             "title": "dlltrace diagnosis of one traced process (dlltrace.diagnosis)", **root,
             "$defs": dict(sorted(defs.items()))}
 
 
-__all__ = ["Diagnosis", "FailedLoad", "ProcessEnd", "Tried", "Copy", "NextFailure", "Fix", "Outcome", "schema"]
+__all__ = ["Diagnosis", "FailedLoad", "ProcessEnd", "ProcessOutcome", "PyError", "Tried", "Copy", "NextFailure", "Fix",
+           "Outcome", "schema"]

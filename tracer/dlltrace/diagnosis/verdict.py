@@ -37,7 +37,7 @@ Reason = Literal[
     "retried_ok",            # went_on: a later load of the same module succeeded
     "died_in_load",          # fatal: the process ended inside this load (it never returned)
     "python_exception",      # fatal: the Python exception the program ended on names this load
-    "exception_not_a_load",  # went_on: the program ended on ModuleNotFoundError, a missing Python module
+    "exception_not_a_load",  # went_on: the program ended on a Python exception that names no failed load
     "crash",                 # fatal: the program crashed (an NTSTATUS exit code); the last failed load
     "nonzero_exit",          # fatal: the program exited non-zero; the last failed load
     "another_was_fatal",     # went_on: the program went past it; another load was the failure
@@ -183,9 +183,11 @@ def rule_python_exception(candidates: list[Replayed], exc: Optional[PyException]
 
 
 def rule_exception_not_a_load(candidates: list[Replayed], exc: Optional[PyException]) -> bool:
-    """The program ended on a ModuleNotFoundError naming no load: a Python module was missing, so no
-    failed load was the failure."""
-    return exc is not None and exc.type.rsplit(".", 1)[-1] == "ModuleNotFoundError" and bool(candidates)
+    """The program ended on a Python exception that names none of its failed loads (rule_python_exception
+    found none: a ModuleNotFoundError for a missing Python module, numpy's ABI TypeError in an old
+    TensorFlow, any error of the program's own): that exception is what it died of, and no failed load was
+    the failure (they were gone past: context, not the cause)."""
+    return exc is not None and bool(candidates)
 
 
 def rule_crash(candidates: list[Replayed], code: Optional[int]) -> Optional[Replayed]:

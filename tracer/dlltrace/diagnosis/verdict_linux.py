@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from dlltrace.diagnosis.outcome import PyError, feature_of, rule_load_class, rule_outcome
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.trace.reader import Trace
@@ -48,6 +49,12 @@ def linux_calls(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> tuple[
     return failed, rule_linux_python_exception(failed, trace)
 
 
+def rule_linux_exception_not_a_load(trace: Trace) -> bool:
+    """The program ended on a Python exception that names none of its failed calls (rule_linux_python_exception
+    found none): the exception is what it died of; its failed calls were gone past."""
+    return bool(_exception_messages(trace))
+
+
 def rule_linux_exit_zero(trace: Trace) -> bool:
     """The program exited with 0: every failed call was one it went past (a probe for an optional
     library, a pyenv shim's bash trying its .dylib)."""
@@ -58,28 +65,31 @@ def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
                    ) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
     """(the failed calls, the one the program hit or None, those it went past)."""
     failed, fatal = linux_calls(trace, calls)
-    if fatal is None and rule_linux_exit_zero(trace):
+    if fatal is None and (rule_linux_exit_zero(trace) or rule_linux_exception_not_a_load(trace)):
         return failed, None, list(failed)
     return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
 
 
-def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall]) -> tuple[str, Optional[str]]:
+def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit_zero: bool) -> tuple[str, Optional[str]]:
     if c is fatal:
         return "fatal", "python_exception"
     if any(c is a for a in apart):
-        return "went_on", "another_was_fatal" if fatal is not None else "exit_zero"
+        return "went_on", ("another_was_fatal" if fatal is not None else
+                           "exit_zero" if exit_zero else "exception_not_a_load")
     return "unknown", None
 
 
 def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]]) -> FailedLoad:
     cands = c.tree.candidates if c.tree else []
+    leaf = c.leaf.name if c.leaf else None
     return FailedLoad(
         seq=index, api="dlopen", name=c.name, error=0, message=c.real_error or c.error, fate=fate[0],  # type: ignore[arg-type]
         reason=fate[1], origin=c.origin, leaf=c.leaf.name if c.leaf else None,
         cause=c.leaf.cause if c.leaf else None, needed_by=c.leaf.parent if c.leaf else None, chain=tuple(c.chain),
         tried=tuple(Tried(x.path, x.rule, x.result) for x in cands),
         elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
-        next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees)
+        next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees,
+        klass=rule_load_class(fate[0], fate[1], c.name, leaf))
 
 
 def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> list[Diagnosis]:
@@ -106,6 +116,17 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend,
-                             tuple(linux_failed_load(c, i, _fate(c, fatal, apart)) for i, c in enumerate(mine))))
+        zero = rule_linux_exit_zero(trace)
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero)) for i, c in enumerate(mine))
+        ends = list(trace.of("py_exception", pid=pid))
+        exc = PyError(str(ends[-1].get("type") or "?"), str(ends[-1].get("message") or "")) if ends else None
+        fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
+                     if f.klass == "fallback"]
+        crashed = pend.kind == "killed" and pend.signal in CRASH_SIGNALS
+        outcome = rule_outcome("crashed" if crashed else pend.kind, pend.code, any(f.fate == "fatal" for f in failures),
+                               exc, fallbacks)
+        out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))
     return out
+
+
+CRASH_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: a crash, not a kill

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import Incident, api_set_source
+from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
+from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
 from dlltrace.diagnosis.ending import code_name, ending, ending_line
 from dlltrace.render.calls import call_dict
@@ -52,7 +53,8 @@ def json_report_head(trace: Trace, incs: list[Incident]) -> dict[str, Any]:
                 failed.append(a.result.index)
             elif inc.went_on:
                 went_on.append(a.result.index)
-    return {"format": "dlltrace-report", "version": 1, "source": trace.path, "description": environment_line(trace),
+    return {"format": "dlltrace-report", "version": 1, "outcome": outcome_dict(main_outcome(trace, incs)),
+            "source": trace.path, "description": environment_line(trace),
             "error": error, "failed": failed, "went_on": went_on,
             "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),
             "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace))}

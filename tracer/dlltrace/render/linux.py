@@ -20,7 +20,9 @@ from typing import Any, Iterable, Optional
 from dlltrace import model
 from dlltrace.trace.reader import Trace
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
+from dlltrace.diagnosis.outcome import ProcessOutcome, feature_of
 from dlltrace.diagnosis.result import schema as diagnosis_schema
+from dlltrace.render.outcome import outcome_dict, outcome_headline, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
@@ -119,20 +121,36 @@ def _call_lines(c: LinuxCall) -> list[str]:
     return out
 
 
+def main_linux_outcome(trace: Trace, calls: list[LinuxCall]) -> Optional[ProcessOutcome]:
+    """The outcome of the program `dlltrace run` started (its exit event's process)."""
+    end = next(trace.of("exit"), None)
+    top = end.get("pid") if end else None
+    return next((d.outcome for d in linux_diagnoses(trace, calls) if d.pid == top), None)
+
+
 def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
-    failed, fatal, apart = linux_verdicts(trace)
+    calls = replay_linux(trace.events)
+    failed, fatal, apart = linux_verdicts(trace, calls)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    if not failed:
+    outcome = main_linux_outcome(trace, calls) if fatal is None else None
+    said = outcome_headline(outcome) if outcome is not None else None
+    if not failed and said is None:
         return f"dlltrace ─ every load succeeded · {where}"
+    if outcome is not None and outcome.kind == "degraded":  # the loads that cost it a feature: explained in full
+        apart = [c for c in apart if not (feature_of(c.leaf.name if c.leaf else None) or feature_of(c.name))]
     shown = [c for c in failed if not any(c is a for a in apart)]
     n = len(shown)
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}" + (
         f" · {len(apart)} the program went past" if apart else "") + f" · {where}"
+    if said is not None:
+        head = f"dlltrace ─ {said} · {where}"
     lines = [f"## {head}" if md else head]
     for c in shown:
         lines += [""] + _call_lines(c)
     if apart:
-        lines += ["", "Failed, and the program went past them (not the failure):"]
+        lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
+                  if outcome is not None and outcome.kind == "died_of_other" else
+                  "Failed, and the program went past them (not the failure):"]
         lines += [f"  {c.name}  ({c.exe.rsplit('/', 1)[-1]}, pid {c.pid})  {c.real_error or c.error}" for c in apart]
     if md:
         return "\n".join(lines[:1] + ["", "```"] + lines[1:] + ["```"]) + "\n"
@@ -150,7 +168,11 @@ def linux_json(trace: Trace) -> str:
     doc["fatal"] = None if fatal is None else failed.index(fatal)
     doc["went_on"] = [i for i, c in enumerate(failed) if any(c is a for a in apart)]
     doc["warnings"] = list(trace.warnings)
-    doc["diagnoses"] = [d.to_dict() for d in linux_diagnoses(trace, calls)]
+    diagnoses = linux_diagnoses(trace, calls)
+    top = next(trace.of("exit"), None)
+    main = next((d for d in diagnoses if top is not None and d.pid == top.get("pid")), None)
+    doc["outcome"] = outcome_dict(main.outcome) if main is not None else None
+    doc["diagnoses"] = [d.to_dict() for d in diagnoses]
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
@@ -185,10 +207,11 @@ def linux_report_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-report-linux-v1",
             "title": "dlltrace report --json of a Linux trace", "type": "object", "additionalProperties": False,
             "required": ["format", "version", "calls", "agree", "failed", "source", "exit_code", "fatal", "went_on",
-                         "warnings", "diagnoses"],
+                         "warnings", "outcome", "diagnoses"],
             "properties": {"format": {"const": "dlltrace-report-linux"}, "version": {"const": 1}, "calls": i, "agree": i,
                            "failed": {"type": "array", "items": call}, "source": s, "exit_code": opt(i), "fatal": opt(i),
                            "went_on": {"type": "array", "items": i}, "warnings": {"type": "array", "items": s},
+                           "outcome": opt(outcome_schema()),
                            "diagnoses": {"type": "array", "items": {"$ref": "#/$defs/Diagnosis"}}},
             "$defs": dict(sorted(defs.items()))}
 

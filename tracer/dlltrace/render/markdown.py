@@ -16,7 +16,8 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import Incident
+from dlltrace.diagnosis.analysis import Incident, main_outcome
+from dlltrace.render.outcome import outcome_headline
 from dlltrace.render.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
@@ -164,7 +165,10 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     name = attachment_of(trace)
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
-    if not failed:
+    said = outcome_headline(main_outcome(trace, incs)) if not failed else None
+    if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
+        out += [f"**dlltrace:** {visible(said)} ({plural(len(replays), 'load')} traced).", ""]
+    elif not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
         out += [visible(line) for line in unexplained_exits(trace, incs)]
         out.append("")

@@ -10,7 +10,9 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import Incident, api_set_source
+from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
+from dlltrace.diagnosis.outcome import feature_of
+from dlltrace.render.outcome import outcome_headline
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -37,7 +39,8 @@ def explained_incident(inc: Incident) -> ExplainedCall:
                          r.failed,
                          start_status=r.load.status if r.load.api == "start" else None,
                          chain=res.tree.failure_chain() if res.tree else [], looked=looked,
-                         show_fixes=not inc.went_on)  # fixes only for a failure the program hit
+                         # fixes for a failure the program hit, and for a load that cost it a feature (its GPU)
+                         show_fixes=not inc.went_on or lost_a_feature(inc))
 
 
 def verdict_line(r: Replayed) -> str:
@@ -62,7 +65,10 @@ def incident_blocks(inc: Incident, trace: Trace) -> list[Block]:
     out: list[Block] = [Styled(verdict_text(e), verdict_style(e))]
     if len(trace.pids) > 1:
         out.append(Styled(f"  in {process_label(trace, r.load.pid)}", ""))
-    if inc.verdict is not None:
+    if inc.verdict is not None and inc.went_on and lost_a_feature(inc):
+        feature = feature_of(res_leaf(r)) or feature_of(r.load.name)
+        out.append(Styled(f"  The program went on without {feature}: {reason_text(inc.verdict)}", "failure"))
+    elif inc.verdict is not None:
         out.append(Styled(f"  {fate_line(inc.verdict)}", "went_on" if inc.verdict.fate == "went_on" else ""))
     out += [Styled("", ""), Styled(f"  {call_text(e)}", "")]
     body = sections(e)
@@ -213,6 +219,16 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     end = ending(trace)
     how = f" · {headline(end)}" if end.abnormal else ""
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on}{how} · {where}"
+    # the answer first when it is not "N failed loads" (diagnosis/outcome.py): it ran without its GPU (the
+    # loads that cost it a feature are explained in full), or it died of a Python error that is not a load
+    outcome = main_outcome(trace, incs) if not failed and not starts else None
+    said = outcome_headline(outcome) if outcome is not None else None
+    lost: list[Incident] = []
+    if outcome is not None and said is not None:
+        head = f"dlltrace ─ {said}{how} · {where}"
+        if outcome.kind == "degraded":
+            lost = [i for i in apart if lost_a_feature(i)]
+            apart = [i for i in apart if not lost_a_feature(i)]
     cap = capped(trace)
     if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
@@ -222,7 +238,7 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     shown = 0
     rest: list[Incident] = []
     for inc in incs:
-        if inc.went_on and not everything:
+        if inc.went_on and not everything and not any(inc is i for i in lost):
             continue  # listed apart below
         if shown >= MAX_EXPLAINED and not everything:
             rest.append(inc)  # a line each below: a report of hundreds of explained failures is read by nobody
@@ -234,10 +250,12 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         lines += ["", Styled(f"{plural(len(rest), 'more failed load')} (--all explains every one)", "failure")]
         lines += [apart_line(i, trace) for i in rest]
     if apart and not everything:
-        lines += ["", Styled("Probed, absent, the program went on (not failures: no fix needed; --all explains them)",
-                             "went_on")]
+        words = ("Failed loads, context only: the program went past them, and none is what it ended with" if
+                 outcome is not None and outcome.kind == "died_of_other" else
+                 "Probed, absent, the program went on (not failures: no fix needed; --all explains them)")
+        lines += ["", Styled(words, "went_on")]
         lines += [apart_line(i, trace) for i in apart]
-    if not n or end.abnormal:
+    if (not n or end.abnormal) and said is None:
         for line in ending_lines(trace, incs, end):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
     if cap is not None:
@@ -246,6 +264,12 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     if note:
         lines += ["", note]
     return lines
+
+
+def lost_a_feature(inc: Incident) -> bool:
+    """A load the program went past that cost it an accelerator or optional feature (outcome.feature_of)."""
+    r = inc.attempts[-1]
+    return bool(feature_of(r.load.name) or (r.result.leaf is not None and feature_of(r.result.leaf.name)))
 
 
 def api_set_note(trace: Trace) -> str:

@@ -1,0 +1,105 @@
+"""Which failure is the failure (tracer/dlltrace/diagnosis/outcome.py, docs/verdicts.md "Outcomes"): each rule
+on its own, then real runs on Linux through `dlltrace run` and the report (a CPU fallback, a Python error that is
+not a load, a crash)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlltrace.diagnosis.outcome import ProcessOutcome, PyError, feature_of, rule_load_class, rule_outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name, feature", [
+    ("cudart64_110.dll", "CUDA"), ("cublasLt64_12.dll", "CUDA"), ("libcudart.so.11.0", "CUDA"), ("libcublas.so.12", "CUDA"),
+    ("nvrtc64_120_0.dll", "CUDA"), ("cudnn64_8.dll", "cuDNN"), ("cudnn_ops_infer64_8.dll", "cuDNN"),
+    ("libcudnn.so.8", "cuDNN"), ("nvinfer_10.dll", "TensorRT"), ("libnvinfer.so.7", "TensorRT"),
+    ("nvcuda.dll", "the NVIDIA driver"), ("libcuda.so.1", "the NVIDIA driver"), ("DirectML.dll", "DirectML"),
+    (r"C:\x\torch\lib\cudnn64_9.dll", "cuDNN"), ("/usr/lib/libnccl.so.2", "NCCL"),
+    ("dxcore.dll", None), ("libfoo.so.1", None), ("pywintypes311.dll", None), ("c10.dll", None), ("", None),
+])
+def test_feature_of(name, feature):
+    assert feature_of(name) == feature
+
+
+def test_rule_load_class():
+    assert rule_load_class("fatal", "python_exception", "x.dll", "cudnn64_8.dll") == "fatal"
+    assert rule_load_class("unknown", "no_exit", "x.dll", None) == "fatal"
+    assert rule_load_class("went_on", "exit_zero", "libcudart.so.11.0", "libcudart.so.11.0") == "fallback"
+    assert rule_load_class("went_on", "another_was_fatal", "a.pyd", "cudnn64_8.dll") == "fallback"  # (its leaf)
+    assert rule_load_class("went_on", "retried_ok", "c10.dll", "c10.dll") == "probe"
+    assert rule_load_class("went_on", "real_load_succeeded", "x.dll", None) == "probe"
+    assert rule_load_class("went_on", "exit_zero", "dxcore.dll", "dxcore.dll") == "noise"
+
+
+def test_rule_outcome():
+    err = PyError("TypeError", "Unable to convert function return value")
+    cuda = [("libcudart.so.11.0", "CUDA"), ("libcublas.so.11", "CUDA"), ("libcudnn.so.8", "cuDNN")]
+    assert rule_outcome("crashed", 0xC0000005, True, None, []) == ProcessOutcome("crashed", 0xC0000005)
+    assert rule_outcome("exited", 1, True, err, cuda).kind == "died_of_load"
+    assert rule_outcome("exited", 1, False, err, cuda) == ProcessOutcome("died_of_other", 1, err)
+    assert rule_outcome("exited", 0, False, None, cuda) == ProcessOutcome(
+        "degraded", 0, None, ("CUDA", "cuDNN"), ("libcudart.so.11.0", "libcudnn.so.8"))
+    assert rule_outcome("exited", 0, False, None, []) == ProcessOutcome("ok", 0)
+    assert rule_outcome("exited", 3, False, None, cuda) == ProcessOutcome("exited", 3)  # (a code nothing explains)
+    assert rule_outcome("killed", None, False, None, cuda).kind == "killed"
+
+
+def run_and_report(tmp_path: Path, code: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, "-c", code],
+                       capture_output=True, text=True, env=env, timeout=300)
+    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    return r, json.loads(rep.stdout), r.stderr
+
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder runs here")
+
+
+@LINUX
+def test_a_cpu_fallback_is_said_first(tmp_path):
+    """A program that tries the CUDA runtime, goes on without it and exits 0 (TensorFlow's dso_loader, onnxruntime's
+    CUDA provider): the first line says it ran without CUDA and names the library; its fix is shown."""
+    r, rep, err = run_and_report(tmp_path, "import ctypes\ntry:\n    ctypes.CDLL('libcudart.so.11.0')\n"
+                                           "except OSError:\n    print('running on the CPU')\n")
+    assert r.returncode == 0 and r.stdout == "running on the CPU\n"
+    assert rep["outcome"]["kind"] == "degraded" and rep["outcome"]["lost_by"] == ["libcudart.so.11.0"]
+    first = err.splitlines()[0]
+    assert first.startswith("dlltrace ─ the program ran without CUDA (on the CPU): libcudart.so.11.0 did not load")
+    assert "✗ libcudart.so.11.0 was not found" in err and "pip install nvidia-cuda-runtime-cu11" in err
+    (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "degraded"]
+    (f,) = [f for f in d["failures"] if f["name"] == "libcudart.so.11.0"]
+    assert (f["fate"], f["klass"]) == ("went_on", "fallback")
+
+
+@LINUX
+def test_a_python_error_that_is_not_a_load_blames_no_library(tmp_path):
+    """The program goes past a missing CUDA runtime, then dies of a TypeError of its own (numpy 2's ABI error in
+    an old TensorFlow reads like this): the TypeError is the answer; the load is context, with no fix."""
+    r, rep, err = run_and_report(tmp_path, "import ctypes\ntry:\n    ctypes.CDLL('libcudart.so.11.0')\n"
+                                           "except OSError:\n    pass\n"
+                                           "raise TypeError('Unable to convert function return value to a Python type!')")
+    assert r.returncode == 1 and "TypeError: Unable to convert" in err
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["fatal"] is None
+    assert rep["outcome"]["exception"]["type"] == "TypeError"
+    head = next(line for line in err.splitlines() if line.startswith("dlltrace ─"))
+    assert head.startswith("dlltrace ─ the program ended with TypeError: Unable to convert function return value")
+    assert "no failed load explains it" in head and "pip install" not in err
+
+
+@LINUX
+def test_a_crash_is_said_as_a_crash(tmp_path):
+    r, rep, _ = run_and_report(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert r.returncode == 128 + 11
+    (d,) = [d for d in rep["diagnoses"] if d["end"]["signal"] == 11]
+    assert d["outcome"]["kind"] == "crashed"

@@ -1,0 +1,102 @@
+"""Which failure is the failure: the outcome of a traced process, the question a user asks first (did it
+crash, die of a load, die of something else, or run without its GPU?), and the class of each failed load
+(fatal, fallback, probe, noise). Both OSes; docs/verdicts.md, "Outcomes".
+
+rule_outcome, in order:
+  crashed       the process ended on an unhandled exception (an NTSTATUS exit code, a fatal signal)
+  died_of_load  a failed load was the failure (its verdict: diagnosis/verdict.py, verdict_linux.py)
+  died_of_other the program ended on a Python exception that names no failed load: the exception is the
+                answer, failed loads are context, and no fix is "the" fix
+  degraded      it ended normally (no crash, no exception) but a library of an accelerator or optional
+                feature did not load: it ran without it ("ran on the CPU: its CUDA libraries did not load")
+  ok            it exited with 0 and lost nothing
+  and otherwise how it ended (exited with a code nothing explains, killed, interrupted, ...).
+
+rule_load_class, for each failed load: fatal (its fate), fallback (gone past, and an accelerator's
+library: the program lost a feature), probe (gone past by design: a retry that worked, the real loader
+loading it), noise (gone past, nothing lost)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+OutcomeKind = Literal["crashed", "died_of_load", "died_of_other", "degraded", "ok", "exited", "killed", "interrupted",
+                      "could_not_start", "never_ran", "not_windows", "unknown"]
+LoadClass = Literal["fatal", "fallback", "probe", "noise"]
+
+# The libraries whose absence costs an accelerator or an optional feature, by file name (Windows and Linux),
+# with the feature: CUDA's runtime and libraries (cudart64_110.dll, libcudart.so.11.0, cublas, cufft, curand,
+# cusolver, cusparse, nvrtc, nvJitLink), cuDNN, TensorRT (nvinfer), NCCL, the NVIDIA driver (nvcuda.dll,
+# libcuda.so.1), DirectML (DirectML.dll: onnxruntime-directml, torch-directml).
+FEATURES: tuple[tuple[str, "re.Pattern[str]"], ...] = tuple((f, re.compile(p, re.I)) for f, p in (
+    ("the NVIDIA driver", r"^(nvcuda\.dll|libcuda\.so(\.\d+)*|libnvidia-ml\.so(\.\d+)*|nvml\.dll)$"),
+    ("cuDNN", r"^(cudnn(64)?(_\w+)?(64)?_\d+\.dll|libcudnn(_\w+)?\.so(\.\d+)*)$"),
+    ("TensorRT", r"^(nvinfer(_\w+)?(_\d+)?\.dll|libnvinfer(_\w+)?\.so(\.\d+)*|nvonnxparser(_\d+)?\.dll)$"),
+    ("NCCL", r"^libnccl\.so(\.\d+)*$"),
+    ("DirectML", r"^directml\.dll$"),
+    ("CUDA", r"^(cu(dart|blas|blaslt|fft|rand|solver|sparse|pti)\w*64_\d+\.dll|nvrtc\w*64_\d+\w*\.dll|nvjitlink\w*\.dll"
+             r"|lib(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|nvrtc|nvjitlink|cupti)\w*\.so(\.\d+)*)$"),
+))
+
+
+def feature_of(name: Optional[str]) -> Optional[str]:
+    """The accelerator or optional feature a library is part of ("CUDA", "cuDNN", ...), from its file name."""
+    if not name:
+        return None
+    base = re.split(r"[\\/]", name)[-1]
+    return next((f for f, p in FEATURES if p.match(base)), None)
+
+
+@dataclass(frozen=True)
+class PyError:
+    """The Python exception the program ended on (the bootstrap's py_exception event)."""
+    type: str
+    message: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    kind: OutcomeKind
+    code: Optional[int] = None  # the exit code (a crash's NTSTATUS)
+    exception: Optional[PyError] = None  # the Python exception it ended on, when there was one
+    lost: tuple[str, ...] = ()  # degraded: the features that did not load ("CUDA", "cuDNN"), in order
+    lost_by: tuple[str, ...] = ()  # degraded: the libraries that did not load, one per feature lost
+
+
+def rule_load_class(fate: str, reason: Optional[str], name: str, leaf: Optional[str]) -> LoadClass:
+    """A failed load's class: fatal (its verdict), fallback (gone past, an accelerator's library), probe (gone
+    past by design: a later try of it worked, or the real loader loaded it), noise (gone past, nothing lost)."""
+    if fate != "went_on":
+        return "fatal"
+    if feature_of(leaf) or feature_of(name):
+        return "fallback"
+    if reason in ("retried_ok", "real_load_succeeded"):
+        return "probe"
+    return "noise"
+
+
+def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Optional[PyError],
+                 fallbacks: list[tuple[str, str]]) -> ProcessOutcome:
+    """The outcome of a process (module docstring's order): how it ended (end_kind, code), whether a failed
+    load was its failure (`fatal`), the exception it ended on, and its fallback loads ((library, feature)
+    in order)."""
+    if end_kind == "crashed":
+        return ProcessOutcome("crashed", code, exception)
+    if fatal:
+        return ProcessOutcome("died_of_load", code, exception)
+    if exception is not None:
+        return ProcessOutcome("died_of_other", code, exception)
+    if end_kind == "exited" and code == 0 and fallbacks:
+        lost: dict[str, str] = {}
+        for lib, feature in fallbacks:
+            lost.setdefault(feature, lib)
+        return ProcessOutcome("degraded", code, None, tuple(lost), tuple(lost.values()))
+    if end_kind == "exited" and code == 0:
+        return ProcessOutcome("ok", 0)
+    return ProcessOutcome(end_kind, code)  # type: ignore[arg-type]
