@@ -103,3 +103,27 @@ def test_a_crash_is_said_as_a_crash(tmp_path):
     assert r.returncode == 128 + 11
     (d,) = [d for d in rep["diagnoses"] if d["end"]["signal"] == 11]
     assert d["outcome"]["kind"] == "crashed"
+
+
+@LINUX
+def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
+    """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the
+    object and the symbol named, as a 127 on Windows (it read "every load succeeded")."""
+    import shutil
+
+    from dlltrace.diagnosis.replay_linux import undefined_symbol
+
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc -- CI installs it") if os.environ.get("CI") else pytest.skip("needs gcc")
+    (tmp_path / "a.c").write_text("int foo(void);\nint bar(void) { return foo(); }\n")
+    lib = tmp_path / "libneedsym.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "a.c")], check=True)
+    r, rep, err = run_and_report(tmp_path, f"import ctypes; ctypes.CDLL({str(lib)!r})")
+    assert r.returncode == 1 and "undefined symbol: foo" in err
+    assert rep["outcome"]["kind"] == "died_of_load"
+    fatal = rep["failed"][rep["fatal"]]
+    assert (fatal["leaf"]["name"], fatal["leaf"]["cause"]) == ("libneedsym.so", "missing_export")
+    assert "✗ libneedsym.so needs the symbol foo, which none of the libraries loaded defines" in err
+    assert undefined_symbol(f"{lib}: undefined symbol: foo", [str(lib)]) == (str(lib), "foo")
+    assert undefined_symbol(f"{lib}: undefined symbol: foo", ["/other/libx.so"]) is None  # (not this call's)
+    assert undefined_symbol("libx.so: cannot open shared object file: No such file or directory") is None

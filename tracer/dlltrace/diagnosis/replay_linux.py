@@ -118,8 +118,9 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             # (the text of a failed dlsym on a library the call loaded, such as a hasattr() of ctypes for an
             # optional function, is not the call's: only a call whose own file was not opened failed)
             cur = st["cur"]
-            if cur is not None and not cur.dlerror and not _target_opened(cur):
-                cur.dlerror = _s(e, "text")
+            text = _s(e, "text")
+            if cur is not None and not cur.dlerror and (not _target_opened(cur) or undefined_symbol(text, cur.opened)):
+                cur.dlerror = text
         elif ev == "objsearch":
             name, flag, by = _s(e, "name"), _s(e, "flag"), _s(e, "by")
             if not name:
@@ -157,6 +158,23 @@ class LinuxCall:
     origin_kind: OriginKind = ""  # the Python action that made the call (model.OriginKind): python_import, ctypes
     origin_module: str = ""  # python_import: the module imported
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
+
+
+_UNDEFINED = re.compile(r"^(?P<obj>.+?): undefined symbol: (?P<sym>\S+)$")
+
+
+def undefined_symbol(text: str, opened: Iterable[str] = ()) -> Optional[tuple[str, str]]:
+    """(the object, the symbol) of ld.so's "OBJ: undefined symbol: SYM" (a dlopen that mapped its files and
+    then failed to bind a symbol none of them defines), when OBJ is one of the files the call opened (`opened`
+    empty: any); None for any other text (a failed dlsym of a loaded library, hasattr() of ctypes, is not one)."""
+    m = _UNDEFINED.match(text.strip())
+    if m is None:
+        return None
+    obj = m.group("obj")
+    names = list(opened)
+    if names and not any(o == obj or o.rsplit("/", 1)[-1] == obj.rsplit("/", 1)[-1] for o in names):
+        return None
+    return obj, m.group("sym")
 
 
 def _target_opened(call: RecordedCall) -> bool:
@@ -198,6 +216,16 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
             call.origin = f"import {call.origin_module}"
         elif rc.ctx.get("ev") == "py_dlopen":
             call.origin_kind, call.origin = "ctypes", f"ctypes.CDLL({rc.ctx.get('name')!r})"
+    missing = undefined_symbol(rc.dlerror, rc.opened) if rc.dlerror else None
+    if not res.error and missing is not None:  # (the model finds every file; the real ld.so could not bind one)
+        obj, sym = missing
+        facts = LeafFacts(export=sym)
+        detail = f"{obj.rsplit('/', 1)[-1]} needs the symbol {sym}, which none of the libraries loaded defines"
+        call.leaf = Leaf(obj.rsplit("/", 1)[-1], "missing_export", path=obj, detail=detail, parent=obj, facts=facts)
+        call.tree = Node(obj, "call" if obj == rc.name else "import", path=obj, error=1, cause="missing_export",
+                         detail=detail, facts=facts)
+        call.chain = [rc.name] + ([obj] if obj != rc.name else [])
+        return call
     if not res.error:
         return call
     lk = _leaf_lookup(res)

@@ -92,6 +92,9 @@ def _call_lines(c: LinuxCall) -> list[str]:
              "not_pe": "is not an ELF file", "missing_export": "lacks a symbol version it needs"}
     cause = words.get(c.leaf.cause, c.leaf.cause) if c.leaf else "failed"
     head = f"✗ {leaf} {cause}{by}"
+    if c.leaf and c.leaf.cause == "missing_export" and c.leaf.parent == c.leaf.path and c.leaf.facts.export:
+        # (ld.so's "undefined symbol": the object itself needs a symbol no library loaded defines)
+        head = f"✗ {leaf} needs the symbol {c.leaf.facts.export}, which none of the libraries loaded defines"
     origin = c.origin or f"dlopen by {c.by.rsplit('/', 1)[-1] or c.exe}"
     out = [head, "",
            f"  {origin}: dlopen({c.name}) → {c.real_error or c.error}"]
