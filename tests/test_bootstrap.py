@@ -106,8 +106,12 @@ def check_traced(rc, out, err, calls, python):
     assert "colorsys" in imports
     assert "ctypes" in imports and "_ctypes" in imports  # (the program's own, even where the binding is ctypes)
     # each Python action's seq is made the thread's context right after it is written
-    after = calls.index(["event", str(imports["colorsys"]), "py_import", '"module":"colorsys"'])
+    after = next(i for i, c in enumerate(calls) if c[:3] == ["event", str(imports["colorsys"]), "py_import"]
+                 and c[3].startswith('"module":"colorsys"'))
     assert calls[after + 1] == ["context", str(imports["colorsys"])]
+    # with the place in the program's own code that made it (the program is `python -c`: <string>)
+    (colorsys,) = [f for s, e, f in evs if e == "py_import" and f["module"] == "colorsys"]
+    assert colorsys["frame"]["file"] == "<string>" and colorsys["frame"]["function"] == "<module>"
     import ctypes.util
     assert ctypes.util.find_library("m") in [f["name"] for s, e, f in evs if e == "py_dlopen"]
     return json.loads(out)

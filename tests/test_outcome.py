@@ -127,3 +127,36 @@ def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
     assert undefined_symbol(f"{lib}: undefined symbol: foo", [str(lib)]) == (str(lib), "foo")
     assert undefined_symbol(f"{lib}: undefined symbol: foo", ["/other/libx.so"]) is None  # (not this call's)
     assert undefined_symbol("libx.so: cannot open shared object file: No such file or directory") is None
+
+
+@LINUX
+def test_the_load_is_placed_in_the_users_own_code(tmp_path):
+    """The bootstrap records, with each import and ctypes call, the innermost frame of the user's own code (not
+    the standard library's, not an installed package's): the report says where the user made the load."""
+    script = tmp_path / "train.py"
+    script.write_text("import ctypes\n\n\ndef load_gpu():\n    try:\n        ctypes.CDLL('libcudart.so.11.0')\n"
+                      "    except OSError:\n        pass\n\n\nload_gpu()\nimport json\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"  in your code: {script}:6, in load_gpu" in r.stderr
+    import dlltrace
+
+    (f,) = [f for d in dlltrace.diagnose(trace) for f in d.failures if f.name == "libcudart.so.11.0"]
+    assert (f.user_code.file, f.user_code.line, f.user_code.function) == (str(script), 6, "load_gpu")
+    (js,) = [e for e in dlltrace.read_trace(trace).of("py_import") if e["module"] == "json"]
+    assert js["frame"] == {"file": str(script), "line": 12, "function": "<module>"}
+
+
+def test_library_file_is_not_the_users_code():
+    import os as _os
+
+    from dlltrace.trace import shim
+
+    assert shim.library_file(_os.__file__) and shim.library_file("<frozen importlib._bootstrap>")
+    assert shim.library_file("/venv/lib/python3.11/site-packages/torch/__init__.py")
+    assert not shim.library_file("/home/me/project/train.py") and not shim.library_file("<string>")
+    here = shim.user_frame(1)
+    assert here is not None and here["file"] == __file__ and here["function"] == "test_library_file_is_not_the_users_code"

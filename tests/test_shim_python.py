@@ -52,8 +52,12 @@ def test_audit_hook_events_and_context():
     b = FakeBackend()
     hook = shim.make_audit_hook(b)
     hook("import", ("torch", None, [], [], []))
+    here = {"file": __file__, "function": "test_audit_hook_events_and_context"}
+    frame = b.events[-1][2].pop("frame")  # (the innermost frame of the user's code: this test's)
+    assert {k: frame[k] for k in here} == here and isinstance(frame["line"], int)
     assert b.events[-1][1:] == ("py_import", {"module": "torch"}) and b.context == b.events[-1][0]
     hook("ctypes.dlopen", ("C:\\x\\cudnn64_9.dll",))
+    assert b.events[-1][2].pop("frame")["file"] == __file__
     assert b.events[-1][1:] == ("py_dlopen", {"name": "C:\\x\\cudnn64_9.dll", "mode": None})
     hook("os.add_dll_directory", (Path("/opt/用户"),))
     assert b.events[-1][1:] == ("py_add_dll_directory", {"path": "/opt/用户"}) and b.context == b.events[-1][0]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
 from dlltrace.diagnosis.outcome import ProcessOutcome, PyError, feature_of, rule_load_class, rule_outcome
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place
 from dlltrace.diagnosis.ending import ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.model import ERROR_TEXT, CallResult
@@ -99,9 +99,11 @@ def _tried(res: CallResult) -> tuple[Tried, ...]:
     return tuple(Tried(c.path, c.rule, c.result) for c in (leaf.candidates if leaf else []))
 
 
-def failed_load(inc: Incident) -> FailedLoad:
-    """An incident (a failed load and its retries) as a FailedLoad: its last attempt's facts."""
+def failed_load(inc: Incident, trace: Optional[Trace] = None) -> FailedLoad:
+    """An incident (a failed load and its retries) as a FailedLoad: its last attempt's facts (`trace`: where its
+    Python context, and so the place in the user's code, is)."""
     r = inc.attempts[-1]
+    ctx = trace.context(inc.first.load) if trace is not None else None
     res = r.result
     v = inc.verdict
     fate = v.fate if v else "unknown"
@@ -116,7 +118,7 @@ def failed_load(inc: Incident) -> FailedLoad:
         elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
         next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
         fixes=tuple(res.fixes), model_agrees=not any(a.differences for a in inc.attempts),
-        attempts=len(inc.attempts))
+        attempts=len(inc.attempts), user_code=code_place(ctx.get("frame")) if ctx else None)
 
 
 def process_end(trace: Trace, pid: int) -> ProcessEnd:
@@ -138,7 +140,7 @@ def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> li
     out = []
     for pid in pids:
         proc = trace.process(pid) or trace.env(pid) or {}
-        failures = tuple(failed_load(i) for i in incs if i.first.load.pid == pid)
+        failures = tuple(failed_load(i, trace) for i in incs if i.first.load.pid == pid)
         end = process_end(trace, pid)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
                              failures))

@@ -158,6 +158,7 @@ class LinuxCall:
     origin_kind: OriginKind = ""  # the Python action that made the call (model.OriginKind): python_import, ctypes
     origin_module: str = ""  # python_import: the module imported
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
+    frame: Optional[dict] = None  # the origin's place in the user's code (the bootstrap's `frame`)
 
 
 _UNDEFINED = re.compile(r"^(?P<obj>.+?): undefined symbol: (?P<sym>\S+)$")
@@ -211,6 +212,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     call = LinuxCall(rc.pid, proc.exe, rc.name, rc.by, res.error, rc.dlerror, agrees=model_tried == real_tried,
                      path=res.path)
     if rc.ctx is not None:
+        call.frame = rc.ctx.get("frame") if isinstance(rc.ctx.get("frame"), dict) else None
         if rc.ctx.get("ev") == "py_import":
             call.origin_kind, call.origin_module = "python_import", _s(rc.ctx, "module")
             call.origin = f"import {call.origin_module}"

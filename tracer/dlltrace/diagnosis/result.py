@@ -63,6 +63,25 @@ class NextFailure:
 
 
 @dataclass(frozen=True)
+class CodePlace:
+    """Where in the user's own code a load was made: the innermost frame that is not the standard library's or
+    an installed package's, when the Python import or ctypes call that made it ran (the bootstrap's `frame`)."""
+    file: str
+    line: int
+    function: str
+
+
+def code_place(frame: object) -> Optional[CodePlace]:
+    """A py_* event's `frame` as a CodePlace (None when the trace has none, or it is not one)."""
+    if not isinstance(frame, dict):
+        return None
+    file, line, function = frame.get("file"), frame.get("line"), frame.get("function")
+    if not isinstance(file, str) or not isinstance(line, int) or isinstance(line, bool) or not isinstance(function, str):
+        return None
+    return CodePlace(file, line, function)
+
+
+@dataclass(frozen=True)
 class FailedLoad:
     seq: int  # the load's sequence number in its process's events (Linux: its index among the process's calls)
     api: str  # LoadLibraryExW, LdrLoadDll, dlopen, "static imports" (a program that could not start)
@@ -82,6 +101,7 @@ class FailedLoad:
     fixes: tuple[Fix, ...]
     model_agrees: bool  # the model tried the files the real loader tried, in its order
     klass: LoadClass = "fatal"  # fatal, fallback (an accelerator's library gone past), probe, noise (outcome.py)
+    user_code: Optional[CodePlace] = None  # where in the user's code the import or call that made it ran
     attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dlltrace.diagnosis.outcome import PyError, feature_of, rule_load_class, rule_outcome
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.trace.reader import Trace
 
@@ -89,7 +89,7 @@ def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]])
         tried=tuple(Tried(x.path, x.rule, x.result) for x in cands),
         elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
         next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees,
-        klass=rule_load_class(fate[0], fate[1], c.name, leaf))
+        klass=rule_load_class(fate[0], fate[1], c.name, leaf), user_code=code_place(c.frame))
 
 
 def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> list[Diagnosis]:

@@ -22,7 +22,7 @@ from dlltrace.trace.reader import Trace
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.diagnosis.outcome import ProcessOutcome, feature_of
 from dlltrace.diagnosis.result import schema as diagnosis_schema
-from dlltrace.render.outcome import outcome_dict, outcome_headline, outcome_schema
+from dlltrace.render.outcome import code_line, outcome_dict, outcome_headline, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
@@ -98,6 +98,9 @@ def _call_lines(c: LinuxCall) -> list[str]:
     origin = c.origin or f"dlopen by {c.by.rsplit('/', 1)[-1] or c.exe}"
     out = [head, "",
            f"  {origin}: dlopen({c.name}) → {c.real_error or c.error}"]
+    where = code_line(c.frame)
+    if where:
+        out.append(where)
     if len(c.chain) > 1:
         out.append("  chain: " + " → ".join(x.rsplit("/", 1)[-1] for x in c.chain))
     cands = c.tree.candidates if c.tree else []

@@ -26,6 +26,14 @@ def outcome_headline(o: ProcessOutcome) -> Optional[str]:
     return None
 
 
+def code_line(frame: object) -> Optional[str]:
+    """"  in your code: train.py:12, in main": where the user's own code made the import or call of a load (a
+    py_* event's `frame`), None without one."""
+    if not isinstance(frame, dict) or not isinstance(frame.get("file"), str) or not isinstance(frame.get("line"), int):
+        return None
+    return f"  in your code: {frame['file']}:{frame['line']}, in {frame.get('function') or '?'}"
+
+
 def outcome_schema() -> dict[str, Any]:
     """The JSON Schema of outcome_dict (in result-v1.json and report-linux-v1.json; tests check both have it)."""
     null, s = {"type": "null"}, {"type": "string"}

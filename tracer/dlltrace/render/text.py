@@ -12,7 +12,7 @@ from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
 from dlltrace.diagnosis.outcome import feature_of
-from dlltrace.render.outcome import outcome_headline
+from dlltrace.render.outcome import code_line, outcome_headline
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -71,6 +71,10 @@ def incident_blocks(inc: Incident, trace: Trace) -> list[Block]:
     elif inc.verdict is not None:
         out.append(Styled(f"  {fate_line(inc.verdict)}", "went_on" if inc.verdict.fate == "went_on" else ""))
     out += [Styled("", ""), Styled(f"  {call_text(e)}", "")]
+    ctx = trace.context(r.load)
+    where = code_line(ctx.get("frame")) if ctx else None
+    if where:
+        out.append(Styled(where, ""))
     body = sections(e)
     lead = 1 if e.chain and (e.failed or e.leaf) else 0  # the module chain comes first, then the retries
     out += body[:lead]

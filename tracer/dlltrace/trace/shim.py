@@ -253,6 +253,34 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
     }
 
 
+_STDLIB = os.path.normcase(os.path.dirname(os.__file__)) + os.sep  # (os is loaded at start-up: no import here)
+_PACKAGES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def library_file(filename: str) -> bool:
+    """A frame's file that is not the user's own code: the import system's frozen modules, the standard
+    library, an installed package (site-packages), this file."""
+    if filename.startswith("<frozen") or filename == __file__:
+        return True
+    f = os.path.normcase(filename)
+    return f.startswith(_STDLIB) or any(p in f for p in _PACKAGES)
+
+
+def user_frame(depth: int = 2) -> "Optional[dict]":
+    """The innermost frame of the user's own code on this thread (the script, `python -c`'s <string>, a module
+    of the project), as {"file", "line", "function"}; None when every frame is a library's."""
+    try:
+        f: "Any" = sys._getframe(depth)
+    except ValueError:
+        return None
+    while f is not None:
+        name = f.f_code.co_filename
+        if not library_file(name):
+            return {"file": name, "line": f.f_lineno, "function": f.f_code.co_name}
+        f = f.f_back
+    return None
+
+
 def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure)."""
@@ -275,6 +303,8 @@ def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
             return
         busy.on = True
         try:
+            if ev != "py_add_dll_directory":
+                fields["frame"] = user_frame(2)  # (where in the user's code the import or the load was made)
             seq = backend.write_event(ev, fields)
             if seq:
                 backend.set_context(seq)
