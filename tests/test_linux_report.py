@@ -187,3 +187,15 @@ def test_folder_groups_show_a_folder_and_its_hwcaps_subfolders_once():
     assert [(g.folder, g.result, g.subfolders) for g in groups] == [
         ("/opt/app/lib", "not_there", 0), ("/usr/lib", "not_there", 5), ("/lib", "wrong_machine", 0)]
     assert rule_tag(groups[0].rule) == "RUNPATH of libapp.so"
+
+
+def test_all_explains_the_calls_the_program_went_past_too(tmp_path):
+    """`report --all` on a Linux trace: every failed call explained in full, none only listed apart."""
+    code = ("import ctypes\ntry:\n    ctypes.CDLL('libnope_optional.so.1')\nexcept OSError:\n    pass\n"
+            "ctypes.CDLL('libcudart.so.11.0')")
+    assert dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path).returncode == 1
+    plain = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    every = dlltrace("report", "t.jsonl", "--all", cwd=tmp_path).stdout
+    assert "✗ libnope_optional.so.1 was not found" not in plain and "libnope_optional.so.1" in plain
+    assert "✗ libnope_optional.so.1 was not found" in every and "✗ libcudart.so.11.0 was not found" in every
+    assert "the program went past them" not in every

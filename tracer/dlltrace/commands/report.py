@@ -67,7 +67,7 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
 
         if not any(trace.of("audit_start")) and not any(trace.of("fork")):
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
-        out = linux_json(trace) if args.json else linux_text(trace, md=args.markdown)
+        out = linux_json(trace) if args.json else linux_text(trace, md=args.markdown, everything=args.all)
         if getattr(args, "output", None):
             write_output(args.output, (redact(out, red) if red else out) + "\n")
         else:

@@ -134,7 +134,8 @@ def main_linux_outcome(trace: Trace, calls: list[LinuxCall]) -> Optional[Process
     return next((d.outcome for d in linux_diagnoses(trace, calls) if d.pid == top), None)
 
 
-def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
+def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
+    """The report of a Linux trace; `everything` (--all): the calls the program went past explained in full too."""
     calls = replay_linux(trace.events)
     failed, fatal, apart = linux_verdicts(trace, calls)
     where = f"trace saved to {trace.path}" if saved else trace.path
@@ -144,6 +145,8 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False) -> str:
         return f"dlltrace ─ every load succeeded · {where}"
     if outcome is not None and outcome.kind == "degraded":  # the loads that cost it a feature: explained in full
         apart = [c for c in apart if not (feature_of(c.leaf.name if c.leaf else None) or feature_of(c.name))]
+    if everything:
+        apart = []
     shown = [c for c in failed if not any(c is a for a in apart)]
     n = len(shown)
     head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}" + (
