@@ -304,3 +304,25 @@ def test_dlltrace_wine_prog_traces_under_wine(tmp_path):
     (trace_file,) = tmp_path.glob("dlltrace-host-*")
     trace = read_trace(trace_file)
     assert any(e.get("exe", "").lower().endswith("host.exe") for e in trace.of("process"))
+
+
+def test_a_command_imports_only_what_it_uses(tmp_path):
+    """The parsers (--help) load no command's machinery; --version loads no parser; `report` of a Windows trace
+    loads neither static mode (deps, check), nor the Linux side, nor the launcher."""
+    def loaded(code: str) -> list[str]:
+        r = _child([sys.executable, "-c", "import sys\n" + code + "\nprint(sorted(sys.modules))"])
+        assert r.returncode == 0, r.stderr
+        return eval(r.stdout.strip().splitlines()[-1])
+
+    heavy = ("pefile", "rich", "elftools", "cffi")
+    parsers = loaded("from dlltrace import cli; cli.build_parsers()")
+    assert not [m for m in parsers if m.split(".")[0] in heavy]
+    assert not [m for m in parsers if m.startswith(("dlltrace.diagnosis", "dlltrace.render", "dlltrace.loader",
+                                                    "dlltrace.worlds", "dlltrace.pe"))]
+    version = loaded("from dlltrace import cli\nimport contextlib, io\n"
+                     "with contextlib.redirect_stdout(io.StringIO()): cli.main(['--version'])")
+    assert "dlltrace.commands" not in version and not [m for m in version if m.split(".")[0] in heavy]
+    report = loaded("from dlltrace import cli\nimport contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()): "
+                    f"cli.main(['report', {str(ROOT / 'fixtures/traces/s1.jsonl')!r}])")
+    assert not [m for m in report if m.startswith(("dlltrace.diagnosis.static", "dlltrace.render.static",
+                                                   "dlltrace.loader.linux", "dlltrace.trace.launch", "dlltrace.elf"))]

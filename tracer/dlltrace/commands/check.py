@@ -11,8 +11,6 @@ import sys
 
 from dlltrace.classify import ALLOWABLE
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
-from dlltrace.render.static import check_dict, check_summary, print_check
-from dlltrace.diagnosis.static import check, check_targets, open_target
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -29,6 +27,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.diagnosis.static import check, check_targets, open_target
+    from dlltrace.render.static import check_dict, check_summary, print_check
+
     allow = [a.strip().lower() for s in args.allow for a in s.split(",") if a.strip()]
     results = []
     for given in args.targets:

@@ -14,10 +14,12 @@ import json
 import os
 import sys
 
-from dlltrace.diagnosis.cuda import CudaFacts, LiveFacts, cuda_table, facts_of_scenario, facts_of_trace
+from typing import TYPE_CHECKING
+
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_USAGE, DlltraceError
-from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown
-from dlltrace.render.explained import block_lines, print_blocks
+
+if TYPE_CHECKING:
+    from dlltrace.diagnosis.cuda import CudaFacts
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -31,7 +33,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
 
 
-def facts_of_args(args: argparse.Namespace) -> CudaFacts:
+def facts_of_args(args: argparse.Namespace) -> "CudaFacts":
+    from dlltrace.diagnosis.cuda import LiveFacts, facts_of_scenario, facts_of_trace
+
     if args.scenario:
         from dlltrace.diagnosis.scenario import load_scenario
 
@@ -56,6 +60,10 @@ def facts_of_args(args: argparse.Namespace) -> CudaFacts:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.diagnosis.cuda import cuda_table
+    from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown
+    from dlltrace.render.explained import block_lines, print_blocks
+
     table = cuda_table(facts_of_args(args))
     if args.json:
         json.dump(cuda_dict(table), sys.stdout, indent=2, ensure_ascii=False)

@@ -9,9 +9,6 @@ import json
 import sys
 
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
-from dlltrace.render.static import deps_dict, deps_markdown, print_deps
-from dlltrace.diagnosis.static import deps, open_target
-from dlltrace import winpath
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -73,6 +70,10 @@ def execute_elf(args: argparse.Namespace) -> int:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace import winpath
+    from dlltrace.diagnosis.static import deps, open_target
+    from dlltrace.render.static import deps_dict, deps_markdown, print_deps
+
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model
         return execute_elf(args)
     if args.python is not None and not _python_ok(args.python):

@@ -12,7 +12,6 @@ import os
 import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.trace.redact import redact_trace_file, redacted_name
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -22,6 +21,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.trace.redact import redact_trace_file, redacted_name
+
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
     out = args.output or redacted_name(args.trace)

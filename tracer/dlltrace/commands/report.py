@@ -16,15 +16,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
-from dlltrace.console import write_output
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
-from dlltrace.trace.redact import Redactor, redact, redact_trace, redactor_of
-from dlltrace.render.explained import LineStyle, print_blocks, style_of
-from dlltrace.render.progress import ProgressBar
-from dlltrace.render.summary import produce_blocks, produce_chunks
-from dlltrace.trace.reader import read_trace, warning_lines
+
+if TYPE_CHECKING:
+    from dlltrace.render.explained import LineStyle
+    from dlltrace.render.progress import ProgressBar
+    from dlltrace.trace.redact import Redactor
 
 RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.json"
 
@@ -41,6 +40,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.render.progress import ProgressBar
+
     # a big trace: a progress bar on stderr after a second, on a terminal only (render/progress.py)
     bar = ProgressBar.for_stderr()
     try:
@@ -50,7 +51,13 @@ def execute(args: argparse.Namespace) -> int:
             bar.close()
 
 
-def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
+def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
+    from dlltrace.console import write_output
+    from dlltrace.render.explained import print_blocks
+    from dlltrace.render.summary import produce_blocks, produce_chunks
+    from dlltrace.trace.reader import read_trace, warning_lines
+    from dlltrace.trace.redact import redact, redact_trace, redactor_of
+
     if not os.path.exists(args.trace):
         raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
     trace = read_trace(args.trace, progress=bar.reading if bar else None)
@@ -95,7 +102,7 @@ def _report(args: argparse.Namespace, bar: Optional[ProgressBar]) -> int:
     return EXIT_BAD_TRACE if trace.warnings else 0
 
 
-def _pieces(chunks: Iterator[str], bar: Optional[ProgressBar], red: Optional[Redactor]) -> Iterator[str]:
+def _pieces(chunks: Iterator[str], bar: "Optional[ProgressBar]", red: "Optional[Redactor]") -> Iterator[str]:
     """The report's pieces as they are written (a JSON report a call at a time, never whole), each
     redacted (a piece is whole lines: no value is cut in two), then its last newline; the progress bar
     is closed once the first piece is made (the replay is done then)."""
@@ -106,6 +113,8 @@ def _pieces(chunks: Iterator[str], bar: Optional[ProgressBar], red: Optional[Red
     yield "\n"
 
 
-def line_styles(lines: list[str]) -> list[LineStyle]:
+def line_styles(lines: list[str]) -> "list[LineStyle]":
     """The style of each physical line of "\n".join(lines): a line with newlines in it keeps its style on each."""
+    from dlltrace.render.explained import style_of
+
     return [style_of(line) for line in lines for _ in line.split("\n")]

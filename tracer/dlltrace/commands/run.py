@@ -21,10 +21,7 @@ import sys
 from pathlib import Path
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
-from dlltrace.render.summary import summarize
-from dlltrace.runner import trace_command
-from dlltrace.trace.launch import DEFAULT_MAX_SIZE, MIN_MAX_SIZE, redact_in_place
-from dlltrace.trace.reader import read_trace
+from dlltrace.trace.where import DEFAULT_MAX_SIZE, MIN_MAX_SIZE
 
 USAGE = "usage: dlltrace run [-o FILE] [--wine] [--redact] [--max-size SIZE] -- CMD [ARGS...]"
 UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -69,6 +66,11 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.render.summary import summarize
+    from dlltrace.runner import trace_command
+    from dlltrace.trace.launch import redact_in_place
+    from dlltrace.trace.reader import read_trace
+
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
     if args.max_size is not None and not args.wine and sys.platform.startswith("linux"):

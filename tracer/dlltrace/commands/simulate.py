@@ -11,12 +11,13 @@ import sys
 
 from pathlib import Path
 
-from dlltrace.console import write_output
+from typing import TYPE_CHECKING
+
 from dlltrace.errors import EXIT_OK, EXIT_SIMULATED_FAILURE, EXIT_USAGE, DlltraceError
-from dlltrace.model import CallResult
-from dlltrace.render.explained import Block, Styled, block_lines, call_blocks, from_result, print_blocks
-from dlltrace.render.calls import results_dict
-from dlltrace.render.scenario import explain_scenario
+
+if TYPE_CHECKING:
+    from dlltrace.model import CallResult
+    from dlltrace.render.explained import Block
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "s1.toml"
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
@@ -39,6 +40,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from dlltrace.console import write_output
+    from dlltrace.render.calls import results_dict
+    from dlltrace.render.explained import block_lines, print_blocks
+    from dlltrace.render.scenario import explain_scenario
+
     if args.example:
         args.scenario = str(EXAMPLE)
     elif not args.scenario:
@@ -66,7 +72,7 @@ def execute(args: argparse.Namespace) -> int:
     return code
 
 
-def example_code(expect: dict, results: list[CallResult]) -> int:
+def example_code(expect: dict, results: "list[CallResult]") -> int:
     """The built-in example's code: 0 when its first failed load fails as its [expect] says (error and
     leaf), else 1 (EXIT_SIMULATED_FAILURE)."""
     failed = next((r for r in results if r.error and r.tree is not None), None)
@@ -75,15 +81,17 @@ def example_code(expect: dict, results: list[CallResult]) -> int:
     return EXIT_OK if ok else EXIT_SIMULATED_FAILURE
 
 
-def exit_code(results: list[CallResult]) -> int:
+def exit_code(results: "list[CallResult]") -> int:
     """1 when a simulated call failed (a load, or any other call with an error), else 0."""
     return EXIT_SIMULATED_FAILURE if any(r.error for r in results) else EXIT_OK
 
 
-def scenario_blocks(description: str, results: list[CallResult]) -> list[Block]:
+def scenario_blocks(description: str, results: "list[CallResult]") -> "list[Block]":
     """What `dlltrace simulate` prints: the description, each call explained (explained.call_blocks: the
     words `dlltrace report` gives the same call), a count."""
-    out: list[Block] = []
+    from dlltrace.render.explained import Styled, call_blocks, from_result
+
+    out: "list[Block]" = []
     if description:
         out += [Styled(description, "heading"), Styled("", "")]
     for r in results:

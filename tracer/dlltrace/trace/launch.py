@@ -25,17 +25,12 @@ from dlltrace.trace.files import default_trace_name, finish_trace, spill_path, s
 from dlltrace.trace.reader import Trace, read_trace
 from dlltrace.trace.redact import redact_trace_file
 # the shim and the launcher, and wine64: trace/where.py (where --version looks for them too)
-from dlltrace.trace.where import BIN, LAUNCHER, SHIM, WINE_CANDIDATES, bin_dir, find_wine  # noqa: F401
+from dlltrace.trace.where import (BIN, DEFAULT_MAX_SIZE, LAUNCHER, MIN_MAX_SIZE, SHIM, WINE_CANDIDATES,  # noqa: F401
+                                  bin_dir, find_wine)
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 EXIT_LAUNCH_FAILED = 127  # the launcher's code when CreateProcess failed (it also writes launch_error)
-# `run --max-size` (native/common/jsonw.h): the writers drop lines past it, counting them, and the launcher
-# writes what was dropped as a `capped` event. The default is far above any real failing run (the real
-# wheels' runs under Wine write a few MB; a whole `import torch` tens of MB), so those stay whole, and a
-# program that loads in a loop cannot fill the disk (one reached 618 MB before it was stopped).
-DEFAULT_MAX_SIZE = 1 << 30
-MIN_MAX_SIZE = 64 << 10
 
 
 def to_wine_path(path: Path) -> str:

@@ -21,6 +21,13 @@ LAUNCHER = "dlltrace_launch64.exe"
 SHIM = "dlltrace_shim64.dll"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 
+# `run --max-size` (native/common/jsonw.h): the writers drop lines past it, counting them, and the launcher
+# writes what was dropped as a `capped` event. The default is far above any real failing run (the real
+# wheels' runs under Wine write a few MB; a whole `import torch` tens of MB), so those stay whole, and a
+# program that loads in a loop cannot fill the disk (one reached 618 MB before it was stopped).
+DEFAULT_MAX_SIZE = 1 << 30
+MIN_MAX_SIZE = 64 << 10
+
 _CHECKOUT_NATIVE = _PACKAGE.parents[1] / "native" / "audit"
 NATIVE = _CHECKOUT_NATIVE if (_CHECKOUT_NATIVE / "build.sh").is_file() else _PACKAGE / "native" / "audit"
 AUDIT_LIB = "libdlltrace_audit.so"
