@@ -231,3 +231,28 @@ def test_trace_in_a_real_windows_python_under_wine(wine_prefix, windows_python, 
     assert (f.error, f.leaf, f.cause) == (126, "dlltrace_no_such_library.dll", "not_found")
     # (WinDLL is CDLL's subclass: the audit event, ctypes.dlopen, names the load, not the class)
     assert f.origin == 'ctypes.CDLL("dlltrace_no_such_library.dll")'
+
+
+def test_diagnose_of_a_scenario_and_of_a_folder_not_run(tmp_path):
+    """The same Diagnosis for `simulate`'s calls (a scenario file) and for `deps` (a folder, a wheel, a DLL):
+    the schema holds; a scenario's failed call is the failure simulated; a folder's missing DLL is a failed load
+    of the root that needs it, with the folders searched."""
+    import dlltrace
+
+    validator = jsonschema.Draft202012Validator(schema())
+    (d,) = dlltrace.diagnose(ROOT / "fixtures" / "scenarios" / "s1.toml")
+    validator.validate(d.to_dict())
+    assert d.outcome.kind == "died_of_load" and d.program.endswith("python.exe")
+    assert [(f.leaf, f.cause, f.fate) for f in d.failures] == [("cublas64_12.dll", "not_found", "fatal")]
+    assert d.fatal is not None and d.fatal.fixes and d.fatal.fixes[0].verified
+    winetools.require("mingw64")
+    leaf = winetools.mingw_compile([ROOT / "fixtures" / "dlls" / "leaf.c"], tmp_path / "leaf.dll", dll=True)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    winetools.mingw_compile([ROOT / "fixtures" / "dlls" / "mid.c", leaf], pkg / "mid.dll", dll=True)
+    (d,) = dlltrace.diagnose(pkg)
+    validator.validate(d.to_dict())
+    (f,) = d.failures
+    assert (f.leaf.lower(), f.cause, f.needed_by.lower()) == ("leaf.dll", "not_found", "mid.dll")
+    assert f.tried and all(t.path.lower().endswith("\\leaf.dll") and t.rule for t in f.tried)
+    assert d.end.kind == "never_ran" and d.outcome.kind == "died_of_load"  # (a load would fail: it was not run)

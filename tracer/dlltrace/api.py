@@ -40,9 +40,22 @@ def read_trace(path: Union[str, os.PathLike]) -> "TraceFile":
 def diagnose(trace: Union["TraceFile", str, os.PathLike]) -> "list[Diagnosis]":
     """One Diagnosis per traced process of a trace (a Trace, or a path to read): how it ended, and each failed
     load with its fate, leaf, chain, files tried, copies elsewhere and verified fixes. Windows, Wine and Linux
-    traces alike."""
+    traces alike. Also of what is not a trace: a scenario file (.toml: `dlltrace simulate`'s calls, one
+    process), or a wheel, a folder or a DLL (`dlltrace deps`: the loads it would make, not run)."""
     from dlltrace.trace.reader import Trace as TraceFile
 
+    if not isinstance(trace, TraceFile):
+        given = os.fspath(trace)
+        if given.lower().endswith(".toml"):
+            from dlltrace.diagnosis.analysis import scenario_diagnosis
+            from dlltrace.diagnosis.scenario import load_scenario
+
+            scenario = load_scenario(given)
+            return [scenario_diagnosis(scenario.simulator().run(scenario.calls), scenario.process.exe)]
+        if os.path.isdir(given) or given.lower().endswith((".whl", ".dll", ".pyd", ".exe")):
+            from dlltrace.diagnosis.static import static_diagnosis
+
+            return [static_diagnosis(deps(given))]
     t = trace if isinstance(trace, TraceFile) else read_trace(trace)
     if t.header.platform == "linux":
         from dlltrace.diagnosis.verdict_linux import linux_diagnoses

@@ -121,6 +121,27 @@ def failed_load(inc: Incident, trace: Optional[Trace] = None) -> FailedLoad:
         attempts=len(inc.attempts), user_code=code_place(ctx.get("frame")) if ctx else None)
 
 
+def call_failed_load(res: CallResult, seq: int = 0) -> FailedLoad:
+    """A simulated call that failed (a scenario's: `dlltrace simulate`) as a FailedLoad: the failure simulated."""
+    name = res.name
+    return FailedLoad(
+        seq=seq or res.index, api=res.op, name=name, error=res.error, message=ERROR_TEXT.get(res.error, ""),
+        fate="fatal", reason=None, origin=res.origin, leaf=res.leaf.name if res.leaf else None,
+        cause=res.leaf.cause if res.leaf else None, needed_by=res.leaf.parent if res.leaf else None,
+        chain=tuple(res.chain), tried=_tried(res),
+        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
+        next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
+        fixes=tuple(res.fixes), model_agrees=True, klass="fatal")
+
+
+def scenario_diagnosis(results: Sequence[CallResult], program: str = "") -> Diagnosis:
+    """A scenario's calls (`dlltrace simulate`) as the Diagnosis of its one process: every failed load is the
+    failure simulated; the process did not end (`unknown`)."""
+    failures = tuple(call_failed_load(r) for r in results if r.error and r.tree is not None)
+    end = ProcessEnd("unknown")
+    return Diagnosis("windows", 0, program, end, rule_outcome(end.kind, None, bool(failures), None, []), failures)
+
+
 def process_end(trace: Trace, pid: int) -> ProcessEnd:
     """How process pid ended: the run's ending for the program `dlltrace run` started; for the others, their
     own exit event when the trace has one."""

@@ -31,7 +31,9 @@ from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import
                                      rule_python_extension_flags)
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
-from dlltrace.model import CallResult, FileFacts, Node, SearchDir
+from dlltrace.model import CallResult, Cause, FileFacts, Node, SearchDir
+from dlltrace.diagnosis.outcome import rule_outcome
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
@@ -462,6 +464,35 @@ class DepsResult:
     @property
     def problems(self) -> list[Problem]:
         return [p for a in self.loads for p in a.problems]
+
+
+# a static problem's cause as a failed load's (model.Cause), for the Diagnosis of a wheel or folder
+PROBLEM_CAUSES: dict[str, Cause] = {"missing": "not_found", "wrong_machine": "bad_machine", "missing_export": "missing_export",
+                                    "missing_ordinal": "missing_export", "not_pe": "not_pe",
+                                    "access_denied": "access_denied", "apiset_no_host": "not_found",
+                                    "invalid_parameter": "invalid_parameter"}
+
+
+def static_diagnosis(result: DepsResult) -> Diagnosis:
+    """`dlltrace deps` as the Diagnosis of one (not run) process: each problem that would make a load fail is a
+    failed load of its root, with its leaf, the folders searched for it and where the package has it; the
+    problems after the first in a root are what fails next."""
+    failures: list[FailedLoad] = []
+    for a in result.loads:
+        found = [p for p in a.problems if p.kind in PROBLEM_CAUSES]
+        for i, p in enumerate(found):
+            tried = tuple(Tried(winpath.join(d.folder, p.dll), d.rule, "not_there") for d in p.searched)
+            failures.append(FailedLoad(
+                seq=len(failures) + 1, api=a.result.op, name=a.root, error=a.result.error, message=p.detail,
+                fate="fatal", reason=None, origin="", leaf=p.dll, cause=PROBLEM_CAUSES[p.kind],
+                needed_by=p.needed_by[0] if p.needed_by else None, chain=(), tried=tried,
+                elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere),
+                next_failures=tuple(NextFailure(q.dll, PROBLEM_CAUSES[q.kind], q.needed_by[0] if q.needed_by else "")
+                                    for q in found[i + 1:]),
+                fixes=(), model_agrees=True))
+    end = ProcessEnd("never_ran")
+    return Diagnosis("windows", 0, result.target.given, end,
+                     rule_outcome(end.kind, None, bool(failures), None, []), tuple(failures))
 
 
 def roots_of(target: Target) -> list[str]:
