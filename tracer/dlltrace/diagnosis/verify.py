@@ -31,6 +31,7 @@ from dlltrace.model import (
     Outcome,
     PEFacts,
 )
+from dlltrace.loader.fixloop import Attempt, verify_fixes
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.worlds.world import ProcessState, World
@@ -294,45 +295,23 @@ def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[st
     """The candidates that make the call load, each marked verified with its outcome; one that only
     moves the failure is completed with the follow-up fixes `follow_up(situation after it)` proposes
     (depth-first, MAX_STEPS at most). Advice the model cannot apply is kept, unverified (None), after
-    them. Ranked: complete fixes first, fewer steps first, then in the order proposed."""
-    candidates_here = list(candidates)
-    done: list[tuple[int, int, Fix]] = []
-    advice: list[Fix] = []
-    partial: list[Fix] = []
+    them. Ranked: complete fixes first, fewer steps first, then in the order proposed. The one verification
+    loop (loader/fixloop.py), with this call's re-run."""
     names = names or ((sit.res.leaf.name,) if sit.res.leaf is not None else ())
-    for order, fix in enumerate(candidates_here):
-        if not applies(fix):
-            advice.append(fix)
-            continue
-        r = rerun(sit, fix)
+
+    def attempt(s: Situation, fix: Fix) -> Attempt[Situation]:
+        r = rerun(s, fix)
         if not r.error:
-            done.append((1 + len(fix.then), order, dataclasses.replace(
-                fix, verified=True, outcome=Outcome(0), covers=fix.covers or _covered(names, r))))
-            continue
-        if same_failure(r, sit.res) and _unknowable(sit, r):
-            advice.append(fix)  # the model cannot tell: kept, not checked
-            continue
-        if same_failure(r, sit.res) or depth + 1 >= MAX_STEPS or r.leaf is None:
-            continue
-        after = dataclasses.replace(sit, steps=(*sit.steps, fix))
-        nxt = dataclasses.replace(after, res=r, call=sit.the_call)
-        # the next steps: of the same kind first (copy, then copy again); never one that alone would
-        # have been offered at this level (it is a fix of its own, not a step of this one)
-        here = {_key(f) for f in candidates_here}
-        more_candidates = [f for f in follow_up(nxt) if _key(f) not in here]
-        more_candidates.sort(key=lambda f: f.action != fix.action)
-        for more in verify(nxt, more_candidates, follow_up, names, depth + 1):
-            if more.verified:
-                whole = dataclasses.replace(fix, then=(*fix.then, more), verified=True, outcome=more.outcome,
-                                            covers=tuple(names))
-                done.append((1 + len(fix.then) + 1 + len(more.then), order, whole))
-                break
-        else:
-            # it moves the failure and no further action helps: offered after the fixes that work,
-            # as not verified, with what fails next
-            partial.append(dataclasses.replace(fix, verified=False, outcome=outcome_of(r), covers=_covered(names, r)))
-    done.sort(key=lambda t: (t[0], t[1]))
-    return [f for _, _, f in done] + (partial if not done else []) + advice
+            return Attempt(True, covers=_covered(names, r))
+        same = same_failure(r, s.res)
+        after = None
+        if not same and r.leaf is not None:
+            after = dataclasses.replace(dataclasses.replace(s, steps=(*s.steps, fix)), res=r, call=s.the_call)
+        return Attempt(False, same=same, unknowable=same and _unknowable(s, r), outcome=outcome_of(r),
+                       covers=_covered(names, r), after=after)
+
+    return verify_fixes(sit, candidates, applies=applies, attempt=attempt, follow_up=follow_up, key=_key,
+                        names=names, max_steps=MAX_STEPS, depth=depth)
 
 
 def _unknowable(sit: Situation, r: CallResult) -> bool:

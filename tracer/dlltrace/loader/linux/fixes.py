@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
-from dlltrace.model import Fix
+from dlltrace.loader.fixloop import Attempt, verify_fixes
+from dlltrace.model import Fix, Outcome
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
@@ -97,38 +98,68 @@ def site_packages(exe: str) -> list[str]:
     return sorted(glob.glob(posixpath.join(prefix, "lib", "python3*", "site-packages")))
 
 
+@dataclass(frozen=True)
+class LinuxSituation:
+    """What a Linux fix's re-run needs: the world and the environment, with the fixes so far applied."""
+    world: ELFWorld
+    env: dict[str, str]
+
+
+def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
+    """The situation with one fix applied, to overlays (the world itself is never changed)."""
+    if fix.action == "set_env":
+        return LinuxSituation(s.world, dict(s.env, **{fix.variable: fix.value}))
+    if fix.action == "set_runpath":
+        req = s.world.file(fix.path)
+        if not isinstance(req, ELFFacts):
+            return s
+        patched = replace(req, runpath=fix.value, rpath=None)
+        return LinuxSituation(OverlayWorld(s.world, {posixpath.normpath(fix.path): patched}), s.env)
+    if fix.action == "add_ld_so_conf":
+        return LinuxSituation(OverlayWorld(s.world, cache={fix.name: fix.path}), s.env)
+    if fix.action == "install_package":
+        return LinuxSituation(OverlayWorld(s.world, {posixpath.join(fix.folder, fix.name): ELFFacts(soname=fix.name)}),
+                              s.env)
+    return s
+
+
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
             rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None) -> list[Fix]:
-    """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`), each
-    checked with rerun(world, env) -> the call loads."""
-    fixes: list[Fix] = []
+    """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`): the candidates
+    (for each copy on disk: LD_LIBRARY_PATH, the requester's RUNPATH, the ld.so cache; the pip package that ships
+    it), each applied and checked with rerun(world, env) -> the call loads, through the one verification loop
+    (loader/fixloop.py): a package installed where nothing searches is completed with LD_LIBRARY_PATH."""
+    candidates: list[Fix] = []
     roots = site_packages(exe) if roots is None else roots
     old = env.get("LD_LIBRARY_PATH", "")
     finder = getattr(world, "find_copies", None)  # a recorded world answers from the trace
+    req = world.file(requester) if requester else None
     for copy in (finder(name, roots) if finder is not None else copies_on_disk(name, roots)):
         folder = posixpath.dirname(copy)
-        value = folder + (":" + old if old else "")
-        ok = rerun(world, dict(env, LD_LIBRARY_PATH=value))
-        fixes.append(Fix("env", "set_env", name=name, folder=folder, path=copy, variable="LD_LIBRARY_PATH", value=value,
-                         python=False, verified=ok))
-        req = world.file(requester) if requester else None
+        candidates.append(Fix("env", "set_env", name=name, folder=folder, path=copy, variable="LD_LIBRARY_PATH",
+                              value=folder + (":" + old if old else ""), python=False))
         if isinstance(req, ELFFacts):
             runpath = ":".join(x for x in (req.runpath or req.rpath or "", folder) if x)
-            patched = OverlayWorld(world, {posixpath.normpath(requester): replace(req, runpath=runpath, rpath=None)})
-            ok = rerun(patched, env)
-            fixes.append(Fix("linker", "set_runpath", name=name, folder=folder, path=requester, value=runpath,
-                             python=False, verified=ok))
-        cached = OverlayWorld(world, cache={name: copy})
-        ok = rerun(cached, env)
-        fixes.append(Fix("linker", "add_ld_so_conf", name=name, folder=folder, path=copy, python=False, verified=ok))
-    wheel = nvidia_wheel(name, cuda_major_needed(world.file(requester) if requester else None))
+            candidates.append(Fix("linker", "set_runpath", name=name, folder=folder, path=requester, value=runpath,
+                                  python=False))
+        candidates.append(Fix("linker", "add_ld_so_conf", name=name, folder=folder, path=copy, python=False))
+    wheel = nvidia_wheel(name, cuda_major_needed(req if isinstance(req, ELFFacts) else None))
     if wheel is not None and roots:
         folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")
-        installed = OverlayWorld(world, {posixpath.join(folder, name): ELFFacts(soname=name)})
-        alone = rerun(installed, env)
-        with_path = alone or rerun(installed, dict(env, LD_LIBRARY_PATH=folder + (":" + old if old else "")))
-        then = () if alone else (Fix("env", "set_env", name=name, folder=folder, variable="LD_LIBRARY_PATH",
-                                     value=folder + (":" + old if old else ""), python=False, verified=with_path),)
-        fixes.append(Fix("install", "install_package", name=name, folder=folder, package=wheel.package, then=then,
-                         preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False, verified=with_path))
-    return fixes
+        candidates.append(Fix("install", "install_package", name=name, folder=folder, package=wheel.package,
+                              preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False))
+
+    def attempt(s: LinuxSituation, fix: Fix) -> Attempt[LinuxSituation]:
+        after = apply_fix(fix, s)
+        if rerun(after.world, after.env):
+            return Attempt(True, covers=(name,))
+        moved = fix.action == "install_package"  # (its file is there now: what is left is to make it searched)
+        return Attempt(False, same=not moved, outcome=Outcome(1, name, "not_found"), after=after if moved else None)
+
+    def follow_up(s: LinuxSituation) -> list[Fix]:
+        installed = [f for f in candidates if f.action == "install_package"]
+        return [Fix("env", "set_env", name=name, folder=f.folder, variable="LD_LIBRARY_PATH",
+                    value=f.folder + (":" + old if old else ""), python=False) for f in installed]
+
+    return verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
+                        follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path), names=(name,), max_steps=2)
