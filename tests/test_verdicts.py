@@ -132,7 +132,10 @@ def test_clean_exit_with_optional_probes_is_no_failure_and_the_lost_driver_is_sa
     assert all(c["fixes"] == [] and c["verdict"]["exit_code"] == 0 for c in rep["calls"])
     md = produce(p, "markdown")
     assert md.startswith("**dlltrace:** the program ran without the NVIDIA driver (on the CPU): nvcuda.dll did not load")
-    assert "Suggested fix" not in md and "- `nvcuda.dll`: `LoadLibraryExW`" in md
+    assert "**Did not load:** nvcuda.dll was not found" in md  # (explained, with its fix; dxcore.dll apart)
+    assert "The program went on without the NVIDIA driver: the program exited with 0." in md
+    assert "Suggested fix: nvcuda.dll comes with the NVIDIA display driver" in md
+    assert "- `dxcore.dll`: `LoadLibraryExW`" in md and "- `nvcuda.dll`: `LoadLibraryExW`" not in md
     # --all explains them both
     everything = produce(p, "text", everything=True)
     assert "✗ nvcuda.dll was not found" in everything and "✗ dxcore.dll was not found" in everything

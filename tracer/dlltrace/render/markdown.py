@@ -17,13 +17,14 @@ from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import Incident, main_outcome
+from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline
 from dlltrace.render.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
 from dlltrace.render.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
-                                  fate_line, plural, unexplained_exits)
+                                  fate_line, lost_a_feature, plural, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
 from dlltrace.diagnosis.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
@@ -66,7 +67,11 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"{lead} {what} — WinError {r.real_error}{where} "
                    f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
     out.append("")
-    out.append(fate_line(inc.verdict).rstrip(".") + ".")
+    if inc.verdict is not None and inc.went_on and lost_a_feature(inc):
+        feature = feature_of(res.leaf.name if res.leaf else None) or feature_of(r.load.name)
+        out.append(f"The program went on without {feature}: {reason_text(inc.verdict)}.")
+    else:
+        out.append(fate_line(inc.verdict).rstrip(".") + ".")
     out.append("")
     for c in res.found_elsewhere[:2]:
         out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
@@ -165,7 +170,11 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     name = attachment_of(trace)
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
-    said = outcome_headline(main_outcome(trace, incs)) if not failed else None
+    outcome = main_outcome(trace, incs) if not failed else None
+    said = outcome_headline(outcome) if outcome is not None else None
+    # it ran without its GPU: the loads that cost it a feature are explained, with their fixes (outcome.py)
+    lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
+    apart = [i for i in apart if not any(i is x for x in lost)]
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
         out += [f"**dlltrace:** {visible(said)} ({plural(len(replays), 'load')} traced).", ""]
     elif not failed:
@@ -178,8 +187,10 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     def fits(lines: list[str]) -> bool:
         return _size(out) + _size(lines) <= room
 
-    if failed:
-        first = [visible(line) for line in incident_lines(failed[0], trace)]
+    explained = failed or lost
+    if explained:
+        first = [visible(line) for line in incident_lines(explained[0], trace,
+                                                          "**dlltrace:**" if failed else "**Did not load:**")]
         if not fits(first):  # one failure larger than an issue (thousands of folders searched): cut
             first = _cut(first, room - _size(out), name.name)
         # the trace to attach, in the open, before the incident's collapsed details
@@ -187,7 +198,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         out += first[:at] + tail + [""] + first[at:]
     else:
         out += tail + [""]
-    others = failed[1:]
+    others = explained[1:]
     if others:
         out += [f"<details><summary>{plural(len(others), 'other failed load')}</summary>", ""]
         shown = 0
