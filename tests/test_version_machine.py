@@ -7,7 +7,6 @@ Needs gcc (the Linux recorder) and mingw-w64 (the shim): locally a test without 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -119,12 +118,15 @@ def test_no_mingw_says_how_to_build_the_shim_and_that_command_builds_it(dlltrace
 
 def test_no_wine_says_how_to_install_it(dlltrace_cli, monkeypatch):
     monkeypatch.setattr(where, "find_wine", lambda: None)
-    status = install.tracing_status()
-    out = dlltrace_cli("--version").stdout
-    assert "wine64: not found" in out
-    if status.built:
-        assert line(out, WINE).startswith("no: wine64 is not installed; fix: ")
-        assert shlex.split(fix_of(line(out, WINE)))[-1] == "wine64" or "Wine" in line(out, WINE)
+    assert "wine64: not found" in dlltrace_cli("--version").stdout
+    built = tuple(install.NativeFile(role, Path(role), "x64", None) for role in ("launcher", "shim"))
+    monkeypatch.setattr(install, "_apt", lambda pkg: f"sudo apt-get install {pkg}")
+    assert install.windows_ability(built, "linux", None) == install.Ability(
+        "wine", "no", "wine64 is not installed", "sudo apt-get install wine64")
+    monkeypatch.setattr(install, "_apt", lambda pkg: None)  # (no apt-get: a machine of another kind)
+    assert install.windows_ability(built, "linux", None).fix == "install Wine (wine64)"
+    assert install.windows_ability(built, "linux", "/usr/bin/wine64").state == "yes"
+    assert install.windows_ability(built, "windows", None).state == "yes"  # (Windows runs them itself)
 
 
 @pytest.mark.wine

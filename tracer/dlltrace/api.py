@@ -113,7 +113,7 @@ class Trace:
         self.out = out
         self.trace: Optional["TraceFile"] = None
         self.diagnoses: "list[Diagnosis]" = []
-        self._lib: Any = None
+        self._backend: Any = None
 
     def __enter__(self) -> "Trace":
         if sys.platform != "win32":
@@ -139,13 +139,13 @@ class Trace:
             raise DlltraceError(f"dlltrace.Trace(): the shim could not open {self.path} (error {rc})", EXIT_UNSUPPORTED)
         Trace._started_here = True
         shim.install(backend)  # py_env and the audit hook: which import made each load
-        self._lib = backend
+        self._backend = backend
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._lib is not None:
-            self._lib.stop()
-            self._lib = None
+        if self._backend is not None:
+            self._backend.stop()
+            self._backend = None
         assert self.path is not None
         self.trace = read_trace(self.path)
         self.diagnoses = diagnose(self.trace)

@@ -57,17 +57,7 @@ class TracingStatus:
 
     @property
     def built(self) -> bool:
-        """Both native files are there and are PE files of one machine."""
-        return all(f.problem is None for f in self.files) and len({f.machine for f in self.files}) == 1
-
-    @property
-    def machine(self) -> Optional[str]:
-        return self.files[0].machine if self.built else None
-
-    @property
-    def can_trace(self) -> bool:
-        """Windows programs can be traced here (natively, or under wine64)."""
-        return self.built and (self.platform == "windows" or self.wine is not None)
+        return usable(self.files)
 
     def ability(self, key: str) -> Optional[Ability]:
         return next((a for a in self.abilities if a.key == key), None)
@@ -93,7 +83,12 @@ def _is_glibc() -> bool:
     return _platform.libc_ver()[0] == "glibc"
 
 
-def shim_fix(status_files: tuple[NativeFile, ...]) -> str:
+def usable(files: tuple[NativeFile, ...]) -> bool:
+    """The launcher and the shim are there and are PE files of one machine."""
+    return all(f.problem is None for f in files) and len({f.machine for f in files}) == 1
+
+
+def shim_fix() -> str:
     """How to get a usable launcher and shim: in a checkout, native/build.sh (with mingw-w64 first when it
     is missing); an installed package, the win_amd64 wheel."""
     build = CHECKOUT / "native" / "build.sh"
@@ -129,15 +124,14 @@ def linux_ability() -> tuple[Ability, Optional[Path]]:
 
 
 def windows_ability(files: tuple[NativeFile, ...], platform: str, wine: Optional[str]) -> Ability:
-    built = all(f.problem is None for f in files) and len({f.machine for f in files}) == 1
     key = "windows" if platform == "windows" else "wine"
-    if not built:
+    if not usable(files):
         bad = [f for f in files if f.problem is not None]
         why = (", ".join(f"the {f.role} is {f.problem}" for f in bad) if bad
                else "the launcher and the shim are built for different machines")
         if all(f.problem == "missing" for f in files):
             why = "the native launcher and shim are not built"
-        return Ability(key, "no", why, shim_fix(files))
+        return Ability(key, "no", why, shim_fix())
     if platform == "windows" or wine:
         return Ability(key, "yes", None, None)
     return Ability(key, "no", "wine64 is not installed", _apt("wine64") or "install Wine (wine64)")

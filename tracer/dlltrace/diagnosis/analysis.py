@@ -4,11 +4,13 @@ failure the program hit, or a load it went past), and where the replay's API set
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
-from dlltrace.diagnosis.outcome import ProcessOutcome, PyError, feature_of, rule_load_class, rule_outcome
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place
+from dlltrace.diagnosis.outcome import ProcessOutcome, python_error, rule_load_class
+from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place,
+                                       process_outcome)
 from dlltrace.diagnosis.ending import ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.model import ERROR_TEXT, CallResult
@@ -99,6 +101,20 @@ def _tried(res: CallResult) -> tuple[Tried, ...]:
     return tuple(Tried(c.path, c.rule, c.result) for c in (leaf.candidates if leaf else []))
 
 
+def call_failed_load(res: CallResult) -> FailedLoad:
+    """A failed call's facts as a FailedLoad: its leaf, chain, files tried, copies elsewhere, what fails next and
+    fixes. As it stands, a scenario's call (`dlltrace simulate`): the failure simulated; failed_load adds a
+    trace's (the real load, its verdict, its attempts, the user's code)."""
+    return FailedLoad(
+        seq=res.index, api=res.op, name=res.name, error=res.error, message=ERROR_TEXT.get(res.error, ""),
+        fate="fatal", reason=None, origin=res.origin, leaf=res.leaf.name if res.leaf else None,
+        cause=res.leaf.cause if res.leaf else None, needed_by=res.leaf.parent if res.leaf else None,
+        chain=tuple(res.chain), tried=_tried(res),
+        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
+        next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
+        fixes=tuple(res.fixes), model_agrees=True, klass="fatal")
+
+
 def failed_load(inc: Incident, trace: Optional[Trace] = None) -> FailedLoad:
     """An incident (a failed load and its retries) as a FailedLoad: its last attempt's facts (`trace`: where its
     Python context, and so the place in the user's code, is)."""
@@ -108,30 +124,13 @@ def failed_load(inc: Incident, trace: Optional[Trace] = None) -> FailedLoad:
     v = inc.verdict
     fate = v.fate if v else "unknown"
     name = r.load.name or res.name
-    return FailedLoad(
-        seq=r.load.seq, api=r.load.api, name=name, error=r.real_error or res.error or 0,
-        message=ERROR_TEXT.get(r.real_error or res.error or 0, ""), fate=fate,
-        reason=v.reason if v else None, origin=res.origin or r.origin,
+    error = r.real_error or res.error or 0
+    return dataclasses.replace(
+        call_failed_load(res), seq=r.load.seq, api=r.load.api, name=name, error=error,
+        message=ERROR_TEXT.get(error, ""), fate=fate, reason=v.reason if v else None, origin=res.origin or r.origin,
         klass=rule_load_class(fate, v.reason if v else None, name, res.leaf.name if res.leaf else None),
-        leaf=res.leaf.name if res.leaf else None, cause=res.leaf.cause if res.leaf else None,
-        needed_by=res.leaf.parent if res.leaf else None, chain=tuple(res.chain), tried=_tried(res),
-        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
-        next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
-        fixes=tuple(res.fixes), model_agrees=not any(a.differences for a in inc.attempts),
-        attempts=len(inc.attempts), user_code=code_place(ctx.get("frame")) if ctx else None)
-
-
-def call_failed_load(res: CallResult, seq: int = 0) -> FailedLoad:
-    """A simulated call that failed (a scenario's: `dlltrace simulate`) as a FailedLoad: the failure simulated."""
-    name = res.name
-    return FailedLoad(
-        seq=seq or res.index, api=res.op, name=name, error=res.error, message=ERROR_TEXT.get(res.error, ""),
-        fate="fatal", reason=None, origin=res.origin, leaf=res.leaf.name if res.leaf else None,
-        cause=res.leaf.cause if res.leaf else None, needed_by=res.leaf.parent if res.leaf else None,
-        chain=tuple(res.chain), tried=_tried(res),
-        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version) for e in res.found_elsewhere),
-        next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
-        fixes=tuple(res.fixes), model_agrees=True, klass="fatal")
+        model_agrees=not any(a.differences for a in inc.attempts), attempts=len(inc.attempts),
+        user_code=code_place(ctx.get("frame")) if ctx else None)
 
 
 def scenario_diagnosis(results: Sequence[CallResult], program: str = "") -> Diagnosis:
@@ -139,7 +138,7 @@ def scenario_diagnosis(results: Sequence[CallResult], program: str = "") -> Diag
     failure simulated; the process did not end (`unknown`)."""
     failures = tuple(call_failed_load(r) for r in results if r.error and r.tree is not None)
     end = ProcessEnd("unknown")
-    return Diagnosis("windows", 0, program, end, rule_outcome(end.kind, None, bool(failures), None, []), failures)
+    return Diagnosis("windows", 0, program, end, process_outcome(end.kind, None, failures, None), failures)
 
 
 def process_end(trace: Trace, pid: int) -> ProcessEnd:
@@ -179,16 +178,6 @@ def main_outcome(trace: Trace, incs: list[Incident]) -> ProcessOutcome:
     return outcome_of(trace, pid, process_end(trace, pid), failures)
 
 
-def python_error(trace: Trace, pid: int) -> Optional[PyError]:
-    """The Python exception process pid ended on (its last py_exception event), or None."""
-    e = next(reversed(list(trace.of("py_exception", pid=pid))), None)
-    if e is None:
-        return None
-    return PyError(str(e.get("type") or "?"), str(e.get("message") or ""))
-
-
 def outcome_of(trace: Trace, pid: int, end: ProcessEnd, failures: tuple[FailedLoad, ...]) -> ProcessOutcome:
-    """The process's outcome (diagnosis/outcome.rule_outcome) from how it ended, its failed loads and its exception."""
-    fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
-                 if f.klass == "fallback"]
-    return rule_outcome(end.kind, end.code, any(f.fate == "fatal" for f in failures), python_error(trace, pid), fallbacks)
+    """The process's outcome (result.process_outcome) from how it ended, its failed loads and its exception."""
+    return process_outcome(end.kind, end.code, failures, python_error(trace, pid))

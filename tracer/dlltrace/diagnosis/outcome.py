@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
+
+if TYPE_CHECKING:
+    from dlltrace.trace.reader import Trace
 
 OutcomeKind = Literal["crashed", "died_of_load", "died_of_other", "degraded", "ok", "exited", "killed", "interrupted",
                       "could_not_start", "never_ran", "not_windows", "unknown"]
@@ -58,6 +61,14 @@ class PyError:
     @property
     def text(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
+
+
+def python_error(trace: "Trace", pid: int) -> Optional[PyError]:
+    """The Python exception process pid ended on (its last py_exception event: the bootstrap's), or None."""
+    ends = list(trace.of("py_exception", pid=pid))
+    if not ends:
+        return None
+    return PyError(str(ends[-1].get("type") or "?"), str(ends[-1].get("message") or ""))
 
 
 @dataclass(frozen=True)

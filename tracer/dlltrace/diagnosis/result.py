@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union, get_args, get_origin
 
-from dlltrace.diagnosis.outcome import LoadClass, ProcessOutcome, PyError
+from dlltrace.diagnosis.outcome import LoadClass, ProcessOutcome, PyError, feature_of, rule_outcome
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
 
 DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
@@ -103,6 +103,15 @@ class FailedLoad:
     klass: LoadClass = "fatal"  # fatal, fallback (an accelerator's library gone past), probe, noise (outcome.py)
     user_code: Optional[CodePlace] = None  # where in the user's code the import or call that made it ran
     attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
+
+
+def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLoad, ...],
+                    exception: Optional[PyError]) -> ProcessOutcome:
+    """A process's outcome (outcome.rule_outcome) from how it ended, its failed loads (their fates, and the
+    features its fallbacks cost it) and the exception it ended on; both OSes' Diagnoses are made with it."""
+    fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
+                 if f.klass == "fallback"]
+    return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,7 @@ from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
 from dlltrace.model import CallResult, Cause, FileFacts, Node, SearchDir
-from dlltrace.diagnosis.outcome import rule_outcome
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
@@ -492,7 +491,7 @@ def static_diagnosis(result: DepsResult) -> Diagnosis:
                 fixes=(), model_agrees=True))
     end = ProcessEnd("never_ran")
     return Diagnosis("windows", 0, result.target.given, end,
-                     rule_outcome(end.kind, None, bool(failures), None, []), tuple(failures))
+                     process_outcome(end.kind, None, tuple(failures), None), tuple(failures))
 
 
 def roots_of(target: Target) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from dlltrace.diagnosis.outcome import PyError, feature_of, rule_load_class, rule_outcome
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place
+from dlltrace.diagnosis.outcome import python_error, rule_load_class
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.trace.reader import Trace
 
@@ -105,6 +105,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
     for c in calls:
         pids.setdefault(c.pid, c.exe)
     out = []
+    zero = rule_linux_exit_zero(trace)
     for pid, exe in pids.items():
         mine = [c for c in failed if c.pid == pid]
         if pid == top and end is not None:
@@ -116,15 +117,9 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        zero = rule_linux_exit_zero(trace)
         failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero)) for i, c in enumerate(mine))
-        ends = list(trace.of("py_exception", pid=pid))
-        exc = PyError(str(ends[-1].get("type") or "?"), str(ends[-1].get("message") or "")) if ends else None
-        fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
-                     if f.klass == "fallback"]
         crashed = pend.kind == "killed" and pend.signal in CRASH_SIGNALS
-        outcome = rule_outcome("crashed" if crashed else pend.kind, pend.code, any(f.fate == "fatal" for f in failures),
-                               exc, fallbacks)
+        outcome = process_outcome("crashed" if crashed else pend.kind, pend.code, failures, python_error(trace, pid))
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))
     return out
 
