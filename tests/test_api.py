@@ -20,6 +20,7 @@ import pytest
 import winetools
 from dlltrace.diagnosis.result import schema
 from test_bootstrap import windows_python  # noqa: F401  (the module fixture: a Windows CPython 3.13)
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "api.md"
@@ -86,7 +87,7 @@ def test_the_diagnosis_of_each_fixture_trace_validates_and_says_what_the_report_
         assert f.leaf == (c["leaf"]["name"] if c.get("leaf") else None)
         assert f.error == c["error"] and list(f.chain) == c["chain"]
         assert [(t.path, t.rule, t.result) for t in f.tried] == [(x["path"], x["rule"], x["result"]) for x in c["candidates"]]
-        assert [x.text for x in f.fixes] == [x["text"] for x in c["fixes"]]
+        assert [fix_text(x) for x in f.fixes] == [x["text"] for x in c["fixes"]]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux trace is recorded here")
@@ -119,7 +120,7 @@ def test_a_linux_trace_diagnosis(tmp_path):
 def test_linux_fixes_are_the_one_fix_type():
     """Every Linux fix (LD_LIBRARY_PATH, patchelf's RUNPATH, the ld.so cache, a wheel) is a model.Fix, worded
     by fix_text as a line a user pastes."""
-    from dlltrace.model import Fix, fix_text
+    from dlltrace.model import Fix
 
     runpath = Fix("linker", "set_runpath", name="libx.so.1", folder="/opt/x/lib", path="/app/libapp.so",
                   value="$ORIGIN:/opt/x/lib", python=False)

@@ -21,6 +21,7 @@ from dlltrace.tracecheck import Validator
 from dlltrace.trace.reader import read_trace
 from dlltrace.worlds.live import LiveWorld, wine_map
 from dlltrace.worlds.world import ProcessState, SystemInfo
+from dlltrace.render.cuda import mismatch_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "tracer" / "dlltrace" / "schemas" / "cuda-v1.json"
@@ -120,7 +121,7 @@ def test_rule_driver_too_old_for_a_framework_that_bundles_its_cuda():
     assert (m.subject, m.needs_cuda, m.driver, m.driver_supports, m.needs_driver, m.bundled) == \
         ("torch 2.5.1+cu121", "12.1", "522.06", "11.8", "531.14", True)
     assert m.fixes[0].action == "update_driver" and m.fixes[0].driver == "531.14" and m.fixes[0].family_driver == "525"
-    assert C.mismatch_text(m).startswith("torch 2.5.1+cu121 bundles CUDA 12.1; your driver 522.06 supports up to "
+    assert mismatch_text(m).startswith("torch 2.5.1+cu121 bundles CUDA 12.1; your driver 522.06 supports up to "
                                          "CUDA 11.8: update the NVIDIA driver to >= 531.14")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from dlltrace import winpath
 from dlltrace.render.scenario import explain_scenario
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")) + sorted((ROOT / "fixtures" / "scenarios").glob("*.json"))
@@ -63,7 +64,7 @@ def test_scenario_verdict(path):
         assert r.chain == exp["chain"]
     if "fix_contains" in exp or "fix_not_contains" in exp:
         assert r.fixes, "no fix suggested"
-        assert not fix_problems(exp, r.fixes[0].text), (fix_problems(exp, r.fixes[0].text), r.fixes[0].text)
+        assert not fix_problems(exp, fix_text(r.fixes[0])), (fix_problems(exp, fix_text(r.fixes[0])), fix_text(r.fixes[0]))
     if "found_elsewhere" in exp:
         assert exp["found_elsewhere"] in [c.path for c in r.found_elsewhere]
 
@@ -82,14 +83,14 @@ def test_s1_says_the_folder_is_only_on_path():
     v12 = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.1\\bin"
     [c] = [c for c in r.found_elsewhere if c.path.startswith(v12)]
     assert (c.relation, c.path_entry) == ("on_path_not_searched", 2)
-    assert "on PATH (entry 2)" in c.text and "does not search" in c.text
+    assert "on PATH (entry 2)" in relation_text(c) and "does not search" in relation_text(c)
     assert r.not_searched == "PATH and the current folder are not searched with these flags."
     # and PATH was really not searched
     assert not any(p.startswith(v12) for p in r.probes)
     # the v11.8 copy is another version, named as such (reordering PATH cannot help)
     assert [c.path for c in r.close_names] == [
         "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v11.8\\bin\\cublas64_11.dll"]
-    assert "on PATH (entry 1)" in r.close_names[0].text
+    assert "on PATH (entry 1)" in relation_text(r.close_names[0])
 
 
 def test_s2_both_attempts_name_the_leaf():
@@ -116,5 +117,5 @@ def test_scenario_matches_json_schema(path):
 def test_s4_compares_the_runtime_with_the_toolset_c10_was_built_with():
     _, results = explain_scenario(str(ROOT / "fixtures" / "scenarios" / "s4.toml"))
     r = first_failed(results)
-    assert "older than 14.42 (c10.dll was built with 14.42)" in r.fixes[0].text
+    assert "older than 14.42 (c10.dll was built with 14.42)" in fix_text(r.fixes[0])
     assert r.fixes[0].kind == "vc_redist"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import ldso_kit as kit
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 PY = sys.executable
 
@@ -247,7 +248,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     assert pkg.folder == str(wheel)
     env_fix = fixes["set_env"]
     assert env_fix.variable == "LD_LIBRARY_PATH" and env_fix.value == f"{wheel}:{d1}"
-    assert "Set LD_LIBRARY_PATH=" in env_fix.text
+    assert "Set LD_LIBRARY_PATH=" in fix_text(env_fix)
     # the real loader agrees with the model's verdict on the LD_LIBRARY_PATH fix
     ok = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=env_fix.value), capture_output=True, text=True)
     assert ok.stdout.startswith(f"OK {d1 / 'libdlta.so'}")
@@ -257,7 +258,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
         if os.environ.get("CI"):
             pytest.fail("needs patchelf -- CI installs it (tools/setup.sh --tests)")
         pytest.skip("patchelf's fix not applied: no patchelf here (CI installs it: tools/setup.sh --tests)")
-    subprocess.run(fixes["set_runpath"].text, shell=True, check=True)  # (its words are what a user pastes)
+    subprocess.run(fix_text(fixes["set_runpath"]), shell=True, check=True)  # (its words are what a user pastes)
     again = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=str(d1)), capture_output=True, text=True)
     assert again.stdout.startswith(f"OK {d1 / 'libdlta.so'}"), again.stdout + again.stderr
 

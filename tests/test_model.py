@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from dlltrace import model
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 SCHEMAS = Path(model.__file__).parent / "schemas"
 
@@ -59,7 +60,7 @@ def test_elsewhere_relation_enum_is_the_model_list():
     result = dict(_enums(json.loads((SCHEMAS / "result-v1.json").read_text(encoding="utf-8"))))
     relation = result["/properties/calls/items/properties/found_elsewhere/items/properties/relation"]
     assert set(relation) == set(get_args(model.Relation))
-    words = {r: model.Elsewhere("C:\\x\\a.dll", r, path_entry=2, rule="PATH[2]").text for r in get_args(model.Relation)}
+    words = {r: relation_text(model.Elsewhere("C:\\x\\a.dll", r, path_entry=2, rule="PATH[2]")) for r in get_args(model.Relation)}
     assert len(set(words.values())) == len(words)  # each relation has its own words
 
 

@@ -37,6 +37,7 @@ import pytest
 import realimports as ri
 import realwheels as rw
 import winetools
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 CASES_DIR = ri.CACHE / "cases"  # each case's environment: a hard-link copy of the base one, made afresh
 MODEL = CASES_DIR / "identity.onnx"
@@ -365,7 +366,7 @@ def test_a_torch_loop_load_attributed_to_the_last_python_event_gets_fixes_before
     res = results[-1]
     assert res.error == 126 and res.leaf is not None and res.leaf.name.lower() == "libiomp5md.dll"
     befores = [f.before for f in res.fixes if f.before] + [s.before for f in res.fixes for s in f.then if s.before]
-    assert befores and set(befores) == {"import torch"}, [f.text for f in res.fixes]
+    assert befores and set(befores) == {"import torch"}, [fix_text(f) for f in res.fixes]
 
 
 def test_rule_package_dll_loop():
@@ -389,7 +390,7 @@ def test_rule_package_dll_loop():
     res = results[-1]
     assert res.error == 126 and res.origin_kind == "ctypes", (res.error, res.origin_kind)
     befores = [f.before for f in res.fixes if f.before]
-    assert befores and set(befores) == {"import ctranslate2"}, [f.text for f in res.fixes]
+    assert befores and set(befores) == {"import ctranslate2"}, [fix_text(f) for f in res.fixes]
 
 
 @pytest.mark.parametrize("pyd, missing, package", [
@@ -408,5 +409,5 @@ def test_package_itself_ctranslate2_and_onnxruntime(pyd, missing, package):
               exe=r"C:\venv\python.exe", python="3.11.9")[-1]
     assert res.error == 126 and res.leaf is not None and res.leaf.name == missing
     first = res.fixes[0]
-    assert (first.action, first.package) == ("install", package), [(f.action, f.text) for f in res.fixes]
-    assert "itself" in first.text and f"pip install --force-reinstall {package}" in first.text, first.text
+    assert (first.action, first.package) == ("install", package), [(f.action, fix_text(f)) for f in res.fixes]
+    assert "itself" in fix_text(first) and f"pip install --force-reinstall {package}" in fix_text(first), fix_text(first)

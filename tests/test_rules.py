@@ -8,6 +8,7 @@ from dlltrace.loader.windows import rules
 from dlltrace.model import FileFacts, Import, PEFacts
 from dlltrace.worlds.world import LoadedModule, ProcessState, SystemInfo
 from simhelp import folders_probed, load, run, scenario
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 SYS = SystemInfo()
 
@@ -158,11 +159,11 @@ def test_rule_invalid_flags_fix_fits_the_flags_passed():
                          {"op": "LoadLibraryExW", "name": "m.dll", "flags": 0x8}])
     res = sc.run()[-1]
     assert (res.error, res.leaf.cause, res.leaf.reason) == (87, "invalid_parameter", "altered_with_default_dirs_needs_full_path")
-    texts = [f.text for f in res.fixes]
+    texts = [fix_text(f) for f in res.fixes]
     assert texts and "fully qualified path" in texts[0]
     assert not any("when passing LOAD_LIBRARY_SEARCH_" in t for t in texts)
     bad = scenario(calls=[{"op": "LoadLibraryExW", "name": "C:\\m.dll", "flags": 0x8 | 0x1000}]).run()[-1]
-    assert bad.leaf.reason == "altered_with_search_flags" and "Drop LOAD_WITH_ALTERED_SEARCH_PATH" in bad.fixes[0].text
+    assert bad.leaf.reason == "altered_with_search_flags" and "Drop LOAD_WITH_ALTERED_SEARCH_PATH" in fix_text(bad.fixes[0])
     r = load("a.dll", 0x1100, files=["C:\\app\\a.dll"])
     assert (r.error, r.leaf.cause) == (87, "invalid_parameter")
     assert load("C:\\app\\a.dll", 0x8 | 0x800, files=["C:\\app\\a.dll"]).error == 87

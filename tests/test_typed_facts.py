@@ -10,6 +10,7 @@ from simhelp import load, scenario
 
 from dlltrace.diagnosis.explain import explain, fixes_for, leaf_node
 from dlltrace.render.text import verdict_line
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 
 def _replayed(res):
@@ -57,13 +58,13 @@ def test_fix_says_before_what_from_the_origin_kind_not_its_words():
     failed = [r for r in res if r.error and r.tree is not None][-1]
     assert failed.origin_kind == "torch_retry" and failed.origin_package == "torch"
     failed.origin = "words that say nothing"
-    assert fixes_of(failed)[0].text.startswith("Before `import torch`:")
+    assert fix_text(fixes_of(failed)[0]).startswith("Before `import torch`:")
     pyd = "C:\\py\\Lib\\site-packages\\m\\_C.pyd"
     res = _explained([{"path": pyd, "imports": ["dep.dll"]}, "C:\\other\\dep.dll"],
                      [{"op": "python_import", "module": "m._C", "path": pyd}], exe="C:\\py\\python.exe")
     assert (res[0].origin_kind, res[0].origin_module) == ("python_import", "m._C")
     res[0].origin = "ctypes.CDLL('not what happened')"
-    assert fixes_of(res[0])[0].text.startswith("Before `import m._C`:")
+    assert fix_text(fixes_of(res[0])[0]).startswith("Before `import m._C`:")
 
 
 def fixes_of(r):
@@ -96,7 +97,7 @@ def test_not_searched_and_path_entries_are_the_calls_own():
     sim.process.default_dirs, sim.process.path = None, []  # the process changes after the call
     explain(res, sc.world, sim.process)
     assert res.not_searched == "PATH and the current folder are not searched with these flags."
-    assert [(c.relation, c.path_entry, c.text) for c in res.found_elsewhere] == [
+    assert [(c.relation, c.path_entry, relation_text(c)) for c in res.found_elsewhere] == [
         ("on_path_not_searched", 1, "on PATH (entry 1), which this load does not search")]
 
 
@@ -109,12 +110,12 @@ def test_every_fix_action_has_words_and_markdown_marks_the_code_from_the_fields(
     for action in get_args(FixAction):
         f = Fix("install", action, name="a.dll", folder="C:\\x", path="C:\\x\\a.dll", instruction="pip install a",
                 reason="altered_with_search_flags", other_machine="x64", machine="x86", bound="C:\\old\\a.dll")
-        assert f.text, action  # fix_text raises on an action it has no words for
-        texts[action] = f.text
+        assert fix_text(f), action  # fix_text raises on an action it has no words for
+        texts[action] = fix_text(f)
     assert len(set(texts.values())) == len(texts), "two actions share their words"
     f = Fix("add_dll_directory", "add_dll_directory", name="a.dll", folder='C:\\odd "name"', before="import torch")
-    assert f.text == 'Before `import torch`:  os.add_dll_directory(r"C:\\odd "name"")'
-    assert f.markdown == 'Before `import torch`:  `os.add_dll_directory(r"C:\\odd "name"")`'
+    assert fix_text(f) == 'Before `import torch`:  os.add_dll_directory(r"C:\\odd "name"")'
+    assert fix_markdown(f) == 'Before `import torch`:  `os.add_dll_directory(r"C:\\odd "name"")`'
 
 
 def _old_style(line: str) -> str:

@@ -13,6 +13,7 @@ from dlltrace import winpath
 from dlltrace.loader.windows.engine import Simulator
 from dlltrace.diagnosis import verify
 from simhelp import scenario
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 SP = "C:\\venv\\Lib\\site-packages"
@@ -68,10 +69,10 @@ def test_rule_no_os_add_dll_directory_before_python_3_8():
 def test_rule_no_python_words_for_a_program_that_is_not_python():
     res = failed(scenario(files=[{"path": "C:\\app\\a.dll", "imports": ["b.dll"]}, "C:\\deps\\b.dll"],
                           calls=[{"op": "LoadLibraryExW", "name": "C:\\app\\a.dll", "flags": 0x1100}]).run())
-    texts = " ".join(f.text for f in res.fixes)
+    texts = " ".join(fix_text(f) for f in res.fixes)
     assert res.fixes and res.fixes[0].verified
     assert "os.add_dll_directory" not in texts and "ctypes" not in texts and "os.environ" not in texts
-    assert 'AddDllDirectory(L"C:\\deps")' in res.fixes[0].text
+    assert 'AddDllDirectory(L"C:\\deps")' in fix_text(res.fixes[0])
 
 
 def test_rule_never_offer_what_the_process_already_did():
@@ -102,7 +103,7 @@ def test_rule_a_fix_is_offered_only_if_the_rerun_loads():
     assert res.fixes
     for f in res.fixes:
         assert f.verified is True
-        assert rerun_loads(res, sc, f), f.text
+        assert rerun_loads(res, sc, f), fix_text(f)
     # PATH: on PATH already, and 0x1100 does not search it
     assert "path_prepend" not in actions(res)
 
@@ -162,8 +163,8 @@ def test_rule_driver_windows_and_python_dlls_get_no_pip_package():
                         ("dxcore.dll", "part of Windows")):
         ext = {"path": "C:\\app\\x.dll", "imports": [name]}
         res = failed(scenario(files=[ext], **PY, calls=[{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x1100}]).run())
-        assert res.fixes and words in res.fixes[0].text, (name, res.fixes[0].text)
-        assert "pip install" not in " ".join(f.text for f in res.fixes)
+        assert res.fixes and words in fix_text(res.fixes[0]), (name, fix_text(res.fixes[0]))
+        assert "pip install" not in " ".join(fix_text(f) for f in res.fixes)
     # the driver lands in System32: the model can check it
     ext = {"path": "C:\\app\\x.dll", "imports": ["nvcuda.dll"]}
     res = failed(scenario(files=[ext], **PY, calls=[{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x1100}]).run())

@@ -11,7 +11,7 @@ Frameworks are read from their files (torch/version.py, onnxruntime/capi/version
 DLL's imports, dist-info folder names), never imported.
 
 Each check is one named function (rule_*), each mismatch a typed `Mismatch` with its fixes (model.Fix, the one fix type); the
-words are made in one place (mismatch_text, fix_text). The driver table is data
+words are made in one place (render/cuda.py mismatch_text, render/fixwords.py fix_text). The driver table is data
 (data/cuda-drivers.json, with its source: NVIDIA's CUDA Toolkit release notes, Tables 2 and 3).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping, Optional, Protocol
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts, Fix, fix_text
+from dlltrace.model import FileFacts, Fix
 from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
 from dlltrace.trace.reader import nt_to_win32
@@ -1271,42 +1271,6 @@ def mismatches(t: CudaTable, files_in) -> list[Mismatch]:
     return (rule_no_driver(t) + rule_driver_too_old(t) + rule_cuda_major_missing(t, files_in)
             + rule_framework_toolkit_major(t, files_in) + rule_path_order(t, files_in) + rule_cudnn_major_missing(t)
             + rule_cudnn_cuda_major(t) + rule_wheel_not_searched(t, files_in))
-
-
-# --- words: made from the typed fields, in one place ----------------------------------------------------------
-
-def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
-    """The sentence naming a mismatch, then its fixes."""
-    needs = f"bundles CUDA {m.needs_cuda}" if m.bundled else f"needs CUDA {m.needs_cuda}"
-    if m.kind == "no_driver":
-        s = f"{m.subject} {needs}, and no NVIDIA driver was found"
-    elif m.kind in ("driver_too_old", "driver_minor_compat"):
-        sup = f"supports up to CUDA {m.driver_supports}" if m.driver_supports else "supports no CUDA this table knows"
-        how = "" if m.kind == "driver_too_old" else " (it runs only through minor version compatibility, with a limited feature set)"
-        s = f"{m.subject} {needs}; your driver {m.driver} {sup}{how}"
-    elif m.kind == "cuda_major_missing":
-        s = f"{m.subject} is built for CUDA {m.needs_cuda} and loads {m.dll}, which is nowhere here" + \
-            (f" (only {m.have})" if m.have else "")
-    elif m.kind == "framework_toolkit_major":
-        s = f"{m.subject} is built for CUDA {m.needs_cuda}; PATH reaches only {m.have} ({m.found[0]}), and {m.dll} " \
-            f"is in {m.found[1]}, which is not on PATH"
-    elif m.kind == "path_order":
-        s = f"{m.subject} want CUDA {m.needs_cuda}, but {m.dll} of {m.have} ({m.found[0]}) comes first on PATH and " \
-            f"wins every load of that name"
-    elif m.kind == "cudnn_major_missing":
-        s = f"{m.subject} needs {m.dll}" + (f"; there is only {m.have}" if m.have else ", and no cuDNN was found")
-    elif m.kind == "cudnn_cuda_major":
-        s = f"{m.subject} uses CUDA {m.needs_cuda}, but the {m.dll} it gets ({m.found[0]}) is {m.have}"
-    elif m.kind == "wheel_not_searched":
-        s = f"{m.subject} needs {m.dll}: it is in {m.found[0]} (an nvidia-* wheel), which no search reaches"
-    else:  # pragma: no cover
-        s = m.kind
-    return s + ": " + "; ".join(_lower_first(fix_text(f)) for f in m.fixes) if m.fixes else s
-
-
-def _lower_first(words: str) -> str:
-    """A fix's sentence after a colon ("...: update the NVIDIA driver to >= 531.14")."""
-    return words[:1].lower() + words[1:]
 
 
 # --- a trace and a scenario as worlds -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from dlltrace.model import (ERROR_TEXT, TREE_OPS, AlsoMissing, Candidate, CallRe
                             Outcome, flags_text)
 from dlltrace.render.explained import (LineStyle, Styled, block_lines, call_blocks, from_result, full_tree, leaf_of,
                                        rendered_lines, style_of)
+from dlltrace.render.fixwords import fix_text, relation_text
 
 __all__ = ["LineStyle", "Styled", "style_of", "call_dict", "results_dict", "text_call", "tree_lines"]
 
@@ -32,7 +33,7 @@ def fix_dict(f: Fix) -> dict[str, Any]:
     """A fix: its words, its kind and action, the fields of the action that are set (model.Fix), and
     always whether the model checked it (`verified`, `outcome`), its further steps (`then`), the DLLs it
     fixes (`covers`) and whether its code is Python's (`python`)."""
-    d: dict[str, Any] = {"text": f.text, "kind": f.kind, "action": f.action}
+    d: dict[str, Any] = {"text": fix_text(f), "kind": f.kind, "action": f.action}
     for fl in fields(f):
         k, v = fl.name, getattr(f, fl.name)
         if k in d or k in FIX_ALWAYS or v is None or v is False or v == "" or v == ():
@@ -51,7 +52,7 @@ def also_missing_dict(a: AlsoMissing) -> dict[str, Any]:
 
 def elsewhere_dict(e: Elsewhere) -> dict[str, Any]:
     """A copy found elsewhere: `rule` is the relation in words (as found_elsewhere has always had it)."""
-    d: dict[str, Any] = {"path": e.path, "rule": e.text, "result": e.result}
+    d: dict[str, Any] = {"path": e.path, "rule": relation_text(e), "result": e.result}
     if e.machine:
         d["machine"] = e.machine
     if e.version:

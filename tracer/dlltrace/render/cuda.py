@@ -1,6 +1,6 @@
 """The CUDA stack table's three forms: terminal text (rich tables, as explained.Block), Markdown, and JSON
 (schemas/cuda-v1.json, docs/cuda.md). Every word comes from a typed field of cuda.CudaTable; the
-sentences of a mismatch and of a fix are cuda.mismatch_text and model.fix_text (the one fix type's words).
+sentences of a mismatch and of a fix are mismatch_text (here) and fixwords.fix_text (the one fix type's words).
 
 For `dlltrace report`: cuda_table_of_trace(trace) is the table of what the trace recorded, or None when
 the trace touched no CUDA file and recorded no CUDA variable (then the report shows nothing of it).
@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from dlltrace.diagnosis.cuda import CudaTable, Mismatch, cuda_table, facts_of_trace, mismatch_text
-from dlltrace.model import Fix, fix_text
+from dlltrace.diagnosis.cuda import CudaTable, Mismatch, Platform, cuda_table, facts_of_trace
+from dlltrace.model import Fix
+from dlltrace.render.fixwords import fix_text
 from dlltrace.render.explained import Block, LineStyle, Styled, block_lines
 
 FORMAT = "dlltrace-cuda"
@@ -219,3 +220,37 @@ def cuda_markdown(t: CudaTable, level: int = 3) -> str:
     else:
         lines.append("No mismatch between the parts found.")
     return "\n".join(lines) + "\n"
+
+
+def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
+    """The sentence naming a mismatch, then its fixes."""
+    needs = f"bundles CUDA {m.needs_cuda}" if m.bundled else f"needs CUDA {m.needs_cuda}"
+    if m.kind == "no_driver":
+        s = f"{m.subject} {needs}, and no NVIDIA driver was found"
+    elif m.kind in ("driver_too_old", "driver_minor_compat"):
+        sup = f"supports up to CUDA {m.driver_supports}" if m.driver_supports else "supports no CUDA this table knows"
+        how = "" if m.kind == "driver_too_old" else " (it runs only through minor version compatibility, with a limited feature set)"
+        s = f"{m.subject} {needs}; your driver {m.driver} {sup}{how}"
+    elif m.kind == "cuda_major_missing":
+        s = f"{m.subject} is built for CUDA {m.needs_cuda} and loads {m.dll}, which is nowhere here" + \
+            (f" (only {m.have})" if m.have else "")
+    elif m.kind == "framework_toolkit_major":
+        s = f"{m.subject} is built for CUDA {m.needs_cuda}; PATH reaches only {m.have} ({m.found[0]}), and {m.dll} " \
+            f"is in {m.found[1]}, which is not on PATH"
+    elif m.kind == "path_order":
+        s = f"{m.subject} want CUDA {m.needs_cuda}, but {m.dll} of {m.have} ({m.found[0]}) comes first on PATH and " \
+            f"wins every load of that name"
+    elif m.kind == "cudnn_major_missing":
+        s = f"{m.subject} needs {m.dll}" + (f"; there is only {m.have}" if m.have else ", and no cuDNN was found")
+    elif m.kind == "cudnn_cuda_major":
+        s = f"{m.subject} uses CUDA {m.needs_cuda}, but the {m.dll} it gets ({m.found[0]}) is {m.have}"
+    elif m.kind == "wheel_not_searched":
+        s = f"{m.subject} needs {m.dll}: it is in {m.found[0]} (an nvidia-* wheel), which no search reaches"
+    else:  # pragma: no cover
+        s = m.kind
+    return s + ": " + "; ".join(_lower_first(fix_text(f)) for f in m.fixes) if m.fixes else s
+
+
+def _lower_first(words: str) -> str:
+    """A fix's sentence after a colon ("...: update the NVIDIA driver to >= 531.14")."""
+    return words[:1].lower() + words[1:]

@@ -18,6 +18,7 @@ from dlltrace import winpath
 from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
                             Node, flags_text)
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT
+from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -261,7 +262,7 @@ def looked_rows(lk: Looked) -> list[tuple[str, str, str, str]]:
 
 def elsewhere_facts(c: Elsewhere) -> str:
     """"x64 · 12.1.3.1 · on PATH (entry 2), which this load does not search"."""
-    return "".join(f"{x} · " for x in (c.machine, c.version) if x) + c.text
+    return "".join(f"{x} · " for x in (c.machine, c.version) if x) + relation_text(c)
 
 
 def also_missing_row(a: AlsoMissing) -> tuple[str, str, str, str]:
@@ -287,7 +288,7 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
     checked it (nothing when it did and the load succeeds)."""
     out: list[tuple[str, LineStyle]] = []
     for step in f.then:
-        out.append((f"then: {as_typed(step.text)}", ""))
+        out.append((f"then: {as_typed(fix_text(step))}", ""))
     also = [n for n in f.covers if not winpath.same(n, leaf)] if leaf else list(f.covers)
     if also:
         out.append(("it also fixes " + ", ".join(also), ""))
@@ -301,7 +302,7 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
 def fix_notes_markdown(f: Fix, leaf: str = "") -> list[str]:
     """fix_notes, with the code of the further steps marked."""
     notes = fix_notes(f, leaf)
-    return [f"then: {as_typed(step.markdown)}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
+    return [f"then: {as_typed(fix_markdown(step))}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
 
 
 # --- text, with rich ----------------------------------------------------------------------------------
@@ -406,7 +407,7 @@ def tail(e: ExplainedCall) -> list[Block]:
     if e.close_names:
         t = _table("left", "left")
         for c in e.close_names:
-            t.add_row(c.path, c.text)
+            t.add_row(c.path, relation_text(c))
         out += [Styled("", ""), Styled("  " + OTHER_VERSIONS.format(name=e.leaf.name if e.leaf else "it"), ""),
                 _indented(t, 4)]
     if e.also_missing:
@@ -428,7 +429,7 @@ def fix_table(fixes: list[Fix], leaf: str = ""):
     t.add_column(justify="right", no_wrap=True)
     t.add_column(justify="left", overflow="fold")
     for i, f in enumerate(fixes, 1):
-        t.add_row(f"{i}.", as_typed(f.text))
+        t.add_row(f"{i}.", as_typed(fix_text(f)))
         for note, style in fix_notes(f, leaf):
             t.add_row("", _text(note, style))
     return t

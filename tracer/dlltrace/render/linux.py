@@ -26,6 +26,7 @@ from dlltrace.render.outcome import code_line, outcome_dict, outcome_headline, o
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
+from dlltrace.render.fixwords import fix_text
 
 # the candidates' words: the model's, those of a PE said of an ELF file
 RESULT_WORDS = {**model.RESULT_WORDS, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"}
@@ -119,9 +120,9 @@ def _call_lines(c: LinuxCall) -> list[str]:
     if c.fixes:
         out += ["", "  Fix"]
         for i, f in enumerate(c.fixes, 1):
-            out.append(f"    {i}. {f.text}" + ("" if f.verified else "  (not checked by the model)"))
+            out.append(f"    {i}. {fix_text(f)}" + ("" if f.verified else "  (not checked by the model)"))
             for step in f.then:  # (a next step the model found it needs)
-                out.append(f"       then: {step.text}")
+                out.append(f"       then: {fix_text(step)}")
             if f.preloaded_by == "torch" and (c.origin_module or "").split(".")[0] == "torch":
                 out.append("       (torch preloads this wheel's copy itself: torch/__init__.py)")
     return out
@@ -247,7 +248,7 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, 
             "recorded": [candidate_dict(x) for x in c.recorded],
             "agrees": c.agrees,
             "tree": node_dict(c.tree) if c.tree else None,
-            "fixes": [{"action": LINUX_FIX_NAMES[f.action], "text": f.text, "folder": f.folder or None,
+            "fixes": [{"action": LINUX_FIX_NAMES[f.action], "text": fix_text(f), "folder": f.folder or None,
                        "path": (f.path if f.action == "set_runpath" else None), "package": f.package or None,
                        "verified": bool(f.verified), "framework_preloads": bool(f.preloaded_by),
                        "needs_path": bool(f.then), "fix": fix_dict(f)}

@@ -29,13 +29,14 @@ from dlltrace.trace.redact import redacted_name
 from dlltrace.diagnosis.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.diagnosis.replay import Replayed
+from dlltrace.render.fixwords import fix_markdown
 
 
 def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
     """Fixes as a Markdown list, each with its notes (explained.fix_notes) as sub-items."""
     out: list[str] = []
     for f in fixes:
-        out.append(f"- {as_typed(f.markdown)}")
+        out.append(f"- {as_typed(fix_markdown(f))}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(f, leaf))
     return out
 
@@ -77,7 +78,7 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
     leaf = res.leaf.name if res.leaf else ""
     if e.fixes:
-        out.append(f"Suggested fix: {as_typed(e.fixes[0].markdown)}")
+        out.append(f"Suggested fix: {as_typed(fix_markdown(e.fixes[0]))}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
     if e.also_missing:
         out += ["", f"{ALSO_MISSING}:", ""]

@@ -1,0 +1,159 @@
+"""The words of a fix and of where a copy lies: the one place each fix action's sentence is written
+(model.Fix holds only the action and its operands). Markdown marks what is code to type with backticks."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from dlltrace import winpath
+from dlltrace.model import VC_REDIST, Elsewhere, Fix, InvalidFlagsReason, flags_text
+
+FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
+    "altered_with_search_flags": "Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags",
+    "dll_load_dir_needs_full_path": "Pass a fully qualified path (os.path.abspath) when using LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR",
+    "altered_with_default_dirs_needs_full_path": (
+        "Pass a fully qualified path (os.path.abspath): with SetDefaultDllDirectories in effect, "
+        "LOAD_WITH_ALTERED_SEARCH_PATH (0x8) searches the DLL's own folder (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR)"),
+}
+
+
+def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
+    """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
+    marks what is code to type (Markdown puts it in backticks)."""
+    a = f.action
+    before = f"before `{f.before}`" if f.before else "before the load"
+    if a == "add_dll_directory":
+        call = code(f'os.add_dll_directory(r"{f.folder}")' if f.python else f'AddDllDirectory(L"{f.folder}")')
+        if f.bound:
+            return (f"The copy at {f.bound} lacks {f.lacks}; a matching copy is at {f.path}: {before}  {call} "
+                    f"and make sure it is searched before {winpath.dirname(f.bound)}")
+        if f.machine:
+            return f"A {f.machine} copy is at {f.path}: {before}  {call}"
+        return f"{before[0].upper() + before[1:]}:  {call}"
+    if a == "path_prepend":
+        if f.python and f.before:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["PATH"] = r"{f.folder};" + os.environ["PATH"]') + \
+                " (this load searches PATH)"
+        return f"Put {f.folder} on PATH (this load searches PATH)"
+    if a == "path_or_copy":
+        return f"Put {f.folder} on PATH, or copy {f.name} next to {winpath.basename(f.exe)} ({winpath.dirname(f.exe)})"
+    if a == "install":
+        return f.instruction
+    if a == "find_package":
+        if f.exe:
+            return (f"Find the package that ships {f.name} and install it, then put its folder on PATH "
+                    f"or copy {f.name} next to {winpath.basename(f.exe)}")
+        return f"Find the package that ships {f.name} and install it, then add its folder with os.add_dll_directory"
+    if a == "use_64bit_python":
+        return "Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)"
+    if a == "use_build":
+        article = "an" if f.other_machine[:1] in ("a", "x") else "a"
+        return f"Use the {f.machine} build of {f.name}, or {article} {f.other_machine} " + ("Python" if f.python else "build of the program")
+    if a == "reinstall":
+        return f"{f.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it"
+    if a in ("preload", "update_loaded"):
+        by = f" ({f.loaded_by})" if f.loaded_by else ""
+        if a == "preload":
+            return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}; the matching copy is {f.path}: "
+                    f"load it first (before whatever loads {f.bound}), or update or remove the copy loaded first")
+        return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}: find what loads that copy "
+                "first and update it")
+    if a == "install_matching":
+        return f"{f.bound} is a different version from the one {f.parent} was built against: install matching versions"
+    if a == "vc_redist":
+        built = f" ({f.leaf} was built with {f.need})" if f.built_with else ""
+        if f.then:  # (its next step says what to load first)
+            return (f"{f.name} in use is {f.path} version {f.version}, older than {f.need}{built}: install the latest "
+                    f"Visual C++ Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)})")
+        return (f"{f.name} in use is {f.path} version {f.version}, older than {f.need}{built}: install the latest "
+                f"Visual C++ Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)}), or find the package that "
+                f"ships that old copy and load torch before it")
+    if a == "check_init":
+        return (f"Every dependency of {f.name} resolved; its initialisation (DllMain) failed. Common causes: an old MSVC "
+                "runtime loaded first, a CPU without AVX for builds that need it, or a missing GPU driver")
+    if a == "update_windows":
+        return (f"{f.name} has no host on this Windows: update Windows (or install the Universal C Runtime, KB2999226, "
+                "for api-ms-win-crt-*)")
+    if a == "flags":
+        words = FLAGS_FIX_TEXT[f.reason] if f.reason is not None else ""
+        if f.path:
+            words += f" ({f.path})"
+        if f.flags is not None:
+            words += (f", and load with {f.flags:#x} ({flags_text(f.flags)}): LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR alone "
+                      "searches only the DLL's own folder, not System32 for its imports")
+        return words
+    if a == "permissions":
+        return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
+    if a == "preload_path":
+        if f.python and len(f.files) > 1:
+            return f"{before[0].upper() + before[1:]}:  " + "; ".join(code(f'ctypes.WinDLL(r"{p}")') for p in f.files) + \
+                " (loaded by full path, in this order)"
+        if f.python:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL(r"{f.path}")') + \
+                f" (loaded by full path, it is the {f.name} every later request gets)"
+        return (f"Load {f.path} by full path before the load (" + code(f'LoadLibraryExW(L"{f.path}", NULL, '
+                'LOAD_WITH_ALTERED_SEARCH_PATH)') + f"): every later request for {f.name} gets it")
+    if a == "copy_file":
+        return f"Copy {f.path} into {f.dest}"
+    if a == "set_dll_directory":
+        return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW(L"{f.folder}")')
+    if a in ("update_driver", "install_driver"):
+        verb = "Update the NVIDIA driver" if a == "update_driver" else "Install an NVIDIA driver"
+        extra = (f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited "
+                 "feature set)") if f.family_driver else ""
+        if not f.driver:
+            return verb
+        return (f"{verb} to >= {f.driver}{extra}" if a == "update_driver" else f"{verb} >= {f.driver}{extra}")
+    if a == "install_cuda":
+        return (f"Install the CUDA {f.cuda}.x libraries it loads: a CUDA {f.cuda} toolkit"
+                + (f", or {code('pip install ' + f.package)}" if f.package else ""))
+    if a == "other_cuda_build":
+        return f"Or install the {f.package} build for CUDA {f.cuda}"
+    if a == "reorder_path":
+        return f"Put {f.folder} before {f.ahead_of} on PATH"
+    if a == "install_cudnn":
+        return f"Install cuDNN {f.cudnn} for CUDA {f.cuda}" + (f" ({code('pip install ' + f.package)})" if f.package else "")
+    if a == "set_runpath":
+        return code(f"patchelf --set-rpath '{f.value}' {f.path}")
+    if a == "add_ld_so_conf":
+        stem = f.name.split(".so")[0]
+        return code(f"echo {f.folder} | sudo tee /etc/ld.so.conf.d/{stem}.conf && sudo ldconfig")
+    if a == "set_env":
+        if f.python:
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = r"{f.value}"')
+        return f"Set {f.variable}={f.value} before starting the program"
+    if a == "install_package":
+        return f"{code('pip install ' + (f.package or ''))} (it puts {f.name} in {f.folder})"
+    if a == "change_flags":
+        return f"Load {f.name} with flags {f.flags or 0:#x} ({flags_text(f.flags or 0)})"
+    if a == "import_first":
+        first = code("import " + f.module) if f.python else f"Load {f.module}"
+        return (f"{first} before whatever loads {f.bound} (that copy of {f.name} is loaded first now, and "
+                f"{f.leaf or 'the DLL'} binds to it)")
+    if a == "activate_conda":
+        return f"Activate the conda environment first ({code('conda activate ' + f.folder)}): it puts {f.folder}\\Library\\bin on PATH"
+    if a == "package_mechanism":
+        return f"{before[0].upper() + before[1:]}:  {code(f.call)} (the package's own loader; it loads {f.name} by full path)"
+    if a == "cpu_build":
+        feat = f.lacks.upper()
+        return (f"{f.name}'s initialization needs a CPU with {feat}, which this CPU lacks (nothing is missing): install "
+                f"a build of the package made without {feat}, or run it on a CPU that has {feat}")
+    raise ValueError(f"fix action {a!r} has no words")
+
+
+def fix_markdown(f: Fix) -> str:
+    """A fix's words with what is code to type in backticks."""
+    return fix_text(f, code=lambda s: f"`{s}`")
+
+
+def relation_text(e: Elsewhere) -> str:
+    """The relation in words ("on PATH (entry 2), which this load does not search")."""
+    if e.relation == "loaded_wins":
+        return f"searched ({e.rule}), but the copy already loaded wins"
+    if e.relation == "on_path":
+        return f"on PATH (entry {e.path_entry})"
+    if e.relation == "on_path_not_searched":
+        return f"on PATH (entry {e.path_entry}), which this load does not search"
+    if e.relation == "current_folder":
+        return "the current folder"
+    return "in no folder the loader searches"
