@@ -83,6 +83,12 @@ def test_deps_and_check_of_a_dll_folder(tmp_path):
         assert not deps["ok"]
         check = run_json("check", str(pkg), "--json")
         v.validate(check)
+        diagnosis = schema("diagnosis-v1.json")
+        for doc in (deps, check):  # each carries its typed Diagnosis: a failed load whose leaf is the DLL missing
+            diagnosis.validate(doc["diagnosis"])
+            assert [(f["leaf"], f["cause"], f["fate"]) for f in doc["diagnosis"]["failures"]] == [
+                ("leaf.dll", "not_found", "fatal")], doc["diagnosis"]["failures"]
+            assert doc["diagnosis"]["outcome"]["kind"] != "ok"
         shutil.copy(leaf, pkg / "leaf.dll")
         v.validate(run_json("deps", str(pkg), "--json", ok=(0,)))
     finally:

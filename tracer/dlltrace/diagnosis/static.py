@@ -464,6 +464,11 @@ class DepsResult:
     def problems(self) -> list[Problem]:
         return [p for a in self.loads for p in a.problems]
 
+    @property
+    def diagnosis(self) -> Diagnosis:
+        """The loads it would make as the typed Diagnosis (static_diagnosis)."""
+        return static_diagnosis(self)
+
 
 # a static problem's cause as a failed load's (model.Cause), for the Diagnosis of a wheel or folder
 PROBLEM_CAUSES: dict[str, Cause] = {"missing": "not_found", "wrong_machine": "bad_machine", "missing_export": "missing_export",
@@ -489,6 +494,32 @@ def static_diagnosis(result: DepsResult) -> Diagnosis:
                 next_failures=tuple(NextFailure(q.dll, PROBLEM_CAUSES[q.kind], q.needed_by[0] if q.needed_by else "")
                                     for q in found[i + 1:]),
                 fixes=(), model_agrees=True))
+    end = ProcessEnd("never_ran")
+    return Diagnosis("windows", 0, result.target.given, end,
+                     process_outcome(end.kind, None, tuple(failures), None), tuple(failures))
+
+
+# check's problems that are not a failed load's cause in deps: what each would do on a machine without the
+# external (not_allowed, python_mismatch: the DLL is not found; vcruntime_older: the runtime's DllMain, or the
+# imports it lacks, fail the load); cuda_mixed names no one DLL
+CHECK_CAUSES: dict[str, Optional[Cause]] = {**PROBLEM_CAUSES, "not_allowed": "not_found", "python_mismatch": "not_found",
+                                            "vcruntime_older": "init_failed", "cuda_mixed": None}
+
+
+def check_diagnosis(result: CheckResult) -> Diagnosis:
+    """`dlltrace check` as the Diagnosis of one (not run) package: each problem a failed load of the file that
+    needs the DLL (a file of the package that is itself bad: a failed load of it), its fate fatal (the gate
+    fails on it), its leaf the DLL, and where the package has it."""
+    failures: list[FailedLoad] = []
+    for p in result.problems:
+        cause = CHECK_CAUSES[p.kind]
+        by = p.needed_by[0] if p.needed_by else None
+        failures.append(FailedLoad(
+            seq=len(failures) + 1, api="static imports", name=by or p.path or p.dll, error=0, message=p.detail,
+            fate="fatal", reason=None, origin="", leaf=p.dll or None, cause=cause, needed_by=by,
+            chain=tuple(x for x in (by, p.dll) if x), tried=(),
+            elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere), next_failures=(), fixes=(),
+            model_agrees=True))
     end = ProcessEnd("never_ran")
     return Diagnosis("windows", 0, result.target.given, end,
                      process_outcome(end.kind, None, tuple(failures), None), tuple(failures))
@@ -573,6 +604,11 @@ class CheckResult:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def diagnosis(self) -> Diagnosis:
+        """The gate's verdict as the typed Diagnosis (check_diagnosis)."""
+        return check_diagnosis(self)
 
 
 _VC_COMPONENTS = ("msvcp", "vcruntime", "concrt", "vcomp")

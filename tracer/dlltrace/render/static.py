@@ -14,7 +14,8 @@ from rich.tree import Tree
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
-from dlltrace.diagnosis.static import CheckResult, DepsResult, LoadAnalysis, Problem, Target
+from dlltrace.diagnosis.static import (CheckResult, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
+                                       static_diagnosis)
 
 SCHEMA = "dlltrace-static"
 SCHEMA_VERSION = 1
@@ -111,7 +112,7 @@ def deps_dict(r: DepsResult) -> dict:
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
             "world": _world_dict(r.target), "ok": not r.problems,
             "loads": [load_dict(r.target, a) for a in r.loads],
-            "summary": _deps_counts(r)}
+            "summary": _deps_counts(r), "diagnosis": static_diagnosis(r).to_dict()}
 
 
 def _deps_counts(r: DepsResult) -> dict:
@@ -242,7 +243,7 @@ def check_dict(r: CheckResult) -> dict:
             "files": [{"path": f.path, "machine": f.machine, "linker_version": f.linker_version,
                        "file_version": f.file_version, "error": f.error} for f in r.files],
             "dlls": [row.to_dict() for row in r.rows],
-            "problems": [p.to_dict() for p in r.problems]}
+            "problems": [p.to_dict() for p in r.problems], "diagnosis": check_diagnosis(r).to_dict()}
 
 
 def check_summary(r: CheckResult) -> str:
