@@ -173,8 +173,8 @@ def test_folder_groups_show_a_folder_and_its_hwcaps_subfolders_once():
     """glibc tries each folder of the system search path as up to 11 folders (glibc-hwcaps levels, tls,
     x86_64): the report shows the folder once, with how many subfolders were tried, and the RUNPATH's
     object by its file name."""
-    from dlltrace.model import Candidate
-    from dlltrace.render.linux import folder_groups, hwcaps_base, rule_tag
+    from dlltrace.diagnosis.result import Tried as Candidate
+    from dlltrace.render.diagnosis import folder_groups, hwcaps_base, rule_tag
 
     assert hwcaps_base("/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v3") == "/lib/x86_64-linux-gnu"
     assert hwcaps_base("/usr/lib/tls/x86_64/x86_64") == "/usr/lib"

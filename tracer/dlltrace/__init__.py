@@ -7,6 +7,7 @@ The Python API (docs/api.md; each name is dlltrace/api.py's, imported when first
     dlltrace.diagnose(trace_or_path)  one typed Diagnosis per traced process
     dlltrace.deps(path)               a DLL, folder or wheel's import closure, resolved without running it
     dlltrace.check(paths, allow=...)  the CI gate, as results
+    dlltrace.report(diagnoses, format="text")  Diagnoses as text, Markdown or JSON
     dlltrace.Trace(path=None, out=None)  trace this process's DLL loads while a block runs (Windows)
 """
 
@@ -14,9 +15,9 @@ from typing import Any
 
 from dlltrace.version import __version__
 
-__all__ = ["__version__", "read_trace", "diagnose", "deps", "check", "Trace", "Diagnosis", "FailedLoad",
+__all__ = ["__version__", "read_trace", "diagnose", "deps", "check", "report", "Trace", "Diagnosis", "FailedLoad",
            "DlltraceError"]
-_API = {"read_trace", "diagnose", "deps", "check", "Trace"}
+_API = {"read_trace", "diagnose", "deps", "check", "report", "Trace"}
 _TYPES = {"Diagnosis", "FailedLoad"}
 
 

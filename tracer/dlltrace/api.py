@@ -5,6 +5,7 @@ examples that run as tests (tests/test_api.py).
     diagnose(trace_or_path)           one Diagnosis per traced process (diagnosis/result.py): pure data
     deps(path, ...)                   a DLL, folder or wheel's import closure, resolved without running it
     check(paths, allow=...)           the CI gate of `dlltrace check`, as results
+    report(diagnoses, format="text")  Diagnoses in words: text, Markdown or JSON (render/diagnosis.py)
     Trace(path=None, out=None)        trace this process's DLL loads while a block runs (Windows)
 
 Each imports what it needs when it is called: `import dlltrace` stays light."""
@@ -89,6 +90,27 @@ def check(paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]], all
     if bad:
         raise DlltraceError(f"allow: {', '.join(bad)}: not a class ({', '.join(ALLOWABLE)})", EXIT_USAGE)
     return [_check(open_target(t, python=python), allowed) for g in given for t in check_targets(os.fspath(g))]
+
+
+def report(diagnoses: "Union[Diagnosis, Iterable[Diagnosis]]", format: str = "text", source: str = "",
+           everything: bool = False) -> str:
+    """Diagnoses as the report says them: "text" and "markdown" (render/diagnosis.py: the answer first, each
+    failed load that matters with the files the loader tried by rule, what fails next and its fixes, the
+    loads gone past a line each; `everything`: those explained too), or "json" (a list of Diagnosis.to_dict()).
+    The headline is the outcome of the first process that ended (the program a run started)."""
+    import json
+
+    from dlltrace.diagnosis.result import Diagnosis as _Diagnosis
+
+    ds = [diagnoses] if isinstance(diagnoses, _Diagnosis) else list(diagnoses)
+    if format == "json":
+        return json.dumps([d.to_dict() for d in ds], indent=2, ensure_ascii=False)
+    if format not in ("text", "markdown"):
+        raise DlltraceError(f"format {format!r}: one of text, markdown, json", EXIT_USAGE)
+    from dlltrace.render.diagnosis import diagnoses_text
+
+    main = next((d for d in ds if d.end.kind not in ("unknown",)), ds[0] if ds else None)
+    return diagnoses_text(ds, source, main, everything, markdown=format == "markdown")
 
 
 class Trace:

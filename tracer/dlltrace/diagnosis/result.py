@@ -52,6 +52,7 @@ class Copy:
     relation: Relation
     machine: Optional[str] = None
     version: Optional[str] = None
+    path_entry: Optional[int] = None  # on_path, on_path_not_searched: which PATH entry (from 1)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class FailedLoad:
     klass: LoadClass = "fatal"  # fatal, fallback (an accelerator's library gone past), probe, noise (outcome.py)
     user_code: Optional[CodePlace] = None  # where in the user's code the import or call that made it ran
     attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
+    symbol: Optional[str] = None  # missing_export: the export (Linux: the symbol) the leaf lacks
+    caller: str = ""  # the module that made the call (Linux: the object whose dlopen it was), "" when not known
 
 
 def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLoad, ...],

@@ -89,7 +89,8 @@ def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]])
         tried=tuple(Tried(x.path, x.rule, x.result) for x in cands),
         elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
         next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees,
-        klass=rule_load_class(fate[0], fate[1], c.name, leaf), user_code=code_place(c.frame))
+        klass=rule_load_class(fate[0], fate[1], c.name, leaf), user_code=code_place(c.frame),
+        symbol=c.leaf.facts.export if c.leaf and c.leaf.cause == "missing_export" else None, caller=c.by or "")
 
 
 def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> list[Diagnosis]:

@@ -6,165 +6,39 @@ Which failed call is the failure the program hit is diagnosis/verdict_linux.py's
 others are listed apart as loads the program (or another process of the run: a pyenv shim's bash, a
 child) went past.
 
-Not yet through render/explained.py (whose words and folder handling are Windows's): a form of its own,
-made of the same typed fields, never of another module's sentences.
+The text and Markdown are render/diagnosis.py's, from the typed Diagnoses (the same renderer any
+Diagnosis has); the JSON keeps the replay's fields, with the Diagnoses under `diagnoses`.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
-from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 from dlltrace import model
 from dlltrace.trace.reader import Trace
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
-from dlltrace.diagnosis.outcome import ProcessOutcome, feature_of
 from dlltrace.diagnosis.result import schema as diagnosis_schema
-from dlltrace.render.outcome import code_line, outcome_dict, outcome_headline, outcome_schema
+from dlltrace.render.diagnosis import diagnoses_text
+from dlltrace.render.outcome import outcome_dict, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
 from dlltrace.render.fixwords import fix_text
 
-# the candidates' words: the model's, those of a PE said of an ELF file
-RESULT_WORDS = {**model.RESULT_WORDS, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"}
-
-
-# the subfolders glibc tries inside each folder of a search before the folder itself (dl-load.c: the
-# glibc-hwcaps/<level> subfolders, then the legacy tls and platform/hwcap ones); a report shows the folder once
-HWCAP_SUBFOLDERS = {"tls", "x86_64", "haswell", "avx512_1", "i686", "i586", "sse2", "aarch64", "atomics", "asimd"}
-
-
-def hwcaps_base(folder: str) -> str:
-    """The folder of a search that `folder` is a glibc-hwcaps or legacy hwcap subfolder of (itself otherwise)."""
-    parts = folder.split("/")
-    while len(parts) > 1:
-        if len(parts) > 2 and parts[-2] == "glibc-hwcaps":
-            parts = parts[:-2]
-        elif parts[-1] in HWCAP_SUBFOLDERS:
-            parts = parts[:-1]
-        else:
-            break
-    return "/".join(parts) or "/"
-
-
-@dataclass(frozen=True)
-class FolderGroup:
-    folder: str
-    rule: str
-    result: model.CandidateResult
-    subfolders: int  # how many of its hwcaps subfolders were tried too, each with the same result
-
-
-def folder_groups(cands: list[model.Candidate]) -> list[FolderGroup]:
-    """The files tried as folders: consecutive tries of one rule in a folder and its hwcaps subfolders, with
-    one result, are one line (glibc tries up to 11 of them for each folder of the system search path)."""
-    out: list[FolderGroup] = []
-    for x in cands:
-        base = hwcaps_base(posixpath.dirname(x.path))
-        last = out[-1] if out else None
-        if last is not None and (last.folder, last.rule, last.result) == (base, x.rule, x.result):
-            out[-1] = FolderGroup(base, x.rule, x.result, last.subfolders + 1)
-        else:
-            out.append(FolderGroup(base, x.rule, x.result, 0))  # (the folder itself: the rest are subfolders)
-    return out
-
-
-def rule_tag(rule: str) -> str:
-    """A rule as the Windows report tags its folders ("DLL_LOAD_DIR of x.pyd"): the object a RUNPATH or
-    RPATH is of by its file name (its folder is the line's)."""
-    for tag in ("RUNPATH of ", "RPATH of "):
-        if rule.startswith(tag):
-            return tag + posixpath.basename(rule[len(tag):])
-    return rule
-
-
-# the Linux report's JSON name of each fix action (report-linux-v1.json; the fix itself is under "fix")
+# the Linux report JSON's name of each fix action (report-linux-v1.json; the fix itself is under "fix")
 LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
                    "add_ld_so_conf": "ldconfig"}
 
 
-def _call_lines(c: LinuxCall) -> list[str]:
-    leaf = c.leaf.name if c.leaf else c.name
-    by = f" — it is needed by {c.leaf.parent.rsplit('/', 1)[-1]}" if c.leaf and c.leaf.parent else ""
-    words = {"not_found": "was not found", "bad_machine": "is the wrong ELF class or machine",
-             "not_pe": "is not an ELF file", "missing_export": "lacks a symbol version it needs"}
-    cause = words.get(c.leaf.cause, c.leaf.cause) if c.leaf else "failed"
-    head = f"✗ {leaf} {cause}{by}"
-    if c.leaf and c.leaf.cause == "missing_export" and c.leaf.parent == c.leaf.path and c.leaf.facts.export:
-        # (ld.so's "undefined symbol": the object itself needs a symbol no library loaded defines)
-        head = f"✗ {leaf} needs the symbol {c.leaf.facts.export}, which none of the libraries loaded defines"
-    origin = c.origin or f"dlopen by {c.by.rsplit('/', 1)[-1] or c.exe}"
-    out = [head, "",
-           f"  {origin}: dlopen({c.name}) → {c.real_error or c.error}"]
-    where = code_line(c.frame)
-    if where:
-        out.append(where)
-    if len(c.chain) > 1:
-        out.append("  chain: " + " → ".join(x.rsplit("/", 1)[-1] for x in c.chain))
-    cands = c.tree.candidates if c.tree else []
-    if cands:
-        groups = folder_groups(cands)
-        files = f"{len(cands)} file{'s' if len(cands) != 1 else ''}"
-        out += ["", f"  Where ld.so looked for {leaf} ({files} in {len(groups)} folder{'s' if len(groups) != 1 else ''}):"]
-        width = max(len(g.folder) for g in groups)
-        rule_width = max(len(rule_tag(g.rule)) for g in groups)
-        for i, g in enumerate(groups, 1):
-            more = f"  (and {g.subfolders} glibc-hwcaps/tls subfolders)" if g.subfolders else ""
-            out.append(f"    {i:>2}  {g.folder.ljust(width)}  {rule_tag(g.rule).ljust(rule_width)}  "
-                       f"{RESULT_WORDS.get(g.result, g.result)}{more}")
-    out.append("  The model tried the same files, in the same order, as ld.so did." if c.agrees else
-               "  The model and the real ld.so tried different files (please report this, with the trace).")
-    if c.fixes:
-        out += ["", "  Fix"]
-        for i, f in enumerate(c.fixes, 1):
-            out.append(f"    {i}. {fix_text(f)}" + ("" if f.verified else "  (not checked by the model)"))
-            for step in f.then:  # (a next step the model found it needs)
-                out.append(f"       then: {fix_text(step)}")
-            if f.preloaded_by == "torch" and (c.origin_module or "").split(".")[0] == "torch":
-                out.append("       (torch preloads this wheel's copy itself: torch/__init__.py)")
-    return out
-
-
-def main_linux_outcome(trace: Trace, calls: list[LinuxCall]) -> Optional[ProcessOutcome]:
-    """The outcome of the program `dlltrace run` started (its exit event's process)."""
-    end = next(trace.of("exit"), None)
-    top = end.get("pid") if end else None
-    return next((d.outcome for d in linux_diagnoses(trace, calls) if d.pid == top), None)
-
-
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
-    """The report of a Linux trace; `everything` (--all): the calls the program went past explained in full too."""
-    calls = replay_linux(trace.events)
-    failed, fatal, apart = linux_verdicts(trace, calls)
+    """The report of a Linux trace, from its Diagnoses (render/diagnosis.py); `everything` (--all): the calls
+    the program went past explained in full too."""
+    diagnoses = linux_diagnoses(trace, replay_linux(trace.events))
+    end = next(trace.of("exit"), None)
+    main = next((d for d in diagnoses if end is not None and d.pid == end.get("pid")), None)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    outcome = main_linux_outcome(trace, calls) if fatal is None else None
-    said = outcome_headline(outcome) if outcome is not None else None
-    if not failed and said is None:
-        return f"dlltrace ─ every load succeeded · {where}"
-    if outcome is not None and outcome.kind == "degraded":  # the loads that cost it a feature: explained in full
-        apart = [c for c in apart if not (feature_of(c.leaf.name if c.leaf else None) or feature_of(c.name))]
-    if everything:
-        apart = []
-    shown = [c for c in failed if not any(c is a for a in apart)]
-    n = len(shown)
-    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}" + (
-        f" · {len(apart)} the program went past" if apart else "") + f" · {where}"
-    if said is not None:
-        head = f"dlltrace ─ {said} · {where}"
-    lines = [f"## {head}" if md else head]
-    for c in shown:
-        lines += [""] + _call_lines(c)
-    if apart:
-        lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
-                  if outcome is not None and outcome.kind == "died_of_other" else
-                  "Failed, and the program went past them (not the failure):"]
-        lines += [f"  {c.name}  ({c.exe.rsplit('/', 1)[-1]}, pid {c.pid})  {c.real_error or c.error}" for c in apart]
-    if md:
-        return "\n".join(lines[:1] + ["", "```"] + lines[1:] + ["```"]) + "\n"
-    return "\n".join(lines)
+    return diagnoses_text(diagnoses, where, main, everything, markdown=md)
 
 
 def linux_json(trace: Trace) -> str:

@@ -1,0 +1,88 @@
+"""render/diagnosis.py: one text and Markdown renderer for any Diagnosis, Windows or Linux: the outcome
+first when it is not "N failed loads", the failures that matter explained, the loads gone past a line each."""
+
+from __future__ import annotations
+
+from dlltrace.diagnosis.outcome import ProcessOutcome
+from dlltrace.diagnosis.result import Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried
+from dlltrace.model import Fix
+from dlltrace.render.diagnosis import diagnoses_lines, diagnoses_text
+
+
+def load(name, fate="fatal", klass="fatal", **kw) -> FailedLoad:
+    base = dict(seq=1, api="dlopen", name=name, error=0, message=f"{name}: cannot open shared object file",
+                fate=fate, reason=None, origin=f"ctypes.CDLL('{name}')", leaf=name, cause="not_found", needed_by=None,
+                chain=(), tried=(), elsewhere=(), next_failures=(), fixes=(), model_agrees=True, klass=klass)
+    base.update(kw)
+    return FailedLoad(**base)
+
+
+def linux(failures, outcome, pid=7, program="/usr/bin/python3.11") -> Diagnosis:
+    return Diagnosis("linux", pid, program, ProcessEnd("exited", outcome.code), outcome, tuple(failures))
+
+
+def test_a_fatal_linux_load_with_its_folders_grouped_by_rule_and_its_fix():
+    sysdirs = ["glibc-hwcaps/x86-64-v3/", "tls/", ""]
+    tried = (Tried("/opt/app/lib/libcudart.so.11.0", "RUNPATH of /opt/app/lib/libapp.so", "not_there"),
+             *(Tried(f"/usr/lib/{d}libcudart.so.11.0", "system search path", "not_there") for d in sysdirs))
+    fix = Fix("env", "set_env", name="libcudart.so.11.0", variable="LD_LIBRARY_PATH", value="/x/lib", python=False,
+              verified=True, covers=("libcudart.so.11.0", "libcublas.so.11"))
+    f = load("libcudart.so.11.0", tried=tried, fixes=(fix,),
+             next_failures=(NextFailure("libcublas.so.11", "not_found", "/opt/app/lib/libapp.so"),))
+    d = linux([f], ProcessOutcome("died_of_load", 1))
+    lines = diagnoses_lines([d], "t.jsonl", d)
+    assert lines[0] == "dlltrace ─ 1 failed load · t.jsonl"
+    assert lines[2] == "✗ libcudart.so.11.0 was not found"  # (the library asked for: no "needed by")
+    assert "  ctypes.CDLL('libcudart.so.11.0'): dlopen(libcudart.so.11.0) → libcudart.so.11.0: cannot open shared object file" in lines
+    assert "  Where ld.so looked for libcudart.so.11.0 (4 files in 2 folders):" in lines
+    rows = [x for x in lines if x.startswith("     ")]
+    assert rows[0].split() == ["1", "/opt/app/lib", "RUNPATH", "of", "libapp.so", "not", "there"]
+    assert rows[1].endswith("not there  (and 2 glibc-hwcaps/tls subfolders)") and "/usr/lib " in rows[1]
+    assert "    libcublas.so.11  ✗ not found  needed by libapp.so" in lines
+    assert "    1. Set LD_LIBRARY_PATH=/x/lib before starting the program" in lines
+    assert "       it also fixes libcublas.so.11" in lines
+
+
+def test_a_degraded_run_answers_first_and_explains_the_fallback_not_the_probes():
+    lost = load("libcudart.so.11.0", fate="went_on", klass="fallback", reason="exit_zero")
+    probe = load("libnope_optional.so.1", fate="went_on", klass="probe", reason="exit_zero")
+    d = linux([probe, lost], ProcessOutcome("degraded", 0, None, ("CUDA",), ("libcudart.so.11.0",)))
+    text = diagnoses_text([d], "t.jsonl", d)
+    first = text.splitlines()[0]
+    assert first == "dlltrace ─ the program ran without CUDA (on the CPU): libcudart.so.11.0 did not load · t.jsonl"
+    assert "✗ libcudart.so.11.0 was not found" in text and "  The program went on without CUDA" in text
+    assert "✗ libnope_optional.so.1" not in text  # a probe: a line under the loads gone past
+    assert "Failed, and the program went past them (not the failure):\n  libnope_optional.so.1  (python3.11, pid 7)" in text
+    every = diagnoses_text([d], "t.jsonl", d, everything=True)
+    assert "✗ libnope_optional.so.1 was not found" in every
+
+
+def test_died_of_other_blames_no_load_and_nothing_at_all_is_every_load_succeeded():
+    from dlltrace.diagnosis.outcome import PyError
+
+    err = PyError("TypeError", "Unable to convert function return value to a Python type!")
+    gone = load("libcudart.so.11.0", fate="went_on", klass="fallback", reason="exception_not_a_load")
+    d = linux([gone], ProcessOutcome("died_of_other", 1, err))
+    lines = diagnoses_lines([d], "", d)
+    assert lines[0].startswith("dlltrace ─ the program ended with TypeError: Unable to convert")
+    assert "no failed load explains it" in lines[0] and not any(x.startswith("✗") for x in lines)
+    assert "Failed loads, context only: the program went past them, and none is what it ended with:" in lines
+    ok = linux([], ProcessOutcome("ok", 0))
+    assert diagnoses_lines([ok], "t.jsonl", ok) == ["dlltrace ─ every load succeeded · t.jsonl"]
+
+
+def test_markdown_is_a_heading_then_the_text_in_a_code_block():
+    d = linux([load("libx.so.1")], ProcessOutcome("died_of_load", 1))
+    md = diagnoses_text([d], "t.jsonl", d, markdown=True)
+    assert md.startswith("## dlltrace ─ 1 failed load · t.jsonl\n\n```\n✗ libx.so.1 was not found\n")
+    assert md.endswith("```\n")
+
+
+def test_an_undefined_symbol_names_the_symbol_and_a_windows_missing_export_the_export():
+    sym = load("libneedsym.so", cause="missing_export", symbol="foo", needed_by="/tmp/libneedsym.so")
+    d = linux([sym], ProcessOutcome("died_of_load", 1))
+    assert "✗ libneedsym.so needs the symbol foo, which none of the libraries loaded defines" in diagnoses_lines([d])
+    win = load("torch_cpu.dll", leaf="vcruntime140.dll", api="LoadLibraryExW", cause="missing_export",
+               symbol="__std_find_trivial_8", needed_by="c10.dll")
+    w = Diagnosis("windows", 1, "python.exe", ProcessEnd("exited", 1), ProcessOutcome("died_of_load", 1), (win,))
+    assert "✗ vcruntime140.dll does not export __std_find_trivial_8 — it is needed by c10.dll" in diagnoses_lines([w])

@@ -1,0 +1,221 @@
+"""Diagnoses (diagnosis/result.py) as text and Markdown, for Windows and Linux alike: the answer first (the
+outcome, when it is not "N failed loads"), then each failed load that matters (the failure the program hit,
+a fallback that cost it a feature, one whose fate is not known) with its leaf, the call and where in the
+user's code it was made, the chain, every file the loader tried grouped by folder with the rule that put
+the folder there, the copies found elsewhere, what fails next and the fixes (render/fixwords.py); then the
+loads the program went past, a line each.
+
+It reads only the typed Diagnosis: the Linux report is made with it, and `dlltrace.render` gives it for
+any Diagnosis (a Windows trace's, a scenario's, a wheel's). The Windows report (render/text.py) says
+more than a Diagnosis holds (the resolution tree, each retry, each probe compared): it renders the replay.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from dlltrace import model, winpath
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
+from dlltrace.diagnosis.outcome import feature_of
+from dlltrace.render.fixwords import fix_text
+from dlltrace.render.outcome import outcome_headline
+
+# each candidate's result in words, per platform (an ELF file is not "a PE")
+RESULT_WORDS: dict[str, dict[str, str]] = {
+    "windows": {str(k): v for k, v in model.RESULT_WORDS.items()},
+    "linux": {**{str(k): v for k, v in model.RESULT_WORDS.items()}, "wrong_machine": "wrong ELF class or machine", "not_pe": "not an ELF file"},
+}
+LOADER = {"windows": "Windows", "linux": "ld.so"}
+CAUSE_WORDS: dict[str, dict[str, str]] = {
+    "windows": {"not_found": "was not found", "bad_machine": "is for another machine", "not_pe": "is not a valid PE file",
+                "missing_export": "lacks an export it needs", "missing_ordinal": "lacks an ordinal it needs",
+                "apiset_no_host": "is an API set with no host", "init_failed": "failed to initialise (DllMain)",
+                "invalid_parameter": "was loaded with invalid parameters", "access_denied": "could not be opened"},
+    "linux": {"not_found": "was not found", "bad_machine": "is the wrong ELF class or machine",
+              "not_pe": "is not an ELF file", "missing_export": "lacks a symbol version it needs",
+              "init_failed": "failed to initialise", "access_denied": "could not be opened"},
+}
+NEXT_WORDS = {"not_found": "not found", "bad_machine": "wrong machine", "not_pe": "not a loadable file",
+              "missing_export": "lacks an export", "missing_ordinal": "lacks an ordinal", "apiset_no_host": "no host",
+              "init_failed": "initialisation failed", "access_denied": "access denied"}
+RELATION_WORDS = {"loaded_wins": "searched, but the copy already loaded wins", "on_path": "on PATH",
+                  "on_path_not_searched": "on PATH, which this load does not search",
+                  "current_folder": "the current folder", "not_searched": "in no folder the loader searches"}
+
+# the subfolders glibc tries inside each folder of a search before the folder itself (dl-load.c: the
+# glibc-hwcaps/<level> subfolders, then the legacy tls and platform/hwcap ones); a report shows the folder once
+HWCAP_SUBFOLDERS = {"tls", "x86_64", "haswell", "avx512_1", "i686", "i586", "sse2", "aarch64", "atomics", "asimd"}
+
+
+def hwcaps_base(folder: str) -> str:
+    """The folder of a search that `folder` is a glibc-hwcaps or legacy hwcap subfolder of (itself otherwise)."""
+    parts = folder.split("/")
+    while len(parts) > 1:
+        if len(parts) > 2 and parts[-2] == "glibc-hwcaps":
+            parts = parts[:-2]
+        elif parts[-1] in HWCAP_SUBFOLDERS:
+            parts = parts[:-1]
+        else:
+            break
+    return "/".join(parts) or "/"
+
+
+@dataclass(frozen=True)
+class FolderGroup:
+    folder: str
+    rule: str
+    result: str
+    subfolders: int  # how many of its hwcaps subfolders were tried too, each with the same result
+
+
+def folder_groups(tried: Sequence[Tried], platform: str = "linux") -> list[FolderGroup]:
+    """The files tried as folders: on Linux, consecutive tries of one rule in a folder and its hwcaps
+    subfolders, with one result, are one line (glibc tries up to 11 of them for each folder of the system
+    search path); on Windows each file tried is its folder's line."""
+    out: list[FolderGroup] = []
+    for x in tried:
+        if platform != "linux":
+            out.append(FolderGroup(winpath.dirname(x.path), x.rule, x.result, 0))
+            continue
+        base = hwcaps_base(posixpath.dirname(x.path))
+        last = out[-1] if out else None
+        if last is not None and (last.folder, last.rule, last.result) == (base, x.rule, x.result):
+            out[-1] = FolderGroup(base, x.rule, x.result, last.subfolders + 1)
+        else:
+            out.append(FolderGroup(base, x.rule, x.result, 0))  # (the folder itself: the rest are subfolders)
+    return out
+
+
+def rule_tag(rule: str) -> str:
+    """A rule as the Windows report tags its folders ("DLL_LOAD_DIR of x.pyd"): the object a RUNPATH or
+    RPATH is of by its file name (its folder is the line's)."""
+    for tag in ("RUNPATH of ", "RPATH of "):
+        if rule.startswith(tag):
+            return tag + posixpath.basename(rule[len(tag):])
+    return rule
+
+
+def _base(platform: str, path: str) -> str:
+    return path.rsplit("/", 1)[-1] if platform == "linux" else winpath.basename(path)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def headline_of(d: Diagnosis, f: FailedLoad) -> str:
+    """"✗ libcudart.so.11.0 was not found — it is needed by libtorch_cuda.so"."""
+    p = d.platform
+    leaf = f.leaf or _base(p, f.name)
+    if f.cause == "missing_export" and f.symbol and f.needed_by and _base(p, f.needed_by) == leaf:
+        # (ld.so's "undefined symbol": the object itself needs a symbol no library loaded defines)
+        return f"✗ {leaf} needs the symbol {f.symbol}, which none of the libraries loaded defines"
+    cause = CAUSE_WORDS[p].get(f.cause or "", f.cause or "failed")
+    if f.cause == "missing_export" and f.symbol and p == "windows":
+        cause = f"does not export {f.symbol}"
+    asked = winpath.same(leaf, _base(p, f.name)) if p == "windows" else leaf == _base(p, f.name)
+    by = f" — it is needed by {_base(p, f.needed_by)}" if f.needed_by and not asked else ""
+    return f"✗ {leaf} {cause}{by}"
+
+
+def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
+    """One failed load explained: its headline, the call (origin, API, name, the loader's own message), the
+    place in the user's code, the chain, the files tried by folder with their rules, the copies elsewhere,
+    what fails next, the fixes."""
+    p = d.platform
+    out = [headline_of(d, f)]
+    if f.fate == "went_on" and f.klass == "fallback":
+        out.append(f"  The program went on without {feature_of(f.leaf) or feature_of(f.name) or 'it'}")
+    origin = f.origin or (f"{f.api} by {_base(p, f.caller)}" if f.caller else "")
+    message = " ".join(x for x in (str(f.error) if f.error else "", f.message) if x)
+    tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""
+    out += ["", f"  {origin + ': ' if origin else ''}{f.api}({f.name}) → {message}{tries}"]
+    if f.user_code is not None:
+        out.append(f"  in your code: {f.user_code.file}:{f.user_code.line}, in {f.user_code.function}")
+    if len(f.chain) > 1:
+        out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
+    if f.tried:
+        groups = folder_groups(f.tried, p)
+        out += ["", f"  Where {LOADER[p]} looked for {f.leaf or _base(p, f.name)} "
+                    f"({_plural(len(f.tried), 'file')} in {_plural(len(groups), 'folder')}):"]
+        width = max(len(g.folder) for g in groups)
+        rule_width = max(len(rule_tag(g.rule)) for g in groups)
+        words = RESULT_WORDS[p]
+        for i, g in enumerate(groups, 1):
+            more = f"  (and {g.subfolders} glibc-hwcaps/tls subfolders)" if g.subfolders else ""
+            out.append(f"    {i:>2}  {g.folder.ljust(width)}  {rule_tag(g.rule).ljust(rule_width)}  "
+                       f"{words.get(g.result, g.result)}{more}")
+    if f.tried or p == "linux":
+        out.append(f"  The model tried the same files, in the same order, as {LOADER[p]} did." if f.model_agrees else
+                   f"  The model and the real {LOADER[p]} tried different files (please report this, with the trace).")
+    if f.elsewhere:
+        out += ["", "  Found elsewhere"] + [f"    {copy_line(c)}" for c in f.elsewhere]
+    if f.next_failures:
+        out += ["", "  Also missing — you would hit these next"]
+        out += [f"    {n.name}  ✗ {NEXT_WORDS.get(n.cause, n.cause)}" + (f"  needed by {_base(p, n.needed_by)}"
+                                                                          if n.needed_by else "")
+                for n in f.next_failures]
+    if f.fixes:
+        out += ["", "  Fix"]
+        for i, x in enumerate(f.fixes, 1):
+            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified else "  (not checked by the model)"))
+            for step in x.then:  # (a next step the model found it needs)
+                out.append(f"       then: {fix_text(step)}")
+            also = [n for n in x.covers if n.lower() != (f.leaf or "").lower()]
+            if also:
+                out.append("       it also fixes " + ", ".join(also))
+            if x.preloaded_by and f.origin.split(" ")[-1].split(".")[0] == x.preloaded_by:
+                out.append(f"       ({x.preloaded_by} preloads this wheel's copy itself: "
+                           f"{x.preloaded_by}/__init__.py)")
+    return out
+
+
+def copy_line(c: Copy) -> str:
+    facts = "".join(f"{x} · " for x in (c.machine, c.version) if x)
+    where = RELATION_WORDS.get(c.relation, c.relation)
+    if c.path_entry is not None and where.startswith("on PATH"):
+        where = f"on PATH (entry {c.path_entry})" + where[len("on PATH"):]
+    return f"{c.path}  {facts}{where}"
+
+
+def explained(f: FailedLoad, d: Diagnosis, everything: bool) -> bool:
+    """Whether a failed load is explained in full: the failure, one whose fate is not known, a fallback that
+    cost a degraded program its feature, and with `everything` (--all) every one."""
+    return everything or f.fate != "went_on" or (d.outcome.kind == "degraded" and f.klass == "fallback")
+
+
+def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
+                    everything: bool = False) -> list[str]:
+    """The report of a run's Diagnoses: the headline (the outcome of `main`, the program the run started,
+    when it is not "N failed loads"), each failed load that matters explained, the rest a line each."""
+    where = f" · {source}" if source else ""
+    shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
+    apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
+    said = outcome_headline(main.outcome) if main is not None and main.fatal is None else None
+    if not shown and not apart and said is None:
+        return [f"dlltrace ─ every load succeeded{where}"]
+    head = f"dlltrace ─ {said}{where}" if said is not None else (
+        f"dlltrace ─ {_plural(len(shown), 'failed load')}" + (f" · {len(apart)} the program went past" if apart else "")
+        + where)
+    lines = [head]
+    for d, f in shown:
+        lines += [""] + failure_lines(d, f)
+    if apart:
+        lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
+                  if main is not None and main.outcome.kind == "died_of_other" else
+                  "Failed, and the program went past them (not the failure):"]
+        lines += [f"  {f.name}  ({_base(d.platform, d.program) or '?'}, pid {d.pid})  {f.message}" for d, f in apart]
+    return lines
+
+
+def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
+                   everything: bool = False, markdown: bool = False) -> str:
+    """diagnoses_lines as text, or as Markdown: the headline a heading, the rest in a code block (its folder
+    tables keep their columns)."""
+    lines = diagnoses_lines(diagnoses, source, main, everything)
+    if markdown:
+        body = lines[2:] if lines[1:2] == [""] else lines[1:]
+        return "\n".join([f"## {lines[0]}"] + (["", "```"] + body + ["```"] if body else [])) + "\n"
+    return "\n".join(lines)
