@@ -55,10 +55,11 @@ def test_audit_hook_events_and_context():
     here = {"file": __file__, "function": "test_audit_hook_events_and_context"}
     frame = b.events[-1][2].pop("frame")  # (the innermost frame of the user's code: this test's)
     assert {k: frame[k] for k in here} == here and isinstance(frame["line"], int)
-    assert b.events[-1][1:] == ("py_import", {"module": "torch"}) and b.context == b.events[-1][0]
+    # (no module is being imported: this test is a function called by pytest)
+    assert b.events[-1][1:] == ("py_import", {"module": "torch", "imports": []}) and b.context == b.events[-1][0]
     hook("ctypes.dlopen", ("C:\\x\\cudnn64_9.dll",))
     assert b.events[-1][2].pop("frame")["file"] == __file__
-    assert b.events[-1][1:] == ("py_dlopen", {"name": "C:\\x\\cudnn64_9.dll", "mode": None})
+    assert b.events[-1][1:] == ("py_dlopen", {"name": "C:\\x\\cudnn64_9.dll", "mode": None, "imports": []})
     hook("os.add_dll_directory", (Path("/opt/用户"),))
     assert b.events[-1][1:] == ("py_add_dll_directory", {"path": "/opt/用户"}) and b.context == b.events[-1][0]
     n = len(b.events)
@@ -99,18 +100,22 @@ def test_installed_hook_sees_real_imports_and_dlopen(tmp_path):
             def set_context(self, seq):
                 B.ctx = seq
         shim.install(B())
-        import colorsys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import outer
         import ctypes
         ctypes.CDLL(None)
         print(B.ctx)
     """)
+    (tmp_path / "outer.py").write_text("import colorsys\n")  # (a module whose body imports another)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     events = [json.loads(l) for l in out.read_text().splitlines()]
     assert events[0]["ev"] == "py_env" and events[0]["executable"] == sys.executable
-    assert {"ev": "py_import", "module": "colorsys"} in [{k: e[k] for k in ("ev", "module")} for e in events if e["ev"] == "py_import"]
+    imports = {e["module"]: e["imports"] for e in events if e["ev"] == "py_import"}
+    assert imports["outer"] == [] and imports["colorsys"] == ["outer"]  # the imports in progress, outermost first
     dl = [e for e in events if e["ev"] == "py_dlopen"]
     assert dl and int(r.stdout) == dl[-1]["seq"]  # the context is the last Python action
+    assert dl[-1]["imports"] == [] and events[-1] == {"seq": events[-1]["seq"], "ev": "py_exit", "imports": []}
 
 
 def test_bootstrap_is_a_noop_off_windows_and_chains_sitecustomize(tmp_path):
@@ -203,6 +208,8 @@ def test_the_exit_hook_records_the_exception_and_changes_nothing(tmp_path, mode,
     events = [json.loads(line) for line in out.read_text().splitlines()]
     assert events[0]["ev"] == "py_env"
     exc = [e for e in events if e["ev"] == "py_exception"]
+    # py_exit last: the imports the program ended in (prog's body raised: prog's import; none for a normal end)
+    assert events[-1]["ev"] == "py_exit" and events[-1]["imports"] == (["prog"] if mode == "raise" else [])
     if mode != "raise":
         assert exc == []
         return

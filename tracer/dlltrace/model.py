@@ -99,7 +99,9 @@ def load_op(api: str) -> LoadOp:
 #   runtime               a load a DLL made at run time (origin_module: that DLL's base name), e.g.
 #                         ctranslate2.dll's LoadLibraryA("cublas64_12.dll") at the first GPU matmul
 OriginKind = Literal["", "python_import", "ctypes", "torch", "torch_preload", "torch_retry", "os_add_dll_directory",
-                     "start", "runtime"]
+                     "start", "runtime", "python_code"]
+# python_code: made by native code the program's own code called after its imports had finished
+# (trace/pycontext.py; origin_module: the outermost import that had), not in an import nor a ctypes call
 TORCH_ORIGINS: tuple[OriginKind, ...] = ("torch", "torch_preload", "torch_retry")
 PYTHON_ORIGINS: tuple[OriginKind, ...] = ("python_import", "ctypes", *TORCH_ORIGINS, "os_add_dll_directory")
 

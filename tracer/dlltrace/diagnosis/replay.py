@@ -278,6 +278,9 @@ def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
         return f"ctypes.CDLL({winpath.typed(ctx.get('name'))})", "ctypes", ""
     if ev == "py_add_dll_directory":
         return f"os.add_dll_directory({winpath.typed(ctx.get('path'))})", "os_add_dll_directory", ""
+    if ev == "py_after":  # (made by native code after every import had finished: trace/pycontext.py)
+        after = str(ctx.get("after") or "")
+        return (f"the program's code after import {after}" if after else "the program's code"), "python_code", after
     return "", "", ""
 
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from dlltrace.trace.pycontext import PyContexts
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import propose
@@ -71,6 +72,7 @@ def _s(e: dict, key: str) -> str:
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
     procs: dict[int, RecordedProcess] = {}
     state: dict[int, dict[str, Any]] = {}
+    py_events: list[dict] = []
     for e in events:
         ev, pid = e.get("ev"), e.get("pid")
         if not isinstance(pid, int):
@@ -78,6 +80,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
         p = procs.get(pid)
         if isinstance(ev, str) and ev.startswith("py_") and p is not None and isinstance(e.get("seq"), int):
             p.python[e["seq"]] = e
+            py_events.append(e)
             if ev == "py_env" and isinstance(e.get("sys_path"), list):
                 p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
             continue
@@ -135,6 +138,11 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                     p.calls.append(st["cur"])
             elif st["cur"] is not None and st["cur"].searches:
                 st["cur"].searches[-1][1].append((name, flag))
+    contexts = PyContexts(py_events)  # (each call's live context: the import still in progress when it was made)
+    for p in procs.values():
+        for c in p.calls:
+            if c.ctx is not None and not c.inherited:
+                c.ctx = contexts.live(c.pid, c.ctx.get("seq"), c.by) or c.ctx
     return list(procs.values())
 
 
@@ -218,6 +226,10 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
             call.origin = f"import {call.origin_module}"
         elif rc.ctx.get("ev") == "py_dlopen":
             call.origin_kind, call.origin = "ctypes", f"ctypes.CDLL({rc.ctx.get('name')!r})"
+        elif rc.ctx.get("ev") == "py_after":  # (made by native code after every import had finished)
+            call.origin_kind, call.origin_module = "python_code", _s(rc.ctx, "after")
+            call.origin = f"the program's code after import {call.origin_module}" if call.origin_module else \
+                "the program's code"
     missing = undefined_symbol(rc.dlerror, rc.opened) if rc.dlerror else None
     if not res.error and missing is not None:  # (the model finds every file; the real ld.so could not bind one)
         obj, sym = missing

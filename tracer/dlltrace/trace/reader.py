@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
 
+from dlltrace.trace.pycontext import PyContexts
 from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.model import SLOTS
@@ -417,7 +418,7 @@ class Trace:
     events: Sequence[dict]  # a list, or Events (read_trace): compact, parsed on use
     warnings: list[str] = field(default_factory=list)
     checked: bool = False  # every event was checked against the schema (read_trace does it)
-    _py_events: Optional[dict] = field(default=None, repr=False, compare=False)
+    _py_events: Optional[PyContexts] = field(default=None, repr=False, compare=False)
 
     def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
         """The events of this kind (of process `pid`), in file order."""
@@ -561,17 +562,16 @@ class Trace:
         return [ld for ld in self.loads(pid) if not ld.ok]
 
     def context(self, load: Load) -> Optional[dict]:
-        """The Python event (py_import, py_dlopen, ...) a load is attributed to, if any."""
+        """The Python action a load was made in, if any: the py_* event it carries (`ctx`), or, when that
+        event's import had finished before the load (the thread's next event says so), the import still in
+        progress, or a py_after context (trace/pycontext.py)."""
         if load.ctx is None:
             return None
-        if isinstance(self.events, Events):
-            return self.events.py_event(load.pid, load.ctx)
         if self._py_events is None:  # indexed once: a scan per load made a report quadratic
-            self._py_events = {}
-            for e in self.events:
-                if str(e.get("ev", "")).startswith("py_"):
-                    self._py_events.setdefault((e.get("pid"), e.get("seq")), e)
-        return self._py_events.get((load.pid, load.ctx))
+            kinds = ("py_import", "py_dlopen", "py_add_dll_directory", "py_exit")
+            self._py_events = PyContexts(self.events.select(kinds) if isinstance(self.events, Events) else
+                                         (e for e in self.events if e.get("ev") in kinds))
+        return self._py_events.live(load.pid, load.ctx, load.caller if isinstance(load.caller, str) else "")
 
 
 # the C scanner json.loads itself uses; typeshed does not declare the attribute (it is set in

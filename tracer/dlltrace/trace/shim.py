@@ -12,7 +12,9 @@ event and install a sys.addaudithook hook that turns `import`, `ctypes.dlopen` a
 the Python action that caused it. At exit (atexit), if the program is ending on an uncaught exception
 (sys.last_exc / sys.last_value, which the interpreter sets before it prints the traceback), a
 py_exception event says which: the report uses it to tell the load that failed the program from the
-ones it went past (docs/verdicts.md). Nothing the program sees or prints changes.
+ones it went past (docs/verdicts.md); then py_exit. Each py_import / py_dlopen carries the imports in
+progress (`imports`), py_exit those the program ended in: trace/pycontext.py tells from them whether a
+load made by C code after an import event ran during that import or after it finished. Nothing the program sees or prints changes.
 
 This file runs inside the traced program's interpreter, which may be any CPython 3.7+ with nothing
 installed: it imports only modules every CPython has loaded at start-up (sys, os, _thread) and, for
@@ -281,6 +283,23 @@ def user_frame(depth: int = 2) -> "Optional[dict]":
     return None
 
 
+IMPORTS_LIMIT = 64  # modules of an import stack kept (the outermost ones: the user's import comes first)
+
+
+def module_stack(f: "Any") -> "list":
+    """The modules whose code is running in frame f and the frames it was called from (each `<module>` frame
+    is a module being imported, or the script), outermost first, `__main__` left out: the imports in progress."""
+    out = []
+    while f is not None:
+        if f.f_code.co_name == "<module>":
+            name = f.f_globals.get("__name__")
+            if isinstance(name, str) and name != "__main__":
+                out.append(name)
+        f = f.f_back
+    out.reverse()
+    return out[:IMPORTS_LIMIT]
+
+
 def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure)."""
@@ -305,6 +324,9 @@ def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
         try:
             if ev != "py_add_dll_directory":
                 fields["frame"] = user_frame(2)  # (where in the user's code the import or the load was made)
+                # the imports in progress (a py_import's own module is not among them yet): with the thread's
+                # next event's, they tell whether a load made after this event was made during the import
+                fields["imports"] = module_stack(sys._getframe(1))
             seq = backend.write_event(ev, fields)
             if seq:
                 backend.set_context(seq)
@@ -367,13 +389,30 @@ def ending_exception() -> "Optional[BaseException]":
     return exc if isinstance(exc, BaseException) and not isinstance(exc, SystemExit) else None
 
 
+def traceback_imports(exc: "Optional[BaseException]") -> "list":
+    """The imports in progress where the ending exception was raised (its traceback's innermost frame's
+    module stack), [] for none."""
+    out = []
+    tb = getattr(exc, "__traceback__", None)  # (from where it ended up, down to where it was raised)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        name = tb.tb_frame.f_globals.get("__name__") if code.co_name == "<module>" else None
+        if isinstance(name, str) and name != "__main__":
+            out.append(name)
+        tb = tb.tb_next
+    return out[:IMPORTS_LIMIT]
+
+
 def make_exit_hook(backend: "Backend") -> "Callable[[], None]":
-    """An atexit hook writing py_exception when the program ends on an uncaught exception."""
+    """An atexit hook writing py_exception when the program ends on an uncaught exception, then py_exit: the
+    imports still in progress when it ended (those the ending exception was raised in; none for a normal end),
+    so that a load made after the thread's last py_* event is known to be in or after that event's import."""
     def at_exit() -> None:
         try:
             exc = ending_exception()
             if exc is not None:
                 backend.write_event("py_exception", exception_fields(exc))
+            backend.write_event("py_exit", {"imports": traceback_imports(exc)})
         except Exception:  # never break the traced program, nor change what it prints
             pass
 

@@ -1,0 +1,58 @@
+"""trace/pycontext.py: the Python action a load made by native code ran in, from the imports in progress at
+the thread's event before it and at its next one (rule_live_context)."""
+
+from __future__ import annotations
+
+from dlltrace.trace.pycontext import PyContexts, extension_of, rule_live_context
+
+FRAME = {"file": "app.py", "line": 1, "function": "<module>"}
+
+
+def imp(seq, module, imports, tid=1, frame=FRAME):
+    return {"ev": "py_import", "pid": 9, "tid": tid, "seq": seq, "t": seq, "module": module, "imports": imports,
+            "frame": frame}
+
+
+def test_rule_live_context():
+    # TensorFlow: the last import of `import tensorflow`, then the program's next top-level statement
+    last = imp(10, "keras.wrappers", ["tensorflow", "keras"])
+    later = imp(20, "json", [], frame={"file": "app.py", "line": 3, "function": "<module>"})
+    after = rule_live_context(last, later)
+    assert after["ev"] == "py_after" and after["after"] == "tensorflow" and after["frame"] is None
+    # a normal end (py_exit with no import in progress): the same, and at the same place its frame is known
+    end = {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 30, "t": 30, "imports": []}
+    assert rule_live_context(last, end)["ev"] == "py_after"
+    assert rule_live_context(last, {**later, "frame": FRAME})["frame"] == FRAME
+    # the next event is still inside `import tensorflow`: the load was made in it, ctx kept
+    inner = imp(11, "tensorflow.eager", ["tensorflow", "tensorflow.python"])
+    assert rule_live_context(last, inner) is last
+    # the program ended on an exception raised in `import tensorflow`: the load was that import's
+    raised = {**end, "imports": ["tensorflow", "tensorflow.python"]}
+    assert rule_live_context(last, raised) is last
+    # a top-level ctypes call, and a trace without `imports`: kept
+    dl = {"ev": "py_dlopen", "pid": 9, "tid": 1, "seq": 12, "t": 12, "name": "x.so", "imports": []}
+    assert rule_live_context(dl, end) is dl
+    old = {k: v for k, v in last.items() if k != "imports"}
+    assert rule_live_context(old, end) is old and rule_live_context(last, None) is last
+
+
+def test_rule_live_context_an_extension_loading_while_it_initialises_is_its_import():
+    ext = imp(5, "dltext_dl", [])
+    end = {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 6, "t": 6, "imports": []}
+    assert rule_live_context(ext, end, "/tmp/dltext_dl.cpython-311-x86_64-linux-gnu.so") is ext
+    assert rule_live_context(ext, end, "/usr/lib/libtensorflow_framework.so.2")["ev"] == "py_after"
+    assert extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\_C.cp311-win_amd64.pyd")
+    assert not extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\lib\\c10.dll")
+
+
+def test_py_contexts_follow_each_thread_and_the_program_end():
+    events = [imp(1, "tensorflow", []), imp(2, "tensorflow.python", ["tensorflow"]),
+              imp(3, "worker_mod", [], tid=2), imp(4, "json", [], frame={"file": "app.py", "line": 2, "function": "f"}),
+              {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 5, "t": 5, "imports": []},
+              {"ev": "py_import", "pid": "bad", "seq": {}, "tid": []}]  # (a damaged event: left out)
+    c = PyContexts(events)
+    # thread 1's next event after 2 is 4, a top-level import: `import tensorflow` had finished
+    assert c.live(9, 2)["ev"] == "py_after" and c.live(9, 2)["after"] == "tensorflow"
+    assert c.live(9, 3)["ev"] == "py_after"  # thread 2's only event: the program's end follows it
+    assert c.live(9, 1) is events[0]  # (the next event on thread 1 is inside `import tensorflow`)
+    assert c.live(9, 99) is None and c.live("bad", {}) is None

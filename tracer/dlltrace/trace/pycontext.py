@@ -1,0 +1,113 @@
+"""Which Python action a load made by native code was really made in.
+
+The shim sets a thread's context at each py_* event, and a load carries the last one (`ctx`). A load that
+C code makes later (TensorFlow dlopen()ing libcuda.so.1 inside tf.config.list_physical_devices, onnxruntime
+loading its CUDA provider inside InferenceSession) carries an import that finished long before. Each
+py_import / py_dlopen event also holds the imports in progress when it was made (`imports`, outermost first;
+a py_import's own module starts right after it), and py_exit those the program ended in. A load between a
+thread's event E and its next event N:
+
+- when N is made while the import E's outermost import belongs to is still in progress (N's imports start
+  with it), the load was made in that import: `ctx` is kept (which of its inner imports, N cannot say: an
+  extension module's import runs no Python code, so its end is never seen; the last one started is kept);
+- when it had finished (N is the program's next top-level import or statement, or py_exit after a normal
+  end), the load was made by the program's own code after it: a `py_after` context (`after`: that import;
+  `frame`: where the user's code made it, when N was made at the same place as E, else not known). A load
+  in an import that finished is taken for one after it: the program's end after an exception keeps the
+  imports it was raised in (py_exit's `imports`), so a load that failed an import stays that import's; and
+  a load an extension module makes while it initialises (its own file is the caller) is its import's.
+
+A trace without `imports` (older ones, a Python without the bootstrap) keeps `ctx` as it is. This module
+does no I/O: it is given events.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def _imports(e: dict) -> Optional[list[str]]:
+    v = e.get("imports")
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else None
+
+
+def in_progress(e: dict) -> Optional[list[str]]:
+    """The imports in progress right after event e: its `imports`, and a py_import's own module."""
+    held = _imports(e)
+    if held is None:
+        return None
+    return held + [str(e.get("module"))] if e.get("ev") == "py_import" else held
+
+
+def extension_of(module: str, caller: str) -> bool:
+    """Whether `caller` (the file of the module that made a load) is the extension module `module` itself
+    ("dltext_dl" and .../dltext_dl.cpython-311-x86_64-linux-gnu.so, "torch._C" and ...\\_C.cp311-win_amd64.pyd)."""
+    base = caller.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    stem = module.rsplit(".", 1)[-1].lower()
+    return bool(stem) and base.startswith(stem + ".") and base.endswith((".so", ".pyd", ".dll"))
+
+
+def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "") -> dict:
+    """The context a load made after the thread's event `ctx` and before its next, `following`, ran in (the
+    module docstring): `ctx` itself, or a py_after context. `caller`: the file of the module that made the
+    load; an extension module loading a library while it initialises is in its own import."""
+    held = in_progress(ctx)
+    later = _imports(following) if following is not None else None
+    if held is None or later is None:
+        return ctx
+    if ctx.get("ev") == "py_import" and caller and extension_of(str(ctx.get("module") or ""), caller):
+        return ctx
+    if not held or (later and later[0] == held[0]):
+        # (the user's outermost import was still in progress at the thread's next event: the load was made in
+        # it; which of its inner imports, the next event cannot say, an extension module's import running no
+        # Python code: the last one started, ctx, is kept)
+        return ctx
+    same_place = following is not None and following.get("frame") == ctx.get("frame")
+    return {"ev": "py_after", "pid": ctx.get("pid"), "tid": ctx.get("tid"), "seq": ctx.get("seq"), "after": held[0],
+            "frame": ctx.get("frame") if same_place else None}
+
+
+class PyContexts:
+    """The py_* events of a trace's processes, by thread and in order, and each load's live context."""
+
+    def __init__(self, events) -> None:
+        self._by_seq: dict[tuple[Any, Any], dict] = {}
+        self._thread: dict[tuple[Any, Any], list[dict]] = {}
+        self._index: dict[tuple[Any, Any], int] = {}
+        for e in events:
+            ev = e.get("ev")
+            if not (isinstance(ev, str) and ev.startswith("py_")):
+                continue
+            pid, seq, tid = e.get("pid"), e.get("seq"), e.get("tid")
+            if type(pid) is not int or type(seq) is not int:  # (a damaged trace's event: no context of it)
+                continue
+            key = (pid, seq)
+            if key in self._by_seq:
+                continue
+            self._by_seq[key] = e
+            if ev == "py_exit":  # (the program's end: every thread's last word)
+                self._thread.setdefault((pid, "exit"), []).append(e)
+                continue
+            lst = self._thread.setdefault((pid, tid if type(tid) is int else None), [])
+            self._index[key] = len(lst)
+            lst.append(e)
+
+    def event(self, pid: Any, seq: Any) -> Optional[dict]:
+        return self._by_seq.get((pid, seq))
+
+    def live(self, pid: Any, seq: Any, caller: str = "") -> Optional[dict]:
+        """The live context of a load whose ctx is (pid, seq), made by the module at `caller` (rule_live_context),
+        None when there is no such event."""
+        if type(pid) is not int or type(seq) is not int:
+            return None
+        ctx = self._by_seq.get((pid, seq))
+        if ctx is None:
+            return None
+        tid = ctx.get("tid")
+        thread = self._thread.get((pid, tid if type(tid) is int else None), [])
+        i = self._index.get((pid, seq))
+        if i is None:
+            return ctx
+        following = thread[i + 1] if i + 1 < len(thread) else next(iter(self._thread.get((pid, "exit"), [])), None)
+
+        return rule_live_context(ctx, following, caller)
