@@ -67,7 +67,9 @@ def test_rule_expand_dst():
 def test_rule_decompose_path():
     ident = lambda s: s  # noqa: E731
     assert rules.rule_decompose_path("/a//:/b:/a/", ident) == ("/a/", "/b/")  # slashes trimmed, duplicates once
-    assert rules.rule_decompose_path("/a::/b", ident) == ("/a/", "./", "/b/")  # empty = current folder
+    # empty = the current folder, as a name of length 0 (ld.so then tries "libx.so", not "./libx.so")
+    assert rules.rule_decompose_path("/a::/b", ident) == ("/a/", "", "/b/")
+    assert rules.rule_decompose_path("/a:", ident) == ("/a/", "") and rules.rule_decompose_path(":.:", ident) == ("", "./")
     assert rules.rule_decompose_path("/a;/b", ident, ":;") == ("/a/", "/b/")
     assert rules.rule_decompose_path("$ORIGIN/x:/b", lambda s: None if "$" in s else s) == ("/b/",)
     assert rules.rule_decompose_path("/", ident) == ("/",)

@@ -562,3 +562,24 @@ def test_install_roots_are_site_packages_never_lib_dynload():
         py + "/site-packages", "/home/u/.local/lib/python3.11/site-packages"]
     assert install_roots(proc, "/home/u/.local/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so")[0] == \
         "/home/u/.local/lib/python3.11/site-packages"
+
+
+def test_rule_decompose_path_an_empty_runpath_element_is_tried_as_bare_names(recorder, tmp_path):
+    """onnxruntime-gpu 1.19.2's CUDA provider has RUNPATH "/usr/local/cuda-12.2/lib:" (a trailing empty
+    element): the real ld.so tries "glibc-hwcaps/x86-64-v3/libx.so" ... "libx.so" for it, names of the current
+    folder with no "./" (fillin_rpath keeps its length 0). A library built the same way, dlopen()ed by a real
+    Python whose dlopen of a missing name from it fails: the model tries the same files, in the same order."""
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    (tmp_path / "p.c").write_text('#include <dlfcn.h>\nint probe(void) { return dlopen("libdlt_absent.so.3", RTLD_NOW) != 0; }\n')
+    lib = tmp_path / "libdltprobe.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "p.c"), "-ldl",
+                    "-Wl,--enable-new-dtags,-rpath,/nonexistent-dlt:"], check=True)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    code = f"import ctypes; print(ctypes.CDLL({str(lib)!r}).probe())"
+    p = subprocess.run([PY, "-c", code], env=traced_env(recorder, trace), capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout == "0\n", p.stderr
+    call = next(c for c in replay_linux(events(trace)) if c.name == "libdlt_absent.so.3")
+    real = [path for name, tried in searches(events(trace)) if name == "libdlt_absent.so.3" for path, _ in tried]
+    assert "libdlt_absent.so.3" in real and not any(x.startswith("./") for x in real)  # (what ld.so really tried)
+    assert call.agrees, ([c.path for c in call.tree.candidates] if call.tree else None, real)

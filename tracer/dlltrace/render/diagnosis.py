@@ -50,15 +50,18 @@ HWCAP_SUBFOLDERS = {"tls", "x86_64", "haswell", "avx512_1", "i686", "i586", "sse
 
 
 def hwcaps_base(folder: str) -> str:
-    """The folder of a search that `folder` is a glibc-hwcaps or legacy hwcap subfolder of (itself otherwise)."""
-    parts = folder.split("/")
-    while len(parts) > 1:
-        if len(parts) > 2 and parts[-2] == "glibc-hwcaps":
+    """The folder of a search that `folder` is a glibc-hwcaps or legacy hwcap subfolder of (itself otherwise);
+    "." for the current folder (an empty RUNPATH element: ld.so tries "glibc-hwcaps/x86-64-v3/libx.so")."""
+    parts = folder.split("/") if folder else []
+    while parts:
+        if len(parts) >= 2 and parts[-2] == "glibc-hwcaps":
             parts = parts[:-2]
         elif parts[-1] in HWCAP_SUBFOLDERS:
             parts = parts[:-1]
         else:
             break
+    if not parts:
+        return "/" if folder.startswith("/") else "."
     return "/".join(parts) or "/"
 
 

@@ -19,7 +19,7 @@ def outcome_headline(o: ProcessOutcome) -> Optional[str]:
         libs = o.lost_by[0] + (f" and {len(o.lost_by) - 1} more" if len(o.lost_by) > 1 else "")
         return f"the program ran without {lost}{where}: {libs} did not load"
     if o.kind == "died_of_other" and o.exception is not None:
-        text = o.exception.text
+        text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
         if len(text) > MAX_MESSAGE:
             text = text[:MAX_MESSAGE - 1] + "…"
         return f"the program ended with {text}; no failed load explains it"

@@ -166,7 +166,10 @@ def rule_decompose_path(value: str, expand: Callable[[str], Optional[str]], sep:
     """A DT_RPATH / DT_RUNPATH / LD_LIBRARY_PATH value as the folders ld.so searches (glibc fillin_rpath):
     split at `sep` (":"; ":" and ";" for LD_LIBRARY_PATH), each element DST-expanded (dropped when the
     expansion drops it or leaves it empty), trailing slashes removed and one added; an empty element is
-    the current folder "./"; a folder already in the list is not added again. Folders end with "/"."""
+    the current folder as "", a name of length 0 (fillin_rpath keeps len 0: ld.so tries
+    "glibc-hwcaps/x86-64-v3/libx.so", not "./glibc-hwcaps/..."; seen with onnxruntime-gpu 1.19.2's provider,
+    RUNPATH "/usr/local/cuda-12.2/lib:"); a folder already in the list is not added again. Folders end
+    with "/", but for that one."""
     out: list[str] = []
     parts = [value]
     for ch in sep:
@@ -182,7 +185,7 @@ def rule_decompose_path(value: str, expand: Callable[[str], Optional[str]], sep:
             if not d.endswith("/"):
                 d += "/"
         else:
-            d = "./"
+            d = ""  # (glibc: an element of length 0, the current folder; its files are tried as bare names)
         if d not in out:
             out.append(d)
     return tuple(out)
