@@ -41,6 +41,8 @@ def test_rule_live_context_an_extension_loading_while_it_initialises_is_its_impo
     end = {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 6, "t": 6, "imports": []}
     assert rule_live_context(ext, end, "/tmp/dltext_dl.cpython-311-x86_64-linux-gnu.so") is ext
     assert rule_live_context(ext, end, "/usr/lib/libtensorflow_framework.so.2")["ev"] == "py_after"
+    # the extension's own load (ImportError: a library it needs is missing; the program's end holds no import)
+    assert rule_live_context(ext, end, "/usr/bin/python3.11", "/tmp/dltext_dl.cpython-311-x86_64-linux-gnu.so") is ext
     assert extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\_C.cp311-win_amd64.pyd")
     assert not extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\lib\\c10.dll")
 

@@ -44,6 +44,32 @@ FEATURES: tuple[tuple[str, "re.Pattern[str]"], ...] = tuple((f, re.compile(p, re
 ))
 
 
+# What a framework raises when a feature's library did not load, by feature, each from the code that raises it:
+# - the NVIDIA driver: the CUDA runtime's cudaErrorInsufficientDriver (35), "CUDA driver version is insufficient
+#   for CUDA runtime version", which a runtime without libcuda.so.1 / nvcuda.dll returns and CuPy raises as
+#   CUDARuntimeError (cupy_backends/cuda/api/runtime.pyx, check_status); torch's "Found no NVIDIA driver on your
+#   system" (c10/cuda/CUDAFunctions.cpp, device_count_impl, on cudaErrorInsufficientDriver with no driver);
+#   TensorFlow's "failed call to cuInit" (stream_executor/cuda/cuda_driver.cc);
+# - cuDNN: torch's "cuDNN error: CUDNN_STATUS_..." and CTranslate2's "Could not load library libcudnn..."
+FEATURE_ERRORS: tuple[tuple[str, "re.Pattern[str]"], ...] = tuple((f, re.compile(p, re.I)) for f, p in (
+    ("the NVIDIA driver", r"cudaErrorInsufficientDriver|CUDA driver version is insufficient|Found no NVIDIA driver"
+                          r"|failed call to cuInit"),
+    ("cuDNN", r"CUDNN_STATUS_|cuDNN error|Could not load library (lib)?cudnn"),
+))
+
+
+def rule_exception_names_feature(text: str, failed: list[Optional[str]]) -> Optional[int]:
+    """The failed library an exception is about when it names no library but the feature one of them is: the
+    last of `failed` (library names, in order) whose feature's errors (FEATURE_ERRORS) the exception's text
+    holds (CuPy's cudaErrorInsufficientDriver after libcuda.so.1 failed to load: the driver is what it died
+    of), None for none."""
+    for i in range(len(failed) - 1, -1, -1):
+        feature = feature_of(failed[i])
+        if feature and any(f == feature and p.search(text) for f, p in FEATURE_ERRORS):
+            return i
+    return None
+
+
 def feature_of(name: Optional[str]) -> Optional[str]:
     """The accelerator or optional feature a library is part of ("CUDA", "cuDNN", ...), from its file name."""
     if not name:

@@ -142,7 +142,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
     for p in procs.values():
         for c in p.calls:
             if c.ctx is not None and not c.inherited:
-                c.ctx = contexts.live(c.pid, c.ctx.get("seq"), c.by) or c.ctx
+                c.ctx = contexts.live(c.pid, c.ctx.get("seq"), c.by, c.name) or c.ctx
     return list(procs.values())
 
 

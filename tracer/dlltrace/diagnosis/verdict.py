@@ -26,6 +26,7 @@ from dlltrace import winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
 from dlltrace.diagnosis.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
+from dlltrace.diagnosis.outcome import rule_exception_names_feature
 from dlltrace.diagnosis.replay import Replayed, Replays
 from dlltrace.trace.reader import Trace
 
@@ -175,11 +176,17 @@ def rule_died_in_load(candidates: list[Replayed]) -> Optional[Replayed]:
 
 def rule_python_exception(candidates: list[Replayed], exc: Optional[PyException], trace: Trace) -> Optional[Replayed]:
     """The Python exception the program ended on names a load (its DLL, its path, its import): the
-    last such failed load is the failure."""
+    last such failed load is the failure; naming none, one whose feature it names (the NVIDIA driver for
+    cudaErrorInsufficientDriver: outcome.rule_exception_names_feature)."""
     if exc is None:
         return None
     named = [r for r in candidates if exception_names_load(exc, r, trace)]
-    return named[-1] if named else None
+    if named:
+        return named[-1]
+    # (no load named: one whose feature it names, outcome.rule_exception_names_feature)
+    text = " ".join(f"{e.type}: {e.message}" for e in exc.all())
+    i = rule_exception_names_feature(text, [r.result.leaf.name if r.result.leaf else r.load.name for r in candidates])
+    return candidates[i] if i is not None else None
 
 
 def rule_exception_not_a_load(candidates: list[Replayed], exc: Optional[PyException]) -> bool:

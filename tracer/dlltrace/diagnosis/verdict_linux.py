@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from dlltrace.diagnosis.outcome import python_error, rule_load_class
+from dlltrace.diagnosis.outcome import python_error, rule_exception_names_feature, rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.trace.reader import Trace
@@ -26,12 +26,19 @@ def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
 
 
 def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optional[LinuxCall]:
-    """The last failed call whose name or leaf the program's final Python exception names."""
+    """The last failed call whose name or leaf the program's final Python exception names; else the last
+    whose feature it names (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after
+    libcuda.so.1 failed)."""
     messages = _exception_messages(trace)
     for c in reversed(calls):
         names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
         if any(pid == c.pid and any(n in text for n in names) for pid, text in messages):
             return c
+    for pid, text in messages:
+        mine = [c for c in calls if c.pid == pid]
+        i = rule_exception_names_feature(text, [c.leaf.name if c.leaf else c.name for c in mine])
+        if i is not None:
+            return mine[i]
     return None
 
 

@@ -129,8 +129,13 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     what fails next, the fixes."""
     p = d.platform
     out = [headline_of(d, f)]
+    feature = feature_of(f.leaf) or feature_of(f.name)
     if f.fate == "went_on" and f.klass == "fallback":
-        out.append(f"  The program went on without {feature_of(f.leaf) or feature_of(f.name) or 'it'}")
+        out.append(f"  The program went on without {feature or 'it'}")
+    elif feature == "the NVIDIA driver" and f.fate == "fatal":
+        out.append("  It is the NVIDIA driver's library: the program needs a GPU driver, which no pip package installs")
+    elif feature and f.fate == "fatal":
+        out.append(f"  It is {feature}'s library")
     origin = f.origin or (f"{f.api} by {_base(p, f.caller)}" if f.caller else "")
     message = " ".join(x for x in (str(f.error) if f.error else "", f.message) if x)
     tries = f" ({f.attempts} attempts)" if f.attempts > 1 else ""

@@ -15,7 +15,8 @@ thread's event E and its next event N:
   `frame`: where the user's code made it, when N was made at the same place as E, else not known). A load
   in an import that finished is taken for one after it: the program's end after an exception keeps the
   imports it was raised in (py_exit's `imports`), so a load that failed an import stays that import's; and
-  a load an extension module makes while it initialises (its own file is the caller) is its import's.
+  the load of an extension module being imported, and one it makes while it initialises (its own file is
+  the caller), are its import's.
 
 A trace without `imports` (older ones, a Python without the bootstrap) keeps `ctx` as it is. This module
 does no I/O: it is given events.
@@ -47,15 +48,17 @@ def extension_of(module: str, caller: str) -> bool:
     return bool(stem) and base.startswith(stem + ".") and base.endswith((".so", ".pyd", ".dll"))
 
 
-def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "") -> dict:
+def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "", name: str = "") -> dict:
     """The context a load made after the thread's event `ctx` and before its next, `following`, ran in (the
     module docstring): `ctx` itself, or a py_after context. `caller`: the file of the module that made the
-    load; an extension module loading a library while it initialises is in its own import."""
+    load, `name`: the file it asked for; the load of an extension module being imported, and a library it
+    loads while it initialises, are its import's."""
     held = in_progress(ctx)
     later = _imports(following) if following is not None else None
     if held is None or later is None:
         return ctx
-    if ctx.get("ev") == "py_import" and caller and extension_of(str(ctx.get("module") or ""), caller):
+    module = str(ctx.get("module") or "")
+    if ctx.get("ev") == "py_import" and any(x and extension_of(module, x) for x in (caller, name)):
         return ctx
     if not held or (later and later[0] == held[0]):
         # (the user's outermost import was still in progress at the thread's next event: the load was made in
@@ -67,6 +70,9 @@ def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "") ->
             "frame": ctx.get("frame") if same_place else None}
 
 
+CONTEXT_KINDS = ("py_import", "py_dlopen", "py_add_dll_directory")  # the events the shim makes a thread's context
+
+
 class PyContexts:
     """The py_* events of a trace's processes, by thread and in order, and each load's live context."""
 
@@ -76,7 +82,7 @@ class PyContexts:
         self._index: dict[tuple[Any, Any], int] = {}
         for e in events:
             ev = e.get("ev")
-            if not (isinstance(ev, str) and ev.startswith("py_")):
+            if ev not in CONTEXT_KINDS and ev != "py_exit":  # (py_env, py_exception: no thread's context)
                 continue
             pid, seq, tid = e.get("pid"), e.get("seq"), e.get("tid")
             if type(pid) is not int or type(seq) is not int:  # (a damaged trace's event: no context of it)
@@ -95,7 +101,7 @@ class PyContexts:
     def event(self, pid: Any, seq: Any) -> Optional[dict]:
         return self._by_seq.get((pid, seq))
 
-    def live(self, pid: Any, seq: Any, caller: str = "") -> Optional[dict]:
+    def live(self, pid: Any, seq: Any, caller: str = "", name: str = "") -> Optional[dict]:
         """The live context of a load whose ctx is (pid, seq), made by the module at `caller` (rule_live_context),
         None when there is no such event."""
         if type(pid) is not int or type(seq) is not int:
@@ -110,4 +116,4 @@ class PyContexts:
             return ctx
         following = thread[i + 1] if i + 1 < len(thread) else next(iter(self._thread.get((pid, "exit"), [])), None)
 
-        return rule_live_context(ctx, following, caller)
+        return rule_live_context(ctx, following, caller, name)

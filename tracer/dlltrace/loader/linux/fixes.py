@@ -161,5 +161,17 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         return [Fix("env", "set_env", name=name, folder=f.folder, variable="LD_LIBRARY_PATH",
                     value=f.folder + (":" + old if old else ""), python=False) for f in installed]
 
-    return verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
-                        follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path), names=(name,), max_steps=2)
+    if DRIVER_LIBRARY.match(name):  # (a CUDA toolkit's stubs/libcuda.so links, and fails at run time: no driver)
+        candidates = [f for f in candidates if "/stubs" not in f.folder]
+    out = verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
+                       follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path), names=(name,), max_steps=2)
+    if DRIVER_LIBRARY.match(name):
+        # the driver's own library: installed with the NVIDIA driver (the system's package manager, or NVIDIA's
+        # installer), never by pip; advice the model cannot apply, first when no copy on disk loads
+        driver = Fix("driver", "install_driver", name=name, python=False)
+        out = [*[f for f in out if f.verified], driver, *[f for f in out if not f.verified]]
+    return out
+
+
+# the NVIDIA driver's user-space libraries (the CUDA driver API, NVML): no pip package ships them
+DRIVER_LIBRARY = re.compile(r"^lib(cuda|nvidia-ml)\.so(\.\d+)*$")
