@@ -52,12 +52,13 @@ def test_every_code_of_the_readme_table_is_produced_by_a_test():
     section = text[start:text.index("\n## ", start + 1)]
     documented = re.findall(r"^\| ([^|]+?) \| [^|]+ \| ", section, flags=re.M)
     documented = [c for c in documented if c not in ("code", "---")]
-    assert documented == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "130", "137", "128+N", "the program's"]
+    assert documented == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "130", "137", "128+N", "the program's"]
     assert sorted(documented) == sorted(TESTED), {c: TESTED.get(c) for c in documented}
     # the constants are the table's
     assert (errors.EXIT_OK, errors.EXIT_SIMULATED_FAILURE, errors.EXIT_USAGE, errors.EXIT_BAD_TRACE,
             errors.EXIT_NO_COMMAND, errors.EXIT_OUTPUT, errors.EXIT_NO_WINE, errors.EXIT_UNSUPPORTED,
-            errors.EXIT_NOT_RUN, errors.EXIT_INTERRUPTED, errors.EXIT_KILLED) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 130, 137)
+            errors.EXIT_NOT_RUN, errors.EXIT_INTERNAL, errors.EXIT_INTERRUPTED, errors.EXIT_KILLED) == (
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 130, 137)
 
 
 # --- dlltrace's own codes, no Wine -----------------------------------------------------------------------
@@ -102,6 +103,35 @@ def test_unreadable_trace_is_3(dlltrace_cli, tmp_path):
 
 
 @covers("4")
+@covers("9")
+def test_a_failure_of_dlltraces_own_is_one_line_and_9(tmp_path, monkeypatch, capsys):
+    """A bug (an exception dlltrace did not expect) and an install that lacks a module: one line each, exit 9,
+    never a traceback; DLLTRACE_DEBUG=1 prints the traceback too."""
+    from dlltrace import cli
+    from dlltrace.commands import report
+
+    def broken(args):
+        raise KeyError("install_driver")
+
+    monkeypatch.setattr(report, "execute", broken)
+    assert cli.main(["report", str(ROOT / "fixtures" / "traces" / "s1.jsonl")]) == errors.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err.startswith("dlltrace: internal error: KeyError: 'install_driver' at ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "please report it" in err
+
+    def lacking(args):
+        raise ModuleNotFoundError("No module named 'pefile'", name="pefile")
+
+    monkeypatch.setattr(report, "execute", lacking)
+    assert cli.main(["report", str(ROOT / "fixtures" / "traces" / "s1.jsonl")]) == errors.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err == ("dlltrace: this install lacks the module pefile (pip install --force-reinstall dlltrace, or "
+                   "pip install pefile)\n"), err
+    monkeypatch.setenv("DLLTRACE_DEBUG", "1")
+    assert cli.main(["report", str(ROOT / "fixtures" / "traces" / "s1.jsonl")]) == errors.EXIT_INTERNAL
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
 def test_no_command_is_4(dlltrace_cli):
     r = dlltrace_cli("run", "--")
     assert r.returncode == errors.EXIT_NO_COMMAND and "no command given" in r.stderr

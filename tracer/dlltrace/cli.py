@@ -20,7 +20,7 @@ import os
 import shutil
 import sys
 
-from dlltrace.errors import EXIT_BAD_TRACE, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_INTERNAL, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
 
 # subcommand -> its help; its module is dlltrace.commands.<name> (configure_parser(parser), execute(args) -> int),
 # imported when a parser is built: `dlltrace --version` imports none of them
@@ -201,6 +201,28 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:  # (never a traceback: one line, the exit code of dlltrace's own failure)
+        return internal_error(e)
+
+
+def internal_error(e: Exception) -> int:
+    """A failure of dlltrace's own, as one line (DLLTRACE_DEBUG=1: the traceback as well): an install that
+    lacks a dependency, or a bug (named, to be reported)."""
+    import os
+    import traceback
+
+    if os.environ.get("DLLTRACE_DEBUG"):
+        traceback.print_exc()
+    if isinstance(e, ModuleNotFoundError) and e.name:
+        print(f"dlltrace: this install lacks the module {e.name} (pip install --force-reinstall dlltrace, or "
+              f"pip install {e.name.split('.')[0]})", file=sys.stderr)
+    else:
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" at {where.filename.replace(chr(92), '/').rsplit('/dlltrace/', 1)[-1]}:{where.lineno}" if where else ""
+        text = " ".join(str(e).split())[:200]
+        print(f"dlltrace: internal error: {type(e).__name__}{': ' + text if text else ''}{at} (a bug in dlltrace: "
+              "please report it, with the trace; DLLTRACE_DEBUG=1 prints the traceback)", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def entry() -> int:

@@ -28,7 +28,7 @@ from dlltrace.render.fixwords import fix_text
 
 # the Linux report JSON's name of each fix action (report-linux-v1.json; the fix itself is under "fix")
 LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
-                   "add_ld_so_conf": "ldconfig"}
+                   "add_ld_so_conf": "ldconfig", "install_driver": "install_driver"}
 
 
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
@@ -75,7 +75,7 @@ def linux_report_schema() -> dict[str, Any]:
             "properties": {"path": s, "rule": s, "result": {"enum": list(model.CANDIDATE_RESULTS)}, "machine": s}}
     fix = {"type": "object", "additionalProperties": False,
            "required": ["action", "text", "folder", "path", "package", "verified", "framework_preloads", "needs_path", "fix"],
-           "properties": {"action": {"enum": ["ld_library_path", "patchelf", "install_package", "ldconfig"]}, "text": s,
+           "properties": {"action": {"enum": list(LINUX_FIX_NAMES.values())}, "text": s,
                           "folder": opt(s), "path": opt(s), "package": opt(s), "verified": b, "framework_preloads": b,
                           "needs_path": b, "fix": {"type": "object"}}}
     leaf = {"type": "object", "required": ["name", "cause", "detail", "parent"], "additionalProperties": False,

@@ -1,0 +1,194 @@
+"""The corpus of real situations on Linux (issue 22): real pip-installed packages, pinned with their hashes
+(tests/situations/*.txt), run for real under `dlltrace run`, each taken from a public thread it cites. Each
+asserts what the user asked first: how the program ended (the outcome), the load that was the failure or the
+fallback that cost the program its GPU, where that load was made (the user's import, or the program's code
+after it), and that no load the program went past is blamed.
+
+The environments are built once into the test cache (a venv per lock file; the wheels are downloaded into
+the download cache, pip checking every hash). CPython 3.9 (TensorFlow 2.11 has no wheel for 3.11) is taken
+from pyenv or PATH. Locally a situation skips when its Python or its wheels cannot be had; in CI it fails.
+The Windows situations of the corpus are tests/test_real_imports.py's cases that cite a thread.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+import winetools
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCKS = ROOT / "tests" / "situations"
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+RESULTS: list[str] = []
+
+
+def _unavailable(why: str):
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def find_python(version: str) -> str:
+    """A CPython of this X.Y: on PATH as pythonX.Y, or pyenv's."""
+    cands = sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / f"{version}.*" / "bin" / f"python{version}")),
+                   reverse=True) + [p for p in [shutil.which(f"python{version}")] if p]
+    for c in cands:  # (a pyenv shim is on PATH for every version, and fails for one not selected)
+        if subprocess.run([c, "-c", "pass"], capture_output=True).returncode == 0:
+            return c
+    _unavailable(f"no CPython {version} here (pyenv install {version}, or put python{version} on PATH)")
+    raise AssertionError("unreachable")
+
+
+def pip(python: Path, *args: str) -> None:
+    r = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args], capture_output=True,
+                       text=True, timeout=1800)
+    if r.returncode != 0:
+        _unavailable(f"pip {' '.join(args[:1])} failed: {(r.stderr or r.stdout)[-1500:]}")
+
+
+def environment(lock: str, version: str, extra: str = "") -> tuple[Path, Optional[Path]]:
+    """(the venv's python, the folder `extra`'s lock is installed into, to put on PYTHONPATH), built once."""
+    files = [LOCKS / f"{lock}.txt"] + ([LOCKS / f"{extra}.txt"] if extra else [])
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    folder = winetools.CACHE / "situations" / f"{lock}{'+' + extra if extra else ''}-{digest}"
+    wheels = winetools.DOWNLOADS / "situations"
+
+    def build(tmp: Path) -> None:
+        subprocess.run([find_python(version), "-m", "venv", str(tmp / "venv")], check=True)
+        py = tmp / "venv" / "bin" / "python"
+        for f in files:  # (into the download cache, every hash checked; then installed from there only)
+            pip(py, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r", str(f))
+        pip(py, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r", str(files[0]))
+        if extra:
+            pip(py, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes",
+                "--target", str(tmp / "extra"), "-r", str(files[1]))
+
+    winetools.built_once(folder, build)
+    return folder / "venv" / "bin" / "python", (folder / "extra" if extra else None)
+
+
+def identity_model() -> bytes:
+    from test_real_imports import identity_model as model
+
+    return model()
+
+
+@dataclass(frozen=True)
+class Situation:
+    name: str
+    thread: str  # the public thread the situation is taken from
+    lock: str  # tests/situations/<lock>.txt
+    python: str
+    program: str  # app.py
+    exit_code: int
+    outcome: str  # the main process's outcome kind (diagnosis/outcome.py)
+    headline: str  # what the report's first line starts with, after "dlltrace ─ "
+    fatal: Optional[str] = None  # the leaf of the failure the program hit
+    fallbacks: tuple = ()  # leaves of loads that cost the program a feature (explained, not the failure)
+    lost: tuple = ()  # features the outcome says the program ran without
+    origins: dict = field(default_factory=dict)  # leaf -> how its origin starts
+    user_line: dict = field(default_factory=dict)  # leaf -> the line of app.py the report names
+    exception: Optional[str] = None  # the type the program ended on
+    extra: str = ""  # a second lock, installed apart and put first on PYTHONPATH
+    first_fix: Optional[str] = None  # the action of the fatal load's first fix
+
+
+TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
+ORT_APP = ('import numpy as np\nimport onnxruntime as ort\n\n'
+           'session = ort.InferenceSession("identity.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])\n'
+           'print(session.get_providers(), session.run(None, {"X": np.ones(1, np.float32)}))\n')
+SITUATIONS = [
+    Situation("tensorflow_gpu_not_used", "https://github.com/tensorflow/tensorflow/issues/45930",
+              "tensorflow-2.11-py39", "3.9", TF_APP, 0, "degraded", "the program ran without CUDA",
+              fallbacks=("libcudart.so.11.0", "libcuda.so.1"), lost=("CUDA", "the NVIDIA driver"),
+              origins={"libcudart.so.11.0": "import tensorflow",
+                       "libcuda.so.1": "the program's code after import tensorflow"},
+              user_line={"libcudart.so.11.0": 1}),
+    Situation("tensorflow_with_numpy_2", "https://github.com/tensorflow/tensorflow/issues/102743",
+              "tensorflow-2.11-py39", "3.9", 'import tensorflow as tf\n\nprint(tf.__version__)\n', 1, "died_of_other",
+              "the program ended with TypeError: Unable to convert function return value", exception="TypeError",
+              extra="numpy-2.0.2-py39"),
+    Situation("onnxruntime_cuda_provider_falls_back", "https://github.com/microsoft/onnxruntime/issues/21684",
+              "onnxruntime-gpu-1.19-cupy-13.6-py311", "3.11", ORT_APP, 0, "degraded", "the program ran without CUDA",
+              fallbacks=("libcublasLt.so.12",), lost=("CUDA",),
+              origins={"libcublasLt.so.12": "the program's code after import onnxruntime"}),
+    Situation("cupy_without_a_driver", "https://github.com/cupy/cupy/issues/9252",
+              "onnxruntime-gpu-1.19-cupy-13.6-py311", "3.11", "import cupy as cp\n\nprint(cp.zeros(3))\n", 1,
+              "died_of_load", "1 failed load", fatal="libcuda.so.1",
+              origins={"libcuda.so.1": "the program's code after import cupy"},
+              exception="cupy_backends.cuda.api.runtime.CUDARuntimeError", first_fix="install_driver"),
+    Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
+              "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
+              0, "ok", "every load succeeded"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary(summary):
+    summary["real situations (Linux)"] = lambda: (f"real situations (Linux): {len(RESULTS)} of {len(SITUATIONS)} "
+                                                  f"agree with the program's real end: {', '.join(RESULTS)}"
+                                                  if RESULTS else "")
+
+
+def dlltrace(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, str(ROOT / "tracer")) if p)}
+    return subprocess.run([sys.executable, "-m", "dlltrace", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.parametrize("s", SITUATIONS, ids=[s.name for s in SITUATIONS])
+def test_a_real_situation(s: Situation, tmp_path):
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    python, extra = environment(s.lock, s.python, s.extra)
+    (tmp_path / "app.py").write_text(s.program)
+    (tmp_path / "identity.onnx").write_bytes(identity_model())
+    pythonpath = str(extra) if extra else ""
+    # the program as it is, untraced: its real end (the oracle)
+    plain = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                           env={**os.environ, "PYTHONPATH": pythonpath})
+    assert plain.returncode == s.exit_code, plain.stderr[-3000:]
+    if s.exception:
+        assert f"{s.exception}: " in plain.stderr.splitlines()[-1] or s.exception.rsplit(".", 1)[-1] in plain.stderr
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, pythonpath=pythonpath)
+    assert run.returncode == s.exit_code, run.stderr[-3000:]  # (dlltrace passes the program's exit code on)
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert text.splitlines()[0].startswith(f"dlltrace ─ {s.headline}"), text[:600]
+    (main,) = [d for d in doc["diagnoses"] if d["end"]["kind"] == "exited"]
+    o = main["outcome"]
+    assert o["kind"] == s.outcome and doc["outcome"]["kind"] == s.outcome, o
+    assert set(s.lost) <= set(o["lost"]), o
+    if s.exception:
+        assert o["exception"]["type"] == s.exception, o["exception"]
+    fatal = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    # the failure the program hit, and nothing it went past blamed
+    assert [f["leaf"] for f in fatal] == ([s.fatal] if s.fatal else []), [(f["leaf"], f["reason"]) for f in fatal]
+    mine = {f["leaf"]: f for f in main["failures"]}
+    for leaf in s.fallbacks:
+        f = mine[leaf]
+        assert (f["fate"], f["klass"]) == ("went_on", "fallback"), f
+        assert f"✗ {leaf} was not found" in text  # (explained in full: it cost the program its GPU)
+    for leaf, origin in s.origins.items():
+        assert mine[leaf]["origin"].startswith(origin), (leaf, mine[leaf]["origin"])
+    for leaf, line in s.user_line.items():
+        place = mine[leaf]["user_code"]
+        assert place is not None and place["file"].endswith("app.py") and place["line"] == line, place
+    if s.fatal:
+        assert mine[s.fatal]["model_agrees"] and mine[s.fatal]["tried"], mine[s.fatal]
+        if s.first_fix:
+            assert mine[s.fatal]["fixes"][0]["action"] == s.first_fix, mine[s.fatal]["fixes"]
+    assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
+    RESULTS.append(s.name)
