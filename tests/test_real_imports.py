@@ -86,6 +86,9 @@ class Case:
     before: str = ""  # the code the first fix (and its steps) must say it runs before, when it says so
     origin: tuple = ()  # (origin_kind, origin_module) of the fatal load: what Python code made it
     apply: str = ""  # "" : apply the first fix for real; else why it is not applied here
+    thread: str = ""  # the public thread the situation is taken from (the corpus of real situations, issue 22)
+    outcome: str = ""  # the outcome the report must give first (diagnosis/outcome.py), when the case says
+    lost: tuple = ()  # the features the outcome says the program ran without
 
 
 TORCH_LIB = "Lib/site-packages/torch/lib"
@@ -101,7 +104,8 @@ CASES = [
          "onnxruntime_providers_cuda.dll fails (cublasLt64_13.dll), the session falls back to the CPU and runs",
          "import onnxruntime as o, numpy as np; s = o.InferenceSession(r'{MODEL}', providers=['CUDAExecutionProvider', "
          "'CPUExecutionProvider']); print(s.get_providers(), s.run(None, {{'X': np.ones(1, np.float32)}}))",
-         went_on=("dxcore.dll", "onnxruntime_providers_cuda.dll", "cublaslt64_13.dll")),
+         went_on=("dxcore.dll", "onnxruntime_providers_cuda.dll", "cublaslt64_13.dll"),
+         thread="https://github.com/microsoft/onnxruntime/issues/11826", outcome="degraded", lost=("CUDA",)),
     Case("onnxruntime_preload_dlls", "onnxruntime.preload_dlls() without CUDA or cuDNN: ctypes.CDLL of each CUDA 13 "
          "and cuDNN 9 DLL by bare name fails; it prints each and goes on",
          "import onnxruntime as o; o.preload_dlls(); print('preloaded')",
@@ -114,7 +118,8 @@ CASES = [
     Case("ctranslate2_450_without_setuptools", "ctranslate2 4.5.0, whose __init__ imports pkg_resources (setuptools, "
          "not installed here) before any DLL: ModuleNotFoundError; no DLL load is the failure",
          "import ctranslate2", swap="ctranslate2_450", exit_code=1, exception="ModuleNotFoundError",
-         message="No module named 'pkg_resources'"),
+         message="No module named 'pkg_resources'", thread="https://github.com/abus-aikorea/voice-pro/issues/92",
+         outcome="died_of_other"),
     Case("torch_retry_finds_libiomp5md_on_path", "libiomp5md.dll moved out of torch\\lib into a folder the program "
          "puts on PATH: torch's LoadLibraryExW(fbgemm.dll, 0x1100) fails (PATH is not searched), its LoadLibraryW "
          "retry finds it, torch imports",
@@ -123,7 +128,8 @@ CASES = [
     Case("torch_without_libiomp5md", "libiomp5md.dll removed from torch\\lib: fbgemm.dll needs it; torch retries with "
          "LoadLibraryW after putting its folders on PATH, then raises",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
-         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch", origin=("torch_retry", None)),
+         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch", origin=("torch_retry", None),
+         thread="https://github.com/pytorch/pytorch/issues/129568", outcome="died_of_load"),
     Case("torch_without_any_libiomp5md", "libiomp5md.dll removed from torch\\lib and from ctranslate2's folder: no "
          "copy anywhere; the fix installs intel-openmp (its real wheel: <prefix>\\Library\\bin) and adds that folder",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll", "Lib/site-packages/ctranslate2/libiomp5md.dll"),
@@ -136,7 +142,8 @@ CASES = [
          "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
          exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll",
-         before="import ctranslate2", origin=("ctypes", None)),
+         before="import ctranslate2", origin=("ctypes", None), thread="https://github.com/OpenNMT/CTranslate2/issues/1084",
+         outcome="died_of_load"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
@@ -149,6 +156,7 @@ CASES = [
 WINE_OWN = rw.WINE_OWN
 
 RESULTS: dict = {}  # case name -> {"names": bool, "fixed": bool}
+CORPUS: list = []  # the cases that cite a public thread whose outcome the report gave
 WINE_LIMITED: list = []  # fixed runs that got past the DLL, then hit something Wine 8 lacks (realimports.WINE_LIMITS)
 
 
@@ -179,7 +187,9 @@ def _summary(summary):
         f"the real missing DLL, {sum(r['fixed'] for r in RESULTS.values())} first fixes applied and the import gets "
         "past it" + (f" ({len(WINE_LIMITED)} then stopped on what Wine 8 lacks: " + "; ".join(WINE_LIMITED) + ")"
                      if WINE_LIMITED else "") + (f"; {len(ri.RERUN)} runs made again: " + "; ".join(ri.RERUN)
-                                                 if ri.RERUN else "")) if RESULTS else ""
+                                                 if ri.RERUN else "")
+        + (f"; real situations (Windows): {len(CORPUS)} cited threads, outcome as the program ended: "
+           + ", ".join(CORPUS) if CORPUS else "")) if RESULTS else ""
 
 
 def _names(call: dict) -> set:
@@ -234,6 +244,17 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     assert traced.returncode == case.exit_code, traced.stderr[-3000:]
     rep = ri.report_json(trace)
     calls = {c["index"]: c for c in rep["calls"]}
+    if case.outcome:  # the answer first, from the typed Diagnosis (dlltrace.diagnose) and in the report's JSON
+        import dlltrace
+
+        (main,) = [d for d in dlltrace.diagnose(trace) if d.end.kind == "exited"]
+        assert main.outcome.kind == rep["outcome"]["kind"] == case.outcome, (main.outcome, rep["outcome"])
+        assert set(case.lost) <= set(main.outcome.lost), main.outcome
+        if main.fatal is not None:  # where in the user's code: python.exe -c's <string>, line 1
+            assert main.fatal.user_code is not None and main.fatal.user_code.file == "<string>", main.fatal.user_code
+        assert [f.leaf.lower() for f in main.failures if f.fate == "fatal" and f.leaf][-1:] == (
+            [case.leaf] if case.leaf else []), [(f.leaf, f.fate) for f in main.failures]
+        CORPUS.append(case.name)
     fatal = [calls[i] for i in rep["failed"] if (calls[i].get("verdict") or {}).get("fate") == "fatal"]
     went_on = [calls[i] for i in rep["went_on"]]
     names_it = False

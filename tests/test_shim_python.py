@@ -224,3 +224,20 @@ def test_the_exit_hook_records_the_exception_and_changes_nothing(tmp_path, mode,
     from dlltrace.tracecheck import SCHEMA_PATH
 
     jsonschema.validate({**e, "pid": 1, "tid": 1, "t": 1}, json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_a_standard_library_frame_is_not_the_users_code_even_from_a_zip():
+    """The embeddable distribution's standard library is in python311.zip and its code objects name files
+    relative to it ("ctypes\\__init__.py"): its frames are the library's by their module's __file__ or name,
+    so "in your code" is the user's line, not ctypes' (seen under Wine with torch's retry)."""
+    sep = os.sep
+    assert shim.library_module({"__file__": f"C:{sep}py{sep}python311.zip{sep}ctypes{sep}__init__.pyc",
+                                "__name__": "ctypes"})
+    assert shim.library_module({"__name__": "ctypes"}) == (sys.version_info >= (3, 10))
+    assert not shim.library_module({"__name__": "__main__", "__file__": str(Path("app.py").resolve())})
+    assert not shim.library_module({"__name__": "myproject.train"})
+    ns: dict = {"__name__": "ctypes", "__file__": f"C:{sep}py{sep}python311.zip{sep}ctypes{sep}__init__.pyc",
+                "user_frame": shim.user_frame}
+    exec(compile("def call():\n    return user_frame(1)\n", "ctypes\\__init__.py", "exec"), ns)
+    here = ns["call"]()  # (the innermost frame is "ctypes" of the zip: skipped; then this test's)
+    assert here is not None and here["file"] == __file__ and here["function"].startswith("test_a_standard"), here

@@ -277,10 +277,24 @@ def user_frame(depth: int = 2) -> "Optional[dict]":
         return None
     while f is not None:
         name = f.f_code.co_filename
-        if not library_file(name):
+        if not library_file(name) and not library_module(f.f_globals):
             return {"file": name, "line": f.f_lineno, "function": f.f_code.co_name}
         f = f.f_back
     return None
+
+
+_STDLIB_NAMES = getattr(sys, "stdlib_module_names", frozenset())  # (3.10+)
+
+
+def library_module(g: dict) -> bool:
+    """A frame's module that is the standard library's or a package's by what its globals say: its __file__
+    (the embeddable distribution's standard library is in python3X.zip, and its code names files relative
+    to it, "ctypes\\__init__.py"), or its name (3.10+: sys.stdlib_module_names)."""
+    path = g.get("__file__")
+    if isinstance(path, str) and (library_file(path) or ".zip" + os.sep in os.path.normcase(path)):
+        return True
+    name = g.get("__name__")
+    return isinstance(name, str) and name != "__main__" and name.split(".")[0] in _STDLIB_NAMES
 
 
 IMPORTS_LIMIT = 64  # modules of an import stack kept (the outermost ones: the user's import comes first)
