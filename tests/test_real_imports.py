@@ -89,6 +89,7 @@ class Case:
     thread: str = ""  # the public thread the situation is taken from (the corpus of real situations, issue 22)
     outcome: str = ""  # the outcome the report must give first (diagnosis/outcome.py), when the case says
     lost: tuple = ()  # the features the outcome says the program ran without
+    owner: str = ""  # the distribution whose RECORD lists the missing DLL: the first fix reinstalls it
 
 
 TORCH_LIB = "Lib/site-packages/torch/lib"
@@ -144,6 +145,15 @@ CASES = [
          exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll",
          before="import ctranslate2", origin=("ctypes", None), thread="https://github.com/OpenNMT/CTranslate2/issues/1084",
          outcome="died_of_load"),
+    Case("pywin32", "import win32api: pywin32's .pth puts pywin32_system32 on the DLL search (pywin32_bootstrap), "
+         "win32api.pyd finds pywintypes311.dll there", "import win32api; print(win32api.GetTickCount() >= 0)",
+         outcome="ok"),
+    Case("pywin32_without_pywintypes", "pywintypes311.dll removed from pywin32_system32: win32api.pyd needs it "
+         "(ImportError: DLL load failed while importing win32api)", "import win32api",
+         remove=("Lib/site-packages/pywin32_system32/pywintypes311.dll",), exit_code=1, exception="ImportError",
+         message="DLL load failed while importing win32api", leaf="pywintypes311.dll", parent="win32api.pyd",
+         load="win32api.pyd", origin=("python_import", "win32api"),
+         thread="https://github.com/mhammond/pywin32/issues/1399", outcome="died_of_load", owner="pywin32"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
@@ -294,6 +304,8 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     fixes = call.get("fixes") or []
     assert fixes, "no fix"
     first = fixes[0]
+    if case.owner:  # (who owns the file is the environment's RECORD, not a table: reinstall that distribution)
+        assert (first["action"], first.get("package")) == ("install", case.owner) and "RECORD lists" in first["text"], first
     if case.verified:
         assert first.get("verified") is True, first
     else:

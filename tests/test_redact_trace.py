@@ -384,3 +384,22 @@ def test_a_destination_that_cannot_be_written_is_a_write_error_and_leaves_nothin
         room = subprocess.run([sys.executable, "-c", prog, str(src), str(dest / out), str(size + size // 2)], env=env,
                               capture_output=True, text=True)
         assert room.returncode == errors.EXIT_BAD_TRACE and (dest / out).stat().st_size == size, room.stderr
+
+
+def test_the_owners_index_is_redacted_like_every_path(tmp_path):
+    """py_dists (who owns each DLL) holds the site-packages folder: under a home folder it names the user,
+    and the redacted trace holds no trace of it, while the owners it gives are the same ones."""
+    from dlltrace.trace.reader import Trace as T
+    from dlltrace.trace.redact import redact_trace
+
+    site = "/home/zarathustra/venv/lib/python3.11/site-packages"
+    events = [{"ev": "py_env", "pid": 1, "tid": 1, "seq": 1, "t": 1, "prefix": "/home/zarathustra/venv",
+               "sys_path": [site]},
+              {"ev": "py_dists", "pid": 1, "tid": 1, "seq": 2, "t": 2, "cut": False, "conda": [], "conda_prefix": None,
+               "dists": [{"name": "numpy", "version": "2.1.3", "site": site, "files": ["numpy.libs/libscipy_openblas.so"]}]}]
+    t = T(path=str(tmp_path / "t.jsonl"), header=None, events=events)  # type: ignore[arg-type]
+    red = redact_trace(t)
+    assert "zarathustra" not in json.dumps(list(red.events))
+    (owner,) = red.owners(1)["libscipy_openblas.so"]
+    assert (owner.dist, owner.version, owner.path) == ("numpy", "2.1.3", "numpy.libs/libscipy_openblas.so")
+    assert owner.root.endswith("/venv/lib/python3.11/site-packages") and "zarathustra" not in owner.root

@@ -241,3 +241,26 @@ def test_a_standard_library_frame_is_not_the_users_code_even_from_a_zip():
     exec(compile("def call():\n    return user_frame(1)\n", "ctypes\\__init__.py", "exec"), ns)
     here = ns["call"]()  # (the innermost frame is "ctypes" of the zip: skipped; then this test's)
     assert here is not None and here["file"] == __file__ and here["function"].startswith("test_a_standard"), here
+
+
+def test_installed_dists_lists_each_distributions_native_files_from_its_record(tmp_path, monkeypatch):
+    """py_dists: the *.dist-info of a site folder with the DLLs, extensions and shared objects its RECORD
+    lists (other files left out), and a conda prefix's conda-meta packages, read without the json module."""
+    site = tmp_path / "Lib" / "site-packages"
+    (site / "pywin32-306.dist-info").mkdir(parents=True)
+    (site / "pywin32-306.dist-info" / "RECORD").write_text(
+        "pywin32_system32/pywintypes311.dll,sha256=x,134656\nwin32/win32api.pyd,sha256=y,1\n"
+        "win32/lib/pywintypes.py,sha256=z,5938\n\"numpy.libs/libopenblas.so.0\",,\n")
+    (site / "broken-1.0.dist-info").mkdir()  # (no RECORD: listed with no files)
+    meta = tmp_path / "conda-meta"
+    meta.mkdir()
+    (meta / "libcudnn-9.1-0.json").write_text('{"name": "cudnn", "version": "9.1.0", "files": '
+                                              '["Library\\\\bin\\\\cudnn64_9.dll", "info\\\\about.json"]}')
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    got = shim.installed_dists([str(site), str(site), str(tmp_path / "elsewhere")])
+    assert got["dists"] == [
+        {"name": "broken", "version": "1.0", "site": str(site), "files": []},
+        {"name": "pywin32", "version": "306", "site": str(site),
+         "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"]}]
+    assert got["conda"] == [{"name": "cudnn", "version": "9.1.0", "files": ["Library\\bin\\cudnn64_9.dll"]}]
+    assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False

@@ -473,6 +473,18 @@ class Outcome:
 
 
 @dataclass(frozen=True, **SLOTS)
+class Owner:
+    """An installed distribution that lists a file (its RECORD, or a conda package's conda-meta `files`): who
+    owns a DLL, as the environment says (the bootstrap's py_dists event; trace/reader.py Trace.owners)."""
+
+    dist: str  # the distribution's name ("pywin32", "numpy"), as its .dist-info folder spells it
+    version: str
+    path: str  # the file as the record lists it (relative to `root`, "/"-separated)
+    root: str  # the site-packages folder (a conda package: the environment's prefix)
+    kind: Literal["wheel", "conda"] = "wheel"
+
+
+@dataclass(frozen=True, **SLOTS)
 class AlsoMissing:
     """A DLL the failing call would fail on once the first leaf is fixed (CallResult.also_missing):
     "you would hit these next"."""

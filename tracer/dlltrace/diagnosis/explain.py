@@ -17,7 +17,7 @@ from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
-from dlltrace.worlds.world import ProcessState, World
+from dlltrace.worlds.world import ProcessState, World, owners_of
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
 SEARCH_ELSEWHERE = (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_APPLICATION_DIR
@@ -234,6 +234,28 @@ def _major(name: str) -> str:
     return m.group(1) if m else ""
 
 
+def owner_reinstall(name: str, world: World, process: ProcessState, res: CallResult) -> Optional[Fix]:
+    """A DLL no folder has that an installed distribution's record lists (its RECORD, a conda package's
+    conda-meta: worlds.world.owners_of): its install is damaged (a file deleted, antivirus, a copy cut short),
+    and reinstalling that distribution puts the file back where the record says. pywin32's
+    pywin32_system32/pywintypes311.dll is pywin32's, whatever its folder is called."""
+    owners = owners_of(world, name)
+    if not owners:
+        return None
+    o = owners[0]
+    where = winpath.join(o.root, *o.path.split("/"))
+    if o.kind == "conda":
+        how = f"conda install --force-reinstall {o.dist}={o.version}" if o.version else f"conda install --force-reinstall {o.dist}"
+        text = (f"{name} belongs to the conda package {o.dist} {o.version} (its conda-meta lists {o.path}) and is not "
+                f"there: reinstall it ({how})")
+    else:
+        pin = f"{o.dist}=={o.version}" if o.version else o.dist
+        text = (f"{name} belongs to {o.dist} {o.version} (its RECORD lists {o.path}) and is not there: reinstall it "
+                f"(pip install --force-reinstall --no-deps {pin})")
+    return Fix("reinstall", "install", name=name, package=o.dist, instruction=text, path=where,
+               python=is_python(process, res))
+
+
 def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,
                     world: World) -> Optional[Fix]:
     """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
@@ -328,6 +350,8 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             else:
                 out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other,
                                python=is_python(process, res)))
+        elif not copies and cause == "not_found" and (owner := owner_reinstall(name, world, process, call)) is not None:
+            out.append(owner)  # (a distribution's RECORD lists it, and it is not there: its install is damaged)
         elif not copies and not (prov is not None and prov.kind == "pip"):
             advice = provider_advice(name, prov, process, call, world)
             cuda_path = next((v for k, v in process.env.items() if k.upper() == "CUDA_PATH"), "")

@@ -263,6 +263,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
         probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
         dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
         world = made[("process", pid, n)] = files.with_process(system, probes, dirs)
+        world.owners = trace.owners(pid)  # (who owns each DLL: the traced Python's RECORD files, conda-meta)
     return world.fresh()
 
 

@@ -87,10 +87,11 @@ CAUSE_WORDS: dict[Cause, CauseWords] = {
 }
 
 # Whether a missing leaf has a copy anywhere (ExplainedCall.leaf_state), and its words.
-LeafState = Literal["", "installed_not_searched", "not_installed"]
+LeafState = Literal["", "installed_not_searched", "not_installed", "missing_from_its_distribution"]
 LEAF_STATE_WORDS: dict[LeafState, str] = {
     "": "", "installed_not_searched": "installed but not searched",
-    "not_installed": "not installed anywhere dlltrace looked"}
+    "not_installed": "not installed anywhere dlltrace looked",
+    "missing_from_its_distribution": "its distribution's RECORD lists it, and it is not there"}
 
 # The headings, said the same way by every form.
 LOOKED = "Where Windows looked for {name}"
@@ -161,6 +162,8 @@ class ExplainedCall:
             return ""
         if any(e.result == "found" for e in self.found_elsewhere):
             return "installed_not_searched"
+        if any(f.kind == "reinstall" and f.action == "install" and f.package for f in self.result.fixes):
+            return "missing_from_its_distribution"  # (explain.owner_reinstall: the environment's record says whose)
         return "not_installed"
 
 

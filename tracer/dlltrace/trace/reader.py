@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optiona
 from dlltrace.trace.pycontext import CONTEXT_KINDS, PyContexts
 from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
-from dlltrace.model import SLOTS
+from dlltrace.model import SLOTS, Owner
 from dlltrace.tracecheck import check_event
 
 FORMAT_NAME = "dlltrace-trace"
@@ -156,7 +156,7 @@ FILE_PROBE_OPS = ("open", "create", "query")  # the probes that ask about a file
 # Event kinds a trace has a few of per process: kept parsed. Every other kind (load_begin, load_end,
 # probe, dll_notify, file, py_import, ... : the bulk of a trace) is kept as its line's bytes and
 # parsed when it is asked for (Events).
-KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_exception", "exit", "launch_error",
+KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_dists", "py_exception", "exit", "launch_error",
                         "capped", "spawn", "stats", "adddir", "removedir", "setdlldir", "setdefault", "setenv"})
 
 
@@ -518,6 +518,25 @@ class Trace:
         e = next(self.of("apisets", pid=pid), None)
         sets = e.get("sets") if e else None
         return sets if isinstance(sets, dict) else None
+
+    def owners(self, pid: Optional[int] = None) -> dict[str, tuple[Owner, ...]]:
+        """Who owns each native file of the traced Python's environment (its py_dists event: RECORD files and
+        conda-meta), by lower-case base name; {} for a trace without one."""
+        out: dict[str, list[Owner]] = {}
+        for e in self.of("py_dists", pid=pid):
+            for kind, key, root_of in (("wheel", "dists", lambda d: d.get("site")),
+                                       ("conda", "conda", lambda d: e.get("conda_prefix"))):
+                for d in e.get(key) or []:
+                    if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+                        continue
+                    root = root_of(d)
+                    for f in d.get("files") or []:
+                        if isinstance(f, str) and f and isinstance(root, str):
+                            base = f.replace("\\", "/").rsplit("/", 1)[-1].lower()
+                            out.setdefault(base, []).append(Owner(d["name"], str(d.get("version") or ""),
+                                                                   f.replace("\\", "/"), root, kind))  # type: ignore[arg-type]
+            break  # (the first Python of the process: one environment)
+        return {k: tuple(v) for k, v in out.items()}
 
     def exit_code(self, pid: int) -> Optional[int]:
         e = next(self.of("exit", pid=pid), None)

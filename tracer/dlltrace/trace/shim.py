@@ -255,6 +255,120 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
     }
 
 
+# the files of an installed distribution a report may need the owner of: a DLL, an extension, a shared object
+_NATIVE = (".dll", ".pyd", ".so", ".exe")
+DISTS_LIMIT = 3000  # distributions listed (a site-packages of more is cut, and said: `cut`)
+FILES_LIMIT = 60000  # native files listed in all
+
+
+def _native(path: str) -> bool:
+    low = path.lower()
+    return low.endswith(_NATIVE) or ".so." in low.rsplit("/", 1)[-1]
+
+
+def _dist_name(folder: str) -> "tuple[str, str]":
+    """(name, version) of a `name-version.dist-info` folder (the wheel spec's escaped name)."""
+    stem = folder[: -len(".dist-info")]
+    name, _, version = stem.partition("-")
+    return name, version
+
+
+def installed_dists(paths: "Optional[list]" = None) -> dict:
+    """The py_dists event: every distribution in sys.path's site folders (their *.dist-info) with the native
+    files its RECORD lists (relative to the site folder, as RECORD has them), and a conda prefix's packages
+    (conda-meta/*.json: `files`, relative to the prefix) -- who owns each DLL, read where the program runs
+    (trace/pycontext.py's sibling: diagnosis/explain.py reads it through the world). Bounded: DISTS_LIMIT,
+    FILES_LIMIT; `cut` says when it was."""
+    out: list = []
+    total = 0
+    cut = False
+    seen: set = set()
+    for site in (paths if paths is not None else [p for p in sys.path if isinstance(p, str)]):
+        base = os.path.basename(site.rstrip("/\\")).lower()
+        if base not in ("site-packages", "dist-packages") or site in seen or not os.path.isdir(site):
+            continue
+        seen.add(site)
+        try:
+            names = sorted(os.listdir(site))
+        except OSError:
+            continue
+        for folder in names:
+            if not folder.endswith(".dist-info"):
+                continue
+            if len(out) >= DISTS_LIMIT or total >= FILES_LIMIT:
+                cut = True
+                break
+            name, version = _dist_name(folder)
+            files = []
+            try:
+                with open(os.path.join(site, folder, "RECORD"), encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        path = line.split(",", 1)[0].strip().strip('"')
+                        if path and _native(path) and total < FILES_LIMIT:
+                            files.append(path)
+                            total += 1
+            except OSError:
+                pass
+            out.append({"name": name, "version": version, "site": site, "files": files})
+    conda: list = []
+    meta = os.path.join(sys.prefix, "conda-meta")
+    if os.path.isdir(meta):
+        try:
+            entries = sorted(os.listdir(meta))
+        except OSError:
+            entries = []
+        for entry in entries:
+            if not entry.endswith(".json") or len(conda) >= DISTS_LIMIT or total >= FILES_LIMIT:
+                continue
+            record = _conda_record(os.path.join(meta, entry))
+            if record is not None:
+                total += len(record["files"])
+                conda.append(record)
+    return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
+
+
+def _json_strings(text: str, key: str) -> "list":
+    """The strings of `"key": [ ... ]` or `"key": "..."` in a JSON text, read without the json module (not
+    loaded at start-up: importing it would change what the program imports); backslash escapes of paths kept
+    as one character."""
+    at = text.find('"' + key + '"')
+    if at < 0:
+        return []
+    i = text.find(":", at) + 1
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    end = text.find("]", i) if i < len(text) and text[i] == "[" else text.find('"', text.find('"', i) + 1)
+    chunk = text[i:end + 1]
+    out, cur, inside, esc = [], [], False, False
+    for ch in chunk:
+        if inside:
+            if esc:
+                cur.append(ch)
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                out.append("".join(cur))
+                cur, inside = [], False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            inside = True
+    return out
+
+
+def _conda_record(path: str) -> "Optional[dict]":
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(4 << 20)
+    except OSError:
+        return None
+    name, version = (_json_strings(text, "name") or [""])[0], (_json_strings(text, "version") or [""])[0]
+    if not name:
+        return None
+    return {"name": name, "version": version, "files": [p for p in _json_strings(text, "files") if _native(p)]}
+
+
 _STDLIB = os.path.normcase(os.path.dirname(os.__file__)) + os.sep  # (os is loaded at start-up: no import here)
 _PACKAGES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
@@ -283,7 +397,7 @@ def user_frame(depth: int = 2) -> "Optional[dict]":
     return None
 
 
-_STDLIB_NAMES = getattr(sys, "stdlib_module_names", frozenset())  # (3.10+)
+_STDLIB_NAMES: "frozenset" = getattr(sys, "stdlib_module_names", frozenset())  # (3.10+)
 
 
 def library_module(g: dict) -> bool:
@@ -438,6 +552,10 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
     import atexit
 
     backend.write_event("py_env", python_env_fields(environ))
+    try:
+        backend.write_event("py_dists", installed_dists())
+    except Exception:  # (never break the traced program)
+        pass
     if not hasattr(sys, "addaudithook"):
         return None
     hook = make_audit_hook(backend)

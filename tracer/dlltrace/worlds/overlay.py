@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts
-from dlltrace.worlds.world import SystemInfo, World
+from dlltrace.model import FileFacts, Owner
+from dlltrace.worlds.world import SystemInfo, World, owners_of
 
 
 class OverlayWorld:
@@ -41,6 +41,9 @@ class OverlayWorld:
 
     def is_dir(self, path: str) -> bool:
         return winpath.key(path) in self._folders or self.base.is_dir(path)
+
+    def owners_of(self, name: str) -> tuple[Owner, ...]:
+        return owners_of(self.base, name)
 
     def files_named(self, name: str) -> list[str]:
         mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union, cast
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts
+from dlltrace.model import FileFacts, Owner
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.trace.reader import Events, LazyEvent
 from dlltrace.worlds.world import SystemInfo, World
@@ -287,6 +287,7 @@ class RecordedWorld:
         """`checked`: the file events were checked against the trace schema (by read_trace)."""
         self.system = system
         self._checked = checked
+        self.owners: dict[str, tuple[Owner, ...]] = {}  # base name -> who lists it (replay.recorded_world: py_dists)
         # path key -> the file event its facts are built from (of a read trace: the event's place in
         # its Events, made a LazyEvent when needed: an int each, not an object)
         self._events: dict[str, Union[int, Mapping[str, Any]]] = {}
@@ -362,6 +363,10 @@ class RecordedWorld:
         w._shapes = {}
         w._add_process(probes, dirs)
         return w
+
+    def owners_of(self, name: str) -> tuple[Owner, ...]:
+        """The distributions whose RECORD (or conda-meta) lists a file of this base name (worlds.world.owners_of)."""
+        return self.owners.get(winpath.basename(name).lower(), ())
 
     def fresh(self) -> "RecordedWorld":
         """A world of the same facts, as this one was made: it shares this one's indexes (never changed

@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.model import FileFacts, Profile
+from dlltrace.model import FileFacts, Owner, Profile
 
 # KnownDLLs of a stock Windows 10/11 x64 (HKLM\...\Session Manager\KnownDLLs), used when a
 # scenario does not list its own.
@@ -337,3 +337,10 @@ class VirtualWorld:
     def close_files(self, name: str) -> list[str]:
         """Files whose names differ from `name` only in their numbers (other versions)."""
         return sorted((ps[0] for n, ps in self._by_name.items() if ps and winpath.close_name(n, name)), key=str.lower)
+
+
+def owners_of(world: object, name: str) -> tuple[Owner, ...]:
+    """The installed distributions whose record lists a file of this base name (a world that knows them: a
+    trace's, from its py_dists event), () for a world that does not."""
+    f = getattr(world, "owners_of", None)
+    return tuple(f(name)) if callable(f) else ()
