@@ -160,3 +160,18 @@ def test_library_file_is_not_the_users_code():
     assert not shim.library_file("/home/me/project/train.py") and not shim.library_file("<string>")
     here = shim.user_frame(1)
     assert here is not None and here["file"] == __file__ and here["function"] == "test_library_file_is_not_the_users_code"
+
+
+def test_rule_exception_names_feature():
+    """An exception naming no library but the feature a failed load provides: that load (the last such)."""
+    from dlltrace.diagnosis.outcome import rule_exception_names_feature as rule
+
+    cupy = "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version is " \
+           "insufficient for CUDA runtime version"
+    failed = ["libcutensor.so.2", "libcuda.so.1"]
+    assert rule(cupy, failed) == 1
+    assert rule("RuntimeError: Found no NVIDIA driver on your system.", ["nvcuda.dll", "cudnn64_9.dll"]) == 0
+    assert rule("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", ["libcuda.so.1", "libcudnn.so.9"]) == 1
+    # the feature's words with no failed library of it, or a library with no words of it: none
+    assert rule(cupy, ["libcutensor.so.2"]) is None
+    assert rule("TypeError: Unable to convert function return value", failed) is None

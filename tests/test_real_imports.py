@@ -115,7 +115,7 @@ CASES = [
          "`from ctranslate2._ext import ...` fails (ImportError: DLL load failed while importing _ext)",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/ctranslate2.dll",), exit_code=1,
          exception="ImportError", leaf="ctranslate2.dll", parent="_ext.cp311-win_amd64.pyd",
-         load="_ext.cp311-win_amd64.pyd", verified=False, origin=("python_import", "ctranslate2._ext")),
+         load="_ext.cp311-win_amd64.pyd", origin=("python_import", "ctranslate2._ext"), owner="ctranslate2"),
     Case("ctranslate2_450_without_setuptools", "ctranslate2 4.5.0, whose __init__ imports pkg_resources (setuptools, "
          "not installed here) before any DLL: ModuleNotFoundError; no DLL load is the failure",
          "import ctranslate2", swap="ctranslate2_450", exit_code=1, exception="ModuleNotFoundError",
@@ -138,7 +138,7 @@ CASES = [
          before="import torch", origin=("torch_retry", None)),
     Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
          "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
-         leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", verified=False, origin=("torch_retry", None)),
+         leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", origin=("torch_retry", None), owner="torch"),
     Case("ctranslate2_without_libiomp5md", "libiomp5md.dll removed from ctranslate2's folder (torch's copy is "
          "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
