@@ -248,7 +248,7 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     assert pkg.folder == str(wheel)
     env_fix = fixes["set_env"]
     assert env_fix.variable == "LD_LIBRARY_PATH" and env_fix.value == f"{wheel}:{d1}"
-    assert "Set LD_LIBRARY_PATH=" in fix_text(env_fix)
+    assert "export LD_LIBRARY_PATH=" in fix_text(env_fix)
     # the real loader agrees with the model's verdict on the LD_LIBRARY_PATH fix
     ok = subprocess.run(host, env=dict(os.environ, LD_LIBRARY_PATH=env_fix.value), capture_output=True, text=True)
     assert ok.stdout.startswith(f"OK {d1 / 'libdlta.so'}")

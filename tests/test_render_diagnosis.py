@@ -25,7 +25,8 @@ def test_a_fatal_linux_load_with_its_folders_grouped_by_rule_and_its_fix():
     sysdirs = ["glibc-hwcaps/x86-64-v3/", "tls/", ""]
     tried = (Tried("/opt/app/lib/libcudart.so.11.0", "RUNPATH of /opt/app/lib/libapp.so", "not_there"),
              *(Tried(f"/usr/lib/{d}libcudart.so.11.0", "system search path", "not_there") for d in sysdirs))
-    fix = Fix("env", "set_env", name="libcudart.so.11.0", variable="LD_LIBRARY_PATH", value="/x/lib", python=False,
+    fix = Fix("env", "set_env", name="libcudart.so.11.0", variable="LD_LIBRARY_PATH", value="/x/lib", folder="/x/lib",
+              python=False,
               verified=True, covers=("libcudart.so.11.0", "libcublas.so.11"))
     f = load("libcudart.so.11.0", tried=tried, fixes=(fix,),
              next_failures=(NextFailure("libcublas.so.11", "not_found", "/opt/app/lib/libapp.so"),))
@@ -39,7 +40,7 @@ def test_a_fatal_linux_load_with_its_folders_grouped_by_rule_and_its_fix():
     assert rows[0].split() == ["1", "/opt/app/lib", "RUNPATH", "of", "libapp.so", "not", "there"]
     assert rows[1].endswith("not there  (and 2 glibc-hwcaps/tls subfolders)") and "/usr/lib " in rows[1]
     assert "    libcublas.so.11  ✗ not found  needed by libapp.so" in lines
-    assert "    1. Set LD_LIBRARY_PATH=/x/lib before starting the program" in lines
+    assert "    1. Before starting the program:  export LD_LIBRARY_PATH=/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in lines
     assert "       it also fixes libcublas.so.11" in lines
 
 

@@ -17,13 +17,46 @@ FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
 }
 
 
+def py_str(s: str) -> str:
+    """A Python string literal of s that pastes as it is: r"..." for a path (its backslashes kept), a plain
+    literal when a raw one cannot hold it (a double quote, a trailing backslash, a control character)."""
+    if '"' not in s and not s.endswith("\\") and s.isprintable():
+        return f'r"{s}"'
+    return repr(s)
+
+
+def sh_quote(s: str) -> str:
+    """A word for bash (POSIX sh): as it is when it is safe, else in single quotes (shlex.quote)."""
+    import shlex
+
+    return shlex.quote(s)
+
+
+def cmd_set_prepend(variable: str, folder: str) -> str:
+    """cmd.exe: the folder first on a ;-list variable, the whole assignment quoted (a folder with spaces, & or
+    parentheses stays one value)."""
+    return f'set "{variable}={folder};%{variable}%"'
+
+
+def ps_set_prepend(variable: str, folder: str) -> str:
+    """PowerShell: the folder first on a ;-list variable (single quotes: nothing in the path is expanded)."""
+    quoted = "'" + folder.replace("'", "''") + ";'"
+    return f"$env:{variable} = {quoted} + $env:{variable}"
+
+
+def sh_export_prepend(variable: str, folder: str) -> str:
+    """bash: the folder first on a :-list variable, the old value kept only when it was set (no empty element,
+    which ld.so would take for the current folder)."""
+    return f"export {variable}={sh_quote(folder)}${{{variable}:+:${variable}}}"
+
+
 def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
     marks what is code to type (Markdown puts it in backticks)."""
     a = f.action
     before = f"before `{f.before}`" if f.before else "before the load"
     if a == "add_dll_directory":
-        call = code(f'os.add_dll_directory(r"{f.folder}")' if f.python else f'AddDllDirectory(L"{f.folder}")')
+        call = code(f'os.add_dll_directory({py_str(f.folder)})' if f.python else f'AddDllDirectory(L"{f.folder}")')
         if f.bound:
             return (f"The copy at {f.bound} lacks {f.lacks}; a matching copy is at {f.path}: {before}  {call} "
                     f"and make sure it is searched before {winpath.dirname(f.bound)}")
@@ -32,9 +65,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return f"{before[0].upper() + before[1:]}:  {call}"
     if a == "path_prepend":
         if f.python and f.before:
-            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["PATH"] = r"{f.folder};" + os.environ["PATH"]') + \
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["PATH"] = {py_str(f.folder + ";")} + os.environ["PATH"]') + \
                 " (this load searches PATH)"
-        return f"Put {f.folder} on PATH (this load searches PATH)"
+        return (f"Put {f.folder} on PATH (this load searches PATH): in cmd  {code(cmd_set_prepend('PATH', f.folder))}"
+                f"  or in PowerShell  {code(ps_set_prepend('PATH', f.folder))}")
     if a == "path_or_copy":
         return f"Put {f.folder} on PATH, or copy {f.name} next to {winpath.basename(f.exe)} ({winpath.dirname(f.exe)})"
     if a == "install":
@@ -86,10 +120,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         return f"Access to {f.path} was denied: check its permissions, or whether antivirus software blocks it"
     if a == "preload_path":
         if f.python and len(f.files) > 1:
-            return f"{before[0].upper() + before[1:]}:  " + "; ".join(code(f'ctypes.WinDLL(r"{p}")') for p in f.files) + \
+            return f"{before[0].upper() + before[1:]}:  " + "; ".join(code(f'ctypes.WinDLL({py_str(p)})') for p in f.files) + \
                 " (loaded by full path, in this order)"
         if f.python:
-            return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL(r"{f.path}")') + \
+            return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL({py_str(f.path)})') + \
                 f" (loaded by full path, it is the {f.name} every later request gets)"
         return (f"Load {f.path} by full path before the load (" + code(f'LoadLibraryExW(L"{f.path}", NULL, '
                 'LOAD_WITH_ALTERED_SEARCH_PATH)') + f"): every later request for {f.name} gets it")
@@ -114,13 +148,18 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     if a == "install_cudnn":
         return f"Install cuDNN {f.cudnn} for CUDA {f.cuda}" + (f" ({code('pip install ' + f.package)})" if f.package else "")
     if a == "set_runpath":
-        return code(f"patchelf --set-rpath '{f.value}' {f.path}")
+        return code(f"patchelf --set-rpath {sh_quote(f.value)} {sh_quote(f.path)}")
     if a == "add_ld_so_conf":
         stem = f.name.split(".so")[0]
-        return code(f"echo {f.folder} | sudo tee /etc/ld.so.conf.d/{stem}.conf && sudo ldconfig")
+        return code(f"echo {sh_quote(f.folder)} | sudo tee /etc/ld.so.conf.d/{sh_quote(stem + '.conf')} && sudo ldconfig")
     if a == "set_env":
         if f.python:
-            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = r"{f.value}"')
+            return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = {py_str(f.value)}')
+        if f.variable == "LD_LIBRARY_PATH" and f.folder:  # (Linux: bash, before the program in the same shell)
+            return f"Before starting the program:  {code(sh_export_prepend(f.variable, f.folder))}"
+        if f.variable.upper() == "PATH" and f.folder:
+            return (f"Before starting the program: in cmd  {code(cmd_set_prepend('PATH', f.folder))}  or in PowerShell  "
+                    f"{code(ps_set_prepend('PATH', f.folder))}")
         return f"Set {f.variable}={f.value} before starting the program"
     if a == "install_package":
         return f"{code('pip install ' + (f.package or ''))} (it puts {f.name} in {f.folder})"

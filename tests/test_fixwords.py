@@ -1,0 +1,57 @@
+"""render/fixwords.py: a fix's code pastes as it is. Its Python literals compile to the path they name, whatever
+the path holds (a quote, a trailing backslash, spaces, non-ASCII); its bash lines, run by a real bash, set what
+they say and keep what was there; its cmd and PowerShell lines quote the folder whole."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+
+import pytest
+
+from dlltrace.model import Fix
+from dlltrace.render.fixwords import cmd_set_prepend, fix_text, ps_set_prepend, py_str, sh_export_prepend
+
+ODD = ['C:\\Users\\me\\venv\\Lib\\site-packages\\nvidia\\cublas\\bin', 'C:\\odd "name"', 'C:\\ends\\with\\',
+       'C:\\Program Files (x86)\\CUDA & co\\bin', 'C:\\Users\\Zoë\\ü', "C:\\it's", "C:\\tab\there"]
+
+
+@pytest.mark.parametrize("path", ODD)
+def test_a_python_literal_of_a_fix_is_the_path_it_names(path):
+    assert ast.literal_eval(py_str(path)) == path
+    f = Fix("add_dll_directory", "add_dll_directory", name="a.dll", folder=path, before="import torch")
+    call = fix_text(f).split(":  ", 1)[1]
+    tree = ast.parse(call, mode="eval")  # (it parses: a call with one literal argument)
+    assert isinstance(tree.body, ast.Call) and ast.literal_eval(tree.body.args[0]) == path
+
+
+@pytest.mark.parametrize("folder", ["/opt/my lib", "/opt/$HOME/`x`", "/opt/it's", "/opt/plain"])
+@pytest.mark.parametrize("before", [None, "", "/old/a:/old/b"])
+def test_a_bash_line_of_a_fix_sets_what_it_says_in_a_real_bash(folder, before):
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    line = sh_export_prepend("LD_LIBRARY_PATH", folder)
+    f = Fix("env", "set_env", name="libx.so", folder=folder, variable="LD_LIBRARY_PATH", value=folder, python=False)
+    assert fix_text(f) == f"Before starting the program:  {line}"
+    env = {"PATH": "/usr/bin:/bin"} if before is None else {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": before}
+    out = subprocess.run(["bash", "-c", line + '\nprintf %s "$LD_LIBRARY_PATH"'], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    # the folder first, the old value after it, and no empty element (ld.so's current folder) when it had none
+    assert out == (folder if not before else f"{folder}:{before}")
+
+
+def test_the_patchelf_and_ld_so_conf_lines_quote_what_they_name():
+    runpath = fix_text(Fix("linker", "set_runpath", name="libx.so", value="$ORIGIN:/opt/x lib", path="/app/my app/libapp.so",
+                           python=False))
+    assert runpath == "patchelf --set-rpath '$ORIGIN:/opt/x lib' '/app/my app/libapp.so'"
+    conf = fix_text(Fix("linker", "add_ld_so_conf", name="libx.so.1", folder="/opt/x lib", python=False))
+    assert conf == "echo '/opt/x lib' | sudo tee /etc/ld.so.conf.d/libx.conf && sudo ldconfig"
+
+
+def test_the_cmd_and_powershell_lines_keep_the_folder_whole():
+    folder = "C:\\Program Files (x86)\\CUDA & co\\bin"
+    assert cmd_set_prepend("PATH", folder) == 'set "PATH=C:\\Program Files (x86)\\CUDA & co\\bin;%PATH%"'
+    assert ps_set_prepend("PATH", "C:\\it's") == "$env:PATH = 'C:\\it''s;' + $env:PATH"
+    f = Fix("path", "path_prepend", name="a.dll", folder=folder, python=False)
+    assert cmd_set_prepend("PATH", folder) in fix_text(f) and ps_set_prepend("PATH", folder) in fix_text(f)
