@@ -5,6 +5,7 @@ they say and keep what was there; its cmd and PowerShell lines quote the folder 
 from __future__ import annotations
 
 import ast
+import sys
 import shutil
 import subprocess
 
@@ -55,3 +56,26 @@ def test_the_cmd_and_powershell_lines_keep_the_folder_whole():
     assert ps_set_prepend("PATH", "C:\\it's") == "$env:PATH = 'C:\\it''s;' + $env:PATH"
     f = Fix("path", "path_prepend", name="a.dll", folder=folder, python=False)
     assert cmd_set_prepend("PATH", folder) in fix_text(f) and ps_set_prepend("PATH", folder) in fix_text(f)
+
+
+def test_pip_is_the_traced_pythons_own(tmp_path):
+    """`pip install` runs with the traced program's interpreter (a venv's python, not the first pip on PATH):
+    on Linux one bash line (a path with spaces quoted, and it runs); on Windows a path with spaces for cmd and
+    for PowerShell, which runs a quoted path with `&`."""
+    venv = tmp_path / "my venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    f = Fix("install", "install_package", name="libcudart.so.11.0", folder="/v/nvidia/cuda_runtime/lib",
+            package="nvidia-cuda-runtime-cu11", python=False, exe=str(venv / "python"))
+    line = fix_text(f).split(" (it puts", 1)[0]
+    assert line == f"'{venv / 'python'}' -m pip install nvidia-cuda-runtime-cu11"
+    ran = subprocess.run(["bash", "-c", line.replace(" install nvidia-cuda-runtime-cu11", " --version")],
+                         capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.startswith("pip "), ran.stderr  # (that interpreter's pip)
+    win = Fix("install", "install_package", name="cudart64_12.dll", folder="C:\\v\\nvidia\\cuda_runtime\\bin",
+              package="nvidia-cuda-runtime-cu12", exe="C:\\Program Files\\Python311\\python.exe")
+    words = fix_text(win)
+    assert 'in cmd  "C:\\Program Files\\Python311\\python.exe" -m pip install nvidia-cuda-runtime-cu12' in words
+    assert 'in PowerShell  & "C:\\Program Files\\Python311\\python.exe" -m pip install nvidia-cuda-runtime-cu12' in words
+    plain = Fix("install", "install_package", name="a.dll", folder="C:\\x", package="a", exe="C:\\venv\\Scripts\\python.exe")
+    assert fix_text(plain).startswith("C:\\venv\\Scripts\\python.exe -m pip install a (it puts")

@@ -337,7 +337,7 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             folder = install_folder(prov, call, process)
             path = winpath.join(folder, name)
             base = Fix("install", "install_package", name=name, package=prov.requirement or prov.package, folder=folder,
-                       path=path)
+                       path=path, exe=(process.launcher or process.exe) if is_python(process, call) else "")
             for step in make_searched(path, name, call, world, process):
                 out.append(dataclasses.replace(base, then=(step,)))
         if cause == "not_pe":

@@ -61,6 +61,7 @@ class RecordedProcess:
     calls: list[RecordedCall] = field(default_factory=list)
     python: dict[int, dict] = field(default_factory=dict)  # seq -> its py_* event
     sys_path: list[str] = field(default_factory=list)  # py_env's: where pip would install for this Python
+    interpreter: str = ""  # py_env's sys.executable: the Python (a venv's, not the base one exe resolves to)
 
 
 def _s(e: dict, key: str) -> str:
@@ -83,6 +84,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             py_events.append(e)
             if ev == "py_env" and isinstance(e.get("sys_path"), list):
                 p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
+            if ev == "py_env" and isinstance(e.get("executable"), str):
+                p.interpreter = e["executable"]
             continue
         if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror", "fork"):
             continue
@@ -307,7 +310,7 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                     again = replay_process(proc, world2, env2)
                     return len(again) > i and not again[i].error
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
-                                  roots=install_roots(proc, c.leaf.parent or "") or None)
+                                  roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter)
         out += calls
     return out
 

@@ -50,6 +50,20 @@ def sh_export_prepend(variable: str, folder: str) -> str:
     return f"export {variable}={sh_quote(folder)}${{{variable}:+:${variable}}}"
 
 
+def pip_install(f: Fix, code: Callable[[str], str]) -> str:
+    """`pip install PACKAGE` with the traced program's own interpreter (f.exe: the venv's python, not the first
+    pip on PATH, which may be another Python's): a path with spaces quoted for bash, or for cmd and PowerShell
+    (PowerShell runs a quoted path with `&`)."""
+    args = f" -m pip install {f.package or ''}"
+    if not f.exe:
+        return code("pip install " + (f.package or ""))
+    if f.exe.startswith("/"):
+        return code(sh_quote(f.exe) + args)
+    if " " not in f.exe:
+        return code(f.exe + args)
+    return f"in cmd  {code(chr(34) + f.exe + chr(34) + args)}  or in PowerShell  {code('& ' + chr(34) + f.exe + chr(34) + args)}"
+
+
 def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
     marks what is code to type (Markdown puts it in backticks)."""
@@ -162,7 +176,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
                     f"{code(ps_set_prepend('PATH', f.folder))}")
         return f"Set {f.variable}={f.value} before starting the program"
     if a == "install_package":
-        return f"{code('pip install ' + (f.package or ''))} (it puts {f.name} in {f.folder})"
+        return f"{pip_install(f, code)} (it puts {f.name} in {f.folder})"
     if a == "change_flags":
         return f"Load {f.name} with flags {f.flags or 0:#x} ({flags_text(f.flags or 0)})"
     if a == "import_first":

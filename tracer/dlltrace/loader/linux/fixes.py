@@ -124,7 +124,8 @@ def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
 
 
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
-            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None) -> list[Fix]:
+            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None,
+            interpreter: str = "") -> list[Fix]:
     """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`): the candidates
     (for each copy on disk: LD_LIBRARY_PATH, the requester's RUNPATH, the ld.so cache; the pip package that ships
     it), each applied and checked with rerun(world, env) -> the call loads, through the one verification loop
@@ -147,7 +148,8 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     if wheel is not None and roots:
         folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")
         candidates.append(Fix("install", "install_package", name=name, folder=folder, package=wheel.package,
-                              preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False))
+                              preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False,
+                              exe=interpreter))  # (pip of the traced Python: `interpreter -m pip install`)
 
     def attempt(s: LinuxSituation, fix: Fix) -> Attempt[LinuxSituation]:
         after = apply_fix(fix, s)
