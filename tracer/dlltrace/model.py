@@ -305,6 +305,7 @@ class Node:
     new: bool = False  # loaded by this call (False: it was already loaded)
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
+    stubs: tuple[str, ...] = ()  # Wine profile: the functions its importer needs that it lacks, bound to stubs
 
     def walk(self) -> Iterator["Node"]:
         """This node and every node under it, depth first, parents before children (a loop, not

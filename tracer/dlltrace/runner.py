@@ -65,7 +65,9 @@ def run_exit_code(trace: Trace) -> int:
     if e.code is not None:
         if os.name == "nt":  # a Windows exit status holds all 32 bits (sys.exit takes a signed one)
             return e.code - (1 << 32) if e.code >= 1 << 31 else e.code
-        return e.code & 0xFF
+        low = e.code & 0xFF
+        # (a crash whose low 8 bits are 0, Wine's 0x80000100, must not read as success)
+        return 1 if low == 0 and e.kind == "crashed" else low
     st = e.launcher_status
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 

@@ -8,12 +8,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
+from dlltrace import winpath
 from dlltrace.diagnosis.outcome import ProcessOutcome, python_error, rule_load_class
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place,
                                        process_outcome)
-from dlltrace.diagnosis.ending import ending
+from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
-from dlltrace.model import ERROR_TEXT, CallResult
+from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Node
 from dlltrace.trace.reader import Progress, Trace, paused_gc
 from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
                                    replay, replay_start)
@@ -152,6 +153,49 @@ def process_end(trace: Trace, pid: int) -> ProcessEnd:
     return ProcessEnd("exited", own["code"]) if own is not None else ProcessEnd("unknown")
 
 
+@dataclass(frozen=True)
+class StubBinding:
+    """Under Wine: an import a module needs and its DLL lacks, which Wine bound to a stub (a load that succeeded,
+    where Windows fails it with 127); calling it ended the process with EXCEPTION_WINE_STUB."""
+    load: Replayed  # the top-level load that bound it
+    importer: str  # the module whose import it is
+    dll: str  # the module that lacks it
+    function: str
+
+
+def rule_wine_stub(trace: Trace, pid: int) -> Optional[StubBinding]:
+    """A process that ended with EXCEPTION_WINE_STUB (0x80000100: "Call ... to unimplemented function
+    b.dll.b_fn, aborting"): the model's Wine profile binds an import the DLL lacks to a stub as Wine does
+    (rules.rule_missing_import_is_error), so its replay (every load, in full) finds each such binding: the
+    last one before the end is what the program died of; on Windows that load itself fails with 127."""
+    if trace.exit_code(pid) != EXCEPTION_WINE_STUB:
+        return None
+    found: Optional[StubBinding] = None
+    for r in replay(trace, pid=pid):
+        tree = r.result.tree
+        todo: list[tuple[Node, Optional[Node]]] = [(tree, None)] if tree is not None else []
+        while todo:
+            node, parent = todo.pop()
+            if node.stubs and parent is not None:
+                found = StubBinding(r, parent.path or parent.name, node.path or node.name, node.stubs[-1])
+            todo.extend((c, node) for c in reversed(node.children))
+    return found
+
+
+def stub_failed_load(b: StubBinding, trace: Trace) -> FailedLoad:
+    """A stub binding as the failed load it is on Windows: its DLL lacks the export (127), the failure."""
+    ctx = trace.context(b.load.load)
+    name = b.load.load.name or b.load.result.name
+    leaf, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+    return FailedLoad(
+        seq=b.load.load.seq, api=b.load.load.api, name=name, error=ERROR_PROC_NOT_FOUND,
+        message=ERROR_TEXT.get(ERROR_PROC_NOT_FOUND, ""), fate="fatal", reason="wine_stub",
+        origin=b.load.result.origin or b.load.origin, leaf=leaf, cause="missing_export", needed_by=importer,
+        chain=tuple(dict.fromkeys(x for x in (winpath.basename(name), importer, leaf) if x)),
+        tried=(), elsewhere=(), next_failures=(), fixes=(), model_agrees=True, symbol=b.function,
+        user_code=code_place(ctx.get("frame")) if ctx else None)
+
+
 def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> list[Diagnosis]:
     """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them (`incs`: the
     trace's judged incidents, when the caller has them)."""
@@ -162,6 +206,9 @@ def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> li
     for pid in pids:
         proc = trace.process(pid) or trace.env(pid) or {}
         failures = tuple(failed_load(i, trace) for i in incs if i.first.load.pid == pid)
+        stub = rule_wine_stub(trace, pid)
+        if stub is not None:  # (a load that succeeded under Wine, and is the failure: a 127 on Windows)
+            failures = (*failures, stub_failed_load(stub, trace))
         end = process_end(trace, pid)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
                              failures))

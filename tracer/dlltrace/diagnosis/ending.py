@@ -29,15 +29,18 @@ CRASH_TEXT = {0xC0000005: "STATUS_ACCESS_VIOLATION", 0xC000001D: "STATUS_ILLEGAL
               0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO", 0xC00000FD: "STATUS_STACK_OVERFLOW",
               0xC0000374: "STATUS_HEAP_CORRUPTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN",
               0xC06D007E: "delay-load module not found", 0xC06D007F: "delay-load procedure not found",
-              0xE06D7363: "unhandled C++ exception", 0x80000003: "STATUS_BREAKPOINT"}
+              0xE06D7363: "unhandled C++ exception", 0x80000003: "STATUS_BREAKPOINT",
+              0x80000100: "EXCEPTION_WINE_STUB"}
+EXCEPTION_WINE_STUB = 0x80000100  # Wine: a function called that Wine bound to a stub (ntdll stub_entry_point)
 
 
 def is_crash(code: Optional[int]) -> bool:
     """An exit code that is an NTSTATUS error (0xC0000005 ...; 0xE06D7363, a C++ exception; the
-    breakpoint 0x80000003), not exit(-1)...exit(-65536) (0xFFFFFFFF...0xFFFF0000)."""
+    breakpoint 0x80000003; Wine's EXCEPTION_WINE_STUB 0x80000100, a call to a function it bound to a stub), not
+    exit(-1)...exit(-65536) (0xFFFFFFFF...0xFFFF0000)."""
     if code is None:
         return False
-    return 0xC0000000 <= code < 0xFFFF0000 or code in (0x80000002, 0x80000003)
+    return 0xC0000000 <= code < 0xFFFF0000 or code in (0x80000002, 0x80000003, EXCEPTION_WINE_STUB)
 
 
 def exit_text(code: Optional[int]) -> str:
@@ -69,6 +72,8 @@ CODE_WORDS = {
     0xC06D007F: "a delay-loaded function was not found",
     0xE06D7363: "an unhandled C++ exception",
     0x80000003: "a breakpoint",
+    0x80000100: "a call to a function its DLL does not export: Wine bound the import to a stub, and the program "
+                "ended when it called it",
     1114: "ERROR_DLL_INIT_FAILED: a DLL's initialization routine (DllMain) failed",
 }
 STATUS_NAMES = {0xC0000135: "STATUS_DLL_NOT_FOUND", 0xC0000139: "STATUS_ENTRYPOINT_NOT_FOUND",

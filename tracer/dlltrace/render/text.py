@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
+from dlltrace.diagnosis.analysis import Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import code_line, outcome_headline
 from dlltrace.trace.capped import capped, capped_line
@@ -174,11 +174,11 @@ def unexplained_exits(trace: Trace, incs: list[Incident]) -> list[str]:
     return out
 
 
-def ending_lines(trace: Trace, incs: list[Incident], end: Ending) -> list[str]:
+def ending_lines(trace: Trace, incs: list[Incident], end: Ending, explained: bool = False) -> list[str]:
     """How the program ended, when it did not simply exit (a crash, a kill, Ctrl-C, never ran: ending.py),
-    else the exits no failed load explains."""
+    else the exits no failed load explains (`explained`: one is, that is not an incident: a Wine stub)."""
     if end.abnormal:
-        return [ending_line(end, explained=any(i.real_failure for i in incs))]
+        return [ending_line(end, explained=explained or any(i.real_failure for i in incs))]
     return unexplained_exits(trace, incs)
 
 
@@ -217,7 +217,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
-    n = len(failed) + len(starts)
+    stubs = [b for pid in trace.pids if (b := rule_wine_stub(trace, pid)) is not None]
+    n = len(failed) + len(starts) + len(stubs)
     where = f"trace saved to {trace.path}" if saved else trace.path
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
     end = ending(trace)
@@ -239,6 +240,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
+    for b in stubs:
+        lines += [""] + stub_blocks(b, trace)
     shown = 0
     rest: list[Incident] = []
     for inc in incs:
@@ -260,7 +263,7 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         lines += ["", Styled(words, "went_on")]
         lines += [apart_line(i, trace) for i in apart]
     if (not n or end.abnormal) and said is None:
-        for line in ending_lines(trace, incs, end):
+        for line in ending_lines(trace, incs, end, explained=bool(stubs)):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
     if cap is not None:
         lines += ["", Styled(capped_line(cap), "failure")]
@@ -268,6 +271,27 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     if note:
         lines += ["", note]
     return lines
+
+
+def stub_blocks(b: StubBinding, trace: Trace) -> list[Block]:
+    """A load Wine let through by binding a missing export to a stub, which the program then called: the
+    failure it died of, as the 127 it is on Windows."""
+    r = b.load
+    dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+    out: list[Block] = [
+        Styled(f"✗ {dll} does not export {b.function} — it is needed by {importer}", "failure"),
+        Styled(f"  The failure the program hit: Wine bound {importer}'s import of {b.function} to a stub, and the "
+               f"program ended when it called it (0x80000100 EXCEPTION_WINE_STUB). On Windows this load fails with "
+               f"127 (ERROR_PROC_NOT_FOUND).", ""),
+        Styled("", ""), Styled(f"  {r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name})  → loaded under Wine", "")]
+    ctx = trace.context(r.load)
+    where = code_line(ctx.get("frame")) if ctx else None
+    if where:
+        out.append(Styled(where, ""))
+    out += [Styled(f"  The copy of {dll} it bound to: {b.dll}", ""), Styled("", ""), Styled("  Fix", "heading"),
+            Styled(f"    1. Use a {dll} that exports {b.function} (the one {importer} was built against): update or "
+                   f"reinstall what ships {b.dll}, or make the matching copy be found first", "")]
+    return out
 
 
 def lost_a_feature(inc: Incident) -> bool:

@@ -526,6 +526,7 @@ class Simulator:
                     self._fail(child, "missing_export", LeafFacts(export=fn))
                     return
                 child.detail = f"{fn} bound to a stub (Wine profile)"
+                child.stubs = (*child.stubs, fn)  # (a call to it ends the process: 0x80000100, EXCEPTION_WINE_STUB)
         for o in imp.ordinals:
             if o not in pe.export_ordinals:
                 if strict:
