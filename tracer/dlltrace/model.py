@@ -285,6 +285,7 @@ class Elsewhere:
     version: Optional[str] = None  # its file version, where known
     path_entry: Optional[int] = None  # on_path, on_path_not_searched: which PATH entry (from 1)
     rule: Optional[str] = None  # loaded_wins: the rule of the folder searched
+    owner: str = ""  # "numpy 2.1.3": a copy known from that distribution's RECORD only (its facts not recorded)
 
 
 @dataclass

@@ -111,7 +111,7 @@ def call_failed_load(res: CallResult) -> FailedLoad:
         fate="fatal", reason=None, origin=res.origin, leaf=res.leaf.name if res.leaf else None,
         cause=res.leaf.cause if res.leaf else None, needed_by=res.leaf.parent if res.leaf else None,
         chain=tuple(res.chain), tried=_tried(res),
-        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version, e.path_entry) for e in res.found_elsewhere),
+        elsewhere=tuple(Copy(e.path, e.relation, e.machine, e.version, e.path_entry, e.owner) for e in res.found_elsewhere),
         next_failures=tuple(NextFailure(a.name, a.cause, a.needed_by) for a in res.also_missing),
         fixes=tuple(res.fixes), model_agrees=True, klass="fatal",
         symbol=res.leaf.facts.export if res.leaf and res.leaf.cause == "missing_export" else None)

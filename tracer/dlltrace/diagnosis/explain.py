@@ -17,7 +17,7 @@ from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
-from dlltrace.worlds.world import ProcessState, World, owners_of
+from dlltrace.worlds.world import ProcessState, World, listed_by, owners_of
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
 SEARCH_ELSEWHERE = (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_APPLICATION_DIR
@@ -75,7 +75,9 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
             continue
         if leaf.path and winpath.same(path, leaf.path):
             continue
-        out.append(where_is(path, res, world, process, leaf))
+        e = where_is(path, res, world, process, leaf)
+        owner = listed_by(world, path)
+        out.append(dataclasses.replace(e, owner=f"{owner.dist} {owner.version}".strip()) if owner is not None else e)
     out.sort(key=lambda c: (c.result != "found", c.path.lower()))
     return out
 

@@ -264,6 +264,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
         dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
         world = made[("process", pid, n)] = files.with_process(system, probes, dirs)
         world.owners = trace.owners(pid)  # (who owns each DLL: the traced Python's RECORD files, conda-meta)
+        world.add_listed(system.machine)  # (what those records list that the trace never looked at)
     return world.fresh()
 
 

@@ -53,6 +53,7 @@ class Copy:
     machine: Optional[str] = None
     version: Optional[str] = None
     path_entry: Optional[int] = None  # on_path, on_path_not_searched: which PATH entry (from 1)
+    owner: str = ""  # "numpy 2.1.3": known from that distribution's RECORD only (its facts were not recorded)
 
 
 @dataclass(frozen=True)

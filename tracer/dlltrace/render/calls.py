@@ -60,6 +60,8 @@ def elsewhere_dict(e: Elsewhere) -> dict[str, Any]:
     d["relation"] = e.relation
     if e.path_entry is not None:
         d["path_entry"] = e.path_entry
+    if e.owner:
+        d["owner"] = e.owner
     return d
 
 

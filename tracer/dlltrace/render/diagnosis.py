@@ -185,7 +185,7 @@ def copy_line(c: Copy) -> str:
     where = RELATION_WORDS.get(c.relation, c.relation)
     if c.path_entry is not None and where.startswith("on PATH"):
         where = f"on PATH (entry {c.path_entry})" + where[len("on PATH"):]
-    return f"{c.path}  {facts}{where}"
+    return f"{c.path}  {facts}{where}" + (f"; {c.owner}'s RECORD lists it" if c.owner else "")
 
 
 def explained(f: FailedLoad, d: Diagnosis, everything: bool) -> bool:

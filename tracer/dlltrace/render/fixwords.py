@@ -200,7 +200,13 @@ def fix_markdown(f: Fix) -> str:
 
 
 def relation_text(e: Elsewhere) -> str:
-    """The relation in words ("on PATH (entry 2), which this load does not search")."""
+    """The relation in words ("on PATH (entry 2), which this load does not search"), and whose record lists
+    a copy the trace never looked at ("; numpy 2.1.3's RECORD lists it")."""
+    words = _relation_words(e)
+    return f"{words}; {e.owner}'s RECORD lists it" if e.owner else words
+
+
+def _relation_words(e: Elsewhere) -> str:
     if e.relation == "loaded_wins":
         return f"searched ({e.rule}), but the copy already loaded wins"
     if e.relation == "on_path":

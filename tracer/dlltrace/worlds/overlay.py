@@ -9,7 +9,7 @@ from typing import Iterable, Optional
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts, Owner
-from dlltrace.worlds.world import SystemInfo, World, owners_of
+from dlltrace.worlds.world import SystemInfo, World, listed_by, owners_of
 
 
 class OverlayWorld:
@@ -44,6 +44,9 @@ class OverlayWorld:
 
     def owners_of(self, name: str) -> tuple[Owner, ...]:
         return owners_of(self.base, name)
+
+    def listed_by(self, path: str) -> Optional[Owner]:
+        return listed_by(self.base, path)
 
     def files_named(self, name: str) -> list[str]:
         mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]

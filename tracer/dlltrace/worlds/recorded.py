@@ -288,6 +288,7 @@ class RecordedWorld:
         self.system = system
         self._checked = checked
         self.owners: dict[str, tuple[Owner, ...]] = {}  # base name -> who lists it (replay.recorded_world: py_dists)
+        self._listed: set[str] = set()  # keys of files known only from an owner's record (add_listed)
         # path key -> the file event its facts are built from (of a read trace: the event's place in
         # its Events, made a LazyEvent when needed: an int each, not an object)
         self._events: dict[str, Union[int, Mapping[str, Any]]] = {}
@@ -359,10 +360,34 @@ class RecordedWorld:
         w = self.fresh()
         w.system = system
         w._files, w._dirs = dict(self._files), dict(self._dirs)
+        w._listed = set(self._listed)
         w._probe_names = {n: (list(v) if isinstance(v, list) else v) for n, v in self._probe_names.items()}
         w._shapes = {}
         w._add_process(probes, dirs)
         return w
+
+    def add_listed(self, machine: str) -> None:
+        """The files the owners' records list that the trace says nothing of (no file event, no probe): there,
+        as far as the environment says, with a stand-in's facts of the process's machine (a wheel's DLLs are
+        its platform's; their own imports unknown). A copy the loader never looked at -- numpy.libs'
+        OpenBLAS, a package's own DLL folder -- is then a copy found elsewhere, not "not installed anywhere"."""
+        from dlltrace.model import PEFacts
+
+        for owners in self.owners.values():
+            for o in owners:
+                path = winpath.join(o.root, *[x for x in o.path.replace("\\", "/").split("/") if x])
+                k = winpath.key(path)
+                if k in self._files or k in self._events:
+                    continue
+                self._files[k] = FileFacts(path=winpath.normalize(path), pe=PEFacts(machine=machine))
+                _add_one(self._probe_names, winpath.basename(k), k)
+                self._listed.add(k)
+
+    def listed_by(self, path: str) -> Optional[Owner]:
+        """The owner whose record lists this file, when the world knows it only from that record (add_listed)."""
+        if winpath.key(path) not in self._listed:
+            return None
+        return next(iter(self.owners_of(path)), None)
 
     def owners_of(self, name: str) -> tuple[Owner, ...]:
         """The distributions whose RECORD (or conda-meta) lists a file of this base name (worlds.world.owners_of)."""

@@ -344,3 +344,9 @@ def owners_of(world: object, name: str) -> tuple[Owner, ...]:
     trace's, from its py_dists event), () for a world that does not."""
     f = getattr(world, "owners_of", None)
     return tuple(f(name)) if callable(f) else ()
+
+
+def listed_by(world: object, path: str) -> Optional[Owner]:
+    """The owner whose record is all the world knows of this file (RecordedWorld.add_listed), else None."""
+    f = getattr(world, "listed_by", None)
+    return f(path) if callable(f) else None
