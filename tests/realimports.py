@@ -337,6 +337,10 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
     elif act == "set_dll_directory":
         a.prelude.append(f"import ctypes; ctypes.windll.kernel32.SetDllDirectoryW(r\"{fix['folder']}\")")
         a.steps.append(f"SetDllDirectoryW({fix['folder']}) before the program")
+    elif act == "package_mechanism" and (fix.get("call") or "").startswith("import ") and fix.get("folder"):
+        a.prelude.append(fix["call"])  # (the package's own __init__.py does the rest: delvewheel's patch)
+        a.steps.append(f"{fix['call']} first")
+        a.expect[base(fix["path"])] = fix["path"]
     elif act == "copy_file":
         src, dest = _unix(env, fix["path"]), _unix(env, fix["dest"])
         if not src.is_file():

@@ -91,6 +91,7 @@ class Case:
     lost: tuple = ()  # the features the outcome says the program ran without
     owner: str = ""  # the distribution whose RECORD lists the missing DLL: the first fix reinstalls it
     listed: str = ""  # the distribution whose RECORD lists the copy found elsewhere ("numpy 2.1.3")
+    first_call: str = ""  # the package's own loader the first fix calls ("import numpy": its __init__.py's patch)
 
 
 TORCH_LIB = "Lib/site-packages/torch/lib"
@@ -162,7 +163,7 @@ CASES = [
          "ctypes.CDLL(os.path.join(site, 'numpy', '_core', '_multiarray_umath.cp311-win_amd64.pyd'))",
          exit_code=1, exception="FileNotFoundError", leaf="libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll",
          parent="_multiarray_umath.cp311-win_amd64.pyd", load="_multiarray_umath.cp311-win_amd64.pyd",
-         origin=("ctypes", None), listed="numpy 2.1.3"),
+         origin=("ctypes", None), listed="numpy 2.1.3", first_call="import numpy"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
@@ -316,6 +317,8 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     first = fixes[0]
     if case.listed:  # (a copy the trace never looked at, known from its owner's RECORD: found elsewhere)
         assert any(e.get("owner") == case.listed for e in call.get("found_elsewhere") or []), call.get("found_elsewhere")
+    if case.first_call:  # (how the package makes its DLLs reachable is in its __init__.py: read, not guessed)
+        assert (first["action"], first.get("call")) == ("package_mechanism", case.first_call), first
     if case.owner:  # (who owns the file is the environment's RECORD, not a table: reinstall that distribution)
         assert (first["action"], first.get("package")) == ("install", case.owner) and "RECORD lists" in first["text"], first
     if case.verified:

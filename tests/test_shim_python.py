@@ -264,3 +264,18 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
          "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"]}]
     assert got["conda"] == [{"name": "cudnn", "version": "9.1.0", "files": ["Library\\bin\\cudnn64_9.dll"]}]
     assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False
+
+
+def test_package_loaders_read_delvewheels_patch_from_the_packages_own_init(tmp_path):
+    """numpy's __init__.py (delvewheel's patch) adds <site>/numpy.libs to the DLL search when numpy is imported:
+    read from the file itself, for the packages the distribution's RECORD has files in."""
+    site = tmp_path / "site-packages"
+    (site / "numpy").mkdir(parents=True)
+    (site / "numpy" / "__init__.py").write_text(
+        "# start delvewheel patch\ndef _delvewheel_patch_1_8_3():\n    import os\n    if os.path.isdir(libs_dir := "
+        "os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, 'numpy.libs'))):\n"
+        "        os.add_dll_directory(libs_dir)\n_delvewheel_patch_1_8_3()\n")
+    (site / "plain").mkdir()
+    (site / "plain" / "__init__.py").write_text("import os\n")
+    files = ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "numpy.libs/libscipy_openblas.dll", "plain/x.pyd"]
+    assert shim.package_loaders(str(site), files) == [{"package": "numpy", "adds": ["numpy.libs"], "how": "delvewheel"}]

@@ -487,6 +487,17 @@ class Owner:
 
 
 @dataclass(frozen=True, **SLOTS)
+class PackageLoader:
+    """A package's own way of making its DLLs reachable, read from its __init__.py where the program runs
+    (the bootstrap's py_dists): importing `package` adds `folder` to the DLL search (delvewheel's patch)."""
+
+    package: str  # the import name ("numpy")
+    folder: str  # the folder it adds (absolute)
+    how: str  # "delvewheel"
+    dist: str = ""  # the distribution ("numpy 2.1.3")
+
+
+@dataclass(frozen=True, **SLOTS)
 class AlsoMissing:
     """A DLL the failing call would fail on once the first leaf is fixed (CallResult.also_missing):
     "you would hit these next"."""

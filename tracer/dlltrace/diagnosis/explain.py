@@ -17,7 +17,7 @@ from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
-from dlltrace.worlds.world import ProcessState, World, listed_by, owners_of
+from dlltrace.worlds.world import ProcessState, World, listed_by, owners_of, package_loaders
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
 SEARCH_ELSEWHERE = (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_APPLICATION_DIR
@@ -217,6 +217,13 @@ def package_mechanisms(name: str, copies: list[str], res: CallResult, world: Wor
                 out.append(Fix("package", "package_mechanism", name=name, call="onnxruntime.preload_dlls()",
                                before="creating the session", files=files))
                 break
+    if py:  # a package whose own __init__.py adds the copy's folder (delvewheel's patch): import it first
+        for c in copies:
+            for lo in package_loaders(world):
+                if winpath.same(winpath.dirname(c), lo.folder) and not any(
+                        winpath.same(f, lo.folder) for f, _ in process.dll_directories):
+                    out.append(Fix("package", "package_mechanism", name=name, call=f"import {lo.package}",
+                                   folder=lo.folder, path=c, before=_before(res), python=py))
     if verify.rule_ctranslate2_cublas_loader(res, name):
         for c in copies[:1]:
             folder = winpath.dirname(c)

@@ -265,6 +265,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
         world = made[("process", pid, n)] = files.with_process(system, probes, dirs)
         world.owners = trace.owners(pid)  # (who owns each DLL: the traced Python's RECORD files, conda-meta)
         world.add_listed(system.machine)  # (what those records list that the trace never looked at)
+        world.loaders = trace.package_loaders(pid)  # (packages whose import adds a DLL folder: delvewheel's patch)
     return world.fresh()
 
 

@@ -171,6 +171,8 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
     elif act == "package_mechanism":
         for path in fix.files:  # (the files the package's loader loads by full path)
             a.preloads.append((path, rule_ctypes_winmode(path, None)))
+        if fix.folder:  # (a package whose import adds a DLL folder: os.add_dll_directory, as delvewheel's patch)
+            p.dll_directories.append((fix.folder, fix.call))
     for step in fix.then:
         _apply_one(step, a, sit)
 

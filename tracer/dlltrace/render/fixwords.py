@@ -186,6 +186,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     if a == "activate_conda":
         return f"Activate the conda environment first ({code('conda activate ' + f.folder)}): it puts {f.folder}\\Library\\bin on PATH"
     if a == "package_mechanism":
+        if f.folder:
+            return (f"{before[0].upper() + before[1:]}:  {code(f.call)} (the package's own loader: its __init__.py adds "
+                    f"{f.folder} to the DLL search, where {f.name} is)")
         return f"{before[0].upper() + before[1:]}:  {code(f.call)} (the package's own loader; it loads {f.name} by full path)"
     if a == "cpu_build":
         feat = f.lacks.upper()

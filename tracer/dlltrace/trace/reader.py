@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optiona
 from dlltrace.trace.pycontext import CONTEXT_KINDS, PyContexts
 from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
-from dlltrace.model import SLOTS, Owner
+from dlltrace.model import SLOTS, Owner, PackageLoader
 from dlltrace.tracecheck import check_event
 
 FORMAT_NAME = "dlltrace-trace"
@@ -537,6 +537,26 @@ class Trace:
                                                                    f.replace("\\", "/"), root, kind))  # type: ignore[arg-type]
             break  # (the first Python of the process: one environment)
         return {k: tuple(v) for k, v in out.items()}
+
+    def package_loaders(self, pid: Optional[int] = None) -> tuple[PackageLoader, ...]:
+        """The packages of the traced Python's environment that add a DLL folder when imported (py_dists'
+        `loaders`: delvewheel's patch in their __init__.py), () for a trace without them."""
+        out: list[PackageLoader] = []
+        for e in self.of("py_dists", pid=pid):
+            for d in e.get("dists") or []:
+                site = d.get("site") if isinstance(d, dict) else None
+                if not isinstance(site, str):
+                    continue
+                for lo in d.get("loaders") or []:
+                    if not isinstance(lo, dict) or not isinstance(lo.get("package"), str):
+                        continue
+                    for rel in lo.get("adds") or []:
+                        if isinstance(rel, str) and rel and "/" not in rel and "\\" not in rel:
+                            sep = "\\" if "\\" in site else "/"
+                            out.append(PackageLoader(lo["package"], site.rstrip("/\\") + sep + rel,
+                                                     str(lo.get("how") or ""), f"{d.get('name')} {d.get('version')}"))
+            break
+        return tuple(out)
 
     def exit_code(self, pid: int) -> Optional[int]:
         e = next(self.of("exit", pid=pid), None)

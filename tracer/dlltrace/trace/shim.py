@@ -309,7 +309,8 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                             total += 1
             except OSError:
                 pass
-            out.append({"name": name, "version": version, "site": site, "files": files})
+            out.append({"name": name, "version": version, "site": site, "files": files,
+                        "loaders": package_loaders(site, files)})
     conda: list = []
     meta = os.path.join(sys.prefix, "conda-meta")
     if os.path.isdir(meta):
@@ -325,6 +326,38 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                 total += len(record["files"])
                 conda.append(record)
     return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
+
+
+def package_loaders(site: str, files: "list") -> "list":
+    """How a distribution's packages make its DLLs reachable, read from their own __init__.py: delvewheel's
+    patch (`_delvewheel_patch_*`, which os.add_dll_directory()s `<site>/<name>.libs` when the package is
+    imported: numpy, scipy, pandas, ...). [{"package", "adds", "how"}], `adds` relative to the site folder."""
+    out = []
+    tops = []
+    for f in files:
+        top = f.replace("\\", "/").split("/", 1)[0]
+        if top and top not in tops and "/" in f.replace("\\", "/"):
+            tops.append(top)
+    for top in tops[:20]:
+        init = os.path.join(site, top, "__init__.py")
+        try:
+            with open(init, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(1 << 16)
+        except OSError:
+            continue
+        if "_delvewheel_patch" not in text:
+            continue
+        adds: "list" = []
+        at = text.find("os.pardir, ")
+        while at >= 0 and len(adds) < 4:
+            q = text[at + len("os.pardir, "): at + len("os.pardir, ") + 1]
+            end = text.find(q, at + len("os.pardir, ") + 1) if q in ("'", '"') else -1
+            if end > 0:
+                adds.append(text[at + len("os.pardir, ") + 1: end])
+            at = text.find("os.pardir, ", at + 1)
+        if adds:
+            out.append({"package": top, "adds": adds, "how": "delvewheel"})
+    return out
 
 
 def _json_strings(text: str, key: str) -> "list":

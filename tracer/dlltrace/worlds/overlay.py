@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts, Owner
-from dlltrace.worlds.world import SystemInfo, World, listed_by, owners_of
+from dlltrace.model import FileFacts, Owner, PackageLoader
+from dlltrace.worlds.world import SystemInfo, World, listed_by, owners_of, package_loaders
 
 
 class OverlayWorld:
@@ -47,6 +47,9 @@ class OverlayWorld:
 
     def listed_by(self, path: str) -> Optional[Owner]:
         return listed_by(self.base, path)
+
+    def package_loaders(self) -> tuple[PackageLoader, ...]:
+        return package_loaders(self.base)
 
     def files_named(self, name: str) -> list[str]:
         mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]

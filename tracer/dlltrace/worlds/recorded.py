@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union, cast
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts, Owner
+from dlltrace.model import FileFacts, Owner, PackageLoader
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.trace.reader import Events, LazyEvent
 from dlltrace.worlds.world import SystemInfo, World
@@ -289,6 +289,7 @@ class RecordedWorld:
         self._checked = checked
         self.owners: dict[str, tuple[Owner, ...]] = {}  # base name -> who lists it (replay.recorded_world: py_dists)
         self._listed: set[str] = set()  # keys of files known only from an owner's record (add_listed)
+        self.loaders: tuple[PackageLoader, ...] = ()  # packages that add a DLL folder when imported (py_dists)
         # path key -> the file event its facts are built from (of a read trace: the event's place in
         # its Events, made a LazyEvent when needed: an int each, not an object)
         self._events: dict[str, Union[int, Mapping[str, Any]]] = {}
@@ -388,6 +389,9 @@ class RecordedWorld:
         if winpath.key(path) not in self._listed:
             return None
         return next(iter(self.owners_of(path)), None)
+
+    def package_loaders(self) -> tuple[PackageLoader, ...]:
+        return self.loaders
 
     def owners_of(self, name: str) -> tuple[Owner, ...]:
         """The distributions whose RECORD (or conda-meta) lists a file of this base name (worlds.world.owners_of)."""

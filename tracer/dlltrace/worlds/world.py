@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Protocol
 
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
-from dlltrace.model import FileFacts, Owner, Profile
+from dlltrace.model import FileFacts, Owner, PackageLoader, Profile
 
 # KnownDLLs of a stock Windows 10/11 x64 (HKLM\...\Session Manager\KnownDLLs), used when a
 # scenario does not list its own.
@@ -350,3 +350,9 @@ def listed_by(world: object, path: str) -> Optional[Owner]:
     """The owner whose record is all the world knows of this file (RecordedWorld.add_listed), else None."""
     f = getattr(world, "listed_by", None)
     return f(path) if callable(f) else None
+
+
+def package_loaders(world: object) -> tuple[PackageLoader, ...]:
+    """The packages that add a DLL folder when imported, where the world knows them (a trace's py_dists)."""
+    f = getattr(world, "package_loaders", None)
+    return tuple(f()) if callable(f) else ()
