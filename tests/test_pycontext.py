@@ -58,3 +58,22 @@ def test_py_contexts_follow_each_thread_and_the_program_end():
     assert c.live(9, 3)["ev"] == "py_after"  # thread 2's only event: the program's end follows it
     assert c.live(9, 1) is events[0]  # (the next event on thread 1 is inside `import tensorflow`)
     assert c.live(9, 99) is None and c.live("bad", {}) is None
+
+
+def test_a_fix_is_anchored_before_the_users_own_import():
+    """A load made while the standard library imports _ssl for `import requests`: its fix goes before
+    `import requests` (the user's own import, the outermost in progress), not `import _ssl`, which the user
+    never wrote; torch's own loads under `import transformers` likewise."""
+    from dlltrace.diagnosis.explain import _before
+    from dlltrace.diagnosis.replay import user_import
+    from dlltrace.model import CallResult
+
+    ssl = {"ev": "py_import", "module": "_ssl", "imports": ["requests", "urllib3", "ssl"]}
+    assert user_import(ssl) == "requests"
+    assert user_import({"ev": "py_import", "module": "torch", "imports": []}) == "torch"
+    assert user_import({"ev": "py_after", "after": "onnxruntime", "imports": []}) == ""
+    assert user_import(None) == ""
+    res = CallResult(0, "load", origin_kind="python_import", origin_module="_ssl", origin_top="requests")
+    assert _before(res) == "import requests"
+    assert _before(CallResult(0, "load", origin_kind="torch_retry", origin_top="transformers")) == "import transformers"
+    assert _before(CallResult(0, "load", origin_kind="torch")) == "import torch"

@@ -573,6 +573,7 @@ class CallResult:
     origin: str = ""  # the Python action that made the call, when known, in words
     origin_kind: OriginKind = ""  # what kind of action that was
     origin_module: str = ""  # python_import: the module imported
+    origin_top: str = ""  # the user's own import the call was made under (the outermost import in progress)
     error: int = 0
     tree: Optional[Node] = None
     leaf: Optional[Leaf] = None

@@ -85,10 +85,12 @@ def find_elsewhere(res: CallResult, world: World, process: ProcessState) -> list
 def _before(res: CallResult) -> Optional[str]:
     """The code a fix must run before ("import torch"), from what made the call (CallResult.origin_kind);
     None: before the load itself."""
+    # (before the user's own import it was made under, where the user can put code: `import requests` for
+    # _ssl's load, which the standard library imports; `import transformers` for torch's)
     if res.origin_kind in TORCH_ORIGINS:
-        return "import torch"
+        return f"import {res.origin_top or 'torch'}"
     if res.origin_kind == "python_import" and res.origin_module:
-        return f"import {res.origin_module}"
+        return f"import {res.origin_top or res.origin_module}"
     if res.origin_kind == "ctypes":
         package = rule_package_dll_loop(res.op, res.name, res.flags)
         return f"import {package}" if package else res.origin

@@ -621,7 +621,23 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Opti
         if load.finished and load.error is not None and load.error != res.error:
             dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
     _sync_loaded(sim.process, load, res)
+    res.origin_top = user_import(trace.context(load))
     return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
+
+
+def user_import(ctx: Optional[dict]) -> str:
+    """The import of the user's own code a load was made under: the outermost import in progress (a py_import
+    event's `imports`, else its own module): "requests" for _ssl's load, "transformers" for torch's. A fix to run
+    "before" it goes there, where the user can put it."""
+    if not ctx:
+        return ""
+    held = ctx.get("imports")
+    if isinstance(held, list) and held and isinstance(held[0], str):
+        return held[0]
+    if ctx.get("ev") == "py_after" and isinstance(ctx.get("after"), str):
+        return ""
+    module = ctx.get("module")
+    return module if ctx.get("ev") == "py_import" and isinstance(module, str) else ""
 
 
 def _sync_loaded(process: ProcessState, load: Load, res: CallResult) -> None:
