@@ -553,6 +553,7 @@ class Fix:
     then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
     covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)
     verified: Optional[bool] = None  # re-run by the model: True, it loads; None: advice the model cannot apply
+    breaks: tuple[str, ...] = ()  # the loads that loaded and, with this fix, fail or load another file (wholerun.py)
     outcome: Optional[Outcome] = None  # what the re-run gave
 
 

@@ -14,6 +14,7 @@ from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure,
                                        process_outcome)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
+from dlltrace.diagnosis.wholerun import check_whole_run
 from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Node
 from dlltrace.trace.reader import Progress, Trace, paused_gc
 from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
@@ -86,7 +87,12 @@ def judged_incidents(trace: Trace, everything: bool = False,
                      progress: Optional[Progress] = None) -> tuple[Sequence[Replayed], list[Incident]]:
     """The trace replayed (analyse) and its incidents, each with its verdict (verdict.judge)."""
     replays = analyse(trace, everything, progress)
-    return replays, incidents(replays, everything, judge(trace, replays))
+    incs = incidents(replays, everything, judge(trace, replays))
+    for inc in incs:  # (the failure's fixes checked over the whole run: none may break a load that loaded)
+        if inc.verdict is not None and inc.verdict.fate == "fatal" and inc.attempts[-1].result.fixes:
+            last = inc.attempts[-1]
+            check_whole_run(trace, last.load.pid, last.load.seq, last.result)
+    return replays, incs
 
 def api_set_source(trace: Trace) -> str:
     """Where the replay's API sets came from (apisets.SOURCE_TEXT keys): "trace" when every traced

@@ -445,6 +445,42 @@ def replay(trace: Trace, world: Optional[World] = None, pid: Optional[int] = Non
     return out
 
 
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What the model gave one top-level load of a whole-run replay: its error and the file it loaded."""
+    seq: int
+    name: str
+    error: int
+    path: str
+    stubs: int = 0  # imports it bound to stubs (the Wine profile: a missing export loads, and fails when called)
+
+
+class _Outcomes:
+    """A replay's sink that keeps each top-level load's outcome only (whole_run)."""
+
+    def __init__(self) -> None:
+        self.by_seq: dict[int, LoadOutcome] = {}
+
+    def _add(self, r: Replayed) -> None:
+        tree = r.result.tree
+        path = tree.path if tree is not None and not r.result.error and tree.path else ""
+        stubs = sum(len(n.stubs) for n in tree.walk()) if tree is not None else 0
+        self.by_seq[r.load.seq] = LoadOutcome(r.load.seq, r.load.name or "", r.result.error, path, stubs)
+
+    append = add_light = _add
+
+
+def whole_run(trace: Trace, pid: int, world: World,
+              hook: Optional[Callable[[Simulator, Load], bool]] = None) -> dict[int, LoadOutcome]:
+    """Every top-level load of process pid replayed through the model, in order, each one's outcome by its
+    seq; `hook(sim, load)` runs before each load is replayed (a fix applied at the failing call: it returns True
+    then, and from there the model's process is no longer synced with the real one's loaded modules). No load
+    is explained: the whole-run check of a fix (wholerun.check_whole_run) compares two of these."""
+    sink = _Outcomes()
+    _replay_process(trace, pid, world, sink, light=True, hook=hook, explained=False)  # type: ignore[arg-type]
+    return sink.by_seq
+
+
 # the events a process's replay reads: what changes its DLL-search state, and its loads
 STATE_KINDS = ("py_import", "adddir", "removedir", "setdlldir", "setenv", "setdefault", "free")
 REPLAY_KINDS = STATE_KINDS + ("load_begin", "load_end", "probe", "dll_notify")
@@ -465,7 +501,8 @@ def _clear_path_caches() -> None:
 
 
 def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replayed], Replays], light: bool = False,
-                    progress: Optional[Callable[[int], None]] = None) -> int:
+                    progress: Optional[Callable[[int], None]] = None,
+                    hook: Optional[Callable[[Simulator, Load], bool]] = None, explained: bool = True) -> int:
     """One pass over the process's events: each top-level load is built while it is in flight (its
     end, probes, DLL notifications and nested loads) and replayed once it has ended and every event
     before its load_begin has been applied, in file order, as if it were replayed at its load_begin
@@ -478,7 +515,8 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
     def observe(res: CallResult) -> None:  # (holds the process, not sim: no reference cycle)
         explain(res, world, process)
 
-    sim.observers.append(observe)
+    if explained:
+        sim.observers.append(observe)
     # (looked up with an event's field: None where it lacks it, or had it dropped as breaking the schema)
     cookies: dict[Optional[str], str] = {}
     label_for_tid: dict[Optional[int], str] = {}
@@ -521,9 +559,10 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
             todo.extend(ld.children)
 
     replayed = 0
+    diverged = False  # a hook applied a fix: the model's process no longer follows the real one
 
     def drain(final: bool = False) -> None:
-        nonlocal replayed
+        nonlocal replayed, diverged
         while pending:
             item = pending[0]
             if isinstance(item, Load):
@@ -533,7 +572,9 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
                 replayed += 1
                 if replayed % CACHE_LOADS == 0:
                     _clear_path_caches()
-                r = _replay_load(trace, world, sim, item)
+                if hook is not None and hook(sim, item):
+                    diverged = True
+                r = _replay_load(trace, world, sim, item, sync=not diverged)
                 forget(item)
                 if r is None:
                     continue
@@ -591,7 +632,7 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
     return n
 
 
-def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Optional[Replayed]:
+def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: bool = True) -> Optional[Replayed]:
     """One top-level load through the simulator, compared with what the loader did."""
     if not load.name:
         return None
@@ -620,7 +661,8 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load) -> Opti
         agreed, dis = compare(res.probes, real, reached, [st for _, st in seen], model_results(res))
         if load.finished and load.error is not None and load.error != res.error:
             dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
-    _sync_loaded(sim.process, load, res)
+    if sync:  # (a whole-run replay with a fix applied diverges from the real run from there: no sync)
+        _sync_loaded(sim.process, load, res)
     res.origin_top = user_import(trace.context(load))
     return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
 

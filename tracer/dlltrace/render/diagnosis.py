@@ -168,7 +168,10 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     if f.fixes:
         out += ["", "  Fix"]
         for i, x in enumerate(f.fixes, 1):
-            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified else "  (not checked by the model)"))
+            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified or x.breaks else "  (not checked by the model)"))
+            if x.breaks:
+                out.append(f"       (it breaks {', '.join(x.breaks)}: with this fix the model has it fail or load "
+                           "another copy)")
             for step in x.then:  # (a next step the model found it needs)
                 out.append(f"       then: {fix_text(step)}")
             also = [n for n in x.covers if n.lower() != (f.leaf or "").lower()]

@@ -295,7 +295,10 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
     also = [n for n in f.covers if not winpath.same(n, leaf)] if leaf else list(f.covers)
     if also:
         out.append(("it also fixes " + ", ".join(also), ""))
-    if f.verified is None:
+    if f.breaks:
+        out.append((f"(it breaks {', '.join(f.breaks)}: loaded in the run as recorded, with this fix the model "
+                    "has it fail or load another copy)", "warning"))
+    elif f.verified is None:
         out.append((f"({NOT_CHECKED})", "warning"))
     elif f.verified is False:
         out.append((f"({outcome_text(f)})", "warning"))
