@@ -259,9 +259,10 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     got = shim.installed_dists([str(site), str(site), str(tmp_path / "elsewhere")])
     assert got["dists"] == [
-        {"name": "broken", "version": "1.0", "site": str(site), "files": []},
+        {"name": "broken", "version": "1.0", "site": str(site), "files": [], "loaders": []},
         {"name": "pywin32", "version": "306", "site": str(site),
-         "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"]}]
+         "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"],
+         "loaders": []}]
     assert got["conda"] == [{"name": "cudnn", "version": "9.1.0", "files": ["Library\\bin\\cudnn64_9.dll"]}]
     assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False
 

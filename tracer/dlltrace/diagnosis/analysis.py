@@ -91,7 +91,7 @@ def judged_incidents(trace: Trace, everything: bool = False,
     for inc in incs:  # (the failure's fixes checked over the whole run: none may break a load that loaded)
         if inc.verdict is not None and inc.verdict.fate == "fatal" and inc.attempts[-1].result.fixes:
             last = inc.attempts[-1]
-            check_whole_run(trace, last.load.pid, last.load.seq, last.result)
+            check_whole_run(trace, last.load.pid, tuple(a.load.seq for a in inc.attempts), last.result)
     return replays, incs
 
 def api_set_source(trace: Trace) -> str:

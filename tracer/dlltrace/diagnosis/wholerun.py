@@ -4,7 +4,7 @@ verify.verify re-runs the failing call with a fix applied. A fix can make that c
 os.add_dll_directory of a folder whose x.dll lacks what a later module needs (the later load then binds to
 the copy already loaded, which lacks it), a preload by full path of the wrong copy. So the failing load's
 process is replayed twice through the model, every top-level load in order -- once as recorded, once with
-the fix applied just before the failing load (replay.whole_run's hook) -- and a fix is verified only when
+the fix applied just before the failing load's first attempt (replay.whole_run's hook) -- and a fix is verified only when
 the failing load now loads and no load that loaded before fails or loads another file now. A fix that
 breaks one keeps its words with what it breaks (Fix.breaks) and is ranked after the ones that break nothing.
 
@@ -42,27 +42,39 @@ def broken_by(before: dict[int, LoadOutcome], after: dict[int, LoadOutcome], at:
     return tuple(out)
 
 
-def rule_whole_run(trace: Trace, pid: int, at: int, res: CallResult, fix: Fix,
+def rule_whole_run(trace: Trace, pid: int, attempts: tuple[int, ...], res: CallResult, fix: Fix,
                    before: dict[int, LoadOutcome]) -> tuple[bool, tuple[str, ...]]:
-    """(whether the failing load at seq `at` loads with the fix, the loads that loaded and no longer do or
-    load another file), replaying process pid's whole run with the fix applied just before that load."""
+    """(whether the failing load loads with the fix -- each of its attempts: torch's first try and its retry --,
+    the loads that loaded and no longer do or load another file), replaying process pid's whole run with the
+    fix applied just before the first attempt (a fix that changes the call itself, its name or flags, changes
+    each attempt)."""
     world = OverlayWorld(recorded_world(trace, pid))
+    at = attempts[0]
+    changed: dict[str, object] = {}
 
     def hook(sim: Simulator, load: Load) -> bool:
+        if load.seq in attempts[1:] and changed:
+            load.name = changed.get("name", load.name)  # type: ignore[assignment]
+            load.flags = changed.get("flags", load.flags)  # type: ignore[assignment]
         if load.seq != at:
             return False
         applied = _Applied(world, sim.process)
         _apply_one(fix, applied, Situation(world, sim.process, res))
         for path, flags in applied.preloads:
             sim.load_library(path, flags)
+        if applied.name is not None:
+            changed["name"] = load.name = applied.name
+        if applied.flags is not None:
+            changed["flags"] = load.flags = applied.flags
         return True
 
     after = whole_run(trace, pid, world, hook)
-    fixed = at in after and not after[at].error
-    return fixed, broken_by(before, after, at)
+    fixed = all(a in after and not after[a].error for a in attempts)
+    others = {k: v for k, v in before.items() if k not in attempts}
+    return fixed, broken_by(others, after, at)
 
 
-def check_whole_run(trace: Trace, pid: int, at: int, res: CallResult) -> None:
+def check_whole_run(trace: Trace, pid: int, attempts: tuple[int, ...], res: CallResult) -> None:
     """The failing load's fixes (res.fixes, in place) checked over the whole run: each verified one is marked
     with what it breaks (and unverified when it breaks any, or when the failing load still fails in the run),
     those that break nothing first."""
@@ -72,7 +84,7 @@ def check_whole_run(trace: Trace, pid: int, at: int, res: CallResult) -> None:
     before = whole_run(trace, pid, recorded_world(trace, pid))
     checked: dict[int, Fix] = {}
     for f in verified:
-        fixed, breaks = rule_whole_run(trace, pid, at, res, f, before)
+        fixed, breaks = rule_whole_run(trace, pid, attempts, res, f, before)
         if breaks or not fixed:
             checked[id(f)] = dataclasses.replace(f, verified=False, breaks=breaks)
     if not checked:

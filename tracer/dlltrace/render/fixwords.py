@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Callable
 
 from dlltrace import winpath
@@ -27,8 +28,6 @@ def py_str(s: str) -> str:
 
 def sh_quote(s: str) -> str:
     """A word for bash (POSIX sh): as it is when it is safe, else in single quotes (shlex.quote)."""
-    import shlex
-
     return shlex.quote(s)
 
 

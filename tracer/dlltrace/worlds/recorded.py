@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union, cast
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts, Owner, PackageLoader
+from dlltrace.model import FileFacts, Owner, PackageLoader, PEFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.trace.reader import Events, LazyEvent
 from dlltrace.worlds.world import SystemInfo, World
@@ -372,8 +372,6 @@ class RecordedWorld:
         as far as the environment says, with a stand-in's facts of the process's machine (a wheel's DLLs are
         its platform's; their own imports unknown). A copy the loader never looked at -- numpy.libs'
         OpenBLAS, a package's own DLL folder -- is then a copy found elsewhere, not "not installed anywhere"."""
-        from dlltrace.model import PEFacts
-
         for owners in self.owners.values():
             for o in owners:
                 path = winpath.join(o.root, *[x for x in o.path.replace("\\", "/").split("/") if x])
