@@ -471,13 +471,16 @@ class _Outcomes:
 
 
 def whole_run(trace: Trace, pid: int, world: World,
-              hook: Optional[Callable[[Simulator, Load], bool]] = None) -> dict[int, LoadOutcome]:
+              hook: Optional[Callable[[Simulator, Load], bool]] = None,
+              keep: Optional[Callable[[Simulator], None]] = None) -> dict[int, LoadOutcome]:
     """Every top-level load of process pid replayed through the model, in order, each one's outcome by its
     seq; `hook(sim, load)` runs before each load is replayed (a fix applied at the failing call: it returns True
     then, and from there the model's process is no longer synced with the real one's loaded modules). No load
-    is explained: the whole-run check of a fix (wholerun.check_whole_run) compares two of these."""
+    is explained: the whole-run check of a fix (wholerun.check_whole_run) compares two of these. `keep(sim)`
+    runs after each of the program's own state changes from there (torch setting PATH keeps the folder a fix
+    put first on it, as os.environ["PATH"] = ... + os.environ["PATH"] does)."""
     sink = _Outcomes()
-    _replay_process(trace, pid, world, sink, light=True, hook=hook, explained=False)  # type: ignore[arg-type]
+    _replay_process(trace, pid, world, sink, light=True, hook=hook, explained=False, keep=keep)  # type: ignore[arg-type]
     return sink.by_seq
 
 
@@ -502,7 +505,8 @@ def _clear_path_caches() -> None:
 
 def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replayed], Replays], light: bool = False,
                     progress: Optional[Callable[[int], None]] = None,
-                    hook: Optional[Callable[[Simulator, Load], bool]] = None, explained: bool = True) -> int:
+                    hook: Optional[Callable[[Simulator, Load], bool]] = None, explained: bool = True,
+                    keep: Optional[Callable[[Simulator], None]] = None) -> int:
     """One pass over the process's events: each top-level load is built while it is in flight (its
     end, probes, DLL notifications and nested loads) and replayed once it has ended and every event
     before its load_begin has been applied, in file order, as if it were replayed at its load_begin
@@ -587,6 +591,8 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
             else:
                 pending.popleft()
                 apply(item)
+                if diverged and keep is not None:  # (what the fix changed, kept over the program's own changes)
+                    keep(sim)
 
     n = 0
     ld: Optional[Load]
@@ -626,6 +632,8 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
             pending.append(e)
         else:
             apply(e)
+            if diverged and keep is not None:
+                keep(sim)
     drain(final=True)
     if progress is not None:
         progress(n)

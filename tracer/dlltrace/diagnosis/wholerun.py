@@ -44,13 +44,14 @@ def broken_by(before: dict[int, LoadOutcome], after: dict[int, LoadOutcome], at:
 
 def rule_whole_run(trace: Trace, pid: int, attempts: tuple[int, ...], res: CallResult, fix: Fix,
                    before: dict[int, LoadOutcome]) -> tuple[bool, tuple[str, ...]]:
-    """(whether the failing load loads with the fix -- each of its attempts: torch's first try and its retry --,
+    """(whether the failing load loads with the fix -- its last attempt: torch's retry after its first try --,
     the loads that loaded and no longer do or load another file), replaying process pid's whole run with the
     fix applied just before the first attempt (a fix that changes the call itself, its name or flags, changes
     each attempt)."""
     world = OverlayWorld(recorded_world(trace, pid))
     at = attempts[0]
     changed: dict[str, object] = {}
+    put_first: list[str] = []  # PATH entries the fix put first: the program's own PATH changes keep them
 
     def hook(sim: Simulator, load: Load) -> bool:
         if load.seq in attempts[1:] and changed:
@@ -59,7 +60,9 @@ def rule_whole_run(trace: Trace, pid: int, attempts: tuple[int, ...], res: CallR
         if load.seq != at:
             return False
         applied = _Applied(world, sim.process)
+        old_path = list(sim.process.path)
         _apply_one(fix, applied, Situation(world, sim.process, res))
+        put_first.extend(p for p in sim.process.path if not any(winpath.same(p, q) for q in old_path))
         for path, flags in applied.preloads:
             sim.load_library(path, flags)
         if applied.name is not None:
@@ -68,8 +71,14 @@ def rule_whole_run(trace: Trace, pid: int, attempts: tuple[int, ...], res: CallR
             changed["flags"] = load.flags = applied.flags
         return True
 
-    after = whole_run(trace, pid, world, hook)
-    fixed = all(a in after and not after[a].error for a in attempts)
+    def keep(sim: Simulator) -> None:
+        for p in reversed(put_first):
+            if not any(winpath.same(p, q) for q in sim.process.path):
+                sim.process.path.insert(0, p)
+
+    after = whole_run(trace, pid, world, hook, keep)
+    # (fixed: its last attempt loads -- torch's 0x1100 try may still fail under a PATH fix, its retry then loads)
+    fixed = attempts[-1] in after and not after[attempts[-1]].error
     others = {k: v for k, v in before.items() if k not in attempts}
     return fixed, broken_by(others, after, at)
 
