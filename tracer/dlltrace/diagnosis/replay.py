@@ -684,8 +684,6 @@ def user_import(ctx: Optional[dict]) -> str:
     held = ctx.get("imports")
     if isinstance(held, list) and held and isinstance(held[0], str):
         return held[0]
-    if ctx.get("ev") == "py_after" and isinstance(ctx.get("after"), str):
-        return ""
     module = ctx.get("module")
     return module if ctx.get("ev") == "py_import" and isinstance(module, str) else ""
 

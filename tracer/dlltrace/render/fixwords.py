@@ -60,7 +60,8 @@ def pip_install(f: Fix, code: Callable[[str], str]) -> str:
         return code(sh_quote(f.exe) + args)
     if " " not in f.exe:
         return code(f.exe + args)
-    return f"in cmd  {code(chr(34) + f.exe + chr(34) + args)}  or in PowerShell  {code('& ' + chr(34) + f.exe + chr(34) + args)}"
+    quoted = f'"{f.exe}"'
+    return f"in cmd  {code(quoted + args)}  or in PowerShell  {code('& ' + quoted + args)}"
 
 
 def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
