@@ -124,6 +124,8 @@ def test_dllmain_failure_is_named_as_the_leaf(layout, case, tmp_path):
 
     trace = traced_run(tmp_path, f"{WBASE}\\casehost.exe", case.host_args())
     rep = winetools.dlltrace("report", "--json", str(trace))
+    # (a report that fails says why: its exit code, its one line, and the trace it was given)
+    assert rep.returncode == 0 and rep.stdout.strip(), (rep.returncode, rep.stderr[-3000:], trace.read_text()[:6000])
     data = json.loads(rep.stdout)
     call = data["calls"][0]
     assert call["real_error"] == (case.host_error or None)

@@ -53,7 +53,8 @@ def exit_text(code: Optional[int]) -> str:
 
 
 STATUS_CONTROL_C_EXIT = 0xC000013A
-SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 9: "SIGKILL", 15: "SIGTERM"}
+SIGNAL_NAMES = {1: "SIGHUP", 2: "SIGINT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+                9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 31: "SIGSYS"}
 
 # plain words for the exit codes a report meets (NTSTATUS crashes and loader failures, a DllMain's 1114)
 CODE_WORDS = {

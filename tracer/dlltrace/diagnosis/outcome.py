@@ -104,6 +104,7 @@ class ProcessOutcome:
     exception: Optional[PyError] = None  # the Python exception it ended on, when there was one
     lost: tuple[str, ...] = ()  # degraded: the features that did not load ("CUDA", "cuDNN"), in order
     lost_by: tuple[str, ...] = ()  # degraded: the libraries that did not load, one per feature lost
+    signal: Optional[int] = None  # crashed on Linux: the signal (SIGABRT 6, SIGSEGV 11); its code is None
 
 
 def rule_load_class(fate: str, reason: Optional[str], name: str, leaf: Optional[str]) -> LoadClass:
@@ -111,20 +112,20 @@ def rule_load_class(fate: str, reason: Optional[str], name: str, leaf: Optional[
     past by design: a later try of it worked, or the real loader loaded it), noise (gone past, nothing lost)."""
     if fate != "went_on":
         return "fatal"
+    if reason in ("retried_ok", "real_load_succeeded", "variant_probe"):  # (nothing lost: a later try is what counts)
+        return "probe"
     if feature_of(leaf) or feature_of(name):
         return "fallback"
-    if reason in ("retried_ok", "real_load_succeeded"):
-        return "probe"
     return "noise"
 
 
 def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Optional[PyError],
-                 fallbacks: list[tuple[str, str]]) -> ProcessOutcome:
-    """The outcome of a process (module docstring's order): how it ended (end_kind, code), whether a failed
-    load was its failure (`fatal`), the exception it ended on, and its fallback loads ((library, feature)
-    in order)."""
+                 fallbacks: list[tuple[str, str]], signal: Optional[int] = None) -> ProcessOutcome:
+    """The outcome of a process (module docstring's order): how it ended (end_kind, code; a Linux crash's
+    signal), whether a failed load was its failure (`fatal`), the exception it ended on, and its fallback
+    loads ((library, feature) in order)."""
     if end_kind == "crashed":
-        return ProcessOutcome("crashed", code, exception)
+        return ProcessOutcome("crashed", code, exception, signal=signal)
     if fatal:
         return ProcessOutcome("died_of_load", code, exception)
     if exception is not None:

@@ -200,14 +200,20 @@ def _leaf_lookup(res: DlopenResult) -> Optional[Lookup]:
 
 
 def _chain(res: DlopenResult, leaf: Lookup) -> list[str]:
-    by_path = {lk.path: lk for lk in res.lookups if lk.path}
+    """From the call's name down to the leaf, each object the one that needed the next. An object already
+    loaded is looked up again as a dependency of what it loads (libqxcb.so, dlopen-ed by libQt6Core.so.6,
+    needs libQt6Core.so.6): the walk up stops at the call's own file, and never visits an object twice."""
+    by_path: dict[str, Lookup] = {}
+    for lk in res.lookups:  # (an object's first lookup is the one that added it)
+        if lk.path and lk.path not in by_path:
+            by_path[lk.path] = lk
     out = [leaf.name]
     cur = leaf
-    seen = 0
-    while cur.requester and cur.requester in by_path and seen < 64:
+    seen = {leaf.path}
+    while cur.requester and cur.requester in by_path and cur.requester not in seen and cur.name != res.name:
+        seen.add(cur.requester)
         cur = by_path[cur.requester]
         out.append(cur.name)
-        seen += 1
     if out[-1] != res.name:
         out.append(res.name)
     return list(reversed(out))

@@ -35,6 +35,8 @@ class ProcessEnd:
     kind: EndKind
     code: Optional[int] = None  # the exit code (Windows: the full 32-bit code; an NTSTATUS for a crash)
     signal: Optional[int] = None  # Linux: the signal that ended it
+    crashed_at: Optional[CodePlace] = None  # a crash: where the user's code was (faulthandler's stack: py_fault)
+    fault: str = ""  # a crash: faulthandler's first line ("Fatal Python error: Aborted"), "" without one
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,12 @@ class FailedLoad:
 
 
 def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLoad, ...],
-                    exception: Optional[PyError]) -> ProcessOutcome:
+                    exception: Optional[PyError], signal: Optional[int] = None) -> ProcessOutcome:
     """A process's outcome (outcome.rule_outcome) from how it ended, its failed loads (their fates, and the
     features its fallbacks cost it) and the exception it ended on; both OSes' Diagnoses are made with it."""
     fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
                  if f.klass == "fallback"]
-    return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks)
+    return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks, signal)
 
 
 @dataclass(frozen=True)

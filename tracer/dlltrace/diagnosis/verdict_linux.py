@@ -4,7 +4,11 @@
 rule_linux_python_exception: the failed call the Python exception the program ended on names (its message
 holds the leaf's or the call's name, as ctypes' `OSError: libcudart.so.11.0: cannot open shared object
 file` and ImportError's do); rule_linux_exit_zero: a program that exited with 0 went past every failed
-call. Without either, every failed call is shown, none chosen (fate "unknown")."""
+call; rule_linux_variant_probe: a try of a variant of a file before the file itself (Qt's plugin loader
+tries libqxcb.so.avx2, then libqxcb.so) is a probe, never the failure; rule_linux_crash_after_failed_load:
+a process that crashed (SIGABRT, SIGSEGV, ...) right after a load failed, with no load succeeding in between,
+crashed of it (Qt aborts when its platform plugin does not load). Without any, every failed call is shown,
+none chosen (fate "unknown")."""
 
 from __future__ import annotations
 
@@ -13,7 +17,11 @@ from typing import Any, Optional
 from dlltrace.diagnosis.outcome import python_error, rule_exception_names_feature, rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
+from dlltrace.trace.pycontext import fault_as_exit
 from dlltrace.trace.reader import Trace
+
+
+CRASH_SIGNALS = (4, 5, 6, 7, 8, 11, 31)  # SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS: a crash, not a kill
 
 
 def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
@@ -68,19 +76,62 @@ def rule_linux_exit_zero(trace: Trace) -> bool:
     return linux_exit_code(trace) == 0
 
 
+def rule_linux_variant_probe(c: LinuxCall, calls: list[LinuxCall]) -> bool:
+    """A failed call for a variant of the file the same object asks for next: `X.avx2` before `X` (Qt 6's
+    QLibrary tries a plugin's CPU-specific build first, then the plugin). It is tried first by design: the
+    next call is the load that counts, and this one is a probe whether that one loads or not."""
+    i = next((k for k, x in enumerate(calls) if x is c), -1)
+    after = next((x for x in calls[i + 1:] if x.pid == c.pid), None) if i >= 0 else None
+    if after is None or after.by != c.by or not c.name.startswith(after.name + "."):
+        return False
+    suffix = c.name[len(after.name) + 1:]
+    return bool(suffix) and suffix.isalnum()
+
+
+def crash_signal(trace: Trace) -> Optional[int]:
+    """The signal the program `dlltrace run` started crashed with (CRASH_SIGNALS), None when it did not crash."""
+    e = next(trace.of("exit"), None)
+    sig = e.get("signal") if e is not None else None
+    return sig if isinstance(sig, int) and sig in CRASH_SIGNALS and e is not None and e.get("code") is None else None
+
+
+def rule_linux_crash_after_failed_load(trace: Trace, failed: list[LinuxCall], calls: list[LinuxCall],
+                                       probes: list[LinuxCall]) -> Optional[LinuxCall]:
+    """The program crashed (crash_signal) with no Python exception, and its last top-level call failed (no
+    later call of that process succeeded): it crashed of that load (Qt's qFatal "Could not load the Qt platform
+    plugin" aborts the process when libqxcb.so does not load). A probe (rule_linux_variant_probe) is never it;
+    None when the process went on loading after its last failure, or did not crash."""
+    end = next(trace.of("exit"), None)
+    if crash_signal(trace) is None or end is None or _exception_messages(trace):
+        return None
+    pid = end.get("pid")
+    mine = [c for c in calls if c.pid == pid]
+    last = mine[-1] if mine else None
+    if last is None or not any(last is f for f in failed) or any(last is p for p in probes):
+        return None
+    return last
+
+
 def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
                    ) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
     """(the failed calls, the one the program hit or None, those it went past)."""
+    calls = replay_linux(trace.events) if calls is None else calls
     failed, fatal = linux_calls(trace, calls)
+    probes = [c for c in failed if rule_linux_variant_probe(c, calls)]
+    if fatal is None:
+        fatal = rule_linux_crash_after_failed_load(trace, failed, calls, probes)
     if fatal is None and (rule_linux_exit_zero(trace) or rule_linux_exception_not_a_load(trace)):
         return failed, None, list(failed)
-    return failed, fatal, [c for c in failed if fatal is not None and c is not fatal]
+    return failed, fatal, [c for c in failed if (fatal is not None and c is not fatal) or any(c is p for p in probes)]
 
 
-def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit_zero: bool) -> tuple[str, Optional[str]]:
+def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit_zero: bool,
+          calls: list[LinuxCall], crashed: bool) -> tuple[str, Optional[str]]:
     if c is fatal:
-        return "fatal", "python_exception"
+        return "fatal", "crashed_after" if crashed else "python_exception"
     if any(c is a for a in apart):
+        if rule_linux_variant_probe(c, calls):
+            return "went_on", "variant_probe"
         return "went_on", ("another_was_fatal" if fatal is not None else
                            "exit_zero" if exit_zero else "exception_not_a_load")
     return "unknown", None
@@ -105,6 +156,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
     started), in the order of their first event."""
     calls = replay_linux(trace.events) if calls is None else calls
     failed, fatal, apart = linux_verdicts(trace, calls)
+    crashed_of = fatal is not None and not _exception_messages(trace) and crash_signal(trace) is not None
     end = next(trace.of("exit"), None)
     top = end.get("pid") if end else None
     pids: dict[int, str] = {}
@@ -118,18 +170,21 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         mine = [c for c in failed if c.pid == pid]
         if pid == top and end is not None:
             sig = end.get("signal")
-            kind = "killed" if isinstance(sig, int) and sig not in (2,) and end.get("code") is None else \
+            kind = "crashed" if crash_signal(trace) is not None else \
+                "killed" if isinstance(sig, int) and sig not in (2,) and end.get("code") is None else \
                 "interrupted" if sig == 2 else "exited"
-            pend = ProcessEnd(kind, end.get("code"), sig)  # type: ignore[arg-type]
+            fault = next(trace.of("py_fault", pid=pid), None)
+            ended = fault_as_exit(fault) if fault is not None and kind == "crashed" else None
+            pend = ProcessEnd(kind, end.get("code"), sig, code_place(ended.get("frame")) if ended else None,  # type: ignore[arg-type]
+                              str(fault.get("fault") or "") if fault is not None and kind == "crashed" else "")
         else:
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero)) for i, c in enumerate(mine))
-        crashed = pend.kind == "killed" and pend.signal in CRASH_SIGNALS
-        outcome = process_outcome("crashed" if crashed else pend.kind, pend.code, failures, python_error(trace, pid))
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of))
+                         for i, c in enumerate(mine))
+        outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))
     return out
 
 
-CRASH_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: a crash, not a kill

@@ -20,7 +20,7 @@ from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.fixwords import fix_text
-from dlltrace.render.outcome import outcome_headline
+from dlltrace.render.outcome import crash_headline, outcome_headline
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -123,6 +123,12 @@ def headline_of(d: Diagnosis, f: FailedLoad) -> str:
     return f"✗ {leaf} {cause}{by}"
 
 
+def fatal_leaf(d: Diagnosis) -> Optional[str]:
+    """The library of the failure the process hit (its leaf, else the file it asked for), None without one."""
+    f = d.fatal
+    return None if f is None else (f.leaf or _base(d.platform, f.name))
+
+
 def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     """One failed load explained: its headline, the call (origin, API, name, the loader's own message), the
     place in the user's code, the chain, the files tried by folder with their rules, the copies elsewhere,
@@ -132,6 +138,9 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     feature = feature_of(f.leaf) or feature_of(f.name)
     if f.fate == "went_on" and f.klass == "fallback":
         out.append(f"  The program went on without {feature or 'it'}")
+    elif f.reason == "crashed_after":
+        out.append(f"  The program crashed right after this load failed, loading nothing after it: "
+                   f"{'it aborted, ' if d.outcome.signal == 6 else ''}most likely because of it")
     elif feature == "the NVIDIA driver" and f.fate == "fatal":
         out.append("  It is the NVIDIA driver's library: the program needs a GPU driver, which no pip package installs")
     elif feature and f.fate == "fatal":
@@ -204,13 +213,21 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
     apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
-    said = outcome_headline(main.outcome) if main is not None and main.fatal is None else None
+    said = None
+    if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
+        said = crash_headline(main.outcome, fatal_leaf(main))
+    elif main is not None and main.fatal is None:
+        said = outcome_headline(main.outcome)
     if not shown and not apart and said is None:
         return [f"dlltrace ─ every load succeeded{where}"]
     head = f"dlltrace ─ {said}{where}" if said is not None else (
         f"dlltrace ─ {_plural(len(shown), 'failed load')}" + (f" · {len(apart)} the program went past" if apart else "")
         + where)
     lines = [head]
+    if main is not None and main.end.crashed_at is not None:
+        at = main.end.crashed_at
+        lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"
+                      + (f" ({main.end.fault})" if main.end.fault else "")]
     for d, f in shown:
         lines += [""] + failure_lines(d, f)
     if apart:

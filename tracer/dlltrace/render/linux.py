@@ -19,7 +19,7 @@ from dlltrace import model
 from dlltrace.trace.reader import Trace
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.diagnosis.result import schema as diagnosis_schema
-from dlltrace.render.diagnosis import diagnoses_text
+from dlltrace.render.diagnosis import diagnoses_text, fatal_leaf
 from dlltrace.render.outcome import outcome_dict, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
@@ -55,7 +55,7 @@ def linux_json(trace: Trace) -> str:
     diagnoses = linux_diagnoses(trace, calls)
     top = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if top is not None and d.pid == top.get("pid")), None)
-    doc["outcome"] = outcome_dict(main.outcome) if main is not None else None
+    doc["outcome"] = outcome_dict(main.outcome, fatal_leaf(main)) if main is not None else None
     doc["diagnoses"] = [d.to_dict() for d in diagnoses]
     return json.dumps(doc, indent=2, ensure_ascii=False)
 

@@ -5,14 +5,35 @@ from __future__ import annotations
 
 from typing import Any, Optional, get_args
 
+from dlltrace.diagnosis.ending import SIGNAL_NAMES, code_name
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
 
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
 CPU_FEATURES = ("CUDA", "cuDNN", "TensorRT", "the NVIDIA driver", "NCCL")
 
 
+# what a Linux crash's signal means, in a few words
+SIGNAL_WORDS = {4: "an illegal instruction", 5: "a trap", 6: "it aborted", 7: "a bus error", 8: "an arithmetic error",
+                11: "a segmentation fault", 31: "a forbidden system call"}
+
+
+def crash_words(o: ProcessOutcome) -> str:
+    """"SIGABRT: it aborted", "0xc0000005 STATUS_ACCESS_VIOLATION": how a crashed process ended."""
+    if o.signal is not None:
+        name = SIGNAL_NAMES.get(o.signal, f"signal {o.signal}")
+        return f"{name}: {SIGNAL_WORDS[o.signal]}" if o.signal in SIGNAL_WORDS else name
+    return code_name(o.code)
+
+
+def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> str:
+    """The headline of a crash (`fatal_leaf`: the library whose failed load the crash followed, if any)."""
+    after = f", right after {fatal_leaf} failed to load" if fatal_leaf else "; no failed load explains it"
+    return f"the program crashed ({crash_words(o)}){after}"
+
+
 def outcome_headline(o: ProcessOutcome) -> Optional[str]:
-    """The headline of a degraded or died_of_other outcome; None for the others (their own first lines say it)."""
+    """The headline of a degraded or died_of_other outcome; None for the others (their own first lines say it:
+    a crash's is crash_headline, which needs the load it followed)."""
     if o.kind == "degraded":
         lost = ", ".join(o.lost)
         where = " (on the CPU)" if any(f in CPU_FEATURES for f in o.lost) else ""
@@ -38,20 +59,24 @@ def outcome_schema() -> dict[str, Any]:
     """The JSON Schema of outcome_dict (in result-v1.json and report-linux-v1.json; tests check both have it)."""
     null, s = {"type": "null"}, {"type": "string"}
     return {"type": "object", "additionalProperties": False,
-            "required": ["kind", "code", "exception", "lost", "lost_by", "text"],
+            "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "text"],
             "description": "the answer first: how the program dlltrace run started ended, and why "
                            "(diagnosis/outcome.py, docs/verdicts.md)",
             "properties": {"kind": {"enum": list(get_args(OutcomeKind))}, "code": {"type": ["integer", "null"]},
+                           "signal": {"type": ["integer", "null"],
+                                      "description": "a Linux crash's signal (6 SIGABRT, 11 SIGSEGV); code is null"},
                            "exception": {"anyOf": [null, {"type": "object", "additionalProperties": False,
                                                           "required": ["type", "message"],
                                                           "properties": {"type": s, "message": s}}]},
                            "lost": {"type": "array", "items": s}, "lost_by": {"type": "array", "items": s},
                            "text": {"type": ["string", "null"],
-                                    "description": "the headline of a degraded or died_of_other outcome"}}}
+                                    "description": "the headline of a crashed, degraded or died_of_other outcome"}}}
 
 
-def outcome_dict(o: ProcessOutcome) -> dict[str, Any]:
-    """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`)."""
-    return {"kind": o.kind, "code": o.code,
+def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> dict[str, Any]:
+    """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`); a Linux crash's text is
+    its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending."""
+    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else outcome_headline(o)
+    return {"kind": o.kind, "code": o.code, "signal": o.signal,
             "exception": None if o.exception is None else {"type": o.exception.type, "message": o.exception.message},
-            "lost": list(o.lost), "lost_by": list(o.lost_by), "text": outcome_headline(o)}
+            "lost": list(o.lost), "lost_by": list(o.lost_by), "text": text}

@@ -22,11 +22,13 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
+from dlltrace.trace.faults import fault_events
 from dlltrace.trace.files import default_trace_name, spill_path, start_trace
 # the recorder's libraries and sources: trace/where.py (where --version looks for them too)
 from dlltrace.trace.where import (AUDIT_LIB, NATIVE, PRELOAD_LIB, built_recorder, cache_recorder_dir,  # noqa: F401
@@ -97,6 +99,8 @@ def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
     spill = spill_path(out)
     start_trace(spill, "linux", cmd)
     env = recorder_env(dict(os.environ), d, spill.resolve())
+    faults = Path(tempfile.mkdtemp(prefix="dlltrace-faults-"))  # (where a crashing Python's stack goes: faults.py)
+    env["DLLTRACE_FAULTS"] = str(faults)
     try:
         try:
             proc = subprocess.Popen(cmd, env=env)
@@ -106,6 +110,7 @@ def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
             # an executable text file without "#!": a shell runs it with /bin/sh (execvp does so too)
             proc = subprocess.Popen(["/bin/sh", *cmd], env=env)
     except OSError as e:
+        shutil.rmtree(faults, ignore_errors=True)
         try:
             spill.unlink()  # (nothing ran: no trace is left behind)
         except OSError:
@@ -121,9 +126,12 @@ def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
     # use it (a run that exited 0 went past every failed load)
     end = {"ev": "exit", "pid": proc.pid, "tid": 0, "seq": 0, "t": 0, "code": rc if rc >= 0 else None,
            "by": "dlltrace", "signal": -rc if rc < 0 else (2 if interrupted else None)}
+    crashes = fault_events(faults)  # (the Python stack of each process that crashed: before its end)
+    shutil.rmtree(faults, ignore_errors=True)
     try:
         with open(spill, "a", encoding="utf-8") as f:
-            f.write(json.dumps(end) + "\n")
+            for ev in crashes + [end]:
+                f.write(json.dumps(ev) + "\n")
     except OSError:
         pass
     return RecordedRun(rc, interrupted, spill, out)

@@ -18,12 +18,18 @@ thread's event E and its next event N:
   the load of an extension module being imported, and one it makes while it initialises (its own file is
   the caller), are its import's.
 
+A process that crashed never reaches py_exit: its py_fault (the crashing thread's Python stack, trace/faults.py)
+stands for it. With no frame of the import system in that stack, no import was in progress when it crashed
+(`imports` []), and its innermost frame of the user's code is where it was (fault_as_exit); with one, which
+imports were in progress is not known, and `ctx` is kept.
+
 A trace without `imports` (older ones, a Python without the bootstrap) keeps `ctx` as it is. This module
 does no I/O: it is given events.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 
@@ -71,6 +77,28 @@ def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "", na
 
 
 CONTEXT_KINDS = ("py_import", "py_dlopen", "py_add_dll_directory")  # the events the shim makes a thread's context
+END_KINDS = ("py_exit", "py_fault")  # a process's last word: its normal or exceptional end, or its crash
+
+
+def library_path(file: str) -> bool:
+    """A frame's file that is not the user's code, from its path alone: the import system's frozen modules, an
+    installed package, the standard library (lib/pythonX.Y; a Windows Python's Lib folder, or its .zip)."""
+    low = file.replace("\\", "/").lower()
+    return (low.startswith("<frozen") or "/site-packages/" in low or "/dist-packages/" in low or ".zip/" in low
+            or re.search(r"/lib(64)?/python\d+\.\d+/|/python\d*/lib/", low) is not None)
+
+
+def fault_as_exit(e: dict) -> Optional[dict]:
+    """A py_fault event as the py_exit its process never wrote: no import in progress (no frame of the import
+    system in the crashing stack) and the user's innermost frame there as `frame`; None when an import was in
+    progress (which one, a stack of files cannot say)."""
+    frames = [f for f in e.get("frames") or [] if isinstance(f, dict) and isinstance(f.get("file"), str)]
+    if any(f["file"].startswith("<frozen importlib") for f in frames):
+        return None
+    mine = next((f for f in frames if not library_path(f["file"])), None)
+    frame = {"file": mine["file"], "line": mine.get("line"), "function": mine.get("function")} if mine else None
+    return {"ev": "py_exit", "pid": e.get("pid"), "tid": e.get("tid"), "seq": e.get("seq"), "imports": [],
+            "frame": frame, "fault": e.get("fault")}
 
 
 class PyContexts:
@@ -82,18 +110,23 @@ class PyContexts:
         self._index: dict[tuple[Any, Any], int] = {}
         for e in events:
             ev = e.get("ev")
-            if ev not in CONTEXT_KINDS and ev != "py_exit":  # (py_env, py_exception: no thread's context)
+            if ev not in CONTEXT_KINDS and ev not in END_KINDS:  # (py_env, py_exception: no thread's context)
                 continue
+            if ev == "py_fault":  # (a crash: the end of a process that wrote no py_exit)
+                ended = fault_as_exit(e)
+                if ended is None:
+                    continue
+                e, ev = ended, "py_exit"
             pid, seq, tid = e.get("pid"), e.get("seq"), e.get("tid")
             if type(pid) is not int or type(seq) is not int:  # (a damaged trace's event: no context of it)
                 continue
             key = (pid, seq)
-            if key in self._by_seq:
+            if key in self._by_seq and ev != "py_exit":
                 continue
-            self._by_seq[key] = e
             if ev == "py_exit":  # (the program's end: every thread's last word)
                 self._thread.setdefault((pid, "exit"), []).append(e)
                 continue
+            self._by_seq[key] = e
             lst = self._thread.setdefault((pid, tid if type(tid) is int else None), [])
             self._index[key] = len(lst)
             lst.append(e)

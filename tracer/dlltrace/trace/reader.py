@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
 
-from dlltrace.trace.pycontext import CONTEXT_KINDS, PyContexts
+from dlltrace.trace.pycontext import CONTEXT_KINDS, END_KINDS, PyContexts
 from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
 from dlltrace.model import SLOTS, Owner, PackageLoader
@@ -607,7 +607,7 @@ class Trace:
         if load.ctx is None:
             return None
         if self._py_events is None:  # indexed once: a scan per load made a report quadratic
-            kinds = (*CONTEXT_KINDS, "py_exit")
+            kinds = (*CONTEXT_KINDS, *END_KINDS)
             self._py_events = PyContexts(self.events.select(kinds) if isinstance(self.events, Events) else
                                          (e for e in self.events if e.get("ev") in kinds))
         return self._py_events.live(load.pid, load.ctx, load.caller if isinstance(load.caller, str) else "",

@@ -580,11 +580,38 @@ def make_exit_hook(backend: "Backend") -> "Callable[[], None]":
     return at_exit
 
 
+_FAULT_FILES: list = []  # (the files faulthandler writes to: kept open for the life of the process)
+
+
+def enable_faults(environ: "Optional[Mapping[str, str]]" = None) -> bool:
+    """Where the program was when it crashes: faulthandler writes the Python stack of a fatal signal or
+    exception (SIGSEGV, SIGABRT, an access violation, ...) to DLLTRACE_FAULTS/<pid>.txt, which `dlltrace run`
+    reads after the program ended (trace/faults.py: py_fault events). It then lets the crash go on as before
+    (the same signal, the same exit code). Left alone when the program's user has it on already
+    (PYTHONFAULTHANDLER, -X faulthandler: their stderr gets it, as without dlltrace). True when enabled."""
+    folder = (environ if environ is not None else os.environ).get("DLLTRACE_FAULTS")
+    if not folder:
+        return False
+    try:
+        import faulthandler  # (built into CPython 3.3 and later)
+
+        if faulthandler.is_enabled():
+            return False
+        f = open(os.path.join(folder, "%d.txt" % os.getpid()), "w")
+        faulthandler.enable(file=f, all_threads=False)
+        _FAULT_FILES.append(f)
+        return True
+    except Exception:  # (never break the traced program)
+        return False
+
+
 def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -> "Optional[Callable[[str, tuple], None]]":
-    """py_env, then the audit hook and the exit hook (a CPython without audit hooks, < 3.8: py_env only)."""
+    """py_env, then the audit hook and the exit hook (a CPython without audit hooks, < 3.8: py_env only), and
+    faulthandler into DLLTRACE_FAULTS (enable_faults)."""
     import atexit
 
     backend.write_event("py_env", python_env_fields(environ))
+    enable_faults(environ)
     try:
         backend.write_event("py_dists", installed_dists())
     except Exception:  # (never break the traced program)
