@@ -106,6 +106,57 @@ def test_a_crash_is_said_as_a_crash(tmp_path):
 
 
 @LINUX
+def test_rule_linux_crash_after_failed_load(tmp_path):
+    """A program whose last load fails and which then aborts (Qt's qFatal when its platform plugin does not load)
+    crashed of that load: the headline says the crash and the library, where the user's code was (faulthandler's
+    stack), and the load is the failure, with its folders; an earlier load the program went past is not."""
+    r, rep, err = run_and_report(tmp_path, "import ctypes, os\ntry:\n    ctypes.CDLL('libearlier_gone.so.1')\n"
+                                           "except OSError:\n    pass\n"
+                                           "def start():\n    try:\n        ctypes.CDLL('libplugin_gone.so.6')\n"
+                                           "    except OSError:\n        os.abort()\n\nstart()\n")
+    assert r.returncode == 128 + 6
+    assert err.splitlines()[0].startswith("dlltrace ─ the program crashed (SIGABRT: it aborted), right after "
+                                          "libplugin_gone.so.6 failed to load")
+    (d,) = [d for d in rep["diagnoses"] if d["end"]["kind"] == "crashed"]
+    assert d["outcome"] == {**d["outcome"], "kind": "crashed", "signal": 6}
+    at = d["end"]["crashed_at"]
+    assert at["file"] == "<string>" and at["line"] == 10 and at["function"] == "start", d["end"]
+    assert d["end"]["fault"] == "Fatal Python error: Aborted"
+    fates = {f["name"]: (f["fate"], f["reason"]) for f in d["failures"]}
+    assert fates == {"libearlier_gone.so.1": ("went_on", "another_was_fatal"),
+                     "libplugin_gone.so.6": ("fatal", "crashed_after")}
+    assert "It crashed in your code at <string>:10, in start (Fatal Python error: Aborted)" in err
+
+
+@LINUX
+def test_a_crash_after_loads_went_on_blames_no_load(tmp_path):
+    """A load that failed and was followed by one that loaded is not what a later crash was of."""
+    r, rep, err = run_and_report(tmp_path, "import ctypes, os\ntry:\n    ctypes.CDLL('libgone_before.so.1')\n"
+                                           "except OSError:\n    pass\nctypes.CDLL('libbz2.so.1.0')\nos.abort()\n")
+    assert r.returncode == 128 + 6
+    assert err.splitlines()[0].startswith("dlltrace ─ the program crashed (SIGABRT: it aborted); no failed load "
+                                          "explains it")
+    (d,) = [d for d in rep["diagnoses"] if d["end"]["kind"] == "crashed"]
+    assert all(f["fate"] != "fatal" for f in d["failures"])
+
+
+def test_rule_linux_variant_probe():
+    from dlltrace.diagnosis.replay_linux import LinuxCall
+    from dlltrace.diagnosis.verdict_linux import rule_linux_variant_probe
+
+    core = "/q/lib/libQt6Core.so.6"
+    avx2 = LinuxCall(1, "/py", "/q/plugins/libqxcb.so.avx2", core, "gone", "gone")
+    plain = LinuxCall(1, "/py", "/q/plugins/libqxcb.so", core, "libxcb-icccm.so.4: cannot open", "")
+    other = LinuxCall(1, "/py", "/q/plugins/libqxcb.so.avx2", "/q/lib/libother.so", "gone", "gone")
+    assert rule_linux_variant_probe(avx2, [avx2, plain])
+    assert not rule_linux_variant_probe(plain, [avx2, plain])  # (the plain one is what counts)
+    assert not rule_linux_variant_probe(other, [other, plain])  # (another object's call)
+    assert not rule_linux_variant_probe(avx2, [plain, avx2])  # (tried after, not before)
+    dotted = LinuxCall(1, "/py", "/q/plugins/libqxcb.so.6.8", core, "gone", "gone")
+    assert not rule_linux_variant_probe(dotted, [dotted, plain])  # (a version, not a variant suffix)
+
+
+@LINUX
 def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
     """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the
     object and the symbol named, as a 127 on Windows (it read "every load succeeded")."""

@@ -77,3 +77,45 @@ def test_a_fix_is_anchored_before_the_users_own_import():
     assert _before(res) == "import requests"
     assert _before(CallResult(0, "load", origin_kind="torch_retry", origin_top="transformers")) == "import transformers"
     assert _before(CallResult(0, "load", origin_kind="torch")) == "import torch"
+
+
+def test_fault_as_exit():
+    """A crash's py_fault stands for the py_exit the process never wrote: no import in progress when no frame of
+    the import system is on the crashing stack, and the user's innermost frame is where it crashed."""
+    from dlltrace.trace.faults import parse_fault
+    from dlltrace.trace.pycontext import fault_as_exit, library_path
+
+    text = ('Fatal Python error: Aborted\n\nCurrent thread 0x00007f5c8c8b3740 (most recent call first):\n'
+            '  File "/v/lib/python3.11/site-packages/PySide6/__init__.py", line 9 in boot\n'
+            '  File "/app/app.py", line 3 in <module>\n\nExtension modules: shiboken6.Shiboken (total: 1)\n')
+    fields = parse_fault(text)
+    assert fields == {"fault": "Fatal Python error: Aborted", "frames": [
+        {"file": "/v/lib/python3.11/site-packages/PySide6/__init__.py", "line": 9, "function": "boot"},
+        {"file": "/app/app.py", "line": 3, "function": "<module>"}]}
+    assert parse_fault("") is None and parse_fault("\n\n") is None  # (no crash: the file stays empty)
+    fault = {"ev": "py_fault", "pid": 9, "tid": 0, "seq": 0, "t": 0, **fields}
+    ended = fault_as_exit(fault)
+    assert ended["ev"] == "py_exit" and ended["imports"] == [] and ended["frame"]["line"] == 3
+    importing = {**fault, "frames": [{"file": "<frozen importlib._bootstrap>", "line": 241, "function": "_call"}]}
+    assert fault_as_exit(importing) is None  # (which import was in progress, a stack of files cannot say)
+    # the crash ends the thread's story: a load after the last import is the program's code after it
+    last = imp(10, "PySide6.QtCore", [])
+    ctx = PyContexts([last, fault]).live(9, 10)
+    assert ctx["ev"] == "py_after" and ctx["after"] == "PySide6.QtCore"
+    assert PyContexts([last]).live(9, 10) is last  # (without the crash's stack: not known, ctx kept)
+    assert library_path("C:\\Python311\\Lib\\ctypes\\__init__.py") and library_path("<frozen runpy>")
+    assert library_path("/usr/lib/python3.11/json/decoder.py") and not library_path("/home/me/proj/lib/train.py")
+
+
+def test_the_chain_never_loops():
+    """An object already loaded is looked up again as a dependency of the plugin it dlopen()s: the chain walks up
+    from the leaf to the call's file once (libqxcb.so -> libxcb-icccm.so.4, not 64 rounds of libQt6Core.so.6)."""
+    from dlltrace.diagnosis.replay_linux import _chain
+    from dlltrace.loader.linux.engine import DlopenResult, Lookup
+
+    core, plugin = "/q/lib/libQt6Core.so.6", "/q/plugins/libqxcb.so"
+    lookups = [Lookup(plugin, core, path=plugin, how="path"),
+               Lookup("libQt6Core.so.6", plugin, path=core, how="already_loaded"),
+               Lookup("libxcb-icccm.so.4", plugin, how="search", error="not found")]
+    res = DlopenResult(plugin, 2, error="libxcb-icccm.so.4: cannot open", lookups=lookups, leaf="libxcb-icccm.so.4")
+    assert _chain(res, lookups[-1]) == [plugin, "libxcb-icccm.so.4"]
