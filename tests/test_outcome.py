@@ -140,6 +140,36 @@ def test_a_crash_after_loads_went_on_blames_no_load(tmp_path):
     assert all(f["fate"] != "fatal" for f in d["failures"])
 
 
+def test_rule_program_said():
+    from dlltrace.diagnosis.outcome import rule_program_said
+
+    said = ["UserWarning: Failed to load image Python extension: 'libpng16.so.16: cannot open shared object file'",
+            "UserWarning: CUDA initialization: Found no NVIDIA driver on your system.",
+            "DeprecationWarning: pkg_resources is deprecated"]
+    assert rule_program_said(said, "/v/torchvision/image.so", "libpng16.so.16") == (said[0],)  # (its leaf named)
+    assert rule_program_said(said, "libcuda.so.1", "libcuda.so.1") == (said[1],)  # (the driver's words)
+    assert rule_program_said(said, "C:\\x\\cudart64_110.dll", None) == (said[1],)  # (CUDA's)
+    assert rule_program_said(said, "libgomp.so.1", "libgomp.so.1") == ()
+
+
+@LINUX
+def test_the_programs_own_warnings_are_shown_with_the_load(tmp_path):
+    """A warning the program shows about a failed load (torchvision's "Failed to load image Python extension") is
+    recorded and said with that load; one a catch_warnings(record=True) block keeps is never shown, nor recorded."""
+    r, rep, err = run_and_report(tmp_path, "import ctypes, warnings\ntry:\n    ctypes.CDLL('libpng_gone.so.16')\n"
+                                           "except OSError as e:\n"
+                                           "    warnings.warn(f\"Failed to load image Python extension: '{e}'\")\n"
+                                           "with warnings.catch_warnings(record=True):\n"
+                                           "    warnings.warn('libpng_gone.so.16 kept, never shown')\n"
+                                           "ctypes.CDLL('libpng_gone.so.16')\n")
+    assert r.returncode == 1 and "UserWarning: Failed to load image Python extension" in err  # (still shown)
+    (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "died_of_load"]
+    said = [f["said"] for f in d["failures"]]
+    assert said == [["UserWarning: Failed to load image Python extension: 'libpng_gone.so.16: cannot open shared "
+                     "object file: No such file or directory'"]] * 2, said
+    assert "  the program said: UserWarning: Failed to load image Python extension" in err
+
+
 def test_rule_linux_variant_probe():
     from dlltrace.diagnosis.replay_linux import LinuxCall
     from dlltrace.diagnosis.verdict_linux import rule_linux_variant_probe

@@ -97,6 +97,30 @@ def python_error(trace: "Trace", pid: int) -> Optional[PyError]:
     return PyError(str(ends[-1].get("type") or "?"), str(ends[-1].get("message") or ""))
 
 
+# the words a warning uses for a feature whose library did not load (FEATURES' names)
+FEATURE_WORDS: dict[str, tuple[str, ...]] = {
+    "CUDA": ("CUDA",), "cuDNN": ("cuDNN",), "TensorRT": ("TensorRT",), "NCCL": ("NCCL",), "DirectML": ("DirectML",),
+    "the NVIDIA driver": ("NVIDIA driver", "CUDA driver"),
+}
+
+
+def program_warnings(trace: "Trace", pid: int) -> list[str]:
+    """The warnings process pid showed (the bootstrap's py_warning events), as "UserWarning: message"."""
+    return [f"{e.get('category') or 'Warning'}: {e.get('message') or ''}" for e in trace.of("py_warning", pid=pid)]
+
+
+def rule_program_said(warnings: list[str], name: str, leaf: Optional[str]) -> tuple[str, ...]:
+    """The program's own words about a failed load: the warnings it showed that name the load's file or its
+    leaf (torchvision's "Failed to load image Python extension: 'libpng16.so.16: cannot open ...'"), or, for
+    an accelerator's library, its feature (torch's "CUDA initialization: Found no NVIDIA driver ..." for
+    libcuda.so.1). Evidence shown with the load, never a verdict of its own."""
+    names = {re.split(r"[\\/]", x)[-1].lower() for x in (name, leaf or "") if x}
+    feature = feature_of(leaf) or feature_of(name)
+    words = FEATURE_WORDS.get(feature or "", ())
+    return tuple(w for w in warnings
+                 if any(n in w.lower() for n in names) or any(x.lower() in w.lower() for x in words))
+
+
 @dataclass(frozen=True)
 class ProcessOutcome:
     kind: OutcomeKind

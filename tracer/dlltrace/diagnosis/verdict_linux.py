@@ -12,9 +12,10 @@ none chosen (fate "unknown")."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from dlltrace.diagnosis.outcome import python_error, rule_exception_names_feature, rule_load_class
+from dlltrace.diagnosis.outcome import (program_warnings, python_error, rule_exception_names_feature, rule_load_class,
+                                        rule_program_said)
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.trace.pycontext import fault_as_exit
@@ -137,7 +138,8 @@ def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit
     return "unknown", None
 
 
-def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]]) -> FailedLoad:
+def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]],
+                      said: Sequence[str] = ()) -> FailedLoad:
     cands = c.tree.candidates if c.tree else []
     leaf = c.leaf.name if c.leaf else None
     return FailedLoad(
@@ -148,7 +150,8 @@ def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]])
         elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
         next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees,
         klass=rule_load_class(fate[0], fate[1], c.name, leaf), user_code=code_place(c.frame),
-        symbol=c.leaf.facts.export if c.leaf and c.leaf.cause == "missing_export" else None, caller=c.by or "")
+        symbol=c.leaf.facts.export if c.leaf and c.leaf.cause == "missing_export" else None, caller=c.by or "",
+        said=rule_program_said(list(said), c.name, leaf))
 
 
 def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> list[Diagnosis]:
@@ -181,7 +184,8 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of))
+        said = program_warnings(trace, pid)
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of), said)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))

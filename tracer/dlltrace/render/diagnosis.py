@@ -151,6 +151,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     out += ["", f"  {origin + ': ' if origin else ''}{f.api}({f.name}) → {message}{tries}"]
     if f.user_code is not None:
         out.append(f"  in your code: {f.user_code.file}:{f.user_code.line}, in {f.user_code.function}")
+    for w in f.said:  # (the program's own words about it: a warning it showed)
+        out.append(f"  the program said: {w if len(w) <= 300 else w[:299] + '…'}")
     if len(f.chain) > 1:
         out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
     if f.tried:

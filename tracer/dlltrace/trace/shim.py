@@ -461,13 +461,25 @@ def module_stack(f: "Any") -> "list":
     return out[:IMPORTS_LIMIT]
 
 
-def make_audit_hook(backend: "Backend") -> "Callable[[str, tuple], None]":
+def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
-    the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure)."""
+    the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
+    `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
+    the program imported it, its warnings are hooked (hook_warnings)."""
     busy = _thread._local()
+    pending = [not warnings_hooked]
 
     def hook(event: str, args: tuple) -> None:
         fields: dict[str, Any]
+        if pending[0] and "warnings" in sys.modules and not getattr(busy, "on", False):
+            busy.on = True
+            try:
+                # (not yet while its module is still being executed; never where it cannot be: CPython 3.14's)
+                pending[0] = not hook_warnings(backend) and getattr(sys.modules["warnings"], "_showwarnmsg", None) is None
+            except Exception:
+                pending[0] = False
+            finally:
+                busy.on = False
         if event == "import":
             ev, fields = "py_import", {"module": str(args[0])}
         elif event == "ctypes.dlopen":
@@ -580,6 +592,42 @@ def make_exit_hook(backend: "Backend") -> "Callable[[], None]":
     return at_exit
 
 
+WARNINGS_LIMIT = 100  # py_warning events a process writes at most (a warning in a loop is said once a location anyway)
+
+
+def hook_warnings(backend: "Backend") -> bool:
+    """The program's own words as evidence: each warning Python shows (warnings._showwarnmsg_impl, what prints
+    it to stderr: torchvision's "Failed to load image Python extension", torch's "CUDA initialization: Found no
+    NVIDIA driver") becomes a py_warning event, then is shown as before. A warning a catch_warnings(record=True)
+    block records, or that the program's own showwarning handles, is not shown by Python, and not recorded.
+    Done where warnings is loaded (at start-up, or at the first audit event after the program imported it:
+    make_audit_hook) and its _showwarnmsg reads _showwarnmsg_impl from the module's globals (CPython 3.6 to
+    3.13); it never imports it. True when hooked."""
+    w = sys.modules.get("warnings")
+    impl = getattr(w, "_showwarnmsg_impl", None)
+    show = getattr(w, "_showwarnmsg", None)
+    if w is None or impl is None or getattr(show, "__globals__", None) is not vars(w):
+        return False
+    count = [0]
+
+    def _showwarnmsg_impl(msg: "Any") -> None:
+        try:
+            if count[0] < WARNINGS_LIMIT:
+                count[0] += 1
+                category = getattr(msg, "category", None)
+                backend.write_event("py_warning", {
+                    "category": getattr(category, "__name__", "Warning"),
+                    "message": str(getattr(msg, "message", ""))[:MESSAGE_LIMIT],
+                    "file": str(getattr(msg, "filename", "") or ""),
+                    "line": getattr(msg, "lineno", None) if isinstance(getattr(msg, "lineno", None), int) else None})
+        except Exception:  # (never break the traced program)
+            pass
+        impl(msg)
+
+    w._showwarnmsg_impl = _showwarnmsg_impl  # type: ignore[attr-defined]
+    return True
+
+
 _FAULT_FILES: list = []  # (the files faulthandler writes to: kept open for the life of the process)
 
 
@@ -606,19 +654,23 @@ def enable_faults(environ: "Optional[Mapping[str, str]]" = None) -> bool:
 
 
 def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -> "Optional[Callable[[str, tuple], None]]":
-    """py_env, then the audit hook and the exit hook (a CPython without audit hooks, < 3.8: py_env only), and
-    faulthandler into DLLTRACE_FAULTS (enable_faults)."""
+    """py_env, then the audit hook and the exit hook (a CPython without audit hooks, < 3.8: py_env only),
+    faulthandler into DLLTRACE_FAULTS (enable_faults) and the warnings Python shows (hook_warnings)."""
     import atexit
 
     backend.write_event("py_env", python_env_fields(environ))
     enable_faults(environ)
+    try:
+        warned = hook_warnings(backend)
+    except Exception:  # (never break the traced program)
+        warned = True
     try:
         backend.write_event("py_dists", installed_dists())
     except Exception:  # (never break the traced program)
         pass
     if not hasattr(sys, "addaudithook"):
         return None
-    hook = make_audit_hook(backend)
+    hook = make_audit_hook(backend, warned)
     sys.addaudithook(hook)
     atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
     return hook
