@@ -583,3 +583,59 @@ def test_rule_decompose_path_an_empty_runpath_element_is_tried_as_bare_names(rec
     real = [path for name, tried in searches(events(trace)) if name == "libdlt_absent.so.3" for path, _ in tried]
     assert "libdlt_absent.so.3" in real and not any(x.startswith("./") for x in real)  # (what ld.so really tried)
     assert call.agrees, ([c.path for c in call.tree.candidates] if call.tree else None, real)
+
+
+STDERR_C = r'''
+#include <stdio.h>
+#include <dlfcn.h>
+int main(void) {
+    void *h = dlopen("libcudart.so.11.0", RTLD_NOW);
+    if (!h) fprintf(stderr, "W dso_loader.cc:64] Could not load dynamic library '%s'; dlerror: %s\n",
+                    "libcudart.so.11.0", dlerror());
+    fputs("in ", stderr); fwrite("two\n", 1, 4, stderr);
+    fprintf(stdout, "out\n");
+    fputs("no newline at the end", stderr);
+    return 0;
+}
+'''
+STDERR_CC = r'''
+#include <iostream>
+#include <dlfcn.h>
+int main() {
+    if (!dlopen("libnvinfer.so.8", RTLD_NOW))
+        std::cerr << "Failed to load library libnvinfer.so.8 with error: " << dlerror() << std::endl;
+    return 0;
+}
+'''
+
+
+def test_recorder_copies_what_native_code_prints_to_stderr(recorder, tmp_path):
+    """The loaders' own words (TensorFlow's fprintf, a C++ std::cerr line, fputs and fwrite pieces of a line) are
+    copied a line at a time as stderr events, while the program's own output is exactly what it prints without
+    the recorder; DLLTRACE_NO_STDERR=1 turns the copy off. (_FORTIFY_SOURCE makes fprintf __fprintf_chk.)"""
+    (tmp_path / "e.c").write_text(STDERR_C)
+    (tmp_path / "c.cc").write_text(STDERR_CC)
+    subprocess.run(["gcc", "-O2", "-D_FORTIFY_SOURCE=2", str(tmp_path / "e.c"), "-o", str(tmp_path / "e"), "-ldl"],
+                   check=True)
+    cxx = shutil.which("g++")
+    if cxx:
+        subprocess.run([cxx, "-O2", str(tmp_path / "c.cc"), "-o", str(tmp_path / "c"), "-ldl"], check=True)
+    plain = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    traced = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, env=traced_env(recorder, trace))
+    assert (traced.stdout, traced.stderr, traced.returncode) == (plain.stdout, plain.stderr, plain.returncode)
+    lines = [e["text"] for e in events(trace) if e["ev"] == "stderr"]
+    assert lines == [plain.stderr.splitlines()[0], "in two", "no newline at the end"], lines
+    assert lines[0].startswith("W dso_loader.cc:64] Could not load dynamic library 'libcudart.so.11.0'; dlerror: ")
+    off = tmp_path / "off.jsonl"
+    off.write_text("")
+    subprocess.run([str(tmp_path / "e")], capture_output=True, env=traced_env(recorder, off, DLLTRACE_NO_STDERR="1"))
+    assert not [e for e in events(off) if e["ev"] == "stderr"] and events(off)
+    if cxx:
+        cc = tmp_path / "cc.jsonl"
+        cc.write_text("")
+        subprocess.run([str(tmp_path / "c")], capture_output=True, env=traced_env(recorder, cc))
+        assert [e["text"] for e in events(cc) if e["ev"] == "stderr"] == [
+            "Failed to load library libnvinfer.so.8 with error: libnvinfer.so.8: cannot open shared object file: "
+            "No such file or directory"]

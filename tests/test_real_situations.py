@@ -108,6 +108,7 @@ class Situation:
     unset: tuple = ()  # variables taken out of the program's environment (DISPLAY: no X server)
     crashed_at: Optional[int] = None  # the line of app.py the program crashed on
     probes: tuple = ()  # leaves of loads tried first by design (a probe: never the failure, nor explained)
+    said: dict = field(default_factory=dict)  # leaf -> what the program itself printed about it (its stderr line)
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -121,7 +122,8 @@ SITUATIONS = [
               fallbacks=("libcudart.so.11.0", "libcuda.so.1"), lost=("CUDA", "the NVIDIA driver"),
               origins={"libcudart.so.11.0": "import tensorflow",
                        "libcuda.so.1": "the program's code after import tensorflow"},
-              user_line={"libcudart.so.11.0": 1}),
+              user_line={"libcudart.so.11.0": 1},
+              said={"libcudart.so.11.0": "Could not load dynamic library 'libcudart.so.11.0'; dlerror: "}),
     Situation("tensorflow_with_numpy_2", "https://github.com/tensorflow/tensorflow/issues/102743",
               "tensorflow-2.11-py39", "3.9", 'import tensorflow as tf\n\nprint(tf.__version__)\n', 1, "died_of_other",
               "the program ended with TypeError: Unable to convert function return value", exception="TypeError",
@@ -129,7 +131,9 @@ SITUATIONS = [
     Situation("onnxruntime_cuda_provider_falls_back", "https://github.com/microsoft/onnxruntime/issues/21684",
               "onnxruntime-gpu-1.19-cupy-13.6-py311", "3.11", ORT_APP, 0, "degraded", "the program ran without CUDA",
               fallbacks=("libcublasLt.so.12",), lost=("CUDA",),
-              origins={"libcublasLt.so.12": "the program's code after import onnxruntime"}),
+              origins={"libcublasLt.so.12": "the program's code after import onnxruntime"},
+              said={"libcublasLt.so.12": "Failed to load library libonnxruntime_providers_cuda.so with error: "
+                                         "libcublasLt.so.12: cannot open shared object file"}),
     Situation("cupy_without_a_driver", "https://github.com/cupy/cupy/issues/9252",
               "onnxruntime-gpu-1.19-cupy-13.6-py311", "3.11", "import cupy as cp\n\nprint(cp.zeros(3))\n", 1,
               "died_of_load", "1 failed load", fatal="libcuda.so.1",
@@ -224,6 +228,9 @@ def test_a_real_situation(s: Situation, tmp_path):
         assert f"✗ {leaf} was not found" in text  # (explained in full: it cost the program its GPU)
     for leaf, origin in s.origins.items():
         assert mine[leaf]["origin"].startswith(origin), (leaf, mine[leaf]["origin"])
+    for leaf, words in s.said.items():  # (the program's own words, copied from its stderr: the evidence)
+        assert any(words in x for x in mine[leaf]["said"]), mine[leaf]["said"]
+        assert "  the program said: " in text
     for leaf, line in s.user_line.items():
         place = mine[leaf]["user_code"]
         assert place is not None and place["file"].endswith("app.py") and place["line"] == line, place

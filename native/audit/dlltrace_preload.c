@@ -5,12 +5,15 @@
  *    wrapper would become the caller and change the search; dlerror has no such dependence;
  *  - the five functions of native/shim/dlltrace_shim.h, so the Python bootstrap (trace/shim.py, with
  *    DLLTRACE_SHIM pointing here) writes its py_* events through it and sets each thread's context;
+ *  - a copy of each line native code prints to stderr through stdio ({"ev":"stderr","text":...}: the
+ *    loaders' own words), the calls themselves unchanged (below);
  *  - the process's event counter (dlltrace_linux_seq) and the per-thread context table
  *    (dlltrace_linux_ctx_table), which the LD_AUDIT library (another namespace) finds by symbol in
  *    la_objopen and uses: one seq numbering per process, and "ctx" on the native events of a thread
  *    whose Python code set one. The table is plain data keyed by thread id (no TLS, no call across
  *    namespaces). Lines: one write(2) each, O_APPEND, as in dlltrace_audit.c. */
 #define _GNU_SOURCE
+#include <stdarg.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,8 +50,26 @@ static void forked_child(void) {
     emit("fork", f, NULL);
 }
 
+/* the stdio functions the stderr copy wraps (below), resolved when the library loads */
+static size_t (*real_fwrite)(const void *, size_t, size_t, FILE *);
+static int (*real_fputs)(const char *, FILE *);
+static int (*real_vfprintf)(FILE *, const char *, va_list);
+static int (*real___vfprintf_chk)(FILE *, int, const char *, va_list);
+static int (*real_fputc)(int, FILE *);
+static int (*real_putc)(int, FILE *);
+
+static void resolve_stdio(void) {
+    real_fwrite = (size_t (*)(const void *, size_t, size_t, FILE *))dlsym(RTLD_NEXT, "fwrite");
+    real_fputs = (int (*)(const char *, FILE *))dlsym(RTLD_NEXT, "fputs");
+    real_vfprintf = (int (*)(FILE *, const char *, va_list))dlsym(RTLD_NEXT, "vfprintf");
+    real___vfprintf_chk = (int (*)(FILE *, int, const char *, va_list))dlsym(RTLD_NEXT, "__vfprintf_chk");
+    real_fputc = (int (*)(int, FILE *))dlsym(RTLD_NEXT, "fputc");
+    real_putc = (int (*)(int, FILE *))dlsym(RTLD_NEXT, "putc");
+}
+
 __attribute__((constructor)) static void init(void) {
     real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+    resolve_stdio();
     pthread_atfork(0, 0, forked_child);
 }
 
@@ -107,6 +128,110 @@ char *dlerror(void) {
     char *e = real_dlerror ? real_dlerror() : NULL;
     if (e) emit("dlerror", NULL, e);
     return e;
+}
+
+/* --- a copy of what native code prints to stderr -------------------------------------------------------
+ * The loaders' own words (TensorFlow's "Could not load dynamic library 'libcudart.so.11.0'; dlerror: ...",
+ * onnxruntime's "Failed to load library libonnxruntime_providers_cuda.so with error: ...") are printed by C and
+ * C++ code through stdio: fprintf (TensorFlow's logging), fwrite and putc (libstdc++'s std::cerr, absl's log
+ * sink), fputs, fputc. Each call on stderr goes through unchanged, and its text is also kept a line at a time per thread,
+ * each whole line a {"ev":"stderr","text":...} event: at most STDERR_LINES a process, STDERR_LINE bytes a line.
+ * Python's own writes to stderr (tracebacks, warnings) are write(2) calls, not stdio: not copied (the
+ * bootstrap records its exceptions and warnings itself). DLLTRACE_NO_STDERR=1 turns the copy off. */
+#define STDERR_LINES 2000
+#define STDERR_LINE 1000
+static atomic_int stderr_lines;
+static __thread char line_buf[STDERR_LINE + 1];
+static __thread size_t line_len;
+
+static int is_stderr(FILE *s) {
+    static int off = -1;
+    if (off < 0) off = getenv("DLLTRACE_NO_STDERR") != NULL;
+    return !off && s != NULL && (s == stderr || fileno_unlocked(s) == 2);
+}
+
+static void line_out(void) {
+    line_buf[line_len] = 0;
+    if (line_len && atomic_fetch_add(&stderr_lines, 1) < STDERR_LINES) emit("stderr", NULL, line_buf);
+    line_len = 0;
+}
+
+static void copy_text(const char *p, size_t n) {
+    int saved = errno;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\n') { line_out(); continue; }
+        if (p[i] == '\r') continue;
+        if (line_len < STDERR_LINE) line_buf[line_len++] = p[i];
+        else line_out(), line_buf[line_len++] = p[i];
+    }
+    errno = saved;
+}
+
+static void copy_format(const char *fmt, va_list ap) {
+    char text[2 * STDERR_LINE];
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(text, sizeof text, fmt, again);
+    va_end(again);
+    if (n > 0) copy_text(text, (size_t)n < sizeof text ? (size_t)n : sizeof text - 1);
+}
+
+/* (libstdc++'s std::endl is a putc of the newline) */
+int fputc(int c, FILE *s) {
+    if (!real_fputc) resolve_stdio();
+    if (is_stderr(s)) { char ch = (char)c; copy_text(&ch, 1); }
+    return real_fputc(c, s);
+}
+
+int putc(int c, FILE *s) {
+    if (!real_putc) resolve_stdio();
+    if (is_stderr(s)) { char ch = (char)c; copy_text(&ch, 1); }
+    return real_putc(c, s);
+}
+
+/* the main thread's last line, when the program ends without its newline */
+__attribute__((destructor)) static void last_line(void) {
+    if (line_len) line_out();
+}
+
+size_t fwrite(const void *ptr, size_t size, size_t n, FILE *s) {
+    if (!real_fwrite) resolve_stdio();
+    if (is_stderr(s) && size) copy_text((const char *)ptr, size * n);
+    return real_fwrite(ptr, size, n, s);
+}
+
+int fputs(const char *str, FILE *s) {
+    if (!real_fputs) resolve_stdio();
+    if (is_stderr(s)) copy_text(str, strlen(str));
+    return real_fputs(str, s);
+}
+
+int vfprintf(FILE *s, const char *fmt, va_list ap) {
+    if (!real_vfprintf) resolve_stdio();
+    if (is_stderr(s)) copy_format(fmt, ap);
+    return real_vfprintf(s, fmt, ap);
+}
+
+int fprintf(FILE *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vfprintf(s, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int __vfprintf_chk(FILE *s, int flag, const char *fmt, va_list ap) {
+    if (!real___vfprintf_chk) resolve_stdio();
+    if (is_stderr(s)) copy_format(fmt, ap);
+    return real___vfprintf_chk(s, flag, fmt, ap);
+}
+
+int __fprintf_chk(FILE *s, int flag, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = __vfprintf_chk(s, flag, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* --- the shim's interface (native/shim/dlltrace_shim.h), for the Python bootstrap ------------------- */

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
 from dlltrace import winpath
-from dlltrace.diagnosis.outcome import ProcessOutcome, program_warnings, python_error, rule_load_class, rule_program_said
+from dlltrace.diagnosis.outcome import ProcessOutcome, program_words, python_error, rule_load_class, rule_program_said
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place,
                                        process_outcome)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
@@ -139,7 +139,7 @@ def failed_load(inc: Incident, trace: Optional[Trace] = None) -> FailedLoad:
         klass=rule_load_class(fate, v.reason if v else None, name, res.leaf.name if res.leaf else None),
         model_agrees=not any(a.differences for a in inc.attempts), attempts=len(inc.attempts),
         user_code=code_place(ctx.get("frame")) if ctx else None,
-        said=rule_program_said(program_warnings(trace, r.load.pid), name, res.leaf.name if res.leaf else None)
+        said=rule_program_said(program_words(trace, r.load.pid), name, res.leaf.name if res.leaf else None)
         if trace is not None else ())
 
 

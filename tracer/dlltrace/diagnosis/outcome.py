@@ -104,21 +104,28 @@ FEATURE_WORDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def program_warnings(trace: "Trace", pid: int) -> list[str]:
-    """The warnings process pid showed (the bootstrap's py_warning events), as "UserWarning: message"."""
-    return [f"{e.get('category') or 'Warning'}: {e.get('message') or ''}" for e in trace.of("py_warning", pid=pid)]
+SAID_LIMIT = 3  # the program's lines shown with one load
+
+
+def program_words(trace: "Trace", pid: int) -> list[str]:
+    """What process pid said: the warnings it showed (the bootstrap's py_warning events, as "UserWarning:
+    message"), then the lines its native code printed to stderr (the Linux recorder's stderr events:
+    TensorFlow's "Could not load dynamic library ...", onnxruntime's "Failed to load library ...")."""
+    said = [f"{e.get('category') or 'Warning'}: {e.get('message') or ''}" for e in trace.of("py_warning", pid=pid)]
+    return said + [e["text"] for e in trace.of("stderr", pid=pid) if isinstance(e.get("text"), str)]
 
 
 def rule_program_said(warnings: list[str], name: str, leaf: Optional[str]) -> tuple[str, ...]:
-    """The program's own words about a failed load: the warnings it showed that name the load's file or its
-    leaf (torchvision's "Failed to load image Python extension: 'libpng16.so.16: cannot open ...'"), or, for
-    an accelerator's library, its feature (torch's "CUDA initialization: Found no NVIDIA driver ..." for
-    libcuda.so.1). Evidence shown with the load, never a verdict of its own."""
+    """The program's own words about a failed load (program_words: its warnings and stderr lines): those that
+    name the load's file or its leaf (torchvision's "Failed to load image Python extension: 'libpng16.so.16:
+    cannot open ...'", TensorFlow's "Could not load dynamic library 'libcudart.so.11.0'"), else, for an
+    accelerator's library, those that name its feature (torch's "CUDA initialization: Found no NVIDIA driver
+    ..." for libcuda.so.1); SAID_LIMIT at most. Evidence shown with the load, never a verdict of its own."""
     names = {re.split(r"[\\/]", x)[-1].lower() for x in (name, leaf or "") if x}
-    feature = feature_of(leaf) or feature_of(name)
-    words = FEATURE_WORDS.get(feature or "", ())
-    return tuple(w for w in warnings
-                 if any(n in w.lower() for n in names) or any(x.lower() in w.lower() for x in words))
+    named = [w for w in warnings if any(n in w.lower() for n in names)]
+    words = FEATURE_WORDS.get(feature_of(leaf) or feature_of(name) or "", ())
+    about = named or [w for w in warnings if any(x.lower() in w.lower() for x in words)]
+    return tuple(about[:SAID_LIMIT])
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class FailedLoad:
     attempts: int = 1  # the program's tries of this load (torch's retry after changing PATH): the facts are the last's
     symbol: Optional[str] = None  # missing_export: the export (Linux: the symbol) the leaf lacks
     caller: str = ""  # the module that made the call (Linux: the object whose dlopen it was), "" when not known
-    said: tuple[str, ...] = ()  # the program's own warnings about it ("UserWarning: Failed to load image ...")
+    said: tuple[str, ...] = ()  # the program's own words about it: its warnings, its stderr lines (outcome.program_words)
 
 
 def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLoad, ...],

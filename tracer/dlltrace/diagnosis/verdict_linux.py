@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from dlltrace.diagnosis.outcome import (program_warnings, python_error, rule_exception_names_feature, rule_load_class,
+from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
@@ -184,7 +184,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        said = program_warnings(trace, pid)
+        said = program_words(trace, pid)
         failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of), said)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
