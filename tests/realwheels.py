@@ -60,6 +60,12 @@ WHEELS = {
     "cudart12": Wheel("nvidia-cuda-runtime-cu12", "12.4.127", "nvidia_cuda_runtime_cu12-12.4.127-py3-none-win_amd64.whl"),
     # Intel's OpenMP runtime as pip installs it: libiomp5md.dll in <prefix>\Library\bin (the wheel's .data/data)
     "intel_openmp": Wheel("intel-openmp", "2024.2.1", "intel_openmp-2024.2.1-py2.py3-none-win_amd64.whl"),
+    # healthy wheels whose packages make their own DLLs reachable (pkgloaders.py): deps and check must pass them
+    "numpy": Wheel("numpy", "2.1.3", "numpy-2.1.3-cp311-cp311-win_amd64.whl"),
+    "scipy": Wheel("scipy", "1.14.1", "scipy-1.14.1-cp311-cp311-win_amd64.whl"),
+    "shapely": Wheel("shapely", "2.0.6", "shapely-2.0.6-cp311-cp311-win_amd64.whl"),
+    "pywin32": Wheel("pywin32", "306", "pywin32-306-cp311-cp311-win_amd64.whl"),
+    "opencv": Wheel("opencv-python", "4.10.0.84", "opencv_python-4.10.0.84-cp37-abi3-win_amd64.whl"),
 }
 IOMP_MEMBER = "intel_openmp-2024.2.1.data/data/Library/bin/libiomp5md.dll"
 
@@ -112,6 +118,9 @@ PINNED_SHA256 = {
     "numpy-2.1.3-cp311-cp311-win_amd64.whl": "d89dd2b6da69c4fff5e39c28a382199ddedc3a5be5390115608345dec660b9e2",
     "nvidia_cuda_runtime_cu11-11.8.89-py3-none-manylinux2014_x86_64.whl": "92d04069a987e1fbc9213f8376d265df0f7bb42617d44f5eda1f496acea7f2d1",
     "nvidia_cuda_runtime_cu12-12.4.127-py3-none-win_amd64.whl": "09c2e35f48359752dfa822c09918211844a3d93c100a715d79b59591130c5e1e",
+    "opencv_python-4.10.0.84-cp37-abi3-win_amd64.whl": "32dbbd94c26f611dc5cc6979e6b7aa1f55a64d6b463cc1dcd3c95505a63e48fe",
+    "scipy-1.14.1-cp311-cp311-win_amd64.whl": "716e389b694c4bb564b4fc0c51bc84d381735e0d39d3f26ec1af2556ec6aad94",
+    "shapely-2.0.6-cp311-cp311-win_amd64.whl": "c02eb6bf4cfb9fe6568502e85bb2647921ee49171bcd2d4116c7b3109724ef9b",
     "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl": "fd98341ba71c093153f0dcfc53eb69d57f706866fb45e94e5b0cde5d97a50dbf",
     "packaging-24.2-py3-none-any.whl": "09abb1bccd265c01f4a3aa3f7a7db064b36514d2cba19a2f694fe6150451a759",
     "protobuf-5.28.3-cp310-abi3-win_amd64.whl": "91fba8f445723fcf400fdbe9ca796b19d3b1242cd873907979b9ed71e4afe868",

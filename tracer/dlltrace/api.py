@@ -68,17 +68,18 @@ def diagnose(trace: Union["TraceFile", str, os.PathLike]) -> "list[Diagnosis]":
 
 
 def deps(path: Union[str, os.PathLike], *, python: Optional[str] = None, flags: Optional[int] = None,
-         extra_path: Iterable[str] = (), dll_dirs: Iterable[str] = ()) -> "DepsResult":
+         extra_path: Iterable[str] = (), dll_dirs: Iterable[str] = (), vc_runtime: bool = True) -> "DepsResult":
     """`dlltrace deps` as a result: the import closure of a .dll/.pyd/.exe, a folder or a .whl, resolved by
-    the simulated Windows loader (`.problems`: every DLL that would fail)."""
+    the simulated Windows loader as the packages' own loaders make their DLLs reachable (`.problems`: every DLL
+    that would fail); vc_runtime=False: a Windows without the VC++ 2015-2022 runtime."""
     from dlltrace.diagnosis.static import deps as _deps, open_target
 
-    return _deps(open_target(os.fspath(path), python=python), flags=flags, extra_path=list(extra_path),
-                 dll_dirs=list(dll_dirs))
+    return _deps(open_target(os.fspath(path), python=python, vc_runtime=vc_runtime), flags=flags,
+                 extra_path=list(extra_path), dll_dirs=list(dll_dirs))
 
 
 def check(paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]], allow: Iterable[str] = (),
-          python: Optional[str] = None) -> "list[CheckResult]":
+          python: Optional[str] = None, vc_runtime: bool = True) -> "list[CheckResult]":
     """`dlltrace check` as results, one per wheel or folder (`.ok`: it passes); allow: the external classes
     a DLL may need ("cuda", "cudnn", "vcruntime", ...)."""
     from dlltrace.classify import ALLOWABLE
@@ -89,7 +90,8 @@ def check(paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]], all
     bad = [a for a in allowed if a not in ALLOWABLE]
     if bad:
         raise DlltraceError(f"allow: {', '.join(bad)}: not a class ({', '.join(ALLOWABLE)})", EXIT_USAGE)
-    return [_check(open_target(t, python=python), allowed) for g in given for t in check_targets(os.fspath(g))]
+    return [_check(open_target(t, python=python, vc_runtime=vc_runtime), allowed) for g in given
+            for t in check_targets(os.fspath(g))]
 
 
 def report(diagnoses: "Union[Diagnosis, Iterable[Diagnosis]]", format: str = "text", source: str = "",

@@ -20,6 +20,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(ALLOWABLE)}")
     p.add_argument("--python", metavar="X.Y", default=None, help="the Python version (default: the wheel's tag)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
+    p.add_argument("--no-vc-runtime", action="store_true",
+                   help="model a Windows without the Visual C++ 2015-2022 runtime (by default it is in System32, as "
+                        "most machines have it: a wheel that needs msvcp140.dll and does not ship it passes)")
     p.add_argument("--all", action="store_true", help="list Windows and API-set imports in the table too")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the JSON result (its schema: dlltrace/schemas/static-v1.json in this package)")
@@ -36,7 +39,8 @@ def execute(args: argparse.Namespace) -> int:
         if given.lower().endswith((".dll", ".pyd", ".exe")):
             raise DlltraceError(f"{given}: check takes a wheel or a folder (deps explains one DLL)", EXIT_USAGE)
         for t in check_targets(given):  # (a folder of wheels: each of them)
-            results.append(check(open_target(t, python=args.python, use_cache=not args.no_cache), allow))
+            results.append(check(open_target(t, python=args.python, use_cache=not args.no_cache,
+                                             vc_runtime=not args.no_vc_runtime), allow))
     if args.json:
         doc = check_dict(results[0]) if len(results) == 1 else {
             "schema": "dlltrace-static", "version": 1, "command": "check", "ok": all(r.ok for r in results),

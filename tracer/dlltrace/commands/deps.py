@@ -25,6 +25,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--add-dll-directory", metavar="FOLDER", action="append", default=[], dest="dll_dirs",
                    help="an os.add_dll_directory folder made before the load (a Windows path, or a folder inside the target)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
+    p.add_argument("--no-vc-runtime", action="store_true",
+                   help="model a Windows without the Visual C++ 2015-2022 runtime (by default it is in System32, as "
+                        "most machines have it: a wheel that needs msvcp140.dll and does not ship it passes)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the JSON result (its schema: dlltrace/schemas/static-v1.json in this package)")
     out.add_argument("--markdown", action="store_true", help="print Markdown")
@@ -78,7 +81,8 @@ def execute(args: argparse.Namespace) -> int:
         return execute_elf(args)
     if args.python is not None and not _python_ok(args.python):
         raise DlltraceError(f"--python {args.python}: give a version like 3.11", EXIT_USAGE)
-    target = open_target(args.target, python=args.python, use_cache=not args.no_cache)
+    target = open_target(args.target, python=args.python, use_cache=not args.no_cache,
+                         vc_runtime=not args.no_vc_runtime)
     focus: list[str] = []
     if args.only:
         for o in args.only:

@@ -35,9 +35,10 @@ from dlltrace.model import CallResult, Cause, FileFacts, Node, SearchDir
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
+from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
-                                    default_cache_dir, folder_files, live_system_world, python_files, python_home,
-                                    site_packages, wheel_files)
+                                    default_cache_dir, folder_files, folder_loaders, live_system_world, python_files,
+                                    python_home, site_packages, wheel_files, wheel_loaders)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
 from dlltrace.loader.windows.engine import Call
 
@@ -66,6 +67,9 @@ class Target:
     machine: str  # the machine its files should be (the wheel's platform tag; x64 otherwise)
     focus: Optional[str] = None  # kind "file": the file given (its Windows path in the model)
     wheel_python_tag: str = ""  # "cp311", "py3", "cp311-abi3": which pythonXY.dll a wheel may import
+    loaders: tuple[LoaderRule, ...] = ()  # how its packages make their DLLs reachable (pkgloaders.py)
+    placed: tuple[str, ...] = ()  # the copies the packages make and then run (pywin32's pythonservice.exe)
+    templates: tuple[str, ...] = ()  # the files they copy and never run where they are
 
     def file_named(self, name: str) -> list[TargetFile]:
         n = name.lower()
@@ -84,9 +88,27 @@ def wheel_python(filename: str) -> tuple[str, str, str]:
     return python, tag, machine
 
 
-def open_target(given: str, python: Optional[str] = None, use_cache: bool = True) -> Target:
+def rule_package_copies(target: Target) -> Target:
+    """The copies the target's packages make before they run them (a loader's `copies`: pywin32 puts
+    pythonservice.exe in the Python's folder and pywintypes3XY.dll next to python3XY.dll), placed in its world; an
+    .exe so placed is a root where its template is not."""
+    xy = target.python.replace(".", "")
+    site, home = site_packages(target.python), python_home(target.python)
+    placed: list[str] = []
+    templates: list[str] = []
+    for lo in target.loaders:
+        for where, source in lo.copies:
+            of = target.world.target_file(winpath.join(site, source.format(xy=xy).replace("/", "\\")))
+            if of is not None:
+                placed.append(target.world.place_copy(winpath.join(home, where.format(xy=xy)), of).path)
+        templates += [winpath.join(site, t.replace("/", "\\")) for t in lo.templates]
+    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates)) if placed else target
+
+
+def open_target(given: str, python: Optional[str] = None, use_cache: bool = True, vc_runtime: bool = True) -> Target:
     """The static world of a .whl, a folder (a package or a site-packages tree) or a .dll/.pyd/.exe
-    (with the files of its folder and the folders below). A bad argument is a DlltraceError (exit 2)."""
+    (with the files of its folder and the folders below). A bad argument is a DlltraceError (exit 2).
+    `vc_runtime`: the modelled Windows has the VC++ 2015-2022 runtime in System32 (worlds/static.py)."""
     if not os.path.exists(given):
         raise DlltraceError(f"{given}: no such file or folder", EXIT_USAGE)
     system = builtin_system()
@@ -97,10 +119,12 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         py = python or wp or DEFAULT_PYTHON
         try:
             files, root = wheel_files(given, py, cache)
+            loaders = wheel_loaders(given)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
-        world = StaticWorld(system, files, py, system_world=live)
-        return Target(given, "wheel", world, files, root, py, machine or "x64", wheel_python_tag=tag)
+        world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
+        return rule_package_copies(Target(given, "wheel", world, files, root, py, machine or "x64",
+                                          wheel_python_tag=tag, loaders=tuple(loaders)))
     py = python or DEFAULT_PYTHON
     if os.path.isdir(given):
         host = os.path.abspath(given)
@@ -112,8 +136,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         if not files:  # (a folder of wheels: check_targets gives each .whl; deps takes one)
             wheels = " (it holds wheels: pass a .whl)" if any(e.lower().endswith(".whl") for e in _listdir(host)) else ""
             raise DlltraceError(f"{given}: no .dll, .pyd or .exe in it: nothing to examine{wheels}", EXIT_USAGE)
-        world = StaticWorld(system, files, py, system_world=live)
-        return Target(given, "folder", world, files, root, py, "x64")
+        world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
+        loaders = folder_loaders(host) if is_site else folder_loaders(os.path.dirname(host), base)
+        return rule_package_copies(Target(given, "folder", world, files, root, py, "x64", loaders=tuple(loaders)))
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
         raise DlltraceError(f"{given}: not a .whl, a folder, a .dll/.pyd/.exe or an ELF shared object (.so)",
                             EXIT_USAGE)
@@ -121,7 +146,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
     folder = os.path.dirname(host)
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
     files = folder_files(folder, root)  # the file's folder and the folders below it
-    world = StaticWorld(system, files, py, system_world=live)
+    world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
     focus = winpath.join(root, os.path.basename(host))
     return Target(given, "file", world, files, root, py, "x64", focus=focus)
 
@@ -143,16 +168,18 @@ class LoadContext:
     python: str
     path: tuple[str, ...] = ()
     dll_directories: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # the package loaders that ran before it ("numpy's delvewheel patch"), in words
 
     def to_dict(self) -> dict:
         return {"how": self.how, "flags": self.flags, "python": self.python, "path": list(self.path),
-                "dll_directories": list(self.dll_directories)}
+                "dll_directories": list(self.dll_directories), "after": list(self.after)}
 
     @property
     def text(self) -> str:
         what = {"python_import": "a Python extension import", "ctypes": "ctypes.CDLL(full path)",
                 "start": "a process start", "LoadLibraryExW": "LoadLibraryExW"}[self.how]
-        return f"{what}, flags {self.flags:#x}, Python {self.python}"
+        after = f", after {' and '.join(self.after)}" if self.after else ""
+        return f"{what}, flags {self.flags:#x}, Python {self.python}{after}"
 
 
 def context_for(path: str, python: str, flags: Optional[int] = None, extra_path: Iterable[str] = (),
@@ -531,14 +558,56 @@ def roots_of(target: Target) -> list[str]:
     loads is left out)."""
     if target.focus:
         return [target.focus]
-    files = sorted(target.files, key=lambda f: (not f.path.lower().endswith(".pyd"),
-                                                not f.path.lower().endswith(".exe"), f.path.lower()))
-    return [f.path for f in files]
+    files = sorted([f.path for f in target.files if not any(winpath.same(f.path, t) for t in target.templates)]
+                   + [p for p in target.placed if p.lower().endswith(".exe")],
+                   key=lambda p: (not p.lower().endswith(".pyd"), not p.lower().endswith(".exe"), p.lower()))
+    return files
+
+
+LOADER_WORDS = {"delvewheel": "{package}'s delvewheel patch", "pywin32_bootstrap": "pywin32's .pth bootstrap",
+                "torch": "torch's _load_dll_libraries"}
+
+
+def rule_package_loaders(target: Target, root: str) -> tuple[list[str], list[str]]:
+    """The folders the packages' own loaders add before `root` loads, as importing it would (pkgloaders.py:
+    delvewheel's patch before the package's extensions, pywin32's .pth at every start, torch's loader before
+    torch's, functorch's and torchvision's), those that exist in the model, with the loaders in words. An .exe
+    is started, not imported: none (its start is rule_exe_path's)."""
+    if root.lower().endswith(".exe"):
+        return [], []
+    site = site_packages(target.python)
+    rel = winpath.normalize(root)
+    if not rel.lower().startswith(site.lower() + "\\"):
+        return [], []
+    member = rel[len(site) + 1:].replace("\\", "/")
+    dirs: list[str] = []
+    words: list[str] = []
+    for lo in target.loaders:
+        if not lo.covers(member):
+            continue
+        adds = [winpath.join(site, a.replace("/", "\\")) for a in lo.adds]
+        adds += [winpath.join(python_home(target.python), a.replace("/", "\\")) for a in lo.prefix_adds]
+        found = [d for d in adds if target.world.is_dir(d) and not any(winpath.same(d, x) for x in dirs)]
+        if found:
+            dirs += found
+            words.append(LOADER_WORDS.get(lo.how, lo.how).format(package=lo.package))
+    return dirs, words
+
+
+def rule_exe_path(target: Target, root: str) -> list[str]:
+    """An .exe a wheel ships (pythonservice.exe, Pythonwin.exe) is started where its Python is usable: the
+    Python's folder and its Scripts on PATH (an activated environment, or the installer's "Add to PATH"), so
+    python3XY.dll is found as when Python itself starts it."""
+    if not root.lower().endswith(".exe"):
+        return []
+    home = python_home(target.python)
+    return [home, winpath.join(home, "Scripts")]
 
 
 def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] = (),
          dll_dirs: Iterable[str] = (), only: Optional[list[str]] = None) -> DepsResult:
-    """Load each root (roots_of, or `only`: Windows paths of target files) and explain it."""
+    """Load each root (roots_of, or `only`: Windows paths of target files) and explain it, each as its package
+    loads it (rule_package_loaders, rule_exe_path)."""
     path = [_model_path(target, p) for p in extra_path]
     dirs = [_model_path(target, p) for p in dll_dirs]
     loads: list[LoadAnalysis] = []
@@ -546,7 +615,9 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
     for root in (only if only else roots_of(target)):
         if winpath.key(root) in reached and not only:
             continue
-        ctx = context_for(root, target.python, flags, path, dirs)
+        added, after = rule_package_loaders(target, root)
+        ctx = context_for(root, target.python, flags, path + rule_exe_path(target, root), dirs + added)
+        ctx = dataclasses.replace(ctx, after=tuple(after))
         a = analyse_load(target, root, ctx)
         loads.append(a)
         if a.result.tree is not None:
@@ -562,7 +633,7 @@ def _model_path(target: Target, p: str) -> str:
 
 
 # --- check --------------------------------------------------------------------------------------------
-Status = Literal["bundled", "windows", "apiset", "allowed", "python", "not_allowed"]
+Status = Literal["bundled", "windows", "apiset", "allowed", "python", "system", "not_allowed"]
 
 
 @dataclass
@@ -734,6 +805,8 @@ def _status(cls: DllClass, target: Target, allowed: tuple[str, ...], name: str =
     if cls.kind == "python" or (cls.kind == "vcruntime" and name.lower() in PYTHON_SHIPPED_VC
                                 and target.kind != "file"):
         return "python"
+    if cls.kind == "vcruntime" and target.world.vc_runtime:  # (a system requirement: worlds/static.py VC_RUNTIME_DLLS)
+        return "system"
     if cls.kind in allowed:
         return "allowed"
     return "not_allowed"

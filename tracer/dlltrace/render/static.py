@@ -105,7 +105,7 @@ def _first_error(a: LoadAnalysis) -> int:
 def _world_dict(target: Target) -> dict:
     s = target.world.system
     return {"system": s.version or "live", "machine": target.machine, "python": target.python,
-            "root": target.root, "kind": target.kind}
+            "root": target.root, "kind": target.kind, "vc_runtime": target.world.vc_runtime}
 
 
 def deps_dict(r: DepsResult) -> dict:
@@ -166,7 +166,8 @@ def problem_line(target: Target, p: Problem) -> str:
 def print_deps(r: DepsResult, console: Console) -> None:
     target = r.target
     console.print(Text(f"dlltrace deps {target.given}", style="bold"))
-    console.print(Text(f"world: {target.world.system.version or 'this machine'}, Python {target.python} at "
+    vc = " with the VC++ 2015-2022 runtime" if target.world.vc_runtime and target.world.system.version else ""
+    console.print(Text(f"world: {target.world.system.version or 'this machine'}{vc}, Python {target.python} at "
                        f"{winpath.dirname(target.root) if target.kind != 'folder' else target.root}", style="dim"))
     for a in r.loads:
         console.print()
@@ -259,7 +260,7 @@ def check_summary(r: CheckResult) -> str:
     return f"FAIL {r.target.given}: {n} PE file{'s' if n != 1 else ''}, {parts}{cuda}{vc}"
 
 
-_STATUS_ORDER = {"not_allowed": 0, "allowed": 1, "python": 2, "bundled": 3, "windows": 4, "apiset": 5}
+_STATUS_ORDER = {"not_allowed": 0, "allowed": 1, "system": 2, "python": 3, "bundled": 4, "windows": 5, "apiset": 6}
 
 
 def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import dataclasses
 import os
 import struct
 import sys
@@ -37,6 +38,7 @@ from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
+from dlltrace.pkgloaders import LOADER_FILE_PATTERN, MAX_LOADER_FILE, LoaderRule, loaders_from_files
 from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
@@ -57,6 +59,15 @@ def builtin_system() -> SystemInfo:
     doc = system_document()
     return SystemInfo(windows="C:\\Windows", machine="x64", known_dlls=tuple(doc["known_dlls"]),
                       version="Windows 10/11 x64 (built-in model)")
+
+
+# the Visual C++ 2015-2022 Redistributable (x64)'s DLLs in System32: not part of Windows, installed by most
+# machines' programs, and a requirement torch states itself ("Microsoft Visual C++ Redistributable is not
+# installed", torch/__init__.py); `deps` and `check` model a Windows that has it unless told not to
+VC_RUNTIME_DLLS = ("concrt140.dll", "msvcp140.dll", "msvcp140_1.dll", "msvcp140_2.dll", "msvcp140_atomic_wait.dll",
+                   "msvcp140_codecvt_ids.dll", "vccorlib140.dll", "vcruntime140.dll", "vcruntime140_1.dll",
+                   "vcruntime140_threads.dll", "vcomp140.dll", "vcamp140.dll", "mfc140.dll", "mfc140u.dll",
+                   "mfcm140.dll", "mfcm140u.dll")
 
 
 def python_files(python: str) -> list[str]:
@@ -290,6 +301,43 @@ def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
     return read
 
 
+def wheel_loaders(wheel: Union[str, os.PathLike]) -> list[LoaderRule]:
+    """How the wheel's packages make their DLLs reachable (pkgloaders.py), read from its __init__.py and .pth
+    members (a member larger than 1 MiB, or unreadable, is not read). Raises OSError / ZipError."""
+    members = {m.filename: m for m in zip_members(wheel, (".py", ".pth")) if LOADER_FILE_PATTERN.match(m.filename)}
+
+    def read(name: str) -> Optional[str]:
+        m = members.get(name)
+        if m is None or m.file_size > (1 << 20):
+            return None
+        try:
+            return read_member(wheel, m)[:MAX_LOADER_FILE].decode("utf-8", "replace")
+        except (OSError, ZipError):
+            return None
+    return loaders_from_files(read, list(members))
+
+
+def folder_loaders(site: Union[str, os.PathLike], only: Optional[str] = None) -> list[LoaderRule]:
+    """The loaders of the packages in a host site-packages folder (`only`: of that one package folder in it)."""
+    site = os.fspath(site)
+    try:
+        entries = sorted(os.listdir(site)) if only is None else [only]
+    except OSError:
+        return []
+    members = [f"{e}/__init__.py" for e in entries if os.path.isfile(os.path.join(site, e, "__init__.py"))]
+    if only is None:
+        members += [e for e in entries if e.endswith(".pth")] + ["win32/lib/pywin32_bootstrap.py",
+                                                                  "win32/lib/win32serviceutil.py"]
+
+    def read(name: str) -> Optional[str]:
+        try:
+            with open(os.path.join(site, *name.split("/")), "rb") as f:
+                return f.read(MAX_LOADER_FILE).decode("utf-8", "replace")
+        except OSError:
+            return None
+    return loaders_from_files(read, members)
+
+
 def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:
     """The PE files under a host folder, each at virtual_root + its relative path."""
     out: list[TargetFile] = []
@@ -323,7 +371,8 @@ class StaticWorld:
     `system_world`, a live world on Windows). The simulator never knows which it has."""
 
     def __init__(self, system: SystemInfo, files: Iterable[TargetFile], python: str,
-                 system_names: Optional[Iterable[str]] = None, system_world: Optional[object] = None):
+                 system_names: Optional[Iterable[str]] = None, system_world: Optional[object] = None,
+                 vc_runtime: bool = True):
         self.system = system
         self.python = python
         self.targets: dict[str, TargetFile] = {}
@@ -337,8 +386,10 @@ class StaticWorld:
             self._add(f.path, f)
         for p in python_files(python):
             self._add(p, None)
+        self.vc_runtime = vc_runtime  # the VC++ runtime is in System32 (VC_RUNTIME_DLLS)
         self._system_names = frozenset(n.lower() for n in (
-            system_names if system_names is not None else system_document()["system32"]))
+            system_names if system_names is not None else system_document()["system32"])) | frozenset(
+            VC_RUNTIME_DLLS if vc_runtime else ())
         if system_world is None:
             for n in self._system_names:
                 self._by_name.setdefault(n, []).append(winpath.join(system.system32, n))
@@ -360,6 +411,12 @@ class StaticWorld:
             self._facts[k] = FileFacts(path=path)  # the modelled Python's files: there, imports unknown
         self._by_name.setdefault(winpath.basename(k), []).append(path)
         self._add_dir(winpath.dirname(path))
+
+    def place_copy(self, path: str, of: TargetFile) -> TargetFile:
+        """A copy of a target file at `path` (a package copies it there before it runs it: pkgloaders.py)."""
+        copy = TargetFile(path, of.source, lambda: dataclasses.replace(of.read(), path=path), of.size)
+        self._add(path, copy)
+        return copy
 
     def target_file(self, path: str) -> Optional[TargetFile]:
         return self.targets.get(winpath.key(path))
