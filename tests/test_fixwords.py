@@ -79,3 +79,23 @@ def test_pip_is_the_traced_pythons_own(tmp_path):
     assert 'in PowerShell  & "C:\\Program Files\\Python311\\python.exe" -m pip install nvidia-cuda-runtime-cu12' in words
     plain = Fix("install", "install_package", name="a.dll", folder="C:\\x", package="a", exe="C:\\venv\\Scripts\\python.exe")
     assert fix_text(plain).startswith("C:\\venv\\Scripts\\python.exe -m pip install a (it puts")
+
+
+def test_a_system_package_fix_is_one_apt_get_line_that_bash_parses():
+    """The system packages a library needs, with those of the libraries it fails on next, are one command (sudo
+    unless the program ran as root); bash reads it as one apt-get call with each package a word."""
+    keysyms = Fix("install", "install_system_package", name="libxcb-keysyms.so.1", package="libxcb-keysyms1",
+                  folder="/usr/lib/x86_64-linux-gnu", python=False)
+    f = Fix("install", "install_system_package", name="libxcb-icccm.so.4", package="libxcb-icccm4",
+            folder="/usr/lib/x86_64-linux-gnu", python=False, then=(keysyms,))
+    text = fix_text(f)
+    assert text.startswith("sudo apt-get install libxcb-icccm4 libxcb-keysyms1 (Debian, Ubuntu: the system's "
+                           "packages of libxcb-icccm.so.4, libxcb-keysyms.so.1")
+    root = fix_text(Fix("install", "install_system_package", name="libgl.so.1", package="libgl1", value="root",
+                        python=False))
+    assert root.startswith("apt-get install libgl1 (")
+    if shutil.which("bash"):
+        line = text.split(" (", 1)[0]
+        words = subprocess.run(["bash", "-c", 'set -- ' + line + '; printf "%s\\n" "$@"'], capture_output=True,
+                               text=True, check=True).stdout.split("\n")
+        assert words[:5] == ["sudo", "apt-get", "install", "libxcb-icccm4", "libxcb-keysyms1"]

@@ -290,3 +290,45 @@ def test_read_elf_version_definitions_of_the_system_libstdcxx():
     assert "GLIBCXX_3.4" in facts.version_defs and any(v.startswith("CXXABI_1.3") for v in facts.version_defs)
     need = lib(version_needs=(VersionNeed("libstdc++.so.6", ("GLIBCXX_3.4.99",)),))
     assert rules.rule_version_needs(need, {"libstdc++.so.6": facts}) == ("libstdc++.so.6", "GLIBCXX_3.4.99")
+
+
+def test_debian_package_names():
+    from dlltrace.worlds.elf import debian_package_names
+
+    assert debian_package_names("libxcb-icccm.so.4") == ["libxcb-icccm4", "libxcb-icccm4t64"]
+    assert debian_package_names("libGL.so.1")[0] == "libgl1"
+    assert debian_package_names("libfoo2.so.3")[0] == "libfoo2-3"  # (a name ending in a digit: a hyphen)
+    assert debian_package_names("libcudart.so.11.0")[0] == "libcudart11.0"  # (the whole soname version)
+    assert debian_package_names("libfoo.so") == [] and debian_package_names("ld-linux-x86-64.so.2") == []
+
+
+def test_system_package_fix_chains_the_next_missing_library():
+    """A library no pip package ships gets its system package, verified by the model: the plugin then fails on the
+    next library, whose package is the next step; the fix is complete when the load succeeds (Qt's xcb plugin)."""
+    from dlltrace.elf import ELFFacts
+    from dlltrace.loader.linux.fixes import propose
+    from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
+
+    plugin = "/v/PySide6/Qt/plugins/platforms/libqxcb.so"
+    base = VirtualELFWorld(files={plugin: ELFFacts(needed=("libxcb-icccm.so.4", "libxcb-keysyms.so.1"))},
+                           system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
+
+    class World(OverlayWorld):
+        as_root = False
+
+        def system_package(self, soname):
+            return {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-keysyms.so.1": "libxcb-keysyms1"}.get(soname)
+
+    world = World(base)
+
+    def rerun(w, env):
+        missing = [n for n in ("libxcb-icccm.so.4", "libxcb-keysyms.so.1")
+                   if w.file(f"/usr/lib/x86_64-linux-gnu/{n}") is None]
+        return True if not missing else missing[0]
+
+    (fix,) = propose("libxcb-icccm.so.4", plugin, "/v/bin/python", {}, world, rerun, roots=[])
+    assert (fix.action, fix.package, fix.verified, fix.folder) == ("install_system_package", "libxcb-icccm4", True,
+                                                                    "/usr/lib/x86_64-linux-gnu")
+    assert [s.package for s in fix.then] == ["libxcb-keysyms1"]
+    unknown = propose("libnotapackage.so.1", plugin, "/v/bin/python", {}, world, lambda w, e: False, roots=[])
+    assert not [f for f in unknown if f.action == "install_system_package"]

@@ -33,6 +33,7 @@ LOCKS = ROOT / "tests" / "situations"
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 RESULTS: list[str] = []
+APPLIED: list[str] = []  # first fixes applied for real, and the program then ran
 
 
 def _unavailable(why: str):
@@ -157,7 +158,9 @@ SITUATIONS = [
 def _summary(summary):
     summary["real situations (Linux)"] = lambda: (f"real situations (Linux): {len(RESULTS)} of {len(SITUATIONS)} "
                                                   f"agree with the program's real end: {', '.join(RESULTS)}"
-                                                  if RESULTS else "")
+                                                  + (f"; first fixes applied for real, the program then ran: "
+                                                     f"{'; '.join(APPLIED)}" if APPLIED else "")
+                                                  if RESULTS or APPLIED else "")
 
 
 def dlltrace(*args: str, cwd: Path, pythonpath: str = "", unset: tuple = ()) -> subprocess.CompletedProcess:
@@ -240,3 +243,62 @@ def test_a_real_situation(s: Situation, tmp_path):
             assert mine[s.fatal]["fixes"][0]["action"] == s.first_fix, mine[s.fatal]["fixes"]
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
     RESULTS.append(s.name)
+
+
+def apt_files(packages: list[str], into: Path) -> Path:
+    """The files of these Debian packages, unpacked under `into` (apt-get download, dpkg -x): what apt-get install
+    would put in /usr/lib, without changing this machine. Its usr/lib/<multiarch> folder."""
+    debs = into / "debs"
+    debs.mkdir(parents=True)
+    for attempt in range(2):
+        r = subprocess.run(["apt-get", "download", *packages], cwd=debs, capture_output=True, text=True, timeout=600)
+        if r.returncode == 0:
+            break
+        if attempt == 0:  # (old package lists: the mirror moved on)
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
+    else:
+        _unavailable(f"apt-get download {' '.join(packages)} failed: {r.stderr[-800:]}")
+    for deb in sorted(debs.glob("*.deb")):
+        subprocess.run(["dpkg", "-x", str(deb), str(into / "root")], check=True)
+    (lib,) = [p for p in (into / "root" / "usr" / "lib").iterdir() if p.name.endswith("-linux-gnu")]
+    return lib
+
+
+def test_the_first_fix_of_the_qt_crash_applied_for_real(tmp_path):
+    """The PySide6 crash's first fix, as printed ("apt-get install libxcb-icccm4 libxcb-keysyms1", one command for
+    both libraries the xcb plugin lacks: the model found the second after the first), applied for real: the files
+    of exactly those packages on the search path (apt_files; LD_LIBRARY_PATH stands for their folder, which
+    apt-get install writes into), and the program then runs, on a virtual display (Xvfb): exit 0, and its
+    trace's outcome is ok."""
+    if not (shutil.which("apt-get") and shutil.which("dpkg") and shutil.which("xvfb-run")):
+        _unavailable("needs apt-get, dpkg and xvfb-run (apt-get install xvfb)")
+    (s,) = [x for x in SITUATIONS if x.name == "pyside6_xcb_plugin_aborts"]
+    python, _ = environment(s.lock, s.python)
+    s = qt_expectation(s, python)
+    if not s.fatal:
+        _unavailable("this machine has every library PySide6's xcb plugin needs: there is no fix to apply")
+    (tmp_path / "app.py").write_text(s.program)
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, unset=s.unset)
+    assert run.returncode == 128 + 6, run.stderr[-2000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    first = fatal["fixes"][0]
+    assert first["action"] == "install_system_package" and first["verified"], fatal["fixes"]
+    packages = [first["package"]] + [t["package"] for t in first["then"] if t["action"] == "install_system_package"]
+    assert packages[0] == "libxcb-icccm4" and len(packages) == len(set(packages)) >= 1
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert f"1. {sudo}apt-get install {' '.join(packages)} (Debian, Ubuntu" in run.stderr, run.stderr[-3000:]
+    lib = apt_files(packages, tmp_path / "apt")
+    env = {k: v for k, v in os.environ.items() if k not in s.unset}
+    env["LD_LIBRARY_PATH"] = str(lib)
+    after = subprocess.run(["xvfb-run", "-a", str(python), "app.py"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert after.returncode == 0, after.stderr[-3000:]  # (it runs: its window was shown, and it exited)
+    traced = subprocess.run(["xvfb-run", "-a", sys.executable, "-m", "dlltrace", "run", "-o", "t2.jsonl", "--",
+                             str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**env, "PYTHONPATH": str(ROOT / "tracer")})
+    assert traced.returncode == 0, traced.stderr[-3000:]
+    again = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
+    assert again["outcome"]["kind"] == "ok" and not [f for d in again["diagnoses"] for f in d["failures"]
+                                                     if f["fate"] == "fatal"], again["outcome"]
+    APPLIED.append("pyside6_xcb_plugin_aborts: apt-get install " + " ".join(packages))

@@ -24,6 +24,8 @@ if [ $tests = 1 ]; then
   # the Linux side: patchelf (a fix test_linux_trace.py applies for real), setpriv (ld.so's secure mode)
   command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
   command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+  # a virtual X server: the PySide6 situation runs its first fix for real (tests/test_real_situations.py)
+  command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2

@@ -442,6 +442,8 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # --- Linux (loader/linux/fixes.py applies and re-runs these through the ld.so model; set_env too):
 # set_runpath        give the module at path the RUNPATH value (patchelf), so its search holds folder
 # add_ld_so_conf     put folder in the ld.so cache (a file in /etc/ld.so.conf.d, then ldconfig)
+# install_system_package  install the system's package `package` (apt: Debian, Ubuntu), which puts name in
+#                    folder; `value` "root": the program ran as root (no sudo); `then`: the next packages it needs
 # --- the CUDA stack table's (diagnosis/cuda.py; advice, not re-run): kind "driver" or "cuda"
 # update_driver      update the NVIDIA driver to >= driver (family_driver: the lower one that runs it through
 #                    minor version compatibility)
@@ -455,7 +457,7 @@ FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "instal
                     "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
                     "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism",
                     "cpu_build", "set_runpath", "add_ld_so_conf", "update_driver", "install_driver", "install_cuda",
-                    "other_cuda_build", "reorder_path", "install_cudnn"]
+                    "other_cuda_build", "reorder_path", "install_cudnn", "install_system_package"]
 # Which actions the model can apply to a copy of the world and process and re-run (diagnosis/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (

@@ -312,9 +312,13 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
         calls = replay_process(proc, w)
         for i, c in enumerate(calls):
             if fixes and c.leaf is not None and c.leaf.cause == "not_found" and "/" not in c.leaf.name:
-                def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> bool:
+                def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> "bool | str":
+                    """True: the call loads; else the library it fails on now (False: not known)."""
                     again = replay_process(proc, world2, env2)
-                    return len(again) > i and not again[i].error
+                    if len(again) > i and not again[i].error:
+                        return True
+                    leaf = again[i].leaf if len(again) > i else None
+                    return leaf.name if leaf is not None else False
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter)
         out += calls

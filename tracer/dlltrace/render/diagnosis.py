@@ -183,8 +183,9 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
             if x.breaks:
                 out.append(f"       (it breaks {', '.join(x.breaks)}: with this fix the model has it fail or load "
                            "another copy)")
-            for step in x.then:  # (a next step the model found it needs)
-                out.append(f"       then: {fix_text(step)}")
+            for step in x.then:  # (a next step the model found it needs; more system packages are in its command)
+                if not (x.action == step.action == "install_system_package"):
+                    out.append(f"       then: {fix_text(step)}")
             also = [n for n in x.covers if n.lower() != (f.leaf or "").lower()]
             if also:
                 out.append("       it also fixes " + ", ".join(also))

@@ -175,6 +175,12 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
             return (f"Before starting the program: in cmd  {code(cmd_set_prepend('PATH', f.folder))}  or in PowerShell  "
                     f"{code(ps_set_prepend('PATH', f.folder))}")
         return f"Set {f.variable}={f.value} before starting the program"
+    if a == "install_system_package":
+        steps = [f, *[x for x in f.then if x.action == a]]  # (the packages it needs next: one command)
+        names = " ".join(sh_quote(x.package or "") for x in steps)
+        libs = ", ".join(x.name for x in steps)
+        sudo = "" if f.value == "root" else "sudo "
+        return f"{code(sudo + 'apt-get install ' + names)} (Debian, Ubuntu: the system's package{'s' if len(steps) > 1 else ''} of {libs}, which no pip package ships)"
     if a == "install_package":
         return f"{pip_install(f, code)} (it puts {f.name} in {f.folder})"
     if a == "change_flags":

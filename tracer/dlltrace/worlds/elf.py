@@ -13,6 +13,7 @@ import glob
 import os
 import posixpath
 import re
+import shutil
 import struct
 import subprocess
 from dataclasses import dataclass, field
@@ -180,13 +181,58 @@ def probe_live_system() -> LinuxSystem:
     return LinuxSystem(system_dirs=system_dirs, hwcaps=hwcaps, lib=lib, platform=platform)
 
 
+def debian_package_names(soname: str) -> list[str]:
+    """The names Debian's policy gives the package of a shared library (Debian Policy 8.1: the soname's name and
+    major, a hyphen between them when the name ends in a digit, lower case), and its 64-bit time_t variant
+    (the "t64" packages of Debian 13 and Ubuntu 24.04): libxcb-icccm.so.4 -> libxcb-icccm4, libGL.so.1 ->
+    libgl1, libfoo2.so.3 -> libfoo2-3, libcudart.so.11.0 -> libcudart11.0; [] for a name that is not
+    lib<name>.so.<version>."""
+    m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so\.(?P<version>\d+(?:\.\d+)*)$", soname)
+    if m is None:
+        return []
+    name, version = m.group("name").lower(), m.group("version")
+    base = f"lib{name}-{version}" if name[-1].isdigit() else f"lib{name}{version}"
+    return [base, base + "t64"]
+
+
+def apt_package_of(soname: str) -> Optional[str]:
+    """The apt package that ships soname on this machine (a Debian or Ubuntu one), as its policy names it and
+    apt-cache knows it (debian_package_names); None elsewhere, or when apt knows no such package (no lists)."""
+    if not shutil.which("apt-cache") or not _debian_like():
+        return None
+    for cand in debian_package_names(soname):
+        try:
+            r = subprocess.run(["apt-cache", "show", "--no-all-versions", cand], capture_output=True, text=True,
+                               timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if r.returncode == 0 and re.search(rf"^Package: {re.escape(cand)}$", r.stdout, re.M):
+            return cand
+    return None
+
+
+def _debian_like() -> bool:
+    try:
+        with open("/etc/os-release", encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 14)
+    except OSError:
+        return False
+    ids = " ".join(m.group(1) for m in re.finditer(r'^(?:ID|ID_LIKE)="?([^"\n]*)"?$', text, re.M)).split()
+    return any(x in ("debian", "ubuntu") for x in ids)
+
+
 class LiveELFWorld:
-    """This machine: its files, its ld.so.cache, its ld.so's facts (probe_live_system)."""
+    """This machine: its files, its ld.so.cache, its ld.so's facts (probe_live_system), the system packages apt
+    knows (system_package) and whether this user is root (`as_root`: a fix's words need no sudo)."""
 
     def __init__(self, system: Optional[LinuxSystem] = None) -> None:
         self.system = system or probe_live_system()
         self._facts: dict[tuple[str, int, float], ELFResult] = {}
         self._cache: Optional[dict[str, str]] = None
+        self.as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+
+    def system_package(self, soname: str) -> Optional[str]:
+        return apt_package_of(soname)
 
     def file(self, path: str) -> Optional[ELFResult]:
         try:
@@ -278,6 +324,8 @@ class _Answers:
         self.ids: dict[str, str] = {}
         self.reals: dict[str, str] = {}
         self.copies: dict[str, list[str]] = {}
+        self.packages: dict[str, Optional[str]] = {}  # soname -> the system package that ships it (apt), or None
+        self.as_root = False
 
 
 def _noted(table: dict[str, _T], key: str, ask: Callable[[str], _T]) -> _T:
@@ -293,6 +341,11 @@ class RecordingELFWorld(_Answers):
         self.base = base
         self.system = base.system
         _Answers.__init__(self)
+        self.as_root = bool(getattr(base, "as_root", False))
+
+    def system_package(self, soname: str) -> Optional[str]:
+        ask = getattr(self.base, "system_package", None)
+        return _noted(self.packages, soname, ask if ask is not None else lambda _: None)
 
     def file(self, path: str) -> Optional[ELFResult]:
         return _noted(self.files, path, self.base.file)
@@ -324,7 +377,7 @@ class RecordingELFWorld(_Answers):
         out: list[dict] = [dict(base, ev="elf_system", system={
             "system_dirs": list(s.system_dirs), "hwcaps": list(s.hwcaps), "lib": s.lib, "platform": s.platform,
             "machine": s.machine, "elf_class": s.elf_class}, cache=self.cache, copies=self.copies,
-            real_paths=self.reals)]
+            real_paths=self.reals, packages=self.packages, as_root=self.as_root)]
         for p, r in self.files.items():
             ev = dict(base, ev="elf_file", path=p, **({"kind": "missing"} if r is None else facts_dict(r)))
             if p in self.ids:
@@ -360,6 +413,11 @@ class RecordedELFWorld(_Answers):
                 c = e.get("copies")
                 if isinstance(c, dict):
                     self.copies.update({a: list(_strs(b)) for a, b in c.items() if isinstance(a, str)})
+                pk = e.get("packages")
+                if isinstance(pk, dict):
+                    self.packages.update({a: b for a, b in pk.items() if isinstance(a, str)
+                                          and (b is None or isinstance(b, str))})
+                self.as_root = e.get("as_root") is True
             elif e.get("ev") == "elf_file" and isinstance(e.get("path"), str):
                 p, kind = e["path"], e.get("kind")
                 if kind in ("dir", "nodir"):
@@ -386,6 +444,9 @@ class RecordedELFWorld(_Answers):
 
     def find_copies(self, name: str, roots: list[str]) -> list[str]:
         return self.copies.get(name + "\0" + "\0".join(roots), [])
+
+    def system_package(self, soname: str) -> Optional[str]:
+        return self.packages.get(soname)
 
 
 @dataclass
@@ -419,3 +480,11 @@ class OverlayWorld:
 
     def real_path(self, path: str) -> str:
         return path if posixpath.normpath(path) in self.files else self.base.real_path(path)
+
+    def system_package(self, soname: str) -> Optional[str]:
+        ask = getattr(self.base, "system_package", None)
+        return ask(soname) if ask is not None else None
+
+    @property
+    def as_root(self) -> bool:
+        return bool(getattr(self.base, "as_root", False))

@@ -7,7 +7,9 @@ For a leaf that was not found (a missing soname), the candidates are:
     libcudart.so.11.0 in nvidia/cuda_runtime/lib), with whether that alone makes it load (a requester
     whose DT_RUNPATH already points at site-packages/nvidia/..., as torch's libraries' do) or it also
     needs LD_LIBRARY_PATH;
-  - ldconfig (the folder in /etc/ld.so.conf.d, then ld.so.cache has the name).
+  - ldconfig (the folder in /etc/ld.so.conf.d, then ld.so.cache has the name);
+  - for a library no pip package ships, the system's package (apt's, on Debian and Ubuntu: the world knows
+    it, worlds/elf.py apt_package_of), with the packages of the libraries it then fails on, as one command.
 Each is applied to a copy of the world / process and the process is replayed (replay_linux.replay_process);
 `verified` says whether the failed call then loads. torch's own preloading of nvidia wheels
 (torch/__init__.py _load_global_deps: when lib/libtorch_global_deps.so fails with a CUDA library's name,
@@ -117,14 +119,32 @@ def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
         return LinuxSituation(OverlayWorld(s.world, {posixpath.normpath(fix.path): patched}), s.env)
     if fix.action == "add_ld_so_conf":
         return LinuxSituation(OverlayWorld(s.world, cache={fix.name: fix.path}), s.env)
-    if fix.action == "install_package":
+    if fix.action in ("install_package", "install_system_package"):
         return LinuxSituation(OverlayWorld(s.world, {posixpath.join(fix.folder, fix.name): ELFFacts(soname=fix.name)}),
                               s.env)
     return s
 
 
+def system_lib_folder(world: ELFWorld) -> str:
+    """Where a system package puts a library: the multiarch folder of the system search path (Debian's
+    /usr/lib/x86_64-linux-gnu), else its first folder."""
+    dirs = world.system.system_dirs
+    return next((d for d in dirs if d.startswith("/usr/lib/") and "-linux-gnu" in d), dirs[0] if dirs else "/usr/lib")
+
+
+def system_package_fix(name: str, world: ELFWorld) -> Optional[Fix]:
+    """The system's package of a library no pip package ships (the world's answer: apt's, on Debian and Ubuntu,
+    worlds/elf.py apt_package_of), as a fix that puts it in the system's library folder; None when not known."""
+    ask = getattr(world, "system_package", None)
+    package = ask(name) if ask is not None and not DRIVER_LIBRARY.match(name) else None
+    if not package:
+        return None
+    return Fix("install", "install_system_package", name=name, package=package, folder=system_lib_folder(world),
+               value="root" if getattr(world, "as_root", False) else "", python=False)
+
+
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
-            rerun: Callable[[ELFWorld, dict[str, str]], bool], roots: Optional[list[str]] = None,
+            rerun: Callable[[ELFWorld, dict[str, str]], "bool | str"], roots: Optional[list[str]] = None,
             interpreter: str = "") -> list[Fix]:
     """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`): the candidates
     (for each copy on disk: LD_LIBRARY_PATH, the requester's RUNPATH, the ld.so cache; the pip package that ships
@@ -151,14 +171,28 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
                               preloaded_by="torch" if torch_preloads(wheel, name) else "", python=False,
                               exe=interpreter))  # (pip of the traced Python: `interpreter -m pip install`)
 
+    system = system_package_fix(name, world) if wheel is None else None
+    if system is not None:
+        candidates.append(system)
+    next_missing: dict[int, str] = {}  # id(situation after a system package) -> the library it fails on next
+
     def attempt(s: LinuxSituation, fix: Fix) -> Attempt[LinuxSituation]:
         after = apply_fix(fix, s)
-        if rerun(after.world, after.env):
+        got = rerun(after.world, after.env)
+        if got is True:
             return Attempt(True, covers=(name,))
+        if fix.action == "install_system_package":  # (the next library the plugin needs: its package next)
+            nxt = got if isinstance(got, str) and got != fix.name else ""
+            next_missing[id(after)] = nxt
+            return Attempt(False, same=not nxt, outcome=Outcome(1, nxt or name, "not_found"), after=after if nxt else None)
         moved = fix.action == "install_package"  # (its file is there now: what is left is to make it searched)
         return Attempt(False, same=not moved, outcome=Outcome(1, name, "not_found"), after=after if moved else None)
 
     def follow_up(s: LinuxSituation) -> list[Fix]:
+        nxt = next_missing.get(id(s))
+        if nxt:
+            step = system_package_fix(nxt, s.world)
+            return [step] if step is not None else []
         installed = [f for f in candidates if f.action == "install_package"]
         return [Fix("env", "set_env", name=name, folder=f.folder, variable="LD_LIBRARY_PATH",
                     value=f.folder + (":" + old if old else ""), python=False) for f in installed]
@@ -166,7 +200,8 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     if DRIVER_LIBRARY.match(name):  # (a CUDA toolkit's stubs/libcuda.so links, and fails at run time: no driver)
         candidates = [f for f in candidates if "/stubs" not in f.folder]
     out = verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
-                       follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path), names=(name,), max_steps=2)
+                       follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path, f.name), names=(name,),
+                       max_steps=SYSTEM_PACKAGE_STEPS if system is not None else 2)
     if DRIVER_LIBRARY.match(name):
         # the driver's own library: installed with the NVIDIA driver (the system's package manager, or NVIDIA's
         # installer), never by pip; advice the model cannot apply, first when no copy on disk loads
@@ -174,6 +209,8 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         out = [*[f for f in out if f.verified], driver, *[f for f in out if not f.verified]]
     return out
 
+
+SYSTEM_PACKAGE_STEPS = 6  # system packages one fix may chain (Qt's xcb plugin: libxcb-icccm4, then libxcb-keysyms1)
 
 # the NVIDIA driver's user-space libraries (the CUDA driver API, NVML): no pip package ships them
 DRIVER_LIBRARY = re.compile(r"^lib(cuda|nvidia-ml)\.so(\.\d+)*$")
