@@ -197,18 +197,22 @@ def debian_package_names(soname: str) -> list[str]:
 
 def apt_package_of(soname: str) -> Optional[str]:
     """The apt package that ships soname on this machine (a Debian or Ubuntu one), as its policy names it and
-    apt-cache knows it (debian_package_names); None elsewhere, or when apt knows no such package (no lists)."""
+    apt knows it (debian_package_names, apt_package_names); None elsewhere, or when apt knows no such package."""
+    names = apt_package_names()
+    return next((c for c in debian_package_names(soname) if c in names), None)
+
+
+@lru_cache(maxsize=1)
+def apt_package_names() -> frozenset[str]:
+    """Every package name apt knows here (`apt-cache pkgnames`: one call, about 1 s, made only when a library no
+    pip package ships is missing); empty off Debian and Ubuntu, or without apt's lists."""
     if not shutil.which("apt-cache") or not _debian_like():
-        return None
-    for cand in debian_package_names(soname):
-        try:
-            r = subprocess.run(["apt-cache", "show", "--no-all-versions", cand], capture_output=True, text=True,
-                               timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if r.returncode == 0 and re.search(rf"^Package: {re.escape(cand)}$", r.stdout, re.M):
-            return cand
-    return None
+        return frozenset()
+    try:
+        r = subprocess.run(["apt-cache", "pkgnames"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(r.stdout.split()) if r.returncode == 0 else frozenset()
 
 
 def _debian_like() -> bool:
