@@ -295,7 +295,8 @@ def test_read_elf_version_definitions_of_the_system_libstdcxx():
 def test_debian_package_names():
     from dlltrace.worlds.elf import debian_package_names
 
-    assert debian_package_names("libxcb-icccm.so.4") == ["libxcb-icccm4", "libxcb-icccm4t64"]
+    assert debian_package_names("libxcb-icccm.so.4") == ["libxcb-icccm4", "libxcb-icccm4t64", "libxcb-icccm4v5"]
+    assert "libgeos-c1v5" in debian_package_names("libgeos_c.so.1")  # (Debian's package of it: a C++ ABI suffix)
     assert debian_package_names("libGL.so.1")[0] == "libgl1"
     assert debian_package_names("libfoo2.so.3")[0] == "libfoo2-3"  # (a name ending in a digit: a hyphen)
     assert debian_package_names("libcudart.so.11.0")[0] == "libcudart11.0"  # (the whole soname version)

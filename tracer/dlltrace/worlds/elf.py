@@ -183,16 +183,17 @@ def probe_live_system() -> LinuxSystem:
 
 def debian_package_names(soname: str) -> list[str]:
     """The names Debian's policy gives the package of a shared library (Debian Policy 8.1: the soname's name and
-    major, a hyphen between them when the name ends in a digit, lower case), and its 64-bit time_t variant
-    (the "t64" packages of Debian 13 and Ubuntu 24.04): libxcb-icccm.so.4 -> libxcb-icccm4, libGL.so.1 ->
+    major, a hyphen between them when the name ends in a digit, lower case), its 64-bit time_t variant (the "t64"
+    packages of Debian 13 and Ubuntu 24.04) and its C++ ABI one ("v5": libgeos_c.so.1 is in libgeos-c1v5):
+    libxcb-icccm.so.4 -> libxcb-icccm4, libGL.so.1 ->
     libgl1, libfoo2.so.3 -> libfoo2-3, libcudart.so.11.0 -> libcudart11.0; [] for a name that is not
     lib<name>.so.<version>."""
     m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so\.(?P<version>\d+(?:\.\d+)*)$", soname)
     if m is None:
         return []
-    name, version = m.group("name").lower(), m.group("version")
+    name, version = m.group("name").lower().replace("_", "-"), m.group("version")  # (no "_" in a package name)
     base = f"lib{name}-{version}" if name[-1].isdigit() else f"lib{name}{version}"
-    return [base, base + "t64"]
+    return [base, base + "t64", base + "v5"]
 
 
 def apt_package_of(soname: str) -> Optional[str]:
