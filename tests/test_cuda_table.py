@@ -408,6 +408,13 @@ def test_dlltrace_cuda_on_this_machine(dlltrace_cli):
 def test_dlltrace_cuda_of_a_scenario_and_bad_inputs(dlltrace_cli, tmp_path):
     r = dlltrace_cli("cuda", "--scenario", ROOT / "fixtures" / "scenarios" / "s1.toml", "--markdown")
     assert r.returncode == 0 and r.stdout.startswith("### CUDA stack (the scenario, windows)")
+    # a stack that does not fit fails (exit 1), its first mismatch and what to install in one line
+    r = dlltrace_cli("cuda", "--scenario", ROOT / "fixtures" / "scenarios" / "s2.toml")
+    assert r.returncode == 1 and r.stdout.startswith("CUDA stack (the scenario, windows)"), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dlltrace: the CUDA stack does not fit: 1 mismatch, the "
+                                                              "first: torch bundles CUDA 11, and no NVIDIA driver was "
+                                                              "found: install an NVIDIA driver >= "), r.stderr
+    assert dlltrace_cli("cuda", "--scenario", ROOT / "fixtures" / "scenarios" / "s2.toml", "--json").returncode == 1
     r = dlltrace_cli("cuda", "--scenario", tmp_path / "none.toml")
     assert r.returncode == 2 and r.stderr.startswith("dlltrace: ") and r.stderr.count("\n") == 1
     r = dlltrace_cli("cuda", "--trace", tmp_path / "none.jsonl")

@@ -16,7 +16,7 @@ import sys
 
 from typing import TYPE_CHECKING
 
-from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 
 if TYPE_CHECKING:
     from dlltrace.diagnosis.cuda import CudaFacts
@@ -61,7 +61,7 @@ def facts_of_args(args: argparse.Namespace) -> "CudaFacts":
 
 def execute(args: argparse.Namespace) -> int:
     from dlltrace.diagnosis.cuda import cuda_table
-    from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown
+    from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, mismatch_text
     from dlltrace.render.explained import block_lines, print_blocks
 
     table = cuda_table(facts_of_args(args))
@@ -76,4 +76,11 @@ def execute(args: argparse.Namespace) -> int:
         print_blocks(cuda_blocks(table), Console(highlight=False, markup=False, emoji=False))
     else:
         print("\n".join(block_lines(cuda_blocks(table))))
+    # a stack that does not fit (an error mismatch: no driver, a CUDA major missing, ...) fails, as check does, with
+    # one line on stderr saying the first (its fixes are in the table)
+    errors = [m for m in table.mismatches if m.severity == "error"]
+    if errors:
+        print(f"dlltrace: the CUDA stack does not fit: {len(errors)} mismatch{'es' if len(errors) > 1 else ''}, "
+              f"the first: {mismatch_text(errors[0], table.platform)}", file=sys.stderr)
+        return EXIT_PROBLEMS
     return EXIT_OK
