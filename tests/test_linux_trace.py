@@ -18,6 +18,7 @@ import ldso_kit as kit
 from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text  # noqa: F401
 
 PY = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _need() -> None:
@@ -639,3 +640,36 @@ def test_recorder_copies_what_native_code_prints_to_stderr(recorder, tmp_path):
         assert [e["text"] for e in events(cc) if e["ev"] == "stderr"] == [
             "Failed to load library libnvinfer.so.8 with error: libnvinfer.so.8: cannot open shared object file: "
             "No such file or directory"]
+
+
+def test_rule_whole_run_linux(recorder, tmp_path):
+    """A fix counts over the whole run: LD_LIBRARY_PATH to the folder with the missing libfoo.so.1 also holds an
+    older libbar.so.1, which the program loaded from elsewhere before; under that fix libbar.so.1 resolves to the
+    older copy (the real ld.so agrees: the program then prints 1, not 2), so it is unverified, says it breaks
+    libbar.so.1, and comes after the ld.so.conf fix, which breaks nothing; the interpreter's own _ctypes is never
+    patched."""
+    (tmp_path / "a").mkdir()
+    lib = tmp_path / "site-packages" / "nvidia" / "fake" / "lib"
+    lib.mkdir(parents=True)
+    for src, out, soname in (("int bar_v(void){return 2;}", tmp_path / "a" / "libbar.so.1", "libbar.so.1"),
+                             ("int bar_v(void){return 1;}", lib / "libbar.so.1", "libbar.so.1"),
+                             ("int foo(void){return 3;}", lib / "libfoo.so.1", "libfoo.so.1")):
+        (tmp_path / "x.c").write_text(src + "\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(tmp_path / "x.c"), "-o", str(out)],
+                       check=True)
+    (tmp_path / "app.py").write_text("import ctypes\nprint(ctypes.CDLL('libbar.so.1').bar_v())\nctypes.CDLL('libfoo.so.1')\n")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "a"),
+           "PYTHONPATH": f"{tmp_path / 'site-packages'}:{ROOT / 'tracer'}"}
+    r = subprocess.run([PY, "-m", "dlltrace", "run", "-o", "t.jsonl", "--", PY, "app.py"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and r.stdout == "2\n", r.stderr[-2000:]
+    rep = subprocess.run([PY, "-m", "dlltrace", "report", "t.jsonl", "--json"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    (fatal,) = [f for d in json.loads(rep.stdout)["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    fixes = [(f["action"], f["verified"], f["breaks"]) for f in fatal["fixes"]]
+    assert fixes == [("add_ld_so_conf", True, []), ("set_env", False, ["libbar.so.1"])], fixes
+    assert "(it breaks libbar.so.1" in r.stderr
+    # the real ld.so under that fix: libbar.so.1 is the older copy
+    real = subprocess.run([PY, "-c", "import ctypes; print(ctypes.CDLL('libbar.so.1').bar_v())"], cwd=tmp_path,
+                          env={**env, "LD_LIBRARY_PATH": f"{lib}:{tmp_path / 'a'}"}, capture_output=True, text=True)
+    assert real.stdout == "1\n", real.stderr

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Optional
 from dlltrace.trace.pycontext import PyContexts
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import propose
+from dlltrace.loader.linux.fixes import Rerun, propose
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
 
@@ -312,13 +312,17 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
         calls = replay_process(proc, w)
         for i, c in enumerate(calls):
             if fixes and c.leaf is not None and c.leaf.cause == "not_found" and "/" not in c.leaf.name:
-                def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> "bool | str":
-                    """True: the call loads; else the library it fails on now (False: not known)."""
+                def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> Rerun:
+                    """The whole process replayed with a fix: whether call i loads, else the library it fails on
+                    now; and the calls that loaded and now fail or load another file (rule_whole_run_linux)."""
                     again = replay_process(proc, world2, env2)
+                    breaks = tuple(dict.fromkeys(
+                        c0.name for j, c0 in enumerate(calls) if j != i and not c0.error
+                        and (j >= len(again) or again[j].error or again[j].path != c0.path)))
                     if len(again) > i and not again[i].error:
-                        return True
+                        return Rerun(True, breaks=breaks)
                     leaf = again[i].leaf if len(again) > i else None
-                    return leaf.name if leaf is not None else False
+                    return Rerun(False, leaf.name if leaf is not None else "", breaks)
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter)
         out += calls

@@ -101,6 +101,22 @@ def site_packages(exe: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """What replaying the process with a fix applied gave: the failing call loads; else the library it fails on
+    now ("" not known); and the calls that loaded before and now fail or load another file (`breaks`)."""
+    loads: bool
+    next_missing: str = ""
+    breaks: tuple[str, ...] = ()
+
+
+def as_rerun(got: "Rerun | bool | str") -> Rerun:
+    """A rerun's answer as a Rerun (a bare True: it loads; a name: what it fails on now)."""
+    if isinstance(got, Rerun):
+        return got
+    return Rerun(got is True, got if isinstance(got, str) else "")
+
+
+@dataclass(frozen=True)
 class LinuxSituation:
     """What a Linux fix's re-run needs: the world and the environment, with the fixes so far applied."""
     world: ELFWorld
@@ -125,6 +141,12 @@ def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
     return s
 
 
+def interpreter_file(path: str) -> bool:
+    """A file of the Python interpreter itself (its lib-dynload extensions: ctypes' _ctypes.so makes every
+    ctypes.CDLL): never a fix's to patch (a patchelf of it changes every program that Python runs)."""
+    return "/lib-dynload/" in path or posixpath.basename(path).startswith("_ctypes.")
+
+
 def system_lib_folder(world: ELFWorld) -> str:
     """Where a system package puts a library: the multiarch folder of the system search path (Debian's
     /usr/lib/x86_64-linux-gnu), else its first folder."""
@@ -143,8 +165,37 @@ def system_package_fix(name: str, world: ELFWorld) -> Optional[Fix]:
                value="root" if getattr(world, "as_root", False) else "", python=False)
 
 
+def applied(fix: Fix, s: LinuxSituation) -> LinuxSituation:
+    """The situation with a fix and each of its further steps applied."""
+    s = apply_fix(fix, s)
+    for step in fix.then:
+        s = applied(step, s)
+    return s
+
+
+def rule_whole_run_linux(fixes: list[Fix], s: LinuxSituation,
+                         rerun: Callable[[ELFWorld, dict[str, str]], "Rerun | bool | str"]) -> list[Fix]:
+    """A fix counts over the whole run: each verified fix, with its steps, is applied and the whole process
+    replayed; one under which a call that loaded now fails or loads another file (LD_LIBRARY_PATH to a folder
+    that also holds an older copy of a library the program loaded from elsewhere) is unverified, says what it
+    breaks, and comes after every fix that breaks nothing."""
+    kept: list[Fix] = []
+    broken: list[Fix] = []
+    for f in fixes:
+        if not f.verified:
+            kept.append(f)
+            continue
+        after = applied(f, s)
+        got = as_rerun(rerun(after.world, after.env))
+        if got.breaks:
+            broken.append(replace(f, verified=False, breaks=got.breaks))
+        else:
+            kept.append(f)
+    return kept + broken
+
+
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
-            rerun: Callable[[ELFWorld, dict[str, str]], "bool | str"], roots: Optional[list[str]] = None,
+            rerun: Callable[[ELFWorld, dict[str, str]], "Rerun | bool | str"], roots: Optional[list[str]] = None,
             interpreter: str = "") -> list[Fix]:
     """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`): the candidates
     (for each copy on disk: LD_LIBRARY_PATH, the requester's RUNPATH, the ld.so cache; the pip package that ships
@@ -159,7 +210,7 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         folder = posixpath.dirname(copy)
         candidates.append(Fix("env", "set_env", name=name, folder=folder, path=copy, variable="LD_LIBRARY_PATH",
                               value=folder + (":" + old if old else ""), python=False))
-        if isinstance(req, ELFFacts):
+        if isinstance(req, ELFFacts) and not interpreter_file(requester):
             runpath = ":".join(x for x in (req.runpath or req.rpath or "", folder) if x)
             candidates.append(Fix("linker", "set_runpath", name=name, folder=folder, path=requester, value=runpath,
                                   python=False))
@@ -178,11 +229,11 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
 
     def attempt(s: LinuxSituation, fix: Fix) -> Attempt[LinuxSituation]:
         after = apply_fix(fix, s)
-        got = rerun(after.world, after.env)
-        if got is True:
+        got = as_rerun(rerun(after.world, after.env))
+        if got.loads:
             return Attempt(True, covers=(name,))
         if fix.action == "install_system_package":  # (the next library the plugin needs: its package next)
-            nxt = got if isinstance(got, str) and got != fix.name else ""
+            nxt = got.next_missing if got.next_missing != fix.name else ""
             next_missing[id(after)] = nxt
             return Attempt(False, same=not nxt, outcome=Outcome(1, nxt or name, "not_found"), after=after if nxt else None)
         moved = fix.action == "install_package"  # (its file is there now: what is left is to make it searched)
@@ -202,6 +253,7 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     out = verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
                        follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path, f.name), names=(name,),
                        max_steps=SYSTEM_PACKAGE_STEPS if system is not None else 2)
+    out = rule_whole_run_linux(out, LinuxSituation(world, env), rerun)
     if DRIVER_LIBRARY.match(name):
         # the driver's own library: installed with the NVIDIA driver (the system's package manager, or NVIDIA's
         # installer), never by pip; advice the model cannot apply, first when no copy on disk loads
