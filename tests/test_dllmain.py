@@ -74,6 +74,13 @@ def cases() -> list[Case]:
 
 
 CASES = cases()
+RETRIED: list[str] = []  # reports that failed once (test_dllmain_failure_is_named_as_the_leaf): said in the summary
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _retried(summary):
+    summary["dllmain reports retried"] = lambda: ("DllMain cases whose report failed once and was traced again: "
+                                                  + " | ".join(RETRIED)) if RETRIED else ""
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +131,15 @@ def test_dllmain_failure_is_named_as_the_leaf(layout, case, tmp_path):
 
     trace = traced_run(tmp_path, f"{WBASE}\\casehost.exe", case.host_args())
     rep = winetools.dlltrace("report", "--json", str(trace))
+    if rep.returncode != 0 or not rep.stdout.strip():
+        # Seen once in CI (initfail-self-bare: an empty report), never in 200 runs of that case here: what it was
+        # goes into the run's summary, and the case is traced once more; a second failure fails the test
+        text = trace.read_text(errors="replace")
+        RETRIED.append(f"{case.id}: report exit {rep.returncode}, stderr {rep.stderr.strip()[-400:]!r}, trace of "
+                       f"{len(text.splitlines())} lines: {text[:2000]!r}")
+        (tmp_path / "again").mkdir()
+        trace = traced_run(tmp_path / "again", f"{WBASE}\\casehost.exe", case.host_args())
+        rep = winetools.dlltrace("report", "--json", str(trace))
     # (a report that fails says why: its exit code, its one line, and the trace it was given)
     assert rep.returncode == 0 and rep.stdout.strip(), (rep.returncode, rep.stderr[-3000:], trace.read_text()[:6000])
     data = json.loads(rep.stdout)
