@@ -32,7 +32,17 @@ LoadClass = Literal["fatal", "fallback", "probe", "noise"]
 # The libraries whose absence costs an accelerator or an optional feature, by file name (Windows and Linux),
 # with the feature: CUDA's runtime and libraries (cudart64_110.dll, libcudart.so.11.0, cublas, cufft, curand,
 # cusolver, cusparse, nvrtc, nvJitLink), cuDNN, TensorRT (nvinfer), NCCL, the NVIDIA driver (nvcuda.dll,
-# libcuda.so.1), DirectML (DirectML.dll: onnxruntime-directml, torch-directml).
+# libcuda.so.1), DirectML (DirectML.dll: onnxruntime-directml, torch-directml). Where frameworks go past them
+# (the code that makes such a load a fallback, not a failure):
+# - TensorFlow: tsl/platform/default/dso_loader.cc (GetCudaRuntimeDsoHandle, GetCublasDsoHandle, GetCudnnDsoHandle,
+#   ...: "Could not load dynamic library '%s'; dlerror: %s", then GPU devices are skipped), and
+#   stream_executor/cuda/cuda_diagnostics.cc for libcuda.so.1;
+# - onnxruntime: core/session/provider_bridge_ort.cc (ProviderLibrary::Get: "Failed to load library ... with error",
+#   the CUDA/TensorRT provider is left out and the session falls back to the CPU provider);
+# - CuPy: cupy_backends/cuda/libs/*.pyx load cuBLAS/cuRAND/cuSPARSE lazily, at first use;
+# - torch: torch/cuda/__init__.py _lazy_init ("Found no NVIDIA driver", is_available() False) for the driver;
+#   its CUDA libraries are its own imports (a failure there is its import's, fatal);
+# - onnxruntime-directml / torch-directml: DirectML.dll, loaded with the DML provider only.
 FEATURES: tuple[tuple[str, "re.Pattern[str]"], ...] = tuple((f, re.compile(p, re.I)) for f, p in (
     ("the NVIDIA driver", r"^(nvcuda\.dll|libcuda\.so(\.\d+)*|libnvidia-ml\.so(\.\d+)*|nvml\.dll)$"),
     ("cuDNN", r"^(cudnn(64)?(_\w+)?(64)?_\d+\.dll|libcudnn(_\w+)?\.so(\.\d+)*)$"),
