@@ -647,7 +647,7 @@ def test_rule_whole_run_linux(recorder, tmp_path):
     older libbar.so.1, which the program loaded from elsewhere before; under that fix libbar.so.1 resolves to the
     older copy (the real ld.so agrees: the program then prints 1, not 2), so it is unverified, says it breaks
     libbar.so.1, and comes after the ld.so.conf fix, which breaks nothing; the interpreter's own _ctypes is never
-    patched."""
+    patched; the copy found elsewhere names the distribution whose RECORD lists it."""
     (tmp_path / "a").mkdir()
     lib = tmp_path / "site-packages" / "nvidia" / "fake" / "lib"
     lib.mkdir(parents=True)
@@ -657,6 +657,9 @@ def test_rule_whole_run_linux(recorder, tmp_path):
         (tmp_path / "x.c").write_text(src + "\n")
         subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", str(tmp_path / "x.c"), "-o", str(out)],
                        check=True)
+    dist = tmp_path / "site-packages" / "nvidia_fake_cu12-1.2.3.dist-info"  # (who owns the copy: its RECORD)
+    dist.mkdir()
+    (dist / "RECORD").write_text("nvidia/fake/lib/libfoo.so.1,,\nnvidia/fake/lib/libbar.so.1,,\n")
     (tmp_path / "app.py").write_text("import ctypes\nprint(ctypes.CDLL('libbar.so.1').bar_v())\nctypes.CDLL('libfoo.so.1')\n")
     env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "a"),
            "PYTHONPATH": f"{tmp_path / 'site-packages'}:{ROOT / 'tracer'}"}
@@ -666,6 +669,8 @@ def test_rule_whole_run_linux(recorder, tmp_path):
     rep = subprocess.run([PY, "-m", "dlltrace", "report", "t.jsonl", "--json"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     (fatal,) = [f for d in json.loads(rep.stdout)["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    assert [(c["path"], c["owner"]) for c in fatal["elsewhere"]] == [(str(lib / "libfoo.so.1"), "nvidia_fake_cu12 1.2.3")]
+    assert "nvidia_fake_cu12 1.2.3's RECORD lists it" in r.stderr
     fixes = [(f["action"], f["verified"], f["breaks"]) for f in fatal["fixes"]]
     assert fixes == [("add_ld_so_conf", True, []), ("set_env", False, ["libbar.so.1"])], fixes
     assert "(it breaks libbar.so.1" in r.stderr

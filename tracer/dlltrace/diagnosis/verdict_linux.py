@@ -12,12 +12,14 @@ none chosen (fate "unknown")."""
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
+from dlltrace.model import Owner
 from dlltrace.trace.pycontext import fault_as_exit
 from dlltrace.trace.reader import Trace
 
@@ -138,8 +140,17 @@ def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit
     return "unknown", None
 
 
+def owner_of(path: str, owners: dict[str, tuple[Owner, ...]]) -> str:
+    """"nvidia-cublas-cu12 12.4.5.8": the distribution whose RECORD (or conda-meta) lists the file at path (the
+    trace's py_dists: Trace.owners), "" when none does."""
+    for o in owners.get(posixpath.basename(path).lower(), ()):
+        if posixpath.normpath(posixpath.join(o.root, o.path)) == posixpath.normpath(path):
+            return f"{o.dist} {o.version}".strip()
+    return ""
+
+
 def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]],
-                      said: Sequence[str] = ()) -> FailedLoad:
+                      said: Sequence[str] = (), owners: Optional[dict[str, tuple[Owner, ...]]] = None) -> FailedLoad:
     cands = c.tree.candidates if c.tree else []
     leaf = c.leaf.name if c.leaf else None
     return FailedLoad(
@@ -147,7 +158,8 @@ def linux_failed_load(c: LinuxCall, index: int, fate: tuple[str, Optional[str]],
         reason=fate[1], origin=c.origin, leaf=c.leaf.name if c.leaf else None,
         cause=c.leaf.cause if c.leaf else None, needed_by=c.leaf.parent if c.leaf else None, chain=tuple(c.chain),
         tried=tuple(Tried(x.path, x.rule, x.result) for x in cands),
-        elsewhere=tuple(Copy(f.path, "not_searched") for f in c.fixes if f.action == "set_env" and f.path),
+        elsewhere=tuple(Copy(f.path, "not_searched", owner=owner_of(f.path, owners or {})) for f in c.fixes
+                        if f.action == "set_env" and f.path),
         next_failures=(), fixes=tuple(c.fixes), model_agrees=c.agrees,
         klass=rule_load_class(fate[0], fate[1], c.name, leaf), user_code=code_place(c.frame),
         symbol=c.leaf.facts.export if c.leaf and c.leaf.cause == "missing_export" else None, caller=c.by or "",
@@ -184,8 +196,8 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
             pend = ProcessEnd("unknown")
         if not mine and pid != top:
             continue
-        said = program_words(trace, pid)
-        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of), said)
+        said, owners = program_words(trace, pid), trace.owners(pid)
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of), said, owners)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))
