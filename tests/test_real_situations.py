@@ -116,6 +116,9 @@ TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"
 ORT_APP = ('import numpy as np\nimport onnxruntime as ort\n\n'
            'session = ort.InferenceSession("identity.onnx", providers=["CUDAExecutionProvider", "CPUExecutionProvider"])\n'
            'print(session.get_providers(), session.run(None, {"X": np.ones(1, np.float32)}))\n')
+# the module whose system libraries decide a situation (system_expectation), under site-packages
+SYSTEM_MODULES = {"pyside6_xcb_plugin_aborts": "PySide6/Qt/plugins/platforms/libqxcb.so",
+                  "pyodbc_without_unixodbc": "pyodbc.cpython-*.so"}
 QT_APP = 'from PySide6.QtWidgets import QApplication, QLabel\n\napp = QApplication([])\nQLabel("hello").show()\n'
 SITUATIONS = [
     Situation("tensorflow_gpu_not_used", "https://github.com/tensorflow/tensorflow/issues/45930",
@@ -148,6 +151,12 @@ SITUATIONS = [
               "pyside6-6.8-py311", "3.11", QT_APP, 0, "crashed", "the program crashed (SIGABRT: it aborted)",
               signal=6, unset=("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"), crashed_at=3,
               probes=("libqxcb.so.avx2",)),
+    # pyodbc's manylinux wheel needs unixODBC's libodbc.so.2 and does not ship it (since 4.0.35): `import pyodbc`
+    # dies of it; the fix is Debian's libodbc2 (its first fix is applied for real below)
+    Situation("pyodbc_without_unixodbc", "https://github.com/mkleehammer/pyodbc/issues/1133", "pyodbc-5.2-py311",
+              "3.11", "import pyodbc\n\nprint(pyodbc.version)\n", 1, "died_of_load", "1 failed load",
+              origins={"*": "import pyodbc"}, user_line={"*": 1}, exception="ImportError",
+              first_fix="install_system_package"),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
               "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
               0, "ok", "every load succeeded"),
@@ -170,16 +179,29 @@ def dlltrace(*args: str, cwd: Path, pythonpath: str = "", unset: tuple = ()) -> 
                           text=True, timeout=900)
 
 
-def qt_expectation(s: Situation, python: Path) -> Situation:
-    """The PySide6 situation as this machine's ld.so has it: the first library the xcb plugin needs that ld.so
-    does not find (`ldd`, the loader's own answer) is the failure the crash followed; none: no load is blamed."""
-    plugin = next(python.parent.parent.glob("lib/python*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so"))
-    out = subprocess.run(["ldd", str(plugin)], capture_output=True, text=True).stdout
-    missing = [line.split()[0] for line in out.splitlines() if "not found" in line]
-    if not missing:
-        return dataclasses.replace(s, headline=s.headline + "; no failed load explains it")
-    return dataclasses.replace(s, headline=f"{s.headline}, right after {missing[0]} failed to load", fatal=missing[0],
-                               origins={missing[0]: "the program's code after import PySide6"})
+def missing_system_libraries(python: Path, module: str) -> list[str]:
+    """The libraries a package's module (a glob under site-packages) needs that this machine's ld.so does not find,
+    in ld.so's order (`ldd`, the loader's own answer)."""
+    path = next(python.parent.parent.glob(f"lib/python*/site-packages/{module}"))
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
+    return list(dict.fromkeys(line.split()[0] for line in out.splitlines() if "not found" in line))
+
+
+def system_expectation(s: Situation, python: Path) -> Situation:
+    """A situation that turns on a system library no pip package ships, as this machine has it (SYSTEM_MODULES):
+    the first library ld.so does not find is the failure; on a machine that has them all, the other ending."""
+    missing = missing_system_libraries(python, SYSTEM_MODULES[s.name])
+    if s.name == "pyside6_xcb_plugin_aborts":  # (it aborts either way: with no display when the plugin loads)
+        if not missing:
+            return dataclasses.replace(s, headline=s.headline + "; no failed load explains it")
+        return dataclasses.replace(s, headline=f"{s.headline}, right after {missing[0]} failed to load",
+                                   fatal=missing[0], origins={missing[0]: "the program's code after import PySide6"})
+    if not missing:  # (pyodbc with unixODBC installed: it imports)
+        return dataclasses.replace(s, exit_code=0, outcome="ok", headline="every load succeeded", fatal=None,
+                                   origins={}, user_line={}, exception=None, first_fix=None)
+    return dataclasses.replace(s, fatal=missing[0], origins={missing[0]: s.origins.get("*", "")},
+                               user_line={missing[0]: s.user_line.get("*", 1)})
+
 
 
 @pytest.mark.parametrize("s", SITUATIONS, ids=[s.name for s in SITUATIONS])
@@ -187,8 +209,8 @@ def test_a_real_situation(s: Situation, tmp_path):
     if shutil.which("gcc") is None and not os.environ.get("CI"):
         pytest.skip("needs gcc (the recorder is built with it)")
     python, extra = environment(s.lock, s.python, s.extra)
-    if s.name == "pyside6_xcb_plugin_aborts":
-        s = qt_expectation(s, python)
+    if s.name in SYSTEM_MODULES:
+        s = system_expectation(s, python)
     (tmp_path / "app.py").write_text(s.program)
     (tmp_path / "identity.onnx").write_bytes(identity_model())
     pythonpath = str(extra) if extra else ""
@@ -264,41 +286,46 @@ def apt_files(packages: list[str], into: Path) -> Path:
     return lib
 
 
-def test_the_first_fix_of_the_qt_crash_applied_for_real(tmp_path):
-    """The PySide6 crash's first fix, as printed ("apt-get install libxcb-icccm4 libxcb-keysyms1", one command for
-    both libraries the xcb plugin lacks: the model found the second after the first), applied for real: the files
-    of exactly those packages on the search path (apt_files; LD_LIBRARY_PATH stands for their folder, which
-    apt-get install writes into), and the program then runs, on a virtual display (Xvfb): exit 0, and its
-    trace's outcome is ok."""
+@pytest.mark.parametrize("name", ["pyside6_xcb_plugin_aborts", "pyodbc_without_unixodbc"])
+def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
+    """A real situation's first fix, as printed ("apt-get install libxcb-icccm4 libxcb-keysyms1", one command for
+    both libraries PySide6's xcb plugin lacks, the model having found the second after the first; "apt-get install
+    libodbc2" for pyodbc), applied for real: the files of exactly those packages, with what apt would install with
+    them here, on the search path (apt_files; LD_LIBRARY_PATH stands for the folder apt-get install writes into),
+    and the program then runs (PySide6 on a virtual display, Xvfb): exit 0, and its trace's outcome is ok."""
     if not (shutil.which("apt-get") and shutil.which("dpkg") and shutil.which("xvfb-run")):
         _unavailable("needs apt-get, dpkg and xvfb-run (apt-get install xvfb)")
-    (s,) = [x for x in SITUATIONS if x.name == "pyside6_xcb_plugin_aborts"]
+    (s,) = [x for x in SITUATIONS if x.name == name]
     python, _ = environment(s.lock, s.python)
-    s = qt_expectation(s, python)
+    s = system_expectation(s, python)
     if not s.fatal:
-        _unavailable("this machine has every library PySide6's xcb plugin needs: there is no fix to apply")
+        _unavailable(f"this machine has every library {SYSTEM_MODULES[name]} needs: there is no fix to apply")
     (tmp_path / "app.py").write_text(s.program)
     run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, unset=s.unset)
-    assert run.returncode == 128 + 6, run.stderr[-2000:]
+    assert run.returncode == (128 + s.signal if s.signal else s.exit_code), run.stderr[-2000:]
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
     (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
     first = fatal["fixes"][0]
     assert first["action"] == "install_system_package" and first["verified"], fatal["fixes"]
     packages = [first["package"]] + [t["package"] for t in first["then"] if t["action"] == "install_system_package"]
-    assert packages[0] == "libxcb-icccm4" and len(packages) == len(set(packages)) >= 1
+    assert len(packages) == len(set(packages)) >= 1
     sudo = "" if os.geteuid() == 0 else "sudo "
     assert f"1. {sudo}apt-get install {' '.join(packages)} (Debian, Ubuntu" in run.stderr, run.stderr[-3000:]
-    lib = apt_files(packages, tmp_path / "apt")
+    # (what apt-get install would add here: the packages and those of their dependencies this machine lacks)
+    sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
+    pulled = [line.split()[1] for line in sim.stdout.splitlines() if line.startswith("Inst ")] or packages
+    lib = apt_files(pulled, tmp_path / "apt")
     env = {k: v for k, v in os.environ.items() if k not in s.unset}
     env["LD_LIBRARY_PATH"] = str(lib)
-    after = subprocess.run(["xvfb-run", "-a", str(python), "app.py"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=300)
-    assert after.returncode == 0, after.stderr[-3000:]  # (it runs: its window was shown, and it exited)
-    traced = subprocess.run(["xvfb-run", "-a", sys.executable, "-m", "dlltrace", "run", "-o", "t2.jsonl", "--",
-                             str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    display = ["xvfb-run", "-a"] if s.signal else []  # (PySide6's window needs a display once its plugin loads)
+    after = subprocess.run([*display, str(python), "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert after.returncode == 0, after.stderr[-3000:]
+    traced = subprocess.run([*display, sys.executable, "-m", "dlltrace", "run", "-o", "t2.jsonl", "--", str(python),
+                             "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={**env, "PYTHONPATH": str(ROOT / "tracer")})
     assert traced.returncode == 0, traced.stderr[-3000:]
     again = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
     assert again["outcome"]["kind"] == "ok" and not [f for d in again["diagnoses"] for f in d["failures"]
                                                      if f["fate"] == "fatal"], again["outcome"]
-    APPLIED.append("pyside6_xcb_plugin_aborts: apt-get install " + " ".join(packages))
+    APPLIED.append(f"{name}: apt-get install {' '.join(packages)}")
