@@ -146,7 +146,7 @@ SITUATIONS = [
     # PySide6 6.8's xcb plugin needs libxcb-icccm.so.4 and libxcb-keysyms.so.1, which no wheel ships; Qt tries
     # libqxcb.so.avx2 first, then libqxcb.so, and when neither loads it aborts ("Could not load the Qt platform
     # plugin "xcb" ... Aborted"), naming xcb-cursor0 in its hint. On a machine that has both, it aborts all the
-    # same with no display: no load is blamed then (the expectation is ld.so's own answer: qt_expectation).
+    # same with no display: no load is blamed then (the expectation is ld.so's own answer: system_expectation).
     Situation("pyside6_xcb_plugin_aborts", "https://github.com/labsquare/cutevariant/issues/588",
               "pyside6-6.8-py311", "3.11", QT_APP, 0, "crashed", "the program crashed (SIGABRT: it aborted)",
               signal=6, unset=("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"), crashed_at=3,
