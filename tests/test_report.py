@@ -79,7 +79,7 @@ def test_markdown_form(capsys):
                          "searched — WinError 126")
     assert "<details><summary>" in md and md.rstrip().endswith("</details>")
     assert md.index("<details>") < md.index("| # | folder | rule | result |") < md.index("</details>")
-    assert '`AddDllDirectory(L"C:\\dlltrace-cases\\s1\\CUDA\\v12.1\\bin")`' in md  # (the C host: Win32 words)
+    assert '`AddDllDirectory(L"C:\\\\dlltrace-cases\\\\s1\\\\CUDA\\\\v12.1\\\\bin")`' in md  # (the C host: Win32 words)
     assert "Wine 8" in md and "trace format 1" in md
 
 

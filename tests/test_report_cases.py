@@ -98,7 +98,7 @@ def test_s1_s6_text_says_path_is_on_path_but_not_searched(capsys):
     for case in ("s1", "s6"):
         text = report_text(TRACES / f"{case}.jsonl", capsys)
         assert "on PATH (entry" in text and "which this load does not search" in text
-        assert "AddDllDirectory(L\"C:\\dlltrace-cases\\" in text  # (the C host: Win32 words, no Python)
+        assert "AddDllDirectory(L\"C:\\\\dlltrace-cases\\\\" in text  # (the C host: Win32 words, no Python)
         assert "os.add_dll_directory" not in text
 
 

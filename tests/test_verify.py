@@ -72,7 +72,7 @@ def test_rule_no_python_words_for_a_program_that_is_not_python():
     texts = " ".join(fix_text(f) for f in res.fixes)
     assert res.fixes and res.fixes[0].verified
     assert "os.add_dll_directory" not in texts and "ctypes" not in texts and "os.environ" not in texts
-    assert 'AddDllDirectory(L"C:\\deps")' in fix_text(res.fixes[0])
+    assert 'AddDllDirectory(L"C:\\\\deps")' in fix_text(res.fixes[0])  # (a C literal: each backslash escaped)
 
 
 def test_rule_never_offer_what_the_process_already_did():

@@ -26,6 +26,21 @@ def py_str(s: str) -> str:
     return repr(s)
 
 
+def c_wstr(s: str) -> str:
+    r"""A C wide-string literal of s that compiles to s: L"C:\\x\\y" (each backslash and double quote escaped; a
+    control character as an octal escape): "C:\s1\v12.1\bin" written bare would hold a vertical tab and a
+    backspace."""
+    out = []
+    for ch in s:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return 'L"' + "".join(out) + '"'
+
+
 def sh_quote(s: str) -> str:
     """A word for bash (POSIX sh): as it is when it is safe, else in single quotes (shlex.quote)."""
     return shlex.quote(s)
@@ -70,7 +85,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     a = f.action
     before = f"before `{f.before}`" if f.before else "before the load"
     if a == "add_dll_directory":
-        call = code(f'os.add_dll_directory({py_str(f.folder)})' if f.python else f'AddDllDirectory(L"{f.folder}")')
+        call = code(f'os.add_dll_directory({py_str(f.folder)})' if f.python else f'AddDllDirectory({c_wstr(f.folder)})')
         if f.bound:
             return (f"The copy at {f.bound} lacks {f.lacks}; a matching copy is at {f.path}: {before}  {call} "
                     f"and make sure it is searched before {winpath.dirname(f.bound)}")
@@ -139,12 +154,12 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'ctypes.WinDLL({py_str(f.path)})') + \
                 f" (loaded by full path, it is the {f.name} every later request gets)"
-        return (f"Load {f.path} by full path before the load (" + code(f'LoadLibraryExW(L"{f.path}", NULL, '
+        return (f"Load {f.path} by full path before the load (" + code(f'LoadLibraryExW({c_wstr(f.path)}, NULL, '
                 'LOAD_WITH_ALTERED_SEARCH_PATH)') + f"): every later request for {f.name} gets it")
     if a == "copy_file":
         return f"Copy {f.path} into {f.dest}"
     if a == "set_dll_directory":
-        return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW(L"{f.folder}")')
+        return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW({c_wstr(f.folder)})')
     if a in ("update_driver", "install_driver"):
         verb = "Update the NVIDIA driver" if a == "update_driver" else "Install an NVIDIA driver"
         extra = (f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited "
