@@ -118,7 +118,9 @@ ORT_APP = ('import numpy as np\nimport onnxruntime as ort\n\n'
            'print(session.get_providers(), session.run(None, {"X": np.ones(1, np.float32)}))\n')
 # the module whose system libraries decide a situation (system_expectation), under site-packages
 SYSTEM_MODULES = {"pyside6_xcb_plugin_aborts": "PySide6/Qt/plugins/platforms/libqxcb.so",
-                  "pyodbc_without_unixodbc": "pyodbc.cpython-*.so"}
+                  "pyodbc_without_unixodbc": "pyodbc.cpython-*.so", "openslide_without_its_library": ""}
+# the libraries a situation dlopens by name (not a module's DT_NEEDED): those ld.so does not find, in its order
+DLOPENED = {"openslide_without_its_library": ("libopenslide.so.1", "libopenslide.so.0")}
 QT_APP = 'from PySide6.QtWidgets import QApplication, QLabel\n\napp = QApplication([])\nQLabel("hello").show()\n'
 SITUATIONS = [
     Situation("tensorflow_gpu_not_used", "https://github.com/tensorflow/tensorflow/issues/45930",
@@ -157,6 +159,13 @@ SITUATIONS = [
               "3.11", "import pyodbc\n\nprint(pyodbc.version)\n", 1, "died_of_load", "1 failed load",
               origins={"*": "import pyodbc"}, user_line={"*": 1}, exception="ImportError",
               first_fix="install_system_package"),
+    # openslide-python tries libopenslide.so.1, then libopenslide.so.0, with ctypes, and raises
+    # ModuleNotFoundError("Couldn't locate OpenSlide shared library") from both OSErrors: the last is the failure
+    # (the exception's causes name it), the first a load it went past
+    Situation("openslide_without_its_library", "https://github.com/openslide/openslide/issues/575",
+              "openslide-1.4-py311", "3.11", "import openslide\n\nprint(openslide.__library_version__)\n", 1,
+              "died_of_load", "1 failed load", origins={"*": "ctypes.CDLL('libopenslide.so.0')"}, user_line={"*": 1},
+              exception="ModuleNotFoundError", first_fix="install_system_package"),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
               "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
               0, "ok", "every load succeeded"),
@@ -187,10 +196,23 @@ def missing_system_libraries(python: Path, module: str) -> list[str]:
     return list(dict.fromkeys(line.split()[0] for line in out.splitlines() if "not found" in line))
 
 
+def ld_so_finds(name: str) -> bool:
+    """Whether a dlopen of this bare name loads here (the real ld.so, in a child Python: ctypes.CDLL)."""
+    return subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({name!r})"],
+                          capture_output=True).returncode == 0
+
+
 def system_expectation(s: Situation, python: Path) -> Situation:
     """A situation that turns on a system library no pip package ships, as this machine has it (SYSTEM_MODULES):
     the first library ld.so does not find is the failure; on a machine that has them all, the other ending."""
-    missing = missing_system_libraries(python, SYSTEM_MODULES[s.name])
+    if s.name in DLOPENED:  # (ld.so.cache and the system folders, as a bare name's dlopen searches them)
+        missing = [n for n in DLOPENED[s.name] if not ld_so_finds(n)]
+        if len(missing) < len(DLOPENED[s.name]):  # (one loads: the program imports)
+            missing = []
+        else:
+            missing = missing[-1:]  # (the last try is the failure; the first, one it went past)
+    else:
+        missing = missing_system_libraries(python, SYSTEM_MODULES[s.name])
     if s.name == "pyside6_xcb_plugin_aborts":  # (it aborts either way: with no display when the plugin loads)
         if not missing:
             return dataclasses.replace(s, headline=s.headline + "; no failed load explains it")
@@ -286,7 +308,7 @@ def apt_files(packages: list[str], into: Path) -> Path:
     return lib
 
 
-@pytest.mark.parametrize("name", ["pyside6_xcb_plugin_aborts", "pyodbc_without_unixodbc"])
+@pytest.mark.parametrize("name", ["pyside6_xcb_plugin_aborts", "pyodbc_without_unixodbc", "openslide_without_its_library"])
 def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     """A real situation's first fix, as printed ("apt-get install libxcb-icccm4 libxcb-keysyms1", one command for
     both libraries PySide6's xcb plugin lacks, the model having found the second after the first; "apt-get install
