@@ -54,6 +54,9 @@ DEPS = [
     ("flatbuffers", "24.3.25", "flatbuffers-24.3.25-py2.py3-none-any.whl"),
     ("pyyaml", "6.0.2", "PyYAML-6.0.2-cp311-cp311-win_amd64.whl"),
     ("pywin32", "306", "pywin32-306-cp311-cp311-win_amd64.whl"),  # (its own cases: win32api and pywintypes311.dll)
+    # delvewheel's packages beside numpy: their DLLs in <name>.libs (their own cases)
+    ("scipy", "1.14.1", "scipy-1.14.1-cp311-cp311-win_amd64.whl"),
+    ("shapely", "2.0.6", "shapely-2.0.6-cp311-cp311-win_amd64.whl"),
 ]
 REAL = ("torch", "onnxruntime", "ctranslate2")  # keys of realwheels.WHEELS
 # other versions a case installs over the base environment's (fetched like the others)

@@ -164,6 +164,29 @@ CASES = [
          exit_code=1, exception="FileNotFoundError", leaf="libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll",
          parent="_multiarray_umath.cp311-win_amd64.pyd", load="_multiarray_umath.cp311-win_amd64.pyd",
          origin=("ctypes", None), listed="numpy 2.1.3", first_call="import numpy"),
+    Case("shapely_without_geos", "geos-<hash>.dll removed from shapely.libs: shapely's lib.pyd needs geos_c-<hash>.dll, "
+         "which needs it (ImportError: DLL load failed while importing lib); shapely's RECORD lists it",
+         "import shapely; print(shapely.__version__)",
+         remove=("Lib/site-packages/shapely.libs/geos-23a442ac2dc21ec50035b705fec97a5a.dll",), exit_code=1,
+         exception="ImportError", message="DLL load failed while importing lib",
+         leaf="geos-23a442ac2dc21ec50035b705fec97a5a.dll", parent="geos_c-b1ae1e27c3e522f9b7836b33163a0f55.dll",
+         load="lib.cp311-win_amd64.pyd", origin=("python_import", "shapely.lib"), outcome="died_of_load",
+         owner="shapely"),
+    Case("scipy_without_openblas", "scipy.libs' OpenBLAS removed: import scipy.linalg dies in _fblas.pyd "
+         "(ImportError: DLL load failed while importing _fblas); scipy's RECORD lists it",
+         "import scipy.linalg; print(scipy.__version__)",
+         remove=("Lib/site-packages/scipy.libs/libscipy_openblas-5b1ec8b915dfb81d11cebc0788069d2d.dll",), exit_code=1,
+         exception="ImportError", message="DLL load failed while importing _fblas",
+         leaf="libscipy_openblas-5b1ec8b915dfb81d11cebc0788069d2d.dll", parent="_fblas.cp311-win_amd64.pyd",
+         load="_fblas.cp311-win_amd64.pyd", origin=("python_import", "scipy.linalg._fblas"), outcome="died_of_load",
+         owner="scipy"),
+    Case("shapely_extension_without_shapely", "shapely's lib.pyd loaded with ctypes, without shapely's __init__ "
+         "(whose delvewheel patch adds shapely.libs): geos_c is in shapely.libs, which shapely's RECORD lists",
+         "import ctypes, os, sys; site = next(p for p in sys.path if p.endswith('site-packages')); "
+         "ctypes.CDLL(os.path.join(site, 'shapely', 'lib.cp311-win_amd64.pyd'))",
+         exit_code=1, exception="FileNotFoundError", leaf="geos_c-b1ae1e27c3e522f9b7836b33163a0f55.dll",
+         parent="lib.cp311-win_amd64.pyd", load="lib.cp311-win_amd64.pyd", origin=("ctypes", None),
+         listed="shapely 2.0.6", first_call="import shapely"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
