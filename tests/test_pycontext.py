@@ -23,12 +23,19 @@ def test_rule_live_context():
     end = {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 30, "t": 30, "imports": []}
     assert rule_live_context(last, end)["ev"] == "py_after"
     assert rule_live_context(last, {**later, "frame": FRAME})["frame"] == FRAME
-    # the next event is still inside `import tensorflow`: the load was made in it, ctx kept
+    # the next event is still inside `import tensorflow`, and no longer in keras: the load was made in
+    # `import tensorflow` (the innermost import in progress at both events), not in keras.wrappers, finished
     inner = imp(11, "tensorflow.eager", ["tensorflow", "tensorflow.python"])
-    assert rule_live_context(last, inner) is last
-    # the program ended on an exception raised in `import tensorflow`: the load was that import's
+    made = rule_live_context(last, inner)
+    assert (made["ev"], made["module"], made["imports"], made["frame"]) == ("py_import", "tensorflow", [], FRAME)
+    # ... and while keras.wrappers itself was still being imported: ctx kept
+    assert rule_live_context(last, imp(12, "six", ["tensorflow", "keras", "keras.wrappers"])) is last
+    # the program ended on an exception raised in `import tensorflow`: the load was that import's (pyvips: cffi's
+    # ffi.dlopen in `import pyvips` after its pycparser imports had finished)
     raised = {**end, "imports": ["tensorflow", "tensorflow.python"]}
-    assert rule_live_context(last, raised) is last
+    assert rule_live_context(last, raised)["module"] == "tensorflow"
+    parsed = imp(40, "pycparser.ast_transforms", ["pyvips", "pyvips.base", "cffi.api", "pycparser"])
+    assert rule_live_context(parsed, {**end, "imports": ["pyvips"]})["module"] == "pyvips"
     # a top-level ctypes call, and a trace without `imports`: kept
     dl = {"ev": "py_dlopen", "pid": 9, "tid": 1, "seq": 12, "t": 12, "name": "x.so", "imports": []}
     assert rule_live_context(dl, end) is dl

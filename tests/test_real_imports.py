@@ -187,6 +187,20 @@ CASES = [
          exit_code=1, exception="FileNotFoundError", leaf="geos_c-b1ae1e27c3e522f9b7836b33163a0f55.dll",
          parent="lib.cp311-win_amd64.pyd", load="lib.cp311-win_amd64.pyd", origin=("ctypes", None),
          listed="shapely 2.0.6", first_call="import shapely"),
+    Case("shapely_without_its_msvcp140", "shapely.libs' own msvcp140-<hash>.dll (delvewheel renames the copy it "
+         "bundles) removed: lib.pyd -> geos_c -> geos -> it; shapely's RECORD lists it",
+         "import shapely; print(shapely.__version__)",
+         remove=("Lib/site-packages/shapely.libs/msvcp140-a69f03e9a25e87aaadb3f9acf048914d.dll",), exit_code=1,
+         exception="ImportError", message="DLL load failed while importing lib",
+         leaf="msvcp140-a69f03e9a25e87aaadb3f9acf048914d.dll", parent="geos-23a442ac2dc21ec50035b705fec97a5a.dll",
+         load="lib.cp311-win_amd64.pyd", origin=("python_import", "shapely.lib"), owner="shapely"),
+    Case("scipy_extension_without_scipy", "scipy's _fblas.pyd loaded with ctypes, without scipy's __init__ (its "
+         "delvewheel patch adds scipy.libs): its OpenBLAS is in scipy.libs, which scipy's RECORD lists",
+         "import ctypes, os, sys; site = next(p for p in sys.path if p.endswith('site-packages')); "
+         "ctypes.CDLL(os.path.join(site, 'scipy', 'linalg', '_fblas.cp311-win_amd64.pyd'))",
+         exit_code=1, exception="FileNotFoundError", leaf="libscipy_openblas-5b1ec8b915dfb81d11cebc0788069d2d.dll",
+         parent="_fblas.cp311-win_amd64.pyd", load="_fblas.cp311-win_amd64.pyd", origin=("ctypes", None),
+         listed="scipy 1.14.1", first_call="import scipy"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "

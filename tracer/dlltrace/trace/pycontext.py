@@ -8,8 +8,9 @@ a py_import's own module starts right after it), and py_exit those the program e
 thread's event E and its next event N:
 
 - when N is made while the import E's outermost import belongs to is still in progress (N's imports start
-  with it), the load was made in that import: `ctx` is kept (which of its inner imports, N cannot say: an
-  extension module's import runs no Python code, so its end is never seen; the last one started is kept);
+  with it), the load was made in that import, in the innermost import in progress at both E and N: `ctx`
+  when that is E's own (an extension module's import runs no Python code, so its end is never seen), else
+  that import (an inner import E started had finished: cffi's pycparser before pyvips' ffi.dlopen);
 - when it had finished (N is the program's next top-level import or statement, or py_exit after a normal
   end), the load was made by the program's own code after it: a `py_after` context (`after`: that import;
   `frame`: where the user's code made it, when N was made at the same place as E, else not known). A load
@@ -66,11 +67,19 @@ def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "", na
     module = str(ctx.get("module") or "")
     if ctx.get("ev") == "py_import" and any(x and extension_of(module, x) for x in (caller, name)):
         return ctx
-    if not held or (later and later[0] == held[0]):
-        # (the user's outermost import was still in progress at the thread's next event: the load was made in
-        # it; which of its inner imports, the next event cannot say, an extension module's import running no
-        # Python code: the last one started, ctx, is kept)
+    if not held:
         return ctx
+    if later and later[0] == held[0]:
+        # (the user's outermost import was still in progress at the thread's next event: the load was made in
+        # it, in the innermost import in progress at both events; an inner import ctx started that had finished
+        # by then (cffi's pycparser.ast_transforms before pyvips' ffi.dlopen) is not where it was made)
+        common = 0
+        while common < min(len(held), len(later)) and held[common] == later[common]:
+            common += 1
+        if common == len(held):
+            return ctx
+        return {"ev": "py_import", "pid": ctx.get("pid"), "tid": ctx.get("tid"), "seq": ctx.get("seq"),
+                "module": held[common - 1], "imports": held[:common - 1], "frame": ctx.get("frame")}
     same_place = following is not None and following.get("frame") == ctx.get("frame")
     return {"ev": "py_after", "pid": ctx.get("pid"), "tid": ctx.get("tid"), "seq": ctx.get("seq"), "after": held[0],
             "frame": ctx.get("frame") if same_place else None}
