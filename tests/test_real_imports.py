@@ -201,6 +201,12 @@ CASES = [
          exit_code=1, exception="FileNotFoundError", leaf="libscipy_openblas-5b1ec8b915dfb81d11cebc0788069d2d.dll",
          parent="_fblas.cp311-win_amd64.pyd", load="_fblas.cp311-win_amd64.pyd", origin=("ctypes", None),
          listed="scipy 1.14.1", first_call="import scipy"),
+    Case("numpy_without_its_openblas", "numpy.libs' OpenBLAS removed: import numpy dies in _multiarray_umath.pyd "
+         "(ImportError); numpy's RECORD lists it", "import numpy; print(numpy.ones(3).sum())",
+         remove=("Lib/site-packages/numpy.libs/libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll",), exit_code=1,
+         exception="ImportError", leaf="libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll",
+         parent="_multiarray_umath.cp311-win_amd64.pyd", load="_multiarray_umath.cp311-win_amd64.pyd",
+         origin=("python_import", "numpy._core._multiarray_umath"), owner="numpy"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "

@@ -369,3 +369,56 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
 
 # what a program whose first fix made its load work then dies of, that is no load (its own bug)
 AFTER_FIX = {"pyvips_without_libvips": "ModuleNotFoundError: No module named 'decls'"}
+
+
+# A distribution's own file deleted (an install cut short, an antivirus): the report finds it in the distribution's
+# RECORD and its first fix reinstalls that distribution with the traced Python's own pip; applied for real (the fix's
+# command as printed, pip told where the pinned wheel is), the program then runs. (name, lock, requirement, the file
+# removed (a glob under site-packages), the program, what the ending exception says)
+DAMAGED = [
+    ("pillow_without_its_libjpeg", "openslide-1.4-py311", "pillow==11.0.0", "pillow.libs/libjpeg-*.so*",
+     'from PIL import Image\n\nprint(Image.new("RGB", (2, 2)).size)\n'),
+    ("numpy_without_its_openblas", "onnxruntime-gpu-1.19-cupy-13.6-py311", "numpy==1.26.4",
+     "numpy.libs/libopenblas*.so*", "import numpy\n\nprint(numpy.ones(3).sum())\n"),
+]
+
+
+@pytest.mark.parametrize("name,lock,requirement,removed,program", DAMAGED, ids=[d[0] for d in DAMAGED])
+def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement, removed, program, tmp_path):
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    wheels = winetools.DOWNLOADS / "situations"
+    pin = next(line for line in (LOCKS / f"{lock}.txt").read_text().splitlines()
+               if line.lower().startswith(requirement.lower() + " "))
+    (tmp_path / "req.txt").write_text(pin + "\n")
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r",
+        str(tmp_path / "req.txt"))
+    pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r",
+        str(tmp_path / "req.txt"))
+    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
+    (gone,) = [p for p in site.glob(removed) if not p.is_symlink()]
+    gone.unlink()
+    (tmp_path / "app.py").write_text(program)
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+    assert run.returncode == 1 and "ImportError" in run.stderr, run.stderr[-3000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    assert fatal["leaf"] == gone.name, (fatal["leaf"], gone.name)
+    first = fatal["fixes"][0]
+    dist, version = requirement.split("==")
+    assert (first["action"], first["package"], first["version"], first["verified"]) == ("install", dist, version, True)
+    command = f"{python} -m pip install --force-reinstall --no-deps {requirement}"
+    assert (f"1. {gone.name} belongs to {dist} {version} (its RECORD lists {gone.relative_to(site)}) and is not "
+            f"there: reinstall it ({command})") in run.stderr, run.stderr[-3000:]
+    # the fix as printed, pip told where the pinned wheel is (the same file PyPI serves, its hash checked before)
+    fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+                           text=True, timeout=600)
+    assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
+    after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr[-2000:]
+    again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
+        "outcome"]["kind"] == "ok", again.stderr[-2000:]
+    APPLIED.append(f"{name}: pip install --force-reinstall --no-deps {requirement}")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from dlltrace.trace.pycontext import PyContexts
+from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import Rerun, propose
@@ -61,6 +62,7 @@ class RecordedProcess:
     calls: list[RecordedCall] = field(default_factory=list)
     python: dict[int, dict] = field(default_factory=dict)  # seq -> its py_* event
     sys_path: list[str] = field(default_factory=list)  # py_env's: where pip would install for this Python
+    dists: list[dict] = field(default_factory=list)  # its py_dists events: who owns each file (owners_index)
     interpreter: str = ""  # py_env's sys.executable: the Python (a venv's, not the base one exe resolves to)
 
 
@@ -86,6 +88,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
             if ev == "py_env" and isinstance(e.get("executable"), str):
                 p.interpreter = e["executable"]
+            if ev == "py_dists":
+                p.dists.append(e)
             continue
         if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror", "fork"):
             continue
@@ -324,7 +328,8 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                     leaf = again[i].leaf if len(again) > i else None
                     return Rerun(False, leaf.name if leaf is not None else "", breaks)
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
-                                  roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter)
+                                  roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter,
+                                  owners=owners_index(proc.dists))
         out += calls
     return out
 

@@ -100,6 +100,14 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
                 f"  or in PowerShell  {code(ps_set_prepend('PATH', f.folder))}")
     if a == "path_or_copy":
         return f"Put {f.folder} on PATH, or copy {f.name} next to {winpath.basename(f.exe)} ({winpath.dirname(f.exe)})"
+    if a == "install" and not f.instruction and f.package:  # (Linux: a file its owner's record lists is gone)
+        pin = f"{f.package}=={f.version}" if f.version else f.package
+        if f.lacks == "conda":
+            how = code(f"conda install --force-reinstall {f.package}" + (f"={f.version}" if f.version else ""))
+            return f"{f.name} belongs to the conda package {f.package} {f.version} and is not there: reinstall it ({how})"
+        pip = pip_install(Fix(f.kind, f.action, package=f"--force-reinstall --no-deps {pin}", exe=f.exe), code)
+        return (f"{f.name} belongs to {f.package} {f.version} (its RECORD lists {f.bound}) and is not there: "
+                f"reinstall it ({pip})")
     if a == "install":
         return f.instruction
     if a == "find_package":

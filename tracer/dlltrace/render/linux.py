@@ -29,7 +29,7 @@ from dlltrace.render.fixwords import fix_text
 # the Linux report JSON's name of each fix action (report-linux-v1.json; the fix itself is under "fix")
 LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
                    "add_ld_so_conf": "ldconfig", "install_driver": "install_driver",
-                   "install_system_package": "install_system_package"}
+                   "install_system_package": "install_system_package", "install": "reinstall"}
 
 
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
@@ -123,7 +123,7 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, 
             "recorded": [candidate_dict(x) for x in c.recorded],
             "agrees": c.agrees,
             "tree": node_dict(c.tree) if c.tree else None,
-            "fixes": [{"action": LINUX_FIX_NAMES[f.action], "text": fix_text(f), "folder": f.folder or None,
+            "fixes": [{"action": LINUX_FIX_NAMES.get(f.action, f.action), "text": fix_text(f), "folder": f.folder or None,
                        "path": (f.path if f.action == "set_runpath" else None), "package": f.package or None,
                        "verified": bool(f.verified), "framework_preloads": bool(f.preloaded_by),
                        "needs_path": bool(f.then), "fix": fix_dict(f)}

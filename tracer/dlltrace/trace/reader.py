@@ -522,21 +522,7 @@ class Trace:
     def owners(self, pid: Optional[int] = None) -> dict[str, tuple[Owner, ...]]:
         """Who owns each native file of the traced Python's environment (its py_dists event: RECORD files and
         conda-meta), by lower-case base name; {} for a trace without one."""
-        out: dict[str, list[Owner]] = {}
-        for e in self.of("py_dists", pid=pid):
-            for kind, key, root_of in (("wheel", "dists", lambda d: d.get("site")),
-                                       ("conda", "conda", lambda d: e.get("conda_prefix"))):
-                for d in e.get(key) or []:
-                    if not isinstance(d, dict) or not isinstance(d.get("name"), str):
-                        continue
-                    root = root_of(d)
-                    for f in d.get("files") or []:
-                        if isinstance(f, str) and f and isinstance(root, str):
-                            base = f.replace("\\", "/").rsplit("/", 1)[-1].lower()
-                            out.setdefault(base, []).append(Owner(d["name"], str(d.get("version") or ""),
-                                                                   f.replace("\\", "/"), root, kind))  # type: ignore[arg-type]
-            break  # (the first Python of the process: one environment)
-        return {k: tuple(v) for k, v in out.items()}
+        return owners_index(self.of("py_dists", pid=pid))
 
     def package_loaders(self, pid: Optional[int] = None) -> tuple[PackageLoader, ...]:
         """The packages of the traced Python's environment that add a DLL folder when imported (py_dists'
@@ -612,6 +598,26 @@ class Trace:
                                          (e for e in self.events if e.get("ev") in kinds))
         return self._py_events.live(load.pid, load.ctx, load.caller if isinstance(load.caller, str) else "",
                                     load.name if isinstance(load.name, str) else "")
+
+
+def owners_index(dists_events: Iterable[dict]) -> dict[str, tuple[Owner, ...]]:
+    """The owners of the native files the first of these py_dists events lists (one Python's environment: its
+    RECORD files and conda-meta), by lower-case base name."""
+    out: dict[str, list[Owner]] = {}
+    for e in dists_events:
+        for kind, key, root_of in (("wheel", "dists", lambda d: d.get("site")),
+                                   ("conda", "conda", lambda d: e.get("conda_prefix"))):
+            for d in e.get(key) or []:
+                if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+                    continue
+                root = root_of(d)
+                for f in d.get("files") or []:
+                    if isinstance(f, str) and f and isinstance(root, str):
+                        base = f.replace("\\", "/").rsplit("/", 1)[-1].lower()
+                        out.setdefault(base, []).append(Owner(d["name"], str(d.get("version") or ""),
+                                                               f.replace("\\", "/"), root, kind))  # type: ignore[arg-type]
+        break  # (the first Python of the process: one environment)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 # the C scanner json.loads itself uses; typeshed does not declare the attribute (it is set in

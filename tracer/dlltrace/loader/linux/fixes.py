@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.loader.fixloop import Attempt, verify_fixes
-from dlltrace.model import Fix, Outcome
+from dlltrace.model import Fix, Outcome, Owner
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
@@ -135,6 +135,8 @@ def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
         return LinuxSituation(OverlayWorld(s.world, {posixpath.normpath(fix.path): patched}), s.env)
     if fix.action == "add_ld_so_conf":
         return LinuxSituation(OverlayWorld(s.world, cache={fix.name: fix.path}), s.env)
+    if fix.action == "install" and fix.path:  # (a reinstall: the file is back where its RECORD says)
+        return LinuxSituation(OverlayWorld(s.world, {posixpath.normpath(fix.path): ELFFacts(soname=fix.name)}), s.env)
     if fix.action in ("install_package", "install_system_package"):
         return LinuxSituation(OverlayWorld(s.world, {posixpath.join(fix.folder, fix.name): ELFFacts(soname=fix.name)}),
                               s.env)
@@ -194,14 +196,30 @@ def rule_whole_run_linux(fixes: list[Fix], s: LinuxSituation,
     return kept + broken
 
 
+def reinstall_fix(name: str, world: ELFWorld, owners: Optional[dict[str, tuple[Owner, ...]]],
+                  interpreter: str) -> Optional[Fix]:
+    """A library a distribution's RECORD lists (or a conda package's conda-meta) and that is not where it says:
+    that install is damaged (a file deleted, a copy cut short), and reinstalling the distribution puts it back
+    (pip's --force-reinstall --no-deps of the same version, by the traced Python's own pip); None otherwise."""
+    for o in (owners or {}).get(name.lower(), ()):
+        where = posixpath.normpath(posixpath.join(o.root, o.path))
+        if world.file(where) is None:
+            return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where,
+                       bound=o.path, exe=interpreter if o.kind == "wheel" else "", lacks=o.kind, python=False)
+    return None
+
+
 def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELFWorld,
             rerun: Callable[[ELFWorld, dict[str, str]], "Rerun | bool | str"], roots: Optional[list[str]] = None,
-            interpreter: str = "") -> list[Fix]:
+            interpreter: str = "", owners: Optional[dict[str, tuple[Owner, ...]]] = None) -> list[Fix]:
     """The fixes for `name` not found (needed by `requester`, in the process of `exe` with `env`): the candidates
     (for each copy on disk: LD_LIBRARY_PATH, the requester's RUNPATH, the ld.so cache; the pip package that ships
     it), each applied and checked with rerun(world, env) -> the call loads, through the one verification loop
     (loader/fixloop.py): a package installed where nothing searches is completed with LD_LIBRARY_PATH."""
     candidates: list[Fix] = []
+    own = reinstall_fix(name, world, owners, interpreter)
+    if own is not None:  # (the root cause first: the environment's own file is missing)
+        candidates.append(own)
     roots = site_packages(exe) if roots is None else roots
     old = env.get("LD_LIBRARY_PATH", "")
     finder = getattr(world, "find_copies", None)  # a recorded world answers from the trace
