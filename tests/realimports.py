@@ -404,6 +404,9 @@ WINE_LIMITS = [
     ("OMP: System error #120: Call not implemented",
      "Intel OpenMP 2025 (ctranslate2's libiomp5md.dll, 5.0.2025.910) calls GetNumaNodeProcessorMaskEx when it starts, "
      "a stub in Wine 8's kernelbase (FALSE, ERROR_CALL_NOT_IMPLEMENTED): it aborts the process (exit 3)"),
+    ("unimplemented function ucrtbase.dll.crealf",
+     "scipy 1.14.1's OpenBLAS (scipy.libs) calls ucrtbase's crealf as a scipy extension starts, a function Wine 8's "
+     "ucrtbase lacks: Wine aborts the process"),
 ]
 
 

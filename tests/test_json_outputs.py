@@ -110,6 +110,6 @@ def test_deps_of_a_shared_object(tmp_path):
 
 def test_cuda_of_a_scenario_and_of_this_machine():
     v = schema("cuda-v1.json")
-    for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):
-        v.validate(run_json("cuda", "--scenario", str(s), "--json", ok=(0,)))
-    v.validate(run_json("cuda", "--json", ok=(0,)))
+    for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):  # (1: the stack does not fit, as s2's)
+        v.validate(run_json("cuda", "--scenario", str(s), "--json", ok=(0, 1)))
+    v.validate(run_json("cuda", "--json", ok=(0, 1)))

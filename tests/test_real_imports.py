@@ -173,7 +173,8 @@ CASES = [
          load="lib.cp311-win_amd64.pyd", origin=("python_import", "shapely.lib"), outcome="died_of_load",
          owner="shapely"),
     Case("scipy_without_openblas", "scipy.libs' OpenBLAS removed: import scipy.linalg dies in _fblas.pyd "
-         "(ImportError: DLL load failed while importing _fblas); scipy's RECORD lists it",
+         "(ImportError: DLL load failed while importing _fblas); scipy's RECORD lists it (fixed, the import gets past "
+         "the DLL, then scipy's OpenBLAS calls what Wine 8 lacks: realimports.WINE_LIMITS)",
          "import scipy.linalg; print(scipy.__version__)",
          remove=("Lib/site-packages/scipy.libs/libscipy_openblas-5b1ec8b915dfb81d11cebc0788069d2d.dll",), exit_code=1,
          exception="ImportError", message="DLL load failed while importing _fblas",
@@ -207,6 +208,18 @@ CASES = [
          exception="ImportError", leaf="libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll",
          parent="_multiarray_umath.cp311-win_amd64.pyd", load="_multiarray_umath.cp311-win_amd64.pyd",
          origin=("python_import", "numpy._core._multiarray_umath"), owner="numpy"),
+    Case("shapely_without_geos_c", "shapely.libs' geos_c-<hash>.dll removed: lib.pyd needs it (ImportError: DLL load "
+         "failed while importing lib); shapely's RECORD lists it", "import shapely; print(shapely.__version__)",
+         remove=("Lib/site-packages/shapely.libs/geos_c-b1ae1e27c3e522f9b7836b33163a0f55.dll",), exit_code=1,
+         exception="ImportError", message="DLL load failed while importing lib",
+         leaf="geos_c-b1ae1e27c3e522f9b7836b33163a0f55.dll", parent="lib.cp311-win_amd64.pyd",
+         load="lib.cp311-win_amd64.pyd", origin=("python_import", "shapely.lib"), owner="shapely"),
+    Case("numpy_without_its_msvcp140", "numpy.libs' own msvcp140-<hash>.dll (delvewheel's renamed copy) removed: "
+         "import numpy dies (ImportError); numpy's RECORD lists it", "import numpy; print(numpy.ones(3).sum())",
+         remove=("Lib/site-packages/numpy.libs/msvcp140-d64049c6e3865410a7dda6a7e9f0c575.dll",), exit_code=1,
+         exception="ImportError", leaf="msvcp140-d64049c6e3865410a7dda6a7e9f0c575.dll",
+         parent="_multiarray_umath.cp311-win_amd64.pyd", load="_multiarray_umath.cp311-win_amd64.pyd", origin=("python_import", "numpy._core._multiarray_umath"),
+         owner="numpy"),
     Case("onnxruntime_cuda_provider_ctypes", "onnxruntime's CUDA provider DLL loaded with ctypes on a machine "
          "without CUDA 13: cublasLt64_13.dll and cublas64_13.dll are missing",
          "import ctypes, os, onnxruntime; ctypes.CDLL(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', "
