@@ -31,6 +31,11 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+elif [ $tests = 1 ] && ! apt-cache show libodbc2 >/dev/null 2>&1; then
+  # apt's package lists: the Linux fixes name Debian packages from them, and tests/test_real_situations.py
+  # downloads those packages (a machine whose lists were removed has none)
+  echo "+ apt-get update" >&2
+  $SUDO apt-get update -qq
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

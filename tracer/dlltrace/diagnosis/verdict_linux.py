@@ -115,12 +115,17 @@ def rule_linux_crash_after_failed_load(trace: Trace, failed: list[LinuxCall], ca
     return last
 
 
+def linux_probes(failed: list[LinuxCall], calls: list[LinuxCall]) -> list[LinuxCall]:
+    """The failed calls tried first by design (rule_linux_variant_probe)."""
+    return [c for c in failed if rule_linux_variant_probe(c, calls)]
+
+
 def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
                    ) -> tuple[list[LinuxCall], Optional[LinuxCall], list[LinuxCall]]:
     """(the failed calls, the one the program hit or None, those it went past)."""
     calls = replay_linux(trace.events) if calls is None else calls
     failed, fatal = linux_calls(trace, calls)
-    probes = [c for c in failed if rule_linux_variant_probe(c, calls)]
+    probes = linux_probes(failed, calls)
     if fatal is None:
         fatal = rule_linux_crash_after_failed_load(trace, failed, calls, probes)
     if fatal is None and (rule_linux_exit_zero(trace) or rule_linux_exception_not_a_load(trace)):
@@ -129,11 +134,11 @@ def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
 
 
 def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit_zero: bool,
-          calls: list[LinuxCall], crashed: bool) -> tuple[str, Optional[str]]:
+          probes: list[LinuxCall], crashed: bool) -> tuple[str, Optional[str]]:
     if c is fatal:
         return "fatal", "crashed_after" if crashed else "python_exception"
     if any(c is a for a in apart):
-        if rule_linux_variant_probe(c, calls):
+        if any(c is p for p in probes):
             return "went_on", "variant_probe"
         return "went_on", ("another_was_fatal" if fatal is not None else
                            "exit_zero" if exit_zero else "exception_not_a_load")
@@ -172,6 +177,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
     calls = replay_linux(trace.events) if calls is None else calls
     failed, fatal, apart = linux_verdicts(trace, calls)
     crashed_of = fatal is not None and not _exception_messages(trace) and crash_signal(trace) is not None
+    probes = linux_probes(failed, calls)
     end = next(trace.of("exit"), None)
     top = end.get("pid") if end else None
     pids: dict[int, str] = {}
@@ -197,7 +203,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         if not mine and pid != top:
             continue
         said, owners = program_words(trace, pid), trace.owners(pid)
-        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, calls, crashed_of), said, owners)
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, probes, crashed_of), said, owners)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))

@@ -20,7 +20,7 @@ from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.fixwords import fix_text
-from dlltrace.render.outcome import crash_headline, outcome_headline
+from dlltrace.render.outcome import crash_headline, outcome_headline, said_line
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -151,8 +151,7 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     out += ["", f"  {origin + ': ' if origin else ''}{f.api}({f.name}) → {message}{tries}"]
     if f.user_code is not None:
         out.append(f"  in your code: {f.user_code.file}:{f.user_code.line}, in {f.user_code.function}")
-    for w in f.said:  # (the program's own words about it: a warning it showed)
-        out.append(f"  the program said: {w if len(w) <= 300 else w[:299] + '…'}")
+    out += [said_line(w) for w in f.said]  # (the program's own words about it: a warning, a stderr line)
     if len(f.chain) > 1:
         out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
     if f.tried:

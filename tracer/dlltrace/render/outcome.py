@@ -47,6 +47,14 @@ def outcome_headline(o: ProcessOutcome) -> Optional[str]:
     return None
 
 
+SAID_WIDTH = 300  # characters of one of the program's lines shown with a load
+
+
+def said_line(words: str) -> str:
+    """"  the program said: UserWarning: ...": one of the program's own lines about a load (FailedLoad.said)."""
+    return f"  the program said: {words if len(words) <= SAID_WIDTH else words[:SAID_WIDTH - 1] + '…'}"
+
+
 def code_line(frame: object) -> Optional[str]:
     """"  in your code: train.py:12, in main": where the user's own code made the import or call of a load (a
     py_* event's `frame`), None without one."""

@@ -12,7 +12,7 @@ from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import code_line, outcome_headline
+from dlltrace.render.outcome import code_line, outcome_headline, said_line
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -77,7 +77,7 @@ def incident_blocks(inc: Incident, trace: Trace) -> list[Block]:
         out.append(Styled(where, ""))
     last = inc.attempts[-1]
     for w in rule_program_said(program_words(trace, r.load.pid), last.load.name or last.result.name, res_leaf(last)):
-        out.append(Styled(f"  the program said: {w if len(w) <= 300 else w[:299] + '…'}", ""))
+        out.append(Styled(said_line(w), ""))
     body = sections(e)
     lead = 1 if e.chain and (e.failed or e.leaf) else 0  # the module chain comes first, then the retries
     out += body[:lead]

@@ -121,6 +121,7 @@ class LinuxSituation:
     """What a Linux fix's re-run needs: the world and the environment, with the fixes so far applied."""
     world: ELFWorld
     env: dict[str, str]
+    failing: str = ""  # after a system package: the library the process fails on next ("" not known)
 
 
 def apply_fix(fix: Fix, s: LinuxSituation) -> LinuxSituation:
@@ -243,7 +244,6 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     system = system_package_fix(name, world) if wheel is None else None
     if system is not None:
         candidates.append(system)
-    next_missing: dict[int, str] = {}  # id(situation after a system package) -> the library it fails on next
 
     def attempt(s: LinuxSituation, fix: Fix) -> Attempt[LinuxSituation]:
         after = apply_fix(fix, s)
@@ -252,15 +252,14 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
             return Attempt(True, covers=(name,))
         if fix.action == "install_system_package":  # (the next library the plugin needs: its package next)
             nxt = got.next_missing if got.next_missing != fix.name else ""
-            next_missing[id(after)] = nxt
-            return Attempt(False, same=not nxt, outcome=Outcome(1, nxt or name, "not_found"), after=after if nxt else None)
+            return Attempt(False, same=not nxt, outcome=Outcome(1, nxt or name, "not_found"),
+                           after=replace(after, failing=nxt) if nxt else None)
         moved = fix.action == "install_package"  # (its file is there now: what is left is to make it searched)
         return Attempt(False, same=not moved, outcome=Outcome(1, name, "not_found"), after=after if moved else None)
 
     def follow_up(s: LinuxSituation) -> list[Fix]:
-        nxt = next_missing.get(id(s))
-        if nxt:
-            step = system_package_fix(nxt, s.world)
+        if s.failing:
+            step = system_package_fix(s.failing, s.world)
             return [step] if step is not None else []
         installed = [f for f in candidates if f.action == "install_package"]
         return [Fix("env", "set_env", name=name, folder=f.folder, variable="LD_LIBRARY_PATH",
