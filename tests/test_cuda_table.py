@@ -522,3 +522,91 @@ def test_report_shows_the_table_when_the_trace_shows_a_mismatch(tmp_path):
     text = produce(read_trace(p), "text")
     assert "CUDA stack" in text and "your driver 456.71 supports up to CUDA 11.1" in text
     assert "update the NVIDIA driver to >= 531.14" in produce(read_trace(p), "markdown")
+
+
+# --- a Linux trace, and the frameworks' build facts a trace records (py_dists texts) ----------------------------
+
+LSITE = "/venv/lib/python3.11/site-packages"
+
+
+def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_library_path=None) -> Path:
+    """A Linux trace as `dlltrace run` writes it: the header, ld.so's start (LD_LIBRARY_PATH), the objects it
+    opened, the Python's py_env and py_dists (RECORD files, build-facts texts)."""
+    pid = 41
+    ev = [{"format": "dlltrace-trace", "version": 1, "tool": "dlltrace test", "platform": "linux",
+           "command": ["/venv/bin/python", "app.py"]},
+          {"ev": "audit_start", "pid": pid, "tid": pid, "seq": 1, "t": 1, "exe": "/usr/bin/python3.11", "ppid": 1,
+           "la_version": 2, "ld_library_path": ld_library_path or "", "has_ld_library_path": int(ld_library_path is not None),
+           "ld_audit": "x", "ld_preload": "y"},
+          {"ev": "py_env", "pid": pid, "tid": pid, "seq": 2, "t": 2, "version": "3.11.7", "implementation": "cpython",
+           "executable": "/venv/bin/python", "prefix": "/venv", "base_prefix": "/usr", "exec_prefix": "/venv", "bits": 64,
+           "conda": False, "conda_prefix": None, "sys_path": ["/usr/lib/python311.zip", LSITE]},
+          {"ev": "py_dists", "pid": pid, "tid": pid, "seq": 3, "t": 3, "conda": [], "conda_prefix": None, "cut": False,
+           "dists": [{"name": n, "version": v, "site": LSITE, "files": fs, "loaders": [],
+                      **({"texts": texts[n]} if n in texts else {})} for n, v, fs in dists]},
+          {"pid": 1, "tid": 0, "seq": 0, "t": 0, "ev": "elf_system",
+           "system": {"system_dirs": ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"], "hwcaps": [""],
+                      "lib": "lib/x86_64-linux-gnu", "platform": "haswell"}}]
+    ev += [{"ev": "objopen", "pid": pid, "tid": pid, "seq": 10 + i, "t": 10 + i, "path": f, "lmid": 0}
+           for i, f in enumerate(files)]
+    ev.append({"ev": "exit", "pid": pid, "tid": 0, "seq": 0, "t": 0, "code": 0, "by": "dlltrace", "signal": None})
+    p = tmp_path / "linux.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in ev))
+    return p
+
+
+def test_rule_of_a_linux_trace_torch_build_facts_wheels_and_driver(tmp_path, dlltrace_cli):
+    """`dlltrace cuda --trace` of a Linux trace (it said "the trace holds no traced process", exit 3): torch's CUDA
+    read from the torch/version.py py_dists recorded, the nvidia-* wheels from their RECORD files, the driver from
+    the libcuda.so.<version> ld.so opened, the folders ld.so was given in LD_LIBRARY_PATH."""
+    texts = {"torch": {"torch/version.py": "__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\n"}}
+    dists = [("torch", "2.5.1", ["torch/lib/libtorch_cuda.so", "torch/lib/libc10.so"]),
+             ("nvidia_cublas_cu12", "12.4.5.8", ["nvidia/cublas/lib/libcublas.so.12", "nvidia/cublas/lib/libcublasLt.so.12"]),
+             ("nvidia_cuda_runtime_cu12", "12.4.127", ["nvidia/cuda_runtime/lib/libcudart.so.12"])]
+    p = linux_trace(tmp_path, texts, dists, ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"], ld_library_path="")
+    t = cuda_table_of_trace(read_trace(p))
+    assert t is not None and t.platform == "linux" and t.origin == "trace"
+    fw = next(f for f in t.frameworks if f.name == "torch")
+    assert (fw.version, fw.cuda, fw.cuda_major, fw.cuda_from) == ("2.5.1+cu124", "12.4", 12, "torch/version.py")
+    assert {w.name for w in t.wheels} == {"cublas", "cuda_runtime"}
+    assert t.driver is not None and t.driver.version == "550.54.15"
+    assert [m for m in t.mismatches if m.severity == "error"] == []
+    r = dlltrace_cli("cuda", "--trace", p)
+    assert r.returncode == 0 and "torch 2.5.1+cu124" in r.stdout and "torch/version.py" in r.stdout, r
+    # the same without the driver and the cuBLAS wheel: exit 1, one line naming what to install
+    p = linux_trace(tmp_path, texts, dists[:1], [])
+    r = dlltrace_cli("cuda", "--trace", p)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r
+    assert "install an NVIDIA driver" in r.stderr or "pip install nvidia-cublas-cu12" in r.stderr, r.stderr
+    assert "pip install nvidia-cublas-cu12" in r.stdout, r.stdout
+
+
+def test_rule_build_facts_of_onnxruntime_and_cupy_from_their_own_files(tmp_path):
+    """onnxruntime's build_and_package_info.py (cuda_version '12.2', the file every build has) and cupy's
+    .data/_wheel.json ("cuda": "12.x") when no distribution name says it."""
+    texts = {"onnxruntime_gpu": {"onnxruntime/capi/build_and_package_info.py":
+                                 "package_name = 'onnxruntime-gpu'\n__version__ = '1.20.1'\ncuda_version = '12.2'\ncudnn_version = '9.1'\n"},
+             "cupy": {"cupy/.data/_wheel.json": '{"cuda": "12.x", "packaging": "pip"}'}}
+    dists = [("onnxruntime_gpu", "1.20.1", ["onnxruntime/capi/libonnxruntime_providers_cuda.so"]),
+             ("cupy", "13.3.0", ["cupy/_core/core.cpython-311-x86_64-linux-gnu.so"])]
+    t = cuda_table_of_trace(read_trace(linux_trace(tmp_path, texts, dists, [])))
+    ort = next(f for f in t.frameworks if f.name == "onnxruntime-gpu")
+    assert (ort.cuda, ort.cuda_major, ort.cudnn_major, ort.cuda_from) == \
+        ("12.2", 12, 9, "onnxruntime/capi/build_and_package_info.py")
+    cp = next(f for f in t.frameworks if f.name == "cupy")
+    assert (cp.cuda_major, cp.cuda_from, cp.needs) == (12, "cupy/.data/_wheel.json", ("libcublas.so.12",))
+
+
+def test_the_bootstrap_records_the_build_facts_files(tmp_path):
+    """trace/shim.py installed_dists: a distribution's build-facts files (its RECORD lists them) recorded whole."""
+    from dlltrace.trace import shim
+
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "version.py").write_text("cuda = '12.4'\n")
+    (site / "torch" / "other.py").write_text("x = 1\n")
+    (site / "torch-2.5.1.dist-info").mkdir()
+    (site / "torch-2.5.1.dist-info" / "RECORD").write_text(
+        "torch/version.py,sha256=x,14\ntorch/other.py,sha256=y,6\ntorch/lib/libc10.so,sha256=z,1\n")
+    (d,) = shim.installed_dists([str(site)])["dists"]
+    assert d["texts"] == {"torch/version.py": "cuda = '12.4'\n"} and d["files"] == ["torch/lib/libc10.so"]

@@ -110,6 +110,8 @@ class Situation:
     crashed_at: Optional[int] = None  # the line of app.py the program crashed on
     probes: tuple = ()  # leaves of loads tried first by design (a probe: never the failure, nor explained)
     said: dict = field(default_factory=dict)  # leaf -> what the program itself printed about it (its stderr line)
+    cuda: dict = field(default_factory=dict)  # framework -> (its CUDA, read from) in `dlltrace cuda --trace`
+    cuda_exit: int = 0  # that command's exit code (1: the stack does not fit)
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -131,7 +133,8 @@ SITUATIONS = [
               origins={"libcudart.so.11.0": "import tensorflow",
                        "libcuda.so.1": "the program's code after import tensorflow"},
               user_line={"libcudart.so.11.0": 1},
-              said={"libcudart.so.11.0": "Could not load dynamic library 'libcudart.so.11.0'; dlerror: "}),
+              said={"libcudart.so.11.0": "Could not load dynamic library 'libcudart.so.11.0'; dlerror: "},
+              cuda={"tensorflow": ("11.2", "tensorflow/python/platform/build_info.py")}, cuda_exit=1),
     Situation("tensorflow_with_numpy_2", "https://github.com/tensorflow/tensorflow/issues/102743",
               "tensorflow-2.11-py39", "3.9", 'import tensorflow as tf\n\nprint(tf.__version__)\n', 1, "died_of_other",
               "the program ended with TypeError: Unable to convert function return value", exception="TypeError",
@@ -146,7 +149,8 @@ SITUATIONS = [
               "onnxruntime-gpu-1.19-cupy-13.6-py311", "3.11", "import cupy as cp\n\nprint(cp.zeros(3))\n", 1,
               "died_of_load", "1 failed load", fatal="libcuda.so.1",
               origins={"libcuda.so.1": "the program's code after import cupy"},
-              exception="cupy_backends.cuda.api.runtime.CUDARuntimeError", first_fix="install_driver"),
+              exception="cupy_backends.cuda.api.runtime.CUDARuntimeError", first_fix="install_driver",
+              cuda={"cupy": ("11", "the cupy-cuda11x distribution")}, cuda_exit=1),
     # PySide6 6.8's xcb plugin needs libxcb-icccm.so.4 and libxcb-keysyms.so.1, which no wheel ships; Qt tries
     # libqxcb.so.avx2 first, then libqxcb.so, and when neither loads it aborts ("Could not load the Qt platform
     # plugin "xcb" ... Aborted"), naming xcb-cursor0 in its hint. On a machine that has both, it aborts all the
@@ -294,6 +298,13 @@ def test_a_real_situation(s: Situation, tmp_path):
         if s.first_fix:
             assert mine[s.fatal]["fixes"][0]["action"] == s.first_fix, mine[s.fatal]["fixes"]
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
+    if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
+        cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
+        fws = {f["name"]: (f["cuda"], f["cuda_from"]) for f in json.loads(cuda.stdout)["frameworks"]}
+        assert {k: fws.get(k) for k in s.cuda} == s.cuda, fws
+        assert cuda.returncode == s.cuda_exit, cuda.stderr
+        if s.cuda_exit:  # (no driver on this machine: the one line says what to install)
+            assert cuda.stderr.count("\n") == 1 and "install an NVIDIA driver" in cuda.stderr, cuda.stderr
     RESULTS.append(s.name)
 
 

@@ -877,10 +877,16 @@ class _Builder:
         provider = self.p.join(capi, "onnxruntime_providers_cuda.dll" if self.win else "libonnxruntime_providers_cuda.so")
         if "onnxruntime-gpu" not in dist and not self.f.exists(provider):
             return None  # the CPU onnxruntime
-        text = self.f.text(self.p.join(capi, "version_info.py"))
-        cuda = _version_text(self._py_value(text, "cuda_version")[1])
-        cudnn = _version_text(self._py_value(text, "cudnn_version")[1])
-        frm = "onnxruntime/capi/version_info.py" if cuda else ""
+        # build_and_package_info.py (every build: cuda_version = '13.0'; cudnn_version in some), version_info.py
+        # (Windows builds: cuda_version = "13.0.88", cudnn_version = "9")
+        cuda = cudnn = None
+        frm = ""
+        for fname in ("build_and_package_info.py", "version_info.py"):
+            text = self.f.text(self.p.join(capi, fname))
+            c = _version_text(self._py_value(text, "cuda_version")[1])
+            if cuda is None and c:
+                cuda, frm = c, f"onnxruntime/capi/{fname}"
+            cudnn = cudnn or _version_text(self._py_value(text, "cudnn_version")[1])
         facts = self.f.file(provider)
         imports = [i.dll for i in facts.pe.imports] if facts is not None and facts.pe is not None else []
         cuda_imports = tuple(n for n in imports if cuda_major_of_name(n) is not None)
@@ -936,15 +942,16 @@ class _Builder:
         version = dist.get(names[0]) if names else None
         cuda = cudnn = None
         if text:
-            m = re.search(r"['\"]cuda_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
-            n = re.search(r"['\"]cudnn_version['\"]\s*:\s*['\"]([^'\"]*)['\"]", text)
+            # (a dict on Windows, {'cuda_version': '64_112'}; an OrderedDict of pairs on Linux, ('cuda_version', '11.2'))
+            m = re.search(r"['\"]cuda_version['\"]\s*[:,]\s*['\"]([^'\"]*)['\"]", text)
+            n = re.search(r"['\"]cudnn_version['\"]\s*[:,]\s*['\"]([^'\"]*)['\"]", text)
             cuda = _version_text(_tf_version(m.group(1))) if m else None
             cudnn = _version_text(_tf_version(n.group(1))) if n else None
         major = _major(cuda)
         cudnn_major = _major(cudnn)
         needs: tuple[str, ...] = ()
         if text:
-            needs = tuple(re.findall(r"['\"](?:cudart|cudnn)_dll_name['\"]\s*:\s*['\"]([^'\"]+)['\"]", text))
+            needs = tuple(re.findall(r"['\"](?:cudart|cudnn)_dll_name['\"]\s*[:,]\s*['\"]([^'\"]+)['\"]", text))
         return Framework("tensorflow", version, root, cuda, major, "tensorflow/python/platform/build_info.py" if cuda else "",
                          bool(text) and cuda is None, cudnn_major, (), needs)
 
@@ -967,7 +974,8 @@ class _Builder:
     def _cupy(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
         root = self.p.join(site, "cupy")
         name = next((k for k in dist if re.match(r"^cupy-cuda\d+x?$", k)), None)
-        if name is None and not self.f.files_in(root):
+        text = self.f.text(self.p.join(root, ".data", "_wheel.json"))
+        if name is None and not self.f.files_in(root) and text is None:
             return None
         version = dist.get(name) if name else None
         major = cuda = None
@@ -980,6 +988,12 @@ class _Builder:
             elif m:  # cupy-cuda117: CUDA 11.7
                 cuda, major = f"{digits[:-1]}.{digits[-1]}", int(digits[:-1])
             frm = f"the {name} distribution"
+        # cupy/.data/_wheel.json (the wheel's build facts): {"cuda": "12.x", "cudnn": {...}, ...}; its cuDNN, NCCL and
+        # cuTENSOR are optional (preloaded when installed): not needs
+        if text and major is None:
+            mm = re.search(r'"cuda"\s*:\s*"(\d+)\.', text)
+            if mm:
+                major, cuda, frm = int(mm.group(1)), mm.group(1), "cupy/.data/_wheel.json"
         needs = ((f"cublas64_{major}.dll",) if self.win else (f"libcublas.so.{major}",)) if major else ()
         return Framework("cupy", version, root, cuda, major, frm, False, None, (), needs)
 
@@ -1282,11 +1296,26 @@ def facts_of_scenario(scenario) -> WorldFacts:
     return WorldFacts(scenario.world, scenario.process, known, origin="scenario")
 
 
-def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[WorldFacts]:
+def trace_texts(trace, pid: Optional[int], join: Callable[[str, str], str]) -> dict[str, str]:
+    """The build-facts files the traced Python's py_dists recorded whole (trace/shim.py BUILD_FACT_FILES:
+    torch/version.py, onnxruntime's build_and_package_info.py, ...), by their full path."""
+    out: dict[str, str] = {}
+    for e in trace.of("py_dists", pid=pid):
+        for d in e.get("dists") or ():
+            site, texts = d.get("site"), d.get("texts")
+            if isinstance(site, str) and isinstance(texts, dict):
+                out.update({join(site, rel): t for rel, t in texts.items() if isinstance(rel, str) and isinstance(t, str)})
+    return out
+
+
+def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaFacts]:
     """The table's facts in a trace: the variables its `env` event recorded (PATH, CUDA_PATH, CUDA_PATH_V*),
     the files it touched (their `file` events: PE facts with versions) and the folders it saw; site-packages
-    from its `py_env`. None when the trace has no traced process."""
+    from its `py_env`; the frameworks' build facts from its `py_dists`. A Linux trace: LinuxTraceFacts. None
+    when the trace has no traced process."""
 
+    if trace.header.platform == "linux":
+        return LinuxTraceFacts.of(trace)
     pids = trace.pids
     if pid is None:
         if not pids:
@@ -1300,4 +1329,106 @@ def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[WorldFacts]:
     py = next(trace.of("py_env", pid=pid), None) or {}
     site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and winpath.basename(p).lower() == "site-packages"
             and winpath.is_absolute(p)]
-    return WorldFacts(world, process, [k for k in known if k and winpath.is_absolute(k)], site, origin="trace")
+    texts = trace_texts(trace, pid, lambda a, b: winpath.join(a, b.replace("/", "\\")))
+    known += list(texts)
+    return WorldFacts(world, process, [k for k in known if k and winpath.is_absolute(k)], site, texts=texts, origin="trace")
+
+
+class LinuxTraceFacts:
+    """The facts of a Linux trace: LD_LIBRARY_PATH as ld.so saw it (audit_start), the objects it opened and the
+    files it found (elf_file, objopen), ld.so's system folders (elf_system), site-packages from py_env, the
+    installed distributions' dist-info folders and native files (py_dists: RECORD) and the frameworks' build
+    facts (py_dists texts). A trace holds no other contents: no driver version unless a libcuda.so.<version>
+    was opened, no toolkit's version.json."""
+
+    platform: Platform = "linux"
+    origin = "trace"
+
+    def __init__(self, env: Mapping[str, str], files: Iterable[str], folders: Iterable[str], site_packages: Iterable[str],
+                 system_folders: Iterable[str], texts: Mapping[str, str]):
+        self._env = dict(env)
+        self._texts = {posixpath.normpath(k): v for k, v in texts.items()}
+        self._files: dict[str, set[str]] = {}
+        self._folders: dict[str, set[str]] = {}
+        self._known: set[str] = set()
+        for f in list(files) + list(self._texts):
+            f = posixpath.normpath(f)
+            self._known.add(f)
+            self._files.setdefault(posixpath.dirname(f), set()).add(f)
+            self._note_folder(posixpath.dirname(f))
+        for d in folders:
+            self._note_folder(posixpath.normpath(d))
+        self._site = list(dict.fromkeys(posixpath.normpath(s) for s in site_packages))
+        self._system = list(dict.fromkeys(posixpath.normpath(s) for s in system_folders))
+
+    def _note_folder(self, folder: str) -> None:
+        while folder not in ("/", "", "."):
+            parent = posixpath.dirname(folder)
+            kids = self._folders.setdefault(parent, set())
+            if folder in kids:
+                return
+            kids.add(folder)
+            folder = parent
+
+    @classmethod
+    def of(cls, trace) -> Optional["LinuxTraceFacts"]:
+        py = next(trace.of("py_env"), None)
+        start = next(trace.of("audit_start"), None)
+        if py is None and start is None:
+            return None
+        pid = (py or start or {}).get("pid")
+        env = {}
+        if start is not None and start.get("has_ld_library_path"):
+            env["LD_LIBRARY_PATH"] = str(start.get("ld_library_path") or "")
+        files = [e["path"] for e in trace.of("elf_file") if isinstance(e.get("path"), str) and e["path"].startswith("/")
+                 and e.get("kind") not in ("missing", "nodir")]
+        files += [e["path"] for e in trace.of("objopen") if isinstance(e.get("path"), str) and e["path"].startswith("/")]
+        folders: list[str] = []
+        for e in trace.of("py_dists", pid=pid):
+            for d in e.get("dists") or ():
+                site = d.get("site")
+                if not isinstance(site, str):
+                    continue
+                folders.append(posixpath.join(site, f"{d.get('name')}-{d.get('version')}.dist-info"))
+                files += [posixpath.join(site, f) for f in d.get("files") or () if isinstance(f, str)]
+        system = next((e.get("system", {}).get("system_dirs") for e in trace.of("elf_system")), None) or []
+        site = [p for p in ((py or {}).get("sys_path") or []) if isinstance(p, str)
+                and posixpath.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+        return cls(env, files, folders, site, [s for s in system if isinstance(s, str)],
+                   trace_texts(trace, pid, posixpath.join))
+
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def file(self, path: str) -> Optional[FileFacts]:
+        return None  # (ELF files: the table reads versions from their names)
+
+    def exists(self, path: str) -> bool:
+        return posixpath.normpath(path) in self._known
+
+    def files_in(self, folder: str) -> list[str]:
+        return sorted(self._files.get(posixpath.normpath(folder), ()))
+
+    def folders_in(self, folder: str) -> list[str]:
+        return sorted(self._folders.get(posixpath.normpath(folder), ()))
+
+    def text(self, path: str) -> Optional[str]:
+        return self._texts.get(posixpath.normpath(path))
+
+    def find_in_file(self, path: str, pattern: bytes) -> Optional[str]:
+        return None
+
+    def site_packages(self) -> list[str]:
+        return list(self._site)
+
+    def system_folders(self) -> list[str]:
+        return list(self._system)
+
+    def real_path(self, path: str) -> str:
+        return path
+
+    def toolkit_parents(self) -> list[str]:
+        return ["/usr/local"]
+
+    def knows(self, path: str) -> bool:
+        return posixpath.normpath(path) in self._known

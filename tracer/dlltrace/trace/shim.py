@@ -259,6 +259,18 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
 _NATIVE = (".dll", ".pyd", ".so", ".exe")
 DISTS_LIMIT = 3000  # distributions listed (a site-packages of more is cut, and said: `cut`)
 FILES_LIMIT = 60000  # native files listed in all
+# the small files in which a framework states the CUDA it was built for (diagnosis/cuda.py reads them): recorded
+# whole in py_dists (`texts`) so that `dlltrace cuda --trace` reads a trace's frameworks as a machine's
+BUILD_FACT_FILES = frozenset({
+    "torch/version.py",                               # torch: cuda = '12.4' (None in a CPU build)
+    "onnxruntime/capi/build_and_package_info.py",     # onnxruntime-gpu: package_name, cuda_version ('13.0')
+    "onnxruntime/capi/version_info.py",               # onnxruntime-gpu (Windows): cuda_version, cudnn_version
+    "tensorflow/python/platform/build_info.py",       # tensorflow: cuda_version, cudnn_version, cudart_dll_name
+    "paddle/version/__init__.py",                     # paddlepaddle-gpu: cuda_version, cudnn_version
+    "ctranslate2/version.py",                         # ctranslate2: __version__
+    "cupy/.data/_wheel.json",                         # cupy-cuda12x: "cuda": "12.x", the cuDNN/NCCL it preloads
+})
+BUILD_FACT_LIMIT = 1 << 16  # bytes of each (they are a few hundred)
 
 
 def _native(path: str) -> bool:
@@ -300,6 +312,7 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                 break
             name, version = _dist_name(folder)
             files = []
+            texts = {}
             try:
                 with open(os.path.join(site, folder, "RECORD"), encoding="utf-8", errors="replace") as f:
                     for line in f:
@@ -307,10 +320,17 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                         if path and _native(path) and total < FILES_LIMIT:
                             files.append(path)
                             total += 1
+                        elif path in BUILD_FACT_FILES:
+                            text = _small_text(os.path.join(site, path))
+                            if text is not None:
+                                texts[path] = text
             except OSError:
                 pass
-            out.append({"name": name, "version": version, "site": site, "files": files,
-                        "loaders": package_loaders(site, files)})
+            dist = {"name": name, "version": version, "site": site, "files": files,
+                    "loaders": package_loaders(site, files)}
+            if texts:
+                dist["texts"] = texts
+            out.append(dist)
     conda: list = []
     meta = os.path.join(sys.prefix, "conda-meta")
     if os.path.isdir(meta):
@@ -326,6 +346,15 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                 total += len(record["files"])
                 conda.append(record)
     return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
+
+
+def _small_text(path: str) -> "Optional[str]":
+    """A build-facts file's text (BUILD_FACT_LIMIT bytes at most); None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(BUILD_FACT_LIMIT)
+    except OSError:
+        return None
 
 
 def package_loaders(site: str, files: "list") -> "list":
