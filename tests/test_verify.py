@@ -159,7 +159,7 @@ def test_rule_install_only_what_is_not_installed():
 
 
 def test_rule_driver_windows_and_python_dlls_get_no_pip_package():
-    for name, words in (("nvcuda.dll", "NVIDIA display driver"), ("python311.dll", "Python interpreter"),
+    for name, words in (("nvcuda.dll", "NVIDIA display driver"), ("python311.dll", "Python 3.11 interpreter's own DLL"),
                         ("dxcore.dll", "part of Windows")):
         ext = {"path": "C:\\app\\x.dll", "imports": [name]}
         res = failed(scenario(files=[ext], **PY, calls=[{"op": "LoadLibraryExW", "name": ext["path"], "flags": 0x1100}]).run())

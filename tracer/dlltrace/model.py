@@ -510,7 +510,7 @@ class AlsoMissing:
     chain: tuple[str, ...] = ()  # from the call's module down to it
     installed_at: tuple[str, ...] = ()  # copies the world has outside the folders searched
 
-VC_REDIST = "https://aka.ms/vs/17/release/vc_redist.{arch}.exe"
+VC_REDIST = "https://aka.ms/vc14/vc_redist.{arch}.exe"  # (Microsoft's v14 permalink: cpp-docs latest-supported-vc-redist.md)
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -35,9 +35,10 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Literal, Optional, cast, get_args
+from typing import Mapping, Any, Literal, Optional, cast, get_args
 
-ProviderKind = Literal["pip", "driver", "windows", "python", "msvc_runtime", "vs_component", "package_itself", "archive"]
+ProviderKind = Literal["pip", "driver", "windows", "python", "msvc_runtime", "vs_component", "package_itself", "archive",
+                       "msvc_legacy", "windows_feature", "directx_legacy"]
 Root = Literal["site-packages", "prefix", ""]
 
 DATA_FILE = "packages.json"
@@ -67,6 +68,19 @@ class Provider:
     folder: str  # relative to root, forward slashes; "" when there is no folder
     source: str  # where the row's facts come from
     row: str  # the row's id in data/packages.json
+    since: Optional[str] = None  # the first version of its installer that ships it ("14.20": VC++ 2019 16.0)
+    download: Optional[Mapping[str, str]] = None  # its installer by architecture ("x64", "x86", "arm64", "any")
+    exports: Optional[Mapping[str, str]] = None  # export -> the first installer version that has it
+    side_by_side: bool = False  # a WinSxS assembly (VC++ 2005, 2008): bound by a manifest, never found on PATH
+
+    def download_for(self, arch: str) -> Optional[str]:
+        """The installer's address for this architecture ("x64", "x86", "arm64"), or its one address."""
+        d = self.download or {}
+        return d.get(arch) or d.get("any")
+
+    def export_since(self, export: Optional[str]) -> Optional[str]:
+        """The first installer version whose copy exports `export`, when the data knows it."""
+        return (self.exports or {}).get(export or "")
 
     @property
     def win_folder(self) -> str:
@@ -91,6 +105,10 @@ class _Row:
     root: Root
     folder: str
     source: str
+    since: Optional[str] = None
+    download: Optional[Mapping[str, str]] = None
+    exports: Optional[Mapping[str, str]] = None
+    side_by_side: bool = False
 
     def matches(self, lower_name: str) -> bool:
         if self.pattern is not None:
@@ -100,7 +118,8 @@ class _Row:
     def provider(self, dll: str) -> Provider:
         return Provider(dll=dll, kind=self.kind, component=self.component, cuda_major=self.cuda_major,
                         package=self.package, requirement=self.requirement, root=self.root, folder=self.folder,
-                        source=self.source, row=self.id)
+                        source=self.source, row=self.id, since=self.since, download=self.download, exports=self.exports,
+                        side_by_side=self.side_by_side)
 
 
 def _fail(where: str, what: str) -> PackageDataError:
@@ -126,7 +145,33 @@ def _opt_str(row: dict[str, Any], key: str, where: str) -> Optional[str]:
 
 
 _ROW_KEYS = {"id", "names", "pattern", "examples", "kind", "component", "cuda_major", "package", "requirement",
-             "root", "folder", "source"}
+             "root", "folder", "source", "since", "download", "exports", "side_by_side"}
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)*$")
+_ARCHES = ("x64", "x86", "arm64", "any")
+# kinds whose rows may say which installer (and which version of it) ships the DLL
+_WITH_INSTALLER = ("msvc_runtime", "msvc_legacy", "directx_legacy", "windows_feature", "driver")
+
+
+def _installer_facts(raw: dict[str, Any], kind: str, where: str) -> tuple[Optional[str], Optional[dict[str, str]],
+                                                                          Optional[dict[str, str]], bool]:
+    """A row's optional since / download / exports / side_by_side, validated."""
+    since, download, exports = raw.get("since"), raw.get("download"), raw.get("exports")
+    sxs = raw.get("side_by_side", False)
+    if (since is not None or download is not None or exports is not None or sxs) and kind not in _WITH_INSTALLER:
+        raise _fail(where, f"kind {kind!r} takes no since, download, exports or side_by_side")
+    if since is not None and (not isinstance(since, str) or not _VERSION.match(since)):
+        raise _fail(where, f"since must be a version such as '14.20', not {since!r}")
+    if download is not None:
+        if (not isinstance(download, dict) or not download or set(download) - set(_ARCHES)
+                or not all(isinstance(u, str) and u.startswith("https://") for u in download.values())):
+            raise _fail(where, f"download must map {list(_ARCHES)} to https:// addresses, not {download!r}")
+    if exports is not None:
+        if (not isinstance(exports, dict) or not exports
+                or not all(isinstance(k, str) and k and isinstance(v, str) and _VERSION.match(v) for k, v in exports.items())):
+            raise _fail(where, "exports must map export names to versions such as '14.29'")
+    if not isinstance(sxs, bool):
+        raise _fail(where, f"side_by_side must be true or false, not {sxs!r}")
+    return since, download, exports, sxs
 
 
 def _parse_row(raw: Any, index: int) -> _Row:
@@ -193,8 +238,9 @@ def _parse_row(raw: Any, index: int) -> _Row:
     if folder and ("\\" in folder or folder.startswith("/") or folder.endswith("/") or ".." in folder.split("/")
                    or ":" in folder):
         raise _fail(where, f"folder {folder!r} must be relative, with forward slashes, without '..'")
+    since, download, exports, sxs = _installer_facts(raw, kind, where)
     return _Row(rid, names, pattern, cast(ProviderKind, kind), component, cuda, package, requirement,
-                cast(Root, root), folder, source)
+                cast(Root, root), folder, source, since, download, exports, sxs)
 
 
 def parse(data: Any) -> tuple[_Row, ...]:

@@ -16,6 +16,7 @@ from dlltrace.emulate.python import TORCH_ORIGIN, rule_package_dll_loop, rule_to
 from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
+from dlltrace.classify import windows_names
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
 from dlltrace.worlds.world import ProcessState, World, listed_by, owners_of, package_loaders
 
@@ -274,16 +275,32 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     model cannot apply."""
     arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
     major = _major(name)
+    if prov is None and name.lower() in windows_names():
+        # a DLL of every vanilla Windows 10/11 System32 (data/windows-system.json) that this Windows lacks
+        prov = packages.Provider(dll=name, kind="windows", component="Windows", cuda_major=None, package=None,
+                                 requirement=None, root="", folder="", source="data/windows-system.json", row="")
     if prov is None:
         return Fix("install", "find_package", name=name, exe=res.name if res.op == "start" else "", python=is_python(process))
+    url = prov.download_for(arch) or ""
+    since = f" (it first shipped with version {prov.since})" if prov.since and prov.since != "14.0" else ""
     words = {
         "driver": f"{name} comes with the NVIDIA display driver (it installs it in System32); no pip package provides it: "
                   "install or update the NVIDIA driver",
         "windows": f"{name} is part of Windows: this Windows lacks it (an older or a reduced edition, e.g. N or Server "
                    "without its feature); update Windows or enable the feature that provides it",
-        "python": f"{name} is the Python interpreter's own DLL: run this with the Python the package was built for, or "
-                  "install the build of the package made for this Python",
-        "msvc_runtime": f"Install the latest Microsoft Visual C++ Redistributable ({arch}): " + VC_REDIST.format(arch=arch),
+        "python": python_dll_words(name, res, process),
+        "msvc_runtime": f"{name} is part of the Visual C++ 2015-2022 runtime{since}: install the latest Microsoft Visual "
+                        f"C++ Redistributable ({arch}): " + VC_REDIST.format(arch=arch),
+        "msvc_legacy": f"{name} is part of the {prov.component}, which the 2015-2022 one does not replace: install it "
+                       f"({arch}{': ' + url if url else ''})" + (
+                           "; it is a side-by-side assembly (WinSxS), bound by the program's manifest: a copy on PATH "
+                           "or next to the program is not used" if prov.side_by_side else ""),
+        "directx_legacy": f"{name} is part of the legacy {prov.component}, which no Windows includes: install it "
+                          f"(directx_Jun2010_redist.exe, {url})",
+        "windows_feature": f"{name} is part of Windows' Media Feature Pack, which Windows N and KN editions lack: add it "
+                           "(Settings > Apps > Optional features > Add a feature > Media Feature Pack, then restart; or, "
+                           "as administrator, DISM /Online /Add-Capability /CapabilityName:Media.MediaFeaturePack~~~~0.0.1.0; "
+                           f"on Windows Server: Install-WindowsFeature Server-Media-Foundation; {url})",
         "vs_component": f"Install Visual Studio's \"MSVC v143 build tools\" component (it puts {name} in System32), or a "
                         "build of the package that does not need it",
         "package_itself": f"{name} belongs to {prov.component or 'the package'} itself and is missing from its folder: "
@@ -296,9 +313,30 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
         return None
     # where the installer puts it: System32 for the driver, the redistributable and the VS component
     # (the model re-runs the call with a copy there); nowhere the model knows for the others
-    lands = winpath.join(world.system.system32, name) if prov.kind in ("driver", "msvc_runtime", "vs_component") else ""
+    # (a side-by-side assembly lands in WinSxS, which the model does not search)
+    lands = winpath.join(world.system.system32, name) if prov.kind in (
+        "driver", "msvc_runtime", "vs_component", "directx_legacy", "windows_feature") or (
+        prov.kind == "msvc_legacy" and not prov.side_by_side) else ""
     return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process, res),
                path=lands)
+
+
+def python_dll_words(name: str, res: CallResult, process: ProcessState) -> str:
+    """python311.dll missing: the extension that imports it was built for Python 3.11 (the DLL names the Python,
+    as the wheel's ABI tag cp311 does); python3.dll is the stable ABI's, which every CPython ships next to its own."""
+    m = re.fullmatch(r"python3(\d+)(t?)(_d)?\.dll", name.lower())
+    this = ".".join((process.python or "").split(".")[:2])
+    by = res.chain[-2] if len(res.chain) > 1 else (winpath.basename(res.name) if res.name else "the extension")
+    if m is None:
+        return (f"{name} is the stable-ABI DLL every CPython 3 ships next to python3XY.dll: this Python's folder lacks "
+                "it (an embedded or trimmed copy of Python): copy it from a full install of the same Python version")
+    built = f"3.{m.group(1)}{' free-threaded' if m.group(2) else ''}{' (debug)' if m.group(3) else ''}"
+    if this and this != f"3.{m.group(1)}" or (this and m.group(2)):
+        return (f"{name} is the Python {built} interpreter's own DLL: {by} was built for Python {built} and this is "
+                f"Python {this}: run it with Python {built}, or install the package's build for this Python with this "
+                "Python's own pip (python -m pip)")
+    return (f"{name} is the Python {built} interpreter's own DLL, next to its python.exe: {by} is loaded where it is "
+            f"not found: load it from that Python (import it there), or put that Python's folder on PATH")
 
 
 def cuda_major(res: CallResult, world: World, process: ProcessState) -> Optional[int]:
@@ -394,7 +432,17 @@ def candidates(sit: verify.Situation) -> list[Fix]:
         else:
             for c in good[:1]:
                 out.extend(make_searched(c, name, call, world, process))
-            if not good:
+            prov = packages.lookup(name)
+            since = prov.export_since(leaf.facts.export if leaf.facts else None) if prov is not None else None
+            if not good and prov is not None and prov.kind == "msvc_runtime":
+                # the VC++ runtime's export: the redistributable that first has it (data/packages.json `exports`),
+                # the latest when the data does not date it
+                facts = world.file(leaf.path) if leaf.path else None
+                ver = facts.pe.file_version if facts is not None and facts.pe is not None else ""
+                arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
+                out.append(Fix("vc_redist", "vc_redist", name=name, path=bound, version=ver or "", need=since or "",
+                               lacks=what, arch=arch))
+            elif not good:
                 out.append(Fix("install", "install_matching", name=name, bound=bound,
                                parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))
     elif cause == "init_failed":

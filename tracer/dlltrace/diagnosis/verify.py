@@ -142,16 +142,15 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
         have = a.world.file(fix.path) if fix.path else None
         if isinstance(have, InitFacts) and have.needs_cpu:
             a.world.add(dataclasses.replace(have, needs_cpu=tuple(x for x in have.needs_cpu if x.lower() != fix.lacks.lower())))
-    elif act == "vc_redist":  # the redistributable puts a current copy in System32
+    elif act == "vc_redist":  # the redistributable puts a current copy in System32 (with the export it lacked)
         path = winpath.join(a.world.system.system32, fix.name)
         have = a.world.file(path)
-        version = f"{fix.need}.0.0"
-        if have is not None and have.pe is not None:
-            a.world.add(dataclasses.replace(have, pe=dataclasses.replace(have.pe, file_version=version)))
-        else:
-            f = stand_in(path, p.machine)
-            assert f.pe is not None
-            a.world.add(dataclasses.replace(f, pe=dataclasses.replace(f.pe, file_version=version)))
+        if have is None or have.pe is None:
+            have = stand_in(path, p.machine)
+        assert have.pe is not None
+        version = f"{fix.need}.0.0" if fix.need else have.pe.file_version
+        exports = have.pe.exports | ({fix.lacks} if fix.lacks else set())
+        a.world.add(dataclasses.replace(have, pe=dataclasses.replace(have.pe, file_version=version, exports=frozenset(exports))))
     elif act == "change_flags":
         a.flags = fix.flags
     elif act == "flags":

@@ -131,6 +131,11 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
                 "first and update it")
     if a == "install_matching":
         return f"{f.bound} is a different version from the one {f.parent} was built against: install matching versions"
+    if a == "vc_redist" and f.lacks:  # (a missing export: the version that first has it, when the data knows it)
+        copy = f"{f.path}" + (f" (version {f.version})" if f.version else "")
+        need = f"; it first shipped with version {f.need}" if f.need else ""
+        return (f"{f.name} in use is {copy}, which lacks {f.lacks}{need}: install the latest Visual C++ "
+                f"Redistributable ({f.arch}, {VC_REDIST.format(arch=f.arch)})")
     if a == "vc_redist":
         built = f" ({f.leaf} was built with {f.need})" if f.built_with else ""
         if f.then:  # (its next step says what to load first)
