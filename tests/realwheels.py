@@ -18,7 +18,13 @@ into site-packages layouts on the Wine prefix's C: drive, run under Wine twice.
 from __future__ import annotations
 
 import hashlib
+import http.client
+import io
+import json
 import os
+import tarfile
+import urllib.parse
+import urllib.request
 import re
 import shutil
 import subprocess
@@ -27,7 +33,7 @@ import threading
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
-from typing import Optional
+from typing import Any, Optional
 
 import winetools
 
@@ -66,6 +72,13 @@ WHEELS = {
     "shapely": Wheel("shapely", "2.0.6", "shapely-2.0.6-cp311-cp311-win_amd64.whl"),
     "pywin32": Wheel("pywin32", "306", "pywin32-306-cp311-cp311-win_amd64.whl"),
     "opencv": Wheel("opencv-python", "4.10.0.84", "opencv_python-4.10.0.84-cp37-abi3-win_amd64.whl"),
+    # the loaders of data/loaders.json applied by deps (tests/test_loaders.py)
+    "sklearn": Wheel("scikit-learn", "1.5.2", "scikit_learn-1.5.2-cp311-cp311-win_amd64.whl"),
+    "pandas": Wheel("pandas", "3.1.1", "pandas-3.1.1-cp311-cp311-win_amd64.whl"),
+    "psycopg2": Wheel("psycopg2-binary", "2.9.13", "psycopg2_binary-2.9.13-cp311-cp311-win_amd64.whl"),
+    "h5py": Wheel("h5py", "3.12.1", "h5py-3.12.1-cp311-cp311-win_amd64.whl"),
+    "pyarrow": Wheel("pyarrow", "18.0.0", "pyarrow-18.0.0-cp311-cp311-win_amd64.whl"),
+    "lightgbm": Wheel("lightgbm", "4.5.0", "lightgbm-4.5.0-py3-none-win_amd64.whl"),
 }
 IOMP_MEMBER = "intel_openmp-2024.2.1.data/data/Library/bin/libiomp5md.dll"
 
@@ -102,6 +115,12 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
     "pywin32-306-cp311-cp311-win_amd64.whl": "a7639f51c184c0272e93f244eb24dafca9b1855707d94c192d4a0b4c01e1100e",
+    "scikit_learn-1.5.2-cp311-cp311-win_amd64.whl": "6c16d84a0d45e4894832b3c4d0bf73050939e21b99b01b6fd59cbb0cf39163b6",
+    "pandas-3.1.1-cp311-cp311-win_amd64.whl": "48066660db2f0d652b0f4df5743ca975e9b568043084c86e575b0eda648f7c64",
+    "psycopg2_binary-2.9.13-cp311-cp311-win_amd64.whl": "70d091f5c3a6177fac50c0da20181ce0e0c053f1e43c872d5f75bd6d9429c020",
+    "h5py-3.12.1-cp311-cp311-win_amd64.whl": "3fdf95092d60e8130ba6ae0ef7a9bd4ade8edbe3569c13ebbaf39baefffc5ba4",
+    "pyarrow-18.0.0-cp311-cp311-win_amd64.whl": "2c992716cffb1088414f2b478f7af0175fd0a76fea80841b1706baa8fb0ebaad",
+    "lightgbm-4.5.0-py3-none-win_amd64.whl": "7ccb73ee9fb74fbbf89ad24c57a6edad505aa8f2165d02b999a082dbbbb0ee57",
     "MarkupSafe-3.0.2-cp311-cp311-win_amd64.whl": "70a87b411535ccad5ef2f1df5136506a10775d267e197e4cf531ced10537bd6b",
     "PyYAML-6.0.2-cp311-cp311-win_amd64.whl": "e10ce637b18caea04431ce14fabcf5c64a1c61ec9c56b071a4b7ca131ca52d44",
     "cffi-2.1.1-cp313-cp313-win_amd64.whl": "1aa5645c30469b09530c4ebca77ebf8f17618293c58f8549cb1a543a50236e7d",
@@ -597,3 +616,124 @@ def compare(wine: Facts, ours: Facts, *, root: str) -> list:
         if api in wine.apisets and hosts != wine.apisets[api]:
             out.append(f"API set {api} resolved to: wine {sorted(wine.apisets[api])}, dlltrace {sorted(hosts)}")
     return out
+
+
+# ----------------------------------------------------------------------------- PyPI files read in part
+class WheelListUnavailable(Exception):
+    pass
+
+
+class HTTPRangeFile(io.RawIOBase):
+    """A read-only, seekable file over HTTP Range requests: enough for zipfile to read a wheel's end
+    record and central directory (a few requests) without the members' data."""
+
+    def __init__(self, url: str, size: int, timeout: float = 60):
+        super().__init__()
+        self.url, self.size, self.pos, self.timeout = url, size, 0, timeout
+        self.requests = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        n = min(len(buf), self.size - self.pos)
+        if n <= 0:
+            return 0
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{self.pos + n - 1}"})
+        self.requests += 1
+        with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            if r.status != 206:
+                raise WheelListUnavailable(f"{self.url}: the server ignored the Range request (HTTP {r.status})")
+            data = r.read()
+        if len(data) != n:
+            raise WheelListUnavailable(f"{self.url}: asked for {n} bytes at {self.pos}, got {len(data)}")
+        buf[:n] = data
+        self.pos += n
+        return n
+
+
+def project_of(filename: str) -> str:
+    return filename.split("-", 1)[0].replace("_", "-").lower()
+
+
+def pypi_file(filename: str) -> dict[str, Any]:
+    """The PyPI file entry (url, size, yanked ...) of a wheel, from the JSON simple API (PEP 691)."""
+    url = f"https://pypi.org/simple/{project_of(filename)}/"
+    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            index = json.load(r)
+    except (OSError, http.client.HTTPException, ValueError) as e:  # URLError is an OSError
+        raise WheelListUnavailable(f"{url}: {e}") from None
+    for f in index.get("files", []):
+        if f.get("filename") == filename:
+            return dict(f, url=urllib.parse.urljoin(url, f["url"]))
+    raise AssertionError(f"{filename} is not among the files PyPI lists for {project_of(filename)}")
+
+
+
+LOADER_FILES = winetools.DOWNLOADS / "loader-files"  # (files of pinned wheels: they never change)
+
+
+def loader_file(seen: dict) -> bytes:
+    """The bytes of a file a data/loaders.json row was read from (`seen`: its wheel or sdist, the member, the
+    member's sha256): from the tests' cached wheel when there is one, else read over HTTP Range from PyPI (an
+    sdist: downloaded whole, its own sha256 checked); always checked against the pinned sha256."""
+    want = seen["sha256"]
+    cached = LOADER_FILES / want
+    if cached.is_file():
+        data = cached.read_bytes()
+        if hashlib.sha256(data).hexdigest() == want:
+            return data
+    if "sdist" in seen:
+        data = _sdist_member(seen["sdist"], seen["sdist_sha256"], seen["member"])
+    else:
+        local = WHEEL_DIR / seen["wheel"]
+        if local.is_file() and verified(local):
+            with zipfile.ZipFile(local) as z:
+                data = z.read(seen["member"])
+        else:
+            try:
+                f = pypi_file(seen["wheel"])
+                with zipfile.ZipFile(io.BufferedReader(HTTPRangeFile(f["url"], int(f["size"])), buffer_size=1 << 16)) as z:
+                    data = z.read(seen["member"])
+            except (OSError, http.client.HTTPException, WheelListUnavailable) as e:
+                raise WheelUnavailable(f"{seen['wheel']}: {e}") from None
+    got = hashlib.sha256(data).hexdigest()
+    assert got == want, f"{seen.get('wheel') or seen.get('sdist')}:{seen['member']} has sha256 {got}, the data pins {want}"
+    LOADER_FILES.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_name(cached.name + f".part{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, cached)
+    return data
+
+
+def _sdist_member(filename: str, sha256: str, member: str) -> bytes:
+    dest = winetools.DOWNLOADS / "sdists" / filename
+    if not (dest.is_file() and sha256_of(dest) == sha256):
+        try:
+            f = pypi_file(filename)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + f".part{os.getpid()}")
+            with urllib.request.urlopen(f["url"], timeout=900) as r, open(tmp, "wb") as out:
+                shutil.copyfileobj(r, out, 1 << 20)
+            os.replace(tmp, dest)
+        except (OSError, http.client.HTTPException, WheelListUnavailable) as e:
+            raise WheelUnavailable(f"{filename}: {e}") from None
+        got = sha256_of(dest)
+        assert got == sha256, f"{filename}: sha256 {got}, pinned {sha256}"
+    with tarfile.open(dest) as t:
+        f = t.extractfile(member)
+        assert f is not None, f"{filename} has no file {member}"
+        return f.read()

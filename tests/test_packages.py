@@ -343,67 +343,7 @@ PLACEHOLDERS = [
 ]
 
 
-class WheelListUnavailable(Exception):
-    pass
-
-
-class HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable file over HTTP Range requests: enough for zipfile to read a wheel's end
-    record and central directory (a few requests) without the members' data."""
-
-    def __init__(self, url: str, size: int, timeout: float = 60):
-        super().__init__()
-        self.url, self.size, self.pos, self.timeout = url, size, 0, timeout
-        self.requests = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
-
-    def readinto(self, buf) -> int:  # type: ignore[override]
-        n = min(len(buf), self.size - self.pos)
-        if n <= 0:
-            return 0
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{self.pos + n - 1}"})
-        self.requests += 1
-        with urllib.request.urlopen(req, timeout=self.timeout) as r:
-            if r.status != 206:
-                raise WheelListUnavailable(f"{self.url}: the server ignored the Range request (HTTP {r.status})")
-            data = r.read()
-        if len(data) != n:
-            raise WheelListUnavailable(f"{self.url}: asked for {n} bytes at {self.pos}, got {len(data)}")
-        buf[:n] = data
-        self.pos += n
-        return n
-
-
-def project_of(filename: str) -> str:
-    return filename.split("-", 1)[0].replace("_", "-").lower()
-
-
-def pypi_file(filename: str) -> dict[str, Any]:
-    """The PyPI file entry (url, size, yanked ...) of a wheel, from the JSON simple API (PEP 691)."""
-    url = f"https://pypi.org/simple/{project_of(filename)}/"
-    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            index = json.load(r)
-    except (OSError, http.client.HTTPException, ValueError) as e:  # URLError is an OSError
-        raise WheelListUnavailable(f"{url}: {e}") from None
-    for f in index.get("files", []):
-        if f.get("filename") == filename:
-            return dict(f, url=urllib.parse.urljoin(url, f["url"]))
-    raise AssertionError(f"{filename} is not among the files PyPI lists for {project_of(filename)}")
+from realwheels import HTTPRangeFile, WheelListUnavailable, project_of, pypi_file  # noqa: E402  (shared with test_loaders)
 
 
 def wheel_list(filename: str) -> dict[str, Any]:

@@ -1,41 +1,128 @@
-"""How a package makes its own DLLs reachable, as data: read from the package's own files (its __init__.py, its
-.pth), each kind taken from the real code it models, so that `deps` and `check` load a wheel's extensions as
-importing the package would (the replay of a trace gets the same facts from the bootstrap's py_dists).
+"""How a package makes its own DLLs reachable, as data (data/loaders.json): each row read from the package's
+real code, with the file, the versions it was read in, what it does and when, and the real wheels it was read from
+(their loader files pinned by sha256: tests/test_loaders.py). `deps` and `check` load a wheel's extensions as
+importing the package would (worlds/static.py reads the files, diagnosis/static.py applies the rules); the replay
+of a trace gets the same facts from the bootstrap's py_dists.
 
-Each kind, with the code it is read from:
+A row's marker found in one of its files makes it that package's loader; its rule, one named function each, reads
+what the text says where the text decides it:
 
-- `delvewheel` — delvewheel's patch at the top of `<pkg>/__init__.py` (`_delvewheel_patch_1_8_0` in scipy 1.14.1
-  and shapely 2.0.6, `_delvewheel_patch_1_8_3` in numpy 2.1.3; `_delvewheel_init_patch_*` in delvewheel < 1.0):
-  `os.add_dll_directory(<site>/<name>.libs)` when the folder exists (the older form, on Python < 3.8 or a conda
-  CPython < 3.10, preloads the same folder's DLLs in its `.load-order` file instead: the same folder either way).
-  It runs when `<pkg>` is imported: before any of the package's extensions.
-- `pywin32_bootstrap` — pywin32's `pywin32.pth` (pywin32 300 and later) runs `import pywin32_bootstrap`
-  (`win32/lib/pywin32_bootstrap.py`), which adds `<site>/pywin32_system32` with `os.add_dll_directory` (PATH before
-  Python 3.8), at the interpreter's start: before any import.
-- `pywin32_service` — pywin32's `win32/lib/win32serviceutil.py` `LocatePythonServiceExe` (pywin32 302 and later):
-  win32/pythonservice.exe is a template ("we can't run it from there"): it is copied to sys.exec_prefix, and
-  pywintypes3XY.dll next to python3XY.dll, before a service runs.
-- `torch` — `torch/__init__.py`'s `_load_dll_libraries` (torch 1.8 to 2.x on Windows): `os.add_dll_directory` of
-  `torch/lib` and, where they exist, `<sys.exec_prefix>/Library/bin` (conda's and the mkl / intel-openmp wheels'
-  folder), the base prefix's and the user base's `Library/bin`; then it loads every DLL of `torch/lib` with
-  LoadLibraryExW(0x1100). It runs when torch is imported, before torch._C (and functorch's, torchvision's).
-
-Not yet data here: onnxruntime's `preload_dlls` (diagnosis/explain.py has its CUDA lists), cupy's CUDA_PATH
-search, TensorFlow's dso_loader, opencv's config.py BINARIES_PATHS (opencv-python's wheels need none: their
-DLLs sit next to cv2's extension), conda's activation.
+- `rule_delvewheel` — delvewheel's patch at the top of `<pkg>/__init__.py` (`_delvewheel_patch_1_8_0` in scipy
+  1.14.1, `_delvewheel_patch_1_13_2` in pandas 3.1.1, `_delvewheel_init_patch_*` in delvewheel < 1.0):
+  `os.add_dll_directory(<site>/<name>.libs)`, the name read from the patch.
+- `rule_pywin32_bootstrap` — pywin32's `pywin32.pth` runs `import pywin32_bootstrap`, which adds
+  `<site>/pywin32_system32` at the interpreter's start.
+- `rule_pywin32_service` — `win32serviceutil.LocatePythonServiceExe` copies pythonservice.exe and pywintypes3XY.dll
+  before a service runs; win32/pythonservice.exe is a template.
+- `rule_torch_load_dll_libraries` — torch's `_load_dll_libraries`: torch/lib and the prefix's Library/bin added,
+  every DLL of torch/lib loaded, before torch's, functorch's, torchvision's and torchaudio's extensions.
+- `rule_opencv_binaries_paths` — cv2's bootstrap adds and puts on PATH each folder of cv2/config.py's
+  BINARIES_PATHS (read from it: `<site>/cv2/../../x64/vc14/bin` in the pip wheels).
+- `rule_distributor_init_preloads` — scikit-learn's `_distributor_init.py` loads the DLLs it names from
+  `sklearn/.libs` by full path (read from it: vcomp140.dll, msvcp140.dll).
+- `rule_marker` — every other row (ctranslate2, PySide6, cupy, llama-cpp-python, onnxruntime's opt-in
+  preload_dlls, TensorFlow's self check, xgboost's and lightgbm's full-path loads): the marker is the evidence,
+  the effect is the row's adds, path_adds, env_adds and preloads.
 
 This module reads no file: `loaders_from_files` is given the texts (worlds/static.py reads them from a wheel or
 a folder)."""
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable, Iterable, Optional
 
-# the files a package's loader is read from, relative to site-packages: what worlds/static.py reads
-LOADER_FILE_PATTERN = re.compile(r"^(?:[^/]+/__init__\.py|[^/]+\.pth|win32/lib/(?:pywin32_bootstrap|win32serviceutil)\.py)$")
+DATA_FILE = "loaders.json"
 MAX_LOADER_FILE = 1 << 16  # bytes of each read (delvewheel's patch and torch's loader are near the top)
+RULES_READ_HERE = ("rule_delvewheel", "rule_pywin32_bootstrap", "rule_pywin32_service", "rule_torch_load_dll_libraries")
+
+
+@dataclass(frozen=True)
+class LoaderRow:
+    """One row of data/loaders.json: a package's way of making its DLLs reachable."""
+
+    id: str
+    rule: str  # the function that reads it ("model": the loader model does it, no file is read)
+    when: str  # "import", "start" (the interpreter's), "call" (a function the program calls)
+    files: tuple[str, ...]  # the files it is read from, relative to site-packages ("<package>/__init__.py")
+    marker: "re.Pattern[str]"
+    does: str
+    versions: str
+    source: str
+    adds: tuple[str, ...] = ()  # folders it os.add_dll_directory()s, relative to site-packages
+    path_adds: tuple[str, ...] = ()  # folders it prepends to PATH
+    env_adds: tuple[str, ...] = ()  # "CUDA_PATH/bin": a variable's folder it adds when the variable is set
+    preloads: tuple[str, ...] = ()  # files it loads by full path ("ctranslate2/*.dll": every DLL of a folder)
+    seen: tuple[dict, ...] = ()  # the real wheels it was read from
+
+
+class LoaderDataError(ValueError):
+    """data/loaders.json is not what this module expects."""
+
+
+def _strs(raw: dict, key: str, where: str) -> tuple[str, ...]:
+    v = raw.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise LoaderDataError(f"{DATA_FILE}: {where}: {key!r} must be a list of strings")
+    return tuple(v)
+
+
+def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
+    """The rows of a loaders.json document, validated."""
+    if not isinstance(doc, dict) or doc.get("format") != "dlltrace-loaders" or doc.get("version") != 1:
+        raise LoaderDataError(f"{DATA_FILE}: not a dlltrace-loaders document of version 1")
+    out = []
+    for i, raw in enumerate(doc.get("loaders") or ()):
+        where = f"loaders[{i}]"
+        if not isinstance(raw, dict):
+            raise LoaderDataError(f"{DATA_FILE}: {where}: must be an object")
+        for key in ("id", "rule", "when", "marker", "does", "versions", "source"):
+            if not isinstance(raw.get(key), str) or not raw[key]:
+                raise LoaderDataError(f"{DATA_FILE}: {where}: {key!r} must be a non-empty string")
+        if raw["rule"] not in RULES and raw["rule"] != "model":
+            raise LoaderDataError(f"{DATA_FILE}: {where}: no rule named {raw['rule']!r}")
+        if raw["when"] not in ("import", "start", "call"):
+            raise LoaderDataError(f"{DATA_FILE}: {where}: when must be import, start or call")
+        try:
+            marker = re.compile(raw["marker"])
+        except re.error as e:
+            raise LoaderDataError(f"{DATA_FILE}: {where}: marker: {e}") from None
+        seen = raw.get("seen", [])
+        if not isinstance(seen, list) or not all(isinstance(x, dict) and isinstance(x.get("sha256"), str) for x in seen):
+            raise LoaderDataError(f"{DATA_FILE}: {where}: seen must list objects with a sha256")
+        out.append(LoaderRow(raw["id"], raw["rule"], raw["when"], _strs(raw, "files", where), marker, raw["does"],
+                             raw["versions"], raw["source"], _strs(raw, "adds", where), _strs(raw, "path_adds", where),
+                             _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen)))
+    ids = [r.id for r in out]
+    if len(set(ids)) != len(ids) or not out:
+        raise LoaderDataError(f"{DATA_FILE}: ids must be unique and there must be rows")
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def loader_rows() -> tuple[LoaderRow, ...]:
+    """The rows of the shipped data file, read and validated once."""
+    text = resources.files("dlltrace").joinpath("data").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    return parse_rows(json.loads(text))
+
+
+def loader_files() -> tuple[str, ...]:
+    """The exact files (relative to site-packages) the rows are read from, beyond every package's __init__.py
+    and every .pth: what worlds/static.py reads of a wheel or a folder."""
+    return tuple(dict.fromkeys(f for r in loader_rows() for f in r.files if not f.startswith("<")))
+
+
+def is_loader_file(member: str) -> bool:
+    """Whether a member (relative to site-packages, "/") is a file some loader is read from."""
+    return bool(_GENERIC_FILE.match(member)) or member in loader_files()
+
+
+_GENERIC_FILE = re.compile(r"^(?:[^/]+/__init__\.py|[^/]+\.pth)$")
 
 _DELVEWHEEL = re.compile(r"_delvewheel_(?:init_)?patch_\w+")
 _LIBS_DIR = re.compile(r"os\.pardir,\s*(['\"])([^'\"/\\]+\.libs)\1")
@@ -58,6 +145,11 @@ class LoaderRule:
     # site-packages), "{xy}" the Python's version ("311"); and the templates it never runs where they are
     copies: tuple[tuple[str, str], ...] = ()
     templates: tuple[str, ...] = ()
+    path_adds: tuple[str, ...] = ()  # folders it prepends to PATH (relative to site-packages)
+    env_adds: tuple[str, ...] = ()  # "CUDA_PATH/bin": a variable's folder, added when the variable is set
+    preload_files: tuple[str, ...] = ()  # files it loads by full path before the package's extensions
+    when: str = "import"  # "import", "start", "call" (only when the program calls it: no effect at import)
+    row: str = ""  # its row in data/loaders.json
 
     def covers(self, member: str) -> bool:
         """Whether a module at `member` (relative to site-packages, "/") is loaded after this loader ran."""
@@ -104,10 +196,70 @@ def rule_torch_load_dll_libraries(text: str) -> Optional[LoaderRule]:
                       preloads="torch/lib", applies_to=("torch", "functorch", "torchvision", "torchaudio"))
 
 
+_CV2_PATH = re.compile(r"os\.path\.join\(os\.path\.join\(LOADER_DIR,\s*(['\"])([^'\"]*)\1\),\s*(['\"])([^'\"]*)\3\)")
+_LIBS_FILE = re.compile(r"op\.join\(libs_path,\s*(['\"])([^'\"]+\.dll)\1\)")
+_LIBS_PATH = re.compile(r"libs_path\s*=\s*op\.join\(op\.dirname\(__file__\),\s*(['\"])([^'\"]+)\1\)")
+
+
+def _row(rid: str) -> Optional[LoaderRow]:
+    return next((r for r in loader_rows() if r.id == rid), None)
+
+
+def rule_opencv_binaries_paths(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
+    """cv2's bootstrap: each BINARIES_PATHS folder of cv2/config.py (`os.path.join(os.path.join(LOADER_DIR,
+    '../../'), 'x64/vc14/bin')`, LOADER_DIR being cv2's folder) added with os.add_dll_directory and put on PATH."""
+    folders = []
+    for m in _CV2_PATH.finditer(text):
+        rel = posixpath.normpath(posixpath.join("cv2", m.group(2), m.group(4)))
+        folders.append(rel)
+    if not folders:
+        return None
+    return LoaderRule("cv2", row.id, tuple(folders), "cv2/config.py", path_adds=tuple(folders), row=row.id)
+
+
+def rule_distributor_init_preloads(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
+    """scikit-learn's _distributor_init.py: the DLLs it names (`op.join(libs_path, "vcomp140.dll")`) in its
+    `libs_path` (`.libs` next to it), loaded by full path with ctypes.WinDLL when sklearn is imported."""
+    libs = _LIBS_PATH.search(text)
+    names = [m.group(2) for m in _LIBS_FILE.finditer(text)]
+    if libs is None or not names:
+        return None
+    top = row.files[0].split("/", 1)[0]
+    files = tuple(posixpath.join(top, libs.group(2), n) for n in names)
+    return LoaderRule(top, row.id, (), row.files[0], preload_files=files, row=row.id)
+
+
+def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
+    """A row whose marker is the evidence and whose effect is the row's own data (adds, path_adds, env_adds,
+    preloads), for the package whose file it is."""
+    top = row.files[0].split("/", 1)[0] if row.files and not row.files[0].startswith("<") else package
+    return LoaderRule(top, row.id, row.adds, row.files[0] if row.files else "", path_adds=row.path_adds,
+                      env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id)
+
+
+def rule_package_folder_preload(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
+    """ctranslate2's __init__.py: its own folder added, then every *.dll in it loaded by full path."""
+    return rule_marker(row, package, text)
+
+
+RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {
+    "rule_opencv_binaries_paths": rule_opencv_binaries_paths,
+    "rule_distributor_init_preloads": rule_distributor_init_preloads,
+    "rule_marker": rule_marker,
+    "rule_package_folder_preload": rule_package_folder_preload,
+    # (these four are read below, each from its own files)
+    "rule_delvewheel": lambda row, package, text: rule_delvewheel(package, text),
+    "rule_pywin32_bootstrap": lambda row, package, text: None,
+    "rule_pywin32_service": lambda row, package, text: rule_pywin32_service(text),
+    "rule_torch_load_dll_libraries": lambda row, package, text: rule_torch_load_dll_libraries(text),
+}
+
+
 def loaders_from_files(read: Callable[[str], Optional[str]], members: Iterable[str]) -> list[LoaderRule]:
     """The loaders of the packages whose files are `members` (paths relative to site-packages, "/"), each file's
     text from `read` (None: unreadable)."""
-    names = [m for m in members if LOADER_FILE_PATTERN.match(m)]
+    names = [m for m in members if is_loader_file(m)]
+    present = set(names)
     out: list[LoaderRule] = []
     for m in names:
         if m.endswith("/__init__.py"):
@@ -129,4 +281,21 @@ def loaders_from_files(read: Callable[[str], Optional[str]], members: Iterable[s
                 rule = rule_pywin32_bootstrap(m, pth, read("win32/lib/pywin32_bootstrap.py") or "")
                 if rule is not None:
                     out.append(rule)
+    # the rows read from their own files (data/loaders.json), each file once
+    texts: dict[str, Optional[str]] = {}
+    for row in loader_rows():
+        if row.rule in RULES_READ_HERE or row.rule == "model":
+            continue
+        for f in row.files:
+            if f not in present:
+                continue
+            if f not in texts:
+                texts[f] = read(f)
+            text = texts[f]
+            if text is None or not row.marker.search(text):
+                continue
+            rule = RULES[row.rule](row, f.split("/", 1)[0], text)
+            if rule is not None:
+                out.append(rule)
+            break
     return out

@@ -169,6 +169,7 @@ class LoadContext:
     path: tuple[str, ...] = ()
     dll_directories: tuple[str, ...] = ()
     after: tuple[str, ...] = ()  # the package loaders that ran before it ("numpy's delvewheel patch"), in words
+    preloaded: tuple[str, ...] = ()  # DLLs a package's loader loaded by full path before it (sklearn's .libs)
 
     def to_dict(self) -> dict:
         return {"how": self.how, "flags": self.flags, "python": self.python, "path": list(self.path),
@@ -212,6 +213,9 @@ def _process(target: Target, root: str, ctx: LoadContext) -> ProcessState:
     if ctx.how != "start":
         for f in python_files(ctx.python)[:2] + python_files(ctx.python)[3:4]:  # python.exe, pythonXY.dll, vcruntime140.dll
             p.add_loaded(LoadedModule(f, origin="the Python interpreter's start"))
+    for f in ctx.preloaded:  # (a package's loader loaded them by full path: a later import of the name binds to them)
+        if p.find_loaded_by_name(winpath.basename(f)) is None:
+            p.add_loaded(LoadedModule(f, origin=ctx.after[0] if ctx.after else "the package's loader"))
     return p
 
 
@@ -568,30 +572,69 @@ LOADER_WORDS = {"delvewheel": "{package}'s delvewheel patch", "pywin32_bootstrap
                 "torch": "torch's _load_dll_libraries"}
 
 
-def rule_package_loaders(target: Target, root: str) -> tuple[list[str], list[str]]:
-    """The folders the packages' own loaders add before `root` loads, as importing it would (pkgloaders.py:
-    delvewheel's patch before the package's extensions, pywin32's .pth at every start, torch's loader before
-    torch's, functorch's and torchvision's), those that exist in the model, with the loaders in words. An .exe
-    is started, not imported: none (its start is rule_exe_path's)."""
+@dataclass(frozen=True)
+class LoaderEffects:
+    """What the packages' own loaders have done when a root loads: folders added (os.add_dll_directory), folders
+    put on PATH, DLLs loaded by full path, and the loaders in words."""
+
+    dirs: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
+    preloaded: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+
+
+def _loader_words(lo: LoaderRule) -> str:
+    return LOADER_WORDS.get(lo.how, "{package}'s " + lo.source.rsplit("/", 1)[-1]).format(package=lo.package)
+
+
+def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
+    """The folders the packages' own loaders add (and put on PATH) and the DLLs they load by full path before
+    `root` loads, as importing it would (pkgloaders.py, data/loaders.json: delvewheel's patch before the
+    package's extensions, pywin32's .pth at every start, torch's loader before torch's, functorch's and
+    torchvision's, scikit-learn's preloads, PySide6's shiboken6 folder ...), those that exist in the model. A
+    loader that runs only when the program calls it (onnxruntime.preload_dlls) does nothing here; a variable's
+    folder (%CUDA_PATH%\\bin) neither: the model has no environment. An .exe is started, not imported: none
+    (its start is rule_exe_path's)."""
     if root.lower().endswith(".exe"):
-        return [], []
+        return LoaderEffects()
     site = site_packages(target.python)
     rel = winpath.normalize(root)
     if not rel.lower().startswith(site.lower() + "\\"):
-        return [], []
+        return LoaderEffects()
     member = rel[len(site) + 1:].replace("\\", "/")
     dirs: list[str] = []
+    path: list[str] = []
+    pre: list[str] = []
     words: list[str] = []
+
+    def at(rel_path: str) -> str:
+        return winpath.normalize(winpath.join(site, rel_path.replace("/", "\\")))
     for lo in target.loaders:
-        if not lo.covers(member):
+        if not lo.covers(member) or lo.when == "call":
             continue
-        adds = [winpath.join(site, a.replace("/", "\\")) for a in lo.adds]
+        adds = [at(a) for a in lo.adds]
         adds += [winpath.join(python_home(target.python), a.replace("/", "\\")) for a in lo.prefix_adds]
         found = [d for d in adds if target.world.is_dir(d) and not any(winpath.same(d, x) for x in dirs)]
-        if found:
+        on_path = [d for d in map(at, lo.path_adds) if target.world.is_dir(d) and not any(winpath.same(d, x) for x in path)]
+        loads: list[str] = []
+        for f in lo.preload_files:
+            if f.endswith("/*.dll"):
+                loads += [p for p in target.world.files_in(at(f[:-len("/*.dll")])) if p.lower().endswith(".dll")]
+            elif target.world.file(at(f)) is not None:
+                loads.append(at(f))
+        if found or on_path or loads:
             dirs += found
-            words.append(LOADER_WORDS.get(lo.how, lo.how).format(package=lo.package))
-    return dirs, words
+            path += on_path
+            pre += [p for p in loads if not any(winpath.same(p, x) for x in pre)]
+            words.append(_loader_words(lo))
+    return LoaderEffects(tuple(dirs), tuple(path), tuple(pre), tuple(words))
+
+
+def rule_package_loaders(target: Target, root: str) -> tuple[list[str], list[str]]:
+    """The folders the packages' own loaders add before `root` loads, with the loaders in words
+    (rule_package_loader_effects)."""
+    e = rule_package_loader_effects(target, root)
+    return list(e.dirs), list(e.words)
 
 
 def rule_exe_path(target: Target, root: str) -> list[str]:
@@ -615,9 +658,9 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
     for root in (only if only else roots_of(target)):
         if winpath.key(root) in reached and not only:
             continue
-        added, after = rule_package_loaders(target, root)
-        ctx = context_for(root, target.python, flags, path + rule_exe_path(target, root), dirs + added)
-        ctx = dataclasses.replace(ctx, after=tuple(after))
+        eff = rule_package_loader_effects(target, root)
+        ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
+        ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded)
         a = analyse_load(target, root, ctx)
         loads.append(a)
         if a.result.tree is not None:

@@ -38,7 +38,7 @@ from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
-from dlltrace.pkgloaders import LOADER_FILE_PATTERN, MAX_LOADER_FILE, LoaderRule, loaders_from_files
+from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loader_files, loaders_from_files
 from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
@@ -304,7 +304,7 @@ def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
 def wheel_loaders(wheel: Union[str, os.PathLike]) -> list[LoaderRule]:
     """How the wheel's packages make their DLLs reachable (pkgloaders.py), read from its __init__.py and .pth
     members (a member larger than 1 MiB, or unreadable, is not read). Raises OSError / ZipError."""
-    members = {m.filename: m for m in zip_members(wheel, (".py", ".pth")) if LOADER_FILE_PATTERN.match(m.filename)}
+    members = {m.filename: m for m in zip_members(wheel, (".py", ".pth")) if is_loader_file(m.filename)}
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)
@@ -328,6 +328,8 @@ def folder_loaders(site: Union[str, os.PathLike], only: Optional[str] = None) ->
     if only is None:
         members += [e for e in entries if e.endswith(".pth")] + ["win32/lib/pywin32_bootstrap.py",
                                                                   "win32/lib/win32serviceutil.py"]
+    members += [f for f in loader_files() if f not in members and (only is None or f.split("/", 1)[0] == only)
+                and os.path.isfile(os.path.join(site, *f.split("/")))]
 
     def read(name: str) -> Optional[str]:
         try:
