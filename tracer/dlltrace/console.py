@@ -12,14 +12,18 @@ stdout and stderr are given an error handler (setup_streams):
 The encoding itself is left as it is, so rich (the terminal renderer) is told the truth about the
 console: on a code page that is not UTF it draws boxes with ASCII, and it still colours.
 
-write_output writes a command's `-o FILE` in UTF-8, whatever the console's encoding.
+write_output writes a command's `-o FILE` in UTF-8, whatever the console's encoding; output_file is
+how every `-o` is opened (`report`, `simulate`, `redact`): written through the path, never renamed over.
 """
 
 from __future__ import annotations
 
 import codecs
+import os
+import stat
 import sys
-from typing import Iterable, Optional, TextIO, Union
+from contextlib import contextmanager
+from typing import BinaryIO, Iterable, Iterator, Optional, TextIO, Union
 
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
 
@@ -92,15 +96,58 @@ def is_utf(stream: Optional[TextIO]) -> bool:
 
 def write_output(path: str, text: Union[str, Iterable[str]]) -> None:
     """`text` (what the command prints, its last newline too) into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
-    `\\n`; a file that cannot be written is a one-line error (exit 5)."""
+    `\\n`; a file that cannot be written is a one-line error (exit 5), and leaves no partial file (output_file)."""
     pieces = iter([text] if isinstance(text, str) else text)  # (pieces: a report written as it is made)
     first = next(pieces, "")  # (made before the file is opened: an error in making it leaves no file)
-    # (written in place, not to a temporary file renamed: a symlink, /dev/stdout, a file's mode, owner
-    # and hard links stay what they are; an error after the first piece leaves the pieces written)
+    if os.path.isdir(path):
+        raise DlltraceError(f"cannot write {path}: is a folder; name the file to write", EXIT_OUTPUT)
     try:
-        with open(path, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="\n") as f:
-            f.write(first)
+        with output_file(path) as f:
+            f.write(first.encode("utf-8", TEXT_ERRORS))
             for piece in pieces:
-                f.write(piece)
+                f.write(piece.encode("utf-8", TEXT_ERRORS))
     except OSError as e:
         raise DlltraceError(f"cannot write {path}: {e.strerror or e}", EXIT_OUTPUT) from None
+
+
+@contextmanager
+def output_file(path: str) -> Iterator[BinaryIO]:
+    """`path` opened to be written THROUGH (binary): a symlink is followed and stays a symlink, a FIFO or a
+    device is written to (`-o /dev/stdout`, `-o /dev/full`), an existing regular file is truncated in place
+    (its mode, owner and hard links kept); nothing is ever renamed over the path, so nothing at it is
+    replaced by a new file. The caller refuses a folder first (with its own words and exit code).
+
+    On any failure while it is written (a full disk: OSError ENOSPC; Ctrl-C; an error making the output)
+    no partial output is left: a regular file this call created is removed; a regular file that existed
+    (already truncated: its old content is gone either way) is truncated to empty, never deleted; a FIFO,
+    a device or anything else that was not a regular file is left as it is. The exception is raised again
+    (an OSError: the caller's one-line error, exit 5)."""
+    try:
+        existed = os.path.exists(path)  # (follows a symlink: a dangling one is a file this call creates)
+    except (OSError, ValueError):
+        existed = False
+    f = open(path, "wb")
+    opened = os.fstat(f.fileno())
+    try:
+        with f:
+            yield f
+    except BaseException:
+        _undo_output(path, opened, existed)
+        raise
+
+
+def _undo_output(path: str, opened: os.stat_result, existed: bool) -> None:
+    """What output_file leaves of an output whose writing failed: nothing partial (see there)."""
+    if not stat.S_ISREG(opened.st_mode):
+        return  # a FIFO, a device: written to, never removed
+    try:
+        real = os.path.realpath(path)  # (through a symlink: the file it points at, the link left as it was)
+        now = os.stat(real)
+        if not os.path.samestat(now, opened):
+            return  # (the path names another file by now: not ours to touch)
+        if existed:
+            os.truncate(real, 0)
+        else:
+            os.unlink(real)
+    except OSError:
+        pass  # (best effort: the one-line error about the write is what the user needs)

@@ -18,6 +18,7 @@ same positional rules on any text (the report's own output is passed through it 
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
@@ -27,8 +28,9 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import IO, Any, Iterator, Optional, Union
 
+from dlltrace.console import output_file
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
 from dlltrace.trace.files import event_lines
 from dlltrace.trace.reader import Events, Trace, paused_gc, raw_lines, read_trace
@@ -446,8 +448,12 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
     replaced, by the same Redactor (redactor_of) as `dlltrace report --redact`: the events read back from
     `dst` are redact_trace's, so the replay of `dst` gives the report of `src --redact` (docs/redaction.md).
     Line for line: a damaged line stays damaged (redacted as text), so the replay warns as the original's
-    does. `dst` ending in `.gz` is written gzip, else plain JSON Lines; written whole or not at all (a
-    temporary file in its folder, then renamed). Refuses to write over `src`."""
+    does. `dst` ending in `.gz` is written gzip, else plain JSON Lines. `dst` is written through
+    (console.output_file, as `report -o`: a symlink, a FIFO or a device stays what it is, nothing is
+    renamed over it) and only once the whole copy is made: an error before (reading, redacting) leaves it
+    untouched, an error while it is written (a full disk) leaves no partial copy. The redacted events wait
+    meanwhile in an anonymous temporary file (tempfile.TemporaryFile: no name on Linux, deleted by the
+    system on every exit, SIGTERM and SIGKILL too). Refuses to write over `src`, or into a folder."""
     src_s, dst_s = str(src), str(dst)
     if not os.path.exists(src_s):
         raise DlltraceError(f"{src_s}: no such file", EXIT_USAGE)
@@ -455,52 +461,69 @@ def redact_trace_file(src: Union[str, Path], dst: Union[str, Path]) -> Redaction
         raise DlltraceError(f"{dst_s}: is a folder; name the file to write", EXIT_USAGE)
     if os.path.abspath(src_s) == os.path.abspath(dst_s) or (os.path.exists(dst_s) and os.path.samefile(src_s, dst_s)):
         raise DlltraceError(f"{dst_s}: is the input trace; write the redacted trace to another file", EXIT_USAGE)
+    folder = os.path.dirname(os.path.realpath(dst_s))
+    if not os.path.isdir(folder):
+        raise DlltraceError(f"{dst_s}: cannot write: {os.strerror(errno.ENOENT)}", EXIT_OUTPUT)
     trace = read_trace(src_s)  # (a file that is not a trace: one line, EXIT_BAD_TRACE)
     red = redactor_of(trace)
     warnings = [red.text(w, anywhere=True) for w in trace.warnings]
     del trace  # (what follows reads the file again, a line at a time: never the whole of it in memory)
     compressed = dst_s.lower().endswith(".gz")
-    folder = os.path.dirname(os.path.abspath(dst_s))
-    tmp = body_tmp = ""
     lines = changed = 0
     last = b""
     head: tuple[bytes, bool] = (b"", False)
+    # (the body waits beside the output, on the disk it goes to, when the output is a file; else, a FIFO
+    # or a device, in the system's temporary folder)
+    regular = not os.path.exists(dst_s) or os.path.isfile(dst_s)
     try:
         # the events first, then the header (a value only the header shows gets the next placeholder, so
         # the events' placeholders are those of `report --redact`): the redacted events go to a file
         # first (gzip level 1: a tenth of the disk), then the header and they to the output
-        fd, body_tmp = tempfile.mkstemp(prefix=".dlltrace-redact-body-", dir=folder)
-        with os.fdopen(fd, "wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=1, mtime=0) as body, \
-                paused_gc():
-            raws = _source_lines(src_s)
-            first = last = next(raws)
-            for raw in raws:
-                last = raw
-                line, hit = _event_line(raw, red)
-                body.write(b"\n" + line)
-                lines += 1
-                changed += hit
-            head = _event_line(first, red, header=True)
-        fd, tmp = tempfile.mkstemp(prefix=".dlltrace-redact-", dir=folder)
-        with os.fdopen(fd, "wb") as f, gzip.open(body_tmp, "rb") as body:
-            if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
-                with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0) as gz:
-                    gz.write(head[0])
-                    shutil.copyfileobj(body, gz, 1 << 20)
-            else:
-                f.write(head[0])
-                shutil.copyfileobj(body, f, 1 << 20)
-        os.replace(tmp, dst_s)
+        with _body_file(folder if regular else None) as f:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=1, mtime=0) as body, paused_gc():
+                raws = _source_lines(src_s)
+                first = last = next(raws)
+                for raw in raws:
+                    last = raw
+                    line, hit = _event_line(raw, red)
+                    body.write(b"\n" + line)
+                    lines += 1
+                    changed += hit
+                head = _event_line(first, red, header=True)
+            f.seek(0)
+            with output_file(dst_s) as out, gzip.GzipFile(filename="", mode="rb", fileobj=f) as events:
+                if compressed:  # (no file name and no time in the gzip header: nothing of the machine)
+                    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=6, mtime=0) as gz:
+                        gz.write(head[0])
+                        shutil.copyfileobj(events, gz, 1 << 20)
+                else:
+                    out.write(head[0])
+                    shutil.copyfileobj(events, out, 1 << 20)
     except OSError as e:  # (writing: reading the source is _source_lines's, a one-line error of its own)
         raise DlltraceError(f"{dst_s}: cannot write: {e.strerror or e}", EXIT_OUTPUT) from None
-    finally:  # (an error or Ctrl-C: no temporary file left)
-        for t in (tmp, body_tmp):  # (tmp, once renamed, is no more)
-            if t and os.path.exists(t):
-                os.unlink(t)
     values: dict[str, int] = {}
     for kind in red.kinds.values():
         values[kind] = values.get(kind, 0) + 1
     # (lines: the header and the events, without the empty one after the last newline)
     return RedactionSummary(source=src_s, output=dst_s, lines=1 + lines - (last == b""),
                             changed=int(head[1]) + changed, values=values,
-                            warnings=warnings, compressed=compressed, size=os.path.getsize(dst_s))
+                            warnings=warnings, compressed=compressed, size=_size(dst_s))
+
+
+def _body_file(folder: Optional[str]) -> IO[bytes]:
+    """An anonymous temporary file for the redacted events: in `folder` (the output's, on the disk the output
+    goes to) when it can be made there, else in the system's temporary folder."""
+    if folder is not None:
+        try:
+            return tempfile.TemporaryFile(prefix=".dlltrace-redact-body-", dir=folder)
+        except OSError:
+            pass
+    return tempfile.TemporaryFile(prefix=".dlltrace-redact-body-")
+
+
+def _size(path: str) -> int:
+    """The size of what was written (a FIFO or a device: 0, what its stat says)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

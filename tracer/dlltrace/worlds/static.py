@@ -21,16 +21,19 @@ this world, and asks the same simulator again.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import io
 import json
 import dataclasses
 import os
 import struct
 import sys
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Union
+from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Union
 
 from dlltrace import winpath
 from dlltrace.errors import EXIT_USAGE, DlltraceError
@@ -142,7 +145,13 @@ def _facts(path: str, res: Union[PEFacts, PEError]) -> FileFacts:
 
 def wheel_member_path(member: str, python: str) -> str:
     """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
-    parts = member.split("/")
+    parts: list[str] = []  # (normalized as pip does: `\\` is a separator on Windows, `.` and `..` resolved)
+    for part in member.replace("\\", "/").split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
     if len(parts) > 2 and parts[0].endswith(".data"):
         scheme, rest = parts[1], "\\".join(parts[2:])
         if scheme == "data":
@@ -164,6 +173,7 @@ class ZipMember:
     compress_size: int
     file_size: int
     header_offset: int  # of its local file header
+    end: int = -1  # where its data must end by: the next member's local header, or the central directory
 
 
 _EOCD = b"PK\x05\x06"
@@ -171,65 +181,170 @@ _EOCD64_LOCATOR = b"PK\x06\x07"
 _CENTRAL = b"PK\x01\x02"
 _LOCAL = b"PK\x03\x04"
 
+# The bounds of reading a zip (docs/limits.md): what a hostile wheel can cost. Every one exceeded is a
+# ZipError (deps and check: one line, exit 2, "not a readable wheel").
+MAX_MEMBER_BYTES = 1 << 32  # a member's declared (inflated) size: a PE image cannot be larger (SizeOfImage: 32 bits)
+MAX_WHEEL_INFLATE = 16 << 30  # bytes inflated from one wheel in all (its members read by one deps or check)
+MAX_MEMBERS = 250_000  # entries of the central directory (torch's wheel: 11,236)
+MAX_CENTRAL_DIRECTORY = 128 << 20  # bytes of the central directory (torch's: about 1.3 MB)
+INFLATE_CHUNK = 1 << 20  # inflated a chunk at a time
+
 
 class ZipError(Exception):
     """A zip this reader cannot read (the caller says so in one line)."""
 
 
+class ZipLimitError(ZipError):
+    """A zip past one of the bounds above (not damaged, perhaps: too big for dlltrace to read)."""
+
+
+class InflateBudget:
+    """The bytes one wheel's members may inflate to in all (MAX_WHEEL_INFLATE): a zip of many members
+    each inflating to gigabytes costs bounded time. Shared by the threads prefetch reads with."""
+
+    def __init__(self, limit: Optional[int] = None):
+        self.limit = MAX_WHEEL_INFLATE if limit is None else limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int, member: str) -> None:
+        with self._lock:
+            self.used += n
+            if self.used > self.limit:
+                raise ZipLimitError(f"its members inflate to more than {self.limit:,} bytes in all (dlltrace's "
+                                    f"limit for one wheel; {member} passed it)")
+
+
+def member_name_problem(name: str) -> Optional[str]:
+    """Why pip would refuse to install a member of this name (None: it would not): pip normalizes the
+    member's path and refuses one that lands outside the folder it installs into (pip's
+    operations/install/wheel.py, assert_no_path_traversal). The Windows reading of the name: both `/` and
+    `\\` separate, so a drive (`C:/...`, `C:x`), a UNC or absolute path (`/x`, `\\x`) and a `..` that
+    climbs above the wheel's root are refused. (A drive-relative `C:x` that pip would keep inside on drive
+    C: is refused too.)"""
+    p = name.replace("\\", "/")
+    if p.startswith("/"):
+        return "an absolute path"
+    if len(p) >= 2 and p[1] == ":" and p[0].isascii() and p[0].isalpha():
+        return "a drive letter"
+    depth = 0
+    for part in p.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return "a `..` that leaves the install folder"
+        elif part not in ("", "."):
+            depth += 1
+    return None
+
+
 def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SUFFIXES) -> list[ZipMember]:
     """The members of a zip whose names end with `suffixes` (any case), read straight from its central
     directory: zipfile.ZipFile builds an object for every member (11 236 in the torch wheel: 0.1-0.2 s),
-    this only for the few PE files. Zip64 is read; a multi-disk zip is refused."""
+    this only for the few PE files. Zip64 is read; a multi-disk zip is refused.
+
+    Nothing declared is trusted (a hostile wheel: docs/limits.md): the central directory must lie within
+    the file, before its end record, and be at most MAX_CENTRAL_DIRECTORY bytes of at most MAX_MEMBERS
+    entries; every entry must fit in it (its zip64 extra field too); no two members may share a local
+    header, each member's header and data must fit before the next one's (no overlapping members, no
+    data past the file), a listed member must declare at most MAX_MEMBER_BYTES; and every member's name,
+    listed or not, must be one pip installs (member_name_problem). Anything else is a ZipError."""
     ends = tuple(x.lower().encode() for x in suffixes)
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        tail_at = max(0, size - (1 << 16) - 22)
-        f.seek(tail_at)
-        tail = f.read()
-        at = tail.rfind(_EOCD)
-        if at < 0 or len(tail) - at < 22:
-            raise ZipError("no end-of-central-directory record (not a zip file)")
-        disk, cd_disk, _, total, cd_size, cd_offset, _ = struct.unpack_from("<4H2IH", tail, at + 4)
-        if disk or cd_disk:
-            raise ZipError("a multi-disk zip")
-        if total == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
-            loc = at - 20
-            if loc < 0 or tail[loc:loc + 4] != _EOCD64_LOCATOR:
-                raise ZipError("a zip64 archive without its locator")
-            (eocd64_at,) = struct.unpack_from("<Q", tail, loc + 8)
-            f.seek(eocd64_at)
-            rec = f.read(56)
-            if rec[:4] != b"PK\x06\x06":
-                raise ZipError("a damaged zip64 end record")
-            total, cd_size, cd_offset = struct.unpack_from("<3Q", rec, 32)
-        f.seek(cd_offset)
-        cd = f.read(cd_size)
-    if len(cd) != cd_size:
-        raise ZipError("the central directory is cut short")
-    out: list[ZipMember] = []
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            cd, cd_offset = _central_directory(f, size)
+    except (struct.error, OverflowError, ValueError) as exc:  # (a field this reader did not bound: still one line)
+        raise ZipError(f"a damaged zip ({exc})") from None
+    listed: list[tuple[bytes, int, int, int, int, int, int]] = []
+    offsets: list[int] = []
     p = 0
     unpack = struct.unpack_from
-    while p + 46 <= len(cd):
-        if cd[p:p + 4] != _CENTRAL:
+    while p < len(cd):
+        if p + 46 > len(cd) or cd[p:p + 4] != _CENTRAL:
             raise ZipError(f"a damaged central directory (at {cd_offset + p})")
+        if len(offsets) >= MAX_MEMBERS:
+            raise ZipLimitError(f"more than {MAX_MEMBERS:,} members (dlltrace's limit)")
         flags, method = unpack("<2H", cd, p + 8)
         crc, csize, usize, n, m, k = unpack("<3I3H", cd, p + 16)
         (offset,) = unpack("<I", cd, p + 42)
+        if p + 46 + n + m + k > len(cd):
+            raise ZipError(f"a damaged central directory (an entry past its end, at {cd_offset + p})")
         raw = cd[p + 46:p + 46 + n]
+        name = raw.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
+        if 0xFFFFFFFF in (csize, usize, offset):
+            usize, csize, offset = _zip64_extra(cd[p + 46 + n:p + 46 + n + m], usize, csize, offset, name)
+        why = member_name_problem(name)
+        if why is not None:
+            raise ZipError(f"its member {name!r} has {why}: pip refuses to install such a wheel")
+        offsets.append(offset)
         if raw.lower().endswith(ends):
-            if 0xFFFFFFFF in (csize, usize, offset):
-                usize, csize, offset = _zip64_extra(cd[p + 46 + n:p + 46 + n + m], usize, csize, offset)
-            name = raw.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
-            out.append(ZipMember(name, method, flags, crc, csize, usize, offset))
+            listed.append((raw, flags, method, crc, csize, usize, offset))
         p += 46 + n + m + k
+    bounds = sorted(set(offsets))
+    if len(bounds) != len(offsets):
+        raise ZipError("two members share one local header (overlapping members)")
+    bounds.append(cd_offset)
+    out: list[ZipMember] = []
+    for raw, flags, method, crc, csize, usize, offset in listed:
+        name = raw.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
+        end = bounds[bisect.bisect_right(bounds, offset)] if offset < cd_offset else cd_offset
+        if offset + 30 + len(raw) + csize > end:
+            raise ZipError(f"{name}: its {csize:,} bytes at {offset} do not fit before the next member or the "
+                           f"central directory (a damaged or overlapping member)")
+        if usize > MAX_MEMBER_BYTES:
+            raise ZipLimitError(f"{name}: declares {usize:,} bytes, more than dlltrace reads of a member "
+                                f"({MAX_MEMBER_BYTES:,}: a PE file cannot be larger)")
+        if method == 0 and usize != csize:
+            raise ZipError(f"{name}: stored, with a size of {usize:,} bytes that is not its {csize:,}")
+        out.append(ZipMember(name, method, flags, crc, csize, usize, offset, end))
     return out
 
 
-def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
+def _central_directory(f: BinaryIO, size: int) -> tuple[bytes, int]:
+    """The central directory's bytes and offset, its declared place and size checked against the file."""
+    tail_at = max(0, size - (1 << 16) - 22)
+    f.seek(tail_at)
+    tail = f.read()
+    at = tail.rfind(_EOCD)
+    if at < 0 or len(tail) - at < 22:
+        raise ZipError("no end-of-central-directory record (not a zip file)")
+    disk, cd_disk, _, total, cd_size, cd_offset, _ = struct.unpack_from("<4H2IH", tail, at + 4)
+    if disk or cd_disk:
+        raise ZipError("a multi-disk zip")
+    before = tail_at + at  # (the central directory ends before its end record)
+    if total == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
+        loc = at - 20
+        if loc < 0 or tail[loc:loc + 4] != _EOCD64_LOCATOR:
+            raise ZipError("a zip64 archive without its locator")
+        (eocd64_at,) = struct.unpack_from("<Q", tail, loc + 8)
+        if eocd64_at + 56 > tail_at + loc:
+            raise ZipError("a damaged zip64 end record (past the end of the file)")
+        f.seek(eocd64_at)
+        rec = f.read(56)
+        if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
+            raise ZipError("a damaged zip64 end record")
+        total, cd_size, cd_offset = struct.unpack_from("<3Q", rec, 32)
+        before = eocd64_at
+    if cd_offset > before or cd_size > before - cd_offset:
+        raise ZipError(f"a damaged end record: a central directory of {cd_size:,} bytes at {cd_offset:,} does not "
+                       f"fit in the file ({size:,} bytes)")
+    if cd_size > MAX_CENTRAL_DIRECTORY:
+        raise ZipLimitError(f"a central directory of {cd_size:,} bytes (dlltrace's limit: {MAX_CENTRAL_DIRECTORY:,})")
+    f.seek(cd_offset)
+    cd = f.read(cd_size)
+    if len(cd) != cd_size:
+        raise ZipError("the central directory is cut short")
+    return cd, cd_offset
+
+
+def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int, name: str) -> tuple[int, int, int]:
+    """The zip64 sizes and offset of an entry whose 32-bit field says 0xFFFFFFFF, from its extra field."""
     p = 0
     while p + 4 <= len(extra):
         tag, length = struct.unpack_from("<2H", extra, p)
+        if p + 4 + length > len(extra):
+            break
         if tag == 1:
             vals = list(struct.unpack_from(f"<{length // 8}Q", extra, p + 4))
             if usize == 0xFFFFFFFF and vals:
@@ -238,13 +353,20 @@ def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
                 csize = vals.pop(0)
             if offset == 0xFFFFFFFF and vals:
                 offset = vals.pop(0)
-            break
+            if 0xFFFFFFFF in (usize, csize, offset):
+                break
+            return usize, csize, offset
         p += 4 + length
-    return usize, csize, offset
+    raise ZipError(f"{name}: a damaged zip64 extra field (its sizes are missing or cut short)")
 
 
-def read_member(path: Union[str, os.PathLike], m: ZipMember) -> bytes:
-    """One member's bytes, inflated alone (zlib), its CRC-32 checked. Raises ZipError."""
+def read_member(path: Union[str, os.PathLike], m: ZipMember, magic: bytes = b"",
+                budget: Optional[InflateBudget] = None) -> bytes:
+    """One member's bytes, inflated alone (zlib), a chunk at a time (INFLATE_CHUNK), its CRC-32 checked.
+    `magic`: what the member must start with for its caller (b"MZ": a PE); one that does not is read no
+    further, and its first bytes are returned as they are (unchecked: all the caller needs is that it is
+    not one). Its data must lie where zip_members placed it (m.end) and inflate to its declared size and
+    no more; `budget` counts what is inflated. Raises ZipError."""
     if m.flags & 1:
         raise ZipError(f"{m.filename}: encrypted")
     if m.method not in (0, 8):
@@ -255,41 +377,76 @@ def read_member(path: Union[str, os.PathLike], m: ZipMember) -> bytes:
         if len(head) < 30 or head[:4] != _LOCAL:
             raise ZipError(f"{m.filename}: no local file header at {m.header_offset}")
         n, k = struct.unpack_from("<2H", head, 26)
-        f.seek(m.header_offset + 30 + n + k)
-        raw = f.read(m.compress_size)
-    if len(raw) != m.compress_size:
-        raise ZipError(f"{m.filename}: cut short")
-    try:
-        data = zlib.decompress(raw, -15, max(m.file_size, 1)) if m.method == 8 else raw
-    except zlib.error as exc:
-        raise ZipError(f"{m.filename}: {exc}") from None
-    del raw
-    if len(data) != m.file_size or zlib.crc32(data) != m.CRC:
+        data_at = m.header_offset + 30 + n + k
+        end = m.end if m.end >= 0 else os.fstat(f.fileno()).st_size
+        if data_at + m.compress_size > end:
+            raise ZipError(f"{m.filename}: its data runs past the next member or the central directory")
+        left = m.compress_size
+        out = io.BytesIO()  # (its buffer becomes the bytes returned: no copy)
+        crc = 0
+        d = zlib.decompressobj(-15) if m.method == 8 else None
+        f.seek(data_at)
+        checked = not magic
+        while True:
+            pending = b""
+            if d is not None and d.unconsumed_tail:
+                pending = d.unconsumed_tail
+            elif left > 0:
+                pending = f.read(min(INFLATE_CHUNK, left))
+                if not pending:
+                    raise ZipError(f"{m.filename}: cut short")
+                left -= len(pending)
+            elif d is None or d.eof:
+                break
+            try:  # (all its data read: what the inflater still holds, then its end)
+                chunk = d.decompress(pending, INFLATE_CHUNK) if d is not None else pending
+            except zlib.error as exc:
+                raise ZipError(f"{m.filename}: {exc}") from None
+            if not pending and not chunk and not (d is not None and d.eof):
+                raise ZipError(f"{m.filename}: cut short (its deflate stream does not end)")
+            if out.tell() + len(chunk) > m.file_size:
+                raise ZipError(f"{m.filename}: inflates past its declared {m.file_size:,} bytes")
+            if budget is not None:
+                budget.take(len(chunk), m.filename)
+            out.write(chunk)
+            crc = zlib.crc32(chunk, crc)
+            if not checked and out.tell() >= len(magic):
+                checked = True
+                if not out.getvalue().startswith(magic):  # (not a PE: no need to inflate the rest)
+                    return out.getvalue()
+            if d is not None and d.eof:
+                break
+    if out.tell() != m.file_size or crc != m.CRC:
         raise ZipError(f"{m.filename}: bad CRC-32 or size")
-    return data
+    return out.getvalue()
 
 
 def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache) -> tuple[list[TargetFile], str]:
     """The PE files of a wheel (by suffix, from the zip's central directory: nothing is decompressed
-    here) and its site-packages folder in the model. Raises OSError / ZipError."""
+    here) and its site-packages folder in the model. Raises OSError / ZipError. What its members inflate
+    to, read by the simulator, is bounded in all (InflateBudget, MAX_WHEEL_INFLATE)."""
     out: list[TargetFile] = []
+    budget = InflateBudget()
     for info in zip_members(wheel):
         if info.filename.endswith("/"):
             continue
         path = wheel_member_path(info.filename, python)
-        out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache), info.compress_size))
+        out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache, budget),
+                              info.compress_size))
     return out, site_packages(python)
 
 
 def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
-                   cache: FactsCache) -> Callable[[], FileFacts]:
+                   cache: FactsCache, budget: Optional[InflateBudget] = None) -> Callable[[], FileFacts]:
     def read() -> FileFacts:
         key = cache.key(info)
         hit = cache.get(key)
         if hit is not None:
             return FileFacts(path=path, pe=hit)
-        try:
-            data = read_member(wheel, info)
+        try:  # (a PE or not: one that does not start with MZ is read no further, and is "not a PE")
+            data = read_member(wheel, info, magic=b"MZ", budget=budget)
+        except ZipLimitError as exc:  # (the wheel past a bound: not "damaged", perhaps; docs/limits.md)
+            raise DlltraceError(f"{os.fspath(wheel)}: not read: {exc}", EXIT_USAGE) from None
         except (OSError, ZipError) as exc:  # a damaged member: the wheel is corrupt (pip would not install it)
             raise DlltraceError(f"{os.fspath(wheel)}: its member {info.filename} cannot be read ({exc}): the wheel is "
                                 "damaged; download it again", EXIT_USAGE) from None
