@@ -319,3 +319,33 @@ def test_a_program_that_could_not_start_without_a_snapshot_is_still_a_failure(tm
     text = report(capsys, p)
     assert text.splitlines()[0] == f"dlltrace ─ 1 failed load · {p}"
     assert "✗ process 40 could not start: 0xc0000135 STATUS_DLL_NOT_FOUND" in text
+
+
+def test_rule_chain_files_carry_their_owner(tmp_path, capsys):
+    """Every file of the failing chain that an installed distribution's RECORD lists says whose it is (issue 23:
+    'numpy 2.1.3'), read from the trace's py_dists; a file nobody lists says nothing more."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import numpy"])
+    w.py_env("3.11.9", py, site)
+    w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
+                             "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd"]}],
+         conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_import", module="numpy._core._multiarray_umath")
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (site + "\\numpy\\_core\\libx-1.dll", 0xC0000034),
+                                               (py + "\\libx-1.dll", 0xC0000034), (hw.SYS32 + "\\libx-1.dll", 0xC0000034)],
+           126, 0xC0000135, None)
+    w.file(pyd, imports=["libx-1.dll", "python311.dll", "kernel32.dll"])
+    w.write(tmp_path / "t.jsonl")
+    cli.main(["report", str(tmp_path / "t.jsonl")])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "_multiarray_umath.cp311-win_amd64.pyd" in line and "given path" in line)
+    assert row.rstrip().endswith("(numpy 2.1.3's)"), row
+    assert "libx-1.dll" in out and "(numpy 2.1.3's)" not in next(line for line in out.splitlines()
+                                                                   if "libx-1.dll" in line and "✗" in line)

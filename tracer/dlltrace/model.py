@@ -307,6 +307,7 @@ class Node:
     search: tuple[SearchDir, ...] = ()  # the folders searched for this name, in order
     loaded_by: str = ""  # for an already-loaded module: the call that loaded it first
     stubs: tuple[str, ...] = ()  # Wine profile: the functions its importer needs that it lacks, bound to stubs
+    owner: str = ""  # "numpy 2.1.3": the installed distribution whose RECORD (or conda package) lists the file chosen
 
     def walk(self) -> Iterator["Node"]:
         """This node and every node under it, depth first, parents before children (a loop, not

@@ -18,7 +18,7 @@ from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SE
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.classify import windows_names
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
-from dlltrace.worlds.world import ProcessState, World, listed_by, owners_of, package_loaders
+from dlltrace.worlds.world import ProcessState, World, listed_by, owner_of_path, owners_of, package_loaders
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
 SEARCH_ELSEWHERE = (LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_SYSTEM32 | LOAD_LIBRARY_SEARCH_APPLICATION_DIR
@@ -561,6 +561,10 @@ def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:
     """Fill found_elsewhere, close_names and fixes of a failed load (in place) and return it."""
     if res.error and res.tree is not None:
         torch_origin(res, process)
+        for n in res.tree.failure_chain():  # (who owns each file of the chain, where the environment says)
+            o = owner_of_path(world, n.path) if n.path and not n.owner else None
+            if o is not None:
+                n.owner = f"{o.dist} {o.version}".strip() if o.kind == "wheel" else f"conda: {o.dist} {o.version}".strip()
         res.found_elsewhere = find_elsewhere(res, world, process)
         res.close_names = find_close_names(res, world, process)
         snap = verify.snapshot(process)

@@ -245,8 +245,13 @@ def node_mark(n: Node) -> str:
     if n.cause:
         words = CAUSE_WORDS[n.cause]
         mark = "✗ " + words.mark.format(detail=n.detail)
-        return f"{winpath.dirname(n.path)}  {mark}" if n.path and words.at_path else mark
-    return f"{winpath.dirname(n.path) if n.path else ''}  {n.how}".strip()
+        return f"{winpath.dirname(n.path)}  {mark}{owned(n)}" if n.path and words.at_path else mark
+    return f"{winpath.dirname(n.path) if n.path else ''}  {n.how}{owned(n)}".strip()
+
+
+def owned(n: Node) -> str:
+    """"  (numpy 2.1.3's)": the distribution that installed the file, where the environment says."""
+    return f"  ({n.owner}'s)" if n.owner else ""
 
 
 def looked_heading(lk: Looked) -> str:

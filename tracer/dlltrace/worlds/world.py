@@ -352,6 +352,15 @@ def listed_by(world: object, path: str) -> Optional[Owner]:
     return f(path) if callable(f) else None
 
 
+def owner_of_path(world: object, path: str) -> Optional[Owner]:
+    """The installed distribution whose record lists this very file (its RECORD path under its site folder, a
+    conda package's under its prefix), where the world knows the records (a trace's py_dists); else None."""
+    for o in owners_of(world, winpath.basename(path)):
+        if winpath.same(winpath.join(o.root, *[x for x in o.path.replace("\\", "/").split("/") if x]), path):
+            return o
+    return None
+
+
 def package_loaders(world: object) -> tuple[PackageLoader, ...]:
     """The packages that add a DLL folder when imported, where the world knows them (a trace's py_dists)."""
     f = getattr(world, "package_loaders", None)
