@@ -359,3 +359,30 @@ def test_a_fork_unloads_dependencies_as_the_process_would():
     m = next(x for x in other.iter_loaded() if x.name == "a.dll")
     other.remove_loaded(m)
     assert other.find_loaded_by_name("a.dll") is None and sim.process.find_loaded_by_name("a.dll") is not None
+
+
+def test_rule_stale_copy_first_renamed_when_a_usable_copy_is_further_on():
+    """The root cause first (issue 24 item 2): an old app-local msvcp140_atomic_wait.dll next to the extension lacks
+    the export it imports; System32's copy has it. Renaming the stale copy is the first fix, verified by the
+    re-run (the search then reaches System32); the cause line above the fixes names the file at fault. Installing
+    the redistributable would not help (the app-local copy wins): it is not offered."""
+    from dlltrace.render.explained import cause_line, from_result
+
+    site = "C:\\Python311\\Lib\\site-packages"
+    ext = {"path": site + "\\pkg\\_ext.cp311-win_amd64.pyd",
+           "imports": [{"dll": "msvcp140_atomic_wait.dll", "names": ["__std_tzdb_delete_time_zones"]}]}
+    stale = {"path": site + "\\pkg\\msvcp140_atomic_wait.dll", "version": "14.28.29231.0", "exports": ["__std_atomic_wait_direct"]}
+    good = {"path": "C:\\Windows\\System32\\msvcp140_atomic_wait.dll", "version": "14.40.33810.0",
+            "exports": ["__std_atomic_wait_direct", "__std_tzdb_delete_time_zones"]}
+    calls = [{"op": "python_import", "module": "pkg._ext", "path": ext["path"]}]
+    res = failed(scenario(files=[ext, stale, good], exe="C:\\Python311\\python.exe", python="3.11.9",
+                          path=["C:\\Python311"], calls=calls).run())
+    assert res.leaf.cause == "missing_export" and res.fixes[0].action == "rename_file" and res.fixes[0].verified, res.fixes
+    assert winpath.same(res.fixes[0].path, stale["path"]) and "vc_redist" not in actions(res)
+    assert "rename it (to msvcp140_atomic_wait.dll.old, say)" in fix_text(res.fixes[0])
+    assert cause_line(from_result(res)).startswith("a stale msvcp140_atomic_wait.dll wins the search: " + stale["path"])
+    # without a usable copy elsewhere: no rename (it would only move the failure); the copy in System32 lacking it:
+    # the redistributable that first has the export
+    res = failed(scenario(files=[ext, dict(good, exports=["__std_atomic_wait_direct"], version="14.28.29231.0")],
+                          exe="C:\\Python311\\python.exe", python="3.11.9", path=["C:\\Python311"], calls=calls).run())
+    assert "rename_file" not in actions(res) and res.fixes[0].action == "vc_redist" and res.fixes[0].need == "14.29"

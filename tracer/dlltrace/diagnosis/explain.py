@@ -273,7 +273,7 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
     Python interpreter, the VC++ runtime, a Visual Studio component, the package itself): advice the
     model cannot apply."""
-    arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
+    arch = arch_of(process)
     major = _major(name)
     if prov is None and name.lower() in windows_names():
         # a DLL of every vanilla Windows 10/11 System32 (data/windows-system.json) that this Windows lacks
@@ -319,6 +319,30 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
         prov.kind == "msvc_legacy" and not prov.side_by_side) else ""
     return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process, res),
                path=lands)
+
+
+def arch_of(process: ProcessState) -> str:
+    """The redistributables' name for the process's machine: x86, arm64 or x64."""
+    return "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
+
+
+def stale_copy(name: str, leaf: Node, world: World, process: ProcessState) -> list[Fix]:
+    """The copy at fault: the search reached `leaf.path` first and it is unusable (another machine's, or it lacks
+    the export), while a usable copy is elsewhere. Renaming it lets the search go on (verified by the re-run: the
+    next copy must be on the search). Never a file of the Windows folder (a redistributable or Windows owns it)."""
+    bad = leaf.path
+    under_windows = bool(bad) and winpath.key(bad).startswith(winpath.key(world.system.windows) + "\\")
+    if not bad or under_windows or leaf.how_kind in ("already_loaded", "loaded_same_file"):
+        return []
+    others = [p for p in world.files_named(name) if not winpath.same(p, bad) and _usable(p, world, process)]
+    if leaf.cause in ("missing_export", "missing_ordinal"):
+        others = [p for p in others if _provides(world, p, leaf)]
+    if not others:
+        return []
+    o = owner_of_path(world, bad)
+    what = leaf.detail if leaf.cause in ("missing_export", "missing_ordinal") else ""
+    return [Fix("stale", "rename_file", name=name, path=bad, lacks=what, machine=leaf.facts.machines[0]
+                if leaf.facts is not None and leaf.facts.machines else "", package=f"{o.dist} {o.version}".strip() if o else "")]
 
 
 def python_dll_words(name: str, res: CallResult, process: ProcessState) -> str:
@@ -392,6 +416,7 @@ def candidates(sit: verify.Situation) -> list[Fix]:
         if cause == "not_pe":
             out.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
         elif cause == "bad_machine":
+            out[:0] = stale_copy(name, leaf, world, process)  # (the root cause first: the copy at fault)
             machines = sorted({c.machine for c in leaf.candidates if c.machine})
             other = machines[0] if machines else "x64"
             if is_python(process) and process.machine == "x86" and other == "x64":
@@ -430,18 +455,19 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             if not good:
                 out.append(Fix("shadowing", "update_loaded", name=name, bound=bound, loaded_by=leaf.loaded_by, lacks=what))
         else:
+            out.extend(stale_copy(name, leaf, world, process))  # (the root cause first: the copy at fault)
             for c in good[:1]:
                 out.extend(make_searched(c, name, call, world, process))
             prov = packages.lookup(name)
             since = prov.export_since(leaf.facts.export if leaf.facts else None) if prov is not None else None
-            if not good and prov is not None and prov.kind == "msvc_runtime":
+            in_system32 = bool(leaf.path) and winpath.same(winpath.dirname(leaf.path or ""), world.system.system32)
+            if not good and prov is not None and prov.kind == "msvc_runtime" and in_system32:
                 # the VC++ runtime's export: the redistributable that first has it (data/packages.json `exports`),
                 # the latest when the data does not date it
                 facts = world.file(leaf.path) if leaf.path else None
                 ver = facts.pe.file_version if facts is not None and facts.pe is not None else ""
-                arch = "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
                 out.append(Fix("vc_redist", "vc_redist", name=name, path=bound, version=ver or "", need=since or "",
-                               lacks=what, arch=arch))
+                               lacks=what, arch=arch_of(process)))
             elif not good:
                 out.append(Fix("install", "install_matching", name=name, bound=bound,
                                parent=res.chain[-2] if len(res.chain) > 1 else "the caller"))

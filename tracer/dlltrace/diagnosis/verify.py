@@ -151,6 +151,8 @@ def _apply_one(fix: Fix, a: _Applied, sit: Situation) -> None:
         version = f"{fix.need}.0.0" if fix.need else have.pe.file_version
         exports = have.pe.exports | ({fix.lacks} if fix.lacks else set())
         a.world.add(dataclasses.replace(have, pe=dataclasses.replace(have.pe, file_version=version, exports=frozenset(exports))))
+    elif act == "rename_file":  # the copy at fault renamed away: the search goes on past its folder
+        a.world.remove(fix.path)
     elif act == "change_flags":
         a.flags = fix.flags
     elif act == "flags":

@@ -428,8 +428,45 @@ def tail(e: ExplainedCall) -> list[Block]:
             t.add_row(name, _text("✗ " + what, "failure"), by, _text(where, "success" if a.installed_at else "muted"))
         out += [Styled("", ""), Styled("  " + ALSO_MISSING, "heading"), _indented(t, 4)]
     if e.fixes:
-        out += [Styled("", ""), Styled("  " + FIX, "heading"), _indented(fix_table(e.fixes, e.leaf.name if e.leaf else ""), 4)]
+        cause = cause_line(e)
+        out += [Styled("", "")] + ([Styled("  " + CAUSE_LINE.format(cause), "")] if cause else []) + [
+            Styled("  " + FIX, "heading"), _indented(fix_table(e.fixes, e.leaf.name if e.leaf else ""), 4)]
     return out
+
+
+CAUSE_LINE = "Cause: {}"
+
+
+def cause_line(e: ExplainedCall) -> str:
+    """The root cause in one line, said above the fixes (issue 24: the root cause first): what is wrong where the
+    user can act on it, from the typed result (the leaf, where its copies are, whose they are, the fix that names
+    the file at fault); "" when the verdict says all there is."""
+    leaf, res = e.leaf, e.result
+    if leaf is None:
+        return ""
+    name = leaf.name
+    first = e.fixes[0] if e.fixes else None
+    if first is not None and first.action == "rename_file":
+        why = f"lacks {first.lacks}" if first.lacks else f"is built for {first.machine or 'another machine'}"
+        return f"a stale {name} wins the search: {first.path} {why}, and a usable copy is elsewhere"
+    if first is not None and first.action in ("vc_redist", "import_first") and first.version:
+        return (f"an old {first.name} ({first.version}, {first.path or first.bound}) is the copy in use; "
+                f"{first.leaf or name} needs {first.need or 'a newer one'}")
+    if leaf.cause == "not_found":
+        state = e.leaf_state
+        found = next((c for c in e.found_elsewhere if c.result == "found"), None)
+        if state == "installed_not_searched" and found is not None:
+            whose = f" ({found.owner}'s)" if found.owner else ""
+            return f"{name} is installed at {found.path}{whose}, in a folder this load does not search"
+        if state == "missing_from_its_distribution" and first is not None:
+            return f"{first.package}'s install is damaged: its own {name} is gone"
+        return ""
+    if leaf.cause in ("missing_export", "missing_ordinal") and leaf.path:
+        node = res.tree.failure_chain()[-1] if res.tree is not None else None
+        if node is not None and node.how_kind in ("already_loaded", "loaded_same_file"):
+            by = f" ({node.loaded_by})" if node.loaded_by else ""
+            return f"{name} was loaded first from {leaf.path}{by}, a copy that lacks {leaf.detail}"
+    return ""
 
 
 def fix_table(fixes: list[Fix], leaf: str = ""):

@@ -129,6 +129,11 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
                     f"load it first (before whatever loads {f.bound}), or update or remove the copy loaded first")
         return (f"{f.name} was already loaded from {f.bound}{by}, which lacks {f.lacks}: find what loads that copy "
                 "first and update it")
+    if a == "rename_file":  # (the copy at fault, named first: the search then goes on to a usable copy)
+        why = f"lacks {f.lacks}" if f.lacks else (f"is built for {f.machine}" if f.machine else "cannot be used")
+        owner = f"; it is {f.package}'s own copy, which a reinstall of it brings back" if f.package else ""
+        return (f"{f.path} is the {f.name} this load reaches first, and it {why}: rename it (to {f.name}.old, say) so "
+                f"that the search goes on to the next copy{owner}")
     if a == "install_matching":
         return f"{f.bound} is a different version from the one {f.parent} was built against: install matching versions"
     if a == "vc_redist" and f.lacks:  # (a missing export: the version that first has it, when the data knows it)

@@ -19,7 +19,7 @@ from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import Incident, main_outcome
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline
-from dlltrace.render.explained import (ALSO_MISSING, also_missing_row, as_typed, elsewhere_facts, fix_notes_markdown,
+from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts, fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
@@ -78,6 +78,9 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
         out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
     leaf = res.leaf.name if res.leaf else ""
     if e.fixes:
+        cause = cause_line(e)
+        if cause:
+            out.append(CAUSE_LINE.format(cause) + ".")
         out.append(f"Suggested fix: {as_typed(fix_markdown(e.fixes[0]))}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
     if e.also_missing:

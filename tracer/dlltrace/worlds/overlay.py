@@ -21,11 +21,18 @@ class OverlayWorld:
         self.base = base
         self.system: SystemInfo = base.system
         self.added: dict[str, FileFacts] = {}
+        self.removed: set[str] = set()  # keys of files a fix removed (renamed away)
         self._folders: set[str] = set()
         for f in added:
             self.add(f)
 
+    def remove(self, path: str) -> None:
+        """The file is gone (a fix renamed or deleted it): no lookup finds it."""
+        self.added.pop(winpath.key(path), None)
+        self.removed.add(winpath.key(path))
+
     def add(self, f: FileFacts) -> None:
+        self.removed.discard(winpath.key(f.path))
         self.added[winpath.key(f.path)] = f
         folder = winpath.dirname(f.path)
         while folder and winpath.key(folder) not in self._folders:
@@ -36,7 +43,10 @@ class OverlayWorld:
             folder = parent
 
     def file(self, path: str) -> Optional[FileFacts]:
-        got = self.added.get(winpath.key(path))
+        k = winpath.key(path)
+        if k in self.removed:
+            return None
+        got = self.added.get(k)
         return got if got is not None else self.base.file(path)
 
     def is_dir(self, path: str) -> bool:
@@ -53,14 +63,16 @@ class OverlayWorld:
 
     def files_named(self, name: str) -> list[str]:
         mine = [f.path for f in self.added.values() if winpath.basename(f.path).lower() == name.lower()]
-        return [*mine, *(p for p in self.base.files_named(name) if winpath.key(p) not in self.added)]
+        return [*mine, *(p for p in self.base.files_named(name) if winpath.key(p) not in self.added
+                         and winpath.key(p) not in self.removed)]
 
     def close_files(self, name: str) -> list[str]:
-        return self.base.close_files(name)
+        return [p for p in self.base.close_files(name) if winpath.key(p) not in self.removed]
 
     def files_in(self, folder: str) -> list[str]:
         mine = [f.path for f in self.added.values() if winpath.same(winpath.dirname(f.path), folder)]
-        return [*mine, *(p for p in self.base.files_in(folder) if winpath.key(p) not in self.added)]
+        return [*mine, *(p for p in self.base.files_in(folder) if winpath.key(p) not in self.added
+                         and winpath.key(p) not in self.removed)]
 
     def __getattr__(self, name: str):  # e.g. RecordedWorld.mark_init_failed
         return getattr(self.base, name)
