@@ -529,7 +529,7 @@ def test_report_shows_the_table_when_the_trace_shows_a_mismatch(tmp_path):
 LSITE = "/venv/lib/python3.11/site-packages"
 
 
-def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_library_path=None) -> Path:
+def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_library_path=None, searched=()) -> Path:
     """A Linux trace as `dlltrace run` writes it: the header, ld.so's start (LD_LIBRARY_PATH), the objects it
     opened, the Python's py_env and py_dists (RECORD files, build-facts texts)."""
     pid = 41
@@ -549,6 +549,8 @@ def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_librar
                       "lib": "lib/x86_64-linux-gnu", "platform": "haswell"}}]
     ev += [{"ev": "objopen", "pid": pid, "tid": pid, "seq": 10 + i, "t": 10 + i, "path": f, "lmid": 0}
            for i, f in enumerate(files)]
+    ev += [{"ev": "objsearch", "pid": pid, "tid": pid, "seq": 100 + i, "t": 100 + i, "name": n, "flag": "LA_SER_ORIG",
+            "by": "/venv/bin/python"} for i, n in enumerate(searched)]
     ev.append({"ev": "exit", "pid": pid, "tid": 0, "seq": 0, "t": 0, "code": 0, "by": "dlltrace", "signal": None})
     p = tmp_path / "linux.jsonl"
     p.write_text("".join(json.dumps(e) + "\n" for e in ev))
@@ -573,8 +575,14 @@ def test_rule_of_a_linux_trace_torch_build_facts_wheels_and_driver(tmp_path, dll
     assert [m for m in t.mismatches if m.severity == "error"] == []
     r = dlltrace_cli("cuda", "--trace", p)
     assert r.returncode == 0 and "torch 2.5.1+cu124" in r.stdout and "torch/version.py" in r.stdout, r
+    # a program that never looked for the driver: the trace cannot say there is none (the review's false alarm)
+    t = cuda_table_of_trace(read_trace(linux_trace(tmp_path, texts, dists, [])))
+    assert t.driver is None and not t.driver_known and not any(m.kind == "no_driver" for m in t.mismatches)
+    # one whose ld.so was asked for libcuda.so.1 and opened none: no driver
+    t = cuda_table_of_trace(read_trace(linux_trace(tmp_path, texts, dists, [], searched=["libcuda.so.1"])))
+    assert t.driver_known and any(m.kind == "no_driver" for m in t.mismatches)
     # the same without the driver and the cuBLAS wheel: exit 1, one line naming what to install
-    p = linux_trace(tmp_path, texts, dists[:1], [])
+    p = linux_trace(tmp_path, texts, dists[:1], [], searched=["libcuda.so.1"])
     r = dlltrace_cli("cuda", "--trace", p)
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r
     assert "install an NVIDIA driver" in r.stderr or "pip install nvidia-cublas-cu12" in r.stderr, r.stderr

@@ -1,7 +1,9 @@
 """How each package makes its own DLLs reachable (tracer/dlltrace/data/loaders.json, pkgloaders.py), tested on
 the real file each row was read from: every `seen` wheel's (or sdist's) loader file is fetched (from the tests'
 cached wheel, else over HTTP Range from PyPI) and checked against its pinned sha256, and the row's rule must find
-that package's loader in it with the folders the data says. Then what `deps` does with them on real wheels: the
+that package's loader in it with the folders the data says (for the rows whose rule reads the text -- delvewheel's
+.libs name, opencv's config, scikit-learn's DLL names -- the folders and files come from the real text; for the
+others the marker found in the real file is the evidence and the effect is the row's). Then what `deps` does with them on real wheels: the
 preloads of scikit-learn, the folder-and-preload of ctranslate2 (test_static.py), delvewheel's folders of pandas
 and psycopg2-binary, the healthy h5py, pyarrow and lightgbm wheels."""
 
@@ -14,7 +16,7 @@ import pytest
 import realwheels
 from dlltrace import pkgloaders
 from dlltrace.pkgloaders import LoaderDataError, loader_rows, loaders_from_files, parse_rows
-from test_static import dlltrace
+from test_static import dlltrace, pes  # noqa: F401  (pes: the built DLLs)
 
 SEEN = [(row.id, s) for row in loader_rows() for s in row.seen]
 
@@ -38,6 +40,8 @@ def test_rule_finds_each_packages_loader_in_its_real_file(rid, seen):
     mine = [lo for lo in found if lo.how == rid]
     assert len(mine) == 1, (rid, found)
     assert list(mine[0].adds) == seen["adds"], mine[0]
+    if "preloads" in seen:  # (read from the text by its rule: scikit-learn's DLL names)
+        assert list(mine[0].preload_files) == seen["preloads"], mine[0]
 
 
 def test_rule_opencv_binaries_paths_and_distributor_init_preloads_read_their_texts():
@@ -97,3 +101,25 @@ def test_more_healthy_wheels_pass_deps_and_check(key, after):
         assert f"after {after}" in run.stdout
     check = dlltrace("check", str(wheel(key)), "-q")
     assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+
+
+def test_rule_a_dll_a_loader_loads_first_is_still_checked_for_its_own_imports(pes, tmp_path):
+    """ctranslate2's __init__.py loads every DLL of its folder by full path before its extension: the extension's
+    import of a.dll binds to that loaded copy, and a.dll's own missing import (b.dll) must still be reported --
+    in reality ctypes.CDLL(a.dll) fails and so does the import (the review found deps saying "no problem")."""
+    from winetools import mingw_compile
+
+    site = tmp_path / "Lib" / "site-packages"
+    pkg = site / "ctranslate2"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('import glob, os\npackage_dir = os.path.dirname(__file__)\n'
+                                     'os.add_dll_directory(package_dir)\n'
+                                     'for library in glob.glob(os.path.join(package_dir, "*.dll")):\n    ctypes.CDLL(library)\n')
+    for name in ("a", "c", "d"):
+        (pkg / f"{name}.dll").write_bytes(pes[name].read_bytes())
+    (tmp_path / "m.c").write_text("int fa(void);\n__declspec(dllexport) int fm(void) { return fa(); }\n")
+    mingw_compile([tmp_path / "m.c", pes["a"]], pkg / "m.cp311-win_amd64.pyd", dll=True)
+    run = dlltrace("deps", str(site), "--no-cache")
+    assert run.returncode == 1 and "would fail" in run.stdout, run.stdout[-3000:]
+    assert "missing b.dll" in run.stdout and "(needed by a.dll)" in run.stdout, run.stdout[-3000:]
+    assert "after ctranslate2's __init__.py" in run.stdout

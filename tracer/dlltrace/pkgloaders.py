@@ -5,7 +5,8 @@ importing the package would (worlds/static.py reads the files, diagnosis/static.
 of a trace gets the same facts from the bootstrap's py_dists.
 
 A row's marker found in one of its files makes it that package's loader; its rule, one named function each, reads
-what the text says where the text decides it:
+what the text says where the text decides it (the replay of a trace knows delvewheel's patch only, from the
+bootstrap's py_dists: trace/shim.py package_loaders):
 
 - `rule_delvewheel` — delvewheel's patch at the top of `<pkg>/__init__.py` (`_delvewheel_patch_1_8_0` in scipy
   1.14.1, `_delvewheel_patch_1_13_2` in pandas 3.1.1, `_delvewheel_init_patch_*` in delvewheel < 1.0):
@@ -20,12 +21,12 @@ what the text says where the text decides it:
   BINARIES_PATHS (read from it: `<site>/cv2/../../x64/vc14/bin` in the pip wheels).
 - `rule_distributor_init_preloads` — scikit-learn's `_distributor_init.py` loads the DLLs it names from
   `sklearn/.libs` by full path (read from it: vcomp140.dll, msvcp140.dll).
-- `rule_marker` — every other row (ctranslate2, PySide6, cupy, llama-cpp-python, onnxruntime's opt-in
+- `rule_marker` — every other row (ctranslate2's folder and its DLLs, PySide6, cupy, llama-cpp-python, onnxruntime's opt-in
   preload_dlls, TensorFlow's self check, xgboost's and lightgbm's full-path loads): the marker is the evidence,
   the effect is the row's adds, path_adds, env_adds and preloads.
 
-This module reads no file: `loaders_from_files` is given the texts (worlds/static.py reads them from a wheel or
-a folder)."""
+This module reads no package file, only its own data: `loaders_from_files` is given the texts (worlds/static.py reads
+them from a wheel or a folder)."""
 
 from __future__ import annotations
 
@@ -201,10 +202,6 @@ _LIBS_FILE = re.compile(r"op\.join\(libs_path,\s*(['\"])([^'\"]+\.dll)\1\)")
 _LIBS_PATH = re.compile(r"libs_path\s*=\s*op\.join\(op\.dirname\(__file__\),\s*(['\"])([^'\"]+)\1\)")
 
 
-def _row(rid: str) -> Optional[LoaderRow]:
-    return next((r for r in loader_rows() if r.id == rid), None)
-
-
 def rule_opencv_binaries_paths(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
     """cv2's bootstrap: each BINARIES_PATHS folder of cv2/config.py (`os.path.join(os.path.join(LOADER_DIR,
     '../../'), 'x64/vc14/bin')`, LOADER_DIR being cv2's folder) added with os.add_dll_directory and put on PATH."""
@@ -237,16 +234,10 @@ def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]
                       env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id)
 
 
-def rule_package_folder_preload(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
-    """ctranslate2's __init__.py: its own folder added, then every *.dll in it loaded by full path."""
-    return rule_marker(row, package, text)
-
-
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {
     "rule_opencv_binaries_paths": rule_opencv_binaries_paths,
     "rule_distributor_init_preloads": rule_distributor_init_preloads,
     "rule_marker": rule_marker,
-    "rule_package_folder_preload": rule_package_folder_preload,
     # (these four are read below, each from its own files)
     "rule_delvewheel": lambda row, package, text: rule_delvewheel(package, text),
     "rule_pywin32_bootstrap": lambda row, package, text: None,

@@ -1005,8 +1005,10 @@ class _Builder:
         fw_dirs = [fw.folder if fw.name != "torch" else self.p.join(fw.folder, "lib") for fw in frameworks]
         fw_dirs += [self.p.join(fw.folder, "capi") for fw in frameworks if fw.name == "onnxruntime-gpu"]
         cudnns = self.cudnns(toolkits, wheels, fw_dirs)
-        known = driver is not None or all(self.f.knows(self.p.join(d, "nvcuda.dll")) for d in self.f.system_folders()) \
-            if self.win else True
+        # (a trace knows the driver is absent only where the program looked for it: nvcuda.dll probed, libcuda.so.1
+        # searched for by ld.so; a program that never initialised CUDA says nothing of the driver)
+        lib = "nvcuda.dll" if self.win else "libcuda.so.1"
+        known = driver is not None or all(self.f.knows(self.p.join(d, lib)) for d in self.f.system_folders())
         t = CudaTable(self.f.platform, self.f.origin, driver, tuple(toolkits), tuple(cudnns), tuple(wheels),
                       tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), known, self.table.sources)
         return CudaTable(**{**t.__dict__, "mismatches": tuple(mismatches(t, self.f.files_in))})
@@ -1315,7 +1317,7 @@ def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaFacts]:
     when the trace has no traced process."""
 
     if trace.header.platform == "linux":
-        return LinuxTraceFacts.of(trace)
+        return LinuxTraceFacts.of(trace, pid)
     pids = trace.pids
     if pid is None:
         if not pids:
@@ -1345,7 +1347,8 @@ class LinuxTraceFacts:
     origin = "trace"
 
     def __init__(self, env: Mapping[str, str], files: Iterable[str], folders: Iterable[str], site_packages: Iterable[str],
-                 system_folders: Iterable[str], texts: Mapping[str, str]):
+                 system_folders: Iterable[str], texts: Mapping[str, str], searched: Iterable[str] = ()):
+        self._searched = {posixpath.basename(n) for n in searched}  # the names ld.so was asked for
         self._env = dict(env)
         self._texts = {posixpath.normpath(k): v for k, v in texts.items()}
         self._files: dict[str, set[str]] = {}
@@ -1371,19 +1374,24 @@ class LinuxTraceFacts:
             folder = parent
 
     @classmethod
-    def of(cls, trace) -> Optional["LinuxTraceFacts"]:
-        py = next(trace.of("py_env"), None)
-        start = next(trace.of("audit_start"), None)
+    def of(cls, trace, pid: Optional[int] = None) -> Optional["LinuxTraceFacts"]:
+        """The facts of process `pid` (default: the first Python process, else the first process ld.so started)."""
+        py = next(trace.of("py_env", pid=pid), None)
+        start = next(trace.of("audit_start", pid=pid if pid is not None else (py or {}).get("pid")), None)
         if py is None and start is None:
             return None
         pid = (py or start or {}).get("pid")
         env = {}
         if start is not None and start.get("has_ld_library_path"):
             env["LD_LIBRARY_PATH"] = str(start.get("ld_library_path") or "")
-        files = [e["path"] for e in trace.of("elf_file") if isinstance(e.get("path"), str) and e["path"].startswith("/")
-                 and e.get("kind") not in ("missing", "nodir")]
-        files += [e["path"] for e in trace.of("objopen") if isinstance(e.get("path"), str) and e["path"].startswith("/")]
-        folders: list[str] = []
+        # (the objects ld.so opened and the files the trace read, of the traced Python's process; folders apart)
+        elf = [e for e in trace.of("elf_file") if isinstance(e.get("path"), str) and e["path"].startswith("/")
+               and e.get("kind") not in ("missing", "nodir")]
+        files = [e["path"] for e in elf if e.get("kind") != "dir"]
+        files += [e["path"] for e in trace.of("objopen", pid=pid) if isinstance(e.get("path"), str) and e["path"].startswith("/")]
+        searched = [e["name"] for e in trace.of("objsearch", pid=pid) if isinstance(e.get("name"), str)
+                    and e.get("flag") == "LA_SER_ORIG"]
+        folders: list[str] = [e["path"] for e in elf if e.get("kind") == "dir"]
         for e in trace.of("py_dists", pid=pid):
             for d in e.get("dists") or ():
                 site = d.get("site")
@@ -1395,7 +1403,7 @@ class LinuxTraceFacts:
         site = [p for p in ((py or {}).get("sys_path") or []) if isinstance(p, str)
                 and posixpath.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
         return cls(env, files, folders, site, [s for s in system if isinstance(s, str)],
-                   trace_texts(trace, pid, posixpath.join))
+                   trace_texts(trace, pid, posixpath.join), searched)
 
     def env(self) -> Mapping[str, str]:
         return self._env
@@ -1431,4 +1439,5 @@ class LinuxTraceFacts:
         return ["/usr/local"]
 
     def knows(self, path: str) -> bool:
-        return posixpath.normpath(path) in self._known
+        """Whether the trace can tell if the file is there: it was opened, or ld.so was asked for its name."""
+        return posixpath.normpath(path) in self._known or posixpath.basename(path) in self._searched

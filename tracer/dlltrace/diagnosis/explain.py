@@ -290,13 +290,14 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
                    "without its feature); update Windows or enable the feature that provides it",
         "python": python_dll_words(name, res, process),
         "msvc_runtime": f"{name} is part of the Visual C++ 2015-2022 runtime{since}: install the latest Microsoft Visual "
-                        f"C++ Redistributable ({arch}): " + VC_REDIST.format(arch=arch),
+                        f"C++ Redistributable ({arch}): " + (url or VC_REDIST.format(arch=arch)),
         "msvc_legacy": f"{name} is part of the {prov.component}, which the 2015-2022 one does not replace: install it "
                        f"({arch}{': ' + url if url else ''})" + (
                            "; it is a side-by-side assembly (WinSxS), bound by the program's manifest: a copy on PATH "
                            "or next to the program is not used" if prov.side_by_side else ""),
-        "directx_legacy": f"{name} is part of the legacy {prov.component}, which no Windows includes: install it "
-                          f"(directx_Jun2010_redist.exe, {url})",
+        "directx_legacy": f"{name} is part of the legacy {prov.component}, which no Windows includes: download "
+                          f"directx_Jun2010_redist.exe ({url}), run it to unpack into a folder, then run DXSETUP.exe "
+                          "from that folder",
         "windows_feature": f"{name} is part of Windows' Media Feature Pack, which Windows N and KN editions lack: add it "
                            "(Settings > Apps > Optional features > Add a feature > Media Feature Pack, then restart; or, "
                            "as administrator, DISM /Online /Add-Capability /CapabilityName:Media.MediaFeaturePack~~~~0.0.1.0; "
@@ -356,9 +357,10 @@ def python_dll_words(name: str, res: CallResult, process: ProcessState) -> str:
                 "it (an embedded or trimmed copy of Python): copy it from a full install of the same Python version")
     built = f"3.{m.group(1)}{' free-threaded' if m.group(2) else ''}{' (debug)' if m.group(3) else ''}"
     if this and this != f"3.{m.group(1)}" or (this and m.group(2)):
+        exe = process.launcher or process.exe
+        pip = f'"{exe}" -m pip' if exe else "this Python's own pip"
         return (f"{name} is the Python {built} interpreter's own DLL: {by} was built for Python {built} and this is "
-                f"Python {this}: run it with Python {built}, or install the package's build for this Python with this "
-                "Python's own pip (python -m pip)")
+                f"Python {this}: run it with Python {built}, or install the package's build for this Python with {pip}")
     return (f"{name} is the Python {built} interpreter's own DLL, next to its python.exe: {by} is loaded where it is "
             f"not found: load it from that Python (import it there), or put that Python's folder on PATH")
 

@@ -170,6 +170,7 @@ class LoadContext:
     dll_directories: tuple[str, ...] = ()
     after: tuple[str, ...] = ()  # the package loaders that ran before it ("numpy's delvewheel patch"), in words
     preloaded: tuple[str, ...] = ()  # DLLs a package's loader loaded by full path before it (sklearn's .libs)
+    preloaded_by: tuple[str, ...] = ()  # the loader of each, in words
 
     def to_dict(self) -> dict:
         return {"how": self.how, "flags": self.flags, "python": self.python, "path": list(self.path),
@@ -213,9 +214,9 @@ def _process(target: Target, root: str, ctx: LoadContext) -> ProcessState:
     if ctx.how != "start":
         for f in python_files(ctx.python)[:2] + python_files(ctx.python)[3:4]:  # python.exe, pythonXY.dll, vcruntime140.dll
             p.add_loaded(LoadedModule(f, origin="the Python interpreter's start"))
-    for f in ctx.preloaded:  # (a package's loader loaded them by full path: a later import of the name binds to them)
+    for f, by in zip(ctx.preloaded, ctx.preloaded_by):  # (loaded by full path: a later import of the name binds to them)
         if p.find_loaded_by_name(winpath.basename(f)) is None:
-            p.add_loaded(LoadedModule(f, origin=ctx.after[0] if ctx.after else "the package's loader"))
+            p.add_loaded(LoadedModule(f, origin=by))
     return p
 
 
@@ -580,6 +581,7 @@ class LoaderEffects:
     dirs: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
     preloaded: tuple[str, ...] = ()
+    preloaded_by: tuple[str, ...] = ()  # the loader of each preloaded DLL, in words
     words: tuple[str, ...] = ()
 
 
@@ -605,6 +607,7 @@ def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
     dirs: list[str] = []
     path: list[str] = []
     pre: list[str] = []
+    pre_by: list[str] = []
     words: list[str] = []
 
     def at(rel_path: str) -> str:
@@ -625,9 +628,12 @@ def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
         if found or on_path or loads:
             dirs += found
             path += on_path
-            pre += [p for p in loads if not any(winpath.same(p, x) for x in pre)]
+            for p in loads:
+                if not any(winpath.same(p, x) for x in pre):
+                    pre.append(p)
+                    pre_by.append(_loader_words(lo))
             words.append(_loader_words(lo))
-    return LoaderEffects(tuple(dirs), tuple(path), tuple(pre), tuple(words))
+    return LoaderEffects(tuple(dirs), tuple(path), tuple(pre), tuple(pre_by), tuple(words))
 
 
 def rule_package_loaders(target: Target, root: str) -> tuple[list[str], list[str]]:
@@ -659,12 +665,20 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         if winpath.key(root) in reached and not only:
             continue
         eff = rule_package_loader_effects(target, root)
+        if any(winpath.same(root, x) for x in eff.preloaded):  # (the root is one of them: it loads itself, for real)
+            keep = [i for i, x in enumerate(eff.preloaded) if not winpath.same(root, x)]
+            eff = dataclasses.replace(eff, preloaded=tuple(eff.preloaded[i] for i in keep),
+                                      preloaded_by=tuple(eff.preloaded_by[i] for i in keep))
         ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
-        ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded)
+        ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded, preloaded_by=eff.preloaded_by)
         a = analyse_load(target, root, ctx)
         loads.append(a)
         if a.result.tree is not None:
-            reached.update(winpath.key(p) for p in closure_paths(a.result.tree) if winpath.key(p) not in a.standins)
+            # (a DLL a package's loader loaded first is "already loaded" here, its own imports unread: it is a root
+            # of its own, never reached through another)
+            pre = {winpath.key(p) for p in ctx.preloaded}
+            reached.update(k for k in (winpath.key(p) for p in closure_paths(a.result.tree))
+                           if k not in a.standins and k not in pre)
     return DepsResult(target, loads)
 
 

@@ -284,7 +284,7 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
     bounds = sorted(set(offsets))
     if len(bounds) != len(offsets):
         raise ZipError("two members share one local header (overlapping members)")
-    bounds.append(cd_offset)
+    bounds = sorted({*bounds, cd_offset})  # (kept sorted for bisect: a header past the directory is refused below)
     out: list[ZipMember] = []
     for raw, flags, method, crc, csize, usize, offset in listed:
         name = raw.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
