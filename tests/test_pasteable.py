@@ -90,6 +90,7 @@ def test_every_fix_of_every_scenario_and_fixture_pastes():
         assert c_unescape(lit) in (f.folder, f.path), (s, f)
     assert c_calls and python
     for s in bash:
+        assert windows_pip_ok(s), s
         if shutil.which("bash"):
             r = subprocess.run(["bash", "-n", "-c", s], capture_output=True, text=True)
             assert r.returncode == 0, (s, r.stderr)
@@ -99,6 +100,37 @@ def test_every_fix_of_every_scenario_and_fixture_pastes():
         r = subprocess.run([winetools.CC64, "-fsyntax-only", "-Werror", "-x", "c", "-"], input=src,
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
+
+
+def windows_pip_ok(span: str) -> bool:
+    """A pip command for cmd or PowerShell (not a POSIX path) has none of cmd's operators (< > | & ^) outside double
+    quotes: `pip install nvidia-cudnn-cu12<9` unquoted reads 9 as a file to redirect from. (bash -n cannot tell.)"""
+    if " -m pip " not in span or span.lstrip("& ").startswith(("/", "'/")):
+        return True
+    outside = re.sub(r'"[^"]*"', "", span.lstrip("& "))
+    return not any(c in outside for c in "<>|&^")
+
+
+def test_a_requirement_with_a_shell_operator_is_quoted_for_each_shell():
+    """The issue's own example: a requirement with `<` (nvidia-cudnn-cu12<9, cuDNN 8 for CUDA 12) quoted for cmd and
+    PowerShell (double quotes) and for bash (single), in every form of the pip fix; the embeddable Python's --target
+    form too."""
+    from dlltrace.render.fixwords import fix_text
+
+    forms = [Fix("install", "install_package", name="cudnn64_8.dll", package="nvidia-cudnn-cu12<9", folder="C:\\x", exe=exe)
+             for exe in ("C:\\Python311\\python.exe", "C:\\Program Files\\Python311\\python.exe", "")]
+    forms.append(Fix("install", "install_package", name="cudnn64_8.dll", package="nvidia-cudnn-cu12<9", folder="C:\\x",
+                     exe="C:\\app\\python.exe", value="embeddable", dest="C:\\app\\Lib\\site-packages"))
+    for f in forms:
+        for sp in spans(f):
+            assert windows_pip_ok(sp), sp
+        assert '"nvidia-cudnn-cu12<9"' in fix_text(f)
+    assert not windows_pip_ok("C:\\Python311\\python.exe -m pip install nvidia-cudnn-cu12<9")  # (the checker can fail)
+    linux = Fix("install", "install_package", name="libcudnn.so.8", package="nvidia-cudnn-cu12<9", folder="/x",
+                exe="/venv/bin/python")
+    (sp,) = spans(linux)
+    assert sp == "/venv/bin/python -m pip install 'nvidia-cudnn-cu12<9'"
+    assert subprocess.run(["bash", "-n", "-c", sp]).returncode == 0
 
 
 def test_c_unescape_reads_what_c_wstr_writes():

@@ -186,7 +186,9 @@ def make_searched(copy: str, name: str, res: CallResult, world: World, process: 
         out.append(Fix("preload", "preload_path", name=name, path=copy, before=before, python=py))
     top = res.tree.path if res.tree is not None and res.tree.path else (res.name if winpath.is_absolute(res.name) else "")
     dest = winpath.dirname(process.exe) if res.op == "start" else (winpath.dirname(top) if top else "")
-    if dest and not winpath.same(dest, folder):
+    # (a Store Python's own folder, under WindowsApps, cannot be written: no copy goes there)
+    read_only = process.python_kind == "store" and "\\windowsapps\\" in winpath.key(dest) + "\\"
+    if dest and not winpath.same(dest, folder) and not read_only:
         out.append(Fix("copy", "copy_file", name=name, path=copy, dest=dest, python=py))
     return out
 
@@ -413,6 +415,12 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             path = winpath.join(folder, name)
             base = Fix("install", "install_package", name=name, package=prov.requirement or prov.package, folder=folder,
                        path=path, exe=(process.launcher or process.exe) if is_python(process, call) else "")
+            if process.python_kind == "embeddable" and not process.pip_site:
+                # (python.org's embeddable Python has no pip: another Python of its version installs into the folder
+                # the wheel's files go under, which its ._pth must list)
+                _, sites = package_roots(call, process)
+                root = (package_roots(call, process)[0] if prov.root == "prefix" else sites[0]) if sites else ""
+                base = dataclasses.replace(base, value="embeddable", dest=root)
             for step in make_searched(path, name, call, world, process):
                 out.append(dataclasses.replace(base, then=(step,)))
         if cause == "not_pe":

@@ -26,7 +26,7 @@ from dlltrace.trace.capped import capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.trace.reader import FILE_PROBE_OPS, STARTUP_STATUS, Load, Probe, Progress, Trace, nt_to_win32
+from dlltrace.trace.reader import FILE_PROBE_OPS, STARTUP_STATUS, Load, Probe, Progress, Trace, nt_to_win32, python_kind
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = FILE_PROBE_OPS
@@ -129,6 +129,8 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         machine=env.get("machine") or system.machine,
         python=str(py.get("version") or ""),
         env={k: v for k, v in vars_.items() if isinstance(v, str)},
+        python_kind=python_kind(py),
+        pip_site=pip_site(trace, pid, py),
     )
     for d in env.get("user_dirs") or []:
         process.dll_directories.append((winpath.normalize(d), ""))
@@ -139,6 +141,16 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         if isinstance(m, str) and winpath.is_absolute(m):
             process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
     return system, process
+
+
+def pip_site(trace: Trace, pid: int, py: dict) -> str:
+    """The site-packages folder the traced Python's own pip installs into: where its pip distribution is (py_dists);
+    "" when it has no pip (python.org's embeddable Python comes without) or the trace does not say."""
+    for e in trace.of("py_dists", pid=pid):
+        for d in e.get("dists") or ():
+            if str(d.get("name") or "").lower() == "pip" and isinstance(d.get("site"), str):
+                return winpath.normalize(d["site"])
+    return ""
 
 
 def api_set_schema(trace: Trace, pid: int) -> ApiSetSchema:

@@ -64,13 +64,26 @@ def sh_export_prepend(variable: str, folder: str) -> str:
     return f"export {variable}={sh_quote(folder)}${{{variable}:+:${variable}}}"
 
 
+def pip_args(package: str, windows: bool) -> str:
+    """pip's arguments as a shell reads them: a requirement with a shell's special characters (`<`, `>`, `|`, `&`,
+    ...: `nvidia-cudnn-cu12<9` is a redirect unquoted) in double quotes for cmd and PowerShell, single for bash;
+    "--force-reinstall --no-deps x==1" is several arguments, each quoted alone."""
+    out = []
+    for a in package.split(" "):
+        if a and any(c in a for c in "<>|&;^()$`'\"*?[]{}!~%"):
+            a = f'"{a}"' if windows else sh_quote(a)
+        out.append(a)
+    return " ".join(out)
+
+
 def pip_install(f: Fix, code: Callable[[str], str]) -> str:
     """`pip install PACKAGE` with the traced program's own interpreter (f.exe: the venv's python, not the first
     pip on PATH, which may be another Python's): a path with spaces quoted for bash, or for cmd and PowerShell
-    (PowerShell runs a quoted path with `&`)."""
-    args = f" -m pip install {f.package or ''}"
+    (PowerShell runs a quoted path with `&`); a requirement quoted for the shell (pip_args)."""
+    windows = not f.exe.startswith("/") if f.exe else True
+    args = f" -m pip install {pip_args(f.package or '', windows)}"
     if not f.exe:
-        return code("pip install " + (f.package or ""))
+        return code("pip install " + pip_args(f.package or "", True))
     if f.exe.startswith("/"):
         return code(sh_quote(f.exe) + args)
     if " " not in f.exe:
@@ -214,6 +227,13 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
         libs = ", ".join(x.name for x in steps)
         sudo = "" if f.value == "root" else "sudo "
         return f"{code(sudo + 'apt-get install ' + names)} (Debian, Ubuntu: the system's package{'s' if len(steps) > 1 else ''} of {libs}, which no pip package ships)"
+    if a == "install_package" and f.value == "embeddable":  # (no pip in python.org's embeddable Python)
+        ver = "the same version"
+        pkg = f.package or ""
+        return (f"This embeddable Python has no pip: with the pip of a full Python of {ver}, install it into "
+                f"{f.dest} (which the embeddable Python's ._pth must list): "
+                + code(f'python -m pip install --target "{f.dest}" {pip_args(pkg, True)}')
+                + f" (it puts {f.name} in {f.folder})")
     if a == "install_package":
         return f"{pip_install(f, code)} (it puts {f.name} in {f.folder})"
     if a == "change_flags":

@@ -18,7 +18,7 @@ from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, blo
                                        verdict_style, verdict_text)
 from dlltrace.diagnosis.ending import Ending, code_text, ending, ending_line, headline
 from dlltrace.diagnosis.verdict import Verdict, is_crash, reason_text
-from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
+from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace, python_kind
 from dlltrace.diagnosis.replay import Replayed, can_replay_start
 
 
@@ -314,13 +314,19 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
+PYTHON_KIND_WORDS = {"venv": "a virtual environment", "conda": "conda", "store": "the Microsoft Store's",
+                     "embeddable": "the embeddable distribution"}
+
+
 def environment_line(trace: Trace) -> str:
     pid = trace.pids[0] if trace.pids else None
     env = trace.env(pid) if pid is not None else None
     py = next(trace.of("py_env", pid=pid), None) if pid is not None else None
     parts = []
     if py:
-        parts.append(f"Python {py.get('version', '?')} ({py.get('bits', '?')}-bit)")
+        kind = python_kind(py)
+        parts.append(f"Python {py.get('version', '?')} ({py.get('bits', '?')}-bit"
+                     + (f", {PYTHON_KIND_WORDS[kind]})" if kind in PYTHON_KIND_WORDS else ")"))
     if env:
         w = f"Wine {env['wine']}" if env.get("wine") else f"Windows {env.get('windows_version', '?')}"
         parts.append(w)

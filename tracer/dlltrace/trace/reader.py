@@ -22,7 +22,7 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union, overload
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, overload
 
 from dlltrace.trace.pycontext import CONTEXT_KINDS, END_KINDS, PyContexts
 from dlltrace.seqs import MadeSequence
@@ -904,3 +904,27 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
         warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "
                         f"seq, time and fields): the file holds the same events twice; the copies are ignored")
     return Trace(path=str(path), header=header, events=events, warnings=warnings, checked=True)
+
+
+PythonKind = Literal["", "venv", "conda", "store", "embeddable", "system"]
+
+
+def python_kind(py: Optional[dict]) -> PythonKind:
+    """Which kind of Python a trace's py_env event describes: "conda" (a conda environment), "store" (the
+    Microsoft Store's, a packaged app under WindowsApps), "embeddable" (python.org's embeddable zip: a
+    python3XY._pth next to it), "venv" (a virtual environment: its prefix is not its base prefix), "system" (a
+    full install), "" (no py_env: not Python, or not known). What a fix may ask of it differs: no pip and no
+    site-packages in an embeddable Python, no writing into a Store Python's folder."""
+    if not py:
+        return ""
+    exe = str(py.get("executable") or "")
+    prefix = str(py.get("prefix") or "")
+    if py.get("conda"):
+        return "conda"
+    if "\\windowsapps\\" in (exe + "\\" + prefix).lower().replace("/", "\\"):
+        return "store"
+    if isinstance(py.get("pth"), dict):
+        return "embeddable"
+    if prefix and py.get("base_prefix") and prefix != py.get("base_prefix"):
+        return "venv"
+    return "system"

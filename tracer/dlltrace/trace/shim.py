@@ -252,7 +252,25 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
         "conda": conda,
         "conda_prefix": conda_prefix,
         "sys_path": [p for p in sys.path if isinstance(p, str)],
+        "pth": _pth_file(),
     }
+
+
+def _pth_file() -> "Optional[dict]":
+    """The `python3XY._pth` next to the interpreter (the embeddable distribution's: it replaces sys.path, and
+    site -- site-packages, .pth files, sitecustomize -- runs only when its `import site` line is uncommented):
+    {"file", "import_site"}; None when there is none."""
+    exe = sys.executable or ""
+    name = "python%d%d._pth" % sys.version_info[:2]
+    path = os.path.join(os.path.dirname(exe), name) if exe else ""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read(1 << 16).splitlines()
+    except OSError:
+        return {"file": path, "import_site": False}
+    return {"file": path, "import_site": any(line.strip() == "import site" for line in lines)}
 
 
 # the files of an installed distribution a report may need the owner of: a DLL, an extension, a shared object

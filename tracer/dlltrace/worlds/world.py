@@ -108,6 +108,10 @@ class ProcessState:
     package_graph: list[str] = field(default_factory=list)  # its package dependency graph: the folders, in manifest order
     launcher: str = ""  # the venv python.exe that started this process (exe is then the base interpreter), "" = none
     conda_prefix: str = ""  # a conda Python's prefix (its start-up AddDllDirectory folders are in dll_directories)
+    # which Python (trace/reader.py python_kind: "venv", "conda", "store", "embeddable", "system"; "" not known) and
+    # the site-packages its own pip installs into ("" where it has no pip: an embeddable Python as it comes)
+    python_kind: str = ""
+    pip_site: str = ""
 
     def __post_init__(self) -> None:
         self.exe = winpath.normalize(self.exe)
@@ -175,6 +179,7 @@ class ProcessState:
             loaded=[LoadedModule(m.path, m.refcount, m._origin, by_call=m.by_call) for m in self.iter_loaded()],
             machine=self.machine, python=self.python, env=dict(self.env), packaged=self.packaged,
             package_graph=list(self.package_graph), launcher=self.launcher, conda_prefix=self.conda_prefix,
+            python_kind=self.python_kind, pip_site=self.pip_site,
         )
 
     def iter_loaded(self) -> Iterable[LoadedModule]:
@@ -199,6 +204,7 @@ class ForkedProcessState(ProcessState):
         self.default_dirs, self.machine, self.python, self.env = base.default_dirs, base.machine, base.python, dict(base.env)
         self.packaged, self.package_graph = base.packaged, list(base.package_graph)
         self.launcher, self.conda_prefix = base.launcher, base.conda_prefix
+        self.python_kind, self.pip_site = base.python_kind, base.pip_site
         self._base = base
         self._clones: dict[int, LoadedModule] = {}  # id(base module) -> its clone
         self._gone: set[int] = set()  # ids of base modules removed here
