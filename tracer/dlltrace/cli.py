@@ -124,6 +124,29 @@ def is_wine_program(word: str) -> bool:
     return word.lower().endswith(PROGRAM_EXTS) and os.path.isfile(word)
 
 
+def take_limits(argv: list[str]) -> list[str]:
+    """`dlltrace --limit NAME=N [--limit ...] COMMAND ...`: the bounds of what reading a trace may cost
+    (trace/reader.py TraceLimits, docs/limits.md), raised for this command (DLLTRACE_LIMITS, which its children see
+    too); the rest of the command line as it was."""
+    given = []
+    while argv and (argv[0] == "--limit" or argv[0].startswith("--limit=")):
+        if argv[0] == "--limit":
+            if len(argv) < 2:
+                raise DlltraceError("--limit needs NAME=N (docs/limits.md)", EXIT_USAGE)
+            given.append(argv[1])
+            argv = argv[2:]
+        else:
+            given.append(argv[0].split("=", 1)[1])
+            argv = argv[1:]
+    if given:
+        from dlltrace.trace.reader import parse_limits
+
+        text = ",".join([os.environ.get("DLLTRACE_LIMITS", ""), *given]).strip(",")
+        parse_limits(text)  # (a bad name or value: one line, exit 2)
+        os.environ["DLLTRACE_LIMITS"] = text
+    return argv
+
+
 def shorthand(argv: list[str]) -> list[str]:
     """The arguments as a command line parse them: `dlltrace CMD ...` and `dlltrace --wine PROG ...`
     become `run -- ...`; a word that is neither a command nor a program is a one-line error."""
@@ -175,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
     safe_streams()  # any name and any console (deep.py, console.py): the one-line errors below too
     try:
+        argv = take_limits(argv)
         argv = shorthand(argv)
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)

@@ -20,6 +20,7 @@ import os
 import zlib
 from array import array
 from bisect import bisect_left
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, overload
@@ -709,6 +710,49 @@ GZIP_SLICE = 4 << 10  # compressed bytes given to zlib at a time (damage loses a
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+@dataclass(frozen=True)
+class TraceLimits:
+    """What reading one trace may cost (docs/limits.md): exceeded, the read stops with one line and exit 3. Raised
+    with `dlltrace --limit NAME=VALUE COMMAND ...` (or DLLTRACE_LIMITS="NAME=VALUE,..."; K, M, G suffixes)."""
+
+    trace_bytes: int = 16 << 30  # bytes of the trace's lines (a gzip trace's, inflated)
+    line_bytes: int = 64 << 20  # bytes of one line (the largest real event, py_dists of a big environment: a few MB)
+    events: int = 100_000_000  # events kept
+    blank_run: int = 1_000_000  # blank lines in a row (a writer's padding is zero bytes, not blank lines)
+    gzip_ratio: int = 200  # a gzip trace inflating to more than this many times its size, plus 64 MiB: a bomb (real traces: 10-30)
+
+
+LIMIT_NAMES = tuple(TraceLimits.__dataclass_fields__)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_limits(text: str, base: Optional[TraceLimits] = None) -> TraceLimits:
+    """"trace_bytes=32G,events=200M" over `base` (the defaults). DlltraceError (exit 2) for a bad name or value."""
+    from dlltrace.errors import EXIT_USAGE
+
+    values = dict((base or TraceLimits()).__dict__)
+    for part in (x.strip() for x in text.split(",")):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        m = re.fullmatch(r"(\d+)([KMGT]?)", value.strip().upper())
+        if name.strip() not in values or m is None:
+            raise DlltraceError(f"--limit {part}: expected NAME=NUMBER[K|M|G|T], NAME one of {', '.join(LIMIT_NAMES)}",
+                                EXIT_USAGE)
+        values[name.strip()] = int(m.group(1)) * _UNITS[m.group(2)]
+    return TraceLimits(**values)
+
+
+def trace_limits() -> TraceLimits:
+    """The limits in effect: the defaults, raised by DLLTRACE_LIMITS (what `dlltrace --limit` sets)."""
+    return parse_limits(os.environ.get("DLLTRACE_LIMITS", ""))
+
+
+def _over(path: Union[str, Path], what: str, name: str, value: int) -> DlltraceError:
+    return DlltraceError(f"{path}: {what}: not read further (the limit {name}={value:,}; raise it with "
+                         f"dlltrace --limit {name}=N)", EXIT_BAD_TRACE)
+
+
 def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> Trace:
     """Read a trace file, plain JSON Lines or gzip (told by its first two bytes, 1f 8b, whatever its
     name; one gzip member or several): line by line, never the whole file at once. `progress` is
@@ -717,10 +761,25 @@ def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> T
         return _read_trace(path, progress)
 
 
-def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int) -> Iterator[bytes]:
+def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Union[str, Path] = "",
+                 limits: Optional[TraceLimits] = None) -> Iterator[bytes]:
+    lim = limits or trace_limits()
     done, report_at = 0, READ_CHUNK
-    for line in f:
+    blank = 0
+    while True:
+        line = f.readline(lim.line_bytes + 1)  # (never more than a line's bound in memory)
+        if not line:
+            break
+        if len(line) > lim.line_bytes:
+            raise _over(path, f"a line longer than {lim.line_bytes:,} bytes, about {done:,} bytes in", "line_bytes",
+                        lim.line_bytes)
         done += len(line)
+        if done > lim.trace_bytes:
+            raise _over(path, f"more than {lim.trace_bytes:,} bytes", "trace_bytes", lim.trace_bytes)
+        blank = blank + 1 if not line.strip() else 0
+        if blank > lim.blank_run:
+            raise _over(path, f"more than {lim.blank_run:,} blank lines in a row, about {done:,} bytes in (not a "
+                        "trace a writer makes)", "blank_run", lim.blank_run)
         if progress is not None and done >= report_at:
             progress(done, total)
             report_at = done + READ_CHUNK
@@ -728,14 +787,17 @@ def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int) -> Itera
 
 
 def _gzip_lines(f: BinaryIO, path: Union[str, Path], warnings: list[str], progress: Optional[Progress],
-                total: int) -> Iterator[bytes]:
+                total: int, limits: Optional[TraceLimits] = None) -> Iterator[bytes]:
     """The lines of a gzip trace (members one after another, zero bytes between or after them skipped),
     decompressed a chunk at a time. A stream cut short (a crash while it was written) or damaged is read
     up to where it can be, with a warning; the line it cuts is then the last, unterminated one."""
+    lim = limits or trace_limits()
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     fresh = True  # no byte of the current member seen yet
     rest = b""
     consumed = 0
+    produced = 0
+    blank = 0
     damaged = ""
     while not damaged:
         data = f.read(READ_CHUNK)
@@ -764,9 +826,25 @@ def _gzip_lines(f: BinaryIO, path: Union[str, Path], warnings: list[str], progre
             else:
                 data = d.unconsumed_tail + later
             if out:
+                produced += len(out)
+                if produced > lim.trace_bytes:
+                    raise _over(path, f"more than {lim.trace_bytes:,} bytes once inflated", "trace_bytes", lim.trace_bytes)
+                if produced > lim.gzip_ratio * consumed + (64 << 20):
+                    raise _over(path, f"{consumed:,} compressed bytes inflate to more than {produced:,} (over "
+                                f"{lim.gzip_ratio} times): a compression bomb, not a trace", "gzip_ratio", lim.gzip_ratio)
                 parts = (rest + out).split(b"\n")
                 rest = parts.pop()
+                if len(rest) > lim.line_bytes:
+                    raise _over(path, f"a line longer than {lim.line_bytes:,} bytes once inflated", "line_bytes",
+                                lim.line_bytes)
                 for part in parts:
+                    blank = blank + 1 if not part.strip() else 0
+                    if blank > lim.blank_run:
+                        raise _over(path, f"more than {lim.blank_run:,} blank lines in a row (not a trace a writer "
+                                    "makes)", "blank_run", lim.blank_run)
+                    if len(part) > lim.line_bytes:
+                        raise _over(path, f"a line longer than {lim.line_bytes:,} bytes once inflated", "line_bytes",
+                                    lim.line_bytes)
                     yield part + b"\n"
         if progress is not None:
             progress(consumed, total)
@@ -785,7 +863,7 @@ def raw_lines(path: Union[str, Path]) -> Iterator[bytes]:
     stream cut short or damaged gives its lines up to there (as read_trace reads it). OSError as it comes."""
     with open(path, "rb") as f:
         compressed = f.peek(2)[:2] == GZIP_MAGIC
-        lines = _gzip_lines(f, path, [], None, 0) if compressed else _plain_lines(f, None, 0)
+        lines = _gzip_lines(f, path, [], None, 0) if compressed else _plain_lines(f, None, 0, path)
         ended = True  # (the data so far ends with a newline, or is empty)
         for line in lines:
             ended = line.endswith(b"\n")
@@ -804,8 +882,8 @@ def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> 
             total = os.fstat(f.fileno()).st_size
             compressed = f.peek(2)[:2] == GZIP_MAGIC
             warnings: list[str] = []
-            lines = _gzip_lines(f, path, warnings, progress, total) if compressed else _plain_lines(f, progress, total)
-            trace = _read_lines(path, lines, warnings)
+            lines = _gzip_lines(f, path, warnings, progress, total) if compressed else _plain_lines(f, progress, total, path)
+            trace = _read_lines(path, lines, warnings, trace_limits().events)
         except OSError as e:
             raise DlltraceError(f"{path}: cannot read: {e.strerror or e}", EXIT_BAD_TRACE) from None
     if progress is not None:
@@ -813,8 +891,9 @@ def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> 
     return trace
 
 
-def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[str]) -> Trace:
-    """The trace from its lines (bytes, each with its "\n" but perhaps the last)."""
+def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[str],
+                max_events: int = TraceLimits.events) -> Trace:
+    """The trace from its lines (bytes, each with its "\n" but perhaps the last), at most `max_events` events."""
     first_line = next(lines, b"")
     if not first_line.strip():
         raise _bad(path, 1, "empty file, not a dlltrace trace")
@@ -899,6 +978,8 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
         except OverflowError:  # (a seq past 64 bits: a hand-made or mutated trace)
             seqs = list(seqs)
             seqs.append(seq)
+        if len(events) >= max_events:
+            raise _over(path, f"more than {max_events:,} events", "events", max_events)
         events.add(obj, body if len(obj) == n_fields else None)  # (fields the check dropped: written again)
     if copies:
         warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "
