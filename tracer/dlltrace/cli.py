@@ -253,7 +253,7 @@ def entry() -> int:
     """The `dlltrace` command (console script, python -m dlltrace): main() in a process that ends
     with it, which lets the trace reader freeze what it built instead of collecting it."""
     if sys.argv[1:] != ["--version"]:
-        from dlltrace.trace.reader import freeze_after_pauses
+        from dlltrace.trace.gcpause import freeze_after_pauses
 
         freeze_after_pauses()
     return main()

@@ -13,8 +13,6 @@ or a newer format version, raises DlltraceError(EXIT_BAD_TRACE) naming the file 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import zlib
@@ -27,7 +25,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal, Mapping
 
 from dlltrace.trace.pycontext import CONTEXT_KINDS, END_KINDS, PyContexts
 from dlltrace.seqs import MadeSequence
-from dlltrace.errors import EXIT_BAD_TRACE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.model import SLOTS, Owner, PackageLoader
 from dlltrace.tracecheck import check_event
 
@@ -674,33 +672,7 @@ def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
                   platform=obj.get("platform"))
 
 
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector while building many small objects (events, loads,
-    simulator trees): on a 100,000-event trace collecting as they are made took more than half the
-    time. In the command (freeze_after_pauses), what is still alive at the end (the trace, the
-    replay) is then frozen (gc.freeze), not left in the youngest generation, where the first
-    collection after the pause would scan every one of it (0.2 s a pause on such a trace); sound
-    because what dlltrace builds has no reference cycles (tests/test_report.py checks it), so
-    reference counting alone frees it. A library caller, whose process lives on, gets the plain
-    pause: freezing would also keep any cyclic garbage of its own for ever."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            if _FREEZE[0]:
-                gc.freeze()
-            gc.enable()
-
-
-_FREEZE = [False]
-
-
-def freeze_after_pauses(on: bool = True) -> None:
-    """For a short-lived process (the `dlltrace` command): paused_gc freezes instead of collecting."""
-    _FREEZE[0] = on
+from dlltrace.trace.gcpause import freeze_after_pauses, paused_gc  # noqa: E402,F401  (reader's callers use them)
 
 
 Progress = Callable[[int, int], None]  # (done, total): bytes of the file read, or events replayed
@@ -728,8 +700,6 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 def parse_limits(text: str, base: Optional[TraceLimits] = None) -> TraceLimits:
     """"trace_bytes=32G,events=200M" over `base` (the defaults). DlltraceError (exit 2) for a bad name or value."""
-    from dlltrace.errors import EXIT_USAGE
-
     values = dict((base or TraceLimits()).__dict__)
     for part in (x.strip() for x in text.split(",")):
         if not part:
