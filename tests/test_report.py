@@ -75,7 +75,7 @@ def test_path_not_searched_is_said_once_for_0x1100(capsys):
 
 def test_markdown_form(capsys):
     md = report(capsys, TRACES / "s1.jsonl", "--markdown")
-    assert md.startswith("**dlltrace:** cublas64_12.dll was not found — it is needed by _ext.cp311-win_amd64.pyd; installed but not "
+    assert md.startswith("**dlltrace:** cublas64_12.dll was not found — it is needed by \\_ext.cp311-win_amd64.pyd; installed but not "
                          "searched — WinError 126")
     assert "<details><summary>" in md and md.rstrip().endswith("</details>")
     assert md.index("<details>") < md.index("| # | folder | rule | result |") < md.index("</details>")

@@ -47,6 +47,7 @@ def execute_elf(args: argparse.Namespace) -> int:
     import os
 
     from dlltrace.loader.linux.static import static_deps
+    from dlltrace.render.escape import escape_code_block, escape_terminal
     from dlltrace.worlds.elf import LiveELFWorld
 
     path = os.path.abspath(args.target)
@@ -60,7 +61,6 @@ def execute_elf(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        fence = "```" if args.markdown else ""
         lines = [f"dlltrace deps {args.target}: " + (f"{len(r.loaded)} objects load, no problem" if not r.problems
                                                       else f"{len(r.problems)} problem(s)")]
         for p in r.problems:
@@ -68,7 +68,8 @@ def execute_elf(args: argparse.Namespace) -> int:
             lines += [f"      tried {c}" for c in p.candidates]
         if not r.problems:
             lines += [f"  {x}" for x in r.loaded]
-        print("\n".join([fence, *lines, fence] if fence else lines))
+        # (a name of the closure cannot close the block, nor fake a line: render/escape.py)
+        print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
     return EXIT_PROBLEMS if r.problems else EXIT_OK
 
 

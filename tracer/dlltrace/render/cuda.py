@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from dlltrace.diagnosis.cuda import CudaTable, Mismatch, Platform, cuda_table, facts_of_trace
 from dlltrace.model import Fix
+from dlltrace.render.escape import escape_prose, escape_table_cell
 from dlltrace.render.fixwords import fix_text
 from dlltrace.render.explained import Block, LineStyle, Styled, block_lines
 
@@ -199,17 +200,18 @@ def cuda_text(t: CudaTable) -> str:
 # --- Markdown -----------------------------------------------------------------------------------------------------
 
 def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    """Words that hold names (a path, a DLL) as Markdown running text in a table cell (render/escape.py)."""
+    return escape_table_cell(escape_prose(s, line_start=False))
 
 
 def cuda_markdown(t: CudaTable, level: int = 3) -> str:
     h = "#" * level
-    lines = [f"{h} {heading(t)}", "", f"**Driver:** {_md_cell(driver_line(t)[0])}", ""]
+    lines = [f"{h} {escape_prose(heading(t))}", "", f"**Driver:** {_md_cell(driver_line(t)[0])}", ""]
     for title, headers, rows in _sections(t):
-        lines.append(f"**{title}:**" + (" none found" if not rows else ""))
+        lines.append(f"**{escape_prose(title)}:**" + (" none found" if not rows else ""))
         lines.append("")
         if rows:
-            lines.append("| " + " | ".join(headers) + " |")
+            lines.append("| " + " | ".join(_md_cell(x) for x in headers) + " |")
             lines.append("|" + "---|" * len(headers))
             lines += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
             lines.append("")

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
+from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_text
 from dlltrace.render.outcome import crash_headline, outcome_headline, said_line
 
@@ -243,9 +244,10 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
 def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
                    everything: bool = False, markdown: bool = False) -> str:
     """diagnoses_lines as text, or as Markdown: the headline a heading, the rest in a code block (its folder
-    tables keep their columns)."""
+    tables keep their columns), each escaped for its place (render/escape.py: a name in the heading injects
+    nothing, one in the block cannot close it)."""
     lines = diagnoses_lines(diagnoses, source, main, everything)
     if markdown:
         body = lines[2:] if lines[1:2] == [""] else lines[1:]
-        return "\n".join([f"## {lines[0]}"] + (["", "```"] + body + ["```"] if body else [])) + "\n"
-    return "\n".join(lines)
+        return "\n".join([f"## {escape_prose(lines[0])}"] + ([""] + escape_code_block(body) if body else [])) + "\n"
+    return "\n".join(escape_terminal(line) for line in lines)  # (each one line: a name's newline escaped)

@@ -18,6 +18,7 @@ from dlltrace import winpath
 from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
                             Node, flags_text)
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT
+from dlltrace.render.escape import escape_lines, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text
 
 if TYPE_CHECKING:
@@ -45,18 +46,15 @@ def style_of(line: str) -> LineStyle:
     return line.style if isinstance(line, Styled) else ""
 
 
-# a C0/C1 control character (ESC of an ANSI escape, NUL, CR, ...: not newline and tab) or a lone UTF-16 surrogate
-_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
 def visible(text: str) -> str:
-    """`text` as it may be printed: each control character (a name from a trace may hold an ANSI escape)
-    and each lone surrogate (legal in a Windows name) as its Python escape (\\x1b, \\udc80); newlines
-    and tabs stay. A Styled line keeps its style. Called where the text is emitted (block_lines,
+    """`text` as it may be printed: each control character (a name from a trace may hold an ANSI escape),
+    lone surrogate (legal in a Windows name) and bidi control as its Python escape (\\x1b, \\udc80,
+    \\u202e: escape.escape_lines); newlines and tabs stay (a name's own are escaped where it is put:
+    escape.escape_terminal). A Styled line keeps its style. Called where the text is emitted (block_lines,
     rendered_lines, print_blocks, markdown_report)."""
-    if _UNSEEN.search(text) is None:
+    shown = escape_lines(text)
+    if shown is text:
         return text
-    shown = _UNSEEN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
     return Styled(shown, text.style) if isinstance(text, Styled) else shown
 
 
@@ -313,7 +311,8 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
 def fix_notes_markdown(f: Fix, leaf: str = "") -> list[str]:
     """fix_notes, with the code of the further steps marked."""
     notes = fix_notes(f, leaf)
-    return [f"then: {as_typed(fix_markdown(step))}" for step in f.then] + [text for text, _ in notes[len(f.then):]]
+    return ([f"then: {fix_markdown(step, as_typed)}" for step in f.then]
+            + [escape_prose(text) for text, _ in notes[len(f.then):]])
 
 
 # --- text, with rich ----------------------------------------------------------------------------------
@@ -322,8 +321,9 @@ INDENT = 2
 
 
 def _text(s: str, style: LineStyle = ""):
+    """A table cell or a tree label: a name's newline, control or bidi control escaped (escape_terminal)."""
     from rich.text import Text
-    return Text(s, style=RICH_STYLES[style])
+    return Text(escape_terminal(s), style=RICH_STYLES[style])
 
 
 def _indented(renderable, indent: int):
@@ -356,7 +356,7 @@ def chain_tree(nodes: list[Node], indent: int = 4):
         label = Table.grid(padding=(0, 3, 0, 0))
         label.add_column(width=width - 4 * d, no_wrap=True)
         label.add_column(overflow="fold")
-        label.add_row(winpath.basename(n.name), _text(node_mark(n), "failure" if n.cause else ""))
+        label.add_row(_text(winpath.basename(n.name)), _text(node_mark(n), "failure" if n.cause else ""))
         if parent is None:
             tree = parent = Tree(label, guide_style=RICH_STYLES["muted"])
         else:
@@ -370,8 +370,8 @@ def full_tree(node: Node):
     from rich.tree import Tree
 
     def label(n: Node):
-        t = Text(winpath.basename(n.name) + "   ")
-        t.append(node_mark(n), style=RICH_STYLES["failure" if n.cause else ""])
+        t = Text(escape_terminal(winpath.basename(n.name)) + "   ")
+        t.append(escape_terminal(node_mark(n)), style=RICH_STYLES["failure" if n.cause else ""])
         return t
 
     def add(parent, n: Node):
@@ -386,7 +386,7 @@ def full_tree(node: Node):
 def looked_table(lk: Looked):
     t = _table("right", "left", "left", "left")
     for c, row in zip(lk.candidates, looked_rows(lk)):
-        t.add_row(row[0], row[1], row[2], _text(row[3], RESULT_STYLES.get(c.result, "")))
+        t.add_row(row[0], _text(row[1]), _text(row[2]), _text(row[3], RESULT_STYLES.get(c.result, "")))
     return _indented(t, 4)
 
 
@@ -413,19 +413,19 @@ def tail(e: ExplainedCall) -> list[Block]:
     if e.found_elsewhere:
         t = _table("left", "left")
         for c in e.found_elsewhere:
-            t.add_row(c.path, _text(elsewhere_facts(c), "success" if c.result == "found" else "failure"))
+            t.add_row(_text(c.path), _text(elsewhere_facts(c), "success" if c.result == "found" else "failure"))
         out += [Styled("", ""), Styled("  " + FOUND_ELSEWHERE, "heading"), _indented(t, 4)]
     if e.close_names:
         t = _table("left", "left")
         for c in e.close_names:
-            t.add_row(c.path, relation_text(c))
+            t.add_row(_text(c.path), _text(relation_text(c)))
         out += [Styled("", ""), Styled("  " + OTHER_VERSIONS.format(name=e.leaf.name if e.leaf else "it"), ""),
                 _indented(t, 4)]
     if e.also_missing:
         t = _table("left", "left", "left", "left")
         for a in e.also_missing:
             name, what, by, where = also_missing_row(a)
-            t.add_row(name, _text("✗ " + what, "failure"), by, _text(where, "success" if a.installed_at else "muted"))
+            t.add_row(_text(name), _text("✗ " + what, "failure"), _text(by), _text(where, "success" if a.installed_at else "muted"))
         out += [Styled("", ""), Styled("  " + ALSO_MISSING, "heading"), _indented(t, 4)]
     if e.fixes:
         cause = cause_line(e)
@@ -477,7 +477,7 @@ def fix_table(fixes: list[Fix], leaf: str = ""):
     t.add_column(justify="right", no_wrap=True)
     t.add_column(justify="left", overflow="fold")
     for i, f in enumerate(fixes, 1):
-        t.add_row(f"{i}.", as_typed(fix_text(f)))
+        t.add_row(f"{i}.", _text(as_typed(fix_text(f))))
         for note, style in fix_notes(f, leaf):
             t.add_row("", _text(note, style))
     return t
@@ -518,11 +518,20 @@ def block_lines(blocks: list[Block]) -> list[str]:
     console = plain_console()
     out: list[str] = []
     for b in blocks:
-        if isinstance(b, str):
-            out.append(visible(b))
+        if isinstance(b, str):  # (one line: a newline in it is a name's, escaped)
+            out.append(_one_line(b))
         else:
             out.extend(rendered_lines(b, console))
     return out
+
+
+def _one_line(line: str) -> str:
+    """A line of the text as it may be printed: every newline, control and bidi control in it escaped (a
+    name's: the line's own end is not in it), its style kept."""
+    shown = escape_terminal(line)
+    if shown is line:
+        return line
+    return Styled(shown, line.style) if isinstance(line, Styled) else shown
 
 
 def print_blocks(blocks: list[Block], console: "Console", clean: Optional[Callable[[str], str]] = None) -> None:
@@ -534,8 +543,9 @@ def print_blocks(blocks: list[Block], console: "Console", clean: Optional[Callab
         return visible(clean(s) if clean else s)
 
     for b in blocks:
-        if isinstance(b, str):
-            console.print(Text(shown(b), style=RICH_STYLES[style_of(b)]), soft_wrap=True)
+        if isinstance(b, str):  # (one line: a newline in it is a name's, escaped)
+            console.print(Text(escape_terminal(clean(b) if clean else b), style=RICH_STYLES[style_of(b)]),
+                          soft_wrap=True)
         else:
             for line in console.render_lines(b, console.options, pad=False):
                 console.print(Text.assemble(*((shown(s.text), s.style or "") for s in line if not s.control)),

@@ -1,13 +1,17 @@
 """The words of a fix and of where a copy lies: the one place each fix action's sentence is written
-(model.Fix holds only the action and its operands). Markdown marks what is code to type with backticks."""
+(model.Fix holds only the action and its operands). Markdown marks what is code to type with backticks, each
+name escaped for where it stands (render/escape.py: a code span, or running text)."""
 
 from __future__ import annotations
 
+import re
+import secrets
 import shlex
 from typing import Callable
 
 from dlltrace import winpath
 from dlltrace.model import VC_REDIST, Elsewhere, Fix, InvalidFlagsReason, flags_text
+from dlltrace.render.escape import escape_code_span, escape_prose
 
 FLAGS_FIX_TEXT: dict[InvalidFlagsReason, str] = {
     "altered_with_search_flags": "Drop LOAD_WITH_ALTERED_SEARCH_PATH (0x8) when passing LOAD_LIBRARY_SEARCH_* flags",
@@ -92,11 +96,15 @@ def pip_install(f: Fix, code: Callable[[str], str]) -> str:
     return f"in cmd  {code(quoted + args)}  or in PowerShell  {code('& ' + quoted + args)}"
 
 
-def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
+def _plain(s: str) -> str:
+    return s
+
+
+def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
     marks what is code to type (Markdown puts it in backticks)."""
     a = f.action
-    before = f"before `{f.before}`" if f.before else "before the load"
+    before = f"before {code(f.before) if code is not _plain else '`' + f.before + '`'}" if f.before else "before the load"
     if a == "add_dll_directory":
         call = code(f'os.add_dll_directory({py_str(f.folder)})' if f.python else f'AddDllDirectory({c_wstr(f.folder)})')
         if f.bound:
@@ -256,9 +264,21 @@ def fix_text(f: Fix, code: Callable[[str], str] = lambda s: s) -> str:
     raise ValueError(f"fix action {a!r} has no words")
 
 
-def fix_markdown(f: Fix) -> str:
-    """A fix's words with what is code to type in backticks."""
-    return fix_text(f, code=lambda s: f"`{s}`")
+def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
+    """A fix's words as Markdown: what is code to type a code span, the rest running text, each escaped for
+    its place (escape_code_span, escape_prose: a name in the fix injects nothing); `typed` is applied to each
+    piece first (explained.as_typed: a Python repr as the user types it)."""
+    mark = f"\ue000{secrets.token_hex(8)}:"  # (a name cannot forge it: it is drawn anew for each fix)
+    codes: list[str] = []
+
+    def code(s: str) -> str:
+        codes.append(s)
+        return f"{mark}{len(codes) - 1}\ue001"
+
+    parts = re.split(re.escape(mark) + "([0-9]+)\ue001", fix_text(f, code=code))
+    return "".join(escape_code_span(typed(codes[int(p)])) if k % 2 else
+                   escape_prose(typed(p), line_start=k == 0, line_end=k == len(parts) - 1) if p else ""
+                   for k, p in enumerate(parts))
 
 
 def relation_text(e: Elsewhere) -> str:

@@ -7,10 +7,16 @@ room left for the user's own words). The incident comes first, whole: the failur
 <details>: the first OTHERS_IN_FULL explained in full, the rest a line each, as far as the budget goes;
 then the loads the program went past, a line each (collapsed when there are many). Each list that
 does not fit ends with a line that says how many were left out (`**N more ... left out**`). Last, the
-trace file to attach, its size, and whether it is compressed and redacted (render/attach.py)."""
+trace file to attach, its size, and whether it is compressed and redacted (render/attach.py).
+
+Every string of the trace (a name, a path, a message, the trace file's own name) is escaped for where it
+stands (render/escape.py): a code span, running text or a table cell; the report's own words too, where
+they hold names (a verdict, a fate, the environment). A hostile name injects no Markdown, HTML, link or
+mention, and fakes no line."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from dlltrace import winpath
@@ -19,7 +25,9 @@ from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import Incident, main_outcome
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline
-from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts, fix_notes_markdown,
+from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
+from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts,
+                                       fix_notes_markdown,
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
@@ -36,7 +44,7 @@ def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
     """Fixes as a Markdown list, each with its notes (explained.fix_notes) as sub-items."""
     out: list[str] = []
     for f in fixes:
-        out.append(f"- {as_typed(fix_markdown(f))}")
+        out.append(f"- {fix_markdown(f, as_typed)}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(f, leaf))
     return out
 
@@ -56,55 +64,56 @@ def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> 
     r = inc.first
     res = r.result
     e = explained_incident(inc)
-    what = verdict_text(e)[2:]
+    what = prose(verdict_text(e)[2:])
     if r.load.api == "start":
         status = r.load.status or 0
-        out.append(f"{lead} {what} — `{winpath.basename(r.load.name or '?')}` could not start "
+        out.append(f"{lead} {what} — {code(winpath.basename(r.load.name or '?'))} could not start "
                    f"(`{status:#x}` {STARTUP_STATUS_TEXT.get(status, '')}).")
     else:
         # (torch's own loop: the model's typed origin, as the text says it: diagnosis.explain.torch_origin)
         origin = r.result.origin if r.result.origin_kind in TORCH_ORIGINS and r.result.origin else r.origin
-        where = f" while `{as_typed(origin)}` loaded" if origin else " loading"
+        where = f" while {code(as_typed(origin))} loaded" if origin else " loading"
         out.append(f"{lead} {what} — WinError {r.real_error}{where} "
-                   f"`{winpath.basename(r.load.name or '?')}` with flags `{(r.load.flags or 0):#x}`.")
+                   f"{code(winpath.basename(r.load.name or '?'))} with flags `{(r.load.flags or 0):#x}`.")
     out.append("")
     if inc.verdict is not None and inc.went_on and lost_a_feature(inc):
         feature = feature_of(res.leaf.name if res.leaf else None) or feature_of(r.load.name)
-        out.append(f"The program went on without {feature}: {reason_text(inc.verdict)}.")
+        out.append(f"The program went on without {prose(feature or '')}: {prose(reason_text(inc.verdict))}.")
     else:
-        out.append(fate_line(inc.verdict).rstrip(".") + ".")
+        out.append(prose(fate_line(inc.verdict).rstrip(".")) + ".")
     out.append("")
     for c in res.found_elsewhere[:2]:
-        out.append(f"Found at `{c.path}` ({elsewhere_facts(c)}).")
+        out.append(f"Found at {code(c.path)} ({prose(elsewhere_facts(c))}).")
     leaf = res.leaf.name if res.leaf else ""
     if e.fixes:
         cause = cause_line(e)
-        if cause:
-            out.append(CAUSE_LINE.format(cause) + ".")
-        out.append(f"Suggested fix: {as_typed(fix_markdown(e.fixes[0]))}")
+        if cause:  # (its paths and names from the trace: escaped as prose)
+            out.append(prose(CAUSE_LINE.format(cause) + "."))
+        out.append(f"Suggested fix: {fix_markdown(e.fixes[0], as_typed)}")
         out.extend(f"  - {n}" for n in fix_notes_markdown(e.fixes[0], leaf))
     if e.also_missing:
         out += ["", f"{ALSO_MISSING}:", ""]
         for a in e.also_missing:
             name, why, by, installed = also_missing_row(a)
-            chain = " → ".join(f"`{n}`" for n in a.chain)
-            out.append(f"- `{name}`: {why}, {by}{' (' + chain + ')' if chain else ''}; {installed}")
+            chain = " → ".join(code(n) for n in a.chain)
+            out.append(f"- {code(name)}: {prose(why)}, {prose(by)}{' (' + chain + ')' if chain else ''}; {prose(installed)}")
     out.append("")
     out.append(DETAILS)
     out.append("")
-    out.append("Chain: " + " → ".join(f"`{n}`" for n in res.chain))
+    out.append("Chain: " + " → ".join(code(n) for n in res.chain))
     for lk in e.looked:
-        out += ["", looked_heading(lk), "", "| # | folder | rule | result |", "|---|---|---|---|"]
-        out += [f"| {i} | `{folder}` | {rule} | {result} |" for i, folder, rule, result in looked_rows(lk)]
+        out += ["", prose(looked_heading(lk)), "", "| # | folder | rule | result |", "|---|---|---|---|"]
+        out += [f"| {i} | {cell(code(folder))} | {cell(prose(rule, False))} | {cell(prose(result, False))} |"
+                for i, folder, rule, result in looked_rows(lk)]
         if lk.not_searched:
-            out += ["", lk.not_searched]
+            out += ["", prose(lk.not_searched)]
     if len(e.fixes) > 1:
         out += ["", "Other fixes:"]
         out.extend(fix_items(e.fixes[1:], leaf))
     out.append("")
-    out.extend(agreement_lines(inc, indent=""))
+    out.extend(_prose_line(line) for line in agreement_lines(inc, indent=""))
     out.append("")
-    out.append(environment_line(trace))
+    out.append(prose(environment_line(trace)))
     out.append("")
     out.append("</details>")
     out.append("")
@@ -116,42 +125,42 @@ def failure_item(inc: Incident) -> str:
     r = inc.first
     e = explained_incident(inc)
     fate = FATE_WORDS[inc.verdict.fate] if inc.verdict else ""
-    return (f"- {verdict_text(e)[2:]} — WinError {r.real_error} loading `{winpath.basename(r.load.name or '?')}` with "
-            f"flags `{(r.load.flags or 0):#x}`{' · ' + fate.lower() if fate else ''}")
+    return (f"- {prose(verdict_text(e)[2:])} — WinError {r.real_error} loading {code(winpath.basename(r.load.name or '?'))}"
+            f" with flags `{(r.load.flags or 0):#x}`{' · ' + prose(fate.lower()) if fate else ''}")
 
 
 def apart_item(inc: Incident) -> str:
     r = inc.first
-    return (f"- `{winpath.basename(r.load.name or '?')}`: `{r.load.api}` with flags `{(r.load.flags or 0):#x}` "
-            f"→ {r.real_error if r.real_error is not None else '?'} · {reason_text(inc.verdict) if inc.verdict else '?'}")
+    return (f"- {code(winpath.basename(r.load.name or '?'))}: {code(r.load.api)} with flags `{(r.load.flags or 0):#x}` "
+            f"→ {r.real_error if r.real_error is not None else '?'} · {prose(reason_text(inc.verdict)) if inc.verdict else '?'}")
 
 
 def left_out_line(count: int, one: str, many: str, trace_name: str) -> str:
     """The line that caps a list: how many of it were left out, and where every one is."""
     return (f"**{count} more {one if count == 1 else many} left out** to fit a GitHub issue: "
-            f"`dlltrace report {trace_name}` lists every one.")
+            f"{code('dlltrace report ' + trace_name)} lists every one.")
 
 
 def attach_line(a: Attachment) -> str:
     """The trace file to attach, its size, and what to do first when it is not compressed or not redacted."""
-    redact_cmd = f"`dlltrace redact {a.name} -o {winpath.basename(redacted_name(a.name))}`"
+    redact_cmd = code(f"dlltrace redact {a.name} -o {winpath.basename(redacted_name(a.name))}")
     size = size_text(a.size) if a.size is not None else "size unknown"
     if a.report_redacted:
-        return (f"{ATTACH} this report is redacted, the trace file `{a.name}` ({size}) is not: {redact_cmd} writes "
+        return (f"{ATTACH} this report is redacted, the trace file {code(a.name)} ({size}) is not: {redact_cmd} writes "
                 "a compressed copy with user, home and machine names replaced; attach that one.")
     facts = [size, "compressed" if a.compressed else "not compressed"]
     if a.name_says_compressed and not a.compressed:
         facts[-1] += ", whatever its name says"
     if a.redacted:
         facts.append("user, home and machine names replaced")
-    out = f"{ATTACH} `{a.name}` ({', '.join(facts)})."
+    out = f"{ATTACH} {code(a.name)} ({', '.join(facts)})."
     if a.too_big:
         out += " It is over GitHub's 25 MB limit for an attachment: share it another way, or attach the report alone."
     if not a.redacted:
         out += (f" It is not redacted (it may hold your user, home and machine names): {redact_cmd} writes a"
                 " compressed copy with them replaced, to attach instead.")
     elif not a.compressed:
-        out += f" GitHub takes `.gz` attachments: `python -m gzip {a.name}` writes `{a.name}.gz` to attach."
+        out += f" GitHub takes `.gz` attachments: {code('python -m gzip ' + a.name)} writes {code(a.name + '.gz')} to attach."
     return out
 
 
@@ -165,12 +174,13 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     apart = [i for i in incs if i.went_on]
     end_words = ending_lines(trace, incs, ending(trace))
     cap = capped(trace)  # the size cap dropped lines: said with the trace to attach (trace/capped.py)
-    cap_words = [visible(capped_line(cap))] if cap is not None else []
+    cap_words = [prose(capped_line(cap))] if cap is not None else []
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)
     if not failed and not apart:
-        return f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. " + " ".join(end_words + cap_words) + "\n"
+        return (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
+                + " ".join([prose(w) for w in end_words] + cap_words) + "\n")
     name = attachment_of(trace)
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
@@ -180,10 +190,10 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
     apart = [i for i in apart if not any(i is x for x in lost)]
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
-        out += [f"**dlltrace:** {visible(said)} ({plural(len(replays), 'load')} traced).", ""]
+        out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced).", ""]
     elif not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
-        out += [visible(line) for line in unexplained_exits(trace, incs)]
+        out += [prose(line) for line in unexplained_exits(trace, incs)]
         out.append("")
     reserve = 2 * len(left_out_line(len(incs), "", "loads the program went past", name.name)) + 400  # cap lines, closings
     room = budget - _size(tail) - reserve
@@ -236,9 +246,16 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     return "\n".join(out)
 
 
+def _prose_line(line: str) -> str:
+    """A line of the report's words (with names in them) as Markdown running text; a list item ("  - x")
+    stays one."""
+    item = re.match(r"\s*- ", line)
+    return line[:item.end()] + prose(line[item.end():]) if item else prose(line)
+
+
 def _cut(lines: list[str], room: int, trace_name: str) -> list[str]:
     """Lines cut to `room` bytes, a <details> left open closed, and a line that says so."""
-    note = visible(f"(cut here to fit a GitHub issue: the full report is `dlltrace report {trace_name}`)")
+    note = f"(cut here to fit a GitHub issue: the full report is {code('dlltrace report ' + trace_name)})"
     out: list[str] = []
     for line in lines:
         if _size(out) + _size([line, note, "</details>", ""]) > room:

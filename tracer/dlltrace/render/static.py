@@ -14,6 +14,7 @@ from rich.tree import Tree
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
+from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.diagnosis.static import (CheckResult, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
                                        static_diagnosis)
 
@@ -199,34 +200,31 @@ def deps_summary(r: DepsResult) -> str:
 
 def deps_markdown(r: DepsResult) -> str:
     target = r.target
-    out = [f"# dlltrace deps `{target.given}`", "",
-           f"World: {target.world.system.version or 'this machine'}, Python {target.python}.", ""]
+    out = [f"# dlltrace deps {code(target.given)}", "",
+           f"World: {prose(target.world.system.version or 'this machine')}, Python {prose(str(target.python))}.", ""]
     for a in r.loads:
-        out += [f"## `{_shown(target, a.root)}`", "", f"Loaded as {a.context.text}.", ""]
+        out += [f"## {code(_shown(target, a.root))}", "", f"Loaded as {prose(a.context.text)}.", ""]
         if a.result.tree is not None:
             out += _md_tree(target, a, a.result.tree, 0)
         out.append("")
         if a.problems:
             out += ["| problem | DLL | class | needed by | detail |", "|---|---|---|---|---|"]
             for p in a.problems:
-                out.append(f"| {p.kind} | `{p.dll}` | {p.klass.label if p.klass else ''} | "
-                           f"{', '.join(p.needed_by)} | {_md(p.detail)} |")
+                out.append(f"| {cell(prose(p.kind, False))} | {cell(code(p.dll))} | {cell(prose(p.klass.label if p.klass else '', False))} | "
+                           f"{cell(prose(', '.join(p.needed_by), False))} | {cell(prose(p.detail, False))} |")
         else:
             out.append("Loads: no problem.")
         out.append("")
-    out.append(f"**{deps_summary(r)}**")
+    out.append(f"**{prose(deps_summary(r))}**")
     return "\n".join(out) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def _md_tree(target: Target, a: LoadAnalysis, node: Node, depth: int) -> list[str]:
     status = _status(a, node)
     cls = _node_class(target, a, node)
-    where = "" if status == "missing" else f" `{_shown(target, node.path)}` ({node.how})" if node.path else ""
-    line = f"{'  ' * depth}- `{winpath.basename(node.name)}`{where} — {STATUS_WORDS.get(status, status)}, {cls.label}"
+    where = "" if status == "missing" else f" {code(_shown(target, node.path))} ({prose(node.how)})" if node.path else ""
+    line = (f"{'  ' * depth}- {code(winpath.basename(node.name))}{where} — {prose(STATUS_WORDS.get(status, status))}, "
+            f"{prose(cls.label)}")
     out = [line]
     if status != "already_loaded" and node.how_kind != "apiset":
         for c in node.children:
