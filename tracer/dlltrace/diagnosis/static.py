@@ -80,9 +80,9 @@ class Target:
         if self._index is None or self._index[0] is not self.files or self._index[1] != len(self.files):
             by_name: dict[str, list[TargetFile]] = {}
             for f in self.files:
-                by_name.setdefault(winpath.basename(f.path).lower(), []).append(f)
+                by_name.setdefault(winpath.fold(winpath.basename(f.path)), []).append(f)
             self._index = (self.files, len(self.files), by_name)
-        return list(self._index[2].get(name.lower(), ()))
+        return list(self._index[2].get(winpath.fold(name), ()))
 
 
 def wheel_python(filename: str) -> tuple[str, str, str]:

@@ -579,7 +579,7 @@ class StaticWorld:
 
     def _index(self, path: str) -> None:
         """`path` in the indexes by name, by folder and (once made) by shape: each lookup is one dict read."""
-        name = winpath.basename(path).lower()
+        name = winpath.fold(winpath.basename(path))
         paths = self._by_name.get(name)
         if paths is None:
             paths = self._by_name[name] = []
@@ -637,7 +637,7 @@ class StaticWorld:
         return bool(self._system_world is not None and self._system_world.is_dir(path))  # type: ignore[attr-defined]
 
     def files_named(self, name: str) -> list[str]:
-        return list(self._by_name.get(name.lower(), ()))
+        return list(self._by_name.get(winpath.fold(name), ()))
 
     def close_files(self, name: str) -> list[str]:
         if self._by_shape is None:  # (names by their digit-less shape, made once: no scan of every name per lookup)
