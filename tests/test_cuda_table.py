@@ -618,3 +618,23 @@ def test_the_bootstrap_records_the_build_facts_files(tmp_path):
         "torch/version.py,sha256=x,14\ntorch/other.py,sha256=y,6\ntorch/lib/libc10.so,sha256=z,1\n")
     (d,) = shim.installed_dists([str(site)])["dists"]
     assert d["texts"] == {"torch/version.py": "cuda = '12.4'\n"} and d["files"] == ["torch/lib/libc10.so"]
+
+
+def test_cuda_of_a_damaged_trace_is_3_as_report_is(tmp_path, dlltrace_cli):
+    """`cuda --trace` of a damaged trace (its last line cut) exited 0 where `report` exits 3 (issue 28, item 10):
+    the table as far as the trace could be read, the damaged line named on stderr, exit 3."""
+    texts = {"torch": {"torch/version.py": "__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\n"}}
+    dists = [("torch", "2.5.1", ["torch/lib/libtorch_cuda.so"]),
+             ("nvidia_cublas_cu12", "12.4.5.8", ["nvidia/cublas/lib/libcublas.so.12"]),
+             ("nvidia_cuda_runtime_cu12", "12.4.127", ["nvidia/cuda_runtime/lib/libcudart.so.12"])]
+    p = linux_trace(tmp_path, texts, dists, ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"], ld_library_path="")
+    assert dlltrace_cli("cuda", "--trace", p).returncode == 0
+    n = p.read_bytes().count(b"\n") + 1
+    with open(p, "ab") as f:
+        f.write(b'{"ev": "file", "pa')  # a last line cut short: a damaged trace
+    assert dlltrace_cli("report", p).returncode == 3
+    for fmt in ((), ("--json",), ("--markdown",)):
+        r = dlltrace_cli("cuda", "--trace", p, *fmt)
+        assert r.returncode == 3, (fmt, r)
+        assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n", r.stderr
+        assert "2.5.1+cu124" in r.stdout  # the table, as far as the trace was read

@@ -59,10 +59,37 @@ def normalize(path: str) -> str:
     return "\\".join(parts)
 
 
+# Windows compares names by upcasing each UTF-16 unit (RtlUpcaseUnicodeChar, the NLS upcase table; NTFS's $UpCase
+# is the same kind of table): one character to one, the simple uppercase mapping, never Unicode case folding. So
+# the Kelvin sign U+212A and the Angstrom sign U+212B upcase to themselves (str.lower() made them k and å), ß has no
+# one-character capital (str.upper() makes it SS), and neither dotless ı U+0131 nor long ſ U+017F is in the table
+# (the default upcase table NTFS formats with, Linux fs/ntfs/upcase.c generate_default_upcase: its ranges skip
+# U+00DF, U+0130-0131, U+017F and U+212A/B), where Python's simple mapping makes them I and S. _upcase is that
+# mapping: Python's where it is one character to one, except for those two that would reach ASCII. A key keeps
+# ASCII lowercase (as it was, and the fast path: str.lower() of an ASCII string) and puts every other character
+# as upcased: the same equivalence as Windows' upcase, one representative each. (Characters whose case Unicode
+# added after the table Windows ships may differ: not modelled.)
+_NOT_UPCASED = frozenset("\u0131\u017f")  # ı and ſ: Python's upper is ASCII I and S, Windows keeps them
+
+
+@lru_cache(maxsize=1024)
+def _upcase(c: str) -> str:
+    u = c.upper()
+    return u if len(u) == 1 and c not in _NOT_UPCASED else c
+
+
+def fold(name: str) -> str:
+    """A name's case-insensitive form as Windows compares names: ASCII lowercased, any other character upcased by
+    the simple one-to-one mapping (above)."""
+    if name.isascii():
+        return name.lower()
+    return "".join(c.lower() if c.isascii() else _upcase(c) for c in name)
+
+
 @lru_cache(maxsize=PATH_CACHE)
 def key(path: str) -> str:
-    """The comparison key: normalised and case-folded (the loader is case-insensitive)."""
-    return normalize(path).lower()
+    """The comparison key: normalised and case-folded as Windows compares names (fold)."""
+    return fold(normalize(path))
 
 
 @lru_cache(maxsize=PATH_CACHE)
@@ -112,13 +139,13 @@ _DIGITS = re.compile(r"\d+")
 
 def name_shape(name: str) -> str:
     """A file name without its numbers, case-folded: cublas64_#.dll for cublas64_12.dll."""
-    return _DIGITS.sub("#", basename(name).lower())
+    return _DIGITS.sub("#", fold(basename(name)))
 
 
 def close_name(candidate: str, name: str) -> bool:
     """Whether file name `candidate` differs from `name` only in its numbers
     (cublas64_11.dll for cublas64_12.dll): another version of the same library."""
-    a, b = basename(candidate).lower(), basename(name).lower()
+    a, b = fold(basename(candidate)), fold(basename(name))
     return a != b and name_shape(a) == name_shape(b) and bool(_DIGITS.search(b))
 
 

@@ -5,7 +5,8 @@ framework's CUDA build, side by side, with every mismatch named and its fix.
 Without --scenario/--trace: this machine (Windows: nvcuda.dll, CUDA_PATH*, PATH; Linux: libcuda.so,
 /usr/local/cuda-*, LD_LIBRARY_PATH) and this Python's site-packages. Exits 0 with the table, mismatches
 or not (a machine without an NVIDIA driver is a table that says so); 2 for a bad command line, scenario or
-missing file; 3 for an unreadable trace (README, Exit codes)."""
+missing file; 3 for an unreadable trace, or a damaged one (its table is still printed, as far as the trace could
+be read, and every damaged line is named on stderr, as `report` does) (README, Exit codes)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import json
 import os
 import sys
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 
@@ -33,7 +34,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into a GitHub issue")
 
 
-def facts_of_args(args: argparse.Namespace) -> "CudaFacts":
+def facts_of_args(args: argparse.Namespace, warnings: Optional[list[str]] = None) -> "CudaFacts":
+    """The facts the table is made of; with --trace, the reader's warnings about a damaged trace are added to
+    `warnings` (as `dlltrace: warning: ...` lines)."""
     from dlltrace.diagnosis.cuda import LiveFacts, facts_of_scenario, facts_of_trace
 
     if args.scenario:
@@ -43,13 +46,16 @@ def facts_of_args(args: argparse.Namespace) -> "CudaFacts":
             raise DlltraceError("--site-packages is for this machine: a scenario's frameworks are its own files", EXIT_USAGE)
         return facts_of_scenario(load_scenario(args.scenario))
     if args.trace:
-        from dlltrace.trace.reader import read_trace
+        from dlltrace.trace.reader import read_trace, warning_lines
 
         if args.site_packages:
             raise DlltraceError("--site-packages is for this machine: a trace's frameworks are the files it recorded", EXIT_USAGE)
         if not os.path.exists(args.trace):
             raise DlltraceError(f"{args.trace}: no such file", EXIT_USAGE)
-        facts = facts_of_trace(read_trace(args.trace))
+        trace = read_trace(args.trace)
+        if warnings is not None:
+            warnings.extend(warning_lines(trace))
+        facts = facts_of_trace(trace)
         if facts is None:
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
         return facts
@@ -64,7 +70,10 @@ def execute(args: argparse.Namespace) -> int:
     from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, mismatch_text
     from dlltrace.render.explained import block_lines, print_blocks
 
-    table = cuda_table(facts_of_args(args))
+    damaged: list[str] = []
+    table = cuda_table(facts_of_args(args, damaged))
+    for line in damaged:  # (a damaged trace: its table as far as it could be read, then exit 3, as `report`)
+        print(line, file=sys.stderr)
     if args.json:
         json.dump(cuda_dict(table), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -82,5 +91,8 @@ def execute(args: argparse.Namespace) -> int:
     if errors:
         print(f"dlltrace: the CUDA stack does not fit: {len(errors)} mismatch{'es' if len(errors) > 1 else ''}, "
               f"the first: {mismatch_text(errors[0], table.platform)}", file=sys.stderr)
+    if damaged:
+        return EXIT_BAD_TRACE
+    if errors:
         return EXIT_PROBLEMS
     return EXIT_OK

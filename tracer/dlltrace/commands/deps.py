@@ -76,7 +76,7 @@ def execute_elf(args: argparse.Namespace) -> int:
 def execute(args: argparse.Namespace) -> int:
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target
-    from dlltrace.render.static import deps_dict, deps_markdown, print_deps
+    from dlltrace.render.static import deps_dict, deps_json_indent, deps_markdown, print_deps
 
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model
         return execute_elf(args)
@@ -95,8 +95,9 @@ def execute(args: argparse.Namespace) -> int:
             focus.extend(hits)
     result = deps(target, flags=args.flags, extra_path=args.path, dll_dirs=args.dll_dirs, only=focus or None)
     if args.json:
-        json.dump(deps_dict(result), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        # (dumps: json.dump's generators pass each piece up through every level, the C encoder of a one-shot compact
+        # dumps does not; compact JSON for a deep tree: render/static.py deps_json_indent)
+        sys.stdout.write(json.dumps(deps_dict(result), indent=deps_json_indent(result), ensure_ascii=False) + "\n")
     elif args.markdown:
         sys.stdout.write(deps_markdown(result))
     else:

@@ -18,6 +18,11 @@ from dlltrace.render.escape import escape_code_span as code, escape_prose as pro
 from dlltrace.diagnosis.static import (CheckResult, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
                                        static_diagnosis)
 
+# The levels of an import tree the text and Markdown renderings nest. Each level is indented once more, so a chain
+# costs its depth squared in characters (and rich's Tree sums every line's guides: a 10,000-level chain took 48 s;
+# at 160 columns a line wraps from about 30 levels down). Below this depth a branch is one line that counts
+# its DLLs; the problems are listed whatever their depth, and --json holds every level (issue 28, docs/limits.md).
+MAX_SHOWN_DEPTH = 24
 SCHEMA = "dlltrace-static"
 SCHEMA_VERSION = 1
 
@@ -109,6 +114,21 @@ def _world_dict(target: Target) -> dict:
             "root": target.root, "kind": target.kind, "vc_runtime": target.world.vc_runtime}
 
 
+def deps_json_indent(r: DepsResult) -> Optional[int]:
+    """2, or None (compact JSON) when an import tree is deeper than MAX_SHOWN_DEPTH: indented, each level's lines
+    carry its depth in spaces, and a 2,000-level chain's JSON was 137 MB (quadratic), compact it is linear."""
+    for a in r.loads:
+        if a.result.tree is None:
+            continue
+        todo = [(a.result.tree, 0)]
+        while todo:
+            node, depth = todo.pop()
+            if depth > MAX_SHOWN_DEPTH:
+                return None
+            todo.extend((c, depth + 1) for c in node.children)
+    return 2
+
+
 def deps_dict(r: DepsResult) -> dict:
     return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
             "world": _world_dict(r.target), "ok": not r.problems,
@@ -147,11 +167,35 @@ def _label(target: Target, a: LoadAnalysis, node: Node) -> Text:
     return t
 
 
-def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree) -> None:
+def _expands(a: LoadAnalysis, node: Node) -> bool:
+    """Whether a rendering shows the node's children (an already loaded DLL's and an API set's are not)."""
+    return _status(a, node) != "already_loaded" and node.how_kind != "apiset"
+
+
+def _hidden(a: LoadAnalysis, node: Node) -> int:
+    """How many DLLs a rendering would show under `node` (a loop: the branch may be thousands deep)."""
+    count = 0
+    todo = list(node.children)
+    while todo:
+        c = todo.pop()
+        count += 1
+        if _expands(a, c):
+            todo.extend(c.children)
+    return count
+
+
+def _hidden_words(n: int) -> str:
+    return f"… {n} more DLL{'s' if n != 1 else ''} below, {MAX_SHOWN_DEPTH} levels down (--json lists every level)"
+
+
+def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree, depth: int = 1) -> None:
+    if depth > MAX_SHOWN_DEPTH:
+        tree.add(Text(_hidden_words(_hidden(a, node)), style="dim"))
+        return
     for c in node.children:
         branch = tree.add(_label(target, a, c))
-        if _status(a, c) not in ("already_loaded",) and c.how_kind != "apiset":
-            _add(target, a, c, branch)
+        if _expands(a, c):
+            _add(target, a, c, branch, depth + 1)
 
 
 def problem_line(target: Target, p: Problem) -> str:
@@ -226,9 +270,12 @@ def _md_tree(target: Target, a: LoadAnalysis, node: Node, depth: int) -> list[st
     line = (f"{'  ' * depth}- {code(winpath.basename(node.name))}{where} — {prose(STATUS_WORDS.get(status, status))}, "
             f"{prose(cls.label)}")
     out = [line]
-    if status != "already_loaded" and node.how_kind != "apiset":
-        for c in node.children:
-            out += _md_tree(target, a, c, depth + 1)
+    if _expands(a, node) and node.children:
+        if depth + 1 > MAX_SHOWN_DEPTH:
+            out.append(f"{'  ' * (depth + 1)}- {_hidden_words(_hidden(a, node))}")
+        else:
+            for c in node.children:
+                out += _md_tree(target, a, c, depth + 1)
     return out
 
 

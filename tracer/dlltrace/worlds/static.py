@@ -537,7 +537,13 @@ class StaticWorld:
         self.targets: dict[str, TargetFile] = {}
         self._facts: dict[str, Optional[FileFacts]] = {}
         self._dirs: set[str] = set()
-        self._by_name: dict[str, list[str]] = {}
+        self._by_name: dict[str, list[str]] = {}  # base name (folded) -> the paths of that name, in order added
+        # folder's key -> (its name's rank, when added, path) of each file in it (files_in: no scan per lookup)
+        self._by_folder: dict[str, list[tuple[int, int, str]]] = {}
+        self._folder_sorted: dict[str, list[str]] = {}  # files_in's answers, dropped when the folder gains a file
+        self._name_rank: dict[str, int] = {}  # base name -> when it was first added
+        self._added = 0  # files indexed so far
+        self._by_shape: Optional[dict[str, list[str]]] = None  # digit-less shape -> names (close_files), made when first asked
         self._system_world = system_world
         for d in (system.windows, system.system32, system.system16):
             self._add_dir(d)
@@ -551,7 +557,7 @@ class StaticWorld:
             VC_RUNTIME_DLLS if vc_runtime else ())
         if system_world is None:
             for n in self._system_names:
-                self._by_name.setdefault(n, []).append(winpath.join(system.system32, n))
+                self._index(winpath.join(system.system32, n))
 
     def _add_dir(self, folder: str) -> None:
         k = winpath.key(folder)
@@ -568,8 +574,23 @@ class StaticWorld:
             self.targets[k] = target
         else:
             self._facts[k] = FileFacts(path=path)  # the modelled Python's files: there, imports unknown
-        self._by_name.setdefault(winpath.basename(k), []).append(path)
+        self._index(path)
         self._add_dir(winpath.dirname(path))
+
+    def _index(self, path: str) -> None:
+        """`path` in the indexes by name, by folder and (once made) by shape: each lookup is one dict read."""
+        name = winpath.fold(winpath.basename(path))
+        paths = self._by_name.get(name)
+        if paths is None:
+            paths = self._by_name[name] = []
+            if self._by_shape is not None:
+                self._by_shape.setdefault(winpath.name_shape(name), []).append(name)
+            self._name_rank[name] = len(self._name_rank)
+        paths.append(path)
+        folder = winpath.key(winpath.dirname(path))
+        self._by_folder.setdefault(folder, []).append((self._name_rank[name], self._added, path))
+        self._added += 1
+        self._folder_sorted.pop(folder, None)
 
     def place_copy(self, path: str, of: TargetFile) -> TargetFile:
         """A copy of a target file at `path` (a package copies it there before it runs it: pkgloaders.py)."""
@@ -616,14 +637,24 @@ class StaticWorld:
         return bool(self._system_world is not None and self._system_world.is_dir(path))  # type: ignore[attr-defined]
 
     def files_named(self, name: str) -> list[str]:
-        return list(self._by_name.get(name.lower(), ()))
+        return list(self._by_name.get(winpath.fold(name), ()))
 
     def close_files(self, name: str) -> list[str]:
-        return sorted((ps[0] for n, ps in self._by_name.items() if ps and winpath.close_name(n, name)), key=str.lower)
+        if self._by_shape is None:  # (names by their digit-less shape, made once: no scan of every name per lookup)
+            self._by_shape = {}
+            for n in self._by_name:
+                self._by_shape.setdefault(winpath.name_shape(n), []).append(n)
+        same_shape = self._by_shape.get(winpath.name_shape(name), ())
+        return sorted((self._by_name[n][0] for n in same_shape if winpath.close_name(n, name)), key=str.lower)
 
     def files_in(self, folder: str) -> list[str]:
+        """The files in `folder`: by when their name was first added, then by when each was added (the order of
+        the scan of every name this index replaces)."""
         k = winpath.key(folder)
-        return [ps for n, paths in self._by_name.items() for ps in paths if winpath.key(winpath.dirname(ps)) == k]
+        done = self._folder_sorted.get(k)
+        if done is None:
+            done = self._folder_sorted[k] = [p for _, _, p in sorted(self._by_folder.get(k, ()))]
+        return list(done)
 
 
 def live_system_world() -> Optional[object]:
