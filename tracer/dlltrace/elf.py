@@ -1,4 +1,5 @@
-"""The facts of an ELF file that decide how ld.so loads it, read with pyelftools.
+"""The facts of an ELF file that decide how ld.so loads it, read as ld.so reads them (its header, program headers and
+dynamic segment: a few small reads).
 
 read_elf(path) returns ELFFacts (the class, the machine, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME,
 DT_FLAGS_1, the symbol-version needs and definitions) or ELFError (why ld.so would refuse the file,
@@ -8,6 +9,7 @@ with the words glibc's open_verify says: "invalid ELF header", "file too short")
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, Optional, Union
 
@@ -18,11 +20,13 @@ VER_FLG_WEAK = 0x2  # elf.h: "Weak version identifier" (a missing one is not an 
 ELFCLASS32 = 32
 ELFCLASS64 = 64
 
-# ld.so's own words for a file it rejects (glibc elf/dl-load.c, open_verify)
+# ld.so's own words for a file it rejects (glibc elf/dl-load.c, open_verify); "damaged": a file ld.so maps and
+# then dies reading (its dynamic segment past the file's end: SIGBUS, no words of its own)
 ELF_ERROR_TEXT = {
     "not_elf": "invalid ELF header",
     "truncated": "file too short",
     "unreadable": "cannot read file data",
+    "damaged": "the file ends before its dynamic section (cut short: ld.so maps it and the process dies of SIGBUS)",
 }
 
 
@@ -99,15 +103,14 @@ def _header_check(head: bytes) -> Optional[ELFError]:
 
 
 def read_elf_stream(f: BinaryIO) -> ELFResult:
-    from elftools.elf.dynamic import DynamicSection, DynamicSegment
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
-
+    """The facts ld.so reads, read as ld.so reads them: the ELF header, the program headers, PT_INTERP, the dynamic
+    segment (PT_DYNAMIC) and what its tags point at (the string table, DT_VERNEED, DT_VERDEF), found through the
+    PT_LOAD segments -- a few small reads, never the section headers nor the whole file (pyelftools, used before,
+    cost 17 ms a file of a big import: tests/test_elf_reader.py checks this reader against it)."""
     head = f.read(64)
     bad = _header_check(head)
     if bad is not None:
         return bad
-    f.seek(0)
     raw_class = {1: ELFCLASS32, 2: ELFCLASS64}.get(head[4])
     if raw_class is None:
         return ELFError("not_elf", ELF_ERROR_TEXT["not_elf"])
@@ -115,60 +118,141 @@ def read_elf_stream(f: BinaryIO) -> ELFResult:
     if cut is not None:
         return cut
     try:
-        elf = ELFFile(f)
-        needed: list[str] = []
-        rpath = runpath = soname = None
-        flags_1 = 0
-        dyn: Any = next((s for s in elf.iter_sections() if isinstance(s, DynamicSection)), None)
-        if dyn is None:
-            dyn = next((s for s in elf.iter_segments() if isinstance(s, DynamicSegment)), None)
-        if dyn is not None:
-            for tg in dyn.iter_tags():
-                t: Any = tg
-                tag = t.entry.d_tag
-                if tag == "DT_NEEDED":
-                    needed.append(t.needed)
-                elif tag == "DT_RPATH":
-                    rpath = t.rpath
-                elif tag == "DT_RUNPATH":
-                    runpath = t.runpath
-                elif tag == "DT_SONAME":
-                    soname = t.soname
-                elif tag == "DT_FLAGS_1":
-                    flags_1 = int(t.entry.d_val)
-        segs: list[Any] = list(elf.iter_segments())
-        interp = next((seg.get_interp_name() for seg in segs if seg["p_type"] == "PT_INTERP"), None)
-        needs: list[VersionNeed] = []
-        defs: list[str] = []
-        for s in elf.iter_sections():
-            if isinstance(s, GNUVerNeedSection):
-                for vn, aux in s.iter_versions():
-                    strong: list[str] = []
-                    weak: list[str] = []
-                    for a in aux:
-                        (weak if a["vna_flags"] & VER_FLG_WEAK else strong).append(a.name)
-                    needs.append(VersionNeed(str(vn.name), tuple(strong), tuple(weak)))
-            elif isinstance(s, GNUVerDefSection):
-                for vd, aux in s.iter_versions():
-                    if vd["vd_flags"] & 0x1:  # VER_FLG_BASE: the file's own name
-                        continue
-                    names = [a.name for a in aux]
-                    if names:
-                        defs.append(names[0])
-        return ELFFacts(elf_class=elf.elfclass, machine=str(elf["e_machine"]), elf_type=str(elf["e_type"]),
-                        needed=tuple(needed), rpath=rpath, runpath=runpath, soname=soname, flags_1=flags_1,
-                        version_needs=tuple(needs), version_defs=tuple(defs), interp=interp)
-    except Exception:  # pyelftools raises its own and construct's errors on a damaged file
+        return _read_dynamic(f, head, raw_class)
+    except (struct.error, ValueError, IndexError, OverflowError, MemoryError, OSError):
         # ld.so reads the identification and e_machine first: a file of the other class is skipped for that
         # alone, whatever follows (a 64-bit file with EI_CLASS patched to 32 is "wrong ELF class")
         return ELFFacts(elf_class=raw_class, machine=_raw_machine(head, raw_class))
 
 
+class _Damaged(Exception):
+    """The dynamic segment (or what it points at) lies past the end of the file: ld.so maps it and dies reading it."""
+
+
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 10, 14, 15, 29
+DT_FLAGS_1, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFB, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+_ET_NAMES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
+MAX_DYNAMIC = 1 << 20  # bytes of a dynamic segment read (a real one: a few hundred)
+MAX_STRTAB = 16 << 20  # bytes of a dynamic string table read (libLLVM's: about 1 MB)
+
+
+def _read_dynamic(f: BinaryIO, head: bytes, elf_class: int) -> ELFResult:
+    e = "<" if head[5] != 2 else ">"
+    is64 = elf_class == ELFCLASS64
+    size = f.seek(0, 2)
+    e_type, e_machine = struct.unpack_from(e + "HH", head, 16)
+    if is64:
+        phoff, = struct.unpack_from(e + "Q", head, 32)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+    else:
+        phoff, = struct.unpack_from(e + "I", head, 28)
+        phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+    f.seek(phoff)
+    table = f.read(phentsize * phnum)
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dyn_at = dyn_size = interp_at = interp_size = None
+    for i in range(phnum):
+        at = i * phentsize
+        if is64:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(e + "IIQQQQ", table, at)
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from(e + "IIIII", table, at)
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC and dyn_at is None:
+            dyn_at, dyn_size = p_offset, p_filesz
+        elif p_type == PT_INTERP and interp_at is None:
+            interp_at, interp_size = p_offset, p_filesz
+
+    def read(at: int, n: int) -> bytes:
+        if at < 0 or n < 0 or at + n > size:
+            raise _Damaged()
+        f.seek(at)
+        return f.read(n)
+
+    def offset_of(vaddr: int) -> int:
+        for v, o, n in loads:
+            if v <= vaddr < v + n:
+                return o + (vaddr - v)
+        raise ValueError("address in no PT_LOAD segment")
+
+    machine = _EM_NAMES.get(e_machine) or f"EM_{e_machine}"
+    kind = _ET_NAMES.get(e_type, f"ET_{e_type}")
+    interp = None
+    try:
+        if interp_at is not None and interp_size:
+            interp = read(interp_at, min(interp_size, 4096)).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        if dyn_at is None:
+            return ELFFacts(elf_class=elf_class, machine=machine, elf_type=kind, interp=interp)
+        dyn = read(dyn_at, min(dyn_size or 0, MAX_DYNAMIC))
+    except _Damaged:
+        return ELFError("damaged", ELF_ERROR_TEXT["damaged"])
+    fmt, width = (e + "qQ", 16) if is64 else (e + "iI", 8)
+    tags: list[tuple[int, int]] = []
+    for at in range(0, len(dyn) - width + 1, width):
+        tag, val = struct.unpack_from(fmt, dyn, at)
+        if tag == 0:  # DT_NULL
+            break
+        tags.append((tag, val))
+    one = dict(tags)  # (each tag's last entry, as ld.so's elf_get_dynamic_info keeps it)
+    needed_at = [v for t, v in tags if t == DT_NEEDED]
+    strtab: bytes = b""
+    try:
+        if DT_STRTAB in one:
+            strtab = read(offset_of(one[DT_STRTAB]), min(one.get(DT_STRSZ, 0), MAX_STRTAB))
+    except _Damaged:
+        return ELFError("damaged", ELF_ERROR_TEXT["damaged"])
+
+    def string(at: int) -> str:
+        if at >= len(strtab):
+            raise ValueError("a string past the string table")
+        return strtab[at:strtab.index(b"\0", at)].decode("utf-8", "surrogateescape")
+
+    needed = tuple(string(v) for v in needed_at)
+    rpath = string(one[DT_RPATH]) if DT_RPATH in one else None
+    runpath = string(one[DT_RUNPATH]) if DT_RUNPATH in one else None
+    soname = string(one[DT_SONAME]) if DT_SONAME in one else None
+    flags_1 = one.get(DT_FLAGS_1, 0)
+    needs: list[VersionNeed] = []
+    defs: list[str] = []
+    try:
+        if DT_VERNEED in one:
+            at = offset_of(one[DT_VERNEED])
+            for _ in range(min(one.get(DT_VERNEEDNUM, 0), 4096)):
+                vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack(e + "HHIII", read(at, 16))
+                strong: list[str] = []
+                weak: list[str] = []
+                aux = at + vn_aux
+                for _ in range(min(vn_cnt, 4096)):
+                    _hash, vna_flags, _other, vna_name, vna_next = struct.unpack(e + "IHHII", read(aux, 16))
+                    (weak if vna_flags & VER_FLG_WEAK else strong).append(string(vna_name))
+                    if not vna_next:
+                        break
+                    aux += vna_next
+                needs.append(VersionNeed(string(vn_file), tuple(strong), tuple(weak)))
+                if not vn_next:
+                    break
+                at += vn_next
+        if DT_VERDEF in one:
+            at = offset_of(one[DT_VERDEF])
+            for _ in range(min(one.get(DT_VERDEFNUM, 0), 4096)):
+                _v, vd_flags, _ndx, vd_cnt, _hash, vd_aux, vd_next = struct.unpack(e + "HHHHIII", read(at, 20))
+                if not vd_flags & 0x1 and vd_cnt:  # (VER_FLG_BASE: the file's own name)
+                    vda_name, _vda_next = struct.unpack(e + "II", read(at + vd_aux, 8))
+                    defs.append(string(vda_name))
+                if not vd_next:
+                    break
+                at += vd_next
+    except _Damaged:
+        return ELFError("damaged", ELF_ERROR_TEXT["damaged"])
+    return ELFFacts(elf_class=elf_class, machine=machine, elf_type=kind, needed=needed, rpath=rpath, runpath=runpath,
+                    soname=soname, flags_1=flags_1, version_needs=tuple(needs), version_defs=tuple(defs), interp=interp)
+
+
 def _program_headers_cut(f: BinaryIO, head: bytes, elf_class: int) -> Optional[ELFError]:
     """ld.so reads the program headers (e_phoff, e_phnum x e_phentsize) before anything else: a file that
     ends before them is "cannot read file data" (a copy cut short), whatever pyelftools makes of it."""
-    import struct
-
     little = head[5] != 2
     try:
         if elf_class == ELFCLASS64:

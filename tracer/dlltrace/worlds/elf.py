@@ -209,11 +209,37 @@ def apt_package_names() -> frozenset[str]:
     pip package ships is missing); empty off Debian and Ubuntu, or without apt's lists."""
     if not shutil.which("apt-cache") or not _debian_like():
         return frozenset()
+    # (apt loads its whole cache for any question, about 0.5 s: the answer is kept on disk for the state of apt's
+    # lists it came from, so a later run on this machine reads it instead)
+    try:  # (what apt's answer depends on: its lists, and dpkg's status)
+        stamp = "-".join(str(os.stat(p).st_mtime_ns) for p in ("/var/lib/apt/lists", "/var/lib/dpkg/status"))
+    except OSError:
+        stamp = ""
+    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
+    kept = os.path.join(base, "apt-pkgnames", stamp + ".txt") if stamp else ""
+    if kept:
+        try:
+            with open(kept, encoding="utf-8") as f:
+                return frozenset(f.read().split())
+        except OSError:
+            pass
     try:
         r = subprocess.run(["apt-cache", "pkgnames"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return frozenset()
-    return frozenset(r.stdout.split()) if r.returncode == 0 else frozenset()
+    if r.returncode != 0:
+        return frozenset()
+    if kept:
+        try:
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            tmp = f"{kept}.part{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(r.stdout)
+            os.replace(tmp, kept)
+        except OSError:
+            pass  # (a cache that cannot be written: asked again next time)
+    return frozenset(r.stdout.split())
 
 
 def _debian_like() -> bool:
