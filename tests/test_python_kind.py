@@ -50,11 +50,7 @@ def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True) -> str:
          pth=pth)
     w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": site, "files": [], "loaders": []}] if pip else [],
          conda=[], conda_prefix=None, cut=False)
-    ctx = w.ev("py_import", module="pkg._ext")
-    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (site + "\\pkg\\cublas64_12.dll", 0xC0000034),
-                                               (prefix + "\\cublas64_12.dll", 0xC0000034), (h.SYS32 + "\\cublas64_12.dll", 0xC0000034)],
-           126, 0xC0000135, None)
-    w.file(pyd, imports=["cublas64_12.dll", "python311.dll", "kernel32.dll"])
+    w.failed_import("pkg._ext", pyd, "cublas64_12.dll", [site + "\\pkg", prefix, h.SYS32])
     w.write(tmp_path / "t.jsonl")
     cli.main(["report", str(tmp_path / "t.jsonl")])
     text = capsys.readouterr().out

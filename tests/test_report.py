@@ -337,11 +337,7 @@ def test_rule_chain_files_carry_their_owner(tmp_path, capsys):
     w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
                              "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd"]}],
          conda=[], conda_prefix=None, cut=False)
-    ctx = w.ev("py_import", module="numpy._core._multiarray_umath")
-    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (site + "\\numpy\\_core\\libx-1.dll", 0xC0000034),
-                                               (py + "\\libx-1.dll", 0xC0000034), (hw.SYS32 + "\\libx-1.dll", 0xC0000034)],
-           126, 0xC0000135, None)
-    w.file(pyd, imports=["libx-1.dll", "python311.dll", "kernel32.dll"])
+    w.failed_import("numpy._core._multiarray_umath", pyd, "libx-1.dll", [site + "\\numpy\\_core", py, hw.SYS32])
     w.write(tmp_path / "t.jsonl")
     cli.main(["report", str(tmp_path / "t.jsonl")])
     out = capsys.readouterr().out
