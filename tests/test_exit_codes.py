@@ -486,3 +486,24 @@ def test_the_ending_is_in_the_markdown_and_json_reports_too(name, tmp_path, dllt
     end = json.loads(js.stdout)["ending"]
     assert end["kind"] == kind
     assert (words in end["text"]) == (kind != "exited" or code not in (0,)), end
+
+
+def test_rule_deps_under_an_address_space_limit_is_not_an_internal_error(tmp_path):
+    """Issue 28 item 10: under `ulimit -v 1 GiB` the command's worker thread could not reserve its 1 GiB stack
+    ("can't start new thread": exit 9, an internal error); it takes a smaller stack (and a recursion limit in
+    proportion) and runs."""
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    d = tmp_path / "pkg"
+    d.mkdir()
+    (d / "x.txt").write_text("no DLL here\n")
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(d)], capture_output=True, text=True, timeout=120,
+                       preexec_fn=limit, env={**__import__("os").environ, "PYTHONPATH": str(root / "tracer")})
+    assert r.returncode != 9 and "internal error" not in r.stderr, (r.returncode, r.stderr)

@@ -49,17 +49,30 @@ def deep_call(fn: Callable[..., int], *args: Any, where: str = "", exit_code: in
 
     old_stack = threading.stack_size()
     old_limit = sys.getrecursionlimit()
-    worker = threading.Thread(target=work, name="dlltrace-deep", daemon=True)
-    try:
-        threading.stack_size(STACK_BYTES)  # (read when the thread starts)
-    except (ValueError, RuntimeError):  # a platform that refuses the size: the caller's stack, as before
-        return _direct(fn, args, where, exit_code)
-    sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
-    try:
+    worker: Optional[threading.Thread] = None
+    # (the biggest stack the machine lets a thread reserve: under an address-space limit -- ulimit -v -- a 1 GiB
+    # reservation fails to start; a smaller stack takes a recursion limit in proportion, so that a walk too deep
+    # for it is a RecursionError, one line, never a crash)
+    for size in (STACK_BYTES, STACK_BYTES // 4, STACK_BYTES // 16):
         try:
-            worker.start()
+            threading.stack_size(size)  # (read when the thread starts)
+        except (ValueError, RuntimeError):  # a platform that refuses the size: the caller's stack, as before
+            break
+        candidate = threading.Thread(target=work, name="dlltrace-deep", daemon=True)
+        sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT * size // STACK_BYTES))
+        try:
+            candidate.start()
+        except RuntimeError:  # can't start new thread: its stack could not be reserved
+            sys.setrecursionlimit(old_limit)
+            continue
         finally:
             threading.stack_size(old_stack)
+        worker = candidate
+        break
+    if worker is None:
+        threading.stack_size(old_stack)
+        return _direct(fn, args, where, exit_code)
+    try:
         while worker.is_alive():
             worker.join(0.2)  # (a timeout: Ctrl-C reaches the main thread)
     finally:
