@@ -113,3 +113,17 @@ def test_cuda_of_a_scenario_and_of_this_machine():
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):  # (1: the stack does not fit, as s2's)
         v.validate(run_json("cuda", "--scenario", str(s), "--json", ok=(0, 1)))
     v.validate(run_json("cuda", "--json", ok=(0, 1)))
+
+
+def test_every_json_document_names_its_kind_the_same_way():
+    """Issue 26 item 4: every --json document says what it is with `format` ("dlltrace-...") and `version`: each
+    output schema requires both (the outputs validate against them above); the static documents also keep the
+    `schema` key they had first."""
+    outputs = ["result-v1.json", "report-linux-v1.json", "diagnosis-v1.json", "static-v1.json", "static-linux-v1.json",
+               "cuda-v1.json"]
+    for name in outputs:
+        doc = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+        assert {"format", "version"} <= set(doc.get("required", [])), name
+        fmt = doc["properties"]["format"]
+        kinds = [fmt["const"]] if "const" in fmt else fmt.get("enum", [])
+        assert kinds and all(k.startswith("dlltrace-") for k in kinds), (name, fmt)

@@ -43,7 +43,7 @@ def execute(args: argparse.Namespace) -> int:
                                              vc_runtime=not args.no_vc_runtime), allow))
     if args.json:
         doc = check_dict(results[0]) if len(results) == 1 else {
-            "schema": "dlltrace-static", "version": 1, "command": "check", "ok": all(r.ok for r in results),
+            "format": "dlltrace-static", "schema": "dlltrace-static", "version": 1, "command": "check", "ok": all(r.ok for r in results),
             "results": [check_dict(r) for r in results]}
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -54,7 +54,7 @@ def execute_elf(args: argparse.Namespace) -> int:
     env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
     r = static_deps(path, LiveELFWorld(), env)
     if args.json:
-        doc = {"schema": "dlltrace-static-linux", "version": 1, "command": "deps", "target": args.target,
+        doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps", "target": args.target,
                "loaded": r.loaded, "ok": not r.problems,
                "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
                              "candidates": list(p.candidates)} for p in r.problems]}

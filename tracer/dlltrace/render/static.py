@@ -130,7 +130,7 @@ def deps_json_indent(r: DepsResult) -> Optional[int]:
 
 
 def deps_dict(r: DepsResult) -> dict:
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
+    return {"format": SCHEMA, "schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
             "world": _world_dict(r.target), "ok": not r.problems,
             "loads": [load_dict(r.target, a) for a in r.loads],
             "summary": _deps_counts(r), "diagnosis": static_diagnosis(r).to_dict()}
@@ -281,7 +281,7 @@ def _md_tree(target: Target, a: LoadAnalysis, node: Node, depth: int) -> list[st
 
 # --- check ---------------------------------------------------------------------------------------------------
 def check_dict(r: CheckResult) -> dict:
-    return {"schema": SCHEMA, "version": SCHEMA_VERSION, "command": "check", "target": r.target.given,
+    return {"format": SCHEMA, "schema": SCHEMA, "version": SCHEMA_VERSION, "command": "check", "target": r.target.given,
             "world": _world_dict(r.target), "ok": r.ok, "allow": list(r.allow),
             "summary": check_summary(r),
             "cuda_majors": list(r.cuda_majors), "vcruntime_required": r.vcruntime_required,
