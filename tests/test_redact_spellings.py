@@ -196,3 +196,85 @@ def test_a_name_a_path_uses_otherwise_is_left_in_paths_and_replaced_in_words(tmp
     src = planted_trace(tmp_path, "python", "ask python about tensorflow_core.python.x")
     got = outputs(capsys, src)["report "]
     assert "ask <user> about tensorflow_core.python.x" in got and r"Users\<user>\Python312" in got
+
+
+# --- the property: names planted in every field, in every spelling ----------------------------------------------
+_S4 = (TRACES / "s4.jsonl").read_text(encoding="utf-8")
+_LETTERS = st.characters(whitelist_categories=("Lu", "Ll", "Lo"), max_codepoint=0x2FFF)
+_META = "$().^{}-_"  # (regex metacharacters a Windows user name may hold)
+_word = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"), min_size=1, max_size=12)
+users = st.one_of(
+    st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=1, max_size=2),  # a, me: places only
+    _word,
+    st.builds(lambda a, m, b: a + m + b, _word, st.text(st.sampled_from(_META), min_size=1, max_size=3), _word),
+    st.text(_LETTERS, min_size=1, max_size=10),  # Unicode
+    st.builds(lambda a, b: f"{a} {b}", _word, _word),  # a full name
+)
+machines = st.builds(lambda a, b: a + b, st.text(st.sampled_from("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), min_size=1, max_size=1),
+                     st.text(st.sampled_from("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"), max_size=10)).map(lambda s: s.rstrip("-"))
+_BASELINE: list[str] = []
+_PLACEHOLDERS = "<user> <user2> <user3> <machine> <machine2> <name> <name2> <name3> <home> redacted true"
+
+
+def plantings(u: str, m: str) -> tuple[str, tuple[str, ...], dict[str, str]]:
+    """The message, the command line's extra arguments and the env variables, each spelling of u and m in them."""
+    q = quote(u, safe="")
+    spellings = [rf"C:\Users\{u}\a.py", rf"\\?\C:\Users\{u}\x", rf"\\{m}\c$\Users\{u}\x", f"C:%5CUsers%5C{q}%5Cx",
+                 f"c:%5cusers%5c{q.lower()}%5cx", f"C:%2FUsers%2F{q}%2Fx", f"~{u}/proj", f"/tmp/{u}-build/x",
+                 f"https://{m}:8080/~{u}/x", f"https://example.org/~{q}/", f"file://{m}/share/x", f"ask {u} on {m}."]
+    if short_base_of(u):
+        spellings.append(rf"C:\Users\{short_base_of(u)}~1\x")
+    message = " ; ".join(spellings)
+    return message, tuple(spellings), {"PYTHONPATH": ";".join(spellings), "NOTE": message}
+
+
+def short_base_of(u: str) -> str:
+    from dlltrace.trace.redact import short_base
+
+    return short_base(u)
+
+
+def survivors(text: str, u: str, m: str) -> list[str]:
+    """What is left of u and m: a name of three letters or more anywhere (as it is or URL-encoded); a shorter one
+    in its places and spellings."""
+    low = text.casefold()
+    found = []
+    for n in [u, m, *u.split(" ")]:
+        if len(n) >= 3 and (n.casefold() in low or quote(n, safe="").casefold() in low):
+            found.append(n)
+    e, qe = re.escape(u), re.escape(quote(u, safe=""))
+    sep = r"(?:[\\/]|%5C|%2F)+"
+    places = [rf"Users{sep}(?:{e}|{qe})(?![\w])", rf"~(?:{e}|{qe})/", rf"/tmp/{e}-", rf"://{re.escape(m)}[:/.]",
+              rf"\\\\{re.escape(m)}\\"]
+    if short_base_of(u):
+        places.append(rf"(?<![\w~]){re.escape(short_base_of(u))}~1")
+    found += [p for p in places if re.search(p, text, re.I)]
+    return found
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(u=users, m=machines)
+def test_no_planted_name_survives(tmp_path_factory, capsys, u, m):
+    """A user and a machine name (short, long, with regex metacharacters, Unicode, a full name) planted in every
+    field of a trace (the profile and the UNC share of its Python, the header's command line, env variables,
+    an exception's message with URLs), in every spelling: none survives `dlltrace redact` (the file's strings)
+    nor `report --redact`."""
+    u, m = u.strip(), m.strip()
+    assume(u and m and not u.endswith(".") and u.casefold() != m.casefold())
+    message, command, env = plantings(u, m)
+    if not _BASELINE:  # (the report's own words, for a trace of neutral names)
+        tmp = tmp_path_factory.mktemp("base")
+        _BASELINE.append(run(capsys, planted_trace(tmp, "somebody", "x", machine="SRV"), "--redact")[1])
+    forbidden = (_S4 + _BASELINE[0] + _PLACEHOLDERS + message.replace(u, " ").replace(m, " ")
+                 + quote(u, safe="") + " " + quote(u, safe="").lower()).casefold()
+    for n in [u, m, *u.split(" ")]:  # (a name that is a word of the trace or of the planting: not a leak to find)
+        assume(len(n) < 3 or n.casefold() not in forbidden)
+    assume(u.casefold() not in m.casefold() and m.casefold() not in u.casefold())
+    tmp = tmp_path_factory.mktemp("p")
+    src = planted_trace(tmp, u, message, command=command, machine=m, env=env)
+    plain = src.read_text(encoding="utf-8")
+    assert survivors(strings_of(plain), u, m)  # (planted)
+    red = strings_of(redacted_file(capsys, src))
+    assert not survivors(red, u, m), (u, m, survivors(red, u, m))
+    rep = run(capsys, src, "--redact")[1]
+    assert not survivors(rep, u, m), (u, m, survivors(rep, u, m))

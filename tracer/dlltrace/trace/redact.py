@@ -107,14 +107,18 @@ def short_base(value: str) -> str:
 
 
 def _in_file_path(s: str, start: int, end: int, whole: bool, dotted: bool = False) -> bool:
-    """Whether s[start:end] is part of a file path (not of a URL): `whole`, s is a path field; or it stands
-    next to a separator; or inside a path of running text (C:\\x, /x, \\\\x). `dotted`: or a part of a
-    dotted name (tensorflow_core.python.x, python.exe: a module's, a file's)."""
+    """Whether s[start:end] is part of a file path (not of a URL): it stands next to a separator; or `whole`
+    (s is a path field, or a ;-list of paths) and its piece of s holds a separator or no space; or inside a
+    path of running text (C:\\x, /x, \\\\x). `dotted`: or a part of a dotted name (tensorflow_core.python.x, python.exe: a module's, a file's)."""
     urls = [m.span() for m in _URL.finditer(s)] if "/" in s or "%" in s else []
     if any(a <= start < b for a, b in urls):
         return False
-    if whole or s[start - 1:start] in ("\\", "/") or s[end:end + 1] in ("\\", "/"):
+    if s[start - 1:start] in ("\\", "/") or s[end:end + 1] in ("\\", "/"):
         return True
+    if whole:  # (the ;-separated piece it is in: a path when it holds a separator, or no space: python.exe)
+        piece = s[s.rfind(";", 0, start) + 1:(s.find(";", end) + 1 or len(s) + 1) - 1]
+        if "\\" in piece or "/" in piece or not re.search(r"\s", piece.strip()):
+            return True
     if dotted and ((s[start - 1:start] == "." and s[start - 2:start - 1].isalnum())
                    or (s[end:end + 1] == "." and s[end + 1:end + 2].isalnum())):
         return True
