@@ -7,9 +7,11 @@ that IS a user profile (`C:\\Users\\NAME`, `C:\\Documents and Settings\\NAME`, W
 (`\\\\SERVER\\share`, `\\??\\UNC\\SERVER`, `\\\\?\\UNC\\SERVER`), and USERNAME / USERPROFILE / HOME /
 COMPUTERNAME where a trace's `env` records them. A value is replaced as a whole path component, in
 its place only (a user named `lib` is replaced in `C:\\Users\\lib`, never in `venv\\Lib`), with either
-separator, case-insensitively. A user name or a word of a full name (a profile folder `Alice Smith`)
-that no path of the trace uses otherwise is also replaced wherever it stands alone (a message, the
-trace file's name); one a path uses otherwise (`lib`: `venv\\Lib`) stays in its places only.
+separator, case-insensitively. Every spelling of a value is a place too: URL-encoded, 8.3 short
+names, ~NAME, /tmp/NAME-x, a URL's host and user. A user, a word of a full name or a machine name of
+three letters or more is also replaced wherever it stands alone as a word (a message, the command
+line, the trace file's name); one a file path of the trace uses otherwise (`lib`: `venv\\Lib`) is left
+in file paths, and a URL never counts as one (docs/redaction.md).
 
 redact_trace() makes a redacted copy of the whole trace before any report is made of it: every
 form (text, terminal, JSON, Markdown) is made from it, so none can bypass the redaction, and a form
@@ -28,7 +30,8 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional, Union
+from typing import IO, Any, Iterable, Iterator, Optional, Union
+from urllib.parse import quote, unquote
 
 from dlltrace.console import output_file
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
@@ -37,17 +40,22 @@ from dlltrace.trace.reader import Events, Trace, paused_gc, raw_lines, read_trac
 
 USER, MACHINE, NAME, HOME = "user", "machine", "name", "home"
 
-_SEP = r"[\\/]+"
+_ENC = r"%5C|%2F"  # a separator URL-encoded (any case of the hex: every pattern is (?i))
+_SEP = rf"(?:[\\/]|{_ENC})+"
 _DELIM = r"""\s"'`(\[=,;…"""
 _LEFT = rf"(?:^|(?<=[{_DELIM}]))"  # where a path starts: the start of a string or after a delimiter
-_END = r"""(?=[\\/\s"'`;,:)\]}|<>…*?]|$)"""  # where a path component ends
-_COMP = r"""[^\\/\s"'`;,:*?<>|…]+"""  # a component in running text (it ends at a space)
-_COMP_SPACED = r"""[^\\/"'`;:*?<>|…\r\n\t]{1,80}?"""  # a component that may hold spaces (a whole path)
+_END = r"""(?=[\\/\s"'`;,:)\]}|<>…*?]|%5C|%2F|%20|$)"""  # where a path component ends
+_COMP = rf"""(?:(?!{_ENC})[^\\/\s"'`;,:*?<>|…])+"""  # a component in running text (it ends at a space)
+_COMP_SPACED = rf"""(?:(?!{_ENC})[^\\/"'`;:*?<>|…\r\n\t]){{1,80}}?"""  # a component that may hold spaces (a whole path)
 
-_PROFILE_ROOT = rf"(?:(?<=[\\/…])|{_LEFT})(?:Users|Documents and Settings){_SEP}"
+_PROFILE_ROOT = rf"(?:(?<=[\\/…])|(?<=%5C)|(?<=%2F)|{_LEFT})(?:Users|Documents and Settings){_SEP}"
 _HOME_ROOT = rf"(?:{_LEFT}|(?<=[A-Za-z]:)|(?<=unix)){_SEP}home{_SEP}"
 _ROOT_HOME = re.compile(rf"(?i)((?:{_LEFT}|(?<=[Zz]:)|(?<=unix)){_SEP})root{_END}")
-_UNC_ROOT = rf"(?:\\+\?{{1,2}}\\+UNC{_SEP}|(?:{_LEFT}|(?<=\?\\))(?:\\{{2,}}|//)(?![?.][\\/]))"
+_UNC_ROOT = (rf"(?:\\+\?{{1,2}}\\+UNC{_SEP}|(?:{_LEFT}|(?<=\?\\))(?:\\{{2,}}|//)(?![?.][\\/])"
+             rf"|{_LEFT}(?:%5C){{2}}(?![?.](?:%5C|%2F)))")
+# a URL's scheme and user (https://, ssh://alice@, the URL-encoded https%3A%2F%2F): a machine name is its host
+_URL_HEAD = r"(?<![\w+.-])[A-Za-z][\w+.-]*(?:://|%3A%2F%2F)"
+_URL = re.compile(rf"(?i){_URL_HEAD}[^\s\"'`<>]*")
 
 # the folders under Users that are nobody's
 NOT_PROFILES = frozenset({"public", "default", "default user", "all users", "defaultapppool"})
@@ -73,7 +81,51 @@ _PATH_TOKEN = re.compile(r"""(?:[A-Za-z]:[\\/]|\\\\|\\\?\?\\|(?<![\w.])/)[^\s"'`
 
 def _spaced(root: str) -> "re.Pattern[str]":
     """A component after `root` that may hold spaces: in a whole path, up to the next separator or the end."""
-    return re.compile(rf"(?i){root}({_COMP_SPACED})(?=[\\/]|$)")
+    return re.compile(rf"(?i){root}({_COMP_SPACED})(?=[\\/]|{_ENC}|$)")
+
+
+def spellings(value: str) -> list[str]:
+    """The ways a value is written in a trace: as it is, and URL-encoded (every byte that is not a letter,
+    a digit or `_.-~` as %XX, a space as %20 or +)."""
+    out = [value, quote(value, safe="")]
+    if " " in value:
+        out += [value.replace(" ", "%20"), value.replace(" ", "+")]
+    return list(dict.fromkeys(out))
+
+
+def _spelled(values: Iterable[str]) -> str:
+    """A regex alternation of every spelling of the values, the longest first (never matching when none)."""
+    alts = sorted({x for v in values for x in spellings(v)}, key=len, reverse=True)
+    return "|".join(re.escape(x) for x in alts) or r"(?!)"
+
+
+def short_base(value: str) -> str:
+    """The stem of the 8.3 short names Windows gives a folder named `value` (`longusername` -> `LONGUS`,
+    whose short names are `LONGUS~1` to `LONGUS~9`): spaces and dots dropped, the characters 8.3 names
+    cannot hold as `_`, upper-cased, the first six."""
+    return re.sub(r'["*+,/:;<=>?\[\]\\|]', "_", re.sub(r"[\s.]", "", value)).upper()[:6]
+
+
+def _in_file_path(s: str, start: int, end: int, whole: bool, dotted: bool = False) -> bool:
+    """Whether s[start:end] is part of a file path (not of a URL): it stands next to a separator; or `whole`
+    (s is a path field, or a ;-list of paths) and its piece of s holds a separator or no space; or inside a
+    path of running text (C:\\x, /x, \\\\x). `dotted`: or a part of a dotted name (tensorflow_core.python.x, python.exe: a module's, a file's)."""
+    urls = [m.span() for m in _URL.finditer(s)] if "/" in s or "%" in s else []
+    if any(a <= start < b for a, b in urls):
+        return False
+    if s[start - 1:start] in ("\\", "/") or s[end:end + 1] in ("\\", "/"):
+        return True
+    if whole:  # (the ;-separated piece it is in: a path when it holds a separator, or no space: python.exe)
+        piece = s[s.rfind(";", 0, start) + 1:(s.find(";", end) + 1 or len(s) + 1) - 1]
+        if "\\" in piece or "/" in piece or not re.search(r"\s", piece.strip()):
+            return True
+    if dotted and ((s[start - 1:start] == "." and s[start - 2:start - 1].isalnum())
+                   or (s[end:end + 1] == "." and s[end + 1:end + 2].isalnum())):
+        return True
+    blank = s
+    for a, b in urls:
+        blank = blank[:a] + " " * (b - a) + blank[b:]
+    return any(m.start() <= start and end <= m.end() for m in _PATH_TOKEN.finditer(blank))
 
 
 _FIND = {USER: (_spaced(_PROFILE_ROOT), re.compile(rf"(?i){_PROFILE_ROOT}({_COMP})")),
@@ -95,7 +147,8 @@ class Redactor:
     kinds: dict[str, str] = field(default_factory=dict)  # casefolded value -> USER / MACHINE / NAME
     values: dict[str, str] = field(default_factory=dict)  # casefolded value -> as first seen
     prefixes: list[tuple[str, str]] = field(default_factory=list)  # a home folder from `env`, its user's placeholder
-    anywhere: set[str] = field(default_factory=set)  # replaced wherever they stand alone: a full name's words, env's machine
+    anywhere: set[str] = field(default_factory=set)  # replaced wherever they stand alone as a word (3 letters or more)
+    in_paths: set[str] = field(default_factory=set)  # ...but those a file path of the trace uses otherwise: not in file paths
     _compiled: Optional[tuple[int, list[tuple["re.Pattern[str]", Any, tuple[str, ...]]]]] = None
     _cache: dict[str, str] = field(default_factory=dict)
     _any_compiled: Optional[tuple[int, Optional["re.Pattern[str]"]]] = None
@@ -134,6 +187,8 @@ class Redactor:
                 self._found(kind, m.group(1), whole)
 
     def _found(self, kind: str, value: str, whole: bool) -> None:
+        if "%" in value:  # (C:%5CUsers%5CAlice%20Smith: the user is Alice Smith)
+            value = unquote(value)
         k = value.casefold()
         if k in NOT_PROFILES or k.startswith("<"):
             return
@@ -154,7 +209,7 @@ class Redactor:
         for var in MACHINE_VARS:
             if var in by_name and by_name[var].strip("\\/"):
                 self.add(MACHINE, by_name[var].strip("\\/"))
-                self.anywhere.add(by_name[var].strip("\\/").casefold())
+                self.anywhere.add(by_name[var].strip("\\/").casefold())  # (of any length: it is the machine's)
         for var in HOME_VARS:
             home = by_name.get(var, "").rstrip("\\/")
             last = re.split(r"[\\/]", home)[-1] if home else ""
@@ -167,8 +222,7 @@ class Redactor:
             return self._compiled[1]
 
         def alt(*kinds: str) -> str:
-            vals = sorted((self.values[k] for k in self.placeholders if self.kinds[k] in kinds), key=len, reverse=True)
-            return "|".join(re.escape(v).replace(r"\ ", " ") for v in vals) or r"(?!)"
+            return _spelled(self.values[k] for k in self.placeholders if self.kinds[k] in kinds)
 
         # each pattern, the replacement, and the words one of which a string must hold for it to match
         pats: list[tuple["re.Pattern[str]", Any, tuple[str, ...]]] = []
@@ -182,38 +236,84 @@ class Redactor:
         pats.append((re.compile(rf"(?i)({_HOME_ROOT})(?:({users}){_END}|({_COMP}))"), self._user_sub, ("home",)))
         pats.append((_ROOT_HOME, r"\1<home>", ("root",)))
         pats.append((re.compile(rf"(?i)({_UNC_ROOT})(?:({alt(MACHINE)}){_END}|({_COMP}))"), self._machine_sub,
-                     ("\\\\", "//", "unc")))
+                     ("\\\\", "//", "unc", "%5c%5c")))
+        # the other spellings of a name found: ~alice (a Unix home, https://host/~alice/), a temporary folder
+        # of the user's (/tmp/alice-build), a URL's host (https://MACHINE:8080/) and user (ssh://alice@host)
+        known = self._known_sub
+        pats.append((re.compile(rf"(?i)((?<![\w~])(?:~|%7E))({users}){_END}"), known, ("~", "%7e")))
+        pats.append((re.compile(rf"(?i)((?<![\w.-])te?mp{_SEP})({users})(?=[-_]|{_END})"), known, ("tmp", "temp")))
+        pats.append((re.compile(rf"(?i)({_URL_HEAD}(?:[^\s/@\"'`<>]*@)?)({alt(MACHINE)})(?=[.:/?#@]|{_END})"), known,
+                     ("://", "%3a%2f%2f")))
+        pats.append((re.compile(rf"(?i)({_URL_HEAD})({alt(USER)})(?=[:@]|%40)"), known, ("://", "%3a%2f%2f")))
+        # the 8.3 short names of a user's folder (C:\\Users\\LONGUS~1 for longusername), wherever they stand
+        shorts: dict[str, str] = {}
+        for k, v in self.values.items():
+            if self.kinds[k] == USER and short_base(v):
+                shorts.setdefault(short_base(v).casefold(), self.placeholders[k])
+        if shorts:
+            bases = "|".join(re.escape(b) for b in sorted(shorts, key=len, reverse=True))
+            pats.append((re.compile(rf"(?i)(?<![\w~])({bases})~[1-9](?![\w~])"),
+                         lambda m, shorts=shorts: shorts[m.group(1).casefold()], ("~",)))
         # a path the report shortened ("…\alice\x"): the part cut off may have been the profile's root
         pats.append((re.compile(rf"(?i)(…{_SEP})({alt(USER, MACHINE, NAME)}){_END}"), self._known_sub, ("…",)))
         self._compiled = (len(self.placeholders) + len(self.prefixes), pats)
         return pats
 
+    def _key(self, matched: str) -> Optional[str]:
+        """The value a pattern matched (in any case, any of its spellings)."""
+        k = matched.casefold()
+        if k in self.placeholders:
+            return k
+        for k in (unquote(matched).casefold(), unquote(matched.replace("+", " ")).casefold()):
+            if k in self.placeholders:
+                return k
+        for k, v in self.values.items():  # (a case the casefold does not give back: the regex's own folding)
+            if any(re.fullmatch(re.escape(x), matched, re.I) for x in spellings(v)):
+                return k
+        return None
+
+    def _ph(self, matched: str) -> str:
+        k = self._key(matched)
+        return self.placeholders[k] if k is not None else f"<{USER}>"
+
     def _user_sub(self, m: "re.Match[str]") -> str:
         if m.group(2):
-            return m.group(1) + self.placeholders[m.group(2).casefold()]
+            return m.group(1) + self._ph(m.group(2))
         value = m.group(3)
         if value.casefold() in NOT_PROFILES or value.startswith("<"):
             return m.group(0)
         return m.group(1) + self.add(USER, value)
 
     def _machine_sub(self, m: "re.Match[str]") -> str:
-        return m.group(1) + (self.placeholders[m.group(2).casefold()] if m.group(2) else self.add(MACHINE, m.group(3)))
+        return m.group(1) + (self._ph(m.group(2)) if m.group(2) else self.add(MACHINE, m.group(3)))
 
     def _known_sub(self, m: "re.Match[str]") -> str:
-        return m.group(1) + self.placeholders[m.group(2).casefold()]
+        return m.group(1) + self._ph(m.group(2))
 
     def _anywhere(self) -> Optional["re.Pattern[str]"]:
-        """The words of a full name and the machine names `env` gives, wherever they stand alone."""
+        """The names of three letters or more, wherever they stand alone as a word."""
         if self._any_compiled is None or self._any_compiled[0] != len(self.anywhere):
-            vals = sorted(self.anywhere, key=len, reverse=True)
-            pat = re.compile(r"(?i)(?<!\w)(" + "|".join(re.escape(v) for v in vals) + r")(?!\w)") if vals else None
+            pat = re.compile(rf"(?i)(?<!\w)({_spelled(self.values.get(k, k) for k in self.anywhere)})(?!\w)") \
+                if self.anywhere else None
             self._any_compiled = (len(self.anywhere), pat)
         return self._any_compiled[1]
 
-    def text(self, s: str, anywhere: bool = False) -> str:
-        """`s` with every identifying value in its place replaced (`anywhere`: also the words of a full
-        name wherever they stand alone: for the trace's own strings, not for the report's words)."""
-        key = ("\0" if anywhere else "") + s
+    def _alone_sub(self, s: str, whole: bool) -> "Any":
+        def sub(m: "re.Match[str]") -> str:
+            k = self._key(m.group(1))
+            if s[m.start() - 1:m.start()] == "<" and re.match(r"\d*>", s[m.end():]):
+                return m.group(0)  # (a placeholder: a user named user is not replaced in <user>)
+            if k in self.in_paths and _in_file_path(s, m.start(), m.end(), whole, dotted=True):
+                return m.group(0)  # (lib in venv\\Lib, python in python.exe: a word of the trace's paths)
+            return self.placeholders[k] if k is not None else f"<{USER}>"
+        return sub
+
+    def text(self, s: str, anywhere: bool = False, whole: bool = False) -> str:
+        """`s` with every identifying value in its place replaced (`anywhere`: also the names of three
+        letters or more wherever they stand alone as a word: for the trace's own strings, not for the
+        report's words; but where a file path of the trace uses such a name otherwise, it is left in file
+        paths (`whole`: s is a path field))."""
+        key = ("\0" if anywhere else "") + ("\1" if whole else "") + s
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -225,7 +325,7 @@ class Redactor:
                 low = out.casefold()
         alone = self._anywhere() if anywhere else None
         if alone is not None:
-            out = alone.sub(lambda m: self.placeholders[m.group(1).casefold()], out)
+            out = alone.sub(self._alone_sub(out, whole), out)
         if len(s) < 4096 and len(self._cache) < REDACT_CACHE:  # (the trace's strings: not a report's pieces)
             self._cache[key] = out
         return out
@@ -250,11 +350,11 @@ def _strings(v: Any, key: Optional[str] = None):
 
 def _redacted(v: Any, red: Redactor, key: Optional[str] = None) -> Any:
     if isinstance(v, str):
-        return red.text(v, anywhere=True)
+        return red.text(v, anywhere=True, whole=key in PATH_KEYS)
     if isinstance(v, dict):
         if key == "vars":  # USERNAME, COMPUTERNAME...: the whole value is the user's, or the machine's
             return {k: (red.add(IDENTITY_VARS[str(k).upper()], x) if str(k).upper() in IDENTITY_VARS and
-                        isinstance(x, str) else _redacted(x, red, k)) for k, x in v.items()}
+                        isinstance(x, str) else _redacted(x, red, "value")) for k, x in v.items()}
         return {k: (x if k in FORMAT_KEYS else _redacted(x, red, k)) for k, x in v.items()}
     if isinstance(v, list):
         return [_redacted(x, red, key) for x in v]
@@ -273,25 +373,32 @@ def _redactor_of(trace: Union[Trace, Any]) -> Redactor:
     events = getattr(trace, "events", [])  # (a read trace's Events: each parsed when read, not all at once)
     for e in (trace.of("env") if isinstance(trace, Trace) else (e for e in events if e.get("ev") == "env")):
         red.learn_env(e)
+    env_machines = {k for k, kind in red.kinds.items() if kind == MACHINE}
     texts = [getattr(trace, "path", "") or "", *getattr(trace, "warnings", [])]
     strings = dict.fromkeys((key in PATH_KEYS, s) for e in events for key, s in _strings(e))  # each once
     for whole in (True, False):  # whole paths first: "C:\\Users\\Alice Smith" is one user, not "Alice"
         for spaced, s in [*strings, *((False, t) for t in texts)]:
             red.learn(s, spaced=spaced, whole=whole)
-    # A user name or a word of a full name that no path of the trace uses otherwise (once the profile
-    # and home folders are redacted, no path holds it as a word) is also replaced wherever it stands alone:
-    # in a message, the trace file's own name (alice.jsonl), a warning. One a path uses otherwise (lib:
-    # venv\\Lib; python: python.exe; bin: Library\\bin) is replaced in its places only. Words of one or two
-    # letters (a, me) are words of every message: in their places only.
-    names = sorted((v for k, v in red.values.items() if red.kinds[k] in (USER, NAME) and len(k) >= 3),
-                   key=len, reverse=True)
-    if names:
-        word = re.compile(r"(?i)(?<!\w)(" + "|".join(re.escape(u) for u in names) + r")(?!\w)")
-        used: set[str] = set()
-        for spaced, s in strings:
-            for path in ([s] if spaced else _PATH_TOKEN.findall(s)):
-                used.update(m.group(1).casefold() for m in word.finditer(red.text(path)))
-        red.anywhere.update(u.casefold() for u in names if u.casefold() not in used)
+    # A user name, a word of a full name or a machine name of three letters or more is also replaced
+    # wherever it stands alone as a word: a message, the command line, the trace file's own name
+    # (alice.jsonl), a warning. One a file path of the trace uses otherwise, once every place and spelling
+    # of the names is redacted (lib: venv\\Lib; python: python.exe; bin: Library\\bin), is left in file
+    # paths (in_paths), and still replaced elsewhere. A URL is no file path: nothing in it counts, so a
+    # message with https://host/~alice/ or /tmp/alice-build switches nothing off. Words of one or two
+    # letters (a, me) are words of every message: in their places and spellings only.
+    names = [k for k in red.values if red.kinds[k] in (USER, NAME, MACHINE) and len(k) >= 3]
+    red.anywhere.update(names)
+    alone = red._anywhere()
+    if alone is not None:
+        for whole, s in strings:
+            t = red.text(s)
+            for m in alone.finditer(t):
+                if t[m.start() - 1:m.start()] == "<":
+                    continue  # (a placeholder)
+                k = red._key(m.group(1))
+                if k is not None and k not in red.in_paths and _in_file_path(t, m.start(), m.end(), whole):
+                    red.in_paths.add(k)
+        red.in_paths -= env_machines  # (COMPUTERNAME's value: the machine's name wherever it stands)
     return red
 
 
@@ -414,11 +521,11 @@ def _scrubbed(v: Any, red: Redactor, key: Optional[str] = None) -> Any:
     the `pe` facts) through the positional rules too: nothing identifying is left in a trace file's bytes.
     (A name's word alone is not replaced there: a user named x64 is not the PE facts' machine x64.)"""
     if isinstance(v, str):
-        return red.text(v, anywhere=True)
+        return red.text(v, anywhere=True, whole=key in PATH_KEYS)
     if isinstance(v, dict):
         if key == "vars":
             return {red.text(k): (red.add(IDENTITY_VARS[k.upper()], x) if k.upper() in IDENTITY_VARS and
-                                  isinstance(x, str) else _scrubbed(x, red, k)) for k, x in v.items()}
+                                  isinstance(x, str) else _scrubbed(x, red, "value")) for k, x in v.items()}
         return {red.text(k): (_positional(x, red) if k in FORMAT_KEYS else _scrubbed(x, red, k)) for k, x in v.items()}
     if isinstance(v, list):
         return [_scrubbed(x, red, key) for x in v]
