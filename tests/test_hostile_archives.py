@@ -9,7 +9,7 @@ exit 1 from `check` (which a CI reads as a FAIL of the wheel). A member named as
 (`../../../Windows/System32/msvcp140.dll`, `C:/...`, `/...`, `\\...`) makes the wheel an input error
 naming the member: it never satisfies an import. A 1 MB member inflating to 1 GB of zeros is read no
 further than its first chunk (no `MZ`), so it costs little memory; what one wheel inflates to in all is
-bounded (MAX_WHEEL_INFLATE)."""
+bounded (limits.py zip_inflate)."""
 
 from __future__ import annotations
 
@@ -328,14 +328,15 @@ def test_the_zeros_are_read_no_further_than_a_chunk(gigabyte_of_zeros):
 
 def test_what_one_wheel_inflates_to_is_bounded(tmp_path, monkeypatch, capsys):
     """Three members of 8 MiB each (MZ, then zeros: a PE's first bytes, so read whole) under a limit of
-    20 MiB for the wheel: the third passes it, one line, exit 2. The limit is the module's
-    MAX_WHEEL_INFLATE (16 GiB: docs/limits.md), lowered here."""
+    20 MiB for the wheel: the third passes it, one line, exit 2. The limit is limits.py's zip_inflate (16 GiB:
+    docs/limits.md), lowered here as a user lowers it (`dlltrace --limit zip_inflate=20M check ...`)."""
     body = b"MZ" + bytes(8 << 20)
     w = write_wheel(tmp_path, zip_bytes([deflated(f"pkg/{c}.dll", body) for c in "abc"]))
-    monkeypatch.setattr(static, "MAX_WHEEL_INFLATE", 20 << 20)
+    monkeypatch.delenv("DLLTRACE_LIMITS", raising=False)
     for command in ("check", "deps"):
         capsys.readouterr()
-        code = cli.main([command, str(w), "--no-cache"])
+        code = cli.main(["--limit", "zip_inflate=20M", command, str(w), "--no-cache"])
+        monkeypatch.delenv("DLLTRACE_LIMITS", raising=False)
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and "inflate to more than 20,971,520 bytes" in lines[0], (code, err)

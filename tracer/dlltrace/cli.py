@@ -126,7 +126,7 @@ def is_wine_program(word: str) -> bool:
 
 def take_limits(argv: list[str]) -> list[str]:
     """`dlltrace --limit NAME=N [--limit ...] COMMAND ...`: the bounds of what reading a trace may cost
-    (trace/reader.py TraceLimits, docs/limits.md), raised for this command (DLLTRACE_LIMITS, which its children see
+    (limits.py, docs/limits.md), raised for this command (DLLTRACE_LIMITS, which its children see
     too); the rest of the command line as it was."""
     given = []
     while argv and (argv[0] == "--limit" or argv[0].startswith("--limit=")):
@@ -139,7 +139,7 @@ def take_limits(argv: list[str]) -> list[str]:
             given.append(argv[0].split("=", 1)[1])
             argv = argv[1:]
     if given:
-        from dlltrace.trace.reader import parse_limits
+        from dlltrace.limits import parse_limits
 
         text = ",".join([os.environ.get("DLLTRACE_LIMITS", ""), *given]).strip(",")
         parse_limits(text)  # (a bad name or value: one line, exit 2)

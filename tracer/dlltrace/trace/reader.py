@@ -682,40 +682,7 @@ GZIP_SLICE = 4 << 10  # compressed bytes given to zlib at a time (damage loses a
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-@dataclass(frozen=True)
-class TraceLimits:
-    """What reading one trace may cost (docs/limits.md): exceeded, the read stops with one line and exit 3. Raised
-    with `dlltrace --limit NAME=VALUE COMMAND ...` (or DLLTRACE_LIMITS="NAME=VALUE,..."; K, M, G suffixes)."""
-
-    trace_bytes: int = 16 << 30  # bytes of the trace's lines (a gzip trace's, inflated)
-    line_bytes: int = 64 << 20  # bytes of one line (the largest real event, py_dists of a big environment: a few MB)
-    events: int = 100_000_000  # events kept
-    blank_run: int = 1_000_000  # blank lines in a row (a writer's padding is zero bytes, not blank lines)
-    gzip_ratio: int = 200  # a gzip trace inflating to more than this many times its size, plus 64 MiB: a bomb (real traces: 10-30)
-
-
-LIMIT_NAMES = tuple(TraceLimits.__dataclass_fields__)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_limits(text: str, base: Optional[TraceLimits] = None) -> TraceLimits:
-    """"trace_bytes=32G,events=200M" over `base` (the defaults). DlltraceError (exit 2) for a bad name or value."""
-    values = dict((base or TraceLimits()).__dict__)
-    for part in (x.strip() for x in text.split(",")):
-        if not part:
-            continue
-        name, _, value = part.partition("=")
-        m = re.fullmatch(r"(\d+)([KMGT]?)", value.strip().upper())
-        if name.strip() not in values or m is None:
-            raise DlltraceError(f"--limit {part}: expected NAME=NUMBER[K|M|G|T], NAME one of {', '.join(LIMIT_NAMES)}",
-                                EXIT_USAGE)
-        values[name.strip()] = int(m.group(1)) * _UNITS[m.group(2)]
-    return TraceLimits(**values)
-
-
-def trace_limits() -> TraceLimits:
-    """The limits in effect: the defaults, raised by DLLTRACE_LIMITS (what `dlltrace --limit` sets)."""
-    return parse_limits(os.environ.get("DLLTRACE_LIMITS", ""))
+from dlltrace.limits import LIMIT_NAMES, Limits as TraceLimits, limits as trace_limits, parse_limits  # noqa: E402,F401
 
 
 def _over(path: Union[str, Path], what: str, name: str, value: int) -> DlltraceError:

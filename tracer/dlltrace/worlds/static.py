@@ -41,6 +41,7 @@ from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
+from dlltrace.limits import limits
 from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loader_files, loaders_from_files
 from dlltrace.worlds.live import LiveWorld
 
@@ -181,12 +182,9 @@ _EOCD64_LOCATOR = b"PK\x06\x07"
 _CENTRAL = b"PK\x01\x02"
 _LOCAL = b"PK\x03\x04"
 
-# The bounds of reading a zip (docs/limits.md): what a hostile wheel can cost. Every one exceeded is a
-# ZipError (deps and check: one line, exit 2, "not a readable wheel").
-MAX_MEMBER_BYTES = 1 << 32  # a member's declared (inflated) size: a PE image cannot be larger (SizeOfImage: 32 bits)
-MAX_WHEEL_INFLATE = 16 << 30  # bytes inflated from one wheel in all (its members read by one deps or check)
-MAX_MEMBERS = 250_000  # entries of the central directory (torch's wheel: 11,236)
-MAX_CENTRAL_DIRECTORY = 128 << 20  # bytes of the central directory (torch's: about 1.3 MB)
+# The bounds of reading a zip (docs/limits.md) are limits.py's zip_members, zip_central_directory,
+# zip_member_bytes and zip_inflate: what a hostile wheel can cost. Every one exceeded is a ZipError (deps and
+# check: one line, exit 2, "not a readable wheel"); `dlltrace --limit zip_members=N ...` raises one.
 INFLATE_CHUNK = 1 << 20  # inflated a chunk at a time
 
 
@@ -199,11 +197,11 @@ class ZipLimitError(ZipError):
 
 
 class InflateBudget:
-    """The bytes one wheel's members may inflate to in all (MAX_WHEEL_INFLATE): a zip of many members
+    """The bytes one wheel's members may inflate to in all (limits.py zip_inflate): a zip of many members
     each inflating to gigabytes costs bounded time. Shared by the threads prefetch reads with."""
 
     def __init__(self, limit: Optional[int] = None):
-        self.limit = MAX_WHEEL_INFLATE if limit is None else limit
+        self.limit = limits().zip_inflate if limit is None else limit
         self.used = 0
         self._lock = threading.Lock()
 
@@ -244,10 +242,10 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
     this only for the few PE files. Zip64 is read; a multi-disk zip is refused.
 
     Nothing declared is trusted (a hostile wheel: docs/limits.md): the central directory must lie within
-    the file, before its end record, and be at most MAX_CENTRAL_DIRECTORY bytes of at most MAX_MEMBERS
+    the file, before its end record, and be at most zip_central_directory bytes of at most zip_members
     entries; every entry must fit in it (its zip64 extra field too); no two members may share a local
     header, each member's header and data must fit before the next one's (no overlapping members, no
-    data past the file), a listed member must declare at most MAX_MEMBER_BYTES; and every member's name,
+    data past the file), a listed member must declare at most zip_member_bytes; and every member's name,
     listed or not, must be one pip installs (member_name_problem). Anything else is a ZipError."""
     ends = tuple(x.lower().encode() for x in suffixes)
     try:
@@ -256,6 +254,7 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
             cd, cd_offset = _central_directory(f, size)
     except (struct.error, OverflowError, ValueError) as exc:  # (a field this reader did not bound: still one line)
         raise ZipError(f"a damaged zip ({exc})") from None
+    bound = limits()
     listed: list[tuple[bytes, int, int, int, int, int, int]] = []
     offsets: list[int] = []
     p = 0
@@ -263,8 +262,9 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
     while p < len(cd):
         if p + 46 > len(cd) or cd[p:p + 4] != _CENTRAL:
             raise ZipError(f"a damaged central directory (at {cd_offset + p})")
-        if len(offsets) >= MAX_MEMBERS:
-            raise ZipLimitError(f"more than {MAX_MEMBERS:,} members (dlltrace's limit)")
+        if len(offsets) >= bound.zip_members:
+            raise ZipLimitError(f"more than {bound.zip_members:,} members (dlltrace's limit zip_members; raise it with "
+                                f"dlltrace --limit zip_members=N)")
         flags, method = unpack("<2H", cd, p + 8)
         crc, csize, usize, n, m, k = unpack("<3I3H", cd, p + 16)
         (offset,) = unpack("<I", cd, p + 42)
@@ -292,9 +292,9 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
         if offset + 30 + len(raw) + csize > end:
             raise ZipError(f"{name}: its {csize:,} bytes at {offset} do not fit before the next member or the "
                            f"central directory (a damaged or overlapping member)")
-        if usize > MAX_MEMBER_BYTES:
+        if usize > bound.zip_member_bytes:
             raise ZipLimitError(f"{name}: declares {usize:,} bytes, more than dlltrace reads of a member "
-                                f"({MAX_MEMBER_BYTES:,}: a PE file cannot be larger)")
+                                f"({bound.zip_member_bytes:,}, zip_member_bytes: a PE file cannot be larger)")
         if method == 0 and usize != csize:
             raise ZipError(f"{name}: stored, with a size of {usize:,} bytes that is not its {csize:,}")
         out.append(ZipMember(name, method, flags, crc, csize, usize, offset, end))
@@ -329,8 +329,9 @@ def _central_directory(f: BinaryIO, size: int) -> tuple[bytes, int]:
     if cd_offset > before or cd_size > before - cd_offset:
         raise ZipError(f"a damaged end record: a central directory of {cd_size:,} bytes at {cd_offset:,} does not "
                        f"fit in the file ({size:,} bytes)")
-    if cd_size > MAX_CENTRAL_DIRECTORY:
-        raise ZipLimitError(f"a central directory of {cd_size:,} bytes (dlltrace's limit: {MAX_CENTRAL_DIRECTORY:,})")
+    if cd_size > limits().zip_central_directory:
+        raise ZipLimitError(f"a central directory of {cd_size:,} bytes (dlltrace's limit zip_central_directory: "
+                            f"{limits().zip_central_directory:,})")
     f.seek(cd_offset)
     cd = f.read(cd_size)
     if len(cd) != cd_size:
@@ -424,7 +425,7 @@ def read_member(path: Union[str, os.PathLike], m: ZipMember, magic: bytes = b"",
 def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache) -> tuple[list[TargetFile], str]:
     """The PE files of a wheel (by suffix, from the zip's central directory: nothing is decompressed
     here) and its site-packages folder in the model. Raises OSError / ZipError. What its members inflate
-    to, read by the simulator, is bounded in all (InflateBudget, MAX_WHEEL_INFLATE)."""
+    to, read by the simulator, is bounded in all (InflateBudget, zip_inflate)."""
     out: list[TargetFile] = []
     budget = InflateBudget()
     for info in zip_members(wheel):
