@@ -96,6 +96,38 @@ def test_rule_elf_facts_are_pyelftools_facts_for_every_real_object(chunk):
     assert not diffs, diffs[:3]
 
 
+def test_rule_strings_of_a_big_dynamic_string_table(tmp_path):
+    """A library whose dynamic string table is tens of MB (TensorFlow's _pywrap_tensorflow_internal.so: every C++
+    symbol name), its DT_NEEDED names at the end: read where they are (a first cut of this reader read at most
+    16 MB of the table and then knew no DT_NEEDED at all; the real TensorFlow situation caught it)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc") if not os.environ.get("CI") else pytest.fail("CI needs gcc")
+    src = tmp_path / "big.c"
+    src.write_text("".join(f"int f{i}_{'x' * 9000}(void) {{ return {i}; }}\n" for i in range(2000)))
+    so = tmp_path / "libbig.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(src), "-Wl,--no-as-needed", "-lm",
+                    "-Wl,-rpath,$ORIGIN/lib"], check=True)
+    assert so.stat().st_size > 20 << 20
+    got = read_elf(str(so))
+    assert got == pyelftools_facts(str(so)) and "libm.so.6" in got.needed and got.runpath == "$ORIGIN/lib", got
+
+
+def elf_differences(files) -> list[str]:
+    """The files whose facts this reader and pyelftools do not agree on (tests/test_real_situations.py checks each
+    real situation's environment with it: TensorFlow, PySide6, onnxruntime-gpu, cupy, ...)."""
+    diffs = []
+    for f in files:
+        try:
+            if not os.path.isfile(f) or os.path.islink(f) or open(f, "rb").read(4) != b"\x7fELF":
+                continue
+            want = pyelftools_facts(f)
+        except Exception:
+            continue
+        if read_elf(f) != want:
+            diffs.append(f)
+    return diffs
+
+
 def test_rule_a_shared_object_cut_short_is_damaged_as_ld_so_dies_of_it(tmp_path):
     """A .so cut inside its dynamic segment: ld.so maps it and the process dies (SIGBUS; no words of its own): a
     failure, never "loads, no problem"; cut inside its program headers: ld.so's "cannot read file data"."""

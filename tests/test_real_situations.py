@@ -243,6 +243,11 @@ def test_a_real_situation(s: Situation, tmp_path):
     if shutil.which("gcc") is None and not os.environ.get("CI"):
         pytest.skip("needs gcc (the recorder is built with it)")
     python, extra = environment(s.lock, s.python, s.extra)
+    # (the ELF reader against pyelftools on every shared object of the real environment: TensorFlow's 600 MB
+    # library with a dynamic string table of tens of MB, Qt's plugins, ...)
+    from test_elf_reader import elf_differences
+    venv = python.parent.parent
+    assert not elf_differences(glob.glob(str(venv / "lib*" / "python*" / "site-packages" / "**" / "*.so*"), recursive=True))
     if s.name in SYSTEM_MODULES:
         s = system_expectation(s, python)
     (tmp_path / "app.py").write_text(s.program)

@@ -134,7 +134,7 @@ DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 10, 14, 
 DT_FLAGS_1, DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFB, 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 _ET_NAMES = {0: "ET_NONE", 1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
 MAX_DYNAMIC = 1 << 20  # bytes of a dynamic segment read (a real one: a few hundred)
-MAX_STRTAB = 16 << 20  # bytes of a dynamic string table read (libLLVM's: about 1 MB)
+MAX_STRING = 1 << 16  # bytes of one string read (a DT_RUNPATH of many folders: a few hundred)
 
 
 def _read_dynamic(f: BinaryIO, head: bytes, elf_class: int) -> ELFResult:
@@ -197,22 +197,31 @@ def _read_dynamic(f: BinaryIO, head: bytes, elf_class: int) -> ELFResult:
         tags.append((tag, val))
     one = dict(tags)  # (each tag's last entry, as ld.so's elf_get_dynamic_info keeps it)
     needed_at = [v for t, v in tags if t == DT_NEEDED]
-    strtab: bytes = b""
-    try:
-        if DT_STRTAB in one:
-            strtab = read(offset_of(one[DT_STRTAB]), min(one.get(DT_STRSZ, 0), MAX_STRTAB))
-    except _Damaged:
-        return ELFError("damaged", ELF_ERROR_TEXT["damaged"])
+    # (the strings are read where they are, a small window each: a big library's dynamic string table holds every
+    # symbol name -- TensorFlow's is tens of MB -- and only a few of them are facts here)
+    str_at = offset_of(one[DT_STRTAB]) if DT_STRTAB in one else -1
+    str_size = one.get(DT_STRSZ, 0)
 
     def string(at: int) -> str:
-        if at >= len(strtab):
+        if str_at < 0 or at >= str_size:
             raise ValueError("a string past the string table")
-        return strtab[at:strtab.index(b"\0", at)].decode("utf-8", "surrogateescape")
+        out = b""
+        while True:
+            piece = read(str_at + at + len(out), min(4096, str_size - at - len(out), size - (str_at + at + len(out))))
+            end = piece.find(b"\0")
+            if end >= 0:
+                return (out + piece[:end]).decode("utf-8", "surrogateescape")
+            out += piece
+            if not piece or len(out) > MAX_STRING:
+                raise ValueError("a string without its end")
 
-    needed = tuple(string(v) for v in needed_at)
-    rpath = string(one[DT_RPATH]) if DT_RPATH in one else None
-    runpath = string(one[DT_RUNPATH]) if DT_RUNPATH in one else None
-    soname = string(one[DT_SONAME]) if DT_SONAME in one else None
+    try:
+        needed = tuple(string(v) for v in needed_at)
+        rpath = string(one[DT_RPATH]) if DT_RPATH in one else None
+        runpath = string(one[DT_RUNPATH]) if DT_RUNPATH in one else None
+        soname = string(one[DT_SONAME]) if DT_SONAME in one else None
+    except _Damaged:
+        return ELFError("damaged", ELF_ERROR_TEXT["damaged"])
     flags_1 = one.get(DT_FLAGS_1, 0)
     needs: list[VersionNeed] = []
     defs: list[str] = []
