@@ -135,8 +135,17 @@ def ensure_prefix() -> Path:
                  start_new_session=True, check=False)
     # exit status 2 means a server already runs for this prefix: fine
     subprocess.run([wineserver_binary(), "-p"], env=env, timeout=60, **quiet)
-    if not (PREFIX / "system.reg").exists():
-        subprocess.run([wine_binary(), "wineboot", "-i"], env=env, timeout=300, **quiet)
+    # (a prefix is ready when Wine's own DLLs are in it, not when its registry is: a cold CI run once found a prefix
+    # with a system.reg and two files in system32 -- its creation cut short -- and every Wine test then failed with
+    # "could not load kernel32.dll"; a partial one is made again)
+    kernel32 = PREFIX / "drive_c" / "windows" / "system32" / "kernel32.dll"
+    for attempt in range(2):
+        if kernel32.exists():
+            break
+        if attempt:  # (the first try left it partial: the same, once more, after its processes end)
+            subprocess.run([wineserver_binary(), "-w"], env=env, timeout=120, **quiet)
+        subprocess.run([wine_binary(), "wineboot", "-u" if (PREFIX / "system.reg").exists() else "-i"], env=env,
+                       timeout=300, **quiet)
     subprocess.run([wine_binary(), "cmd", "/c", "exit"], env=env, timeout=120, **quiet)
     _prefix_ready = True
     return PREFIX
