@@ -396,8 +396,8 @@ def test_rule_package_loaders():
     (lo,) = numpy.loaders
     assert (lo.package, lo.how, lo.adds) == ("numpy", "delvewheel", ("numpy.libs",))
     assert lo.covers("numpy/_core/_multiarray_umath.cp311-win_amd64.pyd") and not lo.covers("scipy/x.pyd")
-    dirs, words = static.rule_package_loaders(numpy, numpy.root + "\\numpy\\linalg\\_umath_linalg.cp311-win_amd64.pyd")
-    assert dirs == [numpy.root + "\\numpy.libs"] and words == ["numpy's delvewheel patch"]
+    eff = static.rule_package_loader_effects(numpy, numpy.root + "\\numpy\\linalg\\_umath_linalg.cp311-win_amd64.pyd")
+    assert list(eff.dirs) == [numpy.root + "\\numpy.libs"] and list(eff.words) == ["numpy's delvewheel patch"]
     pywin32 = static.open_target(str(wheel("pywin32")))
     assert {x.how for x in pywin32.loaders} == {"pywin32_bootstrap", "pywin32_service"}
     assert pywin32.placed == ("C:\\Python311\\pythonservice.exe", "C:\\Python311\\pywintypes311.dll")

@@ -645,13 +645,6 @@ def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
     return LoaderEffects(tuple(dirs), tuple(path), tuple(pre), tuple(pre_by), tuple(words))
 
 
-def rule_package_loaders(target: Target, root: str) -> tuple[list[str], list[str]]:
-    """The folders the packages' own loaders add before `root` loads, with the loaders in words
-    (rule_package_loader_effects)."""
-    e = rule_package_loader_effects(target, root)
-    return list(e.dirs), list(e.words)
-
-
 def rule_exe_path(target: Target, root: str) -> list[str]:
     """An .exe a wheel ships (pythonservice.exe, Pythonwin.exe) is started where its Python is usable: the
     Python's folder and its Scripts on PATH (an activated environment, or the installer's "Add to PATH"), so
@@ -665,7 +658,7 @@ def rule_exe_path(target: Target, root: str) -> list[str]:
 def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] = (),
          dll_dirs: Iterable[str] = (), only: Optional[list[str]] = None) -> DepsResult:
     """Load each root (roots_of, or `only`: Windows paths of target files) and explain it, each as its package
-    loads it (rule_package_loaders, rule_exe_path)."""
+    loads it (rule_package_loader_effects, rule_exe_path)."""
     path = [_model_path(target, p) for p in extra_path]
     dirs = [_model_path(target, p) for p in dll_dirs]
     loads: list[LoadAnalysis] = []
