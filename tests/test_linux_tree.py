@@ -142,13 +142,27 @@ def test_a_failing_branch_is_drawn_first_and_a_library_drawn_before_is_not_expan
 
 
 @linux
-def test_the_tree_is_bounded_in_depth_and_width(pool, tmp_path):
+def test_the_tree_is_bounded_in_depth_and_width(pool, tmp_path, monkeypatch):
+    """limits.py tree_depth and tree_width (dlltrace --limit): what they leave out is one line; a library the depth
+    cut is drawn whole where it comes again higher up, and "(shown above)" never names one not drawn."""
     L = layout(tmp_path, pool, {"d1/libdlta.so": "a11", "d0/libdltb.so": "b01", "d0/libdltc.so": "c0"})
-    tree = deps_of(L / "d1" / "libdlta.so")
-    lines = tree_lines(tree, Limits(tree_depth=1))
-    assert any("more below (deeper than tree_depth=1" in x for x in lines) and not any("libdltc.so =>" in x for x in lines)
-    lines = tree_lines(tree, Limits(tree_width=1))
-    assert lines[1].startswith("├── libdltb.so") and lines[-1].endswith("past tree_width=1: dlltrace --limit tree_width=N draws more)")
+    monkeypatch.setenv("DLLTRACE_LIMITS", "tree_depth=1")
+    lines = tree_lines(deps_of(L / "d1" / "libdlta.so"))
+    assert any("below (past tree_depth: dlltrace --limit tree_depth=N draws more)" in x for x in lines), lines
+    assert not any("libdltc.so" in x for x in lines)
+    monkeypatch.setenv("DLLTRACE_LIMITS", "tree_width=1")
+    lines = tree_lines(deps_of(L / "d1" / "libdlta.so"))
+    assert lines[1].startswith("├── libdltb.so") and lines[-1] == "└── … 1 more (past tree_width: dlltrace --limit tree_width=N draws more)"
+    for path in real_libraries():
+        for depth in ("1", "2", "3"):
+            monkeypatch.setenv("DLLTRACE_LIMITS", f"tree_depth={depth}")
+            drawn: set[str] = set()
+            for x in tree_lines(deps_of(Path(path))):
+                m = re.search(r"(?:── |^)(\S+) (=>|\(shown above\))", x)
+                if m and m.group(2) == "=>":
+                    drawn.add(m.group(1))
+                elif m:
+                    assert m.group(1) in drawn, (path, depth, x)
 
 
 def test_default_path_when_the_cache_has_no_answer():

@@ -11,8 +11,8 @@ folders it tried in their order, each with its rule:
     │   └── libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 [ld.so.cache]
     └── libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 [ld.so.cache] (shown above)
 
-The failing branch is first (the tree's order); a library drawn before is not expanded again; the depth and the
-libraries under one library are bounded (limits.py tree_depth, tree_width). Lines only: the caller escapes them
+The failing branch is first (the tree's order); a library drawn before is not expanded again; what the bounds
+(limits.py tree_depth, tree_width) left out of the tree is one line. Lines only: the caller escapes them
 for where they go (escape_terminal, escape_code_block).
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import posixpath
 from typing import Optional
 
-from dlltrace.limits import Limits, limits
 from dlltrace.loader.linux.tree import DepNode
 from dlltrace.render.diagnosis import RESULT_WORDS, folder_groups
 from dlltrace.diagnosis.result import Tried
@@ -97,33 +96,26 @@ def node_label(n: DepNode, parent: Optional[DepNode]) -> str:
     return line
 
 
-def tree_lines(root: DepNode, bounds: Optional[Limits] = None, folders: bool = True) -> list[str]:
-    """The tree as lines, libtree's box drawing; a failure's folders under it behind a dotted bar (`folders`)."""
-    b = bounds or limits()
+def tree_lines(root: DepNode, folders: bool = True) -> list[str]:
+    """The tree as lines, libtree's box drawing; a failure's folders under it behind a dotted bar (`folders`);
+    what a bound left out (loader/linux/tree.py dep_tree: limits.py tree_depth, tree_width) as one line."""
     out: list[str] = [node_label(root, None)]
     if root.path is None and folders:
         out += ["┊ " + x for x in tried_lines(root)]
 
-    def walk(n: DepNode, prefix: str, depth: int) -> None:
-        kids = n.children
-        if depth > b.tree_depth and kids:
-            out.append(f"{prefix}└── … {len(kids)} more below (deeper than tree_depth={b.tree_depth}: "
-                       "dlltrace --limit tree_depth=N draws more)")
-            return
-        shown = kids[:b.tree_width]
-        cut = len(kids) - len(shown)
-        for i, k in enumerate(shown):
-            last = i == len(shown) - 1 and not cut
+    def walk(n: DepNode, prefix: str) -> None:
+        for i, k in enumerate(n.children):
+            last = i == len(n.children) - 1 and not n.more
             out.append(prefix + ("└── " if last else "├── ") + node_label(k, n))
             below = prefix + ("    " if last else "│   ")
             if k.path is None and folders:
                 out.extend(below + "┊ " + x for x in tried_lines(k))
-            walk(k, below, depth + 1)
-        if cut:
-            out.append(f"{prefix}└── … {cut} more (past tree_width={b.tree_width}: dlltrace --limit tree_width=N "
-                       "draws more)")
+            walk(k, below)
+        if n.more:
+            what = "below" if n.cut == "tree_depth" else "more"
+            out.append(f"{prefix}└── … {n.more} {what} (past {n.cut}: dlltrace --limit {n.cut}=N draws more)")
 
-    walk(root, "", 1)
+    walk(root, "")
     return out
 
 
@@ -146,7 +138,7 @@ def tree_dict(n: DepNode) -> dict:
     return {"name": n.name, "path": n.path, "reason": n.reason or None, "owner": n.owner or None,
             "entry": n.entry or None, "error": n.error or None, "cause": n.cause or None,
             "tried": [{"path": c.path, "rule": c.rule, "result": c.result} for c in n.tried], "seen": n.seen,
-            "children": [tree_dict(k) for k in n.children]}
+            "children": [tree_dict(k) for k in n.children], "more": n.more, "cut": n.cut or None}
 
 
 def tree_schema() -> dict:
@@ -157,7 +149,8 @@ def tree_schema() -> dict:
         return {"anyOf": [t, {"type": "null"}]}
 
     return {"type": "object", "additionalProperties": False,
-            "required": ["name", "path", "reason", "owner", "entry", "error", "cause", "tried", "seen", "children"],
+            "required": ["name", "path", "reason", "owner", "entry", "error", "cause", "tried", "seen", "children",
+                         "more", "cut"],
             "properties": {
                 "name": s, "path": opt(s),
                 "reason": opt({"enum": ["rpath", "runpath", "LD_LIBRARY_PATH", "ld.so.cache", "default path", "direct",
@@ -167,4 +160,5 @@ def tree_schema() -> dict:
                 "tried": {"type": "array", "items": {
                     "type": "object", "additionalProperties": False, "required": ["path", "rule", "result"],
                     "properties": {"path": s, "rule": s, "result": s}}},
-                "seen": b, "children": {"type": "array", "items": {"$ref": "#/$defs/DepNode"}}}}
+                "seen": b, "children": {"type": "array", "items": {"$ref": "#/$defs/DepNode"}},
+                "more": {"type": "integer", "minimum": 0}, "cut": opt({"enum": ["tree_depth", "tree_width"]})}}

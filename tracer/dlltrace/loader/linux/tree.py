@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
 from dlltrace.elf import ELFFacts
+from dlltrace.limits import Limits, limits
 from dlltrace.loader.linux import rules
 from dlltrace.loader.linux.engine import Lookup
 from dlltrace.model import Candidate
@@ -41,6 +42,8 @@ class DepNode:
     steps: tuple[str, ...] = ()  # a failure's search steps in order (SearchGroup.rule), a step that tried no file too
     seen: bool = False  # shown before in this tree: not expanded again
     children: list["DepNode"] = field(default_factory=list)
+    more: int = 0  # its dependencies left out of the tree by a bound (limits.py tree_depth, tree_width)
+    cut: str = ""  # which bound: "tree_depth" (none of them drawn) | "tree_width" (the last `more` of them)
 
     @property
     def fails(self) -> bool:
@@ -88,13 +91,18 @@ def _legacy_sub(folder: str, base: str) -> bool:
 
 
 def dep_tree(lookups: Sequence[Lookup], world: ELFWorld, error: str = "", cause: str = "", leaf: str = "",
-             stand_in_dir: str = "", failures: Optional[Mapping[str, Lookup]] = None) -> Optional[DepNode]:
+             stand_in_dir: str = "", failures: Optional[Mapping[str, Lookup]] = None,
+             bounds: Optional[Limits] = None) -> Optional[DepNode]:
     """The tree of one load from its lookups (DlopenResult.lookups: the first is the call's own). `error`,
     `cause`, `leaf`: the load's (a missing symbol version fails after every lookup found its file: the library
     named `leaf` carries it). `stand_in_dir`, `failures`: a keep-going walk's last run (loader/linux/static.py),
-    where a library resolved to a stand-in is the failure found for it (`failures[name]`: its lookup then)."""
+    where a library resolved to a stand-in is the failure found for it (`failures[name]`: its lookup then).
+    `bounds`: the depth and the dependencies under one library (limits.py tree_depth, tree_width; the failing
+    first, so a bound leaves out the ones that load first); a library cut by the depth is expanded where it
+    comes again higher up, never marked as shown when it was not."""
     if not lookups:
         return None
+    b = bounds or limits()
     fails = failures or {}
     root = lookups[0]
     asked: dict[str, list[Lookup]] = {}
@@ -126,7 +134,7 @@ def dep_tree(lookups: Sequence[Lookup], world: ELFWorld, error: str = "", cause:
 
     shown: set[str] = set()
 
-    def node(lk: Lookup, depth_trail: frozenset[str]) -> DepNode:
+    def node(lk: Lookup, depth_trail: frozenset[str], depth: int) -> DepNode:
         failed = lk if lk.error else stand_in(lk)
         if failed is not None:
             groups = [g for g in failed.groups if not (stand_in_dir and g.tried and all(  # (a stand-in folder alone)
@@ -145,13 +153,19 @@ def dep_tree(lookups: Sequence[Lookup], world: ELFWorld, error: str = "", cause:
         if p in shown or p in depth_trail:
             n.seen = True
             return n
-        shown.add(p)
         kids = asked.get(p, [])
+        if kids and depth >= b.tree_depth:
+            n.more, n.cut = len(kids), "tree_depth"
+            return n
+        shown.add(p)
         order = sorted(range(len(kids)), key=lambda i: (not failing(kids[i], frozenset({p})), i))
-        n.children = [node(kids[i], depth_trail | {p}) for i in order]
+        if len(order) > b.tree_width:
+            n.more, n.cut = len(order) - b.tree_width, "tree_width"
+            order = order[:b.tree_width]
+        n.children = [node(kids[i], depth_trail | {p}, depth + 1) for i in order]
         return n
 
-    return node(root, frozenset())
+    return node(root, frozenset(), 0)
 
 
 def _cause(lk: Lookup, load_cause: str) -> str:
