@@ -119,8 +119,8 @@ def test_runpath_ld_library_path_and_not_found(pool, tmp_path):
     assert [k.name for k in tree.children][0] == "libdltb.so" and tree.children[0].fails  # (the failing branch first)
     (gone,) = [k for k in tree.children[0].children if k.path is None]
     assert gone.cause == "not_found" and gone.tried
-    assert {c.rule for c in gone.tried} == {"cache", "system search path"} or \
-        {c.rule for c in gone.tried} == {"system search path"}  # (a RUNPATH is not its dependencies')
+    # (libdlta's RUNPATH is not its dependencies': the cache, which has no entry, then the default folders)
+    assert {c.rule for c in gone.tried} == {"system search path"} and gone.steps == ("cache", "system search path")
     lines = tree_lines(tree)
     i = lines.index("│   ├── libdltc.so ✗ not found")  # (libdltb's libc.so.6 after it)
     assert lines[i + 1] == "│   │   ┊ ld.so looked in, in this order:"
@@ -323,3 +323,25 @@ def test_the_report_of_a_trace_draws_the_failed_call_s_tree(pool, tmp_path):
     tree = doc["failed"][doc["fatal"]]["deps"]
     assert [(k["name"], k["reason"]) for k in tree["children"]] == [("libdltb.so", "runpath"), ("libc.so.6", "loaded")]
     assert tree["children"][0]["children"][0]["cause"] == "not_found"
+
+
+def test_rule_reason():
+    """The reason of a library found is the search step of the file found (libtree's tag), with whose DT_RPATH or
+    DT_RUNPATH it was; an object already loaded is "loaded"; a lookup that found nothing has none."""
+    from dlltrace.loader.linux.engine import Lookup, SearchGroup
+    from dlltrace.loader.linux.tree import rule_reason
+    from dlltrace.model import Candidate
+
+    def lk(*groups: SearchGroup, how: str = "search") -> Lookup:
+        return Lookup("libx.so", "/a/liba.so", list(groups), "/p/libx.so", how)
+
+    miss = SearchGroup("RPATH", "/a/libtop.so", tried=[Candidate("/r/libx.so", "RPATH of /a/libtop.so", "not_there")])
+    assert rule_reason(lk(miss, SearchGroup("RPATH", "/a/liba.so", tried=[
+        Candidate("/p/libx.so", "RPATH of /a/liba.so", "found")]))) == ("rpath", "/a/liba.so")
+    assert rule_reason(lk(SearchGroup("RUNPATH", "/a/liba.so", tried=[Candidate("/p/libx.so", "", "found")]))) == \
+        ("runpath", "/a/liba.so")
+    for what, tag in (("LD_LIBRARY_PATH", "LD_LIBRARY_PATH"), ("cache", "ld.so.cache"),
+                      ("system search path", "default path"), ("path", "direct")):
+        assert rule_reason(lk(miss, SearchGroup(what, tried=[Candidate("/p/libx.so", what, "found")]))) == (tag, "")
+    assert rule_reason(lk(how="already_loaded")) == ("loaded", "")
+    assert rule_reason(lk(miss)) == ("", "")
