@@ -264,8 +264,13 @@ def test_a_real_situation(s: Situation, tmp_path):
     # (dlltrace passes the program's exit code on; a signal N as 128 + N, as a shell does)
     assert run.returncode == (128 + s.signal if s.signal else s.exit_code), run.stderr[-3000:]
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    report_schema().validate(doc)  # (issue 26 item 4: every Linux --json document validates, real ones too)
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert text.splitlines()[0].startswith(f"dlltrace ─ {s.headline}"), text[:600]
+    if doc["fatal"] is not None:  # the failed call's dependency tree ends where the leaf was not found (docs/linux.md)
+        call = doc["failed"][doc["fatal"]]
+        if call["deps"] is not None and call["leaf"] and call["leaf"]["cause"] == "not_found":
+            assert call["leaf"]["name"] in tree_failures(call["deps"]), call["deps"]
     (main,) = [d for d in doc["diagnoses"] if d["end"]["kind"] in ("exited", "crashed")]
     o = main["outcome"]
     if s.signal:
@@ -305,12 +310,29 @@ def test_a_real_situation(s: Situation, tmp_path):
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
+        schema("cuda-v1.json").validate(json.loads(cuda.stdout))
         fws = {f["name"]: (f["cuda"], f["cuda_from"]) for f in json.loads(cuda.stdout)["frameworks"]}
         assert {k: fws.get(k) for k in s.cuda} == s.cuda, fws
         assert cuda.returncode == s.cuda_exit, cuda.stderr
         if s.cuda_exit:  # (no driver on this machine: the one line says what to install)
             assert cuda.stderr.count("\n") == 1 and "install an NVIDIA driver" in cuda.stderr, cuda.stderr
     RESULTS.append(s.name)
+
+
+def schema(name: str):
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / name).read_text(
+        encoding="utf-8")))
+
+
+def report_schema():
+    return schema("report-linux-v1.json")
+
+
+def tree_failures(node: dict) -> list[str]:
+    """The names of a `deps` tree's libraries that failed (report-linux-v1.json DepNode)."""
+    return ([node["name"]] if node["path"] is None else []) + [n for k in node["children"] for n in tree_failures(k)]
 
 
 def apt_files(packages: list[str], into: Path) -> Path:

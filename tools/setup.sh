@@ -26,6 +26,10 @@ if [ $tests = 1 ]; then
   command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
   # a virtual X server: the PySide6 situation runs its first fix for real (tests/test_real_situations.py)
   command -v Xvfb >/dev/null 2>&1 || need+=(xvfb)
+  # the Linux dependency tree checked against pax-utils' lddtree, on a system library with several levels
+  # (libxml2: libicuuc, libstdc++, libm, libc; tests/test_linux_tree.py)
+  command -v lddtree >/dev/null 2>&1 || need+=(pax-utils)
+  [ -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 ] || [ "$(uname -m)" != x86_64 ] || need+=(libxml2)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2

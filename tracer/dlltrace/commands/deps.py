@@ -48,6 +48,7 @@ def execute_elf(args: argparse.Namespace) -> int:
 
     from dlltrace.loader.linux.static import static_deps
     from dlltrace.render.escape import escape_code_block, escape_terminal
+    from dlltrace.render.linux_tree import tree_dict, tree_lines
     from dlltrace.worlds.elf import LiveELFWorld
 
     path = os.path.abspath(args.target)
@@ -57,17 +58,14 @@ def execute_elf(args: argparse.Namespace) -> int:
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps", "target": args.target,
                "loaded": r.loaded, "ok": not r.problems,
                "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
-                             "candidates": list(p.candidates)} for p in r.problems]}
+                             "candidates": list(p.candidates)} for p in r.problems],
+               "tree": tree_dict(r.tree) if r.tree is not None else None}
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         lines = [f"dlltrace deps {args.target}: " + (f"{len(r.loaded)} objects load, no problem" if not r.problems
-                                                      else f"{len(r.problems)} problem(s)")]
-        for p in r.problems:
-            lines += [f"  ✗ {p.name} ({p.cause}) — needed by {p.needed_by or path}: {p.error}"]
-            lines += [f"      tried {c}" for c in p.candidates]
-        if not r.problems:
-            lines += [f"  {x}" for x in r.loaded]
+                                                      else f"{len(r.problems)} problem(s)"), ""]
+        lines += tree_lines(r.tree) if r.tree is not None else [f"  {x}" for x in r.loaded]
         # (a name of the closure cannot close the block, nor fake a line: render/escape.py)
         print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
     return EXIT_PROBLEMS if r.problems else EXIT_OK

@@ -30,6 +30,7 @@ from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import Rerun, propose
+from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
 
@@ -174,6 +175,7 @@ class LinuxCall:
     origin_module: str = ""  # python_import: the module imported
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
     frame: Optional[dict] = None  # the origin's place in the user's code (the bootstrap's `frame`)
+    deps: Optional[DepNode] = None  # a failed call's dependency tree: what it loaded, each with its reason, and where it stopped
 
 
 _UNDEFINED = re.compile(r"^(?P<obj>.+?): undefined symbol: (?P<sym>\S+)$")
@@ -266,6 +268,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     call.tree = Node(lk.name, "call" if lk.name == rc.name else "import", path=lk.path, error=1, cause=cause,
                      detail=detail, candidates=_candidates(lk), facts=facts)
     call.chain = _chain(res, lk)
+    call.deps = dep_tree(res.lookups, sim.world, res.error, res.cause, res.leaf)
     rec = next((tried for n, tried in reversed(rc.searches) if n == lk.name), [])
     call.recorded = [Candidate(p, flag, "found" if p in rc.opened else "not_there") for p, flag in rec]
     return call

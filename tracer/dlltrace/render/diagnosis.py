@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
@@ -130,10 +130,10 @@ def fatal_leaf(d: Diagnosis) -> Optional[str]:
     return None if f is None else (f.leaf or _base(d.platform, f.name))
 
 
-def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
+def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list[str]:
     """One failed load explained: its headline, the call (origin, API, name, the loader's own message), the
-    place in the user's code, the chain, the files tried by folder with their rules, the copies elsewhere,
-    what fails next, the fixes."""
+    place in the user's code, the chain (`tree`: its dependency tree, drawn by the caller: render/linux_tree.py),
+    the files tried by folder with their rules, the copies elsewhere, what fails next, the fixes."""
     p = d.platform
     out = [headline_of(d, f)]
     feature = feature_of(f.leaf) or feature_of(f.name)
@@ -155,6 +155,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad) -> list[str]:
     out += [said_line(w) for w in f.said]  # (the program's own words about it: a warning, a stderr line)
     if len(f.chain) > 1:
         out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
+    if tree:
+        out += ["", "  Dependency tree (the failing branch first):"] + [f"    {x}" for x in tree]
     if f.tried:
         groups = folder_groups(f.tried, p)
         out += ["", f"  Where {LOADER[p]} looked for {f.leaf or _base(p, f.name)} "
@@ -210,9 +212,10 @@ def explained(f: FailedLoad, d: Diagnosis, everything: bool) -> bool:
 
 
 def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
-                    everything: bool = False) -> list[str]:
+                    everything: bool = False, trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None) -> list[str]:
     """The report of a run's Diagnoses: the headline (the outcome of `main`, the program the run started,
-    when it is not "N failed loads"), each failed load that matters explained, the rest a line each."""
+    when it is not "N failed loads"), each failed load that matters explained, the rest a line each. `trees`:
+    a failed load's dependency tree as lines, by (pid, seq)."""
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
     apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
@@ -232,7 +235,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"
                       + (f" ({main.end.fault})" if main.end.fault else "")]
     for d, f in shown:
-        lines += [""] + failure_lines(d, f)
+        lines += [""] + failure_lines(d, f, (trees or {}).get((d.pid, f.seq), ()))
     if apart:
         lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
                   if main is not None and main.outcome.kind == "died_of_other" else
@@ -242,11 +245,12 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
 
 
 def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
-                   everything: bool = False, markdown: bool = False) -> str:
+                   everything: bool = False, markdown: bool = False,
+                   trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None) -> str:
     """diagnoses_lines as text, or as Markdown: the headline a heading, the rest in a code block (its folder
     tables keep their columns), each escaped for its place (render/escape.py: a name in the heading injects
     nothing, one in the block cannot close it)."""
-    lines = diagnoses_lines(diagnoses, source, main, everything)
+    lines = diagnoses_lines(diagnoses, source, main, everything, trees)
     if markdown:
         body = lines[2:] if lines[1:2] == [""] else lines[1:]
         return "\n".join([f"## {escape_prose(lines[0])}"] + ([""] + escape_code_block(body) if body else [])) + "\n"

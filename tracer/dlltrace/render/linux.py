@@ -25,6 +25,7 @@ from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, l
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
 from dlltrace.render.fixwords import fix_text
+from dlltrace.render.linux_tree import tree_dict, tree_lines, tree_schema
 
 # the Linux report JSON's name of each fix action (report-linux-v1.json; the fix itself is under "fix")
 LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
@@ -35,11 +36,26 @@ LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "ins
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
     """The report of a Linux trace, from its Diagnoses (render/diagnosis.py); `everything` (--all): the calls
     the program went past explained in full too."""
-    diagnoses = linux_diagnoses(trace, replay_linux(trace.events))
+    calls = replay_linux(trace.events)
+    diagnoses = linux_diagnoses(trace, calls)
     end = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if end is not None and d.pid == end.get("pid")), None)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    return diagnoses_text(diagnoses, where, main, everything, markdown=md)
+    return diagnoses_text(diagnoses, where, main, everything, markdown=md, trees=linux_trees(trace, calls))
+
+
+def linux_trees(trace: Trace, calls: list[LinuxCall]) -> dict[tuple[int, int], list[str]]:
+    """Each failed call's dependency tree as lines (render/linux_tree.py), by (pid, its index among the process's
+    failed calls: the FailedLoad's seq, verdict_linux.linux_failed_load); only a tree with more than the call's
+    own library (the folders tried for the leaf are the report's "Where ld.so looked" already)."""
+    failed, _, _ = linux_verdicts(trace, calls)
+    out: dict[tuple[int, int], list[str]] = {}
+    index: dict[int, int] = {}
+    for c in failed:
+        i = index[c.pid] = index.get(c.pid, -1) + 1
+        if c.deps is not None and c.deps.children:
+            out[(c.pid, i)] = tree_lines(c.deps, folders=False)
+    return out
 
 
 def linux_json(trace: Trace) -> str:
@@ -67,6 +83,7 @@ def linux_report_schema() -> dict[str, Any]:
     diag = diagnosis_schema()
     defs = dict(diag["$defs"])
     defs["Diagnosis"] = {k: v for k, v in diag.items() if k not in ("$schema", "$id", "title", "$defs")}
+    defs["DepNode"] = tree_schema()  # (a failed call's dependency tree: render/linux_tree.py)
     s, i, b, null = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"type": "null"}
 
     def opt(t: dict[str, Any]) -> dict[str, Any]:
@@ -83,12 +100,13 @@ def linux_report_schema() -> dict[str, Any]:
             "properties": {"name": s, "cause": s, "detail": s, "parent": opt(s)}}
     call = {"type": "object", "additionalProperties": False,
             "required": ["pid", "exe", "op", "name", "by", "origin", "origin_kind", "origin_module", "error", "real_error",
-                         "leaf", "chain", "candidates", "recorded", "agrees", "tree", "fixes"],
+                         "leaf", "chain", "candidates", "recorded", "agrees", "tree", "deps", "fixes"],
             "properties": {"pid": i, "exe": s, "op": {"const": "dlopen"}, "name": s, "by": opt(s), "origin": opt(s),
                            "origin_kind": opt(s), "origin_module": opt(s), "error": s, "real_error": opt(s),
                            "leaf": opt(leaf), "chain": {"type": "array", "items": s},
                            "candidates": {"type": "array", "items": cand}, "recorded": {"type": "array", "items": cand},
-                           "agrees": b, "tree": opt({"type": "object"}), "fixes": {"type": "array", "items": fix}}}
+                           "agrees": b, "tree": opt({"type": "object"}),
+                           "deps": opt({"$ref": "#/$defs/DepNode"}), "fixes": {"type": "array", "items": fix}}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-report-linux-v1",
             "title": "dlltrace report --json of a Linux trace", "type": "object", "additionalProperties": False,
             "required": ["format", "version", "calls", "agree", "failed", "source", "exit_code", "fatal", "went_on",
@@ -123,6 +141,7 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, 
             "recorded": [candidate_dict(x) for x in c.recorded],
             "agrees": c.agrees,
             "tree": node_dict(c.tree) if c.tree else None,
+            "deps": tree_dict(c.deps) if c.deps is not None else None,
             "fixes": [{"action": LINUX_FIX_NAMES.get(f.action, f.action), "text": fix_text(f), "folder": f.folder or None,
                        "path": (f.path if f.action == "set_runpath" else None), "package": f.package or None,
                        "verified": bool(f.verified), "framework_preloads": bool(f.preloaded_by),

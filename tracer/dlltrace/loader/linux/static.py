@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
-from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
+from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld
 
@@ -34,12 +35,14 @@ class StaticResult:
     path: str
     loaded: list[str] = field(default_factory=list)  # the closure, when it loads (with stand-ins: the real ones)
     problems: list[StaticProblem] = field(default_factory=list)
+    tree: Optional[DepNode] = None  # the closure as a tree, each library with its reason, each problem where it is
 
 
 def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None, limit: int = 50) -> StaticResult:
     """The load of `path` by a plain program (dlopen, RTLD_NOW), and each problem in its closure (the one
     keep-going walk, loader/walk.py: a stand-in in STAND_IN_DIR, put first on LD_LIBRARY_PATH, for each)."""
     env = dict(env or {})
+    failed: dict[str, Lookup] = {}  # each leaf's lookup in the run that failed on it (its files tried, with their rules)
 
     def run(stand_ins: dict[str, ELFResult]) -> DlopenResult:
         w = OverlayWorld(world, {PROGRAM: ELFFacts(), **stand_ins})
@@ -56,12 +59,16 @@ def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None
         lk = next((x for x in reversed(res.lookups) if x.error), None)
         leaf = res.leaf or (lk.name if lk else path)
         problem = StaticProblem(leaf, res.cause, lk.requester if lk else "", res.error, tuple(lk.tried) if lk else ())
+        if lk is not None:
+            failed.setdefault(leaf, lk)
         if res.cause == "missing_version" or "/" in leaf or leaf == path:
             return Step(problem, last=True)  # (a stand-in cannot stand for a version, nor for the file asked for)
         return Step(problem, {posixpath.join(STAND_IN_DIR, leaf): ELFFacts(soname=leaf)})
 
     walk = keep_going(run, step, limit)
     out = StaticResult(path, problems=walk.found)
+    last = walk.result
+    out.tree = dep_tree(last.lookups, world, last.error, last.cause, last.leaf, STAND_IN_DIR, failed)
     if not walk.result.error:
         out.loaded = [p for p in walk.result.loaded if not p.startswith(STAND_IN_DIR + "/")]
     return out
