@@ -49,6 +49,16 @@ def test_rule_origin():
     assert rules.rule_origin("/libx.so") == "/"
 
 
+def test_rule_open_relative():
+    """open(2) of a relative path reads it from the current folder; an absolute path is itself; ".." is kept
+    for the kernel to walk (a link in the path decides where it leads)."""
+    assert rules.rule_open_relative("app/d2/libx.so", "/home/u") == "/home/u/app/d2/libx.so"
+    assert rules.rule_open_relative("./libx.so", "/w") == "/w/./libx.so"
+    assert rules.rule_open_relative("../l/libx.so", "/w/b") == "/w/b/../l/libx.so"
+    assert rules.rule_open_relative("/opt/libx.so", "/w") == "/opt/libx.so"
+    assert rules.rule_open_relative("a/libx.so", "") == "/a/libx.so"
+
+
 def test_rule_expand_dst():
     e = rules.rule_expand_dst
     assert e("$ORIGIN/../lib", "/opt/a/bin", "lib64", "x86_64") == "/opt/a/bin/../lib"

@@ -345,3 +345,38 @@ def test_rule_reason():
         assert rule_reason(lk(miss, SearchGroup(what, tried=[Candidate("/p/libx.so", what, "found")]))) == (tag, "")
     assert rule_reason(lk(how="already_loaded")) == ("loaded", "")
     assert rule_reason(lk(miss)) == ("", "")
+
+
+@linux
+def test_a_relative_path_s_origin_is_the_current_folder_of_that_moment(pool, tmp_path):
+    """ctypes.CDLL('app/d2/libdlta.so'), a relative path, made after os.chdir: ld.so opens it from the current
+    folder of that moment and makes its $ORIGIN from it (glibc _dl_get_origin), so libdlta.so's RUNPATH
+    $ORIGIN/../d1 finds libdltb.so, and the leaf is libdltc.so (missing). The recorder writes that folder
+    (`cwd` on the LA_SER_ORIG event); a replay that took "/" for it blamed libdltb.so."""
+    need("gcc")
+    L = layout(tmp_path, pool, {"d2/libdlta.so": "a31", "d1/libdltb.so": "b01"})
+    (tmp_path / "elsewhere").mkdir()
+    code = f"import ctypes, os; os.chdir({str(tmp_path)!r}); ctypes.CDLL('L/d2/libdlta.so')"
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path / "elsewhere")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "libdltc.so" in r.stderr  # (the program's own error names the real leaf)
+    events = [json.loads(x) for x in gzip_or_text(tmp_path / "elsewhere" / "t.jsonl").splitlines() if x.strip()]
+    orig = [e for e in events if e.get("ev") == "objsearch" and e.get("name") == "L/d2/libdlta.so"]
+    assert orig and orig[0]["cwd"] == str(tmp_path)
+    start = next(e for e in events if e.get("ev") == "audit_start")
+    assert start["cwd"] == str(tmp_path / "elsewhere")
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path / "elsewhere").stdout)
+    assert doc["fatal"] is not None, doc
+    call = doc["failed"][doc["fatal"]]
+    assert call["leaf"]["name"] == "libdltc.so", call
+    assert [(k["name"], k["reason"]) for k in call["deps"]["children"]] == [("libdltb.so", "runpath"),
+                                                                            ("libc.so.6", "loaded")]
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path / "elsewhere").stdout
+    assert "libdltb.so => " + str(L) + "/d2/../d1/libdltb.so [runpath $ORIGIN/../d1]" in text, text
+
+
+def gzip_or_text(p: Path) -> str:
+    import gzip
+
+    data = p.read_bytes()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")

@@ -3,10 +3,11 @@
  * Appends one JSON line per event to the file named by DLLTRACE_TRACE (docs/trace-format.md, "Linux
  * events"):
  *   audit_start  the process began (la_version): exe (/proc/self/exe), ppid, ld_library_path (and
- *                has_ld_library_path: set at all), ld_audit, ld_preload (as the environment had them)
+ *                has_ld_library_path: set at all), ld_audit, ld_preload (as the environment had them), cwd
  *   objsearch    every name ld.so tries (la_objsearch): name, flag (LA_SER_ORIG for the name asked for,
  *                then LA_SER_RUNPATH / LA_SER_LIBPATH / LA_SER_CONFIG / LA_SER_DEFAULT for each file
- *                tried), by (the path of the object whose search it is; "" for the executable)
+ *                tried), by (the path of the object whose search it is; "" for the executable), cwd (the
+ *                current folder, on a LA_SER_ORIG of a relative path only)
  *   objopen      every object mapped (la_objopen): path, lmid (the namespace), by
  *   activity     la_activity: LA_ACT_ADD before objects are added, LA_ACT_CONSISTENT after (a dlopen's
  *                end, failed or not), LA_ACT_DELETE
@@ -137,10 +138,13 @@ unsigned int la_version(unsigned int version) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     const char *llp = getenv("LD_LIBRARY_PATH"), *aud = getenv("LD_AUDIT"), *pre = getenv("LD_PRELOAD");
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
     struct field f[] = {{"exe", exe, 0, 0}, {"ppid", 0, (long)getppid(), 1}, {"la_version", 0, (long)version, 1},
                         {"ld_library_path", llp ? llp : "", 0, 0}, {"has_ld_library_path", 0, llp != 0, 1},
-                        {"ld_audit", aud ? aud : "", 0, 0}, {"ld_preload", pre ? pre : "", 0, 0}};
-    emit("audit_start", f, 7);
+                        {"ld_audit", aud ? aud : "", 0, 0}, {"ld_preload", pre ? pre : "", 0, 0},
+                        {"cwd", cwd, 0, 0}};
+    emit("audit_start", f, 8);
     return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 
@@ -157,8 +161,17 @@ static const char *ser_name(unsigned int flag) {
 }
 
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
-    struct field f[] = {{"name", name, 0, 0}, {"flag", ser_name(flag), 0, 0}, {"by", map_name(cookie), 0, 0}};
-    emit("objsearch", f, 3);
+    struct field f[] = {{"name", name, 0, 0}, {"flag", ser_name(flag), 0, 0}, {"by", map_name(cookie), 0, 0},
+                        {"cwd", "", 0, 0}};
+    char cwd[4096];
+    int nf = 3;
+    /* a relative path (a "/" in it, not first) is opened from the current folder, and the object's $ORIGIN
+       is made from it (glibc _dl_get_origin): the folder of that moment, which os.chdir may have changed */
+    if (flag == LA_SER_ORIG && name && name[0] != '/' && strchr(name, '/') && getcwd(cwd, sizeof cwd)) {
+        f[3].s = cwd;
+        nf = 4;
+    }
+    emit("objsearch", f, nf);
     return (char *)name;
 }
 

@@ -51,6 +51,7 @@ class RecordedCall:
     dlerror: str = ""  # the dlerror() text the program read after it (the LD_PRELOAD wrapper)
     ctx: Optional[dict] = None  # the Python action it ran in (a py_import / py_dlopen event), if any
     inherited: bool = False  # a forked child's copy of its parent's call: replayed for its state, not reported
+    cwd: str = ""  # the current folder when the call began (a relative path's: the recorder's `cwd`); "" unknown
 
 
 @dataclass
@@ -65,6 +66,7 @@ class RecordedProcess:
     sys_path: list[str] = field(default_factory=list)  # py_env's: where pip would install for this Python
     dists: list[dict] = field(default_factory=list)  # its py_dists events: who owns each file (owners_index)
     interpreter: str = ""  # py_env's sys.executable: the Python (a venv's, not the base one exe resolves to)
+    cwd: str = ""  # the current folder when the program started (audit_start's `cwd`); "" unknown (older traces)
 
 
 def _s(e: dict, key: str) -> str:
@@ -104,7 +106,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 state[pid] = {"started": True, "adding": set(), "cur": None}
             continue
         if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
-            p = procs[pid] = RecordedProcess(pid, exe=_s(e, "exe"))
+            p = procs[pid] = RecordedProcess(pid, exe=_s(e, "exe"), cwd=_s(e, "cwd"))
             if e.get("has_ld_library_path") is True or e.get("has_ld_library_path") == 1:
                 p.env["LD_LIBRARY_PATH"] = _s(e, "ld_library_path")
             p.audit = [a for a in _s(e, "ld_audit").split(":") if a]
@@ -142,7 +144,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 else:
                     ctx = e.get("ctx")
                     st["cur"] = RecordedCall(pid, name, by, [(name, [])],
-                                             ctx=p.python.get(ctx) if isinstance(ctx, int) else None)
+                                             ctx=p.python.get(ctx) if isinstance(ctx, int) else None,
+                                             cwd=_s(e, "cwd"))
                     p.calls.append(st["cur"])
             elif st["cur"] is not None and st["cur"].searches:
                 st["cur"].searches[-1][1].append((name, flag))
@@ -268,7 +271,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
     call.tree = Node(lk.name, "call" if lk.name == rc.name else "import", path=lk.path, error=1, cause=cause,
                      detail=detail, candidates=_candidates(lk), facts=facts)
     call.chain = _chain(res, lk)
-    call.deps = dep_tree(res.lookups, sim.world, res.error, res.cause, res.leaf)
+    call.deps = dep_tree(res.lookups, sim.world, res.error, res.cause, res.leaf, cwd=sim.process.cwd)
     rec = next((tried for n, tried in reversed(rc.searches) if n == lk.name), [])
     call.recorded = [Candidate(p, flag, "found" if p in rc.opened else "not_there") for p, flag in rec]
     return call
@@ -300,6 +303,8 @@ def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[st
     for rc in proc.calls:
         caller: Optional[LinuxObject] = objs.get(rc.by) if rc.by else None
         sim.lookups = []
+        # (a relative path's $ORIGIN is made from the current folder of that moment: rule_origin)
+        sim.process.cwd = rc.cwd or proc.cwd or "/"
         res = sim.dlopen(rc.name, RTLD_NOW, caller=caller)
         objs = {o.path: o for o in sim.loaded}
         if not rc.inherited:

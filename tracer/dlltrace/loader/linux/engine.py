@@ -281,7 +281,8 @@ class LinuxSimulator:
             real = self._expand(loader, name) if loader is not None and kind == "library" else name
             lk.how = "path"
             if real:
-                facts = self.world.file(real)
+                at = rules.rule_open_relative(real, self.process.cwd)  # (the file read: from the current folder)
+                facts = self.world.file(at)
                 v = rules.rule_verify_elf(facts, self.system.elf_class, self.system.machine) if facts is not None else None
                 g = SearchGroup("path", ser=rules.LA_SER_ORIG)
                 lk.groups.append(g)
@@ -306,7 +307,7 @@ class LinuxSimulator:
                 raise self._fail(lk, f"{name}: {rules.wrong_class_text(self.system.elf_class)}", "wrong_class", name)
             raise self._fail(lk, f"{name}: cannot open shared object file: No such file or directory", "not_found", name)
         path, facts = found
-        fid = self.world.file_id(path)
+        fid = self.world.file_id(rules.rule_open_relative(path, self.process.cwd))
         j = rules.rule_same_file(fid, [o.file_id for o in self.loaded])
         if j is not None:
             o = self.loaded[j]

@@ -106,6 +106,12 @@ def _is_dst(s: str, i: int, ref: str) -> int:
     return len(ref)
 
 
+def rule_open_relative(path: str, cwd: str = "/") -> str:
+    """A path with a "/" that does not begin with one is opened from the current folder (open(2) of a relative
+    path): the file ld.so reads is cwd/path; the object keeps the name as given (its l_name)."""
+    return path if path.startswith("/") else posixpath.join(cwd or "/", path)
+
+
 def rule_origin(path: str, cwd: str = "/") -> str:
     """$ORIGIN of an object: the folder of the path it was opened by (not resolved through links; a
     relative path is taken from the current folder); for the executable, the folder of its real path

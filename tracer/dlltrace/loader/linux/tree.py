@@ -63,10 +63,11 @@ def rule_reason(lk: Lookup) -> tuple[str, str]:
     return "", ""
 
 
-def dst_entry(world: ELFWorld, owner: str, reason: str, found: str) -> str:
+def dst_entry(world: ELFWorld, owner: str, reason: str, found: str, cwd: str = "/") -> str:
     """The DT_RPATH / DT_RUNPATH element of `owner` that put the folder of `found` in the search, as written, when
-    it has a dynamic string token ($ORIGIN, $LIB, $PLATFORM): "" otherwise."""
-    facts = world.file(owner) if owner else None
+    it has a dynamic string token ($ORIGIN, $LIB, $PLATFORM): "" otherwise. `cwd`: the current folder of the
+    load (an owner opened by a relative path)."""
+    facts = world.file(rules.rule_open_relative(owner, cwd)) if owner else None
     if not isinstance(facts, ELFFacts):
         return ""
     raw = facts.runpath if reason == "runpath" else facts.rpath
@@ -75,7 +76,7 @@ def dst_entry(world: ELFWorld, owner: str, reason: str, found: str) -> str:
     for part in (raw or "").split(":"):
         if "$" not in part:
             continue
-        got = rules.rule_expand_dst(part, rules.rule_origin(owner), sysd.lib, sysd.platform)
+        got = rules.rule_expand_dst(part, rules.rule_origin(owner, cwd), sysd.lib, sysd.platform)
         if not got:
             continue
         base = got.rstrip("/")
@@ -92,7 +93,7 @@ def _legacy_sub(folder: str, base: str) -> bool:
 
 def dep_tree(lookups: Sequence[Lookup], world: ELFWorld, error: str = "", cause: str = "", leaf: str = "",
              stand_in_dir: str = "", failures: Optional[Mapping[str, Lookup]] = None,
-             bounds: Optional[Limits] = None) -> Optional[DepNode]:
+             bounds: Optional[Limits] = None, cwd: str = "/") -> Optional[DepNode]:
     """The tree of one load from its lookups (DlopenResult.lookups: the first is the call's own). `error`,
     `cause`, `leaf`: the load's (a missing symbol version fails after every lookup found its file: the library
     named `leaf` carries it). `stand_in_dir`, `failures`: a keep-going walk's last run (loader/linux/static.py),
@@ -146,7 +147,7 @@ def dep_tree(lookups: Sequence[Lookup], world: ELFWorld, error: str = "", cause:
         reason, owner = rule_reason(added.get(lk.path or "", lk))
         n = DepNode(lk.name, lk.path, reason, owner)
         if reason in ("rpath", "runpath") and lk.path:
-            n.entry = dst_entry(world, owner, reason, lk.path)
+            n.entry = dst_entry(world, owner, reason, lk.path, cwd)
         if cause == "missing_version" and lk.name == leaf:
             n.error, n.cause = error, cause
         p = lk.path or ""
