@@ -260,9 +260,11 @@ def test_rule_wheel_policy_a_mistagged_manylinux_wheel_fails_on_its_symbol_versi
     assert "GLIBC_2.14 from libc.so.6: newer than manylinux_2_5 allows (the policy's newest GLIBC: 2.5)" in words
 
 
-def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool) -> Path:
-    """A small manylinux wheel: pkg/_ext.so needs libfoo.so (in pkg.libs, found through DT_RPATH
-    $ORIGIN/../pkg.libs when `rpath`), and libbar.so.1 (nowhere) when `extra_needed`."""
+def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: str = "",
+               tag: str = "manylinux_2_17_x86_64.manylinux2014_x86_64", ship_bar: bool = False) -> Path:
+    """A small Linux wheel: pkg/_ext.so needs libfoo.so (in pkg.libs, found through DT_RPATH
+    $ORIGIN/../pkg.libs when `rpath`), and libbar.so.1 (not in it) when `extra_needed`; `ship_bar`: a wheel
+    holding only pkg.libs/libbar.so.1; `requires`: its Requires-Dist."""
     if shutil.which("gcc") is None:
         if os.environ.get("CI"):
             pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
@@ -271,8 +273,9 @@ def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool) -> Path:
     b.mkdir()
     (b / "foo.c").write_text("int foo(void) { return 1; }\n")
     (b / "bar.c").write_text("int bar(void) { return 2; }\n")
-    (b / "ext.c").write_text("int foo(void);\n" + ("int bar(void);\n" if extra_needed else "")
-                             + "int ext(void) { return foo()" + (" + bar()" if extra_needed else "") + "; }\n")
+    (b / "ext.c").write_text("#include <stdio.h>\nint foo(void);\n" + ("int bar(void);\n" if extra_needed else "")
+                             + "int ext(void) { puts(\"ext\"); return foo()" + (" + bar()" if extra_needed else "")
+                             + "; }\n")  # (puts: it needs libc.so.6)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "libfoo.so"), str(b / "foo.c")], check=True)
     subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libbar.so.1", "-o", str(b / "libbar.so.1"),
                     str(b / "bar.c")], check=True)
@@ -282,10 +285,13 @@ def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool) -> Path:
     if rpath:
         cmd += ["-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"]
     subprocess.run(cmd, check=True)
-    w = tmp / f"{name}-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    w = tmp / f"{name}-1.0-cp311-cp311-{tag}.whl"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + (f"Requires-Dist: {requires}\n" if requires else "")
     members = {"pkg/__init__.py": b"", "pkg/_ext.so": (b / "_ext.so").read_bytes(),
                "pkg.libs/libfoo.so": (b / "libfoo.so").read_bytes(),
-               f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()}
+               f"{name}-1.0.dist-info/METADATA": meta.encode()}
+    if ship_bar:
+        members = {"pkg.libs/libbar.so.1": (b / "libbar.so.1").read_bytes(), f"{name}-1.0.dist-info/METADATA": meta.encode()}
     record = io.StringIO()
     for m in [*members, f"{name}-1.0.dist-info/RECORD"]:
         record.write(f"{m},,\n")
@@ -318,3 +324,27 @@ def test_linux_wheel_rpath_origin_exclude_and_allow(tmp_path):
     gh = dlltrace("check", str(bar), "--format", "github")
     (ann,) = [parse_annotation(x) for x in gh.stdout.splitlines() if x.startswith("::")]
     assert ann[0]["file"] == "pkg/_ext.so" and ann[0]["line"] == "2"  # (RECORD's second line)
+
+
+def test_linux_wheels_given_together_and_a_glibc_build_tagged_musllinux(tmp_path):
+    """A library another Linux wheel given in the same call installs where the search looks: `given`, or
+    `required` when Requires-Dist names it; a glibc build tagged musllinux needs libc.so.6, which the musllinux
+    policy does not hold (its C library is libc.musl-x86_64.so.1)."""
+    bar = _gcc_wheel(tmp_path, "bar", rpath=True, extra_needed=True)
+    barlib = _gcc_wheel(tmp_path, "barlib", rpath=True, extra_needed=False, ship_bar=True)
+    doc = as_json(run := dlltrace("check", str(bar), str(barlib), "--json"))
+    assert run.returncode == 0, doc
+    row = {r["dll"]: r for r in doc["results"][0]["dlls"]}["libbar.so.1"]
+    assert row["status"] == "given" and row["provider"] == {"dist": "barlib", "target": str(barlib), "required": False}
+    (tmp_path / "req").mkdir()
+    bar_req = _gcc_wheel(tmp_path / "req", "bar", rpath=True, extra_needed=True, requires="BarLib (>=1.0)")
+    doc = as_json(dlltrace("check", str(bar_req), str(barlib), "--json"))
+    assert {r["dll"]: r for r in doc["results"][0]["dlls"]}["libbar.so.1"]["status"] == "required"
+    assert doc["results"][0]["requires"] == ["barlib"]
+    alone = as_json(dlltrace("check", str(bar_req), "--json"))
+    assert "bar requires barlib, not given" in alone["problems"][0]["detail"]
+    (tmp_path / "musl").mkdir()
+    musl = _gcc_wheel(tmp_path / "musl", "m", rpath=True, extra_needed=False, tag="musllinux_1_2_x86_64")
+    doc = as_json(run := dlltrace("check", str(musl), "--json"))
+    assert run.returncode == 1 and doc["world"]["policy"] == "musllinux_1_2_x86_64"
+    assert ("not_allowed", "libc.so.6") in {(p["kind"], p["dll"]) for p in doc["problems"]}
