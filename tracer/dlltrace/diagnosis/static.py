@@ -23,9 +23,9 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional
+from typing import Iterable, Literal, Mapping, Optional
 
-from dlltrace import winpath
+from dlltrace import packages, winpath
 from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
 from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import, rule_ctypes_winmode,
                                      rule_python_extension_flags)
@@ -37,20 +37,37 @@ from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
-                                    default_cache_dir, folder_files, folder_loaders, live_system_world, python_files,
-                                    python_home, site_packages, wheel_files, wheel_loaders)
+                                    default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
+                                    python_files, python_home, site_packages, wheel_elf_members, wheel_files,
+                                    wheel_loaders, wheel_metadata)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
 from dlltrace.loader.windows.engine import Call
 
 How = Literal["python_import", "ctypes", "start", "LoadLibraryExW"]
 ProblemKind = Literal["missing", "wrong_machine", "missing_export", "missing_ordinal", "not_pe", "access_denied",
                       "apiset_no_host", "invalid_parameter", "not_allowed", "vcruntime_older", "python_mismatch",
-                      "cuda_mixed"]
+                      "cuda_mixed", "required_not_given", "nothing_to_check", "missing_version", "not_elf"]
 MAX_ROUNDS = 400  # stand-ins per load: far more than any real closure needs
 DEFAULT_PYTHON = "3.12"
 DEFAULT_PATH_TAIL = ("C:\\Windows\\system32", "C:\\Windows", "C:\\Windows\\System32\\Wbem")
-_WHEEL_TAG = re.compile(r"-(cp|py)(\d)(\d+)-([a-z0-9_]+)-([a-z0-9_]+)\.whl$", re.I)
+_WHEEL_TAG = re.compile(r"-(cp|py)(\d)(\d+)-([a-z0-9_.]+)-([a-z0-9_.]+)\.whl$", re.I)
 _PLATFORM_MACHINE = {"win_amd64": "x64", "win32": "x86", "win_arm64": "arm64"}
+LINUX_SITE = "/venv/lib/python3/site-packages"  # where a Linux wheel's files are in its model (diagnosis/static_elf.py)
+_LINUX_PLATFORM = re.compile(r"^(manylinux|musllinux|linux)", re.I)
+
+
+def wheel_platform(filename: str) -> Literal["windows", "linux", "any"]:
+    """What a wheel's platform tag says its binaries are for: win_* -> windows; manylinux*, musllinux*, linux_* ->
+    linux; anything else (any, macosx_*) -> any."""
+    base = os.path.basename(filename)
+    if not base.lower().endswith(".whl") or base.count("-") < 4:
+        return "any"
+    plats = base[:-4].rsplit("-", 1)[1].lower().split(".")
+    if any(x.startswith("win") for x in plats):
+        return "windows"
+    if any(_LINUX_PLATFORM.match(x) for x in plats):
+        return "linux"
+    return "any"
 
 
 # --- the target ---------------------------------------------------------------------------------------
@@ -70,6 +87,11 @@ class Target:
     loaders: tuple[LoaderRule, ...] = ()  # how its packages make their DLLs reachable (pkgloaders.py)
     placed: tuple[str, ...] = ()  # the copies the packages make and then run (pywin32's pythonservice.exe)
     templates: tuple[str, ...] = ()  # the files they copy and never run where they are
+    dist: str = ""  # a wheel's distribution (normalized: PEP 503), from its METADATA
+    requires: tuple[str, ...] = ()  # the distributions its Requires-Dist names (no extra's), normalized
+    record_lines: Mapping[str, int] = field(default_factory=dict)  # wheel member -> the line RECORD lists it on
+    platform: Literal["windows", "linux", "any"] = "windows"  # what its files are for (a wheel's platform tag)
+    elf_members: tuple[str, ...] = ()  # a Linux wheel: its ELF shared objects (members), checked by static_elf.py
 
     # (files, how many, base name (folded) -> its files): made when first asked, again if `files` changes; so
     # file_named is one dict read, not a scan of every file (issue 28: check of 16,000 DLLs took 88 s)
@@ -126,14 +148,24 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
     if os.path.isfile(given) and given.lower().endswith(".whl"):
         wp, tag, machine = wheel_python(given)
         py = python or wp or DEFAULT_PYTHON
+        platform = wheel_platform(given)
         try:
+            meta = wheel_metadata(given)
+            if platform == "linux":  # (its ELF files: diagnosis/static_elf.py; no PE world)
+                elf = tuple(wheel_elf_members(given))
+                world = StaticWorld(system, [], py, system_world=live, vc_runtime=vc_runtime)
+                return Target(given, "wheel", world, [], LINUX_SITE, py, "x86_64", wheel_python_tag=tag,
+                              dist=meta.dist, requires=meta.requires, record_lines=meta.record_lines,
+                              platform="linux", elf_members=elf)
             files, root = wheel_files(given, py, cache)
             loaders = wheel_loaders(given)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
         return rule_package_copies(Target(given, "wheel", world, files, root, py, machine or "x64",
-                                          wheel_python_tag=tag, loaders=tuple(loaders)))
+                                          wheel_python_tag=tag, loaders=tuple(loaders), dist=meta.dist,
+                                          requires=meta.requires, record_lines=meta.record_lines,
+                                          platform=platform))
     py = python or DEFAULT_PYTHON
     if os.path.isdir(given):
         host = os.path.abspath(given)
@@ -544,7 +576,9 @@ def static_diagnosis(result: DepsResult) -> Diagnosis:
 # external (not_allowed, python_mismatch: the DLL is not found; vcruntime_older: the runtime's DllMain, or the
 # imports it lacks, fail the load); cuda_mixed names no one DLL
 CHECK_CAUSES: dict[str, Optional[Cause]] = {**PROBLEM_CAUSES, "not_allowed": "not_found", "python_mismatch": "not_found",
-                                            "vcruntime_older": "init_failed", "cuda_mixed": None}
+                                            "vcruntime_older": "init_failed", "cuda_mixed": None,
+                                            "required_not_given": "not_found", "nothing_to_check": None,
+                                            "missing_version": "missing_export", "not_elf": "not_pe"}
 
 
 def check_diagnosis(result: CheckResult) -> Diagnosis:
@@ -562,7 +596,7 @@ def check_diagnosis(result: CheckResult) -> Diagnosis:
             elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere), next_failures=(), fixes=(),
             model_agrees=True))
     end = ProcessEnd("never_ran")
-    return Diagnosis("windows", 0, result.target.given, end,
+    return Diagnosis("linux" if result.policy else "windows", 0, result.target.given, end,
                      process_outcome(end.kind, None, tuple(failures), None), tuple(failures))
 
 
@@ -692,7 +726,82 @@ def _model_path(target: Target, p: str) -> str:
 
 
 # --- check --------------------------------------------------------------------------------------------
-Status = Literal["bundled", "windows", "apiset", "allowed", "python", "system", "not_allowed"]
+Status = Literal["bundled", "windows", "apiset", "allowed", "python", "system", "not_allowed", "required", "given",
+                 "assumed", "required_not_given"]
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """What the gate lets through besides the package's own files and the system (commands/check.py's options):
+    `classes` (--allow cuda), `names` (--allow cudart64_12.dll, globs: fnmatch, case-insensitive), `dists` (--allow
+    dist:NAME: a DLL data/packages.json says that distribution provides), `exclude` (--exclude NAME: neither
+    required nor reported, like auditwheel's and delvewheel's), `assume_installed` (a required distribution that is
+    not given: its DLLs pass), `allow_pure` (a wheel with no binary passes)."""
+
+    classes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    dists: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    assume_installed: tuple[str, ...] = ()
+    allow_pure: bool = False
+
+    @property
+    def allow(self) -> tuple[str, ...]:
+        """The --allow values as given (JSON `allow`)."""
+        return (*self.classes, *self.names, *(f"dist:{d}" for d in self.dists))
+
+    def allows_name(self, name: str) -> bool:
+        return _matches(name, self.names)
+
+    def excludes(self, name: str) -> bool:
+        return _matches(name, self.exclude)
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    import fnmatch
+
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+
+
+def gate_options(allow: Iterable[str] = (), exclude: Iterable[str] = (), assume_installed: Iterable[str] = (),
+                 allow_pure: bool = False) -> GateOptions:
+    """GateOptions from the command line's values: an --allow value is a class (ALLOWABLE), `dist:NAME`, or a DLL
+    name or glob (it has a `.` or one of `*?[`); anything else is a usage error (exit 2)."""
+    classes: list[str] = []
+    names: list[str] = []
+    dists: list[str] = []
+    for a in allow:
+        a = a.strip()
+        if not a:
+            continue
+        if a.lower().startswith("dist:"):
+            if not a[5:].strip():
+                raise DlltraceError(f"--allow {a}: give a distribution's name after dist:", EXIT_USAGE)
+            dists.append(normalize_dist(a[5:]))
+        elif any(c in a for c in ".*?["):
+            names.append(a.lower())
+        elif a.lower() in ALLOWABLE:
+            classes.append(a.lower())
+        else:
+            raise DlltraceError(f"--allow {a}: not a class (one of {', '.join(ALLOWABLE)}), a DLL name (x.dll, "
+                                f"globs allowed) or dist:NAME", EXIT_USAGE)
+    return GateOptions(tuple(classes), tuple(names), tuple(dists),
+                       tuple(e.strip().lower() for e in exclude if e.strip()),
+                       tuple(normalize_dist(d) for d in assume_installed if d.strip()), allow_pure)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a DLL the package does not carry comes from, when not from the system: a distribution (`dist`), given
+    in this call as `target` (None: not given), `required` by the package's Requires-Dist or not."""
+
+    dist: str
+    target: Optional[str]
+    required: bool
+
+    def to_dict(self) -> dict:
+        return {"dist": self.dist, "target": self.target, "required": self.required}
 
 
 @dataclass
@@ -704,10 +813,14 @@ class CheckRow:
     status: Status
     needed_by: list[str] = field(default_factory=list)  # package-relative paths of the importers
     delay_only: bool = True  # only delay-load imports need it
+    provider: Optional[Provider] = None  # required / given / assumed / required_not_given: the distribution
 
     def to_dict(self) -> dict:
-        return {"dll": self.dll, "class": self.klass.to_dict(), "status": self.status,
-                "needed_by": list(self.needed_by), "delay_only": self.delay_only}
+        d = {"dll": self.dll, "class": self.klass.to_dict(), "status": self.status,
+             "needed_by": list(self.needed_by), "delay_only": self.delay_only}
+        if self.provider is not None:
+            d["provider"] = self.provider.to_dict()
+        return d
 
 
 @dataclass
@@ -718,6 +831,8 @@ class FileRow:
     file_version: Optional[str]
     error: Optional[str] = None
     cuda_majors: tuple[int, ...] = ()
+    member: Optional[str] = None  # a wheel's: the member name (as RECORD lists it)
+    record_line: Optional[int] = None  # the line of RECORD that lists it
 
 
 @dataclass
@@ -730,6 +845,8 @@ class CheckResult:
     cuda_majors: tuple[int, ...]  # the CUDA major(s) the package's DLL names expect, () for none
     vcruntime_required: Optional[str]  # the newest linker (14.xx) among files that import the VC++ runtime
     vcruntime_bundled: Optional[str]  # the file version of a bundled msvcp140/vcruntime140, if any
+    options: GateOptions = field(default_factory=GateOptions)
+    policy: Optional[str] = None  # a Linux wheel: the manylinux/musllinux policy it was checked against
 
     @property
     def ok(self) -> bool:
@@ -744,11 +861,15 @@ class CheckResult:
 _VC_COMPONENTS = ("msvcp", "vcruntime", "concrt", "vcomp")
 
 
-def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
-    allowed = tuple(allow)
-    bad = [a for a in allowed if a not in ALLOWABLE]
-    if bad:
-        raise DlltraceError(f"--allow {bad[0]}: not a class (one of {', '.join(ALLOWABLE)})", EXIT_USAGE)
+def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (),
+          options: Optional[GateOptions] = None) -> CheckResult:
+    """The gate's verdict on one target. `peers`: the other targets given in the same call (a DLL one of them has
+    is provided by it: `required` when the target's Requires-Dist names its distribution, else `given`);
+    `options` (gate_options) or, as before it, `allow`: --allow values."""
+    opts = options if options is not None else gate_options(allow)
+    others = [p for p in peers if p is not target]
+    if target.platform == "linux":  # (a Linux wheel: diagnosis/gate.py gives it to static_elf.check_elf)
+        raise ValueError(f"{target.given}: a Linux wheel: diagnosis.gate.check_target checks it")
     world = target.world
     rel = lambda p: winpath.normalize(p)[len(target.root) + 1:] if winpath.normalize(p).lower().startswith(  # noqa: E731
         target.root.lower() + "\\") else p
@@ -757,13 +878,17 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
     files: list[FileRow] = []
     problems: list[Problem] = []
     for f in sorted(target.files, key=lambda f: f.path.lower()):
+        if opts.excludes(winpath.basename(f.path)):
+            continue
         facts = world.file(f.path)
         if facts is None:
             continue
         facts_of[winpath.key(f.path)] = facts
         pe = facts.pe
+        member = f.source if target.kind == "wheel" else None
         files.append(FileRow(rel(f.path), pe.machine if pe else None, pe.linker_version if pe else None,
-                             pe.file_version if pe else None, facts.error))
+                             pe.file_version if pe else None, facts.error, member=member,
+                             record_line=target.record_lines.get(member) if member else None))
         if pe is None:
             problems.append(Problem("not_pe" if facts.error != "access_denied" else "access_denied",
                                     winpath.basename(f.path), path=rel(f.path),
@@ -771,6 +896,8 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
         elif pe.machine != target.machine:
             problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
                                     detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
+    if not files and target.kind == "wheel" and not opts.allow_pure:
+        problems.append(rule_nothing_to_check(target))
     rows: dict[str, CheckRow] = {}
     vc_required: Optional[str] = None
     vc_bundled = _bundled_vc_version(target, facts_of)
@@ -782,32 +909,35 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
         uses_vc = False
         for imp, delay in [(i, False) for i in pe.imports] + [(i, True) for i in pe.delay_imports]:
             name = rules.rule_default_extension(imp.dll)
+            if opts.excludes(name):  # (--exclude: neither required nor reported)
+                continue
             copies = target.file_named(name)
             bound = _bound_copy(f, copies)
-            version = None
-            if bound is not None:
-                bf = facts_of.get(winpath.key(bound.path))
-                version = bf.pe.file_version if bf is not None and bf.pe is not None else None
+            bound_facts = facts_of.get(winpath.key(bound.path)) if bound is not None else None
+            peer: Optional[Target] = None
+            if bound is None:  # (another target given in this call may have it: its copy is bound)
+                peer, bound_facts = _peer_copy(others, name)
+            version = bound_facts.pe.file_version if bound_facts is not None and bound_facts.pe is not None else None
             cls = classify(name, bundled=bool(copies), file_version=version)
             if cls.kind == "vcruntime" and cls.component in _VC_COMPONENTS:
                 uses_vc = True
             row = rows.get(name.lower())
             if row is None:
-                row = rows[name.lower()] = CheckRow(name, cls, _status(cls, target, allowed, name))
+                status, provider = rule_dll_provider(cls, target, opts, name, peer)
+                row = rows[name.lower()] = CheckRow(name, cls, status, provider=provider)
             row.needed_by.append(rel(f.path))
             row.delay_only = row.delay_only and delay
-            if bound is not None:
-                bf = facts_of.get(winpath.key(bound.path))
-                if bf is not None and bf.pe is not None:
-                    missing = [n for n in imp.names if n not in bf.pe.exports and n not in bf.pe.forwarders]
-                    missing_o = [o for o in imp.ordinals if o not in bf.pe.export_ordinals]
-                    if missing or missing_o:
-                        problems.append(Problem(
-                            "missing_export" if missing else "missing_ordinal", name, [rel(f.path)], cls,
-                            path=rel(bound.path), exports=missing, ordinals=missing_o,
-                            detail=f"{rel(bound.path)} does not export {', '.join(missing[:3]) or missing_o}"
-                                   + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-                                   + f" (imported by {rel(f.path)})"))
+            if bound_facts is not None and bound_facts.pe is not None and row.status in ("bundled", "required", "given"):
+                missing = [n for n in imp.names if n not in bound_facts.pe.exports and n not in bound_facts.pe.forwarders]
+                missing_o = [o for o in imp.ordinals if o not in bound_facts.pe.export_ordinals]
+                if missing or missing_o:
+                    where = rel(bound.path) if bound is not None else f"{peer.given if peer else ''}: {name}"
+                    problems.append(Problem(
+                        "missing_export" if missing else "missing_ordinal", name, [rel(f.path)], cls,
+                        path=where, exports=missing, ordinals=missing_o,
+                        detail=f"{where} does not export {', '.join(missing[:3]) or missing_o}"
+                               + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                               + f" (imported by {rel(f.path)})"))
         if uses_vc and pe.linker_version and pe.linker_version.startswith("14."):
             if vc_required is None or version_key(pe.linker_version) > version_key(vc_required):
                 vc_required = pe.linker_version
@@ -817,11 +947,18 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
                                                                                file_version=vc_bundled),
                     detail=f"{rel(f.path)} was linked by MSVC {pe.linker_version}; the bundled VC++ runtime is "
                            f"{vc_bundled}: the runtime must be at least as new as the newest toolset used"))
+    not_given = [d for d in target.requires if d not in opts.assume_installed and not any(p.dist == d for p in others)]
     for row in rows.values():
         if row.status == "not_allowed":
+            perhaps = (f"; {target.dist or 'it'} requires {', '.join(not_given)}, not given: pass their wheels to see "
+                       "whether they provide it") if not_given else ""
             problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} ({row.klass.label}) is not in the package, not part of "
-                                           "Windows, and not allowed" + (" (delay-load only)" if row.delay_only else "")))
+                                           "Windows, and not allowed" + (" (delay-load only)" if row.delay_only else "")
+                                           + perhaps))
+        elif row.status == "required_not_given" and row.provider is not None:
+            problems.append(Problem("required_not_given", row.dll, list(row.needed_by), row.klass,
+                                    detail=required_not_given_words(row.dll, row.provider.dist)))
         elif row.status == "python" and row.klass.kind == "python" and not _python_ok(row.klass, target):
             problems.append(Problem("python_mismatch", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} does not match the wheel's Python ({target.wheel_python_tag})"))
@@ -831,8 +968,59 @@ def check(target: Target, allow: Iterable[str] = ()) -> CheckResult:
                                 detail="the package's CUDA DLL names fit no single CUDA major: "
                                        + ", ".join(f"{r.dll} ({r.klass.label})" for r in rows.values()
                                                    if r.klass.kind == "cuda" and r.klass.cuda_majors)))
-    return CheckResult(target, allowed, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
-                       problems, majors, vc_required, vc_bundled)
+    return CheckResult(target, opts.allow, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
+                       problems, majors, vc_required, vc_bundled, opts)
+
+
+def required_not_given_words(dll: str, dist: str) -> str:
+    return (f"{dll}: not checked: {dist} is required but not given; pass its wheel or --assume-installed {dist}")
+
+
+def rule_nothing_to_check(target: Target) -> Problem:
+    """A wheel with no binary (no PE file; for a Linux wheel, no ELF file) fails: a gate that passes nothing
+    checked would pass a wheel built without its extensions (auditwheel's --allow-pure-python-wheel: here
+    --allow-pure)."""
+    what = "ELF" if target.platform == "linux" else "PE (.dll, .pyd, .exe)"
+    return Problem("nothing_to_check", "", [], None,
+                   detail=f"nothing to check: {os.path.basename(target.given)} has no {what} file; --allow-pure "
+                          "passes a wheel with no binaries")
+
+
+def _peer_copy(peers: list[Target], name: str) -> tuple[Optional[Target], Optional[FileFacts]]:
+    """The first target given beside this one that has a file `name`, and that file's facts."""
+    for p in peers:
+        if p.platform == "linux":
+            continue
+        copies = p.file_named(name)
+        if copies:
+            return p, p.world.file(copies[0].path)
+    return None, None
+
+
+def rule_dll_provider(cls: DllClass, target: Target, opts: GateOptions, name: str,
+                      peer: Optional[Target]) -> tuple[Status, Optional[Provider]]:
+    """Where a DLL the package imports comes from, and whether the gate lets it through, in this order: an API
+    set; the package's own file; Windows; the Python; the VC++ runtime (system); another target given in this call
+    (`required` when the package's Requires-Dist names its distribution, `given` otherwise); allowed by name, by
+    distribution or by class; a distribution data/packages.json says provides it, that the package requires and
+    that is not given (`assumed` with --assume-installed, else `required_not_given`: a failure that says so);
+    else `not_allowed`."""
+    base = _status(cls, target, (), name)
+    if base != "not_allowed":
+        return base, None
+    if peer is not None:
+        dist = peer.dist or os.path.basename(peer.given)
+        req = bool(peer.dist) and peer.dist in target.requires
+        return ("required" if req else "given"), Provider(dist, peer.given, req)
+    known = [p.package for p in packages.providers(name) if p.package]
+    dists = [normalize_dist(d) for d in known]
+    if opts.allows_name(name) or any(d in opts.dists for d in dists) or cls.kind in opts.classes:
+        req_d = next((d for d in dists if d in target.requires), None)
+        return "allowed", (Provider(req_d, None, True) if req_d else None)
+    for d in dists:
+        if d in target.requires:
+            return ("assumed" if d in opts.assume_installed else "required_not_given"), Provider(d, None, True)
+    return "not_allowed", None
 
 
 # The VC++ runtime DLLs every python.org CPython 3.5+ ships next to python.exe (vcruntime140_1.dll since

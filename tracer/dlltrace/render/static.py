@@ -15,7 +15,7 @@ from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
-from dlltrace.diagnosis.static import (CheckResult, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
+from dlltrace.diagnosis.static import (CheckResult, CheckRow, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
                                        static_diagnosis)
 
 # The levels of an import tree the text and Markdown renderings nest. Each level is indented once more, so a chain
@@ -280,14 +280,25 @@ def _md_tree(target: Target, a: LoadAnalysis, node: Node, depth: int) -> list[st
 
 
 # --- check ---------------------------------------------------------------------------------------------------
+def _check_world(r: CheckResult) -> dict:
+    if r.policy is None:
+        return _world_dict(r.target)
+    return {"system": f"{r.policy} (auditwheel's policy)", "machine": r.target.machine, "python": r.target.python,
+            "root": r.target.root, "kind": r.target.kind, "vc_runtime": False, "policy": r.policy}
+
+
 def check_dict(r: CheckResult) -> dict:
+    o = r.options
     return {"format": SCHEMA, "schema": SCHEMA, "version": SCHEMA_VERSION, "command": "check", "target": r.target.given,
-            "world": _world_dict(r.target), "ok": r.ok, "allow": list(r.allow),
+            "world": _check_world(r), "ok": r.ok, "allow": list(r.allow),
+            "exclude": list(o.exclude), "assume_installed": list(o.assume_installed), "allow_pure": o.allow_pure,
+            "dist": r.target.dist or None, "requires": list(r.target.requires),
             "summary": check_summary(r),
             "cuda_majors": list(r.cuda_majors), "vcruntime_required": r.vcruntime_required,
             "vcruntime_bundled": r.vcruntime_bundled,
             "files": [{"path": f.path, "machine": f.machine, "linker_version": f.linker_version,
-                       "file_version": f.file_version, "error": f.error} for f in r.files],
+                       "file_version": f.file_version, "error": f.error, "member": f.member,
+                       "record_line": f.record_line} for f in r.files],
             "dlls": [row.to_dict() for row in r.rows],
             "problems": [p.to_dict() for p in r.problems], "diagnosis": check_diagnosis(r).to_dict()}
 
@@ -296,35 +307,69 @@ def check_summary(r: CheckResult) -> str:
     n = len(r.files)
     cuda = f"; CUDA {'/'.join(str(m) for m in r.cuda_majors)}" if r.cuda_majors else ""
     vc = f"; needs VC++ runtime >= {r.vcruntime_required}" if r.vcruntime_required else ""
+    given = sorted({row.provider.dist for row in r.rows if row.provider is not None and row.status in ("required", "given")})
+    assumed = sorted({row.provider.dist for row in r.rows if row.provider is not None and row.status == "assumed"})
+    vc += f"; with {', '.join(given)} given" if given else ""
+    vc += f"; assuming {', '.join(assumed)} installed" if assumed else ""
+    what = "ELF" if r.policy else "PE"
+    if r.ok and not r.files:
+        return f"PASS {r.target.given}: no binary to check (--allow-pure)"
     if r.ok:
+        if r.policy:
+            return (f"PASS {r.target.given}: {n} ELF file{'s' if n != 1 else ''}, every library bundled, a {r.policy} "
+                    f"system library or allowed{vc}")
         return f"PASS {r.target.given}: {n} PE file{'s' if n != 1 else ''}, every import bundled, Windows, an API set or allowed{cuda}{vc}"
     counts: dict[str, int] = {}
     for p in r.problems:
         counts[p.kind] = counts.get(p.kind, 0) + 1
     parts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items()))
-    return f"FAIL {r.target.given}: {n} PE file{'s' if n != 1 else ''}, {parts}{cuda}{vc}"
+    return f"FAIL {r.target.given}: {n} {what} file{'s' if n != 1 else ''}, {parts}{cuda}{vc}"
 
 
-_STATUS_ORDER = {"not_allowed": 0, "allowed": 1, "system": 2, "python": 3, "bundled": 4, "windows": 5, "apiset": 6}
+_STATUS_ORDER = {"not_allowed": 0, "required_not_given": 0, "allowed": 1, "assumed": 1, "required": 2, "given": 2,
+                 "system": 3, "python": 4, "bundled": 5, "windows": 6, "apiset": 7}
+
+
+def status_words(row: CheckRow) -> str:
+    """A row's status in words: "provided by torch (required)", "torch: required, not given", "not allowed"."""
+    p = row.provider
+    if p is not None:
+        if row.status == "required":
+            return f"provided by {p.dist} (required)"
+        if row.status == "given":
+            return f"provided by {p.dist} (given, not required)"
+        if row.status == "assumed":
+            return f"provided by {p.dist} (required, assumed installed)"
+        if row.status == "required_not_given":
+            return f"{p.dist}: required, not given"
+        if row.status == "allowed":
+            return f"allowed ({p.dist}, required)"
+    return row.status.replace("_", " ")
 
 
 def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> None:
     table = Table(show_edge=False, header_style="bold")
-    for col in ("DLL", "class", "status", "needed by"):
+    for col in ("library" if r.policy else "DLL", "class", "status", "needed by"):
         table.add_column(col)
     for row in sorted(r.rows, key=lambda x: (_STATUS_ORDER.get(x.status, 9), x.dll.lower())):
         if not all_rows and row.status in ("windows", "apiset"):
             continue
         names = list(dict.fromkeys(winpath.basename(n) for n in row.needed_by))
         who = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-        style = "red" if row.status == "not_allowed" else ""
-        table.add_row(Text(row.dll, style=style), row.klass.label, row.status.replace("_", " "),
+        style = "red" if row.status in ("not_allowed", "required_not_given") else ""
+        table.add_row(Text(row.dll, style=style), row.klass.label, status_words(row),
                       who + (" (delay-load)" if row.delay_only else ""))
-    console.print(table)
+    if table.row_count:
+        console.print(table)
     hidden = sum(1 for row in r.rows if row.status in ("windows", "apiset"))
     if hidden and not all_rows:
         console.print(Text(f"({hidden} Windows and API-set imports not shown: --all shows them)", style="dim"))
     for p in r.problems:
-        if p.kind != "not_allowed":
-            console.print(Text(f"✗ {p.kind.replace('_', ' ')}: {p.detail}", style="red"), soft_wrap=True)
+        if p.kind not in ("not_allowed",):
+            kind = p.kind.replace("_", " ")
+            words = p.detail if p.detail.startswith(kind + ":") else f"{kind}: {p.detail}"
+            console.print(Text(f"✗ {words}", style="red"), soft_wrap=True)
+    hint = next((p.detail.split("; ", 1)[1] for p in r.problems if p.kind == "not_allowed" and "; " in p.detail), None)
+    if hint:  # (the not-allowed rows: the requirements not given that might provide them)
+        console.print(Text(f"({hint})", style="dim"), soft_wrap=True)
     console.print(Text(check_summary(r), style="bold green" if r.ok else "bold red"), soft_wrap=True)

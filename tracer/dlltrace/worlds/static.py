@@ -27,6 +27,7 @@ import io
 import json
 import dataclasses
 import os
+import re
 import struct
 import sys
 import threading
@@ -236,7 +237,8 @@ def member_name_problem(name: str) -> Optional[str]:
     return None
 
 
-def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SUFFIXES) -> list[ZipMember]:
+def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SUFFIXES,
+                keep: Optional[Callable[[str], bool]] = None) -> list[ZipMember]:
     """The members of a zip whose names end with `suffixes` (any case), read straight from its central
     directory: zipfile.ZipFile builds an object for every member (11 236 in the torch wheel: 0.1-0.2 s),
     this only for the few PE files. Zip64 is read; a multi-disk zip is refused.
@@ -278,7 +280,7 @@ def zip_members(path: Union[str, os.PathLike], suffixes: tuple[str, ...] = PE_SU
         if why is not None:
             raise ZipError(f"its member {name!r} has {why}: pip refuses to install such a wheel")
         offsets.append(offset)
-        if raw.lower().endswith(ends):
+        if (keep(name) if keep is not None else raw.lower().endswith(ends)):
             listed.append((raw, flags, method, crc, csize, usize, offset))
         p += 46 + n + m + k
     bounds = sorted(set(offsets))
@@ -457,6 +459,75 @@ def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
             cache.put(key, res)
         return _facts(path, res)
     return read
+
+
+@dataclass(frozen=True)
+class WheelMetadata:
+    """What a wheel's .dist-info says of it: its distribution's name (normalized, PEP 503), the distributions it
+    requires (Requires-Dist without an `extra` marker, normalized), and the line RECORD lists each member on."""
+
+    dist: str = ""
+    requires: tuple[str, ...] = ()
+    record_lines: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+
+def normalize_dist(name: str) -> str:
+    """A distribution name as PEP 503 compares them: torch, scikit-learn (Scikit_Learn, scikit.learn)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+_REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def parse_requires_dist(value: str) -> Optional[str]:
+    """The distribution a Requires-Dist value names ("torch (==2.5.1)", "gdown>=4.7.3; extra == 'gdown'"), or None
+    for one only an extra requires (not installed with the wheel). Other markers (python_version, sys_platform) are
+    not evaluated: such a requirement counts as required (docs/static.md)."""
+    req, _, marker = value.partition(";")
+    if re.search(r"\bextra\s*==", marker):
+        return None
+    m = _REQ_NAME.match(req)
+    return normalize_dist(m.group(1)) if m else None
+
+
+def wheel_metadata(wheel: Union[str, os.PathLike]) -> WheelMetadata:
+    """The wheel's METADATA (Name, Requires-Dist) and RECORD (the line of each member), read from the zip. A wheel
+    without them gives an empty WheelMetadata. Raises OSError / ZipError."""
+    def top_dist_info(name: str) -> bool:
+        parts = name.split("/")
+        return len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in ("METADATA", "RECORD")
+
+    members = {m.filename.split("/")[1]: m for m in zip_members(wheel, keep=top_dist_info) if m.file_size <= (64 << 20)}
+    dist, requires, lines = "", [], {}
+    if "METADATA" in members:
+        import email.parser
+
+        text = read_member(wheel, members["METADATA"]).decode("utf-8", "replace")
+        msg = email.parser.HeaderParser().parsestr(text.split("\n\n", 1)[0] + "\n\n")
+        dist = normalize_dist(msg.get("Name", "") or "")
+        for v in msg.get_all("Requires-Dist") or []:
+            r = parse_requires_dist(str(v))
+            if r and r not in requires:
+                requires.append(r)
+    if "RECORD" in members:
+        import csv
+
+        text = read_member(wheel, members["RECORD"]).decode("utf-8", "replace")
+        for n, row in enumerate(csv.reader(text.splitlines()), 1):
+            if row and row[0] not in lines:
+                lines[row[0]] = n
+    if not dist:
+        dist = normalize_dist(os.path.basename(os.fspath(wheel)).split("-", 1)[0])
+    return WheelMetadata(dist, tuple(requires), lines)
+
+
+_ELF_NAME = re.compile(r"\.so(\.[0-9]+)*$")
+
+
+def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
+    """The shared objects of a Linux wheel (members named *.so or *.so.N...: extensions and the libraries
+    auditwheel grafts into <pkg>.libs), in the zip's order. Raises OSError / ZipError."""
+    return [m.filename for m in zip_members(wheel, keep=lambda n: bool(_ELF_NAME.search(n)) and not n.endswith("/"))]
 
 
 def wheel_loaders(wheel: Union[str, os.PathLike]) -> list[LoaderRule]:

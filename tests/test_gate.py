@@ -1,0 +1,350 @@
+"""`dlltrace check` as a CI gate (issue 26, item 1): DLLs resolved against the other wheels given in the same call
+and the wheel's Requires-Dist (the real torch 2.5.1 and torchvision 0.20.1 win_amd64 wheels), --allow by name, glob
+and dist:NAME, --exclude, --assume-installed, a pure wheel, the GitHub annotations and the JUnit XML checked against
+their formats, and Linux wheels against their manylinux policy (the real numpy 2.1.3 manylinux2014 wheel, and small
+gcc-built wheels). The real wheels are fetched into ~/.cache/dlltrace-downloads/wheels, pinned by sha256
+(realwheels.py); skipped offline, failed in CI."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import realwheels
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "static-v1.json").read_text(encoding="utf-8"))
+REQUIRED_WORDS = "not checked: torch is required but not given; pass its wheel or --assume-installed torch"
+
+
+def dlltrace(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlltrace", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=900)
+
+
+def as_json(run: subprocess.CompletedProcess) -> dict:
+    assert run.stdout.startswith("{"), run.stderr[-2000:]
+    doc = json.loads(run.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    return doc
+
+
+def wheel(key: str) -> Path:
+    return realwheels.wheel_or_skip(key)
+
+
+def record_lines(w: Path) -> list[list[str]]:
+    with zipfile.ZipFile(w) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
+        return list(csv.reader(z.read(name).decode().splitlines()))
+
+
+# --- torch and torchvision (win_amd64) -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """A dist/ folder holding the real torchvision and torch wheels (links to the download cache)."""
+    d = tmp_path_factory.mktemp("gate") / "dist"
+    d.mkdir()
+    for key in ("torch", "torchvision"):
+        w = wheel(key)
+        (d / w.name).symlink_to(w)
+    return d
+
+
+def test_a_folder_with_torchvision_and_torch_passes_with_only_allow_vcruntime(dist):
+    run = dlltrace("check", str(dist), "--allow", "vcruntime", "--json")
+    doc = as_json(run)
+    assert run.returncode == 0 and doc["ok"], [r["problems"] for r in doc["results"]]
+    tv = next(r for r in doc["results"] if "torchvision" in r["target"])
+    assert tv["dist"] == "torchvision" and "torch" in tv["requires"]
+    rows = {r["dll"].lower(): r for r in tv["dlls"]}
+    for name in ("c10.dll", "torch_cpu.dll"):  # (torchvision's _C.pyd and image.pyd import them from torch's wheel)
+        assert rows[name]["status"] == "required", rows[name]
+        assert rows[name]["provider"]["dist"] == "torch" and rows[name]["provider"]["required"]
+        assert rows[name]["provider"]["target"].endswith("torch-2.5.1-cp311-cp311-win_amd64.whl")
+    text = dlltrace("check", str(dist), "--allow", "vcruntime")
+    assert text.returncode == 0 and "provided by torch (required)" in text.stdout, text.stdout[-3000:]
+
+
+def test_rule_dll_provider_torchvision_alone_fails_naming_torch():
+    tv = wheel("torchvision")
+    run = dlltrace("check", str(tv), "--allow", "vcruntime", "--json")
+    doc = as_json(run)
+    assert run.returncode == 1
+    probs = {p["dll"].lower(): p for p in doc["problems"]}
+    assert set(probs) == {"c10.dll", "torch_cpu.dll"} and all(p["kind"] == "required_not_given" for p in probs.values())
+    assert REQUIRED_WORDS in probs["c10.dll"]["detail"]
+    assert sorted(probs["c10.dll"]["needed_by"]) == ["torchvision\\_C.pyd", "torchvision\\image.pyd"]
+    text = dlltrace("check", str(tv), "--allow", "vcruntime")
+    assert text.returncode == 1 and REQUIRED_WORDS in text.stdout and "FAIL" in text.stdout.splitlines()[-1]
+    # --assume-installed torch: the distribution is there, its DLLs pass, said so
+    run = dlltrace("check", str(tv), "--assume-installed", "torch", "--json")
+    doc = as_json(run)
+    assert run.returncode == 0 and {r["dll"].lower(): r["status"] for r in doc["dlls"]}["c10.dll"] == "assumed"
+    assert "assuming torch installed" in doc["summary"]
+
+
+def test_allow_takes_dll_names_globs_and_dist_and_exclude_drops_the_dll():
+    tv = str(wheel("torchvision"))
+    one = dlltrace("check", tv, "--allow", "c10.dll", "--json")
+    doc = as_json(one)
+    assert one.returncode == 1 and [p["dll"] for p in doc["problems"]] == ["torch_cpu.dll"]
+    assert {r["dll"].lower(): r["status"] for r in doc["dlls"]}["c10.dll"] == "allowed"
+    assert dlltrace("check", tv, "--allow", "C10.DLL,torch_*.dll", "-q").returncode == 0  # (case-insensitive glob)
+    assert dlltrace("check", tv, "--allow", "dist:Torch", "-q").returncode == 0  # (data/packages.json: torch's DLLs)
+    assert dlltrace("check", tv, "--allow", "dist:numpy", "-q").returncode == 1
+    run = dlltrace("check", tv, "--exclude", "c10.dll", "--exclude", "torch_cpu*", "--json")
+    doc = as_json(run)
+    assert run.returncode == 0 and not {"c10.dll", "torch_cpu.dll"} & {r["dll"].lower() for r in doc["dlls"]}
+    assert doc["exclude"] == ["c10.dll", "torch_cpu*"]
+
+
+def test_bad_gate_arguments_are_one_line_exit_2_and_an_unwritable_junit_file_exit_5(tmp_path):
+    tv = str(wheel("torchvision"))
+    for args in (["--allow", "bogus"], ["--allow", "dist:"]):
+        run = dlltrace("check", tv, *args)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stderr.startswith("dlltrace: "), run.stderr
+    run = dlltrace("check", tv, "--junit-xml", str(tmp_path / "no" / "such" / "x.xml"))
+    assert run.returncode == 5 and run.stderr.startswith("dlltrace: --junit-xml"), run.stderr
+
+
+# --- a pure wheel ------------------------------------------------------------------------------------------------
+def test_rule_nothing_to_check_a_pure_wheel_fails_unless_allowed():
+    w = str(wheel("packaging"))
+    run = dlltrace("check", w, "--json")
+    doc = as_json(run)
+    assert run.returncode == 1 and [p["kind"] for p in doc["problems"]] == ["nothing_to_check"]
+    assert doc["problems"][0]["detail"].startswith("nothing to check: packaging-24.2-py3-none-any.whl has no PE")
+    run = dlltrace("check", w, "--allow-pure")
+    assert run.returncode == 0 and run.stdout.startswith("PASS ") and "--allow-pure" in run.stdout
+
+
+# --- GitHub annotations ------------------------------------------------------------------------------------------
+# GitHub's workflow command: ::error file={name},line={line},title={title}::{message}; a property value has %, CR,
+# LF, `:` and `,` escaped (%25 %0D %0A %3A %2C), the message %, CR and LF (actions/toolkit command.ts)
+_COMMAND = re.compile(r"^::(error|warning|notice) ([^:]*)::(.*)$")
+_PROP = re.compile(r"^(file|line|endLine|col|endColumn|title)=([^,:\r\n]*)$")
+
+
+def parse_annotation(line: str) -> tuple[dict[str, str], str]:
+    m = _COMMAND.match(line)
+    assert m, line
+    props = {}
+    for part in m.group(2).split(","):
+        pm = _PROP.match(part)
+        assert pm, (part, line)
+        props[pm.group(1)] = pm.group(2)
+    assert "\r" not in m.group(3) and "\n" not in m.group(3)
+    unescape = lambda s: s.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")  # noqa: E731
+    return {k: unescape(v) for k, v in props.items()}, unescape(m.group(3))
+
+
+def test_github_annotations_one_per_failing_dll_with_the_record_line():
+    tv = wheel("torchvision")
+    run = dlltrace("check", str(tv), "--format", "github")
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[-1].startswith("FAIL ")
+    annotations = [parse_annotation(x) for x in lines[:-1]]
+    assert len(annotations) == 2
+    record = record_lines(tv)
+    for props, message in annotations:
+        assert props["title"] == "dlltrace check: required not given"
+        line = int(props["line"])
+        assert record[line - 1][0] == props["file"] == "torchvision/_C.pyd"  # (the first importer, as RECORD lists it)
+        assert REQUIRED_WORDS in message and "torchvision/image.pyd" in message
+    assert {m.split(":")[0] for _, m in annotations} == {"c10.dll", "torch_cpu.dll"}
+
+
+def test_github_escapes_what_would_end_or_start_a_command():
+    from dlltrace.api import check
+    from dlltrace.render.gate import escape_data, escape_property, github_annotations
+
+    assert escape_data("50%\r\nx::y") == "50%25%0D%0Ax::y"
+    assert escape_property("a: b, c%") == "a%3A b%2C c%25"
+    (r,) = check(str(wheel("torchvision")), allow=["vcruntime"])
+    r.problems[0].detail = "evil\n::warning file=x::injected 100%"
+    r.files[0].member = "torchvision/a,b:c.pyd"
+    r.problems[0].needed_by = [r.files[0].path]
+    out = github_annotations([r]).splitlines()
+    assert len(out) == len(r.problems) + 1 and not any(x.startswith("::warning") for x in out)
+    props, message = parse_annotation(out[0])
+    assert props["file"] == "torchvision/a,b:c.pyd" and message.endswith("evil\n::warning file=x::injected 100%")
+
+
+# --- JUnit XML ---------------------------------------------------------------------------------------------------
+def check_junit_shape(root: ET.Element) -> None:
+    """The shape Jenkins' and GitLab's JUnit readers take: <testsuites> of <testsuite name tests failures errors
+    skipped time> of <testcase classname name time> with at most a <failure message type> each; counts consistent."""
+    assert root.tag == "testsuites"
+    total = failures = 0
+    for suite in root:
+        assert suite.tag == "testsuite" and suite.get("name")
+        cases = list(suite)
+        assert all(c.tag == "testcase" and c.get("name") and c.get("classname") and c.get("time") for c in cases)
+        failed = [c for c in cases if c.find("failure") is not None]
+        assert int(suite.get("tests")) == len(cases) and int(suite.get("failures")) == len(failed)
+        assert suite.get("errors") == "0" and suite.get("skipped") == "0" and float(suite.get("time")) >= 0
+        for c in cases:
+            assert all(x.tag == "failure" and x.get("message") and x.get("type") for x in c)
+        total += len(cases)
+        failures += len(failed)
+    assert int(root.get("tests")) == total and int(root.get("failures")) == failures
+
+
+def test_junit_xml_one_testcase_per_binary_failures_with_their_message(tmp_path, dist):
+    tv = wheel("torchvision")
+    out = tmp_path / "junit.xml"
+    run = dlltrace("check", str(tv), "--junit-xml", str(out), "-q")
+    assert run.returncode == 1
+    root = ET.parse(out).getroot()
+    check_junit_shape(root)
+    (suite,) = root
+    assert suite.get("name") == tv.name and suite.get("tests") == "8"  # (its 8 PE files)
+    failed = {c.get("name"): [f.get("message") for f in c.findall("failure")] for c in suite if c.find("failure") is not None}
+    assert set(failed) == {"torchvision/_C.pyd", "torchvision/image.pyd"}
+    assert all(len(m) == 2 and all(REQUIRED_WORDS in x for x in m) for m in failed.values())
+    assert all(c.get("classname") == "torchvision" for c in suite)
+    run = dlltrace("check", str(dist), "--allow", "vcruntime", "--junit-xml", str(out), "-q")
+    root = ET.parse(out).getroot()
+    check_junit_shape(root)
+    assert run.returncode == 0 and root.get("tests") == str(16 + 8) and root.get("failures") == "0"
+    pure = dlltrace("check", str(wheel("packaging")), "--junit-xml", str(out), "-q")
+    root = ET.parse(out).getroot()
+    check_junit_shape(root)
+    assert pure.returncode == 1 and root.get("failures") == "1"
+    assert root.find("testsuite/testcase/failure").get("type") == "nothing_to_check"
+
+
+# --- Linux wheels ------------------------------------------------------------------------------------------------
+def test_a_real_manylinux_wheel_passes_against_its_policy():
+    w = wheel("numpy_manylinux")
+    run = dlltrace("check", str(w), "--json")
+    doc = as_json(run)
+    assert run.returncode == 0 and doc["ok"], doc["problems"]
+    assert doc["world"]["policy"] == "manylinux_2_17_x86_64"
+    rows = {r["dll"]: r for r in doc["dlls"]}
+    # _multiarray_umath finds openblas through its DT_RPATH $ORIGIN/../../numpy.libs; openblas finds libgfortran
+    # through $ORIGIN, libgfortran libquadmath (the libraries auditwheel grafted)
+    assert rows["libscipy_openblas64_-ff651d7f.so"]["status"] == "bundled"
+    assert "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so" in rows["libscipy_openblas64_-ff651d7f.so"]["needed_by"]
+    assert rows["libgfortran-040039e1-0352e75f.so.5.0.0"]["status"] == "bundled"
+    assert rows["libquadmath-96973f99-934c22de.so.0.0.0"]["status"] == "bundled"
+    for lib in ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libz.so.1", "ld-linux-x86-64.so.2"):
+        assert rows[lib]["status"] == "system" and rows[lib]["class"]["kind"] == "policy", rows[lib]
+    assert len(doc["files"]) == 22 and all(f["machine"] == "EM_X86_64" for f in doc["files"])
+    assert doc["diagnosis"]["platform"] == "linux"
+
+
+def test_rule_wheel_policy_a_mistagged_manylinux_wheel_fails_on_its_symbol_versions(tmp_path):
+    """The same numpy wheel renamed manylinux_2_5 (glibc 2.5): its libraries need newer GLIBC_ and GCC_ versions
+    than the policy allows (auditwheel's symbol_versions)."""
+    w = tmp_path / "numpy-2.1.3-cp311-cp311-manylinux_2_5_x86_64.whl"
+    shutil.copyfile(wheel("numpy_manylinux"), w)
+    doc = as_json(run := dlltrace("check", str(w), "--json"))
+    assert run.returncode == 1 and doc["world"]["policy"] == "manylinux_2_5_x86_64"
+    assert {p["kind"] for p in doc["problems"]} == {"missing_version"}
+    words = " ".join(p["detail"] for p in doc["problems"])
+    assert "GLIBC_2.14 from libc.so.6: newer than manylinux_2_5 allows (the policy's newest GLIBC: 2.5)" in words
+
+
+def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: str = "",
+               tag: str = "manylinux_2_17_x86_64.manylinux2014_x86_64", ship_bar: bool = False) -> Path:
+    """A small Linux wheel: pkg/_ext.so needs libfoo.so (in pkg.libs, found through DT_RPATH
+    $ORIGIN/../pkg.libs when `rpath`), and libbar.so.1 (not in it) when `extra_needed`; `ship_bar`: a wheel
+    holding only pkg.libs/libbar.so.1; `requires`: its Requires-Dist."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
+        pytest.skip("needs gcc")
+    b = tmp / f"build-{name}"
+    b.mkdir()
+    (b / "foo.c").write_text("int foo(void) { return 1; }\n")
+    (b / "bar.c").write_text("int bar(void) { return 2; }\n")
+    (b / "ext.c").write_text("#include <stdio.h>\nint foo(void);\n" + ("int bar(void);\n" if extra_needed else "")
+                             + "int ext(void) { puts(\"ext\"); return foo()" + (" + bar()" if extra_needed else "")
+                             + "; }\n")  # (puts: it needs libc.so.6)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "libfoo.so"), str(b / "foo.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libbar.so.1", "-o", str(b / "libbar.so.1"),
+                    str(b / "bar.c")], check=True)
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(b / "_ext.so"), str(b / "ext.c"), "-L", str(b), "-lfoo"]
+    if extra_needed:
+        cmd += [str(b / "libbar.so.1")]
+    if rpath:
+        cmd += ["-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"]
+    subprocess.run(cmd, check=True)
+    w = tmp / f"{name}-1.0-cp311-cp311-{tag}.whl"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + (f"Requires-Dist: {requires}\n" if requires else "")
+    members = {"pkg/__init__.py": b"", "pkg/_ext.so": (b / "_ext.so").read_bytes(),
+               "pkg.libs/libfoo.so": (b / "libfoo.so").read_bytes(),
+               f"{name}-1.0.dist-info/METADATA": meta.encode()}
+    if ship_bar:
+        members = {"pkg.libs/libbar.so.1": (b / "libbar.so.1").read_bytes(), f"{name}-1.0.dist-info/METADATA": meta.encode()}
+    record = io.StringIO()
+    for m in [*members, f"{name}-1.0.dist-info/RECORD"]:
+        record.write(f"{m},,\n")
+    members[f"{name}-1.0.dist-info/RECORD"] = record.getvalue().encode()
+    with zipfile.ZipFile(w, "w", zipfile.ZIP_DEFLATED) as z:
+        for m, data in members.items():
+            z.writestr(m, data)
+    return w
+
+
+def test_linux_wheel_rpath_origin_exclude_and_allow(tmp_path):
+    good = _gcc_wheel(tmp_path, "good", rpath=True, extra_needed=False)
+    doc = as_json(run := dlltrace("check", str(good), "--json"))
+    assert run.returncode == 0, doc["problems"]
+    assert {r["dll"]: r["status"] for r in doc["dlls"]}["libfoo.so"] == "bundled"
+    # no DT_RPATH: libfoo.so is in the wheel, where _ext.so's search does not look
+    norpath = _gcc_wheel(tmp_path, "norpath", rpath=False, extra_needed=False)
+    doc = as_json(run := dlltrace("check", str(norpath), "--json"))
+    assert run.returncode == 1 and [p["kind"] for p in doc["problems"]] == ["missing"]
+    assert "is in the wheel at pkg.libs/libfoo.so, a folder its search does not reach" in doc["problems"][0]["detail"]
+    # libbar.so.1 is nowhere: not allowed; --exclude drops it; --allow (a glob) lets it through, listed
+    bar = _gcc_wheel(tmp_path, "bar", rpath=True, extra_needed=True)
+    doc = as_json(run := dlltrace("check", str(bar), "--json"))
+    assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [("not_allowed", "libbar.so.1")]
+    assert "not a manylinux_2_17 system library" in doc["problems"][0]["detail"]
+    doc = as_json(run := dlltrace("check", str(bar), "--exclude", "libbar.so.1", "--json"))
+    assert run.returncode == 0 and "libbar.so.1" not in {r["dll"] for r in doc["dlls"]}
+    doc = as_json(run := dlltrace("check", str(bar), "--allow", "libbar.so.*", "--json"))
+    assert run.returncode == 0 and {r["dll"]: r["status"] for r in doc["dlls"]}["libbar.so.1"] == "allowed"
+    gh = dlltrace("check", str(bar), "--format", "github")
+    (ann,) = [parse_annotation(x) for x in gh.stdout.splitlines() if x.startswith("::")]
+    assert ann[0]["file"] == "pkg/_ext.so" and ann[0]["line"] == "2"  # (RECORD's second line)
+
+
+def test_linux_wheels_given_together_and_a_glibc_build_tagged_musllinux(tmp_path):
+    """A library another Linux wheel given in the same call installs where the search looks: `given`, or
+    `required` when Requires-Dist names it; a glibc build tagged musllinux needs libc.so.6, which the musllinux
+    policy does not hold (its C library is libc.musl-x86_64.so.1)."""
+    bar = _gcc_wheel(tmp_path, "bar", rpath=True, extra_needed=True)
+    barlib = _gcc_wheel(tmp_path, "barlib", rpath=True, extra_needed=False, ship_bar=True)
+    doc = as_json(run := dlltrace("check", str(bar), str(barlib), "--json"))
+    assert run.returncode == 0, doc
+    row = {r["dll"]: r for r in doc["results"][0]["dlls"]}["libbar.so.1"]
+    assert row["status"] == "given" and row["provider"] == {"dist": "barlib", "target": str(barlib), "required": False}
+    (tmp_path / "req").mkdir()
+    bar_req = _gcc_wheel(tmp_path / "req", "bar", rpath=True, extra_needed=True, requires="BarLib (>=1.0)")
+    doc = as_json(dlltrace("check", str(bar_req), str(barlib), "--json"))
+    assert {r["dll"]: r for r in doc["results"][0]["dlls"]}["libbar.so.1"]["status"] == "required"
+    assert doc["results"][0]["requires"] == ["barlib"]
+    alone = as_json(dlltrace("check", str(bar_req), "--json"))
+    assert "bar requires barlib, not given" in alone["problems"][0]["detail"]
+    (tmp_path / "musl").mkdir()
+    musl = _gcc_wheel(tmp_path / "musl", "m", rpath=True, extra_needed=False, tag="musllinux_1_2_x86_64")
+    doc = as_json(run := dlltrace("check", str(musl), "--json"))
+    assert run.returncode == 1 and doc["world"]["policy"] == "musllinux_1_2_x86_64"
+    assert ("not_allowed", "libc.so.6") in {(p["kind"], p["dll"]) for p in doc["problems"]}

@@ -1,0 +1,327 @@
+"""`dlltrace check` of a Linux wheel (manylinux, musllinux): every shared object of the wheel loaded by the ld.so
+model (loader/linux/engine.py) in a virtual machine made of the wheel's files installed in a site-packages
+(with the other Linux wheels given in the same call), and the libraries its manylinux/musllinux policy lets a wheel
+need from the system (data/manylinux-policy.json, auditwheel's policy: the anchor), each defining the symbol
+versions the policy allows. Each DT_NEEDED is found as ld.so finds it (DT_RPATH/DT_RUNPATH with $ORIGIN, so
+auditwheel's <pkg>.libs folders), and each version need (.gnu.version_r) is checked against what the library it
+binds to defines. Every problem is found, not only the first: the load is run again with a stand-in for each
+(a library put on LD_LIBRARY_PATH, a version added), as loader/linux/static.py does for `deps x.so`.
+
+What differs from auditwheel: docs/static.md ("Linux wheels").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Optional
+
+from dlltrace.classify import DllClass
+from dlltrace.diagnosis.static import (LINUX_SITE, CheckResult, CheckRow, FileRow, GateOptions, Problem, Provider,
+                                       Status, Target, required_not_given_words, rule_nothing_to_check)
+from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
+from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
+from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
+from dlltrace.worlds.static import InflateBudget, ZipError, read_member, zip_members
+
+PREFIX = "/venv"
+SITE = LINUX_SITE  # where pip installs the wheel in the model
+SYSTEM_DIR = "/usr/lib/x86_64-linux-gnu"  # where the policy's libraries are (the model's first default folder)
+STAND_IN_DIR = "/dlltrace-check/stand-ins"
+PROGRAM = "/dlltrace-check/python"  # a program with no DT_RPATH / DT_RUNPATH / DT_NEEDED of its own
+MAX_ROUNDS = 400
+ARCH_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
+# the ELF interpreters: part of the C library (auditwheel's lddtree never reports them as a dependency to graft)
+INTERPRETERS = re.compile(r"^(ld-linux[-.\w]*\.so\.\d+|ld64\.so\.\d+|ld-musl-[\w]+\.so\.1)$")
+_PLAT = re.compile(r"^(manylinux|musllinux)(?:_(\d+)_(\d+)|(1|2010|2014))?_(\w+)$")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One manylinux/musllinux policy for one architecture: the system libraries a wheel may need, and the symbol
+    versions allowed by prefix ("GLIBC" -> {"2.2.5", ...})."""
+
+    name: str
+    arch: str
+    libraries: frozenset[str]
+    versions: dict[str, frozenset[str]]
+
+    def allows_version(self, version: str) -> bool:
+        """auditwheel's rule: a version whose prefix the policy lists must be one it lists; any other passes."""
+        prefix, _, v = version.partition("_")
+        return prefix not in self.versions or v in self.versions[prefix]
+
+
+@lru_cache(maxsize=1)
+def _policies() -> list[dict]:
+    doc = json.loads(resources.files("dlltrace").joinpath("data").joinpath("manylinux-policy.json").read_text(encoding="utf-8"))
+    return list(doc["policies"])
+
+
+def rule_wheel_policy(filename: str) -> Policy:
+    """The policy a Linux wheel is checked against: of the policies its platform tags name (manylinux_2_17_x86_64,
+    its alias manylinux2014_x86_64, musllinux_1_2_aarch64), the strictest (auditwheel's highest priority): the wheel
+    claims to run wherever each of its tags does. A linux_* tag has auditwheel's `linux` policy: no system library
+    at all. An architecture other than x86_64 and aarch64 is a usage error (the data holds those two)."""
+    plats = os.path.basename(filename)[:-len(".whl")].split("-")[-1].split(".")
+    best: Optional[tuple[int, dict, str]] = None
+    arch = ""
+    for plat in plats:
+        m = _PLAT.match(plat.lower())
+        if m is None:
+            if plat.lower().startswith("linux_"):
+                arch = arch or plat[len("linux_"):]
+            continue
+        arch = m.group(5)
+        if m.group(2):
+            name = f"{m.group(1)}_{m.group(2)}_{m.group(3)}"
+        else:
+            name = f"{m.group(1)}{m.group(4)}" if m.group(4) else m.group(1)
+        for p in _policies():
+            if name == p["name"] or name in p.get("aliases", []):
+                if best is None or p["priority"] > best[0]:
+                    best = (p["priority"], p, name)
+    if arch not in ARCH_MACHINE:
+        raise DlltraceError(f"{filename}: a Linux wheel for {arch or 'an unknown architecture'}: check reads "
+                            f"{', '.join(ARCH_MACHINE)} wheels", EXIT_USAGE)
+    if best is None:
+        return Policy("linux", arch, frozenset(), {})
+    p = best[1]
+    libs = {f"libc.musl-{arch}.so.1" if lib == "libc.so" and p["name"].startswith("musllinux") else lib
+            for lib in p["lib_whitelist"]}
+    versions = {k: frozenset(v) for k, v in p["symbol_versions"].get(arch, {}).items()}
+    return Policy(p["name"], arch, frozenset(libs), versions)
+
+
+def site_path(member: str) -> str:
+    """Where pip installs a wheel member in the model: site-packages, or <prefix>/<rest> for .data/data."""
+    parts = [x for x in member.split("/") if x not in ("", ".")]
+    site = SITE
+    if len(parts) > 2 and parts[0].endswith(".data"):
+        if parts[1] == "data":
+            return posixpath.join(PREFIX, *parts[2:])
+        if parts[1] == "scripts":
+            return posixpath.join(PREFIX, "bin", *parts[2:])
+        return posixpath.join(site, *parts[2:])
+    return posixpath.join(site, *parts)
+
+
+def wheel_elf_facts(wheel: str, members: tuple[str, ...]) -> dict[str, ELFResult]:
+    """member -> its ELF facts (elf.py), each member inflated alone (its CRC-32 checked; one that does not start
+    with the ELF magic is read no further: an ELFError). Raises OSError / ZipError."""
+    want = set(members)
+    out: dict[str, ELFResult] = {}
+    budget = InflateBudget()
+    for m in zip_members(wheel, keep=lambda n: n in want):
+        out[m.filename] = read_elf_bytes(read_member(wheel, m, magic=b"\x7fELF", budget=budget))
+    return out
+
+
+def _read(target: Target) -> dict[str, ELFResult]:
+    try:
+        return {site_path(m): f for m, f in wheel_elf_facts(target.given, target.elf_members).items()}
+    except (OSError, ZipError) as exc:
+        raise DlltraceError(f"{target.given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
+
+
+def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckResult:
+    """The gate's verdict on a Linux wheel (module docstring), as check's CheckResult: rows of each needed
+    library (bundled, a given or required peer's, the policy's `system`, allowed, or a problem), problems."""
+    policy = rule_wheel_policy(target.given)
+    own = {p: f for p, f in _read(target).items() if not opts.excludes(posixpath.basename(p))}
+    member_of = {site_path(m): m for m in target.elf_members}
+    peer_of: dict[str, Target] = {}
+    files: dict[str, ELFResult] = dict(own)
+    for peer in peers:
+        if peer.platform != "linux":
+            continue
+        for p, f in _read(peer).items():
+            if p not in files:
+                files[p] = f
+                peer_of[p] = peer
+    needs: dict[str, set[str]] = {}  # library name -> every version any object needs from it
+    for f in files.values():
+        if isinstance(f, ELFFacts):
+            for vn in f.version_needs:
+                needs.setdefault(vn.file, set()).update(vn.versions)
+    system: dict[str, ELFResult] = {}
+    for lib in policy.libraries:
+        allowed = {f"{k}_{v}" for k, vs in policy.versions.items() for v in vs}
+        extra = {v for v in needs.get(lib, ()) if policy.allows_version(v)}  # (prefixes the policy does not list)
+        system[posixpath.join(SYSTEM_DIR, lib)] = ELFFacts(soname=lib, version_defs=tuple(sorted(allowed | extra)))
+    for f in files.values():  # (the ELF interpreter a library names: the C library's own, with its versions)
+        if isinstance(f, ELFFacts):
+            for n in f.needed:
+                if INTERPRETERS.match(n) and posixpath.join(SYSTEM_DIR, n) not in system:
+                    system[posixpath.join(SYSTEM_DIR, n)] = ELFFacts(soname=n, version_defs=tuple(sorted(
+                        {f"{k}_{v}" for k, vs in policy.versions.items() for v in vs}
+                        | {v for v in needs.get(n, ()) if policy.allows_version(v)})))
+    machine = ARCH_MACHINE[policy.arch]
+    problems: list[Problem] = []
+    rows_files: list[FileRow] = []
+    for path in sorted(own):
+        f = own[path]
+        m = member_of[path]
+        line = target.record_lines.get(m)
+        if isinstance(f, ELFError):
+            rows_files.append(FileRow(m, None, None, None, f.kind, member=m, record_line=line))
+            problems.append(Problem("not_elf", posixpath.basename(m), path=m, detail=f"{m} is not an ELF file ({f.message})"))
+            continue
+        rows_files.append(FileRow(m, f.machine, None, None, None, member=m, record_line=line))
+        if f.machine != machine:
+            problems.append(Problem("wrong_machine", posixpath.basename(m), path=m, machine=f.machine,
+                                    detail=f"{m} is {f.machine}; the wheel is {policy.arch} ({machine})"))
+    if not rows_files and not opts.allow_pure:
+        problems.append(rule_nothing_to_check(target))
+    world = VirtualELFWorld(files={**files, **system})
+    stand_ins: dict[str, ELFResult] = {}
+    decided: dict[str, tuple[Status, Optional[Provider]]] = {}  # a library that is not found -> its row's verdict
+    added: dict[str, set[str]] = {}  # library path -> versions added to it (each a problem)
+    runs: list[DlopenResult] = []
+    for root in sorted(p for p, f in own.items() if isinstance(f, ELFFacts) and f.machine == machine):
+        res = _load_keep_going(world, root, stand_ins, added, decided, target, opts, policy, needs, problems,
+                               member_of, files)
+        runs.append(res)
+    rows = _rows(runs, own, peer_of, member_of, decided, policy, target)
+    for row in rows.values():
+        if row.status == "not_allowed":
+            problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
+                                    detail=f"{row.dll} is not in the wheel, not a {policy.name} system library, and "
+                                           "not allowed" + _not_given_words(target, peers, opts)))
+        elif row.status == "required_not_given" and row.provider is not None:
+            problems.append(Problem("required_not_given", row.dll, list(row.needed_by), row.klass,
+                                    detail=required_not_given_words(row.dll, row.provider.dist)))
+    return CheckResult(target, opts.allow, rows_files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
+                       problems, (), None, None, opts, policy=f"{policy.name}_{policy.arch}")
+
+
+def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:
+    not_given = [d for d in target.requires if d not in opts.assume_installed and not any(p.dist == d for p in peers)]
+    return (f"; {target.dist or 'it'} requires {', '.join(not_given)}, not given: pass their wheels to see whether "
+            "they provide it") if not_given else ""
+
+
+def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELFResult], added: dict[str, set[str]],
+                     decided: dict[str, tuple[Status, Optional[Provider]]], target: Target, opts: GateOptions,
+                     policy: Policy, needs: dict[str, set[str]], problems: list[Problem], member_of: dict[str, str],
+                     files: dict[str, ELFResult]) -> DlopenResult:
+    """`root` dlopened (RTLD_NOW) by a plain program, again with a stand-in for each problem, until it loads."""
+    res = DlopenResult(root, RTLD_NOW)
+    for _ in range(MAX_ROUNDS):
+        overlay: dict[str, ELFResult] = {PROGRAM: ELFFacts(), **stand_ins}
+        for path, vs in added.items():
+            base = world.file(path)
+            if isinstance(base, ELFFacts):
+                overlay[path] = dataclasses.replace(base, version_defs=tuple(sorted({*base.version_defs, *vs})))
+        env = {"LD_LIBRARY_PATH": STAND_IN_DIR} if stand_ins else {}
+        sim = LinuxSimulator(OverlayWorld(world, overlay), LinuxProcess(PROGRAM, env=env))
+        sim.start()
+        res = sim.dlopen(root, RTLD_NOW)
+        if not res.error:
+            return res
+        lk = next((x for x in reversed(res.lookups) if x.error), None)
+        by = member_of.get(posixpath.normpath(lk.requester), lk.requester) if lk is not None and lk.requester \
+            else member_of.get(root, root)
+        leaf = res.leaf
+        if res.cause == "not_found" and leaf and "/" not in leaf:
+            stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+            if opts.excludes(leaf):
+                continue
+            if INTERPRETERS.match(leaf):
+                decided[leaf] = ("system", None)
+                continue
+            in_wheel = [member_of[p] for p in member_of if posixpath.basename(p) == leaf]
+            if in_wheel:  # (the wheel has it, where this object's search does not look: its RPATH is wrong)
+                problems.append(Problem("missing", leaf, [by], DllClass("bundled", bundled=True), path=in_wheel[0],
+                                        elsewhere=in_wheel,
+                                        detail=f"{leaf} (needed by {by}) is in the wheel at {in_wheel[0]}, a folder "
+                                               f"its search does not reach (DT_RPATH/DT_RUNPATH: {_rpath(files, lk)})"))
+                decided[leaf] = ("bundled", None)
+            elif opts.allows_name(leaf) or "other" in opts.classes:
+                decided[leaf] = ("allowed", None)
+            else:
+                decided[leaf] = ("not_allowed", None)
+            continue
+        if res.cause == "missing_version" and leaf:
+            m = re.search(r"version `([^']+)' not found \(required by (.*)\)$", res.error)
+            lib_path = next((x.path for x in res.lookups
+                             if m is not None and x.requester == m.group(2) and x.name == leaf and x.path), None)
+            if m is None or lib_path is None:
+                break
+            v = m.group(1)
+            lib_path = posixpath.normpath(lib_path)
+            if v in added.get(lib_path, set()):
+                break  # (added and still missing: the model disagrees with itself; stop rather than loop)
+            added.setdefault(lib_path, set()).add(v)
+            who = member_of.get(posixpath.normpath(m.group(2)), m.group(2))
+            where = "the wheel's " + member_of[lib_path] if lib_path in member_of else leaf
+            beyond = f": newer than {policy.name} allows" if lib_path.startswith(SYSTEM_DIR + "/") else ""
+            problems.append(Problem("missing_version", leaf, [who], None, path=member_of.get(lib_path),
+                                    detail=f"{who} needs {v} from {where}{beyond} (the policy's newest "
+                                           f"{v.partition('_')[0]}: {_newest(policy, v.partition('_')[0])})"
+                                    if beyond else f"{who} needs {v} from {where}, which does not define it"))
+            continue
+        problems.append(Problem("not_elf" if res.cause == "bad_elf" else "wrong_machine", leaf or root, [by],
+                                None, detail=res.error))
+        break
+    return res
+
+
+def _rpath(files: dict[str, ELFResult], lk) -> str:
+    f = files.get(posixpath.normpath(lk.requester)) if lk is not None and lk.requester else None
+    if isinstance(f, ELFFacts):
+        return f.runpath or f.rpath or "none"
+    return "none"
+
+
+def _newest(policy: Policy, prefix: str) -> str:
+    vs = policy.versions.get(prefix)
+    if not vs:
+        return "none"
+    return max(vs, key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")))
+
+
+def _rows(runs: list[DlopenResult], own: dict[str, ELFResult], peer_of: dict[str, Target], member_of: dict[str, str],
+          decided: dict[str, tuple[Status, Optional[Provider]]], policy: Policy, target: Target) -> dict[str, CheckRow]:
+    """A row for each library the wheel's own objects need, from the last (successful) run of each root."""
+    rows: dict[str, CheckRow] = {}
+    for res in runs:
+        for lk in res.lookups:
+            requester = posixpath.normpath(lk.requester) if lk.requester else ""
+            if requester not in own or lk.path is None:
+                continue
+            path = posixpath.normpath(lk.path)
+            name = lk.name
+            if name in rows:
+                row = rows[name]
+            else:
+                status: Status
+                provider: Optional[Provider] = None
+                if path in own:
+                    status, klass = "bundled", DllClass("bundled", bundled=True)
+                elif path in peer_of:
+                    peer = peer_of[path]
+                    req = bool(peer.dist) and peer.dist in target.requires
+                    status, klass = ("required" if req else "given"), DllClass("other")
+                    provider = Provider(peer.dist or os.path.basename(peer.given), peer.given, req)
+                elif path.startswith(SYSTEM_DIR + "/") or INTERPRETERS.match(name):
+                    status, klass = "system", DllClass("policy", component=policy.name)
+                elif name in decided:
+                    status, provider = decided[name]
+                    klass = DllClass("other")
+                else:
+                    continue  # (an excluded library's stand-in)
+                row = rows[name] = CheckRow(name, klass, status, provider=provider)
+            who = member_of.get(requester, requester)
+            if who not in row.needed_by:
+                row.needed_by.append(who)
+            row.delay_only = False
+    return rows
