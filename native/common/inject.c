@@ -162,6 +162,7 @@ static int x86_header(HANDLE proc, ULONG_PTR base, IMAGE_NT_HEADERS32 *nt) {
 }
 
 static DWORD inject_x86(HANDLE proc, const WCHAR *shim, const WCHAR *trace, const char *via) {
+    if (GetFileAttributesW(shim) == INVALID_FILE_ATTRIBUTES) return ERROR_FILE_NOT_FOUND; /* (no x86 shim beside ours) */
     nqip_t nqip = (nqip_t)(void *)GetProcAddress(GetModuleHandleW(L"ntdll.dll"), "NtQueryInformationProcess");
     pbi_t pbi;
     if (!nqip || nqip(proc, 0, &pbi, sizeof(pbi), NULL) != 0) return ERROR_INVALID_FUNCTION;
@@ -341,6 +342,8 @@ static DWORD inject_by_helper(HANDLE proc, const WCHAR *shim, const WCHAR *trace
     if (!sibling(shim, L"dlltrace_launch64.exe", exe, 32768) || !sibling(shim, L"dlltrace_shim64.dll", shim64, 32768) ||
         lstrlenW(exe) + lstrlenW(shim64) + (trace ? lstrlenW(trace) : 0) + 128 > 32768 + 256) {
         err = ERROR_FILENAME_EXCED_RANGE;
+    } else if (GetFileAttributesW(exe) == INVALID_FILE_ATTRIBUTES || GetFileAttributesW(shim64) == INVALID_FILE_ATTRIBUTES) {
+        err = ERROR_FILE_NOT_FOUND; /* (no x64 launcher and shim beside the x86 shim) */
     } else {
         WCHAR num[16], *q = num + 15;
         DWORD pid = GetProcessId(proc);
