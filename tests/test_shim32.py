@@ -264,3 +264,32 @@ def test_without_the_x86_shim_a_32bit_child_runs_untraced_with_a_warning(x86_env
     raw = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     (warn,) = [o for o in raw if o.get("ev") == "warning"]
     assert (warn["message"], warn["error"]) == ("child not traced: the shim could not be injected", 2)
+
+
+def test_api_start_in_a_32bit_process_while_other_threads_load(x86_env, tmp_path):
+    """The x86 shim loaded late (LoadLibraryW + dlltrace_start, no launcher) while four threads loop in
+    LoadLibraryExW: hook_x86.c freezes them (Eip) around the patching, and every load a worker starts after
+    dlltrace_start returned is recorded whole. (No thread is parked inside a prologue here: Wine's i386 Nt*
+    stubs replace exactly one 5-byte instruction, so there is no point inside them to park at.)"""
+    out = tmp_path / "api.jsonl"
+    m = 40
+    (winetools.drive_c() / "dlltrace-shim32" / "lib" / "a32b.dll").write_bytes((x86_env / "a32.dll").read_bytes())
+    r = winetools.run_wine([HOST32, "apistart", winetools.to_windows(SHIM32), winetools.to_windows(out), "4", str(m),
+                            w("lib", "a32b.dll"), w("lib", "missing.dll")])
+    out_lines = lines(r)
+    assert r.returncode == 0, (out_lines, r.stderr[-2000:])
+    assert out_lines[:2] == ["apistart start 0", "apistart park none"]
+    workers = [int(x.split()[2]) for x in out_lines[2:]]
+    assert len(workers) == 4 and out_lines[2:] == [f"apistart worker {t} after {m}" for t in workers]
+    tr = read_trace(out)
+    assert tr.warnings == []
+    (pid,) = tr.pids
+    assert tr.process(pid)["via"] == "loadhost" and tr.env(pid)["machine"] == "x86"
+    mine = [e for e in tr.events if e.get("pid") == pid and e.get("seq")]
+    assert [e["ev"] for e in mine[:3]] == ["process", "env", "apisets"] and mine[-1]["ev"] == "stats"
+    assert mine[-1]["lost"] == 0
+    for tid in workers:
+        loads = [ld for ld in tr.loads(pid) if ld.tid == tid]
+        assert len(loads) >= m and all(ld.finished for ld in loads)
+        names = [ld.name for ld in loads]
+        assert all(a != b for a, b in zip(names, names[1:]))  # alternating: none lost in between
