@@ -749,11 +749,18 @@ static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
         jw_raw(&w, "."); jw_u64(&w, vi.dwBuildNumber); jw_raw(&w, "\"");
     } else jw_raw(&w, "null");
     jw_key(&w, "machine");
+    /* the snapshot of another process (the launcher's child that could not start): its exe's machine, not
+       ours (an x64 launcher's 32-bit child is x86); else, or when that file says none of these, ours */
+    int fm = exe ? inject_file_machine(exe) : INJ_MACHINE_UNKNOWN;
+    if (fm == INJ_MACHINE_X86 || fm == INJ_MACHINE_X64 || fm == INJ_MACHINE_ARM64) {
+        jw_str(&w, inject_machine_name(fm));
+    } else {
 #ifdef _WIN64
-    jw_raw(&w, "\"x64\"");
+        jw_raw(&w, "\"x64\"");
 #else
-    jw_raw(&w, "\"x86\"");
+        jw_raw(&w, "\"x86\"");
 #endif
+    }
     typedef const char *(CDECL * wgv_t)(void);
     wgv_t wgv = (wgv_t)(void *)GetProcAddress(nt, "wine_get_version");
     jw_key(&w, "wine");
