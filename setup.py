@@ -2,8 +2,9 @@
 build the wheels (tools/build-wheels.sh).
 
 DLLTRACE_PLATFORM picks the wheel a build makes:
-  win_amd64  build_py cross-builds the shim and the launcher from native/ with mingw-w64 (native/build.sh)
-             into the build's dlltrace/bin/, and bdist_wheel tags the wheel py3-none-win_amd64
+  win_amd64  build_py cross-builds the shim and the launcher from native/ with mingw-w64 (native/build.sh),
+             for x64 and for x86 (the x86 shim goes into the 32-bit programs the x64 launcher starts), into
+             the build's dlltrace/bin/, and bdist_wheel tags the wheel py3-none-win_amd64
   any        no bin/ at all: a py3-none-any wheel (other OSes; the run command then says the shim is missing)
 Unset: win_amd64 on 64-bit Windows when bash and a mingw-w64 gcc are found (not tried on real Windows),
 else any. So `pip install .` on Linux never needs mingw.
@@ -32,9 +33,11 @@ except ImportError:  # an older setuptools with the wheel package (pyproject.tom
 
 HERE = Path(__file__).resolve().parent
 PLATFORMS = ("win_amd64", "any")
-BINARIES = ("dlltrace_shim64.dll", "dlltrace_launch64.exe")  # what native/build.sh makes
+BINARIES = ("dlltrace_shim64.dll", "dlltrace_launch64.exe",  # what native/build.sh makes
+            "dlltrace_shim32.dll", "dlltrace_launch32.exe")
 AUDIT_SOURCES = ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c")  # the Linux recorder (native/audit)
 CC64 = "x86_64-w64-mingw32-gcc"
+CC32 = "i686-w64-mingw32-gcc"
 
 
 def wheel_platform() -> str:
@@ -75,8 +78,8 @@ class BuildPy(build_py):
                 sys.exit(f"dlltrace: {build_sh} is missing: the win_amd64 wheel is built from native/'s sources")
             r = subprocess.run(["bash", str(build_sh), str(out)])
             if r.returncode != 0:
-                sys.exit(f"dlltrace: native/build.sh failed (exit {r.returncode}); it needs {CC64} "
-                         "(apt-get install gcc-mingw-w64-x86-64)")
+                sys.exit(f"dlltrace: native/build.sh failed (exit {r.returncode}); it needs {CC64} and {CC32} "
+                         "(apt-get install gcc-mingw-w64-x86-64 gcc-mingw-w64-i686-win32)")
             missing = [n for n in BINARIES if not (out / n).is_file()]
             if missing:
                 sys.exit(f"dlltrace: native/build.sh did not make {', '.join(missing)}")

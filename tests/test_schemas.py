@@ -123,6 +123,24 @@ def test_the_schema_lists_what_the_code_knows():
     assert set(props["expect"]["properties"]["cause"]["enum"]) == set(CAUSE_ERROR) | {None}
 
 
+def test_the_trace_schema_lists_the_machines_the_launcher_writes():
+    """child_machine (the launcher's exit and launch_error, the shim's spawn): the words of
+    native/common/inject.c's inject_machine_name, and null; the ones no shim enters are among them."""
+    import re
+
+    from dlltrace.trace.launch import UNENTERABLE
+
+    src = (ROOT / "native" / "common" / "inject.c").read_text()
+    body = src[src.index("const char *inject_machine_name("):]
+    body = body[:body.index("\n}\n")]
+    words = re.findall(r'return "([a-z0-9]+)";', body)
+    assert sorted(words) == ["arm64", "arm64ec", "unknown", "x64", "x86"]
+    defs = json.loads((SCHEMAS / "trace-v1.json").read_text(encoding="utf-8"))["$defs"]
+    for ev in ("exit", "launch_error", "spawn"):
+        assert sorted(defs[ev]["properties"]["child_machine"]["enum"], key=str) == sorted([*words, None], key=str), ev
+    assert set(UNENTERABLE) == set(words) - {"x64", "x86"}
+
+
 @pytest.mark.parametrize("path", SCENARIO_FILES, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIO_FILES])
 def test_every_fixture_and_example_is_valid(path):
     data = read(path)

@@ -42,7 +42,7 @@ def _newest(paths) -> float:
 def build_shim() -> None:
     """native/build.sh when the outputs are missing or older than the sources."""
     sources = [p for p in NATIVE.rglob("*") if p.suffix in (".c", ".h", ".sh")]
-    outs = [LAUNCHER, SHIM]
+    outs = [LAUNCHER, SHIM, BIN / "dlltrace_launch32.exe", BIN / "dlltrace_shim32.dll"]  # (both machines)
     if all(o.exists() for o in outs) and min(o.stat().st_mtime for o in outs) >= _newest(sources):
         return
     r = subprocess.run(["bash", str(NATIVE / "build.sh")], capture_output=True, text=True)

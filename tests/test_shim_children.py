@@ -4,7 +4,7 @@ native/common/inject.c (the launcher's injection), writes a `spawn` event and re
 the caller asked for CREATE_SUSPENDED. All processes write to the same trace file.
 
 Hosts: fixtures/host/loadhost.c's spawn ops (spawn / spawna / spawnsusp / spawnenv EXE ARGS...), which
-run a second loadhost and wait for it; a 32-bit build of loadhost for the not-x64 case.
+run a second loadhost and wait for it; a 32-bit build of loadhost (the x86 shim goes into it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from test_shim import (HOST, ROOT, STATUS_OBJECT_NAME_NOT_FOUND, ends, lines, sc
 pytestmark = pytest.mark.wine
 
 HOST32 = w("host32", "loadhost32.exe")
-ERROR_EXE_MACHINE_TYPE_MISMATCH = 216
 
 
 @pytest.fixture(scope="session")
@@ -108,16 +107,17 @@ def test_grandchild_through_createprocessa_and_an_own_environment_block(children
     assert [ld.error for ld in tr.loads(low)] == [126] and tr.loads(top) == tr.loads(mid) == []
 
 
-def test_32bit_child_is_not_injected_and_not_crashed(children_env, tmp_path):
+def test_32bit_child_is_injected_with_the_x86_shim(children_env, tmp_path):
+    # (32-bit Wine, wine32: the child runs, and the x64 shim put the x86 one into it: tests/test_shim32.py has more)
+    winetools.require("wine32")
     r, tr = traced(tmp_path, "spawn", HOST32, "exit", "4")
     (out,) = lines(r)
-    # Debian's wine64 without wine32 creates the WoW64 process but cannot run it (it exits 0), as
-    # `wine64 loadhost32.exe` does alone; what matters here: no injection, the parent goes on.
-    assert out.startswith("spawn pid ") and " exit " in out, out
+    assert out.startswith("spawn pid ") and out.endswith(" exit 4"), out
     (spawn,) = tr.of("spawn")
-    assert spawn["ok"] and spawn["injected"] is False
-    assert spawn["inject_error"] == ERROR_EXE_MACHINE_TYPE_MISMATCH and "32-bit" in spawn["reason"]
-    assert tr.pids == [spawn["pid"]]  # nothing written by the child
+    assert (spawn["ok"], spawn["injected"], spawn["inject_error"], spawn["child_machine"]) == (True, True, 0, "x86")
+    parent, child = tr.pids
+    assert spawn["child_pid"] == child and tr.env(child)["machine"] == "x86"
+    assert tr.process(child)["shim"].lower().endswith("dlltrace_shim32.dll")
 
 
 def test_failed_createprocess_is_recorded(children_env, tmp_path):

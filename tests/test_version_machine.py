@@ -147,3 +147,57 @@ def test_wine_yes_is_true(dlltrace_cli, wine_prefix, tmp_path):
                        env=winetools.wine_env(PYTHONPATH=str(ROOT / "tracer")))
     assert r.returncode == 3, r.stderr
     assert "no_such_thing.dll" in trace.read_text()
+
+
+X86 = "tracing 32-bit (x86) Windows programs: "
+
+
+def test_x86_line_says_what_is_missing(monkeypatch):
+    """The 32-bit line: the x86 shim and launcher (both x86 PE), and under Wine its 32-bit half."""
+    yes = install.Ability("wine", "yes", None, None)
+    x86 = tuple(install.NativeFile(role, Path(role), "x86", None) for role in ("x86 launcher", "x86 shim"))
+    missing = tuple(install.NativeFile(role, Path(role), None, "missing") for role in ("x86 launcher", "x86 shim"))
+    x64 = tuple(install.NativeFile(role, Path(role), "x64", None) for role in ("x86 launcher", "x86 shim"))
+    monkeypatch.setattr(install.shutil, "which", lambda c, *a, **k: "/usr/bin/" + c)  # (compilers, apt-get: there)
+    monkeypatch.setattr(install, "_root", lambda: "sudo ")
+    assert install.x86_ability(yes, x86, "linux", "/usr/bin/wine64", True) == install.Ability("x86", "yes", None, None)
+    a = install.x86_ability(yes, missing, "linux", "/usr/bin/wine64", True)
+    assert (a.state, a.why, a.fix) == ("no", "the x86 shim and launcher are not built", install.shim_fix())
+    a = install.x86_ability(yes, x64, "linux", "/usr/bin/wine64", True)
+    assert a.why == "the x86 launcher is an x64 PE, the x86 shim is an x64 PE"
+    a = install.x86_ability(yes, x86, "linux", "/usr/bin/wine64", False)
+    assert a.state == "no" and "32-bit" in a.why
+    assert a.fix == ("sudo dpkg --add-architecture i386 && sudo apt-get update && sudo apt-get install wine32:i386")
+    assert install.x86_ability(yes, x86, "windows", None, False).state == "yes"  # (Windows runs them itself)
+    no = install.Ability("wine", "no", "wine64 is not installed", None)
+    assert install.x86_ability(no, x86, "linux", None, True).state == "no"
+
+
+def test_no_i686_compiler_names_its_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLLTRACE_BIN", str(tmp_path / "bin"))
+    real_which = shutil.which
+    monkeypatch.setattr(install.shutil, "which",
+                        lambda c, *a, **k: None if c == install.CC32 else real_which(c, *a, **k))
+    monkeypatch.setattr(install, "_apt", lambda pkg: f"sudo apt-get install {pkg}")
+    assert install.shim_fix() == (f"sudo apt-get install gcc-mingw-w64-i686-win32 && bash {ROOT / 'native' / 'build.sh'} "
+                                  f"{tmp_path / 'bin'}")
+
+
+@pytest.mark.wine
+def test_x86_yes_is_true(dlltrace_cli, wine_prefix, tmp_path):
+    """Where --version says 32-bit programs can be traced, `dlltrace run --wine` of a 32-bit program records
+    its loads (the x86 shim in it)."""
+    winetools.require("wine", "wine32", "mingw32")
+    out = dlltrace_cli("--version").stdout
+    if line(out, X86) != "yes":
+        pytest.fail(f"CI builds the x86 shim and installs wine32, yet --version says: {line(out, X86)}")
+    assert f"x86 shim: {where.bin_dir() / where.SHIM32} (x86 PE)" in out
+    src = tmp_path / "hello.c"
+    src.write_text('#include <windows.h>\nint main(void){ return LoadLibraryA("no_such_thing32.dll") ? 1 : 3; }\n')
+    exe = winetools.mingw_compile([src], tmp_path / "hello32.exe", bits=32)
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(trace), "--", str(exe)],
+                       capture_output=True, text=True, timeout=300,
+                       env=winetools.wine_env(PYTHONPATH=str(ROOT / "tracer")))
+    assert r.returncode == 3, r.stderr
+    assert "no_such_thing32.dll" in trace.read_text() and '"machine":"x86"' in trace.read_text()

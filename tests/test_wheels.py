@@ -31,7 +31,8 @@ V = __version__
 WIN = f"dlltrace-{V}-py3-none-win_amd64.whl"
 ANY = f"dlltrace-{V}-py3-none-any.whl"
 SDIST = f"dlltrace-{V}.tar.gz"
-BIN_FILES = {"dlltrace/bin/dlltrace_shim64.dll", "dlltrace/bin/dlltrace_launch64.exe"}
+BIN_FILES = {"dlltrace/bin/dlltrace_shim64.dll", "dlltrace/bin/dlltrace_launch64.exe",
+             "dlltrace/bin/dlltrace_shim32.dll", "dlltrace/bin/dlltrace_launch32.exe"}
 # the shim's C API (native/shim/dlltrace_shim.h), which the Python side calls (trace/shim.py)
 SHIM_EXPORTS = {"dlltrace_start", "dlltrace_write_event", "dlltrace_set_context", "dlltrace_version",
                 "dlltrace_env_snapshot"}
@@ -43,7 +44,7 @@ DATA_FILES = {"dlltrace/schemas/trace-v1.json", "dlltrace/schemas/scenario-v1.js
 
 
 def require_build_tools() -> None:
-    winetools.require("mingw64")
+    winetools.require("mingw64", "mingw32")  # (native/build.sh builds both machines)
     try:
         import build  # noqa: F401
     except ImportError:
@@ -147,15 +148,18 @@ def test_an_installed_wheel_traces_on_linux(dist, tmp_path):
     assert (tmp_path / "cache" / "dlltrace" / "linux" / "libdlltrace_audit.so").is_file()  # built from the wheel
 
 
-def test_win_wheel_binaries_are_x64_pe_with_the_shim_api(dist, tmp_path):
+@pytest.mark.parametrize("bits, machine", [("64", "x64"), ("32", "x86")])
+def test_win_wheel_binaries_are_pe_of_both_machines_with_the_shim_api(dist, tmp_path, bits, machine):
+    """The win_amd64 wheel holds both machines' shim and launcher (the x64 launcher puts the x86 shim into
+    32-bit programs)."""
     with zipfile.ZipFile(dist / WIN) as z:
         z.extractall(tmp_path, members=sorted(BIN_FILES))
-    shim = read_pe_facts(tmp_path / "dlltrace/bin/dlltrace_shim64.dll")
-    launcher = read_pe_facts(tmp_path / "dlltrace/bin/dlltrace_launch64.exe")
+    shim = read_pe_facts(tmp_path / f"dlltrace/bin/dlltrace_shim{bits}.dll")
+    launcher = read_pe_facts(tmp_path / f"dlltrace/bin/dlltrace_launch{bits}.exe")
     assert isinstance(shim, PEFacts) and isinstance(launcher, PEFacts)
-    assert (shim.machine, shim.is_dll) == ("x64", True)
-    assert (launcher.machine, launcher.is_dll) == ("x64", False)
-    assert SHIM_EXPORTS <= shim.exports
+    assert (shim.machine, shim.is_dll) == (machine, True)
+    assert (launcher.machine, launcher.is_dll) == (machine, False)
+    assert SHIM_EXPORTS <= shim.exports  # (undecorated in the x86 build too: GetProcAddress finds them by name)
 
 
 def test_sdist_holds_native_sources_and_no_binary(dist):
@@ -188,6 +192,7 @@ def test_files_lying_in_the_tree_bin_never_ship(tmp_path, platform):
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "dlltrace_shim64.dll").write_bytes(b"stale shim, not a PE file")
     (stale / "dlltrace_launch64.exe").write_bytes(b"stale launcher")
+    (stale / "dlltrace_shim32.dll").write_bytes(b"stale x86 shim")
     (stale / "old_shim32.dll").write_bytes(b"left over")
     env = {**os.environ, "DLLTRACE_PLATFORM": platform}
     r = subprocess.run([sys.executable, "-m", "build", "--wheel", "-o", str(tmp_path / "out"), str(src)],
@@ -201,8 +206,7 @@ def test_files_lying_in_the_tree_bin_never_ship(tmp_path, platform):
     else:
         assert shipped == BIN_FILES
         with zipfile.ZipFile(wheel) as z:
-            assert z.read("dlltrace/bin/dlltrace_shim64.dll")[:2] == b"MZ"
-            assert z.read("dlltrace/bin/dlltrace_launch64.exe")[:2] == b"MZ"
+            assert all(z.read(f)[:2] == b"MZ" for f in BIN_FILES)
 
 
 def test_bad_platform_is_one_clear_error(tmp_path):

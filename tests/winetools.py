@@ -81,16 +81,27 @@ def wine_binary() -> str | None:
     return find_wine()
 
 
+def wine32_available() -> bool:
+    """Whether Wine can run 32-bit programs here (Debian: wine32:i386, its 32-bit DLLs). Then the one test prefix
+    serves both: wine64 (wine_binary) starts a 32-bit exe through Wine's 32-bit loader itself
+    (/usr/lib/wine/wine on Debian; `wine` names it, `wine64` the 64-bit one)."""
+    from dlltrace.trace.where import wine_runs_32bit
+
+    return wine_runs_32bit(wine_binary())
+
+
 def wineserver_binary() -> str | None:
     return _which(WINESERVER_CANDIDATES)
 
 
 def require(*tools: str) -> None:
-    """Skip (locally) or fail (CI) when a tool is missing. tools: "wine", "mingw64", "mingw32"."""
+    """Skip (locally) or fail (CI) when a tool is missing. tools: "wine", "wine32", "mingw64", "mingw32"."""
     missing = []
     for t in tools:
         if t == "wine" and not wine_binary():
             missing.append("wine64 (apt-get install wine64)")
+        elif t == "wine32" and not wine32_available():
+            missing.append("32-bit Wine (dpkg --add-architecture i386; apt-get update; apt-get install wine32:i386)")
         elif t == "mingw64" and not shutil.which(CC64):
             missing.append(f"{CC64} (apt-get install gcc-mingw-w64-x86-64)")
         elif t == "mingw32" and not shutil.which(CC32):
@@ -146,6 +157,11 @@ def ensure_prefix() -> Path:
             subprocess.run([wineserver_binary(), "-w"], env=env, timeout=120, **quiet)
         subprocess.run([wine_binary(), "wineboot", "-u" if (PREFIX / "system.reg").exists() else "-i"], env=env,
                        timeout=300, **quiet)
+    # (a prefix made before Wine's 32-bit half was installed has no syswow64, and `wineboot -u` alone does not add
+    # it: without the prefix's update stamp it installs everything again, the 32-bit half too; measured with Wine 8)
+    if wine32_available() and not (PREFIX / "drive_c" / "windows" / "syswow64" / "kernel32.dll").exists():
+        (PREFIX / ".update-timestamp").unlink(missing_ok=True)
+        subprocess.run([wine_binary(), "wineboot", "-u"], env=env, timeout=300, **quiet)
     subprocess.run([wine_binary(), "cmd", "/c", "exit"], env=env, timeout=120, **quiet)
     _prefix_ready = True
     return PREFIX

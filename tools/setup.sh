@@ -3,7 +3,8 @@
 #   tools/setup.sh            the package (Python venv, pip install); with mingw-w64 on the machine also
 #                             the native shim (native/build.sh), for `dlltrace run --wine`; without it one
 #                             line says what `run --wine` would need (simulate and report need nothing more)
-#   tools/setup.sh --tests    also what the tests need: wine64, mingw-w64 and gcc (apt), test extras, the shim
+#   tools/setup.sh --tests    also what the tests need: wine64 and 32-bit Wine (wine32:i386), mingw-w64 and gcc
+#                             (apt), test extras, the shim
 # Installs only what is missing, and rebuilds the shim only when native/ changed: running it again is cheap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,14 @@ if [ $tests = 1 ]; then
   [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1 || need+=(wine64)
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-i686-win32)
+  # 32-bit Wine (tests/test_shim32.py: 32-bit programs traced): Debian's wine32 is an i386 package
+  if ! dpkg -s wine32:i386 >/dev/null 2>&1 && [ ! -f /usr/lib/i386-linux-gnu/wine/i386-windows/ntdll.dll ]; then
+    if ! dpkg --print-foreign-architectures | grep -qx i386; then
+      echo "+ dpkg --add-architecture i386" >&2
+      $SUDO dpkg --add-architecture i386
+    fi
+    need+=(wine32:i386)
+  fi
   command -v gcc >/dev/null 2>&1 || need+=(gcc)  # (tests/test_bootstrap.py: a fake shim for Linux)
   # the Linux side: patchelf (a fix test_linux_trace.py applies for real), setpriv (ld.so's secure mode)
   command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
@@ -52,10 +61,12 @@ fi
 
 # The native shim and launcher (tracer/dlltrace/bin/, gitignored), built when missing or older than native/.
 bin=tracer/dlltrace/bin
-built() { [ -f $bin/dlltrace_shim64.dll ] && [ -f $bin/dlltrace_launch64.exe ]; }
+natives=($bin/dlltrace_shim64.dll $bin/dlltrace_launch64.exe $bin/dlltrace_shim32.dll $bin/dlltrace_launch32.exe)
+built() { for f in "${natives[@]}"; do [ -f "$f" ] || return 1; done; }
+newer_sources() { for f in "${natives[@]}"; do find native -type f -newer "$f" | head -1; done; }
 have_wine() { [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1; }
-if command -v "${CC64:-x86_64-w64-mingw32-gcc}" >/dev/null 2>&1; then
-  if ! built || [ -n "$(find native -type f \( -newer $bin/dlltrace_shim64.dll -o -newer $bin/dlltrace_launch64.exe \) | head -1)" ]; then
+if command -v "${CC64:-x86_64-w64-mingw32-gcc}" >/dev/null 2>&1 && command -v "${CC32:-i686-w64-mingw32-gcc}" >/dev/null 2>&1; then
+  if ! built || [ -n "$(newer_sources)" ]; then
     bash native/build.sh >&2
   fi
 fi
@@ -66,7 +77,7 @@ if [ "$(uname -s)" = Linux ] && command -v gcc >/dev/null 2>&1; then
   fi
 fi
 if ! built; then
-  echo "dlltrace: simulate and report are ready; \`dlltrace run --wine\` would need the native shim, built with mingw-w64, and wine64 (sudo apt-get install gcc-mingw-w64-x86-64 wine64, then bash tools/setup.sh again)" >&2
+  echo "dlltrace: simulate and report are ready; \`dlltrace run --wine\` would need the native shim, built with mingw-w64, and wine64 (sudo apt-get install gcc-mingw-w64-x86-64 gcc-mingw-w64-i686-win32 wine64, then bash tools/setup.sh again)" >&2
 elif ! have_wine; then
   echo "dlltrace: the native shim is built; \`dlltrace run --wine\` also needs wine64 (sudo apt-get install wine64)" >&2
 fi

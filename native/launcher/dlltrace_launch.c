@@ -1,6 +1,14 @@
 /* dlltrace launcher: start a program with the shim in place, pass stdio through, return its exit code.
  *
  *   dlltrace_launch64.exe CMD ARGS...      (trace file: DLLTRACE_TRACE; shim: next to this exe, or DLLTRACE_SHIM)
+ *   dlltrace_launch32.exe CMD ARGS...      (the x86 build: the same, for a 32-bit Windows)
+ *
+ * The child's machine is read from its exe's PE header (inject.c): an x64 launcher injects the x64 shim into
+ * an x64 child and the x86 shim (dlltrace_shim32.dll of the same folder) into a 32-bit one; a child of a
+ * machine no shim can enter (arm64, ARM64EC, unknown) runs untraced, with a warning naming its machine.
+ * The exit event (and launch_error, when the command's file was found) says the child's machine:
+ * "child_machine". (`--dlltrace-inject PID VIA SHIM64 TRACE`: not for users; the x86 shim runs the x64
+ * launcher so to inject an x64 child of a 32-bit program, see inject.c.)
  *
  * The child is created suspended and the shim is put in by native/common/inject.c (an entry-point patch:
  * the shim loads and dlltrace_start(<trace>, "launcher") runs before the program's entry point; the exe's
@@ -21,6 +29,7 @@
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <shellapi.h>
 #include <stdio.h>
 #include "inject.h"
 #include "jsonw.h"
@@ -28,6 +37,13 @@
 #define EXIT_LAUNCH_FAILED 127
 #define EXIT_NOT_WINDOWS 126   /* Wine started the command as a Unix program (tracer/dlltrace/trace/launch.py) */
 #define DLLTRACE_LAUNCH_VERSION "0.1.0"
+#ifdef _WIN64
+#define SHIM_NAME L"dlltrace_shim64.dll"
+#define LAUNCHER_NAME "dlltrace_launch64.exe"
+#else
+#define SHIM_NAME L"dlltrace_shim32.dll"
+#define LAUNCHER_NAME "dlltrace_launch32.exe"
+#endif
 
 static WCHAR g_trace[32767];
 static jw_file_t g_tf; /* the trace file and its shared end (jsonw.h): lines of all processes stay whole */
@@ -79,6 +95,56 @@ static void warn_event(HANDLE f, DWORD pid, const char *msg, DWORD err) {
     write_line(f, &w);
 }
 
+/* the machine of the program a command line names (its first word, found as CreateProcess would with
+   SearchPathW and .exe), or NULL when the file is not found */
+static const char *command_machine(const WCHAR *cmd) {
+    static WCHAR prog[32767], found[32767];
+    int n = 0;
+    if (*cmd == L'"') { for (cmd++; *cmd && *cmd != L'"' && n < 32766; ) prog[n++] = *cmd++; }
+    else while (*cmd && *cmd != L' ' && *cmd != L'\t' && n < 32766) prog[n++] = *cmd++;
+    prog[n] = 0;
+    if (!n) return NULL;
+    DWORD got = SearchPathW(NULL, prog, L".exe", 32767, found, NULL);
+    if (!got || got >= 32767) return NULL;
+    return inject_machine_name(inject_file_machine(found));
+}
+
+/* a machine no shim can enter: arm64, arm64ec, unknown */
+static int unenterable(const char *machine) {
+    return machine && lstrcmpA(machine, "x86") != 0 && lstrcmpA(machine, "x64") != 0;
+}
+
+/* the warning naming the machine of a child the shim could not enter */
+static void machine_warning(HANDLE f, DWORD pid, const char *machine, DWORD err, int started) {
+    static char msg[256];
+    lstrcpyA(msg, started ? "child not traced: the shim cannot enter an " : "the command is an ");
+    lstrcatA(msg, machine);
+    lstrcatA(msg, started ? " process (no dlltrace shim for that machine)"
+                          : " program, which this system could not start; dlltrace could not have traced it either (no shim for that machine)");
+    warn_event(f, pid, msg, err);
+}
+
+/* `dlltrace_launch64.exe --dlltrace-inject PID VIA SHIM TRACE`: inject the shim into the suspended process
+   PID (for the x86 shim, whose 32-bit process cannot write an x64 child's memory: inject.c). Exit code: the
+   injection's result (0, or a Win32 error). */
+static int inject_helper(void) {
+    int argc = 0;
+    WCHAR **argv = CommandLineToArgvW(GetCommandLineW(), &argc);
+    if (!argv || argc != 6) return ERROR_INVALID_PARAMETER;
+    DWORD pid = 0;
+    for (const WCHAR *c = argv[2]; *c >= L'0' && *c <= L'9'; c++) pid = pid * 10 + (DWORD)(*c - L'0');
+    char via[32];
+    int k = 0;
+    for (; argv[3][k] && k < 31; k++) via[k] = (char)argv[3][k];
+    via[k] = 0;
+    HANDLE proc = OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_QUERY_LIMITED_INFORMATION | PROCESS_VM_OPERATION |
+                              PROCESS_VM_READ | PROCESS_VM_WRITE, FALSE, pid);
+    if (!proc) return (int)GetLastError();
+    DWORD e = dlltrace_inject(proc, argv[4], argv[5][0] ? argv[5] : NULL, via, NULL);
+    CloseHandle(proc);
+    return (int)e;
+}
+
 static volatile LONG g_interrupted; /* a Ctrl-C or Ctrl-Break reached us while the child ran */
 
 /* Ctrl-C / Ctrl-Break: the child got its own (same console, or under Wine the same Unix process
@@ -119,9 +185,10 @@ static WCHAR *rest_of_cmdline(void) {
 
 int main(void) {
     WCHAR *cmd = rest_of_cmdline();
+    if (CompareStringOrdinal(cmd, 18, L"--dlltrace-inject ", 18, FALSE) == CSTR_EQUAL) return inject_helper();
     g_quiet = GetEnvironmentVariableW(L"DLLTRACE_RUN", NULL, 0) != 0;
     if (!*cmd) {
-        fprintf(stderr, "usage: dlltrace_launch64.exe CMD [ARGS...]  (trace file in DLLTRACE_TRACE)\n");
+        fprintf(stderr, "usage: " LAUNCHER_NAME " CMD [ARGS...]  (trace file in DLLTRACE_TRACE)\n");
         return EXIT_LAUNCH_FAILED;
     }
     HANDLE trace = open_trace();
@@ -143,7 +210,7 @@ int main(void) {
     if (!n || n >= 32767) {
         n = GetModuleFileNameW(NULL, shim, 32767 - 32);
         while (n && shim[n - 1] != L'\\' && shim[n - 1] != L'/') n--;
-        lstrcpyW(shim + n, L"dlltrace_shim64.dll");
+        lstrcpyW(shim + n, SHIM_NAME);
     }
     /* no crash dialogs or debugger for the traced program (the error mode is inherited) */
     SetErrorMode(SEM_FAILCRITICALERRORS | SEM_NOGPFAULTERRORBOX | SEM_NOOPENFILEERRORBOX);
@@ -159,11 +226,14 @@ int main(void) {
     lstrcpynW(cmdbuf, cmd, 32767);
     if (!CreateProcessW(NULL, cmdbuf, NULL, NULL, TRUE, CREATE_SUSPENDED, NULL, NULL, &si, &pi)) {
         DWORD e = GetLastError();
+        const char *machine = command_machine(cmd);
         jsonw_t w;
         event(&w, "launch_error", GetCurrentProcessId(), GetCurrentThreadId());
         jw_key(&w, "cmdline"); jw_wstr(&w, cmd, -1);
         jw_key(&w, "error"); jw_u64(&w, e);
+        jw_key(&w, "child_machine"); if (machine) jw_str(&w, machine); else jw_raw(&w, "null");
         write_line(trace, &w);
+        if (unenterable(machine)) machine_warning(trace, GetCurrentProcessId(), machine, e, 0);
         if (!g_quiet) fprintf(stderr, "dlltrace-launch: cannot start the command (error %lu)\n", e);
         return EXIT_LAUNCH_FAILED;
     }
@@ -175,6 +245,7 @@ int main(void) {
         jw_key(&w, "code"); jw_raw(&w, "null");
         jw_key(&w, "by"); jw_str(&w, "launcher");
         jw_key(&w, "ended"); jw_str(&w, "not_windows");
+        jw_key(&w, "child_machine"); jw_raw(&w, "null");
         write_line(trace, &w);
         if (!g_quiet) fprintf(stderr, "dlltrace-launch: not a Windows program; Wine ran it as a Unix program, untraced\n");
         return EXIT_NOT_WINDOWS;
@@ -186,8 +257,11 @@ int main(void) {
     static WCHAR child_exe[32767];
     DWORD ce = 32767;
     if (!QueryFullProcessImageNameW(pi.hProcess, 0, child_exe, &ce)) child_exe[0] = 0;
-    DWORD ie = dlltrace_inject(pi.hProcess, shim, g_trace, "launcher");
-    if (ie) warn_event(trace, pi.dwProcessId, "child not traced: the shim could not be injected", ie);
+    int cm = INJ_MACHINE_UNKNOWN;
+    DWORD ie = dlltrace_inject(pi.hProcess, shim, g_trace, "launcher", &cm);
+    const char *child_machine = inject_machine_name(cm);
+    if (ie && unenterable(child_machine)) machine_warning(trace, pi.dwProcessId, child_machine, ie, 1);
+    else if (ie) warn_event(trace, pi.dwProcessId, "child not traced: the shim could not be injected", ie);
     ResumeThread(pi.hThread);
     WaitForSingleObject(pi.hProcess, INFINITE);
     DWORD code = 0;
@@ -221,6 +295,7 @@ int main(void) {
     jw_key(&w, "code"); jw_u64(&w, code);
     jw_key(&w, "by"); jw_str(&w, "launcher");
     jw_key(&w, "ended"); jw_str(&w, g_interrupted ? "interrupted" : "exited");
+    jw_key(&w, "child_machine"); jw_str(&w, child_machine);
     write_line(trace, &w);
     CloseHandle(trace);
     return (int)code;

@@ -502,10 +502,16 @@ static BOOL WINAPI h_FreeLibrary(HMODULE h) {
    the caller asked for CREATE_SUSPENDED itself. The guard is held throughout: the file calls of the
    process creation and of the injection are not probes, and a layered call (CreateProcessA ->
    CreateProcessInternalA -> CreateProcessInternalW) is recorded once. */
-static const char *inject_reason(DWORD e) {
+static const char *inject_reason(DWORD e, int machine) {
     switch (e) {
     case 0: return NULL;
-    case INJECT_NOT_X64: return "not an x64 process (32-bit child): the x64 shim cannot be loaded into it";
+    case INJECT_UNSUPPORTED_MACHINE:
+        switch (machine) {
+        case INJ_MACHINE_ARM64: return "an arm64 process: no dlltrace shim can enter it";
+        case INJ_MACHINE_ARM64EC: return "an arm64ec process: no dlltrace shim can enter it";
+        case INJ_MACHINE_UNKNOWN: return "a process of an unknown machine: no dlltrace shim can enter it";
+        default: return "the child's image in memory is not the machine its exe file says";
+        }
     case ERROR_BAD_EXE_FORMAT: return "the child's exe image could not be read as a PE with an entry point";
     default: return "the shim could not be injected";
     }
@@ -556,7 +562,9 @@ static int is_debugger(tstate_t *ts, const WCHAR *wapp, const WCHAR *wcmd, const
 
 static void spawn_event(tstate_t *ts, const char *api, const WCHAR *wapp, const WCHAR *wcmd, const char *aapp,
                         const char *acmd, DWORD flags, int follow, BOOL ok, DWORD le, PROCESS_INFORMATION *pi) {
-    DWORD ie = ok && follow ? dlltrace_inject(pi->hProcess, g_shim_path, g_trace_path, "spawn") : 0;
+    int machine = INJ_MACHINE_UNKNOWN;
+    DWORD ie = ok && follow ? dlltrace_inject(pi->hProcess, g_shim_path, g_trace_path, "spawn", &machine) : 0;
+    if (ok && !follow) machine = inject_process_machine(pi->hProcess);
     jsonw_t w;
     begin_line(&w, ts, "spawn");
     jw_key(&w, "api"); jw_str(&w, api);
@@ -568,8 +576,9 @@ static void spawn_event(tstate_t *ts, const char *api, const WCHAR *wapp, const 
     jw_key(&w, "child_pid"); if (ok) jw_u64(&w, pi->dwProcessId); else jw_raw(&w, "null");
     jw_key(&w, "injected"); jw_raw(&w, ok && follow && !ie ? "true" : "false");
     jw_key(&w, "inject_error"); jw_u64(&w, ie);
+    jw_key(&w, "child_machine"); if (ok) jw_str(&w, inject_machine_name(machine)); else jw_raw(&w, "null");
     const char *why = !ok ? "the process was not created"
-                      : !follow ? "the post-mortem debugger (AeDebug) is not followed" : inject_reason(ie);
+                      : !follow ? "the post-mortem debugger (AeDebug) is not followed" : inject_reason(ie, machine);
     jw_key(&w, "reason"); if (why) { jw_str(&w, why); } else jw_raw(&w, "null");
     emit(&w, ts);
     if (ok && follow && !(flags & CREATE_SUSPENDED)) ResumeThread(pi->hThread);
@@ -740,11 +749,18 @@ static void write_env(tstate_t *ts, const WCHAR *exe, int modules) {
         jw_raw(&w, "."); jw_u64(&w, vi.dwBuildNumber); jw_raw(&w, "\"");
     } else jw_raw(&w, "null");
     jw_key(&w, "machine");
+    /* the snapshot of another process (the launcher's child that could not start): its exe's machine, not
+       ours (an x64 launcher's 32-bit child is x86); else, or when that file says none of these, ours */
+    int fm = exe ? inject_file_machine(exe) : INJ_MACHINE_UNKNOWN;
+    if (fm == INJ_MACHINE_X86 || fm == INJ_MACHINE_X64 || fm == INJ_MACHINE_ARM64) {
+        jw_str(&w, inject_machine_name(fm));
+    } else {
 #ifdef _WIN64
-    jw_raw(&w, "\"x64\"");
+        jw_raw(&w, "\"x64\"");
 #else
-    jw_raw(&w, "\"x86\"");
+        jw_raw(&w, "\"x86\"");
 #endif
+    }
     typedef const char *(CDECL * wgv_t)(void);
     wgv_t wgv = (wgv_t)(void *)GetProcAddress(nt, "wine_get_version");
     jw_key(&w, "wine");

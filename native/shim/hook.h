@@ -1,4 +1,4 @@
-/* Inline trampoline hooks (x64). See hook_x64.c. */
+/* Inline trampoline hooks: hook_x64.c in the x64 build, hook_x86.c in the x86 one (the same interface). */
 #ifndef DLLTRACE_HOOK_H
 #define DLLTRACE_HOOK_H
 

@@ -4,6 +4,8 @@ and when it cannot, why and the one command that fixes it.
 - Windows programs need the native launcher and shim (the package's bin/, where trace/launch.py looks for
   them: the win_amd64 wheel ships them, a checkout builds them with native/build.sh and mingw-w64), both
   PE files of one machine (read from their PE headers), and Windows itself or wine64 (`run --wine`).
+- 32-bit (x86) Windows programs also need the x86 shim (and launcher) beside them, and under Wine its 32-bit
+  half (Debian: wine32:i386).
 - Linux programs need the LD_AUDIT recorder (trace/linux.py): built (the package's bin/linux, or the
   cache folder the first `dlltrace run` builds it into), or buildable (its sources, which every install
   carries, and gcc), on a glibc system (LD_AUDIT is glibc's ld.so).
@@ -28,6 +30,8 @@ from dlltrace.version import __version__
 State = Literal["yes", "buildable", "no", "not_here"]  # not_here: not for this OS at all (Linux programs on macOS)
 CHECKOUT = Path(__file__).resolve().parents[2]  # a source checkout's root (native/, tools/), when it is one
 CC64 = "x86_64-w64-mingw32-gcc"
+CC32 = "i686-w64-mingw32-gcc"
+WINE32_FIX = "dpkg --add-architecture i386 && {root}apt-get update && {root}apt-get install wine32:i386"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class TracingStatus:
     wine: Optional[str]      # wine64's path (for --wine), when found
     recorder: Optional[Path]  # the Linux recorder's folder, when built
     abilities: tuple[Ability, ...] = ()
+    files32: tuple[NativeFile, ...] = ()  # the x86 launcher and shim (32-bit programs)
 
     @property
     def built(self) -> bool:
@@ -97,9 +102,12 @@ def shim_fix() -> str:
     cmd = f"bash {build}"
     if where.bin_dir() != where.BIN:
         cmd += f" {where.bin_dir()}"
-    if not shutil.which(os.environ.get("CC64", CC64)):
-        apt = _apt("gcc-mingw-w64-x86-64")
-        cmd = f"{apt} && {cmd}" if apt else f"install mingw-w64 ({CC64}), then {cmd}"
+    # (native/build.sh builds both machines: both compilers)
+    missing = [(cc, pkg) for env, cc, pkg in (("CC64", CC64, "gcc-mingw-w64-x86-64"), ("CC32", CC32, "gcc-mingw-w64-i686-win32"))
+               if not shutil.which(os.environ.get(env, cc))]
+    if missing:
+        apt = _apt(" ".join(pkg for _, pkg in missing))
+        cmd = f"{apt} && {cmd}" if apt else f"install mingw-w64 ({', '.join(cc for cc, _ in missing)}), then {cmd}"
     return cmd
 
 
@@ -137,21 +145,46 @@ def windows_ability(files: tuple[NativeFile, ...], platform: str, wine: Optional
     return Ability(key, "no", "wine64 is not installed", _apt("wine64") or "install Wine (wine64)")
 
 
+def x86_ability(main: Ability, files32: tuple[NativeFile, ...], platform: str, wine: Optional[str],
+                wine32: bool) -> Ability:
+    """32-bit programs: the launcher of `main` puts the x86 shim into them (native/common/inject.c), so they
+    need what `main` needs, the x86 shim and launcher (both x86 PE), and under Wine its 32-bit half."""
+    if main.state != "yes":
+        return Ability("x86", "no", "Windows programs cannot be traced here (the line above)", None)
+    if not (usable(files32) and all(f.machine == "x86" for f in files32)):
+        bad = [f for f in files32 if f.problem is not None or f.machine != "x86"]
+        why = ", ".join(f"the {f.role} is {f.problem or f'an {f.machine} PE'}" for f in bad)
+        if all(f.problem == "missing" for f in files32):
+            why = "the x86 shim and launcher are not built"
+        return Ability("x86", "no", why, shim_fix())
+    if platform != "windows" and not wine32:
+        fix = WINE32_FIX.format(root=_root()) if shutil.which("apt-get") else None
+        return Ability("x86", "no", "this Wine cannot run 32-bit programs (no 32-bit Wine: wine32)",
+                       (_root() + fix) if fix else "install Wine's 32-bit part (wine32)")
+    return Ability("x86", "yes", None, None)
+
+
 def tracing_status() -> TracingStatus:
     files = (native_file("launcher", where.bin_dir() / where.LAUNCHER), native_file("shim", where.bin_dir() / where.SHIM))
+    files32 = (native_file("x86 launcher", where.bin_dir() / where.LAUNCHER32),
+               native_file("x86 shim", where.bin_dir() / where.SHIM32))
     platform = "windows" if sys.platform == "win32" else sys.platform
     wine = None if platform == "windows" else where.find_wine()
+    if platform == "windows" and where.launcher_name(_platform.machine()) == where.LAUNCHER32:
+        files = files32  # a 32-bit Windows: the x86 launcher and shim are the ones run
     lin, recorder = linux_ability()
-    abilities = [windows_ability(files, platform, wine)]
+    main = windows_ability(files, platform, wine)
+    abilities = [main, x86_ability(main, files32, platform, wine, platform == "windows" or where.wine_runs_32bit(wine))]
     if lin.state != "not_here":
         abilities.insert(0, lin)
-    return TracingStatus(files, platform, wine, recorder, tuple(abilities))
+    return TracingStatus(files, platform, wine, recorder, tuple(abilities), files32)
 
 
 WHAT = {
     "windows": "tracing Windows programs (`dlltrace run -- CMD`)",
     "wine": "tracing Windows programs under Wine (`dlltrace run --wine -- PROG.exe`)",
     "linux": "tracing Linux programs (`dlltrace run -- CMD`)",
+    "x86": "tracing 32-bit (x86) Windows programs",
 }
 
 
@@ -166,7 +199,7 @@ def ability_line(a: Ability) -> str:
 def status_lines(status: TracingStatus) -> list[str]:
     """What `dlltrace --version` says after its first line."""
     lines = []
-    for f in status.files:
+    for f in (*status.files, *(f for f in status.files32 if f not in status.files)):
         what = f"{f.machine} PE" if f.problem is None else f.problem
         lines.append(f"{f.role}: {f.path} ({what})")
     if status.platform != "windows":

@@ -1,5 +1,6 @@
-"""Running a program traced: the native launcher (bin/dlltrace_launch64.exe) starts it with the shim
-in place, under wine64 with --wine; the trace file gets a header line first (files.py), then the
+"""Running a program traced: the native launcher (bin/dlltrace_launch64.exe; dlltrace_launch32.exe on a
+32-bit Windows: where.launcher_name) starts it with the shim of its machine in place (the launcher reads
+the program's machine from its PE header: the x86 shim for a 32-bit program), under wine64 with --wine; the trace file gets a header line first (files.py), then the
 shim's events (docs/trace-format.md). What follows the run (the facts a later replay needs, the
 exit code) is runner.py's, above the replay: this module only runs the program and writes the file.
 Plain functions, tested on Linux, except run_traced, which runs the program."""
@@ -7,6 +8,7 @@ Plain functions, tested on Linux, except run_traced, which runs the program."""
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import signal
@@ -25,8 +27,8 @@ from dlltrace.trace.files import default_trace_name, finish_trace, spill_path, s
 from dlltrace.trace.reader import Trace, read_trace
 from dlltrace.trace.redact import redact_trace_file
 # the shim and the launcher, and wine64: trace/where.py (where --version looks for them too)
-from dlltrace.trace.where import (BIN, DEFAULT_MAX_SIZE, LAUNCHER, MIN_MAX_SIZE, SHIM, WINE_CANDIDATES,  # noqa: F401
-                                  bin_dir, find_wine)
+from dlltrace.trace.where import (BIN, DEFAULT_MAX_SIZE, LAUNCHER, LAUNCHER32, MIN_MAX_SIZE, SHIM, SHIM32,  # noqa: F401
+                                  WINE_CANDIDATES, bin_dir, find_wine, launcher_name)
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
@@ -139,8 +141,8 @@ def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
     if not wine and not ("/" in first or "\\" in first) and not shutil.which(first):
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
-    launcher = bin_dir() / LAUNCHER
-    if not launcher.is_file() or not (bin_dir() / SHIM).is_file():
+    launcher, shim = native_pair(wine is not None)
+    if not launcher.is_file() or not shim.is_file():
         raise DlltraceError(f"this install has no native shim ({launcher} missing): install dlltrace's win_amd64 "
                             "wheel, or build it in a checkout (bash native/build.sh)", EXIT_UNSUPPORTED)
 
@@ -163,9 +165,29 @@ def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
     if failed_start is not None:
         err = failed_start.get("error")
         where = finish_trace(spill, out)
-        raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}); "
-                            f"trace in {where}", EXIT_NO_COMMAND)
+        raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}"
+                            f"{machine_words(failed_start.get('child_machine'))}); trace in {where}", EXIT_NO_COMMAND)
     return LauncherRun(trace, spill, out, bool(wine), run_end_event(status, got))
+
+
+def native_pair(wine: bool) -> tuple[Path, Path]:
+    """The launcher `dlltrace run` starts and the shim of its machine: the x64 pair under Wine and on a
+    64-bit Windows (x64 or ARM64, which runs x64 programs), the x86 pair on a 32-bit Windows. (The x64
+    launcher puts the x86 shim, dlltrace_shim32.dll of the same folder, into 32-bit programs itself.)"""
+    name = LAUNCHER if wine else launcher_name(platform.machine())
+    return bin_dir() / name, bin_dir() / (SHIM32 if name == LAUNCHER32 else SHIM)
+
+
+# the machines no dlltrace shim can enter (the launcher's child_machine, docs/trace-format.md)
+UNENTERABLE = ("arm64", "arm64ec", "unknown")
+
+
+def machine_words(machine: Optional[str]) -> str:
+    """What a failed start adds about the program's machine: nothing for x86 and x64 (or no file)."""
+    if machine not in UNENTERABLE:
+        return ""
+    what = "a program of an unknown machine" if machine == "unknown" else f"an {machine} program"
+    return f"; {what}: no dlltrace shim can enter it"
 
 
 def redact_in_place(path: Path) -> Path:

@@ -48,6 +48,7 @@ int dlltrace_stop(void);
 """
 
 SHIM_DLL = "dlltrace_shim64.dll"
+SHIM32_DLL = "dlltrace_shim32.dll"  # for a 32-bit Python (its C API is cdecl, cffi's default)
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
@@ -102,10 +103,12 @@ def make_ffi():
 
 
 def default_shim_path() -> "Optional[str]":
-    """The shim next to this file's package (bin/), on Windows; elsewhere there is none (DLLTRACE_SHIM)."""
+    """The shim next to this file's package (bin/), on Windows, of this Python's machine (the x86 one in a 32-bit
+    Python); elsewhere there is none (DLLTRACE_SHIM)."""
     if sys.platform != "win32":
         return None
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", SHIM_DLL)
+    name = SHIM_DLL if sys.maxsize > 2**32 else SHIM32_DLL
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", name)
 
 
 def _c_decl(decl: str) -> tuple:

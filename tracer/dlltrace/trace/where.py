@@ -2,8 +2,9 @@
 install.py, reads this; trace/launch.py and trace/linux.py use it):
 
 - the Windows launcher and shim: the package's bin/ (the win_amd64 wheel's, or a checkout's built by
-  native/build.sh); DLLTRACE_BIN names another folder (a build of one's own; the tests' missing one);
-- wine64, for `run --wine` (DLLTRACE_WINE names one);
+  native/build.sh), for x64 and for x86 (the x86 shim goes into a 32-bit child; the x86 launcher runs
+  on a 32-bit Windows); DLLTRACE_BIN names another folder (a build of one's own; the tests' missing one);
+- wine64, for `run --wine` (DLLTRACE_WINE names one), and whether Wine can run 32-bit programs;
 - the Linux recorder (LD_AUDIT and LD_PRELOAD libraries): the package's bin/linux, else the cache folder
   the first `dlltrace run` builds it into from its sources (a checkout's native/audit, or the copy every
   wheel carries: setup.py)."""
@@ -19,7 +20,13 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 BIN = _PACKAGE / "bin"
 LAUNCHER = "dlltrace_launch64.exe"
 SHIM = "dlltrace_shim64.dll"
+LAUNCHER32 = "dlltrace_launch32.exe"  # (native/build.sh's i686 build: the x86 shim and launcher)
+SHIM32 = "dlltrace_shim32.dll"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
+# Where a Wine with 32-bit support keeps its 32-bit Windows DLLs (Debian's wine32:i386 installs the first);
+# also looked for beside the wine binary found (a Wine of its own prefix: <prefix>/lib/wine/i386-windows)
+WINE32_DLL_DIRS = ("/usr/lib/i386-linux-gnu/wine/i386-windows", "/usr/lib/wine/i386-windows",
+                   "/usr/lib32/wine/i386-windows")
 
 # `run --max-size` (native/common/jsonw.h): the writers drop lines past it, counting them, and the launcher
 # writes what was dropped as a `capped` event. The default is far above any real failing run (the real
@@ -36,6 +43,23 @@ PRELOAD_LIB = "libdlltrace_preload.so"
 
 def bin_dir() -> Path:
     return Path(os.environ["DLLTRACE_BIN"]) if os.environ.get("DLLTRACE_BIN") else BIN
+
+
+def launcher_name(windows_machine: str) -> str:
+    """The launcher for a Windows of this machine ("AMD64", "ARM64", "x86", as platform.machine() says it):
+    the x64 one wherever x64 programs run (it injects the x86 shim into 32-bit children itself), else the
+    x86 one (a 32-bit Windows)."""
+    return LAUNCHER32 if windows_machine.lower() in ("x86", "i386", "i686") else LAUNCHER
+
+
+def wine_runs_32bit(wine: Optional[str]) -> bool:
+    """Whether this Wine has its 32-bit half (Debian: wine32:i386): its 32-bit ntdll.dll is there."""
+    dirs = [Path(d) for d in WINE32_DLL_DIRS]
+    if wine:
+        real = Path(wine).resolve().parent
+        dirs += [real.parent / "lib" / "wine" / "i386-windows", real.parent / "lib32" / "wine" / "i386-windows",
+                 real / "i386-windows"]
+    return any((d / "ntdll.dll").is_file() for d in dirs)
 
 
 def find_wine() -> Optional[str]:
