@@ -1,0 +1,118 @@
+"""WOW64 in the loader model: a 32-bit (x86) process on 64-bit Windows (loader/windows/rules.py,
+the rule_wow64_* rules). One test per rule, named after it; end to end through scenarios."""
+
+from __future__ import annotations
+
+from dlltrace.loader.windows import rules
+from dlltrace.worlds.world import SystemInfo
+from simhelp import load
+
+SYS = SystemInfo()  # an x64 Windows
+SYS32 = "C:\\Windows\\System32"
+WOW = "C:\\Windows\\SysWOW64"
+
+
+def x86(path, **more):
+    return {"path": path, "machine": "x86", **more}
+
+
+def x64(path, **more):
+    return {"path": path, "machine": "x64", **more}
+
+
+def load32(name, flags=0, files=(), **kw):
+    """LoadLibraryExW(name, flags) in a 32-bit process (process.machine x86) on x64 Windows."""
+    return load(name, flags, files, machine="x86", **kw)
+
+
+def test_rule_wow64_applies():
+    assert rules.rule_wow64_applies("x86", SYS)
+    assert rules.rule_wow64_applies("x86", SystemInfo(machine="arm64"))  # x86 emulation on arm64 is WOW64 too
+    assert not rules.rule_wow64_applies("x64", SYS)
+    assert not rules.rule_wow64_applies("x86", SystemInfo(machine="x86"))  # 32-bit Windows: no WOW64
+    assert not rules.rule_wow64_applies("arm64", SystemInfo(machine="arm64"))
+
+
+def test_rule_wow64_redirect():
+    r = rules.rule_wow64_redirect
+    assert r(SYS32 + "\\x.dll", "x86", SYS) == WOW + "\\x.dll"
+    assert r("c:/windows//system32/Sub/x.dll", "x86", SYS) == WOW + "\\Sub\\x.dll"  # any spelling; the rest kept
+    assert r(SYS32, "x86", SYS) == WOW
+    # the exempt subfolders (Microsoft's "File System Redirector" page; Wine's redirects[] table)
+    for sub in ("catroot", "catroot2", "DriverStore", "drivers\\etc", "LogFiles", "spool"):
+        assert r(f"{SYS32}\\{sub}\\a.dll", "x86", SYS) == f"{SYS32}\\{sub}\\a.dll", sub
+    assert r(SYS32 + "\\drivers\\a.sys", "x86", SYS) == WOW + "\\drivers\\a.sys"  # only drivers\etc is exempt
+    assert r(SYS32 + "\\catrootx\\a.dll", "x86", SYS) == WOW + "\\catrootx\\a.dll"
+    # Sysnative reaches the real System32
+    assert r("C:\\Windows\\Sysnative\\x.dll", "x86", SYS) == SYS32 + "\\x.dll"
+    # not below System32, a 64-bit process, 32-bit Windows: unchanged
+    assert r("C:\\Windows\\System32x\\a.dll", "x86", SYS) == "C:\\Windows\\System32x\\a.dll"
+    assert r(WOW + "\\x.dll", "x86", SYS) == WOW + "\\x.dll"
+    assert r(SYS32 + "\\x.dll", "x64", SYS) == SYS32 + "\\x.dll"
+    assert r(SYS32 + "\\x.dll", "x86", SystemInfo(machine="x86")) == SYS32 + "\\x.dll"
+    assert r("C:\\Windows\\Sysnative\\x.dll", "x64", SYS) == "C:\\Windows\\Sysnative\\x.dll"
+    # a Windows folder elsewhere: its own System32
+    d = SystemInfo(windows="D:\\WinNT")
+    assert r("D:\\WinNT\\System32\\x.dll", "x86", d) == "D:\\WinNT\\SysWOW64\\x.dll"
+    assert r(SYS32 + "\\x.dll", "x86", d) == SYS32 + "\\x.dll"
+
+
+def test_rule_wow64_redirect_in_a_load():
+    # the 32-bit copy is in SysWOW64, the 64-bit one in System32: a 32-bit process gets the 32-bit one,
+    # named by the path it asked for (as Wine names it), and a 64-bit process the 64-bit one
+    files = [x64(SYS32 + "\\b.dll"), x86(WOW + "\\b.dll")]
+    r = load32("b.dll", files=files)
+    assert r.error == 0 and r.module_path == SYS32 + "\\b.dll"
+    assert SYS32 + "\\b.dll" in r.probes
+    assert load("b.dll", files=files).error == 0
+    # a 32-bit DLL only in the real System32 is not found by a 32-bit process (System32 is SysWOW64)
+    r = load32("b.dll", files=[x86(SYS32 + "\\b.dll")])
+    assert (r.error, r.leaf.cause) == (126, "not_found")
+    r = load32(SYS32 + "\\b.dll", files=[x86(SYS32 + "\\b.dll")])
+    assert r.error == 126
+    # Sysnative is the real System32: its 64-bit DLL is the wrong machine for a 32-bit process
+    r = load32("C:\\Windows\\Sysnative\\b.dll", files=files)
+    assert (r.error, r.leaf.cause) == (193, "bad_machine")
+    assert r.leaf.facts.process_machine == "x86" and r.leaf.facts.machines == ("x64",)
+    # an import: the 64-bit copy in System32 is not even seen (System32 is SysWOW64), one in the
+    # application folder is the wrong machine (193), a 32-bit one in SysWOW64 loads
+    files = [x86("C:\\app\\a.dll", imports=["b.dll"]), x64(SYS32 + "\\b.dll")]
+    r = load32("C:\\app\\a.dll", files=files)
+    assert (r.error, r.leaf.name, r.leaf.cause) == (126, "b.dll", "not_found")
+    r = load32("C:\\app\\a.dll", files=[*files, x64("C:\\app\\b.dll")])
+    assert (r.error, r.leaf.name, r.leaf.cause) == (193, "b.dll", "bad_machine")
+    assert load32("C:\\app\\a.dll", files=[*files, x86(WOW + "\\b.dll")]).error == 0
+
+
+def test_rule_wow64_same_file():
+    assert rules.rule_wow64_same_file(SYS32 + "\\x.dll", "x86", SYS) == (SYS32 + "\\x.dll", WOW + "\\x.dll")
+    assert rules.rule_wow64_same_file(WOW + "\\x.dll", "x86", SYS) == (WOW + "\\x.dll", SYS32 + "\\x.dll")
+    assert rules.rule_wow64_same_file("C:\\app\\x.dll", "x86", SYS) == ("C:\\app\\x.dll",)
+    assert rules.rule_wow64_same_file(SYS32 + "\\x.dll", "x64", SYS) == (SYS32 + "\\x.dll",)
+    # end to end (measured under Wine 8.0): SysWOW64\x.dll after System32\x.dll is the module loaded first
+    files = [x86(WOW + "\\b.dll")]
+    pre = [{"op": "LoadLibraryExW", "name": SYS32 + "\\b.dll", "flags": 0}]
+    r = load32(WOW + "\\b.dll", files=files, pre=pre)
+    assert r.error == 0 and r.tree.how_kind == "loaded_same_file" and r.module_path == SYS32 + "\\b.dll"
+    assert not r.tree.new
+
+
+def test_rule_wow64_known_dlls():
+    assert rules.rule_wow64_known_dlls("USER32.dll", SYS) == WOW + "\\user32.dll"
+    assert rules.rule_wow64_known_dlls("wow64.dll", SYS) is None  # WOW64's own DLLs are 64-bit only
+    assert rules.rule_wow64_known_dlls("notknown.dll", SYS) is None
+    # rule_known_dlls asks it for a 32-bit process; Wine has no KnownDLLs in either view
+    assert rules.rule_known_dlls("user32.dll", SYS, "x86") == WOW + "\\user32.dll"
+    assert rules.rule_known_dlls("wow64cpu.dll", SYS, "x86") is None
+    assert rules.rule_known_dlls("wow64cpu.dll", SYS, "x64") == SYS32 + "\\wow64cpu.dll"
+    assert rules.rule_known_dlls("user32.dll", SystemInfo(profile="wine"), "x86") is None
+    # a copy in the application folder does not win over the 32-bit KnownDLLs
+    r = load32("user32.dll", files=[x86("C:\\app\\user32.dll")])
+    assert r.tree.how == "KnownDLLs" and r.module_path == WOW + "\\user32.dll"
+
+
+def test_rule_wow64_program_files():
+    assert rules.rule_wow64_program_files("x86", SYS) == "C:\\Program Files (x86)"
+    assert rules.rule_wow64_program_files("x64", SYS) == "C:\\Program Files"
+    assert rules.rule_wow64_program_files("x86", SystemInfo(machine="x86")) == "C:\\Program Files"
+    assert rules.rule_wow64_program_files("x86", SystemInfo(machine="arm64"), "D:\\PF") == "D:\\PF (x86)"
