@@ -116,3 +116,89 @@ def test_rule_wow64_program_files():
     assert rules.rule_wow64_program_files("x64", SYS) == "C:\\Program Files"
     assert rules.rule_wow64_program_files("x86", SystemInfo(machine="x86")) == "C:\\Program Files"
     assert rules.rule_wow64_program_files("x86", SystemInfo(machine="arm64"), "D:\\PF") == "D:\\PF (x86)"
+
+
+# ----------------------------------------------------------------------------- a recorded 32-bit trace
+def _pe32(name, imports=(), machine=0x14C) -> bytes:
+    """tinype's DLL with its Machine field set (0x14C: i386): what pe.py reads a DLL's machine from."""
+    import struct
+
+    from tinype import tiny_dll
+
+    data = bytearray(tiny_dll(name, imports))
+    at = struct.unpack_from("<I", data, 0x3C)[0]
+    struct.pack_into("<H", data, at + 4, machine)
+    return bytes(data)
+
+
+def _x86_trace(tmp_path, probes):
+    """A hand-written trace of a 32-bit process (env machine x86) whose LoadLibraryExW(C:\\app\\top.dll)
+    failed with 126: top -> mid -> leaf, the leaf missing."""
+    import json
+
+    from dlltrace.trace.files import header_line
+
+    def ev(kind, seq, **f):
+        return {"ev": kind, "seq": seq, "pid": 7, "tid": 1, "t": seq, **f}
+
+    events = [ev("process", 1, ppid=1, exe="C:\\app\\host.exe", hooks=[]),
+              ev("env", 2, exe="C:\\app\\host.exe", cwd="C:\\app", vars={"PATH": ""}, dll_directory=None,
+                 user_dirs=None, default_dirs=None, known_dlls=None, safe_dll_search_mode=None,
+                 system32="C:\\windows\\system32", windows="C:\\windows", windows_version="6.1.7601",
+                 machine="x86", wine="8.0", modules=["C:\\app\\host.exe"]),
+              ev("load_begin", 3, api="LoadLibraryExW", name="C:\\app\\top.dll", flags=0, parent=None, depth=0,
+                 ctx=None, caller="C:\\app\\host.exe")]
+    seq = 4
+    for path, status in probes:
+        events.append(ev("probe", seq, load=3, op="open", path="\\??\\" + path, status=status))
+        seq += 1
+    events.append(ev("load_end", seq, load=3, result=None, error=126, status=0xC0000135, path=None))
+    p = tmp_path / "x86.jsonl"
+    p.write_text(header_line("wine", ["host.exe"]) + "".join(json.dumps(e) + "\n" for e in events))
+    return p
+
+
+NF = 0xC0000034
+X86_PROBES = [("C:\\app\\top.dll", 0), ("C:\\app\\mid.dll", 0), ("C:\\app\\leaf.dll", NF),
+              ("C:\\windows\\system32\\leaf.dll", NF), ("C:\\windows\\system\\leaf.dll", NF),
+              ("C:\\windows\\leaf.dll", NF), ("C:\\app\\leaf.dll", NF)]
+
+
+def test_recorded_x86_trace_is_replayed_with_the_syswow64_facts(tmp_path, monkeypatch):
+    """`dlltrace run`'s facts (diagnosis/collect.py) for a 32-bit process are asked with the redirected
+    path: the 64-bit leaf.dll in the real System32 is not the process's, SysWOW64 has none, so the load is
+    126 with the chain of 3 (the loader's open of System32\\leaf.dll reached SysWOW64 and found nothing). The
+    report's replay then agrees with the loader, probe for probe."""
+    from dlltrace import diagnose
+    from dlltrace.runner import append_facts
+    from dlltrace.trace.reader import read_trace
+    from dlltrace.worlds.live import wine_map
+
+    prefix = tmp_path / "prefix"
+    c = prefix / "drive_c"
+    (c / "app").mkdir(parents=True)
+    (c / "windows" / "system32").mkdir(parents=True)
+    (c / "windows" / "syswow64").mkdir(parents=True)
+    (c / "windows" / "system").mkdir(parents=True)
+    (prefix / "dosdevices").mkdir()
+    (prefix / "dosdevices" / "c:").symlink_to(c)
+    (c / "app" / "top.dll").write_bytes(_pe32("top.dll", ["mid.dll"]))
+    (c / "app" / "mid.dll").write_bytes(_pe32("mid.dll", ["leaf.dll"]))
+    (c / "windows" / "system32" / "leaf.dll").write_bytes(_pe32("leaf.dll", machine=0x8664))
+    p = _x86_trace(tmp_path, X86_PROBES)
+    import dlltrace.diagnosis.collect as collect
+
+    facts = collect.collect_facts(read_trace(p), wine_map(prefix))
+    by_path = {e["path"].lower(): e for e in facts}
+    assert by_path["c:\\windows\\syswow64\\leaf.dll"]["kind"] == "missing"
+    assert by_path["c:\\app\\mid.dll"]["pe"]["machine"] == "x86"
+    # (the real System32's 64-bit copy is asked of only as a copy found elsewhere, if at all)
+    assert by_path.get("c:\\windows\\system32\\leaf.dll", {}).get("why", "elsewhere") == "elsewhere"
+
+    monkeypatch.setenv("WINEPREFIX", str(prefix))
+    append_facts(p, read_trace(p), wine=True)
+    (d,) = diagnose(p)
+    (f,) = d.failures
+    assert (f.error, f.leaf, f.cause, f.chain) == (126, "leaf.dll", "not_found", ("top.dll", "mid.dll", "leaf.dll"))
+    assert [t.path for t in f.tried][:2] == ["C:\\app\\leaf.dll", "C:\\windows\\system32\\leaf.dll"]
+    assert f.model_agrees
