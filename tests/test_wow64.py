@@ -202,3 +202,32 @@ def test_recorded_x86_trace_is_replayed_with_the_syswow64_facts(tmp_path, monkey
     assert (f.error, f.leaf, f.cause, f.chain) == (126, "leaf.dll", "not_found", ("top.dll", "mid.dll", "leaf.dll"))
     assert [t.path for t in f.tried][:2] == ["C:\\app\\leaf.dll", "C:\\windows\\system32\\leaf.dll"]
     assert f.model_agrees
+
+
+# ----------------------------------------------------------------------------- a win32 wheel, statically
+def _wheel(path, members: dict, tag="win32"):
+    import zipfile
+
+    whl = path / f"pkg-1.0-cp311-cp311-{tag}.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, data in members.items():
+            z.writestr(f"pkg/{name}", data)
+        z.writestr("pkg-1.0.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-{tag}\n")
+        z.writestr("pkg-1.0.dist-info/RECORD", "")
+    return whl
+
+
+def test_static_deps_of_a_win32_wheel_use_the_x86_view(tmp_path):
+    """`deps` and `check` of a win32 wheel (machine I386) model a 32-bit Python: its System32 is SysWOW64,
+    where the built-in model has the 32-bit system DLLs and the VC++ runtime; an x64 DLL in it is the wrong
+    machine for the 32-bit process."""
+    from dlltrace import deps
+
+    ext = _pe32("ext.pyd", ["kernel32.dll", "vcruntime140.dll", "helper.dll", "user32.dll", "winmm.dll", "msvcp140.dll"])
+    good = _wheel(tmp_path, {"ext.pyd": ext, "helper.dll": _pe32("helper.dll", ["kernel32.dll"])})
+    r = deps(good)
+    assert r.target.machine == "x86" and r.problems == [], [p.detail for p in r.problems]
+    (tmp_path / "bad").mkdir()
+    bad = _wheel(tmp_path / "bad", {"ext.pyd": ext, "helper.dll": _pe32("helper.dll", ["kernel32.dll"], machine=0x8664)})
+    problems = [(p.kind, p.dll, p.machine) for p in deps(bad).problems]
+    assert problems == [("wrong_machine", "helper.dll", "x64")]
