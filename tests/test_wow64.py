@@ -231,3 +231,60 @@ def test_static_deps_of_a_win32_wheel_use_the_x86_view(tmp_path):
     bad = _wheel(tmp_path / "bad", {"ext.pyd": ext, "helper.dll": _pe32("helper.dll", ["kernel32.dll"], machine=0x8664)})
     problems = [(p.kind, p.dll, p.machine) for p in deps(bad).problems]
     assert problems == [("wrong_machine", "helper.dll", "x64")]
+
+
+# ----------------------------------------------------------------------------- 193, both directions, in words
+def _import_193(process_machine, dll_machine):
+    """A Python (3.11) of `process_machine` importing a .pyd of `dll_machine`: the explained failure."""
+    from dlltrace.diagnosis.explain import explain
+    from simhelp import scenario
+
+    sp = "C:\\py\\Lib\\site-packages"
+    sc = scenario([{"path": sp + "\\pkg\\_ext.pyd", "machine": dll_machine}],
+                  [{"op": "python_import", "module": "pkg._ext", "path": sp + "\\pkg\\_ext.pyd"}],
+                  exe="C:\\py\\python.exe", python="3.11", machine=process_machine,
+                  folders=[sp + "\\pkg"])
+    sim = sc.simulator()
+    (r,) = [r for r in sim.run(sc.calls) if r.error]
+    explain(r, sc.world, sim.process)
+    return r
+
+
+def test_193_a_64_bit_dll_in_a_32_bit_process_in_words():
+    from dlltrace.render.fixwords import BITS_CHECK, fix_markdown, fix_text
+    from dlltrace.render.text import verdict_line
+
+    r = _import_193("x86", "x64")
+    assert (r.error, r.leaf.cause, r.leaf.facts.process_machine, r.leaf.facts.machines) == (193, "bad_machine", "x86", ("x64",))
+    line = verdict_line(_replayed(r))
+    assert line == ("✗ _ext.pyd is a 64-bit DLL (x64) in a 32-bit process (x86): Windows cannot load a 64-bit DLL "
+                    "into a 32-bit process")
+    (fix,) = [f for f in r.fixes if f.kind == "python_bitness"]
+    text = fix_text(fix)
+    assert text.startswith("Get the 32-bit build of what ships _ext.pyd (a win32 wheel, the x86 download), or use a "
+                           "64-bit Python: this Python is 32-bit and _ext.pyd is 64-bit (x64)")
+    assert "win_amd64 wheel is installed into a 32-bit Python" in text and BITS_CHECK in text
+    assert "`python -c \"import struct;print(struct.calcsize('P')*8)\"`" in fix_markdown(fix)
+
+
+def test_193_a_32_bit_dll_in_a_64_bit_process_in_words():
+    from dlltrace.render.fixwords import BITS_CHECK, fix_text
+    from dlltrace.render.text import verdict_line
+
+    r = _import_193("x64", "x86")
+    assert (r.error, r.leaf.facts.process_machine, r.leaf.facts.machines) == (193, "x64", ("x86",))
+    assert verdict_line(_replayed(r)) == ("✗ _ext.pyd is a 32-bit DLL (x86) in a 64-bit process (x64): Windows cannot "
+                                          "load a 32-bit DLL into a 64-bit process")
+    (fix,) = [f for f in r.fixes if f.kind == "python_bitness"]
+    text = fix_text(fix)
+    assert text.startswith("Get the 64-bit build of what ships _ext.pyd (a win_amd64 wheel, the x64 download), or use "
+                           "a 32-bit Python: this Python is 64-bit and _ext.pyd is 32-bit (x86)") and BITS_CHECK in text
+    # the same bits, another machine: no bitness words
+    r = _import_193("x64", "arm64")
+    assert verdict_line(_replayed(r)) == "✗ _ext.pyd is built for arm64, but this process is x64"
+
+
+def _replayed(res):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(result=res, failed=True, load=SimpleNamespace(name=res.name), real_error=res.error)
