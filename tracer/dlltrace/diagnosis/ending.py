@@ -9,7 +9,7 @@ text, and `dlltrace run` takes its exit code from it (runner.py: run_exit_code).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from dlltrace.trace.reader import Trace
 
@@ -122,7 +122,7 @@ def ending(trace: Trace) -> Ending:
     mine = next((e for e in trace.of("exit") if e.get("by") == "dlltrace"), None)
     status = mine.get("launcher_status") if mine else None
     sig = mine.get("signal") if mine else None
-    base = dict(launcher_status=status, signal=sig)
+    base: dict[str, Any] = dict(launcher_status=status, signal=sig)
     launcher = [e for e in trace.of("exit") if e.get("by") == "launcher"]
     ex = launcher[0] if launcher else None
     if ex is not None and ex.get("ended") == "not_windows":

@@ -327,6 +327,7 @@ class Simulator:
             if winpath.is_absolute(name):
                 m = rules.rule_loaded_same_file(name, self.process, self.system)
                 if m is not None:
+                    self._opened_alias(name, m)
                     return self._already_loaded(node, m, "already loaded from the same file", "loaded_same_file")
                 return self._probe_dirs(node, winpath.basename(name), (SearchDir(winpath.dirname(name), "given path"),))
             # a relative path with a folder in it is appended to every folder of the search path
@@ -404,6 +405,13 @@ class Simulator:
         node.detail = leaf_detail("not_found", node.facts)
         return node
 
+    def _opened_alias(self, path: str, m: LoadedModule) -> None:
+        """A module found loaded under another name of the same file (WOW64: System32\\x.dll and SysWOW64\\x.dll,
+        rules.rule_wow64_same_file) is known only once the file is opened: one probe (measured under Wine 8.0, which
+        opens it and finds the module by the file's id, dlls/ntdll/loader.c find_fileid_module)."""
+        if not winpath.same(m.path, path):
+            self._probes.append(path)
+
     def _already_loaded(self, node: Node, m: LoadedModule, how: str, kind: HowKind) -> Node:
         self._module_of[id(node)] = m
         node.path, node.how, node.how_kind = m.path, how, kind
@@ -428,6 +436,7 @@ class Simulator:
             if skip_loaded:
                 m = rules.rule_loaded_same_file(path, self.process, self.system)
                 if m is not None:
+                    self._opened_alias(path, m)
                     self._already_loaded(node, m, d.rule, "loaded_candidate")
                     node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
                     return node
