@@ -3,7 +3,7 @@
 #   tools/setup.sh            the package (Python venv, pip install); with mingw-w64 on the machine also
 #                             the native shim (native/build.sh), for `dlltrace run --wine`; without it one
 #                             line says what `run --wine` would need (simulate and report need nothing more)
-#   tools/setup.sh --tests    also what the tests need: wine64, mingw-w64 and gcc (apt), test extras, the shim
+#   tools/setup.sh --tests    also what the tests need: wine64, wine32:i386, mingw-w64 and gcc (apt), test extras, the shim
 # Installs only what is missing, and rebuilds the shim only when native/ changed: running it again is cheap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +18,11 @@ python3 -m venv --help >/dev/null 2>&1 && python3 -c "import ensurepip" >/dev/nu
 if [ $tests = 1 ]; then
   # Wine (the only real Windows loader here) and mingw (the shim, hosts and fixture DLLs).
   [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1 || need+=(wine64)
+  # 32-bit Wine (the loader wine64 hands a 32-bit program to; the prefix then has SysWOW64): tests/test_wine_diff_x86.py
+  if [ ! -x /usr/lib/wine/wine ]; then
+    dpkg --print-foreign-architectures | grep -qx i386 || $SUDO dpkg --add-architecture i386
+    need+=(wine32:i386)
+  fi
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-i686-win32)
   command -v gcc >/dev/null 2>&1 || need+=(gcc)  # (tests/test_bootstrap.py: a fake shim for Linux)
