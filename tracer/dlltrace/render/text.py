@@ -238,12 +238,13 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
             lost = [i for i in apart if lost_a_feature(i)]
             apart = [i for i in apart if not lost_a_feature(i)]
     cap = capped(trace)
-    untraced = untraced_line(trace, end)  # (the process it started ran untraced: never "every load succeeded")
+    untraced = untraced_line(trace, end)  # (the process it started ran untraced: one line, never "every load succeeded")
     if untraced is not None:
-        head = f"dlltrace ─ {untraced} · {where}"
-    elif not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
+        return [Styled(f"dlltrace ─ {untraced} · {where}", "failure")] + (
+            ["", Styled(capped_line(cap), "failure")] if cap is not None else [])
+    if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
-    lines: list[Block] = [Styled(head, "heading" if untraced is None else "failure")]
+    lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
     for b in stubs:
