@@ -288,3 +288,17 @@ def _replayed(res):
     from types import SimpleNamespace
 
     return SimpleNamespace(result=res, failed=True, load=SimpleNamespace(name=res.name), real_error=res.error)
+
+
+def test_deps_of_a_win32_wheel_says_the_python_is_32_bit(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    whl = _wheel(tmp_path, {"ext.pyd": _pe32("ext.pyd", ["kernel32.dll"])})
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(whl)], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(root / "tracer")}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Python 3.11 (32-bit, x86: System32 is SysWOW64 for it) at C:\\Python311" in r.stdout, r.stdout
+

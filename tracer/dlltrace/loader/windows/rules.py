@@ -271,8 +271,9 @@ def rule_wow64_program_files(machine: str, system: SystemInfo, program_files: st
     which sets ProgramFiles=%ProgramFiles(x86)% in a 32-bit process's environment (Microsoft Learn, "WOW64
     Implementation Details", Environment variables); Program Files is not redirected by the file system
     (the File System Redirector page lists no such folder): a 32-bit program installs and looks there only
-    through the variable. Where the model resolves an install under Program Files for a process (the static
-    model's 32-bit Python), it asks this rule."""
+    through the variable. No load the model resolves depends on %ProgramFiles% yet (the static model's Python
+    sits at C:\\PythonXY for either machine, and the traces record no ProgramFiles variable): the fact is named
+    here, and tested, for the first that does."""
     if rule_wow64_applies(machine, system):
         return program_files + " (x86)"
     return program_files
