@@ -302,3 +302,14 @@ def test_deps_of_a_win32_wheel_says_the_python_is_32_bit(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Python 3.11 (32-bit, x86: System32 is SysWOW64 for it) at C:\\Python311" in r.stdout, r.stdout
 
+
+
+def test_the_report_says_where_a_32_bit_process_looked_in_system32():
+    from dlltrace.render.explained import result_words
+
+    r = load32("b.dll", files=[x64(SYS32 + "\\b.dll")])
+    (c,) = [c for c in r.tree.candidates if c.path.lower().startswith(SYS32.lower() + "\\")]
+    assert (c.result, c.opened) == ("not_there", WOW + "\\b.dll")
+    assert result_words(c) == f"not there (in {WOW}: a 32-bit process's System32)"
+    r = load("b.dll", files=[x64(SYS32 + "\\b.dll")])  # a 64-bit process: no such words
+    assert r.tree.candidates[1].opened is None and result_words(r.tree.candidates[1]) == "found"

@@ -277,7 +277,12 @@ def looked_heading(lk: Looked) -> str:
 
 
 def result_words(c: Candidate) -> str:
-    return RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" and c.machine else "")
+    """"not there", "wrong machine (x86)"; a candidate a 32-bit process opened elsewhere (WOW64's SysWOW64 for
+    System32) says where: "not there (in C:\\Windows\\SysWOW64: a 32-bit process's System32)"."""
+    words = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" and c.machine else "")
+    if c.opened and c.result != "already_loaded":
+        words += f" (in {winpath.dirname(c.opened)}: a 32-bit process's {winpath.basename(winpath.dirname(c.path))})"
+    return words
 
 
 def looked_rows(lk: Looked) -> list[tuple[str, str, str, str]]:

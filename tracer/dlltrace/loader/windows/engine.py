@@ -445,8 +445,10 @@ class Simulator:
             v = rules.rule_candidate(facts, machine)
             if self._datafile and v.result == "wrong_machine" and node.via == "call":
                 v = rules.CandidateVerdict("found", True)
+            real = rules.rule_wow64_redirect(path, self.process.machine, self.system)
             node.candidates.append(Candidate(path, d.rule, v.result,
-                                             facts.pe.machine if facts is not None and facts.pe else None))
+                                             facts.pe.machine if facts is not None and facts.pe else None,
+                                             real if real != path else None))
             if v.result == "wrong_machine":
                 wrong = True
             if facts is None or not v.stop:  # (rule_candidate: a file that is not there never stops)
