@@ -240,8 +240,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     cap = capped(trace)
     untraced = untraced_line(trace, end)  # (the process it started ran untraced: one line, never "every load succeeded")
     if untraced is not None:
-        return [Styled(f"dlltrace ─ {untraced} · {where}", "failure")] + (
-            ["", Styled(capped_line(cap), "failure")] if cap is not None else [])
+        one: list[Block] = [Styled(f"dlltrace ─ {untraced} · {where}", "failure")]
+        return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
     if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
     lines: list[Block] = [Styled(head, "heading")]
