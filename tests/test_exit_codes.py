@@ -52,13 +52,13 @@ def test_every_code_of_the_readme_table_is_produced_by_a_test():
     section = text[start:text.index("\n## ", start + 1)]
     documented = re.findall(r"^\| ([^|]+?) \| [^|]+ \| ", section, flags=re.M)
     documented = [c for c in documented if c not in ("code", "---")]
-    assert documented == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "130", "137", "128+N", "the program's"]
+    assert documented == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "130", "137", "128+N", "the program's"]
     assert sorted(documented) == sorted(TESTED), {c: TESTED.get(c) for c in documented}
     # the constants are the table's
     assert (errors.EXIT_OK, errors.EXIT_SIMULATED_FAILURE, errors.EXIT_USAGE, errors.EXIT_BAD_TRACE,
             errors.EXIT_NO_COMMAND, errors.EXIT_OUTPUT, errors.EXIT_NO_WINE, errors.EXIT_UNSUPPORTED,
-            errors.EXIT_NOT_RUN, errors.EXIT_INTERNAL, errors.EXIT_INTERRUPTED, errors.EXIT_KILLED) == (
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 130, 137)
+            errors.EXIT_NOT_RUN, errors.EXIT_INTERNAL, errors.EXIT_NOT_TRACED, errors.EXIT_INTERRUPTED,
+            errors.EXIT_KILLED) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 130, 137)
 
 
 # --- dlltrace's own codes, no Wine -----------------------------------------------------------------------
@@ -234,6 +234,76 @@ def test_the_ending_is_said_in_the_summary_and_the_report_and_gives_runs_code(na
         if kind != "exited":
             assert "every load succeeded" not in text, text
             assert text.splitlines()[0].startswith("dlltrace ─ 0 failed loads · "), text
+
+
+def launcher_warning(message, pid=7):
+    return {"ev": "warning", "seq": 0, "pid": pid, "tid": 0, "t": 3, "message": message, "error": 216, "by": "launcher"}
+
+
+UNTRACED = {
+    # name: (the launcher's child_machine, its warning or None, the words of the one line both reports start with)
+    "32-bit, no warning": ("x86", None, "the shim was not loaded into this 32-bit process: no 32-bit shim was injected "
+                                        "into it; host.exe ran untraced and exited with 3, nothing of its loads is known"),
+    "32-bit, warned": ("x86", "could not inject dlltrace_shim32.dll (error 2: the file was not found)",
+                       "the shim was not loaded into this 32-bit process: could not inject dlltrace_shim32.dll (error 2: "
+                       "the file was not found); host.exe ran untraced and exited with 3"),
+    "arm64": ("arm64", None, "dlltrace cannot trace arm64 processes: host.exe is one (unsupported); host.exe ran "
+                             "untraced and exited with 3, nothing of its loads is known"),
+    "ARM64EC": ("arm64ec", "not injected: an ARM64EC program", "dlltrace cannot trace ARM64EC processes: host.exe is "
+                                                               "one (unsupported) (not injected: an ARM64EC program)"),
+    "unknown machine": ("unknown", None, "dlltrace cannot trace unknown-machine processes: host.exe is one (unsupported)"),
+    "an older launcher": (None, None, "the shim was not loaded into this process: no event of it was written; host.exe "
+                                      "ran untraced and exited with 3"),
+}
+
+
+@covers("10")
+@pytest.mark.parametrize("name", UNTRACED)
+def test_a_run_that_traced_no_load_of_its_process_is_never_success(name, tmp_path):
+    """The launcher started the program (its `exit` event has its pid) and no shim `process` event of it is in
+    the trace, or the launcher warned that it could not inject: `run` exits 10 whatever the program's own code,
+    and the run's summary, the report (text and Markdown) say why in their first line, never "every load
+    succeeded (0 loads traced)"."""
+    machine, warned, words = UNTRACED[name]
+    ex = {**launcher_exit(3, pid=4242), **({"child_machine": machine} if machine else {})}
+    events = ([launcher_warning(warned, pid=4242)] if warned else []) + [ex, run_end_event(3, None)]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in ({**HEADER, "command": ["C:\\x\\host.exe", "a"]}, *events)))
+    tr = read_trace(p)
+    assert tr.warnings == [] and tr.pids == []
+    e = ending(tr)
+    assert (e.kind, e.code, e.child_machine, e.why) == ("not_traced", 3, machine, warned or "")
+    assert run_exit_code(tr) == errors.EXIT_NOT_TRACED == 10
+    for text in (*both(tr), produce(tr, "markdown")):
+        first = text.splitlines()[0]
+        assert words in first, first
+        assert "every load succeeded" not in text and "0 loads traced" not in text, text
+    (head,) = summarize(tr).splitlines()  # (one line: why it was not traced)
+    assert head.startswith(f"dlltrace ─ {words}") and head.endswith(f" · trace saved to {p}"), head
+    doc = json.loads(produce(tr, "json"))
+    assert doc["ending"]["kind"] == "not_traced" and words in doc["ending"]["text"], doc["ending"]
+
+
+def test_a_traced_process_whose_launcher_warned_is_not_traced(tmp_path):
+    # the shim's process event is there, and the launcher warned it could not inject into the process: untraced
+    tr = trace_of(tmp_path, PROCESS, STATS, launcher_warning("injection failed (error 5)"), launcher_exit(0),
+                  run_end_event(0, None))
+    assert ending(tr).kind == "not_traced" and run_exit_code(tr) == errors.EXIT_NOT_TRACED
+    # a warning of another process's does not count; a traced process of the launcher's pid is traced
+    tr = trace_of(tmp_path, PROCESS, STATS, launcher_warning("x", pid=8), launcher_exit(0), run_end_event(0, None),
+                  name="ok.jsonl")
+    assert ending(tr).kind == "exited" and run_exit_code(tr) == 0
+
+
+def test_a_trace_with_no_traced_process_never_says_every_load_succeeded(tmp_path):
+    # no launcher events either (a trace written without dlltrace run, or cut): still no "every load succeeded"
+    tr = trace_of(tmp_path, {"ev": "warning", "seq": 1, "pid": 7, "tid": 1, "t": 1, "message": "x"})
+    for text in (*both(tr), produce(tr, "markdown")):
+        assert "every load succeeded" not in text and text.splitlines()[0].startswith(
+            ("dlltrace ─ no process was traced", "**dlltrace:** no process was traced")), text
+    from dlltrace.render.diagnosis import diagnoses_lines
+
+    assert diagnoses_lines([]) == ["dlltrace ─ no process was traced: nothing of its loads is known"]
 
 
 def test_an_older_trace_without_facts_of_its_ending_is_unchanged(tmp_path):

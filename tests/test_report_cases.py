@@ -139,7 +139,8 @@ def test_s9_invents_no_missing_dll(capsys):
 
 def test_s10_names_both_machines(capsys):
     text = report_text(TRACES / "s10.jsonl", capsys)
-    assert text.splitlines()[2] == "✗ blingfiretokdll.dll is built for x86, but this process is x64"
+    assert text.splitlines()[2] == ("✗ blingfiretokdll.dll is a 32-bit DLL (x86) in a 64-bit process (x64): Windows "
+                                    "cannot load a 32-bit DLL into a 64-bit process")
     assert "wrong machine (x86)" in text
 
 

@@ -181,6 +181,68 @@ def build_pool(cache: Path | None = None) -> Pool:
     return _pool_from(root)
 
 
+DLLTOOL32 = "i686-w64-mingw32-dlltool"
+
+
+def _pool32_from(root: Path) -> Pool:
+    """The 32-bit pool: the same roles and variants, seen from a 32-bit (x86) process: "ok" is the i686 build,
+    "x86" (the wrong machine of the 64-bit pool) the x64 build, so a case's variants mean the same for either
+    host; the host is the i686 loadhost.exe."""
+    dll = {}
+    for variant, sub in (("ok", "x86"), ("x86", "x64")):
+        for r in ROLES:
+            dll[(r, variant)] = root / sub / f"{dll_base(r, PLACEHOLDER)}.dll"
+    dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
+    dll[("w", "rev")] = root / "rev" / f"{PLACEHOLDER['w']}.dll"
+    for v in API_VARIANTS:
+        dll[("l", v)] = root / v / f"{PLACEHOLDER['l']}.dll"
+    return Pool(root=root, host=root / "loadhost.exe", dll=dll)
+
+
+def build_pool32(cache: Path | None = None) -> Pool:
+    """build_pool for a 32-bit host (tests/test_wine_diff_x86.py): every fixture DLL built with i686 mingw (and
+    with x86_64 mingw for the wrong machine), the DllMain-FALSE leaf, the two-imports DLL in the other order and
+    the API-set leaves as i686 builds, and loadhost.exe built with i686 mingw. Cached as build_pool is."""
+    cache = cache or (winetools.CACHE / "wine-diff")
+    root = cache / (pool_key() + "-x86")
+    if (root / "done").exists():
+        return _pool32_from(root)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="build32-", dir=cache))
+    cc = winetools.mingw_compile
+    for sub, bits, defs in (("x86", 32, []), ("x64", 64, []), ("initfail", 32, ["-DLEAF_INIT_FAILS"])):
+        d = tmp / sub
+        d.mkdir()
+        leaf = cc([FIXTURES / "leaf.c"], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=bits, extra=defs)
+        if sub == "initfail":
+            continue
+        mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
+        extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "apiset.c"], d / f"{dll_base('a', PLACEHOLDER)}.dll", dll=True, bits=bits)
+        cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=bits)
+        if sub == "x86":
+            (tmp / "rev").mkdir()
+            two = (d / f"{PLACEHOLDER['w']}.dll").read_bytes()
+            (tmp / "rev" / f"{PLACEHOLDER['w']}.dll").write_bytes(swap_imports(two, PLACEHOLDER["l"], PLACEHOLDER["x"]))
+    for v, (_, _, define, def_file) in API_VARIANTS.items():
+        d = tmp / v
+        d.mkdir()
+        lib = d / "libapiset.a"
+        r = subprocess.run([DLLTOOL32, "-d", str(FIXTURES / def_file), "-l", str(lib)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{DLLTOOL32} -d {def_file} failed:\n{r.stderr}")
+        cc([FIXTURES / "leaf.c", lib], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=32,
+           extra=[f"-D{define}", "-fno-builtin"])
+    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=32, extra=["-municode", "-lpsapi"])
+    (tmp / "done").write_text("ok\n")
+    try:
+        tmp.rename(root)
+    except OSError:  # another session finished the same build first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _pool32_from(root)
+
+
 def _import_descriptors(data: bytes) -> list:
     """(file offset, imported DLL name) of each import descriptor of a PE32/PE32+ image."""
     import struct
@@ -188,7 +250,7 @@ def _import_descriptors(data: bytes) -> list:
     pe = struct.unpack_from("<I", data, 0x3C)[0]
     n_sections, opt_size = struct.unpack_from("<H12xH", data, pe + 6)
     opt = pe + 24
-    dirs = opt + (112 if struct.unpack_from("<H", data, opt)[0] == 0x20B else 96)
+    dirs = opt + (112 if struct.unpack_from("<H", data, opt)[0] == 0x20B else 96)  # (PE32+ or PE32)
     imp_rva = struct.unpack_from("<I", data, dirs + 8)[0]
     # (VirtualSize, VirtualAddress, SizeOfRawData, PointerToRawData) per section header
     sections = [struct.unpack_from("<8xIIII", data, opt + opt_size + 40 * i) for i in range(n_sections)]

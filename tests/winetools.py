@@ -106,6 +106,8 @@ def require(*tools: str) -> None:
             missing.append(f"{CC64} (apt-get install gcc-mingw-w64-x86-64)")
         elif t == "mingw32" and not shutil.which(CC32):
             missing.append(f"{CC32} (apt-get install gcc-mingw-w64-i686-win32)")
+        elif t == "wine32" and not os.access(WINE32_LOADER, os.X_OK):
+            missing.append("32-bit Wine (dpkg --add-architecture i386; apt-get install wine32:i386)")
     if missing:
         msg = "needs " + ", ".join(missing)
         if os.environ.get("CI"):
@@ -213,6 +215,27 @@ WINE_START_RETRIED: list[str] = []
 
 def drive_c() -> Path:
     return ensure_prefix() / "drive_c"
+
+
+WINE32_LOADER = "/usr/lib/wine/wine"  # Debian's wine32:i386: the loader wine64 hands a 32-bit program to
+
+
+def ensure_wow64_prefix() -> Path:
+    """The test prefix, with its SysWOW64 (Wine's 32-bit DLLs): a prefix made before 32-bit Wine was installed has
+    none, and `wineboot -u` adds it; a 32-bit program there could not start. Returns the prefix's SysWOW64 folder.
+    (CI makes the prefix cold, after setup installed wine32: it has SysWOW64 from the start.)"""
+    syswow64 = drive_c() / "windows" / "syswow64"
+    if not (syswow64 / "kernel32.dll").exists():
+        env = wine_env()
+        quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, check=False)
+        subprocess.run([wine_binary(), "wineboot", "-u"], env=env, timeout=300, **quiet)
+    if not (syswow64 / "kernel32.dll").exists():
+        msg = f"the Wine prefix {PREFIX} has no SysWOW64 after wineboot -u (is wine32:i386 installed?)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return syswow64
 
 
 def to_windows(path: Path | str) -> str:

@@ -21,7 +21,8 @@ if [ $tests = 1 ]; then
   [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null 2>&1 || need+=(wine64)
   command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-x86-64)
   command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || need+=(gcc-mingw-w64-i686-win32)
-  # 32-bit Wine (tests/test_shim32.py: 32-bit programs traced): Debian's wine32 is an i386 package
+  # 32-bit Wine (tests/test_shim32.py: 32-bit programs traced; tests/test_wine_diff_x86.py: the loader wine64
+  # hands a 32-bit program to, and the prefix then has SysWOW64): Debian's wine32 is an i386 package
   if ! dpkg -s wine32:i386 >/dev/null 2>&1 && [ ! -f /usr/lib/i386-linux-gnu/wine/i386-windows/ntdll.dll ]; then
     if ! dpkg --print-foreign-architectures | grep -qx i386; then
       echo "+ dpkg --add-architecture i386" >&2

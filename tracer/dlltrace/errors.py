@@ -16,6 +16,8 @@ EXIT_NO_WINE = 6        # `--wine` without wine64 installed
 EXIT_UNSUPPORTED = 7    # a feature this platform cannot do
 EXIT_NOT_RUN = 8        # `run`: the program never ran (Wine failed to start, or not a Windows program)
 EXIT_INTERNAL = 9       # dlltrace's own failure: a bug, or an install that lacks one of its dependencies
+EXIT_NOT_TRACED = 10    # `run`: the program ran, but untraced: the shim was not loaded into the process it started
+                        # (a 32-bit program without the 32-bit shim, an arm64 / ARM64EC one: unsupported); never success
 EXIT_INTERRUPTED = 130  # `run`: Ctrl-C (passed to the program; the trace is finished)
 EXIT_KILLED = 137       # `run`: the program was killed (it ended without exiting)
 # `run`: 128 + N when dlltrace run itself got signal N (SIGTERM 143, SIGHUP 129), or its launcher was killed by it

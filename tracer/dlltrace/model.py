@@ -262,6 +262,7 @@ class Candidate:
     rule: str
     result: CandidateResult
     machine: Optional[str] = None
+    opened: Optional[str] = None  # the file the path opens when it is another (WOW64: System32's is SysWOW64's)
 
 
 # Where a copy of the leaf found elsewhere is, relative to the call's search (Elsewhere.relation):

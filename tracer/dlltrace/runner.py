@@ -17,7 +17,7 @@ from typing import Any, Optional
 from dlltrace.diagnosis import collect
 from dlltrace.diagnosis.ending import ending
 from dlltrace.diagnosis.replay_linux import replay_linux
-from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN
+from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN, EXIT_NOT_TRACED
 from dlltrace.trace import launch, linux
 from dlltrace.trace.files import append_events, finish_trace
 from dlltrace.trace.launch import DEFAULT_MAX_SIZE
@@ -59,6 +59,8 @@ def run_exit_code(trace: Trace) -> int:
         return EXIT_INTERRUPTED
     if e.kind in ("never_ran", "not_windows"):
         return EXIT_NOT_RUN
+    if e.kind == "not_traced":  # (it ran, but nothing of it was traced: never success, whatever its own code)
+        return EXIT_NOT_TRACED
     if e.kind == "killed":
         st = e.launcher_status
         return 128 - st if st is not None and st < 0 else EXIT_KILLED

@@ -9,7 +9,7 @@ text, and `dlltrace run` takes its exit code from it (runner.py: run_exit_code).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from dlltrace.trace.reader import Trace
 
@@ -21,6 +21,8 @@ EndingKind = Literal[
     "interrupted",      # a Ctrl-C was passed to it (then it ended, or was killed)
     "never_ran",        # Wine (or the launcher) ended before the program was started
     "not_windows",      # Wine ran the command as a Unix program: outside Windows, untraced, no exit code
+    "not_traced",       # the launcher started it, and the shim never ran in it: no `process` event (a 32-bit or
+                        # an arm64 program, an injection that failed); it ran untraced (`child_machine`, `why`)
     "unknown",          # the trace does not say (written without the launcher, or by an older one)
 ]
 
@@ -89,11 +91,15 @@ class Ending:
     pid: Optional[int] = None              # the launcher's child
     launcher_status: Optional[int] = None  # `dlltrace run`: the launcher's exit status (negative: its signal)
     signal: Optional[int] = None           # `dlltrace run`: the signal it received and passed on
+    # not_traced: the child's machine as the launcher read it from its PE header (`child_machine`: x64, x86, arm64,
+    # arm64ec, unknown; None from a launcher that does not say), and the launcher's warning of why it could not inject
+    child_machine: Optional[str] = None
+    why: str = ""
 
     @property
     def abnormal(self) -> bool:
         """Not an exit of the program's own (with whatever code), nor unknown: said in every report."""
-        return self.kind in ("crashed", "killed", "interrupted", "never_ran", "not_windows")
+        return self.kind in ("crashed", "killed", "interrupted", "never_ran", "not_windows", "not_traced")
 
 
 def code_name(code: Optional[int]) -> str:
@@ -116,7 +122,7 @@ def ending(trace: Trace) -> Ending:
     mine = next((e for e in trace.of("exit") if e.get("by") == "dlltrace"), None)
     status = mine.get("launcher_status") if mine else None
     sig = mine.get("signal") if mine else None
-    base = dict(launcher_status=status, signal=sig)
+    base: dict[str, Any] = dict(launcher_status=status, signal=sig)
     launcher = [e for e in trace.of("exit") if e.get("by") == "launcher"]
     ex = launcher[0] if launcher else None
     if ex is not None and ex.get("ended") == "not_windows":
@@ -135,6 +141,9 @@ def ending(trace: Trace) -> Ending:
         return Ending("interrupted", code=code, pid=pid, **base)
     if pid is not None and trace.start_status(pid) is not None:
         return Ending("could_not_start", code=code, pid=pid, **base)
+    untraced = not_traced(trace, ex)
+    if untraced is not None:
+        return Ending("not_traced", code=code, pid=pid, child_machine=untraced[0], why=untraced[1], **base)
     if is_crash(code):
         return Ending("crashed", code=code, pid=pid, **base)
     # the shim writes `stats` when its process exits through ExitProcess; a launcher that writes
@@ -144,11 +153,33 @@ def ending(trace: Trace) -> Ending:
     return Ending("exited", code=code, pid=pid, **base)
 
 
+CHILD_MACHINES = ("x64", "x86", "arm64", "arm64ec", "unknown")  # the launcher's `child_machine` values
+
+
+def not_traced(trace: Trace, ex: dict) -> Optional[tuple[Optional[str], str]]:
+    """Whether the process the launcher started (its `exit` event `ex`) ran untraced: the launcher started it
+    (a pid) and the trace has no `process` event of it (the shim never started in it), or the launcher warned
+    that it could not inject the shim into it. Returns (the child's machine as the launcher read it, or None;
+    the launcher's warning about it, or ""), or None when it was traced. A program that never reached its
+    entry point (could_not_start) is not asked about: the shim never starts in one."""
+    pid = ex.get("pid")
+    if pid is None or not isinstance(pid, int) or pid == 0:
+        return None
+    machine = ex.get("child_machine")
+    machine = machine if machine in CHILD_MACHINES else None
+    warned = next((str(w.get("message") or "") for w in trace.of("warning", pid=pid)
+                   if w.get("by") == "launcher" and w.get("seq") == 0), None)
+    if pid in trace.pids and warned is None:
+        return None
+    return machine, warned or ""
+
+
 def headline(e: Ending) -> str:
     """The few words the report's first line gets for an abnormal ending ("" otherwise)."""
     return {"crashed": f"the program crashed ({code_name(e.code)})", "killed": "the program was killed",
             "interrupted": "interrupted (Ctrl-C)", "never_ran": "the program never ran",
-            "not_windows": "the program never ran as a Windows program"}.get(e.kind, "")
+            "not_windows": "the program never ran as a Windows program",
+            "not_traced": "the program ran untraced"}.get(e.kind, "")
 
 
 def ending_line(e: Ending, explained: bool) -> str:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from dlltrace.trace.reader import Trace
 
 OutcomeKind = Literal["crashed", "died_of_load", "died_of_other", "degraded", "ok", "exited", "killed", "interrupted",
-                      "could_not_start", "never_ran", "not_windows", "unknown"]
+                      "could_not_start", "never_ran", "not_windows", "not_traced", "unknown"]
 LoadClass = Literal["fatal", "fallback", "probe", "noise"]
 
 # The libraries whose absence costs an accelerator or an optional feature, by file name (Windows and Linux),

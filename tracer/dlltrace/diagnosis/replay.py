@@ -108,10 +108,11 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
     proc = trace.process(pid) or {}
     wine = trace.header.platform == "wine" or bool(env.get("wine"))
     known = env.get("known_dlls")
+    machine = env.get("machine") or "x64"
     system = SystemInfo(
         windows=env.get("windows") or "C:\\Windows",
-        system32=env.get("system32") or "",
-        machine=env.get("machine") or "x64",
+        system32=native_system32(env.get("system32") or "", env.get("windows") or "C:\\Windows", machine),
+        machine=wow64_os_machine(machine),
         safe_dll_search_mode=env.get("safe_dll_search_mode") is not False and env.get("safe_dll_search_mode") != 0,
         known_dlls=tuple(known) if isinstance(known, list) else (() if wine else DEFAULT_KNOWN_DLLS),
         profile="wine" if wine else "windows",
@@ -126,7 +127,7 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         exe=exe, cwd=env.get("cwd") or "", path=path,
         dll_directory=env.get("dll_directory") or None,
         default_dirs=env.get("default_dirs") or None,
-        machine=env.get("machine") or system.machine,
+        machine=machine,
         python=str(py.get("version") or ""),
         env={k: v for k, v in vars_.items() if isinstance(v, str)},
         python_kind=python_kind(py),
@@ -141,6 +142,24 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         if isinstance(m, str) and winpath.is_absolute(m):
             process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
     return system, process
+
+
+def wow64_os_machine(process_machine: str) -> str:
+    """The machine of the Windows a traced process ran on, from the process's own (the `env` event's
+    `machine`): a 32-bit x86 process is taken to run under WOW64 on x64 Windows (Windows 11 has no 32-bit
+    edition, and Wine with 32-bit support is a 64-bit Wine; the trace does not record the OS's machine),
+    so its System32 is SysWOW64 (rules.rule_wow64_redirect); any other process ran on its own machine."""
+    return "x64" if process_machine == "x86" else process_machine
+
+
+def native_system32(recorded: str, windows: str, process_machine: str) -> str:
+    """The native System32 of a traced process's Windows: the `env` event's `system32` is what
+    GetSystemDirectoryW gave the process, and a 32-bit process under WOW64 may be told SysWOW64 there;
+    the model keeps System32 the native folder and redirects the 32-bit process's opens itself
+    (rules.rule_wow64_redirect), so a recorded SysWOW64 is read as the System32 beside it."""
+    if process_machine == "x86" and recorded and winpath.basename(recorded).lower() == "syswow64":
+        return winpath.join(winpath.dirname(recorded), "System32")
+    return recorded or winpath.join(windows, "System32")
 
 
 def pip_site(trace: Trace, pid: int, py: dict) -> str:
@@ -271,12 +290,15 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     if world is None:
         for k in [k for k in made if k[0] == "process"]:
             del made[k]
-        system, _ = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
-        probes = trace.probe_facts(pid)  # (each (path, status) once: the first of a path decides, or a later one)
+        system, process = system_and_process(trace, pid) if pid is not None else (SystemInfo(), None)
+        machine = process.machine if process is not None else system.machine
+        # (each (path, status) once: the first of a path decides, or a later one); a 32-bit process's probe of
+        # System32 is a fact about SysWOW64 (rules.rule_wow64_redirect): the file its open reached
+        probes = [(rules.rule_wow64_redirect(p, machine, system), st) for p, st in trace.probe_facts(pid)]
         dirs = [e["path"] for e in trace.of("adddir", pid=pid) if e.get("ok") and isinstance(e.get("path"), str)]
         world = made[("process", pid, n)] = files.with_process(system, probes, dirs)
         world.owners = trace.owners(pid)  # (who owns each DLL: the traced Python's RECORD files, conda-meta)
-        world.add_listed(system.machine)  # (what those records list that the trace never looked at)
+        world.add_listed(machine)  # (what those records list that the trace never looked at: the process's machine)
         world.loaders = trace.package_loaders(pid)  # (packages whose import adds a DLL folder: delvewheel's patch)
     return world.fresh()
 

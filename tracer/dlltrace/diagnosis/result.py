@@ -25,7 +25,7 @@ DIAGNOSIS_VERSION = 1
 Platform = Literal["windows", "linux"]
 # How the process ended (diagnosis/ending.py's kinds; "unknown" for a process whose end the trace does not hold)
 EndKind = Literal["exited", "crashed", "could_not_start", "killed", "interrupted", "never_ran", "not_windows",
-                  "unknown"]
+                  "not_traced", "unknown"]
 # A failed load's fate (diagnosis/verdict.py): the failure the program hit, one it went past, or not known
 Fate = Literal["fatal", "went_on", "unknown"]
 

@@ -19,6 +19,8 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
     d = {"path": c.path, "rule": c.rule, "result": c.result}
     if c.machine:
         d["machine"] = c.machine
+    if c.opened:
+        d["opened"] = c.opened
     return d
 
 

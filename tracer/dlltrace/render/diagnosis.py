@@ -224,6 +224,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         said = crash_headline(main.outcome, fatal_leaf(main))
     elif main is not None and main.fatal is None:
         said = outcome_headline(main.outcome)
+    if not diagnoses:  # (no process traced: never "every load succeeded")
+        return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
         return [f"dlltrace ─ every load succeeded{where}"]
     head = f"dlltrace ─ {said}{where}" if said is not None else (

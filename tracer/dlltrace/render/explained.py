@@ -12,7 +12,7 @@ import ast
 import io
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Literal, Optional, Union
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Sequence, Union
 
 from dlltrace import winpath
 from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
@@ -83,6 +83,23 @@ CAUSE_WORDS: dict[Cause, CauseWords] = {
     "invalid_parameter": CauseWords("invalid parameters: {detail}", "invalid parameters"),
     "access_denied": CauseWords("access to {path} was denied{need}", "access denied"),
 }
+
+# The bits of each machine (model.MACHINES), for "a 64-bit DLL in a 32-bit process".
+MACHINE_BITS = {"x64": 64, "arm64": 64, "x86": 32, "arm": 32}
+
+
+def bitness_text(name: str, machines: Sequence[str], process: str) -> str:
+    """A wrong-machine leaf in words (error 193): "a.dll is a 64-bit DLL (x64) in a 32-bit process (x86)" when
+    the DLL and the process differ in bits, the commonest report (a win_amd64 wheel in a 32-bit Python, and the
+    reverse); else "a.dll is built for arm64, but this process is x64"."""
+    bits = {MACHINE_BITS.get(m) for m in machines}
+    own = MACHINE_BITS.get(process)
+    if len(bits) == 1 and None not in bits and own is not None and own not in bits:
+        (dll_bits,) = bits
+        return (f"{name} is a {dll_bits}-bit DLL ({' / '.join(machines)}) in a {own}-bit process ({process}): "
+                f"Windows cannot load a {dll_bits}-bit DLL into a {own}-bit process")
+    return f"{name} is built for {' / '.join(machines) or 'another machine'}, but this process is {process}"
+
 
 # Whether a missing leaf has a copy anywhere (ExplainedCall.leaf_state), and its words.
 LeafState = Literal["", "installed_not_searched", "not_installed", "missing_from_its_distribution"]
@@ -209,10 +226,12 @@ def verdict_text(e: ExplainedCall) -> str:
         return f"✓ {name} loaded from {e.result.module_path}"
     words = CAUSE_WORDS[leaf.cause]
     facts = leaf.facts
+    need = f" — it is needed by {leaf.parent}" if leaf.parent else ""
     text = words.verdict.format(
-        name=leaf.name, path=leaf.path, detail=leaf.detail,
-        need=f" — it is needed by {leaf.parent}" if leaf.parent else "",
+        name=leaf.name, path=leaf.path, detail=leaf.detail, need=need,
         built_for=" / ".join(facts.machines) or "another machine", process=facts.process_machine or "x64")
+    if leaf.cause == "bad_machine":
+        text = bitness_text(leaf.name, facts.machines, facts.process_machine or "x64") + need
     state = LEAF_STATE_WORDS[e.leaf_state]
     return f"✗ {text}; {state}" if state else f"✗ {text}"
 
@@ -258,7 +277,12 @@ def looked_heading(lk: Looked) -> str:
 
 
 def result_words(c: Candidate) -> str:
-    return RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" and c.machine else "")
+    """"not there", "wrong machine (x86)"; a candidate a 32-bit process opened elsewhere (WOW64's SysWOW64 for
+    System32) says where: "not there (in C:\\Windows\\SysWOW64: a 32-bit process's System32)"."""
+    words = RESULT_WORDS[c.result] + (f" ({c.machine})" if c.result == "wrong_machine" and c.machine else "")
+    if c.opened and c.result != "already_loaded":
+        words += f" (in {winpath.dirname(c.opened)}: a 32-bit process's {winpath.basename(winpath.dirname(c.path))})"
+    return words
 
 
 def looked_rows(lk: Looked) -> list[tuple[str, str, str, str]]:

@@ -100,6 +100,10 @@ def _plain(s: str) -> str:
     return s
 
 
+# how a user tells a 32-bit Python from a 64-bit one (the pointer size of the interpreter that runs it)
+BITS_CHECK = "python -c \"import struct;print(struct.calcsize('P')*8)\""
+
+
 def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     """A fix in words, made from its fields: the one place each fix's sentence is written. `code`
     marks what is code to type (Markdown puts it in backticks)."""
@@ -137,9 +141,15 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
                     f"or copy {f.name} next to {winpath.basename(f.exe)}")
         return f"Find the package that ships {f.name} and install it, then add its folder with os.add_dll_directory"
     if a == "use_64bit_python":
-        return "Use a 64-bit Python (this process is 32-bit, the DLL is 64-bit)"
+        return (f"Get the 32-bit build of what ships {f.name} (a win32 wheel, the x86 download), or use a 64-bit "
+                f"Python: this Python is 32-bit and {f.name} is 64-bit ({f.other_machine}), as when a win_amd64 wheel "
+                f"is installed into a 32-bit Python. {code(BITS_CHECK)} prints 32 or 64 for the Python that runs it")
     if a == "use_build":
         article = "an" if f.other_machine[:1] in ("a", "x") else "a"
+        if f.python and f.machine == "x64" and f.other_machine == "x86":  # (the reverse: a 32-bit DLL in a 64-bit Python)
+            return (f"Get the 64-bit build of what ships {f.name} (a win_amd64 wheel, the x64 download), or use a 32-bit "
+                    f"Python: this Python is 64-bit and {f.name} is 32-bit (x86), as when a win32 wheel or a 32-bit DLL "
+                    f"meets a 64-bit Python. {code(BITS_CHECK)} prints 32 or 64 for the Python that runs it")
         return f"Use the {f.machine} build of {f.name}, or {article} {f.other_machine} " + ("Python" if f.python else "build of the program")
     if a == "reinstall":
         return f"{f.path} is not a valid DLL (truncated or corrupt download?): reinstall the package that ships it"

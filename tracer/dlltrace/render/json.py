@@ -9,6 +9,7 @@ from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
 from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
 from dlltrace.diagnosis.ending import code_name, ending, ending_line
+from dlltrace.render.outcome import untraced_line
 from dlltrace.render.calls import call_dict
 from dlltrace.render.text import environment_line
 from dlltrace.diagnosis.verdict import verdict_dict
@@ -87,5 +88,6 @@ def ending_dict(trace: Trace, explained: bool) -> dict[str, Any]:
     """How the program ended (diagnosis/ending.py): its kind, its full exit code and the code's name, the
     signal `dlltrace run` passed on, and the sentence the text report gives ("" for a plain exit)."""
     e = ending(trace)
+    untraced = untraced_line(trace, e)  # (the program ran untraced: said, never an empty ending)
     return {"kind": e.kind, "code": e.code, "code_name": code_name(e.code) if e.code is not None else None,
-            "signal": e.signal, "text": ending_line(e, explained)}
+            "signal": e.signal, "text": untraced if untraced is not None else ending_line(e, explained)}

@@ -24,7 +24,7 @@ from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import Incident, main_outcome
 from dlltrace.diagnosis.outcome import feature_of
-from dlltrace.render.outcome import outcome_headline
+from dlltrace.render.outcome import outcome_headline, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts,
                                        fix_notes_markdown,
@@ -175,6 +175,9 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     end_words = ending_lines(trace, incs, ending(trace))
     cap = capped(trace)  # the size cap dropped lines: said with the trace to attach (trace/capped.py)
     cap_words = [prose(capped_line(cap))] if cap is not None else []
+    untraced = untraced_line(trace, ending(trace))  # (never "every load succeeded" for a run that traced nothing)
+    if untraced is not None:
+        return f"**dlltrace:** {prose(untraced)}.\n" + "".join(f"\n{w}\n" for w in cap_words)
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)

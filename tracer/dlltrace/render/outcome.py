@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, get_args
 
-from dlltrace.diagnosis.ending import SIGNAL_NAMES, code_name
+from dlltrace import winpath
+from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
+from dlltrace.trace.reader import Trace
 
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
 CPU_FEATURES = ("CUDA", "cuDNN", "TensorRT", "the NVIDIA driver", "NCCL")
@@ -44,6 +46,31 @@ def outcome_headline(o: ProcessOutcome) -> Optional[str]:
         if len(text) > MAX_MESSAGE:
             text = text[:MAX_MESSAGE - 1] + "…"
         return f"the program ended with {text}; no failed load explains it"
+    return None
+
+
+# the machines the shim cannot enter, as the words name them (ending.CHILD_MACHINES)
+UNSUPPORTED_MACHINE_WORDS = {"arm64": "arm64", "arm64ec": "ARM64EC", "unknown": "unknown-machine"}
+
+
+def untraced_line(trace: Trace, end: Ending) -> Optional[str]:
+    """The report's one line when `dlltrace run` traced no load of the process it started (ending kind
+    not_traced: the shim was not loaded into it), or when the trace holds no traced process at all: never
+    "every load succeeded (0 loads traced)". None when a process was traced (or the program never ran, or
+    could not start: their own lines say it)."""
+    program = winpath.basename(trace.header.command[0]) if trace.header.command else "the program"
+    ran = f"{program} ran untraced" + (f" and exited with {code_text(end.code)}" if end.code is not None else "")
+    if end.kind == "not_traced":
+        why = f" ({end.why})" if end.why else ""
+        m = end.child_machine
+        if m in UNSUPPORTED_MACHINE_WORDS:
+            return (f"dlltrace cannot trace {UNSUPPORTED_MACHINE_WORDS[m]} processes: {program} is one "
+                    f"(unsupported){why}; {ran}, nothing of its loads is known")
+        bits = "32-bit " if m == "x86" else ""
+        reason = end.why or ("no 32-bit shim was injected into it" if m == "x86" else "no event of it was written")
+        return f"the shim was not loaded into this {bits}process: {reason}; {ran}, nothing of its loads is known"
+    if not trace.pids and not trace.start_failures() and end.kind not in ("never_ran", "not_windows"):
+        return "no process was traced: the trace holds no traced process's events, nothing of its loads is known"
     return None
 
 

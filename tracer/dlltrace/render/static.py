@@ -212,7 +212,8 @@ def print_deps(r: DepsResult, console: Console) -> None:
     target = r.target
     console.print(Text(f"dlltrace deps {target.given}", style="bold"))
     vc = " with the VC++ 2015-2022 runtime" if target.world.vc_runtime and target.world.system.version else ""
-    console.print(Text(f"world: {target.world.system.version or 'this machine'}{vc}, Python {target.python} at "
+    bits = " (32-bit, x86: System32 is SysWOW64 for it)" if target.machine == "x86" else ""
+    console.print(Text(f"world: {target.world.system.version or 'this machine'}{vc}, Python {target.python}{bits} at "
                        f"{winpath.dirname(target.root) if target.kind != 'folder' else target.root}", style="dim"))
     for a in r.loads:
         console.print()

@@ -12,7 +12,7 @@ from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import code_line, outcome_headline, said_line
+from dlltrace.render.outcome import code_line, outcome_headline, said_line, untraced_line
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -238,6 +238,10 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
             lost = [i for i in apart if lost_a_feature(i)]
             apart = [i for i in apart if not lost_a_feature(i)]
     cap = capped(trace)
+    untraced = untraced_line(trace, end)  # (the process it started ran untraced: one line, never "every load succeeded")
+    if untraced is not None:
+        one: list[Block] = [Styled(f"dlltrace ─ {untraced} · {where}", "failure")]
+        return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
     if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
     lines: list[Block] = [Styled(head, "heading")]

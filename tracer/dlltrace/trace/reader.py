@@ -55,6 +55,7 @@ class Header:
     tool: Optional[str] = None
     created: Optional[str] = None
     platform: Optional[str] = None
+    command: tuple[str, ...] = ()  # the command `dlltrace run` ran (the header's `command`), () when not given
 
 
 @overload
@@ -668,8 +669,10 @@ def parse_header(obj: Any, path: Union[str, Path], lineno: int = 1) -> Header:
     if version > FORMAT_VERSION:
         raise _bad(path, lineno, f"trace format version {version} is newer than this dlltrace reads "
                                  f"({FORMAT_VERSION}); upgrade dlltrace")
+    cmd = obj.get("command")
+    command = tuple(c for c in cmd if isinstance(c, str)) if isinstance(cmd, list) else ()
     return Header(format=obj["format"], version=version, tool=obj.get("tool"), created=obj.get("created"),
-                  platform=obj.get("platform"))
+                  platform=obj.get("platform"), command=command)
 
 
 from dlltrace.trace.gcpause import freeze_after_pauses, paused_gc  # noqa: E402,F401  (reader's callers use them)

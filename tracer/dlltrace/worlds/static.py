@@ -7,7 +7,8 @@ Where each fact comes from:
   wheel member is decompressed alone (zipfile, by member; nothing else of the wheel is unpacked)
   and its facts are kept in a cache keyed by the member's CRC-32 and size (FactsCache), so a
   second run reads no 249 MB torch_cpu.dll again;
-- the system: on Linux and macOS the names of data/windows-system.json (a vanilla System32, with
+- the system: on Linux and macOS the names of data/windows-system.json (a vanilla System32, and the same
+  names in SysWOW64 for a 32-bit (win32) target, whose System32 is SysWOW64 (rules.rule_wow64_redirect), with
   no versions and no exports: such a file is "there, loads, imports unknown"), its KnownDLLs and
   the built-in API-set table (apisets.py); on Windows the live machine (worlds/live.LiveWorld over
   the real System32: not run on real Windows here);
@@ -617,7 +618,11 @@ class StaticWorld:
         self._added = 0  # files indexed so far
         self._by_shape: Optional[dict[str, list[str]]] = None  # digit-less shape -> names (close_files), made when first asked
         self._system_world = system_world
-        for d in (system.windows, system.system32, system.system16):
+        # SysWOW64, what a 32-bit process's System32 opens (rules.rule_wow64_redirect): the built-in model gives it
+        # the names of System32 (a vanilla 64-bit Windows ships a 32-bit copy of nearly every one, and the x86
+        # VC++ redistributable puts its DLLs there), facts unknown as System32's are
+        self._syswow64 = winpath.key(winpath.join(system.windows, "SysWOW64"))
+        for d in (system.windows, system.system32, system.system16, self._syswow64):
             self._add_dir(d)
         for f in files:
             self._add(f.path, f)
@@ -680,7 +685,7 @@ class StaticWorld:
         t = self.targets.get(k)
         if t is not None:
             facts: Optional[FileFacts] = t.read()
-        elif winpath.key(winpath.dirname(k)) == winpath.key(self.system.system32):
+        elif winpath.key(winpath.dirname(k)) in (winpath.key(self.system.system32), self._syswow64):
             if self._system_world is not None:
                 facts = self._system_world.file(path)  # type: ignore[attr-defined]
             else:

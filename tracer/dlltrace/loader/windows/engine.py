@@ -90,6 +90,15 @@ class Simulator:
         self.where = ""  # the scenario file, for a CallError
         self._depth = 0  # modules being resolved, one inside the other (an import chain): MAX_IMPORT_DEPTH at most
 
+    # --- the files, as the process sees them ---------------------------------------------------
+    def _file(self, path: str) -> Optional[FileFacts]:
+        """The facts of the file a path opens in this process: under WOW64 System32 is SysWOW64
+        (rules.rule_wow64_redirect); the loader still names it by the path it asked for."""
+        return self.world.file(rules.rule_wow64_redirect(path, self.process.machine, self.system))
+
+    def _is_dir(self, path: str) -> bool:
+        return self.world.is_dir(rules.rule_wow64_redirect(path, self.process.machine, self.system))
+
     # --- calls -------------------------------------------------------------------------
     def run(self, calls: Iterable[Call]) -> list[CallResult]:
         out: list[CallResult] = []
@@ -156,7 +165,7 @@ class Simulator:
         that DLL. A module that is not loaded, or that has no such delay import, is a CallError."""
         by = self.runtime_loader(call.module, call, "module")
         m = self.process.find_loaded_by_name(by)
-        facts = self.world.file(m.path) if m is not None else None
+        facts = self._file(m.path) if m is not None else None
         if facts is not None and facts.pe is not None and not any(
                 winpath.same(rules.rule_default_extension(i.dll), rules.rule_default_extension(call.name))
                 for i in facts.pe.delay_imports):
@@ -188,7 +197,7 @@ class Simulator:
         return CallResult(index=self._next_index(), op=op, name=name, error=error)
 
     def add_dll_directory(self, folder: str, label: str = "") -> int:
-        err = rules.rule_add_dll_directory_valid(folder, self.world.is_dir)
+        err = rules.rule_add_dll_directory_valid(folder, self._is_dir)
         if not err:
             self.process.dll_directories.append((winpath.normalize(folder), label))
         return err
@@ -242,7 +251,7 @@ class Simulator:
         self._module_of: dict[int, LoadedModule] = {}  # id(node) -> the module it resolved to
         self._probes: list[str] = []
         self._origin = origin or f"{op}({winpath.typed(name)})"
-        self._local = rules.rule_dot_local(self.process, self.world.is_dir, self.world.file)
+        self._local = rules.rule_dot_local(self.process, self._is_dir, self._file)
         self._datafile = rules.rule_datafile_load(flags)
         self._no_refs = self._datafile or rules.rule_dont_resolve_references(flags)
         if self._datafile and self.system.profile == "wine":
@@ -316,8 +325,9 @@ class Simulator:
                 if found:
                     return found
             if winpath.is_absolute(name):
-                m = rules.rule_loaded_same_file(name, self.process)
+                m = rules.rule_loaded_same_file(name, self.process, self.system)
                 if m is not None:
+                    self._opened_alias(name, m)
                     return self._already_loaded(node, m, "already loaded from the same file", "loaded_same_file")
                 return self._probe_dirs(node, winpath.basename(name), (SearchDir(winpath.dirname(name), "given path"),))
             # a relative path with a folder in it is appended to every folder of the search path
@@ -343,11 +353,11 @@ class Simulator:
         m = rules.rule_loaded_module(name, self.process)
         if m is not None:
             return self._already_loaded(node, m, f"already loaded from {m.path}", "already_loaded")
-        known = rules.rule_known_dlls(name, self.system)
+        known = rules.rule_known_dlls(name, self.system, self.process.machine)
         if known is not None:
             node.path, node.how, node.how_kind = known, "KnownDLLs", "known_dll"
             node.candidates.append(Candidate(known, "KnownDLLs", "known_dll"))
-            return self._load_file(node, self.world.file(known) or FileFacts(path=known), dirs)
+            return self._load_file(node, self._file(known) or FileFacts(path=known), dirs)
         if local is not None:
             dirs = (local, *dirs)
         return self._probe_dirs(node, name, dirs)
@@ -365,10 +375,10 @@ class Simulator:
         base = winpath.basename(name) if winpath.is_absolute(name) else name
         for d in first:
             path = winpath.join(d.folder, base)
-            m = rules.rule_loaded_same_file(path, self.process)
+            m = rules.rule_loaded_same_file(path, self.process, self.system)
             if m is not None:
                 return self._already_loaded(node, m, d.rule, "loaded_candidate")
-            facts = self.world.file(path)
+            facts = self._file(path)
             self._probes.append(path)
             v = rules.rule_candidate(facts, self.process.machine)
             node.candidates.append(Candidate(path, d.rule, v.result if v.result != "found" else "not_loaded",
@@ -378,7 +388,7 @@ class Simulator:
         search = first if winpath.is_absolute(name) else tuple(rules.rule_datafile_search_path(self.process, self.system))
         for d in search:
             path = winpath.join(d.folder, base)
-            facts = self.world.file(path)
+            facts = self._file(path)
             if facts is None:
                 continue
             self._probes.append(path)
@@ -394,6 +404,13 @@ class Simulator:
         node.facts = LeafFacts(search_path_w=True)
         node.detail = leaf_detail("not_found", node.facts)
         return node
+
+    def _opened_alias(self, path: str, m: LoadedModule) -> None:
+        """A module found loaded under another name of the same file (WOW64: System32\\x.dll and SysWOW64\\x.dll,
+        rules.rule_wow64_same_file) is known only once the file is opened: one probe (measured under Wine 8.0, which
+        opens it and finds the module by the file's id, dlls/ntdll/loader.c find_fileid_module)."""
+        if not winpath.same(m.path, path):
+            self._probes.append(path)
 
     def _already_loaded(self, node: Node, m: LoadedModule, how: str, kind: HowKind) -> Node:
         self._module_of[id(node)] = m
@@ -417,24 +434,27 @@ class Simulator:
         for d in dirs:
             path = winpath.join(d.folder, name)
             if skip_loaded:
-                m = rules.rule_loaded_same_file(path, self.process)
+                m = rules.rule_loaded_same_file(path, self.process, self.system)
                 if m is not None:
+                    self._opened_alias(path, m)
                     self._already_loaded(node, m, d.rule, "loaded_candidate")
                     node.candidates[-1] = Candidate(path, d.rule, "already_loaded")
                     return node
-            facts = self.world.file(path)
+            facts = self._file(path)
             self._probes.append(path)
             v = rules.rule_candidate(facts, machine)
             if self._datafile and v.result == "wrong_machine" and node.via == "call":
                 v = rules.CandidateVerdict("found", True)
+            real = rules.rule_wow64_redirect(path, self.process.machine, self.system)
             node.candidates.append(Candidate(path, d.rule, v.result,
-                                             facts.pe.machine if facts is not None and facts.pe else None))
+                                             facts.pe.machine if facts is not None and facts.pe else None,
+                                             real if real != path else None))
             if v.result == "wrong_machine":
                 wrong = True
             if facts is None or not v.stop:  # (rule_candidate: a file that is not there never stops)
                 continue
             if v.result == "found":
-                m = rules.rule_loaded_same_file(path, self.process)
+                m = rules.rule_loaded_same_file(path, self.process, self.system)
                 if m is not None:
                     self._already_loaded(node, m, d.rule, "loaded_candidate")
                     node.candidates[-2:] = [Candidate(path, d.rule, "already_loaded")]
@@ -499,7 +519,7 @@ class Simulator:
 
     def _bind(self, child: Node, imp: Import, dirs: tuple[SearchDir, ...], importer: str) -> None:
         """Bind the functions `imp` needs from the module `child` resolved to."""
-        facts = self.world.file(child.path) if child.path else None
+        facts = self._file(child.path) if child.path else None
         if facts is None or facts.pe is None:
             return
         pe = facts.pe
@@ -514,7 +534,7 @@ class Simulator:
                 if fwd.error:
                     child.error = fwd.error
                     return
-                tf = self.world.file(fwd.path) if fwd.path else None
+                tf = self._file(fwd.path) if fwd.path else None
                 if tf is not None and tf.pe is not None and not self._exports(tf.pe, func) and strict:
                     self._fail(fwd, "missing_export",
                                LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}"))
@@ -562,7 +582,7 @@ class Simulator:
         if m is None or m.initialized or id(m) in seen or (node.via == "call" and self._no_refs):
             return False
         seen.add(id(m))
-        facts = self.world.file(m.path)
+        facts = self._file(m.path)
         if facts is not None and facts.dllmain_fails:
             self._fail(node, "init_failed", LeafFacts(loaded_earlier=not node.new, dllmain_how=facts.dllmain_how or None,
                                                       dllmain_status=facts.dllmain_status))
@@ -584,5 +604,5 @@ class Simulator:
         return False
 
     def _file_version(self, path: str) -> Optional[str]:
-        facts = self.world.file(path)
+        facts = self._file(path)
         return facts.pe.file_version if facts is not None and facts.pe is not None else None

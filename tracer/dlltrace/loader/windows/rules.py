@@ -141,21 +141,142 @@ def rule_loaded_module(name: str, process: ProcessState):
     return process.find_loaded_by_name(name)
 
 
-def rule_loaded_same_file(path: str, process: ProcessState):
+def rule_loaded_same_file(path: str, process: ProcessState, system: Optional[SystemInfo] = None):
     """A name with a path skips the name-based steps, but a module already loaded from the
-    same file is reused."""
-    return process.find_loaded_by_path(path)
+    same file is reused (under WOW64 the same file may have been loaded under its System32 or its
+    SysWOW64 name: rule_wow64_same_file)."""
+    m = process.find_loaded_by_path(path)
+    if m is not None or system is None or not rule_wow64_applies(process.machine, system):
+        return m
+    for alias in rule_wow64_same_file(path, process.machine, system)[1:]:
+        m = process.find_loaded_by_path(alias)
+        if m is not None:
+            return m
+    return None
 
 
-def rule_known_dlls(name: str, system: SystemInfo) -> Optional[str]:
-    """A bare name listed in KnownDLLs is taken from System32 with no search.
+def rule_known_dlls(name: str, system: SystemInfo, machine: str = "x64") -> Optional[str]:
+    """A bare name listed in KnownDLLs is taken from System32 with no search; in a 32-bit process on a
+    64-bit Windows, from the 32-bit KnownDLLs (rule_wow64_known_dlls: SysWOW64).
     The Wine profile has no KnownDLLs (docs/wine-profile.md)."""
     if system.profile == "wine":
         return None
     n = winpath.basename(name).lower()
+    if rule_wow64_applies(machine, system):
+        return rule_wow64_known_dlls(n, system)
     if n in system.known_dlls:
         return winpath.join(system.system32, n)
     return None
+
+
+# --- WOW64: a 32-bit (x86) process on 64-bit Windows ----------------------------------------------------
+SYSWOW64 = "SysWOW64"
+SYSNATIVE = "Sysnative"
+# System32's subfolders the file system redirector leaves alone (Microsoft Learn, "File System Redirector":
+# "Certain subdirectories are exempt from redirection"; Wine's dlls/ntdll/unix/file.c `redirects[]` lists
+# the same six with no target)
+WOW64_NOT_REDIRECTED = ("catroot", "catroot2", "driverstore", "drivers\\etc", "logfiles", "spool")
+# KnownDLLs that have no 32-bit copy: WOW64's own 64-bit DLLs ("Wow64.dll, Wow64Win.dll, Wow64Cpu.dll ...
+# along with the 64-bit version of Ntdll.dll, are the only 64-bit binaries that can be loaded into a 32-bit
+# process": Microsoft Learn, "WOW64 Implementation Details")
+WOW64_ONLY_KNOWN_DLLS = ("wow64.dll", "wow64cpu.dll", "wow64win.dll")
+WOW64_MACHINES = ("x64", "arm64")  # the Windows machines that run x86 programs under WOW64
+
+
+def rule_wow64_applies(machine: str, system: SystemInfo) -> bool:
+    """A 32-bit x86 process on a 64-bit Windows (x64, or arm64 which emulates x86) runs under WOW64: the
+    file system redirector and the 32-bit KnownDLLs apply to it. On a 32-bit Windows (system machine x86)
+    there is no WOW64. (32-bit ARM processes are redirected to SysArm32 on Windows 10 on ARM: not modelled.)"""
+    return machine == "x86" and system.machine in WOW64_MACHINES
+
+
+def _under(path_key: str, folder_key: str) -> Optional[str]:
+    """The rest of a path (a key) below a folder (a key), "" for the folder itself, None when not below."""
+    if path_key == folder_key:
+        return ""
+    if path_key.startswith(folder_key.rstrip("\\") + "\\"):
+        return path_key[len(folder_key.rstrip("\\")) + 1:]
+    return None
+
+
+@lru_cache(maxsize=winpath.PATH_CACHE)
+def _wow64_redirect(path: str, windows: str, system32: str) -> str:
+    n = winpath.normalize(path)
+    k = winpath.key(n)  # (fold maps a character to one: the key and the normalised path have one length)
+    rest = _under(k, winpath.key(system32))
+    if rest is not None:
+        if any(rest == x or rest.startswith(x + "\\") for x in WOW64_NOT_REDIRECTED):
+            return path
+        tail = n[len(n) - len(rest):] if rest else ""
+        return winpath.join(windows, SYSWOW64, tail) if tail else winpath.join(windows, SYSWOW64)
+    rest = _under(k, winpath.key(winpath.join(windows, SYSNATIVE)))
+    if rest is not None:
+        tail = n[len(n) - len(rest):] if rest else ""
+        return winpath.join(system32, tail) if tail else system32
+    return path
+
+
+def rule_wow64_redirect(path: str, machine: str, system: SystemInfo) -> str:
+    """The file a path opens (WOW64's file system redirector): in a 32-bit process on 64-bit Windows
+    (rule_wow64_applies), `%windir%\\System32\\...` is `%windir%\\SysWOW64\\...`, except System32's catroot,
+    catroot2, driverstore, drivers\\etc, logfiles and spool (WOW64_NOT_REDIRECTED), and
+    `%windir%\\Sysnative\\...` reaches the real System32 ("32-bit applications can access the native system
+    directory by substituting %windir%\\Sysnative for %windir%\\System32"). Any other path, and every path of
+    a 64-bit process, is itself. The loader asks for the System32 path (its probes and the module's name
+    say System32: measured under Wine 8.0, whose redirection is in the file system too: dlls/ntdll/unix/file.c
+    get_redirect, `{ system32W, "syswow64" }, { sysnativeW, "system32" }`); the facts are the redirected file's.
+    Sources: Microsoft Learn, "File System Redirector"
+    (https://learn.microsoft.com/windows/win32/winprog64/file-system-redirector); Wine dlls/ntdll/unix/file.c."""
+    if not rule_wow64_applies(machine, system):
+        return path
+    return _wow64_redirect(path, system.windows, system.system32)
+
+
+def rule_wow64_same_file(path: str, machine: str, system: SystemInfo) -> tuple[str, ...]:
+    """The names under which a 32-bit process may have loaded the file `path` opens: the path itself and,
+    under WOW64, its System32 spelling for a SysWOW64 file (System32\\x.dll and SysWOW64\\x.dll are one file:
+    measured under Wine 8.0, LoadLibrary of SysWOW64\\x.dll after System32\\x.dll returns the module loaded
+    first). A 64-bit process: the path alone."""
+    if not rule_wow64_applies(machine, system):
+        return (path,)
+    real = rule_wow64_redirect(path, machine, system)
+    out = [path] if winpath.same(real, path) else [path, real]
+    real = winpath.normalize(real)
+    rest = _under(winpath.key(real), winpath.key(winpath.join(system.windows, SYSWOW64)))
+    if rest is not None:
+        tail = real[len(real) - len(rest):] if rest else ""
+        alias = winpath.join(system.system32, tail) if tail else system.system32
+        if not any(winpath.same(alias, p) for p in out):
+            out.append(alias)
+    return tuple(out)
+
+
+def rule_wow64_known_dlls(name: str, system: SystemInfo) -> Optional[str]:
+    """The 32-bit KnownDLLs of a process under WOW64: the registry's KnownDLLs list (HKLM\\SYSTEM\\
+    CurrentControlSet\\Control\\Session Manager\\KnownDLLs, a key the registry redirector shares between the
+    two views: HKLM\\SYSTEM is not redirected) less WOW64's own 64-bit DLLs (WOW64_ONLY_KNOWN_DLLS), whose
+    sections the session manager maps from SysWOW64 into the `\\KnownDlls32` object directory (the key's
+    `DllDirectory32` value, %SystemRoot%\\SysWOW64). There is no KnownDLLs32 registry key: the 32-bit list is
+    that object directory (ntdll's LdrGetKnownDllSectionHandle takes a `KnownDlls32` flag). Returns the
+    SysWOW64 path, or None. Wine has no KnownDLLs in either view (rule_known_dlls). Undocumented choice: the
+    list is read as the 64-bit list minus WOW64's DLLs; Microsoft documents neither list's contents."""
+    n = winpath.basename(name).lower()
+    if n in system.known_dlls and n not in WOW64_ONLY_KNOWN_DLLS:
+        return winpath.join(system.windows, SYSWOW64, n)
+    return None
+
+
+def rule_wow64_program_files(machine: str, system: SystemInfo, program_files: str = "C:\\Program Files") -> str:
+    """The folder %ProgramFiles% names in a process: `Program Files (x86)` in a 32-bit process under WOW64,
+    which sets ProgramFiles=%ProgramFiles(x86)% in a 32-bit process's environment (Microsoft Learn, "WOW64
+    Implementation Details", Environment variables); Program Files is not redirected by the file system
+    (the File System Redirector page lists no such folder): a 32-bit program installs and looks there only
+    through the variable. No load the model resolves depends on %ProgramFiles% yet (the static model's Python
+    sits at C:\\PythonXY for either machine, and the traces record no ProgramFiles variable): the fact is named
+    here, and tested, for the first that does."""
+    if rule_wow64_applies(machine, system):
+        return program_files + " (x86)"
+    return program_files
 
 
 def rule_dot_local(process: ProcessState, is_dir, file) -> Optional[SearchDir]:
