@@ -249,6 +249,15 @@ def test_a_child_the_shim_cannot_enter_runs_untraced_and_says_its_machine(x86_en
     assert (spawn["ok"], spawn["injected"], spawn["inject_error"], spawn["child_machine"]) == (True, False, 216, "arm64ec")
     assert spawn["reason"] == "an arm64ec process: no dlltrace shim can enter it"
     assert len(tr.pids) == 1  # the child wrote nothing
+    # `dlltrace run` of it is never success: exit 10 (EXIT_NOT_TRACED) and one line that says why, whatever the
+    # program's own code; its report says the same, never "every load succeeded"
+    run = winetools.dlltrace("run", "--wine", "-o", "u.jsonl", "--", w("odd", "ec.exe"), "0", cwd=tmp_path)
+    assert run.returncode == errors.EXIT_NOT_TRACED == 10, run.stderr
+    said = [x for x in run.stderr.splitlines() if x.strip()]
+    assert len(said) == 1 and "cannot trace ARM64EC processes: ec.exe is one (unsupported)" in said[0], run.stderr
+    rep = winetools.dlltrace("report", "u.jsonl", cwd=tmp_path)
+    assert "cannot trace ARM64EC processes" in rep.stdout + rep.stderr
+    assert "every load succeeded" not in rep.stdout + rep.stderr
 
 
 def test_without_the_x86_shim_a_32bit_child_runs_untraced_with_a_warning(x86_env, tmp_path):
@@ -310,9 +319,6 @@ def test_a_32bit_program_whose_static_import_fails_has_its_machine_in_its_env(x8
     assert exit_ev["child_machine"] == "x86"
 
 
-@pytest.mark.xfail(strict=True, reason="the model has no WOW64 yet (issue 27, its model half): the replay of a "
-                   "32-bit program's static imports reads C:\\windows\\system32\\msvcrt.dll, the 64-bit one, and says "
-                   "'msvcrt.dll is built for x64, but this process is x86'")
 def test_a_32bit_program_whose_static_import_fails_is_explained(x86_env, tmp_path, dlltrace_cli):
     r = winetools.dlltrace("run", "--wine", "-o", "t.jsonl", "--", w("chain", "needstop32.exe"), cwd=tmp_path)
     assert "✗ leaf.dll was not found — it is needed by mid.dll" in r.stderr
