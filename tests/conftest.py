@@ -45,6 +45,23 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
 
 
+# Under pytest-xdist (tests/run-all.sh: -n 2) the tests run in worker processes, each with its own stash: a
+# worker sends its lines (names and texts) to the controller when it ends, which prints them with its own.
+def pytest_sessionfinish(session):
+    out = getattr(session.config, "workeroutput", None)  # (set in an xdist worker only)
+    if out is not None:
+        lines = session.config.stash.get(SUMMARY_KEY, {})
+        out["dlltrace_summary"] = {name: (line() if callable(line) else line) for name, line in lines.items()}
+
+
+@pytest.hookimpl(optionalhook=True)  # (an xdist hook, in the controller)
+def pytest_testnodedown(node, error):
+    mine = node.config.stash.setdefault(SUMMARY_KEY, {})
+    for name, line in getattr(node, "workeroutput", {}).get("dlltrace_summary", {}).items():
+        if line:
+            mine[name if name not in mine else f"{name} ({node.gateway.id})"] = line
+
+
 # ----------------------------------------------------------------------------- no skip in CI
 # CI installs everything the tests need (.ci/run): a test that skips there (a tool, a download or a platform
 # missing) hides a missing install step, so with CI set a skip is reported as a failure, with its reason.
