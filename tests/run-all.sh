@@ -19,8 +19,9 @@ echo "+ lint-imports" >&2
 PYTHONPATH=tracer .venv/bin/lint-imports
 layered=$?
 # two pytest-xdist workers (CI has 2 cores), each test file whole on one of them (its module fixtures built
-# once); each worker has its own Wine prefix (tests/winetools.py). The 25 slowest tests are listed at the end.
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 "$@"
+# once), the slowest files first (conftest.py: SLOW_FIRST); each worker has its own Wine prefix
+# (tests/winetools.py). The 25 slowest tests are listed at the end.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

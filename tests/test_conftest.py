@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import winetools
-from conftest import SUMMARY_KEY, summary_lines, unmarked_wine_tests
+from conftest import SLOW_FIRST, SUMMARY_KEY, slow_first, summary_lines, unmarked_wine_tests
 
 
 def test_summary_lines_come_in_a_fixed_order_and_functions_are_called_at_the_end():
@@ -122,3 +122,10 @@ def test_summary_lines_of_xdist_workers_are_printed_by_the_controller(tmp_path):
     lines = r.stdout.splitlines()
     mine = [ln for ln in lines if ln.startswith("line of ")]
     assert len(mine) == 2 and mine[0] in ("line of b in gw0", "line of b in gw1") and mine[1] == "line of a", r.stdout
+
+
+def test_the_slow_files_go_first_and_each_file_keeps_its_order():
+    items = [SimpleNamespace(path=f"/t/{name}", n=n) for name, n in
+             [("test_a.py", 1), (SLOW_FIRST[1], 2), ("test_a.py", 3), (SLOW_FIRST[0], 4), (SLOW_FIRST[1], 5),
+              ("test_b.py", 6)]]
+    assert [i.n for i in slow_first(items)] == [4, 2, 5, 1, 3, 6]
