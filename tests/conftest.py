@@ -110,7 +110,8 @@ def pytest_collection_modifyitems(config, items):
 # Under pytest-xdist (tests/run-all.sh: --dist loadfile --no-loadscope-reorder, which hands the files out in
 # this order) the slowest files go first, so that none of them starts last while the other worker has nothing
 # left (xdist's own order, by number of tests, sends one-test files such as test_multiprocess.py last). The
-# order: their durations measured on 2 cores (slowest first; the files not named keep their order, after).
+# order: roughly their durations, measured on a loaded 2-core machine and said in docs (the files not named keep
+# their order, after them); a file out of place costs time, never a result.
 SLOW_FIRST = ("test_real_imports.py", "test_multiprocess.py", "test_big_traces.py", "test_wine_diff.py",
               "test_real_corpus.py", "test_real_situations.py", "test_fuzz.py", "test_dllmain.py",
               "test_start_wine.py", "test_run.py", "test_exit_codes.py", "test_ldso_diff.py", "test_wheels.py",
