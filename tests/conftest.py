@@ -45,6 +45,23 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
 
 
+# Under pytest-xdist (tests/run-all.sh: -n 2) the tests run in worker processes, each with its own stash: a
+# worker sends its lines (names and texts) to the controller when it ends, which prints them with its own.
+def pytest_sessionfinish(session):
+    out = getattr(session.config, "workeroutput", None)  # (set in an xdist worker only)
+    if out is not None:
+        lines = session.config.stash.get(SUMMARY_KEY, {})
+        out["dlltrace_summary"] = {name: (line() if callable(line) else line) for name, line in lines.items()}
+
+
+@pytest.hookimpl(optionalhook=True)  # (an xdist hook, in the controller)
+def pytest_testnodedown(node, error):
+    mine = node.config.stash.setdefault(SUMMARY_KEY, {})
+    for name, line in getattr(node, "workeroutput", {}).get("dlltrace_summary", {}).items():
+        if line:
+            mine[name if name not in mine else f"{name} ({node.gateway.id})"] = line
+
+
 # ----------------------------------------------------------------------------- no skip in CI
 # CI installs everything the tests need (.ci/run): a test that skips there (a tool, a download or a platform
 # missing) hides a missing install step, so with CI set a skip is reported as a failure, with its reason.
@@ -86,6 +103,25 @@ def pytest_collection_modifyitems(config, items):
     if bad:
         raise pytest.UsageError("tests that use Wine (the wine_prefix fixture) lack @pytest.mark.wine:\n  "
                                 + "\n  ".join(bad))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = slow_first(items)
+
+
+# Under pytest-xdist (tests/run-all.sh: --dist loadfile --no-loadscope-reorder, which hands the files out in
+# this order) the slowest files go first, so that none of them starts last while the other worker has nothing
+# left (xdist's own order, by number of tests, sends one-test files such as test_multiprocess.py last). The
+# order: roughly their durations, measured on a loaded 2-core machine and said in docs (the files not named keep
+# their order, after them); a file out of place costs time, never a result.
+SLOW_FIRST = ("test_real_imports.py", "test_multiprocess.py", "test_big_traces.py", "test_wine_diff.py",
+              "test_real_corpus.py", "test_real_situations.py", "test_fuzz.py", "test_dllmain.py",
+              "test_start_wine.py", "test_run.py", "test_exit_codes.py", "test_ldso_diff.py", "test_wheels.py",
+              "test_linux_trace.py", "test_console.py", "test_elf_reader.py", "test_cuda_table.py")
+
+
+def slow_first(items: list) -> list:
+    """items with those of the SLOW_FIRST files first, in that order; each file's own items keep their order."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    return sorted(items, key=lambda item: rank.get(Path(str(item.path)).name, len(SLOW_FIRST)))
 
 
 def _not_for_unmarked(what: str):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: set up (tools/setup.sh --tests), the type check
 # (mypy, configured in pyproject.toml), the layer contracts (lint-imports), then pytest. README.md's test command; .ci/run calls it.
-# Arguments go to pytest. A type error fails the run (pytest still runs, to show both at once).
+# Arguments go to pytest (after ours: `-n 0` runs the tests in one process). A type error fails the run (pytest still runs, to show both at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh --tests
@@ -18,7 +18,10 @@ fi
 echo "+ lint-imports" >&2
 PYTHONPATH=tracer .venv/bin/lint-imports
 layered=$?
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# two pytest-xdist workers (CI has 2 cores), each test file whole on one of them (its module fixtures built
+# once), the slowest files first (conftest.py: SLOW_FIRST); each worker has its own Wine prefix
+# (tests/winetools.py). The 25 slowest tests are listed at the end.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import winetools
-from conftest import SUMMARY_KEY, summary_lines, unmarked_wine_tests
+from conftest import SLOW_FIRST, SUMMARY_KEY, slow_first, summary_lines, unmarked_wine_tests
 
 
 def test_summary_lines_come_in_a_fixed_order_and_functions_are_called_at_the_end():
@@ -97,3 +97,35 @@ def test_a_skip_fails_in_ci_and_only_there(tmp_path):
     assert run().startswith("1 skipped, 1 xfailed")
     ci = run(CI="true")
     assert ci.startswith("1 failed, 1 xfailed"), ci
+
+
+def test_summary_lines_of_xdist_workers_are_printed_by_the_controller(tmp_path):
+    """tests/run-all.sh runs the tests in two pytest-xdist workers: the lines each worker's tests made reach
+    the end of the output, in the fixed order, a line given as a function made in its worker."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("xdist")  # (a test extra: pyproject.toml)
+    tests = Path(__file__).resolve().parent
+    (tmp_path / "test_a.py").write_text("def test_a(summary):\n    summary['zz a'] = 'line of a'\n")
+    (tmp_path / "test_b.py").write_text("import os\n"
+                                        "def test_b(summary):\n"
+                                        "    summary['wine differential'] = lambda: 'line of b in ' + os.environ['PYTEST_XDIST_WORKER']\n")
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(tests), str(tests.parent / "tracer"), *filter(None, [e.get("PYTHONPATH")])])
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "-n", "2",
+                        "--dist", "loadfile", "--rootdir", str(tmp_path), str(tmp_path)],
+                       capture_output=True, text=True, env=e, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:]
+    lines = r.stdout.splitlines()
+    mine = [ln for ln in lines if ln.startswith("line of ")]
+    assert len(mine) == 2 and mine[0] in ("line of b in gw0", "line of b in gw1") and mine[1] == "line of a", r.stdout
+
+
+def test_the_slow_files_go_first_and_each_file_keeps_its_order():
+    items = [SimpleNamespace(path=f"/t/{name}", n=n) for name, n in
+             [("test_a.py", 1), (SLOW_FIRST[1], 2), ("test_a.py", 3), (SLOW_FIRST[0], 4), (SLOW_FIRST[1], 5),
+              ("test_b.py", 6)]]
+    assert [i.n for i in slow_first(items)] == [4, 2, 5, 1, 3, 6]

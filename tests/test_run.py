@@ -75,6 +75,7 @@ def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
     try:
         winetools.restart_server(services=False)  # persistent, no services
+        assert not launch.wine_services_running(env)  # (so `run` starts them first, detached)
         host = winetools.drive_c() / "dlltrace-shim/host/loadhost.exe"  # reached as Z:\...
         proc = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", "t.jsonl", "--",
                                  str(host), "load", "C:\\nope.dll", "0"], cwd=tmp_path, env=env,
@@ -85,6 +86,7 @@ def test_output_through_a_pipe_ends_when_the_program_does(shim_env, tmp_path):
             proc.kill()
         assert proc.returncode == 126, err
         assert out.replace("\r\n", "\n") == "load err 126\n" and "trace saved to t.jsonl" in err
+        assert launch.wine_services_running(env)  # (the next piped run needs no extra Wine program)
     finally:
         winetools.restart_server(services=True)  # the services the other tests expect, on no pipe
 
@@ -119,6 +121,49 @@ def test_a_program_whose_static_import_fails_is_explained(shim_env, tmp_path, dl
     cands = [(c["path"].lower(), c["rule"]) for c in call["candidates"]]
     assert cands[0] == (w("chain", "leaf.dll").lower(), "application folder")
     assert cands[1][1] == "System32" and call["disagreements"] == []
+
+
+def _fake_process(proc: Path, pid: int, comm: str, **environ: str) -> None:
+    d = proc / str(pid)
+    d.mkdir(parents=True)
+    (d / "comm").write_text(comm + "\n")
+    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in environ.items()))
+
+
+def test_wine_services_running_reads_the_prefix_of_each_services_exe(tmp_path):
+    proc, prefix, home = tmp_path / "proc", tmp_path / "prefix", tmp_path / "home"
+    proc.mkdir()
+    (proc / "self").mkdir()  # (not a pid: skipped)
+    assert not launch.wine_services_running({"WINEPREFIX": str(prefix)}, proc)
+    _fake_process(proc, 10, "winedevice.exe", WINEPREFIX=str(prefix))  # not services.exe
+    _fake_process(proc, 11, "services.exe", WINEPREFIX=str(tmp_path / "another"), HOME=str(home))
+    _fake_process(proc, 12, "services.exe", HOME=str(tmp_path / "elsewhere"))
+    assert not launch.wine_services_running({"WINEPREFIX": str(prefix)}, proc)
+    assert not launch.wine_services_running({"HOME": str(home)}, proc)  # ~/.wine: no services.exe of it
+    _fake_process(proc, 13, "services.exe", WINEPREFIX=str(prefix) + "/", HOME=str(home))
+    assert launch.wine_services_running({"WINEPREFIX": str(prefix)}, proc)  # (the same folder, spelled otherwise)
+    _fake_process(proc, 14, "services.exe", HOME=str(home))  # no WINEPREFIX: $HOME/.wine
+    assert launch.wine_services_running({"HOME": str(home)}, proc)
+    assert launch.wine_services_running({"WINEPREFIX": str(home / ".wine")}, proc)
+    assert not launch.wine_services_running({"WINEPREFIX": str(prefix)}, tmp_path / "no-proc")
+
+
+def test_run_launcher_calls_while_running_during_the_run(tmp_path):
+    """`run` imports what follows the program while it runs (commands/run.py: import_what_follows): the
+    callback comes after the launcher started and before its end, once; one that fails changes nothing."""
+    flag = tmp_path / "go"
+    # the child waits for the callback's file, so a callback called after the child ended would hang it
+    wait = [sys.executable, "-c", f"import os,sys,time\nt=time.time()+60\n"
+                                  f"while not os.path.exists({str(flag)!r}) and time.time()<t: time.sleep(0.01)\n"
+                                  f"sys.exit(3 if os.path.exists({str(flag)!r}) else 5)"]
+    seen = []
+    status, got = launch.run_launcher(wait, dict(os.environ), lambda: (seen.append(1), flag.write_text("x")))
+    assert (status, got, seen) == (3, None, [1])
+
+    def fails():
+        raise RuntimeError("not imported")
+
+    assert launch.run_launcher([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ), fails) == (4, None)
 
 
 def test_holds_a_pipe(tmp_path):

@@ -40,13 +40,21 @@ def _newest(paths) -> float:
 
 
 def build_shim() -> None:
-    """native/build.sh when the outputs are missing or older than the sources."""
+    """native/build.sh when the outputs are missing or older than the sources; one process at a time (the
+    pytest-xdist workers: the other waits, then finds them built, rather than load a half-written DLL)."""
     sources = [p for p in NATIVE.rglob("*") if p.suffix in (".c", ".h", ".sh")]
     outs = [LAUNCHER, SHIM, BIN / "dlltrace_launch32.exe", BIN / "dlltrace_shim32.dll"]  # (both machines)
-    if all(o.exists() for o in outs) and min(o.stat().st_mtime for o in outs) >= _newest(sources):
+
+    def built() -> bool:
+        return all(o.exists() for o in outs) and min(o.stat().st_mtime for o in outs) >= _newest(sources)
+
+    if built():
         return
-    r = subprocess.run(["bash", str(NATIVE / "build.sh")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    with winetools.locked(BIN.resolve()):
+        if built():
+            return
+        r = subprocess.run(["bash", str(NATIVE / "build.sh")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
 
 
 def build_fixtures(cache: Path) -> Path:

@@ -39,6 +39,30 @@ def test_built_once_builds_whole_or_not_at_all(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".complete", "a.txt"] and len(calls) == 2
 
 
+def test_two_processes_building_one_folder_build_it_once(tmp_path):
+    """The pytest-xdist workers (tests/run-all.sh) ask for the same pieces at once: one builds, the other
+    waits for it (winetools.locked) and finds it whole; neither sees a half-built folder."""
+    import os
+    import sys
+
+    log = tmp_path / "builds.log"
+    script = ("import sys, time\nfrom pathlib import Path\nimport winetools\n"
+              "def build(d):\n"
+              "    with open(sys.argv[2], 'a') as f: f.write('built\\n')\n"
+              "    time.sleep(1.0)\n"
+              "    (d / 'a.txt').write_text('a')\n"
+              "out = winetools.built_once(Path(sys.argv[1]), build)\n"
+              "print((out / 'a.txt').read_text())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent),
+                                                         str(Path(__file__).resolve().parent.parent / "tracer")]),
+           "DLLTRACE_TEST_CACHE": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "thing"), str(log)], env=env,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0] and outs == ["a\n", "a\n"]
+    assert log.read_text() == "built\n"
+
+
 def test_source_key_follows_contents(tmp_path):
     src = tmp_path / "x.c"
     src.write_text("int a;")

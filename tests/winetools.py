@@ -6,6 +6,7 @@ is a failure, because .ci/run installs both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -21,7 +22,12 @@ CC32 = "i686-w64-mingw32-gcc"
 # made on first use, each piece through built_once (a folder made whole or not at all). .ci/run points it
 # at a new empty folder on every run, so CI proves a cold start.
 CACHE = Path(os.environ.get("DLLTRACE_TEST_CACHE", Path.home() / ".cache" / "dlltrace-tests"))
-PREFIX = Path(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / "wineprefix"))
+# One prefix per pytest-xdist worker (tests/run-all.sh runs two: PYTEST_XDIST_WORKER is gw0, gw1): each its own
+# wineserver, so a test that restarts the server (test_run.py) or lays out C:\dlltrace-shim anew (test_shim.py)
+# cannot pull files or processes from under a test of the other worker.
+# (DLLTRACE_WINEPREFIX names another prefix: its worker's copies are beside it, <name>-gw0 ...)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+PREFIX = Path(str(os.environ.get("DLLTRACE_WINEPREFIX", CACHE / "wineprefix")) + (f"-{_WORKER}" if _WORKER else ""))
 # What the tests download (pinned wheels and Windows Pythons, PyPI file lists): files that never change,
 # kept by name and checked against their pinned sha256 (realwheels.pip_download). The one cache .ci/run keeps.
 DOWNLOADS = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads"))
@@ -41,11 +47,39 @@ def source_key(*parts: "Path | str | bytes") -> str:
     return h.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def locked(what: "Path | str"):
+    """An exclusive lock (flock) of the test cache named after `what`, held for the with block, across
+    processes: the pytest-xdist workers (tests/run-all.sh) build each cache piece, the shim and a Wine
+    prefix once, the other waiting for it rather than building it too."""
+    import fcntl
+    import hashlib
+
+    locks = CACHE / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(str(what).encode()).hexdigest()[:16]
+    with open(locks / f"{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def built_once(folder: Path, build) -> Path:
     """`folder`, built by build(tmp) into a fresh sibling folder and renamed into place with a stamp: a
     folder with the stamp is whole (a build cut short, by an error or a kill, leaves only a .tmp sibling,
     removed by the next build), and one without it is built again. Another process building the same
-    folder at once is harmless: the first rename wins."""
+    folder waits for the first (locked), then finds it whole; and were it to build it too, that is
+    harmless: the first rename wins."""
+    stamp = folder / ".complete"
+    if stamp.is_file():
+        return folder
+    with locked(folder.resolve()):
+        return _built_once(folder, build)
+
+
+def _built_once(folder: Path, build) -> Path:
     stamp = folder / ".complete"
     if stamp.is_file():
         return folder
@@ -142,6 +176,13 @@ def ensure_prefix() -> Path:
     global _prefix_ready
     if _prefix_ready:
         return PREFIX
+    with locked(PREFIX.resolve()):  # (one process makes a prefix; another one waits, then finds it ready)
+        _ensure_prefix()
+    _prefix_ready = True
+    return PREFIX
+
+
+def _ensure_prefix() -> None:
     PREFIX.mkdir(parents=True, exist_ok=True)
     env = wine_env()
     quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -165,8 +206,6 @@ def ensure_prefix() -> Path:
         (PREFIX / ".update-timestamp").unlink(missing_ok=True)
         subprocess.run([wine_binary(), "wineboot", "-u"], env=env, timeout=300, **quiet)
     subprocess.run([wine_binary(), "cmd", "/c", "exit"], env=env, timeout=120, **quiet)
-    _prefix_ready = True
-    return PREFIX
 
 
 def restart_server(services: bool = True) -> None:

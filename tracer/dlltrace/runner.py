@@ -30,9 +30,20 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
                   max_size: int = DEFAULT_MAX_SIZE) -> tuple[int, Trace]:
     """Run `cmd` traced into `output` (default: files.default_trace_name); its exit code and the trace,
     with the facts appended."""
-    if not wine_wanted and sys.platform.startswith("linux"):  # .so loads, with the LD_AUDIT recorder
+    if not uses_launcher(wine_wanted):  # .so loads, with the LD_AUDIT recorder
         return trace_linux_command(cmd, output, max_size)
-    run = launch.run_traced(cmd, output, wine_wanted, max_size)
+    return finish_launched(launch.run_traced(cmd, output, wine_wanted, max_size))
+
+
+def uses_launcher(wine_wanted: bool) -> bool:
+    """Whether `run` goes through the launcher (run --wine, or on Windows; else Linux's recorder). The
+    command (commands/run.py) makes the same choice before importing this module."""
+    return wine_wanted or not sys.platform.startswith("linux")
+
+
+def finish_launched(run: launch.LauncherRun) -> tuple[int, Trace]:
+    """What follows a launcher run (launch.run_traced): the facts appended, the trace finished; the exit
+    code and the trace."""
     trace = append_facts(run.spill, run.trace, wine=run.wine, end=run.end)
     where = finish_trace(run.spill, run.out)
     trace.path = str(where)  # (the summary says where the trace is)

@@ -65,18 +65,35 @@ def command_of(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def execute(args: argparse.Namespace) -> int:
-    from dlltrace.render.summary import summarize
-    from dlltrace.runner import trace_command
-    from dlltrace.trace.launch import redact_in_place
-    from dlltrace.trace.reader import read_trace
+def import_what_follows() -> None:
+    """The modules that follow the program (the facts, the summary: ~0.1-0.3 s of imports), imported
+    while it runs under the launcher (launch.run_traced's while_running) rather than after it ended."""
+    import dlltrace.render.summary  # noqa: F401
+    import dlltrace.runner  # noqa: F401
 
+
+def execute(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
     if args.max_size is not None and not args.wine and sys.platform.startswith("linux"):
         print("dlltrace: warning: --max-size is not enforced on Linux yet (the LD_AUDIT recorder has no cap)",
               file=sys.stderr)
-    rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
+    if args.wine or not sys.platform.startswith("linux"):  # the launcher (the choice of runner.uses_launcher)
+        # is started first: the rest is imported while the program runs
+        from dlltrace.trace.launch import run_traced
+
+        launched = run_traced(cmd, args.output, args.wine, cap, while_running=import_what_follows)
+        from dlltrace.runner import finish_launched
+
+        rc, trace = finish_launched(launched)
+    else:
+        from dlltrace.runner import trace_command
+
+        rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
+    from dlltrace.render.summary import summarize
+    from dlltrace.trace.launch import redact_in_place
+    from dlltrace.trace.reader import read_trace
+
     if args.redact:  # (the summary is then the report of the redacted trace)
         trace = read_trace(redact_in_place(Path(trace.path)))
     if trace.header.platform == "linux":

@@ -79,6 +79,33 @@ def start_wine_services(wine: str, env: dict[str, str]) -> None:
         pass  # the traced run reports any real problem with wine itself
 
 
+def wine_services_running(env: Mapping[str, str], proc: Path = Path("/proc")) -> bool:
+    """Whether Wine's services (services.exe, which starts winedevice.exe and the others) already run for
+    env's prefix (WINEPREFIX, else $HOME/.wine) as this user: then the traced program starts none, and
+    start_wine_services (a whole extra Wine program, ~0.1 s on a running wineserver) is not needed. Read
+    from /proc: a process named services.exe whose environment names the same prefix. False when unsure."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    want = os.path.realpath(env.get("WINEPREFIX") or os.path.join(home, ".wine"))
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return False
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for pid in pids:
+        try:
+            if (proc / pid / "comm").read_bytes().strip() != b"services.exe":
+                continue
+            if uid is not None and (proc / pid).stat().st_uid != uid:
+                continue
+            theirs = dict(v.split(b"=", 1) for v in (proc / pid / "environ").read_bytes().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        prefix = theirs.get(b"WINEPREFIX") or os.path.join(theirs.get(b"HOME", b"/nonexistent"), b".wine")
+        if os.path.realpath(os.fsdecode(prefix)) == want:
+            return True
+    return False
+
+
 def error_text(code: Optional[int]) -> str:
     if code is None:
         return "did not return (the process ended during the load)"
@@ -121,10 +148,11 @@ class LauncherRun:
 
 
 def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
-               max_size: int = DEFAULT_MAX_SIZE) -> LauncherRun:
+               max_size: int = DEFAULT_MAX_SIZE, while_running: Optional[Callable[[], None]] = None) -> LauncherRun:
     """Run `cmd` under the launcher (under wine64 with wine_wanted) into the spill of `output` (default:
     default_trace_name), the header first; the run, its trace read back without the facts. A program
-    that could not be started is a DlltraceError (the trace finished and kept)."""
+    that could not be started is a DlltraceError (the trace finished and kept). while_running: called
+    once the launcher started (run_launcher), e.g. `run` importing what follows the program meanwhile."""
     if wine_wanted:
         wine = find_wine()
         if not wine:
@@ -154,12 +182,12 @@ def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
         env.setdefault("WINEDLLOVERRIDES", "mscoree,mshtml=")  # no Mono/Gecko install prompts
         env.setdefault("WINEDEBUG", "-all")
         argv = [wine, str(launcher), *wine_command_args(cmd)]
-        if holds_a_pipe():
+        if holds_a_pipe() and not wine_services_running(env):
             start_wine_services(wine, env)
     else:
         env = child_env(os.environ, str(spill.resolve()), cmd, windows=True, max_size=max_size)
         argv = [str(launcher), *cmd]
-    status, got = run_launcher(argv, env)
+    status, got = run_launcher(argv, env, while_running)
     trace = read_trace(spill)
     failed_start = next(trace.of("launch_error"), None)
     if failed_start is not None:
@@ -235,9 +263,12 @@ def die_with_parent() -> Optional[Callable[[], None]]:
     return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def run_launcher(argv: list[str], env: Mapping[str, str]) -> tuple[int, Optional[int]]:
+def run_launcher(argv: list[str], env: Mapping[str, str],
+                 while_running: Optional[Callable[[], None]] = None) -> tuple[int, Optional[int]]:
     """Run the launcher until it ends: its exit status (negative: the signal that ended it) and the
-    signal `dlltrace run` received meanwhile (PASSED_ON; the first one, or None)."""
+    signal `dlltrace run` received meanwhile (PASSED_ON; the first one, or None). while_running is
+    called after the launcher started, before the wait: work that overlaps the program's run (an
+    exception there is ignored: it only prepares what follows, which does the same work again)."""
     posix = os.name == "posix"
     got: list[int] = []
     proc: list[subprocess.Popen] = []
@@ -279,6 +310,11 @@ def run_launcher(argv: list[str], env: Mapping[str, str]) -> tuple[int, Optional
                 job = None
         if got:  # a signal came while it started
             on_signal(got.pop(), None)
+        if while_running is not None:
+            try:
+                while_running()
+            except Exception:  # noqa: BLE001 - (see the docstring)
+                pass
         status = p.wait()
         if job is not None:
             winapi.close_handle(job)
