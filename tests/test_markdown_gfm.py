@@ -17,6 +17,7 @@ text report of the same trace:
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from html.parser import HTMLParser
@@ -42,7 +43,7 @@ PATH = re.compile(r"[A-Za-z]:\\[^\s\"'`|<>]*")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_markdown_cap import failing_trace  # noqa: E402  (thousands of failures, as the cap tests make them)
-from test_markdown_escape import trace_named  # noqa: E402  (a failing program whose names hold `name`)
+from test_markdown_escape import pe, trace_named  # noqa: E402  (a failing program whose names hold `name`)
 
 
 class TextOf(HTMLParser):
@@ -103,9 +104,10 @@ def shown_in_full(trace, incs, replays):
     paths += [c.path for c in res.found_elsewhere[:2]]
     leaf = res.leaf.name if res.leaf else ""
     fixes = []
-    for f in e.fixes:
-        fixes.append(as_typed(fix_text(f)))
-        fixes += [note for note, _ in fix_notes(f, leaf)]
+    for f in e.fixes:  # (the text report writes code in backticks where the Markdown has a code span: compared
+        # without them, as GitHub shows the code span's text)
+        fixes.append((as_typed(fix_text(f)), as_typed(fix_text(f, code=lambda c: c))))
+        fixes += [(note, note.replace(f"`{f.before}`", f.before) if f.before else note) for note, _ in fix_notes(f, leaf)]
     return names, paths, fixes
 
 
@@ -128,9 +130,9 @@ def check_against_text(trace_path: Path) -> tuple[str, str]:
         names, paths, fixes = full
         if "(cut here to fit a GitHub issue" in md:  # (one failure larger than an issue: its details were cut)
             names, paths, fixes = names[-1:], [], []
-        for what in [*names, *paths, *fixes]:
-            assert one_space(what) in flat_text, ("not in the text report", what)
-            assert one_space(what) in flat_html, ("not in the HTML as in the text report", what, md)
+        for in_text, in_html in [*((x, x) for x in [*names, *paths]), *fixes]:
+            assert one_space(in_text) in flat_text, ("not in the text report", in_text)
+            assert one_space(in_html) in flat_html, ("not in the HTML as in the text report", in_html, md)
     # the other way: every DLL name and path in the HTML is one the text report has (or, for a failure the
     # text report lists a line each, past the first 25, the leaf it failed on: `report --all` explains it)
     text_names = set(DLL.findall(text)) | {i.first.result.leaf.name for i in incs if i.first.result.leaf}
@@ -157,6 +159,27 @@ IN_WORDS = [*HOSTILE, "a\\_b", "C:\\x\\_y", "\\", "x\\", "\\*"]  # (a backslash:
 def test_names_markdown_gives_a_meaning_read_as_they_are(tmp_path, name):
     md, html = check_against_text(trace_named(tmp_path / "t.jsonl", name))
     assert one_space(f"dep0{name}x.dll") in one_space(html), (name, md, html)
+
+
+def found_elsewhere(path: Path, name: str) -> Path:
+    """trace_named's program, its missing DLL installed in a folder on PATH named after `name` too (which this
+    load does not search): found elsewhere, and fixes whose code and words hold the name."""
+    trace_named(path, name)
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    tools = f"C:\\tools {name}\\bin"
+    for ev in events:
+        if ev.get("ev") == "env":
+            ev["vars"]["PATH"] += ";" + tools
+    events.append({"ev": "file", "path": f"{tools}\\dep0{name}x.dll", "kind": "pe", "pe": pe(["kernel32.dll"]),
+                   "pid": 100, "seq": 0, "tid": 0, "t": 0})
+    path.write_text("\n".join(json.dumps(x) for x in events) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_fixes_holding_such_names_read_as_they_are(tmp_path, name):
+    md, html = check_against_text(found_elsewhere(tmp_path / "t.jsonl", name))
+    assert "Suggested fix:" in html and one_space(f"C:\\tools {name}\\bin\\dep0{name}x.dll") in one_space(html), md
 
 
 def test_the_escapes_that_github_would_show():
