@@ -170,3 +170,16 @@ def test_a_path_wraps_after_its_separators_and_a_long_name_stands_alone():
     doubled = 'AddDllDirectory(L"C:\\\\dlltrace-cases\\\\s1\\\\CUDA\\\\v12.1\\\\bin")'
     got = [doubled[ln.start:ln.end] for ln in wrap_ranges(doubled, 30)]
     assert "".join(got) == doubled and all(g.endswith("\\\\") for g in got[:-1]), got  # (never inside a `\\`)
+
+
+@pytest.mark.parametrize("fixture", TRACES[:3], ids=lambda p: p.name)
+def test_the_summary_of_run_on_a_terminal_is_its_plain_summary_wrapped(fixture):
+    """What `dlltrace run` prints at its end on a terminal (summary_blocks, on stderr) says what it says on a pipe
+    (summarize), wrapped: the same pieces, every line within 60 columns."""
+    from dlltrace.render.summary import summarize, summary_blocks
+
+    trace = read_trace(str(fixture))
+    lines = on_terminal(summary_blocks(trace), 60)
+    plain = summarize(trace).split("\n")
+    assert pieces(lines) == pieces(plain) and "trace saved to" in " ".join(lines[:3])
+    assert all(cell_len(line) <= 60 for line in lines), lines

@@ -40,7 +40,7 @@ DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE
 
 
 HELP = "show help for dlltrace, or for one command"
-COLOR_COMMANDS = ("simulate", "report", "deps", "check", "cuda")  # the commands that print text in colour: --color
+COLOR_COMMANDS = ("run", "simulate", "report", "deps", "check", "cuda")  # the commands that print text in colour: --color
 PROGRAM_EXTS = (".exe", ".com")  # what `dlltrace --wine PROG` runs (an existing file)
 
 

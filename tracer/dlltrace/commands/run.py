@@ -67,6 +67,7 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 def execute(args: argparse.Namespace) -> int:
     from dlltrace.render.summary import summarize
+    from dlltrace.render.terminal import styled_output, terminal_console
     from dlltrace.runner import trace_command
     from dlltrace.trace.launch import redact_in_place
     from dlltrace.trace.reader import read_trace
@@ -83,6 +84,12 @@ def execute(args: argparse.Namespace) -> int:
         from dlltrace.render.linux import linux_text
 
         print(linux_text(trace, saved=True), file=sys.stderr)
+    elif styled_output(getattr(args, "color", "auto"), sys.stderr):  # (a terminal: wrapped, in colour; render/terminal.py)
+        from dlltrace.render.explained import print_blocks
+        from dlltrace.render.summary import summary_blocks
+
+        sys.stdout.flush()
+        print_blocks(summary_blocks(trace), terminal_console(getattr(args, "color", "auto"), sys.stderr))
     else:
         print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc
