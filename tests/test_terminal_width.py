@@ -183,3 +183,22 @@ def test_the_summary_of_run_on_a_terminal_is_its_plain_summary_wrapped(fixture):
     plain = summarize(trace).split("\n")
     assert pieces(lines) == pieces(plain) and "trace saved to" in " ".join(lines[:3])
     assert all(cell_len(line) <= 60 for line in lines), lines
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_cuda_table_at_every_width(width):
+    """`dlltrace cuda` (and a report whose trace shows a CUDA mismatch): the stack table of the s1 scenario, its
+    toolkit folders under C:\\Program Files\\NVIDIA GPU Computing Toolkit, at every width."""
+    from dlltrace.diagnosis.cuda import cuda_table, facts_of_scenario
+    from dlltrace.diagnosis.scenario import load_scenario
+    from dlltrace.render.cuda import cuda_blocks
+
+    blocks = cuda_blocks(cuda_table(facts_of_scenario(load_scenario(ROOT / "fixtures" / "scenarios" / "s1.toml"))))
+    wide, lines = block_lines(blocks), on_terminal(blocks, width)
+    assert pieces(lines) == pieces(wide)
+    for line in lines:
+        assert cell_len(line) <= width or len(units(line[GUIDE.match(line).end():])) == 1, line
+    paths = {m.group() for line in wide for m in WIN_PATH.finditer(line)}
+    for p in {w for line in wide for w in units(line) if any(c in w for c in SEPARATORS)}:
+        assert any(p in line for line in lines), p  # (each piece of a path on one line)
+    assert any("Program Files" in line for line in wide) and paths
