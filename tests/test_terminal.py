@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -181,7 +182,8 @@ class Tmux:
                  "env", "-i", *env_args, "PS1=$ ", "bash", "--norc", "--noprofile")
 
     def run(self, *args: str) -> str:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True, timeout=30).stdout
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}  # (run inside tmux: a server of its own)
+        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True, timeout=30, env=env).stdout
 
     def screen(self, escapes: bool = False) -> str:
         return self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "t")
@@ -196,7 +198,8 @@ class Tmux:
         raise AssertionError(f"{pattern!r} never on the screen:\n{self.screen()}")
 
     def kill(self) -> None:
-        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30, env=env)
 
 
 def attributes(screen: str) -> list[list[tuple[str, frozenset[str]]]]:
@@ -238,10 +241,10 @@ def attributes(screen: str) -> list[list[tuple[str, frozenset[str]]]]:
 
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory) -> Path:
-    """A trace of about 60,000 events (bench/report_speed.py): reading and replaying it takes seconds, the
+    """A trace of about 100,000 events (bench/report_speed.py): reading and replaying it takes seconds, the
     progress bar shows after one."""
     path = tmp_path_factory.mktemp("big") / "big.jsonl"
-    generate(path, 60_000)
+    generate(path, 100_000)
     return path
 
 
@@ -251,7 +254,8 @@ def test_ctrl_c_during_report_restores_the_cursor_and_the_colours(big_trace):
     tmux = Tmux(f"dlltrace-test-{os.getpid()}", big_trace.parent, env_for())
     try:
         tmux.wait_for(r"(?m)^\$", 30)
-        tmux.run("send-keys", "-t", "t", f"{sys.executable} -m dlltrace report {big_trace.name}; echo EXIT=$?", "Enter")
+        tmux.run("send-keys", "-t", "t", f"{shlex.quote(sys.executable)} -m dlltrace report {big_trace.name}; echo EXIT=$?",
+                 "Enter")
         tmux.wait_for(r"dlltrace: (reading the trace|replaying the loads)", 120)  # (the bar: the cursor hidden)
         assert tmux.run("display", "-p", "-t", "t", "#{cursor_flag}").strip() == "0"
         tmux.run("send-keys", "-t", "t", "C-c")
