@@ -145,7 +145,7 @@ def test_a_pipe_without_utf8_never_raises(unicode_trace):
     assert rc == 0 and "J\\xfcrgen\\u7528\\u6237\\U0001f600" in text
 
 
-def test_a_cp1252_stream_in_process(unicode_trace):
+def test_a_cp1252_stream_in_process(unicode_trace, monkeypatch):
     """A cp1252 stream handed to the terminal console (console.setup_streams' error handler, as a Windows
     console's): the same report, the characters it lacks escaped or stood in for, every line within 60."""
     import io
@@ -158,11 +158,8 @@ def test_a_cp1252_stream_in_process(unicode_trace):
 
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="cp1252", errors=TEXT_ERRORS, newline="\n")
-    os.environ["COLUMNS"] = "60"
-    try:
-        console = terminal_console("never", stream)
-    finally:
-        del os.environ["COLUMNS"]
+    monkeypatch.setenv("COLUMNS", "60")  # (a pipe: COLUMNS is its width)
+    console = terminal_console("never", stream)
     print_blocks(produce_blocks(read_trace(str(unicode_trace))), console)
     stream.flush()
     text = raw.getvalue().decode("cp1252")
