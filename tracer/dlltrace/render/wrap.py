@@ -7,11 +7,13 @@ wider than the whole line (a DLL name longer than the terminal) stands alone on 
 and is the only line wider than the terminal.
 
 - wrap_ranges: where a string is broken (the slices of each line, and each line's indent);
-- Para: a line of the report (a rich renderable) wrapped to the width it is given, continuation lines
-  indented under it;
+- wrap_text: a line of the report (a rich Text, its styles kept) wrapped, continuation lines indented under it;
 - Grid: a table without borders (the places searched, the fixes, a tree's label, the CUDA table) whose
   columns shrink to the terminal; when even the narrowest columns that keep every word whole do not fit,
-  each row is printed as a wrapped paragraph instead (its cells two spaces apart).
+  each row is printed as a wrapped paragraph instead (its cells two spaces apart);
+- Chain: the module chain as a tree, its folder column wrapped.
+
+explained.print_blocks lays these out for the console's width; block_lines (a pipe, -o) at WIDE: unwrapped.
 
 Widths are terminal cells (rich.cells.cell_len: a CJK character is two). rich is imported where it is
 used, as explained.py does: importing this module costs nothing.
@@ -139,21 +141,6 @@ def wrap_text(text: "Text", width: int, hang: Optional[int] = None) -> list["Tex
         piece = text[ln.start:ln.end]
         lines.append(Text.assemble(" " * ln.indent, piece, no_wrap=True, overflow="ignore", end="\n"))
     return lines
-
-
-class Para:
-    """A line of the report as a renderable: wrapped to the width the console gives it (wrap_ranges)."""
-
-    def __init__(self, text: "Text", hang: Optional[int] = None) -> None:
-        self.text = text
-        self.hang = hang
-
-    def __rich_console__(self, console: "Console", options: "ConsoleOptions") -> Iterator["Text"]:
-        yield from wrap_text(self.text, options.max_width, self.hang)
-
-    def __rich_measure__(self, console: "Console", options: "ConsoleOptions") -> "Measurement":
-        from rich.measure import Measurement
-        return Measurement(narrowest(self.text.plain), _len(self.text.plain))
 
 
 def _cleaned(t: "Text", clean: Callable[[str], str]) -> "Text":
