@@ -1,6 +1,7 @@
 """Windows consoles: output on a code page (cp1252, cp437) that lacks the report's characters, redirected
-or on a terminal, never a traceback (console.py). Text gets ASCII stand-ins (✗ x, → ->) and `?` for a
-character with none; JSON stays valid and lossless (JSON escapes); `-o FILE` is UTF-8 whatever the
+or on a terminal, never a traceback (console.py). Text gets ASCII stand-ins (✗ x, → ->) for the report's own
+characters, and a name's character the code page lacks is its Python escape (用 \\u7528: two names still read
+apart); JSON stays valid and lossless (JSON escapes); `-o FILE` is UTF-8 whatever the
 console; on a terminal rich still colours, and draws with what the code page has.
 
 Each run is a real `python -m dlltrace` with PYTHONIOENCODING set, as a redirected stdout on Windows
@@ -47,8 +48,8 @@ def test_text_on_a_code_page_gets_stand_ins(encoding, unicode_scenario):
     assert rc == 1 and err == "", err  # (a scenario whose load fails: 1)
     text = out.decode(encoding)  # (what the console can show, all of it)
     assert "x cublas64_12.dll was not found" in text and "  -> 126 The specified module" in text
-    assert "C:\\Users\\Jürgen???\\venv" in text  # (用户 and 😀: no stand-in, `?`; ü kept)
-    assert not ESCAPE.search(text)  # (no escapes for characters, only for lone surrogates)
+    assert "C:\\Users\\Jürgen\\u7528\\u6237\\U0001f600\\venv" in text  # (用户 and 😀: escaped; ü kept)
+    assert set(ESCAPE.findall(text)) == {"u7528", "u6237", "U0001f600"}  # (only the name's: the rest stand-ins)
     rc, out, err = dlltrace("simulate", "--example", encoding=encoding)
     assert rc == 0 and err == "" and "x cublas64_12.dll was not found" in out.decode(encoding)
 
@@ -103,7 +104,7 @@ def test_output_file_that_cannot_be_written_is_one_line_exit_5(tmp_path):
 def test_errors_on_a_code_page_are_one_line(unicode_scenario, tmp_path):
     missing = tmp_path / f"{USER}.toml"
     rc, out, err = dlltrace("simulate", str(missing), encoding="cp1252")
-    assert rc == 2 and err.strip() == f"dlltrace: {tmp_path}{os.sep}Jürgen???.toml: no such file"
+    assert rc == 2 and err.strip() == f"dlltrace: {tmp_path}{os.sep}Jürgen\\u7528\\u6237\\U0001f600.toml: no such file"
 
 
 @pytest.mark.parametrize("encoding, boxes", [("cp1252", False), ("cp437", False), ("utf-8", True)])

@@ -40,6 +40,8 @@ if [ $tests = 1 ]; then
   # (libxml2: libicuuc, libstdc++, libm, libc; tests/test_linux_tree.py)
   command -v lddtree >/dev/null 2>&1 || need+=(pax-utils)
   [ -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 ] || [ "$(uname -m)" != x86_64 ] || need+=(libxml2)
+  # a real terminal: tests/test_terminal.py drives `dlltrace report` in tmux (Ctrl-C, the cursor, the colours)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2

@@ -40,6 +40,7 @@ DEEP = {"simulate": ("scenario", EXIT_USAGE), "report": ("trace", EXIT_BAD_TRACE
 
 
 HELP = "show help for dlltrace, or for one command"
+COLOR_COMMANDS = ("run", "simulate", "report", "deps", "check", "cuda")  # the commands that print text in colour: --color
 PROGRAM_EXTS = (".exe", ".com")  # what `dlltrace --wine PROG` runs (an existing file)
 
 
@@ -75,6 +76,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_execute=command.execute)
         command.configure_parser(p)
+        if name in COLOR_COMMANDS:  # (render/terminal.py: how --color, NO_COLOR and the terminal's width combine)
+            p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                           help="colour the text: auto (on a terminal, unless NO_COLOR is set), always (a pipe "
+                                "too), never (no escape code at all)")
         subs[name] = p
     h = sub.add_parser("help", help=HELP, description=HELP)
     h.add_argument("topic", nargs="?", metavar="COMMAND", help="a command")

@@ -4,8 +4,10 @@ A Windows console or a redirected stream often has a code page (cp1252, cp437: P
 Python's default for a redirected stdout) that lacks the characters the report uses (✗ ✓ → — └ …),
 and any name may hold a lone surrogate (a Windows file name can). Instead of a UnicodeEncodeError,
 stdout and stderr are given an error handler (setup_streams):
-- text (TEXT_ERRORS): a lone surrogate as its escape `\\udXXX` (visible, and what explained.visible
-  writes); a character of FALLBACK as its ASCII stand-in (✗ x, → ->, └ `, ─ -, …); any other as `?`;
+- text (TEXT_ERRORS): a character of FALLBACK (the report's own: ✗ ✓ → — └ …) as its ASCII stand-in (✗ x,
+  → ->, └ `, ─ -, …); any other (a name's: 用, 😀, ü on ASCII; a lone surrogate) as its Python escape
+  (`\\u7528`, `\\U0001f600`, `\\xfc`, `\\udc80`: what explained.visible writes for a lone surrogate), so
+  that two names the console cannot show still read apart;
 - JSON on stdout (JSON_ERRORS): a JSON escape `\\uXXXX` (a pair for a character past U+FFFF), so the
   document stays valid JSON and loses nothing in any encoding (a lone surrogate: its escape, the
   same name again).
@@ -41,14 +43,22 @@ FALLBACK = {
 def _text_errors(e: UnicodeError) -> tuple[str, int]:
     if not isinstance(e, UnicodeEncodeError):
         raise e
-    out = []
-    for ch in e.object[e.start:e.end]:
-        o = ord(ch)
-        if 0xD800 <= o <= 0xDFFF:
-            out.append("\\u%04x" % o)
-        else:
-            out.append(FALLBACK.get(ch, "?"))
-    return "".join(out), e.end
+    return "".join(FALLBACK.get(ch) or escaped(ch) for ch in e.object[e.start:e.end]), e.end
+
+
+def escaped(ch: str) -> str:
+    """A character as its Python escape: `\\xfc`, `\\u7528`, `\\U0001f600` (ASCII: any console shows it)."""
+    o = ord(ch)
+    return "\\x%02x" % o if o < 0x100 else "\\u%04x" % o if o <= 0xFFFF else "\\U%08x" % o
+
+
+def shown_on(encoding: str, text: str) -> str:
+    """`text` as a console of `encoding` shows it (TEXT_ERRORS: stand-ins and escapes), as a str: what a
+    renderer lays out for that console, so that its widths are those of what is printed."""
+    try:
+        return text.encode(encoding, TEXT_ERRORS).decode(encoding)
+    except (LookupError, UnicodeDecodeError):
+        return text
 
 
 def _json_errors(e: UnicodeError) -> tuple[str, int]:

@@ -5,7 +5,10 @@ fix checks, the stdlib's JSON encoder): an import chain of a few hundred DLLs pa
 recursion limit (1000). deep_call runs such a command in a worker thread with a big stack
 (STACK_BYTES) and a recursion limit to match (RECURSION_LIMIT), so that import chains of up to
 MAX_IMPORT_DEPTH levels work; the simulator refuses a deeper chain with ImportDepthError (one line),
-and a RecursionError still met anywhere becomes one line too, never a traceback.
+and a RecursionError still met anywhere becomes one line too, never a traceback. Ctrl-C reaches the
+main thread, which hands the KeyboardInterrupt to the worker and waits for it (INTERRUPT_WAIT): the
+command's own cleanup runs (`report`'s progress bar erased, the terminal's cursor shown again) before
+the interrupt is reported (exit 130).
 
 safe_streams makes stdout and stderr print any string on any console (console.py): a lone UTF-16
 surrogate (legal in a Windows file name, read from a trace's or a JSON scenario's `\\udXXX` escape)
@@ -16,6 +19,7 @@ stand-in in text and a JSON escape in JSON; printing never raises.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 from typing import Any, Callable, Optional
@@ -26,6 +30,7 @@ from dlltrace.console import setup_streams
 MAX_IMPORT_DEPTH = 16384    # import levels (a chain of DLLs each importing the next) the simulator follows
 RECURSION_LIMIT = 400_000   # frames: MAX_IMPORT_DEPTH levels take about 10 frames each in the deepest walk
 STACK_BYTES = 1024 * 1024 * 1024  # reserved, not committed: only the pages a deep walk touches are used
+INTERRUPT_WAIT = 5.0  # seconds the worker is given to clean up after Ctrl-C (a second Ctrl-C stops waiting)
 
 
 class ImportDepthError(DlltraceError):
@@ -40,12 +45,15 @@ def deep_call(fn: Callable[..., int], *args: Any, where: str = "", exit_code: in
     RecursionError becomes a DlltraceError of one line (`where: ...`) with `exit_code`; any other
     exception (DlltraceError, KeyboardInterrupt, ...) is raised again here, as fn raised it."""
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def work() -> None:
         try:
             box["rc"] = fn(*args)
         except BaseException as e:  # (handed to the calling thread)
             box["error"] = e
+        finally:
+            done.set()
 
     old_stack = threading.stack_size()
     old_limit = sys.getrecursionlimit()
@@ -75,12 +83,29 @@ def deep_call(fn: Callable[..., int], *args: Any, where: str = "", exit_code: in
     try:
         while worker.is_alive():
             worker.join(0.2)  # (a timeout: Ctrl-C reaches the main thread)
+    except KeyboardInterrupt:
+        interrupt(worker, done)
+        raise
     finally:
         sys.setrecursionlimit(old_limit)
     error: Optional[BaseException] = box.get("error")
     if error is None:
         return int(box["rc"])
     raise _one_line(error, where, exit_code)
+
+
+def interrupt(worker: threading.Thread, done: threading.Event, wait: float = INTERRUPT_WAIT) -> None:
+    """Ctrl-C, met by the main thread, raised in the worker too (at its next Python instruction), and the
+    worker waited for: its `finally` blocks and context managers run (a progress bar erased, the cursor
+    shown again) before the process reports the interrupt and ends."""
+    # (not worker.is_alive(): a join that Ctrl-C interrupted may leave the thread said to be stopped while it runs)
+    if worker.ident is None or done.is_set():
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt))
+    try:
+        done.wait(wait)
+    except KeyboardInterrupt:  # (a second Ctrl-C: do not wait any more)
+        pass
 
 
 def _direct(fn: Callable[..., int], args: tuple, where: str, exit_code: int) -> int:

@@ -83,9 +83,9 @@ def execute(args: argparse.Namespace) -> int:
         for r in results:
             print(check_summary(r))
     else:
-        from rich.console import Console
+        from dlltrace.render.terminal import terminal_console
 
-        console = Console(highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 160)
+        console = terminal_console(getattr(args, "color", "auto"), plain_width=160)
         for r in results:
             print_check(r, console, all_rows=args.all)
     return EXIT_OK if all(r.ok for r in results) else EXIT_PROBLEMS

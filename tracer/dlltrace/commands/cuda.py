@@ -69,6 +69,7 @@ def execute(args: argparse.Namespace) -> int:
     from dlltrace.diagnosis.cuda import cuda_table
     from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, mismatch_text
     from dlltrace.render.explained import block_lines, print_blocks
+    from dlltrace.render.terminal import styled_output, terminal_console
 
     damaged: list[str] = []
     table = cuda_table(facts_of_args(args, damaged))
@@ -79,10 +80,8 @@ def execute(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     elif args.markdown:
         sys.stdout.write(cuda_markdown(table))
-    elif sys.stdout.isatty():
-        from rich.console import Console
-
-        print_blocks(cuda_blocks(table), Console(highlight=False, markup=False, emoji=False))
+    elif styled_output(getattr(args, "color", "auto")):  # (a terminal, or --color always: render/terminal.py)
+        print_blocks(cuda_blocks(table), terminal_console(getattr(args, "color", "auto")))
     else:
         print("\n".join(block_lines(cuda_blocks(table))))
     # a stack that does not fit (an error mismatch: no driver, a CUDA major missing, ...) fails, as check does, with

@@ -99,9 +99,9 @@ def execute(args: argparse.Namespace) -> int:
     elif args.markdown:
         sys.stdout.write(deps_markdown(result))
     else:
-        from rich.console import Console
+        from dlltrace.render.terminal import terminal_console
 
-        print_deps(result, Console(highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 160))
+        print_deps(result, terminal_console(getattr(args, "color", "auto"), plain_width=160))
     return EXIT_PROBLEMS if result.problems else EXIT_OK
 
 

@@ -55,6 +55,7 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
     from dlltrace.console import write_output
     from dlltrace.render.explained import print_blocks
     from dlltrace.render.summary import produce_blocks, produce_chunks
+    from dlltrace.render.terminal import styled_output, terminal_console
     from dlltrace.trace.reader import read_trace, warning_lines
     from dlltrace.trace.redact import redact, redact_trace, redactor_of
 
@@ -84,12 +85,11 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
     if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
+    color = getattr(args, "color", "auto")
     if getattr(args, "output", None):  # (-o: UTF-8 whatever the console's encoding; console.py)
         write_output(args.output, _pieces(produce_chunks(trace, fmt, args.all, progress=replaying), bar, red))
-    elif fmt == "text" and sys.stdout.isatty():
-        from rich.console import Console
-
-        console = Console(highlight=False, markup=False, emoji=False)
+    elif fmt == "text" and styled_output(color):  # (a terminal, or --color always: render/terminal.py)
+        console = terminal_console(color)
         blocks = produce_blocks(trace, args.all, progress=replaying)
         if bar is not None:
             bar.close()

@@ -91,6 +91,7 @@ def execute(args: argparse.Namespace) -> int:
 
         rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
     from dlltrace.render.summary import summarize
+    from dlltrace.render.terminal import styled_output, terminal_console
     from dlltrace.trace.launch import redact_in_place
     from dlltrace.trace.reader import read_trace
 
@@ -100,6 +101,12 @@ def execute(args: argparse.Namespace) -> int:
         from dlltrace.render.linux import linux_text
 
         print(linux_text(trace, saved=True), file=sys.stderr)
+    elif styled_output(getattr(args, "color", "auto"), sys.stderr):  # (a terminal: wrapped, in colour; render/terminal.py)
+        from dlltrace.render.explained import print_blocks
+        from dlltrace.render.summary import summary_blocks
+
+        sys.stdout.flush()
+        print_blocks(summary_blocks(trace), terminal_console(getattr(args, "color", "auto"), sys.stderr))
     else:
         print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

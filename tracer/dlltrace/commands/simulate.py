@@ -44,6 +44,7 @@ def execute(args: argparse.Namespace) -> int:
     from dlltrace.render.calls import results_dict
     from dlltrace.render.explained import block_lines, print_blocks
     from dlltrace.render.scenario import explain_scenario
+    from dlltrace.render.terminal import styled_output, terminal_console
 
     if args.example:
         args.scenario = str(EXAMPLE)
@@ -63,10 +64,8 @@ def execute(args: argparse.Namespace) -> int:
     blocks = scenario_blocks(scenario.description, results)
     if output:  # (-o: UTF-8 whatever the console's encoding)
         write_output(output, "\n".join(block_lines(blocks)) + "\n")
-    elif sys.stdout.isatty():
-        from rich.console import Console
-
-        print_blocks(blocks, Console(highlight=False, markup=False, emoji=False))
+    elif styled_output(getattr(args, "color", "auto")):  # (a terminal, or --color always: render/terminal.py)
+        print_blocks(blocks, terminal_console(getattr(args, "color", "auto")))
     else:
         print("\n".join(block_lines(blocks)))
     return code

@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 from dlltrace.diagnosis.cuda import CudaTable, Mismatch, Platform, cuda_table, facts_of_trace
 from dlltrace.model import Fix
-from dlltrace.render.escape import escape_prose, escape_table_cell
+from dlltrace.render.escape import escape_prose, escape_table_cell, escape_terminal
+from dlltrace.render.wrap import Grid
 from dlltrace.render.fixwords import fix_text
 from dlltrace.render.explained import Block, LineStyle, Styled, block_lines
 
@@ -155,22 +156,19 @@ def heading(t: CudaTable) -> str:
 
 # --- text -------------------------------------------------------------------------------------------------------
 
-def _rich_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
-    from rich.table import Table
+def _grid(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
+    """A table without borders, its header in bold, four cells in (render/wrap.py: on a narrow terminal a cell
+    wraps in its column at spaces and path separators, never inside a name)."""
+    from rich.text import Text
 
-    tb = Table(box=None, show_header=True, header_style="bold", show_edge=False, pad_edge=False, padding=(0, 1),
-               expand=False)
-    for h in headers:
-        tb.add_column(h, no_wrap=False, overflow="fold")
+    g = Grid(["left"] * len(headers), indent=4, header=[Text(h) for h in headers])
     for r in rows:
-        tb.add_row(*r)
-    return tb
+        g.add_row(*(Text(escape_terminal(c)) for c in r))
+    return g
 
 
 def cuda_blocks(t: CudaTable) -> list[Block]:
     """The table for a terminal (explained.print_blocks) or as plain lines (explained.block_lines)."""
-    from rich.padding import Padding
-
     out: list[Block] = [Styled(heading(t), "heading")]
     text, style = driver_line(t)
     out.append(Styled(f"  Driver  {text}", style))
@@ -179,7 +177,7 @@ def cuda_blocks(t: CudaTable) -> list[Block]:
             out.append(Styled(f"  {title}  none found", "muted"))
             continue
         out.append(Styled(f"  {title}", "heading"))
-        out.append(Padding(_rich_table(headers, rows), (0, 0, 0, 4), expand=False))
+        out.append(_grid(headers, rows))
     if t.mismatches:
         out.append(Styled("  Mismatches", "heading"))
         for m in t.mismatches:

@@ -18,7 +18,9 @@ from dlltrace import winpath
 from dlltrace.model import (TORCH_ORIGINS, ERROR_TEXT, RESULT_WORDS, AlsoMissing, CallResult, Candidate, Cause, Elsewhere, Fix, Leaf,
                             Node, flags_text)
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT
+from dlltrace.console import shown_on
 from dlltrace.render.escape import escape_lines, escape_prose, escape_terminal
+from dlltrace.render.wrap import Chain, Grid, wrap_text
 from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text
 
 if TYPE_CHECKING:
@@ -350,42 +352,20 @@ def _text(s: str, style: LineStyle = ""):
     return Text(escape_terminal(s), style=RICH_STYLES[style])
 
 
-def _indented(renderable, indent: int):
-    from rich.padding import Padding
-    return Padding(renderable, (0, 0, 0, indent), expand=False)
-
-
-def _table(*justify: Literal["left", "right"]):
-    """A table without borders, its columns two spaces apart; a cell too long for a narrow terminal wraps
-    inside its column."""
-    from rich.table import Table
-    t = Table(box=None, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1), expand=False)
-    for j in justify:
-        t.add_column(justify=j, no_wrap=False, overflow="fold", min_width=2 if j == "right" else None)
-    return t
+def _table(*justify: Literal["left", "right"], indent: int = 4, gap: int = 2):
+    """A table without borders, its columns two spaces apart, `indent` cells in (render/wrap.py's Grid): on a
+    narrow terminal a cell wraps inside its column at spaces and path separators, never inside a name."""
+    return Grid(justify, gap=gap, min_widths=[2 if j == "right" else 0 for j in justify], indent=indent)
 
 
 def chain_tree(nodes: list[Node], indent: int = 4):
-    """The module chain as a rich Tree: each module's name, then (aligned, whatever the depth and the
-    width of its characters) its folder and the rule that chose it, or ✗ and its cause; on a narrow
-    terminal the folder wraps in its own column."""
-    from rich.cells import cell_len
-    from rich.table import Table
-    from rich.tree import Tree
-
-    width = max((cell_len(winpath.basename(n.name)) + 4 * d for d, n in enumerate(nodes)), default=0)
-    tree = None
-    parent = None
-    for d, n in enumerate(nodes):
-        label = Table.grid(padding=(0, 3, 0, 0))
-        label.add_column(width=width - 4 * d, no_wrap=True)
-        label.add_column(overflow="fold")
-        label.add_row(_text(winpath.basename(n.name)), _text(node_mark(n), "failure" if n.cause else ""))
-        if parent is None:
-            tree = parent = Tree(label, guide_style=RICH_STYLES["muted"])
-        else:
-            parent = parent.add(label)
-    return _indented(tree, indent) if tree is not None else None
+    """The module chain (render/wrap.py's Chain): each module's name, then (aligned, whatever the depth and
+    the width of its characters) its folder and the rule that chose it, or ✗ and its cause; on a narrow
+    terminal the folder wraps in its own column at its separators."""
+    if not nodes:
+        return None
+    return Chain([(_text(winpath.basename(n.name)), _text(node_mark(n), "failure" if n.cause else "")) for n in nodes],
+                 indent=indent, guide_style=RICH_STYLES["muted"])
 
 
 def full_tree(node: Node):
@@ -410,8 +390,8 @@ def full_tree(node: Node):
 def looked_table(lk: Looked):
     t = _table("right", "left", "left", "left")
     for c, row in zip(lk.candidates, looked_rows(lk)):
-        t.add_row(row[0], _text(row[1]), _text(row[2]), _text(row[3], RESULT_STYLES.get(c.result, "")))
-    return _indented(t, 4)
+        t.add_row(_text(row[0]), _text(row[1]), _text(row[2]), _text(row[3], RESULT_STYLES.get(c.result, "")))
+    return t
 
 
 def sections(e: ExplainedCall) -> list[Block]:
@@ -438,23 +418,22 @@ def tail(e: ExplainedCall) -> list[Block]:
         t = _table("left", "left")
         for c in e.found_elsewhere:
             t.add_row(_text(c.path), _text(elsewhere_facts(c), "success" if c.result == "found" else "failure"))
-        out += [Styled("", ""), Styled("  " + FOUND_ELSEWHERE, "heading"), _indented(t, 4)]
+        out += [Styled("", ""), Styled("  " + FOUND_ELSEWHERE, "heading"), t]
     if e.close_names:
         t = _table("left", "left")
         for c in e.close_names:
             t.add_row(_text(c.path), _text(relation_text(c)))
-        out += [Styled("", ""), Styled("  " + OTHER_VERSIONS.format(name=e.leaf.name if e.leaf else "it"), ""),
-                _indented(t, 4)]
+        out += [Styled("", ""), Styled("  " + OTHER_VERSIONS.format(name=e.leaf.name if e.leaf else "it"), ""), t]
     if e.also_missing:
         t = _table("left", "left", "left", "left")
         for a in e.also_missing:
             name, what, by, where = also_missing_row(a)
             t.add_row(_text(name), _text("✗ " + what, "failure"), _text(by), _text(where, "success" if a.installed_at else "muted"))
-        out += [Styled("", ""), Styled("  " + ALSO_MISSING, "heading"), _indented(t, 4)]
+        out += [Styled("", ""), Styled("  " + ALSO_MISSING, "heading"), t]
     if e.fixes:
         cause = cause_line(e)
         out += [Styled("", "")] + ([Styled("  " + CAUSE_LINE.format(cause), "")] if cause else []) + [
-            Styled("  " + FIX, "heading"), _indented(fix_table(e.fixes, e.leaf.name if e.leaf else ""), 4)]
+            Styled("  " + FIX, "heading"), fix_table(e.fixes, e.leaf.name if e.leaf else "")]
     return out
 
 
@@ -495,15 +474,13 @@ def cause_line(e: ExplainedCall) -> str:
 
 def fix_table(fixes: list[Fix], leaf: str = ""):
     """The fixes, numbered, each with its notes under it (its further steps, what else it fixes, whether
-    the model checked it); a fix too long for a narrow terminal wraps in its column."""
-    from rich.table import Table
-    t = Table(box=None, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), expand=False)
-    t.add_column(justify="right", no_wrap=True)
-    t.add_column(justify="left", overflow="fold")
+    the model checked it); a fix too long for a narrow terminal wraps in its column (render/wrap.py)."""
+    t = _table("right", "left", gap=1)
+    t.min_widths = ()
     for i, f in enumerate(fixes, 1):
-        t.add_row(f"{i}.", _text(as_typed(fix_text(f))))
+        t.add_row(_text(f"{i}."), _text(as_typed(fix_text(f))))
         for note, style in fix_notes(f, leaf):
-            t.add_row("", _text(note, style))
+            t.add_row(_text(""), _text(note, style))
     return t
 
 
@@ -538,12 +515,15 @@ def rendered_lines(renderable, console: Optional["Console"] = None) -> list[str]
 
 
 def block_lines(blocks: list[Block]) -> list[str]:
-    """The blocks as plain lines: a Styled line as it is, a table or tree as its rendered lines."""
+    """The blocks as plain lines: a Styled line as it is, a table or tree as its rendered lines (never
+    wrapped: WIDE)."""
     console = plain_console()
     out: list[str] = []
     for b in blocks:
         if isinstance(b, str):  # (one line: a newline in it is a name's, escaped)
             out.append(_one_line(b))
+        elif isinstance(b, (Grid, Chain)):  # (render/wrap.py)
+            out.extend(visible(t.plain.rstrip()) for t in b.lines(WIDE))
         else:
             out.extend(rendered_lines(b, console))
     return out
@@ -559,18 +539,31 @@ def _one_line(line: str) -> str:
 
 
 def print_blocks(blocks: list[Block], console: "Console", clean: Optional[Callable[[str], str]] = None) -> None:
-    """The blocks on a terminal, each piece in the style its field gave it; `clean` (redaction) is applied
-    to each piece of text, then visible (control characters and lone surrogates escaped)."""
+    """The blocks on a terminal, each piece in the style its field gave it, wrapped to the console's width
+    at spaces and path separators, never inside a name (render/wrap.py); `clean` (redaction) is applied
+    to each piece of text, then visible (control characters and lone surrogates escaped); on a console
+    whose encoding is not UTF, each character it lacks is replaced (console.shown_on: ✗ as x, 用 as
+    \\u7528) before the text is laid out, so that the widths are those of what is printed."""
     from rich.text import Text
 
-    def shown(s: str) -> str:
-        return visible(clean(s) if clean else s)
+    encoding = "utf-8" if console.encoding.lower().startswith("utf") else console.encoding
 
+    def fit(s: str) -> str:
+        return s if encoding == "utf-8" else shown_on(encoding, s)
+
+    def shown(s: str) -> str:
+        return fit(visible(clean(s) if clean else s))
+
+    width = console.width
     for b in blocks:
         if isinstance(b, str):  # (one line: a newline in it is a name's, escaped)
-            console.print(Text(escape_terminal(clean(b) if clean else b), style=RICH_STYLES[style_of(b)]),
-                          soft_wrap=True)
+            text = Text(fit(escape_terminal(clean(b) if clean else b)), style=RICH_STYLES[style_of(b)])
+            for line in wrap_text(text, width):
+                console.print(line, soft_wrap=True)
+        elif isinstance(b, (Grid, Chain)):  # (render/wrap.py: laid out for this width)
+            for line in b.cleaned(shown).lines(width, ascii_only=console.options.ascii_only):
+                console.print(line, soft_wrap=True)
         else:
-            for line in console.render_lines(b, console.options, pad=False):
-                console.print(Text.assemble(*((shown(s.text), s.style or "") for s in line if not s.control)),
+            for seg_line in console.render_lines(b, console.options, pad=False):
+                console.print(Text.assemble(*((shown(s.text), s.style or "") for s in seg_line if not s.control)),
                               soft_wrap=True)

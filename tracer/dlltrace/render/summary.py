@@ -21,6 +21,13 @@ def summarize(trace: Trace) -> str:
     return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays, saved=True)])
 
 
+def summary_blocks(trace: Trace) -> list[Block]:
+    """summarize's text for a terminal (explained.print_blocks): the same lines, tables and trees, each
+    piece in its style, wrapped to the terminal's width."""
+    replays, incs = judged_incidents(trace)
+    return [Styled(w, "warning") for w in warning_lines(trace)] + text_report_blocks(trace, incs, replays, saved=True)
+
+
 def produce(trace: Trace, fmt: str = "text", everything: bool = False, progress: Optional[Progress] = None) -> str:
     """The report of a trace as text, "markdown" or "json" (what `dlltrace report` prints); `progress`:
     called now and then with (events replayed, events to replay)."""
