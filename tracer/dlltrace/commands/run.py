@@ -69,6 +69,7 @@ def import_what_follows() -> None:
     """The modules that follow the program (the facts, the summary: ~0.1-0.3 s of imports), imported
     while it runs under the launcher (launch.run_traced's while_running) rather than after it ended."""
     import dlltrace.render.summary  # noqa: F401
+    import dlltrace.render.terminal  # noqa: F401
     import dlltrace.runner  # noqa: F401
 
 
