@@ -10,6 +10,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import winetools  # noqa: E402  (needs the paths above)
 
+# The many `python -m dlltrace` the tests start each compile dlltrace's ~180 modules again when the environment
+# says PYTHONDONTWRITEBYTECODE (measured here: 0.9 s a `report` against 0.25 s with bytecode kept): their bytecode
+# goes to the test cache instead (PYTHONPYCACHEPREFIX: never into the checkout; a cold run starts it empty).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(winetools.CACHE / "pycache"))
+
 # ----------------------------------------------------------------------------- summary lines
 # Lines a test wants shown at the end of the run, also with plain `pytest -q` (counts of generated
 # cases run against Wine, ...). They live in the session's config.stash, filled through the
