@@ -171,6 +171,28 @@ def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
     assert any(e.get("ev") == "dlerror" and "libcudart.so.11.0" in e.get("text", "") for e in evs)
 
 
+def test_run_keeps_the_replay_a_report_of_its_trace_makes(recorder, tmp_path, monkeypatch):
+    """`run` replays the trace once, while it gathers the facts (against this machine, its ELF facts partly read
+    while the program ran: runner.LinuxFactsMeanwhile), and keeps that replay for its summary
+    (Trace.replayed): it is the replay a report makes of the trace file alone (its recorded world), call for
+    call, fixes included; and the trace it returns holds what the file holds."""
+    from dlltrace import runner
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace import linux
+    from dlltrace.trace.reader import read_trace
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    code = ("import ctypes, time, subprocess, sys; ctypes.CDLL('libm.so.6'); time.sleep(0.3); "
+            "ctypes.CDLL('libcudart.so.11.0')")
+    rc, trace = runner.trace_linux_command([PY, "-c", code], str(tmp_path / "t.jsonl"))
+    assert rc == 1 and trace.replayed is not None
+    again = read_trace(trace.path)
+    assert [dict(e) for e in trace.events] == [dict(e) for e in again.events]
+    fresh = replay_linux(again.events)
+    assert fresh == trace.replayed
+    failed = [c for c in fresh if c.error]
+    assert [c.name for c in failed] == ["libcudart.so.11.0"] and failed[0].fixes is not None
+
+
 # --- replay: the trace against the model ----------------------------------------------------------------
 def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, tmp_path, monkeypatch):
     from dlltrace import runner

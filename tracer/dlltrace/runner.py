@@ -7,31 +7,38 @@ needs the loader model or the diagnosis is here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from dlltrace.diagnosis import collect
 from dlltrace.diagnosis.ending import ending
-from dlltrace.diagnosis.replay_linux import replay_linux
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN
-from dlltrace.trace import launch, linux
 from dlltrace.trace.files import append_events, finish_trace
-from dlltrace.trace.launch import DEFAULT_MAX_SIZE
 from dlltrace.trace.reader import Trace, read_trace
-from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
-from dlltrace.worlds.live import identity_map, wine_map
+from dlltrace.trace.where import DEFAULT_MAX_SIZE
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from dlltrace.worlds.elf import LiveELFWorld
+
+# (the Windows launcher and facts, and the Linux recorder and model, are imported by the path that runs them: a Linux
+# run imports none of the Windows side, 0.4 s of CPU at start-up)
 
 
 def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
-                  max_size: int = DEFAULT_MAX_SIZE) -> tuple[int, Trace]:
+                  max_size: int = DEFAULT_MAX_SIZE, warm: Optional[Callable[[], None]] = None) -> tuple[int, Trace]:
     """Run `cmd` traced into `output` (default: files.default_trace_name); its exit code and the trace,
-    with the facts appended."""
+    with the facts appended. `warm`: what the caller will need after, done while a Linux program runs
+    (its imports)."""
     if not wine_wanted and sys.platform.startswith("linux"):  # .so loads, with the LD_AUDIT recorder
-        return trace_linux_command(cmd, output, max_size)
+        return trace_linux_command(cmd, output, max_size, warm)
+    from dlltrace.trace import launch
+
     run = launch.run_traced(cmd, output, wine_wanted, max_size)
     trace = append_facts(run.spill, run.trace, wine=run.wine, end=run.end)
     where = finish_trace(run.spill, run.out)
@@ -43,6 +50,9 @@ def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, An
     """Store in the trace the facts a replay needs (PE facts, near misses: diagnosis/collect.py), so that
     `dlltrace report` works from the file alone, after `end` (launch.run_end_event: how the launcher
     ended). A failure here never loses the trace."""
+    from dlltrace.diagnosis import collect
+    from dlltrace.worlds.live import identity_map, wine_map
+
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
     events = ([end] if end is not None else []) + collect.collect_facts(trace, to_host)
     return append_events(out, trace, events, kept_on_failure=1 if end else 0)
@@ -72,29 +82,97 @@ def run_exit_code(trace: Trace) -> int:
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 
 
-def append_linux_facts(spill: Path) -> None:
+def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None) -> Optional[Trace]:
     """The facts a report needs, appended after the program ended: the trace is replayed once in the model
-    against this machine through a RecordingELFWorld, and every answer it got (each file's ELF facts or
-    absence, each folder's existence, ld.so.cache's answers, the machine's ld.so facts, the copies the
-    fixes found) becomes an elf_system / elf_file event, so `report` never reads the disk (and works on
-    another machine). A failure here costs the facts, never the trace."""
+    against this machine (`world`: the one LinuxFactsMeanwhile filled while it ran) through a RecordingELFWorld,
+    and every answer it got (each file's ELF facts or absence, each folder's existence, ld.so.cache's answers,
+    the machine's ld.so facts, the copies the fixes found) becomes an elf_system / elf_file event, so `report`
+    never reads the disk (and works on another machine). The trace with them, its replay kept on it
+    (Trace.replayed: what a replay of it in its recorded world gives, the summary's); None when they could not
+    be appended (said on stderr: a failure here costs the facts, never the trace)."""
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
+
     try:
-        rec = RecordingELFWorld(LiveELFWorld())
-        replay_linux(list(read_trace(spill).events), world=rec)
-        with open(spill, "a", encoding="utf-8") as f:
-            for ev in rec.events(os.getpid()):
-                f.write(json.dumps(ev, ensure_ascii=True) + "\n")
+        read = read_trace(spill)
+        trace = dataclasses.replace(read, events=list(read.events))
+        rec = RecordingELFWorld(world or LiveELFWorld())
+        calls = replay_linux(trace.events, world=rec)
+        out = append_events(spill, trace, rec.events(os.getpid()))
+        if len(out.events) < len(trace.events) + 1:  # (not written: append_events said why)
+            return None
+        out.replayed = calls
+        return out
     except Exception as e:  # (the program's trace is kept whatever happens here)
         print(f"dlltrace: warning: the Linux facts were not appended ({e})", file=sys.stderr)
+        return None
 
 
-def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None) -> tuple[int, Trace]:
+class LinuxFactsMeanwhile:
+    """What `run` does while the program runs (trace/linux.py run_recorded's `meanwhile`), on a core the program
+    does not use, so that little is left for after it ends: import the model (and `warm`: the command's own,
+    the summary's renderer), probe ld.so (LiveELFWorld), and read the ELF facts of each object the program has
+    opened so far (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
+    file's facts by its identity: device, inode, size, time, so a file changed after is read again). Nothing
+    here decides anything: a fact not read now is read after."""
+
+    POLL = 0.02  # seconds between looks at the trace
+
+    def __init__(self, warm: Optional[Callable[[], None]] = None) -> None:
+        self.warm = warm
+        self.world: Optional["LiveELFWorld"] = None
+
+    def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
+        import subprocess
+
+        from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
+        from dlltrace.worlds.elf import LiveELFWorld
+
+        if self.warm is not None:
+            self.warm()
+        world = self.world = LiveELFWorld()
+        at = 0
+        rest = b""
+        while True:
+            try:
+                proc.wait(self.POLL)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                with open(spill, "rb") as f:
+                    f.seek(at)
+                    new = f.read(1 << 22)
+            except OSError:
+                return
+            at += len(new)
+            lines = (rest + new).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                if b'"objopen"' in line:
+                    try:
+                        path = json.loads(line).get("path")
+                    except ValueError:
+                        continue
+                    if isinstance(path, str) and path.startswith("/"):
+                        world.file(path)
+
+
+def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None,
+                        warm: Optional[Callable[[], None]] = None) -> tuple[int, Trace]:
     """Run cmd with the recorder into output (trace/linux.py run_recorded), the facts appended
-    (append_linux_facts); its exit code (128 + N for a signal N) and the trace read back. max_size is
-    accepted for run's signature and not enforced yet."""
-    run = linux.run_recorded(cmd, output)
-    append_linux_facts(run.spill)
+    (append_linux_facts, begun while it runs: LinuxFactsMeanwhile, which runs `warm` too); its exit code
+    (128 + N for a signal N) and the trace, its replay kept on it. max_size is accepted for run's signature
+    and not enforced yet."""
+    from dlltrace.trace import linux
+
+    meanwhile = LinuxFactsMeanwhile(warm)
+    run = linux.run_recorded(cmd, output, meanwhile)
+    trace = append_linux_facts(run.spill, meanwhile.world)
     where = finish_trace(run.spill, run.out)
+    if trace is None:
+        trace = read_trace(where)
+    trace.path = str(where)  # (the summary says where the trace is)
     if run.interrupted:
-        return EXIT_INTERRUPTED, read_trace(where)
-    return (128 - run.rc if run.rc < 0 else run.rc), read_trace(where)
+        return EXIT_INTERRUPTED, trace
+    return (128 - run.rc if run.rc < 0 else run.rc), trace

@@ -65,24 +65,31 @@ def command_of(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def _import_linux_renderer() -> None:
+    import dlltrace.render.linux  # noqa: F401
+
+
 def execute(args: argparse.Namespace) -> int:
-    from dlltrace.render.summary import summarize
     from dlltrace.runner import trace_command
-    from dlltrace.trace.launch import redact_in_place
-    from dlltrace.trace.reader import read_trace
 
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
     if args.max_size is not None and not args.wine and sys.platform.startswith("linux"):
         print("dlltrace: warning: --max-size is not enforced on Linux yet (the LD_AUDIT recorder has no cap)",
               file=sys.stderr)
-    rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
+    # (the summary's renderer is imported while a Linux program runs: runner.LinuxFactsMeanwhile)
+    rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap, warm=_import_linux_renderer)
     if args.redact:  # (the summary is then the report of the redacted trace)
+        from dlltrace.trace.launch import redact_in_place
+        from dlltrace.trace.reader import read_trace
+
         trace = read_trace(redact_in_place(Path(trace.path)))
     if trace.header.platform == "linux":
         from dlltrace.render.linux import linux_text
 
         print(linux_text(trace, saved=True), file=sys.stderr)
     else:
+        from dlltrace.render.summary import summarize
+
         print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

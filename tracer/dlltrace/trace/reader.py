@@ -418,6 +418,9 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     checked: bool = False  # every event was checked against the schema (read_trace does it)
     _py_events: Optional[PyContexts] = field(default=None, repr=False, compare=False)
+    # the Linux replay of these events (diagnosis/replay_linux.py's LinuxCalls), when it was made while they were
+    # recorded (`dlltrace run`: runner.append_linux_facts), so the summary does not make it again
+    replayed: Optional[list[Any]] = field(default=None, repr=False, compare=False)
 
     def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
         """The events of this kind (of process `pid`), in file order."""
