@@ -38,7 +38,8 @@ from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, python_files,
-                                    python_home, site_packages, wheel_files, wheel_loaders)
+                                    python_home, site_packages, wheel_files, wheel_loaders,
+                                    WHEEL_SUFFIXES, zip_members)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
 from dlltrace.loader.windows.engine import Call
 
@@ -127,8 +128,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         wp, tag, machine = wheel_python(given)
         py = python or wp or DEFAULT_PYTHON
         try:
-            files, root = wheel_files(given, py, cache)
-            loaders = wheel_loaders(given)
+            listing = zip_members(given, WHEEL_SUFFIXES)  # (its central directory read once, for both)
+            files, root = wheel_files(given, py, cache, listing)
+            loaders = wheel_loaders(given, listing)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
