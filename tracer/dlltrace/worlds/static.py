@@ -4,9 +4,10 @@ and `dlltrace check`, which explain a DLL without running anything, on any OS.
 
 Where each fact comes from:
 - the target's files: their PE facts (pe.py), read only when the simulator asks for the file; a
-  wheel member is decompressed alone (zipfile, by member; nothing else of the wheel is unpacked)
-  and its facts are kept in a cache keyed by the member's CRC-32 and size (FactsCache), so a
-  second run reads no 249 MB torch_cpu.dll again;
+  wheel member is inflated alone (nothing else of the wheel is unpacked), and read as it inflates
+  (MemberView: the PE reader's few reads are answered from a window of chunks, never the whole
+  member in memory), and its facts are kept in a cache keyed by the member's CRC-32 and size
+  (FactsCache), so a second run reads no 249 MB torch_cpu.dll again;
 - the system: on Linux and macOS the names of data/windows-system.json (a vanilla System32, with
   no versions and no exports: such a file is "there, loads, imports unknown"), its KnownDLLs and
   the built-in API-set table (apisets.py); on Windows the live machine (worlds/live.LiveWorld over
