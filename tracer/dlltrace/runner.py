@@ -12,13 +12,15 @@ import json
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from dlltrace.diagnosis.ending import ending
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN
 from dlltrace.trace.files import append_events, finish_trace
-from dlltrace.trace.reader import Trace, read_trace
+from dlltrace.trace.reader import Trace, read_trace, read_trace_from
 from dlltrace.trace.where import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
@@ -82,7 +84,8 @@ def run_exit_code(trace: Trace) -> int:
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 
 
-def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None) -> Optional[Trace]:
+def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read: Optional[Trace] = None
+                       ) -> Optional[Trace]:
     """The facts a report needs, appended after the program ended: the trace is replayed once in the model
     against this machine (`world`: the one LinuxFactsMeanwhile filled while it ran) through a RecordingELFWorld,
     and every answer it got (each file's ELF facts or absence, each folder's existence, ld.so.cache's answers,
@@ -94,7 +97,7 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None) -> O
     from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
 
     try:
-        read = read_trace(spill)
+        read = read or read_trace(spill)  # (`read`: the trace read while it was written, LinuxFactsMeanwhile)
         trace = dataclasses.replace(read, events=list(read.events))
         rec = RecordingELFWorld(world or LiveELFWorld())
         calls = replay_linux(trace.events, world=rec)
@@ -108,54 +111,92 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None) -> O
         return None
 
 
+class GrowingTrace:
+    """The spill as the recorder writes it (whole lines, each one O_APPEND write), as a file whose readline gives
+    each line once it is whole, waiting for it until `complete` is set (then the rest as it is: read_trace's own
+    reading of a last line cut short). `on_line` sees each line."""
+
+    POLL = 0.02  # seconds between looks at the file when it has no whole line more
+    ORPHAN = 10.0  # seconds after the program ended with no `complete`: taken as complete (a run that failed after)
+
+    def __init__(self, spill: Path, proc: "subprocess.Popen[bytes]", on_line: Callable[[bytes], None]) -> None:
+        self.f = open(spill, "rb")
+        self.proc, self.on_line = proc, on_line
+        self.complete = threading.Event()
+        self.ended_at: Optional[float] = None
+
+    def readline(self, n: int = -1) -> bytes:
+        while True:
+            pos = self.f.tell()
+            done = self.complete.is_set()
+            line = self.f.readline(n)
+            if line.endswith(b"\n") or (n >= 0 and len(line) >= n) or done:
+                if line:
+                    self.on_line(line)
+                return line
+            self.f.seek(pos)
+            if self.proc.poll() is not None:
+                self.ended_at = self.ended_at or time.monotonic()
+                if time.monotonic() - self.ended_at > self.ORPHAN:
+                    self.complete.set()
+            self.complete.wait(self.POLL)
+
+
 class LinuxFactsMeanwhile:
     """What `run` does while the program runs (trace/linux.py run_recorded's `meanwhile`), on a core the program
     does not use, so that little is left for after it ends: import the model (and `warm`: the command's own,
-    the summary's renderer), probe ld.so (LiveELFWorld), and read the ELF facts of each object the program has
-    opened so far (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
+    the summary's renderer), probe ld.so (LiveELFWorld), and, in a thread, read the trace as it is written
+    (reader.read_trace_from over a GrowingTrace: read_trace's own checks) and the ELF facts of each object the
+    program opens (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
     file's facts by its identity: device, inode, size, time, so a file changed after is read again). Nothing
-    here decides anything: a fact not read now is read after."""
-
-    POLL = 0.02  # seconds between looks at the trace
+    here decides anything: what fails here is done again after the program ends (read_trace), where a failure is
+    said."""
 
     def __init__(self, warm: Optional[Callable[[], None]] = None) -> None:
         self.warm = warm
         self.world: Optional["LiveELFWorld"] = None
+        self.growing: Optional[GrowingTrace] = None
+        self.thread: Optional[threading.Thread] = None
+        self.trace: Optional[Trace] = None
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
-        import subprocess
-
         from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
         from dlltrace.worlds.elf import LiveELFWorld
 
         if self.warm is not None:
             self.warm()
         world = self.world = LiveELFWorld()
-        at = 0
-        rest = b""
-        while True:
-            try:
-                proc.wait(self.POLL)
-                return
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                with open(spill, "rb") as f:
-                    f.seek(at)
-                    new = f.read(1 << 22)
-            except OSError:
-                return
-            at += len(new)
-            lines = (rest + new).split(b"\n")
-            rest = lines.pop()
-            for line in lines:
-                if b'"objopen"' in line:
-                    try:
-                        path = json.loads(line).get("path")
-                    except ValueError:
-                        continue
-                    if isinstance(path, str) and path.startswith("/"):
-                        world.file(path)
+
+        def on_line(line: bytes) -> None:
+            if b'"objopen"' in line:
+                try:
+                    path = json.loads(line).get("path")
+                except ValueError:
+                    return
+                if isinstance(path, str) and path.startswith("/"):
+                    world.file(path)
+
+        self.growing = GrowingTrace(spill, proc, on_line)
+        self.thread = threading.Thread(target=self._read, args=(spill,), daemon=True, name="dlltrace-trace-reader")
+        self.thread.start()
+
+    def _read(self, spill: Path) -> None:
+        assert self.growing is not None
+        try:
+            self.trace = read_trace_from(spill, self.growing)  # type: ignore[arg-type]
+        except BaseException:  # (read again after, where its error is said)
+            self.trace = None
+        finally:
+            self.growing.f.close()
+
+    def finished(self) -> Optional[Trace]:
+        """The trace read while it was written, now that it is complete (the program's end appended); None when
+        it was not read (then read_trace reads it)."""
+        if self.growing is None or self.thread is None:
+            return None
+        self.growing.complete.set()
+        self.thread.join()
+        return self.trace
 
 
 def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None,
@@ -168,7 +209,7 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
 
     meanwhile = LinuxFactsMeanwhile(warm)
     run = linux.run_recorded(cmd, output, meanwhile)
-    trace = append_linux_facts(run.spill, meanwhile.world)
+    trace = append_linux_facts(run.spill, meanwhile.world, meanwhile.finished())
     where = finish_trace(run.spill, run.out)
     if trace is None:
         trace = read_trace(where)

@@ -701,6 +701,13 @@ def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> T
         return _read_trace(path, progress)
 
 
+def read_trace_from(path: Union[str, Path], f: BinaryIO) -> Trace:
+    """read_trace of a plain trace read from `f` by its readline (a file-like object: runner.py's view of a trace
+    still being written, its lines read as they come), with the same checks and limits; `path` names it."""
+    with paused_gc():
+        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events)
+
+
 def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Union[str, Path] = "",
                  limits: Optional[TraceLimits] = None) -> Iterator[bytes]:
     lim = limits or trace_limits()
