@@ -700,3 +700,32 @@ def test_rule_whole_run_linux(recorder, tmp_path):
     real = subprocess.run([PY, "-c", "import ctypes; print(ctypes.CDLL('libbar.so.1').bar_v())"], cwd=tmp_path,
                           env={**env, "LD_LIBRARY_PATH": f"{lib}:{tmp_path / 'a'}"}, capture_output=True, text=True)
     assert real.stdout == "1\n", real.stderr
+
+
+def test_growing_trace_gives_each_line_once_it_is_whole(tmp_path):
+    """`run` reads the trace while the recorder writes it (runner.GrowingTrace): a line is given once its newline
+    is there (a line half written is waited for), and once the trace is complete the rest as it is (a last line
+    cut short: read_trace's to judge), then the end."""
+    import threading
+
+    from dlltrace.runner import GrowingTrace
+
+    class Running:
+        def poll(self):
+            return None
+
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b'{"a":1}\n{"b"')
+    seen: list = []
+    g = GrowingTrace(p, Running(), seen.append)
+    assert g.readline() == b'{"a":1}\n'
+
+    def more() -> None:
+        with open(p, "ab") as f:
+            f.write(b':2}\n{"c"')
+    threading.Timer(0.2, more).start()
+    assert g.readline() == b'{"b":2}\n'  # (waited for)
+    threading.Timer(0.2, g.complete.set).start()
+    assert g.readline() == b'{"c"' and g.readline() == b""
+    assert seen == [b'{"a":1}\n', b'{"b":2}\n', b'{"c"']
+    g.f.close()
