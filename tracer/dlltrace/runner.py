@@ -17,19 +17,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from dlltrace.diagnosis.ending import ending
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN
-from dlltrace.trace.files import append_events, finish_trace
-from dlltrace.trace.reader import Trace, read_trace, read_trace_from
+from dlltrace.trace.files import event_lines, finish_trace
 from dlltrace.trace.where import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
     import subprocess
 
+    from dlltrace.trace.reader import Trace
     from dlltrace.worlds.elf import LiveELFWorld
 
-# (the Windows launcher and facts, and the Linux recorder and model, are imported by the path that runs them: a Linux
-# run imports none of the Windows side, 0.4 s of CPU at start-up)
+# (the Windows launcher and facts, the Linux recorder and model, the reader and the ending are imported by the path
+# that runs them, and a Linux program is started before the reader is imported: a Linux run imports none of the
+# Windows side, 0.4 s of CPU at start-up, and its program starts 0.13 s sooner)
 
 
 def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
@@ -48,6 +48,31 @@ def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
     return run_exit_code(trace), trace
 
 
+def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:
+    """Append `events` to the trace file at `out` (after a line the program's death cut short, on a line
+    of their own) and return `trace` with them. A failure to write never loses the trace: it is said on
+    stderr, and the trace returned has only the first `kept_on_failure` events added."""
+    from dlltrace.trace.reader import Trace
+    from dlltrace.tracecheck import check_event
+
+    try:
+        with open(out, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
+            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
+    except OSError as e:
+        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
+        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:kept_on_failure]],
+                     warnings=trace.warnings, checked=True)
+    for ev in events:  # as the reader would check them (they are written to its schema)
+        check_event(ev)
+    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
+                 checked=True)
+
+
 def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
     """Store in the trace the facts a replay needs (PE facts, near misses: diagnosis/collect.py), so that
     `dlltrace report` works from the file alone, after `end` (launch.run_end_event: how the launcher
@@ -64,6 +89,8 @@ def run_exit_code(trace: Trace) -> int:
     """What `dlltrace run` exits with (README, Exit codes): the program's own code when it exited or
     crashed (on Unix its low 8 bits, all a Unix exit status holds: 0xC0000005 gives 5; the summary and
     the trace have the full code), else a code of dlltrace's for how it ended."""
+    from dlltrace.diagnosis.ending import ending
+
     e = ending(trace)
     if e.signal is not None:
         return EXIT_INTERRUPTED if e.signal == signal.SIGINT else 128 + e.signal
@@ -94,6 +121,7 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
     (Trace.replayed: what a replay of it in its recorded world gives, the summary's); None when they could not
     be appended (said on stderr: a failure here costs the facts, never the trace)."""
     from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace.reader import read_trace
     from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
 
     try:
@@ -161,6 +189,7 @@ class LinuxFactsMeanwhile:
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
         from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
+        from dlltrace.diagnosis.ending import ending  # noqa: F401
         from dlltrace.worlds.elf import LiveELFWorld
 
         if self.warm is not None:
@@ -181,6 +210,8 @@ class LinuxFactsMeanwhile:
         self.thread.start()
 
     def _read(self, spill: Path) -> None:
+        from dlltrace.trace.reader import read_trace_from
+
         assert self.growing is not None
         try:
             self.trace = read_trace_from(spill, self.growing)  # type: ignore[arg-type]
@@ -212,6 +243,8 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
     trace = append_linux_facts(run.spill, meanwhile.world, meanwhile.finished())
     where = finish_trace(run.spill, run.out)
     if trace is None:
+        from dlltrace.trace.reader import read_trace
+
         trace = read_trace(where)
     trace.path = str(where)  # (the summary says where the trace is)
     if run.interrupted:

@@ -29,8 +29,7 @@ from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.model import SLOTS, Owner, PackageLoader
 from dlltrace.tracecheck import check_event
 
-FORMAT_NAME = "dlltrace-trace"
-FORMAT_VERSION = 1
+from dlltrace.trace.where import FORMAT_NAME, FORMAT_VERSION  # noqa: E402,F401  (the header's: where.py)
 
 # The NTSTATUS with which a process ends when its static imports fail before its entry point,
 # and the Win32 error a LoadLibrary of the same tree would give.
