@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 TRACER = Path(__file__).resolve().parents[1] / "tracer"
+RUN_TRACER = os.environ.get("DLLTRACE_BENCH_TRACER") or str(TRACER)  # (`dlltrace run` of another tree: to compare)
 sys.path.insert(0, str(TRACER))
 
 VENV = Path("/tmp/dlltrace-bench-scipy")
@@ -86,7 +87,7 @@ def main() -> int:
     cmd = [py, "-c", PROGRAM]
     base = dict(os.environ)
     base.pop("PYTHONPATH", None)
-    dl_env = dict(base, PYTHONPATH=str(TRACER))
+    dl_env = dict(base, PYTHONPATH=RUN_TRACER)
     trace = tmp / "t.jsonl"
     modes: dict[str, tuple[list[str], dict[str, str]]] = {
         "untraced": (cmd, base),
