@@ -9,7 +9,12 @@ measured in the same run:
 2. `check` of the whole wheel against its floor: the zip's listing plus the bare decompression of the
    DLLs check must read (every .dll/.pyd/.exe member), cold and warm.
 
-    python bench/static_torch.py [--repeat 3] [--wheel PATH]
+3. cold `check` of the torch and onnxruntime-gpu wheels each in a fresh process (--no-cache: every PE member
+   inflated and read): its time against the floor's (the same bare decompression, in a fresh process too), and its
+   peak memory (the process's own VmHWM, /proc/self/status). Aims (issue 25): <= 1.3x the floor, <= 128 MiB.
+   Each member is read as it inflates (worlds/static.py MemberView): the memory does not grow with the DLLs.
+
+    python bench/static_torch.py [--repeat 3] [--wheel PATH] [--memory-only]
 
 The wheel is the tests' cached copy (~/.cache/dlltrace-downloads/wheels), fetched with pip when it is not
 there; offline it says so and exits 0. Times are the best of --repeat runs.
@@ -32,7 +37,63 @@ sys.path.insert(0, str(HERE.parent / "tracer"))
 
 from dlltrace.diagnosis import static  # noqa: E402
 
-WHEEL = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads")) / "wheels" / "torch-2.5.1-cp311-cp311-win_amd64.whl"
+WHEELS = Path(os.environ.get("DLLTRACE_DOWNLOAD_CACHE", Path.home() / ".cache" / "dlltrace-downloads")) / "wheels"
+WHEEL = WHEELS / "torch-2.5.1-cp311-cp311-win_amd64.whl"
+ORT = WHEELS / "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl"  # (tests/realwheels.py's; fetched by its tests)
+
+# a fresh process: cold check, or the floor (the bare decompression of every PE member); its time and own peak
+CHILD = r"""
+import sys, time, zipfile
+sys.path.insert(0, sys.argv[1])
+what, wheel = sys.argv[2], sys.argv[3]
+if what == "check":
+    from dlltrace.diagnosis import static
+t = time.perf_counter()
+if what == "check":
+    static.check(static.open_target(wheel, use_cache=False), ["vcruntime"])
+else:
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if info.filename.lower().endswith((".dll", ".pyd", ".exe")):
+                with z.open(info) as f:
+                    while f.read(1 << 20):
+                        pass
+dt = time.perf_counter() - t
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(dt, hwm)
+"""
+
+
+def fresh(what: str, wheel: Path) -> tuple[float, int]:
+    """(seconds, peak KiB) of CHILD doing `what` on wheel."""
+    tracer = os.environ.get("DLLTRACE_BENCH_TRACER") or str(HERE.parent / "tracer")  # (another tree's, to compare)
+    out = subprocess.run([sys.executable, "-c", CHILD, tracer, what, str(wheel)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def memory(wheels: list[Path], repeat: int) -> None:
+    import random
+    import statistics
+
+    for w in wheels:
+        if not w.is_file():
+            print(f"cold check of {w.name}: skipped (not there; tests/test_static.py fetches it)")
+            continue
+        runs: dict[str, list[tuple[float, int]]] = {"check": [], "floor": []}
+        order = list(runs)
+        for r in range(repeat):
+            random.Random(r).shuffle(order)
+            for what in order:
+                runs[what].append(fresh(what, w))
+        t_check = statistics.median(t for t, _ in runs["check"])
+        t_floor = statistics.median(t for t, _ in runs["floor"])
+        peak = max(k for _, k in runs["check"]) / 1024
+        floor_peak = max(k for _, k in runs["floor"]) / 1024
+        print(f"cold check of {w.name}, a fresh process each, median of {repeat} (shuffled):")
+        print(f"  floor (decompressing every PE member): {t_floor:.2f} s, peak {floor_peak:.0f} MiB")
+        print(f"  check --no-cache: {t_check:.2f} s   ratio {t_check / t_floor:.2f}  (aim <= 1.3);   "
+              f"peak {peak:.0f} MiB (aim <= 128)")
 ROOT_MEMBER = "torch/lib/torch_python.dll"
 
 
@@ -72,7 +133,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheel", type=Path, default=WHEEL)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory-only", action="store_true", help="only part 3 (cold check's time and peak memory)")
     args = ap.parse_args()
+    if args.memory_only:
+        memory([args.wheel, ORT], args.repeat)
+        return 0
     if not fetch(args.wheel):
         print(f"skipped: {args.wheel} is not there and pip could not download it (offline?)")
         return 0
@@ -114,6 +179,7 @@ def main() -> int:
         print(f"  floor  zip listing + decompressing every PE member: {floor_t:.3f} s")
         print(f"  cold cache: {check_cold:.3f} s   ratio {check_cold / floor_t:.2f}")
         print(f"  warm cache: {check_warm:.3f} s   ratio {check_warm / floor_t:.2f}")
+        memory([args.wheel, ORT], args.repeat)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

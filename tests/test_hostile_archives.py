@@ -344,3 +344,41 @@ def test_what_one_wheel_inflates_to_is_bounded(tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and "inflate to more than 20,971,520 bytes" in lines[0], (code, err)
+
+
+def test_the_streamed_readers_errors_are_zip_errors(tmp_path):
+    """member_pe_facts (check and deps read a member's PE facts as it inflates, never whole: MemberView) on the
+    members read_member refuses: an inflation past the declared size, a bad CRC, a deflate stream cut short,
+    a local header that is not one; each a ZipError, whatever the PE reader made of the bytes before."""
+    from dlltrace.worlds.static import member_pe_facts
+
+    big = os.urandom(3000)
+    cases = []
+    e = deflated("pkg/x.dll", b"MZ" + big)
+    e.usize = 100
+    cases.append(e)
+    e = deflated("pkg/x.dll", b"MZ" + big)
+    e.crc ^= 1
+    cases.append(e)
+    e = deflated("pkg/x.dll", b"MZ" + big)
+    e.payload = e.payload[:len(e.payload) // 2]
+    cases.append(e)
+    e = stored("pkg/x.dll", b"MZ" + big)
+    e.crc ^= 1
+    cases.append(e)
+    for i, e in enumerate(cases):
+        w = write_wheel(tmp_path / str(i), zip_bytes([e]))
+        (m,) = zip_members(w)
+        with pytest.raises(ZipError):
+            member_pe_facts(w, m)
+    w = write_wheel(tmp_path / "nolocal", zip_bytes([stored("pkg/x.dll", MZ)]))
+    (m,) = zip_members(w)
+    data = bytearray(w.read_bytes())
+    data[0:4] = b"XXXX"
+    w.write_bytes(bytes(data))
+    with pytest.raises(ZipError, match="no local file header"):
+        member_pe_facts(w, m)
+    ok = write_wheel(tmp_path / "ok", zip_bytes([deflated("pkg/x.dll", b"MZ" + big), stored("pkg/y.dll", b"ZM" + big)]))
+    from dlltrace.pe import pe_facts_from_bytes
+    assert [member_pe_facts(ok, m) for m in zip_members(ok)] == [pe_facts_from_bytes(b"MZ" + big),
+                                                                   pe_facts_from_bytes(b"ZM" + big)]

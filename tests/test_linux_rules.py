@@ -262,6 +262,42 @@ def test_read_ld_so_cache_of_this_machine():
     assert isinstance(facts, ELFFacts) and "GLIBC_2.34" in facts.version_defs
 
 
+def test_loaded_index_answers_as_the_rules():
+    """The engine's loaded_index (dicts instead of a loop over every object at each lookup) gives the answers of
+    rule_loaded_by_soname and rule_same_file over the same namespace, after every step: loads, a name given to an
+    object already loaded, the same file by another path (a link), a failed dlopen that unloads what it mapped."""
+    w = VirtualELFWorld({"/exe": lib(needed=("libc.so.6",), elf_type="ET_EXEC"), "/l/libc.so.6": lib(soname="libc.so.6"),
+                         "/w/liba.so": lib(needed=("libb.so.1", "libc.so.6"), runpath="$ORIGIN", soname="liba.so"),
+                         "/w/libb.so.1.2": lib(soname="libb.so.1", needed=("libc.so.6",)),
+                         "/w/libbad.so": lib(needed=("libd.so", "libgone.so"), runpath="$ORIGIN"),
+                         "/w/libd.so": lib(needed=("libb.so.1",))},
+                        links={"/w/libb.so.1": "/w/libb.so.1.2", "/w/other/libb.so.1": "/w/libb.so.1.2"},
+                        dirs={"/w/other"}, system=LinuxSystem(system_dirs=("/l",), hwcaps=("",)))
+    sim = LinuxSimulator(w, LinuxProcess("/exe"))
+    names = ["/exe", "libc.so.6", "/l/libc.so.6", "liba.so", "/w/liba.so", "libb.so.1", "/w/libb.so.1",
+             "/w/other/libb.so.1", "/w/libb.so.1.2", "libd.so", "/w/libd.so", "libbad.so", "libgone.so", "nothing"]
+
+    def agree() -> None:
+        by_name, by_id = sim.loaded_index()
+        refs = [o.loaded_ref() for o in sim.loaded]
+        ids = [o.file_id for o in sim.loaded]
+        for n in names:
+            assert by_name.get(n) == rules.rule_loaded_by_soname(n, refs), n
+            fid = w.file_id(n)
+            assert by_id.get(fid) == rules.rule_same_file(fid, ids), n
+    assert not sim.start().error
+    agree()
+    assert not sim.dlopen("/w/liba.so").error
+    agree()
+    assert not sim.dlopen("/w/other/libb.so.1").error  # the same file as libb.so.1: the name goes to it
+    agree()
+    assert sim.dlopen("/w/libbad.so").error  # libd.so mapped, then unloaded
+    agree()
+    assert not sim.dlopen("/w/libd.so").error
+    agree()
+    assert len(sim.loaded) == 5
+
+
 def test_static_deps_finds_every_missing_library():
     from dlltrace.loader.linux.static import static_deps
     w = VirtualELFWorld({"/w/libtop.so": lib(needed=("libx.so", "liby.so"), runpath="$ORIGIN"),

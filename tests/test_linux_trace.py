@@ -171,6 +171,28 @@ def test_trace_linux_command_ctypes_cudart(recorder, tmp_path, monkeypatch):
     assert any(e.get("ev") == "dlerror" and "libcudart.so.11.0" in e.get("text", "") for e in evs)
 
 
+def test_run_keeps_the_replay_a_report_of_its_trace_makes(recorder, tmp_path, monkeypatch):
+    """`run` replays the trace once, while it gathers the facts (against this machine, its ELF facts partly read
+    while the program ran: runner.LinuxFactsMeanwhile), and keeps that replay for its summary
+    (Trace.replayed): it is the replay a report makes of the trace file alone (its recorded world), call for
+    call, fixes included; and the trace it returns holds what the file holds."""
+    from dlltrace import runner
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace import linux
+    from dlltrace.trace.reader import read_trace
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    code = ("import ctypes, time, subprocess, sys; ctypes.CDLL('libm.so.6'); time.sleep(0.3); "
+            "ctypes.CDLL('libcudart.so.11.0')")
+    rc, trace = runner.trace_linux_command([PY, "-c", code], str(tmp_path / "t.jsonl"))
+    assert rc == 1 and trace.replayed is not None
+    again = read_trace(trace.path)
+    assert [dict(e) for e in trace.events] == [dict(e) for e in again.events]
+    fresh = replay_linux(again.events)
+    assert fresh == trace.replayed
+    failed = [c for c in fresh if c.error]
+    assert [c.name for c in failed] == ["libcudart.so.11.0"] and failed[0].fixes is not None
+
+
 # --- replay: the trace against the model ----------------------------------------------------------------
 def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, tmp_path, monkeypatch):
     from dlltrace import runner
@@ -678,3 +700,32 @@ def test_rule_whole_run_linux(recorder, tmp_path):
     real = subprocess.run([PY, "-c", "import ctypes; print(ctypes.CDLL('libbar.so.1').bar_v())"], cwd=tmp_path,
                           env={**env, "LD_LIBRARY_PATH": f"{lib}:{tmp_path / 'a'}"}, capture_output=True, text=True)
     assert real.stdout == "1\n", real.stderr
+
+
+def test_growing_trace_gives_each_line_once_it_is_whole(tmp_path):
+    """`run` reads the trace while the recorder writes it (runner.GrowingTrace): a line is given once its newline
+    is there (a line half written is waited for), and once the trace is complete the rest as it is (a last line
+    cut short: read_trace's to judge), then the end."""
+    import threading
+
+    from dlltrace.runner import GrowingTrace
+
+    class Running:
+        def poll(self):
+            return None
+
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b'{"a":1}\n{"b"')
+    seen: list = []
+    g = GrowingTrace(p, Running(), seen.append)
+    assert g.readline() == b'{"a":1}\n'
+
+    def more() -> None:
+        with open(p, "ab") as f:
+            f.write(b':2}\n{"c"')
+    threading.Timer(0.2, more).start()
+    assert g.readline() == b'{"b":2}\n'  # (waited for)
+    threading.Timer(0.2, g.complete.set).start()
+    assert g.readline() == b'{"c"' and g.readline() == b""
+    assert seen == [b'{"a":1}\n', b'{"b":2}\n', b'{"c"']
+    g.f.close()

@@ -283,3 +283,27 @@ def test_package_loaders_read_delvewheels_patch_from_the_packages_own_init(tmp_p
     (site / "plain" / "__init__.py").write_text("import os\n")
     files = ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "numpy.libs/libscipy_openblas.dll", "plain/x.pyd"]
     assert shim.package_loaders(str(site), files) == [{"package": "numpy", "adds": ["numpy.libs"], "how": "delvewheel"}]
+
+
+def test_frame_and_imports_is_user_frame_and_module_stack_in_one_walk(tmp_path, monkeypatch):
+    """The audit hook's one walk up the stack (each frame's f_code is an audit event of its own) gives what
+    user_frame and module_stack give, inside nested imports (a library's module importing the user's, which
+    asks) and outside any."""
+    site = tmp_path / "site-packages"
+    (site / "libpkg").mkdir(parents=True)
+    (site / "libpkg" / "__init__.py").write_text("import userpkg_inner\n")
+    (tmp_path / "userpkg_inner.py").write_text(
+        "import sys\nfrom dlltrace.trace import shim\nf = sys._getframe()\n"
+        "GOT = (shim.frame_and_imports(f), (shim.user_frame(1), shim.module_stack(f)))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(site))
+    shim._LIBRARY_FILES.clear()
+    import libpkg  # noqa: F401
+    got, want = sys.modules["userpkg_inner"].GOT
+    for m in ("libpkg", "userpkg_inner"):
+        sys.modules.pop(m, None)
+    shim._LIBRARY_FILES.clear()
+    assert got == want
+    assert want[1][-2:] == ["libpkg", "userpkg_inner"] and want[0]["file"].endswith("userpkg_inner.py")
+    f = sys._getframe()
+    assert shim.frame_and_imports(f) == (shim.user_frame(1), shim.module_stack(f))

@@ -93,7 +93,8 @@ def read_pe_facts_with_warnings(path: Union[str, os.PathLike]) -> Tuple[PEResult
 
 
 def pe_facts_from_bytes(data: bytes) -> PEResult:
-    """`read_pe_facts` for a file already in memory."""
+    """`read_pe_facts` for a file already in memory, or for anything that reads as its bytes (len(), slices,
+    find(): worlds/static.py's MemberView, a wheel member inflated as it is read)."""
     try:
         return _read(data)[0]
     except Exception as exc:  # noqa: BLE001
@@ -246,7 +247,7 @@ def _check_headers(data: Union[bytes, mmap.mmap]) -> Union[_Headers, PEError]:
         return PEError("not_pe", f"not a PE file: it starts with {bytes(data[:8])!r}, not 'MZ'")
     if size < 64:
         return PEError("truncated", f"truncated: {size} bytes, the DOS header alone needs 64")
-    (pe_at,) = struct.unpack_from("<I", data, 0x3C)
+    (pe_at,) = struct.unpack("<I", data[0x3C:0x40])
     if pe_at + 4 > size:
         if pe_at <= _PLAUSIBLE_PE_OFFSET:
             return PEError("truncated", f"truncated: the file ends ({size} bytes) before its PE header at {pe_at:#x}")
@@ -257,11 +258,11 @@ def _check_headers(data: Union[bytes, mmap.mmap]) -> Union[_Headers, PEError]:
     coff = pe_at + 4
     if coff + 20 > size:
         return PEError("truncated", f"truncated: the file ends ({size} bytes) inside the COFF header at {coff:#x}")
-    machine, n_sections, _, _, _, optional_size, characteristics = struct.unpack_from("<HHIIIHH", data, coff)
+    machine, n_sections, _, _, _, optional_size, characteristics = struct.unpack("<HHIIIHH", data[coff:coff + 20])
     optional = coff + 20
     if optional + 2 > size:
         return PEError("truncated", f"truncated: the file ends ({size} bytes) before the optional header")
-    (magic,) = struct.unpack_from("<H", data, optional)
+    (magic,) = struct.unpack("<H", data[optional:optional + 2])
     if magic not in _OPTIONAL_FIXED:
         return PEError("corrupt", f"corrupt: unknown optional header magic {magic:#x} (expected 0x10b or 0x20b)")
     if optional_size < _OPTIONAL_FIXED[magic]:
@@ -288,8 +289,9 @@ def _no_pe_signature(signature: bytes, pe_at: int) -> PEError:
 def _sections_end(data: Union[bytes, mmap.mmap], table: int, count: int) -> int:
     """Where the last section's raw data ends in the file (0 with no file-backed section)."""
     end = 0
+    rows = data[table:table + 40 * count]
     for i in range(count):
-        raw_size, raw_at = struct.unpack_from("<II", data, table + 40 * i + 16)
+        raw_size, raw_at = struct.unpack_from("<II", rows, 40 * i + 16)
         if raw_size and raw_at:
             end = max(end, raw_at + raw_size)
     return end

@@ -7,31 +7,41 @@ needs the loader model or the diagnosis is here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from dlltrace.diagnosis import collect
-from dlltrace.diagnosis.ending import ending
-from dlltrace.diagnosis.replay_linux import replay_linux
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN, EXIT_NOT_TRACED
-from dlltrace.trace import launch, linux
-from dlltrace.trace.files import append_events, finish_trace
-from dlltrace.trace.launch import DEFAULT_MAX_SIZE
-from dlltrace.trace.reader import Trace, read_trace
-from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
-from dlltrace.worlds.live import identity_map, wine_map
+from dlltrace.trace.files import event_lines, finish_trace
+from dlltrace.trace.where import DEFAULT_MAX_SIZE
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from dlltrace.trace.launch import LauncherRun
+    from dlltrace.trace.reader import Trace
+    from dlltrace.worlds.elf import LiveELFWorld
+
+# (the Windows launcher and facts, the Linux recorder and model, the reader and the ending are imported by the path
+# that runs them, and a Linux program is started before the reader is imported: a Linux run imports none of the
+# Windows side, 0.4 s of CPU at start-up, and its program starts 0.13 s sooner)
 
 
 def trace_command(cmd: list[str], output: Optional[str], wine_wanted: bool,
-                  max_size: int = DEFAULT_MAX_SIZE) -> tuple[int, Trace]:
+                  max_size: int = DEFAULT_MAX_SIZE, warm: Optional[Callable[[], None]] = None) -> tuple[int, Trace]:
     """Run `cmd` traced into `output` (default: files.default_trace_name); its exit code and the trace,
-    with the facts appended."""
+    with the facts appended. `warm`: what the caller will need after, done while a Linux program runs
+    (its imports)."""
     if not uses_launcher(wine_wanted):  # .so loads, with the LD_AUDIT recorder
-        return trace_linux_command(cmd, output, max_size)
+        return trace_linux_command(cmd, output, max_size, warm)
+    from dlltrace.trace import launch
+
     return finish_launched(launch.run_traced(cmd, output, wine_wanted, max_size))
 
 
@@ -41,7 +51,7 @@ def uses_launcher(wine_wanted: bool) -> bool:
     return wine_wanted or not sys.platform.startswith("linux")
 
 
-def finish_launched(run: launch.LauncherRun) -> tuple[int, Trace]:
+def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
     """What follows a launcher run (launch.run_traced): the facts appended, the trace finished; the exit
     code and the trace."""
     trace = append_facts(run.spill, run.trace, wine=run.wine, end=run.end)
@@ -50,10 +60,38 @@ def finish_launched(run: launch.LauncherRun) -> tuple[int, Trace]:
     return run_exit_code(trace), trace
 
 
+def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:
+    """Append `events` to the trace file at `out` (after a line the program's death cut short, on a line
+    of their own) and return `trace` with them. A failure to write never loses the trace: it is said on
+    stderr, and the trace returned has only the first `kept_on_failure` events added."""
+    from dlltrace.trace.reader import Trace
+    from dlltrace.tracecheck import check_event
+
+    try:
+        with open(out, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
+            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
+    except OSError as e:
+        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
+        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:kept_on_failure]],
+                     warnings=trace.warnings, checked=True)
+    for ev in events:  # as the reader would check them (they are written to its schema)
+        check_event(ev)
+    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
+                 checked=True)
+
+
 def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
     """Store in the trace the facts a replay needs (PE facts, near misses: diagnosis/collect.py), so that
     `dlltrace report` works from the file alone, after `end` (launch.run_end_event: how the launcher
     ended). A failure here never loses the trace."""
+    from dlltrace.diagnosis import collect
+    from dlltrace.worlds.live import identity_map, wine_map
+
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
     events = ([end] if end is not None else []) + collect.collect_facts(trace, to_host)
     return append_events(out, trace, events, kept_on_failure=1 if end else 0)
@@ -63,6 +101,8 @@ def run_exit_code(trace: Trace) -> int:
     """What `dlltrace run` exits with (README, Exit codes): the program's own code when it exited or
     crashed (on Unix its low 8 bits, all a Unix exit status holds: 0xC0000005 gives 5; the summary and
     the trace have the full code), else a code of dlltrace's for how it ended."""
+    from dlltrace.diagnosis.ending import ending
+
     e = ending(trace)
     if e.signal is not None:
         return EXIT_INTERRUPTED if e.signal == signal.SIGINT else 128 + e.signal
@@ -85,29 +125,142 @@ def run_exit_code(trace: Trace) -> int:
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 
 
-def append_linux_facts(spill: Path) -> None:
+def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read: Optional[Trace] = None
+                       ) -> Optional[Trace]:
     """The facts a report needs, appended after the program ended: the trace is replayed once in the model
-    against this machine through a RecordingELFWorld, and every answer it got (each file's ELF facts or
-    absence, each folder's existence, ld.so.cache's answers, the machine's ld.so facts, the copies the
-    fixes found) becomes an elf_system / elf_file event, so `report` never reads the disk (and works on
-    another machine). A failure here costs the facts, never the trace."""
+    against this machine (`world`: the one LinuxFactsMeanwhile filled while it ran) through a RecordingELFWorld,
+    and every answer it got (each file's ELF facts or absence, each folder's existence, ld.so.cache's answers,
+    the machine's ld.so facts, the copies the fixes found) becomes an elf_system / elf_file event, so `report`
+    never reads the disk (and works on another machine). The trace with them, its replay kept on it
+    (Trace.replayed: what a replay of it in its recorded world gives, the summary's); None when they could not
+    be appended (said on stderr: a failure here costs the facts, never the trace)."""
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace.reader import read_trace
+    from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
+
     try:
-        rec = RecordingELFWorld(LiveELFWorld())
-        replay_linux(list(read_trace(spill).events), world=rec)
-        with open(spill, "a", encoding="utf-8") as f:
-            for ev in rec.events(os.getpid()):
-                f.write(json.dumps(ev, ensure_ascii=True) + "\n")
+        read = read or read_trace(spill)  # (`read`: the trace read while it was written, LinuxFactsMeanwhile)
+        trace = dataclasses.replace(read, events=list(read.events))
+        rec = RecordingELFWorld(world or LiveELFWorld())
+        calls = replay_linux(trace.events, world=rec)
+        out = append_events(spill, trace, rec.events(os.getpid()))
+        if len(out.events) < len(trace.events) + 1:  # (not written: append_events said why)
+            return None
+        out.replayed = calls
+        return out
     except Exception as e:  # (the program's trace is kept whatever happens here)
         print(f"dlltrace: warning: the Linux facts were not appended ({e})", file=sys.stderr)
+        return None
 
 
-def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None) -> tuple[int, Trace]:
+class GrowingTrace:
+    """The spill as the recorder writes it (whole lines, each one O_APPEND write), as a file whose readline gives
+    each line once it is whole, waiting for it until `complete` is set (then the rest as it is: read_trace's own
+    reading of a last line cut short). `on_line` sees each line."""
+
+    POLL = 0.02  # seconds between looks at the file when it has no whole line more
+    ORPHAN = 10.0  # seconds after the program ended with no `complete`: taken as complete (a run that failed after)
+
+    def __init__(self, spill: Path, proc: "subprocess.Popen[bytes]", on_line: Callable[[bytes], None]) -> None:
+        self.f = open(spill, "rb")
+        self.proc, self.on_line = proc, on_line
+        self.complete = threading.Event()
+        self.ended_at: Optional[float] = None
+
+    def readline(self, n: int = -1) -> bytes:
+        while True:
+            pos = self.f.tell()
+            done = self.complete.is_set()
+            line = self.f.readline(n)
+            if line.endswith(b"\n") or (n >= 0 and len(line) >= n) or done:
+                if line:
+                    self.on_line(line)
+                return line
+            self.f.seek(pos)
+            if self.proc.poll() is not None:
+                self.ended_at = self.ended_at or time.monotonic()
+                if time.monotonic() - self.ended_at > self.ORPHAN:
+                    self.complete.set()
+            self.complete.wait(self.POLL)
+
+
+class LinuxFactsMeanwhile:
+    """What `run` does while the program runs (trace/linux.py run_recorded's `meanwhile`), on a core the program
+    does not use, so that little is left for after it ends: import the model (and `warm`: the command's own,
+    the summary's renderer), probe ld.so (LiveELFWorld), and, in a thread, read the trace as it is written
+    (reader.read_trace_from over a GrowingTrace: read_trace's own checks) and the ELF facts of each object the
+    program opens (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
+    file's facts by its identity: device, inode, size, time, so a file changed after is read again). Nothing
+    here decides anything: what fails here is done again after the program ends (read_trace), where a failure is
+    said."""
+
+    def __init__(self, warm: Optional[Callable[[], None]] = None) -> None:
+        self.warm = warm
+        self.world: Optional["LiveELFWorld"] = None
+        self.growing: Optional[GrowingTrace] = None
+        self.thread: Optional[threading.Thread] = None
+        self.trace: Optional[Trace] = None
+
+    def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
+        from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
+        from dlltrace.diagnosis.ending import ending  # noqa: F401
+        from dlltrace.worlds.elf import LiveELFWorld
+
+        if self.warm is not None:
+            self.warm()
+        world = self.world = LiveELFWorld()
+
+        def on_line(line: bytes) -> None:
+            if b'"objopen"' in line:
+                try:
+                    path = json.loads(line).get("path")
+                except ValueError:
+                    return
+                if isinstance(path, str) and path.startswith("/"):
+                    world.file(path)
+
+        self.growing = GrowingTrace(spill, proc, on_line)
+        self.thread = threading.Thread(target=self._read, args=(spill,), daemon=True, name="dlltrace-trace-reader")
+        self.thread.start()
+
+    def _read(self, spill: Path) -> None:
+        from dlltrace.trace.reader import read_trace_from
+
+        assert self.growing is not None
+        try:
+            self.trace = read_trace_from(spill, self.growing)  # type: ignore[arg-type]
+        except BaseException:  # (read again after, where its error is said)
+            self.trace = None
+        finally:
+            self.growing.f.close()
+
+    def finished(self) -> Optional[Trace]:
+        """The trace read while it was written, now that it is complete (the program's end appended); None when
+        it was not read (then read_trace reads it)."""
+        if self.growing is None or self.thread is None:
+            return None
+        self.growing.complete.set()
+        self.thread.join()
+        return self.trace
+
+
+def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optional[int] = None,
+                        warm: Optional[Callable[[], None]] = None) -> tuple[int, Trace]:
     """Run cmd with the recorder into output (trace/linux.py run_recorded), the facts appended
-    (append_linux_facts); its exit code (128 + N for a signal N) and the trace read back. max_size is
-    accepted for run's signature and not enforced yet."""
-    run = linux.run_recorded(cmd, output)
-    append_linux_facts(run.spill)
+    (append_linux_facts, begun while it runs: LinuxFactsMeanwhile, which runs `warm` too); its exit code
+    (128 + N for a signal N) and the trace, its replay kept on it. max_size is accepted for run's signature
+    and not enforced yet."""
+    from dlltrace.trace import linux
+
+    meanwhile = LinuxFactsMeanwhile(warm)
+    run = linux.run_recorded(cmd, output, meanwhile)
+    trace = append_linux_facts(run.spill, meanwhile.world, meanwhile.finished())
     where = finish_trace(run.spill, run.out)
+    if trace is None:
+        from dlltrace.trace.reader import read_trace
+
+        trace = read_trace(where)
+    trace.path = str(where)  # (the summary says where the trace is)
     if run.interrupted:
-        return EXIT_INTERRUPTED, read_trace(where)
-    return (128 - run.rc if run.rc < 0 else run.rc), read_trace(where)
+        return EXIT_INTERRUPTED, trace
+    return (128 - run.rc if run.rc < 0 else run.rc), trace

@@ -72,12 +72,12 @@ def execute_elf(args: argparse.Namespace) -> int:
 
 
 def execute(args: argparse.Namespace) -> int:
+    if is_elf(args.target):  # a Linux shared object (.so): the ld.so model (and none of the Windows side imported)
+        return execute_elf(args)
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target
     from dlltrace.render.static import deps_dict, deps_json_indent, deps_markdown, print_deps
 
-    if is_elf(args.target):  # a Linux shared object (.so): the ld.so model
-        return execute_elf(args)
     if args.python is not None and not _python_ok(args.python):
         raise DlltraceError(f"--python {args.python}: give a version like 3.11", EXIT_USAGE)
     target = open_target(args.target, python=args.python, use_cache=not args.no_cache,

@@ -73,6 +73,10 @@ def import_what_follows() -> None:
     import dlltrace.runner  # noqa: F401
 
 
+def _import_linux_renderer() -> None:
+    import dlltrace.render.linux  # noqa: F401
+
+
 def execute(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     cap = DEFAULT_MAX_SIZE if args.max_size is None else parse_size(args.max_size)
@@ -90,13 +94,14 @@ def execute(args: argparse.Namespace) -> int:
     else:
         from dlltrace.runner import trace_command
 
-        rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap)
-    from dlltrace.render.summary import summarize
+        # (the summary's renderer is imported while a Linux program runs: runner.LinuxFactsMeanwhile)
+        rc, trace = trace_command(cmd, args.output, args.wine, max_size=cap, warm=_import_linux_renderer)
     from dlltrace.render.terminal import styled_output, terminal_console
-    from dlltrace.trace.launch import redact_in_place
-    from dlltrace.trace.reader import read_trace
 
     if args.redact:  # (the summary is then the report of the redacted trace)
+        from dlltrace.trace.launch import redact_in_place
+        from dlltrace.trace.reader import read_trace
+
         trace = read_trace(redact_in_place(Path(trace.path)))
     if trace.header.platform == "linux":
         from dlltrace.render.linux import linux_text
@@ -109,5 +114,7 @@ def execute(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         print_blocks(summary_blocks(trace), terminal_console(getattr(args, "color", "auto"), sys.stderr))
     else:
+        from dlltrace.render.summary import summarize
+
         print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

@@ -39,7 +39,7 @@ from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
-                                    wheel_loaders, wheel_metadata)
+                                    wheel_loaders, wheel_metadata, WHEEL_SUFFIXES, zip_members)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
 from dlltrace.loader.windows.engine import Call
 
@@ -157,8 +157,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
                 return Target(given, "wheel", world, [], LINUX_SITE, py, "x86_64", wheel_python_tag=tag,
                               dist=meta.dist, requires=meta.requires, record_lines=meta.record_lines,
                               platform="linux", elf_members=elf)
-            files, root = wheel_files(given, py, cache)
-            loaders = wheel_loaders(given)
+            listing = zip_members(given, WHEEL_SUFFIXES)  # (its central directory read once, for both)
+            files, root = wheel_files(given, py, cache, listing)
+            loaders = wheel_loaders(given, listing)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{given}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)

@@ -36,7 +36,7 @@ LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "ins
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
     """The report of a Linux trace, from its Diagnoses (render/diagnosis.py); `everything` (--all): the calls
     the program went past explained in full too."""
-    calls = replay_linux(trace.events)
+    calls = trace.replayed if trace.replayed is not None else replay_linux(trace.events)  # (`run`'s: made once)
     diagnoses = linux_diagnoses(trace, calls)
     end = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if end is not None and d.pid == end.get("pid")), None)

@@ -16,8 +16,7 @@ from typing import Any, Iterable, Optional
 
 from dlltrace.version import __version__
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
-from dlltrace.trace.reader import FORMAT_NAME, FORMAT_VERSION, Trace
-from dlltrace.tracecheck import check_event
+from dlltrace.trace.where import FORMAT_NAME, FORMAT_VERSION  # (no reader: `run` writes the header, starts the program)
 
 
 def default_trace_name(cmd: list[str], now: Optional[datetime.datetime] = None) -> str:
@@ -122,25 +121,3 @@ def event_lines(events: Iterable[dict[str, Any]]) -> bytes:
     if _SURROGATE.search(text) is not None:
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8")
-
-
-def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:
-    """Append `events` to the trace file at `out` (after a line the program's death cut short, on a line
-    of their own) and return `trace` with them. A failure to write never loses the trace: it is said on
-    stderr, and the trace returned has only the first `kept_on_failure` events added."""
-    try:
-        with open(out, "rb+") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")  # a line the program's death cut short stays a line of its own
-            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
-    except OSError as e:
-        print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
-        return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:kept_on_failure]],
-                     warnings=trace.warnings, checked=True)
-    for ev in events:  # as the reader would check them (they are written to its schema)
-        check_event(ev)
-    return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
-                 checked=True)

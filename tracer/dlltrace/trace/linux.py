@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.faults import fault_events
@@ -87,10 +87,13 @@ class RecordedRun:
     out: Path
 
 
-def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
+def run_recorded(cmd: list[str], output: Optional[str],
+                 meanwhile: Optional[Callable[["subprocess.Popen[bytes]", Path], None]] = None) -> RecordedRun:
     """Run cmd with the recorder into the spill of output (default: files.default_trace_name; a name
     ending in .gz is written compressed, through its spill file, as on Windows), the header first and
-    how it ended last. A command that cannot be started is a DlltraceError (and leaves no trace)."""
+    how it ended last. A command that cannot be started is a DlltraceError (and leaves no trace).
+    `meanwhile(proc, spill)` runs once the program has started, while it runs (what can be done before it ends:
+    runner.py's)."""
     first = cmd[0]
     if ("/" in first and not os.path.exists(first)) or ("/" not in first and shutil.which(first) is None):
         raise DlltraceError(f"command not found: {first}", EXIT_NO_COMMAND)
@@ -118,6 +121,11 @@ def run_recorded(cmd: list[str], output: Optional[str]) -> RecordedRun:
         raise DlltraceError(f"cannot start {first}: {e.strerror or e}", EXIT_NO_COMMAND) from None
     interrupted = False
     try:
+        if meanwhile is not None:
+            try:
+                meanwhile(proc, spill)
+            except Exception:  # (what it did is done again after the program ends, where a failure is said)
+                pass
         rc = proc.wait()
     except KeyboardInterrupt:  # Ctrl-C reached the program too (same terminal): the trace is finished all the same
         interrupted = True

@@ -29,8 +29,7 @@ from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.model import SLOTS, Owner, PackageLoader
 from dlltrace.tracecheck import check_event
 
-FORMAT_NAME = "dlltrace-trace"
-FORMAT_VERSION = 1
+from dlltrace.trace.where import FORMAT_NAME, FORMAT_VERSION  # noqa: E402,F401  (the header's: where.py)
 
 # The NTSTATUS with which a process ends when its static imports fail before its entry point,
 # and the Win32 error a LoadLibrary of the same tree would give.
@@ -419,6 +418,9 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     checked: bool = False  # every event was checked against the schema (read_trace does it)
     _py_events: Optional[PyContexts] = field(default=None, repr=False, compare=False)
+    # the Linux replay of these events (diagnosis/replay_linux.py's LinuxCalls), when it was made while they were
+    # recorded (`dlltrace run`: runner.append_linux_facts), so the summary does not make it again
+    replayed: Optional[list[Any]] = field(default=None, repr=False, compare=False)
 
     def of(self, kind: str, pid: Optional[int] = None) -> Iterator[dict]:
         """The events of this kind (of process `pid`), in file order."""
@@ -699,6 +701,13 @@ def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> T
     called now and then with (bytes of the file read, its size)."""
     with paused_gc():
         return _read_trace(path, progress)
+
+
+def read_trace_from(path: Union[str, Path], f: BinaryIO) -> Trace:
+    """read_trace of a plain trace read from `f` by its readline (a file-like object: runner.py's view of a trace
+    still being written, its lines read as they come), with the same checks and limits; `path` names it."""
+    with paused_gc():
+        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events)
 
 
 def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Union[str, Path] = "",

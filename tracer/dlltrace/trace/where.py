@@ -33,6 +33,9 @@ WINE32_DLL_DIRS = ("/usr/lib/i386-linux-gnu/wine/i386-windows", "/usr/lib/wine/i
 # wheels' runs under Wine write a few MB; a whole `import torch` tens of MB), so those stay whole, and a
 # program that loads in a loop cannot fill the disk (one reached 618 MB before it was stopped).
 DEFAULT_MAX_SIZE = 1 << 30
+# the trace's header (docs/trace-format.md): here, so that writing it (trace/files.py start_trace) loads no reader
+FORMAT_NAME = "dlltrace-trace"
+FORMAT_VERSION = 1
 MIN_MAX_SIZE = 64 << 10
 
 _CHECKOUT_NATIVE = _PACKAGE.parents[1] / "native" / "audit"

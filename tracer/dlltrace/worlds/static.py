@@ -4,9 +4,10 @@ and `dlltrace check`, which explain a DLL without running anything, on any OS.
 
 Where each fact comes from:
 - the target's files: their PE facts (pe.py), read only when the simulator asks for the file; a
-  wheel member is decompressed alone (zipfile, by member; nothing else of the wheel is unpacked)
-  and its facts are kept in a cache keyed by the member's CRC-32 and size (FactsCache), so a
-  second run reads no 249 MB torch_cpu.dll again;
+  wheel member is inflated alone (nothing else of the wheel is unpacked), and read as it inflates
+  (MemberView: the PE reader's few reads are answered from a window of chunks, never the whole
+  member in memory), and its facts are kept in a cache keyed by the member's CRC-32 and size
+  (FactsCache), so a second run reads no 249 MB torch_cpu.dll again;
 - the system: on Linux and macOS the names of data/windows-system.json (a vanilla System32, and the same
   names in SysWOW64 for a 32-bit (win32) target, whose System32 is SysWOW64 (rules.rule_wow64_redirect), with
   no versions and no exports: such a file is "there, loads, imports unknown"), its KnownDLLs and
@@ -425,14 +426,258 @@ def read_member(path: Union[str, os.PathLike], m: ZipMember, magic: bytes = b"",
     return out.getvalue()
 
 
-def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache) -> tuple[list[TargetFile], str]:
-    """The PE files of a wheel (by suffix, from the zip's central directory: nothing is decompressed
-    here) and its site-packages folder in the model. Raises OSError / ZipError. What its members inflate
-    to, read by the simulator, is bounded in all (InflateBudget, zip_inflate)."""
+# --- a member read as it inflates ---------------------------------------------------------------------------
+VIEW_CHUNK = 1 << 20  # a member's bytes are kept in chunks of this many
+VIEW_CACHE = 8  # chunks kept (the last used): 8 MiB a member
+VIEW_CHECKPOINT = 4  # chunks between two copies of the inflater's state (a read behind starts from the last one)
+VIEW_INPUT = 1 << 18  # compressed bytes read at a time
+
+
+class _Inflater:
+    """One pass over a member's data: the inflater (None: stored), where its next input is, what it holds unread,
+    and where its next output lands."""
+
+    def __init__(self, d: "Optional[zlib._Decompress]", at: int, out: int) -> None:
+        self.d, self.at, self.out, self.tail = d, at, out, b""
+
+
+class MemberView:
+    """A wheel member's bytes, inflated as the PE reader asks for them (pe.py reads a few of them: the headers, the
+    import and export directories, the load config, the version resource), never the whole member in memory: a
+    249 MB torch_cpu.dll costs VIEW_CACHE chunks and a copy of the inflater's state every VIEW_CHECKPOINT chunks
+    (32 KiB of window each), whatever its size.
+
+    It behaves as the member's bytes for what pe.py and pefile do with them: len(), slices, find(). The main pass
+    goes forward only, checking the CRC-32 as it goes; a read behind it, in a chunk no longer kept, inflates
+    again from the last checkpoint before it (the inflater's state copied there), counted in the wheel's
+    InflateBudget like the first pass. finish() inflates the rest and checks the CRC-32 and size, as read_member
+    does; every error is a ZipError, kept in `error` when it is met inside the PE reader (which would take it
+    for a damaged file) and raised by finish()."""
+
+    def __init__(self, path: Union[str, os.PathLike], m: ZipMember, budget: Optional[InflateBudget] = None) -> None:
+        if m.flags & 1:
+            raise ZipError(f"{m.filename}: encrypted")
+        if m.method not in (0, 8):
+            raise ZipError(f"{m.filename}: compression method {m.method} (only stored and deflate are read)")
+        self.m, self.budget = m, budget
+        self.f = open(path, "rb")
+        try:
+            self.f.seek(m.header_offset)
+            head = self.f.read(30)
+            if len(head) < 30 or head[:4] != _LOCAL:
+                raise ZipError(f"{m.filename}: no local file header at {m.header_offset}")
+            n, k = struct.unpack_from("<2H", head, 26)
+            data_at = m.header_offset + 30 + n + k
+            end = m.end if m.end >= 0 else os.fstat(self.f.fileno()).st_size
+            if data_at + m.compress_size > end:
+                raise ZipError(f"{m.filename}: its data runs past the next member or the central directory")
+        except BaseException:
+            self.f.close()
+            raise
+        self.data_end = data_at + m.compress_size
+        self.size = m.file_size
+        self.main = _Inflater(zlib.decompressobj(-15) if m.method == 8 else None, data_at, 0)
+        self.crc = 0
+        self.chunks: dict[int, bytes] = {}  # index -> bytes, the last used last
+        self.checkpoints: list[tuple[int, "Optional[zlib._Decompress]", int]] = [(0, self.main.d and self.main.d.copy(), data_at)]
+        self.side: Optional[_Inflater] = None  # the pass a read behind the main one goes on with
+        self.error: Optional[ZipError] = None
+        self.last, self.last_at = b"", -1  # the chunk read last, and where it starts (most reads are in it)
+
+    def close(self) -> None:
+        self.f.close()
+        self.chunks.clear()
+        self.checkpoints.clear()
+
+    # --- inflating ---
+    def _produce(self, st: _Inflater, n: int) -> bytes:
+        """Up to n more bytes of output of the pass st (fewer only at the end of the member's data)."""
+        out: list[bytes] = []
+        got = 0
+        while got < n:
+            if st.d is None:  # stored
+                want = min(n - got, self.data_end - st.at)
+                if want <= 0:
+                    break
+                self.f.seek(st.at)
+                piece = self.f.read(want)
+                if not piece:
+                    raise ZipError(f"{self.m.filename}: cut short")
+                st.at += len(piece)
+            else:
+                if st.d.eof:
+                    break
+                if st.tail:
+                    pending = st.tail
+                else:
+                    pending = b""
+                    if st.at < self.data_end:
+                        self.f.seek(st.at)
+                        pending = self.f.read(min(VIEW_INPUT, self.data_end - st.at))
+                        if not pending:
+                            raise ZipError(f"{self.m.filename}: cut short")
+                        st.at += len(pending)
+                try:
+                    piece = st.d.decompress(pending, n - got)
+                except zlib.error as exc:
+                    raise ZipError(f"{self.m.filename}: {exc}") from None
+                st.tail = st.d.unconsumed_tail
+                if not pending and not piece and not st.d.eof:
+                    raise ZipError(f"{self.m.filename}: cut short (its deflate stream does not end)")
+            if self.budget is not None:
+                self.budget.take(len(piece), self.m.filename)
+            out.append(piece)
+            got += len(piece)
+        return b"".join(out)
+
+    def _main_chunk(self) -> bytes:
+        """The main pass's next chunk, its CRC-32 counted; a checkpoint after every VIEW_CHECKPOINT chunks."""
+        st = self.main
+        piece = self._produce(st, VIEW_CHUNK)
+        if st.out + len(piece) > self.size:
+            raise ZipError(f"{self.m.filename}: inflates past its declared {self.size:,} bytes")
+        self.crc = zlib.crc32(piece, self.crc)
+        st.out += len(piece)
+        i = st.out // VIEW_CHUNK
+        if len(piece) == VIEW_CHUNK and i % VIEW_CHECKPOINT == 0 and st.out < self.size:
+            self.checkpoints.append((i, st.d.copy() if st.d is not None else None, st.at - len(st.tail)))
+        return piece
+
+    def _keep(self, i: int, piece: bytes) -> bytes:
+        self.chunks[i] = piece
+        while len(self.chunks) > VIEW_CACHE:
+            del self.chunks[next(iter(self.chunks))]
+        return piece
+
+    def _chunk(self, i: int) -> bytes:
+        piece = self.chunks.pop(i, None)
+        if piece is not None:
+            self.chunks[i] = piece  # (the last used last)
+            return piece
+        if i * VIEW_CHUNK >= self.main.out:  # ahead: the main pass goes on to it
+            while True:
+                at = self.main.out // VIEW_CHUNK
+                piece = self._main_chunk()
+                if not piece:
+                    return b""
+                self._keep(at, piece)
+                if at >= i:
+                    return piece
+        st = self.side  # behind: a side pass, from where it is when that is near, else from a checkpoint
+        if st is None or not (st.out <= i * VIEW_CHUNK < st.out + VIEW_CHECKPOINT * VIEW_CHUNK):
+            j, d, at = max(c for c in self.checkpoints if c[0] <= i)
+            st = self.side = _Inflater(d.copy() if d is not None else None, at, j * VIEW_CHUNK)
+        while True:
+            at = st.out // VIEW_CHUNK
+            piece = self._produce(st, VIEW_CHUNK)
+            st.out += len(piece)
+            if not piece:
+                return b""
+            self._keep(at, piece)
+            if at >= i:
+                return piece
+
+    def _bytes(self, start: int, stop: int) -> bytes:
+        at = self.last_at
+        if at <= start and stop <= at + VIEW_CHUNK and at >= 0:  # (in the chunk read last: 60 000 export names)
+            return self.last[start - at:stop - at]
+        stop = min(stop, self.size)
+        if start >= stop:
+            return b""
+        try:
+            parts = []
+            for i in range(start // VIEW_CHUNK, (stop - 1) // VIEW_CHUNK + 1):
+                c = self._chunk(i)
+                self.last, self.last_at = c, i * VIEW_CHUNK
+                parts.append(c[max(0, start - i * VIEW_CHUNK):stop - i * VIEW_CHUNK])
+            return b"".join(parts) if len(parts) > 1 else parts[0]
+        except ZipError as exc:
+            self.error = self.error or exc
+            raise
+
+    # --- what pe.py and pefile do with bytes ---
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: Union[int, slice]) -> Union[int, bytes]:
+        if isinstance(key, slice):
+            start, stop = key.start, key.stop
+            if key.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
+                return self._bytes(start, stop)
+            start, stop, step = key.indices(self.size)
+            data = self._bytes(start, stop) if stop > start else b""
+            return data if step == 1 else data[::step]
+        i = key + self.size if key < 0 else key
+        if not 0 <= i < self.size:
+            raise IndexError("index out of range")
+        return self._bytes(i, i + 1)[0]
+
+    def find(self, sub: bytes, start: int = 0, end: Optional[int] = None) -> int:
+        at = self.last_at
+        if len(sub) == 1 and at >= 0 and at <= start and end is not None and start <= end <= at + VIEW_CHUNK:
+            hit = self.last.find(sub, start - at, end - at)  # (in the chunk read last)
+            if hit >= 0 or end <= at + len(self.last):
+                return hit + at if hit >= 0 else -1
+        start, end, _ = slice(start, end).indices(self.size)
+        if len(sub) != 1:  # (pefile's "Rich" in the headers: a small range)
+            at = self._bytes(start, end).find(sub)
+            return at + start if at >= 0 else -1
+        at = start
+        while at < end:  # (a NUL after a name: found in the chunk the name is in, nearly always)
+            i = at // VIEW_CHUNK
+            stop = min(end, (i + 1) * VIEW_CHUNK)
+            self._bytes(at, at + 1)
+            hit = self.last.find(sub, at - i * VIEW_CHUNK, stop - i * VIEW_CHUNK)
+            if hit >= 0:
+                return hit + i * VIEW_CHUNK
+            at = stop
+        return -1
+
+    def finish(self) -> None:
+        """Inflate what the main pass has not, its CRC-32 and size checked (a ZipError when they are wrong, or one
+        was met before)."""
+        if self.error is not None:
+            raise self.error
+        self.chunks.clear()
+        self.checkpoints.clear()
+        self.side = None
+        self.last, self.last_at = b"", -1
+        while self._main_chunk():
+            pass
+        if self.main.d is not None and not self.main.d.eof:
+            raise ZipError(f"{self.m.filename}: cut short (its deflate stream does not end)")
+        if self.main.out != self.size or self.crc != self.m.CRC:
+            raise ZipError(f"{self.m.filename}: bad CRC-32 or size")
+
+
+def member_pe_facts(path: Union[str, os.PathLike], m: ZipMember, budget: Optional[InflateBudget] = None
+                    ) -> Union[PEFacts, PEError]:
+    """A wheel member's PE facts, read as it inflates (MemberView: never the whole member in memory), its CRC-32
+    checked; one that does not start with MZ is read no further (not a PE). Raises ZipError."""
+    view = MemberView(path, m, budget)
+    try:
+        res = pe_facts_from_bytes(view)  # type: ignore[arg-type]
+        if view.error is not None:
+            raise view.error
+        if view.size < 2 or view[:2] == b"MZ":
+            view.finish()
+        return res
+    finally:
+        view.close()
+
+
+WHEEL_SUFFIXES = PE_SUFFIXES + (".py", ".pth")  # what wheel_files and wheel_loaders read: one zip_members for both
+
+
+def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache,
+                members: Optional[list[ZipMember]] = None) -> tuple[list[TargetFile], str]:
+    """The PE files of a wheel (by suffix, from the zip's central directory, or of `members`, its listing:
+    nothing is decompressed here) and its site-packages folder in the model. Raises OSError / ZipError. What
+    its members inflate to, read by the simulator, is bounded in all (InflateBudget, zip_inflate)."""
     out: list[TargetFile] = []
     budget = InflateBudget()
-    for info in zip_members(wheel):
-        if info.filename.endswith("/"):
+    for info in zip_members(wheel) if members is None else members:
+        if info.filename.endswith("/") or not info.filename.lower().endswith(PE_SUFFIXES):
             continue
         path = wheel_member_path(info.filename, python)
         out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache, budget),
@@ -448,14 +693,12 @@ def _member_reader(wheel: Union[str, os.PathLike], info: ZipMember, path: str,
         if hit is not None:
             return FileFacts(path=path, pe=hit)
         try:  # (a PE or not: one that does not start with MZ is read no further, and is "not a PE")
-            data = read_member(wheel, info, magic=b"MZ", budget=budget)
+            res = member_pe_facts(wheel, info, budget)
         except ZipLimitError as exc:  # (the wheel past a bound: not "damaged", perhaps; docs/limits.md)
             raise DlltraceError(f"{os.fspath(wheel)}: not read: {exc}", EXIT_USAGE) from None
         except (OSError, ZipError) as exc:  # a damaged member: the wheel is corrupt (pip would not install it)
             raise DlltraceError(f"{os.fspath(wheel)}: its member {info.filename} cannot be read ({exc}): the wheel is "
                                 "damaged; download it again", EXIT_USAGE) from None
-        res = pe_facts_from_bytes(data)
-        del data
         if isinstance(res, PEFacts):
             cache.put(key, res)
         return _facts(path, res)
@@ -531,10 +774,12 @@ def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
     return [m.filename for m in zip_members(wheel, keep=lambda n: bool(_ELF_NAME.search(n)) and not n.endswith("/"))]
 
 
-def wheel_loaders(wheel: Union[str, os.PathLike]) -> list[LoaderRule]:
+def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMember]] = None) -> list[LoaderRule]:
     """How the wheel's packages make their DLLs reachable (pkgloaders.py), read from its __init__.py and .pth
-    members (a member larger than 1 MiB, or unreadable, is not read). Raises OSError / ZipError."""
-    members = {m.filename: m for m in zip_members(wheel, (".py", ".pth")) if is_loader_file(m.filename)}
+    members (`listing`: the zip's, when read already; a member larger than 1 MiB, or unreadable, is not read).
+    Raises OSError / ZipError."""
+    members = {m.filename: m for m in (zip_members(wheel, (".py", ".pth")) if listing is None else listing)
+               if m.filename.lower().endswith((".py", ".pth")) and is_loader_file(m.filename)}
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)

@@ -123,6 +123,11 @@ class LinuxSimulator:
         self.env_dirs: tuple[str, ...] = ()
         self.lookups: list[Lookup] = []
         self._in_audit = False
+        # rule_loaded_by_soname's and rule_same_file's answers over self.loaded as dicts (loaded_index)
+        self._index_of: Optional[list[LinuxObject]] = None
+        self._index_len = 0
+        self._by_name: dict[str, int] = {}
+        self._by_id: dict[str, int] = {}
 
     # --- process start ----------------------------------------------------------------------------
     def start(self) -> DlopenResult:
@@ -268,11 +273,13 @@ class LinuxSimulator:
         lk = Lookup(name, loader.path if loader is not None else "")
         res.lookups.append(lk)
         self.lookups.append(lk)
-        i = rules.rule_loaded_by_soname(name, [o.loaded_ref() for o in self.loaded])
+        by_name, by_id = self.loaded_index()
+        i = by_name.get(name)  # (rules.rule_loaded_by_soname's answer: loaded_index)
         if i is not None:
             o = self.loaded[i]
             if name not in o.names and name != o.path:
                 o.names.append(name)
+                by_name.setdefault(name, i)
             lk.path, lk.how = o.path, "already_loaded"
             return o
         other_class = False
@@ -308,11 +315,13 @@ class LinuxSimulator:
             raise self._fail(lk, f"{name}: cannot open shared object file: No such file or directory", "not_found", name)
         path, facts = found
         fid = self.world.file_id(rules.rule_open_relative(path, self.process.cwd))
-        j = rules.rule_same_file(fid, [o.file_id for o in self.loaded])
+        by_name, by_id = self.loaded_index()
+        j = by_id.get(fid)  # (rules.rule_same_file's answer: loaded_index)
         if j is not None:
             o = self.loaded[j]
             if name not in o.names:
                 o.names.append(name)
+                by_name.setdefault(name, j)
             lk.path, lk.how = o.path, "same_file"
             return o
         if noload:
@@ -323,6 +332,27 @@ class LinuxSimulator:
         self.loaded.append(obj)
         lk.path = path
         return obj
+
+    def loaded_index(self) -> tuple[dict[str, int], dict[str, int]]:
+        """What rule_loaded_by_soname and rule_same_file answer over self.loaded, as two dicts (a name or a file id ->
+        the index of the first object in load order it matches: the rules' loops, made once instead of at each
+        lookup, which cost O(objects) each: a run of 366 objects made 120 000 LoadedRefs). Kept up to date as
+        objects are added, made again when self.loaded is another list (a failed dlopen's unload, an audit
+        namespace); _map_object adds the names it gives an object (tests/test_linux_loader.py checks the answers
+        are the rules')."""
+        if self._index_of is not self.loaded or self._index_len > len(self.loaded):
+            self._index_of, self._index_len, self._by_name, self._by_id = self.loaded, 0, {}, {}
+        for i in range(self._index_len, len(self.loaded)):
+            ref = self.loaded[i].loaded_ref()
+            if ref.path:
+                self._by_name.setdefault(ref.path, i)
+            for n in ref.names:
+                self._by_name.setdefault(n, i)
+            if ref.soname is not None:
+                self._by_name.setdefault(ref.soname, i)
+            self._by_id.setdefault(self.loaded[i].file_id, i)
+        self._index_len = len(self.loaded)
+        return self._by_name, self._by_id
 
     def _fail(self, lk: Lookup, text: str, cause: str, leaf: str) -> LoadFailure:
         lk.error = text

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""`dlltrace run` on Linux of a big scientific import against the same command untraced (issue 25):
+
+    python -c "import scipy.stats, sklearn, pandas"
+
+Timed in the same run, each the median of --runs runs (after a warm-up of each, in a shuffled order each
+round, so the load of the machine hits all alike):
+  untraced        the command alone
+  recorder only   the command with the environment `dlltrace run` gives it (trace.linux.recorder_env: LD_AUDIT,
+                  LD_PRELOAD, the Python bootstrap), no dlltrace process: the recorder's own cost
+  dlltrace run    `python -m dlltrace run -o T -- <command>`: start-up, the run, the ELF facts appended, the
+                  summary printed
+Prints each against untraced, in wall time (what the aims are of) and in CPU time (user + system of the
+process and its children: less at the mercy of other jobs on a shared machine). Aims (issue 25): dlltrace run <= 1.15x, recorder only <= 1.06x.
+
+The Python with scipy, scikit-learn and pandas: --python, else $DLLTRACE_BENCH_SCIPY_PYTHON, else the venv
+/tmp/dlltrace-bench-scipy (made here when missing: `python3 -m venv` + `pip install scipy scikit-learn pandas`,
+a few minutes, once).
+
+    python bench/linux_run.py [--runs 9] [--python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import json
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRACER = Path(__file__).resolve().parents[1] / "tracer"
+RUN_TRACER = os.environ.get("DLLTRACE_BENCH_TRACER") or str(TRACER)  # (`dlltrace run` of another tree: to compare)
+sys.path.insert(0, str(TRACER))
+
+VENV = Path("/tmp/dlltrace-bench-scipy")
+PROGRAM = "import scipy.stats, sklearn, pandas"
+
+
+def scipy_python(given: str | None) -> str | None:
+    """A Python that imports the program's modules (made in VENV when none is given)."""
+    py = given or os.environ.get("DLLTRACE_BENCH_SCIPY_PYTHON") or str(VENV / "bin" / "python")
+    ok = Path(py).exists() and subprocess.run([py, "-c", PROGRAM], capture_output=True).returncode == 0
+    if ok or given:
+        return py if ok else None
+    print(f"making {VENV} (python3 -m venv; pip install scipy scikit-learn pandas) ...", flush=True)
+    r = subprocess.run(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q scipy scikit-learn pandas",
+                       shell=True, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("could not make the venv:", (r.stderr.strip().splitlines() or ["?"])[-1])
+        return None
+    return str(VENV / "bin" / "python")
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall time, CPU time: user + system of the command and its children)"""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--python", default=None, help="a Python with scipy, scikit-learn and pandas")
+    a = ap.parse_args()
+    if not sys.platform.startswith("linux"):
+        print("bench/linux_run.py: Linux only")
+        return 0
+    py = scipy_python(a.python)
+    if py is None:
+        print("skipped: no Python with scipy, scikit-learn and pandas (offline?)")
+        return 0
+    from dlltrace.trace.linux import recorder_dir, recorder_env
+
+    rec = recorder_dir()
+    tmp = Path(tempfile.mkdtemp(prefix="dlltrace-bench-"))
+    cmd = [py, "-c", PROGRAM]
+    base = dict(os.environ)
+    base.pop("PYTHONPATH", None)
+    dl_env = dict(base, PYTHONPATH=RUN_TRACER)
+    trace = tmp / "t.jsonl"
+    modes: dict[str, tuple[list[str], dict[str, str]]] = {
+        "untraced": (cmd, base),
+        "recorder only": (cmd, recorder_env(dict(base), rec, tmp / "r.jsonl")),
+        "dlltrace run": ([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *cmd], dl_env),
+    }
+    times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    order = list(modes)
+    for c, env in modes.values():  # a warm-up of each (caches, .pyc files)
+        timed(c, env)
+    for r in range(a.runs):
+        random.Random(r).shuffle(order)
+        for m in order:
+            c, env = modes[m]
+            (tmp / "r.jsonl").write_text("")
+            times[m].append(timed(c, env))
+    evs = [json.loads(x).get("ev") for x in trace.read_text().splitlines() if x.strip()]
+    objs, facts = evs.count("objopen"), evs.count("elf_file")
+    base_t = statistics.median(w for w, _ in times["untraced"])
+    base_c = statistics.median(c for _, c in times["untraced"])
+    print(f"linux run bench: {PROGRAM!r} with {py}; {objs} objects opened, {facts} elf_file facts; median of "
+          f"{a.runs} runs, shuffled")
+    aims = {"recorder only": 1.06, "dlltrace run": 1.15}
+    print(f"  {'':16s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
+    for m, ts in times.items():
+        med = statistics.median(w for w, _ in ts)
+        cpu = statistics.median(c for _, c in ts)
+        aim = f"   (aim <= {aims[m]:.2f}x)" if m in aims else ""
+        print(f"  {m:16s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
