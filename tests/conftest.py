@@ -14,6 +14,12 @@ import winetools  # noqa: E402  (needs the paths above)
 # says PYTHONDONTWRITEBYTECODE (measured here: 0.9 s a `report` against 0.25 s with bytecode kept): their bytecode
 # goes to the test cache instead (PYTHONPYCACHEPREFIX: never into the checkout; a cold run starts it empty).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# pytest-xdist's workers are started with COLUMNS=80 and LINES=24 (execnet), which a plain pytest run has not: a
+# `dlltrace` child writing to a pipe would then fold its lines at 80 (rich reads COLUMNS). A test that wants a
+# width sets it itself.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(winetools.CACHE / "pycache"))
 
 # ----------------------------------------------------------------------------- summary lines

@@ -336,7 +336,10 @@ def test_what_one_wheel_inflates_to_is_bounded(tmp_path, monkeypatch, capsys):
     docs/limits.md), lowered here as a user lowers it (`dlltrace --limit zip_inflate=20M check ...`)."""
     body = b"MZ" + bytes(8 << 20)
     w = write_wheel(tmp_path, zip_bytes([deflated(f"pkg/{c}.dll", body) for c in "abc"]))
-    monkeypatch.delenv("DLLTRACE_LIMITS", raising=False)
+    # (setenv first, so that monkeypatch restores the variable's absence at the end: cli.main sets it in
+    # os.environ, and a delenv of a value it set would restore that value for the tests after, which then read
+    # a 20 MiB bound: seen under pytest-xdist, whose order put test_gate.py after this file)
+    monkeypatch.setenv("DLLTRACE_LIMITS", "")
     for command in ("check", "deps"):
         capsys.readouterr()
         code = cli.main(["--limit", "zip_inflate=20M", command, str(w), "--no-cache"])

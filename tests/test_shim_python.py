@@ -53,7 +53,7 @@ def test_audit_hook_events_and_context():
     hook = shim.make_audit_hook(b)
     # (under pytest-xdist this test runs inside the body of execnet's module `__channelexec__`, which the hook
     # rightly sees as a module being run, outermost; in a plain pytest run nothing is)
-    below = ["__channelexec__"] if "__channelexec__" in sys.modules else []
+    below = ["__channelexec__"] if os.environ.get("PYTEST_XDIST_WORKER") else []
     hook("import", ("torch", None, [], [], []))
     here = {"file": __file__, "function": "test_audit_hook_events_and_context"}
     frame = b.events[-1][2].pop("frame")  # (the innermost frame of the user's code: this test's)
