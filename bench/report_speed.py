@@ -54,8 +54,11 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           report 3.37-3.78 s, --json 3.81-4.63 s. A file's facts are built again when let go (the last
           1,024 kept); a name index's list of 10,000 names of one shape was scanned on each insert
           (quadratic: 0.6 s) and the CUDA table rebuilt the recorded world (0.85 s): both gone.
-  issue 25 (aim: <= 3x the parse, in CPU time): 8.8x-11.2x on a 2-core machine at load 8-10 (the ratio
-          moves by 2x from run to run there; the CPU ratio is printed beside the wall one). Where the CPU
+  issue 25 (aim: <= 3x the parse, in CPU time): on a quiet moment of the 2-core machine, back to back:
+          before parse 0.39 s, report 4.35 s (11.2x), --json 4.64 s; after parse 0.40 s, report 4.20 s
+          (10.5x), --json 4.69 s (at load 8-10 the ratio moved between 8.8x and 11.2x from run to run;
+          callgrind on the 9,305-event trace: 9.0x -> 8.7x in instructions). Linear: 101, 81 and 68 us
+          an event at 9,305, 93,005 and 465,005 events (fixed costs weigh on the small one). Where the CPU
           time goes (cProfile, 93,005 events): reading 25% (json 10%, the schema check of every event
           9%, indexing 5%); the replay 55% (the simulator's search and mapping of 11,000 loads 35%,
           explaining and verifying the 1,000 failures 9%, every load event parsed again 5%); the
