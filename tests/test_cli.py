@@ -322,6 +322,15 @@ def test_a_command_imports_only_what_it_uses(tmp_path):
     version = loaded("from dlltrace import cli\nimport contextlib, io\n"
                      "with contextlib.redirect_stdout(io.StringIO()): cli.main(['--version'])")
     assert "dlltrace.commands" not in version and not [m for m in version if m.split(".")[0] in heavy]
+    # (start-up, bench/startup.py: --version imports neither a parser nor the stdlib's heavier modules)
+    assert not {"argparse", "dataclasses", "typing", "platform", "inspect", "difflib"} & set(version)
+    top_help = loaded("from dlltrace import cli\nimport contextlib, io\n"
+                      "with contextlib.redirect_stdout(io.StringIO()): cli.main(['help'])")
+    assert not [m for m in top_help if m.startswith("dlltrace.commands.")]  # (the commands listed, none built)
+    assert not {"dataclasses", "typing", "json"} & set(top_help)
+    one_help = loaded("from dlltrace import cli\nimport contextlib, io\n"
+                      "with contextlib.redirect_stdout(io.StringIO()): cli.main(['help', 'report'])")
+    assert [m for m in one_help if m.startswith("dlltrace.commands.")] == ["dlltrace.commands.report"]
     report = loaded("from dlltrace import cli\nimport contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()): "
                     f"cli.main(['report', {str(ROOT / 'fixtures/traces/s1.jsonl')!r}])")
     assert not [m for m in report if m.startswith(("dlltrace.diagnosis.static", "dlltrace.render.static",

@@ -38,3 +38,42 @@ def test_simulate_does_not_load_k_dll_for_a_kelvin_sign_name():
     assert load("C:\\app\\K.DLL") == 0
     assert load(f"C:\\app\\{KELVIN}.dll") == 126  # not found: Windows' table keeps U+212A as it is
     assert load(f"{KELVIN}.dll") == 126
+
+
+def _split_normalize(path: str) -> str:
+    """winpath.normalize as it always did it: split at the separators, drop empty and "." parts, resolve "..",
+    the drive's letter upper-cased and followed by a backslash, a UNC path's two backslashes kept."""
+    path = path.replace("/", "\\")
+    unc = path.startswith("\\\\")
+    drive, rest = "", path
+    if unc:
+        rest = path[2:]
+    elif len(path) >= 2 and path[1] == ":" and path[0].isascii() and path[0].isalpha():
+        drive, rest = path[:2], path[2:]
+    parts: list[str] = []
+    for part in rest.split("\\"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    if unc:
+        return "\\\\" + "\\".join(parts)
+    if drive:
+        return drive[0].upper() + ":\\" + "\\".join(parts)
+    return "\\".join(parts)
+
+
+def test_normalize_returns_a_normal_path_as_it_is_and_any_other_as_the_split_makes_it():
+    """normalize's fast path (bench/report_speed.py: most paths of a trace are normal already) tells a normal path
+    without splitting it: every string of up to 5 characters of separators, dots, a colon, letters of both cases
+    and a non-ASCII one normalises as the split does."""
+    import itertools
+
+    alphabet = ["\\", "/", ".", ":", "C", "c", "a", "\u00e9", " "]
+    for n in range(6):
+        for chars in itertools.product(alphabet, repeat=n):
+            path = "".join(chars)
+            assert winpath.normalize.__wrapped__(path) == _split_normalize(path), path

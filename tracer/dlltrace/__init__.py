@@ -11,9 +11,13 @@ The Python API (docs/api.md; each name is dlltrace/api.py's, imported when first
     dlltrace.Trace(path=None, out=None)  trace this process's DLL loads while a block runs (Windows)
 """
 
-from typing import Any
+from __future__ import annotations
 
 from dlltrace.version import __version__
+
+TYPE_CHECKING = False  # (typing is not imported at run time: `import dlltrace` and `--version` stay light)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["__version__", "read_trace", "diagnose", "deps", "check", "report", "Trace", "Diagnosis", "FailedLoad",
            "DlltraceError"]

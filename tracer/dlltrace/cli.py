@@ -13,14 +13,15 @@ it (exit 2), else exit 4.
 
 from __future__ import annotations
 
-import argparse
-import difflib
-import importlib
 import os
-import shutil
 import sys
 
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_INTERNAL, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
+
+TYPE_CHECKING = False  # (argparse, difflib and shutil are imported where they are used: `--version` needs
+if TYPE_CHECKING:      # none of them; bench/startup.py)
+    import argparse
+    from typing import Collection
 
 # subcommand -> its help; its module is dlltrace.commands.<name> (configure_parser(parser), execute(args) -> int),
 # imported when a parser is built: `dlltrace --version` imports none of them
@@ -44,23 +45,27 @@ COLOR_COMMANDS = ("run", "simulate", "report", "deps", "check", "cuda")  # the c
 PROGRAM_EXTS = (".exe", ".com")  # what `dlltrace --wine PROG` runs (an existing file)
 
 
-class _Version(argparse.Action):
-    """--version: the version, and whether this install can trace (install.py), computed when asked."""
+def build_parsers(only: Collection[str] | None = None) -> tuple[argparse.ArgumentParser,
+                                                                dict[str, argparse.ArgumentParser]]:
+    """The `dlltrace` parser and each command's own; with `only`, the options of those commands alone (their
+    modules imported; the others are listed, not built: `dlltrace --help` imports no command module)."""
+    import argparse
+    import importlib
 
-    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
-        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
-                         help="show the version and whether this install can trace, then exit")
+    class _Version(argparse.Action):
+        """--version: the version, and whether this install can trace (install.py), computed when asked."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
-        from dlltrace.install import version_text
+        def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+            super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                             help="show the version and whether this install can trace, then exit")
 
-        print(version_text())
-        parser.exit(0)
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                     option_string: str | None = None) -> None:
+            from dlltrace.install import version_text
 
+            print(version_text())
+            parser.exit(0)
 
-def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The `dlltrace` parser and each command's own."""
     parser = argparse.ArgumentParser(
         prog="dlltrace",
         description="Find out exactly why a Windows DLL failed to load.",
@@ -72,8 +77,10 @@ def build_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     subs = {}
     for name, help_text in SUBCOMMANDS.items():
-        command = importlib.import_module(f"dlltrace.commands.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is not None and name not in only:
+            continue
+        command = importlib.import_module(f"dlltrace.commands.{name}")
         p.set_defaults(_execute=command.execute)
         command.configure_parser(p)
         if name in COLOR_COMMANDS:  # (render/terminal.py: how --color, NO_COLOR and the terminal's width combine)
@@ -91,12 +98,23 @@ def build_parser() -> argparse.ArgumentParser:
     return build_parsers()[0]
 
 
+def named_commands(argv: list[str]) -> set[str]:
+    """The commands a command line names (the one it runs, or the one `help` is asked about): the only
+    parsers main() builds. The top-level options take no value, so the first word is the command."""
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:1] == ["help"]:
+        return set(words[1:2]) & set(SUBCOMMANDS)
+    return set(words[:1]) & set(SUBCOMMANDS)
+
+
 def commands() -> list[str]:
     return [*SUBCOMMANDS, "help"]
 
 
 def close_commands(word: str) -> list[str]:
     """The commands a mistyped word may mean (difflib), or that it begins."""
+    import difflib
+
     low = word.lower()
     near = difflib.get_close_matches(low, commands(), n=3, cutoff=0.7)
     starts = [c for c in commands() if len(low) >= 2 and c.startswith(low) and c not in near]
@@ -121,6 +139,8 @@ def is_program(word: str) -> bool:
     """A program the shorthand may run: found on PATH, or a path that exists."""
     if _is_path(word):
         return os.path.exists(word)
+    import shutil
+
     return shutil.which(word) is not None
 
 
@@ -208,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)
         return e.exit_code
-    parser, subs = build_parsers()
+    parser, subs = build_parsers(only=named_commands(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)

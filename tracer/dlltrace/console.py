@@ -25,9 +25,12 @@ import os
 import stat
 import sys
 from contextlib import contextmanager
-from typing import BinaryIO, Iterable, Iterator, Optional, TextIO, Union
 
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError
+
+TYPE_CHECKING = False  # (typing is not imported at run time: start-up, bench/startup.py)
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterable, Iterator, Optional, TextIO, Union
 
 TEXT_ERRORS = "dlltrace-text"
 JSON_ERRORS = "dlltrace-json"

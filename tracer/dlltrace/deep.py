@@ -22,10 +22,13 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
-from typing import Any, Callable, Optional
 
 from dlltrace.errors import DlltraceError
 from dlltrace.console import setup_streams
+
+TYPE_CHECKING = False  # (typing is not imported at run time: start-up, bench/startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
 
 MAX_IMPORT_DEPTH = 16384    # import levels (a chain of DLLs each importing the next) the simulator follows
 RECURSION_LIMIT = 400_000   # frames: MAX_IMPORT_DEPTH levels take about 10 frames each in the deepest walk

@@ -16,49 +16,86 @@ Nothing here runs a program or builds anything: it looks (files, PATH, headers).
 from __future__ import annotations
 
 import os
-import platform as _platform
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
 
 from dlltrace.machines import pe_machine
 from dlltrace.trace import where
 from dlltrace.version import __version__
 
-State = Literal["yes", "buildable", "no", "not_here"]  # not_here: not for this OS at all (Linux programs on macOS)
+# (no dataclasses, typing nor platform at run time: importing them cost `dlltrace --version` more than all
+# its own work; bench/startup.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal, Optional
+
+    State = Literal["yes", "buildable", "no", "not_here"]  # not_here: not for this OS (Linux programs on macOS)
 CHECKOUT = Path(__file__).resolve().parents[2]  # a source checkout's root (native/, tools/), when it is one
 CC64 = "x86_64-w64-mingw32-gcc"
 CC32 = "i686-w64-mingw32-gcc"
 WINE32_FIX = "dpkg --add-architecture i386 && {root}apt-get update && {root}apt-get install wine32:i386"
 
 
-@dataclass(frozen=True)
-class NativeFile:
+class _Record:
+    """A frozen record compared by its fields, as a frozen dataclass is."""
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, *values: object) -> None:
+        for name, value in zip(self.__slots__, values):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
+
+
+class NativeFile(_Record):
+    __slots__ = ("role", "path", "machine", "problem")
     role: str                # "launcher" | "shim"
     path: Path
     machine: Optional[str]   # "x64", ... from its PE header; None when missing or not a PE
     problem: Optional[str]   # why it cannot be used: "missing", or what is wrong with it
 
+    def __init__(self, role: str, path: Path, machine: Optional[str], problem: Optional[str]) -> None:
+        self._set(role, path, machine, problem)
 
-@dataclass(frozen=True)
-class Ability:
+
+class Ability(_Record):
     """One thing `dlltrace run` may trace here."""
+    __slots__ = ("key", "state", "why", "fix")
     key: str                 # "windows" (natively), "wine" (run --wine), "linux"
     state: State
     why: Optional[str]       # what is missing (state "no" or "buildable")
     fix: Optional[str]       # the one command that fixes it (None: nothing to do, or nothing we know)
 
+    def __init__(self, key: str, state: State, why: Optional[str], fix: Optional[str]) -> None:
+        self._set(key, state, why, fix)
 
-@dataclass(frozen=True)
-class TracingStatus:
+
+class TracingStatus(_Record):
+    __slots__ = ("files", "platform", "wine", "recorder", "abilities", "files32")
     files: tuple[NativeFile, ...]
     platform: str            # "windows" or another sys.platform
     wine: Optional[str]      # wine64's path (for --wine), when found
     recorder: Optional[Path]  # the Linux recorder's folder, when built
-    abilities: tuple[Ability, ...] = ()
-    files32: tuple[NativeFile, ...] = ()  # the x86 launcher and shim (32-bit programs)
+    abilities: tuple[Ability, ...]
+    files32: tuple[NativeFile, ...]  # the x86 launcher and shim (32-bit programs)
+
+    def __init__(self, files: tuple[NativeFile, ...], platform: str, wine: Optional[str], recorder: Optional[Path],
+                 abilities: tuple[Ability, ...] = (), files32: tuple[NativeFile, ...] = ()) -> None:
+        self._set(files, platform, wine, recorder, abilities, files32)
 
     @property
     def built(self) -> bool:
@@ -84,8 +121,22 @@ def _apt(package: str) -> Optional[str]:
     return f"{_root()}apt-get install {package}" if shutil.which("apt-get") else None
 
 
+def _libc() -> str:
+    """The C library's name: what platform.libc_ver() says, read first as it does from os.confstr (importing
+    platform only when that is not enough)."""
+    try:
+        parts = (os.confstr("CS_GNU_LIBC_VERSION") or "").split(maxsplit=1)
+        if len(parts) == 2:
+            return parts[0]
+    except (AttributeError, ValueError, OSError):
+        pass
+    import platform
+
+    return platform.libc_ver()[0]
+
+
 def _is_glibc() -> bool:
-    return _platform.libc_ver()[0] == "glibc"
+    return _libc() == "glibc"
 
 
 def usable(files: tuple[NativeFile, ...]) -> bool:
@@ -116,7 +167,7 @@ def linux_ability() -> tuple[Ability, Optional[Path]]:
         return Ability("linux", "not_here", None, None), None
     if not _is_glibc():
         return Ability("linux", "no", "the recorder uses glibc's LD_AUDIT, and this C library is "
-                       f"{_platform.libc_ver()[0] or 'not glibc'}", None), None
+                       f"{_libc() or 'not glibc'}", None), None
     built = where.built_recorder()
     if built is not None:
         return Ability("linux", "yes", None, None), built
@@ -170,8 +221,11 @@ def tracing_status() -> TracingStatus:
                native_file("x86 shim", where.bin_dir() / where.SHIM32))
     platform = "windows" if sys.platform == "win32" else sys.platform
     wine = None if platform == "windows" else where.find_wine()
-    if platform == "windows" and where.launcher_name(_platform.machine()) == where.LAUNCHER32:
-        files = files32  # a 32-bit Windows: the x86 launcher and shim are the ones run
+    if platform == "windows":
+        import platform as _platform  # (Windows only: --version elsewhere imports no platform)
+
+        if where.launcher_name(_platform.machine()) == where.LAUNCHER32:
+            files = files32  # a 32-bit Windows: the x86 launcher and shim are the ones run
     lin, recorder = linux_ability()
     main = windows_ability(files, platform, wine)
     abilities = [main, x86_ability(main, files32, platform, wine, platform == "windows" or where.wine_runs_32bit(wine))]
@@ -214,5 +268,5 @@ def status_lines(status: TracingStatus) -> list[str]:
 
 
 def version_text() -> str:
-    head = f"dlltrace {__version__} (Python {_platform.python_version()}, {sys.platform})"
+    head = f"dlltrace {__version__} (Python {sys.version.split()[0]}, {sys.platform})"  # (platform.python_version())
     return "\n".join([head, *status_lines(tracing_status())])

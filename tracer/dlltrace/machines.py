@@ -3,9 +3,10 @@ the shim's and the launcher's; pe.py reads everything else)."""
 
 from __future__ import annotations
 
-import struct
-from pathlib import Path
-from typing import Optional
+TYPE_CHECKING = False  # (typing and pathlib are not imported at run time: `dlltrace --version`, bench/startup.py)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Optional
 
 # a PE header's Machine field -> its name (model.MACHINES)
 MACHINE_NAMES = {0x8664: "x64", 0x14C: "x86", 0xAA64: "arm64", 0x1C4: "arm", 0x1C0: "arm"}
@@ -20,8 +21,8 @@ def pe_machine(path: Path) -> tuple[Optional[str], Optional[str]]:
         return None, f"unreadable ({e.strerror or e})"
     if len(head) < 0x40 or head[:2] != b"MZ":
         return None, "not a usable PE file (no MZ header)"
-    at = struct.unpack_from("<I", head, 0x3C)[0]
+    at = int.from_bytes(head[0x3C:0x40], "little")
     if at + 6 > len(head) or head[at:at + 4] != b"PE\0\0":
         return None, "not a usable PE file (no PE signature)"
-    code = struct.unpack_from("<H", head, at + 4)[0]
+    code = int.from_bytes(head[at + 4:at + 6], "little")
     return MACHINE_NAMES.get(code, f"unknown:{code:#06x}"), None

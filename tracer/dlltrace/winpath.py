@@ -29,12 +29,33 @@ def is_absolute(path: str) -> bool:
     return bool(_ABS.match(path))
 
 
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _normal(path: str) -> bool:
+    """Whether normalize(path) is `path` itself, told without splitting it: no forward slash, no empty,
+    "." or ".." part (nor any part that starts with a dot), no trailing separator; and an upper-case
+    drive letter followed by a backslash, or a UNC path, or a relative path that does not start with a
+    separator nor a drive."""
+    if "/" in path or "\\." in path or path.endswith("\\") or path.startswith("."):
+        return False
+    if path.startswith("\\\\"):
+        return not path.startswith("\\", 2) and "\\\\" not in path[2:]
+    if "\\\\" in path:
+        return False
+    if len(path) >= 2 and path[1] == ":":
+        return len(path) >= 3 and path[2] == "\\" and path[0] in _UPPER
+    return not path.startswith("\\") and _DRIVE.match(path) is None
+
+
 @lru_cache(maxsize=PATH_CACHE)
 def normalize(path: str) -> str:
     """Backslashes, no duplicate or trailing separators, `.` and `..` resolved.
 
     Case is preserved; use key() to compare.
     """
+    if _normal(path):  # (most paths of a trace: already normal, returned as they are)
+        return path
     path = path.replace("/", "\\")
     unc = path.startswith("\\\\")
     drive = ""

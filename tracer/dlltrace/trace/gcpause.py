@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Iterator
+
+TYPE_CHECKING = False  # (typing is not imported at run time: start-up, bench/startup.py)
+if TYPE_CHECKING:
+    from typing import Iterator
 
 
 @contextmanager

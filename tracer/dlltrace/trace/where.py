@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Optional
+
+TYPE_CHECKING = False  # (typing is not imported at run time: `dlltrace --version`, bench/startup.py)
+if TYPE_CHECKING:
+    from typing import Optional
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 BIN = _PACKAGE / "bin"

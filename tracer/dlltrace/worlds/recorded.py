@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator, Mapping, Optional, Union, cast
+from collections.abc import Mapping  # (not typing's: its isinstance is slower, and this module asks it per file event)
+from typing import Any, Iterable, Iterator, Optional, Union, cast
 
 from dlltrace import winpath
 from dlltrace.model import FileFacts, Owner, PackageLoader, PEFacts
@@ -422,7 +423,7 @@ class RecordedWorld:
         if type(e) is int:
             assert self._source is not None
             return LazyEvent(self._source, e)
-        return cast(Optional[Mapping[str, Any]], e)
+        return cast("Optional[Mapping[str, Any]]", e)  # (a string: no typing generic made per call)
 
     def _path(self, k: str) -> str:
         """A file's path as first recorded (normalised), from its key."""
