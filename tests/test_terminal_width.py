@@ -202,3 +202,32 @@ def test_the_cuda_table_at_every_width(width):
     for p in {w for line in wide for w in units(line) if any(c in w for c in SEPARATORS)}:
         assert any(p in line for line in lines), p  # (each piece of a path on one line)
     assert any("Program Files" in line for line in wide) and paths
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_deps_and_check_of_a_real_wheel_at_every_width(width):
+    """`deps` and `check` of h5py's real wheel (its DLLs under h5py\\, long .pyd names) with the width a terminal
+    gives (COLUMNS): no line wider than the width but a single unbreakable piece, and every DLL and .pyd name the
+    unwrapped output shows is whole on some line (rich folded the wheel's path and the table's names mid-name)."""
+    import os
+    import subprocess
+    import sys
+
+    import realwheels
+
+    w = realwheels.wheel_or_skip("h5py")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root / "tracer"), "COLUMNS": str(width)}
+    for command in ("deps", "check"):
+        run = subprocess.run([sys.executable, "-m", "dlltrace", command, str(w), "--no-vc-runtime"],
+                             capture_output=True, text=True, env=env, timeout=300)
+        lines = run.stdout.splitlines()
+        assert run.returncode == 0 and lines, run.stderr[-2000:]
+        for ln in lines:
+            assert cell_len(ln) <= width or len(ln.split()) == 1, (width, ln)
+        wide = subprocess.run([sys.executable, "-m", "dlltrace", command, str(w), "--no-vc-runtime"],
+                              capture_output=True, text=True, env={**env, "COLUMNS": "1000"}, timeout=300).stdout
+        names = set(re.findall(r"[\w.-]+\.(?:dll|pyd)\b", wide, re.I))  # (every name the report shows, unwrapped)
+        assert len(names) > 5
+        words = {x.strip(",()[]") for ln in lines for x in re.split(r"[\s\\/]+", ln)}
+        assert names <= words, (command, width, sorted(names - words))

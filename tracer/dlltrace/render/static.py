@@ -4,7 +4,8 @@ results only."""
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+from typing import Callable, Optional
 
 from rich.console import Console
 from rich.table import Table
@@ -188,14 +189,30 @@ def _hidden_words(n: int) -> str:
     return f"… {n} more DLL{'s' if n != 1 else ''} below, {MAX_SHOWN_DEPTH} levels down (--json lists every level)"
 
 
-def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree, depth: int = 1) -> None:
+def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree, depth: int = 1,
+         fit: Optional[Callable[..., Text]] = None) -> None:
     if depth > MAX_SHOWN_DEPTH:
         tree.add(Text(_hidden_words(_hidden(a, node)), style="dim"))
         return
     for c in node.children:
-        branch = tree.add(_label(target, a, c))
+        label = _label(target, a, c)
+        branch = tree.add(fit(label, 4 * depth) if fit is not None else label)  # (a tree guide: 4 cells a level)
         if _expands(a, c):
-            _add(target, a, c, branch, depth + 1)
+            _add(target, a, c, branch, depth + 1, fit)
+
+
+def _fitter(console: Console) -> Callable[..., Text]:
+    """A line wrapped to the console's width less `taken` cells (a tree's guides) by render/wrap.py: at spaces,
+    else right after a path separator, never inside a DLL's or a folder's name (rich would fold a long path
+    anywhere). `soft`: a line a pipe gets whole (a problem, the summary: grep finds it), wrapped only on a terminal
+    or when COLUMNS gives the width."""
+    def fit(text: Text, taken: int = 0, hang: int = 2, soft: bool = False) -> Text:
+        if soft and not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            return text
+        from dlltrace.render.wrap import wrap_text
+
+        return Text("\n").join(wrap_text(text, max(20, console.width - taken), hang))
+    return fit
 
 
 def problem_line(target: Target, p: Problem) -> str:
@@ -210,28 +227,31 @@ def problem_line(target: Target, p: Problem) -> str:
 
 def print_deps(r: DepsResult, console: Console) -> None:
     target = r.target
-    console.print(Text(f"dlltrace deps {target.given}", style="bold"))
+    fit = _fitter(console)
+    console.print(fit(Text(f"dlltrace deps {target.given}", style="bold")), soft_wrap=True)
     vc = " with the VC++ 2015-2022 runtime" if target.world.vc_runtime and target.world.system.version else ""
     bits = " (32-bit, x86: System32 is SysWOW64 for it)" if target.machine == "x86" else ""
-    console.print(Text(f"world: {target.world.system.version or 'this machine'}{vc}, Python {target.python}{bits} at "
-                       f"{winpath.dirname(target.root) if target.kind != 'folder' else target.root}", style="dim"))
+    console.print(fit(Text(f"world: {target.world.system.version or 'this machine'}{vc}, Python {target.python}{bits} "
+                           f"at {winpath.dirname(target.root) if target.kind != 'folder' else target.root}",
+                           style="dim")), soft_wrap=True)
     for a in r.loads:
         console.print()
-        tree = Tree(_label(target, a, a.result.tree) if a.result.tree is not None else Text(a.root))
+        root = _label(target, a, a.result.tree) if a.result.tree is not None else Text(a.root)
+        tree = Tree(fit(root, 0, 0))
         if a.result.tree is not None:
-            _add(target, a, a.result.tree, tree)
-        console.print(Text(f"{_shown(target, a.root)}: {a.context.text}", style="bold"))
+            _add(target, a, a.result.tree, tree, fit=lambda t, taken: fit(t, taken, 0))
+        console.print(fit(Text(f"{_shown(target, a.root)}: {a.context.text}", style="bold")), soft_wrap=True)
         console.print(tree)
         for d in a.delay:
-            console.print(Text(f"  delay-load {d.dll} (by {d.importer}): "
-                               + (f"{_shown(target, d.path)} [{d.how}]" if not d.error else "MISSING")
-                               + f"  {d.klass.label}", style="dim" if not d.error else "red"))
+            console.print(fit(Text(f"  delay-load {d.dll} (by {d.importer}): "
+                                   + (f"{_shown(target, d.path)} [{d.how}]" if not d.error else "MISSING")
+                                   + f"  {d.klass.label}", style="dim" if not d.error else "red")), soft_wrap=True)
         for p in a.problems:
-            console.print(Text("  ✗ " + problem_line(target, p), style="red"), soft_wrap=True)
+            console.print(fit(Text("  ✗ " + problem_line(target, p), style="red"), 0, 4, soft=True), soft_wrap=True)
         if a.ok:
             console.print(Text("  ✓ loads", style="green"))
     console.print()
-    console.print(Text(deps_summary(r), style="bold"), soft_wrap=True)
+    console.print(fit(Text(deps_summary(r), style="bold"), soft=True), soft_wrap=True)
 
 
 def deps_summary(r: DepsResult) -> str:
@@ -349,18 +369,31 @@ def status_words(row: CheckRow) -> str:
 
 
 def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> None:
-    table = Table(show_edge=False, header_style="bold")
-    for col in ("library" if r.policy else "DLL", "class", "status", "needed by"):
-        table.add_column(col)
+    fit = _fitter(console)
+    heads = ("library" if r.policy else "DLL", "class", "status", "needed by")
+    rows = []
     for row in sorted(r.rows, key=lambda x: (_STATUS_ORDER.get(x.status, 9), x.dll.lower())):
         if not all_rows and row.status in ("windows", "apiset"):
             continue
         names = list(dict.fromkeys(winpath.basename(n) for n in row.needed_by))
         who = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
         style = "red" if row.status in ("not_allowed", "required_not_given") else ""
-        table.add_row(Text(row.dll, style=style), row.klass.label, status_words(row),
-                      who + (" (delay-load)" if row.delay_only else ""))
-    if table.row_count:
+        rows.append((Text(row.dll, style=style), Text(row.klass.label), Text(status_words(row)),
+                     Text(who + (" (delay-load)" if row.delay_only else ""))))
+    if rows and (console.is_terminal or os.environ.get("COLUMNS", "").isdigit()):
+        # (a terminal: columns that shrink to its width and never cut a name, else a paragraph a row: render/wrap.py)
+        from dlltrace.render.wrap import Grid
+
+        grid = Grid(["left"] * 4, header=[Text(h, style="bold") for h in heads])
+        for cells in rows:
+            grid.add_row(*cells)
+        console.print(grid)
+    elif rows:
+        table = Table(show_edge=False, header_style="bold")
+        for col in heads:
+            table.add_column(col)
+        for cells in rows:
+            table.add_row(*cells)
         console.print(table)
     hidden = sum(1 for row in r.rows if row.status in ("windows", "apiset"))
     if hidden and not all_rows:
@@ -369,8 +402,8 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
         if p.kind not in ("not_allowed",):
             kind = p.kind.replace("_", " ")
             words = p.detail if p.detail.startswith(kind + ":") else f"{kind}: {p.detail}"
-            console.print(Text(f"✗ {words}", style="red"), soft_wrap=True)
+            console.print(fit(Text(f"✗ {words}", style="red"), soft=True), soft_wrap=True)
     hint = next((p.detail.split("; ", 1)[1] for p in r.problems if p.kind == "not_allowed" and "; " in p.detail), None)
     if hint:  # (the not-allowed rows: the requirements not given that might provide them)
-        console.print(Text(f"({hint})", style="dim"), soft_wrap=True)
-    console.print(Text(check_summary(r), style="bold green" if r.ok else "bold red"), soft_wrap=True)
+        console.print(fit(Text(f"({hint})", style="dim"), soft=True), soft_wrap=True)
+    console.print(fit(Text(check_summary(r), style="bold green" if r.ok else "bold red"), soft=True), soft_wrap=True)
