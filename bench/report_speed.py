@@ -69,6 +69,19 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           already normal (a check, not a split: 117,000 calls), a typing generic built per file
           lookup, typing.Mapping's isinstance per file event. Reaching 3x needs the replay and the
           world built in the reader's one pass (no second parse), or a schema check compiled per kind.
+  tried and dropped (no gain, measured back to back on the 93,005-event trace):
+          - the schema check compiled per kind into one expression (tracecheck: each field's common shapes,
+            {type}, an integer's {type, minimum, maximum}, a string's {type, pattern}, inline; the others
+            called): the fields of every event checked in 0.293-0.307 s before, 0.285-0.286 s after (3% of
+            the check, a tenth of a percent of the report: check_event's loop over the fields is not where
+            its time goes; the nested `pe` objects of the `file` events and the call per event are);
+          - RecordedWorld reading a file event's fields off its parsed dict instead of LazyEvent.get (the
+            same parses, fewer wrapper calls): the index 0.30 s both ways, building 21,001 files' facts
+            0.39 -> 0.36 s: under 1% of the report, within the machine's noise (callgrind on the 9,305-event
+            trace: 4.669 G -> 4.674 G instructions, whole process).
+          What is left to take is structural: the bulky events (`file`, `probe`, the load events) parsed two
+          or three times (the CUDA table's `known` paths alone re-parse 21,001 file and 42,000 probe events:
+          about 0.35 s, 8%), and the simulator's search (35%).
 """
 
 from __future__ import annotations
