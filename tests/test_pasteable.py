@@ -10,6 +10,7 @@ import ast
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ C_CALL = re.compile(r'^(AddDllDirectory|SetDllDirectoryW)\((L"(?:[^"\\]|\\.)*")\
 CMD_SET = re.compile(r'^set "([A-Za-z_]+)=([^"%]*);%\1%"$')
 PS_SET = re.compile(r"^\$env:([A-Za-z_]+) = '((?:[^']|'')*);' \+ \$env:\1$")
 BASH = re.compile(r"^(export |patchelf |echo |sudo |apt-get |\S*python\S* -m pip |pip )")
+# a one-line Python program for any shell (cmd, PowerShell, bash): double quotes around it, none, no $, % or `
+# inside (193's check of the Python's bitness: python -c "import struct;print(struct.calcsize('P')*8)")
+PY_C = re.compile(r'^python -c "([^"$%`\\]*)"$')
 
 
 def all_fixes() -> list[Fix]:
@@ -58,6 +62,7 @@ def test_every_fix_of_every_scenario_and_fixture_pastes():
     fixes = all_fixes()
     assert len(fixes) > 30
     python, c_calls, bash, other = [], [], [], []
+    one_liners: list[str] = []
     for f in fixes:
         for s in spans(f):
             if C_CALL.match(s):
@@ -70,6 +75,10 @@ def test_every_fix_of_every_scenario_and_fixture_pastes():
                 assert value == f.folder, (s, f.folder)
             elif BASH.match(s):
                 bash.append(s)
+            elif PY_C.match(s):
+                compile(PY_C.match(s).group(1), "<fix>", "exec")  # type: ignore[union-attr]
+                bash.append(s)
+                one_liners.append(s)
             else:
                 try:
                     compile(s, "<fix>", "exec")
@@ -94,6 +103,9 @@ def test_every_fix_of_every_scenario_and_fixture_pastes():
         if shutil.which("bash"):
             r = subprocess.run(["bash", "-n", "-c", s], capture_output=True, text=True)
             assert r.returncode == 0, (s, r.stderr)
+    for s in one_liners:  # (and it runs: it prints what it says it prints)
+        r = subprocess.run([sys.executable, "-c", PY_C.match(s).group(1)], capture_output=True, text=True)  # type: ignore[union-attr]
+        assert r.returncode == 0 and r.stdout.strip() in ("32", "64"), (s, r)
     if c_calls:
         winetools.require("mingw64")
         src = "#include <windows.h>\n" + "".join(f"void f{i}(void) {{ {s}; }}\n" for i, (_, s) in enumerate(c_calls))
