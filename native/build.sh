@@ -18,7 +18,7 @@ build() { # CC BITS HOOK_SOURCE [extra flags...]
   local cc=$1 bits=$2 hook=$3
   shift 3
   "$cc" "${flags[@]}" "$@" -I"$here/common" -shared -o "$out/dlltrace_shim$bits.dll" \
-      "$here/shim/dlltrace_shim.c" "$here/shim/$hook" "${common[@]}" -ladvapi32 -lntdll
+      "$here/shim/dlltrace_shim.c" "$here/shim/$hook" "$here/shim/freeze.c" "${common[@]}" -ladvapi32 -lntdll
   "$cc" "${flags[@]}" "$@" -I"$here/common" -o "$out/dlltrace_launch$bits.exe" \
       "$here/launcher/dlltrace_launch.c" "${common[@]}" -lshell32
 }

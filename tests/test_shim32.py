@@ -278,7 +278,7 @@ def test_without_the_x86_shim_a_32bit_child_runs_untraced_with_a_warning(x86_env
 
 def test_api_start_in_a_32bit_process_while_other_threads_load(x86_env, tmp_path):
     """The x86 shim loaded late (LoadLibraryW + dlltrace_start, no launcher) while four threads loop in
-    LoadLibraryExW: hook_x86.c freezes them (Eip) around the patching, and every load a worker starts after
+    LoadLibraryExW: freeze.c freezes them (Eip in the x86 build) around the patching, and every load a worker starts after
     dlltrace_start returned is recorded whole. (No thread is parked inside a prologue here: Wine's i386 Nt*
     stubs replace exactly one 5-byte instruction, so there is no point inside them to park at.)"""
     out = tmp_path / "api.jsonl"

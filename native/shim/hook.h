@@ -14,4 +14,9 @@ int hook_install(void *target, void *hook, void **orig, unsigned char before[16]
 int hook_begin(void);
 void hook_end(void);
 
+/* (freeze.c, for the hook files) a frozen thread stopped at t+1 .. t+len-1 continues at the same offset in the
+   trampoline; hook_prepare: what the machine's hooks ask of the system before any thread is frozen */
+void hook_move_frozen(unsigned char *t, int len, unsigned char *tramp);
+void hook_prepare(void);
+
 #endif

@@ -13,7 +13,6 @@
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
-#include <tlhelp32.h>
 #ifdef _MSC_VER
 #include <intrin.h>
 #endif
@@ -131,79 +130,7 @@ static void put_absjmp(unsigned char *p, void *dest) {
     *(void **)(p + 6) = dest;
 }
 
-/* ---- freezing the other threads (hook_begin / hook_end) ----------------------------------------
-   While a prologue is rewritten, another thread may be executing it: stopped between two of the
-   displaced instructions, it would resume in the middle of the new jmp. So every other thread of the
-   process is suspended first, and one whose instruction pointer lies inside the bytes being replaced
-   (past their first byte: at offset 0 the new jmp starts where the old instruction did) is moved to the
-   same offset in the trampoline, which holds the same instructions followed by a jmp back. The thread
-   list is VirtualAlloc'd: a suspended thread may hold the heap lock (or the loader lock), so nothing
-   between hook_begin and hook_end may use the heap or the loader. Threads created after the snapshot
-   are not frozen; the one-store patch below covers them where the patch fits in 8 or 16 aligned bytes. */
-typedef struct { HANDLE h; DWORD64 rip; } frozen_t;
-static frozen_t *g_frozen;
-static unsigned g_nfrozen, g_frozen_cap; /* g_frozen_cap: entries in the VirtualAlloc'd list */
-
-static int frozen_add(HANDLE h, DWORD64 rip) {
-    if (g_nfrozen == g_frozen_cap) {
-        unsigned cap = g_frozen_cap ? g_frozen_cap * 2 : 4096 / sizeof(frozen_t);
-        frozen_t *n = (frozen_t *)VirtualAlloc(NULL, cap * sizeof(frozen_t), MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
-        if (!n) return 0;
-        for (unsigned i = 0; i < g_nfrozen; i++) n[i] = g_frozen[i];
-        if (g_frozen) VirtualFree(g_frozen, 0, MEM_RELEASE);
-        g_frozen = n;
-        g_frozen_cap = cap;
-    }
-    g_frozen[g_nfrozen].h = h;
-    g_frozen[g_nfrozen].rip = rip;
-    g_nfrozen++;
-    return 1;
-}
-
-int hook_begin(void) {
-    DWORD self = GetCurrentThreadId(), pid = GetCurrentProcessId();
-    granularity();
-    HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
-    if (snap == INVALID_HANDLE_VALUE) return -1;
-    THREADENTRY32 te;
-    te.dwSize = sizeof(te);
-    for (BOOL more = Thread32First(snap, &te); more; te.dwSize = sizeof(te), more = Thread32Next(snap, &te)) {
-        if (te.dwSize < FIELD_OFFSET(THREADENTRY32, th32OwnerProcessID) + sizeof(DWORD)) continue;
-        if (te.th32OwnerProcessID != pid || te.th32ThreadID == self) continue;
-        HANDLE h = OpenThread(THREAD_SUSPEND_RESUME | THREAD_GET_CONTEXT | THREAD_SET_CONTEXT, FALSE, te.th32ThreadID);
-        if (!h) continue; /* gone meanwhile */
-        if (SuspendThread(h) == (DWORD)-1) { CloseHandle(h); continue; }
-        /* SuspendThread may return before the thread has stopped; GetThreadContext waits for it */
-        CONTEXT c;
-        c.ContextFlags = CONTEXT_CONTROL;
-        DWORD64 rip = GetThreadContext(h, &c) ? c.Rip : 0;
-        if (!frozen_add(h, rip)) { ResumeThread(h); CloseHandle(h); break; }
-    }
-    CloseHandle(snap);
-    return (int)g_nfrozen;
-}
-
-void hook_end(void) {
-    for (unsigned i = 0; i < g_nfrozen; i++) {
-        ResumeThread(g_frozen[i].h);
-        CloseHandle(g_frozen[i].h);
-    }
-    g_nfrozen = 0;
-}
-
-/* a frozen thread stopped at t+1 .. t+len-1 continues at the same offset in the trampoline */
-static void move_ips(unsigned char *t, int len, unsigned char *tramp) {
-    for (unsigned i = 0; i < g_nfrozen; i++) {
-        DWORD64 rip = g_frozen[i].rip;
-        if (rip <= (DWORD64)(ULONG_PTR)t || rip >= (DWORD64)(ULONG_PTR)(t + len)) continue;
-        CONTEXT c;
-        c.ContextFlags = CONTEXT_CONTROL;
-        if (!GetThreadContext(g_frozen[i].h, &c) || c.Rip != rip) continue;
-        c.Rip = (DWORD64)(ULONG_PTR)(tramp + (rip - (DWORD64)(ULONG_PTR)t));
-        if (SetThreadContext(g_frozen[i].h, &c)) g_frozen[i].rip = c.Rip;
-    }
-}
-
+/* ---- freezing the other threads (hook_begin / hook_end): freeze.c, shared with hook_x86.c -------- */
 /* 16 bytes at a 16-aligned dst in one locked cmpxchg16b */
 static void store16(unsigned char *dst, const unsigned char *src) {
     ULONGLONG lo = *(const ULONGLONG *)src, hi = *(const ULONGLONG *)(src + 8);
@@ -222,6 +149,8 @@ static void store16(unsigned char *dst, const unsigned char *src) {
     } while (!done);
 #endif
 }
+
+void hook_prepare(void) { granularity(); }
 
 int hook_install(void *target, void *hook, void **orig, unsigned char before[16]) {
     unsigned char *t = (unsigned char *)target;
@@ -251,7 +180,7 @@ int hook_install(void *target, void *hook, void **orig, unsigned char before[16]
     *(LONG *)(patch + 1) = rel;
     for (int i = 5; i < len; i++) patch[i] = 0x90;
     for (int i = len; i < plen; i++) patch[i] = t[i];
-    move_ips(t, len, tramp);
+    hook_move_frozen(t, len, tramp);
     InterlockedExchangePointer(orig, tramp); /* set before the jmp can be taken (a full barrier) */
     /* one store, so a thread that was not frozen never sees half a jmp */
     if (plen == 8) {

@@ -21,7 +21,6 @@
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
-#include <tlhelp32.h>
 #include "hook.h"
 
 static int modrm_len(const unsigned char *p) {
@@ -98,69 +97,7 @@ static void put_jmp(unsigned char *p, const void *dest) { /* jmp rel32 (reaches 
     *(LONG *)(p + 1) = (LONG)((ULONG_PTR)dest - (ULONG_PTR)(p + 5));
 }
 
-/* ---- freezing the other threads (hook_begin / hook_end): as hook_x64.c, with Eip ----------------- */
-typedef struct { HANDLE h; DWORD eip; } frozen_t;
-static frozen_t *g_frozen;
-static unsigned g_nfrozen, g_frozen_cap; /* g_frozen_cap: entries in the VirtualAlloc'd list */
-
-static int frozen_add(HANDLE h, DWORD eip) {
-    if (g_nfrozen == g_frozen_cap) {
-        unsigned cap = g_frozen_cap ? g_frozen_cap * 2 : 4096 / sizeof(frozen_t);
-        frozen_t *n = (frozen_t *)VirtualAlloc(NULL, cap * sizeof(frozen_t), MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
-        if (!n) return 0;
-        for (unsigned i = 0; i < g_nfrozen; i++) n[i] = g_frozen[i];
-        if (g_frozen) VirtualFree(g_frozen, 0, MEM_RELEASE);
-        g_frozen = n;
-        g_frozen_cap = cap;
-    }
-    g_frozen[g_nfrozen].h = h;
-    g_frozen[g_nfrozen].eip = eip;
-    g_nfrozen++;
-    return 1;
-}
-
-int hook_begin(void) {
-    DWORD self = GetCurrentThreadId(), pid = GetCurrentProcessId();
-    HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
-    if (snap == INVALID_HANDLE_VALUE) return -1;
-    THREADENTRY32 te;
-    te.dwSize = sizeof(te);
-    for (BOOL more = Thread32First(snap, &te); more; te.dwSize = sizeof(te), more = Thread32Next(snap, &te)) {
-        if (te.dwSize < FIELD_OFFSET(THREADENTRY32, th32OwnerProcessID) + sizeof(DWORD)) continue;
-        if (te.th32OwnerProcessID != pid || te.th32ThreadID == self) continue;
-        HANDLE h = OpenThread(THREAD_SUSPEND_RESUME | THREAD_GET_CONTEXT | THREAD_SET_CONTEXT, FALSE, te.th32ThreadID);
-        if (!h) continue; /* gone meanwhile */
-        if (SuspendThread(h) == (DWORD)-1) { CloseHandle(h); continue; }
-        /* SuspendThread may return before the thread has stopped; GetThreadContext waits for it */
-        CONTEXT c;
-        c.ContextFlags = CONTEXT_CONTROL;
-        DWORD eip = GetThreadContext(h, &c) ? c.Eip : 0;
-        if (!frozen_add(h, eip)) { ResumeThread(h); CloseHandle(h); break; }
-    }
-    CloseHandle(snap);
-    return (int)g_nfrozen;
-}
-
-void hook_end(void) {
-    for (unsigned i = 0; i < g_nfrozen; i++) {
-        ResumeThread(g_frozen[i].h);
-        CloseHandle(g_frozen[i].h);
-    }
-    g_nfrozen = 0;
-}
-
-/* a frozen thread stopped at t+1 .. t+len-1 continues at the same offset in the trampoline */
-static void move_ips(unsigned char *t, int len, unsigned char *tramp) {
-    for (unsigned i = 0; i < g_nfrozen; i++) {
-        DWORD eip = g_frozen[i].eip;
-        if (eip <= (DWORD)(ULONG_PTR)t || eip >= (DWORD)(ULONG_PTR)(t + len)) continue;
-        CONTEXT c;
-        c.ContextFlags = CONTEXT_CONTROL;
-        if (!GetThreadContext(g_frozen[i].h, &c) || c.Eip != eip) continue;
-        c.Eip = (DWORD)(ULONG_PTR)(tramp + (eip - (DWORD)(ULONG_PTR)t));
-        if (SetThreadContext(g_frozen[i].h, &c)) g_frozen[i].eip = c.Eip;
-    }
-}
+void hook_prepare(void) {} /* (nothing: trampolines are allocated anywhere) */
 
 int hook_install(void *target, void *hook, void **orig, unsigned char before[16]) {
     unsigned char *t = (unsigned char *)target;
@@ -191,7 +128,7 @@ int hook_install(void *target, void *hook, void **orig, unsigned char before[16]
     at[0] = 0xE9;
     *(LONG *)(at + 1) = (LONG)((ULONG_PTR)hook - (ULONG_PTR)(t + 5));
     for (int i = 5; i < len; i++) at[i] = 0x90;
-    move_ips(t, len, tramp);
+    hook_move_frozen(t, len, tramp);
     InterlockedExchangePointer(orig, tramp); /* set before the jmp can be taken (a full barrier) */
     if (one_store) {
         /* one store, so a thread that was not frozen never sees half a jmp */
