@@ -23,7 +23,6 @@ import os
 import secrets
 import shutil
 import string
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -69,20 +68,7 @@ def api_sets(pool, tmp_path_factory):
 @pytest.fixture(scope="session")
 def wine_runs(pool):
     """Run every generated case under wine64 (each case its own process), once per session."""
-    drive_c = winetools.drive_c()
-    outside: list = []
-    try:
-        for case in CASES:
-            outside += kit.materialize(case, pool, drive_c)
-
-        def run(case):
-            return case.ident, kit.run_host(case.exe, case.ops)
-
-        with ThreadPoolExecutor(max_workers=max(1, JOBS)) as ex:
-            runs = dict(ex.map(run, CASES))
-    finally:
-        kit.remove_files(outside)
-    return runs
+    return kit.run_cases(CASES, pool, JOBS)
 
 
 # ----------------------------------------------------------------------------- comparing

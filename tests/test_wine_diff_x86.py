@@ -24,7 +24,6 @@ import random
 import secrets
 import shutil
 import string
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -113,20 +112,7 @@ def api_sets32(pool32, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def wine_runs32(pool32):
-    drive_c = winetools.drive_c()
-    outside: list = []
-    try:
-        for case in CASES:
-            outside += kit.materialize(case, pool32, drive_c)
-
-        def run(case):
-            return case.ident, kit.run_host(case.exe, case.ops)
-
-        with ThreadPoolExecutor(max_workers=max(1, JOBS)) as ex:
-            runs = dict(ex.map(run, CASES))
-    finally:
-        kit.remove_files(outside)
-    return runs
+    return kit.run_cases(CASES, pool32, JOBS)
 
 
 @pytest.fixture(scope="session")

@@ -101,7 +101,7 @@ def pool_key() -> str:
     h.update(Path(__file__).read_bytes())  # the build recipe below
     h.update(_tool_version(winetools.CC64).encode())
     h.update(_tool_version(winetools.CC32).encode())
-    h.update(_tool_version(DLLTOOL64).encode())
+    h.update(_tool_version(DLLTOOL[64]).encode())
     return h.hexdigest()[:16]
 
 
@@ -119,9 +119,17 @@ class Pool:
         return self.dll[(role, variant)].read_bytes()
 
 
-def _pool_from(root: Path) -> Pool:
+# The host's own machine, and the other one (a case's "x86" variant: the wrong machine for that host): the 64-bit
+# pool's "ok" DLLs are x64 builds and its wrong ones i686 builds; the 32-bit pool's (tests/test_wine_diff_x86.py)
+# the reverse, with an i686 loadhost.exe. So a case's variants mean the same for either host.
+MACHINE_DIRS = {64: ("x64", "x86"), 32: ("x86", "x64")}
+DLLTOOL = {64: "x86_64-w64-mingw32-dlltool", 32: "i686-w64-mingw32-dlltool"}
+
+
+def _pool_from(root: Path, bits: int = 64) -> Pool:
+    own, other = MACHINE_DIRS[bits]
     dll = {}
-    for variant, sub in (("ok", "x64"), ("x86", "x86")):
+    for variant, sub in (("ok", own), ("x86", other)):
         for r in ROLES:
             dll[(r, variant)] = root / sub / f"{dll_base(r, PLACEHOLDER)}.dll"
     dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
@@ -131,116 +139,60 @@ def _pool_from(root: Path) -> Pool:
     return Pool(root=root, host=root / "loadhost.exe", dll=dll)
 
 
-DLLTOOL64 = "x86_64-w64-mingw32-dlltool"
-
-
-def _import_library(def_file: Path, out: Path) -> Path:
-    r = subprocess.run([DLLTOOL64, "-d", str(def_file), "-l", str(out)], capture_output=True, text=True)
+def _import_library(def_file: Path, out: Path, bits: int = 64) -> Path:
+    r = subprocess.run([DLLTOOL[bits], "-d", str(def_file), "-l", str(out)], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"{DLLTOOL64} -d {def_file} failed:\n{r.stderr}")
+        raise RuntimeError(f"{DLLTOOL[bits]} -d {def_file} failed:\n{r.stderr}")
     return out
 
 
-def build_pool(cache: Path | None = None) -> Pool:
-    """Compile the host and the fixture DLLs (once; cached by source/compiler hash)."""
+def build_pool(cache: Path | None = None, bits: int = 64) -> Pool:
+    """Compile the host and the fixture DLLs (once; cached by source/compiler hash) for a host of `bits` (64: x64;
+    32: i686, tests/test_wine_diff_x86.py): every fixture DLL built for the host's machine and for the other one
+    (the wrong machine), and the DllMain-FALSE leaf, the two-imports DLL in the other order, the API-set leaves and
+    loadhost.exe for the host's machine."""
     cache = cache or (winetools.CACHE / "wine-diff")
-    root = cache / pool_key()
+    root = cache / (pool_key() + ("" if bits == 64 else "-x86"))
     if (root / "done").exists():
-        return _pool_from(root)
+        return _pool_from(root, bits)
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
+    tmp = Path(tempfile.mkdtemp(prefix="build-" if bits == 64 else "build32-", dir=cache))
     cc = winetools.mingw_compile
-    for sub, bits, defs in (("x64", 64, []), ("x86", 32, []), ("initfail", 64, ["-DLEAF_INIT_FAILS"])):
+    own, other = MACHINE_DIRS[bits]
+    for sub, b, defs in ((own, bits, []), (other, 96 - bits, []), ("initfail", bits, ["-DLEAF_INIT_FAILS"])):
         d = tmp / sub
         d.mkdir()
-        leaf = cc([FIXTURES / "leaf.c"], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=bits, extra=defs)
+        leaf = cc([FIXTURES / "leaf.c"], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=b, extra=defs)
         if sub == "initfail":
             continue
-        mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
-        extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "apiset.c"], d / f"{dll_base('a', PLACEHOLDER)}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=bits)
-        if sub == "x64":  # the same DLL with its two fixture imports in the other order
+        mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=b)
+        cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=b)
+        extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=b)
+        cc([FIXTURES / "apiset.c"], d / f"{dll_base('a', PLACEHOLDER)}.dll", dll=True, bits=b)
+        cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=b)
+        if sub == own:  # the same DLL with its two fixture imports in the other order
             (tmp / "rev").mkdir()
             two = (d / f"{PLACEHOLDER['w']}.dll").read_bytes()
             (tmp / "rev" / f"{PLACEHOLDER['w']}.dll").write_bytes(swap_imports(two, PLACEHOLDER["l"], PLACEHOLDER["x"]))
     for v, (_, _, define, def_file) in API_VARIANTS.items():  # the leaf with an API-set import
         d = tmp / v
         d.mkdir()
-        lib = _import_library(FIXTURES / def_file, d / "libapiset.a")
+        lib = _import_library(FIXTURES / def_file, d / "libapiset.a", bits)
         # the import library before the default ones (strlen: not msvcrt's); no builtin strlen
-        cc([FIXTURES / "leaf.c", lib], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=64,
+        cc([FIXTURES / "leaf.c", lib], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=bits,
            extra=[f"-D{define}", "-fno-builtin"])
-    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=64, extra=["-municode", "-lpsapi"])
+    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=bits, extra=["-municode", "-lpsapi"])
     (tmp / "done").write_text("ok\n")
     try:
         tmp.rename(root)
     except OSError:  # another session finished the same build first
         shutil.rmtree(tmp, ignore_errors=True)
-    return _pool_from(root)
-
-
-DLLTOOL32 = "i686-w64-mingw32-dlltool"
-
-
-def _pool32_from(root: Path) -> Pool:
-    """The 32-bit pool: the same roles and variants, seen from a 32-bit (x86) process: "ok" is the i686 build,
-    "x86" (the wrong machine of the 64-bit pool) the x64 build, so a case's variants mean the same for either
-    host; the host is the i686 loadhost.exe."""
-    dll = {}
-    for variant, sub in (("ok", "x86"), ("x86", "x64")):
-        for r in ROLES:
-            dll[(r, variant)] = root / sub / f"{dll_base(r, PLACEHOLDER)}.dll"
-    dll[("l", "initfail")] = root / "initfail" / f"{PLACEHOLDER['l']}.dll"
-    dll[("w", "rev")] = root / "rev" / f"{PLACEHOLDER['w']}.dll"
-    for v in API_VARIANTS:
-        dll[("l", v)] = root / v / f"{PLACEHOLDER['l']}.dll"
-    return Pool(root=root, host=root / "loadhost.exe", dll=dll)
+    return _pool_from(root, bits)
 
 
 def build_pool32(cache: Path | None = None) -> Pool:
-    """build_pool for a 32-bit host (tests/test_wine_diff_x86.py): every fixture DLL built with i686 mingw (and
-    with x86_64 mingw for the wrong machine), the DllMain-FALSE leaf, the two-imports DLL in the other order and
-    the API-set leaves as i686 builds, and loadhost.exe built with i686 mingw. Cached as build_pool is."""
-    cache = cache or (winetools.CACHE / "wine-diff")
-    root = cache / (pool_key() + "-x86")
-    if (root / "done").exists():
-        return _pool32_from(root)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="build32-", dir=cache))
-    cc = winetools.mingw_compile
-    for sub, bits, defs in (("x86", 32, []), ("x64", 64, []), ("initfail", 32, ["-DLEAF_INIT_FAILS"])):
-        d = tmp / sub
-        d.mkdir()
-        leaf = cc([FIXTURES / "leaf.c"], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=bits, extra=defs)
-        if sub == "initfail":
-            continue
-        mid = cc([FIXTURES / "mid.c", leaf], d / f"{PLACEHOLDER['m']}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "top.c", mid], d / f"{PLACEHOLDER['t']}.dll", dll=True, bits=bits)
-        extra = cc([FIXTURES / "extra.c"], d / f"{PLACEHOLDER['x']}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "apiset.c"], d / f"{dll_base('a', PLACEHOLDER)}.dll", dll=True, bits=bits)
-        cc([FIXTURES / "two.c", leaf, extra], d / f"{PLACEHOLDER['w']}.dll", dll=True, bits=bits)
-        if sub == "x86":
-            (tmp / "rev").mkdir()
-            two = (d / f"{PLACEHOLDER['w']}.dll").read_bytes()
-            (tmp / "rev" / f"{PLACEHOLDER['w']}.dll").write_bytes(swap_imports(two, PLACEHOLDER["l"], PLACEHOLDER["x"]))
-    for v, (_, _, define, def_file) in API_VARIANTS.items():
-        d = tmp / v
-        d.mkdir()
-        lib = d / "libapiset.a"
-        r = subprocess.run([DLLTOOL32, "-d", str(FIXTURES / def_file), "-l", str(lib)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"{DLLTOOL32} -d {def_file} failed:\n{r.stderr}")
-        cc([FIXTURES / "leaf.c", lib], d / f"{PLACEHOLDER['l']}.dll", dll=True, bits=32,
-           extra=[f"-D{define}", "-fno-builtin"])
-    cc([FIXTURES / "loadhost.c"], tmp / "loadhost.exe", bits=32, extra=["-municode", "-lpsapi"])
-    (tmp / "done").write_text("ok\n")
-    try:
-        tmp.rename(root)
-    except OSError:  # another session finished the same build first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return _pool32_from(root)
+    """The pool for a 32-bit (x86) host: build_pool(bits=32)."""
+    return build_pool(cache, 32)
 
 
 def _import_descriptors(data: bytes) -> list:
@@ -518,3 +470,24 @@ def remove_stale_case_dirs(base: Path, keep: str, older_than: float = 3600) -> N
                 shutil.rmtree(d, ignore_errors=True)
         except OSError:
             pass
+
+
+def run_cases(cases, pool: Pool, jobs: int) -> dict:
+    """Every generated case run by the pool's host under Wine (each case its own process, `jobs` at a time), its
+    files put on the prefix's C: drive first and those outside the case's own folder removed after: case.ident ->
+    run_host's result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    drive_c = winetools.drive_c()
+    outside: list = []
+    try:
+        for case in cases:
+            outside += materialize(case, pool, drive_c)
+
+        def run(case):
+            return case.ident, run_host(case.exe, case.ops)
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            return dict(ex.map(run, cases))
+    finally:
+        remove_files(outside)
