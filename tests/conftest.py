@@ -14,12 +14,17 @@ import winetools  # noqa: E402  (needs the paths above)
 # says PYTHONDONTWRITEBYTECODE (measured here: 0.9 s a `report` against 0.25 s with bytecode kept): their bytecode
 # goes to the test cache instead (PYTHONPYCACHEPREFIX: never into the checkout; a cold run starts it empty).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-# pytest-xdist's workers are started with COLUMNS=80 and LINES=24 (execnet), which a plain pytest run has not: a
-# `dlltrace` child writing to a pipe would then fold its lines at 80 (rich reads COLUMNS). A test that wants a
-# width sets it itself.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.pop("COLUMNS", None)
-    os.environ.pop("LINES", None)
+# No COLUMNS or LINES for the tests' children: pytest-xdist's workers are started with COLUMNS=80 and LINES=24
+# (execnet), and a plain pytest run hands its children COLUMNS=80 in the process's C environment though os.environ
+# has none; a `dlltrace` child writing to a pipe would then lay its output out for 80 columns (rich and
+# render/terminal.py read COLUMNS). A test that wants a width sets it itself.
+def _no_terminal_size() -> None:
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        os.unsetenv(name)
+
+
+_no_terminal_size()
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(winetools.CACHE / "pycache"))
 
 # ----------------------------------------------------------------------------- summary lines
@@ -34,6 +39,7 @@ SUMMARY_ORDER = ("wine differential", "real-binary corpus", "process start")
 
 def pytest_configure(config):
     config.stash[SUMMARY_KEY] = {}
+    _no_terminal_size()  # (again, after the plugins: see above)
 
 
 @pytest.fixture(scope="session")

@@ -19,13 +19,11 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 
-import realwheels
+from test_static import as_json, wheel  # (a --json document checked against static-v1.json; a real wheel)
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "static-v1.json").read_text(encoding="utf-8"))
 REQUIRED_WORDS = "not checked: torch is required but not given; pass its wheel or --assume-installed torch"
 
 
@@ -33,16 +31,6 @@ def dlltrace(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dlltrace", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=900)
 
-
-def as_json(run: subprocess.CompletedProcess) -> dict:
-    assert run.stdout.startswith("{"), run.stderr[-2000:]
-    doc = json.loads(run.stdout)
-    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    return doc
-
-
-def wheel(key: str) -> Path:
-    return realwheels.wheel_or_skip(key)
 
 
 def record_lines(w: Path) -> list[list[str]]:

@@ -178,10 +178,10 @@ def test_a_lie_in_the_zip_is_one_line_and_exit_2_never_1(tmp_path, case, command
     assert_input_error(dlltrace(command, str(w), "--no-cache"), "not a readable wheel (zip)", needle)
 
 
-def test_the_readers_own_errors_are_zip_errors(tmp_path):
-    """read_member on what zip_members accepted: an inflation past the declared size, a bad CRC, a deflate
-    stream cut short, a local header that is not one: each a ZipError, never another exception."""
-    big = os.urandom(3000)
+def each_damaged_member_raises(tmp_path: Path, read, big: bytes) -> None:
+    """`read(wheel, member)` on each member zip_members accepts but whose bytes lie: an inflation past the declared
+    size, a bad CRC (deflated and stored), a deflate stream cut short, a local header that is not one: a ZipError
+    each, never another exception."""
     cases = []
     e = deflated("pkg/x.dll", b"MZ" + big)
     e.usize = 100  # inflates past it
@@ -192,18 +192,27 @@ def test_the_readers_own_errors_are_zip_errors(tmp_path):
     e = deflated("pkg/x.dll", b"MZ" + big)
     e.payload = e.payload[:len(e.payload) // 2]
     cases.append(e)
+    e = stored("pkg/x.dll", b"MZ" + big)
+    e.crc ^= 1
+    cases.append(e)
     for i, e in enumerate(cases):
         w = write_wheel(tmp_path / str(i), zip_bytes([e]))
         (m,) = zip_members(w)
         with pytest.raises(ZipError):
-            read_member(w, m)
+            read(w, m)
     w = write_wheel(tmp_path / "nolocal", zip_bytes([stored("pkg/x.dll", MZ)]))
     (m,) = zip_members(w)
     data = bytearray(w.read_bytes())
     data[0:4] = b"XXXX"
     w.write_bytes(bytes(data))
     with pytest.raises(ZipError, match="no local file header"):
-        read_member(w, m)
+        read(w, m)
+
+
+def test_the_readers_own_errors_are_zip_errors(tmp_path):
+    """read_member on what zip_members accepted: an inflation past the declared size, a bad CRC, a deflate
+    stream cut short, a local header that is not one: each a ZipError, never another exception."""
+    each_damaged_member_raises(tmp_path, read_member, os.urandom(3000))
 
 
 def test_a_sound_zip_is_read_whole_with_its_crc(tmp_path):
@@ -356,31 +365,7 @@ def test_the_streamed_readers_errors_are_zip_errors(tmp_path):
     from dlltrace.worlds.static import member_pe_facts
 
     big = os.urandom(3000)
-    cases = []
-    e = deflated("pkg/x.dll", b"MZ" + big)
-    e.usize = 100
-    cases.append(e)
-    e = deflated("pkg/x.dll", b"MZ" + big)
-    e.crc ^= 1
-    cases.append(e)
-    e = deflated("pkg/x.dll", b"MZ" + big)
-    e.payload = e.payload[:len(e.payload) // 2]
-    cases.append(e)
-    e = stored("pkg/x.dll", b"MZ" + big)
-    e.crc ^= 1
-    cases.append(e)
-    for i, e in enumerate(cases):
-        w = write_wheel(tmp_path / str(i), zip_bytes([e]))
-        (m,) = zip_members(w)
-        with pytest.raises(ZipError):
-            member_pe_facts(w, m)
-    w = write_wheel(tmp_path / "nolocal", zip_bytes([stored("pkg/x.dll", MZ)]))
-    (m,) = zip_members(w)
-    data = bytearray(w.read_bytes())
-    data[0:4] = b"XXXX"
-    w.write_bytes(bytes(data))
-    with pytest.raises(ZipError, match="no local file header"):
-        member_pe_facts(w, m)
+    each_damaged_member_raises(tmp_path, member_pe_facts, big)
     ok = write_wheel(tmp_path / "ok", zip_bytes([deflated("pkg/x.dll", b"MZ" + big), stored("pkg/y.dll", b"ZM" + big)]))
     from dlltrace.pe import pe_facts_from_bytes
     assert [member_pe_facts(ok, m) for m in zip_members(ok)] == [pe_facts_from_bytes(b"MZ" + big),
