@@ -16,6 +16,7 @@ from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
+from dlltrace.render.wrap import Grid, wrap_text
 from dlltrace.diagnosis.static import (CheckResult, CheckRow, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
                                        static_diagnosis)
 
@@ -209,8 +210,6 @@ def _fitter(console: Console) -> Callable[..., Text]:
     def fit(text: Text, taken: int = 0, hang: int = 2, soft: bool = False) -> Text:
         if soft and not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
             return text
-        from dlltrace.render.wrap import wrap_text
-
         return Text("\n").join(wrap_text(text, max(20, console.width - taken), hang))
     return fit
 
@@ -382,8 +381,6 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
                      Text(who + (" (delay-load)" if row.delay_only else ""))))
     if rows and (console.is_terminal or os.environ.get("COLUMNS", "").isdigit()):
         # (a terminal: columns that shrink to its width and never cut a name, else a paragraph a row: render/wrap.py)
-        from dlltrace.render.wrap import Grid
-
         grid = Grid(["left"] * 4, header=[Text(h, style="bold") for h in heads])
         for cells in rows:
             grid.add_row(*cells)
