@@ -120,6 +120,8 @@ def traced(tmp_path: Path, *ops: str, name: str = "t.jsonl", **env: str):
     out = tmp_path / name
     r = winetools.run_wine([str(LAUNCHER), HOST, *ops],
                            extra_env={"DLLTRACE_TRACE": winetools.to_windows(out), "LC_ALL": "C.UTF-8", **env})
+    # (a run that left no trace says what Wine and the launcher printed: seen once in a cold CI run, in a worker)
+    assert out.exists(), (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
     return r, read_trace(out)
 
 
