@@ -58,6 +58,24 @@ def test_run_and_report_name_libcudart_as_the_leaf_with_every_folder_and_its_rul
     assert len(folders) >= 2 and all(f"  {f}  " in text for f in folders), (folders, text)
     md = dlltrace("report", "t.jsonl", "--markdown", cwd=tmp_path).stdout
     assert md.startswith("## dlltrace ─ 1 failed load") and "libcudart.so.11.0 was not found" in md
+    a_terminal_gets_the_report_wrapped(tmp_path, text)
+
+
+def a_terminal_gets_the_report_wrapped(tmp_path: Path, text: str) -> None:
+    """On a terminal (here `--color always`, as wide as COLUMNS says) the Linux report is the pipe's text
+    wrapped: no line wider than the terminal but a piece no break can narrow, the same unbreakable pieces in
+    the same order (no name cut), each continuation indented; a pipe gets the lines whole."""
+    from dlltrace.render.wrap import units
+
+    assert max(map(len, text.splitlines())) > 60  # (the pipe's lines are whole: some are wider than 60)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "COLUMNS": "60"}
+    narrow = subprocess.run([sys.executable, "-m", "dlltrace", "report", "t.jsonl", "--color", "always"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300).stdout
+    assert "\x1b[" not in narrow  # (no style: the Linux report is plain words)
+    pieces = [u for line in narrow.splitlines() for u in units(line)]
+    assert pieces == [u for line in text.splitlines() for u in units(line)]
+    assert all(len(line) <= 60 or len(units(line)) == 1 for line in narrow.splitlines()), narrow
+    assert len(narrow.splitlines()) > len(text.splitlines())
 
 
 def test_a_failure_the_program_went_past_is_not_the_failure(tmp_path):

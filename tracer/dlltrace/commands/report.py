@@ -72,14 +72,20 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
         print(red.text(line) if red else line, file=sys.stderr)
     if trace.header.platform == "linux":  # .so loads: the ld.so model (render/linux.py)
         from dlltrace.render.linux import linux_json, linux_text
+        from dlltrace.render.wrap import wrap_plain
 
         if not any(trace.of("audit_start")) and not any(trace.of("fork")):
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
         out = linux_json(trace) if args.json else linux_text(trace, md=args.markdown, everything=args.all)
+        out = redact(out, red) if red else out
         if getattr(args, "output", None):
-            write_output(args.output, (redact(out, red) if red else out) + "\n")
+            write_output(args.output, out + "\n")
+        elif not args.json and not args.markdown and styled_output(getattr(args, "color", "auto")):
+            # (a terminal, or --color always: wrapped to its width, after the redaction, render/wrap.py; a pipe
+            # gets whole lines)
+            print(wrap_plain(out, terminal_console(getattr(args, "color", "auto")).width))
         else:
-            print(redact(out, red) if red else out)
+            print(out)
         return EXIT_BAD_TRACE if trace.warnings else 0
     # (a run whose program never ran has no traced process, and its `exit` events say so: reported)
     if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):

@@ -106,7 +106,12 @@ def execute(args: argparse.Namespace) -> int:
     if trace.header.platform == "linux":
         from dlltrace.render.linux import linux_text
 
-        print(linux_text(trace, saved=True), file=sys.stderr)
+        text, color = linux_text(trace, saved=True), getattr(args, "color", "auto")
+        if styled_output(color, sys.stderr):  # (a terminal: wrapped to its width, render/wrap.py)
+            from dlltrace.render.wrap import wrap_plain
+
+            text = wrap_plain(text, terminal_console(color, sys.stderr).width)
+        print(text, file=sys.stderr)
     elif styled_output(getattr(args, "color", "auto"), sys.stderr):  # (a terminal: wrapped, in colour; render/terminal.py)
         from dlltrace.render.explained import print_blocks
         from dlltrace.render.summary import summary_blocks

@@ -121,6 +121,15 @@ def wrap_ranges(text: str, width: int, hang: Optional[int] = None) -> list[Line]
     return out
 
 
+def wrap_plain(text: str, width: int) -> str:
+    """Plain lines (the Linux report, render/linux.py) wrapped to `width` cells, line by line (wrap_ranges:
+    each line's continuation under its own indent + 2, at spaces and path separators, never inside a name)."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out += [" " * ln.indent + line[ln.start:ln.end] for ln in wrap_ranges(line, width)]
+    return "\n".join(out)
+
+
 def _cut(text: str, ws: int, we: int, room: int, overflow: bool = True) -> int:
     """Where the word text[ws:we] is cut to fit `room` cells: after the last separator that fits; none fits:
     after the first one (`overflow`: the piece stands alone), or ws (nothing of it fits)."""
