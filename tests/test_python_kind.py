@@ -38,7 +38,7 @@ def test_rule_python_kind(py, kind):
     assert python_kind(py) == kind
 
 
-def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True) -> str:
+def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True, user_site=None, old_trace=False) -> str:
     """The text and Markdown reports of a Python extension import that fails on cublas64_12.dll (pip's
     nvidia-cublas-cu12 ships it), in a Python of the given kind."""
     h = hw()
@@ -46,8 +46,9 @@ def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True) -> str:
     pyd = site + "\\pkg\\_ext.cp311-win_amd64.pyd"
     w = h.Writer(exe, "C:\\work", [prefix, h.SYS32], [h.SYS32 + "\\kernel32.dll", prefix + "\\python311.dll"], [exe, "app.py"])
     w.ev("py_env", version="3.11.9", implementation="cpython", executable=exe, prefix=prefix, base_prefix=prefix,
-         exec_prefix=prefix, bits=64, conda=False, conda_prefix=None, sys_path=[prefix + "\\python311.zip", prefix, site],
-         pth=pth)
+         exec_prefix=prefix, bits=64, conda=False, conda_prefix=None,
+         sys_path=[prefix + "\\python311.zip", prefix, *([user_site] if user_site else []), site], pth=pth,
+         **({} if old_trace else {"user_site": user_site}))
     w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": site, "files": [], "loaders": []}] if pip else [],
          conda=[], conda_prefix=None, cut=False)
     w.failed_import("pkg._ext", pyd, "cublas64_12.dll", [site + "\\pkg", prefix, h.SYS32])
@@ -78,6 +79,39 @@ def test_rule_no_copy_into_a_store_pythons_folder(tmp_path, capsys):
     assert "into C:\\Program Files\\WindowsApps" not in out and "add_dll_directory" in out, out
     out = report(tmp_path, capsys, "C:\\Python311\\python.exe", "C:\\Python311")
     assert "(64-bit)" in out
+
+
+STORE = "C:\\Program Files\\WindowsApps\\PythonSoftwareFoundation.Python.3.11_3.11.2544.0_x64__qbz5n2kfra8p0"
+USER_SITE = ("C:\\Users\\u\\AppData\\Local\\Packages\\PythonSoftwareFoundation.Python.3.11_qbz5n2kfra8p0\\LocalCache\\"
+             "local-packages\\Python311\\site-packages")
+
+
+@pytest.mark.parametrize("old_trace", [False, True], ids=["user_site", "sys_path"])
+def test_rule_store_python_installs_into_its_user_site(tmp_path, capsys, old_trace):
+    """A Store Python's pip installs into the user site (its own folder is read-only): the install fix says so, and
+    names the folder the wheel's DLL lands in there, not under WindowsApps; from py_env's user_site, or (a trace made
+    before it was recorded) from sys.path's LocalCache\\local-packages entry."""
+    out = report(tmp_path, capsys, STORE + "\\python3.11.exe", STORE, user_site=USER_SITE, old_trace=old_trace)
+    assert "pip install nvidia-cublas-cu12" in out, out
+    assert (f"this Store Python's own folder cannot be written, so pip installs into your user site, {USER_SITE}: "
+            f"it puts cublas64_12.dll in {USER_SITE}\\nvidia\\cublas\\bin") in out, out
+    assert "in C:\\Program Files\\WindowsApps" not in out, out
+    # a full install's pip installs into its own site-packages, user site or not
+    out = report(tmp_path, capsys, "C:\\Python311\\python.exe", "C:\\Python311", user_site=USER_SITE)
+    assert "it puts cublas64_12.dll in C:\\Python311\\Lib\\site-packages\\nvidia\\cublas\\bin" in out, out
+    assert "user site" not in out
+
+
+def test_the_bootstrap_records_the_user_site(monkeypatch):
+    import site
+
+    from dlltrace.trace import shim
+
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(site, "USER_SITE", "/home/u/.local/lib/python3.11/site-packages")
+    assert shim.python_env_fields()["user_site"] == "/home/u/.local/lib/python3.11/site-packages"
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)  # (-s, PYTHONNOUSERSITE, a venv)
+    assert shim.python_env_fields()["user_site"] is None
 
 
 def test_the_bootstrap_records_the_pth_of_an_embeddable_python(tmp_path, monkeypatch):

@@ -399,7 +399,7 @@ def test_the_owners_index_is_redacted_like_every_path(tmp_path):
 
     site = "/home/zarathustra/venv/lib/python3.11/site-packages"
     events = [{"ev": "py_env", "pid": 1, "tid": 1, "seq": 1, "t": 1, "prefix": "/home/zarathustra/venv",
-               "sys_path": [site]},
+               "sys_path": [site], "user_site": "C:\\Users\\zarathustra the 2nd\\AppData\\Local\\Packages\\x"},
               {"ev": "py_dists", "pid": 1, "tid": 1, "seq": 2, "t": 2, "cut": False, "conda": [], "conda_prefix": None,
                "dists": [{"name": "numpy", "version": "2.1.3", "site": site, "files": ["numpy.libs/libscipy_openblas.so"]}]}]
     t = T(path=str(tmp_path / "t.jsonl"), header=None, events=events)  # type: ignore[arg-type]

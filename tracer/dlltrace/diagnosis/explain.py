@@ -125,7 +125,8 @@ def is_python(process: ProcessState, res: Optional[CallResult] = None) -> bool:
 def package_roots(res: CallResult, process: ProcessState) -> tuple[str, list[str]]:
     """(prefix, [site-packages folders]) of the process: sys.prefix is python.exe's folder (a venv's
     root when python.exe is in Scripts); site-packages are those on the paths of the call (its name,
-    its modules, the DLL that made a run-time load), else prefix\\Lib\\site-packages."""
+    its modules, the DLL that made a run-time load), else prefix\\Lib\\site-packages; a Store Python's user site
+    first (replay.rule_store_python_installs_into_its_user_site: where its pip installs)."""
     exe_dir = winpath.dirname(process.exe)
     prefix = winpath.dirname(exe_dir) if winpath.basename(exe_dir).lower() == "scripts" else exe_dir
     sites: list[str] = []
@@ -140,6 +141,8 @@ def package_roots(res: CallResult, process: ProcessState) -> tuple[str, list[str
                 sites.append(site)
             if len(sites) >= 4:  # (enough: a process has one or two)
                 break
+    if process.python_kind == "store" and process.pip_site:  # (its pip installs into the user site: first)
+        sites = [process.pip_site, *(s for s in sites if not winpath.same(s, process.pip_site))]
     if not sites:
         sites.append(winpath.join(prefix, "Lib", "site-packages"))
     return prefix, sites
@@ -415,6 +418,9 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             path = winpath.join(folder, name)
             base = Fix("install", "install_package", name=name, package=prov.requirement or prov.package, folder=folder,
                        path=path, exe=(process.launcher or process.exe) if is_python(process, call) else "")
+            if process.python_kind == "store" and process.pip_site and winpath.key(folder).startswith(
+                    winpath.key(process.pip_site) + "\\"):
+                base = dataclasses.replace(base, value="user_site", dest=process.pip_site)  # (its pip's own choice)
             if process.python_kind == "embeddable" and not process.pip_site:
                 # (python.org's embeddable Python has no pip: another Python of its version installs into the folder
                 # the wheel's files go under, which its ._pth must list)

@@ -163,12 +163,33 @@ def native_system32(recorded: str, windows: str, process_machine: str) -> str:
 
 
 def pip_site(trace: Trace, pid: int, py: dict) -> str:
-    """The site-packages folder the traced Python's own pip installs into: where its pip distribution is (py_dists);
-    "" when it has no pip (python.org's embeddable Python comes without) or the trace does not say."""
+    """The site-packages folder the traced Python's own pip installs into: a Microsoft Store Python's user site
+    (rule_store_python_installs_into_its_user_site), else where its pip distribution is (py_dists); "" when it has
+    no pip (python.org's embeddable Python comes without) or the trace does not say."""
+    user = rule_store_python_installs_into_its_user_site(py)
+    if user:
+        return user
     for e in trace.of("py_dists", pid=pid):
         for d in e.get("dists") or ():
             if str(d.get("name") or "").lower() == "pip" and isinstance(d.get("site"), str):
                 return winpath.normalize(d["site"])
+    return ""
+
+
+def rule_store_python_installs_into_its_user_site(py: Optional[dict]) -> str:
+    """A Microsoft Store Python's own folder (under WindowsApps) cannot be written, so its pip installs into the
+    user site (pip's "Defaulting to user installation because normal site-packages is not writeable"): the
+    user_site its py_env recorded (site.USER_SITE: LocalCache\\local-packages\\PythonXY\\site-packages of the
+    app's folder); else the entry of sys.path under LocalCache\\local-packages (a trace made before user_site was
+    recorded). "" for any other Python (a venv made from the Store's Python installs into the venv)."""
+    if python_kind(py) != "store" or not py:
+        return ""
+    user = py.get("user_site")
+    if isinstance(user, str) and user:
+        return winpath.normalize(user)
+    for p in py.get("sys_path") or ():
+        if isinstance(p, str) and "\\localcache\\local-packages\\" in winpath.key(p) and winpath.key(p).endswith("\\site-packages"):
+            return winpath.normalize(p)
     return ""
 
 

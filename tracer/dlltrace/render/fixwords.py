@@ -252,6 +252,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
                 f"{f.dest} (which the embeddable Python's ._pth must list): "
                 + code(f'python -m pip install --target "{f.dest}" {pip_args(pkg, True)}')
                 + f" (it puts {f.name} in {f.folder})")
+    if a == "install_package" and f.value == "user_site":  # (a Store Python: pip installs into the user site)
+        return (f"{pip_install(f, code)} (this Store Python's own folder cannot be written, so pip installs into your "
+                f"user site, {f.dest}: it puts {f.name} in {f.folder})")
     if a == "install_package":
         return f"{pip_install(f, code)} (it puts {f.name} in {f.folder})"
     if a == "change_flags":

@@ -63,7 +63,7 @@ NOT_PROFILES = frozenset({"public", "default", "default user", "all users", "def
 # fields that are whole paths (or ;-lists of paths): a profile folder in them may hold spaces
 PATH_KEYS = frozenset({"path", "exe", "cwd", "name", "caller", "shim", "executable", "prefix", "base_prefix",
                        "exec_prefix", "conda_prefix", "system32", "windows", "modules", "sys_path", "dll_directory",
-                       "app", "user_dirs", "value", "installed_at", "source", "site"})
+                       "app", "user_dirs", "value", "installed_at", "source", "site", "user_site"})
 # fields whose values are words of the trace format, never the user's (left as they are)
 # (and `pe`: the facts read from inside a binary, its imports and exports, never a path)
 FORMAT_KEYS = frozenset({"ev", "api", "op", "kind", "reason", "why", "via", "machine", "format", "handle", "base",

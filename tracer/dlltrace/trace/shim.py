@@ -256,7 +256,19 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
         "conda_prefix": conda_prefix,
         "sys_path": [p for p in sys.path if isinstance(p, str)],
         "pth": _pth_file(),
+        "user_site": _user_site(),
     }
+
+
+def _user_site() -> "Optional[str]":
+    """The user site-packages folder, where site made one (site.USER_SITE with ENABLE_USER_SITE true): where pip
+    installs when the Python's own site-packages cannot be written (a Microsoft Store Python's, under
+    WindowsApps: there USER_SITE is the app's LocalCache\\local-packages\\PythonXY\\site-packages); None else."""
+    site = sys.modules.get("site")
+    if site is None or getattr(site, "ENABLE_USER_SITE", None) is not True:
+        return None
+    user = getattr(site, "USER_SITE", None)
+    return user if isinstance(user, str) and user else None
 
 
 def _pth_file() -> "Optional[dict]":
