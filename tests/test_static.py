@@ -568,3 +568,76 @@ def test_member_pe_facts_are_the_facts_of_the_whole_member():
     w = wheel("torch")
     for m in zip_members(w):
         assert worlds_static.member_pe_facts(w, m) == pe_facts_from_bytes(read_member(w, m, magic=b"MZ")), m.filename
+
+
+@pytest.fixture(scope="module")
+def numpy_site(tmp_path_factory) -> Path:
+    """The real numpy 2.1.3 win_amd64 wheel installed as pip installs it: its files and numpy-2.1.3.dist-info (with its
+    RECORD) in a site-packages folder."""
+    site = tmp_path_factory.mktemp("installed") / "site-packages"
+    with zipfile.ZipFile(wheel("numpy")) as z:
+        z.extractall(site)
+    return site
+
+
+def openblas(site: Path) -> Path:
+    (dll,) = (site / "numpy.libs").glob("libscipy_openblas*.dll")
+    return dll
+
+
+def test_rule_record_of_installed_files(numpy_site, tmp_path):
+    """An installed folder is set against its RECORD (issue 23 item 1): numpy's OpenBLAS deleted (as an antivirus
+    quarantines it) is numpy's own file, gone; cut short, it is not the file numpy installed (its sha256 differs from
+    RECORD's); as installed, nothing is said. Each says to reinstall numpy, in text and JSON, for deps and check."""
+    import shutil
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(numpy_site, site)
+    healthy = dlltrace("deps", str(site), "--python", "3.11")
+    assert healthy.returncode == 0 and "RECORD" not in healthy.stdout, healthy.stdout[-2000:]
+    dll = openblas(site)
+    record_path = f"numpy.libs/{dll.name}"
+    data = dll.read_bytes()
+    dll.unlink()
+    gone = dlltrace("deps", str(site), "--python", "3.11")
+    assert gone.returncode == 1, gone.stdout[-2000:]
+    assert (f"numpy 2.1.3's RECORD lists {record_path}, and it is gone: reinstall numpy "
+            "(pip install --force-reinstall --no-deps numpy==2.1.3)") in gone.stdout, gone.stdout[-3000:]
+    doc = as_json(dlltrace("deps", str(site), "--python", "3.11", "--json"))
+    owners = [p["owner"] for a in doc["loads"] for p in a["problems"] if p["kind"] == "missing"]
+    assert owners and all(o == {"dist": "numpy", "version": "2.1.3", "record_path": record_path, "record": "missing"}
+                          for o in owners), owners
+    dll.write_bytes(data[:4096])  # (its headers, cut short: not a PE any more)
+    cut = dlltrace("deps", str(site), "--python", "3.11", "--json")
+    problems = [p for a in as_json(cut)["loads"] for p in a["problems"] if p["dll"] == dll.name]
+    assert problems and all(p["owner"]["record"] == "differs" for p in problems), problems
+    assert all("it is not the file numpy 2.1.3 installed (its sha256 differs from its RECORD's): reinstall numpy"
+               in p["detail"] for p in problems), problems
+    check = as_json(dlltrace("check", str(site), "--python", "3.11", "--json"))
+    bad = [p for p in check["problems"] if p["dll"] == dll.name]
+    assert bad and bad[0]["kind"] == "not_pe" and bad[0]["owner"]["record"] == "differs", check["problems"]
+    # the same bytes written back: as installed, the owner said, nothing wrong with the file
+    dll.write_bytes(data)
+    target = static.open_target(str(site), python="3.11")
+    p = static.rule_record_of_installed_files(target, static.Problem("wrong_machine", dll.name, path=str(
+        target.root + "\\numpy.libs\\" + dll.name)))
+    assert (p.owner, p.owner_version, p.record, p.record_path) == ("numpy", "2.1.3", "", record_path)
+    assert "RECORD" not in p.detail
+
+
+def test_rule_installed_files_are_not_wheels(numpy_site, tmp_path):
+    """numpy 2.1.3's real wheel ships an empty numpy-2.1.3-cp311-cp311-win_amd64.whl at its top (its RECORD lists it),
+    which pip installs into site-packages: `check` of that site-packages checks its DLLs, not that file as a wheel; a
+    .whl no RECORD lists is still a wheel to check, and an empty one a usage error."""
+    installed = numpy_site / "numpy-2.1.3-cp311-cp311-win_amd64.whl"
+    assert installed.exists() and installed.stat().st_size == 0
+    assert static.rule_installed_files_are_not_wheels(str(numpy_site)) == {installed.name}
+    assert static.check_targets(str(numpy_site)) == [str(numpy_site)]
+    run = dlltrace("check", str(numpy_site), "--python", "3.11", "-q")
+    assert run.returncode == 0 and run.stdout.startswith("PASS "), (run.stdout[-2000:], run.stderr[-2000:])
+    stray = tmp_path / "dist"
+    stray.mkdir()
+    (stray / "x-1.0-cp311-cp311-win_amd64.whl").write_bytes(b"")
+    assert static.check_targets(str(stray)) == [str(stray / "x-1.0-cp311-cp311-win_amd64.whl")]
+    bad = dlltrace("check", str(stray))
+    assert bad.returncode == 2 and "not a readable wheel" in bad.stderr, bad.stderr

@@ -36,7 +36,8 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, 
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
-from dlltrace.worlds.static import (FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
+from dlltrace.worlds.static import (RecordEntry, folder_records, record_digest_matches,
+                                   FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
                                     wheel_loaders, wheel_metadata, WHEEL_SUFFIXES, zip_members)
@@ -92,6 +93,8 @@ class Target:
     record_lines: Mapping[str, int] = field(default_factory=dict)  # wheel member -> the line RECORD lists it on
     platform: Literal["windows", "linux", "any"] = "windows"  # what its files are for (a wheel's platform tag)
     elf_members: tuple[str, ...] = ()  # a Linux wheel: its ELF shared objects (members), checked by static_elf.py
+    # an installed folder's: the native files its distributions' RECORDs list, by winpath.key of their model path
+    records: Mapping[str, RecordEntry] = field(default_factory=dict)
 
     # (files, how many, base name (folded) -> its files): made when first asked, again if `files` changes; so
     # file_named is one dict read, not a scan of every file (issue 28: check of 16,000 DLLs took 88 s)
@@ -180,7 +183,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
             raise DlltraceError(f"{given}: no .dll, .pyd or .exe in it: nothing to examine{wheels}", EXIT_USAGE)
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
         loaders = folder_loaders(host) if is_site else folder_loaders(os.path.dirname(host), base)
-        return rule_package_copies(Target(given, "folder", world, files, root, py, "x64", loaders=tuple(loaders)))
+        records = installed_records(host if is_site else os.path.dirname(host), host, py)
+        return rule_package_copies(Target(given, "folder", world, files, root, py, "x64", loaders=tuple(loaders),
+                                          records=records))
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
         raise DlltraceError(f"{given}: not a .whl, a folder, a .dll/.pyd/.exe or an ELF shared object (.so)",
                             EXIT_USAGE)
@@ -190,7 +195,50 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
     files = folder_files(folder, root)  # the file's folder and the folders below it
     world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
     focus = winpath.join(root, os.path.basename(host))
-    return Target(given, "file", world, files, root, py, "x64", focus=focus)
+    return Target(given, "file", world, files, root, py, "x64", focus=focus,
+                  records=installed_records(os.path.dirname(folder), folder, py))
+
+
+def installed_records(site: str, under: str, python: str) -> dict[str, RecordEntry]:
+    """The RECORD entries of the distributions installed in the host folder `site` for the files under `under`,
+    by the key of each file's path in the model (its RECORD path under the model's site-packages)."""
+    model_site = site_packages(python)
+    return {winpath.key(winpath.join(model_site, *e.path.split("/"))): e for e in folder_records(site, under)}
+
+
+def rule_record_of_installed_files(target: Target, p: Problem) -> Problem:
+    """An installed folder's problem set against its distributions' RECORDs (issue 23 item 1): a missing DLL that a
+    RECORD lists is that distribution's own file, gone (deleted, quarantined by an antivirus, a copy cut short); a
+    file that cannot load (not a PE, the wrong machine, an export missing) whose bytes differ from the digest its
+    RECORD gives is not the file that distribution installed (damaged, or written over by another package). Either
+    way reinstalling that distribution puts its file back. A file RECORD lists as it is: only its owner is said."""
+    if not target.records or not p.dll:
+        return p
+    if p.kind == "missing":
+        entry = next((e for e in target.records.values()
+                      if winpath.fold(e.path.rsplit("/", 1)[-1]) == winpath.fold(p.dll) and not os.path.exists(e.host)),
+                     None)
+        if entry is None:
+            return p
+        return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record="missing", record_path=entry.path,
+                                   detail=p.detail + f"; {entry.dist} {entry.version}'s RECORD lists {entry.path}, and "
+                                          f"it is gone: {reinstall_words(entry.dist, entry.version)}")
+    # (deps gives a model path; check a path relative to the target's folder)
+    entry = next((target.records[k] for k in (winpath.key(p.path), winpath.key(winpath.join(target.root, p.path)))
+                  if k in target.records), None) if p.path else None
+    if entry is None or p.kind not in ("not_pe", "wrong_machine", "missing_export", "missing_ordinal"):
+        return p
+    if record_digest_matches(entry) is False:
+        return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record="differs", record_path=entry.path,
+                                   detail=p.detail + f"; it is not the file {entry.dist} {entry.version} installed (its "
+                                          f"{entry.digest.partition('=')[0]} differs from its RECORD's): "
+                                          f"{reinstall_words(entry.dist, entry.version)}")
+    return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record_path=entry.path)
+
+
+def reinstall_words(dist: str, version: str) -> str:
+    pin = f"{dist}=={version}" if version else dist
+    return f"reinstall {dist} (pip install --force-reinstall --no-deps {pin})"
 
 
 def _listdir(host: str) -> list[str]:
@@ -289,6 +337,10 @@ class Problem:
     ordinals: list[int] = field(default_factory=list)
     machine: Optional[str] = None  # wrong_machine: the file's machine
     detail: str = ""  # words for people (made here from the fields above)
+    owner: str = ""  # an installed folder's: the distribution whose RECORD lists the file ("numpy 2.1.3")
+    owner_version: str = ""  # its version
+    record: Literal["", "missing", "differs"] = ""  # that file is gone; its bytes differ from RECORD's digest
+    record_path: str = ""  # the file as that RECORD lists it
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "dll": self.dll, "needed_by": list(self.needed_by),
@@ -297,6 +349,9 @@ class Problem:
         if self.kind == "missing":
             d["searched"] = [{"folder": s.folder, "rule": s.rule} for s in self.searched]
             d["elsewhere"] = list(self.elsewhere)
+        if self.owner:
+            d["owner"] = {"dist": self.owner, "version": self.owner_version, "record_path": self.record_path,
+                          "record": self.record or None}
         if self.exports:
             d["exports"] = list(self.exports)
         if self.ordinals:
@@ -709,6 +764,8 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
         ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded, preloaded_by=eff.preloaded_by)
         a = analyse_load(target, root, ctx)
+        if target.records:
+            a = dataclasses.replace(a, problems=[rule_record_of_installed_files(target, p) for p in a.problems])
         loads.append(a)
         if a.result.tree is not None:
             # (a DLL a package's loader loaded first is "already loaded" here, its own imports unread: it is a root
@@ -969,6 +1026,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                                 detail="the package's CUDA DLL names fit no single CUDA major: "
                                        + ", ".join(f"{r.dll} ({r.klass.label})" for r in rows.values()
                                                    if r.klass.kind == "cuda" and r.klass.cuda_majors)))
+    problems = [rule_record_of_installed_files(target, p) for p in problems]
     return CheckResult(target, opts.allow, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
                        problems, majors, vc_required, vc_bundled, opts)
 
@@ -1035,12 +1093,30 @@ def check_targets(given: str) -> list[str]:
     `dlltrace check dist/`), else the argument itself; a folder with neither is a usage error."""
     if not os.path.isdir(given):
         return [given]
-    wheels = sorted(os.path.join(given, e) for e in _listdir(os.path.abspath(given)) if e.lower().endswith(".whl"))
+    listed = rule_installed_files_are_not_wheels(given)
+    wheels = sorted(os.path.join(given, e) for e in _listdir(os.path.abspath(given))
+                    if e.lower().endswith(".whl") and e not in listed)
     has_pe = any(fn.lower().endswith((".dll", ".pyd", ".exe")) for _, _, fns in os.walk(given) for fn in fns)
     out = ([given] if has_pe else []) + wheels
     if not out:
         raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check", EXIT_USAGE)
     return out
+
+
+def rule_installed_files_are_not_wheels(folder: str) -> frozenset[str]:
+    """The names of the .whl files in an installed site-packages folder that a distribution's RECORD there lists: that
+    distribution's own files, not wheels to check (numpy 2.1.3's win_amd64 wheel ships an empty
+    numpy-2.1.3-cp311-cp311-win_amd64.whl at its top, which pip installs into site-packages)."""
+    out: set[str] = set()
+    for info in (e for e in _listdir(os.path.abspath(folder)) if e.endswith(".dist-info")):
+        try:
+            with open(os.path.join(folder, info, "RECORD"), "rb") as f:
+                text = f.read(16 << 20).decode("utf-8", "replace")
+        except OSError:
+            continue
+        out.update(p for p in (line.partition(",")[0].strip().strip('"') for line in text.splitlines())
+                   if p.lower().endswith(".whl") and "/" not in p)
+    return frozenset(out)
 
 
 def _status(cls: DllClass, target: Target, allowed: tuple[str, ...], name: str = "") -> Status:

@@ -23,6 +23,7 @@ this world, and asks the same simulator again.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import hashlib
 import io
@@ -813,6 +814,67 @@ def folder_loaders(site: Union[str, os.PathLike], only: Optional[str] = None) ->
         except OSError:
             return None
     return loaders_from_files(read, members)
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """A native file an installed distribution's RECORD lists (PEP 376/627: `path,algorithm=digest,size`): whose it
+    is, and what pip wrote there."""
+
+    dist: str  # the distribution, as its .dist-info folder spells it ("numpy")
+    version: str
+    path: str  # as RECORD lists it, relative to the site folder, "/"-separated
+    host: str  # where that is on this disk
+    digest: str  # "sha256=<urlsafe base64, no padding>", "" when RECORD gives none
+
+
+MAX_RECORD_BYTES = 16 << 20  # a RECORD bigger than this is not read (torch's is 2 MB)
+
+
+def folder_records(site: Union[str, os.PathLike], under: Optional[str] = None) -> list[RecordEntry]:
+    """The .dll/.pyd/.exe files the RECORD of each *.dist-info in a host site-packages folder lists (`under`: only
+    those in that host folder and below), in the order RECORD lists them: who owns each, and its hash."""
+    site = os.fspath(site)
+    try:
+        infos = sorted(e for e in os.listdir(site) if e.endswith(".dist-info"))
+    except OSError:
+        return []
+    inside = os.path.normcase(os.path.abspath(under)) + os.sep if under else None
+    out: list[RecordEntry] = []
+    for info in infos:
+        name, _, version = info[: -len(".dist-info")].partition("-")
+        try:
+            with open(os.path.join(site, info, "RECORD"), "rb") as f:
+                text = f.read(MAX_RECORD_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            path, _, rest = line.partition(",")
+            path = path.strip().strip('"')
+            if not path.lower().endswith(PE_SUFFIXES) or path.startswith("/") or ".." in path.split("/"):
+                continue
+            host = os.path.normpath(os.path.join(site, *path.split("/")))
+            if inside is not None and not os.path.normcase(host).startswith(inside):
+                continue
+            digest = rest.split(",", 1)[0].strip()
+            out.append(RecordEntry(name, version, path, host, digest if "=" in digest else ""))
+    return out
+
+
+def record_digest_matches(entry: RecordEntry) -> Optional[bool]:
+    """Whether the file on disk is the one RECORD describes (its digest, read in 1 MiB pieces: never the whole
+    file in memory); None when RECORD gives no digest of an algorithm hashlib has, or the file cannot be read."""
+    algo, _, want = entry.digest.partition("=")
+    if not want or algo.lower() not in hashlib.algorithms_guaranteed:
+        return None
+    h = hashlib.new(algo.lower())
+    try:
+        with open(entry.host, "rb") as f:
+            for piece in iter(lambda: f.read(1 << 20), b""):
+                h.update(piece)
+    except OSError:
+        return None
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii") == want.rstrip("=")
 
 
 def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:
