@@ -641,3 +641,24 @@ def test_rule_installed_files_are_not_wheels(numpy_site, tmp_path):
     assert static.check_targets(str(stray)) == [str(stray / "x-1.0-cp311-cp311-win_amd64.whl")]
     bad = dlltrace("check", str(stray))
     assert bad.returncode == 2 and "not a readable wheel" in bad.stderr, bad.stderr
+
+
+def test_rule_extension_tags(numpy_site, tmp_path):
+    """An installed folder has no wheel name to read its Python from: its extensions' names say it
+    (`.cp311-win_amd64.pyd`). deps of the healthy numpy 2.1.3 install, given no --python, models Python 3.11 and
+    finds nothing wrong (as Python 3.12, the default, every extension missed python311.dll); a single .pyd its own
+    tag; a win32 extension an x86 target; a folder with no tagged extension the default."""
+    assert static.rule_extension_tags(str(numpy_site)) == ("3.11", "x64")
+    run = dlltrace("deps", str(numpy_site))
+    assert run.returncode == 0 and "Python 3.11" in run.stdout and "would fail" not in run.stdout, run.stdout[-2000:]
+    pyd = next((numpy_site / "numpy" / "_core").glob("_multiarray_umath.*.pyd"))
+    assert static.open_target(str(pyd)).python == "3.11"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "_x.cp39-win32.pyd").write_bytes(b"MZ")
+    (tmp_path / "pkg" / "helper.dll").write_bytes(b"MZ")
+    target = static.open_target(str(tmp_path / "pkg"))
+    assert (target.python, target.machine) == ("3.9", "x86")
+    assert static.rule_extension_tags(str(tmp_path / "pkg"), str(tmp_path / "pkg" / "helper.dll")) == ("3.9", "x86")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "a.dll").write_bytes(b"MZ")
+    assert static.open_target(str(tmp_path / "plain")).python == static.DEFAULT_PYTHON

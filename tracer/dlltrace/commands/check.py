@@ -32,7 +32,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="a distribution the package requires (Requires-Dist) whose wheel is not given: its DLLs pass")
     p.add_argument("--allow-pure", action="store_true",
                    help="pass a wheel with no binary (by default it fails: nothing to check)")
-    p.add_argument("--python", metavar="X.Y", default=None, help="the Python version (default: the wheel's tag)")
+    p.add_argument("--python", metavar="X.Y", default=None, help="the Python version (default: the wheel's tag, else the folder's extensions' tag: .cp311-win_amd64.pyd, else 3.12)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
     p.add_argument("--no-vc-runtime", action="store_true",
                    help="model a Windows without the Visual C++ 2015-2022 runtime (by default it is in System32, as "

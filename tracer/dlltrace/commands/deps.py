@@ -19,7 +19,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="load with LoadLibraryExW(target, FLAGS) instead of the default context (.pyd: a Python "
                         "extension import, 0x1100; .dll: ctypes.CDLL; .exe: a process start)")
     p.add_argument("--python", metavar="X.Y", default=None,
-                   help="the Python version (default: the wheel's tag, else 3.12)")
+                   help="the Python version (default: the wheel's tag, else the folder's extensions' tag: .cp311-win_amd64.pyd, else 3.12)")
     p.add_argument("--path", metavar="FOLDER", action="append", default=[],
                    help="a PATH entry in front of the default PATH (a Windows path, or a folder inside the target)")
     p.add_argument("--add-dll-directory", metavar="FOLDER", action="append", default=[], dest="dll_dirs",

@@ -170,9 +170,10 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
                                           wheel_python_tag=tag, loaders=tuple(loaders), dist=meta.dist,
                                           requires=meta.requires, record_lines=meta.record_lines,
                                           platform=platform))
-    py = python or DEFAULT_PYTHON
     if os.path.isdir(given):
         host = os.path.abspath(given)
+        tag_python, tag_machine = rule_extension_tags(host)
+        py = python or tag_python or DEFAULT_PYTHON
         base = os.path.basename(host.rstrip(os.sep))
         is_site = base.lower() in ("site-packages", "dist-packages") or any(
             e.endswith(".dist-info") for e in _listdir(host))
@@ -184,19 +185,49 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
         loaders = folder_loaders(host) if is_site else folder_loaders(os.path.dirname(host), base)
         records = installed_records(host if is_site else os.path.dirname(host), host, py)
-        return rule_package_copies(Target(given, "folder", world, files, root, py, "x64", loaders=tuple(loaders),
-                                          records=records))
+        return rule_package_copies(Target(given, "folder", world, files, root, py, tag_machine or "x64",
+                                          loaders=tuple(loaders), records=records))
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
         raise DlltraceError(f"{given}: not a .whl, a folder, a .dll/.pyd/.exe or an ELF shared object (.so)",
                             EXIT_USAGE)
     host = os.path.abspath(given)
     folder = os.path.dirname(host)
+    tag_python, tag_machine = rule_extension_tags(folder, host)
+    py = python or tag_python or DEFAULT_PYTHON
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
     files = folder_files(folder, root)  # the file's folder and the folders below it
     world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
     focus = winpath.join(root, os.path.basename(host))
-    return Target(given, "file", world, files, root, py, "x64", focus=focus,
+    return Target(given, "file", world, files, root, py, tag_machine or "x64", focus=focus,
                   records=installed_records(os.path.dirname(folder), folder, py))
+
+
+_EXTENSION_TAG = re.compile(r"\.cp(\d)(\d+)-(win_amd64|win32|win_arm64)\.pyd$", re.I)
+
+
+def rule_extension_tags(folder: str, file: Optional[str] = None, most: int = 200) -> tuple[str, str]:
+    """(Python "3.11", machine "x64") of a folder of installed files, as their extensions' names say
+    (`_multiarray_umath.cp311-win_amd64.pyd`: CPython 3.11, win_amd64): `file`'s own tag when it has one, else the
+    commonest tag of the first `most` tagged .pyd files under `folder`; ("", "") when none is tagged. An installed
+    folder comes with no wheel file name to read: without this, a healthy cp311 install read as Python 3.12 needs a
+    python312.dll it never imports and misses the python311.dll it does."""
+    if file is not None:
+        m = _EXTENSION_TAG.search(os.path.basename(file))
+        if m:
+            return f"{m.group(1)}.{m.group(2)}", _PLATFORM_MACHINE.get(m.group(3).lower(), "")
+    seen: dict[tuple[str, str], int] = {}
+    n = 0
+    for _, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for fn in filenames:
+            m = _EXTENSION_TAG.search(fn)
+            if m:
+                key = (f"{m.group(1)}.{m.group(2)}", _PLATFORM_MACHINE.get(m.group(3).lower(), ""))
+                seen[key] = seen.get(key, 0) + 1
+                n += 1
+        if n >= most:
+            break
+    return max(seen, key=lambda k: seen[k]) if seen else ("", "")
 
 
 def installed_records(site: str, under: str, python: str) -> dict[str, RecordEntry]:
