@@ -662,3 +662,20 @@ def test_rule_extension_tags(numpy_site, tmp_path):
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "a.dll").write_bytes(b"MZ")
     assert static.open_target(str(tmp_path / "plain")).python == static.DEFAULT_PYTHON
+
+
+def test_rule_vc_runtime_of_its_package(tmp_path):
+    """An installed site-packages holds many packages: a file is held only to its own package's bundled VC++ runtime.
+    scikit-learn 1.5.2 bundles msvcp140.dll 14.40 (sklearn/.libs) and builds its extensions with 14.41, as check of its
+    wheel says; h5py 3.12.1, installed beside it, bundles none: its 14.41 extensions are not held to sklearn's copy
+    (before, every h5py file was "vcruntime older" there)."""
+    site = tmp_path / "site-packages"
+    for key in ("sklearn", "h5py"):
+        with zipfile.ZipFile(wheel(key)) as z:
+            z.extractall(site)
+    doc = as_json(dlltrace("check", str(site), "--json"))
+    older = {p["needed_by"][0].split("\\")[0] for p in doc["problems"] if p["kind"] == "vcruntime_older"}
+    assert older == {"sklearn"}, doc["problems"][:3]
+    alone = as_json(dlltrace("check", str(wheel("sklearn")), "--json"))
+    assert sum(p["kind"] == "vcruntime_older" for p in alone["problems"]) == sum(
+        p["kind"] == "vcruntime_older" for p in doc["problems"])

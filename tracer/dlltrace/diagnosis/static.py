@@ -23,7 +23,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Mapping, Optional
+from typing import Callable, Iterable, Literal, Mapping, Optional
 
 from dlltrace import packages, winpath
 from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
@@ -989,7 +989,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
         problems.append(rule_nothing_to_check(target))
     rows: dict[str, CheckRow] = {}
     vc_required: Optional[str] = None
-    vc_bundled = _bundled_vc_version(target, facts_of)
+    vc_of = rule_vc_runtime_of_its_package(target, facts_of)
+    vc_bundled = _bundled_vc_version(target, facts_of) if target.kind == "wheel" else None
     for f in sorted(target.files, key=lambda f: f.path.lower()):
         facts = facts_of.get(winpath.key(f.path))
         if facts is None or facts.pe is None:
@@ -1030,12 +1031,13 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
         if uses_vc and pe.linker_version and pe.linker_version.startswith("14."):
             if vc_required is None or version_key(pe.linker_version) > version_key(vc_required):
                 vc_required = pe.linker_version
-            if vc_bundled and version_key(vc_bundled)[:2] < version_key(pe.linker_version)[:2]:
+            vc = vc_of(f.path)
+            if vc and version_key(vc)[:2] < version_key(pe.linker_version)[:2]:
                 problems.append(Problem(
                     "vcruntime_older", "msvcp140.dll", [rel(f.path)], classify("msvcp140.dll", bundled=True,
-                                                                               file_version=vc_bundled),
+                                                                               file_version=vc),
                     detail=f"{rel(f.path)} was linked by MSVC {pe.linker_version}; the bundled VC++ runtime is "
-                           f"{vc_bundled}: the runtime must be at least as new as the newest toolset used"))
+                           f"{vc}: the runtime must be at least as new as the newest toolset used"))
     not_given = [d for d in target.requires if d not in opts.assume_installed and not any(p.dist == d for p in others)]
     for row in rows.values():
         if row.status == "not_allowed":
@@ -1184,6 +1186,31 @@ def _bound_copy(importer: TargetFile, copies: list[TargetFile]) -> Optional[Targ
         return None
     here = winpath.key(winpath.dirname(importer.path))
     return next((c for c in copies if winpath.key(winpath.dirname(c.path)) == here), copies[0])
+
+
+def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts]) -> Callable[[str], Optional[str]]:
+    """The version of the bundled VC++ runtime (msvcp140.dll, vcruntime140.dll) a file of the target is held to: a
+    wheel or a package folder is one package, and its copy, wherever it is, is every file's; an installed
+    site-packages holds many, and a file is held only to its own package's copy (the distribution whose RECORD lists
+    both, else the same top-level folder): pyarrow's msvcp140.dll 14.28 says nothing of h5py's files."""
+    if target.kind == "wheel" or not winpath.same(target.root, site_packages(target.python)):
+        whole = _bundled_vc_version(target, facts_of)
+        return lambda path: whole
+
+    def package(path: str) -> str:
+        entry = target.records.get(winpath.key(path))
+        if entry is not None:
+            return "dist:" + entry.dist.lower()
+        rel = winpath.normalize(path)[len(target.root) + 1:]
+        return "top:" + winpath.fold(rel.split("\\", 1)[0])
+
+    versions: dict[str, str] = {}
+    for name in ("msvcp140.dll", "vcruntime140.dll"):
+        for c in target.file_named(name):
+            f = facts_of.get(winpath.key(c.path))
+            if f is not None and f.pe is not None and f.pe.file_version:
+                versions.setdefault(package(c.path), f.pe.file_version)
+    return lambda path: versions.get(package(path)) if versions else None
 
 
 def _bundled_vc_version(target: Target, facts_of: dict[str, FileFacts]) -> Optional[str]:
