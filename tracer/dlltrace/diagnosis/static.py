@@ -990,7 +990,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
     rows: dict[str, CheckRow] = {}
     vc_required: Optional[str] = None
     vc_of = rule_vc_runtime_of_its_package(target, facts_of)
-    vc_bundled = _bundled_vc_version(target, facts_of) if target.kind == "wheel" else None
+    # (an installed site-packages has no one bundled runtime: each package's own, rule_vc_runtime_of_its_package)
+    vc_bundled = None if _many_packages(target) else _bundled_vc_version(target, facts_of)
     for f in sorted(target.files, key=lambda f: f.path.lower()):
         facts = facts_of.get(winpath.key(f.path))
         if facts is None or facts.pe is None:
@@ -1193,7 +1194,7 @@ def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts
     wheel or a package folder is one package, and its copy, wherever it is, is every file's; an installed
     site-packages holds many, and a file is held only to its own package's copy (the distribution whose RECORD lists
     both, else the same top-level folder): pyarrow's msvcp140.dll 14.28 says nothing of h5py's files."""
-    if target.kind == "wheel" or not winpath.same(target.root, site_packages(target.python)):
+    if not _many_packages(target):
         whole = _bundled_vc_version(target, facts_of)
         return lambda path: whole
 
@@ -1211,6 +1212,11 @@ def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts
             if f is not None and f.pe is not None and f.pe.file_version:
                 versions.setdefault(package(c.path), f.pe.file_version)
     return lambda path: versions.get(package(path)) if versions else None
+
+
+def _many_packages(target: Target) -> bool:
+    """Whether the target is an installed site-packages (its root the model's site-packages folder): many packages."""
+    return target.kind != "wheel" and winpath.same(target.root, site_packages(target.python))
 
 
 def _bundled_vc_version(target: Target, facts_of: dict[str, FileFacts]) -> Optional[str]:
