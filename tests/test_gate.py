@@ -249,10 +249,11 @@ def test_rule_wheel_policy_a_mistagged_manylinux_wheel_fails_on_its_symbol_versi
 
 
 def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: str = "",
-               tag: str = "manylinux_2_17_x86_64.manylinux2014_x86_64", ship_bar: bool = False) -> Path:
+               tag: str = "manylinux_2_17_x86_64.manylinux2014_x86_64", ship_bar: bool = False,
+               bar: str = "libbar.so.1") -> Path:
     """A small Linux wheel: pkg/_ext.so needs libfoo.so (in pkg.libs, found through DT_RPATH
     $ORIGIN/../pkg.libs when `rpath`), and libbar.so.1 (not in it) when `extra_needed`; `ship_bar`: a wheel
-    holding only pkg.libs/libbar.so.1; `requires`: its Requires-Dist."""
+    holding only pkg.libs/libbar.so.1; `requires`: its Requires-Dist; `bar`: libbar.so.1's soname (and file name)."""
     if shutil.which("gcc") is None:
         if os.environ.get("CI"):
             pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
@@ -265,11 +266,10 @@ def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: 
                              + "int ext(void) { puts(\"ext\"); return foo()" + (" + bar()" if extra_needed else "")
                              + "; }\n")  # (puts: it needs libc.so.6)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "libfoo.so"), str(b / "foo.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libbar.so.1", "-o", str(b / "libbar.so.1"),
-                    str(b / "bar.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{bar}", "-o", str(b / bar), str(b / "bar.c")], check=True)
     cmd = ["gcc", "-shared", "-fPIC", "-o", str(b / "_ext.so"), str(b / "ext.c"), "-L", str(b), "-lfoo"]
     if extra_needed:
-        cmd += [str(b / "libbar.so.1")]
+        cmd += [str(b / bar)]
     if rpath:
         cmd += ["-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"]
     subprocess.run(cmd, check=True)
@@ -279,7 +279,7 @@ def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: 
                "pkg.libs/libfoo.so": (b / "libfoo.so").read_bytes(),
                f"{name}-1.0.dist-info/METADATA": meta.encode()}
     if ship_bar:
-        members = {"pkg.libs/libbar.so.1": (b / "libbar.so.1").read_bytes(), f"{name}-1.0.dist-info/METADATA": meta.encode()}
+        members = {f"pkg.libs/{bar}": (b / bar).read_bytes(), f"{name}-1.0.dist-info/METADATA": meta.encode()}
     record = io.StringIO()
     for m in [*members, f"{name}-1.0.dist-info/RECORD"]:
         record.write(f"{m},,\n")
@@ -336,3 +336,25 @@ def test_linux_wheels_given_together_and_a_glibc_build_tagged_musllinux(tmp_path
     doc = as_json(run := dlltrace("check", str(musl), "--json"))
     assert run.returncode == 1 and doc["world"]["policy"] == "musllinux_1_2_x86_64"
     assert ("not_allowed", "libc.so.6") in {(p["kind"], p["dll"]) for p in doc["problems"]}
+
+
+def test_rule_soname_provider(tmp_path):
+    """A Linux wheel's extension needs libcudart.so.12, which it does not ship: with nvidia-cuda-runtime-cu12 in its
+    Requires-Dist it is that distribution's (required, not given: pass its wheel; --assume-installed lets it through,
+    as --allow does by its distribution's name); without, it is not allowed, as any library nobody is known to ship."""
+    req = _gcc_wheel(tmp_path, "cu", rpath=True, extra_needed=True, bar="libcudart.so.12",
+                     requires="nvidia-cuda-runtime-cu12==12.4.127")
+    doc = as_json(run := dlltrace("check", str(req), "--json"))
+    assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [
+        ("required_not_given", "libcudart.so.12")], doc["problems"]
+    assert "nvidia-cuda-runtime-cu12 is required but not given" in doc["problems"][0]["detail"]
+    row = {r["dll"]: r for r in doc["dlls"]}["libcudart.so.12"]
+    assert row["status"] == "required_not_given" and row["provider"]["dist"] == "nvidia-cuda-runtime-cu12"
+    doc = as_json(run := dlltrace("check", str(req), "--assume-installed", "nvidia-cuda-runtime-cu12", "--json"))
+    assert run.returncode == 0 and {r["dll"]: r["status"] for r in doc["dlls"]}["libcudart.so.12"] == "assumed"
+    doc = as_json(run := dlltrace("check", str(req), "--allow", "dist:nvidia-cuda-runtime-cu12", "--json"))
+    assert run.returncode == 0 and {r["dll"]: r["status"] for r in doc["dlls"]}["libcudart.so.12"] == "allowed"
+    (tmp_path / "noreq").mkdir()
+    plain = _gcc_wheel(tmp_path / "noreq", "cu", rpath=True, extra_needed=True, bar="libcudart.so.12")
+    doc = as_json(run := dlltrace("check", str(plain), "--json"))
+    assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [("not_allowed", "libcudart.so.12")]

@@ -29,8 +29,9 @@ from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
 from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.loader.linux.fixes import nvidia_wheel
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
-from dlltrace.worlds.static import InflateBudget, ZipError, read_member, zip_members
+from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, zip_members
 
 PREFIX = "/venv"
 SITE = LINUX_SITE  # where pip installs the wheel in the model
@@ -245,10 +246,8 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
                                         detail=f"{leaf} (needed by {by}) is in the wheel at {in_wheel[0]}, a folder "
                                                f"its search does not reach (DT_RPATH/DT_RUNPATH: {_rpath(files, lk)})"))
                 decided[leaf] = ("bundled", None)
-            elif opts.allows_name(leaf) or "other" in opts.classes:
-                decided[leaf] = ("allowed", None)
             else:
-                decided[leaf] = ("not_allowed", None)
+                decided[leaf] = rule_soname_provider(leaf, target, opts)
             continue
         if res.cause == "missing_version" and leaf:
             m = re.search(r"version `([^']+)' not found \(required by (.*)\)$", res.error)
@@ -273,6 +272,21 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
                                 None, detail=res.error))
         break
     return res
+
+
+def rule_soname_provider(soname: str, target: Target, opts: GateOptions) -> tuple[Status, Optional[Provider]]:
+    """A library the wheel needs that is not in it nor the policy's: allowed by name, by its distribution or by
+    class; else the pip distribution that ships it (loader/linux/fixes.nvidia_wheel: libcudart.so.12 ->
+    nvidia-cuda-runtime-cu12), when the wheel's Requires-Dist names it: `assumed` with --assume-installed, else
+    `required_not_given` (a failure that says to pass its wheel); else `not_allowed` (the Windows side's
+    rule_dll_provider, for sonames)."""
+    wheel = nvidia_wheel(soname)
+    dist = normalize_dist(wheel.package) if wheel is not None else None
+    if opts.allows_name(soname) or (dist is not None and dist in opts.dists) or "other" in opts.classes:
+        return "allowed", (Provider(dist, None, True) if dist is not None and dist in target.requires else None)
+    if dist is not None and dist in target.requires:
+        return ("assumed" if dist in opts.assume_installed else "required_not_given"), Provider(dist, None, True)
+    return "not_allowed", None
 
 
 def _rpath(files: dict[str, ELFResult], lk) -> str:
