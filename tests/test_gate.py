@@ -358,3 +358,15 @@ def test_rule_soname_provider(tmp_path):
     plain = _gcc_wheel(tmp_path / "noreq", "cu", rpath=True, extra_needed=True, bar="libcudart.so.12")
     doc = as_json(run := dlltrace("check", str(plain), "--json"))
     assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [("not_allowed", "libcudart.so.12")]
+
+
+def test_rule_soname_provider_of_an_older_cuda(tmp_path):
+    """A soname two CUDA majors' packages ship (libcudnn.so.8: nvidia-cudnn-cu11 and -cu12) is the one the wheel's
+    Requires-Dist names: a CUDA 11 wheel's is nvidia-cudnn-cu11, required and not given, or allowed by that name."""
+    req = _gcc_wheel(tmp_path, "cu", rpath=True, extra_needed=True, bar="libcudnn.so.8", requires="nvidia-cudnn-cu11")
+    doc = as_json(run := dlltrace("check", str(req), "--json"))
+    assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [
+        ("required_not_given", "libcudnn.so.8")], doc["problems"]
+    assert {r["dll"]: r for r in doc["dlls"]}["libcudnn.so.8"]["provider"]["dist"] == "nvidia-cudnn-cu11"
+    doc = as_json(run := dlltrace("check", str(req), "--allow", "dist:nvidia-cudnn-cu11", "--json"))
+    assert run.returncode == 0, doc["problems"]

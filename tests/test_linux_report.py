@@ -76,6 +76,18 @@ def a_terminal_gets_the_report_wrapped(tmp_path: Path, text: str) -> None:
     assert pieces == [u for line in text.splitlines() for u in units(line)]
     assert all(len(line) <= 60 or len(units(line)) == 1 for line in narrow.splitlines()), narrow
     assert len(narrow.splitlines()) > len(text.splitlines())
+    # each line of the pipe's text is narrow lines holding its pieces, in order: the first at its own indent, each
+    # continuation indented 2 more than it
+    lines, i = narrow.splitlines(), 0
+    for line in text.splitlines():
+        want, got, lead = units(line), [], len(line) - len(line.lstrip(" "))
+        first = True
+        while len(got) < len(want) or (first and not want):
+            indent = len(lines[i]) - len(lines[i].lstrip(" "))
+            assert indent == (lead if first else lead + 2) or (not want and not lines[i].strip()), (line, lines[i])
+            got += units(lines[i])
+            i, first = i + 1, False
+        assert got == want, (line, got)
 
 
 def test_a_failure_the_program_went_past_is_not_the_failure(tmp_path):

@@ -611,8 +611,9 @@ def test_rule_record_of_installed_files(numpy_site, tmp_path):
     cut = dlltrace("deps", str(site), "--python", "3.11", "--json")
     problems = [p for a in as_json(cut)["loads"] for p in a["problems"] if p["dll"] == dll.name]
     assert problems and all(p["owner"]["record"] == "differs" for p in problems), problems
-    assert all("it is not the file numpy 2.1.3 installed (its sha256 differs from its RECORD's): reinstall numpy"
-               in p["detail"] for p in problems), problems
+    text = dlltrace("deps", str(site), "--python", "3.11").stdout
+    assert ("it is not the file numpy 2.1.3 installed (it differs from its RECORD's digest): reinstall numpy "
+            "(pip install --force-reinstall --no-deps numpy==2.1.3)") in text, text[-3000:]
     check = as_json(dlltrace("check", str(site), "--python", "3.11", "--json"))
     bad = [p for p in check["problems"] if p["dll"] == dll.name]
     assert bad and bad[0]["kind"] == "not_pe" and bad[0]["owner"]["record"] == "differs", check["problems"]
@@ -665,17 +666,78 @@ def test_rule_extension_tags(numpy_site, tmp_path):
 
 
 def test_rule_vc_runtime_of_its_package(tmp_path):
-    """An installed site-packages holds many packages: a file is held only to its own package's bundled VC++ runtime.
-    scikit-learn 1.5.2 bundles msvcp140.dll 14.40 (sklearn/.libs) and builds its extensions with 14.41, as check of its
-    wheel says; h5py 3.12.1, installed beside it, bundles none: its 14.41 extensions are not held to sklearn's copy
-    (before, every h5py file was "vcruntime older" there)."""
+    """An installed site-packages holds many packages, and Windows binds an import of msvcp140.dll to the module of
+    that name loaded first, whichever folder it came from: a file that imports a VC++ runtime DLL by name is held to
+    the oldest copy of that name installed there. lightgbm 4.5.0's lib_lightgbm.dll (MSVC 14.29) imports
+    msvcp140.dll, and pyarrow 18.0.0 installs msvcp140.dll 14.28: lightgbm binds to it if pyarrow is imported first.
+    h5py 3.12.1's extensions (MSVC 14.41) import only vcruntime140.dll, which python.exe's own copy serves: not held
+    to pyarrow's (before, all 26 of its files were "vcruntime older" there)."""
     site = tmp_path / "site-packages"
-    for key in ("sklearn", "h5py"):
+    for key in ("pyarrow", "lightgbm", "h5py"):
         with zipfile.ZipFile(wheel(key)) as z:
             z.extractall(site)
     doc = as_json(dlltrace("check", str(site), "--json"))
-    older = {p["needed_by"][0].split("\\")[0] for p in doc["problems"] if p["kind"] == "vcruntime_older"}
-    assert older == {"sklearn"}, doc["problems"][:3]
-    alone = as_json(dlltrace("check", str(wheel("sklearn")), "--json"))
-    assert sum(p["kind"] == "vcruntime_older" for p in alone["problems"]) == sum(
-        p["kind"] == "vcruntime_older" for p in doc["problems"])
+    older = [p for p in doc["problems"] if p["kind"] == "vcruntime_older"]
+    assert {p["needed_by"][0].split("\\")[0] for p in older} == {"lightgbm"}, older[:3]
+    (lgbm,) = older
+    assert lgbm["dll"] == "msvcp140.dll"
+    assert ("pyarrow\\msvcp140.dll (14.28.29334.0), the oldest msvcp140.dll installed here, is the one it binds to "
+            "when pyarrow is imported first") in lgbm["detail"], lgbm["detail"]
+    # a wheel is one package: its own copy, for every file that uses the runtime (as before)
+    alone = as_json(dlltrace("check", str(wheel("pyarrow")), "--json"))
+    assert alone["vcruntime_bundled"] == "14.28.29334.0"
+
+def test_rule_record_of_installed_files_hostile_records(numpy_site, tmp_path):
+    """A RECORD is a stranger's file: it is read as CSV (a quoted path with a comma, a doubled quote), its paths with
+    `\\` too, and never makes deps read what is not a regular file of the folder (a link to /dev/zero, a FIFO, a
+    link out of the folder), nor use a digest of no fixed size (shake_128); a missing DLL is blamed only on a
+    distribution whose file the load would have found."""
+    import shutil
+
+    from dlltrace.worlds import static as ws
+
+    rows = ws.record_rows('"pkg/a,b.dll",sha256=x,1\n"pkg/q""u.dll",,\npkg\\w.dll,,\n')
+    assert [r[0] for r in rows] == ["pkg/a,b.dll", 'pkg/q"u.dll', "pkg\\w.dll"]
+    assert [ws.record_relative_path(p) for p in ("pkg\\w.dll", "/x.dll", "C:/x.dll", "\\\\srv\\x.dll",
+                                                 "a/../../x.dll", "./a//b.dll")] == ["pkg/w.dll", None, None, None, None,
+                                                                                     "a/b.dll"]
+    site = tmp_path / "site-packages"
+    shutil.copytree(numpy_site, site)
+    evil = site / "evil"
+    evil.mkdir()
+    (evil / "zero.dll").symlink_to("/dev/zero")
+    os.mkfifo(evil / "fifo.dll")
+    outside = tmp_path / "outside.dll"
+    outside.write_bytes(b"MZ" + b"\0" * 100)
+    (evil / "out.dll").symlink_to(outside)
+    (evil / "shake.dll").write_bytes(b"MZ" + b"\0" * 100)
+    info = site / "evil-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("evil/zero.dll,sha256=AAAA,10\nevil/fifo.dll,sha256=AAAA,10\n"
+                                 "evil/out.dll,sha256=AAAA,102\nevil/shake.dll,shake_128=AAAA,102\n"
+                                 f"numpy.libs/{openblas(site).name},sha256=AAAA,1\n")
+    entries = {e.path: e for e in ws.folder_records(str(site), str(evil))}
+    assert set(entries) == {"evil/fifo.dll", "evil/shake.dll"}  # (the links out of the folder: not its files)
+    zero = ws.RecordEntry("evil", "1.0", "evil/zero.dll", str(evil / "zero.dll"), "sha256=AAAA", 10)
+    assert [ws.record_digest_matches(e) for e in (zero, entries["evil/fifo.dll"], entries["evil/shake.dll"])] \
+        == [None, None, None]  # (a device, a FIFO: not read; shake_128: no fixed digest size)
+    (evil / "fifo.dll").unlink()
+    run = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site), "--json"], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, cwd=ROOT, timeout=120)
+    assert run.returncode == 1 and run.stdout.startswith("{"), run.stderr[-2000:]  # (no hang, no traceback)
+    # numpy's OpenBLAS gone: numpy's file (numpy.libs is searched: numpy's delvewheel patch), not evil's
+    openblas(site).unlink()
+    doc = as_json(dlltrace("deps", str(site), "--only", "numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "--json"))
+    owners = {p["owner"]["dist"] for a in doc["loads"] for p in a["problems"] if p.get("owner")}
+    assert owners == {"numpy"}, owners
+    # a DLL gone that only another package's RECORD lists, in a folder the load does not search: not its owner
+    (evil / "zero.dll").unlink()
+    target = static.open_target(str(site))
+    p = static.rule_record_of_installed_files(target, static.Problem(
+        "missing", "zero.dll", ["_multiarray_umath.cp311-win_amd64.pyd"],
+        searched=[static.SearchDir(target.root + "\\numpy\\_core", "DLL_LOAD_DIR")]))
+    assert p.owner == "" and p.record == ""
+    p = static.rule_record_of_installed_files(target, static.Problem(
+        "missing", "zero.dll", ["_multiarray_umath.cp311-win_amd64.pyd"],
+        searched=[static.SearchDir(target.root + "\\evil", "PATH[1]")]))
+    assert (p.owner, p.record, p.record_path) == ("evil", "missing", "evil/zero.dll")

@@ -231,3 +231,15 @@ def test_deps_and_check_of_a_real_wheel_at_every_width(width):
         assert len(names) > 5
         words = {x.strip(",()[]") for ln in lines for x in re.split(r"[\s\\/]+", ln)}
         assert names <= words, (command, width, sorted(names - words))
+
+
+def test_a_line_too_long_to_wrap_is_printed_whole_and_soon():
+    """Finding where to cut a word is quadratic in its length: a line of more than MAX_WRAPPED characters (a hostile
+    trace's 10,000-folder path) is left whole to the terminal, at once; a line just within it is still wrapped."""
+    from dlltrace.render.wrap import MAX_WRAPPED, wrap_plain, wrap_ranges
+
+    long = ("/" + "a" * 40) * 1000  # (wrapping it took more than a minute)
+    assert wrap_ranges(long, 80) == [type(wrap_ranges("x", 80)[0])(0, 0, len(long))]
+    assert wrap_plain(long, 80) == long
+    within = ("/" + "a" * 40) * (MAX_WRAPPED // 41)
+    assert len(within) <= MAX_WRAPPED and max(map(len, wrap_plain(within, 80).split("\n"))) <= 80

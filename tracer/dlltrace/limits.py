@@ -28,6 +28,7 @@ class Limits:
     zip_central_directory: int = 128 << 20  # bytes of the central directory (torch's: about 1.3 MB)
     zip_member_bytes: int = 1 << 32  # a member's declared (inflated) size: a PE image cannot be larger
     zip_inflate: int = 16 << 30  # bytes inflated from one wheel in all
+    record_hash_bytes: int = 1 << 32  # an installed file hashed against its RECORD (a PE image cannot be larger)
     # a drawn dependency tree (render/linux_tree.py: `deps x.so`, the Linux report)
     tree_depth: int = 24  # levels of libraries below the root (libgtk-x11-2.0's deepest: 9)
     tree_width: int = 200  # libraries drawn under one library (the failing first; libgtk-x11-2.0's widest: 19)

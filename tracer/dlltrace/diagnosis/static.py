@@ -23,7 +23,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Mapping, Optional
+from typing import Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 from dlltrace import packages, winpath
 from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
@@ -36,7 +36,7 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, 
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
-from dlltrace.worlds.static import (RecordEntry, folder_records, record_digest_matches,
+from dlltrace.worlds.static import (RecordEntry, folder_records, installed_wheel_files, record_digest_matches,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
@@ -94,7 +94,7 @@ class Target:
     platform: Literal["windows", "linux", "any"] = "windows"  # what its files are for (a wheel's platform tag)
     elf_members: tuple[str, ...] = ()  # a Linux wheel: its ELF shared objects (members), checked by static_elf.py
     # an installed folder's: the native files its distributions' RECORDs list, by winpath.key of their model path
-    records: Mapping[str, RecordEntry] = field(default_factory=dict)
+    records: Mapping[str, tuple[RecordEntry, ...]] = field(default_factory=dict)
 
     # (files, how many, base name (folded) -> its files): made when first asked, again if `files` changes; so
     # file_named is one dict read, not a scan of every file (issue 28: check of 16,000 DLLs took 88 s)
@@ -230,46 +230,58 @@ def rule_extension_tags(folder: str, file: Optional[str] = None, most: int = 200
     return max(seen, key=lambda k: seen[k]) if seen else ("", "")
 
 
-def installed_records(site: str, under: str, python: str) -> dict[str, RecordEntry]:
+def installed_records(site: str, under: str, python: str) -> dict[str, tuple[RecordEntry, ...]]:
     """The RECORD entries of the distributions installed in the host folder `site` for the files under `under`,
-    by the key of each file's path in the model (its RECORD path under the model's site-packages)."""
+    by the key of each file's path in the model (its RECORD path under the model's site-packages); a path two
+    distributions list has both entries (one wrote over the other's file)."""
     model_site = site_packages(python)
-    return {winpath.key(winpath.join(model_site, *e.path.split("/"))): e for e in folder_records(site, under)}
+    out: dict[str, list[RecordEntry]] = {}
+    for e in folder_records(site, under):
+        out.setdefault(winpath.key(winpath.join(model_site, *e.path.split("/"))), []).append(e)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def rule_record_of_installed_files(target: Target, p: Problem) -> Problem:
-    """An installed folder's problem set against its distributions' RECORDs (issue 23 item 1): a missing DLL that a
-    RECORD lists is that distribution's own file, gone (deleted, quarantined by an antivirus, a copy cut short); a
-    file that cannot load (not a PE, the wrong machine, an export missing) whose bytes differ from the digest its
-    RECORD gives is not the file that distribution installed (damaged, or written over by another package). Either
-    way reinstalling that distribution puts its file back. A file RECORD lists as it is: only its owner is said."""
+    """An installed folder's problem set against its distributions' RECORDs (issue 23 item 1):
+    - a missing DLL is a distribution's own file, gone (deleted, quarantined by an antivirus, a copy cut short),
+      when its RECORD lists a file of that name, gone, in a folder the load searched, or in the distribution of
+      the module that needs it (what reinstalling it puts back is then found; another package's copy is not
+      this load's);
+    - a file that cannot load (not a PE, the wrong machine, an export missing) is not the file its distribution
+      installed when its bytes differ from the digest its RECORD gives (damaged, or written over by another
+      package); of two distributions that list it, the one whose digest it has is its owner.
+    Either way reinstalling that distribution puts its file back (render/static.py says so). A file as RECORD
+    lists it: only its owner is set."""
     if not target.records or not p.dll:
         return p
     if p.kind == "missing":
-        entry = next((e for e in target.records.values()
-                      if winpath.fold(e.path.rsplit("/", 1)[-1]) == winpath.fold(p.dll) and not os.path.exists(e.host)),
-                     None)
-        if entry is None:
-            return p
-        return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record="missing", record_path=entry.path,
-                                   detail=p.detail + f"; {entry.dist} {entry.version}'s RECORD lists {entry.path}, and "
-                                          f"it is gone: {reinstall_words(entry.dist, entry.version)}")
-    # (deps gives a model path; check a path relative to the target's folder)
-    entry = next((target.records[k] for k in (winpath.key(p.path), winpath.key(winpath.join(target.root, p.path)))
-                  if k in target.records), None) if p.path else None
-    if entry is None or p.kind not in ("not_pe", "wrong_machine", "missing_export", "missing_ordinal"):
+        searched = {winpath.key(s.folder) for s in p.searched}
+        importers = {e.dist.lower() for es in target.records.values() for e in es
+                     if p.needed_by and winpath.same(e.path.rsplit("/", 1)[-1], p.needed_by[0])}
+        model_site = site_packages(target.python)
+        gone = [e for es in target.records.values() for e in es
+                if winpath.same(e.path.rsplit("/", 1)[-1], p.dll) and not os.path.exists(e.host)]
+        # (the importer's own distribution first: two RECORDs may list one path)
+        for e in sorted(gone, key=lambda e: e.dist.lower() not in importers):
+            folder = winpath.key(winpath.dirname(winpath.join(model_site, *e.path.split("/"))))
+            if folder in searched or e.dist.lower() in importers:
+                return dataclasses.replace(p, owner=e.dist, owner_version=e.version, record="missing",
+                                           record_path=e.path)
         return p
-    if record_digest_matches(entry) is False:
-        return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record="differs", record_path=entry.path,
-                                   detail=p.detail + f"; it is not the file {entry.dist} {entry.version} installed (its "
-                                          f"{entry.digest.partition('=')[0]} differs from its RECORD's): "
-                                          f"{reinstall_words(entry.dist, entry.version)}")
-    return dataclasses.replace(p, owner=entry.dist, owner_version=entry.version, record_path=entry.path)
-
-
-def reinstall_words(dist: str, version: str) -> str:
-    pin = f"{dist}=={version}" if version else dist
-    return f"reinstall {dist} (pip install --force-reinstall --no-deps {pin})"
+    if p.kind not in ("not_pe", "wrong_machine", "missing_export", "missing_ordinal") or not p.path:
+        return p
+    # (deps gives a model path; check a path relative to the target's folder)
+    entries = next((target.records[k] for k in (winpath.key(p.path), winpath.key(winpath.join(target.root, p.path)))
+                    if k in target.records), ())
+    if not entries:
+        return p
+    verdicts = [(e, record_digest_matches(e)) for e in entries]
+    same = next((e for e, ok in verdicts if ok is True), None)
+    if same is not None:
+        return dataclasses.replace(p, owner=same.dist, owner_version=same.version, record_path=same.path)
+    e, ok = verdicts[0]
+    return dataclasses.replace(p, owner=e.dist, owner_version=e.version, record_path=e.path,
+                               record="differs" if ok is False else "")
 
 
 def _listdir(host: str) -> list[str]:
@@ -1032,13 +1044,17 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
         if uses_vc and pe.linker_version and pe.linker_version.startswith("14."):
             if vc_required is None or version_key(pe.linker_version) > version_key(vc_required):
                 vc_required = pe.linker_version
-            vc = vc_of(f.path)
-            if vc and version_key(vc)[:2] < version_key(pe.linker_version)[:2]:
+            held = vc_of(f.path, [rules.rule_default_extension(i.dll) for i in (*pe.imports, *pe.delay_imports)])
+            if held is not None and version_key(held[0])[:2] < version_key(pe.linker_version)[:2]:
+                vc, copy = held
+                where = (f"{rel(copy)} ({vc}), the oldest {winpath.basename(copy)} installed here, is the one it "
+                         f"binds to when {_package_of(target, copy)} is imported first") if copy else \
+                    f"the bundled VC++ runtime is {vc}"
                 problems.append(Problem(
-                    "vcruntime_older", "msvcp140.dll", [rel(f.path)], classify("msvcp140.dll", bundled=True,
-                                                                               file_version=vc),
-                    detail=f"{rel(f.path)} was linked by MSVC {pe.linker_version}; the bundled VC++ runtime is "
-                           f"{vc}: the runtime must be at least as new as the newest toolset used"))
+                    "vcruntime_older", winpath.basename(copy) if copy else "msvcp140.dll", [rel(f.path)],
+                    classify("msvcp140.dll", bundled=True, file_version=vc),
+                    detail=f"{rel(f.path)} was linked by MSVC {pe.linker_version}; {where}: the runtime must be at "
+                           "least as new as the newest toolset used"))
     not_given = [d for d in target.requires if d not in opts.assume_installed and not any(p.dist == d for p in others)]
     for row in rows.values():
         if row.status == "not_allowed":
@@ -1141,16 +1157,7 @@ def rule_installed_files_are_not_wheels(folder: str) -> frozenset[str]:
     """The names of the .whl files in an installed site-packages folder that a distribution's RECORD there lists: that
     distribution's own files, not wheels to check (numpy 2.1.3's win_amd64 wheel ships an empty
     numpy-2.1.3-cp311-cp311-win_amd64.whl at its top, which pip installs into site-packages)."""
-    out: set[str] = set()
-    for info in (e for e in _listdir(os.path.abspath(folder)) if e.endswith(".dist-info")):
-        try:
-            with open(os.path.join(folder, info, "RECORD"), "rb") as f:
-                text = f.read(16 << 20).decode("utf-8", "replace")
-        except OSError:
-            continue
-        out.update(p for p in (line.partition(",")[0].strip().strip('"') for line in text.splitlines())
-                   if p.lower().endswith(".whl") and "/" not in p)
-    return frozenset(out)
+    return installed_wheel_files(folder)
 
 
 def _status(cls: DllClass, target: Target, allowed: tuple[str, ...], name: str = "") -> Status:
@@ -1189,29 +1196,45 @@ def _bound_copy(importer: TargetFile, copies: list[TargetFile]) -> Optional[Targ
     return next((c for c in copies if winpath.key(winpath.dirname(c.path)) == here), copies[0])
 
 
-def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts]) -> Callable[[str], Optional[str]]:
-    """The version of the bundled VC++ runtime (msvcp140.dll, vcruntime140.dll) a file of the target is held to: a
-    wheel or a package folder is one package, and its copy, wherever it is, is every file's; an installed
-    site-packages holds many, and a file is held only to its own package's copy (the distribution whose RECORD lists
-    both, else the same top-level folder): pyarrow's msvcp140.dll 14.28 says nothing of h5py's files."""
+def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts]
+                                   ) -> Callable[[str, Sequence[str]], Optional[tuple[str, str]]]:
+    """The bundled VC++ runtime a file of the target is held to (its version, and in an installed site-packages the
+    copy), given the names the file imports:
+    - a wheel or a package folder is one package: its copy of msvcp140.dll or vcruntime140.dll, wherever it is,
+      is every file's that uses the runtime (as before);
+    - an installed site-packages holds many, and Windows binds an import of msvcp140.dll to the module of that name
+      loaded first, from whichever folder (a copy under its own name is not renamed away as delvewheel's are): a
+      file that imports a VC++ runtime DLL by its own name is held to the oldest copy of that name installed here
+      (pyarrow's msvcp140.dll 14.28 serves scikit-learn's extensions if pyarrow is imported first). Not
+      vcruntime140.dll or vcruntime140_1.dll: python.exe loads its own first, and an extension binds to that
+      (PYTHON_SHIPPED_VC). A file that imports none by name is held to no copy (h5py's extensions import only
+      vcruntime140.dll)."""
     if not _many_packages(target):
         whole = _bundled_vc_version(target, facts_of)
-        return lambda path: whole
+        return lambda path, names: (whole, "") if whole else None
 
-    def package(path: str) -> str:
-        entry = target.records.get(winpath.key(path))
-        if entry is not None:
-            return "dist:" + entry.dist.lower()
-        rel = winpath.normalize(path)[len(target.root) + 1:]
-        return "top:" + winpath.fold(rel.split("\\", 1)[0])
+    oldest: dict[str, tuple[str, str]] = {}  # runtime DLL name -> (version, path) of its oldest copy here
+    for f in target.files:
+        name = winpath.basename(f.path).lower()
+        facts = facts_of.get(winpath.key(f.path))
+        if (name in PYTHON_SHIPPED_VC or facts is None or facts.pe is None or not facts.pe.file_version
+                or classify(name).kind != "vcruntime"):
+            continue
+        if name not in oldest or version_key(facts.pe.file_version) < version_key(oldest[name][0]):
+            oldest[name] = (facts.pe.file_version, f.path)
 
-    versions: dict[str, str] = {}
-    for name in ("msvcp140.dll", "vcruntime140.dll"):
-        for c in target.file_named(name):
-            f = facts_of.get(winpath.key(c.path))
-            if f is not None and f.pe is not None and f.pe.file_version:
-                versions.setdefault(package(c.path), f.pe.file_version)
-    return lambda path: versions.get(package(path)) if versions else None
+    def held(path: str, names: Sequence[str]) -> Optional[tuple[str, str]]:
+        copies = [oldest[n.lower()] for n in names if n.lower() in oldest]
+        return min(copies, key=lambda c: version_key(c[0])) if copies else None
+    return held
+
+
+def _package_of(target: Target, path: str) -> str:
+    """The distribution whose RECORD lists a file of an installed folder, else its top-level folder's name."""
+    entries = target.records.get(winpath.key(path))
+    if entries:
+        return entries[0].dist
+    return winpath.normalize(path)[len(target.root) + 1:].split("\\", 1)[0]
 
 
 def _many_packages(target: Target) -> bool:

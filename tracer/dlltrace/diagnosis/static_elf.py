@@ -29,7 +29,7 @@ from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import nvidia_wheel
+from dlltrace.loader.linux.fixes import nvidia_wheels
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
 from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, zip_members
 
@@ -276,16 +276,16 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
 
 def rule_soname_provider(soname: str, target: Target, opts: GateOptions) -> tuple[Status, Optional[Provider]]:
     """A library the wheel needs that is not in it nor the policy's: allowed by name, by its distribution or by
-    class; else the pip distribution that ships it (loader/linux/fixes.nvidia_wheel: libcudart.so.12 ->
+    class; else the pip distribution that ships it (loader/linux/fixes.nvidia_wheels, any CUDA major: libcudart.so.12 ->
     nvidia-cuda-runtime-cu12), when the wheel's Requires-Dist names it: `assumed` with --assume-installed, else
     `required_not_given` (a failure that says to pass its wheel); else `not_allowed` (the Windows side's
     rule_dll_provider, for sonames)."""
-    wheel = nvidia_wheel(soname)
-    dist = normalize_dist(wheel.package) if wheel is not None else None
-    if opts.allows_name(soname) or (dist is not None and dist in opts.dists) or "other" in opts.classes:
-        return "allowed", (Provider(dist, None, True) if dist is not None and dist in target.requires else None)
-    if dist is not None and dist in target.requires:
-        return ("assumed" if dist in opts.assume_installed else "required_not_given"), Provider(dist, None, True)
+    dists = [normalize_dist(w.package) for w in nvidia_wheels(soname)]  # (one per CUDA major: the wheel's own)
+    required = next((d for d in dists if d in target.requires), None)
+    if opts.allows_name(soname) or any(d in opts.dists for d in dists) or "other" in opts.classes:
+        return "allowed", (Provider(required, None, True) if required is not None else None)
+    if required is not None:
+        return ("assumed" if required in opts.assume_installed else "required_not_given"), Provider(required, None, True)
     return "not_allowed", None
 
 

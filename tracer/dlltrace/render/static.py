@@ -18,7 +18,7 @@ from dlltrace.model import CAUSE_ERROR, Node
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.wrap import Grid, wrap_text
 from dlltrace.diagnosis.static import (CheckResult, CheckRow, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
-                                       reinstall_words, static_diagnosis)
+                                       static_diagnosis)
 
 # The levels of an import tree the text and Markdown renderings nest. Each level is indented once more, so a chain
 # costs its depth squared in characters (and rich's Tree sums every line's guides: a 10,000-level chain took 48 s;
@@ -220,10 +220,19 @@ def problem_line(target: Target, p: Problem) -> str:
     if p.kind == "missing":
         tried = "; searched " + ", ".join(f"{s.rule}" for s in p.searched) if p.searched else ""
         where = f"; the package has it at {_shown(target, p.elsewhere[0])}" if p.elsewhere else ""
-        gone = (f"; {p.owner} {p.owner_version}'s RECORD lists {p.record_path}, and it is gone: "
-                f"{reinstall_words(p.owner, p.owner_version)}") if p.record == "missing" else ""
-        return f"missing {p.dll}{cls}{who}{tried}{where}{gone}"
-    return f"{p.kind.replace('_', ' ')} {p.dll}{cls}{who}: {p.detail}"
+        return f"missing {p.dll}{cls}{who}{tried}{where}{record_words(p)}"
+    return f"{p.kind.replace('_', ' ')} {p.dll}{cls}{who}: {p.detail}{record_words(p)}"
+
+
+def record_words(p: Problem) -> str:
+    """What an installed folder's RECORD says of a problem's file (diagnosis/static.rule_record_of_installed_files)."""
+    pin = f"{p.owner}=={p.owner_version}" if p.owner_version else p.owner
+    fix = f"reinstall {p.owner} (pip install --force-reinstall --no-deps {pin})"
+    if p.record == "missing":
+        return f"; {p.owner} {p.owner_version}'s RECORD lists {p.record_path}, and it is gone: {fix}"
+    if p.record == "differs":
+        return f"; it is not the file {p.owner} {p.owner_version} installed (it differs from its RECORD's digest): {fix}"
+    return ""
 
 
 def print_deps(r: DepsResult, console: Console) -> None:

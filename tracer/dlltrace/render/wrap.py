@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 SEPARATORS = "\\/"
+MAX_WRAPPED = 4096  # characters of a line wrapped; a longer one (a hostile trace's name) is printed whole
 # A word: a Windows path with the spaces of its folders' names (C:\Program Files\NVIDIA GPU Computing Toolkit\
 # CUDA, after any characters that stick to it: L"C:\\...), broken only at its separators; else what is between
 # two spaces. A folder's name holds no character Windows forbids in a name (`"`, `:`, ...), so the path ends
@@ -77,6 +78,8 @@ def wrap_ranges(text: str, width: int, hang: Optional[int] = None) -> list[Line]
     """Where `text` is broken to fit `width` cells: its own leading spaces indent its first line, `hang`
     (default: those spaces + 2) the next ones. Breaks at spaces (which are dropped), else right after a
     path separator; a piece that fits no line stands alone, unindented."""
+    if len(text) > MAX_WRAPPED:  # (finding cuts is quadratic in a word's length: such a line is left to the terminal)
+        return [Line(0, 0, len(text))]
     lead = len(text) - len(text.lstrip(" "))
     hang = lead + 2 if hang is None else hang
     hang = max(0, min(hang, width // 3))  # (a deep indent on a narrow terminal: the text keeps most of the line)

@@ -261,13 +261,16 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
 
 
 def _user_site() -> "Optional[str]":
-    """The user site-packages folder, where site made one (site.USER_SITE with ENABLE_USER_SITE true): where pip
-    installs when the Python's own site-packages cannot be written (a Microsoft Store Python's, under
-    WindowsApps: there USER_SITE is the app's LocalCache\\local-packages\\PythonXY\\site-packages); None else."""
+    """The user site-packages folder (site.getusersitepackages(): LocalCache\\local-packages\\PythonXY\\site-packages
+    in a Microsoft Store Python's app folder), where pip installs when the Python's own site-packages cannot be
+    written, whether or not this run of the program uses it (`-s`, PYTHONNOUSERSITE: pip, run apart, still
+    installs there); None when site was not imported (the embeddable Python's ._pth, `-S`)."""
     site = sys.modules.get("site")
-    if site is None or getattr(site, "ENABLE_USER_SITE", None) is not True:
+    get = getattr(site, "getusersitepackages", None)
+    try:
+        user = get() if callable(get) else None
+    except Exception:  # (a broken HOME / APPDATA: nothing to record)
         return None
-    user = getattr(site, "USER_SITE", None)
     return user if isinstance(user, str) and user else None
 
 

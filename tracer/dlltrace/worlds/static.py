@@ -826,55 +826,139 @@ class RecordEntry:
     path: str  # as RECORD lists it, relative to the site folder, "/"-separated
     host: str  # where that is on this disk
     digest: str  # "sha256=<urlsafe base64, no padding>", "" when RECORD gives none
+    size: Optional[int] = None  # the size RECORD gives, None when none
 
 
 MAX_RECORD_BYTES = 16 << 20  # a RECORD bigger than this is not read (torch's is 2 MB)
 
 
+def record_rows(text: str) -> list[list[str]]:
+    """A RECORD's rows, read as the spec says it is written: CSV, Python's default dialect (a path with a comma or
+    a quote in it is quoted, its quotes doubled)."""
+    import csv
+
+    try:
+        return [row for row in csv.reader(io.StringIO(text, newline="")) if row]
+    except csv.Error:  # (a NUL, a quote left open at the end: what reads before it is kept)
+        out: list[list[str]] = []
+        for line in text.split("\n"):
+            try:
+                out += [row for row in csv.reader([line]) if row]
+            except csv.Error:
+                continue
+        return out
+
+
+def read_record(folder: str) -> Optional[str]:
+    """The text of a .dist-info folder's RECORD; one cut at MAX_RECORD_BYTES loses its last, partial line (a cut
+    path or digest would be read as another file's, or a wrong hash); None when it cannot be read."""
+    try:
+        with open(os.path.join(folder, "RECORD"), "rb") as f:
+            data = f.read(MAX_RECORD_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > MAX_RECORD_BYTES:
+        data = data[:data.rfind(b"\n", 0, MAX_RECORD_BYTES) + 1]
+    return data.decode("utf-8", "replace")
+
+
+def record_relative_path(path: str) -> Optional[str]:
+    """A RECORD path as "/"-separated parts under the site folder (the spec allows `\\` on Windows), or None for
+    one that is not: absolute (`/x`, `\\x`, `\\\\server`), with a drive (`C:`), climbing out with `..`."""
+    p = path.replace("\\", "/")
+    parts = [x for x in p.split("/") if x not in ("", ".")]
+    if not parts or p.startswith("/") or ":" in parts[0] or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
 def folder_records(site: Union[str, os.PathLike], under: Optional[str] = None) -> list[RecordEntry]:
     """The .dll/.pyd/.exe files the RECORD of each *.dist-info in a host site-packages folder lists (`under`: only
     those in that host folder and below), in the order RECORD lists them: who owns each, and its hash."""
-    site = os.fspath(site)
+    site = os.path.abspath(os.fspath(site))
     try:
         infos = sorted(e for e in os.listdir(site) if e.endswith(".dist-info"))
     except OSError:
         return []
     inside = os.path.normcase(os.path.abspath(under)) + os.sep if under else None
+    real_site = os.path.normcase(os.path.realpath(site)) + os.sep
     out: list[RecordEntry] = []
     for info in infos:
         name, _, version = info[: -len(".dist-info")].partition("-")
-        try:
-            with open(os.path.join(site, info, "RECORD"), "rb") as f:
-                text = f.read(MAX_RECORD_BYTES).decode("utf-8", "replace")
-        except OSError:
+        text = read_record(os.path.join(site, info))
+        if text is None:
             continue
-        for line in text.splitlines():
-            path, _, rest = line.partition(",")
-            path = path.strip().strip('"')
-            if not path.lower().endswith(PE_SUFFIXES) or path.startswith("/") or ".." in path.split("/"):
+        for row in record_rows(text):
+            path = record_relative_path(row[0].strip())
+            if path is None or not path.lower().endswith(PE_SUFFIXES):
                 continue
             host = os.path.normpath(os.path.join(site, *path.split("/")))
             if inside is not None and not os.path.normcase(host).startswith(inside):
                 continue
-            digest = rest.split(",", 1)[0].strip()
-            out.append(RecordEntry(name, version, path, host, digest if "=" in digest else ""))
+            if not os.path.normcase(os.path.realpath(host)).startswith(real_site):
+                continue  # (a link out of the folder: not a file of this environment to judge, nor to read)
+            digest = row[1].strip() if len(row) > 1 else ""
+            size = row[2].strip() if len(row) > 2 else ""
+            out.append(RecordEntry(name, version, path, host, digest if "=" in digest else "",
+                                   int(size) if size.isdigit() else None))
     return out
 
 
-def record_digest_matches(entry: RecordEntry) -> Optional[bool]:
-    """Whether the file on disk is the one RECORD describes (its digest, read in 1 MiB pieces: never the whole
-    file in memory); None when RECORD gives no digest of an algorithm hashlib has, or the file cannot be read."""
-    algo, _, want = entry.digest.partition("=")
-    if not want or algo.lower() not in hashlib.algorithms_guaranteed:
-        return None
-    h = hashlib.new(algo.lower())
+def installed_wheel_files(folder: str) -> frozenset[str]:
+    """The .whl files at the top of a host site-packages folder that a distribution's RECORD there lists."""
+    out: set[str] = set()
     try:
-        with open(entry.host, "rb") as f:
-            for piece in iter(lambda: f.read(1 << 20), b""):
-                h.update(piece)
+        infos = [e for e in os.listdir(folder) if e.endswith(".dist-info")]
+    except OSError:
+        return frozenset()
+    for info in infos:
+        text = read_record(os.path.join(folder, info))
+        for row in record_rows(text or ""):
+            path = record_relative_path(row[0].strip())
+            if path is not None and "/" not in path and path.lower().endswith(".whl"):
+                out.add(path)
+    return frozenset(out)
+
+
+_DIGESTS: dict[tuple[str, int, int, str], Optional[bool]] = {}  # (host, size, mtime, digest) -> the answer
+
+
+def record_digest_matches(entry: RecordEntry) -> Optional[bool]:
+    """Whether the file on disk is the one RECORD describes: a size other than RECORD's says no at once, else its
+    digest, read in 1 MiB pieces (never the whole file in memory), once a run for a file. None when RECORD gives no
+    digest of an algorithm hashlib has (of a fixed size: not shake_*), or the file is not one to read: not a
+    regular file (a FIFO, a device: `-> /dev/zero`), outside the site folder through a link, larger than a PE image
+    can be (limits.py record_hash_bytes), unreadable."""
+    import stat
+
+    algo, _, want = entry.digest.partition("=")
+    algo = algo.lower()
+    if not want or algo not in hashlib.algorithms_guaranteed or algo.startswith("shake_"):
+        return None
+    try:
+        fd = os.open(entry.host, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except (OSError, ValueError):  # (ValueError: a RECORD path with a NUL in it)
         return None
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii") == want.rstrip("=")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limits().record_hash_bytes:
+            return None
+        key = (entry.host, st.st_size, st.st_mtime_ns, entry.digest)
+        if key in _DIGESTS:
+            return _DIGESTS[key]
+        if entry.size is not None and entry.size != st.st_size:
+            _DIGESTS[key] = False
+            return False
+        h = hashlib.new(algo)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            for piece in iter(lambda: f.read(1 << 20), b""):
+                h.update(piece)
+        _DIGESTS[key] = base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii") == want.rstrip("=")
+        return _DIGESTS[key]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:

@@ -88,6 +88,14 @@ def nvidia_wheel(soname: str, major: Optional[int] = None) -> Optional[NvidiaWhe
     return None
 
 
+def nvidia_wheels(soname: str) -> list[NvidiaWheel]:
+    """Every pip package that ships `soname`, one per CUDA major (libcudnn.so.8: nvidia-cudnn-cu11 and -cu12)."""
+    for pat, folder, by_major in NVIDIA_WHEELS:
+        if re.match(pat, soname):
+            return [NvidiaWheel(pkg, folder, major) for major, pkg in sorted(by_major.items())]
+    return []
+
+
 def torch_preloads(wheel: NvidiaWheel, soname: str) -> bool:
     """Whether torch's _load_global_deps would ctypes-load this wheel's copy of soname from sys.path."""
     pat = TORCH_PRELOADS.get(wheel.folder)
