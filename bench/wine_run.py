@@ -23,9 +23,9 @@ process's own CPU).
 
 Measured (2026-12-05, 2 cores shared with other jobs, load average 3-7; four runs of --rounds 10
 --cold-rounds 3 --compare <main>): warm 13.7x, 13.0x, 16.3x, 20.5x against main's 17.3x, 16.8x, 22.7x, 28.1x
-in the same rounds (21-28% less wall time, median 25%); cold 2.1x, 1.9x, 1.4x, 1.5x. What changed: the launcher starts before the heavy
-imports (trace/launch.py imports no reader or model: ~15 ms of CPU from `run`'s start to the launcher's,
-70-100 before), no `uname -p` child for the header, the launcher no longer links shell32 (user32 and gdi32
+in the same rounds (21-28% less wall time, median 25%); cold 2.1x, 1.9x, 1.4x, 1.5x. What changed: the
+launcher starts before the heavy imports (trace/launch.py imports no reader or model: ~15 ms of CPU from
+`run`'s start to the launcher's, 70-100 before), no `uname -p` child for the header, the launcher no longer links shell32 (user32 and gdi32
 no longer start in it: 61 -> 46 ms for the launcher and shim alone, 20 interleaved runs), `run`'s summary
 without rich or report's renderers (~40 -> ~11 ms CPU), exports read in one pass, the interpreter's exit
 after gc.freeze (80-150 -> ~24 ms wall). The phases (CPU): start and CLI ~66-72 ms, to the launcher ~15,
