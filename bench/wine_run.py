@@ -13,9 +13,26 @@ command's floor), `dlltrace --version` (the CLI's own start-up), and `dlltrace r
 stderr on pipes (where it first makes sure Wine's services run detached: trace/launch.py,
 start_wine_services). Python children get compiled bytecode (a cache of their own, filled by a first round
 not counted), as an installed package has. --compare DIR adds `dlltrace run --wine` of another checkout
-(DIR/tracer, e.g. the main branch's) to the same rounds.
+(DIR/tracer, e.g. the main branch's) to the same rounds, with this checkout's launcher and shim.
+--phases N (default 10; 0: none) then times N warm runs phase by phase inside `dlltrace run --wine` (PHASES:
+Python's start and the CLI, up to the launcher's start, the imports made while the program runs, the rest
+of the program's run, reading the trace back, the facts, the summary, the interpreter's exit; wall, and the
+process's own CPU).
 
-    python bench/wine_run.py [--rounds N] [--cold-rounds N] [--compare DIR]
+    python bench/wine_run.py [--rounds N] [--cold-rounds N] [--compare DIR] [--phases N]
+
+Measured (2026-12-05, 2 cores shared with other jobs, load average 3-7; four runs of --rounds 10
+--cold-rounds 3 --compare <main>): warm 13.7x, 13.0x, 16.3x, 20.5x against main's 17.3x, 16.8x, 22.7x, 28.1x
+in the same rounds (21-28% less wall time, median 25%); cold 2.1x, 1.9x, 1.4x, 1.5x. What changed: the
+launcher starts before the heavy imports (trace/launch.py imports no reader or model: ~15 ms of CPU from
+`run`'s start to the launcher's, 70-100 before), no `uname -p` child for the header, the launcher no longer links shell32 (user32 and gdi32
+no longer start in it: 61 -> 46 ms for the launcher and shim alone, 20 interleaved runs), `run`'s summary
+without rich or report's renderers (~40 -> ~11 ms CPU), exports read in one pass, the interpreter's exit
+after gc.freeze (80-150 -> ~24 ms wall). The phases (CPU): start and CLI ~66-72 ms, to the launcher ~15,
+imports while the program runs ~180 (they outlast a 20-50 ms program: the critical path), facts ~33,
+summary ~11. Why <= 3x warm is out of reach: Wine's own part, the launcher's and the program's processes,
+is 2.3-3.2x plain wine64, `python -c pass` 0.8x: 3.1-4x before `run` imports anything
+(docs/wine-profile.md, "Where `dlltrace run --wine`'s time goes").
 """
 
 from __future__ import annotations
@@ -86,11 +103,98 @@ def show(title: str, times: dict[str, list[float]], peer: str) -> dict[str, floa
     return med
 
 
+# --phases: `dlltrace run --wine` run through this driver (python -c PHASES ARGS...), which marks each phase's
+# end (wall clock, and the process's CPU time) without changing what runs or when it is imported: the
+# launcher's Popen and wait are watched; the functions that follow the program are wrapped once it ended
+# (they are imported by then: commands/run.py import_what_follows). The marks go to the file named by
+# DLLTRACE_BENCH_PHASES as JSON; DLLTRACE_BENCH_T0 is the bench's clock just before it started the process.
+PHASES = r"""
+import json, os, subprocess, sys, time
+marks = []
+def mark(what):
+    marks.append((what, (time.time(), time.process_time())))
+P = subprocess.Popen
+class Watched(P):
+    def __init__(self, argv, *a, **k):
+        launcher = any("dlltrace_launch" in str(x) for x in argv)
+        if launcher:
+            mark("to the launcher's start (launch.py imports, header, checks)")
+        super().__init__(argv, *a, **k)
+        self.launcher = launcher
+    def wait(self, *a, **k):
+        if self.launcher:
+            mark("imports of what follows, while the program runs")
+        r = super().wait(*a, **k)
+        if self.launcher:
+            mark("the rest of the launcher's and the program's run (Wine)")
+            wrap()
+        return r
+subprocess.Popen = Watched
+def wrap():
+    import dlltrace.runner as runner, dlltrace.trace.reader as reader, dlltrace.render.runsummary as rs
+    def w(mod, name, label):
+        f = getattr(mod, name)
+        def g(*a, **k):
+            try:
+                return f(*a, **k)
+            finally:
+                mark(label)
+        setattr(mod, name, g)
+    w(reader, "read_trace", "reading the trace back")
+    w(runner, "append_facts", "the facts (collect_facts: replay, PE facts)")
+    w(runner, "run_exit_code", "finishing the trace, the exit code")
+    w(rs, "summarize", "the summary")
+import dlltrace.commands.run as run
+execute = run.execute
+def timed(args):
+    mark("python start, the CLI's imports, the parser")
+    return execute(args)
+run.execute = timed
+t0 = float(os.environ["DLLTRACE_BENCH_T0"])
+try:
+    from dlltrace.cli import entry
+    sys.argv[:] = ["dlltrace", "run", *sys.argv[1:]]
+    rc = entry()
+finally:
+    with open(os.environ["DLLTRACE_BENCH_PHASES"], "w") as f:
+        json.dump([("(started)", (t0, 0.0)), *marks], f)
+sys.exit(rc)
+"""
+
+
+def phases(argv: list[str], env: dict, cwd: str, rounds: int) -> None:
+    """Where the warm time of `dlltrace run --wine` goes, phase by phase (PHASES), medians of `rounds` runs."""
+    import json
+
+    got: dict[str, list[tuple[float, float]]] = {}
+    total: list[float] = []
+    for _ in range(rounds):
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            e = {**env, "DLLTRACE_BENCH_PHASES": f.name}
+            e["DLLTRACE_BENCH_T0"] = repr(time.time())
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", PHASES, *argv], env=e, cwd=cwd, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            total.append(time.perf_counter() - t)
+            end = time.time()
+            marks = json.load(open(f.name))
+        marks.append(["the interpreter's exit", [end, marks[-1][1][1]]])  # (CPU: not seen after the last mark)
+        for (_, (t_prev, c_prev)), (what, (t_now, c_now)) in zip(marks, marks[1:]):
+            got.setdefault(what, []).append((t_now - t_prev, c_now - c_prev))
+    print(f"phases of `dlltrace run --wine` (warm; {rounds} runs, medians; wall, and this process's CPU)")
+    for what, ts in got.items():
+        print(f"  {what:66} wall {statistics.median(t for t, _ in ts) * 1000:6.1f} ms  "
+              f"CPU {statistics.median(c for _, c in ts) * 1000:6.1f} ms")
+    print(f"  {'(the whole process)':66} wall {statistics.median(total) * 1000:6.1f} ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--cold-rounds", type=int, default=5)
     ap.add_argument("--compare", metavar="DIR", help="another checkout whose `dlltrace run --wine` to add")
+    ap.add_argument("--phases", type=int, default=10, metavar="N",
+                    help="runs of `dlltrace run --wine` timed phase by phase, warm (0: none)")
     a = ap.parse_args()
     winetools.require("wine", "mingw64", "mingw32")
     kit.build_shim()
@@ -128,6 +232,8 @@ def main() -> int:
               f"{warm['wine64 launcher prog (launcher+shim alone)'] * 1000:.0f} ms, dlltrace's own (Python: start, "
               f"imports, facts, summary) {ours_s * 1000:.0f} ms, of which `python -c pass` "
               f"{warm['python -c pass'] * 1000:.0f} ms")
+        if a.phases:
+            phases(["--wine", "-o", "t.jsonl", "--", *prog], ours, d, a.phases)
         cold = None
         if a.cold_rounds:
             cold_cases = {k: cases[k] for k in ("wine64 prog", main_case)}

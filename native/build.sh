@@ -20,7 +20,7 @@ build() { # CC BITS HOOK_SOURCE [extra flags...]
   "$cc" "${flags[@]}" "$@" -I"$here/common" -shared -o "$out/dlltrace_shim$bits.dll" \
       "$here/shim/dlltrace_shim.c" "$here/shim/$hook" "$here/shim/freeze.c" "${common[@]}" -ladvapi32 -lntdll
   "$cc" "${flags[@]}" "$@" -I"$here/common" -o "$out/dlltrace_launch$bits.exe" \
-      "$here/launcher/dlltrace_launch.c" "${common[@]}" -lshell32
+      "$here/launcher/dlltrace_launch.c" "${common[@]}"  # (no -lshell32: dlltrace_launch.c loads it when needed)
 }
 build "$cc64" 64 hook_x64.c
 # (i686: the exports undecorated (cdecl ones are; --kill-at for any stdcall); libgcc linked in (64-bit

@@ -166,6 +166,40 @@ def test_run_launcher_calls_while_running_during_the_run(tmp_path):
     assert launch.run_launcher([sys.executable, "-c", "raise SystemExit(4)"], dict(os.environ), fails) == (4, None)
 
 
+def test_the_launcher_starts_before_the_heavy_imports():
+    """What `run --wine` imports before the launcher starts (trace/launch.py and what it imports) holds no
+    reader, model, diagnosis, renderer, dataclasses or rich: those are imported while the program runs
+    (bench/wine_run.py: ~0.1 s of CPU that once came before the program started)."""
+    code = ("import sys\nfrom dlltrace.commands import run\nfrom dlltrace.trace import launch\n"
+            "print(sorted(sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(launch.__file__).parents[2])})
+    assert r.returncode == 0, r.stderr
+    mods = set(eval(r.stdout.strip().splitlines()[-1]))
+    assert "dlltrace.trace.launch" in mods
+    heavy = {"dlltrace.model", "dlltrace.trace.reader", "dlltrace.trace.redact", "dlltrace.winapi", "dlltrace.runner",
+             "dataclasses", "ctypes", "rich", "pefile"}
+    assert not heavy & mods
+    assert not [m for m in mods if m.startswith(("dlltrace.diagnosis", "dlltrace.render", "dlltrace.loader"))]
+
+
+def test_a_summary_of_lines_alone_imports_no_rich(tmp_path):
+    """`run`'s summary of a run whose loads all succeeded is one line: render/runsummary.py renders it
+    without rich (its console is made for a table or a tree only) and without report's CUDA, JSON and
+    Markdown renderers."""
+    p = tmp_path / "t.jsonl"
+    p.write_text(OK_SAMPLE)
+    code = ("import sys\nfrom dlltrace.render.runsummary import summarize\nfrom dlltrace.trace.reader import read_trace\n"
+            f"print(summarize(read_trace({str(p)!r})))\nprint(sorted(sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(launch.__file__).parents[2])})
+    assert r.returncode == 0, r.stderr
+    *text, mods = r.stdout.strip().splitlines()
+    assert text == [f"dlltrace ─ every load succeeded (1 load traced) · trace saved to {p}"]
+    assert not [m for m in eval(mods) if m.split(".")[0] == "rich" or m in (
+        "dlltrace.render.cuda", "dlltrace.render.json", "dlltrace.render.markdown", "dlltrace.render.summary")]
+
+
 def test_holds_a_pipe(tmp_path):
     r, w_ = os.pipe()
     try:
@@ -231,6 +265,19 @@ SAMPLE = """{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","crea
 {"ev":"load_end","seq":9,"pid":7,"tid":1,"t":2,"load":3,"result":null,"error":126,"status":3221225781,"path":null}
 {"ev":"load_begin","seq":12,"pid":7,"tid":1,"t":5,"api":"LoadLibraryA","name":"dies.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":null}
 """
+
+# a run whose one load succeeded (as the shim, the launcher and dlltrace write it)
+OK_SAMPLE = r'''{"format":"dlltrace-trace","version":1,"tool":"dlltrace 0.1.0","created":null,"platform":"wine"}
+{"ev":"process","seq":1,"pid":1296,"tid":1316,"t":35061755675900,"ppid":1288,"exe":"C:\\dlltrace-shim\\host\\loadhost.exe","cmdline":"C:\\dlltrace-shim\\host\\loadhost.exe load C:\\dlltrace-shim\\lib\\a.dll 0","shim":"Z:\\x\\dlltrace_shim64.dll","shim_version":"0.1.0","via":"launcher","hooks":["LoadLibraryExW","LoadLibraryExA","LoadLibraryW","LoadLibraryA","AddDllDirectory","RemoveDllDirectory","SetDllDirectoryW","SetDllDirectoryA","SetDefaultDllDirectories","FreeLibrary","SetEnvironmentVariableW","SetEnvironmentVariableA","LdrLoadDll","NtOpenFile","NtCreateFile","NtQueryAttributesFile","NtCreateSection","CreateProcessInternalW"]}
+{"ev":"load_begin","seq":4,"pid":1296,"tid":1316,"t":35061756238200,"api":"LoadLibraryExW","name":"C:\\dlltrace-shim\\lib\\a.dll","flags":0,"parent":null,"depth":0,"ctx":null,"caller":"C:\\dlltrace-shim\\host\\loadhost.exe"}
+{"ev":"probe","seq":5,"pid":1296,"tid":1316,"t":35061756341000,"load":4,"op":"open","path":"\\??\\C:\\dlltrace-shim\\lib\\a.dll","status":0,"handle":"0x44"}
+{"ev":"probe","seq":6,"pid":1296,"tid":1316,"t":35061756412300,"load":4,"op":"section","status":0,"handle":"0x48","file":"0x44"}
+{"ev":"dll_notify","seq":7,"pid":1296,"tid":1316,"t":35061757870600,"load":4,"reason":"loaded","path":"C:\\dlltrace-shim\\lib\\a.dll","base":"0x3bf6d0000"}
+{"ev":"load_end","seq":8,"pid":1296,"tid":1316,"t":35061757888500,"load":4,"result":"0x3bf6d0000","error":0,"status":0,"path":"C:\\dlltrace-shim\\lib\\a.dll"}
+{"ev":"stats","seq":9,"pid":1296,"tid":1316,"t":35061758173100,"written":8,"lost":0,"cut":0,"dropped":0}
+{"ev":"exit","seq":0,"pid":1296,"tid":0,"t":35061758326400,"code":0,"by":"launcher","ended":"exited","child_machine":"x64"}
+{"ev": "exit", "seq": 0, "pid": 0, "tid": 0, "t": 0, "code": null, "by": "dlltrace", "launcher_status": 0, "signal": null}
+'''
 
 
 def test_run_summary_names_every_failed_load_and_the_saved_trace(tmp_path):

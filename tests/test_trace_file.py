@@ -1,5 +1,5 @@
 """`dlltrace run --max-size` (native/common/jsonw.h, trace/capped.py) and compressed traces
-(trace/launch.py: spill_path, finish_trace): a capped trace says exactly what it dropped, the default
+(trace/files.py: spill_path, finish_trace): a capped trace says exactly what it dropped, the default
 cap keeps real runs whole, a compressed trace reads like a plain one, and neither a crash of the
 program nor a killed `dlltrace run` loses the events written before it."""
 
@@ -21,7 +21,7 @@ from dlltrace import errors
 from dlltrace.commands.run import parse_size
 from dlltrace.trace.capped import Capped, capped_line, cut_by_cap
 from dlltrace.render.summary import produce
-from dlltrace.trace import launch
+from dlltrace.trace import files, launch
 from dlltrace.trace.reader import Load, read_trace
 from test_bootstrap import windows_python  # noqa: F401  (fixture: a Windows CPython 3.13 from PyPI)
 from test_shim import HOST, shim_env, w  # noqa: F401  (session fixture)
@@ -138,20 +138,20 @@ def test_finish_trace_compresses_the_whole_spill_and_removes_it(tmp_path):
                    for i in range(1, 5000))
     spill.write_text('{"format": "dlltrace-trace", "version": 1}\n' + body, encoding="utf-8")
     before = spill.read_bytes()
-    out = launch.finish_trace(spill, tmp_path / "t.jsonl.gz")
+    out = files.finish_trace(spill, tmp_path / "t.jsonl.gz")
     assert out == tmp_path / "t.jsonl.gz" and not spill.exists()
     assert gzip.decompress(out.read_bytes()) == before
     assert out.stat().st_size < len(before) / 5
     # the same bytes every time (no name, no time in the gzip header)
     spill.write_bytes(before)
-    assert launch.finish_trace(spill, tmp_path / "u.jsonl.gz").read_bytes() == out.read_bytes()
+    assert files.finish_trace(spill, tmp_path / "u.jsonl.gz").read_bytes() == out.read_bytes()
 
 
 def test_finish_trace_keeps_the_spill_when_it_cannot_compress(tmp_path, capsys):
     spill = tmp_path / "t.jsonl.gz.part"
     spill.write_bytes(b'{"format": "dlltrace-trace", "version": 1}\n')
     (tmp_path / "sub").mkdir()
-    where = launch.finish_trace(spill, tmp_path / "sub")  # a folder: cannot be replaced by a file
+    where = files.finish_trace(spill, tmp_path / "sub")  # a folder: cannot be replaced by a file
     assert where == spill and spill.exists()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "could not compress the trace" in err and str(spill) in err

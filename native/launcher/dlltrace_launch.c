@@ -29,7 +29,6 @@
  */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
-#include <shellapi.h>
 #include <stdio.h>
 #include "inject.h"
 #include "jsonw.h"
@@ -129,7 +128,13 @@ static void machine_warning(HANDLE f, DWORD pid, const char *machine, DWORD err,
    injection's result (0, or a Win32 error). */
 static int inject_helper(void) {
     int argc = 0;
-    WCHAR **argv = CommandLineToArgvW(GetCommandLineW(), &argc);
+    /* shell32 is loaded here, for this helper alone: linked in, it loads user32 and gdi32 into every
+       launcher, whose start under Wine then costs ~20-40 ms more (bench/wine_run.py) */
+    typedef LPWSTR *(WINAPI *argv_t)(LPCWSTR, int *);
+    HMODULE sh = LoadLibraryW(L"shell32.dll");
+    argv_t to_argv = sh ? (argv_t)(void *)GetProcAddress(sh, "CommandLineToArgvW") : NULL;
+    if (!to_argv) return (int)GetLastError();
+    WCHAR **argv = to_argv(GetCommandLineW(), &argc);
     if (!argv || argc != 6) return ERROR_INVALID_PARAMETER;
     DWORD pid = 0;
     for (const WCHAR *c = argv[2]; *c >= L'0' && *c <= L'9'; c++) pid = pid * 10 + (DWORD)(*c - L'0');

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NOT_RUN, EXIT_NOT_TRACED
+from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NOT_RUN, EXIT_NOT_TRACED, DlltraceError
 from dlltrace.trace.files import event_lines, finish_trace
 from dlltrace.trace.where import DEFAULT_MAX_SIZE
 
@@ -52,12 +52,37 @@ def uses_launcher(wine_wanted: bool) -> bool:
 
 
 def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
-    """What follows a launcher run (launch.run_traced): the facts appended, the trace finished; the exit
-    code and the trace."""
-    trace = append_facts(run.spill, run.trace, wine=run.wine, end=run.end)
+    """What follows a launcher run (launch.run_traced): the trace read back, the facts appended, the trace
+    finished; the exit code and the trace. A program that could not be started is a DlltraceError (the
+    trace finished and kept)."""
+    from dlltrace.trace.launch import machine_words
+    from dlltrace.trace.reader import read_trace
+
+    read = read_trace(run.spill)
+    failed_start = next(read.of("launch_error"), None)
+    if failed_start is not None:
+        err = failed_start.get("error")
+        where = finish_trace(run.spill, run.out)
+        raise DlltraceError(f"command not found or not startable: {run.first} ({error_text(err)}"
+                            f"{machine_words(failed_start.get('child_machine'))}); trace in {where}", EXIT_NO_COMMAND)
+    trace = append_facts(run.spill, read, wine=run.wine, end=run.end)
     where = finish_trace(run.spill, run.out)
     trace.path = str(where)  # (the summary says where the trace is)
     return run_exit_code(trace), trace
+
+
+def error_text(code: Optional[int]) -> str:
+    """A Win32 error code with its words (the model's, else on Windows the system's)."""
+    from dlltrace.model import ERROR_TEXT
+
+    if code is None:
+        return "did not return (the process ended during the load)"
+    text = ERROR_TEXT.get(code)
+    if not text and sys.platform == "win32":  # Windows' own words for a code the model has none for
+        from dlltrace import winapi
+
+        text = winapi.format_message(code) if winapi.available() else None
+    return f"{code} {text}" if text else str(code)
 
 
 def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:

@@ -68,9 +68,11 @@ def command_of(args: argparse.Namespace) -> list[str]:
 def import_what_follows() -> None:
     """The modules that follow the program (the facts, the summary: ~0.1-0.3 s of imports), imported
     while it runs under the launcher (launch.run_traced's while_running) rather than after it ended."""
-    import dlltrace.render.summary  # noqa: F401
-    import dlltrace.render.terminal  # noqa: F401
     import dlltrace.runner  # noqa: F401
+    import dlltrace.trace.reader  # noqa: F401  (the trace read back)
+    import dlltrace.diagnosis.collect  # noqa: F401  (the facts: runner.append_facts)
+    import dlltrace.render.runsummary  # noqa: F401  (the summary)
+    import dlltrace.render.terminal  # noqa: F401
 
 
 def _import_linux_renderer() -> None:
@@ -99,7 +101,7 @@ def execute(args: argparse.Namespace) -> int:
     from dlltrace.render.terminal import styled_output, terminal_console
 
     if args.redact:  # (the summary is then the report of the redacted trace)
-        from dlltrace.trace.launch import redact_in_place
+        from dlltrace.trace.redact import redact_in_place
         from dlltrace.trace.reader import read_trace
 
         trace = read_trace(redact_in_place(Path(trace.path)))
@@ -114,12 +116,12 @@ def execute(args: argparse.Namespace) -> int:
         print(text, file=sys.stderr)
     elif styled_output(getattr(args, "color", "auto"), sys.stderr):  # (a terminal: wrapped, in colour; render/terminal.py)
         from dlltrace.render.explained import print_blocks
-        from dlltrace.render.summary import summary_blocks
+        from dlltrace.render.runsummary import summary_blocks
 
         sys.stdout.flush()
         print_blocks(summary_blocks(trace), terminal_console(getattr(args, "color", "auto"), sys.stderr))
     else:
-        from dlltrace.render.summary import summarize
+        from dlltrace.render.runsummary import summarize
 
         print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
     return rc

@@ -198,14 +198,14 @@ def api_set_schema(trace: Trace, pid: int) -> ApiSetSchema:
     (the report says which: ApiSetSchema.source). Parsed once per process of a trace."""
     cache = trace.__dict__.setdefault("_api_set_schemas", {})
     if pid not in cache:
-        schema = builtin_schema()
+        schema = None
         sets = trace.api_sets(pid)
         if sets is not None:
             try:
                 schema = schema_from_sets(sets, "trace")
             except ValueError:
                 pass  # (the reader checked it against the schema; a hand-made trace may still be odd)
-        cache[pid] = schema
+        cache[pid] = schema or builtin_schema()  # (the built-in table, 50 KB of JSON, read only when needed)
     return cache[pid]
 
 

@@ -516,8 +516,9 @@ def rendered_lines(renderable, console: Optional["Console"] = None) -> list[str]
 
 def block_lines(blocks: list[Block]) -> list[str]:
     """The blocks as plain lines: a Styled line as it is, a table or tree as its rendered lines (never
-    wrapped: WIDE)."""
-    console = plain_console()
+    wrapped: WIDE). (rich's console is made for the first table or tree: a report of lines alone, `run`'s
+    "every load succeeded", imports no rich.)"""
+    console: Optional["Console"] = None
     out: list[str] = []
     for b in blocks:
         if isinstance(b, str):  # (one line: a newline in it is a name's, escaped)
@@ -525,6 +526,7 @@ def block_lines(blocks: list[Block]) -> list[str]:
         elif isinstance(b, (Grid, Chain)):  # (render/wrap.py)
             out.extend(visible(t.plain.rstrip()) for t in b.lines(WIDE))
         else:
+            console = console or plain_console()
             out.extend(rendered_lines(b, console))
     return out
 

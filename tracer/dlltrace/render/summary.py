@@ -1,5 +1,6 @@
 """A trace's report in one call: what `dlltrace report` prints (produce) and what `dlltrace run` prints
-at its end (summarize)."""
+at its end (summarize, summary_blocks: render/runsummary.py, which `run` imports alone: none of the CUDA,
+JSON and Markdown renderers below)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,9 @@ from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_tab
 from dlltrace.render.json import call_dicts, json_chunks, json_report_head
 from dlltrace.render.markdown import markdown_report
 from dlltrace.render.explained import Block, Styled
+from dlltrace.render.runsummary import summarize, summary_blocks  # noqa: F401  (run's: re-exported)
 from dlltrace.render.text import text_report, text_report_blocks, text_report_lines
-from dlltrace.trace.reader import Progress, Trace, paused_gc, warning_lines
-
-
-def summarize(trace: Trace) -> str:
-    """What `dlltrace run` prints at the end: the report of the failed loads, with where the trace
-    was saved in its first line (or its only line, when every load succeeded)."""
-    replays, incs = judged_incidents(trace)
-    return "\n".join(warning_lines(trace) + [text_report(trace, incs, replays, saved=True)])
-
-
-def summary_blocks(trace: Trace) -> list[Block]:
-    """summarize's text for a terminal (explained.print_blocks): the same lines, tables and trees, each
-    piece in its style, wrapped to the terminal's width."""
-    replays, incs = judged_incidents(trace)
-    return [Styled(w, "warning") for w in warning_lines(trace)] + text_report_blocks(trace, incs, replays, saved=True)
+from dlltrace.trace.reader import Progress, Trace, paused_gc
 
 
 def produce(trace: Trace, fmt: str = "text", everything: bool = False, progress: Optional[Progress] = None) -> str:

@@ -41,3 +41,13 @@ def freeze_after_pauses(on: bool = True) -> None:
     _FREEZE[0] = on
 
 
+
+
+def freeze_before_exit() -> None:
+    """For the `dlltrace` command, once its work is done and the process is about to end: every object left
+    is frozen, so the interpreter's last collections at exit do not scan them (the loader model, the
+    diagnosis, the trace: after a `run --wine`, 0.04 s of CPU and 0.1 s of wall time on a busy 2-core
+    machine, against 0.01 s frozen; bench/wine_run.py --phases, "the interpreter's exit"). Reference
+    counting still frees what it holds; cyclic garbage is left to the process's end, as paused_gc does."""
+    if _FREEZE[0]:
+        gc.freeze()

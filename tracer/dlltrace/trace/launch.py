@@ -1,9 +1,15 @@
 """Running a program traced: the native launcher (bin/dlltrace_launch64.exe; dlltrace_launch32.exe on a
 32-bit Windows: where.launcher_name) starts it with the shim of its machine in place (the launcher reads
 the program's machine from its PE header: the x86 shim for a 32-bit program), under wine64 with --wine; the trace file gets a header line first (files.py), then the
-shim's events (docs/trace-format.md). What follows the run (the facts a later replay needs, the
-exit code) is runner.py's, above the replay: this module only runs the program and writes the file.
-Plain functions, tested on Linux, except run_traced, which runs the program."""
+shim's events (docs/trace-format.md). What follows the run (reading the trace back, a program that could
+not start, the facts a later replay needs, the exit code) is runner.py's, above the replay: this module
+only runs the program and writes the file. Plain functions, tested on Linux, except run_traced, which
+runs the program.
+
+Light on purpose: `dlltrace run` imports this module, and only it, before the program starts (no reader,
+no model, no dataclasses, no ctypes off Windows: from `run`'s start to the launcher's, ~0.02 s of CPU where
+the reader and the model once took 0.07-0.1 s; bench/wine_run.py --phases); what follows is imported while
+the program runs (commands/run.py import_what_follows)."""
 
 from __future__ import annotations
 
@@ -15,20 +21,17 @@ import signal
 import stat
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from dlltrace import winapi
-from dlltrace.errors import (EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_OUTPUT,
-                             EXIT_UNSUPPORTED, DlltraceError)
-from dlltrace.model import ERROR_TEXT
-from dlltrace.trace.files import default_trace_name, finish_trace, spill_path, start_trace
-from dlltrace.trace.reader import Trace, read_trace
-from dlltrace.trace.redact import redact_trace_file
+from dlltrace.errors import EXIT_NO_COMMAND, EXIT_NO_WINE, EXIT_UNSUPPORTED, DlltraceError
+from dlltrace.trace.files import default_trace_name, spill_path, start_trace
 # the shim and the launcher, and wine64: trace/where.py (where --version looks for them too)
 from dlltrace.trace.where import (BIN, DEFAULT_MAX_SIZE, LAUNCHER, LAUNCHER32, MIN_MAX_SIZE, SHIM, SHIM32,  # noqa: F401
                                   WINE_CANDIDATES, bin_dir, find_wine, launcher_name)
+
+if sys.platform == "win32":  # (the launcher's kill-on-close job: winapi.py, ctypes, only where it runs)
+    from dlltrace import winapi
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
@@ -106,15 +109,6 @@ def wine_services_running(env: Mapping[str, str], proc: Path = Path("/proc")) ->
     return False
 
 
-def error_text(code: Optional[int]) -> str:
-    if code is None:
-        return "did not return (the process ended during the load)"
-    text = ERROR_TEXT.get(code)
-    if not text and sys.platform == "win32":  # Windows' own words for a code the model has none for
-        text = winapi.format_message(code) if winapi.available() else None
-    return f"{code} {text}" if text else str(code)
-
-
 def child_env(base: Mapping[str, str], trace_for_child: str, cmd: list[str], windows: bool,
               max_size: int = 0) -> dict[str, str]:
     env = dict(base)
@@ -136,23 +130,27 @@ def is_python_command(cmd: list[str]) -> bool:
     return bool(re.fullmatch(r"(python|pythonw|py)(\d+(\.\d+)?)?(\.exe)?", stem))
 
 
-@dataclass
 class LauncherRun:
-    """A run of the launcher that ended (run_traced): what the writers wrote, read back from the spill,
-    and what finishing it needs (runner.trace_command appends the facts, then finish_trace)."""
-    trace: Trace
-    spill: Path                # where the writers appended (spill_path(out))
-    out: Path                  # the trace's final name
-    wine: bool
-    end: dict[str, Any]        # run_end_event: how the launcher ended
+    """A run of the launcher that ended (run_traced): where the writers wrote and how the launcher ended;
+    what follows it (reading the trace back, the facts, finish_trace) is runner.finish_launched's. (A plain
+    class: the dataclasses module is not imported before the program starts.)"""
+
+    __slots__ = ("spill", "out", "wine", "end", "first")
+
+    def __init__(self, spill: Path, out: Path, wine: bool, end: dict[str, Any], first: str) -> None:
+        self.spill = spill  # where the writers appended (spill_path(out))
+        self.out = out  # the trace's final name
+        self.wine = wine
+        self.end = end  # run_end_event: how the launcher ended
+        self.first = first  # the command's first word (a failed start's error names it)
 
 
 def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
                max_size: int = DEFAULT_MAX_SIZE, while_running: Optional[Callable[[], None]] = None) -> LauncherRun:
     """Run `cmd` under the launcher (under wine64 with wine_wanted) into the spill of `output` (default:
-    default_trace_name), the header first; the run, its trace read back without the facts. A program
-    that could not be started is a DlltraceError (the trace finished and kept). while_running: called
-    once the launcher started (run_launcher), e.g. `run` importing what follows the program meanwhile."""
+    default_trace_name), the header first; the run, not read back (runner.finish_launched reads it, and
+    says a program that could not be started). while_running: called once the launcher started
+    (run_launcher), e.g. `run` importing what follows the program meanwhile."""
     if wine_wanted:
         wine = find_wine()
         if not wine:
@@ -188,14 +186,7 @@ def run_traced(cmd: list[str], output: Optional[str], wine_wanted: bool,
         env = child_env(os.environ, str(spill.resolve()), cmd, windows=True, max_size=max_size)
         argv = [str(launcher), *cmd]
     status, got = run_launcher(argv, env, while_running)
-    trace = read_trace(spill)
-    failed_start = next(trace.of("launch_error"), None)
-    if failed_start is not None:
-        err = failed_start.get("error")
-        where = finish_trace(spill, out)
-        raise DlltraceError(f"command not found or not startable: {first} ({error_text(err)}"
-                            f"{machine_words(failed_start.get('child_machine'))}); trace in {where}", EXIT_NO_COMMAND)
-    return LauncherRun(trace, spill, out, bool(wine), run_end_event(status, got))
+    return LauncherRun(spill, out, bool(wine), run_end_event(status, got), first)
 
 
 def native_pair(wine: bool) -> tuple[Path, Path]:
@@ -216,28 +207,6 @@ def machine_words(machine: Optional[str]) -> str:
         return ""
     what = "a program of an unknown machine" if machine == "unknown" else f"an {machine} program"
     return f"; {what}: no dlltrace shim can enter it"
-
-
-def redact_in_place(path: Path) -> Path:
-    """`dlltrace run --redact`: the finished trace at `path` replaced by its redacted copy (trace/redact.py:
-    redact_trace_file, the Redactor of `report --redact`), so that no unredacted copy is left; a failure
-    leaves the trace as it was and says why in one line."""
-    raw = path.with_name(path.name + ".unredacted")
-    try:
-        os.replace(path, raw)
-    except OSError as e:
-        raise DlltraceError(f"--redact: cannot redact {path}: {e.strerror or e}", EXIT_OUTPUT) from None
-    try:
-        redact_trace_file(raw, path)
-    except BaseException:
-        os.replace(raw, path)
-        raise
-    try:
-        raw.unlink()
-    except OSError as e:
-        raise DlltraceError(f"--redact: the unredacted trace {raw} could not be removed: {e.strerror or e}",
-                            EXIT_OUTPUT) from None
-    return path
 
 
 # What `dlltrace run` does with a signal it receives while the launcher runs: Ctrl-C (the first) is
@@ -316,7 +285,7 @@ def run_launcher(argv: list[str], env: Mapping[str, str],
             except Exception:  # noqa: BLE001 - (see the docstring)
                 pass
         status = p.wait()
-        if job is not None:
+        if sys.platform == "win32" and job is not None:
             winapi.close_handle(job)
     finally:
         for s, h in old.items():

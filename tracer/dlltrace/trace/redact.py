@@ -634,3 +634,25 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+def redact_in_place(path: Path) -> Path:
+    """`dlltrace run --redact`: the finished trace at `path` replaced by its redacted copy (redact_trace_file,
+    the Redactor of `report --redact`), so that no unredacted copy is left; a failure
+    leaves the trace as it was and says why in one line."""
+    raw = path.with_name(path.name + ".unredacted")
+    try:
+        os.replace(path, raw)
+    except OSError as e:
+        raise DlltraceError(f"--redact: cannot redact {path}: {e.strerror or e}", EXIT_OUTPUT) from None
+    try:
+        redact_trace_file(raw, path)
+    except BaseException:
+        os.replace(raw, path)
+        raise
+    try:
+        raw.unlink()
+    except OSError as e:
+        raise DlltraceError(f"--redact: the unredacted trace {raw} could not be removed: {e.strerror or e}",
+                            EXIT_OUTPUT) from None
+    return path
