@@ -82,6 +82,55 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           What is left to take is structural: the bulky events (`file`, `probe`, the load events) parsed two
           or three times (the CUDA table's `known` paths alone re-parse 21,001 file and 42,000 probe events:
           about 0.35 s, 8%), and the simulator's search (35%).
+  issue 25, second pass (what the world and the CUDA table need, gathered in the reader's one pass):
+          the reader keeps, as it reads them, each `file` event's place, path and kind and folds its `pe`
+          object's imports into what the trace asks of exports (trace/reader.py FileIndex; AskedFold moved to
+          trace/asked.py, below the reader): RecordedWorld indexes the 21,001 files and the CUDA table lists
+          the known paths without parsing a `file` event again (a file's facts are still built from its
+          event, parsed when the replay first asks, as a dict, not a LazyEvent read a field at a time). The
+          probe facts the reader gathered per process keep any probe with a path, so the CUDA table's found
+          paths come from them too (no pass over 42,000 probes); they are let go of once the world and the
+          table took them, and the table is made before the replay, so that is before the replay's peak. The
+          index's paths are one string once read. Elsewhere: within one LoadLibrary call the simulator asks
+          the world for each path once (a module's file was asked for when searched, bound and initialised:
+          96,004 asks -> 58,004), packages.wheel_folders made once (a list scanned per row, 0.2 ms for each
+          failed load), a load's Python context found once (origin_of and user_import each asked), the
+          trace's `capped` event found once per process (it was once per load), the reader's tuple of
+          essential fields made once per kind. The report's text and JSON of the 93,005-event trace are byte
+          for byte main's. Memory (bench/report_memory.py, back to back, this machine): main text 2.06x,
+          --json 2.09x, --redact 2.20x, `redact` 0.47x; now 2.04x, 2.03x, 2.20x, 0.56x.
+          Time, on the 2-core machine shared with two other jobs (load 1-6, CPU times moving by a third from run
+          to run): this script, main then this, twice each: main 10.6x and 8.9x CPU (report 5.24 and 5.08 s),
+          this 12.2x (during its own tests) and 10.7x (parse 0.41 s, report 4.34 s, --json 4.50 s); then seven
+          runs of each, alternated, one process each (parse best of 3, report best of 2): report CPU median
+          main 5.99 s, this 5.09 s (-15%); the ratio's median 10.6x and 10.2x (the parse's own spread, 0.44 to
+          0.82 s, is as wide as the gain). Linear: 65, 56 and 55 us an event at 9,305, 93,005 and 465,005
+          events (--sizes, --repeat 1: 0.84).
+          callgrind on the 9,305-event trace (PYTHONHASHSEED=0, each less a run that only imports): main
+          report 3.014 G instructions, parse 0.390 G (7.7x); now 2.620 G, 0.370 G (7.1x): 13% fewer; on the
+          93,005-event trace: main report 27.79 G, parse 3.71 G (7.5x); now 23.99 G, 3.71 G (6.5x): 14% fewer.
+          Where the CPU time goes now (one run of each part, timed in the same process, 93,005 events):
+          reading 28% (json about 9%, the schema check 9%, indexing 7%); the replay 63%: the simulator 39%
+          (its search and mapping of 11,000 loads; in it, building 19,002 files' facts 5% and explaining and
+          verifying the 1,000 failures 8%), events parsed again 12% (the replay's 82,003 load, probe and
+          py_import events, the 10,000 py_import events once more for the Python contexts, the files'), the
+          rest of the replay (Load and Probe objects, comparing probes, the light records) about 12%; the CUDA
+          table, with the world's index of the files now built in it, 6%; rendering 1% (timers around each
+          part, which add about a tenth). What is left: the reader alone is about 3x the parse (json, the check of every
+          event, the index), so 3x for the whole report needs the schema check out of Python (or not every
+          event checked), the replay's events kept parsed (the memory aim says no: the lines are kept
+          compressed, about a tenth of their parsed size) and a simulator several times cheaper per load:
+          its 11,000 loads are distinct modules, so memoising its search (same name, same search path, same
+          loaded modules) finds nothing to reuse on this trace.
+  tried and dropped (issue 25, second pass):
+          - the schema check's predicates made cheaper (an enum of one type tested without a (type, value)
+            pair per value; {type, pattern} in one call; an anyOf of two without a loop): checking every event
+            of the trace, alone, 0.547 -> 0.538 s: noise. As the entry before found, check_event's time is its
+            loop over the fields and a call per field, not the predicates;
+          - the Python contexts (PyContexts) fed by the reader as it reads the py_* events (10,000 parses
+            fewer): `dlltrace redact`, which reads the whole trace first, then held every py_import event
+            (with the probes' found paths in a dict of their own and the index's paths a string each: 38.4 ->
+            50.9 MB, 0.47x -> 1.06x the trace); the report would gain about 1% (10,000 of 185,000 parses).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from dlltrace import winpath
 from dlltrace.model import FileFacts, Fix
 from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
-from dlltrace.trace.reader import nt_to_win32
 from dlltrace.diagnosis.replay import recorded_world, system_and_process
 
 Platform = Literal["windows", "linux"]
@@ -1325,9 +1324,8 @@ def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaFacts]:
         pid = pids[0]
     _, process = system_and_process(trace, pid)
     world = recorded_world(trace, pid)
-    known = [e["path"] for e in trace.of("file") if isinstance(e.get("path"), str) and e.get("kind") not in ("missing", "nodir")]
-    known += [nt_to_win32(e["path"]) for e in trace.of("probe", pid=pid)
-              if isinstance(e.get("path"), str) and int(e.get("status") or 0) < 0x80000000]
+    known = trace.known_file_paths()  # (of a read trace: gathered while it was read)
+    known += trace.found_probe_paths(pid)  # (of a read trace: gathered while it was read)
     py = next(trace.of("py_env", pid=pid), None) or {}
     site = [p for p in (py.get("sys_path") or []) if isinstance(p, str) and winpath.basename(p).lower() == "site-packages"
             and winpath.is_absolute(p)]

@@ -22,11 +22,11 @@ from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.diagnosis.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
-from dlltrace.trace.capped import capped, cut_by_cap
+from dlltrace.trace.capped import Capped, capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
-from dlltrace.trace.reader import FILE_PROBE_OPS, STARTUP_STATUS, Load, Probe, Progress, Trace, nt_to_win32, python_kind
+from dlltrace.trace.reader import FILE_PROBE_OPS, STARTUP_STATUS, Events, Load, Probe, Progress, Trace, nt_to_win32, python_kind
 from dlltrace.worlds.world import CORE_MODULES, DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo, World
 
 PROBE_OPS = FILE_PROBE_OPS
@@ -304,8 +304,10 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     files = made.get(("files", n))
     if files is None:
         made.clear()
-        # (file events as LazyEvents: the world holds a reference each, parsed when a file's facts are built)
-        files = made[("files", n)] = RecordedWorld(SystemInfo(), trace.file_events(), checked=trace.checked)
+        # (of a read trace, what its reader gathered of the file events: a file's facts are built from its event,
+        # parsed when asked for)
+        files = made[("files", n)] = RecordedWorld(SystemInfo(), trace.events if isinstance(trace.events, Events)
+                                                   else trace.file_events(), checked=trace.checked)
         _clear_path_caches()  # (filled with every path of the trace's file events: of no use now)
     world = made.get(("process", pid, n))
     if world is None:
@@ -324,9 +326,11 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
     return world.fresh()
 
 
-def origin_of(trace: Trace, load: Load) -> tuple[str, OriginKind, str]:
-    """What made a traced load, from its Python context: (words, kind, the module imported)."""
-    ctx = trace.context(load)
+def origin_of(trace: Trace, load: Load, ctx: Union[dict, None, Literal[False]] = False) -> tuple[str, OriginKind, str]:
+    """What made a traced load, from its Python context (`ctx`: trace.context(load), when the caller has it):
+    (words, kind, the module imported)."""
+    if ctx is False:
+        ctx = trace.context(load)
     if not ctx:
         return "", "", ""
     ev = ctx.get("ev")
@@ -570,6 +574,7 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
     added to `out`; returns how many events were read."""
     _, process = system_and_process(trace, pid)
     sim = Simulator(world, process)
+    cap = capped(trace)  # (the trace's `capped` event: found once, not per load)
 
     def observe(res: CallResult) -> None:  # (holds the process, not sim: no reference cycle)
         explain(res, world, process)
@@ -633,7 +638,7 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
                     _clear_path_caches()
                 if hook is not None and hook(sim, item):
                     diverged = True
-                r = _replay_load(trace, world, sim, item, sync=not diverged)
+                r = _replay_load(trace, world, sim, item, sync=not diverged, cap=cap)
                 forget(item)
                 if r is None:
                     continue
@@ -695,12 +700,15 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
     return n
 
 
-def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: bool = True) -> Optional[Replayed]:
-    """One top-level load through the simulator, compared with what the loader did."""
+def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: bool = True,
+                 cap: Union[Capped, None, Literal[False]] = False) -> Optional[Replayed]:
+    """One top-level load through the simulator, compared with what the loader did (`cap`: capped(trace),
+    when the caller has it)."""
     if not load.name:
         return None
     flags = load.flags or 0
-    origin, origin_kind, origin_module = origin_of(trace, load)
+    ctx = trace.context(load)  # (asked once: origin_of and user_import read it)
+    origin, origin_kind, origin_module = origin_of(trace, load, ctx)
     # torch's own _load_dll_libraries loop: its loads are ctypes *function calls*, which raise no audit
     # event, so the trace's Python context is whatever came last; in a Python process they are `import
     # torch`'s (emulate/python.rule_torch_dll_loop_origin), whether they fail or not
@@ -716,7 +724,7 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: b
     # probes the model expects past the last one seen are missing only if the loader got
     # that far: not for a load that never returned (the process died inside it)
     reached = load.finished and (load.status is not None or bool(real))
-    cut = cut_by_cap(capped(trace), load)
+    cut = cut_by_cap(capped(trace) if cap is False else cap, load)
     dis: list[Difference]
     if cut:  # lines of it were dropped by the size cap: what is left cannot be compared with the model
         agreed, dis = 0, []
@@ -726,7 +734,7 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: b
             dis.insert(0, Difference("error", trace_error=load.error, model_error=res.error))
     if sync:  # (a whole-run replay with a fix applied diverges from the real run from there: no sync)
         _sync_loaded(sim.process, load, res)
-    res.origin_top = user_import(trace.context(load))
+    res.origin_top = user_import(ctx)
     return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
 
 

@@ -27,8 +27,10 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
     """produce's text in pieces: the JSON document a call at a time (render/json.py json_chunks), the
     text and the Markdown whole."""
     with paused_gc():
-        replays, incs = judged_incidents(trace, everything, progress)
+        # (the CUDA table first: what it takes of the trace, the paths its probes found, is let go of before the
+        # replay holds its most; the replay does not depend on it)
         cuda = cuda_table_of_trace(trace)  # (None: nothing of CUDA in the trace)
+        replays, incs = judged_incidents(trace, everything, progress)
         if fmt == "json":
             doc = json_report_head(trace, incs)
             doc["cuda"] = cuda_dict(cuda) if cuda is not None else None
@@ -52,7 +54,8 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
     """The text report for a terminal: its lines with their styles, and each call's tables and trees
     (explained.print_blocks shows each cell in the style of its field)."""
     with paused_gc():
+        cuda = cuda_table_of_trace(trace)  # the CUDA stack table, when it names a mismatch (render/cuda.py); first,
+        # as in produce_chunks
         replays, incs = judged_incidents(trace, everything, progress)
         blocks = text_report_blocks(trace, incs, replays, everything)
-        cuda = cuda_table_of_trace(trace)  # the CUDA stack table, when it names a mismatch (render/cuda.py)
         return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda.mismatches else [])

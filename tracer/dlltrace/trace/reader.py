@@ -18,6 +18,7 @@ import os
 import zlib
 from array import array
 from bisect import bisect_left
+from itertools import accumulate
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from dlltrace.seqs import MadeSequence
 from dlltrace.errors import EXIT_BAD_TRACE, EXIT_USAGE, DlltraceError
 from dlltrace.model import SLOTS, Owner, PackageLoader
 from dlltrace.tracecheck import check_event
+from dlltrace.trace.asked import TRIMMED, Asked, AskedFold
 
 from dlltrace.trace.where import FORMAT_NAME, FORMAT_VERSION  # noqa: E402,F401  (the header's: where.py)
 
@@ -45,6 +47,9 @@ REQUIRED_INT = {
     "load_end": ("tid", "t", "load"),
     "probe": ("tid", "t", "load", "status"),
 }
+
+
+_ESSENTIAL_OF = {kind: ESSENTIAL + ints for kind, ints in REQUIRED_INT.items()}  # (made once, not per event)
 
 
 @dataclass
@@ -163,6 +168,78 @@ BLOCK = 1 << 16  # bytes of lines compressed together (Events): zlib's window is
 CACHED_BLOCKS = 4  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
 
 
+class FileIndex:
+    """The `file` events of a read trace, gathered in the reader's one pass, so nothing parses them again to
+    index them (issue 25): each one's place in its Events, its `path` and `kind` as the checked event has them
+    (None where it lacks one, or it is not a string), and what their `pe` objects ask of the DLLs' exports
+    (AskedFold) and whether one of them has trimmed export lists. RecordedWorld indexes a trace's files from it
+    (a file's PE facts are still built from its event when asked for); the CUDA table takes the paths the trace
+    knows from it. The paths are kept as one string once read (a string each held 1.9 MB more on the 19 MB
+    bench trace, bench/report_memory.py)."""
+
+    __slots__ = ("pos", "_paths", "_text", "_ends", "_none", "kinds", "trimmed", "_fold", "_asked", "_kind_names")
+
+    def __init__(self) -> None:  # (no reference to its Events: Events holds it, and a cycle would wait for the collector)
+        self.pos = array("I")  # (rising: the events are added in file order)
+        self._paths: Optional[list[Optional[str]]] = []  # while the trace is read; then _text, _ends, _none
+        self._text = ""
+        self._ends = array("Q")
+        self._none: set[int] = set()
+        self.kinds: list[Optional[str]] = []
+        self.trimmed = False
+        self._fold: Optional[AskedFold] = AskedFold()
+        self._asked: Optional[Asked] = None
+        self._kind_names: dict[str, str] = {}  # (each kind one string: 20,000 events of a few kinds)
+
+    def add(self, pos: int, obj: dict) -> None:
+        path, kind, pe = obj.get("path"), obj.get("kind"), obj.get("pe")
+        self.pos.append(pos)
+        if self._paths is None:  # (an event added after seal(): the paths as a list again)
+            self._paths = [self.path(j) for j in range(len(self.pos) - 1)]
+        self._paths.append(path if type(path) is str else None)
+        self.kinds.append(self._kind_names.setdefault(kind, kind) if type(kind) is str else None)
+        if type(pe) is dict and path and type(path) is str and kind not in ("dir", "nodir", "missing"):
+            assert self._fold is not None
+            self._fold.add(pe)
+            if TRIMMED in pe:
+                self.trimmed = True
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def seal(self) -> None:
+        """Keep the paths as one string and where each ends (None: the indexes in _none): no event comes after."""
+        if self._paths is not None:
+            self._none = {j for j, p in enumerate(self._paths) if p is None}
+            self._ends = array("Q", accumulate(len(p or "") for p in self._paths))
+            self._text, self._paths = "".join(p or "" for p in self._paths), None
+
+    def path(self, j: int) -> Optional[str]:
+        """The `path` of the j-th file event."""
+        self.seal()
+        return None if j in self._none else self._text[self._ends[j - 1] if j else 0:self._ends[j]]
+
+    def paths(self) -> list[Optional[str]]:
+        """The `path` of each file event, in order."""
+        return [self.path(j) for j in range(len(self.pos))]
+
+    def path_at(self, pos: int) -> Optional[str]:
+        """The `path` of the file event at this place of the Events."""
+        j = bisect_left(self.pos, pos)
+        return self.path(j) if j < len(self.pos) and self.pos[j] == pos else None
+
+    def asked(self) -> Asked:
+        """What the `pe` objects ask for (AskedFold.result, made once)."""
+        if self._asked is None:
+            assert self._fold is not None
+            self._asked, self._fold = self._fold.result(), None
+        return self._asked
+
+    def known_paths(self) -> list[str]:
+        """The paths of the file events whose kind says the path is there (not "missing" nor "nodir"), in order."""
+        return [p for p, k in zip(self.paths(), self.kinds) if p is not None and k not in ("missing", "nodir")]
+
+
 class Events(MadeSequence[dict]):
     """The events of a read trace, in file order, kept compactly (issue 10 item 7: `report` in at most
     about twice the trace's size): the few events of KEPT_KINDS as dicts, every other one as its line's
@@ -190,9 +267,13 @@ class Events(MadeSequence[dict]):
         self._py_seqs: dict[Any, array] = {}
         self._py_pos: dict[Any, array] = {}
         self._py_odd: dict[tuple[Any, Any], int] = {}
-        # pid -> (path, NTSTATUS) of its file probes, each pair once, in order (Trace.probe_facts)
-        self._probe_facts: dict[Any, dict[tuple[str, int], None]] = {}
+        # pid -> (Win32 path, NTSTATUS, a FILE_PROBE_OPS op) of its probes with a path, each once, in order: its
+        # file probes' facts (Trace.probe_facts) and the paths its probes found (Trace.found_probe_paths), let go
+        # of once both are taken
+        self._probe_facts: dict[Any, dict[tuple[str, int, bool], None]] = {}
         self._probes_taken: set[Any] = set()
+        self._found_taken: set[Any] = set()
+        self._files = FileIndex()  # the `file` events' paths, kinds and asks, gathered as they are added
         self._last_pos = -1
         self._last: dict = {}
 
@@ -237,11 +318,13 @@ class Events(MadeSequence[dict]):
         idx.append(pos)
         if kind.startswith("py_"):
             self._add_py(pid, obj.get("seq"), pos)
-        elif kind == "probe" and obj.get("op") in FILE_PROBE_OPS and isinstance(obj.get("path"), str):
+        elif kind == "file":
+            self._files.add(pos, obj)
+        elif kind == "probe" and isinstance(obj.get("path"), str):
             facts = self._probe_facts.get(pid)
             if facts is None:
                 facts = self._probe_facts[pid] = {}
-            facts.setdefault((nt_to_win32(obj["path"]), int(obj.get("status") or 0)), None)
+            facts.setdefault((nt_to_win32(obj["path"]), int(obj.get("status") or 0), obj.get("op") in FILE_PROBE_OPS), None)
 
     def __len__(self) -> int:
         return len(self._kinds)
@@ -300,13 +383,31 @@ class Events(MadeSequence[dict]):
             if k in wanted and (pid is None or pids[i] == pid):
                 yield self._get(i)
 
+    def file_index(self) -> FileIndex:
+        """The `file` events' paths, kinds and asks, gathered while the trace was read (FileIndex)."""
+        return self._files
+
     def take_probe_facts(self, pid: Any) -> Optional[list[tuple[str, int]]]:
         """Trace.probe_facts, gathered while the trace was read, once: let go of when given (the
         recorded world is built once per process); None when already given."""
         if pid in self._probes_taken:
             return None
         self._probes_taken.add(pid)
-        return list(self._probe_facts.pop(pid, ()))
+        facts = self._probe_facts.get(pid, {})
+        if pid in self._found_taken:
+            self._probe_facts.pop(pid, None)
+        return [(path, status) for path, status, file_op in facts if file_op]
+
+    def take_found_paths(self, pid: Any) -> Optional[list[str]]:
+        """Trace.found_probe_paths, gathered while the trace was read, once (the CUDA table asks once a report);
+        None when already given. The probes' facts are let go of once this and take_probe_facts are given."""
+        if pid in self._found_taken:
+            return None
+        self._found_taken.add(pid)
+        facts = self._probe_facts.get(pid, {})
+        if pid in self._probes_taken:
+            self._probe_facts.pop(pid, None)
+        return [path for path, status, _ in facts if status < 0x80000000]
 
     def _add_py(self, pid: Any, seq: Any, pos: int) -> None:
         seqs = self._py_seqs.get(pid)
@@ -444,11 +545,37 @@ class Trace:
                  if e.get("op") in FILE_PROBE_OPS and isinstance(e.get("path"), str))
         return list(dict.fromkeys(pairs))
 
+    def found_probe_paths(self, pid: Optional[int]) -> list[str]:
+        """The Win32 paths process `pid`'s probes (of any op) found (an NTSTATUS of success), in the order first
+        seen (what the CUDA table takes from the probes; a path may come again, found with another status or op);
+        of a read trace, gathered while it was read the first time it is asked for (no pass over its probes),
+        then made again from them."""
+        if isinstance(self.events, Events) and pid is not None:
+            found = self.events.take_found_paths(pid)
+            if found is not None:
+                return found
+        return list(dict.fromkeys(nt_to_win32(e["path"]) for e in self.of("probe", pid=pid)
+                                  if isinstance(e.get("path"), str) and int(e.get("status") or 0) < 0x80000000))
+
     def file_events(self) -> Iterator[Mapping[str, Any]]:
         """The `file` events (of every process), in file order; of a read trace, as LazyEvents."""
         if isinstance(self.events, Events):
             return self.events.lazy("file")
         return self.of("file")
+
+    def file_index(self) -> Optional[FileIndex]:
+        """Of a read trace, its `file` events' paths, kinds and asks, gathered while it was read (FileIndex);
+        None for a trace made of a list of events."""
+        return self.events.file_index() if isinstance(self.events, Events) else None
+
+    def known_file_paths(self) -> list[str]:
+        """The `path` of every `file` event (of every process) whose kind says the path is there (not "missing"
+        nor "nodir"), in file order (the CUDA table's known paths)."""
+        index = self.file_index()
+        if index is not None:
+            return index.known_paths()
+        return [e["path"] for e in self.of("file") if isinstance(e.get("path"), str)
+                and e.get("kind") not in ("missing", "nodir")]
 
     def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
         """The events of any of these kinds (of process `pid`), in file order (the bulky ones of a
@@ -896,7 +1023,7 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
             warnings.append(f"{path}: line {i}: event whose \"ev\" is not a string, skipped")
             continue
         n_fields = len(obj)
-        problems, usable = check_event(obj, ESSENTIAL + REQUIRED_INT.get(obj["ev"], ()))
+        problems, usable = check_event(obj, _ESSENTIAL_OF.get(obj["ev"], ESSENTIAL))
         for problem in problems:
             warnings.append(f"{path}: line {i}: {problem}")
         if not usable:
@@ -930,6 +1057,7 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
         if len(events) >= max_events:
             raise _over(path, f"more than {max_events:,} events", "events", max_events)
         events.add(obj, body if len(obj) == n_fields else None)  # (fields the check dropped: written again)
+    events.file_index().seal()  # (its paths as one string: the trace is read)
     if copies:
         warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "
                         f"seq, time and fields): the file holds the same events twice; the copies are ignored")

@@ -25,37 +25,12 @@ from typing import Any, Iterable, Iterator, Optional, Union, cast
 from dlltrace import winpath
 from dlltrace.model import FileFacts, Owner, PackageLoader, PEFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
-from dlltrace.trace.reader import Events, LazyEvent
+from dlltrace.trace.asked import TRIMMED, Asked, AskedFold, _list  # noqa: F401  (defined here before: the reader folds them now)
+from dlltrace.trace.reader import Events, FileIndex, LazyEvent
 from dlltrace.worlds.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
 STATUS_NOT_FOUND = (0xC0000034, 0xC000003A, 0xC0000033)
-
-
-TRIMMED = "trimmed"  # the `pe` field that marks trimmed export lists: {"exports": N, "export_ordinals": N, "forwarders": N}
-
-
-@dataclasses.dataclass(frozen=True)
-class Asked:
-    """The exports a trace asks for: every name and ordinal a recorded PE imports (or delay-
-    imports) from any DLL, and the target of every forwarder kept, to a fixed point."""
-
-    names: frozenset[str]
-    ordinals: frozenset[int]
-
-    def wants(self, key: str) -> bool:
-        """Whether an export key is asked for: a name, or "#7" (a forwarder with no name) for ordinal 7."""
-        if key.startswith("#") and key[1:].isdigit():
-            return int(key[1:]) in self.ordinals
-        return key in self.names
-
-
-def _forward_func(target: str) -> tuple[Optional[str], Optional[int]]:
-    """A forwarder target "dll.func" -> ("func", None); "dll.#7" -> (None, 7) (rules.rule_forwarder_target)."""
-    func = target.rpartition(".")[2]
-    if func.startswith("#") and func[1:].isdigit():
-        return None, int(func[1:])
-    return func, None
 
 
 def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
@@ -68,49 +43,6 @@ def asked_exports(pes: Iterable[Mapping[str, Any]]) -> Asked:
     for pe in pes:
         fold.add(pe)
     return fold.result()
-
-
-class AskedFold:
-    """asked_exports a `pe` object at a time (RecordedWorld folds in each as it reads its file events)."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-        self.ordinals: set[int] = set()
-        self.forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
-
-    def add(self, pe: Mapping[str, Any]) -> None:
-        for imp in (*_list(pe, "imports"), *_list(pe, "delay_imports")):
-            if isinstance(imp, Mapping):
-                self.names.update(n for n in _list(imp, "names") if isinstance(n, str))
-                self.ordinals.update(o for o in _list(imp, "ordinals") if isinstance(o, int) and not isinstance(o, bool))
-        fw = pe.get("forwarders")
-        if isinstance(fw, Mapping):
-            for key, target in fw.items():
-                if isinstance(key, str) and isinstance(target, str):
-                    self.forwards.setdefault(key, []).append(target)
-
-    def result(self) -> Asked:
-        """The asked names and ordinals, the forwarders followed to a fixed point (once: it uses them up)."""
-        names, ordinals, forwards = self.names, self.ordinals, self.forwards
-        todo = [n for n in names if n in forwards] + [f"#{o}" for o in ordinals if f"#{o}" in forwards]
-        while todo:
-            for target in forwards.pop(todo.pop(), ()):
-                func, ordinal = _forward_func(target)
-                if func is not None and func not in names:
-                    names.add(func)
-                    if func in forwards:
-                        todo.append(func)
-                elif ordinal is not None and ordinal not in ordinals:
-                    ordinals.add(ordinal)
-                    if f"#{ordinal}" in forwards:
-                        todo.append(f"#{ordinal}")
-        return Asked(frozenset(names), frozenset(ordinals))
-
-
-def _list(d: Mapping[str, Any], key: str) -> list:
-    """d[key] when it is a list, else [] (a field of another type in an unchecked trace)."""
-    v = d.get(key)
-    return v if isinstance(v, list) else []
 
 
 def trim_pe(pe: Mapping[str, Any], asked: Asked) -> dict[str, Any]:
@@ -283,9 +215,11 @@ class RecordedWorld:
 
     FACTS_KEPT = 1024
 
-    def __init__(self, system: SystemInfo, file_events: Iterable[Mapping[str, Any]],
+    def __init__(self, system: SystemInfo, file_events: Union[Iterable[Mapping[str, Any]], Events],
                  probes: Iterable[tuple[str, int]] = (), dirs: Iterable[str] = (), checked: bool = False):
-        """`checked`: the file events were checked against the trace schema (by read_trace)."""
+        """`file_events`: the trace's `file` events, or the Events of a read trace (its file events, from what the
+        reader gathered of them: FileIndex). `checked`: the file events were checked against the trace schema
+        (by read_trace)."""
         self.system = system
         self._checked = checked
         self.owners: dict[str, tuple[Owner, ...]] = {}  # base name -> who lists it (replay.recorded_world: py_dists)
@@ -304,39 +238,65 @@ class RecordedWorld:
         self._shapes: dict[str, Any] = {}
         self._first_path: dict[str, str] = {}  # a path recorded again: as it was first recorded
         self._trimmed = False  # some `pe` object has trimmed export lists
+        # what a trimmed trace asks for (asked_exports of all its `file` events), shared by the worlds made of this one
+        self._asked: Optional[Asked] = None
+        if isinstance(file_events, Events):
+            self._index_files(file_events)
+        else:
+            self._index_events(file_events)
+        self._probe_names: dict[str, Union[str, list[str]]] = {}  # as _by_name, for the files only a probe shows
+        self._add_process(probes, dirs)
+
+    def _index_events(self, file_events: Iterable[Mapping[str, Any]]) -> None:
+        """Index the files of these `file` events (dicts, or LazyEvents: parsed here)."""
         asked = AskedFold()  # (what the trace asks for, folded in as the events are read: once)
         for e in file_events:
             path = e.get("path")
             if not isinstance(path, str) or not path:
                 continue
-            k = winpath.key(path)
-            kind = e.get("kind")
-            if kind in ("dir", "nodir"):
-                self._dirs[k] = kind == "dir"
-                continue
-            if kind == "missing":
-                self._files[k] = None
-                continue
             pe = e.get("pe")
-            if isinstance(pe, Mapping):
+            if isinstance(pe, Mapping) and e.get("kind") not in ("dir", "nodir", "missing"):
                 asked.add(pe)
                 self._trimmed = self._trimmed or TRIMMED in pe
-            was = self._event(k)
-            if was is not None:
-                self._first_path.setdefault(k, winpath.normalize(was["path"]))  # (the path shown: the first)
-            else:
-                self._name(k)  # (a path recorded again is indexed once)
-                self._mark_dirs(path)
             if isinstance(e, LazyEvent):
                 self._source = e.events
-                self._events[k] = e.pos
+                self._index_file(path, e.get("kind"), e.pos)
             else:
-                self._events[k] = e  # facts built when asked for (file())
-            self._files.pop(k, None)
-        # what a trimmed trace asks for (asked_exports of all its `file` events), shared by the worlds made of this one
-        self._asked: Optional[Asked] = asked.result() if self._trimmed else None
-        self._probe_names: dict[str, Union[str, list[str]]] = {}  # as _by_name, for the files only a probe shows
-        self._add_process(probes, dirs)
+                self._index_file(path, e.get("kind"), e)
+        self._asked = asked.result() if self._trimmed else None
+
+    def _index_files(self, events: Events) -> None:
+        """Index the files of a read trace's `file` events from what the reader gathered of them (FileIndex: their
+        paths, kinds and asks, without parsing them again)."""
+        index = events.file_index()
+        self._source = events
+        self._trimmed = index.trimmed
+        for pos, path, kind in zip(index.pos, index.paths(), index.kinds):
+            if path:
+                self._index_file(path, kind, pos, index)
+        asked = index.asked()  # (made once: its fold let go of)
+        self._asked = asked if self._trimmed else None
+
+    def _index_file(self, path: str, kind: Any, event: Union[int, Mapping[str, Any]],
+                    index: Optional[FileIndex] = None) -> None:
+        """Index one `file` event: its path, its kind, and the event its facts are built from (its place in
+        the Events of a read trace)."""
+        k = winpath.key(path)
+        if kind in ("dir", "nodir"):
+            self._dirs[k] = kind == "dir"
+            return
+        if kind == "missing":
+            self._files[k] = None
+            return
+        was = self._events.get(k)
+        if was is not None:  # (a path recorded again is indexed once; the path shown is the first)
+            first = index.path_at(was) if index is not None and type(was) is int else self._event(k)["path"]  # type: ignore[index]
+            self._first_path.setdefault(k, winpath.normalize(first or path))
+        else:
+            self._name(k)
+            self._mark_dirs(path)
+        self._events[k] = event  # facts built when asked for (file())
+        self._files.pop(k, None)
 
     def _add_process(self, probes: Iterable[tuple[str, int]], dirs: Iterable[str]) -> None:
         """What a process's own events tell of files and folders: its probes (a successful open: the
@@ -466,9 +426,12 @@ class RecordedWorld:
         if f is not None:
             built.move_to_end(k)
             return f
-        e = self._event(k)
+        e = self._events.get(k)
         if e is not None:
-            f = facts_of_event(e, self._checked, self._asked)
+            if type(e) is int:  # (of a read trace: its event parsed, read as a dict, not a LazyEvent per field)
+                assert self._source is not None
+                e = self._source[e]
+            f = facts_of_event(cast("Mapping[str, Any]", e), self._checked, self._asked)
             built[k] = f
             if len(built) > self.FACTS_KEPT:
                 built.popitem(last=False)

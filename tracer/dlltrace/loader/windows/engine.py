@@ -89,12 +89,21 @@ class Simulator:
         self._local: Optional[SearchDir] = None  # the .local folder of the current call
         self.where = ""  # the scenario file, for a CallError
         self._depth = 0  # modules being resolved, one inside the other (an import chain): MAX_IMPORT_DEPTH at most
+        self._facts: Optional[dict[str, Optional[FileFacts]]] = None  # the files asked about in the call at hand (_file)
 
     # --- the files, as the process sees them ---------------------------------------------------
     def _file(self, path: str) -> Optional[FileFacts]:
         """The facts of the file a path opens in this process: under WOW64 System32 is SysWOW64
-        (rules.rule_wow64_redirect); the loader still names it by the path it asked for."""
-        return self.world.file(rules.rule_wow64_redirect(path, self.process.machine, self.system))
+        (rules.rule_wow64_redirect); the loader still names it by the path it asked for. Within one
+        LoadLibrary call each path is asked of the world once (_facts): a call asks about a module's file
+        when it searches, binds and initialises it, and nothing changes the world's files during a call."""
+        facts = self._facts
+        if facts is not None and path in facts:
+            return facts[path]
+        f = self.world.file(rules.rule_wow64_redirect(path, self.process.machine, self.system))
+        if facts is not None:
+            facts[path] = f
+        return f
 
     def _is_dir(self, path: str) -> bool:
         return self.world.is_dir(rules.rule_wow64_redirect(path, self.process.machine, self.system))
@@ -232,6 +241,14 @@ class Simulator:
     # --- LoadLibrary ----------------------------------------------------------------------------
     def load_library(self, name: str, flags: int, *, op: Union[LoadOp, Literal["start"]] = "LoadLibraryExW", origin: str = "",
                      origin_kind: OriginKind = "", origin_module: str = "") -> CallResult:
+        outer, self._facts = self._facts, {}  # (each call its own: the world may change between calls)
+        try:
+            return self._load_library(name, flags, op, origin, origin_kind, origin_module)
+        finally:
+            self._facts = outer
+
+    def _load_library(self, name: str, flags: int, op: Union[LoadOp, Literal["start"]], origin: str,
+                      origin_kind: OriginKind, origin_module: str) -> CallResult:
         res = CallResult(index=self._next_index(), op=op, name=name, flags=flags, origin=origin,
                          origin_kind=origin_kind, origin_module=origin_module)
         req = rules.rule_load_name(name)  # ".dll" added, then the path rules (\\?\, trailing dots and spaces)
