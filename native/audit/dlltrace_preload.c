@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,36 @@ static long long emit(const char *ev, const char *fields, const char *text) {
     return seq;
 }
 
+/* the trace, open (O_APPEND) for the life of the process, as in dlltrace_audit.c: checked (its pid, device and
+   inode) before each write, so a forked child, or a program that closed the number and reuses it, gets it
+   opened again. (Opened and closed for each event, it was a fifth of the Python hook's time in
+   `import scipy.stats, sklearn, pandas`.) */
+static atomic_int out = -1;
+static pid_t out_pid;
+static dev_t out_dev;
+static ino_t out_ino;
+
+static int out_fd(void) {
+    pid_t pid = getpid();
+    int fd = atomic_load(&out);
+    struct stat st;
+    if (fd >= 0 && out_pid == pid && fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+        return fd;
+    const char *p = getenv("DLLTRACE_TRACE");
+    if (!p || !*p) return -1;
+    int nfd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (nfd < 0) return -1;
+    int high = fcntl(nfd, F_DUPFD_CLOEXEC, 900); /* out of the way of a program's low numbers */
+    if (high >= 0) { close(nfd); nfd = high; }
+    if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
+    int expected = fd;
+    if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
+    out_pid = pid;
+    out_dev = st.st_dev;
+    out_ino = st.st_ino;
+    return nfd;
+}
+
 static long long emit_(const char *ev, const char *fields, const char *text) {
     const char *p = getenv("DLLTRACE_TRACE");
     if (!p || !*p) return 0;
@@ -114,11 +145,10 @@ static long long emit_(const char *ev, const char *fields, const char *text) {
     if (text) { memcpy(o, ",\"text\":", 8); o += 8; o = jstr(o, end, text); }
     if (flen) { *o++ = ','; memcpy(o, fields, flen); o += flen; }
     *o++ = '}'; *o++ = '\n';
-    int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int fd = out_fd();
     if (fd >= 0) {
         ssize_t n = write(fd, buf, (size_t)(o - buf));
         (void)n;
-        close(fd);
     }
     free(buf);
     return seq;

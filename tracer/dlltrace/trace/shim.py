@@ -55,7 +55,17 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b
 
 def _json_str(s: str) -> str:
     """A JSON string: non-ASCII characters as they are (UTF-8 later), control characters and lone
-    surrogates (a Windows file name may hold one) as \\uXXXX escapes, so the text always encodes."""
+    surrogates (a Windows file name may hold one) as \\uXXXX escapes, so the text always encodes.
+    A printable string without a quote or a backslash (nearly every module name and path) is taken whole,
+    by str methods written in C: _json_str_escaped's loop, a character at a time, was a tenth of the audit hook's
+    time in `import scipy.stats, sklearn, pandas`."""
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    return _json_str_escaped(s)
+
+
+def _json_str_escaped(s: str) -> str:
+    """_json_str a character at a time (what the shortcut gives too, for the strings it takes)."""
     out = ['"']
     for ch in s:
         o = ord(ch)
@@ -70,6 +80,13 @@ def _json_str(s: str) -> str:
 
 
 def _json(v: "Any") -> str:
+    t = type(v)  # (the usual types first, by type: the events are made of these)
+    if t is str:
+        return _json_str(v)
+    if t is dict:
+        return "{" + ",".join([_json_str(k if type(k) is str else str(k)) + ":" + _json(x) for k, x in v.items()]) + "}"
+    if t is list:
+        return "[" + ",".join([_json_str(x) if type(x) is str else _json(x) for x in v]) + "]"
     if v is None:
         return "null"
     if v is True:
@@ -89,9 +106,31 @@ def _json(v: "Any") -> str:
     return _json_str(str(v))
 
 
+_IMPORTS_JSON: "dict[tuple, str]" = {}  # imports_json's texts (a few hundred stacks; emptied past 1000)
+
+
+def imports_json(imports: "list") -> str:
+    """The JSON text of an event's `imports`, made once for each stack: the imports a module makes one after
+    another are made with the same stack (scipy.stats' thirty submodules, each of their own imports)."""
+    try:
+        key = tuple(imports)
+        text = _IMPORTS_JSON.get(key)
+    except TypeError:  # (not a list of names)
+        return _json(imports)
+    if text is None:
+        if len(_IMPORTS_JSON) >= 1000:
+            _IMPORTS_JSON.clear()
+        text = _IMPORTS_JSON[key] = _json(imports)
+    return text
+
+
 def fields_json(fields: dict) -> str:
     """Object members without the braces, as dlltrace_write_event takes them (JSON; a str, UTF-8 encoded
-    by the caller). The standard library's json is not used: see the module's docstring."""
+    by the caller). The standard library's json is not used: see the module's docstring. `imports` (the hook's
+    events) through imports_json."""
+    if type(fields.get("imports")) is list:
+        return ",".join([_json_str(k if type(k) is str else str(k)) + ":" + (imports_json(v) if k == "imports" else _json(v))
+                         for k, v in fields.items()])
     return _json(fields)[1:-1]
 
 
@@ -314,6 +353,33 @@ def _native(path: str) -> bool:
     return low.endswith(_NATIVE) or ".so." in low.rsplit("/", 1)[-1]
 
 
+_NATIVE_MARKS = (".so", ".dll", ".pyd", ".exe")  # (what every path _native takes has in it, lower-cased)
+
+
+def record_candidates(record: str, marks: "tuple" = _NATIVE_MARKS) -> "list":
+    """The paths of the lines of a RECORD's text (newlines as "\\n") that have one of `marks` in them (lower-cased:
+    a native file's suffix, the name of a build-facts file that exists), in order; the others are not split:
+    scipy's, pandas' and numpy's RECORDs have 7000 lines, and looking at each in Python was most of the
+    bootstrap's time. Every line is taken when lower-casing changes the text's length (then a position in one
+    is not that in the other)."""
+    low = record.lower()
+    if len(low) != len(record):
+        return [line.split(",", 1)[0].strip().strip('"') for line in record.split("\n")]
+    starts = set()
+    for mark in marks:
+        at = low.find(mark)
+        while at >= 0:
+            starts.add(low.rfind("\n", 0, at) + 1)
+            end = low.find("\n", at)
+            at = low.find(mark, end) if end >= 0 else -1
+    out = []
+    for start in sorted(starts):
+        end = record.find("\n", start)
+        line = record[start:] if end < 0 else record[start:end]
+        out.append(line.split(",", 1)[0].strip().strip('"'))
+    return out
+
+
 def _dist_name(folder: str) -> "tuple[str, str]":
     """(name, version) of a `name-version.dist-info` folder (the wheel spec's escaped name)."""
     stem = folder[: -len(".dist-info")]
@@ -340,6 +406,8 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
             names = sorted(os.listdir(site))
         except OSError:
             continue
+        # (a build-facts file that is not there gives no text: only those that are are looked for in the RECORDs)
+        marks = _NATIVE_MARKS + tuple(p for p in sorted(BUILD_FACT_FILES) if os.path.isfile(os.path.join(site, p)))
         for folder in names:
             if not folder.endswith(".dist-info"):
                 continue
@@ -351,17 +419,17 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
             texts = {}
             try:
                 with open(os.path.join(site, folder, "RECORD"), encoding="utf-8", errors="replace") as f:
-                    for line in f:
-                        path = line.split(",", 1)[0].strip().strip('"')
-                        if path and _native(path) and total < FILES_LIMIT:
-                            files.append(path)
-                            total += 1
-                        elif path in BUILD_FACT_FILES:
-                            text = _small_text(os.path.join(site, path))
-                            if text is not None:
-                                texts[path] = text
+                    record = f.read()
             except OSError:
-                pass
+                record = ""
+            for path in record_candidates(record, marks):
+                if path and _native(path) and total < FILES_LIMIT:
+                    files.append(path)
+                    total += 1
+                elif path in BUILD_FACT_FILES:
+                    text = _small_text(os.path.join(site, path))
+                    if text is not None:
+                        texts[path] = text
             dist = {"name": name, "version": version, "site": site, "files": files,
                     "loaders": package_loaders(site, files)}
             if texts:
@@ -537,18 +605,31 @@ def module_stack(f: "Any") -> "list":
     return out[:IMPORTS_LIMIT]
 
 
+# The globals of the import system's own modules (frozen, loaded at start-up): a frame running their code is
+# neither the user's code nor a module being imported (their own module code ran at start-up)
+_IMPORT_SYSTEM = tuple(getattr(sys.modules.get(m), "__dict__", None) or {"(none)": m}
+                       for m in ("_frozen_importlib", "_frozen_importlib_external"))
+
+
 def frame_and_imports(f: "Any") -> "tuple[Optional[dict], list]":
     """user_frame and module_stack of frame f in one walk up the stack: each frame's f_code is an audit event of
     its own (object.__getattr__, CPython 3.11+), which every hook of the process sees; two walks made 180 000 of
-    them in `import scipy.stats, sklearn, pandas`, a tenth of its time."""
+    them in `import scipy.stats, sklearn, pandas`, a tenth of its time. The import system's frames (five of
+    the six frames of each nested import) are told by their globals, with no f_code: 94 000 such events were
+    20 000."""
     user: "Optional[dict]" = None
     out = []
+    boot, external = _IMPORT_SYSTEM
     while f is not None:
+        g = f.f_globals
+        if g is boot or g is external:
+            f = f.f_back
+            continue
         code = f.f_code
-        if user is None and not library_file(code.co_filename) and not library_module(f.f_globals):
+        if user is None and not library_file(code.co_filename) and not library_module(g):
             user = {"file": code.co_filename, "line": f.f_lineno, "function": code.co_name}
         if code.co_name == "<module>":
-            name = f.f_globals.get("__name__")
+            name = g.get("__name__")
             if isinstance(name, str) and name != "__main__":
                 out.append(name)
         f = f.f_back
