@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 TRACER = Path(__file__).resolve().parents[1] / "tracer"
-RUN_TRACER = os.environ.get("DLLTRACE_BENCH_TRACER") or str(TRACER)  # (`dlltrace run` of another tree: to compare)
+OTHER = os.environ.get("DLLTRACE_BENCH_TRACER")  # (another tree's tracer/, timed in the same rounds: to compare)
 sys.path.insert(0, str(TRACER))
 
 VENV = Path("/tmp/dlltrace-bench-scipy")
@@ -68,6 +68,20 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+ENV_OF = """import json, os, sys
+from pathlib import Path
+from dlltrace.trace.linux import recorder_dir, recorder_env
+print(json.dumps(recorder_env(json.loads(sys.argv[1]), recorder_dir(), Path(sys.argv[2]))))
+"""
+
+
+def other_recorder_env(tracer: str, base: dict[str, str], trace: Path) -> dict[str, str]:
+    """recorder_env of the tree at `tracer` (its recorder, its bootstrap), asked of that tree."""
+    r = subprocess.run([sys.executable, "-c", ENV_OF, json.dumps(base), str(trace)], capture_output=True, text=True,
+                       env=dict(base, PYTHONPATH=tracer), check=True)
+    return json.loads(r.stdout)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=9)
@@ -87,13 +101,18 @@ def main() -> int:
     cmd = [py, "-c", PROGRAM]
     base = dict(os.environ)
     base.pop("PYTHONPATH", None)
-    dl_env = dict(base, PYTHONPATH=RUN_TRACER)
+    base.pop("PYTHONDONTWRITEBYTECODE", None)  # (the warm-up writes the .pyc files an install has: pip compiles them)
     trace = tmp / "t.jsonl"
     modes: dict[str, tuple[list[str], dict[str, str]]] = {
         "untraced": (cmd, base),
         "recorder only": (cmd, recorder_env(dict(base), rec, tmp / "r.jsonl")),
-        "dlltrace run": ([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *cmd], dl_env),
+        "dlltrace run": ([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *cmd],
+                         dict(base, PYTHONPATH=str(TRACER))),
     }
+    if OTHER:
+        modes["recorder only (other)"] = (cmd, other_recorder_env(OTHER, base, tmp / "r.jsonl"))
+        modes["dlltrace run (other)"] = ([sys.executable, "-m", "dlltrace", "run", "-o", str(tmp / "o.jsonl"), "--",
+                                          *cmd], dict(base, PYTHONPATH=OTHER))
     times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     order = list(modes)
     for c, env in modes.values():  # a warm-up of each (caches, .pyc files)
@@ -110,13 +129,15 @@ def main() -> int:
     base_c = statistics.median(c for _, c in times["untraced"])
     print(f"linux run bench: {PROGRAM!r} with {py}; {objs} objects opened, {facts} elf_file facts; median of "
           f"{a.runs} runs, shuffled")
+    if OTHER:
+        print(f"  (other): the tree of {OTHER}")
     aims = {"recorder only": 1.06, "dlltrace run": 1.15}
-    print(f"  {'':16s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
+    print(f"  {'':21s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
     for m, ts in times.items():
         med = statistics.median(w for w, _ in ts)
         cpu = statistics.median(c for _, c in ts)
         aim = f"   (aim <= {aims[m]:.2f}x)" if m in aims else ""
-        print(f"  {m:16s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+        print(f"  {m:21s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -294,5 +294,67 @@ int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wc
     return 0;
 }
 
+/* --- the audit hook's filter, in C (Linux only: trace/shim.py c_audit_filter) ------------------------------------
+ * A Python audit hook (sys.addaudithook) is called for every audit event of the process: CPython makes the event's
+ * name a str, looks up the hook's __cantrace__ and calls it, 57 000 times in `import scipy.stats, sklearn, pandas`
+ * (46 000 of them builtins.id, the program's own), and 18 000 more for the f_code reads of the hook's own walk up
+ * the stack; the hook keeps 1 600 of them (import, ctypes.dlopen, os.add_dll_directory). Installed instead with
+ * PySys_AddAuditHook, this C hook hands the Python one those three events only (every event while `all` is set:
+ * the bootstrap asks for that until it has hooked the warnings module, at the first event after the program
+ * imported it). The Python C API is looked up in the process (dlsym): this library is not linked to a Python.
+ * Only in the main interpreter (the hook is a Python object of that interpreter). Hooks are never removed; CPython
+ * clears them at its finalization. */
+typedef struct _object PyObjectT;
+static PyObjectT *py_hook;
+static atomic_int py_all_events;
+static PyObjectT *(*py_call)(PyObjectT *, ...);
+static PyObjectT *(*py_str)(const char *);
+static void (*py_decref)(PyObjectT *);
+static void (*py_err_clear)(void);
+static void *(*py_interp)(void);
+static void *(*py_main_interp)(void);
+
+static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
+    (void)data;
+    if (!atomic_load(&py_all_events) && strcmp(event, "import") != 0 && strcmp(event, "ctypes.dlopen") != 0
+        && strcmp(event, "os.add_dll_directory") != 0)
+        return 0;
+    if (py_interp() != py_main_interp()) return 0;
+    PyObjectT *name = py_str(event);
+    PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
+    if (name) py_decref(name);
+    if (r) py_decref(r);
+    else py_err_clear(); /* (the hook never raises; never let anything stop the program) */
+    return 0;
+}
+
+/* 0 when installed (the hook is kept: a reference of its own); else the Python hook is the caller's to add */
+int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
+    int (*add)(int (*)(const char *, PyObjectT *, void *), void *) =
+        (int (*)(int (*)(const char *, PyObjectT *, void *), void *))dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+    void (*incref)(PyObjectT *) = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
+    py_call = (PyObjectT *(*)(PyObjectT *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallFunctionObjArgs");
+    py_str = (PyObjectT *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_FromString");
+    py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+    py_err_clear = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Clear");
+    py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Get");
+    if (!py_interp) py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyInterpreterState_Get"); /* (3.8) */
+    py_main_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    if (!add || !incref || !py_call || !py_str || !py_decref || !py_err_clear || !py_interp || !py_main_interp
+        || !hook || py_hook)
+        return 1;
+    incref(hook);
+    py_hook = hook;
+    atomic_store(&py_all_events, all_events != 0);
+    if (add(c_audit_filter, 0) != 0) {
+        py_err_clear();
+        return 1; /* (an existing hook refused it: py_hook stays referenced, never called) */
+    }
+    return 0;
+}
+
+/* the events the Python hook gets: every one (1), or the three it records (0) */
+void dlltrace_linux_audit_all(int all_events) { atomic_store(&py_all_events, all_events != 0); }
+
 /* (the Windows shim's stop, for dlltrace.Trace; the Linux recorder records from process start to exit) */
 int dlltrace_stop(void) { return 21; /* ERROR_NOT_READY */ }

@@ -637,11 +637,13 @@ def frame_and_imports(f: "Any") -> "tuple[Optional[dict], list]":
     return user, out[:IMPORTS_LIMIT]
 
 
-def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callable[[str, tuple], None]":
+def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
+                    on_warnings: "Optional[Callable[[], None]]" = None) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
     `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
-    the program imported it, its warnings are hooked (hook_warnings)."""
+    the program imported it, its warnings are hooked (hook_warnings), then `on_warnings` is called (the C
+    filter, c_audit_filter, hands the hook only its three events from then on)."""
     busy = _thread._local()
     pending = [not warnings_hooked]
 
@@ -656,6 +658,11 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callab
                 pending[0] = False
             finally:
                 busy.on = False
+            if not pending[0] and on_warnings is not None:
+                try:
+                    on_warnings()
+                except Exception:
+                    pass
         if event == "import":
             ev, fields = "py_import", {"module": str(args[0])}
         elif event == "ctypes.dlopen":
@@ -846,10 +853,41 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
         pass
     if not hasattr(sys, "addaudithook"):
         return None
-    hook = make_audit_hook(backend, warned)
-    sys.addaudithook(hook)
+    cfilter = c_audit_filter(backend)
+    hook = make_audit_hook(backend, warned, None if cfilter is None else cfilter[1])
+    if cfilter is None or not cfilter[0](hook, not warned):
+        sys.addaudithook(hook)
     atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
     return hook
+
+
+def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None]]]":
+    """The preload library's C audit hook (native/audit/dlltrace_preload.c, Linux), which hands the Python hook
+    the three events it records (every event while it is asked to), where a hook added with sys.addaudithook is
+    called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
+    for the hook's own f_code reads; 1 600 are kept). (install(hook, all_events): True when installed, else
+    the caller adds the hook itself; only_kept(): the three events from then on.) None where there is none (the
+    Windows shim; the cffi binding: ctypes is what passes a Python object to C)."""
+    lib = getattr(backend, "lib", None)
+    if getattr(backend, "route", None) != "ctypes" or sys.platform == "win32" or lib is None:
+        return None
+    try:
+        import ctypes  # (already imported by the ctypes binding)
+
+        add = lib.dlltrace_linux_audit_install
+        add.restype, add.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_int]
+        every = lib.dlltrace_linux_audit_all
+        every.restype, every.argtypes = None, [ctypes.c_int]
+    except Exception:  # (another shim: no such functions)
+        return None
+
+    def install(hook: "Any", all_events: bool) -> bool:
+        return int(add(hook, 1 if all_events else 0)) == 0
+
+    def only_kept() -> None:
+        every(0)
+
+    return install, only_kept
 
 
 def bootstrap() -> None:
