@@ -445,10 +445,10 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
         for entry in entries:
             if not entry.endswith(".json") or len(conda) >= DISTS_LIMIT or total >= FILES_LIMIT:
                 continue
-            record = _conda_record(os.path.join(meta, entry))
-            if record is not None:
-                total += len(record["files"])
-                conda.append(record)
+            package = _conda_record(os.path.join(meta, entry))
+            if package is not None:
+                total += len(package["files"])
+                conda.append(package)
     return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
 
 
