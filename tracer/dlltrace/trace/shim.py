@@ -353,31 +353,42 @@ def _native(path: str) -> bool:
     return low.endswith(_NATIVE) or ".so." in low.rsplit("/", 1)[-1]
 
 
-_NATIVE_MARKS = (".so", ".dll", ".pyd", ".exe")  # (what every path _native takes has in it, lower-cased)
+_NATIVE_MARKS = (b".so", b".dll", b".pyd", b".exe")  # (what every path _native takes has in it, lower-cased)
 
 
-def record_candidates(record: str, marks: "tuple" = _NATIVE_MARKS) -> "list":
-    """The paths of the lines of a RECORD's text (newlines as "\\n") that have one of `marks` in them (lower-cased:
-    a native file's suffix, the name of a build-facts file that exists), in order; the others are not split:
-    scipy's, pandas' and numpy's RECORDs have 7000 lines, and looking at each in Python was most of the
-    bootstrap's time. Every line is taken when lower-casing changes the text's length (then a position in one
-    is not that in the other)."""
+def record_candidates(record: bytes, marks: "tuple" = _NATIVE_MARKS) -> "list":
+    """The paths of the lines of a RECORD (its bytes) that have one of `marks` in them (ASCII lower-cased: a native
+    file's suffix, the name of a build-facts file that exists), in order, as text (UTF-8, errors replaced; a line
+    ends with \\n, \\r\\n or \\r, as a text file reads it); the others are neither split nor decoded: scipy's,
+    pandas' and numpy's RECORDs have 7000 lines, and looking at each in Python was most of the bootstrap's time.
+    (No character but ASCII lower-cases to one of the marks' letters.)"""
     low = record.lower()
-    if len(low) != len(record):
-        return [line.split(",", 1)[0].strip().strip('"') for line in record.split("\n")]
     starts = set()
     for mark in marks:
         at = low.find(mark)
         while at >= 0:
-            starts.add(low.rfind("\n", 0, at) + 1)
-            end = low.find("\n", at)
-            at = low.find(mark, end) if end >= 0 else -1
+            start, end = _line_around(low, at)
+            starts.add(start)
+            at = low.find(mark, end) if end < len(low) else -1
     out = []
     for start in sorted(starts):
-        end = record.find("\n", start)
-        line = record[start:] if end < 0 else record[start:end]
-        out.append(line.split(",", 1)[0].strip().strip('"'))
+        end = _line_around(record, start)[1]
+        out.append(record[start:end].decode("utf-8", "replace").split(",", 1)[0].strip().strip('"'))
     return out
+
+
+def _line_around(buf: bytes, at: int) -> "tuple[int, int]":
+    """(start, end) of the line of buf that position `at` is in: after the \\n or \\r before it, up to the \\n or
+    \\r after it (each looked for within the \\n-ended line only: pip's RECORDs end their lines with \\r\\n)."""
+    start = buf.rfind(b"\n", 0, at) + 1
+    cr = buf.rfind(b"\r", start, at)
+    if cr >= 0:
+        start = cr + 1
+    end = buf.find(b"\n", at)
+    if end < 0:
+        end = len(buf)
+    cr = buf.find(b"\r", at, end)
+    return start, cr if cr >= 0 else end
 
 
 def _dist_name(folder: str) -> "tuple[str, str]":
@@ -407,7 +418,7 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
         except OSError:
             continue
         # (a build-facts file that is not there gives no text: only those that are are looked for in the RECORDs)
-        marks = _NATIVE_MARKS + tuple(p for p in sorted(BUILD_FACT_FILES) if os.path.isfile(os.path.join(site, p)))
+        marks = _NATIVE_MARKS + tuple(p.encode() for p in sorted(BUILD_FACT_FILES) if os.path.isfile(os.path.join(site, p)))
         for folder in names:
             if not folder.endswith(".dist-info"):
                 continue
@@ -418,10 +429,10 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
             files = []
             texts = {}
             try:
-                with open(os.path.join(site, folder, "RECORD"), encoding="utf-8", errors="replace") as f:
+                with open(os.path.join(site, folder, "RECORD"), "rb") as f:  # (text only of the lines kept)
                     record = f.read()
             except OSError:
-                record = ""
+                record = b""
             for path in record_candidates(record, marks):
                 if path and _native(path) and total < FILES_LIMIT:
                     files.append(path)
