@@ -86,6 +86,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--python", default=None, help="a Python with scipy, scikit-learn and pandas")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of untraced and recorder only, once each, under valgrind's callgrind "
+                         "(PYTHONHASHSEED=0): the same on a loaded machine; minutes each")
     a = ap.parse_args()
     if not sys.platform.startswith("linux"):
         print("bench/linux_run.py: Linux only")
@@ -138,8 +141,25 @@ def main() -> int:
         cpu = statistics.median(c for _, c in ts)
         aim = f"   (aim <= {aims[m]:.2f}x)" if m in aims else ""
         print(f"  {m:21s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+    if a.instructions:
+        counted = {m: instructions(modes[m][0], modes[m][1], tmp) for m in modes if m.startswith(("untraced", "recorder"))}
+        base_i = counted["untraced"]
+        print("  instructions (callgrind, PYTHONHASHSEED=0):")
+        for m, n in counted.items():
+            print(f"  {m:21s} {n / 1e9:8.3f} G    {n / base_i:5.3f}x" if n and base_i else f"  {m:21s} not counted")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def instructions(cmd: list[str], env: dict[str, str], tmp: Path) -> int:
+    """The instructions `cmd` runs (valgrind --tool=callgrind), 0 when valgrind is missing or failed."""
+    if shutil.which("valgrind") is None:
+        return 0
+    (tmp / "r.jsonl").write_text("")
+    r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}", *cmd],
+                       env=dict(env, PYTHONHASHSEED="0"), capture_output=True, text=True)
+    found = [line.split(":")[-1].strip().replace(",", "") for line in r.stderr.splitlines() if "Collected :" in line]
+    return int(found[-1]) if found and found[-1].isdigit() else 0
 
 
 if __name__ == "__main__":

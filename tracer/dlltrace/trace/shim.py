@@ -15,6 +15,9 @@ py_exception event says which: the report uses it to tell the load that failed t
 ones it went past (docs/verdicts.md); then py_exit. Each py_import / py_dlopen carries the imports in
 progress (`imports`), py_exit those the program ended in: trace/pycontext.py tells from them whether a
 load made by C code after an import event ran during that import or after it finished. Nothing the program sees or prints changes.
+On Linux, with the ctypes binding, the hook is installed behind the preload library's C audit hook
+(c_audit_filter), which calls it for the events it records only: a hook added with sys.addaudithook is
+called for every audit event of the process.
 
 This file runs inside the traced program's interpreter, which may be any CPython 3.7+ with nothing
 installed: it imports only modules every CPython has loaded at start-up (sys, os, _thread) and, for
