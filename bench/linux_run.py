@@ -13,11 +13,48 @@ round, so the load of the machine hits all alike):
 Prints each against untraced, in wall time (what the aims are of) and in CPU time (user + system of the
 process and its children: less at the mercy of other jobs on a shared machine). Aims (issue 25): dlltrace run <= 1.15x, recorder only <= 1.06x.
 
+DLLTRACE_BENCH_TRACER=<another tree>/tracer adds that tree's "recorder only" and "dlltrace run" to the same
+rounds (to compare with main). --instructions also counts untraced and recorder only (and the other tree's)
+under valgrind's callgrind, PYTHONHASHSEED=0: the same on a loaded machine (minutes each). The environments
+run without PYTHONDONTWRITEBYTECODE: the warm-up writes the .pyc files an install has (pip compiles them).
+
 The Python with scipy, scikit-learn and pandas: --python, else $DLLTRACE_BENCH_SCIPY_PYTHON, else the venv
 /tmp/dlltrace-bench-scipy (made here when missing: `python3 -m venv` + `pip install scipy scikit-learn pandas`,
 a few minutes, once).
 
-    python bench/linux_run.py [--runs 9] [--python PATH]
+    python bench/linux_run.py [--runs 9] [--python PATH] [--instructions]
+
+Where the time went, and what was done (2026-12-05, perf-linuxrun; this import makes 57,000 audit events, 1,587
+of them imports, and 206 objects):
+- the recorder's C part (LD_AUDIT + LD_PRELOAD, no Python bootstrap) is 1.002x in instructions and not
+  measurable in time: the rest of "recorder only" is the Python bootstrap and its audit hook;
+- a Python audit hook is called by CPython for every audit event (46,000 here are the program's own id()
+  calls), with a str made of the event's name, an argument tuple and a Python call: one that does nothing
+  costs this import 2.9% of its instructions. The hook is now installed behind a C audit hook of the preload
+  library (trace/shim.py c_audit_filter, when the shim is bound with ctypes: a Python without cffi), which
+  calls it for import, ctypes.dlopen and os.add_dll_directory only (every event until the warnings module
+  is hooked);
+- the hook's walk up the stack read each frame's f_code, an audit event of its own: the import system's
+  frames (five of six in nested imports) are now told by their globals: 94,000 such events were 18,700;
+- JSON strings with nothing to escape are taken whole (str methods, not a loop a character at a time: 90 ms
+  of JSON were 13), each import stack's JSON made once; the preload library keeps the trace open (it opened
+  and closed it for each event);
+- the bootstrap ran shim.py from source (30 ms of compiling in each traced Python): now from its .pyc
+  (SourceFileLoader.get_code); py_dists read every line of every RECORD in Python (36 ms): now only the lines
+  with a native suffix, found in the bytes (`python -c pass` traced: 170 M instructions over the C part
+  were 38 M);
+- `dlltrace run` imports neither dataclasses (with inspect), typing nor ctypes before the program starts.
+Traces are unchanged: py_import module, frame and imports, and every native event's ctx, compared with
+main's under one PYTHONHASHSEED.
+Measured, callgrind (PYTHONHASHSEED=0, instructions against untraced): recorder only 1.258x on main, 1.071x
+now; the C part alone 1.002x. Timed (median of 7, shuffled, 2 cores shared with other jobs): recorder only
+1.09x (main 1.29-1.31x), dlltrace run 1.31-1.35x (main 1.41-1.42x); see the report of issue 25 for the runs.
+What is left: each recorded import costs the hook ~55 us (~125,000 instructions): the walk up ~58 frames
+(frame objects made, ~10 f_code reads) for the user's frame and the imports in progress, the event's JSON,
+two ctypes calls and six system calls; and `dlltrace run`'s own work while the program runs (reading the
+trace as it grows, ELF facts of each object, importing the model and the renderer: ~280 ms of CPU) takes a
+core the program shares when the machine is busy, plus ~45 ms after it ends (the replay, the facts) and
+~40 ms before it starts.
 """
 
 from __future__ import annotations
