@@ -748,8 +748,11 @@ sys.path.insert(0, {tracer!r})
 from dlltrace.trace import shim
 backend = shim.CtypesBackend({lib!r})
 install, only_kept = shim.c_audit_filter(backend)
+told = []
+sys.addaudithook(lambda event, args: told.append(event) if event == "sys.addaudithook" else None)
 got = []
 assert install(lambda event, args: got.append(event), {all_events})
+assert told == ["sys.addaudithook"], told  # (installed with the GIL held: the hooks already there are told)
 sys.audit("dlltrace.test.one")
 import colorsys
 only_kept()

@@ -328,7 +328,9 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     return 0;
 }
 
-/* 0 when installed (the hook is kept: a reference of its own); else the Python hook is the caller's to add */
+/* 0 when installed (the hook is kept: a reference of its own); else the Python hook is the caller's to add.
+   Called with the GIL held (ctypes.PyDLL): PySys_AddAuditHook then tells the hooks already there, as
+   sys.addaudithook does. */
 int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
     int (*add)(int (*)(const char *, PyObjectT *, void *), void *) =
         (int (*)(int (*)(const char *, PyObjectT *, void *), void *))dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");

@@ -888,9 +888,11 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
     try:
         import ctypes  # (already imported by the ctypes binding)
 
-        add = lib.dlltrace_linux_audit_install
+        # (PyDLL: the calls keep the GIL, which dlltrace_linux_audit_install needs: it calls the Python C API)
+        pylib = ctypes.PyDLL(lib._name)
+        add = pylib.dlltrace_linux_audit_install
         add.restype, add.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_int]
-        every = lib.dlltrace_linux_audit_all
+        every = pylib.dlltrace_linux_audit_all
         every.restype, every.argtypes = None, [ctypes.c_int]
     except Exception:  # (another shim: no such functions)
         return None
