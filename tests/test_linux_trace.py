@@ -747,7 +747,7 @@ import sys
 sys.path.insert(0, {tracer!r})
 from dlltrace.trace import shim
 backend = shim.CtypesBackend({lib!r})
-install, only_kept = shim.c_audit_filter(backend)
+install, only_kept, frames = shim.c_audit_filter(backend)
 told = []
 sys.addaudithook(lambda event, args: told.append(event) if event == "sys.addaudithook" else None)
 got = []
@@ -803,3 +803,47 @@ def test_a_python_bound_with_ctypes_records_its_imports_and_the_warnings_it_show
     assert imports["outer"]["frame"] == {"file": "<string>", "line": 4, "function": "<module>"}
     assert [e["message"] for e in evs if e["ev"] == "py_warning"] == ["said by the program"]
     assert "said by the program" in r.stderr  # (shown as without dlltrace)
+
+
+C_WALK = """
+import sys
+sys.path.insert(0, {tracer!r})
+from dlltrace.trace import shim
+install, only_kept, frames = shim.c_audit_filter(shim.CtypesBackend({lib!r}))
+shim.C_FRAMES = frames
+sys.path.insert(0, {site!r})
+sys.path.insert(0, {user!r})
+import libpkg
+c, py = sys.modules["userpkg_inner"].GOT
+assert c == py and c[1][-2:] == ["libpkg", "userpkg_inner"] and c[0]["file"].endswith("userpkg_inner.py"), (c, py)
+f = sys._getframe()
+walked = frames(f, *shim._IMPORT_SYSTEM)
+assert [(code, g, fr) for code, g, fr in walked] == [(fr.f_code, fr.f_globals, fr) for fr in [f]]
+del walked
+counts = lambda: (sys.getrefcount(f), sys.getrefcount(f.f_globals), sys.getrefcount(f.f_code))
+before = counts()
+for _ in range(2000):
+    frames(f, *shim._IMPORT_SYSTEM)
+assert counts() == before, (before, counts())  # (no reference kept nor lost)
+print("ok")
+"""
+
+
+def test_the_walk_in_c_gives_what_the_walk_in_python_gives(recorder, bare_python, tmp_path):
+    """The preload library's walk up the stack (dlltrace_linux_frames: the frames that are not the import
+    system's, as (code, globals, frame), with no f_code read) gives frame_and_imports what its walk in Python
+    gives, inside nested imports (a library's module importing the user's, which asks), and keeps no reference."""
+    from dlltrace.trace.linux import PRELOAD_LIB
+
+    site = tmp_path / "site-packages"
+    (site / "libpkg").mkdir(parents=True)
+    (site / "libpkg" / "__init__.py").write_text("import userpkg_inner\n")
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "userpkg_inner.py").write_text(
+        "import sys\nfrom dlltrace.trace import shim\nf = sys._getframe()\n"
+        "GOT = (shim.frame_and_imports(f, shim.C_FRAMES), shim.frame_and_imports(f))\n")
+    code = C_WALK.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB), site=str(site),
+                         user=str(tmp_path / "user"))
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))})
+    assert r.returncode == 0 and r.stdout.split() == ["ok"], r.stderr

@@ -355,6 +355,66 @@ int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
     return 0;
 }
 
+/* The frames of the stack from `frame` outwards whose globals are neither `boot` nor `external` (the import
+   system's), innermost first, each as a (code, globals, frame) tuple: trace/shim.py frame_and_imports's walk,
+   without a Python step per frame nor a read of f_code (an audit event of its own): the import system's
+   frames are five of the six of each nested import. A new list; NULL when the Python C API lacks a function
+   (before 3.9) or on an error (set): the caller then walks in Python. Called with the GIL held (ctypes.PyDLL). */
+static PyObjectT *(*py_list_new)(long);
+static int (*py_list_append)(PyObjectT *, PyObjectT *);
+static PyObjectT *(*py_tuple_pack)(long, ...);
+static PyObjectT *(*py_frame_back)(PyObjectT *);
+static PyObjectT *(*py_frame_code)(PyObjectT *);
+static PyObjectT *(*py_frame_globals)(PyObjectT *);
+static PyObjectT *(*py_getattr)(PyObjectT *, const char *);
+static void (*py_incref)(PyObjectT *);
+static int frames_api = -1;
+
+PyObjectT *dlltrace_linux_frames(PyObjectT *frame, PyObjectT *boot, PyObjectT *external) {
+    if (frames_api < 0) {
+        py_list_new = (PyObjectT *(*)(long))dlsym(RTLD_DEFAULT, "PyList_New");
+        py_list_append = (int (*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyList_Append");
+        py_tuple_pack = (PyObjectT *(*)(long, ...))dlsym(RTLD_DEFAULT, "PyTuple_Pack");
+        py_frame_back = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
+        py_frame_code = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
+        py_frame_globals = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetGlobals"); /* (3.11) */
+        py_getattr = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyObject_GetAttrString");
+        py_incref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
+        py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+        frames_api = py_list_new && py_list_append && py_tuple_pack && py_frame_back && py_frame_code && py_getattr
+                     && py_incref && py_decref;
+    }
+    if (!frames_api || !frame) return 0;
+    PyObjectT *out = py_list_new(0);
+    if (!out) return 0;
+    py_incref(frame);
+    PyObjectT *f = frame;
+    while (f) {
+        PyObjectT *g = py_frame_globals ? py_frame_globals(f) : py_getattr(f, "f_globals"); /* (new references) */
+        if (!g) goto fail;
+        if (g != boot && g != external) {
+            PyObjectT *code = py_frame_code(f);
+            PyObjectT *item = code ? py_tuple_pack(3, code, g, f) : 0;
+            if (code) py_decref(code);
+            if (!item || py_list_append(out, item) < 0) {
+                if (item) py_decref(item);
+                py_decref(g);
+                goto fail;
+            }
+            py_decref(item);
+        }
+        py_decref(g);
+        PyObjectT *back = py_frame_back(f);
+        py_decref(f);
+        f = back;
+    }
+    return out;
+fail:
+    py_decref(f);
+    py_decref(out);
+    return 0;
+}
+
 /* the events the Python hook gets: every one (1), or the three it records (0) */
 void dlltrace_linux_audit_all(int all_events) { atomic_store(&py_all_events, all_events != 0); }
 

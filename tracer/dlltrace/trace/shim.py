@@ -625,34 +625,45 @@ _IMPORT_SYSTEM = tuple(getattr(sys.modules.get(m), "__dict__", None) or {"(none)
                        for m in ("_frozen_importlib", "_frozen_importlib_external"))
 
 
-def frame_and_imports(f: "Any") -> "tuple[Optional[dict], list]":
+def frame_and_imports(f: "Any", frames: "Optional[Callable[..., list]]" = None) -> "tuple[Optional[dict], list]":
     """user_frame and module_stack of frame f in one walk up the stack: each frame's f_code is an audit event of
     its own (object.__getattr__, CPython 3.11+), which every hook of the process sees; two walks made 180 000 of
     them in `import scipy.stats, sklearn, pandas`, a tenth of its time. The import system's frames (five of
     the six frames of each nested import) are told by their globals, with no f_code: 94 000 such events were
-    20 000."""
+    18 700. `frames`: the preload library's walk in C (c_audit_filter), which gives the other frames as (code,
+    globals, frame), reading no f_code at all; the walk is made here when it is not given or fails."""
+    walked = None
+    if frames is not None:
+        try:
+            walked = frames(f, *_IMPORT_SYSTEM)
+        except Exception:  # (no such C API before 3.9, an error: walked here)
+            walked = None
     user: "Optional[dict]" = None
     out = []
-    boot, external = _IMPORT_SYSTEM
-    while f is not None:
-        g = f.f_globals
-        if g is boot or g is external:
-            f = f.f_back
-            continue
-        code = f.f_code
+    for code, g, frame in (walked if walked is not None else _walk(f)):
         if user is None and not library_file(code.co_filename) and not library_module(g):
-            user = {"file": code.co_filename, "line": f.f_lineno, "function": code.co_name}
+            user = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
         if code.co_name == "<module>":
             name = g.get("__name__")
             if isinstance(name, str) and name != "__main__":
                 out.append(name)
-        f = f.f_back
     out.reverse()
     return user, out[:IMPORTS_LIMIT]
 
 
+def _walk(f: "Any") -> "Any":
+    """(code, globals, frame) of each frame from f outwards that is not the import system's (by its globals)."""
+    boot, external = _IMPORT_SYSTEM
+    while f is not None:
+        g = f.f_globals
+        if g is not boot and g is not external:
+            yield f.f_code, g, f
+        f = f.f_back
+
+
 def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
-                    on_warnings: "Optional[Callable[[], None]]" = None) -> "Callable[[str, tuple], None]":
+                    on_warnings: "Optional[Callable[[], None]]" = None,
+                    frames: "Optional[Callable[..., list]]" = None) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
     `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
@@ -696,7 +707,7 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                 # where in the user's code the import or the load was made (user_frame), and the imports in
                 # progress (module_stack; a py_import's own module is not among them yet): with the thread's next
                 # event's, they tell whether a load made after this event was made during the import
-                fields["frame"], fields["imports"] = frame_and_imports(sys._getframe(1))
+                fields["frame"], fields["imports"] = frame_and_imports(sys._getframe(1), frames)
             seq = backend.write_event(ev, fields)
             if seq:
                 backend.set_context(seq)
@@ -868,20 +879,22 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
     if not hasattr(sys, "addaudithook"):
         return None
     cfilter = c_audit_filter(backend)
-    hook = make_audit_hook(backend, warned, None if cfilter is None else cfilter[1])
+    hook = make_audit_hook(backend, warned, None if cfilter is None else cfilter[1],
+                           None if cfilter is None else cfilter[2])
     if cfilter is None or not cfilter[0](hook, not warned):
         sys.addaudithook(hook)
     atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
     return hook
 
 
-def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None]]]":
+def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None], Callable[..., list]]]":
     """The preload library's C audit hook (native/audit/dlltrace_preload.c, Linux), which hands the Python hook
     the three events it records (every event while it is asked to), where a hook added with sys.addaudithook is
     called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
     for the hook's own f_code reads; 1 600 are kept). (install(hook, all_events): True when installed, else
-    the caller adds the hook itself; only_kept(): the three events from then on.) None where there is none (the
-    Windows shim; the cffi binding: ctypes is what passes a Python object to C)."""
+    the caller adds the hook itself; only_kept(): the three events from then on; frames: the walk up the stack
+    in C, frame_and_imports's.) None where there is none (the Windows shim; the cffi binding: ctypes is what
+    passes a Python object to C)."""
     lib = getattr(backend, "lib", None)
     if getattr(backend, "route", None) != "ctypes" or sys.platform == "win32" or lib is None:
         return None
@@ -894,6 +907,8 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
         add.restype, add.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_int]
         every = pylib.dlltrace_linux_audit_all
         every.restype, every.argtypes = None, [ctypes.c_int]
+        frames = pylib.dlltrace_linux_frames
+        frames.restype, frames.argtypes = ctypes.py_object, [ctypes.py_object] * 3
     except Exception:  # (another shim: no such functions)
         return None
 
@@ -903,7 +918,7 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
     def only_kept() -> None:
         every(0)
 
-    return install, only_kept
+    return install, only_kept, frames
 
 
 def bootstrap() -> None:
