@@ -35,7 +35,9 @@ of them imports, and 206 objects):
   calls it for import, ctypes.dlopen and os.add_dll_directory only (every event until the warnings module
   is hooked);
 - the hook's walk up the stack read each frame's f_code, an audit event of its own: the import system's
-  frames (five of six in nested imports) are now told by their globals: 94,000 such events were 18,700;
+  frames (five of six in nested imports) are now told by their globals (94,000 such events were 18,700), and
+  with the ctypes binding the walk is made in C by the preload library (dlltrace_linux_frames: no f_code
+  read, no Python step per frame);
 - JSON strings with nothing to escape are taken whole (str methods, not a loop a character at a time: 90 ms
   of JSON were 13), each import stack's JSON made once; the preload library keeps the trace open (it opened
   and closed it for each event);
@@ -46,12 +48,13 @@ of them imports, and 206 objects):
 - `dlltrace run` imports neither dataclasses (with inspect), typing nor ctypes before the program starts.
 Traces are unchanged: py_import module, frame and imports, and every native event's ctx, compared with
 main's under one PYTHONHASHSEED.
-Measured, callgrind (PYTHONHASHSEED=0, instructions against untraced): recorder only 1.258x on main, 1.071x
-now; the C part alone 1.002x. Timed (median of 7, shuffled, 2 cores shared with other jobs): recorder only
-1.09x (main 1.29-1.31x), dlltrace run 1.31-1.35x (main 1.41-1.42x); see the report of issue 25 for the runs.
-What is left: each recorded import costs the hook ~55 us (~125,000 instructions): the walk up ~58 frames
-(frame objects made, ~10 f_code reads) for the user's frame and the imports in progress, the event's JSON,
-two ctypes calls and six system calls; and `dlltrace run`'s own work while the program runs (reading the
+Measured, callgrind (PYTHONHASHSEED=0, instructions against untraced, 5.035 G): recorder only 1.258x on main,
+1.066x now; the C part alone 1.002x. Timed (medians of 7, shuffled; 2 cores shared with other jobs, whose load
+moved the untraced baseline by 30% between runs): recorder only 1.05-1.09x when the machine was quiet (main
+1.29-1.31x), 1.17-1.21x when it was not (main 1.21-1.36x); dlltrace run 1.20-1.35x (main 1.27-1.42x).
+What is left: each recorded import costs the hook ~35-45 us: the frame objects the walk makes, the user's frame
+and module names read from the ~10 frames that are not the import system's, the event's JSON, three ctypes
+calls and six system calls; and `dlltrace run`'s own work while the program runs (reading the
 trace as it grows, ELF facts of each object, importing the model and the renderer: ~280 ms of CPU) takes a
 core the program shares when the machine is busy, plus ~45 ms after it ends (the replay, the facts) and
 ~40 ms before it starts.
