@@ -13,11 +13,51 @@ round, so the load of the machine hits all alike):
 Prints each against untraced, in wall time (what the aims are of) and in CPU time (user + system of the
 process and its children: less at the mercy of other jobs on a shared machine). Aims (issue 25): dlltrace run <= 1.15x, recorder only <= 1.06x.
 
+DLLTRACE_BENCH_TRACER=<another tree>/tracer adds that tree's "recorder only" and "dlltrace run" to the same
+rounds (to compare with main). --instructions also counts untraced and recorder only (and the other tree's)
+under valgrind's callgrind, PYTHONHASHSEED=0: the same on a loaded machine (minutes each). The environments
+run without PYTHONDONTWRITEBYTECODE: the warm-up writes the .pyc files an install has (pip compiles them).
+
 The Python with scipy, scikit-learn and pandas: --python, else $DLLTRACE_BENCH_SCIPY_PYTHON, else the venv
 /tmp/dlltrace-bench-scipy (made here when missing: `python3 -m venv` + `pip install scipy scikit-learn pandas`,
 a few minutes, once).
 
-    python bench/linux_run.py [--runs 9] [--python PATH]
+    python bench/linux_run.py [--runs 9] [--python PATH] [--instructions]
+
+Where the time went, and what was done (2026-12-05, perf-linuxrun; this import makes 57,000 audit events, 1,587
+of them imports, and 206 objects):
+- the recorder's C part (LD_AUDIT + LD_PRELOAD, no Python bootstrap) is 1.002x in instructions and not
+  measurable in time: the rest of "recorder only" is the Python bootstrap and its audit hook;
+- a Python audit hook is called by CPython for every audit event (46,000 here are the program's own id()
+  calls), with a str made of the event's name, an argument tuple and a Python call: one that does nothing
+  costs this import 2.9% of its instructions. The hook is now installed behind a C audit hook of the preload
+  library (trace/shim.py c_audit_filter, when the shim is bound with ctypes: a Python without cffi), which
+  calls it for import, ctypes.dlopen and os.add_dll_directory only (every event until the warnings module
+  is hooked);
+- the hook's walk up the stack read each frame's f_code, an audit event of its own: the import system's
+  frames (five of six in nested imports) are now told by their globals (94,000 such events were 18,700), and
+  with the ctypes binding the walk is made in C by the preload library (dlltrace_linux_frames: no f_code
+  read, no Python step per frame);
+- JSON strings with nothing to escape are taken whole (str methods, not a loop a character at a time: 90 ms
+  of JSON were 13), each import stack's JSON made once; the preload library keeps the trace open (it opened
+  and closed it for each event);
+- the bootstrap ran shim.py from source (30 ms of compiling in each traced Python): now from its .pyc
+  (SourceFileLoader.get_code); py_dists read every line of every RECORD in Python (36 ms): now only the lines
+  with a native suffix, found in the bytes (`python -c pass` traced: 170 M instructions over the C part
+  were 38 M);
+- `dlltrace run` imports neither dataclasses (with inspect), typing nor ctypes before the program starts.
+Traces are unchanged: py_import module, frame and imports, and every native event's ctx, compared with
+main's under one PYTHONHASHSEED.
+Measured, callgrind (PYTHONHASHSEED=0, instructions against untraced, 5.035 G): recorder only 1.258x on main,
+1.066x now; the C part alone 1.002x. Timed (medians of 7, shuffled; 2 cores shared with other jobs, whose load
+moved the untraced baseline by 30% between runs): recorder only 1.05-1.09x when the machine was quiet (main
+1.29-1.31x), 1.17-1.21x when it was not (main 1.21-1.36x); dlltrace run 1.20-1.35x (main 1.27-1.42x).
+What is left: each recorded import costs the hook ~35-45 us: the frame objects the walk makes, the user's frame
+and module names read from the ~10 frames that are not the import system's, the event's JSON, three ctypes
+calls and six system calls; and `dlltrace run`'s own work while the program runs (reading the
+trace as it grows, ELF facts of each object, importing the model and the renderer: ~280 ms of CPU) takes a
+core the program shares when the machine is busy, plus ~45 ms after it ends (the replay, the facts) and
+~40 ms before it starts.
 """
 
 from __future__ import annotations
@@ -36,7 +76,7 @@ import time
 from pathlib import Path
 
 TRACER = Path(__file__).resolve().parents[1] / "tracer"
-RUN_TRACER = os.environ.get("DLLTRACE_BENCH_TRACER") or str(TRACER)  # (`dlltrace run` of another tree: to compare)
+OTHER = os.environ.get("DLLTRACE_BENCH_TRACER")  # (another tree's tracer/, timed in the same rounds: to compare)
 sys.path.insert(0, str(TRACER))
 
 VENV = Path("/tmp/dlltrace-bench-scipy")
@@ -68,10 +108,27 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+ENV_OF = """import json, os, sys
+from pathlib import Path
+from dlltrace.trace.linux import recorder_dir, recorder_env
+print(json.dumps(recorder_env(json.loads(sys.argv[1]), recorder_dir(), Path(sys.argv[2]))))
+"""
+
+
+def other_recorder_env(tracer: str, base: dict[str, str], trace: Path) -> dict[str, str]:
+    """recorder_env of the tree at `tracer` (its recorder, its bootstrap), asked of that tree."""
+    r = subprocess.run([sys.executable, "-c", ENV_OF, json.dumps(base), str(trace)], capture_output=True, text=True,
+                       env=dict(base, PYTHONPATH=tracer), check=True)
+    return json.loads(r.stdout)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--python", default=None, help="a Python with scipy, scikit-learn and pandas")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of untraced and recorder only, once each, under valgrind's callgrind "
+                         "(PYTHONHASHSEED=0): the same on a loaded machine; minutes each")
     a = ap.parse_args()
     if not sys.platform.startswith("linux"):
         print("bench/linux_run.py: Linux only")
@@ -87,13 +144,18 @@ def main() -> int:
     cmd = [py, "-c", PROGRAM]
     base = dict(os.environ)
     base.pop("PYTHONPATH", None)
-    dl_env = dict(base, PYTHONPATH=RUN_TRACER)
+    base.pop("PYTHONDONTWRITEBYTECODE", None)  # (the warm-up writes the .pyc files an install has: pip compiles them)
     trace = tmp / "t.jsonl"
     modes: dict[str, tuple[list[str], dict[str, str]]] = {
         "untraced": (cmd, base),
         "recorder only": (cmd, recorder_env(dict(base), rec, tmp / "r.jsonl")),
-        "dlltrace run": ([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *cmd], dl_env),
+        "dlltrace run": ([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *cmd],
+                         dict(base, PYTHONPATH=str(TRACER))),
     }
+    if OTHER:
+        modes["recorder only (other)"] = (cmd, other_recorder_env(OTHER, base, tmp / "r.jsonl"))
+        modes["dlltrace run (other)"] = ([sys.executable, "-m", "dlltrace", "run", "-o", str(tmp / "o.jsonl"), "--",
+                                          *cmd], dict(base, PYTHONPATH=OTHER))
     times: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     order = list(modes)
     for c, env in modes.values():  # a warm-up of each (caches, .pyc files)
@@ -110,15 +172,34 @@ def main() -> int:
     base_c = statistics.median(c for _, c in times["untraced"])
     print(f"linux run bench: {PROGRAM!r} with {py}; {objs} objects opened, {facts} elf_file facts; median of "
           f"{a.runs} runs, shuffled")
+    if OTHER:
+        print(f"  (other): the tree of {OTHER}")
     aims = {"recorder only": 1.06, "dlltrace run": 1.15}
-    print(f"  {'':16s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
+    print(f"  {'':21s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
     for m, ts in times.items():
         med = statistics.median(w for w, _ in ts)
         cpu = statistics.median(c for _, c in ts)
         aim = f"   (aim <= {aims[m]:.2f}x)" if m in aims else ""
-        print(f"  {m:16s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+        print(f"  {m:21s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+    if a.instructions:
+        counted = {m: instructions(modes[m][0], modes[m][1], tmp) for m in modes if m.startswith(("untraced", "recorder"))}
+        base_i = counted["untraced"]
+        print("  instructions (callgrind, PYTHONHASHSEED=0):")
+        for m, n in counted.items():
+            print(f"  {m:21s} {n / 1e9:8.3f} G    {n / base_i:5.3f}x" if n and base_i else f"  {m:21s} not counted")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def instructions(cmd: list[str], env: dict[str, str], tmp: Path) -> int:
+    """The instructions `cmd` runs (valgrind --tool=callgrind), 0 when valgrind is missing or failed."""
+    if shutil.which("valgrind") is None:
+        return 0
+    (tmp / "r.jsonl").write_text("")
+    r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp / 'cg.out'}", *cmd],
+                       env=dict(env, PYTHONHASHSEED="0"), capture_output=True, text=True)
+    found = [line.split(":")[-1].strip().replace(",", "") for line in r.stderr.splitlines() if "Collected :" in line]
+    return int(found[-1]) if found and found[-1].isdigit() else 0
 
 
 if __name__ == "__main__":

@@ -264,6 +264,29 @@ def test_fields_json_is_json():
     shim.fields_json(fields).encode("utf-8")  # (always encodes)
 
 
+def test_json_str_takes_a_plain_string_whole_and_escapes_the_others_as_one_character_at_a_time_would():
+    """_json_str's shortcut (a printable string without a quote or a backslash, taken whole) gives what
+    _json_str_escaped gives, for every kind of character: each one alone, and inside a module name or path."""
+    chars = [chr(o) for o in range(0x250)] + ["\u2028", "\u00a0", "\u3000", "\ufeff", "用", "\U0001f600", "\ud800",
+                                             "\udc80", "\udfff", "\ue000", "\uffff"]
+    for c in chars:
+        for s in (c, "scipy.stats" + c + "_x", "/venv/lib/python3.11/site-packages/" + c):
+            assert shim._json_str(s) == shim._json_str_escaped(s), repr(s)
+            if not 0xD800 <= ord(c) <= 0xDFFF:
+                assert json.loads(shim._json_str(s)) == s
+    assert shim._json_str("a.b") == '"a.b"' and shim._json_str("") == '""'
+
+
+def test_imports_json_is_the_lists_json_made_once_for_each_stack():
+    """fields_json writes an event's `imports` through imports_json (a stack's text, kept): the same JSON as
+    any other list, for a stack seen before or not, and for one that is not a list of names."""
+    for fields in ({"module": "b", "frame": None, "imports": ["a", "a.b"]}, {"imports": ["a", "a.b"]}, {"imports": []},
+                   {"imports": ["x\"y", "用"], "n": 1}, {"imports": [["not", "hashable"]]}):
+        for _ in range(2):
+            assert json.loads("{" + shim.fields_json(fields) + "}") == fields
+    assert shim.imports_json(["a", "a.b"]) is shim.imports_json(["a", "a.b"])  # (made once)
+
+
 def other_pythons() -> list[str]:
     """The other CPython interpreters on this machine (pyenv's, python3.N on PATH), one per version."""
     import glob

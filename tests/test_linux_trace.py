@@ -729,3 +729,121 @@ def test_growing_trace_gives_each_line_once_it_is_whole(tmp_path):
     assert g.readline() == b'{"c"' and g.readline() == b""
     assert seen == [b'{"a":1}\n', b'{"b":2}\n', b'{"c"']
     g.f.close()
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A Python with nothing installed (a venv without pip or cffi): the bootstrap binds the shim with ctypes."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
+                   timeout=300)
+    py = str(venv / "bin" / "python")
+    assert subprocess.run([py, "-c", "import cffi"], capture_output=True).returncode != 0  # (no cffi there)
+    return py
+
+
+C_FILTER = """
+import sys
+sys.path.insert(0, {tracer!r})
+from dlltrace.trace import shim
+backend = shim.CtypesBackend({lib!r})
+install, only_kept, frames = shim.c_audit_filter(backend)
+told = []
+sys.addaudithook(lambda event, args: told.append(event) if event == "sys.addaudithook" else None)
+got = []
+assert install(lambda event, args: got.append(event), {all_events})
+assert told == ["sys.addaudithook"], told  # (installed with the GIL held: the hooks already there are told)
+sys.audit("dlltrace.test.one")
+import colorsys
+only_kept()
+sys.audit("dlltrace.test.two")
+import ctypes
+ctypes.CDLL(None)
+print(" ".join(got))
+"""
+
+
+@pytest.mark.parametrize("all_events", [True, False])
+def test_the_c_audit_filter_hands_the_hook_its_three_events_or_all_while_asked(recorder, bare_python, all_events):
+    """The preload library's C audit hook (dlltrace_preload.c, installed by shim.c_audit_filter in a Python bound
+    with ctypes) calls the Python hook for import and ctypes.dlopen (and os.add_dll_directory), and for every other
+    event too only while asked (until the warnings module is hooked): the 57 000 other events of a big import
+    never reach Python."""
+    from dlltrace.trace.linux import PRELOAD_LIB
+
+    code = C_FILTER.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB), all_events=all_events)
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))})
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.split()
+    assert "import" in got and "ctypes.dlopen" in got and "dlltrace.test.two" not in got
+    assert ("dlltrace.test.one" in got) == all_events
+
+
+def test_a_python_bound_with_ctypes_records_its_imports_and_the_warnings_it_shows(recorder, bare_python, tmp_path):
+    """In a Python without cffi (the C audit filter in place), each import is recorded with the imports in progress
+    and the user's frame, and a warning shown right after the program imported the warnings module is recorded
+    (the filter hands the hook every event until the warnings module is hooked: here the open() between, an
+    event the hook does not record; CPython's warn() itself, in C, makes none)."""
+    from dlltrace.trace.linux import recorder_env
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    (tmp_path / "outer.py").write_text("import colorsys\n")
+    code = ("import sys\nprint('warnings' in sys.modules)\nsys.path.insert(0, %r)\nimport outer\nimport warnings\n"
+            "open(sys.executable, 'rb').close()\nwarnings.warn('said by the program')\n" % str(tmp_path))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=recorder_env(base, recorder, trace))
+    assert r.returncode == 0 and r.stdout.split() == ["False"], r.stderr  # (warnings: not loaded at start-up)
+    evs = events(trace)
+    imports = {e["module"]: e for e in evs if e["ev"] == "py_import"}
+    assert imports["outer"]["imports"] == [] and imports["colorsys"]["imports"] == ["outer"]
+    assert imports["colorsys"]["frame"] == {"file": str(tmp_path / "outer.py"), "line": 1, "function": "<module>"}
+    assert imports["outer"]["frame"] == {"file": "<string>", "line": 4, "function": "<module>"}
+    assert [e["message"] for e in evs if e["ev"] == "py_warning"] == ["said by the program"]
+    assert "said by the program" in r.stderr  # (shown as without dlltrace)
+
+
+C_WALK = """
+import sys
+sys.path.insert(0, {tracer!r})
+from dlltrace.trace import shim
+install, only_kept, frames = shim.c_audit_filter(shim.CtypesBackend({lib!r}))
+shim.C_FRAMES = frames
+sys.path.insert(0, {site!r})
+sys.path.insert(0, {user!r})
+import libpkg
+c, py = sys.modules["userpkg_inner"].GOT
+assert c == py and c[1][-2:] == ["libpkg", "userpkg_inner"] and c[0]["file"].endswith("userpkg_inner.py"), (c, py)
+f = sys._getframe()
+walked = frames(f, *shim._IMPORT_SYSTEM)
+assert [(code, g, fr) for code, g, fr in walked] == [(fr.f_code, fr.f_globals, fr) for fr in [f]]
+del walked
+counts = lambda: (sys.getrefcount(f), sys.getrefcount(f.f_globals), sys.getrefcount(f.f_code))
+before = counts()
+for _ in range(2000):
+    frames(f, *shim._IMPORT_SYSTEM)
+assert counts() == before, (before, counts())  # (no reference kept nor lost)
+print("ok")
+"""
+
+
+def test_the_walk_in_c_gives_what_the_walk_in_python_gives(recorder, bare_python, tmp_path):
+    """The preload library's walk up the stack (dlltrace_linux_frames: the frames that are not the import
+    system's, as (code, globals, frame), with no f_code read) gives frame_and_imports what its walk in Python
+    gives, inside nested imports (a library's module importing the user's, which asks), and keeps no reference."""
+    from dlltrace.trace.linux import PRELOAD_LIB
+
+    site = tmp_path / "site-packages"
+    (site / "libpkg").mkdir(parents=True)
+    (site / "libpkg" / "__init__.py").write_text("import userpkg_inner\n")
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "userpkg_inner.py").write_text(
+        "import sys\nfrom dlltrace.trace import shim\nf = sys._getframe()\n"
+        "GOT = (shim.frame_and_imports(f, shim.C_FRAMES), shim.frame_and_imports(f))\n")
+    code = C_WALK.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB), site=str(site),
+                         user=str(tmp_path / "user"))
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))})
+    assert r.returncode == 0 and r.stdout.split() == ["ok"], r.stderr

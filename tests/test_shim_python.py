@@ -270,6 +270,33 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
     assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False
 
 
+def test_record_candidates_are_every_line_a_native_or_build_facts_file_can_be_on(tmp_path):
+    """installed_dists splits and decodes only the RECORD lines with a native suffix (or an existing build-facts
+    file's name) in them, lower-cased: it lists what reading the file as text and looking at every line lists, in
+    order, whatever the case of the suffix, the quoting, the line ends (\\n, \\r\\n, \\r), non-ASCII names and bytes
+    that are not UTF-8."""
+    text = ("a/__init__.py,sha256=x,1\nA/B.PYD,sha256=y,2\n\"numpy.libs/libopenblas.so.0\",,\n"
+            "x/Lib.Dll,sha256=z,3\ntorch/version.py,sha256=v,4\nrun.exe,,\nso/notes.txt,,\nfoo.sources,,\n"
+            "İstanbul/libç.SO.2,,\nbad\udcff/x.so,,\nlast.so")
+    for nl in ("\n", "\r\n", "\r"):
+        record = text.replace("\n", nl).encode("utf-8", "surrogateescape")
+        (tmp_path / "RECORD").write_bytes(record)
+        with open(tmp_path / "RECORD", encoding="utf-8", errors="replace") as f:  # (as installed_dists read it before)
+            want = [p for p in (line.split(",", 1)[0].strip().strip('"') for line in f) if shim._native(p)]
+        assert want == ["A/B.PYD", "numpy.libs/libopenblas.so.0", "x/Lib.Dll", "run.exe", "İstanbul/libç.SO.2",
+                        "bad\ufffd/x.so", "last.so"]
+        assert [p for p in shim.record_candidates(record) if shim._native(p)] == want
+        marks = shim._NATIVE_MARKS + (b"torch/version.py",)
+        assert "torch/version.py" in shim.record_candidates(record, marks)
+    site = tmp_path / "site-packages"  # (and installed_dists, from a file with Windows line ends)
+    (site / "t-1.dist-info").mkdir(parents=True)
+    (site / "t-1.dist-info" / "RECORD").write_bytes(text.replace("\n", "\r\n").encode("utf-8", "surrogateescape"))
+    (site / "torch").mkdir()
+    (site / "torch" / "version.py").write_text("cuda = '12.4'\n")
+    (d,) = shim.installed_dists([str(site)])["dists"]
+    assert d["files"] == want and d["texts"] == {"torch/version.py": "cuda = '12.4'\n"}
+
+
 def test_package_loaders_read_delvewheels_patch_from_the_packages_own_init(tmp_path):
     """numpy's __init__.py (delvewheel's patch) adds <site>/numpy.libs to the DLL search when numpy is imported:
     read from the file itself, for the packages the distribution's RECORD has files in."""

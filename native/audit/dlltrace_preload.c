@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,36 @@ static long long emit(const char *ev, const char *fields, const char *text) {
     return seq;
 }
 
+/* the trace, open (O_APPEND) for the life of the process, as in dlltrace_audit.c: checked (its pid, device and
+   inode) before each write, so a forked child, or a program that closed the number and reuses it, gets it
+   opened again. (Opened and closed for each event, it was a fifth of the Python hook's time in
+   `import scipy.stats, sklearn, pandas`.) */
+static atomic_int out = -1;
+static pid_t out_pid;
+static dev_t out_dev;
+static ino_t out_ino;
+
+static int out_fd(void) {
+    pid_t pid = getpid();
+    int fd = atomic_load(&out);
+    struct stat st;
+    if (fd >= 0 && out_pid == pid && fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+        return fd;
+    const char *p = getenv("DLLTRACE_TRACE");
+    if (!p || !*p) return -1;
+    int nfd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (nfd < 0) return -1;
+    int high = fcntl(nfd, F_DUPFD_CLOEXEC, 900); /* out of the way of a program's low numbers */
+    if (high >= 0) { close(nfd); nfd = high; }
+    if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
+    int expected = fd;
+    if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
+    out_pid = pid;
+    out_dev = st.st_dev;
+    out_ino = st.st_ino;
+    return nfd;
+}
+
 static long long emit_(const char *ev, const char *fields, const char *text) {
     const char *p = getenv("DLLTRACE_TRACE");
     if (!p || !*p) return 0;
@@ -114,11 +145,10 @@ static long long emit_(const char *ev, const char *fields, const char *text) {
     if (text) { memcpy(o, ",\"text\":", 8); o += 8; o = jstr(o, end, text); }
     if (flen) { *o++ = ','; memcpy(o, fields, flen); o += flen; }
     *o++ = '}'; *o++ = '\n';
-    int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int fd = out_fd();
     if (fd >= 0) {
         ssize_t n = write(fd, buf, (size_t)(o - buf));
         (void)n;
-        close(fd);
     }
     free(buf);
     return seq;
@@ -263,6 +293,130 @@ int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wc
     (void)trace_path; (void)pid; (void)exe;
     return 0;
 }
+
+/* --- the audit hook's filter, in C (Linux only: trace/shim.py c_audit_filter) ------------------------------------
+ * A Python audit hook (sys.addaudithook) is called for every audit event of the process: CPython makes the event's
+ * name a str, looks up the hook's __cantrace__ and calls it, 57 000 times in `import scipy.stats, sklearn, pandas`
+ * (46 000 of them builtins.id, the program's own), and 18 000 more for the f_code reads of the hook's own walk up
+ * the stack; the hook keeps 1 600 of them (import, ctypes.dlopen, os.add_dll_directory). Installed instead with
+ * PySys_AddAuditHook, this C hook hands the Python one those three events only (every event while `all` is set:
+ * the bootstrap asks for that until it has hooked the warnings module, at the first event after the program
+ * imported it). The Python C API is looked up in the process (dlsym): this library is not linked to a Python.
+ * Only in the main interpreter (the hook is a Python object of that interpreter). Hooks are never removed; CPython
+ * clears them at its finalization. */
+typedef struct _object PyObjectT;
+static PyObjectT *py_hook;
+static atomic_int py_all_events;
+static PyObjectT *(*py_call)(PyObjectT *, ...);
+static PyObjectT *(*py_str)(const char *);
+static void (*py_decref)(PyObjectT *);
+static void (*py_err_clear)(void);
+static void *(*py_interp)(void);
+static void *(*py_main_interp)(void);
+
+static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
+    (void)data;
+    if (!atomic_load(&py_all_events) && strcmp(event, "import") != 0 && strcmp(event, "ctypes.dlopen") != 0
+        && strcmp(event, "os.add_dll_directory") != 0)
+        return 0;
+    if (py_interp() != py_main_interp()) return 0;
+    PyObjectT *name = py_str(event);
+    PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
+    if (name) py_decref(name);
+    if (r) py_decref(r);
+    else py_err_clear(); /* (the hook never raises; never let anything stop the program) */
+    return 0;
+}
+
+/* 0 when installed (the hook is kept: a reference of its own); else the Python hook is the caller's to add.
+   Called with the GIL held (ctypes.PyDLL): PySys_AddAuditHook then tells the hooks already there, as
+   sys.addaudithook does. */
+int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
+    int (*add)(int (*)(const char *, PyObjectT *, void *), void *) =
+        (int (*)(int (*)(const char *, PyObjectT *, void *), void *))dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+    void (*incref)(PyObjectT *) = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
+    py_call = (PyObjectT *(*)(PyObjectT *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallFunctionObjArgs");
+    py_str = (PyObjectT *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_FromString");
+    py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+    py_err_clear = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Clear");
+    py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Get");
+    if (!py_interp) py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyInterpreterState_Get"); /* (3.8) */
+    py_main_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    if (!add || !incref || !py_call || !py_str || !py_decref || !py_err_clear || !py_interp || !py_main_interp
+        || !hook || py_hook)
+        return 1;
+    incref(hook);
+    py_hook = hook;
+    atomic_store(&py_all_events, all_events != 0);
+    if (add(c_audit_filter, 0) != 0) {
+        py_err_clear();
+        return 1; /* (an existing hook refused it: py_hook stays referenced, never called) */
+    }
+    return 0;
+}
+
+/* The frames of the stack from `frame` outwards whose globals are neither `boot` nor `external` (the import
+   system's), innermost first, each as a (code, globals, frame) tuple: trace/shim.py frame_and_imports's walk,
+   without a Python step per frame nor a read of f_code (an audit event of its own): the import system's
+   frames are five of the six of each nested import. A new list; NULL when the Python C API lacks a function
+   (before 3.9) or on an error (set): the caller then walks in Python. Called with the GIL held (ctypes.PyDLL). */
+static PyObjectT *(*py_list_new)(long);
+static int (*py_list_append)(PyObjectT *, PyObjectT *);
+static PyObjectT *(*py_tuple_pack)(long, ...);
+static PyObjectT *(*py_frame_back)(PyObjectT *);
+static PyObjectT *(*py_frame_code)(PyObjectT *);
+static PyObjectT *(*py_frame_globals)(PyObjectT *);
+static PyObjectT *(*py_getattr)(PyObjectT *, const char *);
+static void (*py_incref)(PyObjectT *);
+static int frames_api = -1;
+
+PyObjectT *dlltrace_linux_frames(PyObjectT *frame, PyObjectT *boot, PyObjectT *external) {
+    if (frames_api < 0) {
+        py_list_new = (PyObjectT *(*)(long))dlsym(RTLD_DEFAULT, "PyList_New");
+        py_list_append = (int (*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyList_Append");
+        py_tuple_pack = (PyObjectT *(*)(long, ...))dlsym(RTLD_DEFAULT, "PyTuple_Pack");
+        py_frame_back = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
+        py_frame_code = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
+        py_frame_globals = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetGlobals"); /* (3.11) */
+        py_getattr = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyObject_GetAttrString");
+        py_incref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
+        py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+        frames_api = py_list_new && py_list_append && py_tuple_pack && py_frame_back && py_frame_code && py_getattr
+                     && py_incref && py_decref;
+    }
+    if (!frames_api || !frame) return 0;
+    PyObjectT *out = py_list_new(0);
+    if (!out) return 0;
+    py_incref(frame);
+    PyObjectT *f = frame;
+    while (f) {
+        PyObjectT *g = py_frame_globals ? py_frame_globals(f) : py_getattr(f, "f_globals"); /* (new references) */
+        if (!g) goto fail;
+        if (g != boot && g != external) {
+            PyObjectT *code = py_frame_code(f);
+            PyObjectT *item = code ? py_tuple_pack(3, code, g, f) : 0;
+            if (code) py_decref(code);
+            if (!item || py_list_append(out, item) < 0) {
+                if (item) py_decref(item);
+                py_decref(g);
+                goto fail;
+            }
+            py_decref(item);
+        }
+        py_decref(g);
+        PyObjectT *back = py_frame_back(f);
+        py_decref(f);
+        f = back;
+    }
+    return out;
+fail:
+    py_decref(f);
+    py_decref(out);
+    return 0;
+}
+
+/* the events the Python hook gets: every one (1), or the three it records (0) */
+void dlltrace_linux_audit_all(int all_events) { atomic_store(&py_all_events, all_events != 0); }
 
 /* (the Windows shim's stop, for dlltrace.Trace; the Linux recorder records from process start to exit) */
 int dlltrace_stop(void) { return 21; /* ERROR_NOT_READY */ }

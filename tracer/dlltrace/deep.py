@@ -19,7 +19,6 @@ stand-in in text and a JSON escape in JSON; printing never raises.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 
@@ -104,6 +103,8 @@ def interrupt(worker: threading.Thread, done: threading.Event, wait: float = INT
     # (not worker.is_alive(): a join that Ctrl-C interrupted may leave the thread said to be stopped while it runs)
     if worker.ident is None or done.is_set():
         return
+    import ctypes  # (here only: `dlltrace run` starts its program sooner without it)
+
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident), ctypes.py_object(KeyboardInterrupt))
     try:
         done.wait(wait)

@@ -7,7 +7,6 @@ needs the loader model or the diagnosis is here."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -15,14 +14,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NOT_RUN, EXIT_NOT_TRACED, DlltraceError
 from dlltrace.trace.files import event_lines, finish_trace
 from dlltrace.trace.where import DEFAULT_MAX_SIZE
 
+TYPE_CHECKING = False  # (typing and dataclasses are not imported before a Linux program starts: trace/linux.py)
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any, Callable, Optional
 
     from dlltrace.trace.launch import LauncherRun
     from dlltrace.trace.reader import Trace
@@ -165,7 +165,9 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
 
     try:
         read = read or read_trace(spill)  # (`read`: the trace read while it was written, LinuxFactsMeanwhile)
-        trace = dataclasses.replace(read, events=list(read.events))
+        from dataclasses import replace
+
+        trace = replace(read, events=list(read.events))
         rec = RecordingELFWorld(world or LiveELFWorld())
         calls = replay_linux(trace.events, world=rec)
         out = append_events(spill, trace, rec.events(os.getpid()))

@@ -35,12 +35,25 @@ def _dlltrace_trace(here):
                               "its DLL loads are traced all the same\n" % _sys.version_info[:2])
         return
     path = _os.path.join(_os.path.dirname(here), "trace", "shim.py")
-    with open(path, "rb") as f:
-        source = f.read()
     shim = type(_sys)("_dlltrace_shim")  # (a module object, not in sys.modules)
     shim.__file__ = path
-    exec(compile(source, path, "exec"), shim.__dict__)
+    exec(_dlltrace_code(path), shim.__dict__)
     shim.bootstrap()
+
+
+def _dlltrace_code(path):
+    """shim.py's code: through the import system's own SourceFileLoader, from its __pycache__ .pyc (written
+    there the first time, as an import of it would: compiling its source in every traced Python took 30 ms),
+    which imports nothing and puts nothing in sys.modules; compiled here where that fails."""
+    external = _sys.modules.get("_frozen_importlib_external")
+    if external is not None:
+        try:
+            return external.SourceFileLoader("_dlltrace_shim", path).get_code("_dlltrace_shim")
+        except Exception:
+            pass
+    with open(path, "rb") as f:
+        source = f.read()
+    return compile(source, path, "exec")
 
 
 def _dlltrace_unlist(here):

@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 FAULT_MAX_BYTES = 64 * 1024
 FAULT_MAX_FRAMES = 100

@@ -12,7 +12,10 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Optional
+
+TYPE_CHECKING = False  # (typing is not imported before a Linux program starts: trace/linux.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional
 
 from dlltrace.version import __version__
 from dlltrace.errors import EXIT_OUTPUT, DlltraceError

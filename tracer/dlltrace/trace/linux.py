@@ -23,9 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.faults import fault_events
@@ -33,6 +31,10 @@ from dlltrace.trace.files import default_trace_name, spill_path, start_trace
 # the recorder's libraries and sources: trace/where.py (where --version looks for them too)
 from dlltrace.trace.where import (AUDIT_LIB, NATIVE, PRELOAD_LIB, built_recorder, cache_recorder_dir,  # noqa: F401
                                   package_recorder_dir)
+
+TYPE_CHECKING = False  # (typing and dataclasses are not imported before the program starts: it starts sooner)
+if TYPE_CHECKING:
+    from typing import Callable, Optional
 
 BOOTSTRAP = Path(__file__).resolve().parents[1] / "bootstrap"
 
@@ -77,14 +79,18 @@ def recorder_env(env: dict[str, str], recorder: Path, trace: Path) -> dict[str, 
     return env
 
 
-@dataclass
 class RecordedRun:
     """A program run with the recorder (run_recorded), its `exit` event appended: what finishing the
     trace needs (runner.trace_linux_command appends the facts, then finish_trace)."""
-    rc: int                # its wait status (negative: the signal that ended it)
-    interrupted: bool      # a Ctrl-C reached it
-    spill: Path
-    out: Path
+
+    def __init__(self, rc: int, interrupted: bool, spill: Path, out: Path) -> None:
+        self.rc = rc                    # its wait status (negative: the signal that ended it)
+        self.interrupted = interrupted  # a Ctrl-C reached it
+        self.spill = spill
+        self.out = out
+
+    def __repr__(self) -> str:
+        return f"RecordedRun(rc={self.rc!r}, interrupted={self.interrupted!r}, spill={self.spill!r}, out={self.out!r})"
 
 
 def run_recorded(cmd: list[str], output: Optional[str],

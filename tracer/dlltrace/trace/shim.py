@@ -15,6 +15,9 @@ py_exception event says which: the report uses it to tell the load that failed t
 ones it went past (docs/verdicts.md); then py_exit. Each py_import / py_dlopen carries the imports in
 progress (`imports`), py_exit those the program ended in: trace/pycontext.py tells from them whether a
 load made by C code after an import event ran during that import or after it finished. Nothing the program sees or prints changes.
+On Linux, with the ctypes binding, the hook is installed behind the preload library's C audit hook
+(c_audit_filter), which calls it for the events it records only: a hook added with sys.addaudithook is
+called for every audit event of the process.
 
 This file runs inside the traced program's interpreter, which may be any CPython 3.7+ with nothing
 installed: it imports only modules every CPython has loaded at start-up (sys, os, _thread) and, for
@@ -55,7 +58,17 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b
 
 def _json_str(s: str) -> str:
     """A JSON string: non-ASCII characters as they are (UTF-8 later), control characters and lone
-    surrogates (a Windows file name may hold one) as \\uXXXX escapes, so the text always encodes."""
+    surrogates (a Windows file name may hold one) as \\uXXXX escapes, so the text always encodes.
+    A printable string without a quote or a backslash (nearly every module name and path) is taken whole,
+    by str methods written in C: _json_str_escaped's loop, a character at a time, was a tenth of the audit hook's
+    time in `import scipy.stats, sklearn, pandas`."""
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    return _json_str_escaped(s)
+
+
+def _json_str_escaped(s: str) -> str:
+    """_json_str a character at a time (what the shortcut gives too, for the strings it takes)."""
     out = ['"']
     for ch in s:
         o = ord(ch)
@@ -70,6 +83,13 @@ def _json_str(s: str) -> str:
 
 
 def _json(v: "Any") -> str:
+    t = type(v)  # (the usual types first, by type: the events are made of these)
+    if t is str:
+        return _json_str(v)
+    if t is dict:
+        return "{" + ",".join([_json_str(k if type(k) is str else str(k)) + ":" + _json(x) for k, x in v.items()]) + "}"
+    if t is list:
+        return "[" + ",".join([_json_str(x) if type(x) is str else _json(x) for x in v]) + "]"
     if v is None:
         return "null"
     if v is True:
@@ -89,9 +109,31 @@ def _json(v: "Any") -> str:
     return _json_str(str(v))
 
 
+_IMPORTS_JSON: "dict[tuple, str]" = {}  # imports_json's texts (a few hundred stacks; emptied past 1000)
+
+
+def imports_json(imports: "list") -> str:
+    """The JSON text of an event's `imports`, made once for each stack: the imports a module makes one after
+    another are made with the same stack (scipy.stats' thirty submodules, each of their own imports)."""
+    try:
+        key = tuple(imports)
+        text = _IMPORTS_JSON.get(key)
+    except TypeError:  # (not a list of names)
+        return _json(imports)
+    if text is None:
+        if len(_IMPORTS_JSON) >= 1000:
+            _IMPORTS_JSON.clear()
+        text = _IMPORTS_JSON[key] = _json(imports)
+    return text
+
+
 def fields_json(fields: dict) -> str:
     """Object members without the braces, as dlltrace_write_event takes them (JSON; a str, UTF-8 encoded
-    by the caller). The standard library's json is not used: see the module's docstring."""
+    by the caller). The standard library's json is not used: see the module's docstring. `imports` (the hook's
+    events) through imports_json."""
+    if type(fields.get("imports")) is list:
+        return ",".join([_json_str(k if type(k) is str else str(k)) + ":" + (imports_json(v) if k == "imports" else _json(v))
+                         for k, v in fields.items()])
     return _json(fields)[1:-1]
 
 
@@ -314,6 +356,44 @@ def _native(path: str) -> bool:
     return low.endswith(_NATIVE) or ".so." in low.rsplit("/", 1)[-1]
 
 
+_NATIVE_MARKS = (b".so", b".dll", b".pyd", b".exe")  # (what every path _native takes has in it, lower-cased)
+
+
+def record_candidates(record: bytes, marks: "tuple" = _NATIVE_MARKS) -> "list":
+    """The paths of the lines of a RECORD (its bytes) that have one of `marks` in them (ASCII lower-cased: a native
+    file's suffix, the name of a build-facts file that exists), in order, as text (UTF-8, errors replaced; a line
+    ends with \\n, \\r\\n or \\r, as a text file reads it); the others are neither split nor decoded: scipy's,
+    pandas' and numpy's RECORDs have 7000 lines, and looking at each in Python was most of the bootstrap's time.
+    (No character but ASCII lower-cases to one of the marks' letters.)"""
+    low = record.lower()
+    starts = set()
+    for mark in marks:
+        at = low.find(mark)
+        while at >= 0:
+            start, end = _line_around(low, at)
+            starts.add(start)
+            at = low.find(mark, end) if end < len(low) else -1
+    out = []
+    for start in sorted(starts):
+        end = _line_around(record, start)[1]
+        out.append(record[start:end].decode("utf-8", "replace").split(",", 1)[0].strip().strip('"'))
+    return out
+
+
+def _line_around(buf: bytes, at: int) -> "tuple[int, int]":
+    """(start, end) of the line of buf that position `at` is in: after the \\n or \\r before it, up to the \\n or
+    \\r after it (each looked for within the \\n-ended line only: pip's RECORDs end their lines with \\r\\n)."""
+    start = buf.rfind(b"\n", 0, at) + 1
+    cr = buf.rfind(b"\r", start, at)
+    if cr >= 0:
+        start = cr + 1
+    end = buf.find(b"\n", at)
+    if end < 0:
+        end = len(buf)
+    cr = buf.find(b"\r", at, end)
+    return start, cr if cr >= 0 else end
+
+
 def _dist_name(folder: str) -> "tuple[str, str]":
     """(name, version) of a `name-version.dist-info` folder (the wheel spec's escaped name)."""
     stem = folder[: -len(".dist-info")]
@@ -340,6 +420,8 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
             names = sorted(os.listdir(site))
         except OSError:
             continue
+        # (a build-facts file that is not there gives no text: only those that are are looked for in the RECORDs)
+        marks = _NATIVE_MARKS + tuple(p.encode() for p in sorted(BUILD_FACT_FILES) if os.path.isfile(os.path.join(site, p)))
         for folder in names:
             if not folder.endswith(".dist-info"):
                 continue
@@ -350,18 +432,18 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
             files = []
             texts = {}
             try:
-                with open(os.path.join(site, folder, "RECORD"), encoding="utf-8", errors="replace") as f:
-                    for line in f:
-                        path = line.split(",", 1)[0].strip().strip('"')
-                        if path and _native(path) and total < FILES_LIMIT:
-                            files.append(path)
-                            total += 1
-                        elif path in BUILD_FACT_FILES:
-                            text = _small_text(os.path.join(site, path))
-                            if text is not None:
-                                texts[path] = text
+                with open(os.path.join(site, folder, "RECORD"), "rb") as f:  # (text only of the lines kept)
+                    record = f.read()
             except OSError:
-                pass
+                record = b""
+            for path in record_candidates(record, marks):
+                if path and _native(path) and total < FILES_LIMIT:
+                    files.append(path)
+                    total += 1
+                elif path in BUILD_FACT_FILES:
+                    text = _small_text(os.path.join(site, path))
+                    if text is not None:
+                        texts[path] = text
             dist = {"name": name, "version": version, "site": site, "files": files,
                     "loaders": package_loaders(site, files)}
             if texts:
@@ -377,10 +459,10 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
         for entry in entries:
             if not entry.endswith(".json") or len(conda) >= DISTS_LIMIT or total >= FILES_LIMIT:
                 continue
-            record = _conda_record(os.path.join(meta, entry))
-            if record is not None:
-                total += len(record["files"])
-                conda.append(record)
+            package = _conda_record(os.path.join(meta, entry))
+            if package is not None:
+                total += len(package["files"])
+                conda.append(package)
     return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
 
 
@@ -537,30 +619,56 @@ def module_stack(f: "Any") -> "list":
     return out[:IMPORTS_LIMIT]
 
 
-def frame_and_imports(f: "Any") -> "tuple[Optional[dict], list]":
+# The globals of the import system's own modules (frozen, loaded at start-up): a frame running their code is
+# neither the user's code nor a module being imported (their own module code ran at start-up)
+_IMPORT_SYSTEM = tuple(getattr(sys.modules.get(m), "__dict__", None) or {"(none)": m}
+                       for m in ("_frozen_importlib", "_frozen_importlib_external"))
+
+
+def frame_and_imports(f: "Any", frames: "Optional[Callable[..., list]]" = None) -> "tuple[Optional[dict], list]":
     """user_frame and module_stack of frame f in one walk up the stack: each frame's f_code is an audit event of
     its own (object.__getattr__, CPython 3.11+), which every hook of the process sees; two walks made 180 000 of
-    them in `import scipy.stats, sklearn, pandas`, a tenth of its time."""
+    them in `import scipy.stats, sklearn, pandas`, a tenth of its time. The import system's frames (five of
+    the six frames of each nested import) are told by their globals, with no f_code: 94 000 such events were
+    18 700. `frames`: the preload library's walk in C (c_audit_filter), which gives the other frames as (code,
+    globals, frame), reading no f_code at all; the walk is made here when it is not given or fails."""
+    walked = None
+    if frames is not None:
+        try:
+            walked = frames(f, *_IMPORT_SYSTEM)
+        except Exception:  # (no such C API before 3.9, an error: walked here)
+            walked = None
     user: "Optional[dict]" = None
     out = []
-    while f is not None:
-        code = f.f_code
-        if user is None and not library_file(code.co_filename) and not library_module(f.f_globals):
-            user = {"file": code.co_filename, "line": f.f_lineno, "function": code.co_name}
+    for code, g, frame in (walked if walked is not None else _walk(f)):
+        if user is None and not library_file(code.co_filename) and not library_module(g):
+            user = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
         if code.co_name == "<module>":
-            name = f.f_globals.get("__name__")
+            name = g.get("__name__")
             if isinstance(name, str) and name != "__main__":
                 out.append(name)
-        f = f.f_back
     out.reverse()
     return user, out[:IMPORTS_LIMIT]
 
 
-def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callable[[str, tuple], None]":
+def _walk(f: "Any") -> "Any":
+    """(code, globals, frame) of each frame from f outwards that is not the import system's (by its globals)."""
+    boot, external = _IMPORT_SYSTEM
+    while f is not None:
+        g = f.f_globals
+        if g is not boot and g is not external:
+            yield f.f_code, g, f
+        f = f.f_back
+
+
+def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
+                    on_warnings: "Optional[Callable[[], None]]" = None,
+                    frames: "Optional[Callable[..., list]]" = None) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
     `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
-    the program imported it, its warnings are hooked (hook_warnings)."""
+    the program imported it, its warnings are hooked (hook_warnings), then `on_warnings` is called (the C
+    filter, c_audit_filter, hands the hook only its three events from then on)."""
     busy = _thread._local()
     pending = [not warnings_hooked]
 
@@ -575,6 +683,11 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callab
                 pending[0] = False
             finally:
                 busy.on = False
+            if not pending[0] and on_warnings is not None:
+                try:
+                    on_warnings()
+                except Exception:
+                    pass
         if event == "import":
             ev, fields = "py_import", {"module": str(args[0])}
         elif event == "ctypes.dlopen":
@@ -594,7 +707,7 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True) -> "Callab
                 # where in the user's code the import or the load was made (user_frame), and the imports in
                 # progress (module_stack; a py_import's own module is not among them yet): with the thread's next
                 # event's, they tell whether a load made after this event was made during the import
-                fields["frame"], fields["imports"] = frame_and_imports(sys._getframe(1))
+                fields["frame"], fields["imports"] = frame_and_imports(sys._getframe(1), frames)
             seq = backend.write_event(ev, fields)
             if seq:
                 backend.set_context(seq)
@@ -765,10 +878,47 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
         pass
     if not hasattr(sys, "addaudithook"):
         return None
-    hook = make_audit_hook(backend, warned)
-    sys.addaudithook(hook)
+    cfilter = c_audit_filter(backend)
+    hook = make_audit_hook(backend, warned, None if cfilter is None else cfilter[1],
+                           None if cfilter is None else cfilter[2])
+    if cfilter is None or not cfilter[0](hook, not warned):
+        sys.addaudithook(hook)
     atexit.register(make_exit_hook(backend))  # registered first, so it runs after the program's own
     return hook
+
+
+def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None], Callable[..., list]]]":
+    """The preload library's C audit hook (native/audit/dlltrace_preload.c, Linux), which hands the Python hook
+    the three events it records (every event while it is asked to), where a hook added with sys.addaudithook is
+    called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
+    for the hook's own f_code reads; 1 600 are kept). (install(hook, all_events): True when installed, else
+    the caller adds the hook itself; only_kept(): the three events from then on; frames: the walk up the stack
+    in C, frame_and_imports's.) None where there is none (the Windows shim; the cffi binding: ctypes is what
+    passes a Python object to C)."""
+    lib = getattr(backend, "lib", None)
+    if getattr(backend, "route", None) != "ctypes" or sys.platform == "win32" or lib is None:
+        return None
+    try:
+        import ctypes  # (already imported by the ctypes binding)
+
+        # (PyDLL: the calls keep the GIL, which dlltrace_linux_audit_install needs: it calls the Python C API)
+        pylib = ctypes.PyDLL(lib._name)
+        add = pylib.dlltrace_linux_audit_install
+        add.restype, add.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_int]
+        every = pylib.dlltrace_linux_audit_all
+        every.restype, every.argtypes = None, [ctypes.c_int]
+        frames = pylib.dlltrace_linux_frames
+        frames.restype, frames.argtypes = ctypes.py_object, [ctypes.py_object] * 3
+    except Exception:  # (another shim: no such functions)
+        return None
+
+    def install(hook: "Any", all_events: bool) -> bool:
+        return int(add(hook, 1 if all_events else 0)) == 0
+
+    def only_kept() -> None:
+        every(0)
+
+    return install, only_kept, frames
 
 
 def bootstrap() -> None:
