@@ -847,3 +847,33 @@ def test_the_walk_in_c_gives_what_the_walk_in_python_gives(recorder, bare_python
     r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
                        env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))})
     assert r.returncode == 0 and r.stdout.split() == ["ok"], r.stderr
+
+
+def test_a_recorder_built_from_other_sources_is_stale(tmp_path, monkeypatch):
+    """A recorder is used only when built from this install's sources (native/audit/build.sh writes their sha256
+    next to the libraries): one an older dlltrace left in ~/.cache/dlltrace/linux, whose preload library lacks what
+    this bootstrap calls, or one with no stamp, is not, and is built again into the cache."""
+    from dlltrace.trace import where
+
+    pkg, cache = tmp_path / "pkg", tmp_path / "cache"
+    for d in (pkg, cache):
+        d.mkdir()
+        (d / where.AUDIT_LIB).write_bytes(b"\x7fELF")
+        (d / where.PRELOAD_LIB).write_bytes(b"\x7fELF")
+    monkeypatch.setattr(where, "package_recorder_dir", lambda: pkg)
+    monkeypatch.setattr(where, "cache_recorder_dir", lambda: cache)
+    digest = where.recorder_sources_digest()
+    assert len(digest) == 64
+    assert where.built_recorder() is None  # (neither has a stamp)
+    (cache / where.RECORDER_STAMP).write_text("0" * 64 + "\n")
+    assert where.built_recorder() is None  # (an older build)
+    (cache / where.RECORDER_STAMP).write_text(digest + "\n")
+    assert where.built_recorder() == cache
+    (pkg / where.RECORDER_STAMP).write_text(digest)
+    assert where.built_recorder() == pkg
+    # what build.sh writes is that digest
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc")
+    out = tmp_path / "built"
+    subprocess.run(["sh", str(where.NATIVE / "build.sh"), str(out)], check=True, capture_output=True)
+    assert (out / where.RECORDER_STAMP).read_text().strip() == digest

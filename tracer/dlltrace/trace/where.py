@@ -86,9 +86,35 @@ def cache_recorder_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
 
 
+RECORDER_STAMP = "sources.sha256"  # written by native/audit/build.sh next to the libraries it builds
+
+
+def recorder_sources_digest() -> str:
+    """The sha256 of the recorder's sources (native/audit: dlltrace_audit.c, then dlltrace_preload.c), as
+    build.sh writes it in RECORDER_STAMP; "" when this install has no sources (its bin/linux is the one)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        for name in ("dlltrace_audit.c", "dlltrace_preload.c"):
+            h.update((NATIVE / name).read_bytes())
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
 def built_recorder() -> Optional[Path]:
-    """The folder of a built recorder (both libraries): the package's bin/linux, else the cache's; None."""
+    """The folder of a built recorder (both libraries) built from this install's sources: the package's bin/linux,
+    else the cache's; None. A build of other sources (~/.cache/dlltrace/linux left by an older dlltrace, whose
+    preload library lacks what this bootstrap calls) is stale: not it."""
+    digest = None
     for d in (package_recorder_dir(), cache_recorder_dir()):
         if (d / AUDIT_LIB).is_file() and (d / PRELOAD_LIB).is_file():
-            return d
+            digest = recorder_sources_digest() if digest is None else digest
+            try:
+                stamp = (d / RECORDER_STAMP).read_text(encoding="ascii", errors="replace").strip()
+            except OSError:
+                stamp = ""
+            if not digest or stamp == digest:
+                return d
     return None
