@@ -31,7 +31,7 @@ does no I/O: it is given events.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 def _imports(e: dict) -> Optional[list[str]]:
@@ -111,13 +111,23 @@ def fault_as_exit(e: dict) -> Optional[dict]:
 
 
 class PyContexts:
-    """The py_* events of a trace's processes, by thread and in order, and each load's live context."""
+    """The py_* events of a trace's processes, by thread and in order, and each load's live context.
 
-    def __init__(self, events) -> None:
-        self._by_seq: dict[tuple[Any, Any], dict] = {}
-        self._thread: dict[tuple[Any, Any], list[dict]] = {}
+    `events`: the events, or (with `get`) (reference, event) pairs whose reference `get` parses the event from
+    again (an Events store's position): then only the references are kept, and an event is parsed again when a
+    load asks for it (a few recent ones kept), not held for the whole replay (10,000 imports' stacks: 7 MB of a
+    19 MB trace's report, bench/report_memory.py)."""
+
+    RECENT = 64  # events kept parsed (a load's context and the thread's next event; loads come in order)
+
+    def __init__(self, events, get: Optional[Callable[[int], dict]] = None) -> None:
+        self._get = get
+        self._by_seq: dict[tuple[Any, Any], Any] = {}  # (pid, seq) -> the event, or its reference
+        self._thread: dict[tuple[Any, Any], list[Any]] = {}
         self._index: dict[tuple[Any, Any], int] = {}
-        for e in events:
+        self._recent: dict[int, dict] = {}
+        for item in events:
+            ref, e = item if get is not None else (None, item)
             ev = e.get("ev")
             if ev not in CONTEXT_KINDS and ev not in END_KINDS:  # (py_env, py_exception: no thread's context)
                 continue
@@ -125,37 +135,50 @@ class PyContexts:
                 ended = fault_as_exit(e)
                 if ended is None:
                     continue
-                e, ev = ended, "py_exit"
+                e, ev, ref = ended, "py_exit", None
             pid, seq, tid = e.get("pid"), e.get("seq"), e.get("tid")
             if type(pid) is not int or type(seq) is not int:  # (a damaged trace's event: no context of it)
                 continue
             key = (pid, seq)
             if key in self._by_seq and ev != "py_exit":
                 continue
+            held = e if ref is None else ref
             if ev == "py_exit":  # (the program's end: every thread's last word)
-                self._thread.setdefault((pid, "exit"), []).append(e)
+                self._thread.setdefault((pid, "exit"), []).append(held)
                 continue
-            self._by_seq[key] = e
+            self._by_seq[key] = held
             lst = self._thread.setdefault((pid, tid if type(tid) is int else None), [])
             self._index[key] = len(lst)
-            lst.append(e)
+            lst.append(held)
+
+    def _event(self, held: Any) -> dict:
+        if isinstance(held, dict) or self._get is None:
+            return held
+        e = self._recent.get(held)
+        if e is None:
+            if len(self._recent) >= self.RECENT:
+                self._recent.pop(next(iter(self._recent)))
+            e = self._recent[held] = self._get(held)
+        return e
 
     def event(self, pid: Any, seq: Any) -> Optional[dict]:
-        return self._by_seq.get((pid, seq))
+        held = self._by_seq.get((pid, seq))
+        return None if held is None else self._event(held)
 
     def live(self, pid: Any, seq: Any, caller: str = "", name: str = "") -> Optional[dict]:
         """The live context of a load whose ctx is (pid, seq), made by the module at `caller` (rule_live_context),
         None when there is no such event."""
         if type(pid) is not int or type(seq) is not int:
             return None
-        ctx = self._by_seq.get((pid, seq))
-        if ctx is None:
+        held = self._by_seq.get((pid, seq))
+        if held is None:
             return None
+        ctx = self._event(held)
         tid = ctx.get("tid")
         thread = self._thread.get((pid, tid if type(tid) is int else None), [])
         i = self._index.get((pid, seq))
         if i is None:
             return ctx
-        following = thread[i + 1] if i + 1 < len(thread) else next(iter(self._thread.get((pid, "exit"), [])), None)
-
+        nxt = thread[i + 1] if i + 1 < len(thread) else next(iter(self._thread.get((pid, "exit"), [])), None)
+        following = None if nxt is None else self._event(nxt)
         return rule_live_context(ctx, following, caller, name)

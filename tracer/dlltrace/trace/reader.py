@@ -383,6 +383,18 @@ class Events(MadeSequence[dict]):
             if k in wanted and (pid is None or pids[i] == pid):
                 yield self._get(i)
 
+    def select_indexed(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[tuple[int, dict]]:
+        """select's events with each one's position (event(position) parses it again)."""
+        wanted = {self._kind_code[k] for k in kinds if k in self._kind_code}
+        pids = self._pids
+        for i, k in enumerate(self._kinds):
+            if k in wanted and (pid is None or pids[i] == pid):
+                yield i, self._get(i)
+
+    def event(self, i: int) -> dict:
+        """The event at position i, parsed again."""
+        return self._get(i)
+
     def file_index(self) -> FileIndex:
         """The `file` events' paths, kinds and asks, gathered while the trace was read (FileIndex)."""
         return self._files
@@ -723,8 +735,9 @@ class Trace:
             return None
         if self._py_events is None:  # indexed once: a scan per load made a report quadratic
             kinds = (*CONTEXT_KINDS, *END_KINDS)
-            self._py_events = PyContexts(self.events.select(kinds) if isinstance(self.events, Events) else
-                                         (e for e in self.events if e.get("ev") in kinds))
+            self._py_events = (PyContexts(self.events.select_indexed(kinds), self.events.event)
+                               if isinstance(self.events, Events) else
+                               PyContexts(e for e in self.events if e.get("ev") in kinds))
         return self._py_events.live(load.pid, load.ctx, load.caller if isinstance(load.caller, str) else "",
                                     load.name if isinstance(load.name, str) else "")
 
