@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import datetime
 import os
 import subprocess
@@ -319,3 +320,27 @@ def test_command_parsing():
     with pytest.raises(errors.DlltraceError) as e:
         run.command_of(parser.parse_args([]))
     assert e.value.exit_code == errors.EXIT_NO_COMMAND
+
+
+@pytest.mark.parametrize("error, wine, words", [
+    (1359, True, "could not start C:\\x\\prog.exe: its process ended while it was being created (1359 An internal "
+                 "error occurred.); nothing of the program ran (under Wine: a failure of Wine's own start-up; run "
+                 "it again); trace in "),
+    (1359, False, "could not start C:\\x\\prog.exe: its process ended while it was being created (1359 An internal "
+                  "error occurred.); nothing of the program ran; trace in "),
+    (2, True, "command not found or not startable: C:\\x\\prog.exe (2 The system cannot find the file specified.); "
+              "trace in "),
+])
+def test_a_program_that_could_not_be_started_is_said_by_its_error(tmp_path, error, wine, words):
+    """The launcher's launch_error: CreateProcess's 1359 (the new process ended before it was initialised: under
+    Wine its own start-up failure, seen in a cold CI run) is not "not found"; one line, the exit code of a command that could not start, the trace kept."""
+    from dlltrace.trace.files import header_line
+
+    spill = tmp_path / "t.jsonl"
+    spill.write_text(header_line("windows", ["C:\\x\\prog.exe"]) + json.dumps(
+        {"ev": "launch_error", "seq": 1, "pid": 7, "tid": 8, "t": 1, "cmdline": "C:\\x\\prog.exe", "error": error})
+        + "\n")
+    with pytest.raises(errors.DlltraceError) as e:
+        runner.finish_launched(launch.LauncherRun(spill, spill, wine, {}, "C:\\x\\prog.exe"))
+    assert str(e.value).startswith(words) and "\n" not in str(e.value), str(e.value)
+    assert e.value.exit_code == errors.EXIT_NO_COMMAND and spill.exists()

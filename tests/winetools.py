@@ -245,9 +245,13 @@ def run_captured(argv: list[str], *, env: dict[str, str], cwd: str | Path | None
 
 # Wine's own start-up failures, before any program code runs: wine64 8.0 sometimes cannot map the shared
 # user data page at its fixed address (STATUS_CONFLICTING_ADDRESSES, c0000018: something else was mapped
-# there first). Such a run says nothing about the program; run_captured runs it again (at most twice),
+# there first), or the same in a child the program creates. Such a run says nothing about the program; run_captured
+# runs it again (at most twice),
 # and counts it in WINE_START_RETRIED.
-WINE_START_FAILURES = (b"failed to map the shared user data", b"virtual_alloc_first_teb")
+WINE_START_FAILURES = (b"failed to map the shared user data", b"virtual_alloc_first_teb",
+                       # (dlltrace run --wine: the launcher's CreateProcess gave 1359, the child ended before it was
+                       # initialised, the same failure in the child: runner.finish_launched says so)
+                       b"its process ended while it was being created")
 WINE_START_RETRIES = 2
 WINE_START_RETRIED: list[str] = []
 

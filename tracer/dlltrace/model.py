@@ -116,6 +116,7 @@ ERROR_FILE_NOT_FOUND = 2
 ERROR_PATH_NOT_FOUND = 3
 ERROR_ACCESS_DENIED = 5
 ERROR_INVALID_PARAMETER = 87
+ERROR_INTERNAL_ERROR = 1359  # CreateProcess: the new process ended before it was initialised
 ERROR_MOD_NOT_FOUND = 126
 ERROR_PROC_NOT_FOUND = 127
 ERROR_INVALID_ORDINAL = 182
@@ -127,6 +128,7 @@ ERROR_TEXT = {
     0: "The operation completed successfully.",
     2: "The system cannot find the file specified.",
     3: "The system cannot find the path specified.",
+    1359: "An internal error occurred.",
     5: "Access is denied.",
     87: "The parameter is incorrect.",
     126: "The specified module could not be found.",

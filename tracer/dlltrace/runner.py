@@ -55,6 +55,7 @@ def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
     """What follows a launcher run (launch.run_traced): the trace read back, the facts appended, the trace
     finished; the exit code and the trace. A program that could not be started is a DlltraceError (the
     trace finished and kept)."""
+    from dlltrace.model import ERROR_INTERNAL_ERROR
     from dlltrace.trace.launch import machine_words
     from dlltrace.trace.reader import read_trace
 
@@ -63,8 +64,14 @@ def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
     if failed_start is not None:
         err = failed_start.get("error")
         where = finish_trace(run.spill, run.out)
+        machine = machine_words(failed_start.get("child_machine"))
+        if err == ERROR_INTERNAL_ERROR:  # (NtCreateUserProcess: the new process ended before it was initialised)
+            raise DlltraceError(f"could not start {run.first}: its process ended while it was being created "
+                                f"({error_text(err)}{machine}); nothing of the program ran"
+                                + (" (under Wine: a failure of Wine's own start-up; run it again)" if run.wine else "")
+                                + f"; trace in {where}", EXIT_NO_COMMAND)
         raise DlltraceError(f"command not found or not startable: {run.first} ({error_text(err)}"
-                            f"{machine_words(failed_start.get('child_machine'))}); trace in {where}", EXIT_NO_COMMAND)
+                            f"{machine}); trace in {where}", EXIT_NO_COMMAND)
     trace = append_facts(run.spill, read, wine=run.wine, end=run.end)
     where = finish_trace(run.spill, run.out)
     trace.path = str(where)  # (the summary says where the trace is)
