@@ -324,8 +324,8 @@ def test_command_parsing():
 
 @pytest.mark.parametrize("error, wine, words", [
     (1359, True, "could not start C:\\x\\prog.exe: its process ended while it was being created (1359 An internal "
-                 "error occurred.); nothing of the program ran (under Wine: a failure of Wine's own start-up; run "
-                 "it again); trace in "),
+                 "error occurred.); nothing of the program ran (under Wine most often Wine's own start-up failing: "
+                 "run it again); trace in "),
     (1359, False, "could not start C:\\x\\prog.exe: its process ended while it was being created (1359 An internal "
                   "error occurred.); nothing of the program ran; trace in "),
     (2, True, "command not found or not startable: C:\\x\\prog.exe (2 The system cannot find the file specified.); "

@@ -68,7 +68,7 @@ def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
         if err == ERROR_INTERNAL_ERROR:  # (NtCreateUserProcess: the new process ended before it was initialised)
             raise DlltraceError(f"could not start {run.first}: its process ended while it was being created "
                                 f"({error_text(err)}{machine}); nothing of the program ran"
-                                + (" (under Wine: a failure of Wine's own start-up; run it again)" if run.wine else "")
+                                + (" (under Wine most often Wine's own start-up failing: run it again)" if run.wine else "")
                                 + f"; trace in {where}", EXIT_NO_COMMAND)
         raise DlltraceError(f"command not found or not startable: {run.first} ({error_text(err)}"
                             f"{machine}); trace in {where}", EXIT_NO_COMMAND)
