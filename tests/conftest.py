@@ -232,3 +232,17 @@ def dlltrace_cli(capsys, monkeypatch):
         return CliResult(code, out, err)
 
     return call
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """A Python with nothing installed (a venv without pip or cffi): the bootstrap binds the shim with ctypes
+    (tests/test_bootstrap.py, tests/test_linux_trace.py)."""
+    import subprocess
+
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
+                   timeout=300)
+    py = str(venv / "bin" / "python")
+    assert subprocess.run([py, "-c", "import cffi"], capture_output=True).returncode != 0  # (no cffi there)
+    return py

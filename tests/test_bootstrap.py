@@ -46,17 +46,6 @@ def fake_shim(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory) -> str:
-    """A Python with nothing installed (a venv without pip or cffi)."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
-                   timeout=300)
-    py = str(venv / "bin" / "python")
-    assert subprocess.run([py, "-c", "import cffi"], capture_output=True).returncode != 0  # (no cffi there)
-    return py
-
-
 def run(python: str, code: str, tmp_path: Path, *, shim_path: Path | None, traced: bool = True,
         pythonpath: list[str] = (), env_extra: dict | None = None, args: list[str] = ()):
     """(returncode, stdout, stderr, the fake shim's calls) of `python -c code`, with the bootstrap

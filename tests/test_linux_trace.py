@@ -731,17 +731,6 @@ def test_growing_trace_gives_each_line_once_it_is_whole(tmp_path):
     g.f.close()
 
 
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory) -> str:
-    """A Python with nothing installed (a venv without pip or cffi): the bootstrap binds the shim with ctypes."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
-                   timeout=300)
-    py = str(venv / "bin" / "python")
-    assert subprocess.run([py, "-c", "import cffi"], capture_output=True).returncode != 0  # (no cffi there)
-    return py
-
-
 C_FILTER = """
 import sys
 sys.path.insert(0, {tracer!r})
