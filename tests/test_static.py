@@ -721,10 +721,12 @@ def test_rule_record_of_installed_files_hostile_records(numpy_site, tmp_path):
     zero = ws.RecordEntry("evil", "1.0", "evil/zero.dll", str(evil / "zero.dll"), "sha256=AAAA", 10)
     assert [ws.record_digest_matches(e) for e in (zero, entries["evil/fifo.dll"], entries["evil/shake.dll"])] \
         == [None, None, None]  # (a device, a FIFO: not read; shake_128: no fixed digest size)
-    (evil / "fifo.dll").unlink()
     run = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site), "--json"], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, cwd=ROOT, timeout=120)
     assert run.returncode == 1 and run.stdout.startswith("{"), run.stderr[-2000:]  # (no hang, no traceback)
+    files = {f["path"] for f in json.loads(run.stdout)["files"]}
+    assert "evil\\shake.dll" in files and "evil\\fifo.dll" not in files  # (a FIFO is not read: it never ends)
+    (evil / "fifo.dll").unlink()
     # numpy's OpenBLAS gone: numpy's file (numpy.libs is searched: numpy's delvewheel patch), not evil's
     openblas(site).unlink()
     doc = as_json(dlltrace("deps", str(site), "--only", "numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "--json"))

@@ -971,10 +971,22 @@ def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[Targe
             if not fn.lower().endswith(PE_SUFFIXES):
                 continue
             host = os.path.join(dirpath, fn)
+            if not _regular(host):  # (a FIFO or a device named x.dll: reading it would wait forever)
+                continue
             rel = os.path.relpath(host, root).replace(os.sep, "\\")
             path = winpath.join(virtual_root, rel)
             out.append(TargetFile(path, host, _host_reader(host, path), _size(host)))
     return out
+
+
+def _regular(host: str) -> bool:
+    """Whether a host file is a regular file (a link followed), which reading ends: not a FIFO, a socket, a device."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(host).st_mode)
+    except (OSError, ValueError):
+        return True  # (unreadable: the reader says so, as for any file it cannot read)
 
 
 def _size(host: str) -> int:
