@@ -377,11 +377,7 @@ class Events(MadeSequence[dict]):
 
     def select(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[dict]:
         """The events of any of these kinds (of process `pid`), in file order, each parsed once."""
-        wanted = {self._kind_code[k] for k in kinds if k in self._kind_code}
-        pids = self._pids
-        for i, k in enumerate(self._kinds):
-            if k in wanted and (pid is None or pids[i] == pid):
-                yield self._get(i)
+        return (e for _, e in self.select_indexed(kinds, pid))
 
     def select_indexed(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[tuple[int, dict]]:
         """select's events with each one's position (event(position) parses it again)."""
@@ -402,24 +398,22 @@ class Events(MadeSequence[dict]):
     def take_probe_facts(self, pid: Any) -> Optional[list[tuple[str, int]]]:
         """Trace.probe_facts, gathered while the trace was read, once: let go of when given (the
         recorded world is built once per process); None when already given."""
-        if pid in self._probes_taken:
-            return None
-        self._probes_taken.add(pid)
-        facts = self._probe_facts.get(pid, {})
-        if pid in self._found_taken:
-            self._probe_facts.pop(pid, None)
-        return [(path, status) for path, status, file_op in facts if file_op]
+        facts = self._take_probes(pid, self._probes_taken, self._found_taken)
+        return None if facts is None else [(path, status) for path, status, file_op in facts if file_op]
 
     def take_found_paths(self, pid: Any) -> Optional[list[str]]:
         """Trace.found_probe_paths, gathered while the trace was read, once (the CUDA table asks once a report);
         None when already given. The probes' facts are let go of once this and take_probe_facts are given."""
-        if pid in self._found_taken:
+        facts = self._take_probes(pid, self._found_taken, self._probes_taken)
+        return None if facts is None else [path for path, status, _ in facts if status < 0x80000000]
+
+    def _take_probes(self, pid: Any, mine: set[Any], other: set[Any]) -> Optional[dict[tuple[str, int, bool], None]]:
+        """A process's probe facts for one of their two takers (take_probe_facts, take_found_paths), once (None when
+        that one took them already); let go of once both have."""
+        if pid in mine:
             return None
-        self._found_taken.add(pid)
-        facts = self._probe_facts.get(pid, {})
-        if pid in self._probes_taken:
-            self._probe_facts.pop(pid, None)
-        return [path for path, status, _ in facts if status < 0x80000000]
+        mine.add(pid)
+        return self._probe_facts.pop(pid, {}) if pid in other else self._probe_facts.get(pid, {})
 
     def _add_py(self, pid: Any, seq: Any, pos: int) -> None:
         seqs = self._py_seqs.get(pid)
