@@ -617,6 +617,11 @@ def test_rule_record_of_installed_files(numpy_site, tmp_path):
     check = as_json(dlltrace("check", str(site), "--python", "3.11", "--json"))
     bad = [p for p in check["problems"] if p["dll"] == dll.name]
     assert bad and bad[0]["kind"] == "not_pe" and bad[0]["owner"]["record"] == "differs", check["problems"]
+    # and in words: check's text and its GitHub annotations, deps' Markdown (render/static.py record_words)
+    said = "it is not the file numpy 2.1.3 installed (it differs from its RECORD's digest): reinstall numpy"
+    for argv in (("check", str(site)), ("check", str(site), "--format", "github"), ("deps", str(site), "--markdown")):
+        out = dlltrace(*argv, "--python", "3.11").stdout
+        assert said in out, (argv, out[-2000:])
     # the same bytes written back: as installed, the owner said, nothing wrong with the file
     dll.write_bytes(data)
     target = static.open_target(str(site), python="3.11")

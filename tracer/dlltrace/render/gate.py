@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from typing import Optional
 
 from dlltrace.diagnosis.static import CheckResult, FileRow, Problem
-from dlltrace.render.static import check_summary
+from dlltrace.render.static import check_summary, record_words
 
 
 def escape_data(s: str) -> str:
@@ -53,7 +53,7 @@ def problem_message(r: CheckResult, p: Problem) -> str:
     names = {f.path: f.member for f in r.files if f.member}
     by = [names.get(x, x) for x in p.needed_by]
     needed = f" (needed by {', '.join(by[:5])}{' and more' if len(by) > 5 else ''})" if len(by) > 1 else ""
-    return head + p.detail + needed
+    return head + p.detail + record_words(p) + needed
 
 
 def github_annotations(results: list[CheckResult]) -> str:

@@ -286,7 +286,7 @@ def deps_markdown(r: DepsResult) -> str:
             out += ["| problem | DLL | class | needed by | detail |", "|---|---|---|---|---|"]
             for p in a.problems:
                 out.append(f"| {cell(prose(p.kind, False))} | {cell(code(p.dll))} | {cell(prose(p.klass.label if p.klass else '', False))} | "
-                           f"{cell(prose(', '.join(p.needed_by), False))} | {cell(prose(p.detail, False))} |")
+                           f"{cell(prose(', '.join(p.needed_by), False))} | {cell(prose(p.detail + record_words(p), False))} |")
         else:
             out.append("Loads: no problem.")
         out.append("")
@@ -409,7 +409,7 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
     for p in r.problems:
         if p.kind not in ("not_allowed",):
             kind = p.kind.replace("_", " ")
-            words = p.detail if p.detail.startswith(kind + ":") else f"{kind}: {p.detail}"
+            words = (p.detail if p.detail.startswith(kind + ":") else f"{kind}: {p.detail}") + record_words(p)
             console.print(fit(Text(f"✗ {words}", style="red"), soft=True), soft_wrap=True)
     hint = next((p.detail.split("; ", 1)[1] for p in r.problems if p.kind == "not_allowed" and "; " in p.detail), None)
     if hint:  # (the not-allowed rows: the requirements not given that might provide them)
