@@ -103,16 +103,17 @@ def test_rule_store_python_installs_into_its_user_site(tmp_path, capsys, old_tra
 
 
 def test_the_bootstrap_records_the_user_site(monkeypatch):
-    """site.getusersitepackages(), used by this run or not (pip, run apart, installs there all the same); none
-    when site was not imported."""
+    """site.USER_SITE as site set it, read without computing it (which would change the program's site module);
+    none when site did not set it."""
     import site
     import sys
 
     from dlltrace.trace import shim
 
-    monkeypatch.setattr(site, "getusersitepackages", lambda: "/home/u/.local/lib/python3.11/site-packages")
-    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)  # (-s, PYTHONNOUSERSITE)
+    monkeypatch.setattr(site, "USER_SITE", "/home/u/.local/lib/python3.11/site-packages")
     assert shim.python_env_fields()["user_site"] == "/home/u/.local/lib/python3.11/site-packages"
+    monkeypatch.setattr(site, "USER_SITE", None)  # (-s, PYTHONNOUSERSITE)
+    assert shim.python_env_fields()["user_site"] is None and site.USER_SITE is None  # (left as it was)
     monkeypatch.delitem(sys.modules, "site")
     assert shim.python_env_fields()["user_site"] is None
 

@@ -303,16 +303,12 @@ def python_env_fields(environ: "Optional[Mapping[str, str]]" = None) -> dict:
 
 
 def _user_site() -> "Optional[str]":
-    """The user site-packages folder (site.getusersitepackages(): LocalCache\\local-packages\\PythonXY\\site-packages
-    in a Microsoft Store Python's app folder), where pip installs when the Python's own site-packages cannot be
-    written, whether or not this run of the program uses it (`-s`, PYTHONNOUSERSITE: pip, run apart, still
-    installs there); None when site was not imported (the embeddable Python's ._pth, `-S`)."""
-    site = sys.modules.get("site")
-    get = getattr(site, "getusersitepackages", None)
-    try:
-        user = get() if callable(get) else None
-    except Exception:  # (a broken HOME / APPDATA: nothing to record)
-        return None
+    """The user site-packages folder as site set it when it added it (site.USER_SITE:
+    LocalCache\\local-packages\\PythonXY\\site-packages in a Microsoft Store Python's app folder), where pip installs
+    when the Python's own site-packages cannot be written. Read, never computed: site.getusersitepackages() would
+    set USER_SITE and USER_BASE in the program's own site module. None when site did not add it (`-s`,
+    PYTHONNOUSERSITE, a venv, `-S`, the embeddable Python's ._pth): the replay then reads sys.path."""
+    user = getattr(sys.modules.get("site"), "USER_SITE", None)
     return user if isinstance(user, str) and user else None
 
 
