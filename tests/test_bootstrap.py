@@ -266,14 +266,21 @@ def test_json_str_takes_a_plain_string_whole_and_escapes_the_others_as_one_chara
     assert shim._json_str("a.b") == '"a.b"' and shim._json_str("") == '""'
 
 
-def test_imports_json_is_the_lists_json_made_once_for_each_stack():
-    """fields_json writes an event's `imports` through imports_json (a stack's text, kept): the same JSON as
-    any other list, for a stack seen before or not, and for one that is not a list of names."""
+def test_imports_json_and_frame_json_are_what_json_makes():
+    """fields_json writes an event's `imports` through imports_json (the names joined at once when none needs an
+    escape) and its `frame` through frame_json (a frame's text, kept): the same JSON as any other list or object,
+    for a frame seen before or not, for names that need escapes, and for what is not a list of names."""
+    frame = {"file": "/u/x.py", "line": 3, "function": "<module>"}
     for fields in ({"module": "b", "frame": None, "imports": ["a", "a.b"]}, {"imports": ["a", "a.b"]}, {"imports": []},
-                   {"imports": ["x\"y", "用"], "n": 1}, {"imports": [["not", "hashable"]]}):
+                   {"imports": ["x\"y", "用"], "n": 1}, {"imports": [["not", "hashable"]]},
+                   {"module": "c", "frame": frame, "imports": ["a\\b", "tab\there", "\ud800"]},
+                   {"module": "c", "frame": {"file": "q\"", "line": None, "function": "f"}, "imports": ["a", 3]},
+                   {"name": "x.so", "mode": 2, "frame": {"file": "f"}, "imports": []}):
         for _ in range(2):
-            assert json.loads("{" + shim.fields_json(fields) + "}") == fields
-    assert shim.imports_json(["a", "a.b"]) is shim.imports_json(["a", "a.b"])  # (made once)
+            text = shim.fields_json(fields)
+            assert text == shim._json(fields)[1:-1]
+            assert json.loads("{" + text + "}") == fields
+    assert shim.frame_json(dict(frame)) is shim.frame_json(dict(frame))  # (made once)
 
 
 def other_pythons() -> list[str]:

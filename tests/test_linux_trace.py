@@ -803,25 +803,31 @@ shim.C_FRAMES = frames
 sys.path.insert(0, {site!r})
 sys.path.insert(0, {user!r})
 import libpkg
-c, py = sys.modules["userpkg_inner"].GOT
-assert c == py and c[1][-2:] == ["libpkg", "userpkg_inner"] and c[0]["file"].endswith("userpkg_inner.py"), (c, py)
+c, py, warm = sys.modules["userpkg_inner"].GOT
+assert c == py == warm and c[1][-2:] == ["libpkg", "userpkg_inner"] and c[0]["file"].endswith("userpkg_inner.py"), (c, py)
 f = sys._getframe()
-walked = frames(f, *shim._IMPORT_SYSTEM)
-assert [(code, g, fr) for code, g, fr in walked] == [(fr.f_code, fr.f_globals, fr) for fr in [f]]
-del walked
+boot, external = shim._IMPORT_SYSTEM
+names, candidates = frames(f, boot, external, {{}})
+assert names == ["__main__"] and candidates == [(f.f_code, f.f_globals, f)], (names, candidates)
+known = {{f.f_code.co_filename: True}}
+assert frames(f, boot, external, known) == (["__main__"], [])  # (a library file's frame is no candidate)
+assert frames(f, boot, external, {{f.f_code.co_filename: False}})[1] == candidates
+del names, candidates
 counts = lambda: (sys.getrefcount(f), sys.getrefcount(f.f_globals), sys.getrefcount(f.f_code))
 before = counts()
-for _ in range(2000):
-    frames(f, *shim._IMPORT_SYSTEM)
+for _ in range(1000):
+    frames(f, boot, external, {{}})
+    frames(f, boot, external, known)
 assert counts() == before, (before, counts())  # (no reference kept nor lost)
 print("ok")
 """
 
 
 def test_the_walk_in_c_gives_what_the_walk_in_python_gives(recorder, bare_python, tmp_path):
-    """The preload library's walk up the stack (dlltrace_linux_frames: the frames that are not the import
-    system's, as (code, globals, frame), with no f_code read) gives frame_and_imports what its walk in Python
-    gives, inside nested imports (a library's module importing the user's, which asks), and keeps no reference."""
+    """The preload library's walk up the stack (dlltrace_linux_stack: the module names of the frames that are not
+    the import system's, and those of them whose file is not known for a library's, with no f_code read) gives
+    frame_and_imports what its walk in Python gives, inside nested imports (a library's module importing the
+    user's, which asks), before and after the library files are known, and keeps no reference."""
     from dlltrace.trace.linux import PRELOAD_LIB
 
     site = tmp_path / "site-packages"
@@ -830,7 +836,8 @@ def test_the_walk_in_c_gives_what_the_walk_in_python_gives(recorder, bare_python
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "userpkg_inner.py").write_text(
         "import sys\nfrom dlltrace.trace import shim\nf = sys._getframe()\n"
-        "GOT = (shim.frame_and_imports(f, shim.C_FRAMES), shim.frame_and_imports(f))\n")
+        "GOT = (shim.frame_and_imports(f, shim.C_FRAMES), shim.frame_and_imports(f), "
+        "shim.frame_and_imports(f, shim.C_FRAMES))\n")
     code = C_WALK.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB), site=str(site),
                          user=str(tmp_path / "user"))
     r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,

@@ -244,3 +244,17 @@ def test_run_wine_gives_a_windows_python_the_bootstrap(shim_env, windows_python,
     (ld,) = [ld for ld in t.top_loads() if (ld.name or "").endswith("nope_x.dll")]
     assert ld.ctx == dl["seq"] and ld.error == 126
     assert "ctypes.CDLL('nope_x.dll')" in r.stderr or 'ctypes.CDLL("nope_x.dll")' in r.stderr, r.stderr
+
+
+def test_host_platform_is_platform_platform_without_importing_it():
+    """The header's `host`: platform.platform()'s text (on Linux without its `uname -p` child, whose answer
+    Linux's form drops), made without importing platform where glibc answers (files.libc_version)."""
+    import platform
+
+    assert files.libc_version() == platform.libc_ver()
+    if sys.platform.startswith("linux") and platform.processor() in ("", platform.machine()):
+        assert files.host_platform() == platform.platform()
+    code = ("import sys; sys.path.insert(0, %r); from dlltrace.trace import files; files.host_platform(); "
+            "print('platform' in sys.modules)" % str(Path(files.__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ("False" if os.confstr("CS_GNU_LIBC_VERSION") else "True")

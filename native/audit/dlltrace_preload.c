@@ -355,10 +355,13 @@ int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
     return 0;
 }
 
-/* The frames of the stack from `frame` outwards whose globals are neither `boot` nor `external` (the import
-   system's), innermost first, each as a (code, globals, frame) tuple: trace/shim.py frame_and_imports's walk,
-   without a Python step per frame nor a read of f_code (an audit event of its own): the import system's
-   frames are five of the six of each nested import. A new list; NULL when the Python C API lacks a function
+/* The walk up the stack of trace/shim.py frame_and_imports, from `frame` outwards, past the frames whose globals are
+   `boot` or `external` (the import system's: five of the six frames of each nested import), with no Python step per
+   frame nor a read of f_code (an audit event of its own). A new tuple (names, candidates), innermost first:
+   names, the globals' __name__ of each frame running a module's code (co_name "<module>"; whatever object it is, or
+   None: the caller keeps the names); candidates, the frames that may be the user's, as (code, globals, frame): those
+   whose co_filename `known` (shim._LIBRARY_FILES, {file name: library file or not}) does not map to True -- the
+   library files' frames, nearly all of them, never reach Python. NULL when the Python C API lacks a function
    (before 3.9) or on an error (set): the caller then walks in Python. Called with the GIL held (ctypes.PyDLL). */
 static PyObjectT *(*py_list_new)(long);
 static int (*py_list_append)(PyObjectT *, PyObjectT *);
@@ -366,11 +369,17 @@ static PyObjectT *(*py_tuple_pack)(long, ...);
 static PyObjectT *(*py_frame_back)(PyObjectT *);
 static PyObjectT *(*py_frame_code)(PyObjectT *);
 static PyObjectT *(*py_frame_globals)(PyObjectT *);
-static PyObjectT *(*py_getattr)(PyObjectT *, const char *);
+static PyObjectT *(*py_getattr)(PyObjectT *, PyObjectT *);
+static PyObjectT *(*py_getattr_str)(PyObjectT *, const char *);
+static PyObjectT *(*py_dict_get)(PyObjectT *, PyObjectT *);
+static PyObjectT *(*py_dict_get_str)(PyObjectT *, const char *);
+static int (*py_str_eq_ascii)(PyObjectT *, const char *);
+static PyObjectT *(*py_intern)(const char *);
 static void (*py_incref)(PyObjectT *);
+static PyObjectT *py_true, *py_none, *s_co_name, *s_co_filename;
 static int frames_api = -1;
 
-PyObjectT *dlltrace_linux_frames(PyObjectT *frame, PyObjectT *boot, PyObjectT *external) {
+static int frames_api_ready(void) {
     if (frames_api < 0) {
         py_list_new = (PyObjectT *(*)(long))dlsym(RTLD_DEFAULT, "PyList_New");
         py_list_append = (int (*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyList_Append");
@@ -378,41 +387,89 @@ PyObjectT *dlltrace_linux_frames(PyObjectT *frame, PyObjectT *boot, PyObjectT *e
         py_frame_back = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetBack");
         py_frame_code = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetCode");
         py_frame_globals = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyFrame_GetGlobals"); /* (3.11) */
-        py_getattr = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyObject_GetAttrString");
+        py_getattr = (PyObjectT *(*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyObject_GetAttr");
+        py_getattr_str = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyObject_GetAttrString");
+        py_dict_get = (PyObjectT *(*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyDict_GetItem");
+        py_dict_get_str = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
+        py_str_eq_ascii = (int (*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyUnicode_CompareWithASCIIString");
+        py_intern = (PyObjectT *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
         py_incref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
         py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+        py_true = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_TrueStruct");
+        py_none = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
         frames_api = py_list_new && py_list_append && py_tuple_pack && py_frame_back && py_frame_code && py_getattr
-                     && py_incref && py_decref;
+                     && py_getattr_str && py_dict_get && py_dict_get_str && py_str_eq_ascii && py_intern && py_incref
+                     && py_decref && py_true && py_none;
+        if (frames_api) {
+            s_co_name = py_intern("co_name");
+            s_co_filename = py_intern("co_filename");
+            frames_api = s_co_name && s_co_filename;
+        }
     }
-    if (!frames_api || !frame) return 0;
-    PyObjectT *out = py_list_new(0);
-    if (!out) return 0;
+    return frames_api;
+}
+
+/* 0: `code` runs a module's code (co_name "<module>"); 1: not; -1: an error (set) */
+static int not_module_code(PyObjectT *code) {
+    PyObjectT *name = py_getattr(code, s_co_name);
+    if (!name) return -1;
+    int r = py_str_eq_ascii(name, "<module>") != 0;
+    py_decref(name);
+    return r;
+}
+
+/* 1 when `known` maps the code's file name to True (a library file's frame, never the user's); 0 when not; -1 on
+   an error (set) */
+static int known_library(PyObjectT *code, PyObjectT *known) {
+    PyObjectT *file = py_getattr(code, s_co_filename);
+    if (!file) return -1;
+    PyObjectT *v = py_dict_get(known, file); /* (borrowed; NULL when absent) */
+    py_decref(file);
+    return v == py_true;
+}
+
+PyObjectT *dlltrace_linux_stack(PyObjectT *frame, PyObjectT *boot, PyObjectT *external, PyObjectT *known) {
+    if (!frames_api_ready() || !frame || !known) return 0;
+    PyObjectT *names = py_list_new(0), *candidates = py_list_new(0), *out = 0;
+    if (!names || !candidates) goto done;
     py_incref(frame);
     PyObjectT *f = frame;
     while (f) {
-        PyObjectT *g = py_frame_globals ? py_frame_globals(f) : py_getattr(f, "f_globals"); /* (new references) */
+        PyObjectT *g = py_frame_globals ? py_frame_globals(f) : py_getattr_str(f, "f_globals"); /* (new references) */
         if (!g) goto fail;
         if (g != boot && g != external) {
             PyObjectT *code = py_frame_code(f);
-            PyObjectT *item = code ? py_tuple_pack(3, code, g, f) : 0;
-            if (code) py_decref(code);
-            if (!item || py_list_append(out, item) < 0) {
+            int ok = code != 0;
+            int other = ok ? not_module_code(code) : -1;
+            if (other == 0) {
+                PyObjectT *name = py_dict_get_str(g, "__name__"); /* (borrowed) */
+                ok = py_list_append(names, name ? name : py_none) == 0;
+            } else if (other < 0) ok = 0;
+            int lib = ok ? known_library(code, known) : -1;
+            if (lib == 0) {
+                PyObjectT *item = py_tuple_pack(3, code, g, f);
+                ok = item && py_list_append(candidates, item) == 0;
                 if (item) py_decref(item);
+            } else if (lib < 0) ok = 0;
+            if (code) py_decref(code);
+            if (!ok) {
                 py_decref(g);
                 goto fail;
             }
-            py_decref(item);
         }
         py_decref(g);
         PyObjectT *back = py_frame_back(f);
         py_decref(f);
         f = back;
     }
-    return out;
+    out = py_tuple_pack(2, names, candidates);
+    goto done;
 fail:
     py_decref(f);
-    py_decref(out);
-    return 0;
+done:
+    if (names) py_decref(names);
+    if (candidates) py_decref(candidates);
+    return out;
 }
 
 /* the events the Python hook gets: every one (1), or the three it records (0) */

@@ -218,6 +218,20 @@ class GrowingTrace:
             self.complete.wait(self.POLL)
 
 
+MEANWHILE_NICE = 10  # how much the worker of LinuxFactsMeanwhile lowers its priority (a nice value, added)
+
+
+def lower_thread_priority(by: int = MEANWHILE_NICE) -> bool:
+    """Lowers the calling thread's scheduling priority by `by` nice steps (Linux: a nice value is a thread's,
+    setpriority(PRIO_PROCESS, tid)), so that the program it runs beside wins a shared core. True when done."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+        return True
+    except (AttributeError, OSError):  # (no such call on this system, or not allowed)
+        return False
+
+
 class LinuxFactsMeanwhile:
     """What `run` does while the program runs (trace/linux.py run_recorded's `meanwhile`), on a core the program
     does not use, so that little is left for after it ends: import the model (and `warm`: the command's own,
@@ -236,32 +250,34 @@ class LinuxFactsMeanwhile:
         self.trace: Optional[Trace] = None
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
-        from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
-        from dlltrace.diagnosis.ending import ending  # noqa: F401
-        from dlltrace.worlds.elf import LiveELFWorld
-
-        if self.warm is not None:
-            self.warm()
-        world = self.world = LiveELFWorld()
-
-        def on_line(line: bytes) -> None:
-            if b'"objopen"' in line:
-                try:
-                    path = json.loads(line).get("path")
-                except ValueError:
-                    return
-                if isinstance(path, str) and path.startswith("/"):
-                    world.file(path)
-
-        self.growing = GrowingTrace(spill, proc, on_line)
-        self.thread = threading.Thread(target=self._read, args=(spill,), daemon=True, name="dlltrace-trace-reader")
+        self.growing = GrowingTrace(spill, proc, self._on_line)
+        self.thread = threading.Thread(target=self._work, args=(spill,), daemon=True, name="dlltrace-trace-reader")
         self.thread.start()
 
-    def _read(self, spill: Path) -> None:
-        from dlltrace.trace.reader import read_trace_from
+    def _on_line(self, line: bytes) -> None:
+        if b'"objopen"' in line and self.world is not None:
+            try:
+                path = json.loads(line).get("path")
+            except ValueError:
+                return
+            if isinstance(path, str) and path.startswith("/"):
+                self.world.file(path)
 
+    def _work(self, spill: Path) -> None:
+        """The worker thread: the imports, the world, then the trace read as it grows. It yields to the
+        program first (lower_thread_priority): on a machine whose cores the program keeps busy, it takes what
+        they leave; the main thread, which does what follows the program's end, keeps its priority."""
         assert self.growing is not None
+        lower_thread_priority()
         try:
+            from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
+            from dlltrace.diagnosis.ending import ending  # noqa: F401
+            from dlltrace.trace.reader import read_trace_from
+            from dlltrace.worlds.elf import LiveELFWorld
+
+            if self.warm is not None:
+                self.warm()
+            self.world = LiveELFWorld()
             self.trace = read_trace_from(spill, self.growing)  # type: ignore[arg-type]
         except BaseException:  # (read again after, where its error is said)
             self.trace = None

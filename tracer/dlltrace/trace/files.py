@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import sys
@@ -80,15 +79,32 @@ def finish_trace(spill: Path, out: Path) -> Path:
     return out
 
 
+def libc_version() -> tuple[str, str]:
+    """platform.libc_ver(): glibc answers os.confstr (no file read, and no import of platform, whose regular
+    expressions are a few milliseconds of `run` before its program starts); another C library, platform's reading
+    of the interpreter's file."""
+    try:
+        parts = (os.confstr("CS_GNU_LIBC_VERSION") or "").split(maxsplit=1)
+        if len(parts) == 2:
+            return parts[0], parts[1]
+    except (AttributeError, ValueError, OSError):
+        pass
+    import platform
+
+    return platform.libc_ver()
+
+
 def host_platform() -> str:
     """platform.platform() (the header's "host"), on Linux without its `uname -p` child: a fork and an exec
     before the program starts (~5-15 ms of `dlltrace run`'s wall time) for a processor name that Linux's
     form drops anyway ("unknown", or the machine again): <system>-<release>-<machine>-with-<libc><version>,
     cleaned as platform.platform() cleans it."""
     if not sys.platform.startswith("linux"):
+        import platform
+
         return platform.platform()
     u = os.uname()
-    libc, version = platform.libc_ver()  # (os.confstr's answer: no file read)
+    libc, version = libc_version()
     text = "-".join(p.strip() for p in (u.sysname, u.release, u.machine, "with", libc + version) if p)
     for c in ' /\\:;"()':
         text = text.replace(c, "_" if c == " " else "-")

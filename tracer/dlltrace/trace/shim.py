@@ -109,30 +109,49 @@ def _json(v: "Any") -> str:
     return _json_str(str(v))
 
 
-_IMPORTS_JSON: "dict[tuple, str]" = {}  # imports_json's texts (a few hundred stacks; emptied past 1000)
-
-
 def imports_json(imports: "list") -> str:
-    """The JSON text of an event's `imports`, made once for each stack: the imports a module makes one after
-    another are made with the same stack (scipy.stats' thirty submodules, each of their own imports)."""
+    """The JSON text of an event's `imports` (module names, which have nothing to escape: joined at once, where _json
+    makes a string of each: a tenth of the audit hook's time)."""
     try:
-        key = tuple(imports)
-        text = _IMPORTS_JSON.get(key)
-    except TypeError:  # (not a list of names)
+        joined = "".join(imports)
+    except TypeError:  # (not a list of str)
         return _json(imports)
+    if not imports:
+        return "[]"
+    if joined.isprintable() and '"' not in joined and "\\" not in joined:
+        return '["' + '","'.join(imports) + '"]'
+    return _json(imports)
+
+
+_FRAME_JSON: "dict[tuple, str]" = {}  # frame_json's texts (the user's frame of a program's imports is a few lines)
+
+
+def frame_json(frame: "Any") -> str:
+    """The JSON text of an event's `frame` ({"file", "line", "function"}, or None), made once for each frame."""
+    if type(frame) is not dict or len(frame) != 3:
+        return _json(frame)
+    try:
+        key = (frame["file"], frame["line"], frame["function"])
+        text = _FRAME_JSON.get(key)
+    except (KeyError, TypeError):
+        return _json(frame)
     if text is None:
-        if len(_IMPORTS_JSON) >= 1000:
-            _IMPORTS_JSON.clear()
-        text = _IMPORTS_JSON[key] = _json(imports)
+        if len(_FRAME_JSON) >= 1000:
+            _FRAME_JSON.clear()
+        text = _FRAME_JSON[key] = _json(frame)
     return text
+
+
+_KEY_JSON = {"module": '"module":', "frame": '"frame":', "imports": '"imports":', "name": '"name":', "mode": '"mode":'}
 
 
 def fields_json(fields: dict) -> str:
     """Object members without the braces, as dlltrace_write_event takes them (JSON; a str, UTF-8 encoded
-    by the caller). The standard library's json is not used: see the module's docstring. `imports` (the hook's
-    events) through imports_json."""
+    by the caller). The standard library's json is not used: see the module's docstring. The hook's events
+    (those with `imports`) through imports_json and frame_json."""
     if type(fields.get("imports")) is list:
-        return ",".join([_json_str(k if type(k) is str else str(k)) + ":" + (imports_json(v) if k == "imports" else _json(v))
+        return ",".join([(_KEY_JSON.get(k) or (_json_str(k if type(k) is str else str(k)) + ":"))
+                         + (imports_json(v) if k == "imports" else frame_json(v) if k == "frame" else _json(v))
                          for k, v in fields.items()])
     return _json(fields)[1:-1]
 
@@ -621,22 +640,34 @@ _IMPORT_SYSTEM = tuple(getattr(sys.modules.get(m), "__dict__", None) or {"(none)
                        for m in ("_frozen_importlib", "_frozen_importlib_external"))
 
 
-def frame_and_imports(f: "Any", frames: "Optional[Callable[..., list]]" = None) -> "tuple[Optional[dict], list]":
+def frame_and_imports(f: "Any", frames: "Optional[Callable[..., Any]]" = None) -> "tuple[Optional[dict], list]":
     """user_frame and module_stack of frame f in one walk up the stack: each frame's f_code is an audit event of
     its own (object.__getattr__, CPython 3.11+), which every hook of the process sees; two walks made 180 000 of
     them in `import scipy.stats, sklearn, pandas`, a tenth of its time. The import system's frames (five of
     the six frames of each nested import) are told by their globals, with no f_code: 94 000 such events were
-    18 700. `frames`: the preload library's walk in C (c_audit_filter), which gives the other frames as (code,
-    globals, frame), reading no f_code at all; the walk is made here when it is not given or fails."""
+    18 700. `frames`: the preload library's walk in C (c_audit_filter: dlltrace_linux_stack), which reads no
+    f_code and gives the module names of the stack and the frames whose file _LIBRARY_FILES does not know for a
+    library's (the user's frame among them): the 15 000 frames of that import's 1 600 imports were 1.5 s of
+    Python steps each; the walk is made here when it is not given or fails."""
     walked = None
     if frames is not None:
         try:
-            walked = frames(f, *_IMPORT_SYSTEM)
+            walked = frames(f, _IMPORT_SYSTEM[0], _IMPORT_SYSTEM[1], _LIBRARY_FILES)
         except Exception:  # (no such C API before 3.9, an error: walked here)
             walked = None
-    user: "Optional[dict]" = None
+    if walked is not None:
+        names, candidates = walked
+        user = None
+        for code, g, frame in candidates:
+            if not library_file(code.co_filename) and not library_module(g):
+                user = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
+                break
+        out = [name for name in names if isinstance(name, str) and name != "__main__"]
+        out.reverse()
+        return user, out[:IMPORTS_LIMIT]
+    user = None
     out = []
-    for code, g, frame in (walked if walked is not None else _walk(f)):
+    for code, g, frame in _walk(f):
         if user is None and not library_file(code.co_filename) and not library_module(g):
             user = {"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name}
         if code.co_name == "<module>":
@@ -659,7 +690,7 @@ def _walk(f: "Any") -> "Any":
 
 def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                     on_warnings: "Optional[Callable[[], None]]" = None,
-                    frames: "Optional[Callable[..., list]]" = None) -> "Callable[[str, tuple], None]":
+                    frames: "Optional[Callable[..., Any]]" = None) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
     `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
@@ -883,7 +914,7 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
     return hook
 
 
-def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None], Callable[..., list]]]":
+def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None], Callable[..., Any]]]":
     """The preload library's C audit hook (native/audit/dlltrace_preload.c, Linux), which hands the Python hook
     the three events it records (every event while it is asked to), where a hook added with sys.addaudithook is
     called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
@@ -903,8 +934,8 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
         add.restype, add.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_int]
         every = pylib.dlltrace_linux_audit_all
         every.restype, every.argtypes = None, [ctypes.c_int]
-        frames = pylib.dlltrace_linux_frames
-        frames.restype, frames.argtypes = ctypes.py_object, [ctypes.py_object] * 3
+        frames = pylib.dlltrace_linux_stack
+        frames.restype, frames.argtypes = ctypes.py_object, [ctypes.py_object] * 4
     except Exception:  # (another shim: no such functions)
         return None
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 TYPE_CHECKING = False  # (typing is not imported at run time: `dlltrace --version`, bench/startup.py)
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Any, Optional
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 BIN = _PACKAGE / "bin"
@@ -89,12 +89,23 @@ def cache_recorder_dir() -> Path:
 RECORDER_STAMP = "sources.sha256"  # written by native/audit/build.sh next to the libraries it builds
 
 
+def _sha256() -> "Any":
+    """A sha256 object from CPython's own builtin module (_sha2 in 3.12+, _sha256 before): hashlib would load
+    OpenSSL's libcrypto first, a few milliseconds of every `run` before its program starts."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    return sha256()
+
+
 def recorder_sources_digest() -> str:
     """The sha256 of the recorder's sources (native/audit: dlltrace_audit.c, then dlltrace_preload.c), as
     build.sh writes it in RECORDER_STAMP; "" when this install has no sources (its bin/linux is the one)."""
-    import hashlib
-
-    h = hashlib.sha256()
+    h = _sha256()
     try:
         for name in ("dlltrace_audit.c", "dlltrace_preload.c"):
             h.update((NATIVE / name).read_bytes())
