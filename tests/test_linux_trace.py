@@ -873,3 +873,28 @@ def test_a_recorder_built_from_other_sources_is_stale(tmp_path, monkeypatch):
     out = tmp_path / "built"
     subprocess.run(["sh", str(where.NATIVE / "build.sh"), str(out)], check=True, capture_output=True)
     assert (out / where.RECORDER_STAMP).read_text().strip() == digest
+
+
+def test_lower_thread_priority_lowers_the_calling_thread_only():
+    """LinuxFactsMeanwhile's worker (imports, the trace read as it grows) yields to the program: its own nice value
+    goes up by MEANWHILE_NICE (a nice value is a thread's on Linux), and the thread that does what follows the
+    program's end keeps its priority."""
+    import threading
+
+    from dlltrace.runner import MEANWHILE_NICE, lower_thread_priority
+
+    main_before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    got = {}
+
+    def worker() -> None:
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        got["done"] = lower_thread_priority()
+        got["change"] = (before, os.getpriority(os.PRIO_PROCESS, tid))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    before, after = got["change"]
+    assert got["done"] and after == min(19, before + MEANWHILE_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
