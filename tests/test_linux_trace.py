@@ -761,8 +761,9 @@ def test_the_c_audit_filter_hands_the_hook_its_three_events_or_all_while_asked(r
     from dlltrace.trace.linux import PRELOAD_LIB
 
     code = C_FILTER.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB), all_events=all_events)
-    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    env["DLLTRACE_NO_C_IMPORTS"] = "1"  # (what reaches the hook: no py_import written in C, which has its own test)
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     got = r.stdout.split()
     assert "import" in got and "ctypes.dlopen" in got and "dlltrace.test.two" not in got
@@ -898,3 +899,57 @@ def test_lower_thread_priority_lowers_the_calling_thread_only():
     before, after = got["change"]
     assert got["done"] and after == min(19, before + MEANWHILE_NICE)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
+
+
+FAST_PROGRAM = """
+import sys, warnings, ctypes
+sys.path.insert(0, {site!r})
+sys.path.insert(0, {user!r})
+import libpkg                      # a library's module importing the user's, which imports a chain 70 deep
+try:
+    __import__('no"such')          # a name JSON escapes: the Python hook writes it
+except ImportError:
+    pass
+exec("import colorsys")            # an import made by code with no file
+lib = [p for p in {preload!r}.split(":") if p]
+print(ctypes.CDLL(lib[0]).dlltrace_linux_fast_count() if lib else -1)
+"""
+
+
+def test_py_import_written_in_c_is_what_the_python_hook_writes(recorder, bare_python, tmp_path):
+    """The preload library writes py_import itself once the warnings module is hooked (dlltrace_linux_fast_import:
+    the Python hook's stack walk, JSON and two ctypes calls were most of the recorder's cost): every event of a run
+    -- nested imports from a library into the user's code, a chain deeper than IMPORTS_LIMIT, a name JSON must
+    escape (handed to the Python hook), an import by exec'd code -- is the same as with DLLTRACE_NO_C_IMPORTS=1,
+    where the Python hook writes them all, native loads' contexts included."""
+    from dlltrace.trace.linux import PRELOAD_LIB, recorder_env
+
+    site, user = tmp_path / "site-packages", tmp_path / 'us"er'
+    (site / "libpkg").mkdir(parents=True)
+    (site / "libpkg" / "__init__.py").write_text("import userchain0\n")
+    user.mkdir()
+    for i in range(70):
+        (user / f"userchain{i}.py").write_text(f"import userchain{i + 1}\n" if i < 69 else "import json, decimal\n")
+    code = FAST_PROGRAM.format(site=str(site), user=str(user), preload=str(recorder / PRELOAD_LIB))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    base["PYTHONHASHSEED"] = "0"
+    runs = {}
+    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
+        trace = tmp_path / f"{name}.jsonl"
+        trace.write_text("")
+        r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
+        assert r.returncode == 0, r.stderr
+        evs = events(trace)
+        by_seq = {e["seq"]: e for e in evs}
+        runs[name] = (int(r.stdout.split()[-1]), [
+            ({k: v for k, v in e.items() if k not in ("pid", "ppid", "tid", "seq", "t", "ctx")},
+             (by_seq[e["ctx"]]["ev"], by_seq[e["ctx"]].get("module")) if e.get("ctx") in by_seq else None)
+            for e in evs])
+    (fast, c_events), (none, py_events) = runs["c"], runs["python"]
+    assert none == 0 and fast > 70, (fast, none)  # (the C path wrote the chain's imports; off, none)
+    assert c_events == py_events
+    imports = {e["module"]: e for e, _ in c_events if e["ev"] == "py_import"}
+    assert 'no"such' in imports and "colorsys" in imports
+    assert imports["userchain69"]["frame"]["file"] == str(user / "userchain68.py")
+    assert len(imports["json"]["imports"]) == 64 and imports["json"]["imports"][:2] == ["libpkg", "userchain0"]

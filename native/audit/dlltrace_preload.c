@@ -314,12 +314,16 @@ static void (*py_err_clear)(void);
 static void *(*py_interp)(void);
 static void *(*py_main_interp)(void);
 
+static int fast_import(PyObjectT *args);
+
 static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     (void)data;
-    if (!atomic_load(&py_all_events) && strcmp(event, "import") != 0 && strcmp(event, "ctypes.dlopen") != 0
+    int all = atomic_load(&py_all_events);
+    if (!all && strcmp(event, "import") != 0 && strcmp(event, "ctypes.dlopen") != 0
         && strcmp(event, "os.add_dll_directory") != 0)
         return 0;
     if (py_interp() != py_main_interp()) return 0;
+    if (!all && event[0] == 'i' && fast_import(args)) return 0;
     PyObjectT *name = py_str(event);
     PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
     if (name) py_decref(name);
@@ -470,6 +474,162 @@ done:
     if (names) py_decref(names);
     if (candidates) py_decref(candidates);
     return out;
+}
+
+/* --- py_import written here, without the Python hook (trace/shim.py c_audit_filter: fast_import) ---------------------
+ * The Python hook's steps for an `import` event (its stack walked, its JSON made, two ctypes calls into this library)
+ * were most of the recorder's cost in `import scipy.stats, sklearn, pandas` (1 600 imports). Once the bootstrap has
+ * given it shim.user_frame_json (the one Python step left: which frame is the user's, for the frames whose file
+ * _LIBRARY_FILES does not know for a library's) and the warnings module is hooked (the hook no longer needs every
+ * event), an import event is written here: the same fields, in the same order, as the hook writes ("module", "frame",
+ * "imports"), and its seq made the thread's context. Anything out of the common case (a name that is not a str, or
+ * that JSON would escape, a Python error) gives the event to the Python hook, which writes it as before. */
+static PyObjectT *fast_user, *fast_known, *fast_boot, *fast_external, *fast_str;
+static PyObjectT *(*py_eval_frame)(void);
+static const char *(*py_utf8)(PyObjectT *, long *);
+static int (*py_isinstance)(PyObjectT *, PyObjectT *);
+static PyObjectT *(*py_call3)(PyObjectT *, ...);
+static PyObjectT *(*py_tuple_item)(PyObjectT *, long);
+static __thread int fast_busy;
+static atomic_long fast_written; /* py_import events written here (dlltrace_linux_fast_count: for the tests) */
+
+long dlltrace_linux_fast_count(void) { return atomic_load(&fast_written); }
+
+#define FAST_IMPORTS_LIMIT 64 /* trace/shim.py IMPORTS_LIMIT: the outermost modules of the stack kept */
+
+/* the UTF-8 of a str JSON takes as it is (no quote, backslash or control character); NULL otherwise (error cleared) */
+static const char *plain_utf8(PyObjectT *o, long *n) {
+    const char *u = py_utf8(o, n);
+    if (!u) { py_err_clear(); return 0; }
+    for (long i = 0; i < *n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') return 0;
+    }
+    return u;
+}
+
+int dlltrace_linux_fast_import(PyObjectT *user_fn, PyObjectT *known, PyObjectT *boot, PyObjectT *external,
+                               PyObjectT *str_type) {
+    if (!frames_api_ready() || !user_fn || !known || !boot || !external || !str_type || fast_user) return 1;
+    py_eval_frame = (PyObjectT *(*)(void))dlsym(RTLD_DEFAULT, "PyEval_GetFrame");
+    py_utf8 = (const char *(*)(PyObjectT *, long *))dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8AndSize");
+    py_isinstance = (int (*)(PyObjectT *, PyObjectT *))dlsym(RTLD_DEFAULT, "PyObject_IsInstance");
+    py_call3 = (PyObjectT *(*)(PyObjectT *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallFunctionObjArgs");
+    py_tuple_item = (PyObjectT *(*)(PyObjectT *, long))dlsym(RTLD_DEFAULT, "PyTuple_GetItem");
+    if (!py_eval_frame || !py_utf8 || !py_isinstance || !py_call3 || !py_tuple_item || !py_err_clear) return 1;
+    PyObjectT *keep[] = {user_fn, known, boot, external, str_type};
+    for (int i = 0; i < 5; i++) py_incref(keep[i]);
+    fast_known = known, fast_boot = boot, fast_external = external, fast_str = str_type;
+    fast_user = user_fn; /* (last: the filter takes the path once this is set) */
+    return 0;
+}
+
+struct text { char *p; size_t n, cap; };
+
+static int text_add(struct text *t, const char *s, size_t n) {
+    if (t->n + n + 1 > t->cap) {
+        size_t cap = (t->cap ? t->cap * 2 : 1024);
+        while (cap < t->n + n + 1) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) return 0;
+        t->p = p, t->cap = cap;
+    }
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+    t->p[t->n] = 0;
+    return 1;
+}
+
+/* 1 when the event was written here; 0: the Python hook is to have it (nothing written) */
+static int fast_import(PyObjectT *args) {
+    if (!fast_user || fast_busy) return 0;
+    PyObjectT *module = py_tuple_item(args, 0); /* (borrowed) */
+    if (!module) { py_err_clear(); return 0; }
+    if (py_isinstance(module, fast_str) != 1) { py_err_clear(); return 0; }
+    long mlen;
+    const char *mod = plain_utf8(module, &mlen);
+    if (!mod) return 0;
+    PyObjectT *frame = py_eval_frame(); /* (borrowed) */
+    if (!frame) return 0;
+    fast_busy = 1;
+    int done = 0;
+    struct text out = {0};
+    PyObjectT **stack = 0; /* the module names, innermost first (references) */
+    long depth = 0, cap = 0;
+    PyObjectT *user = 0; /* shim.user_frame_json's text of the user's frame (a reference) */
+    int fail = 0;
+    py_incref(frame);
+    PyObjectT *f = frame;
+    while (f && !fail) {
+        PyObjectT *g = py_frame_globals ? py_frame_globals(f) : py_getattr_str(f, "f_globals");
+        if (!g) { fail = 1; break; }
+        if (g != fast_boot && g != fast_external) {
+            PyObjectT *code = py_frame_code(f);
+            int other = code ? not_module_code(code) : -1;
+            if (other < 0) fail = 1;
+            else if (other == 0) {
+                PyObjectT *name = py_dict_get_str(g, "__name__"); /* (borrowed) */
+                int is_str = name ? py_isinstance(name, fast_str) : 0;
+                if (is_str < 0) fail = 1;
+                else if (is_str == 1 && py_str_eq_ascii(name, "__main__") != 0) {
+                    if (depth == cap) {
+                        long ncap = cap ? cap * 2 : 32;
+                        PyObjectT **ns = realloc(stack, (size_t)ncap * sizeof *ns);
+                        if (!ns) fail = 1;
+                        else stack = ns, cap = ncap;
+                    }
+                    if (!fail) { py_incref(name); stack[depth++] = name; }
+                }
+            }
+            if (!fail && !user) {
+                int lib = known_library(code, fast_known);
+                if (lib < 0) fail = 1;
+                else if (lib == 0) {
+                    PyObjectT *r = py_call3(fast_user, code, g, f, (PyObjectT *)0);
+                    if (!r) fail = 1;
+                    else if (r == py_none) py_decref(r);
+                    else user = r;
+                }
+            }
+            if (code) py_decref(code);
+        }
+        py_decref(g);
+        if (fail) break;
+        PyObjectT *back = py_frame_back(f);
+        py_decref(f);
+        f = back;
+    }
+    if (f) py_decref(f);
+    if (fail) { py_err_clear(); goto done; }
+    /* "module":..,"frame":..,"imports":[outermost first, at most FAST_IMPORTS_LIMIT] */
+    long ulen = 0;
+    const char *utext = user ? py_utf8(user, &ulen) : "null";
+    if (!utext) { py_err_clear(); goto done; }
+    if (!user) ulen = 4;
+    if (!text_add(&out, "\"module\":\"", 10) || !text_add(&out, mod, (size_t)mlen) || !text_add(&out, "\",\"frame\":", 10)
+        || !text_add(&out, utext, (size_t)ulen) || !text_add(&out, ",\"imports\":[", 12))
+        goto done;
+    long kept = depth < FAST_IMPORTS_LIMIT ? depth : FAST_IMPORTS_LIMIT;
+    for (long i = 0; i < kept; i++) {
+        long nlen;
+        const char *n = plain_utf8(stack[depth - 1 - i], &nlen);
+        if (!n) goto done;
+        if ((i && !text_add(&out, ",", 1)) || !text_add(&out, "\"", 1) || !text_add(&out, n, (size_t)nlen)
+            || !text_add(&out, "\"", 1))
+            goto done;
+    }
+    if (!text_add(&out, "]", 1)) goto done;
+    long long seq = emit("py_import", out.p, NULL);
+    if (seq) dlltrace_set_context(seq);
+    atomic_fetch_add(&fast_written, 1);
+    done = 1;
+done:
+    for (long i = 0; i < depth; i++) py_decref(stack[i]);
+    free(stack);
+    free(out.p);
+    if (user) py_decref(user);
+    fast_busy = 0;
+    return done;
 }
 
 /* the events the Python hook gets: every one (1), or the three it records (0) */

@@ -678,6 +678,16 @@ def frame_and_imports(f: "Any", frames: "Optional[Callable[..., Any]]" = None) -
     return user, out[:IMPORTS_LIMIT]
 
 
+def user_frame_json(code: "Any", g: dict, frame: "Any") -> "Optional[str]":
+    """The JSON text of a py_import's `frame` when this frame (its code, globals and frame object) is the user's,
+    else None: what frame_and_imports decides of each frame, for the preload library's writing of py_import in C
+    (c_audit_filter: dlltrace_linux_fast_import), which asks it of the frames whose file _LIBRARY_FILES does not
+    know for a library's, innermost first, until one is."""
+    if library_file(code.co_filename) or library_module(g):
+        return None
+    return frame_json({"file": code.co_filename, "line": frame.f_lineno, "function": code.co_name})
+
+
 def _walk(f: "Any") -> "Any":
     """(code, globals, frame) of each frame from f outwards that is not the import system's (by its globals)."""
     boot, external = _IMPORT_SYSTEM
@@ -920,8 +930,11 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
     called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
     for the hook's own f_code reads; 1 600 are kept). (install(hook, all_events): True when installed, else
     the caller adds the hook itself; only_kept(): the three events from then on; frames: the walk up the stack
-    in C, frame_and_imports's.) None where there is none (the Windows shim; the cffi binding: ctypes is what
-    passes a Python object to C)."""
+    in C, frame_and_imports's.) Installed, it also writes py_import itself from the first kept-only event on
+    (dlltrace_linux_fast_import: the walk, the JSON and the thread's context in C, user_frame_json the one Python
+    call; an event out of the common case goes to the hook); DLLTRACE_NO_C_IMPORTS=1 leaves every event to the
+    hook. None where there is none (the Windows shim; the cffi binding: ctypes is what passes a Python object
+    to C)."""
     lib = getattr(backend, "lib", None)
     if getattr(backend, "route", None) != "ctypes" or sys.platform == "win32" or lib is None:
         return None
@@ -936,11 +949,17 @@ def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], 
         every.restype, every.argtypes = None, [ctypes.c_int]
         frames = pylib.dlltrace_linux_stack
         frames.restype, frames.argtypes = ctypes.py_object, [ctypes.py_object] * 4
+        fast = pylib.dlltrace_linux_fast_import
+        fast.restype, fast.argtypes = ctypes.c_int, [ctypes.py_object] * 5
     except Exception:  # (another shim: no such functions)
         return None
 
     def install(hook: "Any", all_events: bool) -> bool:
-        return int(add(hook, 1 if all_events else 0)) == 0
+        if int(add(hook, 1 if all_events else 0)) != 0:
+            return False
+        if not os.environ.get("DLLTRACE_NO_C_IMPORTS"):  # (py_import written in C from the first kept-only event on)
+            fast(user_frame_json, _LIBRARY_FILES, _IMPORT_SYSTEM[0], _IMPORT_SYSTEM[1], str)
+        return True
 
     def only_kept() -> None:
         every(0)
