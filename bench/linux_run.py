@@ -58,6 +58,32 @@ calls and six system calls; and `dlltrace run`'s own work while the program runs
 trace as it grows, ELF facts of each object, importing the model and the renderer: ~280 ms of CPU) takes a
 core the program shares when the machine is busy, plus ~45 ms after it ends (the replay, the facts) and
 ~40 ms before it starts.
+
+Second pass (2026-12-05, perf-linuxrun2): what each recorded import cost, timed inside the traced program
+(perf_counter around the hook's parts; the machine shared): 110-130 ms in all for 1,607 hook calls, of which the
+walk 45 ms (the C walk 15, the Python loop over its 15,600 frames 30), the event's JSON 33 ms, the two ctypes
+calls into the preload library 25 ms. Now:
+- the walk gives Python only the module names and the frames whose file _LIBRARY_FILES does not know for a
+  library's (dlltrace_linux_stack): the library files' frames never reach Python;
+- `imports` is joined at once (module names need no escape) and a frame's JSON made once (frame_json);
+- once the warnings module is hooked, the preload library's C audit hook writes py_import itself
+  (dlltrace_linux_fast_import): the walk, the JSON, the write and the thread's context in C, one Python call
+  (shim.user_frame_json) for the frames that may be the user's; anything out of the common case goes to the
+  Python hook. The events are the same (test_py_import_written_in_c_is_what_the_python_hook_writes);
+- `dlltrace run`'s worker (its imports, the trace read as it grows, the ELF facts) is one thread that lowers
+  its own priority (runner.lower_thread_priority, nice +10): it takes what the program leaves of the cores; the
+  main thread, which does what follows the program's end, keeps its own;
+- no hashlib (OpenSSL's libcrypto: the recorder's staleness check) nor platform before the program starts.
+callgrind (PYTHONHASHSEED=0, `import scipy.stats, sklearn, pandas`): untraced 5.029 G instructions; recorder only
+main 5.335 G (1.061x), the walk in C 5.283 G (1.050x), py_import in C 5.216 G (1.037x). The rest of the
+recorder: CPython building each audit event's arguments once any hook is installed (~60 M for 57,000 events),
+the bootstrap's start (~38 M: binding the shim with ctypes, py_env, py_dists), the C hook's own steps.
+Timed, this script with DLLTRACE_BENCH_TRACER=main's tree, 9 runs, while another job kept one core busy:
+  untraced                1962.8 ms 1.000x     1952.8 ms 1.000x
+  recorder only           2015.4 ms 1.027x     1961.6 ms 1.005x   (aim <= 1.06x)
+  dlltrace run            2234.2 ms 1.138x     2252.6 ms 1.154x   (aim <= 1.15x)
+  recorder only (other)   2168.3 ms 1.105x     2160.7 ms 1.106x
+  dlltrace run (other)    2646.3 ms 1.348x     2553.4 ms 1.308x
 """
 
 from __future__ import annotations
