@@ -748,3 +748,29 @@ def test_rule_record_of_installed_files_hostile_records(numpy_site, tmp_path):
         "missing", "zero.dll", ["_multiarray_umath.cp311-win_amd64.pyd"],
         searched=[static.SearchDir(target.root + "\\evil", "PATH[1]")]))
     assert (p.owner, p.record, p.record_path) == ("evil", "missing", "evil/zero.dll")
+
+
+HOSTILE_NAME = "\x1b]0;PWNED\x07\x1b[2J\u202eevil\n✓ loads.dll"
+
+
+@pytest.mark.parametrize("args", [("deps", "{dll}"), ("check", "{folder}"), ("check", "--format", "github", "{folder}"),
+                                  ("check", "--color", "always", "{folder}"), ("deps", "--color", "always", "{dll}")])
+def test_a_dll_name_with_escape_sequences_is_shown_not_obeyed(tmp_path, args):
+    """deps and check of a DLL whose import table names an ESC sequence (an OSC that retitles the terminal, a
+    clear-screen), a bidi override and a newline that would fake a "✓ loads" line: each shown as its escape in the
+    text (in colour too) and in GitHub's annotations, never written raw."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tinype import tiny_dll
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "x.dll").write_bytes(tiny_dll("x.dll", [HOSTILE_NAME]))
+    run = dlltrace(*(a.format(dll=folder / "x.dll", folder=folder) for a in args))
+    out = run.stdout + run.stderr
+    assert run.returncode in (0, 1) and "Traceback" not in out, out
+    shown = out.replace("\x1b[", "")  # (the colour codes of --color always are rich's own: SGR only)
+    assert "\x1b" not in shown and "\x07" not in out and "\u202e" not in out, out
+    newline = "%0A" if "github" in args else "\\n"  # (an annotation's newline is GitHub's %0A: no command starts)
+    assert f"\\x1b]0;PWNED\\x07\\x1b[2J\\u202eevil{newline}✓ loads.dll" in out or \
+        f"\\x1b]0;pwned\\x07\\x1b[2j\\u202eevil{newline}✓ loads.dll" in out, out
+    assert not any(line.lstrip().startswith("✓ loads.dll") for line in out.splitlines())

@@ -22,6 +22,7 @@ from typing import Optional
 
 from dlltrace.diagnosis.static import CheckResult, FileRow, Problem
 from dlltrace.render.static import check_summary, record_words
+from dlltrace.render.escape import escape_lines, escape_terminal
 
 
 def escape_data(s: str) -> str:
@@ -62,11 +63,11 @@ def github_annotations(results: list[CheckResult]) -> str:
     for r in results:
         for p in r.problems:
             f, line = _file_of(r, p)
-            props = f"file={escape_property(f)}" + (f",line={line}" if line else "") + \
+            props = f"file={escape_property(escape_terminal(f))}" + (f",line={line}" if line else "") + \
                 f",title={escape_property('dlltrace check: ' + p.kind.replace('_', ' '))}"
-            out.append(f"::error {props}::{escape_data(problem_message(r, p))}")
-    for r in results:
-        out.append(check_summary(r).replace("\r", " ").replace("\n", " "))
+            out.append(f"::error {props}::{escape_data(escape_lines(problem_message(r, p)))}")
+    for r in results:  # (a name's ESC sequence or bidi control shown as its escape: a log is a terminal too)
+        out.append(escape_lines(check_summary(r)).replace("\r", " ").replace("\n", " "))
     return "\n".join(out) + "\n"
 
 

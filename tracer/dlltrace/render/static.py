@@ -5,18 +5,34 @@ results only."""
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as RichText
 from rich.tree import Tree
 
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Node
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
+from dlltrace.render.escape import escape_terminal
 from dlltrace.render.wrap import Grid, wrap_text
+
+
+class Text(RichText):
+    """rich's Text whose words are shown, not obeyed: a name from a wheel or a DLL (an import table's DLL names, a
+    member's, a RECORD's or METADATA's) may hold an ESC sequence, a newline or a bidi control that would retitle or
+    clear a terminal or fake a line of the text: every control, lone surrogate and bidi control becomes its escape
+    (escape.escape_terminal), in the text given and in each piece appended. (Text("\n"), the line break the
+    wrapped lines are joined with, is the renderer's own.)"""
+
+    def __init__(self, text: str = "", *args: Any, **kw: Any) -> None:
+        super().__init__(text if text == "\n" else escape_terminal(text), *args, **kw)
+
+    def append(self, text: "str | RichText", style: Any = None) -> "Text":
+        super().append(escape_terminal(text) if isinstance(text, str) else text, style)
+        return self
 from dlltrace.diagnosis.static import (CheckResult, CheckRow, DepsResult, LoadAnalysis, Problem, Target, check_diagnosis,
                                        static_diagnosis)
 
@@ -191,7 +207,7 @@ def _hidden_words(n: int) -> str:
 
 
 def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree, depth: int = 1,
-         fit: Optional[Callable[..., Text]] = None) -> None:
+         fit: Optional[Callable[..., RichText]] = None) -> None:
     if depth > MAX_SHOWN_DEPTH:
         tree.add(Text(_hidden_words(_hidden(a, node)), style="dim"))
         return
@@ -202,12 +218,12 @@ def _add(target: Target, a: LoadAnalysis, node: Node, tree: Tree, depth: int = 1
             _add(target, a, c, branch, depth + 1, fit)
 
 
-def _fitter(console: Console) -> Callable[..., Text]:
+def _fitter(console: Console) -> Callable[..., RichText]:
     """A line wrapped to the console's width less `taken` cells (a tree's guides) by render/wrap.py: at spaces,
     else right after a path separator, never inside a DLL's or a folder's name (rich would fold a long path
     anywhere). `soft`: a line a pipe gets whole (a problem, the summary: grep finds it), wrapped only on a terminal
     or when COLUMNS gives the width."""
-    def fit(text: Text, taken: int = 0, hang: int = 2, soft: bool = False) -> Text:
+    def fit(text: RichText, taken: int = 0, hang: int = 2, soft: bool = False) -> RichText:
         if soft and not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
             return text
         return Text("\n").join(wrap_text(text, max(20, console.width - taken), hang))
