@@ -953,3 +953,24 @@ def test_py_import_written_in_c_is_what_the_python_hook_writes(recorder, bare_py
     assert 'no"such' in imports and "colorsys" in imports
     assert imports["userchain69"]["frame"]["file"] == str(user / "userchain68.py")
     assert len(imports["json"]["imports"]) == 64 and imports["json"]["imports"][:2] == ["libpkg", "userchain0"]
+
+
+def test_run_appends_the_facts_with_the_world_its_worker_filled(recorder, tmp_path, monkeypatch):
+    """The world LinuxFactsMeanwhile's worker makes (after its imports and `warm`) is the one append_linux_facts
+    asks, even when the program ends before the worker made it: read once the worker has ended (finished()), not
+    before (a world made again after the program ended: none of the facts read while it ran)."""
+    import time
+
+    from dlltrace import runner
+    from dlltrace.trace import linux
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    given: list = []
+    real = runner.append_linux_facts
+
+    def append(spill, world=None, read=None):
+        given.append(world)
+        return real(spill, world, read)
+
+    monkeypatch.setattr(runner, "append_linux_facts", append)
+    rc, trace = runner.trace_linux_command([PY, "-c", "pass"], str(tmp_path / "t.jsonl"), warm=lambda: time.sleep(1.0))
+    assert rc == 0 and len(given) == 1 and given[0] is not None
