@@ -974,3 +974,74 @@ def test_run_appends_the_facts_with_the_world_its_worker_filled(recorder, tmp_pa
     monkeypatch.setattr(runner, "append_linux_facts", append)
     rc, trace = runner.trace_linux_command([PY, "-c", "pass"], str(tmp_path / "t.jsonl"), warm=lambda: time.sleep(1.0))
     assert rc == 0 and len(given) == 1 and given[0] is not None
+
+
+ODD_PROGRAM = """
+import sys, warnings, ctypes, json
+sys.path.insert(0, {user!r})
+class Fake:                        # an object that says it is a str (isinstance), and is not one
+    @property
+    def __class__(self): return str
+class Main(str):                   # a str subclass whose != is its own
+    def __ne__(self, o): return True
+    __hash__ = str.__hash__
+class Shown(str):                  # a str subclass whose str() is its own
+    def __str__(self): return "shown"
+for name in (Fake(), Main("__main__"), 5, None, "caf\\u00e9", "\\udc80x", 'q"uote', "__main__"):
+    exec(compile("import odd1", "<odd>", "exec"), {{"__name__": name}})
+    sys.modules.pop("odd1", None)
+for module in (Shown("odd2"), "\\udc80", "caf\\u00e9"):
+    try:
+        __import__(module)
+    except ImportError:
+        pass
+lib = [p for p in {preload!r}.split(":") if p]
+print(ctypes.CDLL(lib[0]).dlltrace_linux_fast_count() if lib else -1)
+"""
+
+
+def _pythons_with_audit_hooks() -> list[str]:
+    """The venv's Python ("bare") and the other CPythons 3.8+ on this machine (test_bootstrap.other_pythons)."""
+    from test_bootstrap import OTHER_PYTHONS
+
+    out = ["bare"]
+    for p in OTHER_PYTHONS:
+        r = subprocess.run([p, "-c", "import sys; print(sys.version_info >= (3, 8))"], capture_output=True, text=True)
+        if r.stdout.strip() == "True":
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("python", _pythons_with_audit_hooks())
+def test_py_import_in_c_leaves_what_is_not_exactly_a_str_to_the_python_hook(recorder, bare_python, tmp_path, python):
+    """A module's __name__ that says it is a str and is not one (its __class__: PyUnicode_CompareWithASCIIString
+    read it as a str, a crash), a str subclass (its != or str() its own), a name JSON escapes or UTF-8 cannot take:
+    the events are the ones the Python hook writes (DLLTRACE_NO_C_IMPORTS=1), and the program runs to its end; on
+    3.8 (no PyFrame_GetBack: no walk in C, whose NULL returned with no error set crashed ctypes) too."""
+    from dlltrace.trace.linux import PRELOAD_LIB, recorder_env
+
+    python = bare_python if python == "bare" else python
+    user = tmp_path / "user"
+    user.mkdir()
+    for m in ("odd1", "odd2", "shown"):
+        (user / f"{m}.py").write_text("import colorsys\n")
+    code = ODD_PROGRAM.format(user=str(user), preload=str(recorder / PRELOAD_LIB))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    base["PYTHONHASHSEED"] = "0"
+    runs = {}
+    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
+        trace = tmp_path / f"{name}.jsonl"
+        trace.write_text("")
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
+        assert r.returncode == 0, (name, r.returncode, r.stderr)
+        runs[name] = (int(r.stdout.split()[-1]), [
+            {k: v for k, v in e.items() if k not in ("pid", "ppid", "tid", "seq", "t", "ctx")}
+            for e in events(trace) if e["ev"].startswith("py_")])
+    (fast, c_events), (none, py_events) = runs["c"], runs["python"]
+    assert none == 0 and c_events == py_events
+    modules = [e["module"] for e in c_events if e["ev"] == "py_import"]
+    # (7: the Python hook writes no event for Fake's, whose JSON it cannot make; the C path leaves it to it)
+    assert modules.count("odd1") == 7 and "shown" in modules and "\udc80" in modules
+    main = [e for e in c_events if e["ev"] == "py_import" and e["module"] == "odd1" and e["imports"] == ["__main__"]]
+    assert len(main) == 1  # (Main("__main__") != "__main__": its own answer, kept)

@@ -379,6 +379,7 @@ static PyObjectT *(*py_dict_get)(PyObjectT *, PyObjectT *);
 static PyObjectT *(*py_dict_get_str)(PyObjectT *, const char *);
 static int (*py_str_eq_ascii)(PyObjectT *, const char *);
 static PyObjectT *(*py_intern)(const char *);
+static PyObjectT *(*py_type)(PyObjectT *);
 static void (*py_incref)(PyObjectT *);
 static PyObjectT *py_true, *py_none, *s_co_name, *s_co_filename;
 static int frames_api = -1;
@@ -397,12 +398,13 @@ static int frames_api_ready(void) {
         py_dict_get_str = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
         py_str_eq_ascii = (int (*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyUnicode_CompareWithASCIIString");
         py_intern = (PyObjectT *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+        py_type = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyObject_Type");
         py_incref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
         py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
         py_true = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_TrueStruct");
         py_none = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
         frames_api = py_list_new && py_list_append && py_tuple_pack && py_frame_back && py_frame_code && py_getattr
-                     && py_getattr_str && py_dict_get && py_dict_get_str && py_str_eq_ascii && py_intern && py_incref
+                     && py_getattr_str && py_dict_get && py_dict_get_str && py_str_eq_ascii && py_intern && py_type && py_incref
                      && py_decref && py_true && py_none;
         if (frames_api) {
             s_co_name = py_intern("co_name");
@@ -432,8 +434,24 @@ static int known_library(PyObjectT *code, PyObjectT *known) {
     return v == py_true;
 }
 
+/* the object's type is exactly `type` (1; 0 when not: a subclass, or an object whose __class__ says so) */
+static int exact_type(PyObjectT *o, PyObjectT *type) {
+    PyObjectT *t = py_type(o); /* (new reference; never NULL for an object) */
+    if (t) py_decref(t);
+    return t == type;
+}
+
+/* NULL with an error set: ctypes' py_object restype dereferences a NULL returned with none (Py_DECREF(NULL) in
+   GetResult, every CPython to 3.13 at least): a crash of the program, where frame_and_imports would walk in Python */
+static PyObjectT *no_stack(void) {
+    void (*set)(PyObjectT *, const char *) = (void (*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyErr_SetString");
+    PyObjectT **exc = (PyObjectT **)dlsym(RTLD_DEFAULT, "PyExc_RuntimeError");
+    if (set && exc && *exc) set(*exc, "dlltrace_linux_stack: no such Python C API here");
+    return 0;
+}
+
 PyObjectT *dlltrace_linux_stack(PyObjectT *frame, PyObjectT *boot, PyObjectT *external, PyObjectT *known) {
-    if (!frames_api_ready() || !frame || !known) return 0;
+    if (!frames_api_ready() || !frame || !known) return no_stack();
     PyObjectT *names = py_list_new(0), *candidates = py_list_new(0), *out = 0;
     if (!names || !candidates) goto done;
     py_incref(frame);
@@ -545,7 +563,7 @@ static int fast_import(PyObjectT *args) {
     if (!fast_user || fast_busy) return 0;
     PyObjectT *module = py_tuple_item(args, 0); /* (borrowed) */
     if (!module) { py_err_clear(); return 0; }
-    if (py_isinstance(module, fast_str) != 1) { py_err_clear(); return 0; }
+    if (!exact_type(module, fast_str)) return 0; /* (a subclass: its str() is the hook's) */
     long mlen;
     const char *mod = plain_utf8(module, &mlen);
     if (!mod) return 0;
@@ -569,7 +587,10 @@ static int fast_import(PyObjectT *args) {
             if (other < 0) fail = 1;
             else if (other == 0) {
                 PyObjectT *name = py_dict_get_str(g, "__name__"); /* (borrowed) */
-                int is_str = name ? py_isinstance(name, fast_str) : 0;
+                /* exactly a str, or not one at all: anything else (a str subclass, whose != may be its own; an
+                   object whose __class__ says str, which PyUnicode_CompareWithASCIIString would read as a str's
+                   memory) is the Python hook's */
+                int is_str = !name ? 0 : exact_type(name, fast_str) ? 1 : py_isinstance(name, fast_str) == 0 ? 0 : -1;
                 if (is_str < 0) fail = 1;
                 else if (is_str == 1 && py_str_eq_ascii(name, "__main__") != 0) {
                     if (depth == cap) {
