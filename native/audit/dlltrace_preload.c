@@ -315,6 +315,7 @@ static void *(*py_interp)(void);
 static void *(*py_main_interp)(void);
 
 static int fast_import(PyObjectT *args);
+static __thread int fast_busy; /* fast_import is running on this thread (user code may run: a __name__ key's __eq__) */
 
 static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     (void)data;
@@ -323,6 +324,7 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
         && strcmp(event, "os.add_dll_directory") != 0)
         return 0;
     if (py_interp() != py_main_interp()) return 0;
+    if (fast_busy) return 0; /* (an event made by what fast_import runs: none, as none while the hook runs) */
     if (!all && event[0] == 'i' && fast_import(args)) return 0;
     PyObjectT *name = py_str(event);
     PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
@@ -508,7 +510,6 @@ static const char *(*py_utf8)(PyObjectT *, long *);
 static int (*py_isinstance)(PyObjectT *, PyObjectT *);
 static PyObjectT *(*py_call3)(PyObjectT *, ...);
 static PyObjectT *(*py_tuple_item)(PyObjectT *, long);
-static __thread int fast_busy;
 static atomic_long fast_written; /* py_import events written here (dlltrace_linux_fast_count: for the tests) */
 
 long dlltrace_linux_fast_count(void) { return atomic_load(&fast_written); }
