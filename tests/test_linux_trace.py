@@ -1060,3 +1060,37 @@ def test_py_import_in_c_leaves_what_is_not_exactly_a_str_to_the_python_hook(reco
     assert modules.count("odd1") == 8 and "odd3" not in modules and "shown" in modules and "\udc80" in modules
     main = [e for e in c_events if e["ev"] == "py_import" and e["module"] == "odd1" and e["imports"] == ["__main__"]]
     assert len(main) == 1  # (Main("__main__") != "__main__": its own answer, kept)
+
+
+UNTRACED_PROGRAM = """
+import sys, warnings
+sys.path.insert(0, {user!r})
+seen = set()
+def tracer(frame, event, arg):
+    if event == "call":
+        seen.add(frame.f_code.co_filename)
+sys.settrace(tracer)
+import traced1
+sys.settrace(None)
+print(sys.version_info >= (3, 11), "traced1.py" in " ".join(seen), sorted(f for f in seen if "dlltrace" in f))
+"""
+
+
+@pytest.mark.parametrize("c_imports", ["1", ""])
+def test_the_recorders_python_code_is_not_seen_by_the_programs_tracer(recorder, bare_python, tmp_path, c_imports):
+    """The Python code the preload library's C audit hook calls (the Python hook; shim.user_frame_json) runs with
+    tracing off (PyThreadState_EnterTracing, 3.11+), as CPython runs a hook added with sys.addaudithook: a
+    program's sys.settrace (a debugger's `step`, coverage) sees its own frames during an import, none of trace/shim.py."""
+    from dlltrace.trace.linux import recorder_env
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "traced1.py").write_text("import colorsys\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    trace = tmp_path / "t.jsonl"
+    env = dict(recorder_env(base, recorder, trace), DLLTRACE_NO_C_IMPORTS=c_imports)
+    r = subprocess.run([bare_python, "-c", UNTRACED_PROGRAM.format(user=str(user))], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().split(None, 2) == ["True", "True", "[]"], r.stdout
+    assert [e["module"] for e in events(trace) if e["ev"] == "py_import"][-2:] == ["traced1", "colorsys"]

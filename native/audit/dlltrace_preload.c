@@ -315,6 +315,20 @@ static void *(*py_interp)(void);
 static void *(*py_main_interp)(void);
 
 static int fast_import(PyObjectT *args);
+
+/* Python code called from here runs unseen by the program's tracer or profiler (sys.settrace, sys.setprofile:
+   a debugger, coverage), as CPython runs a hook added with sys.addaudithook: otherwise pdb's `step` on an import
+   stops in trace/shim.py. PyThreadState_EnterTracing is 3.11+; before, nothing is done. */
+static void *(*py_tstate)(void);
+static void (*py_enter_tracing)(void *), (*py_leave_tracing)(void *);
+static void *untraced_begin(void) {
+    void *ts = py_tstate && py_enter_tracing && py_leave_tracing ? py_tstate() : 0;
+    if (ts) py_enter_tracing(ts);
+    return ts;
+}
+static void untraced_end(void *ts) {
+    if (ts) py_leave_tracing(ts);
+}
 static __thread int fast_busy; /* fast_import is running on this thread (user code may run: a __name__ key's __eq__) */
 
 static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
@@ -327,7 +341,9 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     if (fast_busy) return 0; /* (an event made by what fast_import runs: none, as none while the hook runs) */
     if (!all && event[0] == 'i' && fast_import(args)) return 0;
     PyObjectT *name = py_str(event);
+    void *ts = untraced_begin();
     PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
+    untraced_end(ts);
     if (name) py_decref(name);
     if (r) py_decref(r);
     else py_err_clear(); /* (the hook never raises; never let anything stop the program) */
@@ -348,6 +364,9 @@ int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
     py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Get");
     if (!py_interp) py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyInterpreterState_Get"); /* (3.8) */
     py_main_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    py_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyThreadState_Get");
+    py_enter_tracing = (void (*)(void *))dlsym(RTLD_DEFAULT, "PyThreadState_EnterTracing"); /* (3.11) */
+    py_leave_tracing = (void (*)(void *))dlsym(RTLD_DEFAULT, "PyThreadState_LeaveTracing");
     if (!add || !incref || !py_call || !py_str || !py_decref || !py_err_clear || !py_interp || !py_main_interp
         || !hook || py_hook)
         return 1;
@@ -607,7 +626,9 @@ static int fast_import(PyObjectT *args) {
                 int lib = known_library(code, fast_known);
                 if (lib < 0) fail = 1;
                 else if (lib == 0) {
+                    void *ts = untraced_begin();
                     PyObjectT *r = py_call3(fast_user, code, g, f, (PyObjectT *)0);
+                    untraced_end(ts);
                     if (!r) fail = 1;
                     else if (r == py_none) py_decref(r);
                     else user = r;
