@@ -953,3 +953,144 @@ def test_py_import_written_in_c_is_what_the_python_hook_writes(recorder, bare_py
     assert 'no"such' in imports and "colorsys" in imports
     assert imports["userchain69"]["frame"]["file"] == str(user / "userchain68.py")
     assert len(imports["json"]["imports"]) == 64 and imports["json"]["imports"][:2] == ["libpkg", "userchain0"]
+
+
+def test_run_appends_the_facts_with_the_world_its_worker_filled(recorder, tmp_path, monkeypatch):
+    """The world LinuxFactsMeanwhile's worker makes (after its imports and `warm`) is the one append_linux_facts
+    asks, even when the program ends before the worker made it: read once the worker has ended (finished()), not
+    before (a world made again after the program ended: none of the facts read while it ran)."""
+    import time
+
+    from dlltrace import runner
+    from dlltrace.trace import linux
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    given: list = []
+    real = runner.append_linux_facts
+
+    def append(spill, world=None, read=None):
+        given.append(world)
+        return real(spill, world, read)
+
+    monkeypatch.setattr(runner, "append_linux_facts", append)
+    rc, trace = runner.trace_linux_command([PY, "-c", "pass"], str(tmp_path / "t.jsonl"), warm=lambda: time.sleep(1.0))
+    assert rc == 0 and len(given) == 1 and given[0] is not None
+
+
+ODD_PROGRAM = """
+import sys, warnings, ctypes, json
+sys.path.insert(0, {user!r})
+class Fake:                        # an object that says it is a str (isinstance), and is not one
+    @property
+    def __class__(self): return str
+class Main(str):                   # a str subclass whose != is its own
+    def __ne__(self, o): return True
+    __hash__ = str.__hash__
+class Shown(str):                  # a str subclass whose str() is its own
+    def __str__(self): return "shown"
+for name in (Fake(), Main("__main__"), 5, None, "caf\\u00e9", "\\udc80x", 'q"uote', "__main__"):
+    exec(compile("import odd1", "<odd>", "exec"), {{"__name__": name}})
+    sys.modules.pop("odd1", None)
+class Globals(dict):               # globals whose get() imports (user code the walk runs: library_module)
+    def get(self, k, d=None):
+        if k == "__file__":
+            __import__("odd3")
+            sys.modules.pop("odd3", None)
+        return dict.get(self, k, d)
+exec(compile("import odd1", "<odd>", "exec"), Globals(__name__="g"))
+sys.modules.pop("odd1", None)
+for module in (Shown("odd2"), "\\udc80", "caf\\u00e9"):
+    try:
+        __import__(module)
+    except ImportError:
+        pass
+lib = [p for p in {preload!r}.split(":") if p]
+print(sys.version_info >= (3, 9), ctypes.CDLL(lib[0]).dlltrace_linux_fast_count() if lib else -1)
+"""
+
+
+def _pythons_with_audit_hooks() -> list[str]:
+    """The venv's Python ("bare") and the other CPythons 3.8+ on this machine (test_bootstrap.other_pythons)."""
+    from test_bootstrap import OTHER_PYTHONS
+
+    out = ["bare"]
+    for p in OTHER_PYTHONS:
+        r = subprocess.run([p, "-c", "import sys; print(sys.version_info >= (3, 8))"], capture_output=True, text=True)
+        if r.stdout.strip() == "True":
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("python", _pythons_with_audit_hooks())
+def test_py_import_in_c_leaves_what_is_not_exactly_a_str_to_the_python_hook(recorder, bare_python, tmp_path, python):
+    """A module's __name__ that says it is a str and is not one (its __class__: PyUnicode_CompareWithASCIIString
+    read it as a str, a crash), a str subclass (its != or str() its own), a name JSON escapes or UTF-8 cannot take,
+    an import made by the user's code the walk runs (a globals' get(): none, as none while the hook runs):
+    the events are the ones the Python hook writes (DLLTRACE_NO_C_IMPORTS=1), and the program runs to its end; on
+    3.8 (no PyFrame_GetBack: no walk in C, whose NULL returned with no error set crashed ctypes) too."""
+    from dlltrace.trace.linux import PRELOAD_LIB, recorder_env
+
+    if python == "bare":
+        python = bare_python
+    else:  # (a venv of it with nothing installed: the ctypes binding, whose C audit hook this is; pyenv's may hold cffi)
+        subprocess.run([python, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, capture_output=True,
+                       timeout=300)
+        python = str(tmp_path / "venv" / "bin" / "python")
+    user = tmp_path / "user"
+    user.mkdir()
+    for m in ("odd1", "odd2", "odd3", "shown"):
+        (user / f"{m}.py").write_text("import colorsys\n")
+    code = ODD_PROGRAM.format(user=str(user), preload=str(recorder / PRELOAD_LIB))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    base["PYTHONHASHSEED"] = "0"
+    runs = {}
+    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
+        trace = tmp_path / f"{name}.jsonl"
+        trace.write_text("")
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
+        assert r.returncode == 0, (name, r.returncode, r.stderr)
+        in_c, count = r.stdout.split()[-2:]
+        runs[name] = (in_c == "True", int(count), [
+            {k: v for k, v in e.items() if k not in ("pid", "ppid", "tid", "seq", "t", "ctx")}
+            for e in events(trace) if e["ev"].startswith("py_")])
+    (in_c, fast, c_events), (_, none, py_events) = runs["c"], runs["python"]
+    assert none == 0 and (fast > 0 if in_c else fast == 0) and c_events == py_events
+    modules = [e["module"] for e in c_events if e["ev"] == "py_import"]
+    # (8 of 9: the Python hook writes no event for Fake's, whose JSON it cannot make; the C path leaves it to it)
+    assert modules.count("odd1") == 8 and "odd3" not in modules and "shown" in modules and "\udc80" in modules
+    main = [e for e in c_events if e["ev"] == "py_import" and e["module"] == "odd1" and e["imports"] == ["__main__"]]
+    assert len(main) == 1  # (Main("__main__") != "__main__": its own answer, kept)
+
+
+UNTRACED_PROGRAM = """
+import sys, warnings
+sys.path.insert(0, {user!r})
+seen = set()
+def tracer(frame, event, arg):
+    if event == "call":
+        seen.add(frame.f_code.co_filename)
+sys.settrace(tracer)
+import traced1
+sys.settrace(None)
+print(sys.version_info >= (3, 11), "traced1.py" in " ".join(seen), sorted(f for f in seen if "dlltrace" in f))
+"""
+
+
+@pytest.mark.parametrize("c_imports", ["1", ""])
+def test_the_recorders_python_code_is_not_seen_by_the_programs_tracer(recorder, bare_python, tmp_path, c_imports):
+    """The Python code the preload library's C audit hook calls (the Python hook; shim.user_frame_json) runs with
+    tracing off (PyThreadState_EnterTracing, 3.11+), as CPython runs a hook added with sys.addaudithook: a
+    program's sys.settrace (a debugger's `step`, coverage) sees its own frames during an import, none of trace/shim.py."""
+    from dlltrace.trace.linux import recorder_env
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "traced1.py").write_text("import colorsys\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    trace = tmp_path / "t.jsonl"
+    env = dict(recorder_env(base, recorder, trace), DLLTRACE_NO_C_IMPORTS=c_imports)
+    r = subprocess.run([bare_python, "-c", UNTRACED_PROGRAM.format(user=str(user))], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().split(None, 2) == ["True", "True", "[]"], r.stdout
+    assert [e["module"] for e in events(trace) if e["ev"] == "py_import"][-2:] == ["traced1", "colorsys"]

@@ -316,6 +316,21 @@ static void *(*py_main_interp)(void);
 
 static int fast_import(PyObjectT *args);
 
+/* Python code called from here runs unseen by the program's tracer or profiler (sys.settrace, sys.setprofile:
+   a debugger, coverage), as CPython runs a hook added with sys.addaudithook: otherwise pdb's `step` on an import
+   stops in trace/shim.py. PyThreadState_EnterTracing is 3.11+; before, nothing is done. */
+static void *(*py_tstate)(void);
+static void (*py_enter_tracing)(void *), (*py_leave_tracing)(void *);
+static void *untraced_begin(void) {
+    void *ts = py_tstate && py_enter_tracing && py_leave_tracing ? py_tstate() : 0;
+    if (ts) py_enter_tracing(ts);
+    return ts;
+}
+static void untraced_end(void *ts) {
+    if (ts) py_leave_tracing(ts);
+}
+static __thread int fast_busy; /* fast_import is running on this thread (user code may run: a __name__ key's __eq__) */
+
 static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     (void)data;
     int all = atomic_load(&py_all_events);
@@ -323,9 +338,12 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
         && strcmp(event, "os.add_dll_directory") != 0)
         return 0;
     if (py_interp() != py_main_interp()) return 0;
+    if (fast_busy) return 0; /* (an event made by what fast_import runs: none, as none while the hook runs) */
     if (!all && event[0] == 'i' && fast_import(args)) return 0;
     PyObjectT *name = py_str(event);
+    void *ts = untraced_begin();
     PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
+    untraced_end(ts);
     if (name) py_decref(name);
     if (r) py_decref(r);
     else py_err_clear(); /* (the hook never raises; never let anything stop the program) */
@@ -346,6 +364,9 @@ int dlltrace_linux_audit_install(PyObjectT *hook, int all_events) {
     py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Get");
     if (!py_interp) py_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyInterpreterState_Get"); /* (3.8) */
     py_main_interp = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+    py_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyThreadState_Get");
+    py_enter_tracing = (void (*)(void *))dlsym(RTLD_DEFAULT, "PyThreadState_EnterTracing"); /* (3.11) */
+    py_leave_tracing = (void (*)(void *))dlsym(RTLD_DEFAULT, "PyThreadState_LeaveTracing");
     if (!add || !incref || !py_call || !py_str || !py_decref || !py_err_clear || !py_interp || !py_main_interp
         || !hook || py_hook)
         return 1;
@@ -379,6 +400,7 @@ static PyObjectT *(*py_dict_get)(PyObjectT *, PyObjectT *);
 static PyObjectT *(*py_dict_get_str)(PyObjectT *, const char *);
 static int (*py_str_eq_ascii)(PyObjectT *, const char *);
 static PyObjectT *(*py_intern)(const char *);
+static PyObjectT *(*py_type)(PyObjectT *);
 static void (*py_incref)(PyObjectT *);
 static PyObjectT *py_true, *py_none, *s_co_name, *s_co_filename;
 static int frames_api = -1;
@@ -397,12 +419,13 @@ static int frames_api_ready(void) {
         py_dict_get_str = (PyObjectT *(*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
         py_str_eq_ascii = (int (*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyUnicode_CompareWithASCIIString");
         py_intern = (PyObjectT *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+        py_type = (PyObjectT *(*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyObject_Type");
         py_incref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_IncRef");
         py_decref = (void (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "Py_DecRef");
         py_true = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_TrueStruct");
         py_none = (PyObjectT *)dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
         frames_api = py_list_new && py_list_append && py_tuple_pack && py_frame_back && py_frame_code && py_getattr
-                     && py_getattr_str && py_dict_get && py_dict_get_str && py_str_eq_ascii && py_intern && py_incref
+                     && py_getattr_str && py_dict_get && py_dict_get_str && py_str_eq_ascii && py_intern && py_type && py_incref
                      && py_decref && py_true && py_none;
         if (frames_api) {
             s_co_name = py_intern("co_name");
@@ -432,8 +455,24 @@ static int known_library(PyObjectT *code, PyObjectT *known) {
     return v == py_true;
 }
 
+/* the object's type is exactly `type` (1; 0 when not: a subclass, or an object whose __class__ says so) */
+static int exact_type(PyObjectT *o, PyObjectT *type) {
+    PyObjectT *t = py_type(o); /* (new reference; never NULL for an object) */
+    if (t) py_decref(t);
+    return t == type;
+}
+
+/* NULL with an error set: ctypes' py_object restype dereferences a NULL returned with none (Py_DECREF(NULL) in
+   GetResult, every CPython to 3.13 at least): a crash of the program, where frame_and_imports would walk in Python */
+static PyObjectT *no_stack(void) {
+    void (*set)(PyObjectT *, const char *) = (void (*)(PyObjectT *, const char *))dlsym(RTLD_DEFAULT, "PyErr_SetString");
+    PyObjectT **exc = (PyObjectT **)dlsym(RTLD_DEFAULT, "PyExc_RuntimeError");
+    if (set && exc && *exc) set(*exc, "dlltrace_linux_stack: no such Python C API here");
+    return 0;
+}
+
 PyObjectT *dlltrace_linux_stack(PyObjectT *frame, PyObjectT *boot, PyObjectT *external, PyObjectT *known) {
-    if (!frames_api_ready() || !frame || !known) return 0;
+    if (!frames_api_ready() || !frame || !known) return no_stack();
     PyObjectT *names = py_list_new(0), *candidates = py_list_new(0), *out = 0;
     if (!names || !candidates) goto done;
     py_incref(frame);
@@ -490,7 +529,6 @@ static const char *(*py_utf8)(PyObjectT *, long *);
 static int (*py_isinstance)(PyObjectT *, PyObjectT *);
 static PyObjectT *(*py_call3)(PyObjectT *, ...);
 static PyObjectT *(*py_tuple_item)(PyObjectT *, long);
-static __thread int fast_busy;
 static atomic_long fast_written; /* py_import events written here (dlltrace_linux_fast_count: for the tests) */
 
 long dlltrace_linux_fast_count(void) { return atomic_load(&fast_written); }
@@ -545,7 +583,7 @@ static int fast_import(PyObjectT *args) {
     if (!fast_user || fast_busy) return 0;
     PyObjectT *module = py_tuple_item(args, 0); /* (borrowed) */
     if (!module) { py_err_clear(); return 0; }
-    if (py_isinstance(module, fast_str) != 1) { py_err_clear(); return 0; }
+    if (!exact_type(module, fast_str)) return 0; /* (a subclass: its str() is the hook's) */
     long mlen;
     const char *mod = plain_utf8(module, &mlen);
     if (!mod) return 0;
@@ -569,7 +607,10 @@ static int fast_import(PyObjectT *args) {
             if (other < 0) fail = 1;
             else if (other == 0) {
                 PyObjectT *name = py_dict_get_str(g, "__name__"); /* (borrowed) */
-                int is_str = name ? py_isinstance(name, fast_str) : 0;
+                /* exactly a str, or not one at all: anything else (a str subclass, whose != may be its own; an
+                   object whose __class__ says str, which PyUnicode_CompareWithASCIIString would read as a str's
+                   memory) is the Python hook's */
+                int is_str = !name ? 0 : exact_type(name, fast_str) ? 1 : py_isinstance(name, fast_str) == 0 ? 0 : -1;
                 if (is_str < 0) fail = 1;
                 else if (is_str == 1 && py_str_eq_ascii(name, "__main__") != 0) {
                     if (depth == cap) {
@@ -585,7 +626,9 @@ static int fast_import(PyObjectT *args) {
                 int lib = known_library(code, fast_known);
                 if (lib < 0) fail = 1;
                 else if (lib == 0) {
+                    void *ts = untraced_begin();
                     PyObjectT *r = py_call3(fast_user, code, g, f, (PyObjectT *)0);
+                    untraced_end(ts);
                     if (!r) fail = 1;
                     else if (r == py_none) py_decref(r);
                     else user = r;

@@ -304,7 +304,8 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
 
     meanwhile = LinuxFactsMeanwhile(warm)
     run = linux.run_recorded(cmd, output, meanwhile)
-    trace = append_linux_facts(run.spill, meanwhile.world, meanwhile.finished())
+    read = meanwhile.finished()  # (first: the worker sets meanwhile.world, which is read once it has ended)
+    trace = append_linux_facts(run.spill, meanwhile.world, read)
     where = finish_trace(run.spill, run.out)
     if trace is None:
         from dlltrace.trace.reader import read_trace
