@@ -71,7 +71,7 @@ calls into the preload library 25 ms. Now:
   (shim.user_frame_json) for the frames that may be the user's; anything out of the common case goes to the
   Python hook. The events are the same (test_py_import_written_in_c_is_what_the_python_hook_writes);
 - `dlltrace run`'s worker (its imports, the trace read as it grows, the ELF facts) is one thread that lowers
-  its own priority (runner.lower_thread_priority, nice +10): it takes what the program leaves of the cores; the
+  its own priority (runner.lower_thread_priority, nice +5): it takes what the program leaves of the cores; the
   main thread, which does what follows the program's end, keeps its own;
 - no hashlib (OpenSSL's libcrypto: the recorder's staleness check) nor platform before the program starts.
 callgrind (PYTHONHASHSEED=0, `import scipy.stats, sklearn, pandas`): untraced 5.029 G instructions; recorder only

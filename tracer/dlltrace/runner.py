@@ -218,7 +218,10 @@ class GrowingTrace:
             self.complete.wait(self.POLL)
 
 
-MEANWHILE_NICE = 10  # how much the worker of LinuxFactsMeanwhile lowers its priority (a nice value, added)
+# how much the worker of LinuxFactsMeanwhile lowers its priority (a nice value, added): +5 takes a third of a core the
+# program wants; +10 (a tenth) left it, on a machine with other jobs, with its work still to do when the program
+# had ended (30-40 ms more after it, measured with bench/linux_run.py's program)
+MEANWHILE_NICE = 5
 
 
 def lower_thread_priority(by: int = MEANWHILE_NICE) -> bool:
