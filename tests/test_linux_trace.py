@@ -901,6 +901,24 @@ def test_lower_thread_priority_lowers_the_calling_thread_only():
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_before
 
 
+def c_and_python_hook_runs(python: str, code: str, recorder: Path, tmp_path: Path) -> dict[str, tuple[str, list[dict]]]:
+    """`python -c code` under the recorder twice, under one PYTHONHASHSEED: py_import written in C ("c"), and all
+    left to the Python hook ("python": DLLTRACE_NO_C_IMPORTS=1); each run's stdout and events (exit 0 asserted)."""
+    from dlltrace.trace.linux import recorder_env
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    base["PYTHONHASHSEED"] = "0"
+    out = {}
+    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
+        trace = tmp_path / f"{name}.jsonl"
+        trace.write_text("")
+        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
+                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
+        assert r.returncode == 0, (name, r.returncode, r.stderr)
+        out[name] = (r.stdout, events(trace))
+    return out
+
+
 FAST_PROGRAM = """
 import sys, warnings, ctypes
 sys.path.insert(0, {site!r})
@@ -922,7 +940,7 @@ def test_py_import_written_in_c_is_what_the_python_hook_writes(recorder, bare_py
     -- nested imports from a library into the user's code, a chain deeper than IMPORTS_LIMIT, a name JSON must
     escape (handed to the Python hook), an import by exec'd code -- is the same as with DLLTRACE_NO_C_IMPORTS=1,
     where the Python hook writes them all, native loads' contexts included."""
-    from dlltrace.trace.linux import PRELOAD_LIB, recorder_env
+    from dlltrace.trace.linux import PRELOAD_LIB
 
     site, user = tmp_path / "site-packages", tmp_path / 'us"er'
     (site / "libpkg").mkdir(parents=True)
@@ -931,18 +949,10 @@ def test_py_import_written_in_c_is_what_the_python_hook_writes(recorder, bare_py
     for i in range(70):
         (user / f"userchain{i}.py").write_text(f"import userchain{i + 1}\n" if i < 69 else "import json, decimal\n")
     code = FAST_PROGRAM.format(site=str(site), user=str(user), preload=str(recorder / PRELOAD_LIB))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
-    base["PYTHONHASHSEED"] = "0"
     runs = {}
-    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
-        trace = tmp_path / f"{name}.jsonl"
-        trace.write_text("")
-        r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=120,
-                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
-        assert r.returncode == 0, r.stderr
-        evs = events(trace)
+    for name, (stdout, evs) in c_and_python_hook_runs(bare_python, code, recorder, tmp_path).items():
         by_seq = {e["seq"]: e for e in evs}
-        runs[name] = (int(r.stdout.split()[-1]), [
+        runs[name] = (int(stdout.split()[-1]), [
             ({k: v for k, v in e.items() if k not in ("pid", "ppid", "tid", "seq", "t", "ctx")},
              (by_seq[e["ctx"]]["ev"], by_seq[e["ctx"]].get("module")) if e.get("ctx") in by_seq else None)
             for e in evs])
@@ -1027,7 +1037,7 @@ def test_py_import_in_c_leaves_what_is_not_exactly_a_str_to_the_python_hook(reco
     an import made by the user's code the walk runs (a globals' get(): none, as none while the hook runs):
     the events are the ones the Python hook writes (DLLTRACE_NO_C_IMPORTS=1), and the program runs to its end; on
     3.8 (no PyFrame_GetBack: no walk in C, whose NULL returned with no error set crashed ctypes) too."""
-    from dlltrace.trace.linux import PRELOAD_LIB, recorder_env
+    from dlltrace.trace.linux import PRELOAD_LIB
 
     if python == "bare":
         python = bare_python
@@ -1040,19 +1050,12 @@ def test_py_import_in_c_leaves_what_is_not_exactly_a_str_to_the_python_hook(reco
     for m in ("odd1", "odd2", "odd3", "shown"):
         (user / f"{m}.py").write_text("import colorsys\n")
     code = ODD_PROGRAM.format(user=str(user), preload=str(recorder / PRELOAD_LIB))
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
-    base["PYTHONHASHSEED"] = "0"
     runs = {}
-    for name, extra in (("c", {}), ("python", {"DLLTRACE_NO_C_IMPORTS": "1"})):
-        trace = tmp_path / f"{name}.jsonl"
-        trace.write_text("")
-        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
-                           env=dict(recorder_env(dict(base), recorder, trace), **extra))
-        assert r.returncode == 0, (name, r.returncode, r.stderr)
-        in_c, count = r.stdout.split()[-2:]
+    for name, (stdout, evs) in c_and_python_hook_runs(python, code, recorder, tmp_path).items():
+        in_c, count = stdout.split()[-2:]
         runs[name] = (in_c == "True", int(count), [
             {k: v for k, v in e.items() if k not in ("pid", "ppid", "tid", "seq", "t", "ctx")}
-            for e in events(trace) if e["ev"].startswith("py_")])
+            for e in evs if e["ev"].startswith("py_")])
     (in_c, fast, c_events), (_, none, py_events) = runs["c"], runs["python"]
     assert none == 0 and (fast > 0 if in_c else fast == 0) and c_events == py_events
     modules = [e["module"] for e in c_events if e["ev"] == "py_import"]
