@@ -350,13 +350,16 @@ def real_probe_statuses(load: Load) -> list[tuple[str, int]]:
     """(path, NTSTATUS) of every file the loader asked about for this load (its own probes: its
     static imports' too; not those of loads nested in it), in order."""
     out: list[tuple[str, int]] = []
+    last = None  # winpath.key of the last path kept
     for p in load.probes:
         if p.op not in PROBE_OPS or not p.path:
             continue
         wp = winpath.normalize(p.win_path or "")
-        if out and winpath.same(out[-1][0], wp):
+        k = winpath.key(wp)
+        if k == last:
             continue  # the same file asked twice in a row (attributes, then open)
         out.append((wp, p.status))
+        last = k
     return out
 
 

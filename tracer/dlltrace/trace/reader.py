@@ -864,7 +864,7 @@ def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Un
         done += len(line)
         if done > lim.trace_bytes:
             raise _over(path, f"more than {lim.trace_bytes:,} bytes", "trace_bytes", lim.trace_bytes)
-        blank = blank + 1 if not line.strip() else 0
+        blank = blank + 1 if line.isspace() else 0  # (not line.strip(), without a copy of the line: it is not empty)
         if blank > lim.blank_run:
             raise _over(path, f"more than {lim.blank_run:,} blank lines in a row, about {done:,} bytes in (not a "
                         "trace a writer makes)", "blank_run", lim.blank_run)
