@@ -74,6 +74,8 @@ def rule_dos_path_name(path: str) -> str:
     if path.startswith(VERBATIM_PREFIX):
         rest = path[len(VERBATIM_PREFIX):]
         return "\\\\" + rest[4:] if rest[:4].upper() == "UNC\\" else rest
+    if "/" not in path and ".\\" not in path and not path.endswith((".", " ")):
+        return path  # (no folder name that ends with a dot, nor a last one that ends with a dot or a space: as it is)
     parts = path.replace("/", "\\").split("\\")
     for i, part in enumerate(parts):
         if not part or part.strip(".") == "" or (i == 0 and part.endswith(":")):
