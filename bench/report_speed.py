@@ -131,6 +131,41 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
             fewer): `dlltrace redact`, which reads the whole trace first, then held every py_import event
             (with the probes' found paths in a dict of their own and the index's paths a string each: 38.4 ->
             50.9 MB, 0.47x -> 1.06x the trace); the report would gain about 1% (10,000 of 185,000 parses).
+  issue 25, third pass (2026-12-05; per-line, per-event and per-load work made smaller, nothing structural):
+          the reader's loop strips each line once (no copy of it without its newline first), calls the JSON
+          scanner inline and counts events in a local; Events.add looks a kind up once (its code, its index,
+          kept or not, and its py_*/file/probe tag); a blank line is told by bytes.isspace (no stripped copy);
+          AskedFold.add folds a pe object without a list of both import lists and skips empty names/ordinals
+          lists; pe_facts_from_dict (checked) gives an empty imports, delay_imports or forwarders as the
+          default without a generator or a copy; whether a path is already normal is one regular expression
+          (winpath._NORMAL: the same answers as the eight string tests for all 2.1 M strings of up to six
+          characters over a, C, c, :, \\, /, ., space, newline, 1, é); rule_dos_path_name returns a path with
+          nothing to drop as it is (the same answers for 597,871 strings); the LOAD_LIBRARY_SEARCH_* folders
+          after DLL_LOAD_DIR are made once per process state (rules._flags_order_rest: they depend on the flags
+          and the state, never on the name); the replay makes its Load and Probe objects with positional
+          arguments, appends a light record column by column, and real_probe_statuses compares with the last
+          kept key; the CUDA table's folder index makes each path's key once. The report's text and --json of
+          the 9,305- and 93,005-event traces are byte for byte main's.
+          callgrind (PYTHONHASHSEED=0, each less a run that only imports; this script's generator, parse =
+          parse_only, report = full_report text): 9,305 events: main report 2,616.7 M instructions, parse 369.6 M
+          (7.08x); now 2,455.9 M, 370.4 M (6.63x): 6.1% fewer. 93,005 events: main report 24,171.4 M, parse
+          3,702.8 M (6.53x); now 22,475.9 M, 3,713.3 M (6.05x): 7.0% fewer.
+          CPU time (this script, --repeat 2, 100,000 events; the 2-core machine shared with other jobs, load 1 to 5;
+          main and this alternated, five runs each, one process each): report CPU median main 5.09 s, this 4.18 s
+          (-18%); the ratio's median main 9.4x, this 8.4x (each run's parse moved between 0.40 and 0.88 s); the
+          quietest pair (parse 0.404 and 0.405 s): main 3.79 s (9.4x), this 3.41 s (8.4x).
+          Memory (bench/report_memory.py --events 100000, this machine, loaded): main text 1.77x,
+          --json 1.78x, --redact 1.95x (the worst), `redact` 0.59x; this 1.72x, 1.71x, 1.88x (the worst), 0.59x.
+  tried and dropped (issue 25, third pass; callgrind on the 9,305-event trace, report less imports):
+          - winpath.key with normalize and fold inline (no two inner calls per new path): 25 M instructions
+            MORE: key no longer fills normalize's cache, so the normalize calls that followed for the same
+            paths missed it;
+          - Node and CallResult as slotted dataclasses: 1.5 M fewer (0.06%): not worth the change;
+          - Trace.select returning Events' iterator itself, and Events.select a map of _get over the positions
+            (two generator frames less per replayed event): 3.9 M fewer (0.16%): not worth the change.
+          What is left is as the second pass found: the reader alone is about 2.5x the parse (the scanner, the
+          schema check of every event, the index), and the simulator's work per load (39%) is spread over
+          dozens of small functions (path keys, candidates, nodes, the world's file lookups), none above 3%.
 """
 
 from __future__ import annotations

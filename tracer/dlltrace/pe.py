@@ -128,16 +128,17 @@ def pe_facts_from_dict(d: Mapping[str, Any], checked: bool = False) -> PEFacts:
     `checked`: `d` is known to follow the trace schema's `pe` object (the trace reader checked
     it), so only the non-empty machine is checked here."""
     if checked and isinstance(d, dict) and d.get("machine"):
-        return PEFacts(
+        imports, delay, forwarders = d.get("imports"), d.get("delay_imports"), d.get("forwarders")
+        return PEFacts(  # (an empty list or object as the empty default: no generator, no copy)
             machine=d["machine"],
             is_dll=d.get("is_dll", True),
-            imports=tuple(Import(dll=i["dll"], names=tuple(i.get("names", ())), ordinals=tuple(i.get("ordinals", ())))
-                          for i in d.get("imports", ())),
-            delay_imports=tuple(Import(dll=i["dll"], names=tuple(i.get("names", ())),
-                                       ordinals=tuple(i.get("ordinals", ()))) for i in d.get("delay_imports", ())),
+            imports=tuple([Import(i["dll"], tuple(i.get("names", ())), tuple(i.get("ordinals", ()))) for i in imports])
+            if imports else (),
+            delay_imports=tuple([Import(i["dll"], tuple(i.get("names", ())), tuple(i.get("ordinals", ())))
+                                 for i in delay]) if delay else (),
             exports=frozenset(d.get("exports", ())),
             export_ordinals=frozenset(d.get("export_ordinals", ())),
-            forwarders=dict(d.get("forwarders", {})),
+            forwarders=dict(forwarders) if forwarders else {},
             dependent_load_flags=d.get("dependent_load_flags", 0),
             file_version=d.get("file_version"),
             linker_version=d.get("linker_version"),

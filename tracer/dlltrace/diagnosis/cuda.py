@@ -290,14 +290,15 @@ class WorldFacts:
             self._site.append(default)
 
     def _note(self, path: str) -> None:
-        child = path
+        child, child_key = path, winpath.key(path)
         parent = winpath.dirname(child)
         while parent and parent != child:
-            kids = self._children.setdefault(winpath.key(parent), {})
-            if winpath.key(child) in kids:
+            parent_key = winpath.key(parent)
+            kids = self._children.setdefault(parent_key, {})
+            if child_key in kids:
                 return
-            kids[winpath.key(child)] = child
-            child, parent = parent, winpath.dirname(parent)
+            kids[child_key] = child
+            child, child_key, parent = parent, parent_key, winpath.dirname(parent)
 
     def is_dir(self, path: str) -> bool:
         return self.world.is_dir(path) or winpath.key(path) in self._children

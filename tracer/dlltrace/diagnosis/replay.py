@@ -350,13 +350,16 @@ def real_probe_statuses(load: Load) -> list[tuple[str, int]]:
     """(path, NTSTATUS) of every file the loader asked about for this load (its own probes: its
     static imports' too; not those of loads nested in it), in order."""
     out: list[tuple[str, int]] = []
+    last = None  # winpath.key of the last path kept
     for p in load.probes:
         if p.op not in PROBE_OPS or not p.path:
             continue
         wp = winpath.normalize(p.win_path or "")
-        if out and winpath.same(out[-1][0], wp):
+        k = winpath.key(wp)
+        if k == last:
             continue  # the same file asked twice in a row (attributes, then open)
         out.append((wp, p.status))
+        last = k
     return out
 
 
@@ -448,13 +451,21 @@ class Replays(MadeSequence[Replayed]):
         field does not fit its column: an int beyond 64 bits)."""
         ld, res = r.load, r.result
         ints = (ld.seq, ld.pid, ld.flags, ld.ctx, res.index)  # (seq, pid and index are never None)
-        if not all(v is None or (type(v) is int and NONE_INT < v <= INT_MAX) for v in ints):
-            self.append(r)
-            return
+        for v in ints:  # (a loop and appends, not all() of a generator and tuples: 10,000 loads of a big trace)
+            if v is not None and not (type(v) is int and NONE_INT < v <= INT_MAX):
+                self.append(r)
+                return
+        for col, v in zip(self._ints, ints):
+            col.append(NONE_INT if v is None else v)
         s = self._intern.setdefault
-        path = ld.name if ld.path == ld.name else ld.path
-        self._row(tuple(NONE_INT if v is None else v for v in ints),
-                  (s(ld.api, ld.api), ld.name, path, s(ld.result, ld.result), s(res.op, res.op), s(r.origin, r.origin)))
+        api, name, path, result, op, origin = self._strs
+        api.append(s(ld.api, ld.api))
+        name.append(ld.name)
+        path.append(ld.name if ld.path == ld.name else ld.path)
+        result.append(s(ld.result, ld.result))
+        op.append(s(res.op, res.op))
+        origin.append(s(r.origin, r.origin))
+        self._n += 1
 
     def __len__(self) -> int:
         return self._n
@@ -663,9 +674,9 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
         ev = e.get("ev")
         if ev == "load_begin":
             # (every event has a seq: reader.ESSENTIAL; the reader checked tid and t)
-            begun = Load(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], api=e.get("api", ""),
-                         name=e.get("name"), flags=e.get("flags"), parent=e.get("parent"),
-                         depth=e.get("depth", 0), ctx=e.get("ctx"), caller=e.get("caller"))
+            # (positional: Load's fields in order, seq pid tid t api name flags parent depth ctx caller)
+            begun = Load(e["seq"], e["pid"], e["tid"], e["t"], e.get("api", ""), e.get("name"), e.get("flags"),
+                         e.get("parent"), e.get("depth", 0), e.get("ctx"), e.get("caller"))
             if begun.parent is None:
                 by_seq[begun.seq] = begun
                 pending.append(begun)
@@ -681,9 +692,9 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
         elif ev == "probe":
             ld = by_seq.get(e.get("load"))
             if ld is not None:
-                ld.probes.append(Probe(seq=e["seq"], pid=e["pid"], tid=e["tid"], t=e["t"], load=e["load"],
-                                       op=e.get("op", ""), status=e.get("status", 0), path=e.get("path"),
-                                       handle=e.get("handle"), file=e.get("file")))
+                # (positional: Probe's fields in order, seq pid tid t load op status path handle file)
+                ld.probes.append(Probe(e["seq"], e["pid"], e["tid"], e["t"], e["load"], e.get("op", ""),
+                                       e.get("status", 0), e.get("path"), e.get("handle"), e.get("file")))
         elif ev == "dll_notify":
             ld = by_seq.get(e.get("load"))
             if ld is not None and isinstance(e.get("path"), str) and e.get("reason") in ("loaded", "unloaded"):

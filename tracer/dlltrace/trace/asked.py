@@ -42,12 +42,18 @@ class AskedFold:
         self.forwards: dict[str, list[str]] = {}  # export key -> forwarder targets (of every DLL)
 
     def add(self, pe: Mapping[str, Any]) -> None:
-        for imp in (*_list(pe, "imports"), *_list(pe, "delay_imports")):
-            if isinstance(imp, Mapping):
-                self.names.update(n for n in _list(imp, "names") if isinstance(n, str))
-                self.ordinals.update(o for o in _list(imp, "ordinals") if isinstance(o, int) and not isinstance(o, bool))
+        names, ordinals = self.names, self.ordinals
+        for key in ("imports", "delay_imports"):
+            for imp in _list(pe, key):
+                if type(imp) is dict or isinstance(imp, Mapping):  # (a dict first: the ABC's check is slower)
+                    imp_names = _list(imp, "names")
+                    if imp_names:  # (an empty list: nothing to fold, no generator made)
+                        names.update(n for n in imp_names if isinstance(n, str))
+                    imp_ordinals = _list(imp, "ordinals")
+                    if imp_ordinals:
+                        ordinals.update(o for o in imp_ordinals if isinstance(o, int) and not isinstance(o, bool))
         fw = pe.get("forwarders")
-        if isinstance(fw, Mapping):
+        if fw and (type(fw) is dict or isinstance(fw, Mapping)):
             for key, target in fw.items():
                 if isinstance(key, str) and isinstance(target, str):
                     self.forwards.setdefault(key, []).append(target)

@@ -164,6 +164,10 @@ KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_di
                         "capped", "spawn", "stats", "adddir", "removedir", "setdlldir", "setdefault", "setenv"})
 
 
+# what Events.add does more with an event of a kind (its tag): indexed as a py_* event, a `file` event
+# (FileIndex), a probe (the probe facts), or not
+_OTHER, _PY, _FILE, _PROBE = range(4)
+
 BLOCK = 1 << 16  # bytes of lines compressed together (Events): zlib's window is 32 KB, so bigger gains little
 CACHED_BLOCKS = 4  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
 
@@ -262,6 +266,7 @@ class Events(MadeSequence[dict]):
         self._len = array("I")      # length of the line (0 for a kept event; 64 bits once one needs it)
         self._kept: list[dict] = []
         self._by_kind: dict[str, array] = {}
+        self._kind_info: dict[str, tuple[int, array, bool, int]] = {}  # kind -> its code, _by_kind[kind], kept, tag (add)
         # pid -> the seqs of its py_* events, rising, and their positions (py_event: bisect); a seq
         # out of order (or beyond 64 bits): (pid, seq) -> position in _py_odd. The first of a seq wins.
         self._py_seqs: dict[Any, array] = {}
@@ -281,11 +286,10 @@ class Events(MadeSequence[dict]):
         """Append an event: `obj` as parsed, `line` the bytes it was parsed from (None: obj was changed
         after parsing, or is kept as it is)."""
         kind = obj["ev"]
-        code = self._kind_code.get(kind)
-        if code is None:
-            code = self._kind_code[kind] = len(self._kind_names)
-            self._kind_names.append(kind)
-        kind = self._kind_names[code]
+        info = self._kind_info.get(kind)
+        if info is None:
+            info = self._new_kind(kind)
+        code, idx, kept, tag = info
         pos = len(self._kinds)
         self._kinds.append(code)
         pid = obj["pid"]
@@ -296,35 +300,46 @@ class Events(MadeSequence[dict]):
                 and -(1 << 63) <= pid < (1 << 63)
             self._pids = array("q", self._pids) if wide else list(self._pids)
             self._pids.append(pid)
-        if kind in KEPT_KINDS:
+        if kept:
             self._at.append(-1 - len(self._kept))
             self._len.append(0)
             self._kept.append(obj)
         else:
             data = line if line is not None else json.dumps(obj).encode("ascii")
-            if self._buf and len(self._buf) + len(data) > BLOCK:
-                self._blocks.append(zlib.compress(self._buf, 1))
-                self._buf = bytearray()
+            n = len(data)
+            buf = self._buf
+            if buf and len(buf) + n > BLOCK:
+                self._blocks.append(zlib.compress(buf, 1))
+                buf = self._buf = bytearray()
                 self._hot_block = -1
-            self._at.append(len(self._blocks) << 32 | len(self._buf))
-            if len(data) >= 1 << 32 and self._len.typecode == "I":  # (a line of 4 GB or more)
+            self._at.append(len(self._blocks) << 32 | len(buf))
+            if n >= 1 << 32 and self._len.typecode == "I":  # (a line of 4 GB or more)
                 self._len = array("q", self._len)
-            self._len.append(len(data))
-            self._buf += data
-            self._raw_bytes += len(data)
-        idx = self._by_kind.get(kind)
-        if idx is None:
-            idx = self._by_kind[kind] = array("I")
+            self._len.append(n)
+            buf += data
+            self._raw_bytes += n
         idx.append(pos)
-        if kind.startswith("py_"):
+        if tag == _PY:
             self._add_py(pid, obj.get("seq"), pos)
-        elif kind == "file":
+        elif tag == _FILE:
             self._files.add(pos, obj)
-        elif kind == "probe" and isinstance(obj.get("path"), str):
-            facts = self._probe_facts.get(pid)
-            if facts is None:
-                facts = self._probe_facts[pid] = {}
-            facts.setdefault((nt_to_win32(obj["path"]), int(obj.get("status") or 0), obj.get("op") in FILE_PROBE_OPS), None)
+        elif tag == _PROBE:
+            path = obj.get("path")
+            if isinstance(path, str):
+                facts = self._probe_facts.get(pid)
+                if facts is None:
+                    facts = self._probe_facts[pid] = {}
+                facts.setdefault((nt_to_win32(path), int(obj.get("status") or 0), obj.get("op") in FILE_PROBE_OPS), None)
+
+    def _new_kind(self, kind: str) -> tuple[int, array, bool, int]:
+        """A kind's first event: its code, its index of positions, whether its events are kept parsed, and what
+        add does more with them (a tag)."""
+        code = self._kind_code[kind] = len(self._kind_names)
+        self._kind_names.append(kind)
+        idx = self._by_kind[kind] = array("I")
+        tag = _PY if kind.startswith("py_") else _FILE if kind == "file" else _PROBE if kind == "probe" else _OTHER
+        info = self._kind_info[kind] = (code, idx, kind in KEPT_KINDS, tag)
+        return info
 
     def __len__(self) -> int:
         return len(self._kinds)
@@ -761,17 +776,7 @@ def owners_index(dists_events: Iterable[dict]) -> dict[str, tuple[Owner, ...]]:
 _scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def _loads_line(text: str) -> Any:
-    """json.loads of one line, less its per-call overhead (a trace has 100,000 of them): the C
-    scanner on the line without surrounding JSON whitespace, which must end where the line does."""
-    s = text.strip(" \t\r\n")
-    try:
-        obj, end = _scan_once(s, 0)
-    except StopIteration:
-        raise ValueError("no JSON value") from None
-    if end != len(s):
-        raise ValueError("extra data after the JSON value")
-    return obj
+_NO_EV = object()  # (obj.get("ev", _NO_EV): an event without "ev", told from one whose "ev" is null)
 
 
 def warning_lines(trace: Trace, limit: int = 10) -> list[str]:
@@ -859,7 +864,7 @@ def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Un
         done += len(line)
         if done > lim.trace_bytes:
             raise _over(path, f"more than {lim.trace_bytes:,} bytes", "trace_bytes", lim.trace_bytes)
-        blank = blank + 1 if not line.strip() else 0
+        blank = blank + 1 if line.isspace() else 0  # (not line.strip(), without a copy of the line: it is not empty)
         if blank > lim.blank_run:
             raise _over(path, f"more than {lim.blank_run:,} blank lines in a row, about {done:,} bytes in (not a "
                         "trace a writer makes)", "blank_run", lim.blank_run)
@@ -994,45 +999,53 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
     seen_lines: set[bytes] = set()  # the lines of the launcher's events (seq 0)
     copies: list[int] = []  # lines of events that repeat an earlier one exactly
     i = 1
+    n_events = 0  # (len(events), counted here: a method call per line less)
+    essential_of = _ESSENTIAL_OF
     for line in lines:
         i += 1
-        body = line[:-1] if line.endswith(b"\n") else line
-        if b"\0" in body:
+        if b"\0" in line:
             # zero bytes: a range a writer reserved and never wrote (it died, or its write failed;
             # docs/trace-format.md, "Several processes, one file"); the line after them is whole
+            body = line[:-1] if line.endswith(b"\n") else line
             kept = body.rsplit(b"\0", 1)[1]
             warnings.append(f"{path}: line {i}: {len(body) - len(kept)} bytes of unwritten lines skipped "
                             "(a writer died or its write failed)")
-            body = kept
-        body = body.strip()
+            body = kept.strip()
+        else:
+            body = line.strip()  # (its newline too: no copy of the line without it first)
         if not body:
             continue
-        try:
-            obj = _loads_line(body.decode("utf-8"))
-        except (ValueError, RecursionError):  # (not UTF-8; RecursionError: absurdly deep nesting)
+        try:  # (_loads_line inline: the line is stripped already, of more than JSON's whitespace)
+            text = body.decode("utf-8")
+            obj, end = _scan_once(text, 0)
+            if end != len(text):
+                raise ValueError("extra data after the JSON value")
+        except (ValueError, RecursionError, StopIteration):  # (not UTF-8; RecursionError: absurdly deep nesting)
             if not line.endswith(b"\n"):  # (only the last line can lack its newline)
                 warnings.append(f"{path}: line {i}: truncated last line ignored")
             else:
                 warnings.append(f"{path}: line {i}: unreadable line skipped")
             continue
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:  # (what the scanner makes of an object is a dict, never a subclass)
             warnings.append(f"{path}: line {i}: not a JSON object, skipped")
             continue
-        if "ev" not in obj:
+        ev = obj.get("ev", _NO_EV)
+        if ev is _NO_EV:
             if obj.get("format") == FORMAT_NAME:  # another header
                 parse_header(obj, path, i)
-                if len(events):  # after events: another trace starts here
+                if n_events:  # after events: another trace starts here
                     raise _bad(path, i, concatenated(i))
                 continue  # before any event: two writers both found the file empty
             warnings.append(f"{path}: line {i}: no \"ev\" field, skipped")
             continue
-        if not isinstance(obj["ev"], str):
+        if type(ev) is not str:
             warnings.append(f"{path}: line {i}: event whose \"ev\" is not a string, skipped")
             continue
         n_fields = len(obj)
-        problems, usable = check_event(obj, _ESSENTIAL_OF.get(obj["ev"], ESSENTIAL))
-        for problem in problems:
-            warnings.append(f"{path}: line {i}: {problem}")
+        problems, usable = check_event(obj, essential_of.get(ev, ESSENTIAL))
+        if problems:
+            for problem in problems:
+                warnings.append(f"{path}: line {i}: {problem}")
         if not usable:
             continue
         pid, seq = obj["pid"], obj["seq"]
@@ -1061,9 +1074,10 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
         except OverflowError:  # (a seq past 64 bits: a hand-made or mutated trace)
             seqs = list(seqs)
             seqs.append(seq)
-        if len(events) >= max_events:
+        if n_events >= max_events:
             raise _over(path, f"more than {max_events:,} events", "events", max_events)
         events.add(obj, body if len(obj) == n_fields else None)  # (fields the check dropped: written again)
+        n_events += 1
     events.file_index().seal()  # (its paths as one string: the trace is read)
     if copies:
         warnings.append(f"{path}: line {copies[0]}: {len(copies)} event(s) repeat earlier ones exactly (same pid, "

@@ -46,6 +46,9 @@ from dlltrace.deep import MAX_IMPORT_DEPTH, ImportDepthError
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.worlds.world import LoadedModule, ProcessState, World
 
+_UNASKED = object()  # (Simulator._file: a path not asked of the world yet in this call)
+
+
 class CallError(DlltraceError):
     """A call the process cannot make as written (a run-time load `by` a DLL that is not loaded):
     one line, exit code 2. `place` is the key it is about (`call[4].by`)."""
@@ -98,8 +101,10 @@ class Simulator:
         LoadLibrary call each path is asked of the world once (_facts): a call asks about a module's file
         when it searches, binds and initialises it, and nothing changes the world's files during a call."""
         facts = self._facts
-        if facts is not None and path in facts:
-            return facts[path]
+        if facts is not None:
+            f = facts.get(path, _UNASKED)
+            if f is not _UNASKED:
+                return f  # type: ignore[return-value]
         f = self.world.file(rules.rule_wow64_redirect(path, self.process.machine, self.system))
         if facts is not None:
             facts[path] = f

@@ -74,6 +74,8 @@ def rule_dos_path_name(path: str) -> str:
     if path.startswith(VERBATIM_PREFIX):
         rest = path[len(VERBATIM_PREFIX):]
         return "\\\\" + rest[4:] if rest[:4].upper() == "UNC\\" else rest
+    if "/" not in path and ".\\" not in path and not path.endswith((".", " ")):
+        return path  # (no folder name that ends with a dot, nor a last one that ends with a dot or a space: as it is)
     parts = path.replace("/", "\\").split("\\")
     for i, part in enumerate(parts):
         if not part or part.strip(".") == "" or (i == 0 and part.endswith(":")):
@@ -348,14 +350,18 @@ def rule_user_dirs_most_recent_first(process: ProcessState) -> list[SearchDir]:
     """USER_DIRS: every AddDllDirectory folder, most recently added first (Windows says the
     order is unspecified; Wine and conda's patched Python both behave this way), then the
     SetDllDirectory folder."""
+    return list(_user_dirs(tuple(process.dll_directories), process.dll_directory))
+
+
+def _user_dirs(dll_directories: tuple[tuple[str, str], ...], dll_directory: Optional[str]) -> tuple[SearchDir, ...]:
     out = []
-    n = len(process.dll_directories)
-    for i, (folder, label) in enumerate(reversed(process.dll_directories)):
+    n = len(dll_directories)
+    for i, (folder, label) in enumerate(reversed(dll_directories)):
         rule = f"AddDllDirectory #{n - i}" + (f" ({label})" if label else "")
         out.append(SearchDir(folder, rule))
-    if process.dll_directory:
-        out.append(SearchDir(process.dll_directory, "SetDllDirectory"))
-    return out
+    if dll_directory:
+        out.append(SearchDir(dll_directory, "SetDllDirectory"))
+    return tuple(out)
 
 
 def rule_search_flags_order(search: int, process: ProcessState, system: SystemInfo,
@@ -368,13 +374,25 @@ def rule_search_flags_order(search: int, process: ProcessState, system: SystemIn
     dirs: list[SearchDir] = []
     if search & LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR and dll_path and winpath.is_absolute(dll_path):
         dirs.append(SearchDir(winpath.dirname(dll_path), f"DLL_LOAD_DIR of {winpath.basename(dll_path)}"))
-    if search & LOAD_LIBRARY_SEARCH_APPLICATION_DIR:
-        dirs.append(SearchDir(process.app_dir, "APPLICATION_DIR"))
-    if search & LOAD_LIBRARY_SEARCH_USER_DIRS:
-        dirs.extend(rule_user_dirs_most_recent_first(process))
-    if search & LOAD_LIBRARY_SEARCH_SYSTEM32:
-        dirs.append(SearchDir(system.system32, "SYSTEM32"))
+    dirs.extend(_flags_order_rest(search, process.app_dir, tuple(process.dll_directories), process.dll_directory,
+                                  system.system32))
     return dirs
+
+
+@lru_cache(maxsize=64)
+def _flags_order_rest(search: int, app_dir: str, dll_directories: tuple[tuple[str, str], ...],
+                      dll_directory: Optional[str], system32: str) -> tuple[SearchDir, ...]:
+    """rule_search_flags_order's folders after DLL_LOAD_DIR: they depend on the flags and the process's state
+    only, not on the name loaded, so they are made once per state (a big trace's loads, tens of thousands, mostly
+    search with one state; a cleared cache, _clear_path_caches, makes them again)."""
+    dirs: list[SearchDir] = []
+    if search & LOAD_LIBRARY_SEARCH_APPLICATION_DIR:
+        dirs.append(SearchDir(app_dir, "APPLICATION_DIR"))
+    if search & LOAD_LIBRARY_SEARCH_USER_DIRS:
+        dirs.extend(_user_dirs(dll_directories, dll_directory))
+    if search & LOAD_LIBRARY_SEARCH_SYSTEM32:
+        dirs.append(SearchDir(system32, "SYSTEM32"))
+    return tuple(dirs)
 
 
 def rule_path_entries(process: ProcessState) -> list[SearchDir]:
