@@ -196,17 +196,22 @@ def main() -> int:
     objs, facts = evs.count("objopen"), evs.count("elf_file")
     base_t = statistics.median(w for w, _ in times["untraced"])
     base_c = statistics.median(c for _, c in times["untraced"])
+    base_min = min(w for w, _ in times["untraced"])
     print(f"linux run bench: {PROGRAM!r} with {py}; {objs} objects opened, {facts} elf_file facts; median of "
           f"{a.runs} runs, shuffled")
     if OTHER:
         print(f"  (other): the tree of {OTHER}")
     aims = {"recorder only": 1.06, "dlltrace run": 1.15}
-    print(f"  {'':21s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}")
+    # (best: the fastest run of each, the cost with the least of the machine's own noise in it -- other jobs, a
+    # virtual machine's neighbours only ever add time; the untraced program alone moved by 50% from run to run)
+    print(f"  {'':21s} {'wall':>11s} {'ratio':>6s}   {'CPU':>11s} {'ratio':>6s}   {'best wall':>11s} {'ratio':>6s}")
     for m, ts in times.items():
         med = statistics.median(w for w, _ in ts)
         cpu = statistics.median(c for _, c in ts)
+        best = min(w for w, _ in ts)
         aim = f"   (aim <= {aims[m]:.2f}x)" if m in aims else ""
-        print(f"  {m:21s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x{aim}")
+        print(f"  {m:21s} {med * 1000:8.1f} ms {med / base_t:5.3f}x   {cpu * 1000:8.1f} ms {cpu / base_c:5.3f}x   "
+              f"{best * 1000:8.1f} ms {best / base_min:5.3f}x{aim}")
     if a.instructions:
         counted = {m: instructions(modes[m][0], modes[m][1], tmp) for m in modes if m.startswith(("untraced", "recorder"))}
         base_i = counted["untraced"]
