@@ -4,8 +4,8 @@ name escaped for where it stands (render/escape.py: a code span, or running text
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 import shlex
 from typing import Callable
 
@@ -281,7 +281,9 @@ def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
     """A fix's words as Markdown: what is code to type a code span, the rest running text, each escaped for
     its place (escape_code_span, escape_prose: a name in the fix injects nothing); `typed` is applied to each
     piece first (explained.as_typed: a Python repr as the user types it)."""
-    mark = f"\ue000{secrets.token_hex(8)}:"  # (a name cannot forge it: it is drawn anew for each fix)
+    # (a name cannot forge it: it is drawn anew for each fix; os.urandom is what secrets.token_hex reads, without
+    # importing secrets, hmac, hashlib and OpenSSL's libcrypto into every run and report)
+    mark = f"\ue000{os.urandom(8).hex()}:"
     codes: list[str] = []
 
     def code(s: str) -> str:
