@@ -335,3 +335,18 @@ def test_a_command_imports_only_what_it_uses(tmp_path):
                     f"cli.main(['report', {str(ROOT / 'fixtures/traces/s1.jsonl')!r}])")
     assert not [m for m in report if m.startswith(("dlltrace.diagnosis.static", "dlltrace.render.static",
                                                    "dlltrace.loader.linux", "dlltrace.trace.launch", "dlltrace.elf"))]
+
+
+@pytest.mark.parametrize("argv", [["report", "x.jsonl"], ["--version"]])
+def test_ctrl_c_before_main_can_say_it_is_one_line_and_130(monkeypatch, capsys, argv):
+    """Ctrl-C while a command's modules are still being imported (before main()'s own handler) is the one line
+    `dlltrace: interrupted` and exit 130, as anywhere later, never a traceback."""
+    from dlltrace import cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", interrupted)
+    monkeypatch.setattr(sys, "argv", ["dlltrace", *argv])
+    assert cli.entry() == 130
+    assert capsys.readouterr().err == "dlltrace: interrupted\n"

@@ -278,12 +278,16 @@ def entry() -> int:
     """The `dlltrace` command (console script, python -m dlltrace): main() in a process that ends
     with it, which lets the trace reader freeze what it built instead of collecting it, and the process
     freeze what is left before it exits."""
-    if sys.argv[1:] == ["--version"]:
-        return main()
-    from dlltrace.trace.gcpause import freeze_after_pauses, freeze_before_exit
-
-    freeze_after_pauses()
     try:
-        return main()
-    finally:
-        freeze_before_exit()  # (the interpreter's exit then scans none of it: trace/gcpause.py)
+        if sys.argv[1:] == ["--version"]:
+            return main()
+        from dlltrace.trace.gcpause import freeze_after_pauses, freeze_before_exit
+
+        freeze_after_pauses()
+        try:
+            return main()
+        finally:
+            freeze_before_exit()  # (the interpreter's exit then scans none of it: trace/gcpause.py)
+    except KeyboardInterrupt:  # (Ctrl-C before main() could say it: while a command's modules are imported)
+        print("dlltrace: interrupted", file=sys.stderr)
+        return 130
