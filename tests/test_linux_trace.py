@@ -1097,3 +1097,59 @@ def test_the_recorders_python_code_is_not_seen_by_the_programs_tracer(recorder, 
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().split(None, 2) == ["True", "True", "[]"], r.stdout
     assert [e["module"] for e in events(trace) if e["ev"] == "py_import"][-2:] == ["traced1", "colorsys"]
+
+
+INTERRUPTED = """
+import sys
+sys.path.insert(0, {tracer!r})
+from dlltrace.trace import shim
+backend = shim.CtypesBackend({lib!r})
+install, only_kept, frames = shim.c_audit_filter(backend)
+import ctypes
+pylib = ctypes.PyDLL({lib!r})
+fast = pylib.dlltrace_linux_fast_import
+fast.restype, fast.argtypes = ctypes.c_int, [ctypes.py_object] * 5
+raised = {{"hook": None, "frame": None}}
+
+def hook(event, args):
+    if event == "import" and raised["hook"] is not None:
+        raise raised["hook"]
+
+def user_frame(code, g, frame):
+    if raised["frame"] is not None:
+        raise raised["frame"]
+    return None
+
+assert install(hook, False)
+assert fast(user_frame, {{}}, shim._IMPORT_SYSTEM[0], shim._IMPORT_SYSTEM[1], str) == 0
+got = []
+for where in ("hook", "frame"):
+    for exc in (KeyboardInterrupt, SystemExit, ValueError):
+        # ("hook": user_frame's ValueError hands the event to the Python hook, which raises exc)
+        raised["hook"], raised["frame"] = (exc, ValueError) if where == "hook" else (None, exc)
+        sys.modules.pop("colorsys", None)
+        try:
+            import colorsys
+            got.append("%s:%s:imported" % (where, exc.__name__))
+        except BaseException as e:
+            got.append("%s:%s:%s" % (where, exc.__name__, type(e).__name__))
+print(" ".join(got))
+"""
+
+
+def test_a_ctrl_c_while_the_recorders_python_code_runs_is_the_programs(recorder, bare_python):
+    """A KeyboardInterrupt (Ctrl-C's handler runs in whatever Python code runs) or a SystemExit raised while the
+    recorder's Python code runs -- the Python hook behind the C audit hook, or user_frame_json that the C hook
+    calls for py_import -- is the program's: the import raises it, as with a hook added by sys.addaudithook. The
+    recorder's own errors (a ValueError) stop nothing: the import goes on."""
+    from dlltrace.trace.linux import PRELOAD_LIB
+
+    code = INTERRUPTED.format(tracer=str(ROOT / "tracer"), lib=str(recorder / PRELOAD_LIB))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DLLTRACE_"))}
+    env["DLLTRACE_NO_C_IMPORTS"] = "1"  # (install() leaves the C path off: the test turns it on with its own function)
+    r = subprocess.run([bare_python, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.split()
+    assert got == ["hook:KeyboardInterrupt:KeyboardInterrupt", "hook:SystemExit:SystemExit", "hook:ValueError:imported",
+                   "frame:KeyboardInterrupt:KeyboardInterrupt", "frame:SystemExit:SystemExit",
+                   "frame:ValueError:imported"], got

@@ -331,6 +331,25 @@ static void untraced_end(void *ts) {
 }
 static __thread int fast_busy; /* fast_import is running on this thread (user code may run: a __name__ key's __eq__) */
 
+/* Whether the error set is the program's own rather than the recorder's: not an Exception -- KeyboardInterrupt raised
+   by Ctrl-C's handler, SystemExit by a signal handler's sys.exit(), run while the recorder's Python code ran (CPython
+   runs pending signal handlers in whatever Python code runs). That one is left set and the hook returns -1, so the
+   audited operation (an import) raises it, as it would raise a Python audit hook's: clearing it, as the recorder's own
+   errors are, lost the Ctrl-C of a traced program that was importing. */
+static int (*py_err_matches)(PyObjectT *);
+static PyObjectT *(*py_err_occurred)(void);
+static PyObjectT **py_exc_exception;
+
+static int program_error(void) {
+    if (!py_err_matches) {
+        py_err_occurred = (PyObjectT *(*)(void))dlsym(RTLD_DEFAULT, "PyErr_Occurred");
+        py_exc_exception = (PyObjectT **)dlsym(RTLD_DEFAULT, "PyExc_Exception");
+        py_err_matches = (int (*)(PyObjectT *))dlsym(RTLD_DEFAULT, "PyErr_ExceptionMatches");
+    }
+    return py_err_matches && py_err_occurred && py_exc_exception && *py_exc_exception && py_err_occurred()
+           && !py_err_matches(*py_exc_exception);
+}
+
 static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     (void)data;
     int all = atomic_load(&py_all_events);
@@ -339,13 +358,17 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
         return 0;
     if (py_interp() != py_main_interp()) return 0;
     if (fast_busy) return 0; /* (an event made by what fast_import runs: none, as none while the hook runs) */
-    if (!all && event[0] == 'i' && fast_import(args)) return 0;
+    if (!all && event[0] == 'i') {
+        int fast = fast_import(args);
+        if (fast) return fast < 0 ? -1 : 0; /* (-1: the program's own error, left set: program_error) */
+    }
     PyObjectT *name = py_str(event);
     void *ts = untraced_begin();
     PyObjectT *r = name ? py_call(py_hook, name, args, (PyObjectT *)0) : 0;
     untraced_end(ts);
     if (name) py_decref(name);
     if (r) py_decref(r);
+    else if (program_error()) return -1; /* (a Ctrl-C while it ran: the program's, raised by the import) */
     else py_err_clear(); /* (the hook never raises; never let anything stop the program) */
     return 0;
 }
@@ -578,7 +601,8 @@ static int text_add(struct text *t, const char *s, size_t n) {
     return 1;
 }
 
-/* 1 when the event was written here; 0: the Python hook is to have it (nothing written) */
+/* 1 when the event was written here; 0: the Python hook is to have it (nothing written); -1: the program's own error (a
+   Ctrl-C while user_frame_json ran) is left set, for the import to raise (program_error) */
 static int fast_import(PyObjectT *args) {
     if (!fast_user || fast_busy) return 0;
     PyObjectT *module = py_tuple_item(args, 0); /* (borrowed) */
@@ -643,7 +667,11 @@ static int fast_import(PyObjectT *args) {
         f = back;
     }
     if (f) py_decref(f);
-    if (fail) { py_err_clear(); goto done; }
+    if (fail) {
+        if (program_error()) done = -1; /* (left set: the program's Ctrl-C) */
+        else py_err_clear();
+        goto done;
+    }
     /* "module":..,"frame":..,"imports":[outermost first, at most FAST_IMPORTS_LIMIT] */
     long ulen = 0;
     const char *utext = user ? py_utf8(user, &ulen) : "null";
