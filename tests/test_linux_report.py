@@ -166,7 +166,11 @@ def test_ctrl_c_finishes_the_compressed_trace(tmp_path):
     import time
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    p = subprocess.Popen([sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl.gz", "--", sys.executable, "-c",
+    # (SIGINT's default action first, as a terminal's shell gives it: a test run started in the background by a
+    # shell without job control inherits it ignored, and so would dlltrace and the program, Ctrl-C or not)
+    dfl = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, sys.argv[1:])"
+    p = subprocess.Popen([sys.executable, "-c", dfl,
+                          sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl.gz", "--", sys.executable, "-c",
                           "import ctypes, time; ctypes.CDLL('libnope_before.so.1') if 0 else None; time.sleep(30)"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
