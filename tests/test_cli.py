@@ -342,11 +342,16 @@ def test_ctrl_c_before_main_can_say_it_is_one_line_and_130(monkeypatch, capsys, 
     """Ctrl-C while a command's modules are still being imported (before main()'s own handler) is the one line
     `dlltrace: interrupted` and exit 130, as anywhere later, never a traceback."""
     from dlltrace import cli
+    from dlltrace.trace import gcpause
 
     def interrupted(argv=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "main", interrupted)
+    freezes = []  # (the command's gc mode and its freeze at exit are the process's: not this test process's)
+    monkeypatch.setattr(gcpause, "freeze_after_pauses", lambda on=True: freezes.append(on))
+    monkeypatch.setattr(gcpause, "freeze_before_exit", lambda: freezes.append("exit"))
     monkeypatch.setattr(sys, "argv", ["dlltrace", *argv])
     assert cli.entry() == 130
     assert capsys.readouterr().err == "dlltrace: interrupted\n"
+    assert freezes == ([] if argv == ["--version"] else [True, "exit"])

@@ -23,8 +23,8 @@ def paused_gc() -> Iterator[None]:
     reference counting alone frees it. A library caller, whose process lives on, gets the plain
     pause: freezing would also keep any cyclic garbage of its own for ever."""
     was = gc.isenabled()
-    gc.disable()
-    try:
+    try:  # (disabled inside the try: an exception raised at any point after -- deep.py's KeyboardInterrupt, sent to a
+        gc.disable()  # thread asynchronously -- still enables it again)
         yield
     finally:
         if was:
