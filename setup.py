@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 PLATFORMS = ("win_amd64", "any")
 BINARIES = ("dlltrace_shim64.dll", "dlltrace_launch64.exe",  # what native/build.sh makes
             "dlltrace_shim32.dll", "dlltrace_launch32.exe")
-AUDIT_SOURCES = ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c")  # the Linux recorder (native/audit)
+AUDIT_SOURCES = ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c", "dlltrace_out.h")  # the Linux recorder (native/audit)
 CC64 = "x86_64-w64-mingw32-gcc"
 CC32 = "i686-w64-mingw32-gcc"
 

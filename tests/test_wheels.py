@@ -125,7 +125,8 @@ def test_wheel_file_lists(dist):
     assert tree <= any_
     assert not [n for n in any_ if n.endswith((".pyc", ".dll", ".exe", ".so"))]
     # the Linux recorder's sources, which an installed dlltrace builds with gcc on first use (trace/linux.py)
-    audit = {f"dlltrace/native/audit/{n}" for n in ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c")}
+    audit = {f"dlltrace/native/audit/{n}" for n in ("build.sh", "dlltrace_audit.c", "dlltrace_preload.c",
+                                                      "dlltrace_out.h")}
     assert audit <= any_ and {n for n in any_ if n.startswith("dlltrace/native/")} == audit
 
 

@@ -9,4 +9,4 @@ gcc -O2 -shared -fPIC -Wall -Wextra -o "$out/libdlltrace_audit.so" "$here/dlltra
 gcc -O2 -shared -fPIC -Wall -Wextra -o "$out/libdlltrace_preload.so" "$here/dlltrace_preload.c" -ldl -lpthread -Wl,--hash-style=both
 # what it was built from (trace/where.py recorder_sources_digest): a recorder built from other sources (an older
 # dlltrace's, kept in ~/.cache/dlltrace/linux) is stale, and built again
-cat "$here/dlltrace_audit.c" "$here/dlltrace_preload.c" | sha256sum | cut -d' ' -f1 > "$out/sources.sha256"
+cat "$here/dlltrace_audit.c" "$here/dlltrace_preload.c" "$here/dlltrace_out.h" | sha256sum | cut -d' ' -f1 > "$out/sources.sha256"

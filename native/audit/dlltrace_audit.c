@@ -38,36 +38,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlltrace_out.h"
+
 static atomic_long own_seq;
 static atomic_long *seq = &own_seq; /* the preload library's counter once la_objopen finds it */
 struct ctx_slot { atomic_int tid; atomic_llong ctx; };
 static struct ctx_slot *ctx_table; /* the preload library's per-thread contexts (the Python action) */
 #define CTX_SLOTS 4096
-static atomic_int out = -1;
-static pid_t out_pid;
-static dev_t out_dev;
-static ino_t out_ino;
+static struct trace_out out = TRACE_OUT_INIT; /* the trace (dlltrace_out.h: kept open, checked before each write) */
 
 static int out_fd(void) {
-    pid_t pid = getpid();
-    int fd = atomic_load(&out);
-    struct stat st;
-    if (fd >= 0 && out_pid == pid && fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
-        return fd;
-    const char *p = getenv("DLLTRACE_TRACE");
-    if (!p || !*p) return -1;
-    int nfd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (nfd < 0) return -1;
-    int high = fcntl(nfd, F_DUPFD_CLOEXEC, 900); /* out of the way of a program's low numbers */
-    if (high >= 0) { close(nfd); nfd = high; }
-    if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
-    int expected = fd;
-    if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
-    if (out_pid != pid && out_pid != 0 && seq == &own_seq) atomic_store(seq, 0); /* a forked child (the preload's counter resets itself: pthread_atfork) */
-    out_pid = pid;
-    out_dev = st.st_dev;
-    out_ino = st.st_ino;
-    return nfd;
+    int forked = 0;
+    int fd = trace_out_fd(&out, O_CREAT, &forked);
+    if (forked && seq == &own_seq) atomic_store(seq, 0); /* a forked child (the preload's counter resets itself: pthread_atfork) */
+    return fd;
 }
 
 /* a JSON string (escaped) at o; stops before end */

@@ -28,6 +28,8 @@
 #include <unistd.h>
 #include <wchar.h>
 
+#include "dlltrace_out.h"
+
 atomic_long dlltrace_linux_seq; /* the audit library moves its count here when it finds it */
 
 #define CTX_SLOTS 4096
@@ -97,35 +99,10 @@ static long long emit(const char *ev, const char *fields, const char *text) {
     return seq;
 }
 
-/* the trace, open (O_APPEND) for the life of the process, as in dlltrace_audit.c: checked (its pid, device and
-   inode) before each write, so a forked child, or a program that closed the number and reuses it, gets it
-   opened again. (Opened and closed for each event, it was a fifth of the Python hook's time in
-   `import scipy.stats, sklearn, pandas`.) */
-static atomic_int out = -1;
-static pid_t out_pid;
-static dev_t out_dev;
-static ino_t out_ino;
+/* the trace (dlltrace_out.h: kept open, checked before each write) */
+static struct trace_out out = TRACE_OUT_INIT;
 
-static int out_fd(void) {
-    pid_t pid = getpid();
-    int fd = atomic_load(&out);
-    struct stat st;
-    if (fd >= 0 && out_pid == pid && fstat(fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
-        return fd;
-    const char *p = getenv("DLLTRACE_TRACE");
-    if (!p || !*p) return -1;
-    int nfd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (nfd < 0) return -1;
-    int high = fcntl(nfd, F_DUPFD_CLOEXEC, 900); /* out of the way of a program's low numbers */
-    if (high >= 0) { close(nfd); nfd = high; }
-    if (fstat(nfd, &st) != 0) { close(nfd); return -1; }
-    int expected = fd;
-    if (!atomic_compare_exchange_strong(&out, &expected, nfd)) { close(nfd); return atomic_load(&out); }
-    out_pid = pid;
-    out_dev = st.st_dev;
-    out_ino = st.st_ino;
-    return nfd;
-}
+static int out_fd(void) { return trace_out_fd(&out, 0, NULL); }
 
 static long long emit_(const char *ev, const char *fields, const char *text) {
     const char *p = getenv("DLLTRACE_TRACE");

@@ -103,11 +103,11 @@ def _sha256() -> "Any":
 
 
 def recorder_sources_digest() -> str:
-    """The sha256 of the recorder's sources (native/audit: dlltrace_audit.c, then dlltrace_preload.c), as
-    build.sh writes it in RECORDER_STAMP; "" when this install has no sources (its bin/linux is the one)."""
+    """The sha256 of the recorder's sources (native/audit: dlltrace_audit.c, dlltrace_preload.c, then the
+    dlltrace_out.h both include), as build.sh writes it in RECORDER_STAMP; "" when this install has no sources (its bin/linux is the one)."""
     h = _sha256()
     try:
-        for name in ("dlltrace_audit.c", "dlltrace_preload.c"):
+        for name in ("dlltrace_audit.c", "dlltrace_preload.c", "dlltrace_out.h"):
             h.update((NATIVE / name).read_bytes())
     except OSError:
         return ""
