@@ -237,8 +237,9 @@ def lower_thread_priority(by: int = MEANWHILE_NICE) -> bool:
 
 class LinuxFactsMeanwhile:
     """What `run` does while the program runs (trace/linux.py run_recorded's `meanwhile`), on a core the program
-    does not use, so that little is left for after it ends: import the model (and `warm`: the command's own,
-    the summary's renderer), probe ld.so (LiveELFWorld), and, in a thread, read the trace as it is written
+    does not use, so that little is left for after it ends, all in one worker thread (_work, at a lower priority):
+    import the model (and `warm`: the command's own, the summary's renderer), probe ld.so (LiveELFWorld), read
+    the trace as it is written
     (reader.read_trace_from over a GrowingTrace: read_trace's own checks) and the ELF facts of each object the
     program opens (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
     file's facts by its identity: device, inode, size, time, so a file changed after is read again). Nothing
