@@ -193,6 +193,64 @@ def test_run_keeps_the_replay_a_report_of_its_trace_makes(recorder, tmp_path, mo
     assert [c.name for c in failed] == ["libcudart.so.11.0"] and failed[0].fixes is not None
 
 
+SLOW_TEARDOWN = """
+import ctypes, time
+class Slow:
+    def __del__(self):
+        time.sleep(0.8)  # the interpreter's teardown, after py_exit: the facts are made meanwhile
+        {more}
+keep = Slow()
+ctypes.CDLL('libm.so.6')
+"""
+
+
+@pytest.mark.parametrize("more", ["pass", "ctypes.CDLL('libcudart.so.11.0')"], ids=["nothing-after", "a-load-after"])
+def test_run_makes_the_facts_ahead_while_python_tears_down(recorder, tmp_path, monkeypatch, more):
+    """Once the program's Python has ended (py_exit), `run`'s worker replays the trace so far and makes its facts
+    (runner.FactsAhead) while the interpreter tears down; they are appended when nothing after changes the replay
+    (replays_alike), else made again of the whole trace: a library loaded in the teardown (a __del__) is in the
+    summary's replay. Either way the replay kept is the one a report of the file makes."""
+    from dlltrace import runner
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace import linux
+    from dlltrace.trace.reader import read_trace
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    import threading
+
+    made: list[str] = []
+    real = runner.linux_facts
+
+    def facts(read, world=None):
+        made.append(threading.current_thread().name)
+        return real(read, world)
+
+    monkeypatch.setattr(runner, "linux_facts", facts)
+    rc, trace = runner.trace_linux_command([PY, "-c", SLOW_TEARDOWN.format(more=more)], str(tmp_path / "t.jsonl"))
+    assert rc == 0 and trace.replayed is not None
+    assert made[0] == "dlltrace-trace-reader"  # (made ahead, by the worker)
+    names = [c.name for c in trace.replayed]
+    if more == "pass":
+        assert made == ["dlltrace-trace-reader"] and "libcudart.so.11.0" not in names
+    else:
+        assert made == ["dlltrace-trace-reader", threading.main_thread().name]  # (made again, after)
+        assert [c.name for c in trace.replayed if c.error] == ["libcudart.so.11.0"]
+    again = read_trace(trace.path)
+    assert [dict(e) for e in trace.events] == [dict(e) for e in again.events]
+    assert replay_linux(again.events) == trace.replayed
+    assert sum(e.get("ev") == "elf_system" for e in again.events) == 1
+
+
+def test_replays_alike_only_when_nothing_after_changes_a_call():
+    from dlltrace.diagnosis.replay_linux import replays_alike
+    pre = [{"ev": "audit_start", "pid": 1}, {"ev": "objsearch", "pid": 1, "name": "a"}, {"ev": "py_exit", "pid": 1}]
+    tail = [{"ev": "activity", "pid": 1, "flag": "LA_ACT_DELETE"}, {"ev": "exit", "pid": 1}, {"ev": "objclose", "pid": 1}]
+    assert replays_alike(pre, pre) and replays_alike(pre, pre + tail)
+    assert not replays_alike(pre, pre[:2])
+    assert not replays_alike(pre, [pre[0], dict(pre[1], name="b"), pre[2]])
+    for kind in ("objsearch", "objopen", "dlerror", "fork", "audit_start", "py_import"):
+        assert not replays_alike(pre, pre + tail + [{"ev": kind, "pid": 1}]), kind
+
+
 # --- replay: the trace against the model ----------------------------------------------------------------
 def test_report_of_ctypes_cudart_names_the_leaf_with_every_candidate(recorder, tmp_path, monkeypatch):
     from dlltrace import runner
@@ -977,9 +1035,9 @@ def test_run_appends_the_facts_with_the_world_its_worker_filled(recorder, tmp_pa
     given: list = []
     real = runner.append_linux_facts
 
-    def append(spill, world=None, read=None):
+    def append(spill, world=None, read=None, ahead=None):
         given.append(world)
-        return real(spill, world, read)
+        return real(spill, world, read, ahead)
 
     monkeypatch.setattr(runner, "append_linux_facts", append)
     rc, trace = runner.trace_linux_command([PY, "-c", "pass"], str(tmp_path / "t.jsonl"), warm=lambda: time.sleep(1.0))

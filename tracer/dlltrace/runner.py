@@ -92,10 +92,12 @@ def error_text(code: Optional[int]) -> str:
     return f"{code} {text}" if text else str(code)
 
 
-def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0) -> Trace:
+def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on_failure: int = 0,
+                  lines: Optional[bytes] = None) -> Trace:
     """Append `events` to the trace file at `out` (after a line the program's death cut short, on a line
     of their own) and return `trace` with them. A failure to write never loses the trace: it is said on
-    stderr, and the trace returned has only the first `kept_on_failure` events added."""
+    stderr, and the trace returned has only the first `kept_on_failure` events added. `lines`: the events
+    already checked and written as lines (linux_facts)."""
     from dlltrace.trace.reader import Trace
     from dlltrace.tracecheck import check_event
 
@@ -106,13 +108,14 @@ def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
                     f.write(b"\n")  # a line the program's death cut short stays a line of its own
-            f.write(event_lines(events))  # (a lone surrogate in a name is written as its escape)
+            f.write(event_lines(events) if lines is None else lines)  # (a lone surrogate: written as its escape)
     except OSError as e:
         print(f"dlltrace: warning: could not add file facts to {out}: {e.strerror or e}", file=sys.stderr)
         return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events[:kept_on_failure]],
                      warnings=trace.warnings, checked=True)
-    for ev in events:  # as the reader would check them (they are written to its schema)
-        check_event(ev)
+    if lines is None:
+        for ev in events:  # as the reader would check them (they are written to its schema)
+            check_event(ev)
     return Trace(path=trace.path, header=trace.header, events=[*trace.events, *events], warnings=trace.warnings,
                  checked=True)
 
@@ -157,27 +160,56 @@ def run_exit_code(trace: Trace) -> int:
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 
 
-def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read: Optional[Trace] = None
-                       ) -> Optional[Trace]:
-    """The facts a report needs, appended after the program ended: the trace is replayed once in the model
-    against this machine (`world`: the one LinuxFactsMeanwhile filled while it ran) through a RecordingELFWorld,
-    and every answer it got (each file's ELF facts or absence, each folder's existence, ld.so.cache's answers,
-    the machine's ld.so facts, the copies the fixes found) becomes an elf_system / elf_file event, so `report`
-    never reads the disk (and works on another machine). The trace with them, its replay kept on it
-    (Trace.replayed: what a replay of it in its recorded world gives, the summary's); None when they could not
-    be appended (said on stderr: a failure here costs the facts, never the trace)."""
+def linux_facts(read: Trace, world: Optional["LiveELFWorld"] = None) -> tuple[list, list[dict[str, Any]], bytes]:
+    """The trace `read` replayed once in the model against this machine (`world`) through a RecordingELFWorld: the
+    replay's calls, and every answer it got (each file's ELF facts or absence, each folder's existence,
+    ld.so.cache's answers, the machine's ld.so facts, the copies the fixes found) as elf_system / elf_file events,
+    checked against the trace's schema, with their lines."""
     from dlltrace.diagnosis.replay_linux import replay_linux
-    from dlltrace.trace.reader import read_trace
+    from dlltrace.tracecheck import check_event
     from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
+
+    rec = RecordingELFWorld(world or LiveELFWorld())
+    calls = replay_linux(read.events, world=rec)
+    events = rec.events(os.getpid())
+    for ev in events:  # (as the reader would check them: they are written to its schema)
+        check_event(ev)
+    return calls, events, event_lines(events)
+
+
+class FactsAhead:
+    """linux_facts made of the trace as it was when its program's Python ended (py_exit: what follows, the
+    interpreter's teardown, can take longer than the replay), by LinuxFactsMeanwhile's worker; kept when the whole
+    trace replays alike (replay_linux.replays_alike)."""
+
+    __slots__ = ("events", "calls", "facts", "lines")
+
+    def __init__(self, events: list[dict[str, Any]], made: tuple[list, list[dict[str, Any]], bytes]) -> None:
+        self.events = events
+        self.calls, self.facts, self.lines = made
+
+
+def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read: Optional[Trace] = None,
+                       ahead: Optional[FactsAhead] = None) -> Optional[Trace]:
+    """The facts a report needs, appended after the program ended (linux_facts: the trace replayed once in the
+    model against this machine, `world`, the one LinuxFactsMeanwhile filled while it ran), so `report` never reads
+    the disk (and works on another machine). `ahead`: those facts made before the program ended, used when they are
+    the whole trace's (replays_alike). The trace with them, its replay kept on it (Trace.replayed: what a replay
+    of it in its recorded world gives, the summary's); None when they could not be appended (said on stderr: a
+    failure here costs the facts, never the trace)."""
+    from dlltrace.diagnosis.replay_linux import replays_alike
+    from dlltrace.trace.reader import read_trace
 
     try:
         read = read or read_trace(spill)  # (`read`: the trace read while it was written, LinuxFactsMeanwhile)
         from dataclasses import replace
 
         trace = replace(read, events=list(read.events))
-        rec = RecordingELFWorld(world or LiveELFWorld())
-        calls = replay_linux(trace.events, world=rec)
-        out = append_events(spill, trace, rec.events(os.getpid()))
+        if ahead is not None and replays_alike(ahead.events, trace.events):
+            calls, facts, lines = ahead.calls, ahead.facts, ahead.lines
+        else:
+            calls, facts, lines = linux_facts(trace, world)
+        out = append_events(spill, trace, facts, lines=lines)
         if len(out.events) < len(trace.events) + 1:  # (not written: append_events said why)
             return None
         out.replayed = calls
@@ -190,7 +222,8 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
 class GrowingTrace:
     """The spill as the recorder writes it (whole lines, each one O_APPEND write), as a file whose readline gives
     each line once it is whole, waiting for it until `complete` is set (then the rest as it is: read_trace's own
-    reading of a last line cut short). `on_line` sees each line."""
+    reading of a last line cut short). `on_line` sees each line; `on_wait`, when set, is called with the place
+    after the last whole line each time a wait begins while the program runs."""
 
     POLL = 0.02  # seconds between looks at the file when it has no whole line more
     ORPHAN = 10.0  # seconds after the program ended with no `complete`: taken as complete (a run that failed after)
@@ -200,6 +233,7 @@ class GrowingTrace:
         self.proc, self.on_line = proc, on_line
         self.complete = threading.Event()
         self.ended_at: Optional[float] = None
+        self.on_wait: Optional[Callable[[int], None]] = None
 
     def readline(self, n: int = -1) -> bytes:
         while True:
@@ -215,6 +249,8 @@ class GrowingTrace:
                 self.ended_at = self.ended_at or time.monotonic()
                 if time.monotonic() - self.ended_at > self.ORPHAN:
                     self.complete.set()
+            elif self.on_wait is not None:
+                self.on_wait(pos)
             self.complete.wait(self.POLL)
 
 
@@ -242,9 +278,12 @@ class LinuxFactsMeanwhile:
     the trace as it is written
     (reader.read_trace_from over a GrowingTrace: read_trace's own checks) and the ELF facts of each object the
     program opens (its objopen events), into the world append_linux_facts then asks (LiveELFWorld keeps each
-    file's facts by its identity: device, inode, size, time, so a file changed after is read again). Nothing
-    here decides anything: what fails here is done again after the program ends (read_trace), where a failure is
-    said."""
+    file's facts by its identity: device, inode, size, time, so a file changed after is read again). Once the
+    program's Python has ended (the py_exit of its process, not a child's: the interpreter's teardown that
+    follows, 0.2 s for a big import, often outlasts the replay), the worker also makes the facts
+    append_linux_facts appends (linux_facts) of the trace so far (`ahead`; made again at a later py_exit of that
+    process), kept when nothing that followed changes the replay. Nothing here decides anything: what fails here
+    is done again after the program ends (read_trace), where a failure is said."""
 
     def __init__(self, warm: Optional[Callable[[], None]] = None) -> None:
         self.warm = warm
@@ -252,13 +291,25 @@ class LinuxFactsMeanwhile:
         self.growing: Optional[GrowingTrace] = None
         self.thread: Optional[threading.Thread] = None
         self.trace: Optional[Trace] = None
+        self.ahead: Optional[FactsAhead] = None
+        self._py_ended = False  # a py_exit of the program's process read since the facts were last made ahead
+        self.spill: Optional[Path] = None
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
+        self.spill = spill
         self.growing = GrowingTrace(spill, proc, self._on_line)
+        self.growing.on_wait = self._on_wait
         self.thread = threading.Thread(target=self._work, args=(spill,), daemon=True, name="dlltrace-trace-reader")
         self.thread.start()
 
     def _on_line(self, line: bytes) -> None:
+        if b'"py_exit"' in line and self.growing is not None:  # (the program's own Python: not a child's)
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                ev = None
+            if isinstance(ev, dict) and ev.get("pid") == self.growing.proc.pid:
+                self._py_ended = True
         if b'"objopen"' in line and self.world is not None:
             try:
                 path = json.loads(line).get("path")
@@ -282,11 +333,31 @@ class LinuxFactsMeanwhile:
             if self.warm is not None:
                 self.warm()
             self.world = LiveELFWorld()
-            self.trace = read_trace_from(spill, self.growing)  # type: ignore[arg-type]
+            self.trace = read_trace_from(spill, self.growing, keep_parsed=True)  # type: ignore[arg-type]
         except BaseException:  # (read again after, where its error is said)
             self.trace = None
         finally:
             self.growing.f.close()
+
+    def _on_wait(self, pos: int) -> None:
+        """The worker has read every whole line so far (the `pos` bytes of the spill) and the program runs: after a
+        py_exit, the facts of the trace so far are made now (a read of its own of those bytes, as read_trace_from
+        reads: the same checks). Any failure only leaves them to be made after."""
+        if not self._py_ended or self.world is None or self.spill is None:
+            return
+        self._py_ended = False
+        self.ahead = None
+        try:
+            import io
+
+            from dlltrace.trace.reader import read_trace_from
+
+            with open(self.spill, "rb") as f:
+                so_far = read_trace_from(self.spill, io.BytesIO(f.read(pos)), keep_parsed=True)
+            events = list(so_far.events)
+            self.ahead = FactsAhead(events, linux_facts(so_far, self.world))
+        except Exception:  # (made after the program ends instead, where a failure is said)
+            self.ahead = None
 
     def finished(self) -> Optional[Trace]:
         """The trace read while it was written, now that it is complete (the program's end appended); None when
@@ -309,7 +380,7 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
     meanwhile = LinuxFactsMeanwhile(warm)
     run = linux.run_recorded(cmd, output, meanwhile)
     read = meanwhile.finished()  # (first: the worker sets meanwhile.world, which is read once it has ended)
-    trace = append_linux_facts(run.spill, meanwhile.world, read)
+    trace = append_linux_facts(run.spill, meanwhile.world, read, meanwhile.ahead)
     where = finish_trace(run.spill, run.out)
     if trace is None:
         from dlltrace.trace.reader import read_trace

@@ -23,7 +23,7 @@ import dataclasses
 import re
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
@@ -75,6 +75,31 @@ def _s(e: dict, key: str) -> str:
     return v if isinstance(v, str) else ""
 
 
+# the kinds of event recorded_processes reads, but for `activity` (and the py_* kinds): an `activity` alone
+# only changes how a later objsearch is taken
+CALL_KINDS = frozenset({"audit_start", "objsearch", "objopen", "dlerror", "fork"})
+
+
+def changes_calls(kind: Any) -> bool:
+    """Whether an event of this kind, after the others, can change the calls recorded_processes makes of them
+    (and so the replay): the kinds it reads but `activity`, whose flag only decides how a later search is
+    taken."""
+    return isinstance(kind, str) and (kind in CALL_KINDS or kind.startswith("py_"))
+
+
+def replays_alike(prefix: Sequence[dict], full: Sequence[dict]) -> bool:
+    """A replay of `full` is the replay of `prefix` (in the same world): `full` starts with `prefix`'s events,
+    and none that follows can change a call (changes_calls). `run`'s replay made ahead, while the program was
+    ending (runner.LinuxFactsMeanwhile), is kept only then."""
+    k = len(prefix)
+    if len(full) < k:
+        return False
+    it = iter(full)
+    if any(a != b for a, b in zip(prefix, it)):
+        return False
+    return not any(changes_calls(e.get("ev")) for e in it)
+
+
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
     procs: dict[int, RecordedProcess] = {}
     state: dict[int, dict[str, Any]] = {}
@@ -94,7 +119,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             if ev == "py_dists":
                 p.dists.append(e)
             continue
-        if ev not in ("audit_start", "objsearch", "objopen", "activity", "dlerror", "fork"):
+        if not isinstance(ev, str) or (ev not in CALL_KINDS and ev != "activity"):
             continue
         if ev == "fork":  # a forked child: its parent's process so far (what it has loaded), then its own calls
             ppid = e.get("ppid")

@@ -249,9 +249,12 @@ class Events(MadeSequence[dict]):
     about twice the trace's size): the few events of KEPT_KINDS as dicts, every other one as its line's
     bytes, in blocks of about BLOCK bytes compressed with zlib (level 1: a tenth of the size, 0.1 s
     each way for 20 MB), parsed (a new dict) each time it is asked for; by kind and pid, without
-    parsing (`of`, `select`). It reads like the list of dicts it stands for (indexing, iteration, ==)."""
+    parsing (`of`, `select`). It reads like the list of dicts it stands for (indexing, iteration, ==).
+    `keep_parsed`: every event kept as its dict (no compression, never parsed again): `run`, which replays the
+    whole trace it has just read, and so held it all parsed then anyway."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_parsed: bool = False) -> None:
+        self._keep_all = keep_parsed
         self._blocks: list[bytes] = []  # compressed, sealed
         self._buf = bytearray()         # the block being filled
         self._cache: dict[int, bytes] = {}  # block number -> its bytes (the last CACHED_BLOCKS used)
@@ -338,7 +341,7 @@ class Events(MadeSequence[dict]):
         self._kind_names.append(kind)
         idx = self._by_kind[kind] = array("I")
         tag = _PY if kind.startswith("py_") else _FILE if kind == "file" else _PROBE if kind == "probe" else _OTHER
-        info = self._kind_info[kind] = (code, idx, kind in KEPT_KINDS, tag)
+        info = self._kind_info[kind] = (code, idx, self._keep_all or kind in KEPT_KINDS, tag)
         return info
 
     def __len__(self) -> int:
@@ -842,11 +845,12 @@ def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> T
         return _read_trace(path, progress)
 
 
-def read_trace_from(path: Union[str, Path], f: BinaryIO) -> Trace:
+def read_trace_from(path: Union[str, Path], f: BinaryIO, keep_parsed: bool = False) -> Trace:
     """read_trace of a plain trace read from `f` by its readline (a file-like object: runner.py's view of a trace
-    still being written, its lines read as they come), with the same checks and limits; `path` names it."""
+    still being written, its lines read as they come), with the same checks and limits; `path` names it.
+    `keep_parsed`: its events kept as dicts (Events)."""
     with paused_gc():
-        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events)
+        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events, keep_parsed)
 
 
 def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Union[str, Path] = "",
@@ -980,7 +984,7 @@ def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> 
 
 
 def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[str],
-                max_events: int = TraceLimits.events) -> Trace:
+                max_events: int = TraceLimits.events, keep_parsed: bool = False) -> Trace:
     """The trace from its lines (bytes, each with its "\n" but perhaps the last), at most `max_events` events."""
     first_line = next(lines, b"")
     if not first_line.strip():
@@ -990,7 +994,7 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
     except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
-    events = Events()
+    events = Events(keep_parsed)
     seqs: Union[array, list] = array("q")  # each event's seq
     last_seq: dict[Any, int] = {}  # pid -> its highest seq so far
     # (pid, seq) -> position of its first event: built on the first event whose seq is not above its
