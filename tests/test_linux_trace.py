@@ -240,6 +240,56 @@ def test_run_makes_the_facts_ahead_while_python_tears_down(recorder, tmp_path, m
     assert sum(e.get("ev") == "elf_system" for e in again.events) == 1
 
 
+def test_a_compressed_trace_is_compressed_as_it_is_read(recorder, tmp_path, monkeypatch):
+    """A .jsonl.gz trace's spill is compressed by `run`'s worker as it reads it (files.GzipAhead); after the
+    program, only the rest (its end, the facts) is: the file is the same bytes as one compression of the whole,
+    and reads back as the trace run returned."""
+    import gzip
+
+    from dlltrace import runner
+    from dlltrace.trace import files, linux
+    from dlltrace.trace.reader import read_trace
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    fed: list[int] = []
+    real = runner.finish_trace
+
+    def finish(spill, out, ahead=None):
+        fed.append(ahead.fed if ahead is not None else 0)
+        return real(spill, out, ahead)
+
+    monkeypatch.setattr(runner, "finish_trace", finish)
+    out = tmp_path / "t.jsonl.gz"
+    rc, trace = runner.trace_linux_command([PY, "-c", "import ctypes; ctypes.CDLL('libm.so.6')"], str(out))
+    assert rc == 0 and trace.path == str(out) and not (tmp_path / "t.jsonl.gz.part").exists()
+    data = gzip.decompress(out.read_bytes())
+    assert 0 < fed[0] < len(data)
+    import io
+    again = io.BytesIO()
+    with files._gzip_writer(again) as gz:
+        gz.write(data)
+    assert again.getvalue() == out.read_bytes()
+    assert [dict(e) for e in read_trace(out).events] == [dict(e) for e in trace.events]
+
+
+def test_gzip_ahead_lets_go_past_its_limit(tmp_path, monkeypatch):
+    """Past GzipAhead.LIMIT bytes fed, it lets go of what it compressed, and finish_trace compresses the whole
+    spill: the same file."""
+    import gzip
+
+    from dlltrace.trace import files
+    monkeypatch.setattr(files.GzipAhead, "LIMIT", 100)
+    spill = tmp_path / "t.jsonl.gz.part"
+    lines = [b'{"ev":"x","n":%d}\n' % i for i in range(20)]
+    spill.write_bytes(b"".join(lines))
+    ahead = files.GzipAhead()
+    for line in lines[:10]:
+        ahead.feed(line)
+    assert ahead.gz is None and ahead.buf.getvalue() == b""
+    out = files.finish_trace(spill, tmp_path / "t.jsonl.gz", ahead)
+    assert gzip.decompress(out.read_bytes()) == b"".join(lines) and files.is_spill(spill)
+    assert not files.is_spill(tmp_path / "t.jsonl") and not files.is_spill(tmp_path / "t.part")
+
+
 def test_replays_alike_only_when_nothing_after_changes_a_call():
     from dlltrace.diagnosis.replay_linux import replays_alike
     pre = [{"ev": "audit_start", "pid": 1}, {"ev": "objsearch", "pid": 1, "name": "a"}, {"ev": "py_exit", "pid": 1}]

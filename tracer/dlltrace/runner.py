@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from dlltrace.errors import EXIT_INTERRUPTED, EXIT_KILLED, EXIT_NO_COMMAND, EXIT_NOT_RUN, EXIT_NOT_TRACED, DlltraceError
-from dlltrace.trace.files import event_lines, finish_trace
+from dlltrace.trace.files import GzipAhead, event_lines, finish_trace, is_spill
 from dlltrace.trace.where import DEFAULT_MAX_SIZE
 
 TYPE_CHECKING = False  # (typing and dataclasses are not imported before a Linux program starts: trace/linux.py)
@@ -294,15 +294,19 @@ class LinuxFactsMeanwhile:
         self.ahead: Optional[FactsAhead] = None
         self._py_ended = False  # a py_exit of the program's process read since the facts were last made ahead
         self.spill: Optional[Path] = None
+        self.gzip: Optional[GzipAhead] = None  # a compressed trace's spill, compressed as it is read
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
         self.spill = spill
+        self.gzip = GzipAhead() if is_spill(spill) else None
         self.growing = GrowingTrace(spill, proc, self._on_line)
         self.growing.on_wait = self._on_wait
         self.thread = threading.Thread(target=self._work, args=(spill,), daemon=True, name="dlltrace-trace-reader")
         self.thread.start()
 
     def _on_line(self, line: bytes) -> None:
+        if self.gzip is not None:
+            self.gzip.feed(line)
         if b'"py_exit"' in line and self.growing is not None:  # (the program's own Python: not a child's)
             try:
                 ev = json.loads(line)
@@ -381,7 +385,7 @@ def trace_linux_command(cmd: list[str], output: Optional[str], max_size: Optiona
     run = linux.run_recorded(cmd, output, meanwhile)
     read = meanwhile.finished()  # (first: the worker sets meanwhile.world, which is read once it has ended)
     trace = append_linux_facts(run.spill, meanwhile.world, read, meanwhile.ahead)
-    where = finish_trace(run.spill, run.out)
+    where = finish_trace(run.spill, run.out, meanwhile.gzip if read is not None else None)
     if trace is None:
         from dlltrace.trace.reader import read_trace
 

@@ -49,20 +49,62 @@ def spill_path(out: Path) -> Path:
     return out.with_name(out.name + ".part") if is_compressed_name(out) else out
 
 
-def finish_trace(spill: Path, out: Path) -> Path:
-    """Compress the spill into `out` (through <out>.tmp, then renamed: a reader never sees half a file)
-    and remove it; the path the trace is in at the end: `out`, or the spill when it could not be
-    compressed (said on stderr; nothing is lost)."""
-    if spill == out:
-        return out
+def is_spill(path: Path) -> bool:
+    """A compressed trace's spill (spill_path), not a plain trace."""
+    return path.name.endswith(".part") and is_compressed_name(path.with_name(path.name[:-len(".part")]))
+
+
+class GzipAhead:
+    """The start of a spill compressed while it is written (`feed` its bytes in order, from its first: `run` on
+    Linux, as its worker reads the trace), so that finish_trace compresses only the rest. In memory, up to
+    LIMIT bytes of spill fed (then dropped: finish_trace compresses it all, as without it)."""
+
+    LIMIT = 256 << 20  # (about a tenth of it compressed)
+
+    def __init__(self) -> None:
+        import gzip
+        import io
+
+        self.buf = io.BytesIO()
+        self.gz: Optional[gzip.GzipFile] = _gzip_writer(self.buf)
+        self.fed = 0
+
+    def feed(self, data: bytes) -> None:
+        if self.gz is None:
+            return
+        if self.fed + len(data) > self.LIMIT:
+            self.gz = None
+            self.buf = type(self.buf)()
+            return
+        self.gz.write(data)
+        self.fed += len(data)
+
+
+def _gzip_writer(raw: Any) -> Any:
+    """A gzip writer with no file name and no time in its header: the same trace gives the same bytes."""
     import gzip
 
+    return gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def finish_trace(spill: Path, out: Path, ahead: Optional[GzipAhead] = None) -> Path:
+    """Compress the spill into `out` (through <out>.tmp, then renamed: a reader never sees half a file)
+    and remove it; the path the trace is in at the end: `out`, or the spill when it could not be
+    compressed (said on stderr; nothing is lost). `ahead`: the spill's first bytes already compressed (the
+    same bytes in the end)."""
+    if spill == out:
+        return out
     tmp = out.with_name(out.name + ".tmp")
     try:
         with open(spill, "rb") as src, open(tmp, "wb") as raw:
-            # no file name and no time in the gzip header: the same trace gives the same bytes
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz:
-                shutil.copyfileobj(src, gz, 1 << 20)
+            if ahead is not None and ahead.gz is not None and os.fstat(src.fileno()).st_size >= ahead.fed:
+                src.seek(ahead.fed)
+                shutil.copyfileobj(src, ahead.gz, 1 << 20)
+                ahead.gz.close()
+                raw.write(ahead.buf.getbuffer())
+            else:
+                with _gzip_writer(raw) as gz:
+                    shutil.copyfileobj(src, gz, 1 << 20)
         os.replace(tmp, out)
     except OSError as e:
         print(f"dlltrace: warning: could not compress the trace into {out} ({e.strerror or e}); "
