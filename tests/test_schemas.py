@@ -453,3 +453,48 @@ def test_a_lone_surrogate_is_a_legal_name_character():
     results = scenario_from_dict(json.loads(json.dumps(doc)), "s.json").run()
     assert results[0].error == 0 and results[0].tree is not None
     assert [c.path for c in results[0].tree.children] == ["C:\\app\\b\udc80.dll"]
+
+
+# --- the trace events' check: one function an event kind --------------------------------------------------
+
+POOL = [0, 1, 7, -1, 2 ** 32 - 1, 2 ** 32, 2 ** 70, 1.0, 1.5, True, False, None, "", "x", "0x1f", "0xZZ", "0X1F",
+        "C:\\app\\a.dll", "/usr/lib/libm.so.6", [], ["a"], [1], [None], {}, {"a": "b"}, {"a": 1},
+        {"machine": "x64", "imports": [{"dll": "a.dll", "names": ["f"], "ordinals": [1]}], "exports": ["f"]},
+        {"machine": "x64", "imports": [{"names": ["f"]}]}, {"machine": 5}]
+
+
+def test_an_event_kinds_one_function_agrees_with_its_fields_checks():
+    """EventSpec.valid, each kind's check made one function of inline tests (tracecheck._event_function), is true
+    exactly when every field the event has passes its own compiled check and every field a writer always writes
+    is there: random events of every kind (each field left out, or given a value its check takes or refuses, the
+    enum members among them), 200 a kind; and check_event keeps its answers for them."""
+    rng = random.Random(20261205)
+    specs = [*tracecheck.SPECS.values(), tracecheck.OTHER]
+    agreed = {True: 0, False: 0}
+    for spec in specs:
+        for _ in range(200):
+            e = {"ev": spec.kind or "no_such_kind"}
+            for k, check in spec.checks.items():
+                if k == "ev" or rng.random() < 0.15:
+                    continue
+                pool = POOL + [v for v in _listed(spec, k)]
+                good = [v for v in pool if check(v)]
+                e[k] = rng.choice(good if good and rng.random() < 0.85 else pool)
+            if rng.random() < 0.2:
+                e["unknown_field"] = rng.choice(POOL)
+            want = spec.required <= e.keys() and all(spec.checks[k](v) for k, v in e.items() if k in spec.checks)
+            assert spec.valid(e) is want, (spec.kind, e)
+            agreed[want] += 1
+            problems, usable = tracecheck.check_event(copy.deepcopy(e), ("pid",))
+            assert (problems == [] and usable) is (want and type(e.get("pid")) is int), (spec.kind, e, problems)
+    assert agreed[True] > 500 and agreed[False] > 500, agreed
+
+
+TRACE_DEFS = json.loads(tracecheck.SCHEMA_PATH.read_text(encoding="utf-8"))["$defs"]
+
+
+def _listed(spec, k: str) -> list:
+    """The members of a field's enum or const, when its schema lists them."""
+    kind = TRACE_DEFS.get(spec.kind, {}) if spec.kind else {}
+    field = kind.get("properties", {}).get(k) or TRACE_DEFS["event"]["properties"].get(k) or {}
+    return list(field.get("enum", [])) + ([field["const"]] if "const" in field else [])
