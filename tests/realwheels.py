@@ -50,6 +50,8 @@ class Wheel:
     version: str
     filename: str
     platform: str = "win_amd64"  # pip download's --platform
+    python: str = "3.11"  # pip download's --python-version
+    abi: str = ""  # pip download's --abi, when not the Python's own (cp313t: the free-threaded build)
 
     @property
     def requirement(self) -> str:
@@ -85,6 +87,8 @@ WHEELS = {
     # a Linux wheel, checked against its manylinux policy (numpy.libs: libscipy_openblas64_, libgfortran, libquadmath)
     "numpy_manylinux": Wheel("numpy", "2.1.3", "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
                              platform="manylinux2014_x86_64"),
+    # the free-threaded CPython 3.13's numpy (python313t.dll, .cp313t-win_amd64.pyd)
+    "numpy_ft": Wheel("numpy", "2.1.3", "numpy-2.1.3-cp313-cp313t-win_amd64.whl", python="3.13", abi="cp313t"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -115,13 +119,14 @@ def or_skip(fetch):
 def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
     """The cached wheel, downloaded with pip first when it is not there yet."""
     return pip_download(w.requirement, w.filename, WHEEL_DIR, "--platform", w.platform, "--only-binary=:all:",
-                        "--python-version", "3.11", timeout=timeout)
+                        "--python-version", w.python, *(("--abi", w.abi) if w.abi else ()), timeout=timeout)
 
 
 # The sha256 of every file the tests download (PyPI's files never change): a cached download is used only when
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "numpy-2.1.3-cp313-cp313t-win_amd64.whl": "2564fbdf2b99b3f815f2107c1bbc93e2de8ee655a69c261363a1172a79a257d4",
     "pywin32-306-cp311-cp311-win_amd64.whl": "a7639f51c184c0272e93f244eb24dafca9b1855707d94c192d4a0b4c01e1100e",
     "scikit_learn-1.5.2-cp311-cp311-win_amd64.whl": "6c16d84a0d45e4894832b3c4d0bf73050939e21b99b01b6fd59cbb0cf39163b6",
     "pandas-3.1.1-cp311-cp311-win_amd64.whl": "48066660db2f0d652b0f4df5743ca975e9b568043084c86e575b0eda648f7c64",

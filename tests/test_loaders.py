@@ -123,3 +123,38 @@ def test_rule_a_dll_a_loader_loads_first_is_still_checked_for_its_own_imports(pe
     assert run.returncode == 1 and "would fail" in run.stdout, run.stdout[-3000:]
     assert "missing b.dll" in run.stdout and "(needed by a.dll)" in run.stdout, run.stdout[-3000:]
     assert "after ctranslate2's __init__.py" in run.stdout
+
+
+def test_a_free_threaded_wheel_imports_its_own_python_dll():
+    """numpy 2.1.3 for the free-threaded CPython 3.13 (cp313-cp313t) imports python313t.dll from .cp313t-win_amd64.pyd
+    files: that is its Python's DLL (classify: "3.13t"; the wheel's tag cp313t), found in the modelled Python's folder,
+    not an external DLL the wheel fails for."""
+    run = dlltrace("deps", str(wheel("numpy_ft")))
+    assert run.returncode == 0 and "no problem" in run.stdout, run.stdout[-3000:]
+    assert "python313t.dll  already loaded (C:\\Python313t\\python313t.dll)  Python 3.13t" in run.stdout, run.stdout[-3000:]
+    check = dlltrace("check", str(wheel("numpy_ft")), "-q")
+    assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+
+
+def test_an_installed_package_folder_has_its_distributions_files_beside_it(tmp_path):
+    """`check site-packages/numpy` of an installed numpy: delvewheel put its DLLs in numpy.libs, beside numpy/, and
+    numpy's RECORD lists them; they are the package's (bundled, searched through its __init__'s add_dll_directory),
+    so the folder passes as its wheel does, and so does one of its extensions given alone (installed_site_of). One of
+    them deleted is numpy's file gone, and reinstalling numpy puts it back."""
+    import zipfile
+
+    site = tmp_path / "Lib" / "site-packages"
+    with zipfile.ZipFile(wheel("numpy")) as z:
+        z.extractall(site)
+    check = dlltrace("check", str(site / "numpy"), "-q")
+    assert check.returncode == 0 and check.stdout.startswith(f"PASS {site / 'numpy'}: 21 PE files"), check.stdout
+    pyd = next((site / "numpy" / "_core").glob("_multiarray_umath.*.pyd"))  # (one file of it: its package's world)
+    one = dlltrace("deps", str(pyd))
+    assert one.returncode == 0 and "1 load resolved, no problem" in one.stdout, one.stdout[-3000:]
+    assert "after numpy's delvewheel patch" in one.stdout and "numpy.libs\\libscipy_openblas64_" in one.stdout
+    gone = next((site / "numpy.libs").glob("msvcp140-*.dll"))
+    gone.unlink()
+    run = dlltrace("deps", str(site / "numpy"))
+    assert run.returncode == 1 and f"missing {gone.name}" in run.stdout, run.stdout[-3000:]
+    assert (f"numpy 2.1.3's RECORD lists numpy.libs/{gone.name}, and it is gone: reinstall numpy "
+            "(pip install --force-reinstall --no-deps numpy==2.1.3)") in run.stdout, run.stdout[-3000:]

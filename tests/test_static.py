@@ -275,6 +275,8 @@ def test_check_bad_arguments_are_one_line_exit_2(tmp_path):
     ("msvcp140_clr0400.dll", "other", "external"),  # .NET's private copy, not the VC++ runtime (Windows 11 list only)
     ("dbghelp.dll", "windows", "Windows"),
     ("python311.dll", "python", "Python 3.11"),
+    ("python313t.dll", "python", "Python 3.13t"),  # the free-threaded build
+    ("python3.dll", "python", "Python 3"),
     ("libiomp5md.dll", "mkl_openmp", "MKL/OpenMP"),
     ("mkl_core.2.dll", "mkl_openmp", "MKL/OpenMP"),
     ("nvcuda.dll", "nvidia_driver", "NVIDIA driver"),
@@ -668,6 +670,11 @@ def test_rule_extension_tags(numpy_site, tmp_path):
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "a.dll").write_bytes(b"MZ")
     assert static.open_target(str(tmp_path / "plain")).python == static.DEFAULT_PYTHON
+    (tmp_path / "ft").mkdir()  # the free-threaded build's extensions (cp313t): Python "3.13t", python313t.dll
+    (tmp_path / "ft" / "_x.cp313t-win_amd64.pyd").write_bytes(b"MZ")
+    assert static.rule_extension_tags(str(tmp_path / "ft")) == ("3.13t", "x64")
+    assert static.wheel_python("numpy-2.1.3-cp313-cp313t-win_amd64.whl") == ("3.13t", "cp313t", "x64")
+    assert static.wheel_python("numpy-2.1.3-cp313-cp313-win_amd64.whl") == ("3.13", "cp313", "x64")
 
 
 def test_rule_vc_runtime_of_its_package(tmp_path):

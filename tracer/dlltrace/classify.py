@@ -54,7 +54,7 @@ class DllClass:
     cuda_majors: tuple[int, ...] = ()  # cuda: the CUDA majors whose toolkit ships a DLL of this name
     major: Optional[int] = None  # cudnn / tensorrt: its own major
     vc_version: str = ""  # vcruntime: "14" from the name, or the file's version ("14.40.33810.0")
-    python_version: str = ""  # python: "3.11" (python311.dll), "3" (python3.dll)
+    python_version: str = ""  # python: "3.11" (python311.dll), "3" (python3.dll), "3.13t" (python313t.dll)
 
     @property
     def label(self) -> str:
@@ -171,7 +171,7 @@ _VC_NAME = re.compile(r"^(msvcp|vcruntime|concrt|vccorlib|vcomp|vcamp|mfc|mfcm|m
 _CUDNN_NAME = re.compile(r"^cudnn(?:_[a-z_]+)?64_(\d+)$")
 _TENSORRT_NAME = re.compile(r"^(nvinfer|nvinfer_plugin|nvonnxparser|nvparsers|nvinfer_builder_resource|nvinfer_lean|"
                             r"nvinfer_dispatch|nvinfer_vc_plugin)(?:_(\d+))?(?:_win)?$")
-_PYTHON_NAME = re.compile(r"^python(\d)(\d*)(?:_d)?$")
+_PYTHON_NAME = re.compile(r"^python(\d)(\d*)(t?)(?:_d)?$")  # (python313t.dll: the free-threaded build)
 _MKL_OPENMP = re.compile(r"^(mkl_[a-z0-9_.]+|libiomp5md|libiompstubs5md|libiomp5md_db|libomp|libomp140\.x86_64|"
                          r"vcomp140d|omptarget(\.[a-z0-9_.]+)?|tbb(12|malloc)?(_debug)?|libgomp-1|svml_dispmd|"
                          r"libmmd|libifcoremd|libifportmd)$")
@@ -227,7 +227,7 @@ def classify(name: str, *, bundled: bool = False, file_version: Optional[str] = 
                         major=int(m.group(2)) if m.group(2) else None)
     m = _PYTHON_NAME.match(base)
     if m:
-        version = m.group(1) + (f".{m.group(2)}" if m.group(2) else "")
+        version = m.group(1) + (f".{m.group(2)}" if m.group(2) else "") + m.group(3)
         return DllClass("python", bundled=bundled, python_version=version)
     if _MKL_OPENMP.match(base):
         return DllClass("mkl_openmp", bundled=bundled, component=base)

@@ -36,7 +36,8 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, 
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
-from dlltrace.worlds.static import (RecordEntry, folder_records, installed_wheel_files, record_digest_matches,
+from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
+                                   record_digest_matches,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
@@ -111,13 +112,16 @@ class Target:
 
 
 def wheel_python(filename: str) -> tuple[str, str, str]:
-    """(python "3.11", python tag "cp311" or "abi3", machine "x64") from a wheel's file name; unknown parts ""."""
+    """(python "3.11", python tag "cp311" or "abi3", machine "x64") from a wheel's file name; unknown parts "". A
+    free-threaded wheel (cp313-cp313t) is Python "3.13t", tag "cp313t"."""
     m = _WHEEL_TAG.search(os.path.basename(filename))
     if not m:
         return "", "", ""
     impl, major, minor, abi, plat = m.groups()
-    python = f"{major}.{minor}" if minor else ""
-    tag = "abi3" if abi.lower() == "abi3" else (f"cp{major}{minor}" if impl.lower() == "cp" else "")
+    # (cp313t: the free-threaded build's ABI, whose extensions import python313t.dll: "3.13t", tag "cp313t")
+    free = "t" if impl.lower() == "cp" and minor and abi.lower() == f"cp{major}{minor}t" else ""
+    python = f"{major}.{minor}{free}" if minor else ""
+    tag = "abi3" if abi.lower() == "abi3" else (f"cp{major}{minor}{free}" if impl.lower() == "cp" else "")
     machine = _PLATFORM_MACHINE.get(plat.split(".")[0].lower(), "")
     return python, tag, machine
 
@@ -140,8 +144,10 @@ def rule_package_copies(target: Target) -> Target:
 
 
 def open_target(given: str, python: Optional[str] = None, use_cache: bool = True, vc_runtime: bool = True) -> Target:
-    """The static world of a .whl, a folder (a package or a site-packages tree) or a .dll/.pyd/.exe
-    (with the files of its folder and the folders below). A bad argument is a DlltraceError (exit 2).
+    """The static world of a .whl, a folder (a package or a site-packages tree; a package of an installed
+    site-packages with what its distributions' RECORDs list beside it) or a .dll/.pyd/.exe (a file of an installed
+    package: that package's world; else the files of its folder and the folders below). A bad argument is a
+    DlltraceError (exit 2).
     `vc_runtime`: the modelled Windows has the VC++ 2015-2022 runtime in System32 (worlds/static.py)."""
     if not os.path.exists(given):
         raise DlltraceError(f"{given}: no such file or folder", EXIT_USAGE)
@@ -179,12 +185,22 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
             e.endswith(".dist-info") for e in _listdir(host))
         root = site_packages(py) if is_site else winpath.join(site_packages(py), base)
         files = folder_files(host, root)
+        beside: list[RecordEntry] = []
+        if not is_site and files:  # (a package in an installed site-packages: its distribution's files beside it)
+            more, beside = distribution_files_beside(host, site_packages(py))
+            files += more
         if not files:  # (a folder of wheels: check_targets gives each .whl; deps takes one)
             wheels = " (it holds wheels: pass a .whl)" if any(e.lower().endswith(".whl") for e in _listdir(host)) else ""
             raise DlltraceError(f"{given}: no .dll, .pyd or .exe in it: nothing to examine{wheels}", EXIT_USAGE)
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
         loaders = folder_loaders(host) if is_site else folder_loaders(os.path.dirname(host), base)
         records = installed_records(host if is_site else os.path.dirname(host), host, py)
+        if beside:  # (and every file its distributions' RECORDs list, beside it too)
+            model_site = site_packages(py)
+            extra: dict[str, list[RecordEntry]] = {}
+            for e in beside:
+                extra.setdefault(winpath.key(winpath.join(model_site, *e.path.split("/"))), []).append(e)
+            records = {**{k: tuple(v) for k, v in extra.items()}, **records}
         return rule_package_copies(Target(given, "folder", world, files, root, py, tag_machine or "x64",
                                           loaders=tuple(loaders), records=records))
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
@@ -194,6 +210,13 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
     folder = os.path.dirname(host)
     tag_python, tag_machine = rule_extension_tags(folder, host)
     py = python or tag_python or DEFAULT_PYTHON
+    site = installed_site_of(host)
+    if site is not None:  # (a file of an installed package: as its package's folder is, the file the one examined)
+        package = os.path.join(site, os.path.relpath(host, site).split(os.sep)[0])
+        target = open_target(package, py, use_cache, vc_runtime)
+        focus = winpath.join(site_packages(py), *os.path.relpath(host, site).split(os.sep))
+        return dataclasses.replace(target, given=given, kind="file", focus=focus,
+                                   root=winpath.dirname(focus), machine=tag_machine or target.machine)
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
     files = folder_files(folder, root)  # the file's folder and the folders below it
     world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
@@ -202,19 +225,36 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
                   records=installed_records(os.path.dirname(folder), folder, py))
 
 
-_EXTENSION_TAG = re.compile(r"\.cp(\d)(\d+)-(win_amd64|win32|win_arm64)\.pyd$", re.I)
+def installed_site_of(host: str, up: int = 8) -> Optional[str]:
+    """The installed site-packages folder a file is in, when a package folder holds it: the nearest folder above its
+    package folder (at most `up` levels up) whose *.dist-info RECORDs list the file; None otherwise (a file on its
+    own, or the site's own top level)."""
+    path = os.path.abspath(host)
+    d = os.path.dirname(os.path.dirname(path))
+    for _ in range(up):
+        if any(os.path.normcase(e.host) == os.path.normcase(path) for e in folder_records(d, os.path.dirname(path))):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return None
+
+
+_EXTENSION_TAG = re.compile(r"\.cp(\d)(\d+)(t?)-(win_amd64|win32|win_arm64)\.pyd$", re.I)
 
 
 def rule_extension_tags(folder: str, file: Optional[str] = None, most: int = 200) -> tuple[str, str]:
     """(Python "3.11", machine "x64") of a folder of installed files, as their extensions' names say
-    (`_multiarray_umath.cp311-win_amd64.pyd`: CPython 3.11, win_amd64): `file`'s own tag when it has one, else the
+    (`_multiarray_umath.cp311-win_amd64.pyd`: CPython 3.11, win_amd64; `.cp313t-win_amd64.pyd`: the free-threaded
+    3.13, "3.13t"): `file`'s own tag when it has one, else the
     commonest tag of the first `most` tagged .pyd files under `folder`; ("", "") when none is tagged. An installed
     folder comes with no wheel file name to read: without this, a healthy cp311 install read as Python 3.12 needs a
     python312.dll it never imports and misses the python311.dll it does."""
     if file is not None:
         m = _EXTENSION_TAG.search(os.path.basename(file))
         if m:
-            return f"{m.group(1)}.{m.group(2)}", _PLATFORM_MACHINE.get(m.group(3).lower(), "")
+            return f"{m.group(1)}.{m.group(2)}{m.group(3).lower()}", _PLATFORM_MACHINE.get(m.group(4).lower(), "")
     seen: dict[tuple[str, str], int] = {}
     n = 0
     for _, dirnames, filenames in os.walk(folder):
@@ -222,7 +262,7 @@ def rule_extension_tags(folder: str, file: Optional[str] = None, most: int = 200
         for fn in filenames:
             m = _EXTENSION_TAG.search(fn)
             if m:
-                key = (f"{m.group(1)}.{m.group(2)}", _PLATFORM_MACHINE.get(m.group(3).lower(), ""))
+                key = (f"{m.group(1)}.{m.group(2)}{m.group(3).lower()}", _PLATFORM_MACHINE.get(m.group(4).lower(), ""))
                 seen[key] = seen.get(key, 0) + 1
                 n += 1
         if n >= most:
@@ -1183,7 +1223,7 @@ def _python_ok(cls: DllClass, target: Target) -> bool:
     if not tag:
         return True
     v = cls.python_version
-    if v == "3":
+    if v in ("3", "3t"):
         return True
     return tag.startswith("cp") and v.replace(".", "") == tag[2:]
 

@@ -961,6 +961,29 @@ def record_digest_matches(entry: RecordEntry) -> Optional[bool]:
         os.close(fd)
 
 
+def distribution_files_beside(folder: Union[str, os.PathLike], virtual_site: str
+                              ) -> tuple[list[TargetFile], list[RecordEntry]]:
+    """For a package folder in an installed site-packages (its parent holds the *.dist-info): the native files the
+    distributions owning its files install outside it, as their RECORDs list them (numpy's numpy.libs\\*.dll,
+    which delvewheel puts beside numpy\\ and numpy's __init__ adds with os.add_dll_directory), each at
+    virtual_site + its RECORD path; and those distributions' RECORD entries, wherever they are (a listed file gone
+    is one of them). Both empty when no RECORD there lists a file of the folder."""
+    inside = os.path.normcase(os.path.abspath(os.fspath(folder))) + os.sep
+    entries = folder_records(os.path.dirname(os.path.abspath(os.fspath(folder))))
+    owners = {e.dist for e in entries if os.path.normcase(e.host).startswith(inside)}
+    mine = [e for e in entries if e.dist in owners]
+    files: list[TargetFile] = []
+    seen: set[str] = set()
+    for e in mine:
+        if os.path.normcase(e.host).startswith(inside) or not os.path.isfile(e.host) or not _regular(e.host):
+            continue
+        path = winpath.join(virtual_site, *e.path.split("/"))
+        if winpath.key(path) not in seen:
+            seen.add(winpath.key(path))
+            files.append(TargetFile(path, e.host, _host_reader(e.host, path), _size(e.host)))
+    return files, mine
+
+
 def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:
     """The PE files under a host folder, each at virtual_root + its relative path."""
     out: list[TargetFile] = []
