@@ -158,3 +158,32 @@ def test_an_installed_package_folder_has_its_distributions_files_beside_it(tmp_p
     assert run.returncode == 1 and f"missing {gone.name}" in run.stdout, run.stdout[-3000:]
     assert (f"numpy 2.1.3's RECORD lists numpy.libs/{gone.name}, and it is gone: reinstall numpy "
             "(pip install --force-reinstall --no-deps numpy==2.1.3)") in run.stdout, run.stdout[-3000:]
+    # a venv's site-packages (its PREFIX\\Scripts\\python.exe there): that Python's own pip, not the first on PATH
+    (tmp_path / "Scripts").mkdir()
+    (tmp_path / "Scripts" / "python.exe").write_bytes(b"MZ")
+    run = dlltrace("deps", str(site / "numpy"))
+    exe = tmp_path / "Scripts" / "python.exe"
+    assert f"reinstall numpy ({exe} -m pip install --force-reinstall --no-deps numpy==2.1.3)" in run.stdout, \
+        run.stdout[-3000:]
+
+
+def test_site_interpreter(tmp_path):
+    """The Python whose site-packages a folder is, when it is on this disk: a Windows venv's Scripts\\python.exe
+    before its PREFIX\\python.exe; a POSIX PREFIX/lib/python3.11/site-packages's PREFIX/bin/python3; nothing for
+    another folder, or when the file is not there."""
+    from dlltrace.worlds.static import site_interpreter
+
+    win = tmp_path / "w" / "Lib" / "site-packages"
+    win.mkdir(parents=True)
+    assert site_interpreter(win) == ""
+    (tmp_path / "w" / "python.exe").write_bytes(b"MZ")
+    assert site_interpreter(win) == str(tmp_path / "w" / "python.exe")
+    (tmp_path / "w" / "Scripts").mkdir()
+    (tmp_path / "w" / "Scripts" / "python.exe").write_bytes(b"MZ")
+    assert site_interpreter(win) == str(tmp_path / "w" / "Scripts" / "python.exe")
+    posix = tmp_path / "p" / "lib" / "python3.13t" / "site-packages"
+    posix.mkdir(parents=True)
+    (tmp_path / "p" / "bin").mkdir()
+    (tmp_path / "p" / "bin" / "python3").write_bytes(b"")
+    assert site_interpreter(posix) == str(tmp_path / "p" / "bin" / "python3")
+    assert site_interpreter(tmp_path / "p" / "lib") == "" and site_interpreter(tmp_path / "nowhere" / "site-packages") == ""

@@ -607,8 +607,8 @@ def test_rule_record_of_installed_files(numpy_site, tmp_path):
             "(pip install --force-reinstall --no-deps numpy==2.1.3)") in gone.stdout, gone.stdout[-3000:]
     doc = as_json(dlltrace("deps", str(site), "--python", "3.11", "--json"))
     owners = [p["owner"] for a in doc["loads"] for p in a["problems"] if p["kind"] == "missing"]
-    assert owners and all(o == {"dist": "numpy", "version": "2.1.3", "record_path": record_path, "record": "missing"}
-                          for o in owners), owners
+    assert owners and all(o == {"dist": "numpy", "version": "2.1.3", "record_path": record_path, "record": "missing",
+                                "python": None} for o in owners), owners  # (python: no interpreter beside this site)
     dll.write_bytes(data[:4096])  # (its headers, cut short: not a PE any more)
     cut = dlltrace("deps", str(site), "--python", "3.11", "--json")
     problems = [p for a in as_json(cut)["loads"] for p in a["problems"] if p["dll"] == dll.name]

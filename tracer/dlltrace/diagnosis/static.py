@@ -37,7 +37,7 @@ from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
-                                   record_digest_matches,
+                                   record_digest_matches, site_interpreter,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
@@ -96,6 +96,7 @@ class Target:
     elf_members: tuple[str, ...] = ()  # a Linux wheel: its ELF shared objects (members), checked by static_elf.py
     # an installed folder's: the native files its distributions' RECORDs list, by winpath.key of their model path
     records: Mapping[str, tuple[RecordEntry, ...]] = field(default_factory=dict)
+    interpreter: str = ""  # an installed folder's: the Python whose site-packages it is, on this disk (site_interpreter)
 
     # (files, how many, base name (folded) -> its files): made when first asked, again if `files` changes; so
     # file_named is one dict read, not a scan of every file (issue 28: check of 16,000 DLLs took 88 s)
@@ -202,7 +203,8 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
                 extra.setdefault(winpath.key(winpath.join(model_site, *e.path.split("/"))), []).append(e)
             records = {**{k: tuple(v) for k, v in extra.items()}, **records}
         return rule_package_copies(Target(given, "folder", world, files, root, py, tag_machine or "x64",
-                                          loaders=tuple(loaders), records=records))
+                                          loaders=tuple(loaders), records=records,
+                                          interpreter=site_interpreter(host if is_site else os.path.dirname(host))))
     if not given.lower().endswith((".dll", ".pyd", ".exe")):
         raise DlltraceError(f"{given}: not a .whl, a folder, a .dll/.pyd/.exe or an ELF shared object (.so)",
                             EXIT_USAGE)
@@ -306,7 +308,7 @@ def rule_record_of_installed_files(target: Target, p: Problem) -> Problem:
             folder = winpath.key(winpath.dirname(winpath.join(model_site, *e.path.split("/"))))
             if folder in searched or e.dist.lower() in importers:
                 return dataclasses.replace(p, owner=e.dist, owner_version=e.version, record="missing",
-                                           record_path=e.path)
+                                           record_path=e.path, owner_python=target.interpreter)
         return p
     if p.kind not in ("not_pe", "wrong_machine", "missing_export", "missing_ordinal") or not p.path:
         return p
@@ -318,10 +320,11 @@ def rule_record_of_installed_files(target: Target, p: Problem) -> Problem:
     verdicts = [(e, record_digest_matches(e)) for e in entries]
     same = next((e for e, ok in verdicts if ok is True), None)
     if same is not None:
-        return dataclasses.replace(p, owner=same.dist, owner_version=same.version, record_path=same.path)
+        return dataclasses.replace(p, owner=same.dist, owner_version=same.version, record_path=same.path,
+                                   owner_python=target.interpreter)
     e, ok = verdicts[0]
     return dataclasses.replace(p, owner=e.dist, owner_version=e.version, record_path=e.path,
-                               record="differs" if ok is False else "")
+                               record="differs" if ok is False else "", owner_python=target.interpreter)
 
 
 def _listdir(host: str) -> list[str]:
@@ -424,6 +427,7 @@ class Problem:
     owner_version: str = ""  # its version
     record: Literal["", "missing", "differs"] = ""  # that file is gone; its bytes differ from RECORD's digest
     record_path: str = ""  # the file as that RECORD lists it
+    owner_python: str = ""  # the Python whose pip reinstalls it (Target.interpreter), "" not known
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "dll": self.dll, "needed_by": list(self.needed_by),
@@ -434,7 +438,7 @@ class Problem:
             d["elsewhere"] = list(self.elsewhere)
         if self.owner:
             d["owner"] = {"dist": self.owner, "version": self.owner_version, "record_path": self.record_path,
-                          "record": self.record or None}
+                          "record": self.record or None, "python": self.owner_python or None}
         if self.exports:
             d["exports"] = list(self.exports)
         if self.ordinals:

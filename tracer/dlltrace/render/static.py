@@ -14,7 +14,8 @@ from rich.tree import Tree
 
 from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
-from dlltrace.model import CAUSE_ERROR, Node
+from dlltrace.model import CAUSE_ERROR, Fix, Node
+from dlltrace.render.fixwords import pip_install
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.escape import escape_terminal
 from dlltrace.render.wrap import Grid, wrap_text
@@ -243,7 +244,9 @@ def problem_line(target: Target, p: Problem) -> str:
 def record_words(p: Problem) -> str:
     """What an installed folder's RECORD says of a problem's file (diagnosis/static.rule_record_of_installed_files)."""
     pin = f"{p.owner}=={p.owner_version}" if p.owner_version else p.owner
-    fix = f"reinstall {p.owner} (pip install --force-reinstall --no-deps {pin})"
+    # (with the pip of the Python whose site-packages it is, when it is known: not the first pip on PATH)
+    how = pip_install(Fix("reinstall", "install", package=f"--force-reinstall --no-deps {pin}", exe=p.owner_python), str)
+    fix = f"reinstall {p.owner} ({how})"
     if p.record == "missing":
         return f"; {p.owner} {p.owner_version}'s RECORD lists {p.record_path}, and it is gone: {fix}"
     if p.record == "differs":

@@ -961,6 +961,27 @@ def record_digest_matches(entry: RecordEntry) -> Optional[bool]:
         os.close(fd)
 
 
+def site_interpreter(site: Union[str, os.PathLike]) -> str:
+    """The Python whose installed site-packages `site` is (on this disk), so that its own pip reinstalls there: a
+    Windows layout, PREFIX\\Lib\\site-packages (a venv's PREFIX\\Scripts\\python.exe, else PREFIX\\python.exe), or
+    a POSIX one, PREFIX/lib/pythonX.Y/site-packages (PREFIX/bin/python3, PREFIX/bin/python); "" when it is neither,
+    or that file is not there (a tree unpacked for a look, a wheel's contents)."""
+    site = os.path.abspath(os.fspath(site))
+    parent = os.path.dirname(site)
+    if os.path.basename(site).lower() not in ("site-packages", "dist-packages"):
+        return ""
+    if os.path.basename(parent).lower() == "lib":
+        prefix = os.path.dirname(parent)
+        tries = [os.path.join(prefix, "Scripts", "python.exe"), os.path.join(prefix, "python.exe")]
+    elif re.fullmatch(r"python\d+(\.\d+)?t?", os.path.basename(parent)) and \
+            os.path.basename(os.path.dirname(parent)) in ("lib", "lib64"):
+        prefix = os.path.dirname(os.path.dirname(parent))
+        tries = [os.path.join(prefix, "bin", "python3"), os.path.join(prefix, "bin", "python")]
+    else:
+        return ""
+    return next((t for t in tries if os.path.isfile(t)), "")
+
+
 def distribution_files_beside(folder: Union[str, os.PathLike], virtual_site: str
                               ) -> tuple[list[TargetFile], list[RecordEntry]]:
     """For a package folder in an installed site-packages (its parent holds the *.dist-info): the native files the
