@@ -84,6 +84,25 @@ Timed, this script with DLLTRACE_BENCH_TRACER=main's tree, 9 runs, while another
   dlltrace run            2234.2 ms 1.138x     2252.6 ms 1.154x   (aim <= 1.15x)
   recorder only (other)   2168.3 ms 1.105x     2160.7 ms 1.106x
   dlltrace run (other)    2646.3 ms 1.348x     2553.4 ms 1.308x
+
+Third pass (2026-12-05): what `run` did after the program ended, timed in-process (three runs each, this program,
+the default .jsonl.gz): the facts 37-57 ms (the replay 15-18, parsing the worker's events again 12, recorded_processes
+6, the facts' JSON and check 9), the compression 11-17 ms, the summary ~4 ms. The interpreter's teardown after
+py_exit took 0.22 s here. Now:
+- once the program's own process wrote py_exit, the worker makes the facts (runner.linux_facts) of the trace so far
+  (runner.FactsAhead); after the end they are appended when nothing that followed changes a call
+  (replay_linux.replays_alike), else made again (test_run_makes_the_facts_ahead_while_python_tears_down);
+- the worker's read keeps the events parsed (reader.Events(keep_parsed)): no second parse;
+- a .jsonl.gz trace is compressed as the worker reads it (files.GzipAhead): the same bytes.
+After the program: facts 2-4 ms, compression 3-4 ms; what `run` does after the program ends is ~8 ms in all.
+Before the program: ~35 ms from the interpreter's start to the program's (the CLI, the header, the recorder's check).
+What is left is the worker's CPU while the program runs (~320 ms of the dlltrace process's own CPU in all: imports
+~130, the trace read and checked ~30, the ELF facts ~20, the replay ahead ~30, the compression ~10), at nice +5 on
+the core the program leaves; the untraced program itself uses 1.2 cores on average (OpenBLAS's threads).
+This script, 15 runs, the machine otherwise quiet:
+  untraced                1524.5 ms 1.000x     1777.9 ms 1.000x     1180.3 ms 1.000x
+  recorder only           1534.3 ms 1.006x     1788.4 ms 1.006x     1275.8 ms 1.081x   (aim <= 1.06x)
+  dlltrace run            1800.8 ms 1.181x     2240.5 ms 1.260x     1345.1 ms 1.140x   (aim <= 1.15x)
 """
 
 from __future__ import annotations

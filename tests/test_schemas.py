@@ -464,10 +464,11 @@ POOL = [0, 1, 7, -1, 2 ** 32 - 1, 2 ** 32, 2 ** 70, 1.0, 1.5, True, False, None,
 
 
 def test_an_event_kinds_one_function_agrees_with_its_fields_checks():
-    """EventSpec.valid, each kind's check made one function of inline tests (tracecheck._event_function), is true
+    """EventSpec.fast(), each kind's check made one function of inline tests (tracecheck._event_function), is true
     exactly when every field the event has passes its own compiled check and every field a writer always writes
     is there: random events of every kind (each field left out, or given a value its check takes or refuses, the
-    enum members among them), 200 a kind; and check_event keeps its answers for them."""
+    enum members among them), 200 a kind; and check_event keeps its answers for them, before the kind's function
+    is used (its first FAST_AFTER events) and after."""
     rng = random.Random(20261205)
     specs = [*tracecheck.SPECS.values(), tracecheck.OTHER]
     agreed = {True: 0, False: 0}
@@ -483,10 +484,15 @@ def test_an_event_kinds_one_function_agrees_with_its_fields_checks():
             if rng.random() < 0.2:
                 e["unknown_field"] = rng.choice(POOL)
             want = spec.required <= e.keys() and all(spec.checks[k](v) for k, v in e.items() if k in spec.checks)
-            assert spec.valid(e) is want, (spec.kind, e)
+            assert spec.fast()(e) is want, (spec.kind, e)
             agreed[want] += 1
-            problems, usable = tracecheck.check_event(copy.deepcopy(e), ("pid",))
-            assert (problems == [] and usable) is (want and type(e.get("pid")) is int), (spec.kind, e, problems)
+            for valid in (spec.fast(), lambda o: False):  # (a common kind's function; a kind still warming)
+                saved, spec.valid = spec.valid, valid
+                try:
+                    problems, usable = tracecheck.check_event(copy.deepcopy(e), ("pid",))
+                finally:
+                    spec.valid = saved
+                assert (problems == [] and usable) is (want and type(e.get("pid")) is int), (spec.kind, e, problems)
     assert agreed[True] > 500 and agreed[False] > 500, agreed
 
 
@@ -498,3 +504,15 @@ def _listed(spec, k: str) -> list:
     kind = TRACE_DEFS.get(spec.kind, {}) if spec.kind else {}
     field = kind.get("properties", {}).get(k) or TRACE_DEFS["event"]["properties"].get(k) or {}
     return list(field.get("enum", [])) + ([field["const"]] if "const" in field else [])
+
+
+def test_a_kinds_function_is_compiled_once_it_is_common():
+    """A kind's function is compiled after its first FAST_AFTER events (check_event's loop decides those): a small
+    trace compiles none, a large one each kind it has many of, once."""
+    spec = tracecheck.EventSpec("k", {"properties": {"n": {"type": "integer"}}}, {"properties": {"ev": {"type": "string"}}})
+    e = {"ev": "k", "n": 1}
+    assert spec.valid(e) is False and spec._fast is None
+    for _ in range(tracecheck.FAST_AFTER):
+        spec.valid(e)
+    assert spec._fast is not None and spec.valid is spec._fast and spec.valid(e) is True
+    assert spec.valid({"ev": "k", "n": "1"}) is False

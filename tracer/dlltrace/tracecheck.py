@@ -547,7 +547,28 @@ class EventSpec:
         self.checks: dict[str, Check] = {k: n.ok for k, n in nodes.items()}
         self.wants: dict[str, str] = {k: describe(s) for k, s in props.items()}
         self.required = frozenset(r for r in schema.get("required", base.get("required", ())) if r in props)
-        self.valid: Callable[[dict], bool] = _event_function(nodes, self.required)
+        self._nodes = nodes
+        self._fast: Optional[Callable[[dict], bool]] = None
+        self._seen = 0
+        # `valid` is False (check_event's loop decides) for a kind's first FAST_AFTER events, then fast(): compiling a
+        # kind's function takes about 0.5 ms (20 ms for the forty kinds, at import, when it was made there), which a
+        # trace of a few thousand events would not win back
+        self.valid: Callable[[dict], bool] = self._warming
+
+    def fast(self) -> Callable[[dict], bool]:
+        """The kind's one function (_event_function), compiled the first time it is asked for."""
+        if self._fast is None:
+            self._fast = _event_function(self._nodes, self.required)
+        return self._fast
+
+    def _warming(self, obj: dict) -> bool:
+        self._seen += 1
+        if self._seen >= FAST_AFTER:
+            self.valid = self.fast()
+        return False
+
+
+FAST_AFTER = 500  # events of a kind checked by check_event's loop before the kind's function is compiled (EventSpec)
 
 
 
@@ -671,7 +692,7 @@ def check_event(obj: dict, essential: tuple[str, ...] = ()) -> tuple[list[str], 
     always writes that is missing is only reported. An event of a kind this version does not know
     gets only the checks every event gets (a later minor version may add kinds)."""
     spec = SPECS.get(obj["ev"], OTHER)
-    if spec.valid(obj):  # (the common case, all in one function: then only the essential fields are asked)
+    if spec.valid(obj):  # (the common case, in one function, once the kind is common: only the essential fields then)
         for name in essential:
             if type(obj.get(name)) is not int:
                 break
