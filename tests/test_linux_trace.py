@@ -290,6 +290,58 @@ def test_gzip_ahead_lets_go_past_its_limit(tmp_path, monkeypatch):
     assert not files.is_spill(tmp_path / "t.jsonl") and not files.is_spill(tmp_path / "t.part")
 
 
+AFTER_PY_EXIT = {
+    # the program's Python ends twice (its exit functions run by hand): the facts made ahead at the first are not
+    # the whole trace's; a load after it fails
+    "py-exit-twice": """
+import atexit, ctypes, time
+atexit._run_exitfuncs()
+time.sleep(0.4)
+try:
+    ctypes.CDLL('libnosuch_after.so.4')
+except OSError:
+    pass
+class Slow:
+    def __del__(self):
+        time.sleep(0.5)
+keep = Slow()
+""",
+    # a forked child (no exec: it has the parent's py_exit hook, and writes none of the parent's pid) loads after the
+    # parent's py_exit
+    "fork-child-after": """
+import ctypes, os, time
+class Slow:
+    def __del__(self):
+        time.sleep(0.5)
+keep = Slow()
+if os.fork() == 0:
+    time.sleep(0.2)
+    try:
+        ctypes.CDLL('libnosuch_after.so.5')
+    except OSError:
+        pass
+    os._exit(0)
+""",
+}
+
+
+@pytest.mark.parametrize("name", list(AFTER_PY_EXIT))
+def test_run_facts_made_ahead_are_not_kept_past_a_later_load(recorder, tmp_path, monkeypatch, name):
+    """A load after the facts were made ahead (after a first py_exit, or in a forked child of the program after its
+    py_exit) has them made again: the replay `run` keeps has that load's failure, and is a report's of the file."""
+    from dlltrace import runner
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    from dlltrace.trace import linux
+    from dlltrace.trace.reader import read_trace
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    rc, trace = runner.trace_linux_command([PY, "-c", AFTER_PY_EXIT[name]], str(tmp_path / "t.jsonl.gz"))
+    assert rc == 0 and trace.replayed is not None
+    assert [c.name for c in trace.replayed if c.error] == ["libnosuch_after.so." + ("4" if "twice" in name else "5")]
+    again = read_trace(trace.path)
+    assert [dict(e) for e in trace.events] == [dict(e) for e in again.events]
+    assert replay_linux(again.events) == trace.replayed
+
+
 def test_replays_alike_only_when_nothing_after_changes_a_call():
     from dlltrace.diagnosis.replay_linux import replays_alike
     pre = [{"ev": "audit_start", "pid": 1}, {"ev": "objsearch", "pid": 1, "name": "a"}, {"ev": "py_exit", "pid": 1}]

@@ -516,3 +516,32 @@ def test_a_kinds_function_is_compiled_once_it_is_common():
         spec.valid(e)
     assert spec._fast is not None and spec.valid is spec._fast and spec.valid(e) is True
     assert spec.valid({"ev": "k", "n": "1"}) is False
+
+
+INLINE_SCHEMAS = [
+    {"type": "integer"}, {"type": ["integer", "null"]}, {"type": "number"}, {"type": ["number", "null"]},
+    {"type": "integer", "minimum": 0}, {"type": "integer", "maximum": 5}, {"type": ["integer", "null"], "minimum": 0,
+                                                                         "maximum": 4294967295},
+    {"type": "number", "minimum": 0}, {"type": "number", "maximum": 5.5}, {"type": ["number", "null"], "minimum": -0.0},
+    {"type": "number", "minimum": 0.5, "maximum": 2 ** 64}, {"enum": ["a", "b"]}, {"const": "a"}, {"enum": []},
+    {"enum": [1, 1.0, True, None, "1"]}, {"const": 0}, {"const": False}, {"enum": [0.0]},
+    {"type": "string", "pattern": "^0x[0-9a-f]+$"}, {"type": ["string", "null"], "pattern": "b$"},
+    {"type": ["string", "integer"], "pattern": "^a"}, {"type": "string", "minLength": 1}, {"anyOf": [{"type": "null"},
+                                                                                                     {"const": "a"}]},
+    True, False,
+]
+INLINE_VALUES = [0, 1, -1, 5, 6, 2 ** 32 - 1, 2 ** 32, 2 ** 64, 10 ** 400, -10 ** 400, 0.0, -0.0, 0.5, 5.5, 5.6, 1.0,
+                 float("nan"), float("inf"), float("-inf"), True, False, None, "", "a", "b", "1", "0x1f", "0xZZ", [], {}]
+
+
+def test_a_fields_inline_test_agrees_with_its_compiled_check():
+    """tracecheck._inline, a field's test written out in its event kind's function, is true exactly when the field's
+    compiled check (Node.ok) is, for every shape it writes out and some it calls, beyond the trace schema's own
+    fields (a number's bounds, -0.0, NaN and the infinities, integers past a float's range, an enum of mixed types,
+    a pattern beside another type): a later schema's field is checked the same by both."""
+    for schema in INLINE_SCHEMAS:
+        node = tracecheck.compile_node(schema)
+        ns: dict = {}
+        test = eval("lambda v: " + tracecheck._inline(node, "v", ns), ns)
+        for v in INLINE_VALUES:
+            assert bool(test(v)) is bool(node.ok(v)), (schema, v)

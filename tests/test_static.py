@@ -150,6 +150,24 @@ def test_rule_pyd_default_is_the_extension_import_and_python_version_changes_it(
     assert doc["loads"][0]["context"] == {**doc["loads"][0]["context"], "how": "LoadLibraryExW", "flags": 0x800}
 
 
+def test_deps_python_option_takes_the_free_threaded_build(pes, tmp_path):
+    """--python 3.13t (the Python a cp313t wheel's tag gives) is the free-threaded build: an untagged extension that
+    imports python313t.dll finds it already loaded, where the default Python (3.12) has no such DLL; a version
+    that is neither X.Y nor X.Yt is still a usage error."""
+    (tmp_path / "py.c").write_text("__declspec(dllexport) int PyFoo(void) { return 1; }\n")
+    mingw_compile([tmp_path / "py.c"], tmp_path / "python313t.dll", dll=True,
+                  extra=[f"-Wl,--out-implib,{tmp_path / 'libpython313t.a'}"])
+    (tmp_path / "m.c").write_text("int PyFoo(void);\n__declspec(dllexport) int PyInit_m(void) { return PyFoo(); }\n")
+    ext = tmp_path / "ft" / "m.pyd"
+    ext.parent.mkdir()
+    mingw_compile([tmp_path / "m.c", tmp_path / "libpython313t.a"], ext, dll=True)
+    doc, code = deps_json(ext)
+    assert code == 1 and [p["dll"] for p in doc["loads"][0]["problems"]] == ["python313t.dll"]
+    doc, code = deps_json(ext, "--python", "3.13t")
+    assert code == 0 and doc["world"]["python"] == "3.13t", doc["loads"][0]["problems"]
+    assert dlltrace("deps", str(ext), "--python", "3.13x").returncode == 2
+
+
 def test_rule_add_dll_directory_reaches_a_subfolder(pes):
     """b.dll in lib\\ is bundled but not searched (reported with where it is); --add-dll-directory lib finds it."""
     root = package(pes, "sub", {"m.pyd": "a", "lib/b.dll": "b", "lib/c.dll": "c", "lib/d.dll": "d"})

@@ -19,7 +19,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="load with LoadLibraryExW(target, FLAGS) instead of the default context (.pyd: a Python "
                         "extension import, 0x1100; .dll: ctypes.CDLL; .exe: a process start)")
     p.add_argument("--python", metavar="X.Y", default=None,
-                   help="the Python version (default: the wheel's tag, else the folder's extensions' tag: .cp311-win_amd64.pyd, else 3.12)")
+                   help="the Python version, 3.13t the free-threaded build (default: the wheel's tag, else the folder's "
+                        "extensions' tag: .cp311-win_amd64.pyd, else 3.12)")
     p.add_argument("--path", metavar="FOLDER", action="append", default=[],
                    help="a PATH entry in front of the default PATH (a Windows path, or a folder inside the target)")
     p.add_argument("--add-dll-directory", metavar="FOLDER", action="append", default=[], dest="dll_dirs",
@@ -106,5 +107,6 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _python_ok(v: str) -> bool:
-    parts = v.split(".")
+    """X.Y, or X.Yt: the free-threaded build (3.13t), the Python a cp313t wheel's tag gives (wheel_python)."""
+    parts = (v[:-1] if v.endswith("t") else v).split(".")
     return len(parts) == 2 and all(p.isdigit() for p in parts)
