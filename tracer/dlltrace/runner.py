@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
     from dlltrace.trace.launch import LauncherRun
-    from dlltrace.trace.reader import Trace
+    from typing import Iterable
+
+    from dlltrace.trace.reader import Events, Trace
     from dlltrace.worlds.elf import LiveELFWorld
 
 # (the Windows launcher and facts, the Linux recorder and model, the reader and the ending are imported by the path
@@ -160,8 +162,9 @@ def run_exit_code(trace: Trace) -> int:
     return 128 - st if st is not None and st < 0 else (st if st is not None else EXIT_NOT_RUN)
 
 
-def linux_facts(read: Trace, world: Optional["LiveELFWorld"] = None) -> tuple[list, list[dict[str, Any]], bytes]:
-    """The trace `read` replayed once in the model against this machine (`world`) through a RecordingELFWorld: the
+def linux_facts(events: Iterable[dict[str, Any]], world: Optional["LiveELFWorld"] = None
+                ) -> tuple[list, list[dict[str, Any]], bytes]:
+    """A trace's `events` replayed once in the model against this machine (`world`) through a RecordingELFWorld: the
     replay's calls, and every answer it got (each file's ELF facts or absence, each folder's existence,
     ld.so.cache's answers, the machine's ld.so facts, the copies the fixes found) as elf_system / elf_file events,
     checked against the trace's schema, with their lines."""
@@ -170,7 +173,7 @@ def linux_facts(read: Trace, world: Optional["LiveELFWorld"] = None) -> tuple[li
     from dlltrace.worlds.elf import LiveELFWorld, RecordingELFWorld
 
     rec = RecordingELFWorld(world or LiveELFWorld())
-    calls = replay_linux(read.events, world=rec)
+    calls = replay_linux(events, world=rec)
     events = rec.events(os.getpid())
     for ev in events:  # (as the reader would check them: they are written to its schema)
         check_event(ev)
@@ -178,14 +181,15 @@ def linux_facts(read: Trace, world: Optional["LiveELFWorld"] = None) -> tuple[li
 
 
 class FactsAhead:
-    """linux_facts made of the trace as it was when its program's Python ended (py_exit: what follows, the
-    interpreter's teardown, can take longer than the replay), by LinuxFactsMeanwhile's worker; kept when the whole
-    trace replays alike (replay_linux.replays_alike)."""
+    """linux_facts made of the first `count` events of the trace the worker reads (`source`, its Events: the same
+    dicts, no second copy) as they were when the program's Python ended (py_exit: what follows, the interpreter's
+    teardown, can take longer than the replay), by LinuxFactsMeanwhile's worker; kept when no later event of that
+    trace can change a call (replay_linux.calls_unchanged_after)."""
 
-    __slots__ = ("events", "calls", "facts", "lines")
+    __slots__ = ("source", "count", "calls", "facts", "lines")
 
-    def __init__(self, events: list[dict[str, Any]], made: tuple[list, list[dict[str, Any]], bytes]) -> None:
-        self.events = events
+    def __init__(self, source: object, count: int, made: tuple[list, list[dict[str, Any]], bytes]) -> None:
+        self.source, self.count = source, count
         self.calls, self.facts, self.lines = made
 
 
@@ -197,18 +201,20 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
     the whole trace's (replays_alike). The trace with them, its replay kept on it (Trace.replayed: what a replay
     of it in its recorded world gives, the summary's); None when they could not be appended (said on stderr: a
     failure here costs the facts, never the trace)."""
-    from dlltrace.diagnosis.replay_linux import replays_alike
+    from dlltrace.diagnosis.replay_linux import calls_unchanged_after
     from dlltrace.trace.reader import read_trace
 
     try:
-        read = read or read_trace(spill)  # (`read`: the trace read while it was written, LinuxFactsMeanwhile)
+        # (`read`: the trace read while it was written, LinuxFactsMeanwhile; its events are `ahead`'s first ones)
+        same = ahead is not None and read is not None and read.events is ahead.source
+        read = read or read_trace(spill)
         from dataclasses import replace
 
         trace = replace(read, events=list(read.events))
-        if ahead is not None and replays_alike(ahead.events, trace.events):
+        if ahead is not None and same and calls_unchanged_after(trace.events, ahead.count):
             calls, facts, lines = ahead.calls, ahead.facts, ahead.lines
         else:
-            calls, facts, lines = linux_facts(trace, world)
+            calls, facts, lines = linux_facts(trace.events, world)
         out = append_events(spill, trace, facts, lines=lines)
         if len(out.events) < len(trace.events) + 1:  # (not written: append_events said why)
             return None
@@ -295,6 +301,7 @@ class LinuxFactsMeanwhile:
         self._py_ended = False  # a py_exit of the program's process read since the facts were last made ahead
         self.spill: Optional[Path] = None
         self.gzip: Optional[GzipAhead] = None  # a compressed trace's spill, compressed as it is read
+        self.events: Optional["Events"] = None  # the events of the trace the worker reads, as they are read
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
         self.spill = spill
@@ -331,35 +338,30 @@ class LinuxFactsMeanwhile:
         try:
             from dlltrace.diagnosis import replay_linux  # noqa: F401  (imported now, used after)
             from dlltrace.diagnosis.ending import ending  # noqa: F401
-            from dlltrace.trace.reader import read_trace_from
+            from dlltrace.trace.reader import Events, read_trace_from
             from dlltrace.worlds.elf import LiveELFWorld
 
             if self.warm is not None:
                 self.warm()
             self.world = LiveELFWorld()
-            self.trace = read_trace_from(spill, self.growing, keep_parsed=True)  # type: ignore[arg-type]
+            self.events = Events(keep_parsed=True)  # (run replays all of it: parsed once, kept so)
+            self.trace = read_trace_from(spill, self.growing, events=self.events)  # type: ignore[arg-type]
         except BaseException:  # (read again after, where its error is said)
             self.trace = None
         finally:
             self.growing.f.close()
 
     def _on_wait(self, pos: int) -> None:
-        """The worker has read every whole line so far (the `pos` bytes of the spill) and the program runs: after a
-        py_exit, the facts of the trace so far are made now (a read of its own of those bytes, as read_trace_from
-        reads: the same checks). Any failure only leaves them to be made after."""
-        if not self._py_ended or self.world is None or self.spill is None:
+        """The worker has read every whole line so far (the `pos` bytes of the spill: the reader has taken each
+        line it was given into its Events before it asks for the next) and the program runs: after a py_exit, the
+        facts of the events so far are made now. Any failure only leaves them to be made after."""
+        if not self._py_ended or self.world is None or self.events is None:
             return
         self._py_ended = False
         self.ahead = None
         try:
-            import io
-
-            from dlltrace.trace.reader import read_trace_from
-
-            with open(self.spill, "rb") as f:
-                so_far = read_trace_from(self.spill, io.BytesIO(f.read(pos)), keep_parsed=True)
-            events = list(so_far.events)
-            self.ahead = FactsAhead(events, linux_facts(so_far, self.world))
+            events = list(self.events)
+            self.ahead = FactsAhead(self.events, len(events), linux_facts(events, self.world))
         except Exception:  # (made after the program ends instead, where a failure is said)
             self.ahead = None
 

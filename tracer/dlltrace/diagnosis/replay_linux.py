@@ -20,6 +20,7 @@ and candidate_dict, the fixes' through fix_dict). Not done: a text form in rende
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 
 from dataclasses import dataclass, field
@@ -94,10 +95,15 @@ def replays_alike(prefix: Sequence[dict], full: Sequence[dict]) -> bool:
     k = len(prefix)
     if len(full) < k:
         return False
-    it = iter(full)
-    if any(a != b for a, b in zip(prefix, it)):
+    if any(a != b for a, b in zip(prefix, full)):
         return False
-    return not any(changes_calls(e.get("ev")) for e in it)
+    return calls_unchanged_after(full, k)
+
+
+def calls_unchanged_after(full: Sequence[dict], k: int) -> bool:
+    """No event of `full` after its first `k` can change a call (changes_calls): a replay of its first k is one of
+    it all (replays_alike, when its first k are those)."""
+    return len(full) >= k and not any(changes_calls(e.get("ev")) for e in itertools.islice(full, k, None))
 
 
 def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:

@@ -845,12 +845,13 @@ def read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> T
         return _read_trace(path, progress)
 
 
-def read_trace_from(path: Union[str, Path], f: BinaryIO, keep_parsed: bool = False) -> Trace:
+def read_trace_from(path: Union[str, Path], f: BinaryIO, events: Optional[Events] = None) -> Trace:
     """read_trace of a plain trace read from `f` by its readline (a file-like object: runner.py's view of a trace
     still being written, its lines read as they come), with the same checks and limits; `path` names it.
-    `keep_parsed`: its events kept as dicts (Events)."""
+    `events`: the Events its events go into, as each line is read (the caller's: Events(keep_parsed=True) keeps
+    them parsed), the trace's own."""
     with paused_gc():
-        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events, keep_parsed)
+        return _read_lines(path, _plain_lines(f, None, 0, path), [], trace_limits().events, events)
 
 
 def _plain_lines(f: BinaryIO, progress: Optional[Progress], total: int, path: Union[str, Path] = "",
@@ -984,7 +985,7 @@ def _read_trace(path: Union[str, Path], progress: Optional[Progress] = None) -> 
 
 
 def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[str],
-                max_events: int = TraceLimits.events, keep_parsed: bool = False) -> Trace:
+                max_events: int = TraceLimits.events, events: Optional[Events] = None) -> Trace:
     """The trace from its lines (bytes, each with its "\n" but perhaps the last), at most `max_events` events."""
     first_line = next(lines, b"")
     if not first_line.strip():
@@ -994,7 +995,7 @@ def _read_lines(path: Union[str, Path], lines: Iterator[bytes], warnings: list[s
     except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
         raise _bad(path, 1, "not a dlltrace trace (the first line is not JSON)") from None
     header = parse_header(first, path)
-    events = Events(keep_parsed)
+    events = Events() if events is None else events
     seqs: Union[array, list] = array("q")  # each event's seq
     last_seq: dict[Any, int] = {}  # pid -> its highest seq so far
     # (pid, seq) -> position of its first event: built on the first event whose seq is not above its
