@@ -91,7 +91,7 @@ the default .jsonl.gz): the facts 37-57 ms (the replay 15-18, parsing the worker
 py_exit took 0.22 s here. Now:
 - once the program's own process wrote py_exit, the worker makes the facts (runner.linux_facts) of the trace so far
   (runner.FactsAhead); after the end they are appended when nothing that followed changes a call
-  (replay_linux.replays_alike), else made again (test_run_makes_the_facts_ahead_while_python_tears_down);
+  (replay_linux.calls_unchanged_after), else made again (test_run_makes_the_facts_ahead_while_python_tears_down);
 - the worker's read keeps the events parsed (reader.Events(keep_parsed)): no second parse;
 - a .jsonl.gz trace is compressed as the worker reads it (files.GzipAhead): the same bytes.
 After the program: facts 2-4 ms, compression 3-4 ms; what `run` does after the program ends is ~8 ms in all.

@@ -208,7 +208,7 @@ ctypes.CDLL('libm.so.6')
 def test_run_makes_the_facts_ahead_while_python_tears_down(recorder, tmp_path, monkeypatch, more):
     """Once the program's Python has ended (py_exit), `run`'s worker replays the trace so far and makes its facts
     (runner.FactsAhead) while the interpreter tears down; they are appended when nothing after changes the replay
-    (replays_alike), else made again of the whole trace: a library loaded in the teardown (a __del__) is in the
+    (calls_unchanged_after), else made again of the whole trace: a library loaded in the teardown (a __del__) is in the
     summary's replay. Either way the replay kept is the one a report of the file makes."""
     from dlltrace import runner
     from dlltrace.diagnosis.replay_linux import replay_linux
@@ -342,15 +342,15 @@ def test_run_facts_made_ahead_are_not_kept_past_a_later_load(recorder, tmp_path,
     assert replay_linux(again.events) == trace.replayed
 
 
-def test_replays_alike_only_when_nothing_after_changes_a_call():
-    from dlltrace.diagnosis.replay_linux import replays_alike
+def test_calls_unchanged_after_only_when_nothing_after_changes_a_call():
+    from dlltrace.diagnosis.replay_linux import calls_unchanged_after
     pre = [{"ev": "audit_start", "pid": 1}, {"ev": "objsearch", "pid": 1, "name": "a"}, {"ev": "py_exit", "pid": 1}]
     tail = [{"ev": "activity", "pid": 1, "flag": "LA_ACT_DELETE"}, {"ev": "exit", "pid": 1}, {"ev": "objclose", "pid": 1}]
-    assert replays_alike(pre, pre) and replays_alike(pre, pre + tail)
-    assert not replays_alike(pre, pre[:2])
-    assert not replays_alike(pre, [pre[0], dict(pre[1], name="b"), pre[2]])
+    assert calls_unchanged_after(pre, 3) and calls_unchanged_after(pre + tail, 3)
+    assert not calls_unchanged_after(pre[:2], 3)  # (fewer events than were replayed: not that trace)
+    assert not calls_unchanged_after(pre, 1)  # (its objsearch came after)
     for kind in ("objsearch", "objopen", "dlerror", "fork", "audit_start", "py_import"):
-        assert not replays_alike(pre, pre + tail + [{"ev": kind, "pid": 1}]), kind
+        assert not calls_unchanged_after(pre + tail + [{"ev": kind, "pid": 1}], 3), kind
 
 
 # --- replay: the trace against the model ----------------------------------------------------------------

@@ -22,11 +22,9 @@ from dlltrace.trace.where import DEFAULT_MAX_SIZE
 TYPE_CHECKING = False  # (typing and dataclasses are not imported before a Linux program starts: trace/linux.py)
 if TYPE_CHECKING:
     import subprocess
-    from typing import Any, Callable, Optional
+    from typing import Any, Callable, Iterable, Optional
 
     from dlltrace.trace.launch import LauncherRun
-    from typing import Iterable
-
     from dlltrace.trace.reader import Events, Trace
     from dlltrace.worlds.elf import LiveELFWorld
 
@@ -197,10 +195,11 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
                        ahead: Optional[FactsAhead] = None) -> Optional[Trace]:
     """The facts a report needs, appended after the program ended (linux_facts: the trace replayed once in the
     model against this machine, `world`, the one LinuxFactsMeanwhile filled while it ran), so `report` never reads
-    the disk (and works on another machine). `ahead`: those facts made before the program ended, used when they are
-    the whole trace's (replays_alike). The trace with them, its replay kept on it (Trace.replayed: what a replay
-    of it in its recorded world gives, the summary's); None when they could not be appended (said on stderr: a
-    failure here costs the facts, never the trace)."""
+    the disk (and works on another machine). `ahead`: those facts made before the program ended, used when they
+    are the whole trace's (made of the first events of the worker's own read, and no later event can change a call:
+    calls_unchanged_after). The trace with them, its replay kept on it (Trace.replayed: what a replay of it in its
+    recorded world gives, the summary's); None when they could not be appended (said on stderr: a failure here
+    costs the facts, never the trace)."""
     from dlltrace.diagnosis.replay_linux import calls_unchanged_after
     from dlltrace.trace.reader import read_trace
 
@@ -299,12 +298,10 @@ class LinuxFactsMeanwhile:
         self.trace: Optional[Trace] = None
         self.ahead: Optional[FactsAhead] = None
         self._py_ended = False  # a py_exit of the program's process read since the facts were last made ahead
-        self.spill: Optional[Path] = None
         self.gzip: Optional[GzipAhead] = None  # a compressed trace's spill, compressed as it is read
         self.events: Optional["Events"] = None  # the events of the trace the worker reads, as they are read
 
     def __call__(self, proc: "subprocess.Popen[bytes]", spill: Path) -> None:
-        self.spill = spill
         self.gzip = GzipAhead() if is_spill(spill) else None
         self.growing = GrowingTrace(spill, proc, self._on_line)
         self.growing.on_wait = self._on_wait

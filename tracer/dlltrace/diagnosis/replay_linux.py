@@ -88,21 +88,10 @@ def changes_calls(kind: Any) -> bool:
     return isinstance(kind, str) and (kind in CALL_KINDS or kind.startswith("py_"))
 
 
-def replays_alike(prefix: Sequence[dict], full: Sequence[dict]) -> bool:
-    """A replay of `full` is the replay of `prefix` (in the same world): `full` starts with `prefix`'s events,
-    and none that follows can change a call (changes_calls). `run`'s replay made ahead, while the program was
-    ending (runner.LinuxFactsMeanwhile), is kept only then."""
-    k = len(prefix)
-    if len(full) < k:
-        return False
-    if any(a != b for a, b in zip(prefix, full)):
-        return False
-    return calls_unchanged_after(full, k)
-
-
 def calls_unchanged_after(full: Sequence[dict], k: int) -> bool:
     """No event of `full` after its first `k` can change a call (changes_calls): a replay of its first k is one of
-    it all (replays_alike, when its first k are those)."""
+    it all. `run`'s replay made ahead, while the program's Python was ending (runner.LinuxFactsMeanwhile), is kept
+    only then."""
     return len(full) >= k and not any(changes_calls(e.get("ev")) for e in itertools.islice(full, k, None))
 
 
