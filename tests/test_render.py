@@ -238,6 +238,24 @@ def test_paths_are_printed_as_typed(capsys):
         assert not doubled.search(out) and "C:\\" in out, s
 
 
+def test_only_a_real_repr_is_printed_as_typed():
+    """as_typed writes a Python repr in words as the user types it ('C:\\\\x.dll' -> r"C:\\x.dll"); quoted text that
+    is not exactly a repr stays as it is: a path written with single backslashes ('C:\\sdk\\bin.dll': literal_eval
+    read its \\b as a backspace, and a Python 3.12+ warned of its \\s on stderr), and a repr of a control character
+    (an escape sequence for the terminal) stays escaped."""
+    import warnings
+
+    from dlltrace.render.explained import as_typed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no SyntaxWarning / DeprecationWarning from a string it reads)
+        assert as_typed("ctypes.CDLL('C:\\\\sdk\\\\bin.dll')") == 'ctypes.CDLL(r"C:\\sdk\\bin.dll")'
+        assert as_typed("ctypes.CDLL('C:\\sdk\\bin.dll')") == "ctypes.CDLL('C:\\sdk\\bin.dll')"
+        assert as_typed("ctypes.CDLL('cudart64_110.dll')") == 'ctypes.CDLL("cudart64_110.dll")'
+        assert as_typed("ctypes.CDLL('a\\x1b[2Jb.dll')") == "ctypes.CDLL('a\\x1b[2Jb.dll')"
+        assert as_typed("ctypes.CDLL('C:\\\\x\\n')") == "ctypes.CDLL('C:\\\\x\\n')"
+
+
 # --- Markdown and JSON from the same data -------------------------------------------------------------------
 def _s1_with(fixes, also):
     from dlltrace.diagnosis.analysis import judged_incidents

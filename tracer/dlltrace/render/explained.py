@@ -203,15 +203,27 @@ def from_result(r: CallResult) -> ExplainedCall:
 _REPR = re.compile(r"(?<![\w\"'])'((?:[^'\\\n]|\\.)*)'")
 
 
+# the escapes Python's repr of a str writes: quoted text with any other backslash is not a repr (a path a producer
+# wrote as it is, 'C:\sdk\bin.dll', whose \b literal_eval would read as a backspace, and whose \s a Python
+# 3.12+ prints a SyntaxWarning for)
+_REPR_ESCAPE = re.compile(r"\\(?:[\\'nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})|\\")
+
+
 def as_typed(words: str) -> str:
-    r"""Words with each Python string repr in them written as the user types it: 'C:\\x' -> r"C:\x"."""
+    r"""Words with each Python string repr in them written as the user types it: 'C:\\x' -> r"C:\x". Quoted text
+    that is not exactly a repr is left as it is."""
     def typed(m: "re.Match[str]") -> str:
+        text = m.group(0)
+        if any(e.group(0) == "\\" for e in _REPR_ESCAPE.finditer(text)):  # (a backslash no repr writes)
+            return text
         try:
-            value = ast.literal_eval(m.group(0))
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            return m.group(0)
-        if not isinstance(value, str) or '"' in value or value.endswith("\\") or "\n" in value:
-            return m.group(0)
+            return text
+        if not isinstance(value, str) or repr(value) != text:
+            return text
+        if '"' in value or value.endswith("\\") or not value.isprintable():  # (a control character stays escaped)
+            return text
         return f'r"{value}"' if "\\" in value else f'"{value}"'
     return _REPR.sub(typed, words) if "'" in words else words
 
