@@ -108,6 +108,35 @@ def test_deps_of_a_shared_object(tmp_path):
     assert not doc["ok"] and [p["name"] for p in doc["problems"]] == ["libb.so"]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_folder_of_shared_objects(tmp_path):
+    """`deps FOLDER` of a Linux install: each shared object in it, a link to one not counted again; one whose
+    DT_NEEDED is missing fails the run (exit 1) and says so; the JSON has each object's document."""
+    v = schema("static-linux-v1.json")
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (tmp_path / "b.c").write_text("int b(void) { return 2; }\n")
+    (tmp_path / "a.c").write_text("int b(void);\nint a(void) { return b(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libb.so"), str(tmp_path / "b.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "sub" / "liba.so.1"), str(tmp_path / "a.c"),
+                    "-L", str(tmp_path), "-lb"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "_ok.cpython-311-x86_64-linux-gnu.so"),
+                    str(tmp_path / "b.c")], check=True)
+    (pkg / "sub" / "liba.so").symlink_to("liba.so.1")
+    doc = run_json("deps", str(pkg), "--json", ok=(1,))
+    v.validate(doc)
+    assert [o["file"] for o in doc["objects"]] == ["_ok.cpython-311-x86_64-linux-gnu.so", "sub/liba.so.1"]
+    assert [o["ok"] for o in doc["objects"]] == [True, False] and not doc["ok"]
+    assert [p["name"] for p in doc["problems"]] == ["libb.so"]
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(pkg)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")})
+    assert text.returncode == 1, text.stderr
+    assert text.stdout.startswith(f"dlltrace deps {pkg}: 2 shared objects, 1 with a problem"), text.stdout
+    assert "  ✗ sub/liba.so.1: 1 problem(s)" in text.stdout and "libb.so" in text.stdout
+    shutil.copy(tmp_path / "libb.so", pkg / "sub" / "libb.so")  # (no RUNPATH: still not found beside it)
+    v.validate(run_json("deps", str(pkg), "--json", ok=(1,)))
+
+
 def test_cuda_of_a_scenario_and_of_this_machine():
     v = schema("cuda-v1.json")
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):  # (1: the stack does not fit, as s2's)

@@ -42,6 +42,72 @@ def is_elf(path: str) -> bool:
         return False
 
 
+def elf_objects(folder: str, limit: int = 5000) -> list[str]:
+    """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder)."""
+    import os
+
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            low = fn.lower()
+            if low.endswith((".dll", ".pyd", ".exe")):
+                return []
+            p = os.path.join(dirpath, fn)
+            if (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
+                out.append(p)
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _elf_doc(target: str, r: object) -> dict:
+    from dlltrace.render.linux_tree import tree_dict
+
+    return {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
+            "target": target, "loaded": r.loaded, "ok": not r.problems,  # type: ignore[attr-defined]
+            "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
+                          "candidates": list(p.candidates)} for p in r.problems],  # type: ignore[attr-defined]
+            "tree": tree_dict(r.tree) if r.tree is not None else None}  # type: ignore[attr-defined]
+
+
+def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
+    """`dlltrace deps FOLDER` of a Linux install (site-packages/torch): each shared object in it loaded as a plain
+    program's dlopen would, on this machine (execute_elf's, one world for all): a line each, the tree of each that
+    has a problem. Exit 1 when one has."""
+    import os
+
+    from dlltrace.loader.linux.static import static_deps
+    from dlltrace.render.escape import escape_code_block, escape_terminal
+    from dlltrace.render.linux_tree import tree_lines
+    from dlltrace.worlds.elf import LiveELFWorld
+
+    env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
+    world = LiveELFWorld()
+    results = [(os.path.relpath(p, args.target), static_deps(p, world, env)) for p in objects]
+    bad = [(rel, r) for rel, r in results if r.problems]
+    if args.json:
+        docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
+        doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
+               "target": args.target, "loaded": list(dict.fromkeys(x for _, r in results for x in r.loaded)),
+               "ok": not bad, "problems": [p for d in docs for p in d["problems"]], "tree": None,
+               "objects": [{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")} for d in docs]}
+        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return EXIT_PROBLEMS if bad else EXIT_OK
+    lines = [f"dlltrace deps {args.target}: {len(results)} shared objects, "
+             + (f"{len(bad)} with a problem" if bad else "every one loads, no problem"), ""]
+    for rel, r in results:
+        n = len(r.loaded)
+        lines.append(f"  {'✗' if r.problems else '✓'} {rel}: " + (f"{len(r.problems)} problem(s)" if r.problems
+                                                                  else f"{n} object{'s' if n != 1 else ''} load{'s' if n == 1 else ''}"))
+    for rel, r in bad:
+        lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
+    print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
+    return EXIT_PROBLEMS if bad else EXIT_OK
+
+
 def execute_elf(args: argparse.Namespace) -> int:
     """`dlltrace deps x.so`: its DT_NEEDED closure as a plain program's dlopen would load it on this
     machine, through the ld.so model (loader/linux/static.py), every problem found (not only the first)."""
@@ -75,6 +141,12 @@ def execute_elf(args: argparse.Namespace) -> int:
 def execute(args: argparse.Namespace) -> int:
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model (and none of the Windows side imported)
         return execute_elf(args)
+    import os
+
+    if os.path.isdir(args.target):  # a Linux install's folder: each of its shared objects so (no PE file in it)
+        objects = elf_objects(args.target)
+        if objects:
+            return execute_elf_folder(args, objects)
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target
     from dlltrace.render.static import deps_dict, deps_json_indent, deps_markdown, print_deps

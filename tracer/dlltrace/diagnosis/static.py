@@ -1193,7 +1193,10 @@ def check_targets(given: str) -> list[str]:
     has_pe = any(fn.lower().endswith((".dll", ".pyd", ".exe")) for _, _, fns in os.walk(given) for fn in fns)
     out = ([given] if has_pe else []) + wheels
     if not out:
-        raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check", EXIT_USAGE)
+        so = any(fn.endswith(".so") or ".so." in fn for _, _, fns in os.walk(given) for fn in fns)
+        hint = (" (its .so files, a Linux install: `dlltrace deps FOLDER` resolves each on this machine; check takes "
+                "a Linux wheel)") if so else ""
+        raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check{hint}", EXIT_USAGE)
     return out
 
 
