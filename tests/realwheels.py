@@ -89,6 +89,9 @@ WHEELS = {
                              platform="manylinux2014_x86_64"),
     # the free-threaded CPython 3.13's numpy (python313t.dll, .cp313t-win_amd64.pyd)
     "numpy_ft": Wheel("numpy", "2.1.3", "numpy-2.1.3-cp313-cp313t-win_amd64.whl", python="3.13", abi="cp313t"),
+    # pip and setuptools: their Windows launchers, one a machine (templates they copy, never run where they are)
+    "pip": Wheel("pip", "24.3.1", "pip-24.3.1-py3-none-any.whl", platform="any"),
+    "setuptools": Wheel("setuptools", "75.6.0", "setuptools-75.6.0-py3-none-any.whl", platform="any"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -126,6 +129,8 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "pip-24.3.1-py3-none-any.whl": "3790624780082365f47549d032f3770eeb2b1e8bd1f7b2e02dace1afa361b4ed",
+    "setuptools-75.6.0-py3-none-any.whl": "ce74b49e8f7110f9bf04883b730f4765b774ef3ef28f722cce7c273d253aaf7d",
     "numpy-2.1.3-cp313-cp313t-win_amd64.whl": "2564fbdf2b99b3f815f2107c1bbc93e2de8ee655a69c261363a1172a79a257d4",
     "pywin32-306-cp311-cp311-win_amd64.whl": "a7639f51c184c0272e93f244eb24dafca9b1855707d94c192d4a0b4c01e1100e",
     "scikit_learn-1.5.2-cp311-cp311-win_amd64.whl": "6c16d84a0d45e4894832b3c4d0bf73050939e21b99b01b6fd59cbb0cf39163b6",

@@ -187,3 +187,24 @@ def test_site_interpreter(tmp_path):
     (tmp_path / "p" / "bin" / "python3").write_bytes(b"")
     assert site_interpreter(posix) == str(tmp_path / "p" / "bin" / "python3")
     assert site_interpreter(tmp_path / "p" / "lib") == "" and site_interpreter(tmp_path / "nowhere" / "site-packages") == ""
+
+
+def test_launcher_templates_are_not_wrong_machine(tmp_path):
+    """pip (distlib's ScriptMaker) and setuptools (get_win_launcher) ship a Windows launcher for each machine --
+    t32.exe, t64.exe, t64-arm.exe ..., cli-32.exe, cli-64.exe, cli-arm64.exe ... -- and copy the one for the running
+    Python next to each script they install: the files in the package are templates (data/loaders.json
+    distlib_launchers, setuptools_launchers), never loaded where they are. Their wheels, and a site-packages with
+    them installed (every venv has pip), pass; before, each was FAIL with 4 or 6 'wrong machine'."""
+    import zipfile
+
+    for key in ("pip", "setuptools"):
+        check = dlltrace("check", str(wheel(key)), "-q")
+        assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+    site = tmp_path / "Lib" / "site-packages"
+    for key in ("pip", "setuptools", "numpy"):
+        with zipfile.ZipFile(wheel(key)) as z:
+            z.extractall(site)
+    check = dlltrace("check", str(site), "-q")
+    assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+    run = dlltrace("deps", str(site))
+    assert run.returncode == 0 and "t32.exe" not in run.stdout and "cli-32.exe" not in run.stdout, run.stdout[-2000:]

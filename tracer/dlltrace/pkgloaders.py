@@ -39,7 +39,7 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Optional
 
 DATA_FILE = "loaders.json"
-MAX_LOADER_FILE = 1 << 16  # bytes of each read (delvewheel's patch and torch's loader are near the top)
+MAX_LOADER_FILE = 1 << 17  # bytes of each read (delvewheel's patch and torch's loader are near the top; setuptools' get_win_launcher is at 85 KB of easy_install.py)
 RULES_READ_HERE = ("rule_delvewheel", "rule_pywin32_bootstrap", "rule_pywin32_service", "rule_torch_load_dll_libraries")
 
 
@@ -60,6 +60,7 @@ class LoaderRow:
     env_adds: tuple[str, ...] = ()  # "CUDA_PATH/bin": a variable's folder it adds when the variable is set
     preloads: tuple[str, ...] = ()  # files it loads by full path ("ctranslate2/*.dll": every DLL of a folder)
     seen: tuple[dict, ...] = ()  # the real wheels it was read from
+    templates: tuple[str, ...] = ()  # files it copies and never runs where they are (a launcher for each machine)
 
 
 class LoaderDataError(ValueError):
@@ -98,7 +99,8 @@ def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
             raise LoaderDataError(f"{DATA_FILE}: {where}: seen must list objects with a sha256")
         out.append(LoaderRow(raw["id"], raw["rule"], raw["when"], _strs(raw, "files", where), marker, raw["does"],
                              raw["versions"], raw["source"], _strs(raw, "adds", where), _strs(raw, "path_adds", where),
-                             _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen)))
+                             _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen),
+                             _strs(raw, "templates", where)))
     ids = [r.id for r in out]
     if len(set(ids)) != len(ids) or not out:
         raise LoaderDataError(f"{DATA_FILE}: ids must be unique and there must be rows")
@@ -228,10 +230,11 @@ def rule_distributor_init_preloads(row: LoaderRow, package: str, text: str) -> O
 
 def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]:
     """A row whose marker is the evidence and whose effect is the row's own data (adds, path_adds, env_adds,
-    preloads), for the package whose file it is."""
+    preloads, templates), for the package whose file it is."""
     top = row.files[0].split("/", 1)[0] if row.files and not row.files[0].startswith("<") else package
     return LoaderRule(top, row.id, row.adds, row.files[0] if row.files else "", path_adds=row.path_adds,
-                      env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id)
+                      env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id,
+                      templates=row.templates)
 
 
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {

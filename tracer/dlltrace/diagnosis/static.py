@@ -141,7 +141,7 @@ def rule_package_copies(target: Target) -> Target:
             if of is not None:
                 placed.append(target.world.place_copy(winpath.join(home, where.format(xy=xy)), of).path)
         templates += [winpath.join(site, t.replace("/", "\\")) for t in lo.templates]
-    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates)) if placed else target
+    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates)) if placed or templates else target
 
 
 def open_target(given: str, python: Optional[str] = None, use_cache: bool = True, vc_runtime: bool = True) -> Target:
@@ -1038,7 +1038,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             problems.append(Problem("not_pe" if facts.error != "access_denied" else "access_denied",
                                     winpath.basename(f.path), path=rel(f.path),
                                     detail=f"{rel(f.path)} is not a readable PE file"))
-        elif pe.machine != target.machine:
+        elif pe.machine != target.machine and not any(winpath.same(f.path, t) for t in target.templates):
+            # (a template, one launcher a machine that its package copies and never runs where it is: not wrong)
             problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
                                     detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
     if not files and target.kind == "wheel" and not opts.allow_pure:
