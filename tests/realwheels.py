@@ -92,6 +92,8 @@ WHEELS = {
     # pip and setuptools: their Windows launchers, one a machine (templates they copy, never run where they are)
     "pip": Wheel("pip", "24.3.1", "pip-24.3.1-py3-none-any.whl", platform="any"),
     "setuptools": Wheel("setuptools", "75.6.0", "setuptools-75.6.0-py3-none-any.whl", platform="any"),
+    # debugpy: pydevd's attach helpers for an x86 and an x64 target process (loaded into neither this Python)
+    "debugpy": Wheel("debugpy", "1.8.9", "debugpy-1.8.9-cp312-cp312-win_amd64.whl", python="3.12"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -129,6 +131,7 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "debugpy-1.8.9-cp312-cp312-win_amd64.whl": "66eeae42f3137eb428ea3a86d4a55f28da9bd5a4a3d369ba95ecc3a92c1bba53",
     "pip-24.3.1-py3-none-any.whl": "3790624780082365f47549d032f3770eeb2b1e8bd1f7b2e02dace1afa361b4ed",
     "setuptools-75.6.0-py3-none-any.whl": "ce74b49e8f7110f9bf04883b730f4765b774ef3ef28f722cce7c273d253aaf7d",
     "numpy-2.1.3-cp313-cp313t-win_amd64.whl": "2564fbdf2b99b3f815f2107c1bbc93e2de8ee655a69c261363a1172a79a257d4",

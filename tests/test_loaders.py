@@ -193,11 +193,12 @@ def test_launcher_templates_are_not_wrong_machine(tmp_path):
     """pip (distlib's ScriptMaker) and setuptools (get_win_launcher) ship a Windows launcher for each machine --
     t32.exe, t64.exe, t64-arm.exe ..., cli-32.exe, cli-64.exe, cli-arm64.exe ... -- and copy the one for the running
     Python next to each script they install: the files in the package are templates (data/loaders.json
-    distlib_launchers, setuptools_launchers), never loaded where they are. Their wheels, and a site-packages with
-    them installed (every venv has pip), pass; before, each was FAIL with 4 or 6 'wrong machine'."""
+    distlib_launchers, setuptools_launchers), never loaded where they are; debugpy's attach helpers are for the
+    target process's machine, injected there (pydevd_attach_helpers). Their wheels, and a site-packages with pip
+    installed (every venv has it), pass; before, each was FAIL with 4, 6 or 3 'wrong machine'."""
     import zipfile
 
-    for key in ("pip", "setuptools"):
+    for key in ("pip", "setuptools", "debugpy"):  # (debugpy: pydevd's attach helpers, for an x86 or x64 target)
         check = dlltrace("check", str(wheel(key)), "-q")
         assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
     site = tmp_path / "Lib" / "site-packages"

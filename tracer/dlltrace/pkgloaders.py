@@ -60,7 +60,7 @@ class LoaderRow:
     env_adds: tuple[str, ...] = ()  # "CUDA_PATH/bin": a variable's folder it adds when the variable is set
     preloads: tuple[str, ...] = ()  # files it loads by full path ("ctranslate2/*.dll": every DLL of a folder)
     seen: tuple[dict, ...] = ()  # the real wheels it was read from
-    templates: tuple[str, ...] = ()  # files it copies and never runs where they are (a launcher for each machine)
+    templates: tuple[str, ...] = ()  # files it never loads into the running Python (a launcher a machine it copies, a helper for another process)
 
 
 class LoaderDataError(ValueError):
