@@ -35,11 +35,21 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def is_elf(path: str) -> bool:
+    """Whether `path` is a regular file (a link followed) that starts as an ELF file does. A FIFO, a socket or a
+    device is not read (opened without blocking, then let go: reading a FIFO waits for a writer forever)."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError):
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4) == b"\x7fELF"
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
