@@ -155,6 +155,22 @@ def test_deps_of_a_folder_with_a_fifo_named_so(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_linux_targets_refuses_windows_options(tmp_path):
+    """--only, --flags, --python, --path, --add-dll-directory with a Linux shared object or install folder: a
+    one-line usage error (exit 2), not silently ignored (--only x.so of a folder examined every object in it)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (tmp_path / "b.c").write_text("int b(void) { return 2; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "libb.so"), str(tmp_path / "b.c")], check=True)
+    for target, extra in ((pkg, ["--only", "nothing.so"]), (pkg, ["--python", "3.11"]),
+                          (pkg / "libb.so", ["--flags", "8", "--path", "x"]), (pkg, ["--add-dll-directory", "x"])):
+        r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(target), *extra], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and extra[0] in r.stderr and not r.stdout, r.stderr
+    assert run_json("deps", str(pkg), "--json", "--no-cache", ok=(0,))["ok"]  # (changes nothing there: taken)
+
+
 def test_cuda_of_a_scenario_and_of_this_machine():
     v = schema("cuda-v1.json")
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):  # (1: the stack does not fit, as s2's)

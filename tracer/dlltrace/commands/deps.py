@@ -148,14 +148,32 @@ def execute_elf(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if r.problems else EXIT_OK
 
 
+# the options of a Windows target that change what is loaded, which the ld.so model has no use for (each with its
+# dest and its default; --no-cache and --no-vc-runtime change nothing there)
+WINDOWS_OPTIONS: tuple[tuple[str, str, object], ...] = (
+    ("--only", "only", []), ("--flags", "flags", None), ("--python", "python", None), ("--path", "path", []),
+    ("--add-dll-directory", "dll_dirs", []))
+
+
+def refuse_windows_options(args: argparse.Namespace, what: str) -> None:
+    """A Windows target's option given with a Linux one (`what`): a usage error, not silently ignored (--only
+    x.so of a Linux folder examined every object in it)."""
+    given = [name for name, dest, default in WINDOWS_OPTIONS if getattr(args, dest, default) != default]
+    if given:
+        raise DlltraceError(f"{', '.join(given)}: for a Windows target (a .dll/.pyd/.exe, a folder of them or a "
+                            f"wheel), not taken for {what}", EXIT_USAGE)
+
+
 def execute(args: argparse.Namespace) -> int:
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model (and none of the Windows side imported)
+        refuse_windows_options(args, "a Linux shared object")
         return execute_elf(args)
     import os
 
     if os.path.isdir(args.target):  # a Linux install's folder: each of its shared objects so (no PE file in it)
         objects = elf_objects(args.target)
         if objects:
+            refuse_windows_options(args, "a Linux install's folder")
             return execute_elf_folder(args, objects)
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target
