@@ -171,6 +171,23 @@ def test_deps_of_linux_targets_refuses_windows_options(tmp_path):
     assert run_json("deps", str(pkg), "--json", "--no-cache", ok=(0,))["ok"]  # (changes nothing there: taken)
 
 
+def test_deps_folder_over_its_limit_of_shared_objects(tmp_path):
+    """A folder with more shared objects than elf_objects' limit is a one-line usage error, not its first `limit`
+    said to be all ('5000 shared objects, every one loads' of a folder of 5003); a PE file after them still makes
+    it a Windows folder ([])."""
+    from dlltrace.commands.deps import elf_objects
+    from dlltrace.errors import EXIT_USAGE, DlltraceError
+
+    for i in range(3):
+        (tmp_path / f"lib{i}.so").write_bytes(b"\x7fELF" + bytes(60))
+    assert len(elf_objects(str(tmp_path), limit=3)) == 3
+    with pytest.raises(DlltraceError) as e:
+        elf_objects(str(tmp_path), limit=2)
+    assert e.value.exit_code == EXIT_USAGE and "more than 2 shared objects" in str(e.value)
+    (tmp_path / "z.dll").write_bytes(b"MZ")
+    assert elf_objects(str(tmp_path), limit=2) == []
+
+
 def test_cuda_of_a_scenario_and_of_this_machine():
     v = schema("cuda-v1.json")
     for s in sorted((ROOT / "fixtures" / "scenarios").glob("*.toml")):  # (1: the stack does not fit, as s2's)

@@ -54,7 +54,8 @@ def is_elf(path: str) -> bool:
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
-    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder)."""
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder). More than
+    `limit`: DlltraceError (EXIT_USAGE)."""
     import os
 
     out: list[str] = []
@@ -65,10 +66,11 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
             if low.endswith((".dll", ".pyd", ".exe")):
                 return []
             p = os.path.join(dirpath, fn)
-            if (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
+            if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
                 out.append(p)
-                if len(out) >= limit:
-                    return out
+    if len(out) > limit:  # (not the first `limit` of them said to be all: a usage error; a PE file found after wins)
+        raise DlltraceError(f"{folder}: more than {limit:,} shared objects in it: give a folder inside it (a "
+                            "package)", EXIT_USAGE)
     return out
 
 
