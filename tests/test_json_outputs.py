@@ -26,9 +26,9 @@ def schema(name: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(s)
 
 
-def run_json(*argv: str, cwd: Path = ROOT, ok=(0, 1)) -> dict:
+def run_json(*argv: str, cwd: Path = ROOT, ok=(0, 1), timeout: float = 600) -> dict:
     r = subprocess.run([sys.executable, "-m", "dlltrace", *argv], capture_output=True, text=True, cwd=cwd,
-                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=600)
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=timeout)
     assert r.returncode in ok, r.stderr[-2000:]
     return json.loads(r.stdout)
 
@@ -135,6 +135,57 @@ def test_deps_of_a_folder_of_shared_objects(tmp_path):
     assert "  ✗ sub/liba.so.1: 1 problem(s)" in text.stdout and "libb.so" in text.stdout
     shutil.copy(tmp_path / "libb.so", pkg / "sub" / "libb.so")  # (no RUNPATH: still not found beside it)
     v.validate(run_json("deps", str(pkg), "--json", ok=(1,)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_folder_with_a_fifo_named_so(tmp_path):
+    """`deps FOLDER` never reads a FIFO named x.so (is_elf opened it for reading, which waits for a writer
+    forever: `deps` hung); the folder's real shared object is still examined, and a FIFO given as the target is
+    a one-line error (exit 2), not a hang."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (tmp_path / "b.c").write_text("int b(void) { return 2; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "libb.so"), str(tmp_path / "b.c")], check=True)
+    os.mkfifo(pkg / "x.so")
+    doc = run_json("deps", str(pkg), "--json", ok=(0,), timeout=60)
+    schema("static-linux-v1.json").validate(doc)
+    assert [o["file"] for o in doc["objects"]] == ["libb.so"] and doc["ok"]
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(pkg / "x.so")], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_linux_targets_refuses_windows_options(tmp_path):
+    """--only, --flags, --python, --path, --add-dll-directory with a Linux shared object or install folder: a
+    one-line usage error (exit 2), not silently ignored (--only x.so of a folder examined every object in it)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (tmp_path / "b.c").write_text("int b(void) { return 2; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "libb.so"), str(tmp_path / "b.c")], check=True)
+    for target, extra in ((pkg, ["--only", "nothing.so"]), (pkg, ["--python", "3.11"]),
+                          (pkg / "libb.so", ["--flags", "8", "--path", "x"]), (pkg, ["--add-dll-directory", "x"])):
+        r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(target), *extra], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and extra[0] in r.stderr and not r.stdout, r.stderr
+    assert run_json("deps", str(pkg), "--json", "--no-cache", ok=(0,))["ok"]  # (changes nothing there: taken)
+
+
+def test_deps_folder_over_its_limit_of_shared_objects(tmp_path):
+    """A folder with more shared objects than elf_objects' limit is a one-line usage error, not its first `limit`
+    said to be all ('5000 shared objects, every one loads' of a folder of 5003); a PE file after them still makes
+    it a Windows folder ([])."""
+    from dlltrace.commands.deps import elf_objects
+    from dlltrace.errors import EXIT_USAGE, DlltraceError
+
+    for i in range(3):
+        (tmp_path / f"lib{i}.so").write_bytes(b"\x7fELF" + bytes(60))
+    assert len(elf_objects(str(tmp_path), limit=3)) == 3
+    with pytest.raises(DlltraceError) as e:
+        elf_objects(str(tmp_path), limit=2)
+    assert e.value.exit_code == EXIT_USAGE and "more than 2 shared objects" in str(e.value)
+    (tmp_path / "z.dll").write_bytes(b"MZ")
+    assert elf_objects(str(tmp_path), limit=2) == []
 
 
 def test_cuda_of_a_scenario_and_of_this_machine():

@@ -256,6 +256,19 @@ def test_only_a_real_repr_is_printed_as_typed():
         assert as_typed("ctypes.CDLL('C:\\\\x\\n')") == "ctypes.CDLL('C:\\\\x\\n')"
 
 
+def test_a_quote_after_a_backslash_starts_no_repr():
+    """A quote right after a backslash (\\' inside other quoted text) is not the start of a repr: as_typed rewrote
+    one (x \\'a' -> x \\"a"), and each such quote of a line with no closing one was a start read to the line's
+    end (a 24 KB line of them took 5 s, time quadratic in its length)."""
+    from dlltrace.render.explained import as_typed
+
+    assert as_typed("x \\'a'") == "x \\'a'"
+    assert as_typed("it said 'x \\'a\\' y' then ctypes.CDLL('C:\\\\x.dll')") == \
+        "it said 'x \\'a\\' y' then ctypes.CDLL(r\"C:\\x.dll\")"
+    line = "x '" + "\\' " * 3000  # (no closing quote: left as it is)
+    assert as_typed(line) == line
+
+
 # --- Markdown and JSON from the same data -------------------------------------------------------------------
 def _s1_with(fixes, also):
     from dlltrace.diagnosis.analysis import judged_incidents

@@ -35,16 +35,27 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def is_elf(path: str) -> bool:
+    """Whether `path` is a regular file (a link followed) that starts as an ELF file does. A FIFO, a socket or a
+    device is not read (opened without blocking, then let go: reading a FIFO waits for a writer forever)."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError):
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4) == b"\x7fELF"
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
-    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder)."""
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder). More than
+    `limit`: DlltraceError (EXIT_USAGE)."""
     import os
 
     out: list[str] = []
@@ -55,10 +66,11 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
             if low.endswith((".dll", ".pyd", ".exe")):
                 return []
             p = os.path.join(dirpath, fn)
-            if (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
+            if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
                 out.append(p)
-                if len(out) >= limit:
-                    return out
+    if len(out) > limit:  # (not the first `limit` of them said to be all: a usage error; a PE file found after wins)
+        raise DlltraceError(f"{folder}: more than {limit:,} shared objects in it: give a folder inside it (a "
+                            "package)", EXIT_USAGE)
     return out
 
 
@@ -138,14 +150,32 @@ def execute_elf(args: argparse.Namespace) -> int:
     return EXIT_PROBLEMS if r.problems else EXIT_OK
 
 
+# the options of a Windows target that change what is loaded, which the ld.so model has no use for (each with its
+# dest and its default; --no-cache and --no-vc-runtime change nothing there)
+WINDOWS_OPTIONS: tuple[tuple[str, str, object], ...] = (
+    ("--only", "only", []), ("--flags", "flags", None), ("--python", "python", None), ("--path", "path", []),
+    ("--add-dll-directory", "dll_dirs", []))
+
+
+def refuse_windows_options(args: argparse.Namespace, what: str) -> None:
+    """A Windows target's option given with a Linux one (`what`): a usage error, not silently ignored (--only
+    x.so of a Linux folder examined every object in it)."""
+    given = [name for name, dest, default in WINDOWS_OPTIONS if getattr(args, dest, default) != default]
+    if given:
+        raise DlltraceError(f"{', '.join(given)}: for a Windows target (a .dll/.pyd/.exe, a folder of them or a "
+                            f"wheel), not taken for {what}", EXIT_USAGE)
+
+
 def execute(args: argparse.Namespace) -> int:
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model (and none of the Windows side imported)
+        refuse_windows_options(args, "a Linux shared object")
         return execute_elf(args)
     import os
 
     if os.path.isdir(args.target):  # a Linux install's folder: each of its shared objects so (no PE file in it)
         objects = elf_objects(args.target)
         if objects:
+            refuse_windows_options(args, "a Linux install's folder")
             return execute_elf_folder(args, objects)
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target

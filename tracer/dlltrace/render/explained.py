@@ -200,7 +200,9 @@ def from_result(r: CallResult) -> ExplainedCall:
 # Python's repr of a string ('C:\\x'), as some producers still write a call into their words (ctypes.CDLL(...)
 # origins): printed as the raw string a user types (r"C:\x"). A repr that cannot be one (it ends in a
 # backslash, or holds a double quote) is left as it is.
-_REPR = re.compile(r"(?<![\w\"'])'((?:[^'\\\n]|\\.)*)'")
+# (a quote right after a backslash starts none: each \' of a line with no closing quote was one, each read to the
+# line's end, so a long such line took time quadratic in its length)
+_REPR = re.compile(r"(?<![\w\"'\\])'((?:[^'\\\n]|\\.)*)'")
 
 
 # the escapes Python's repr of a str writes: quoted text with any other backslash is not a repr (a path a producer
