@@ -108,7 +108,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_PROBLEMS if bad else EXIT_OK
-    lines = [f"dlltrace deps {args.target}: {len(results)} shared objects, "
+    lines = [f"dlltrace deps {args.target}: {len(results)} shared object{'s' if len(results) != 1 else ''}, "
              + (f"{len(bad)} with a problem" if bad else "every one loads, no problem"), ""]
     for rel, r in results:
         n = len(r.loaded)
