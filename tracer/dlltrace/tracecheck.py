@@ -571,15 +571,12 @@ class EventSpec:
 FAST_AFTER = 500  # events of a kind checked by check_event's loop before the kind's function is compiled (EventSpec)
 
 
-
 def _inline(node: Node, v: str, ns: dict[str, Any]) -> str:
     """A Python expression over the variable `v` that is true exactly when node.ok(v) is: for the shapes
     _predicate gives a small function of their own, the same test written out (its constants put in `ns`);
     for any other, a call of node.ok. (`type(v) is T` for a one-type set: json.loads makes no subclass.)"""
     def const(value: Any) -> str:
-        name = f"_c{len(ns)}"
-        ns[name] = value
-        return name
+        return _const_name(ns, value)
 
     s = node.schema
     if s is True or s is False:
@@ -633,6 +630,7 @@ def _event_function(nodes: dict[str, Node], required: frozenset) -> Callable[[di
 
 
 def _const_name(ns: dict[str, Any], value: Any) -> str:
+    """`value` put in the namespace `ns` under a new name, the name (a constant of _event_function's source)."""
     name = f"_c{len(ns)}"
     ns[name] = value
     return name

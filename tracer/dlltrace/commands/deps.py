@@ -10,6 +10,10 @@ import sys
 
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from dlltrace.loader.linux.static import StaticResult
+
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="a .dll, .pyd or .exe, a folder (a package or site-packages) or a .whl")
@@ -74,14 +78,15 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     return out
 
 
-def _elf_doc(target: str, r: object) -> dict:
+def _elf_doc(target: str, r: "StaticResult") -> dict:
+    """The --json document of one shared object's closure (schemas/static-linux-v1.json)."""
     from dlltrace.render.linux_tree import tree_dict
 
     return {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
-            "target": target, "loaded": r.loaded, "ok": not r.problems,  # type: ignore[attr-defined]
+            "target": target, "loaded": r.loaded, "ok": not r.problems,
             "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
-                          "candidates": list(p.candidates)} for p in r.problems],  # type: ignore[attr-defined]
-            "tree": tree_dict(r.tree) if r.tree is not None else None}  # type: ignore[attr-defined]
+                          "candidates": list(p.candidates)} for p in r.problems],
+            "tree": tree_dict(r.tree) if r.tree is not None else None}
 
 
 def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
@@ -127,19 +132,14 @@ def execute_elf(args: argparse.Namespace) -> int:
 
     from dlltrace.loader.linux.static import static_deps
     from dlltrace.render.escape import escape_code_block, escape_terminal
-    from dlltrace.render.linux_tree import tree_dict, tree_lines
+    from dlltrace.render.linux_tree import tree_lines
     from dlltrace.worlds.elf import LiveELFWorld
 
     path = os.path.abspath(args.target)
     env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
     r = static_deps(path, LiveELFWorld(), env)
     if args.json:
-        doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps", "target": args.target,
-               "loaded": r.loaded, "ok": not r.problems,
-               "problems": [{"name": p.name, "cause": p.cause, "needed_by": p.needed_by, "error": p.error,
-                             "candidates": list(p.candidates)} for p in r.problems],
-               "tree": tree_dict(r.tree) if r.tree is not None else None}
-        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
+        json.dump(_elf_doc(args.target, r), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         lines = [f"dlltrace deps {args.target}: " + (f"{len(r.loaded)} objects load, no problem" if not r.problems

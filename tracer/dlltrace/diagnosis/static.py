@@ -195,13 +195,9 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
             raise DlltraceError(f"{given}: no .dll, .pyd or .exe in it: nothing to examine{wheels}", EXIT_USAGE)
         world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
         loaders = folder_loaders(host) if is_site else folder_loaders(os.path.dirname(host), base)
-        records = installed_records(host if is_site else os.path.dirname(host), host, py)
-        if beside:  # (and every file its distributions' RECORDs list, beside it too)
-            model_site = site_packages(py)
-            extra: dict[str, list[RecordEntry]] = {}
-            for e in beside:
-                extra.setdefault(winpath.key(winpath.join(model_site, *e.path.split("/"))), []).append(e)
-            records = {**{k: tuple(v) for k, v in extra.items()}, **records}
+        # (a package's: every entry of the distributions that own a file of it, those inside it with the rest, as
+        # distribution_files_beside read them; a site's: each RECORD in it)
+        records = records_by_model_path(beside, py) if not is_site else installed_records(host, host, py)
         return rule_package_copies(Target(given, "folder", world, files, root, py, tag_machine or "x64",
                                           loaders=tuple(loaders), records=records,
                                           interpreter=site_interpreter(host if is_site else os.path.dirname(host))))
@@ -276,9 +272,15 @@ def installed_records(site: str, under: str, python: str) -> dict[str, tuple[Rec
     """The RECORD entries of the distributions installed in the host folder `site` for the files under `under`,
     by the key of each file's path in the model (its RECORD path under the model's site-packages); a path two
     distributions list has both entries (one wrote over the other's file)."""
+    return records_by_model_path(folder_records(site, under), python)
+
+
+def records_by_model_path(entries: Iterable[RecordEntry], python: str) -> dict[str, tuple[RecordEntry, ...]]:
+    """RECORD entries by the key of each file's path in the model (its RECORD path under the model's
+    site-packages); a path two distributions list has both entries."""
     model_site = site_packages(python)
     out: dict[str, list[RecordEntry]] = {}
-    for e in folder_records(site, under):
+    for e in entries:
         out.setdefault(winpath.key(winpath.join(model_site, *e.path.split("/"))), []).append(e)
     return {k: tuple(v) for k, v in out.items()}
 
