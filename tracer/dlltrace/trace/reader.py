@@ -263,7 +263,6 @@ class Events(MadeSequence[dict]):
         self._raw_bytes = 0
         self._kinds = array("I")     # each event's kind, a number: _kind_names[n]
         self._kind_names: list[str] = []
-        self._kind_code: dict[str, int] = {}
         self._pids: Union[array, list[Any]] = array("I")  # (64 bits, then a list, once a pid does not fit)
         self._at = array("q")       # block << 32 | offset in it, or -1 - index in _kept
         self._len = array("I")      # length of the line (0 for a kept event; 64 bits once one needs it)
@@ -337,7 +336,7 @@ class Events(MadeSequence[dict]):
     def _new_kind(self, kind: str) -> tuple[int, array, bool, int]:
         """A kind's first event: its code, its index of positions, whether its events are kept parsed, and what
         add does more with them (a tag)."""
-        code = self._kind_code[kind] = len(self._kind_names)
+        code = len(self._kind_names)
         self._kind_names.append(kind)
         idx = self._by_kind[kind] = array("I")
         tag = _PY if kind.startswith("py_") else _FILE if kind == "file" else _PROBE if kind == "probe" else _OTHER
@@ -399,7 +398,7 @@ class Events(MadeSequence[dict]):
 
     def select_indexed(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[tuple[int, dict]]:
         """select's events with each one's position (event(position) parses it again)."""
-        wanted = {self._kind_code[k] for k in kinds if k in self._kind_code}
+        wanted = {self._kind_info[k][0] for k in kinds if k in self._kind_info}
         pids = self._pids
         for i, k in enumerate(self._kinds):
             if k in wanted and (pid is None or pids[i] == pid):
