@@ -94,6 +94,10 @@ WHEELS = {
     "setuptools": Wheel("setuptools", "75.6.0", "setuptools-75.6.0-py3-none-any.whl", platform="any"),
     # debugpy: pydevd's attach helpers for an x86 and an x64 target process (loaded into neither this Python)
     "debugpy": Wheel("debugpy", "1.8.9", "debugpy-1.8.9-cp312-cp312-win_amd64.whl", python="3.12"),
+    # pythonnet: Python.Runtime.dll is a .NET assembly of IL only, PE32 (x86, AnyCPU), loaded in a 64-bit Python
+    "pythonnet": Wheel("pythonnet", "3.0.5", "pythonnet-3.0.5-py3-none-any.whl", platform="any"),
+    # numba: its TBB threading layer (tbbpool, importing tbb12.dll from the tbb distribution) is optional
+    "numba": Wheel("numba", "0.60.0", "numba-0.60.0-cp312-cp312-win_amd64.whl", python="3.12"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -131,6 +135,8 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "pythonnet-3.0.5-py3-none-any.whl": "f6702d694d5d5b163c9f3f5cc34e0bed8d6857150237fae411fefb883a656d20",
+    "numba-0.60.0-cp312-cp312-win_amd64.whl": "f75262e8fe7fa96db1dca93d53a194a38c46da28b112b8a4aca168f0df860347",
     "debugpy-1.8.9-cp312-cp312-win_amd64.whl": "66eeae42f3137eb428ea3a86d4a55f28da9bd5a4a3d369ba95ecc3a92c1bba53",
     "pip-24.3.1-py3-none-any.whl": "3790624780082365f47549d032f3770eeb2b1e8bd1f7b2e02dace1afa361b4ed",
     "setuptools-75.6.0-py3-none-any.whl": "ce74b49e8f7110f9bf04883b730f4765b774ef3ef28f722cce7c273d253aaf7d",

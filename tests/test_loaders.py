@@ -209,3 +209,78 @@ def test_launcher_templates_are_not_wrong_machine(tmp_path):
     assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
     run = dlltrace("deps", str(site))
     assert run.returncode == 0 and "t32.exe" not in run.stdout and "cli-32.exe" not in run.stdout, run.stdout[-2000:]
+
+
+def test_rule_il_only_image_fits_pythonnet_runtime():
+    """pythonnet's Python.Runtime.dll is a .NET assembly of IL only built as PE32 (x86): the CLR loads it in a
+    64-bit Python (the loader makes its headers PE32+). Its wheel passes check and deps; before, check failed it
+    with 'wrong machine'. Its facts: machine x86, COMIMAGE_FLAGS_ILONLY set, 32BITREQUIRED not."""
+    import zipfile
+
+    from dlltrace.pe import pe_facts_from_bytes
+
+    w = wheel("pythonnet")
+    with zipfile.ZipFile(w) as z:
+        facts = pe_facts_from_bytes(z.read("pythonnet/runtime/Python.Runtime.dll"))
+    assert facts.machine == "x86" and facts.cor_flags is not None and facts.cor_flags & 0x3 == 0x1, facts
+    check = dlltrace("check", str(w), "-q")
+    assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+    run = dlltrace("deps", str(w))
+    assert run.returncode == 0 and "1 load resolved, no problem" in run.stdout, run.stdout[-2000:]
+
+
+def test_rule_optional_file_numba_threading_layer(tmp_path):
+    """numba imports its TBB threading layer (tbbpool, which imports tbb12.dll from the tbb distribution) inside
+    try/except ImportError and falls back to OpenMP or its workqueue (data/loaders.json numba_threading_layers):
+    its wheel passes check with tbb12.dll `optional`, and deps shows the failed load and exits 0; before, both
+    failed it. The same tbbpool file outside numba's place is not optional."""
+    import zipfile
+
+    w = wheel("numba")
+    doc = json.loads(dlltrace("check", str(w), "--json").stdout)
+    assert doc["ok"], doc["problems"]
+    (tbb,) = [r for r in doc["dlls"] if r["dll"].lower() == "tbb12.dll"]
+    assert tbb["status"] == "optional" and tbb["optional_by"] == "numba_threading_layers", tbb
+    run = dlltrace("deps", str(w))
+    assert run.returncode == 0 and "missing tbb12.dll" in run.stdout, run.stdout[-2000:]
+    assert "optional (numba threading layer only), which the package does without" in run.stdout, run.stdout[-800:]
+    # parallel.py's marker is the evidence: without it, tbbpool is a file like any other
+    bare = tmp_path / w.name
+    with zipfile.ZipFile(w) as src, zipfile.ZipFile(bare, "w") as dst:
+        for info in src.infolist():
+            if info.filename != "numba/np/ufunc/parallel.py":
+                dst.writestr(info, src.read(info))
+    check = dlltrace("check", str(bare), "--json")
+    assert check.returncode == 1 and [p["dll"] for p in json.loads(check.stdout)["problems"]] == ["tbb12.dll"], \
+        check.stdout[-2000:]
+
+
+def test_rule_qt_plugin_folders(pes, tmp_path):
+    """Qt loads each plugin under its prefix's plugins/ and qml/ only when a feature asks for it, and skips one
+    that does not load (data/loaders.json qt_plugins; the QtCore DLL's place is the evidence): a DLL that only
+    plugins import (PySide6_Essentials' LIBPQ.dll for qsqlpsql.dll, Qt53D*.dll from PyQt3D) is optional and the
+    package passes; a DLL a module outside the plugins also imports is not; without a QtCore DLL nothing is."""
+    import shutil
+
+    site = tmp_path / "Lib" / "site-packages"
+    for rel, key in (("PyQt5/Qt5/bin/Qt5Core.dll", "d"), ("PyQt5/Qt5/bin/b.dll", "b"),
+                     ("PyQt5/Qt5/plugins/sqldrivers/qsqlpsql.dll", "a"), ("PyQt5/Qt5/qml/QtQuick/Scene3D/s3d.dll", "a")):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pes[key], site / rel)
+    doc = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert doc["ok"], doc["problems"]
+    rows = {r["dll"].lower(): r for r in doc["dlls"]}
+    assert rows["c.dll"]["status"] == rows["d.dll"]["status"] == "optional", rows
+    assert rows["c.dll"]["optional_by"] == "qt_plugins" and rows["b.dll"]["status"] == "bundled"
+    deps = dlltrace("deps", str(site))
+    assert deps.returncode == 0 and "optional (Qt plugins only)" in deps.stdout, deps.stdout[-2000:]
+    one = dlltrace("check", str(site / "PyQt5"), "-q")  # (the package folder alone: the same loaders)
+    assert one.returncode == 0 and "2 DLLs only optional files need" in one.stdout, one.stdout
+    # a module outside the plugins that needs c.dll too: c.dll is the package's failure again
+    shutil.copyfile(pes["a"], site / "PyQt5" / "QtSql.pyd")
+    doc = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert not doc["ok"] and {p["dll"].lower() for p in doc["problems"]} == {"c.dll", "d.dll"}, doc["problems"]
+    assert dlltrace("deps", str(site)).returncode == 1
+    (site / "PyQt5" / "QtSql.pyd").unlink()
+    (site / "PyQt5" / "Qt5" / "bin" / "Qt5Core.dll").unlink()  # (no QtCore: no evidence the plugins are Qt's)
+    assert not json.loads(dlltrace("check", str(site), "--json").stdout)["ok"]

@@ -301,6 +301,25 @@ def test_rule_candidate():
     assert rules.rule_candidate(FileFacts("x", None, "access_denied"), "x64") == rules.CandidateVerdict("access_denied", True)
 
 
+def test_rule_il_only_image_fits():
+    """A .NET assembly of IL only built as PE32 (x86, "AnyCPU": pythonnet's Python.Runtime.dll) loads in a 64-bit
+    process; Windows refuses one marked 32BITREQUIRED, Wine takes it; a native x86 DLL never fits."""
+    anycpu, x86_only = PEFacts("x86", cor_flags=0x1), PEFacts("x86", cor_flags=0x1 | 0x2)
+    assert rules.rule_il_only_image_fits(anycpu, "x64") and rules.rule_il_only_image_fits(anycpu, "arm64")
+    assert not rules.rule_il_only_image_fits(x86_only, "x64")
+    assert rules.rule_il_only_image_fits(x86_only, "x64", "wine")
+    assert not rules.rule_il_only_image_fits(PEFacts("x86"), "x64", "wine")  # (native: no CLR header)
+    assert not rules.rule_il_only_image_fits(PEFacts("x86", cor_flags=0x8), "x64")  # (a CLR header, native code too)
+    assert not rules.rule_il_only_image_fits(PEFacts("x64", cor_flags=0x1), "x86")  # (PE32+ is never made PE32)
+    assert rules.rule_candidate(FileFacts("x", anycpu), "x64") == rules.CandidateVerdict("found", True)
+    assert rules.rule_candidate(FileFacts("x", x86_only), "x64") == rules.CandidateVerdict("wrong_machine", False)
+    # through the simulator, from a scenario's file: the first copy loads
+    r = load("Python.Runtime.dll", files=[{"path": "C:\\app\\Python.Runtime.dll", "machine": "x86", "cor_flags": 1}])
+    assert r.error == 0 and r.module_path == "C:\\app\\Python.Runtime.dll"
+    r = load("Python.Runtime.dll", files=[{"path": "C:\\app\\Python.Runtime.dll", "machine": "x86", "cor_flags": 3}])
+    assert (r.error, r.leaf.cause) == (193, "bad_machine")
+
+
 def test_rule_candidate_wrong_machine_is_skipped():
     r = load("b.dll", files=[{"path": "C:\\app\\b.dll", "machine": "x86"}, "C:\\Windows\\System32\\b.dll"])
     assert r.module_path == "C:\\Windows\\System32\\b.dll"

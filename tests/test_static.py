@@ -19,7 +19,7 @@ import realwheels
 from dlltrace.diagnosis import static
 from dlltrace.classify import classify
 from dlltrace.worlds import static as worlds_static
-from dlltrace.worlds.static import FactsCache, read_member, wheel_member_path, zip_members
+from dlltrace.worlds.static import CACHE_FORMAT, FactsCache, read_member, wheel_member_path, zip_members
 from winetools import CC32, mingw_compile, require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -524,7 +524,7 @@ def test_facts_cache_gives_the_facts_the_zip_member_gives(tmp_path):
     info = zipfile.ZipFile(w).getinfo("torch/lib/c10.dll")
     (member,) = [m for m in zip_members(w) if m.filename == "torch/lib/c10.dll"]
     assert (member.CRC, member.file_size, member.compress_size) == (info.CRC, info.file_size, info.compress_size)
-    assert FactsCache.key(member).startswith(f"v1-{info.CRC:08x}-{info.file_size}-")
+    assert FactsCache.key(member).startswith(f"v{CACHE_FORMAT}-{info.CRC:08x}-{info.file_size}-")
 
 
 def test_zip_reader_lists_and_reads_members_as_zipfile_does(tmp_path):

@@ -29,6 +29,9 @@ LOAD_LIBRARY_SEARCH_DEFAULT_DIRS = 0x1000
 LOAD_LIBRARY_SEARCH_SAFE_CURRENT_DIRS = 0x2000
 LOAD_LIBRARY_SEARCH_SYSTEM32_NO_FORWARDER = 0x4000
 LOAD_LIBRARY_SEARCH_MASK = 0x1F00  # the LOAD_LIBRARY_SEARCH_* flags this model knows
+# IMAGE_COR20_HEADER.Flags (corhdr.h): a .NET assembly's
+COMIMAGE_FLAGS_ILONLY = 0x1
+COMIMAGE_FLAGS_32BITREQUIRED = 0x2
 
 FLAG_NAMES = {
     DONT_RESOLVE_DLL_REFERENCES: "DONT_RESOLVE_DLL_REFERENCES",
@@ -217,6 +220,8 @@ class PEFacts:
     dependent_load_flags: int = 0
     file_version: Optional[str] = None  # "14.36.32532.0"
     linker_version: Optional[str] = None  # "14.40": the MSVC toolset that linked it (optional header)
+    # a .NET assembly's IMAGE_COR20_HEADER.Flags (COMIMAGE_FLAGS_ILONLY, _32BITREQUIRED ...); None: no CLR header
+    cor_flags: Optional[int] = None
 
 
 @dataclass(frozen=True, **SLOTS)

@@ -45,6 +45,7 @@ _DIR_IMPORT = 1
 _DIR_RESOURCE = 2
 _DIR_LOAD_CONFIG = 10
 _DIR_DELAY_IMPORT = 13
+_DIR_COM_DESCRIPTOR = 14  # IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR: a .NET assembly's IMAGE_COR20_HEADER
 
 _PE32 = 0x10B
 _PE32_PLUS = 0x20B
@@ -120,6 +121,7 @@ def pe_facts_to_dict(facts: PEFacts) -> dict:
         "dependent_load_flags": facts.dependent_load_flags,
         "file_version": facts.file_version,
         "linker_version": facts.linker_version,
+        **({"cor_flags": facts.cor_flags} if facts.cor_flags is not None else {}),
     }
 
 
@@ -142,6 +144,7 @@ def pe_facts_from_dict(d: Mapping[str, Any], checked: bool = False) -> PEFacts:
             dependent_load_flags=d.get("dependent_load_flags", 0),
             file_version=d.get("file_version"),
             linker_version=d.get("linker_version"),
+            cor_flags=d.get("cor_flags"),
         )
     if not isinstance(d, dict) and not isinstance(d, Mapping):  # dict first: typing's check is slow
         raise ValueError(f"PE facts must be an object, not {type(d).__name__}")
@@ -166,7 +169,17 @@ def pe_facts_from_dict(d: Mapping[str, Any], checked: bool = False) -> PEFacts:
         dependent_load_flags=_typed(d, "dependent_load_flags", int, 0),
         file_version=version,
         linker_version=d.get("linker_version") if isinstance(d.get("linker_version"), str) else None,
+        cor_flags=_cor_flags_of(d),
     )
+
+
+def _cor_flags_of(d: Mapping[str, Any]) -> Optional[int]:
+    v = d.get("cor_flags")
+    if v is None:
+        return None
+    if type(v) is not int or not 0 <= v < 1 << 32:
+        raise ValueError("'cor_flags' must be an integer from 0 to 2**32-1, or absent")
+    return v
 
 
 def _import_to_dict(imp: Import) -> dict:
@@ -324,6 +337,7 @@ def _read(data: Union[bytes, mmap.mmap]) -> Tuple[PEResult, list]:
     version = _optional(lambda: _file_version(rva, pe), None, "version resource", warnings)
     linker = _optional(lambda: f"{pe.OPTIONAL_HEADER.MajorLinkerVersion}.{pe.OPTIONAL_HEADER.MinorLinkerVersion:02d}",
                        None, "optional header", warnings)
+    cor_flags = _optional(lambda: _cor_flags(rva, pe), None, "CLR header", warnings)
     facts = PEFacts(
         machine=machine_name(headers.machine),
         is_dll=bool(headers.characteristics & IMAGE_FILE_DLL),
@@ -335,6 +349,7 @@ def _read(data: Union[bytes, mmap.mmap]) -> Tuple[PEResult, list]:
         dependent_load_flags=flags,
         file_version=version,
         linker_version=linker,
+        cor_flags=cor_flags,
     )
     return facts, [*pe.get_warnings(), *warnings]
 
@@ -542,6 +557,16 @@ def _dependent_load_flags(rva: _RvaReader, pe: pefile.PE, magic: int) -> int:
     if size < field_at + 2:
         return 0
     (flags,) = struct.unpack("<H", rva.read(where[0] + field_at, 2))
+    return flags
+
+
+def _cor_flags(rva: _RvaReader, pe: pefile.PE) -> Optional[int]:
+    """IMAGE_COR20_HEADER.Flags of a .NET assembly (the COM descriptor directory; the header's cb, runtime
+    version and metadata directory come first: Flags is at offset 16); None for a file without one."""
+    where = _directory(pe, _DIR_COM_DESCRIPTOR)
+    if where is None:
+        return None
+    (flags,) = struct.unpack("<I", rva.read(where[0] + 16, 4))
     return flags
 
 

@@ -40,7 +40,8 @@ from typing import Any, Callable, Iterable, Optional
 
 DATA_FILE = "loaders.json"
 MAX_LOADER_FILE = 1 << 17  # bytes of each read (delvewheel's patch and torch's loader are near the top; setuptools' get_win_launcher is at 85 KB of easy_install.py)
-RULES_READ_HERE = ("rule_delvewheel", "rule_pywin32_bootstrap", "rule_pywin32_service", "rule_torch_load_dll_libraries")
+RULES_READ_HERE = ("rule_delvewheel", "rule_pywin32_bootstrap", "rule_pywin32_service", "rule_torch_load_dll_libraries",
+                   "rule_qt_plugin_folders")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class LoaderRow:
     preloads: tuple[str, ...] = ()  # files it loads by full path ("ctranslate2/*.dll": every DLL of a folder)
     seen: tuple[dict, ...] = ()  # the real wheels it was read from
     templates: tuple[str, ...] = ()  # files it never loads into the running Python (a launcher a machine it copies, a helper for another process)
+    # files it loads only on demand and does without when their load fails (globs, relative to site-packages:
+    # "numba/np/ufunc/tbbpool.*.pyd", a Qt plugin): a DLL only they import is not a failure of the package
+    optional: tuple[str, ...] = ()
 
 
 class LoaderDataError(ValueError):
@@ -100,7 +104,7 @@ def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
         out.append(LoaderRow(raw["id"], raw["rule"], raw["when"], _strs(raw, "files", where), marker, raw["does"],
                              raw["versions"], raw["source"], _strs(raw, "adds", where), _strs(raw, "path_adds", where),
                              _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen),
-                             _strs(raw, "templates", where)))
+                             _strs(raw, "templates", where), _strs(raw, "optional", where)))
     ids = [r.id for r in out]
     if len(set(ids)) != len(ids) or not out:
         raise LoaderDataError(f"{DATA_FILE}: ids must be unique and there must be rows")
@@ -153,6 +157,7 @@ class LoaderRule:
     preload_files: tuple[str, ...] = ()  # files it loads by full path before the package's extensions
     when: str = "import"  # "import", "start", "call" (only when the program calls it: no effect at import)
     row: str = ""  # its row in data/loaders.json
+    optional: tuple[str, ...] = ()  # files loaded only on demand, done without when they fail (globs, site-relative)
 
     def covers(self, member: str) -> bool:
         """Whether a module at `member` (relative to site-packages, "/") is loaded after this loader ran."""
@@ -234,7 +239,19 @@ def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]
     top = row.files[0].split("/", 1)[0] if row.files and not row.files[0].startswith("<") else package
     return LoaderRule(top, row.id, row.adds, row.files[0] if row.files else "", path_adds=row.path_adds,
                       env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id,
-                      templates=row.templates)
+                      templates=row.templates, optional=row.optional)
+
+
+def rule_qt_plugin_folders(row: LoaderRow, core: str) -> LoaderRule:
+    """Qt's plugins: QFactoryLoader (image formats, platforms, SQL drivers, styles ...) and the QML engine (a QML
+    module's `plugin` in its qmldir) load each DLL under `<Qt prefix>/plugins` and `<Qt prefix>/qml` with QLibrary
+    only when a feature asks for it, and skip one that does not load (QT_DEBUG_PLUGINS=1 says why). `core` is the
+    QtCore DLL the row found (its file, relative to site-packages): the prefix is its folder, or the folder above
+    a `bin` folder (PyQt5/Qt5/bin/Qt5Core.dll -> PyQt5/Qt5; PySide6/Qt6Core.dll -> PySide6)."""
+    folder = posixpath.dirname(core)
+    prefix = posixpath.dirname(folder) if posixpath.basename(folder).lower() == "bin" else folder
+    return LoaderRule(prefix.split("/", 1)[0], row.id, (), core, when=row.when, row=row.id,
+                      optional=(f"{prefix}/plugins/*", f"{prefix}/qml/*"))
 
 
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {
@@ -246,6 +263,7 @@ RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {
     "rule_pywin32_bootstrap": lambda row, package, text: None,
     "rule_pywin32_service": lambda row, package, text: rule_pywin32_service(text),
     "rule_torch_load_dll_libraries": lambda row, package, text: rule_torch_load_dll_libraries(text),
+    "rule_qt_plugin_folders": lambda row, package, text: None,
 }
 
 
@@ -278,6 +296,9 @@ def loaders_from_files(read: Callable[[str], Optional[str]], members: Iterable[s
     # the rows read from their own files (data/loaders.json), each file once
     texts: dict[str, Optional[str]] = {}
     for row in loader_rows():
+        if row.rule == "rule_qt_plugin_folders":  # (the QtCore DLL's place is the evidence: no text is read)
+            out.extend(rule_qt_plugin_folders(row, f) for f in row.files if f in present)
+            continue
         if row.rule in RULES_READ_HERE or row.rule == "model":
             continue
         for f in row.files:

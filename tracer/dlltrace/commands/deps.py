@@ -205,7 +205,7 @@ def execute(args: argparse.Namespace) -> int:
         from dlltrace.render.terminal import terminal_console
 
         print_deps(result, terminal_console(getattr(args, "color", "auto"), plain_width=160))
-    return EXIT_PROBLEMS if result.problems else EXIT_OK
+    return EXIT_PROBLEMS if result.failing else EXIT_OK
 
 
 def _python_ok(v: str) -> bool:

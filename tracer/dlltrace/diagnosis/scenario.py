@@ -203,6 +203,7 @@ def scenario_from_dict(data: Any, where: str = "<scenario>") -> Scenario:
             dependent_load_flags=r.flags(t.get("dependent_load_flags", 0), p + ".dependent_load_flags"),
             file_version=t.get("version"),
             linker_version=t.get("linker_version"),
+            cor_flags=t.get("cor_flags"),
         )
         cond = t.get("dllmain_fails_if_bound")
         cpu = t.get("dllmain_fails_if_cpu_lacks")

@@ -89,6 +89,8 @@ class Target:
     loaders: tuple[LoaderRule, ...] = ()  # how its packages make their DLLs reachable (pkgloaders.py)
     placed: tuple[str, ...] = ()  # the copies the packages make and then run (pywin32's pythonservice.exe)
     templates: tuple[str, ...] = ()  # the files they copy and never run where they are
+    # the files they load only on demand and do without when the load fails: (model path glob, loader row id)
+    optional: tuple[tuple[str, str], ...] = ()
     dist: str = ""  # a wheel's distribution (normalized: PEP 503), from its METADATA
     requires: tuple[str, ...] = ()  # the distributions its Requires-Dist names (no extra's), normalized
     record_lines: Mapping[str, int] = field(default_factory=dict)  # wheel member -> the line RECORD lists it on
@@ -135,13 +137,27 @@ def rule_package_copies(target: Target) -> Target:
     site, home = site_packages(target.python), python_home(target.python)
     placed: list[str] = []
     templates: list[str] = []
+    optional = [(winpath.join(site, g.replace("/", "\\")).lower(), lo.row or lo.how) for lo in target.loaders
+                for g in lo.optional]
     for lo in target.loaders:
         for where, source in lo.copies:
             of = target.world.target_file(winpath.join(site, source.format(xy=xy).replace("/", "\\")))
             if of is not None:
                 placed.append(target.world.place_copy(winpath.join(home, where.format(xy=xy)), of).path)
         templates += [winpath.join(site, t.replace("/", "\\")) for t in lo.templates]
-    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates)) if placed or templates else target
+    if not (placed or templates or optional):
+        return target
+    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates), optional=tuple(optional))
+
+
+def rule_optional_file(target: Target, path: str) -> str:
+    """The loader row (data/loaders.json) that loads the target's file `path` only on demand and does without it
+    when its load fails (a Qt plugin, numba's TBB threading layer), "" for any other file: a DLL that only such
+    files import is not a failure of the package (check's `optional` status)."""
+    import fnmatch
+
+    low = winpath.normalize(path).lower()
+    return next((row for glob, row in target.optional if fnmatch.fnmatchcase(low, glob)), "")
 
 
 def open_target(given: str, python: Optional[str] = None, use_cache: bool = True, vc_runtime: bool = True) -> Target:
@@ -473,6 +489,9 @@ class LoadAnalysis:
     standins: dict[str, Problem]  # winpath.key(stand-in path) -> the problem it stands for
     rounds: int
     delay: list[DelayImport] = field(default_factory=list)
+    # the root is a file its package loads only on demand and does without when it fails (rule_optional_file):
+    # the loader row; its problems are not the package's
+    optional_by: str = ""
 
     @property
     def ok(self) -> bool:
@@ -683,6 +702,12 @@ class DepsResult:
         return [p for a in self.loads for p in a.problems]
 
     @property
+    def failing(self) -> list[Problem]:
+        """The problems of the loads the package needs: not those of a file it loads only on demand and does
+        without (LoadAnalysis.optional_by): what makes `deps` exit 1."""
+        return [p for a in self.loads if not a.optional_by for p in a.problems]
+
+    @property
     def diagnosis(self) -> Diagnosis:
         """The loads it would make as the typed Diagnosis (static_diagnosis)."""
         return static_diagnosis(self)
@@ -706,7 +731,9 @@ def static_diagnosis(result: DepsResult) -> Diagnosis:
             tried = tuple(Tried(winpath.join(d.folder, p.dll), d.rule, "not_there") for d in p.searched)
             failures.append(FailedLoad(
                 seq=len(failures) + 1, api=a.result.op, name=a.root, error=a.result.error, message=p.detail,
-                fate="fatal", reason=None, origin="", leaf=p.dll, cause=PROBLEM_CAUSES[p.kind],
+                # (a file loaded only on demand: its package goes on without it)
+                fate="went_on" if a.optional_by else "fatal", reason=None, origin="", leaf=p.dll,
+                cause=PROBLEM_CAUSES[p.kind],
                 needed_by=p.needed_by[0] if p.needed_by else None, chain=(), tried=tried,
                 elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere),
                 next_failures=tuple(NextFailure(q.dll, PROBLEM_CAUSES[q.kind], q.needed_by[0] if q.needed_by else "")
@@ -853,6 +880,8 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
         ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded, preloaded_by=eff.preloaded_by)
         a = analyse_load(target, root, ctx)
+        if target.optional:
+            a = dataclasses.replace(a, optional_by=rule_optional_file(target, root))
         if target.records:
             a = dataclasses.replace(a, problems=[rule_record_of_installed_files(target, p) for p in a.problems])
         loads.append(a)
@@ -874,7 +903,7 @@ def _model_path(target: Target, p: str) -> str:
 
 # --- check --------------------------------------------------------------------------------------------
 Status = Literal["bundled", "windows", "apiset", "allowed", "python", "system", "not_allowed", "required", "given",
-                 "assumed", "required_not_given"]
+                 "assumed", "required_not_given", "optional"]
 
 
 @dataclass(frozen=True)
@@ -961,12 +990,17 @@ class CheckRow:
     needed_by: list[str] = field(default_factory=list)  # package-relative paths of the importers
     delay_only: bool = True  # only delay-load imports need it
     provider: Optional[Provider] = None  # required / given / assumed / required_not_given: the distribution
+    # status optional: the loader row (data/loaders.json) that loads every file needing it only on demand; while
+    # check runs, None until a first importer is seen, "" once one that is not optional is
+    optional_by: Optional[str] = None
 
     def to_dict(self) -> dict:
         d = {"dll": self.dll, "class": self.klass.to_dict(), "status": self.status,
              "needed_by": list(self.needed_by), "delay_only": self.delay_only}
         if self.provider is not None:
             d["provider"] = self.provider.to_dict()
+        if self.status == "optional":
+            d["optional_by"] = self.optional_by
         return d
 
 
@@ -1040,7 +1074,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             problems.append(Problem("not_pe" if facts.error != "access_denied" else "access_denied",
                                     winpath.basename(f.path), path=rel(f.path),
                                     detail=f"{rel(f.path)} is not a readable PE file"))
-        elif pe.machine != target.machine and not any(winpath.same(f.path, t) for t in target.templates):
+        elif (pe.machine != target.machine and not rules.rule_il_only_image_fits(pe, target.machine)
+              and not any(winpath.same(f.path, t) for t in target.templates)):
             # (a template, one launcher a machine that its package copies and never runs where it is: not wrong)
             problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
                                     detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
@@ -1077,6 +1112,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                 row = rows[name.lower()] = CheckRow(name, cls, status, provider=provider)
             row.needed_by.append(rel(f.path))
             row.delay_only = row.delay_only and delay
+            if row.optional_by != "":
+                row.optional_by = rule_optional_file(target, f.path) or ""
             if bound_facts is not None and bound_facts.pe is not None and row.status in ("bundled", "required", "given"):
                 missing = [n for n in imp.names if n not in bound_facts.pe.exports and n not in bound_facts.pe.forwarders]
                 missing_o = [o for o in imp.ordinals if o not in bound_facts.pe.export_ordinals]
@@ -1104,7 +1141,9 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                            "least as new as the newest toolset used"))
     not_given = [d for d in target.requires if d not in opts.assume_installed and not any(p.dist == d for p in others)]
     for row in rows.values():
-        if row.status == "not_allowed":
+        if row.status in ("not_allowed", "required_not_given") and row.optional_by:
+            row.status = "optional"  # (only files loaded on demand, done without when they fail, need it)
+        elif row.status == "not_allowed":
             perhaps = (f"; {target.dist or 'it'} requires {', '.join(not_given)}, not given: pass their wheels to see "
                        "whether they provide it") if not_given else ""
             problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,

@@ -116,6 +116,7 @@ def load_dict(target: Target, a: LoadAnalysis) -> dict:
         "problems": [p.to_dict() for p in a.problems],
         "delay_imports": [{"importer": d.importer, "dll": d.dll, "error": d.error, "path": d.path, "how": d.how,
                            "how_kind": d.how_kind, "class": d.klass.to_dict()} for d in a.delay],
+        **({"optional_by": a.optional_by} if a.optional_by else {}),
     }
 
 
@@ -150,7 +151,7 @@ def deps_json_indent(r: DepsResult) -> Optional[int]:
 
 def deps_dict(r: DepsResult) -> dict:
     return {"format": SCHEMA, "schema": SCHEMA, "version": SCHEMA_VERSION, "command": "deps", "target": r.target.given,
-            "world": _world_dict(r.target), "ok": not r.problems,
+            "world": _world_dict(r.target), "ok": not r.failing,
             "loads": [load_dict(r.target, a) for a in r.loads],
             "summary": _deps_counts(r), "diagnosis": static_diagnosis(r).to_dict()}
 
@@ -277,6 +278,9 @@ def print_deps(r: DepsResult, console: Console) -> None:
                                    + f"  {d.klass.label}", style="dim" if not d.error else "red")), soft_wrap=True)
         for p in a.problems:
             console.print(fit(Text("  ✗ " + problem_line(target, p), style="red"), 0, 4, soft=True), soft_wrap=True)
+        if a.problems and a.optional_by:
+            console.print(fit(Text(f"  (optional: {optional_words(a.optional_by)}; the package does without it)",
+                                   style="dim"), 0, 4, soft=True), soft_wrap=True)
         if a.ok:
             console.print(Text("  ✓ loads", style="green"))
     console.print()
@@ -289,7 +293,18 @@ def deps_summary(r: DepsResult) -> str:
         return f"{c['loads']} load{'s' if c['loads'] != 1 else ''} resolved, no problem"
     parts = [f"{n} {k.replace('_', ' ')}" for k, n in sorted(c["problems"].items())]
     miss = f": {', '.join(c['missing'])}" if c["missing"] else ""
-    return f"{c['failed']} of {c['loads']} load{'s' if c['loads'] != 1 else ''} would fail ({', '.join(parts)}){miss}"
+    optional = [a for a in r.loads if a.problems and a.optional_by]
+    some = ""
+    if optional:
+        kinds = ", ".join(dict.fromkeys(optional_words(a.optional_by) for a in optional))
+        some = (f"; {'all' if len(optional) == c['failed'] else len(optional)} of them optional ({kinds}), which the "
+                "package does without")
+    return f"{c['failed']} of {c['loads']} load{'s' if c['loads'] != 1 else ''} would fail ({', '.join(parts)}){miss}{some}"
+
+
+def optional_words(row: str) -> str:
+    """A loader row that loads files only on demand (data/loaders.json), in words."""
+    return OPTIONAL_WORDS.get(row, "files loaded on demand only")
 
 
 def deps_markdown(r: DepsResult) -> str:
@@ -368,7 +383,10 @@ def check_summary(r: CheckResult) -> str:
         if r.policy:
             return (f"PASS {r.target.given}: {n} ELF file{'s' if n != 1 else ''}, every library bundled, a {r.policy} "
                     f"system library or allowed{vc}")
-        return f"PASS {r.target.given}: {n} PE file{'s' if n != 1 else ''}, every import bundled, Windows, an API set or allowed{cuda}{vc}"
+        optional = sum(1 for row in r.rows if row.status == "optional")
+        some = f"; {optional} DLL{'s' if optional != 1 else ''} only optional files need" if optional else ""
+        return (f"PASS {r.target.given}: {n} PE file{'s' if n != 1 else ''}, every import bundled, Windows, an API set "
+                f"or allowed{some}{cuda}{vc}")
     counts: dict[str, int] = {}
     for p in r.problems:
         counts[p.kind] = counts.get(p.kind, 0) + 1
@@ -376,12 +394,16 @@ def check_summary(r: CheckResult) -> str:
     return f"FAIL {r.target.given}: {n} {what} file{'s' if n != 1 else ''}, {parts}{cuda}{vc}"
 
 
-_STATUS_ORDER = {"not_allowed": 0, "required_not_given": 0, "allowed": 1, "assumed": 1, "required": 2, "given": 2,
-                 "system": 3, "python": 4, "bundled": 5, "windows": 6, "apiset": 7}
+_STATUS_ORDER = {"not_allowed": 0, "required_not_given": 0, "optional": 1, "allowed": 1, "assumed": 1, "required": 2,
+                 "given": 2, "system": 3, "python": 4, "bundled": 5, "windows": 6, "apiset": 7}
+# the loaders (data/loaders.json rows) that load files only on demand and do without them: a row of status optional
+OPTIONAL_WORDS = {"qt_plugins": "Qt plugins only", "numba_threading_layers": "numba threading layer only"}
 
 
 def status_words(row: CheckRow) -> str:
     """A row's status in words: "provided by torch (required)", "torch: required, not given", "not allowed"."""
+    if row.status == "optional":
+        return f"optional ({optional_words(row.optional_by or '')})"
     p = row.provider
     if p is not None:
         if row.status == "required":

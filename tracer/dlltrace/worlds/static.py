@@ -50,7 +50,7 @@ from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loa
 from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
-CACHE_FORMAT = 1  # bump when PEFacts (or how pe.py reads them) changes
+CACHE_FORMAT = 2  # (2: PEFacts.cor_flags) bump when PEFacts (or how pe.py reads them) changes
 
 
 def python_home(python: str) -> str:
@@ -779,8 +779,9 @@ def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMemb
     """How the wheel's packages make their DLLs reachable (pkgloaders.py), read from its __init__.py and .pth
     members (`listing`: the zip's, when read already; a member larger than 1 MiB, or unreadable, is not read).
     Raises OSError / ZipError."""
-    members = {m.filename: m for m in (zip_members(wheel, (".py", ".pth")) if listing is None else listing)
-               if m.filename.lower().endswith((".py", ".pth")) and is_loader_file(m.filename)}
+    # (.dll: a row whose evidence is a DLL's place, not a text: rule_qt_plugin_folders's QtCore)
+    members = {m.filename: m for m in (zip_members(wheel, (".py", ".pth", ".dll")) if listing is None else listing)
+               if m.filename.lower().endswith((".py", ".pth", ".dll")) and is_loader_file(m.filename)}
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)

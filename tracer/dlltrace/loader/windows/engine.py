@@ -402,7 +402,7 @@ class Simulator:
                 return self._already_loaded(node, m, d.rule, "loaded_candidate")
             facts = self._file(path)
             self._probes.append(path)
-            v = rules.rule_candidate(facts, self.process.machine)
+            v = rules.rule_candidate(facts, self.process.machine, self.system.profile)
             node.candidates.append(Candidate(path, d.rule, v.result if v.result != "found" else "not_loaded",
                                              facts.pe.machine if facts is not None and facts.pe else None))
             if v.stop:
@@ -464,7 +464,7 @@ class Simulator:
                     return node
             facts = self._file(path)
             self._probes.append(path)
-            v = rules.rule_candidate(facts, machine)
+            v = rules.rule_candidate(facts, machine, self.system.profile)
             if self._datafile and v.result == "wrong_machine" and node.via == "call":
                 v = rules.CandidateVerdict("found", True)
             real = rules.rule_wow64_redirect(path, self.process.machine, self.system)

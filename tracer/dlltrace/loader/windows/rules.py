@@ -15,6 +15,8 @@ from typing import Optional
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetContract
 from dlltrace.model import (
+    COMIMAGE_FLAGS_32BITREQUIRED,
+    COMIMAGE_FLAGS_ILONLY,
     DONT_RESOLVE_DLL_REFERENCES,
     LOAD_LIBRARY_AS_DATAFILE,
     LOAD_LIBRARY_AS_DATAFILE_EXCLUSIVE,
@@ -576,19 +578,32 @@ class CandidateVerdict:
     stop: bool  # the search ends here (found, or an error that ends it)
 
 
-def rule_candidate(facts: Optional[FileFacts], machine: str) -> CandidateVerdict:
+def rule_candidate(facts: Optional[FileFacts], machine: str, profile: str = "windows") -> CandidateVerdict:
     """What the loader does with one candidate file: none there -> go on; the wrong
-    machine -> skip it and go on (193 only if nothing else is found); not a PE -> stop
-    with 193; access denied -> stop with 5; otherwise take it."""
+    machine (rule_il_only_image_fits: not a .NET image of IL only) -> skip it and go on (193 only
+    if nothing else is found); not a PE -> stop with 193; access denied -> stop with 5; otherwise
+    take it."""
     if facts is None:
         return CandidateVerdict("not_there", False)
     if facts.error == "access_denied":
         return CandidateVerdict("access_denied", True)
     if facts.error == "not_pe":
         return CandidateVerdict("not_pe", True)
-    if facts.pe is not None and facts.pe.machine != machine:
+    if facts.pe is not None and facts.pe.machine != machine and not rule_il_only_image_fits(facts.pe, machine, profile):
         return CandidateVerdict("wrong_machine", False)
     return CandidateVerdict("found", True)
+
+
+def rule_il_only_image_fits(pe: PEFacts, machine: str, profile: str = "windows") -> bool:
+    """A .NET assembly of IL only (IMAGE_COR20_HEADER.Flags has COMIMAGE_FLAGS_ILONLY: "AnyCPU"), built as
+    PE32 (machine x86), loads in a 64-bit process (x64, arm64): the loader rewrites its headers as PE32+
+    (Wine's ntdll convert_to_pe64). Windows refuses one marked COMIMAGE_FLAGS_32BITREQUIRED; Wine's
+    is_valid_binary takes any IL-only image (dlls/ntdll/loader.c). pythonnet's Python.Runtime.dll is one.
+    A native x86 file, or an IL-only one in an x86 process of another machine, does not fit."""
+    flags = pe.cor_flags
+    if flags is None or not flags & COMIMAGE_FLAGS_ILONLY or pe.machine != "x86" or machine not in ("x64", "arm64"):
+        return False
+    return profile == "wine" or not flags & COMIMAGE_FLAGS_32BITREQUIRED
 
 
 def rule_datafile_load(flags: int) -> bool:
