@@ -799,3 +799,28 @@ def test_a_dll_name_with_escape_sequences_is_shown_not_obeyed(tmp_path, args):
     assert f"\\x1b]0;PWNED\\x07\\x1b[2J\\u202eevil{newline}✓ loads.dll" in out or \
         f"\\x1b]0;pwned\\x07\\x1b[2j\\u202eevil{newline}✓ loads.dll" in out, out
     assert not any(line.lstrip().startswith("✓ loads.dll") for line in out.splitlines())
+
+
+def test_rule_other_machine_copy(pes, tmp_path):
+    """A package's per-machine copies (a folder named for each machine, the same file in each: clr_loader's
+    ffi/dlls/x86 and amd64, loaded by `sys.maxsize > 2**32`): the copy for another machine is not the wrong
+    machine when its twin for the target's machine is there, and deps loads only the twin; a lone x86 file, or
+    twins in folders that name no machine, still are. The real clr_loader wheel passes (before: 1 wrong machine)."""
+    if "b32" not in pes:
+        pytest.skip("no 32-bit mingw compiler") if not os.environ.get("CI") else pytest.fail("CI needs i686 mingw")
+    pkg = package(pes, "twins", {"dlls/x86/b.dll": "b32", "dlls/amd64/b.dll": "b"})
+    check = dlltrace("check", str(pkg), "-q")
+    assert check.returncode == 0 and check.stdout.startswith("PASS "), check.stdout
+    doc, code = deps_json(pkg)
+    assert code == 0 and [lo["root"].rsplit("\\", 2)[-2] for lo in doc["loads"]] == ["amd64"], doc["loads"]
+    alone = package(pes, "alone", {"dlls/x86/b.dll": "b32"})
+    assert "wrong machine" in dlltrace("check", str(alone), "-q").stdout
+    unnamed = package(pes, "unnamed", {"lib32/b.dll": "b32", "lib/b.dll": "b"})
+    assert "wrong machine" in dlltrace("check", str(unnamed), "-q").stdout
+    swapped = package(pes, "swapped", {"dlls/x86/b.dll": "b32", "dlls/amd64/b.dll": "b32"})  # (no x64 twin)
+    assert "wrong machine" in dlltrace("check", str(swapped), "-q").stdout
+    w = wheel("clr_loader")
+    check = dlltrace("check", str(w), "-q")
+    assert check.returncode == 0 and check.stdout.startswith(f"PASS {w}: 2 PE files"), check.stdout
+    run = dlltrace("deps", str(w))
+    assert run.returncode == 0 and "1 load resolved, no problem" in run.stdout, run.stdout[-2000:]

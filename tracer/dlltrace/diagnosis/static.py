@@ -150,6 +150,35 @@ def rule_package_copies(target: Target) -> Target:
     return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates), optional=tuple(optional))
 
 
+# folder names that say which machine the files in them are for (a package's per-machine copies: clr_loader's
+# ffi/dlls/x86 and amd64, pyvjoy's utils/x86 and x64, .NET's runtimes/win-x86/native)
+MACHINE_FOLDERS = {"x86": "x86", "win32": "x86", "i386": "x86", "i686": "x86", "32bit": "x86", "win-x86": "x86",
+                   "x64": "x64", "amd64": "x64", "x86_64": "x64", "win64": "x64", "64bit": "x64", "win-x64": "x64",
+                   "arm64": "arm64", "aarch64": "arm64", "win-arm64": "arm64"}
+
+
+def rule_other_machine_copy(target: Target, path: str, machine: str) -> Optional[str]:
+    """A file for another machine than the target's that is one of a package's per-machine copies: a folder of its
+    path names its machine (MACHINE_FOLDERS: `x86`, `win-x86` ...) and the target has the same file in a sibling
+    folder named for the target's machine, built for it (clr_loader/ffi/dlls/x86/ClrLoader.dll beside
+    amd64/ClrLoader.dll: the package loads the copy for the running Python's machine, `sys.maxsize > 2**32`). Its
+    twin's path, or None: a lone file of another machine is the wrong machine."""
+    parts = winpath.normalize(path).split("\\")
+    for i, part in enumerate(parts[:-1]):
+        if MACHINE_FOLDERS.get(part.lower()) != machine:
+            continue
+        for name, m in MACHINE_FOLDERS.items():
+            if m != target.machine:
+                continue
+            twin = "\\".join([*parts[:i], name, *parts[i + 1:]])
+            if target.world.target_file(twin) is None:
+                continue
+            facts = target.world.file(twin)
+            if facts is not None and facts.pe is not None and facts.pe.machine == target.machine:
+                return twin
+    return None
+
+
 def rule_optional_file(target: Target, path: str) -> str:
     """The loader row (data/loaders.json) that loads the target's file `path` only on demand and does without it
     when its load fails (a Qt plugin, numba's TBB threading layer), "" for any other file: a DLL that only such
@@ -872,6 +901,8 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
     for root in (only if only else roots_of(target)):
         if winpath.key(root) in reached and not only:
             continue
+        if not only and _other_machine_copy(target, root):  # (the package loads its twin for this machine)
+            continue
         eff = rule_package_loader_effects(target, root)
         if any(winpath.same(root, x) for x in eff.preloaded):  # (the root is one of them: it loads itself, for real)
             keep = [i for i, x in enumerate(eff.preloaded) if not winpath.same(root, x)]
@@ -892,6 +923,12 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
             reached.update(k for k in (winpath.key(p) for p in closure_paths(a.result.tree))
                            if k not in a.standins and k not in pre)
     return DepsResult(target, loads)
+
+
+def _other_machine_copy(target: Target, root: str) -> bool:
+    facts = target.world.file(root)
+    machine = facts.pe.machine if facts is not None and facts.pe is not None else None
+    return machine is not None and machine != target.machine and rule_other_machine_copy(target, root, machine) is not None
 
 
 def _model_path(target: Target, p: str) -> str:
@@ -1075,7 +1112,8 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                                     winpath.basename(f.path), path=rel(f.path),
                                     detail=f"{rel(f.path)} is not a readable PE file"))
         elif (pe.machine != target.machine and not rules.rule_il_only_image_fits(pe, target.machine)
-              and not any(winpath.same(f.path, t) for t in target.templates)):
+              and not any(winpath.same(f.path, t) for t in target.templates)
+              and rule_other_machine_copy(target, f.path, pe.machine) is None):
             # (a template, one launcher a machine that its package copies and never runs where it is: not wrong)
             problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
                                     detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
