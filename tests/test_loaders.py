@@ -276,6 +276,14 @@ def test_rule_qt_plugin_folders(pes, tmp_path):
     assert deps.returncode == 0 and "optional (Qt plugins only)" in deps.stdout, deps.stdout[-2000:]
     one = dlltrace("check", str(site / "PyQt5"), "-q")  # (the package folder alone: the same loaders)
     assert one.returncode == 0 and "2 DLLs only optional files need" in one.stdout, one.stdout
+    # the Windows platform plugin is no option: every QGuiApplication loads it
+    platforms = site / "PyQt5" / "Qt5" / "plugins" / "platforms"
+    platforms.mkdir(parents=True)
+    shutil.copyfile(pes["a"], platforms / "qwindows.dll")
+    doc = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert not doc["ok"] and {p["dll"].lower() for p in doc["problems"]} == {"c.dll", "d.dll"}, doc["problems"]
+    assert dlltrace("deps", str(site)).returncode == 1
+    (platforms / "qwindows.dll").unlink()
     # a module outside the plugins that needs c.dll too: c.dll is the package's failure again
     shutil.copyfile(pes["a"], site / "PyQt5" / "QtSql.pyd")
     doc = json.loads(dlltrace("check", str(site), "--json").stdout)

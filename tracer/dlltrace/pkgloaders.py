@@ -158,6 +158,7 @@ class LoaderRule:
     when: str = "import"  # "import", "start", "call" (only when the program calls it: no effect at import)
     row: str = ""  # its row in data/loaders.json
     optional: tuple[str, ...] = ()  # files loaded only on demand, done without when they fail (globs, site-relative)
+    required: tuple[str, ...] = ()  # files `optional` matches that the package cannot do without after all
 
     def covers(self, member: str) -> bool:
         """Whether a module at `member` (relative to site-packages, "/") is loaded after this loader ran."""
@@ -245,13 +246,17 @@ def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]
 def rule_qt_plugin_folders(row: LoaderRow, core: str) -> LoaderRule:
     """Qt's plugins: QFactoryLoader (image formats, platforms, SQL drivers, styles ...) and the QML engine (a QML
     module's `plugin` in its qmldir) load each DLL under `<Qt prefix>/plugins` and `<Qt prefix>/qml` with QLibrary
-    only when a feature asks for it, and skip one that does not load (QT_DEBUG_PLUGINS=1 says why). `core` is the
+    only when a feature asks for it, and skip one that does not load (QT_DEBUG_PLUGINS=1 says why); but not the
+    Windows platform plugin, plugins/platforms/qwindows.dll, which every QGuiApplication loads. `core` is the
     QtCore DLL the row found (its file, relative to site-packages): the prefix is its folder, or the folder above
     a `bin` folder (PyQt5/Qt5/bin/Qt5Core.dll -> PyQt5/Qt5; PySide6/Qt6Core.dll -> PySide6)."""
     folder = posixpath.dirname(core)
     prefix = posixpath.dirname(folder) if posixpath.basename(folder).lower() == "bin" else folder
     return LoaderRule(prefix.split("/", 1)[0], row.id, (), core, when=row.when, row=row.id,
-                      optional=(f"{prefix}/plugins/*", f"{prefix}/qml/*"))
+                      optional=(f"{prefix}/plugins/*", f"{prefix}/qml/*"),
+                      # (the platform plugin every QGuiApplication loads on Windows: without it no Qt GUI starts,
+                      # "no Qt platform plugin could be initialized")
+                      required=(f"{prefix}/plugins/platforms/qwindows.dll",))
 
 
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {

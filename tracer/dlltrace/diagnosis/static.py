@@ -139,6 +139,9 @@ def rule_package_copies(target: Target) -> Target:
     templates: list[str] = []
     optional = [(winpath.join(site, g.replace("/", "\\")).lower(), lo.row or lo.how) for lo in target.loaders
                 for g in lo.optional]
+    # (what a row's `optional` globs match that the package needs after all: Qt's qwindows.dll; row "" says so)
+    optional = [(winpath.join(site, g.replace("/", "\\")).lower(), "") for lo in target.loaders
+                for g in lo.required] + optional
     for lo in target.loaders:
         for where, source in lo.copies:
             of = target.world.target_file(winpath.join(site, source.format(xy=xy).replace("/", "\\")))
@@ -185,7 +188,7 @@ def rule_optional_file(target: Target, path: str) -> str:
     files import is not a failure of the package (check's `optional` status)."""
     import fnmatch
 
-    low = winpath.normalize(path).lower()
+    low = winpath.normalize(path).lower()  # (the first glob that matches decides: the required ones come first)
     return next((row for glob, row in target.optional if fnmatch.fnmatchcase(low, glob)), "")
 
 
