@@ -515,3 +515,41 @@ def test_package_itself_ctranslate2_and_onnxruntime(pyd, missing, package):
     first = res.fixes[0]
     assert (first.action, first.package) == ("install", package), [(f.action, fix_text(f)) for f in res.fixes]
     assert "itself" in fix_text(first) and f"pip install --force-reinstall {package}" in fix_text(first), fix_text(first)
+
+
+@pytest.mark.wine
+def test_rule_il_only_image_fits_under_wine(base, tmp_path):
+    """Wine's loader as the oracle for rules.rule_il_only_image_fits: the real 64-bit Python's ctypes.WinDLL maps
+    pythonnet 3.0.5's Python.Runtime.dll (a .NET assembly of IL only, PE32: x86) and binds mscoree.dll, while
+    clr_loader 0.3.1's x86 ClrLoader.dll (mixed-mode C++/CLI: 32BITREQUIRED, not IL only) is refused with 193; the
+    traced run's replay agrees with both, probe for probe (before the rule the model said 193 for the first, and
+    none of its mscoree probes). mscoree is left enabled here (the other cases disable it: winetools.wine_env)."""
+    import json
+    import subprocess
+    import sys
+    import zipfile
+
+    dlls = {"Python.Runtime.dll": (rw.fetch_wheel(rw.WHEELS["pythonnet"]), "pythonnet/runtime/Python.Runtime.dll"),
+            "ClrLoader86.dll": (rw.fetch_wheel(rw.WHEELS["clr_loader"]), "clr_loader/ffi/dlls/x86/ClrLoader.dll")}
+    for name, (wheel, member) in dlls.items():
+        with zipfile.ZipFile(wheel) as z:
+            (tmp_path / name).write_bytes(z.read(member))
+    paths = [winetools.to_windows(tmp_path / name) for name in dlls]
+    code = (f"import ctypes\nfor n in {paths!r}:\n    try:\n        ctypes.WinDLL(n)\n        print('loaded', n)\n"
+            "    except OSError as e:\n        print('failed', n, e.winerror)\n")
+    wenv = winetools.wine_env(WINEDLLOVERRIDES="mshtml=", PYTHONPATH=str(ri.ROOT / "tracer"))
+    wenv.pop("PYTHONHOME", None)
+    plain = subprocess.run([winetools.wine_binary() or "wine64", str(base.python), "-c", code], capture_output=True,
+                           text=True, env=wenv, timeout=600, stdin=subprocess.DEVNULL)
+    assert plain.stdout.splitlines() == [f"loaded {paths[0]}", f"failed {paths[1]} 193"], plain.stdout + plain.stderr[-2000:]
+    trace = tmp_path / "clr.jsonl.gz"
+    traced = subprocess.run([sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(trace), "--", str(base.python),
+                             "-c", code], capture_output=True, text=True, env=wenv, timeout=600, stdin=subprocess.DEVNULL)
+    assert traced.stdout.splitlines()[:2] == plain.stdout.splitlines(), traced.stdout + traced.stderr[-2000:]
+    report = subprocess.run([sys.executable, "-m", "dlltrace", "report", "--all", "--json", str(trace)], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ri.ROOT / "tracer")})
+    calls = {c["name"]: c for c in json.loads(report.stdout)["calls"] if c["name"] in paths}
+    runtime, clr = calls[paths[0]], calls[paths[1]]
+    assert (runtime["error"], runtime["real_error"], runtime["differences"]) == (0, 0, []), runtime["differences"]
+    assert runtime["agreed"] > 1  # (the file and mscoree.dll's search: the folders the loader really tried)
+    assert (clr["error"], clr["real_error"], clr["differences"], clr["leaf"]["cause"]) == (193, 193, [], "bad_machine")
