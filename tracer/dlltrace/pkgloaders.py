@@ -248,15 +248,16 @@ def rule_qt_plugin_folders(row: LoaderRow, core: str) -> LoaderRule:
     module's `plugin` in its qmldir) load each DLL under `<Qt prefix>/plugins` and `<Qt prefix>/qml` with QLibrary
     only when a feature asks for it, and skip one that does not load (QT_DEBUG_PLUGINS=1 says why); but not the
     Windows platform plugin, plugins/platforms/qwindows.dll, which every QGuiApplication loads. `core` is the
-    QtCore DLL the row found (its file, relative to site-packages): the prefix is its folder, or the folder above
-    a `bin` folder (PyQt5/Qt5/bin/Qt5Core.dll -> PyQt5/Qt5; PySide6/Qt6Core.dll -> PySide6)."""
+    QtCore library the row found (its file, relative to site-packages): the prefix is its folder, or the folder
+    above a `bin` or `lib` folder (PyQt5/Qt5/bin/Qt5Core.dll -> PyQt5/Qt5; PySide6/Qt6Core.dll -> PySide6;
+    PySide6/Qt/lib/libQt6Core.so.6 -> PySide6/Qt); on Linux the platform plugin is plugins/platforms/libqxcb.so."""
     folder = posixpath.dirname(core)
-    prefix = posixpath.dirname(folder) if posixpath.basename(folder).lower() == "bin" else folder
+    prefix = posixpath.dirname(folder) if posixpath.basename(folder).lower() in ("bin", "lib") else folder
     return LoaderRule(prefix.split("/", 1)[0], row.id, (), core, when=row.when, row=row.id,
                       optional=(f"{prefix}/plugins/*", f"{prefix}/qml/*"),
-                      # (the platform plugin every QGuiApplication loads on Windows: without it no Qt GUI starts,
-                      # "no Qt platform plugin could be initialized")
-                      required=(f"{prefix}/plugins/platforms/qwindows.dll",))
+                      # (the platform plugin every QGuiApplication loads, on Windows and on X11: without it no Qt
+                      # GUI starts, "no Qt platform plugin could be initialized")
+                      required=(f"{prefix}/plugins/platforms/qwindows.dll", f"{prefix}/plugins/platforms/libqxcb.so"))
 
 
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {

@@ -212,9 +212,10 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
             if platform == "linux":  # (its ELF files: diagnosis/static_elf.py; no PE world)
                 elf = tuple(wheel_elf_members(given))
                 world = StaticWorld(system, [], py, system_world=live, vc_runtime=vc_runtime)
+                # (its loaders: only what they load on demand is read, static_elf.rule_optional_member)
                 return Target(given, "wheel", world, [], LINUX_SITE, py, "x86_64", wheel_python_tag=tag,
-                              dist=meta.dist, requires=meta.requires, record_lines=meta.record_lines,
-                              platform="linux", elf_members=elf)
+                              loaders=tuple(wheel_loaders(given)), dist=meta.dist, requires=meta.requires,
+                              record_lines=meta.record_lines, platform="linux", elf_members=elf)
             listing = zip_members(given, WHEEL_SUFFIXES)  # (its central directory read once, for both)
             files, root = wheel_files(given, py, cache, listing)
             loaders = wheel_loaders(given, listing)

@@ -187,13 +187,21 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
     decided: dict[str, tuple[Status, Optional[Provider]]] = {}  # a library that is not found -> its row's verdict
     added: dict[str, set[str]] = {}  # library path -> versions added to it (each a problem)
     runs: list[DlopenResult] = []
-    for root in sorted(p for p, f in own.items() if isinstance(f, ELFFacts) and f.machine == machine):
+    reached: set[str] = set()
+    for root in elf_roots([p for p, f in own.items() if isinstance(f, ELFFacts) and f.machine == machine]):
+        if root in reached:  # (loaded by an earlier root, found as that load finds it: not a root of its own)
+            continue
         res = _load_keep_going(world, root, stand_ins, added, decided, target, opts, policy, needs, problems,
                                member_of, files)
         runs.append(res)
+        reached.update(posixpath.normpath(x) for x in res.loaded)
     rows = _rows(runs, own, peer_of, member_of, decided, policy, target)
     for row in rows.values():
-        if row.status == "not_allowed":
+        by = {rule_optional_member(target, m) for m in row.needed_by}
+        row.optional_by = by.pop() if len(by) == 1 else ""  # (every member that needs it optional, by one row)
+        if row.status in ("not_allowed", "required_not_given") and row.optional_by:
+            row.status = "optional"  # (only files the package loads on demand, and does without, need it)
+        elif row.status == "not_allowed":
             problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} is not in the wheel, not a {policy.name} system library, and "
                                            "not allowed" + _not_given_words(target, peers, opts)))
@@ -202,6 +210,37 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
                                     detail=required_not_given_words(row.dll, row.provider.dist)))
     return CheckResult(target, opts.allow, rows_files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
                        problems, (), None, None, opts, policy=f"{policy.name}_{policy.arch}")
+
+
+def rule_optional_member(target: Target, member: str) -> str:
+    """The loader row (data/loaders.json) that loads the wheel member only on demand and does without it when its
+    load fails (numba's threading layers: tbbpool needs libtbb.so.12, omppool libgomp), "" for any other member:
+    the Linux side of static.rule_optional_file, on member names."""
+    import fnmatch
+
+    low = member.lower()
+    for lo in target.loaders:
+        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.required):
+            return ""
+        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.optional):
+            return lo.row or lo.how
+    return ""
+
+
+_EXTENSION = re.compile(r"\.(?:cpython-[^/]+|abi3)\.so$")
+
+
+def elf_roots(paths: list[str]) -> list[str]:
+    """The order in which check dlopens a Linux wheel's shared objects: the Python extensions first (x.cpython-312-
+    x86_64-linux-gnu.so, x.abi3.so), then the other objects outside a <pkg>.libs folder (an old-style x.so, a
+    library a package loads with ctypes), then the libraries auditwheel grafts into <pkg>.libs, each group by
+    path. A library an earlier one loaded is not loaded again as a
+    root (check_elf): a grafted library needs what the extension's DT_RPATH finds for it (ld.so searches the
+    DT_RPATH of the object that loaded it when it has no DT_RUNPATH of its own), as auditwheel's lddtree walks it;
+    dlopened alone by path it would not find its siblings (scipy.libs/libgfortran's libquadmath)."""
+    def rank(p: str) -> int:
+        return 0 if _EXTENSION.search(posixpath.basename(p)) else 2 if posixpath.dirname(p).endswith(".libs") else 1
+    return sorted(paths, key=lambda p: (rank(p), p))
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:
@@ -240,7 +279,9 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
                 decided[leaf] = ("system", None)
                 continue
             in_wheel = [member_of[p] for p in member_of if posixpath.basename(p) == leaf]
-            if in_wheel:  # (the wheel has it, where this object's search does not look: its RPATH is wrong)
+            if in_wheel and rule_optional_member(target, by):  # (a plugin: its host has loaded what it needs)
+                decided[leaf] = ("bundled", None)
+            elif in_wheel:  # (the wheel has it, where this object's search does not look: its RPATH is wrong)
                 problems.append(Problem("missing", leaf, [by], DllClass("bundled", bundled=True), path=in_wheel[0],
                                         elsewhere=in_wheel,
                                         detail=f"{leaf} (needed by {by}) is in the wheel at {in_wheel[0]}, a folder "

@@ -380,11 +380,12 @@ def check_summary(r: CheckResult) -> str:
     if r.ok and not r.files:
         return f"PASS {r.target.given}: no binary to check (--allow-pure)"
     if r.ok:
+        optional = sum(1 for row in r.rows if row.status == "optional")
+        what_lib = "librar" + ("ies" if optional != 1 else "y") if r.policy else "DLL" + ("s" if optional != 1 else "")
+        some = f"; {optional} {what_lib} only optional files need" if optional else ""
         if r.policy:
             return (f"PASS {r.target.given}: {n} ELF file{'s' if n != 1 else ''}, every library bundled, a {r.policy} "
-                    f"system library or allowed{vc}")
-        optional = sum(1 for row in r.rows if row.status == "optional")
-        some = f"; {optional} DLL{'s' if optional != 1 else ''} only optional files need" if optional else ""
+                    f"system library or allowed{some}{vc}")
         return (f"PASS {r.target.given}: {n} PE file{'s' if n != 1 else ''}, every import bundled, Windows, an API set "
                 f"or allowed{some}{cuda}{vc}")
     counts: dict[str, int] = {}

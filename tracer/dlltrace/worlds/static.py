@@ -779,9 +779,10 @@ def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMemb
     """How the wheel's packages make their DLLs reachable (pkgloaders.py), read from its __init__.py and .pth
     members (`listing`: the zip's, when read already; a member larger than 1 MiB, or unreadable, is not read).
     Raises OSError / ZipError."""
-    # (.dll: a row whose evidence is a DLL's place, not a text: rule_qt_plugin_folders's QtCore)
-    members = {m.filename: m for m in (zip_members(wheel, (".py", ".pth", ".dll")) if listing is None else listing)
-               if m.filename.lower().endswith((".py", ".pth", ".dll")) and is_loader_file(m.filename)}
+    # (.dll, .so.N: a row whose evidence is a library's place, not a text: rule_qt_plugin_folders's QtCore)
+    kinds = (".py", ".pth", ".dll", ".so.5", ".so.6")
+    members = {m.filename: m for m in (zip_members(wheel, kinds) if listing is None else listing)
+               if m.filename.lower().endswith(kinds) and is_loader_file(m.filename)}
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)
