@@ -372,11 +372,11 @@ def test_rule_soname_provider_of_an_older_cuda(tmp_path):
     assert run.returncode == 0, doc["problems"]
 
 
-def test_elf_roots_a_grafted_library_is_loaded_as_its_extension_loads_it(tmp_path):
+def test_static_roots_a_grafted_library_is_loaded_as_its_extension_loads_it(tmp_path):
     """auditwheel grafts libraries into <pkg>.libs and gives the extension DT_RPATH $ORIGIN/../pkg.libs; a grafted
     library has none of its own (scipy.libs/libgfortran needs libquadmath; pillow.libs/libtiff needs libjpeg): ld.so
     finds its needs through the DT_RPATH of the extension that loaded it. check dlopens the extensions first and
-    a library they loaded is no root of its own (elf_roots): the wheel passes, as `import` works for real here; with
+    a library they loaded is no root of its own (loader/linux/static.py static_roots): the wheel passes, as `import` works for real here; with
     DT_RUNPATH on the extension (not searched for another object's needs) the same layout fails, in check and for
     real. Before, every object was a root: scipy, pillow, h5py, shapely, opencv-python-headless ... 1.14.1's real
     manylinux wheels failed with 'missing'."""

@@ -138,6 +138,39 @@ def test_deps_of_a_folder_of_shared_objects(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_path):
+    """A Linux venv's site-packages holds pip's and setuptools' Windows launchers (t64.exe, cli-64.exe: templates):
+    `deps` of it is still the Linux install it is (before: the Windows world, '0 loads resolved'; and `check` said
+    PASS of the launchers alone). The extension is loaded first and the libraries it loads through its DT_RPATH
+    are not loaded again on their own (static_roots): liba.so alone would not find libb.so (before: exit 1)."""
+    v = schema("static-linux-v1.json")
+    site = tmp_path / "site-packages"
+    for d in ("pkg", "pkg.libs", "pip/_vendor/distlib"):
+        (site / d).mkdir(parents=True)
+    (tmp_path / "b.c").write_text("int fb(void) { return 2; }\n")
+    (tmp_path / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
+    (tmp_path / "e.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
+    libs = site / "pkg.libs"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(libs / "libb.so"), str(tmp_path / "b.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(libs / "liba.so"), str(tmp_path / "a.c"),
+                    "-L", str(libs), "-lb"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so"),
+                    str(tmp_path / "e.c"), "-L", str(libs), "-la", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"],
+                   check=True)
+    (site / "pip" / "_vendor" / "distlib" / "t64.exe").write_bytes(b"MZ" + bytes(126))
+    doc = run_json("deps", str(site), "--json", ok=(0,))
+    v.validate(doc)
+    assert doc["ok"] and [o["file"] for o in doc["objects"]] == ["pkg/_ext.cpython-311-x86_64-linux-gnu.so"], doc
+    assert doc["reached"] == [{"file": "pkg.libs/liba.so", "loaded_by": "pkg/_ext.cpython-311-x86_64-linux-gnu.so"},
+                              {"file": "pkg.libs/libb.so", "loaded_by": "pkg/_ext.cpython-311-x86_64-linux-gnu.so"}]
+    alone = run_json("deps", str(libs / "liba.so"), "--json", ok=(1,))  # (by itself it does not load: no RPATH)
+    assert [p["name"] for p in alone["problems"]] == ["libb.so"]
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert r.returncode == 2 and "a Linux install" in r.stderr and r.stderr.count("\n") == 1, r.stderr + r.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
 def test_deps_of_a_folder_with_a_fifo_named_so(tmp_path):
     """`deps FOLDER` never reads a FIFO named x.so (is_elf opened it for reading, which waits for a writer
     forever: `deps` hung); the folder's real shared object is still examined, and a FIFO given as the target is
@@ -173,8 +206,9 @@ def test_deps_of_linux_targets_refuses_windows_options(tmp_path):
 
 def test_deps_folder_over_its_limit_of_shared_objects(tmp_path):
     """A folder with more shared objects than elf_objects' limit is a one-line usage error, not its first `limit`
-    said to be all ('5000 shared objects, every one loads' of a folder of 5003); a PE file after them still makes
-    it a Windows folder ([])."""
+    said to be all ('5000 shared objects, every one loads' of a folder of 5003); a Windows extension (.pyd) after
+    them still makes it a Windows folder ([]); another PE file does not (a Linux site-packages holds pip's Windows
+    launchers)."""
     from dlltrace.commands.deps import elf_objects
     from dlltrace.errors import EXIT_USAGE, DlltraceError
 
@@ -185,6 +219,8 @@ def test_deps_folder_over_its_limit_of_shared_objects(tmp_path):
         elf_objects(str(tmp_path), limit=2)
     assert e.value.exit_code == EXIT_USAGE and "more than 2 shared objects" in str(e.value)
     (tmp_path / "z.dll").write_bytes(b"MZ")
+    assert len(elf_objects(str(tmp_path), limit=3)) == 3
+    (tmp_path / "z.pyd").write_bytes(b"MZ")
     assert elf_objects(str(tmp_path), limit=2) == []
 
 

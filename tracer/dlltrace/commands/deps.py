@@ -58,8 +58,10 @@ def is_elf(path: str) -> bool:
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
-    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a PE file (a Windows folder). More than
-    `limit`: DlltraceError (EXIT_USAGE)."""
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a Python extension for Windows (.pyd: a
+    Windows install). Other PE files do not make it one: a Linux site-packages holds the Windows launchers pip and
+    setuptools copy for scripts (templates), and .NET assemblies (pythonnet). More than `limit`: DlltraceError
+    (EXIT_USAGE)."""
     import os
 
     out: list[str] = []
@@ -67,7 +69,7 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
         dirnames.sort()
         for fn in sorted(filenames):
             low = fn.lower()
-            if low.endswith((".dll", ".pyd", ".exe")):
+            if low.endswith(".pyd"):
                 return []
             p = os.path.join(dirpath, fn)
             if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
@@ -95,30 +97,44 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
     has a problem. Exit 1 when one has."""
     import os
 
-    from dlltrace.loader.linux.static import static_deps
+    from dlltrace.loader.linux.static import StaticResult, static_deps, static_roots
     from dlltrace.render.escape import escape_code_block, escape_terminal
     from dlltrace.render.linux_tree import tree_lines
     from dlltrace.worlds.elf import LiveELFWorld
 
     env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
     world = LiveELFWorld()
-    results = [(os.path.relpath(p, args.target), static_deps(p, world, env)) for p in objects]
+    results: list[tuple[str, StaticResult]] = []
+    by: dict[str, str] = {}  # an object an earlier root loaded (its real path) -> that root
+    reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
+    for p in static_roots(objects):
+        rel = os.path.relpath(p, args.target)
+        if os.path.realpath(p) in by:
+            reached.append((rel, by[os.path.realpath(p)]))
+            continue
+        r = static_deps(p, world, env)
+        results.append((rel, r))
+        for x in r.loaded:
+            by.setdefault(os.path.realpath(x), rel)
     bad = [(rel, r) for rel, r in results if r.problems]
     if args.json:
         docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
                "target": args.target, "loaded": list(dict.fromkeys(x for _, r in results for x in r.loaded)),
                "ok": not bad, "problems": [p for d in docs for p in d["problems"]], "tree": None,
-               "objects": [{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")} for d in docs]}
+               "objects": [{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")} for d in docs],
+               "reached": [{"file": rel, "loaded_by": root} for rel, root in reached]}
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_PROBLEMS if bad else EXIT_OK
-    lines = [f"dlltrace deps {args.target}: {len(results)} shared object{'s' if len(results) != 1 else ''}, "
+    total = len(results) + len(reached)
+    lines = [f"dlltrace deps {args.target}: {total} shared object{'s' if total != 1 else ''}, "
              + (f"{len(bad)} with a problem" if bad else "every one loads, no problem"), ""]
     for rel, r in results:
         n = len(r.loaded)
         lines.append(f"  {'✗' if r.problems else '✓'} {rel}: " + (f"{len(r.problems)} problem(s)" if r.problems
                                                                   else f"{n} object{'s' if n != 1 else ''} load{'s' if n == 1 else ''}"))
+    lines += [f"  ✓ {rel}: loaded by {root}, as it loads it" for rel, root in reached]
     for rel, r in bad:
         lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
     print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))

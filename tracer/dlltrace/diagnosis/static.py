@@ -1274,13 +1274,17 @@ def check_targets(given: str) -> list[str]:
     listed = rule_installed_files_are_not_wheels(given)
     wheels = sorted(os.path.join(given, e) for e in _listdir(os.path.abspath(given))
                     if e.lower().endswith(".whl") and e not in listed)
-    has_pe = any(fn.lower().endswith((".dll", ".pyd", ".exe")) for _, _, fns in os.walk(given) for fn in fns)
+    names = [fn.lower() for _, _, fns in os.walk(given) for fn in fns]
+    so = any(fn.endswith(".so") or ".so." in fn for fn in names)
+    # (a Linux install holds PE files that are no part of it -- pip's and setuptools' Windows launchers, templates;
+    # .NET assemblies --, never a .pyd: its .so files make it Linux's, unless a .pyd says Windows)
+    has_pe = any(fn.endswith(".pyd") for fn in names) or (not so and any(fn.endswith((".dll", ".exe")) for fn in names))
     out = ([given] if has_pe else []) + wheels
+    if not out and so:
+        raise DlltraceError(f"{given}: a Linux install (its .so files, no .pyd), and no wheel (.whl) in it: check takes "
+                            "a Linux wheel; `dlltrace deps FOLDER` resolves each .so on this machine", EXIT_USAGE)
     if not out:
-        so = any(fn.endswith(".so") or ".so." in fn for _, _, fns in os.walk(given) for fn in fns)
-        hint = (" (its .so files, a Linux install: `dlltrace deps FOLDER` resolves each on this machine; check takes "
-                "a Linux wheel)") if so else ""
-        raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check{hint}", EXIT_USAGE)
+        raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check", EXIT_USAGE)
     return out
 
 

@@ -29,6 +29,7 @@ from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
 from dlltrace.loader.linux.rules import RTLD_NOW
+from dlltrace.loader.linux.static import static_roots
 from dlltrace.loader.linux.fixes import nvidia_wheels
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
 from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, zip_members
@@ -188,7 +189,7 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
     added: dict[str, set[str]] = {}  # library path -> versions added to it (each a problem)
     runs: list[DlopenResult] = []
     reached: set[str] = set()
-    for root in elf_roots([p for p, f in own.items() if isinstance(f, ELFFacts) and f.machine == machine]):
+    for root in static_roots([p for p, f in own.items() if isinstance(f, ELFFacts) and f.machine == machine]):
         if root in reached:  # (loaded by an earlier root, found as that load finds it: not a root of its own)
             continue
         res = _load_keep_going(world, root, stand_ins, added, decided, target, opts, policy, needs, problems,
@@ -225,22 +226,6 @@ def rule_optional_member(target: Target, member: str) -> str:
         if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.optional):
             return lo.row or lo.how
     return ""
-
-
-_EXTENSION = re.compile(r"\.(?:cpython-[^/]+|abi3)\.so$")
-
-
-def elf_roots(paths: list[str]) -> list[str]:
-    """The order in which check dlopens a Linux wheel's shared objects: the Python extensions first (x.cpython-312-
-    x86_64-linux-gnu.so, x.abi3.so), then the other objects outside a <pkg>.libs folder (an old-style x.so, a
-    library a package loads with ctypes), then the libraries auditwheel grafts into <pkg>.libs, each group by
-    path. A library an earlier one loaded is not loaded again as a
-    root (check_elf): a grafted library needs what the extension's DT_RPATH finds for it (ld.so searches the
-    DT_RPATH of the object that loaded it when it has no DT_RUNPATH of its own), as auditwheel's lddtree walks it;
-    dlopened alone by path it would not find its siblings (scipy.libs/libgfortran's libquadmath)."""
-    def rank(p: str) -> int:
-        return 0 if _EXTENSION.search(posixpath.basename(p)) else 2 if posixpath.dirname(p).endswith(".libs") else 1
-    return sorted(paths, key=lambda p: (rank(p), p))
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:
