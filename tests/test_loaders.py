@@ -292,3 +292,35 @@ def test_rule_qt_plugin_folders(pes, tmp_path):
     (site / "PyQt5" / "QtSql.pyd").unlink()
     (site / "PyQt5" / "Qt5" / "bin" / "Qt5Core.dll").unlink()  # (no QtCore: no evidence the plugins are Qt's)
     assert not json.loads(dlltrace("check", str(site), "--json").stdout)["ok"]
+
+
+def test_rule_optional_file_does_not_hide_a_dll_it_reaches(tmp_path):
+    """deps loads every DLL no load before it reached as a root of its own; one an optional file (numba's tbbpool)
+    reached first must still be: its failure is the package's (check fails it: y.dll is not an optional file), not
+    the optional file's. Before, tbbpool's load reached y.dll, y.dll was never a root, its missing z.dll counted
+    only as the optional load's, and deps exited 0 while check failed the same folder."""
+    from winetools import mingw_compile, require
+
+    require("mingw64")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "z.c").write_text("__declspec(dllexport) int fz(void) { return 1; }\n")
+    (lib / "y.c").write_text("int fz(void);\n__declspec(dllexport) int fy(void) { return fz(); }\n")
+    (lib / "x.c").write_text("int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }\n")
+    mingw_compile([lib / "z.c"], lib / "z.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'libz.a'}"])
+    mingw_compile([lib / "y.c", lib / "libz.a"], lib / "y.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'liby.a'}"])
+    mingw_compile([lib / "x.c", lib / "liby.a"], lib / "x.dll", dll=True)
+    site = tmp_path / "Lib" / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes((lib / "x.dll").read_bytes())
+    (ufunc / "y.dll").write_bytes((lib / "y.dll").read_bytes())  # (z.dll: in no folder)
+    check = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert [(p["dll"], p["needed_by"]) for p in check["problems"]] == [("z.dll", ["numba\\np\\ufunc\\y.dll"])], check
+    run = dlltrace("deps", str(site), "--json")
+    doc = json.loads(run.stdout)
+    loads = {ld["root"].rsplit("\\", 1)[-1]: ld for ld in doc["loads"]}
+    assert loads["tbbpool.cp312-win_amd64.pyd"]["optional_by"] == "numba_threading_layers", loads
+    assert "y.dll" in loads and "optional_by" not in loads["y.dll"], list(loads)
+    assert run.returncode == 1 and not doc["ok"], doc["summary"]

@@ -920,7 +920,9 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         if target.records:
             a = dataclasses.replace(a, problems=[rule_record_of_installed_files(target, p) for p in a.problems])
         loads.append(a)
-        if a.result.tree is not None:
+        # (an optional file's load reaches nothing for the roots after it: a DLL of the package it reaches is loaded
+        # as a root of its own, so that its failure is the package's, as check counts it, not the optional file's)
+        if a.result.tree is not None and not a.optional_by:
             # (a DLL a package's loader loaded first is "already loaded" here, its own imports unread: it is a root
             # of its own, never reached through another)
             pre = {winpath.key(p) for p in ctx.preloaded}
