@@ -274,6 +274,11 @@ def test_rule_qt_plugin_folders(pes, tmp_path):
     assert rows["c.dll"]["optional_by"] == "qt_plugins" and rows["b.dll"]["status"] == "bundled"
     deps = dlltrace("deps", str(site))
     assert deps.returncode == 0 and "optional (Qt plugins only)" in deps.stdout, deps.stdout[-2000:]
+    # the Markdown says of each optional load what the terminal says (before: only its last line said it)
+    md = dlltrace("deps", str(site), "--markdown")
+    assert md.returncode == 0, md.stderr
+    plugin = md.stdout.split("## `PyQt5\\Qt5\\plugins\\sqldrivers\\qsqlpsql.dll`", 1)[1].split("\n## ", 1)[0]
+    assert "Optional (Qt plugins only): the package does without it." in plugin, plugin
     one = dlltrace("check", str(site / "PyQt5"), "-q")  # (the package folder alone: the same loaders)
     assert one.returncode == 0 and "2 DLLs only optional files need" in one.stdout, one.stdout
     # the Windows platform plugin is no option: every QGuiApplication loads it

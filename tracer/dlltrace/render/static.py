@@ -321,6 +321,8 @@ def deps_markdown(r: DepsResult) -> str:
             for p in a.problems:
                 out.append(f"| {cell(prose(p.kind, False))} | {cell(code(p.dll))} | {cell(prose(p.klass.label if p.klass else '', False))} | "
                            f"{cell(prose(', '.join(p.needed_by), False))} | {cell(prose(p.detail + record_words(p), False))} |")
+            if a.optional_by:  # (as print_deps says it: a file loaded only on demand)
+                out += ["", prose(f"Optional ({optional_words(a.optional_by)}): the package does without it.")]
         else:
             out.append("Loads: no problem.")
         out.append("")
