@@ -329,3 +329,6 @@ def test_rule_optional_file_does_not_hide_a_dll_it_reaches(tmp_path):
     assert loads["tbbpool.cp312-win_amd64.pyd"]["optional_by"] == "numba_threading_layers", loads
     assert "y.dll" in loads and "optional_by" not in loads["y.dll"], list(loads)
     assert run.returncode == 1 and not doc["ok"], doc["summary"]
+    # its Diagnosis: the optional load went on, and is classed so (rule_load_class: not `fatal`, its verdict)
+    fails = {f["name"].rsplit("\\", 1)[-1]: (f["fate"], f["klass"]) for f in doc["diagnosis"]["failures"]}
+    assert fails == {"tbbpool.cp312-win_amd64.pyd": ("went_on", "noise"), "y.dll": ("fatal", "fatal")}, fails

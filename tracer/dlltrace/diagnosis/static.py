@@ -32,7 +32,8 @@ from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.windows import rules
 from dlltrace.model import CallResult, Cause, FileFacts, Node, SearchDir
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
+from dlltrace.diagnosis.outcome import rule_load_class
+from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
@@ -760,13 +761,14 @@ def static_diagnosis(result: DepsResult) -> Diagnosis:
     failures: list[FailedLoad] = []
     for a in result.loads:
         found = [p for p in a.problems if p.kind in PROBLEM_CAUSES]
+        fate: Fate = "went_on" if a.optional_by else "fatal"
         for i, p in enumerate(found):
             tried = tuple(Tried(winpath.join(d.folder, p.dll), d.rule, "not_there") for d in p.searched)
             failures.append(FailedLoad(
                 seq=len(failures) + 1, api=a.result.op, name=a.root, error=a.result.error, message=p.detail,
-                # (a file loaded only on demand: its package goes on without it)
-                fate="went_on" if a.optional_by else "fatal", reason=None, origin="", leaf=p.dll,
-                cause=PROBLEM_CAUSES[p.kind],
+                # (a file loaded only on demand: its package goes on without it; its class as a went_on load's)
+                fate=fate, reason=None, origin="", leaf=p.dll, cause=PROBLEM_CAUSES[p.kind],
+                klass=rule_load_class(fate, None, a.root, p.dll),
                 needed_by=p.needed_by[0] if p.needed_by else None, chain=(), tried=tried,
                 elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere),
                 next_failures=tuple(NextFailure(q.dll, PROBLEM_CAUSES[q.kind], q.needed_by[0] if q.needed_by else "")
