@@ -282,6 +282,31 @@ def test_linker_version(built, tmp_path):
     assert facts(patched).linker_version == "14.42"
 
 
+def test_cor_flags_need_a_whole_cor20_header(built, tmp_path):
+    """IMAGE_COR20_HEADER.Flags (a .NET assembly's; offset 16) is read only when the COM descriptor directory's Size
+    holds the whole header (72 bytes): Windows' LdrpIsILOnlyImage takes an image as IL-only only when the directory
+    entry's size is at least sizeof(IMAGE_COR20_HEADER). Here the directory points at the export directory: its
+    Base (offset 16) is read as the flags when the size says 72, not when it says less.
+    Outside the file, the flags are absent and the rest of the facts stay."""
+    assert facts(built.lib).cor_flags is None  # (a native DLL: no COM descriptor)
+    data = built.lib.read_bytes()
+    export_rva = struct.unpack_from("<I", data, _data_directory_at(data, 0))[0]
+    (base,) = struct.unpack_from("<I", data, pefile.PE(data=data, fast_load=True).get_offset_from_rva(export_rva) + 16)
+    whole = tmp_path / "whole.dll"
+    shutil.copy(built.lib, whole)
+    assert facts(_set_data_directory(whole, 14, export_rva, 72)).cor_flags == base
+    for size in (0, 8, 71):
+        short = tmp_path / f"short{size}.dll"
+        shutil.copy(built.lib, short)
+        assert facts(_set_data_directory(short, 14, export_rva, size)).cor_flags is None, size
+    outside = tmp_path / "outside.dll"
+    shutil.copy(built.lib, outside)
+    result, warnings = read_pe_facts_with_warnings(_set_data_directory(outside, 14, 0x7FFF0000, 72))
+    assert isinstance(result, PEFacts) and result.cor_flags is None
+    assert result.exports == facts(built.lib).exports and result.imports == facts(built.lib).imports
+    assert any("CLR header" in w for w in warnings), warnings
+
+
 # --- partly damaged files: what can be read still is ------------------------------------
 def test_damaged_version_resource_keeps_the_rest(built, tmp_path):
     data = built.version.read_bytes()

@@ -46,6 +46,7 @@ _DIR_RESOURCE = 2
 _DIR_LOAD_CONFIG = 10
 _DIR_DELAY_IMPORT = 13
 _DIR_COM_DESCRIPTOR = 14  # IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR: a .NET assembly's IMAGE_COR20_HEADER
+_COR20_HEADER_SIZE = 72  # sizeof(IMAGE_COR20_HEADER)
 
 _PE32 = 0x10B
 _PE32_PLUS = 0x20B
@@ -562,9 +563,11 @@ def _dependent_load_flags(rva: _RvaReader, pe: pefile.PE, magic: int) -> int:
 
 def _cor_flags(rva: _RvaReader, pe: pefile.PE) -> Optional[int]:
     """IMAGE_COR20_HEADER.Flags of a .NET assembly (the COM descriptor directory; the header's cb, runtime
-    version and metadata directory come first: Flags is at offset 16); None for a file without one."""
+    version and metadata directory come first: Flags is at offset 16); None for a file without one, or whose
+    directory entry is smaller than the header (Windows' LdrpIsILOnlyImage takes an image as IL-only only when the
+    entry's Size is at least sizeof(IMAGE_COR20_HEADER))."""
     where = _directory(pe, _DIR_COM_DESCRIPTOR)
-    if where is None:
+    if where is None or where[1] < _COR20_HEADER_SIZE:
         return None
     (flags,) = struct.unpack("<I", rva.read(where[0] + 16, 4))
     return flags

@@ -50,7 +50,9 @@ from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loa
 from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
-CACHE_FORMAT = 2  # (2: PEFacts.cor_flags) bump when PEFacts (or how pe.py reads them) changes
+# bump when PEFacts (or how pe.py reads them) changes (2: PEFacts.cor_flags; 3: none from a COM descriptor
+# smaller than its header)
+CACHE_FORMAT = 3
 
 
 def python_home(python: str) -> str:
