@@ -279,6 +279,10 @@ def test_rule_qt_plugin_folders(pes, tmp_path):
     assert md.returncode == 0, md.stderr
     plugin = md.stdout.split("## `PyQt5\\Qt5\\plugins\\sqldrivers\\qsqlpsql.dll`", 1)[1].split("\n## ", 1)[0]
     assert "Optional (Qt plugins only): the package does without it." in plugin, plugin
+    plugin = site / "PyQt5" / "Qt5" / "plugins" / "sqldrivers" / "qsqlpsql.dll"
+    for named in (["deps", str(plugin)], ["deps", str(site), "--only", plugin.name]):  # (asked for by name: it fails)
+        run = dlltrace(*named)
+        assert run.returncode == 1 and "optional" not in run.stdout.splitlines()[-1], run.stdout[-1500:]
     one = dlltrace("check", str(site / "PyQt5"), "-q")  # (the package folder alone: the same loaders)
     assert one.returncode == 0 and "2 DLLs only optional files need" in one.stdout, one.stdout
     # the Windows platform plugin is no option: every QGuiApplication loads it

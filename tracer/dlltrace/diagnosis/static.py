@@ -917,7 +917,7 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
         ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded, preloaded_by=eff.preloaded_by)
         a = analyse_load(target, root, ctx)
-        if target.optional:
+        if target.optional and not only and not target.focus:  # (a file asked for by name is never optional)
             a = dataclasses.replace(a, optional_by=rule_optional_file(target, root))
         if target.records:
             a = dataclasses.replace(a, problems=[rule_record_of_installed_files(target, p) for p in a.problems])
