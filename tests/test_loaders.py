@@ -336,3 +336,29 @@ def test_rule_optional_file_does_not_hide_a_dll_it_reaches(tmp_path):
     # its Diagnosis: the optional load went on, and is classed so (rule_load_class: not `fatal`, its verdict)
     fails = {f["name"].rsplit("\\", 1)[-1]: (f["fate"], f["klass"]) for f in doc["diagnosis"]["failures"]}
     assert fails == {"tbbpool.cp312-win_amd64.pyd": ("went_on", "noise"), "y.dll": ("fatal", "fatal")}, fails
+
+
+def test_rule_optional_file_imagecodecs_codecs(pes, tmp_path):
+    """imagecodecs imports each codec's extension on first use inside try/except ImportError and puts a stub in its
+    place (data/loaders.json imagecodecs_lazy_codecs, marker read in the real imagecodecs.py): a DLL only codecs
+    need (heif.dll, jetraw.dll: SDKs its wheels leave out) is optional; one that _shared needs, which every codec
+    imports, is not (the row's `required`)."""
+    import shutil
+
+    (seen,) = [s for r in loader_rows() if r.id == "imagecodecs_lazy_codecs" for s in r.seen]
+    text = realwheels.or_skip(lambda: realwheels.loader_file(seen))
+    site = tmp_path / "Lib" / "site-packages"
+    (site / "imagecodecs").mkdir(parents=True)
+    (site / "imagecodecs" / "imagecodecs.py").write_bytes(text)
+    shutil.copyfile(pes["a"], site / "imagecodecs" / "_heif.cp312-win_amd64.pyd")  # (needs b.dll, c.dll, d.dll)
+    shutil.copyfile(pes["b"], site / "imagecodecs" / "_shared.cp312-win_amd64.pyd")
+    doc = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert doc["ok"], doc["problems"]
+    assert {r["dll"].lower(): r.get("optional_by") for r in doc["dlls"] if r["status"] == "optional"} == \
+        {"b.dll": "imagecodecs_lazy_codecs", "c.dll": "imagecodecs_lazy_codecs", "d.dll": "imagecodecs_lazy_codecs"}
+    shutil.copyfile(pes["a"], site / "imagecodecs" / "_shared.cp312-win_amd64.pyd")
+    doc = json.loads(dlltrace("check", str(site), "--json").stdout)
+    assert not doc["ok"] and {p["dll"].lower() for p in doc["problems"]} == {"b.dll", "c.dll", "d.dll"}, doc["problems"]
+    (site / "imagecodecs" / "imagecodecs.py").write_text("import importlib\n")  # (no marker: no loader, no option)
+    (site / "imagecodecs" / "_shared.cp312-win_amd64.pyd").unlink()
+    assert not json.loads(dlltrace("check", str(site), "--json").stdout)["ok"]

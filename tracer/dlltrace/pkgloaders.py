@@ -65,6 +65,7 @@ class LoaderRow:
     # files it loads only on demand and does without when their load fails (globs, relative to site-packages:
     # "numba/np/ufunc/tbbpool.*.pyd", a Qt plugin): a DLL only they import is not a failure of the package
     optional: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()  # files `optional` matches that the package cannot do without after all
 
 
 class LoaderDataError(ValueError):
@@ -104,7 +105,8 @@ def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
         out.append(LoaderRow(raw["id"], raw["rule"], raw["when"], _strs(raw, "files", where), marker, raw["does"],
                              raw["versions"], raw["source"], _strs(raw, "adds", where), _strs(raw, "path_adds", where),
                              _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen),
-                             _strs(raw, "templates", where), _strs(raw, "optional", where)))
+                             _strs(raw, "templates", where), _strs(raw, "optional", where),
+                             _strs(raw, "required", where)))
     ids = [r.id for r in out]
     if len(set(ids)) != len(ids) or not out:
         raise LoaderDataError(f"{DATA_FILE}: ids must be unique and there must be rows")
@@ -240,7 +242,7 @@ def rule_marker(row: LoaderRow, package: str, text: str) -> Optional[LoaderRule]
     top = row.files[0].split("/", 1)[0] if row.files and not row.files[0].startswith("<") else package
     return LoaderRule(top, row.id, row.adds, row.files[0] if row.files else "", path_adds=row.path_adds,
                       env_adds=row.env_adds, preload_files=row.preloads, when=row.when, row=row.id,
-                      templates=row.templates, optional=row.optional)
+                      templates=row.templates, optional=row.optional, required=row.required)
 
 
 def rule_qt_plugin_folders(row: LoaderRow, core: str) -> LoaderRule:

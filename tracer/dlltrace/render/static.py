@@ -400,7 +400,8 @@ def check_summary(r: CheckResult) -> str:
 _STATUS_ORDER = {"not_allowed": 0, "required_not_given": 0, "optional": 1, "allowed": 1, "assumed": 1, "required": 2,
                  "given": 2, "system": 3, "python": 4, "bundled": 5, "windows": 6, "apiset": 7}
 # the loaders (data/loaders.json rows) that load files only on demand and do without them: a row of status optional
-OPTIONAL_WORDS = {"qt_plugins": "Qt plugins only", "numba_threading_layers": "numba threading layer only"}
+OPTIONAL_WORDS = {"qt_plugins": "Qt plugins only", "numba_threading_layers": "numba threading layer only",
+                  "imagecodecs_lazy_codecs": "imagecodecs codecs only"}
 
 
 def status_words(row: CheckRow) -> str:
