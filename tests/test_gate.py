@@ -248,18 +248,24 @@ def test_rule_wheel_policy_a_mistagged_manylinux_wheel_fails_on_its_symbol_versi
     assert "GLIBC_2.14 from libc.so.6: newer than manylinux_2_5 allows (the policy's newest GLIBC: 2.5)" in words
 
 
+def _build_dir(tmp: Path, name: str = "build") -> Path:
+    """A new folder to build C sources in with gcc (a test without gcc skips; in CI it fails)."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
+        pytest.skip("needs gcc")
+    b = tmp / name
+    b.mkdir()
+    return b
+
+
 def _gcc_wheel(tmp: Path, name: str, rpath: bool, extra_needed: bool, requires: str = "",
                tag: str = "manylinux_2_17_x86_64.manylinux2014_x86_64", ship_bar: bool = False,
                bar: str = "libbar.so.1") -> Path:
     """A small Linux wheel: pkg/_ext.so needs libfoo.so (in pkg.libs, found through DT_RPATH
     $ORIGIN/../pkg.libs when `rpath`), and libbar.so.1 (not in it) when `extra_needed`; `ship_bar`: a wheel
     holding only pkg.libs/libbar.so.1; `requires`: its Requires-Dist; `bar`: libbar.so.1's soname (and file name)."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
-    b = tmp / f"build-{name}"
-    b.mkdir()
+    b = _build_dir(tmp, f"build-{name}")
     (b / "foo.c").write_text("int foo(void) { return 1; }\n")
     (b / "bar.c").write_text("int bar(void) { return 2; }\n")
     (b / "ext.c").write_text("#include <stdio.h>\nint foo(void);\n" + ("int bar(void);\n" if extra_needed else "")
@@ -380,12 +386,7 @@ def test_static_roots_a_grafted_library_is_loaded_as_its_extension_loads_it(tmp_
     DT_RUNPATH on the extension (not searched for another object's needs) the same layout fails, in check and for
     real. Before, every object was a root: scipy, pillow, h5py, shapely, opencv-python-headless ... 1.14.1's real
     manylinux wheels failed with 'missing'."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
-    b = tmp_path / "build"
-    b.mkdir()
+    b = _build_dir(tmp_path)
     (b / "b.c").write_text("int fb(void) { return 2; }\n")
     (b / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
     (b / "ext.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
@@ -424,12 +425,7 @@ def test_rule_optional_member_qt_plugins_of_a_linux_wheel(tmp_path):
     loaders.json qt_plugins) are loaded only on demand: a library only they need (libpq.so.5 for the PostgreSQL SQL
     driver) is `optional` and the wheel passes; the X11 platform plugin (plugins/platforms/libqxcb.so) is no
     option; without the QtCore library nothing is."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
-    b = tmp_path / "build"
-    b.mkdir()
+    b = _build_dir(tmp_path)
     (b / "pq.c").write_text("int PQping(void) { return 0; }\n")
     (b / "core.c").write_text("int core(void) { return 1; }\n")
     (b / "drv.c").write_text("int PQping(void);\nint drv(void) { return PQping(); }\n")
