@@ -453,3 +453,62 @@ def test_rule_optional_member_qt_plugins_of_a_linux_wheel(tmp_path):
     doc = as_json(run := dlltrace("check", str(wheel_of("nocore", {"PySide6/Qt/plugins/sqldrivers/libqsqlpsql.so":
                                                                   b / "drv.so"})), "--json"))
     assert run.returncode == 1 and [p["dll"] for p in doc["problems"]] == ["libpq.so.5"], doc["problems"]
+
+
+def _gcc_lib(out: Path, name: str, needs: tuple[str, ...] = (), flags: tuple[str, ...] = (), soname: bool = True) -> None:
+    """A shared object defining f_<name>() that calls f_<need>() of each library in `needs` (linked from out's folder)."""
+    src = out.parent / f"{out.name}.c"
+    src.write_text("".join(f"int f_{n}(void);\n" for n in needs)
+                   + f"int f_{name}(void) {{ return 1{''.join(f' + f_{n}()' for n in needs)}; }}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *([f"-Wl,-soname,{out.name}"] if soname else []),
+                    "-L", str(out.parent), *[f"-l{n}" for n in needs], *flags], check=True)
+    src.unlink()
+
+
+def _ctypes_loads(p: Path) -> str:
+    """The real ld.so's answer for `p` dlopened by a fresh Python (ctypes, RTLD_NOW as import): 'ok' or 'fails'."""
+    return subprocess.run([sys.executable, "-c", "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\n"
+                           "    print('ok')\nexcept OSError:\n    print('fails')\n", str(p)],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def _zip_site(site: Path, w: Path, name: str) -> Path:
+    with zipfile.ZipFile(w, "w") as z:
+        for p in sorted(site.rglob("*")):
+            if p.is_file():
+                z.write(p, str(p.relative_to(site)))
+        z.writestr(f"{name}-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    return w
+
+
+def test_static_roots_a_bare_extension_is_an_extension(tmp_path):
+    """importlib takes a bare x.so as an extension module too (EXTENSION_SUFFIXES ends with '.so': SWIG's and
+    CMake's, the real pymupdf 1.25.0 wheel's pymupdf/_mupdf.so): pkg/zext.so (DT_RPATH $ORIGIN/lib) loads
+    pkg/lib/libhelper.so, which has no RPATH and finds libdep.so through zext's. `import pkg.zext` works for real,
+    libhelper.so alone does not: check passes and deps FOLDER lists libhelper.so as reached (before: zext.so sorted
+    after pkg/lib/ and libhelper.so was loaded alone first, 'missing libdep.so')."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
+        pytest.skip("needs gcc")
+    from dlltrace.loader.linux.static import static_roots
+
+    site = tmp_path / "site"
+    lib = site / "pkg" / "lib"
+    lib.mkdir(parents=True)
+    _gcc_lib(lib / "libdep.so", "dep")
+    _gcc_lib(lib / "libhelper.so", "helper", ("dep",))
+    _gcc_lib(site / "pkg" / "zext.so", "zext", ("helper",), ("-L", str(lib), "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib"),
+             soname=False)
+    assert [_ctypes_loads(p) for p in (site / "pkg" / "zext.so", lib / "libhelper.so")] == ["ok", "fails"]
+    w = _zip_site(site, tmp_path / "bare-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "bare")
+    doc = as_json(run := dlltrace("check", str(w), "--json"))
+    assert run.returncode == 0 and doc["problems"] == [], doc["problems"]
+    run = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(site), "--json"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    doc = json.loads(run.stdout)
+    assert run.returncode == 0 and [o["file"] for o in doc["objects"]] == ["pkg/zext.so"], doc
+    assert {r["file"] for r in doc["reached"]} == {"pkg/lib/libhelper.so", "pkg/lib/libdep.so"}, doc["reached"]
+    # (a library named lib*.so is no extension; the tagged names are; .libs last)
+    assert static_roots(["p/lib/libz.so", "p.libs/liba.so", "p/zext.so", "p/_b.abi3.so", "p/libx.so"]) == \
+        ["p/_b.abi3.so", "p/zext.so", "p/lib/libz.so", "p/libx.so", "p.libs/liba.so"]

@@ -23,19 +23,27 @@ PROGRAM = "/dlltrace-static/program"  # a program with no DT_RPATH / DT_RUNPATH 
 
 
 _EXTENSION = re.compile(r"\.(?:cpython-[^/]+|abi3)\.so$")
+_BARE_EXTENSION = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.so$")
+
+
+def is_extension(name: str) -> bool:
+    """Whether a file name is a Python extension module's on Linux: x.cpython-312-x86_64-linux-gnu.so, x.abi3.so,
+    or the bare x.so importlib also takes (EXTENSION_SUFFIXES: SWIG's and CMake's, pymupdf/_mupdf.so), a Python
+    identifier not named lib* (libfoo.so is a library)."""
+    return bool(_EXTENSION.search(name) or _BARE_EXTENSION.match(name))
 
 
 def static_roots(paths: list[str]) -> list[str]:
     """The order in which the shared objects of a package (a Linux wheel's, an installed folder's) are dlopened,
-    each as a root of its own unless an earlier root loaded it: the Python extensions first (x.cpython-312-
-    x86_64-linux-gnu.so, x.abi3.so), then the other objects outside a <pkg>.libs folder (an old-style x.so, a
-    library a package loads with ctypes), then the libraries auditwheel grafts into <pkg>.libs, each group by
-    path. A grafted library without an RPATH of its own (auditwheel's copylib gives it none when the original had
-    none) finds what it needs through the DT_RPATH of the extension that loaded it -- ld.so searches the loader's
-    DT_RPATH, not a DT_RUNPATH -- as `import` does for real; dlopened alone by path it would not
+    each as a root of its own unless an earlier root loaded it: the Python extensions first (is_extension:
+    x.cpython-312-x86_64-linux-gnu.so, x.abi3.so, a bare x.so), then the other objects outside a <pkg>.libs
+    folder (a library a package loads with ctypes), then the libraries auditwheel grafts into <pkg>.libs, each
+    group by path. A grafted library without an RPATH of its own (auditwheel's copylib gives it none when the
+    original had none) finds what it needs through the DT_RPATH of the extension that loaded it -- ld.so searches
+    the loader's DT_RPATH, not a DT_RUNPATH -- as `import` does for real; dlopened alone by path it would not
     (scipy.libs/libgfortran's libquadmath: "cannot open shared object file")."""
     def rank(p: str) -> int:
-        return 0 if _EXTENSION.search(posixpath.basename(p)) else 2 if posixpath.dirname(p).endswith(".libs") else 1
+        return 0 if is_extension(posixpath.basename(p)) else 2 if posixpath.dirname(p).endswith(".libs") else 1
     return sorted(paths, key=lambda p: (rank(p), p))
 
 
