@@ -512,3 +512,56 @@ def test_static_roots_a_bare_extension_is_an_extension(tmp_path):
     # (a library named lib*.so is no extension; the tagged names are; .libs last)
     assert static_roots(["p/lib/libz.so", "p.libs/liba.so", "p/zext.so", "p/_b.abi3.so", "p/libx.so"]) == \
         ["p/_b.abi3.so", "p/zext.so", "p/lib/libz.so", "p/libx.so", "p.libs/liba.so"]
+
+
+def test_static_roots_a_library_reached_by_an_extension_that_fails(tmp_path):
+    """An extension whose load fails still reaches the grafted libraries it loads through its DT_RPATH: they are
+    not loaded alone after it (each alone fails for real, 'libb.so: cannot open shared object file', a problem the
+    package does not have). check: _ext needs libw.so (32-bit, before liba.so in its DT_NEEDED) and liba.so ->
+    libb.so: the one problem is libw.so's wrong machine (before: also 'missing libb.so needed by liba.so', the load
+    stopping at libw.so before mapping liba.so). deps FOLDER: _ext needs VERS_2 of libv.so, which defines VERS_1:
+    the one problem is that version (before: also liba.so's libb.so, its closure not counted as reached)."""
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
+        pytest.skip("needs gcc")
+    ext = "_ext.cpython-311-x86_64-linux-gnu.so"
+    rpath = "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"
+    build = tmp_path / "build"
+    build.mkdir()
+    # check: a 32-bit libw.so in pkg.libs, the first need of the extension
+    site = tmp_path / "site-w"
+    libs = site / "pkg.libs"
+    libs.mkdir(parents=True)
+    _gcc_lib(libs / "libb.so", "b")
+    _gcc_lib(libs / "liba.so", "a", ("b",))
+    _gcc_lib(build / "libw.so", "w")
+    (site / "pkg").mkdir()
+    _gcc_lib(site / "pkg" / ext, "ext", ("w", "a"), ("-L", str(build), "-L", str(libs), rpath), soname=False)
+    (build / "w32.c").write_text("int f_w(void) { return 1; }\n")
+    subprocess.run(["gcc", "-m32", "-fPIC", "-c", "-o", str(build / "w32.o"), str(build / "w32.c")], check=True)
+    subprocess.run(["ld", "-m", "elf_i386", "-shared", "-soname", "libw.so", "-o", str(libs / "libw.so"),
+                    str(build / "w32.o")], check=True)
+    assert [_ctypes_loads(p) for p in (site / "pkg" / ext, libs / "liba.so")] == ["fails", "fails"]
+    w = _zip_site(site, tmp_path / "w-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "w")
+    doc = as_json(run := dlltrace("check", str(w), "--json"))
+    assert run.returncode == 1 and {(p["kind"], p["dll"]) for p in doc["problems"]} == {("wrong_machine", "libw.so")}, \
+        doc["problems"]
+    # deps FOLDER: a version the extension needs and libv.so does not define
+    site = tmp_path / "site-v"
+    libs = site / "pkg.libs"
+    libs.mkdir(parents=True)
+    (site / "pkg").mkdir()
+    _gcc_lib(libs / "libb.so", "b")
+    _gcc_lib(libs / "liba.so", "a", ("b",))
+    for v, where in (("VERS_2", build), ("VERS_1", libs)):
+        (build / f"{v}.map").write_text(f"{v} {{ global: f_v; local: *; }};\n")
+        _gcc_lib(where / "libv.so", "v", (), (f"-Wl,--version-script,{build / f'{v}.map'}",))
+    _gcc_lib(site / "pkg" / ext, "ext", ("a", "v"), ("-L", str(build), "-L", str(libs), rpath), soname=False)
+    assert [_ctypes_loads(p) for p in (site / "pkg" / ext, libs / "liba.so")] == ["fails", "fails"]
+    run = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(site), "--json"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    doc = json.loads(run.stdout)
+    assert run.returncode == 1 and [(o["file"], [p["cause"] for p in o["problems"]]) for o in doc["objects"]] == \
+        [(f"pkg/{ext}", ["missing_version"])], doc["objects"]
+    assert {r["file"] for r in doc["reached"]} == {"pkg.libs/liba.so", "pkg.libs/libb.so", "pkg.libs/libv.so"}

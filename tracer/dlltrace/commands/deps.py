@@ -114,7 +114,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
             continue
         r = static_deps(p, world, env)
         results.append((rel, r))
-        for x in r.loaded:
+        for x in r.mapped:  # (also when its load failed: they are found as it finds them, their problems its)
             by.setdefault(os.path.realpath(x), rel)
     bad = [(rel, r) for rel, r in results if r.problems]
     if args.json:

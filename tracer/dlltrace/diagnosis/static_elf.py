@@ -195,7 +195,8 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
         res = _load_keep_going(world, root, stand_ins, added, decided, target, opts, policy, needs, problems,
                                member_of, files)
         runs.append(res)
-        reached.update(posixpath.normpath(x) for x in res.loaded)
+        # (what it found, also when its load stopped: those are loaded as it loads them, their problems are its)
+        reached.update(posixpath.normpath(lk.path) for lk in res.lookups if lk.path)
     rows = _rows(runs, own, peer_of, member_of, decided, policy, target)
     for row in rows.values():
         by = {rule_optional_member(target, m) for m in row.needed_by}
@@ -296,6 +297,11 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
             continue
         problems.append(Problem("not_elf" if res.cause == "bad_elf" else "wrong_machine", leaf or root, [by],
                                 None, detail=res.error))
+        if res.cause == "wrong_class" and leaf and "/" not in leaf and posixpath.join(STAND_IN_DIR, leaf) not in stand_ins:
+            # (ld.so skips a file of the other class and searches on: a stand-in on LD_LIBRARY_PATH is found, and
+            # the load goes on to what the root needs after it)
+            stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+            continue
         break
     return res
 

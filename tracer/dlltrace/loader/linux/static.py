@@ -62,6 +62,9 @@ class StaticResult:
     loaded: list[str] = field(default_factory=list)  # the closure, when it loads (with stand-ins: the real ones)
     problems: list[StaticProblem] = field(default_factory=list)
     tree: Optional[DepNode] = None  # the closure as a tree, each library with its reason, each problem where it is
+    # every object the last run found, as it found it (a stand-in not), also when that run failed on a version
+    # after mapping them all: what deps FOLDER does not load again on its own
+    mapped: list[str] = field(default_factory=list)
 
 
 def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None, limit: int = 50) -> StaticResult:
@@ -97,4 +100,6 @@ def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None
     out.tree = dep_tree(last.lookups, world, last.error, last.cause, last.leaf, STAND_IN_DIR, failed)
     if not walk.result.error:
         out.loaded = [p for p in walk.result.loaded if not p.startswith(STAND_IN_DIR + "/")]
+    out.mapped = list(dict.fromkeys(lk.path for lk in last.lookups
+                                    if lk.path and not lk.path.startswith(STAND_IN_DIR + "/")))
     return out
