@@ -142,7 +142,8 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     """A Linux venv's site-packages holds pip's and setuptools' Windows launchers (t64.exe, cli-64.exe: templates):
     `deps` of it is still the Linux install it is (before: the Windows world, '0 loads resolved'; and `check` said
     PASS of the launchers alone). The extension is loaded first and the libraries it loads through its DT_RPATH
-    are not loaded again on their own (static_roots): liba.so alone would not find libb.so (before: exit 1)."""
+    are not loaded again on their own (static_roots): liba.so alone would not find libb.so (before: exit 1). Given
+    relative to the current folder, the same (before: every object 'not found', dlopened by its relative path)."""
     v = schema("static-linux-v1.json")
     site = tmp_path / "site-packages"
     for d in ("pkg", "pkg.libs", "pip/_vendor/distlib"):
@@ -163,6 +164,9 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     assert doc["ok"] and [o["file"] for o in doc["objects"]] == ["pkg/_ext.cpython-311-x86_64-linux-gnu.so"], doc
     assert doc["reached"] == [{"file": "pkg.libs/liba.so", "loaded_by": "pkg/_ext.cpython-311-x86_64-linux-gnu.so"},
                               {"file": "pkg.libs/libb.so", "loaded_by": "pkg/_ext.cpython-311-x86_64-linux-gnu.so"}]
+    # (the folder given relative to the current one: the same, not every object 'not found' in the folder)
+    rel = run_json("deps", "site-packages", "--json", cwd=tmp_path, ok=(0,))
+    assert (rel["objects"][0]["ok"], rel["reached"]) == (True, doc["reached"]), rel
     alone = run_json("deps", str(libs / "liba.so"), "--json", ok=(1,))  # (by itself it does not load: no RPATH)
     assert [p["name"] for p in alone["problems"]] == ["libb.so"]
     r = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site)], capture_output=True, text=True,

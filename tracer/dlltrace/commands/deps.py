@@ -112,7 +112,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
         if os.path.realpath(p) in by:
             reached.append((rel, by[os.path.realpath(p)]))
             continue
-        r = static_deps(p, world, env)
+        r = static_deps(os.path.abspath(p), world, env)  # (the model's program has a cwd of its own)
         results.append((rel, r))
         for x in r.mapped:  # (also when its load failed: they are found as it finds them, their problems its)
             by.setdefault(os.path.realpath(x), rel)
