@@ -142,7 +142,10 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     """A Linux venv's site-packages holds pip's and setuptools' Windows launchers (t64.exe, cli-64.exe: templates):
     `deps` of it is still the Linux install it is (before: the Windows world, '0 loads resolved'; and `check` said
     PASS of the launchers alone). The extension is loaded first and the libraries it loads through its DT_RPATH
-    are not loaded again on their own (static_roots): liba.so alone would not find libb.so (before: exit 1). Given
+    are not loaded again on their own (static_roots): liba.so alone would not find libb.so (before: exit 1). A
+    stray .pyd (a Windows wheel installed by mistake) does not make it Windows's either (windows_install: before,
+    deps said '1 load resolved, no problem' of a copy of the bench venv with regex's .pyd, and check 'PASS: 15 PE
+    files', its 251 .so files unseen). Given
     relative to the current folder, the same (before: every object 'not found', dlopened by its relative path)."""
     v = schema("static-linux-v1.json")
     site = tmp_path / "site-packages"
@@ -159,6 +162,8 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
                     str(tmp_path / "e.c"), "-L", str(libs), "-la", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"],
                    check=True)
     (site / "pip" / "_vendor" / "distlib" / "t64.exe").write_bytes(b"MZ" + bytes(126))
+    (site / "regex").mkdir()  # (a Windows wheel installed by mistake: a .pyd among the Linux extensions)
+    (site / "regex" / "_regex.cp311-win_amd64.pyd").write_bytes(b"MZ" + bytes(126))
     doc = run_json("deps", str(site), "--json", ok=(0,))
     v.validate(doc)
     assert doc["ok"] and [o["file"] for o in doc["objects"]] == ["pkg/_ext.cpython-311-x86_64-linux-gnu.so"], doc
@@ -172,6 +177,10 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     r = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert r.returncode == 2 and "a Linux install" in r.stderr and r.stderr.count("\n") == 1, r.stderr + r.stdout
+    from dlltrace.pkgloaders import windows_install
+    assert windows_install(["_regex.cp311-win_amd64.pyd", "libz.so.1"])  # (more .pyd than Linux extensions)
+    assert windows_install(["a.dll", "t64.exe"]) and not windows_install(["a.dll", "x.abi3.so"])
+    assert not windows_install(["_a.cp311-win_amd64.pyd", "_a.cpython-311-x86_64-linux-gnu.so", "_b.abi3.so"])
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")

@@ -58,22 +58,25 @@ def is_elf(path: str) -> bool:
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
-    to another is not one more: libfoo.so -> libfoo.so.1); [] when it holds a Python extension for Windows (.pyd: a
-    Windows install). Other PE files do not make it one: a Linux site-packages holds the Windows launchers pip and
-    setuptools copy for scripts (templates), and .NET assemblies (pythonnet). More than `limit`: DlltraceError
-    (EXIT_USAGE)."""
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it is a Windows install (loader/linux/static.py
+    windows_install: more .pyd than Linux extensions; pip's Windows launchers, .NET assemblies or a stray .pyd do
+    not make a Linux site-packages one). More than `limit`: DlltraceError (EXIT_USAGE)."""
     import os
 
+    from dlltrace.pkgloaders import windows_install
+
     out: list[str] = []
+    names: list[str] = []
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()
         for fn in sorted(filenames):
             low = fn.lower()
-            if low.endswith(".pyd"):
-                return []
+            names.append(fn)
             p = os.path.join(dirpath, fn)
             if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
                 out.append(p)
+    if windows_install(names):
+        return []
     if len(out) > limit:  # (not the first `limit` of them said to be all: a usage error; a PE file found after wins)
         raise DlltraceError(f"{folder}: more than {limit:,} shared objects in it: give a folder inside it (a "
                             "package)", EXIT_USAGE)

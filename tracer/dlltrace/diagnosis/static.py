@@ -36,7 +36,7 @@ from dlltrace.diagnosis.outcome import rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
-from dlltrace.pkgloaders import LoaderRule
+from dlltrace.pkgloaders import LoaderRule, windows_install
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
@@ -1278,14 +1278,14 @@ def check_targets(given: str) -> list[str]:
     listed = rule_installed_files_are_not_wheels(given)
     wheels = sorted(os.path.join(given, e) for e in _listdir(os.path.abspath(given))
                     if e.lower().endswith(".whl") and e not in listed)
-    names = [fn.lower() for _, _, fns in os.walk(given) for fn in fns]
-    so = any(fn.endswith(".so") or ".so." in fn for fn in names)
+    names = [fn for _, _, fns in os.walk(given) for fn in fns]
+    so = any(fn.lower().endswith(".so") or ".so." in fn.lower() for fn in names)
     # (a Linux install holds PE files that are no part of it -- pip's and setuptools' Windows launchers, templates;
-    # .NET assemblies --, never a .pyd: its .so files make it Linux's, unless a .pyd says Windows)
-    has_pe = any(fn.endswith(".pyd") for fn in names) or (not so and any(fn.endswith((".dll", ".exe")) for fn in names))
+    # .NET assemblies; a .pyd of a Windows wheel installed by mistake --: windows_install)
+    has_pe = windows_install(names)
     out = ([given] if has_pe else []) + wheels
     if not out and so:
-        raise DlltraceError(f"{given}: a Linux install (its .so files, no .pyd), and no wheel (.whl) in it: check takes "
+        raise DlltraceError(f"{given}: a Linux install (its .so files), and no wheel (.whl) in it: check takes "
                             "a Linux wheel; `dlltrace deps FOLDER` resolves each .so on this machine", EXIT_USAGE)
     if not out:
         raise DlltraceError(f"{given}: no wheel (.whl) and no .dll, .pyd or .exe in it: nothing to check", EXIT_USAGE)

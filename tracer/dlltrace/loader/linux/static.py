@@ -7,7 +7,6 @@ library does not hide the next), like the Windows static mode.
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -16,21 +15,11 @@ from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimula
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.loader.walk import Step, keep_going
+from dlltrace.pkgloaders import is_extension
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld
 
 STAND_IN_DIR = "/dlltrace-static/stand-ins"
 PROGRAM = "/dlltrace-static/program"  # a program with no DT_RPATH / DT_RUNPATH / DT_NEEDED of its own
-
-
-_EXTENSION = re.compile(r"\.(?:cpython-[^/]+|abi3)\.so$")
-_BARE_EXTENSION = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.so$")
-
-
-def is_extension(name: str) -> bool:
-    """Whether a file name is a Python extension module's on Linux: x.cpython-312-x86_64-linux-gnu.so, x.abi3.so,
-    or the bare x.so importlib also takes (EXTENSION_SUFFIXES: SWIG's and CMake's, pymupdf/_mupdf.so), a Python
-    identifier not named lib* (libfoo.so is a library)."""
-    return bool(_EXTENSION.search(name) or _BARE_EXTENSION.match(name))
 
 
 def static_roots(paths: list[str]) -> list[str]:
