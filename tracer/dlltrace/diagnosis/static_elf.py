@@ -241,68 +241,74 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
                      files: dict[str, ELFResult]) -> DlopenResult:
     """`root` dlopened (RTLD_NOW) by a plain program, again with a stand-in for each problem, until it loads."""
     res = DlopenResult(root, RTLD_NOW)
-    for _ in range(MAX_ROUNDS):
-        overlay: dict[str, ELFResult] = {PROGRAM: ELFFacts(), **stand_ins}
-        for path, vs in added.items():
-            base = world.file(path)
-            if isinstance(base, ELFFacts):
-                overlay[path] = dataclasses.replace(base, version_defs=tuple(sorted({*base.version_defs, *vs})))
-        env = {"LD_LIBRARY_PATH": STAND_IN_DIR} if stand_ins else {}
-        sim = LinuxSimulator(OverlayWorld(world, overlay), LinuxProcess(PROGRAM, env=env))
-        sim.start()
-        res = sim.dlopen(root, RTLD_NOW)
-        if not res.error:
-            return res
-        lk = next((x for x in reversed(res.lookups) if x.error), None)
-        by = member_of.get(posixpath.normpath(lk.requester), lk.requester) if lk is not None and lk.requester \
-            else member_of.get(root, root)
-        leaf = res.leaf
-        if res.cause == "not_found" and leaf and "/" not in leaf:
-            stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
-            if opts.excludes(leaf):
+    transient: list[str] = []  # (the stand-ins of what only an optional member misses: this root's alone)
+    try:
+        for _ in range(MAX_ROUNDS):
+            overlay: dict[str, ELFResult] = {PROGRAM: ELFFacts(), **stand_ins}
+            for path, vs in added.items():
+                base = world.file(path)
+                if isinstance(base, ELFFacts):
+                    overlay[path] = dataclasses.replace(base, version_defs=tuple(sorted({*base.version_defs, *vs})))
+            env = {"LD_LIBRARY_PATH": STAND_IN_DIR} if stand_ins else {}
+            sim = LinuxSimulator(OverlayWorld(world, overlay), LinuxProcess(PROGRAM, env=env))
+            sim.start()
+            res = sim.dlopen(root, RTLD_NOW)
+            if not res.error:
+                return res
+            lk = next((x for x in reversed(res.lookups) if x.error), None)
+            by = member_of.get(posixpath.normpath(lk.requester), lk.requester) if lk is not None and lk.requester \
+                else member_of.get(root, root)
+            leaf = res.leaf
+            if res.cause == "not_found" and leaf and "/" not in leaf:
+                stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+                if opts.excludes(leaf):
+                    continue
+                if INTERPRETERS.match(leaf):
+                    decided[leaf] = ("system", None)
+                    continue
+                in_wheel = [member_of[p] for p in member_of if posixpath.basename(p) == leaf]
+                if in_wheel and rule_optional_member(target, by):  # (a plugin: its host has loaded what it needs)
+                    decided[leaf] = ("bundled", None)
+                    transient.append(posixpath.join(STAND_IN_DIR, leaf))
+                elif in_wheel:  # (the wheel has it, where this object's search does not look: its RPATH is wrong)
+                    problems.append(Problem("missing", leaf, [by], DllClass("bundled", bundled=True), path=in_wheel[0],
+                                            elsewhere=in_wheel,
+                                            detail=f"{leaf} (needed by {by}) is in the wheel at {in_wheel[0]}, a folder "
+                                                   f"its search does not reach (DT_RPATH/DT_RUNPATH: {_rpath(files, lk)})"))
+                    decided[leaf] = ("bundled", None)
+                else:
+                    decided[leaf] = rule_soname_provider(leaf, target, opts)
                 continue
-            if INTERPRETERS.match(leaf):
-                decided[leaf] = ("system", None)
+            if res.cause == "missing_version" and leaf:
+                m = re.search(r"version `([^']+)' not found \(required by (.*)\)$", res.error)
+                lib_path = next((x.path for x in res.lookups
+                                 if m is not None and x.requester == m.group(2) and x.name == leaf and x.path), None)
+                if m is None or lib_path is None:
+                    break
+                v = m.group(1)
+                lib_path = posixpath.normpath(lib_path)
+                if v in added.get(lib_path, set()):
+                    break  # (added and still missing: the model disagrees with itself; stop rather than loop)
+                added.setdefault(lib_path, set()).add(v)
+                who = member_of.get(posixpath.normpath(m.group(2)), m.group(2))
+                where = "the wheel's " + member_of[lib_path] if lib_path in member_of else leaf
+                beyond = f": newer than {policy.name} allows" if lib_path.startswith(SYSTEM_DIR + "/") else ""
+                problems.append(Problem("missing_version", leaf, [who], None, path=member_of.get(lib_path),
+                                        detail=f"{who} needs {v} from {where}{beyond} (the policy's newest "
+                                               f"{v.partition('_')[0]}: {_newest(policy, v.partition('_')[0])})"
+                                        if beyond else f"{who} needs {v} from {where}, which does not define it"))
                 continue
-            in_wheel = [member_of[p] for p in member_of if posixpath.basename(p) == leaf]
-            if in_wheel and rule_optional_member(target, by):  # (a plugin: its host has loaded what it needs)
-                decided[leaf] = ("bundled", None)
-            elif in_wheel:  # (the wheel has it, where this object's search does not look: its RPATH is wrong)
-                problems.append(Problem("missing", leaf, [by], DllClass("bundled", bundled=True), path=in_wheel[0],
-                                        elsewhere=in_wheel,
-                                        detail=f"{leaf} (needed by {by}) is in the wheel at {in_wheel[0]}, a folder "
-                                               f"its search does not reach (DT_RPATH/DT_RUNPATH: {_rpath(files, lk)})"))
-                decided[leaf] = ("bundled", None)
-            else:
-                decided[leaf] = rule_soname_provider(leaf, target, opts)
-            continue
-        if res.cause == "missing_version" and leaf:
-            m = re.search(r"version `([^']+)' not found \(required by (.*)\)$", res.error)
-            lib_path = next((x.path for x in res.lookups
-                             if m is not None and x.requester == m.group(2) and x.name == leaf and x.path), None)
-            if m is None or lib_path is None:
-                break
-            v = m.group(1)
-            lib_path = posixpath.normpath(lib_path)
-            if v in added.get(lib_path, set()):
-                break  # (added and still missing: the model disagrees with itself; stop rather than loop)
-            added.setdefault(lib_path, set()).add(v)
-            who = member_of.get(posixpath.normpath(m.group(2)), m.group(2))
-            where = "the wheel's " + member_of[lib_path] if lib_path in member_of else leaf
-            beyond = f": newer than {policy.name} allows" if lib_path.startswith(SYSTEM_DIR + "/") else ""
-            problems.append(Problem("missing_version", leaf, [who], None, path=member_of.get(lib_path),
-                                    detail=f"{who} needs {v} from {where}{beyond} (the policy's newest "
-                                           f"{v.partition('_')[0]}: {_newest(policy, v.partition('_')[0])})"
-                                    if beyond else f"{who} needs {v} from {where}, which does not define it"))
-            continue
-        problems.append(Problem("not_elf" if res.cause == "bad_elf" else "wrong_machine", leaf or root, [by],
-                                None, detail=res.error))
-        if res.cause == "wrong_class" and leaf and "/" not in leaf and posixpath.join(STAND_IN_DIR, leaf) not in stand_ins:
-            # (ld.so skips a file of the other class and searches on: a stand-in on LD_LIBRARY_PATH is found, and
-            # the load goes on to what the root needs after it)
-            stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
-            continue
-        break
+            problems.append(Problem("not_elf" if res.cause == "bad_elf" else "wrong_machine", leaf or root, [by],
+                                    None, detail=res.error))
+            if res.cause == "wrong_class" and leaf and "/" not in leaf and posixpath.join(STAND_IN_DIR, leaf) not in stand_ins:
+                # (ld.so skips a file of the other class and searches on: a stand-in on LD_LIBRARY_PATH is found, and
+                # the load goes on to what the root needs after it)
+                stand_ins[posixpath.join(STAND_IN_DIR, leaf)] = ELFFacts(soname=leaf)
+                continue
+            break
+    finally:
+        for k in transient:  # (a later root that misses it too has the problem: the member's option is not its)
+            stand_ins.pop(k, None)
     return res
 
 
