@@ -184,6 +184,36 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_folder_a_reached_library_whose_need_fails(tmp_path):
+    """`deps FOLDER`: an extension with DT_RUNPATH loads pkg.libs/liba.so, which has no RPATH and does not find
+    libb.so (the runpath is not searched for liba's needs; the real ld.so agrees: ctypes of the extension fails).
+    liba.so is reached, not loaded alone, and its line says it fails (before: '✓ pkg.libs/liba.so: loaded by ...'
+    under '3 shared objects, 1 with a problem')."""
+    site = tmp_path / "site"
+    for d in ("pkg", "pkg.libs"):
+        (site / d).mkdir(parents=True)
+    (tmp_path / "b.c").write_text("int fb(void) { return 2; }\n")
+    (tmp_path / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
+    (tmp_path / "e.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
+    libs = site / "pkg.libs"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(libs / "libb.so"), str(tmp_path / "b.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(libs / "liba.so"), str(tmp_path / "a.c"),
+                    "-L", str(libs), "-lb"], check=True)
+    ext = site / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(ext), str(tmp_path / "e.c"), "-L", str(libs), "-la",
+                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../pkg.libs"], check=True)
+    real = subprocess.run([sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1])", str(ext)],
+                          capture_output=True, text=True)
+    assert real.returncode != 0 and "libb.so" in real.stderr, real.stderr
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(site)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert r.returncode == 1 and r.stdout.startswith(f"dlltrace deps {site}: 3 shared objects, 2 with a problem"), r.stdout
+    assert "  ✗ pkg.libs/liba.so: loaded by pkg/_ext.cpython-311-x86_64-linux-gnu.so, as it loads it: a library it " \
+        "needs fails (below)" in r.stdout, r.stdout
+    assert "  ✓ pkg.libs/libb.so: 1 object loads" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
 def test_deps_of_a_folder_with_a_fifo_named_so(tmp_path):
     """`deps FOLDER` never reads a FIFO named x.so (is_elf opened it for reading, which waits for a writer
     forever: `deps` hung); the folder's real shared object is still examined, and a FIFO given as the target is

@@ -110,10 +110,14 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
     results: list[tuple[str, StaticResult]] = []
     by: dict[str, str] = {}  # an object an earlier root loaded (its real path) -> that root
     reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
+    failing: set[str] = set()  # (the reached objects a need of which fails in their root's load)
     for p in static_roots(objects):
         rel = os.path.relpath(p, args.target)
         if os.path.realpath(p) in by:
             reached.append((rel, by[os.path.realpath(p)]))
+            root = next(r for x, r in results if x == by[os.path.realpath(p)])
+            if any(q.needed_by and os.path.realpath(q.needed_by) == os.path.realpath(p) for q in root.problems):
+                failing.add(rel)
             continue
         r = static_deps(os.path.abspath(p), world, env)  # (the model's program has a cwd of its own)
         results.append((rel, r))
@@ -132,12 +136,13 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
         return EXIT_PROBLEMS if bad else EXIT_OK
     total = len(results) + len(reached)
     lines = [f"dlltrace deps {args.target}: {total} shared object{'s' if total != 1 else ''}, "
-             + (f"{len(bad)} with a problem" if bad else "every one loads, no problem"), ""]
+             + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem"), ""]
     for rel, r in results:
         n = len(r.loaded)
         lines.append(f"  {'✗' if r.problems else '✓'} {rel}: " + (f"{len(r.problems)} problem(s)" if r.problems
                                                                   else f"{n} object{'s' if n != 1 else ''} load{'s' if n == 1 else ''}"))
-    lines += [f"  ✓ {rel}: loaded by {root}, as it loads it" for rel, root in reached]
+    lines += [f"  ✗ {rel}: loaded by {root}, as it loads it: a library it needs fails (below)" if rel in failing
+              else f"  ✓ {rel}: loaded by {root}, as it loads it" for rel, root in reached]
     for rel, r in bad:
         lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
     print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
