@@ -181,6 +181,7 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     assert windows_install(["_regex.cp311-win_amd64.pyd", "libz.so.1"])  # (more .pyd than Linux extensions)
     assert windows_install(["a.dll", "t64.exe"]) and not windows_install(["a.dll", "x.abi3.so"])
     assert not windows_install(["_a.cp311-win_amd64.pyd", "_a.cpython-311-x86_64-linux-gnu.so", "_b.abi3.so"])
+    assert windows_install(["_a.cp311-win_amd64.pyd", "attach_linux_amd64.so"])  # (a bare x.so: no Linux sign)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")

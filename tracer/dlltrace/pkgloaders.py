@@ -338,10 +338,10 @@ def is_extension(name: str) -> bool:
 
 def windows_install(names: Iterable[str]) -> bool:
     """Whether a folder holding files named `names` is a Windows install rather than a Linux one: it holds more
-    Python extensions for Windows (.pyd) than for Linux (is_extension), or no .so file and a .dll or .exe. Other
-    PE files do not make it Windows's (a Linux site-packages holds pip's and setuptools' Windows launchers,
-    templates, and .NET assemblies), nor does a stray .pyd of a Windows wheel installed by mistake among the
-    extensions of a Linux install."""
+    Python extensions for Windows (.pyd) than for Linux (x.cpython-*.so, x.abi3.so), or no .so file and a .dll or
+    .exe. Other PE files do not make it Windows's (a Linux site-packages holds pip's and setuptools' Windows
+    launchers, templates, and .NET assemblies), nor does a stray .pyd of a Windows wheel installed by mistake
+    among the extensions of a Linux install."""
     pyd = ext = 0
     so = pe = False
     for fn in names:
@@ -352,5 +352,5 @@ def windows_install(names: Iterable[str]) -> bool:
             pe = True
         elif low.endswith(".so") or ".so." in low:
             so = True
-            ext += is_extension(fn)
+            ext += bool(_EXTENSION.search(fn))  # (a tagged name: a bare x.so may be any platform's library)
     return pyd > ext or (pe and not so and not pyd)
