@@ -177,7 +177,7 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     r = subprocess.run([sys.executable, "-m", "dlltrace", "check", str(site)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert r.returncode == 2 and "a Linux install" in r.stderr and r.stderr.count("\n") == 1, r.stderr + r.stdout
-    from dlltrace.pkgloaders import windows_install
+    from dlltrace.classify import windows_install
     assert windows_install(["_regex.cp311-win_amd64.pyd", "libz.so.1"])  # (more .pyd than Linux extensions)
     assert windows_install(["a.dll", "t64.exe"]) and not windows_install(["a.dll", "x.abi3.so"])
     assert not windows_install(["_a.cp311-win_amd64.pyd", "_a.cpython-311-x86_64-linux-gnu.so", "_b.abi3.so"])

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Literal, Optional
+from typing import Iterable, Literal, Optional
 
 Kind = Literal["bundled", "windows", "apiset", "vcruntime", "cuda", "cudnn", "tensorrt", "mkl_openmp",
                "python", "nvidia_driver", "other", "policy"]
@@ -246,3 +246,35 @@ def version_key(version: str) -> tuple[int, ...]:
 
 __all__ = ["ALLOWABLE", "CUDA_LIBRARIES", "DllClass", "KINDS", "KIND_TEXT", "Kind", "NVIDIA_DRIVER", "classify",
            "cuda_class", "system_document", "version_key", "windows_names"]
+
+
+# --- which platform's Python extensions a file is (shared by the Windows and the Linux side) --------------
+_EXTENSION = re.compile(r"\.(?:cpython-[^/]+|abi3)\.so$")
+_BARE_EXTENSION = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.so$")
+
+
+def is_extension(name: str) -> bool:
+    """Whether a file name is a Python extension module's on Linux: x.cpython-312-x86_64-linux-gnu.so, x.abi3.so,
+    or the bare x.so importlib also takes (EXTENSION_SUFFIXES: SWIG's and CMake's, pymupdf/_mupdf.so), a Python
+    identifier not named lib* (libfoo.so is a library)."""
+    return bool(_EXTENSION.search(name) or _BARE_EXTENSION.match(name))
+
+
+def windows_install(names: Iterable[str]) -> bool:
+    """Whether a folder holding files named `names` is a Windows install rather than a Linux one: it holds more
+    Python extensions for Windows (.pyd) than for Linux (x.cpython-*.so, x.abi3.so), or no .so file and a .dll or
+    .exe. Other PE files do not make it Windows's (a Linux site-packages holds pip's and setuptools' Windows
+    launchers, templates, and .NET assemblies), nor does a stray .pyd of a Windows wheel installed by mistake
+    among the extensions of a Linux install."""
+    pyd = ext = 0
+    so = pe = False
+    for fn in names:
+        low = fn.lower()
+        if low.endswith(".pyd"):
+            pyd += 1
+        elif low.endswith((".dll", ".exe")):
+            pe = True
+        elif low.endswith(".so") or ".so." in low:
+            so = True
+            ext += bool(_EXTENSION.search(fn))  # (a tagged name: a bare x.so may be any platform's library)
+    return pyd > ext or (pe and not so and not pyd)

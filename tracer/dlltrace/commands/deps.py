@@ -63,7 +63,7 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     not make a Linux site-packages one). More than `limit`: DlltraceError (EXIT_USAGE)."""
     import os
 
-    from dlltrace.pkgloaders import windows_install
+    from dlltrace.classify import windows_install
 
     out: list[str] = []
     names: list[str] = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 from dlltrace import packages, winpath
-from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key
+from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key, windows_install
 from dlltrace.emulate.python import (PythonSimulator, ctypes_cdll, python_import, rule_ctypes_winmode,
                                      rule_python_extension_flags)
 from dlltrace.errors import EXIT_USAGE, DlltraceError
@@ -36,7 +36,7 @@ from dlltrace.diagnosis.outcome import rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
-from dlltrace.pkgloaders import LoaderRule, windows_install
+from dlltrace.pkgloaders import LoaderRule
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,

@@ -15,7 +15,7 @@ from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimula
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.loader.walk import Step, keep_going
-from dlltrace.pkgloaders import is_extension
+from dlltrace.classify import is_extension
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld
 
 STAND_IN_DIR = "/dlltrace-static/stand-ins"
