@@ -248,12 +248,17 @@ def test_rule_wheel_policy_a_mistagged_manylinux_wheel_fails_on_its_symbol_versi
     assert "GLIBC_2.14 from libc.so.6: newer than manylinux_2_5 allows (the policy's newest GLIBC: 2.5)" in words
 
 
-def _build_dir(tmp: Path, name: str = "build") -> Path:
-    """A new folder to build C sources in with gcc (a test without gcc skips; in CI it fails)."""
+def _need_gcc() -> None:
+    """A test that builds with gcc skips without it; in CI it fails."""
     if shutil.which("gcc") is None:
         if os.environ.get("CI"):
             pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
         pytest.skip("needs gcc")
+
+
+def _build_dir(tmp: Path, name: str = "build") -> Path:
+    """A new folder to build C sources in with gcc (_need_gcc)."""
+    _need_gcc()
     b = tmp / name
     b.mkdir()
     return b
@@ -378,6 +383,18 @@ def test_rule_soname_provider_of_an_older_cuda(tmp_path):
     assert run.returncode == 0, doc["problems"]
 
 
+def _grafted_pair(tmp_path: Path, libs: Path) -> Path:
+    """libs/liba.so (no RPATH) needing libs/libb.so, built with gcc, as auditwheel grafts them; and tmp_path/e.c,
+    an extension's source calling liba's fa(). Returns libs."""
+    (tmp_path / "b.c").write_text("int fb(void) { return 2; }\n")
+    (tmp_path / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
+    (tmp_path / "e.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(libs / "libb.so"), str(tmp_path / "b.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(libs / "liba.so"), str(tmp_path / "a.c"),
+                    "-L", str(libs), "-lb"], check=True)
+    return libs
+
+
 def test_static_roots_a_grafted_library_is_loaded_as_its_extension_loads_it(tmp_path):
     """auditwheel grafts libraries into <pkg>.libs and gives the extension DT_RPATH $ORIGIN/../pkg.libs; a grafted
     library has none of its own (scipy.libs/libgfortran needs libquadmath; pillow.libs/libtiff needs libjpeg): ld.so
@@ -386,20 +403,15 @@ def test_static_roots_a_grafted_library_is_loaded_as_its_extension_loads_it(tmp_
     DT_RUNPATH on the extension (not searched for another object's needs) the same layout fails, in check and for
     real. Before, every object was a root: scipy, pillow, h5py, shapely, opencv-python-headless ... 1.14.1's real
     manylinux wheels failed with 'missing'."""
-    b = _build_dir(tmp_path)
-    (b / "b.c").write_text("int fb(void) { return 2; }\n")
-    (b / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
-    (b / "ext.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(b / "libb.so"), str(b / "b.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(b / "liba.so"), str(b / "a.c"),
-                    "-L", str(b), "-lb"], check=True)
+    b = _grafted_pair(_build_dir(tmp_path), _build_dir(tmp_path, "libs"))
     ext = "_ext.cpython-311-x86_64-linux-gnu.so"
     results = {}
     for tags in ("--disable-new-dtags", "--enable-new-dtags"):  # DT_RPATH, DT_RUNPATH
         name = "rpath" if tags == "--disable-new-dtags" else "runpath"
-        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / f"{name}.so"), str(b / "ext.c"), "-L", str(b), "-la",
+        built = tmp_path / "build" / f"{name}.so"
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(built), str(tmp_path / "build" / "e.c"), "-L", str(b), "-la",
                         f"-Wl,{tags},-rpath,$ORIGIN/../pkg.libs"], check=True)
-        members = {f"pkg/{ext}": (b / f"{name}.so").read_bytes(), "pkg.libs/liba.so": (b / "liba.so").read_bytes(),
+        members = {f"pkg/{ext}": built.read_bytes(), "pkg.libs/liba.so": (b / "liba.so").read_bytes(),
                    "pkg.libs/libb.so": (b / "libb.so").read_bytes(),
                    f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode()}
         w = tmp_path / f"{name}-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -487,10 +499,7 @@ def test_static_roots_a_bare_extension_is_an_extension(tmp_path):
     pkg/lib/libhelper.so, which has no RPATH and finds libdep.so through zext's. `import pkg.zext` works for real,
     libhelper.so alone does not: check passes and deps FOLDER lists libhelper.so as reached (before: zext.so sorted
     after pkg/lib/ and libhelper.so was loaded alone first, 'missing libdep.so')."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
+    _need_gcc()
     from dlltrace.loader.linux.static import static_roots
 
     site = tmp_path / "site"
@@ -521,10 +530,7 @@ def test_static_roots_a_library_reached_by_an_extension_that_fails(tmp_path):
     libb.so: the one problem is libw.so's wrong machine (before: also 'missing libb.so needed by liba.so', the load
     stopping at libw.so before mapping liba.so). deps FOLDER: _ext needs VERS_2 of libv.so, which defines VERS_1:
     the one problem is that version (before: also liba.so's libb.so, its closure not counted as reached)."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
+    _need_gcc()
     ext = "_ext.cpython-311-x86_64-linux-gnu.so"
     rpath = "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"
     build = tmp_path / "build"
@@ -572,10 +578,7 @@ def test_rule_optional_member_a_plugins_miss_is_not_a_later_roots(tmp_path):
     it), but that option is the plugin's alone: PySide6.libs/libgraft.so, loaded after it, has no RPATH and misses
     the same PySide6/Qt/lib/libhelper.so (for real: ctypes fails), and check says so, as it does without the plugin
     (before: the plugin's stand-in stayed on LD_LIBRARY_PATH for the roots after it, and the wheel passed)."""
-    if shutil.which("gcc") is None:
-        if os.environ.get("CI"):
-            pytest.fail("needs gcc (tools/setup.sh --tests installs it)")
-        pytest.skip("needs gcc")
+    _need_gcc()
     site = tmp_path / "site"
     qt = site / "PySide6" / "Qt"
     for d in (qt / "lib", qt / "plugins" / "sqldrivers", site / "PySide6.libs"):

@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 import winetools
+from test_gate import _grafted_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "tracer" / "dlltrace" / "schemas"
@@ -151,13 +152,7 @@ def test_deps_of_a_linux_site_packages_with_launchers_and_grafted_libraries(tmp_
     site = tmp_path / "site-packages"
     for d in ("pkg", "pkg.libs", "pip/_vendor/distlib"):
         (site / d).mkdir(parents=True)
-    (tmp_path / "b.c").write_text("int fb(void) { return 2; }\n")
-    (tmp_path / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
-    (tmp_path / "e.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
-    libs = site / "pkg.libs"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(libs / "libb.so"), str(tmp_path / "b.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(libs / "liba.so"), str(tmp_path / "a.c"),
-                    "-L", str(libs), "-lb"], check=True)
+    libs = _grafted_pair(tmp_path, site / "pkg.libs")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so"),
                     str(tmp_path / "e.c"), "-L", str(libs), "-la", "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"],
                    check=True)
@@ -193,13 +188,7 @@ def test_deps_of_a_folder_a_reached_library_whose_need_fails(tmp_path):
     site = tmp_path / "site"
     for d in ("pkg", "pkg.libs"):
         (site / d).mkdir(parents=True)
-    (tmp_path / "b.c").write_text("int fb(void) { return 2; }\n")
-    (tmp_path / "a.c").write_text("int fb(void);\nint fa(void) { return fb(); }\n")
-    (tmp_path / "e.c").write_text("int fa(void);\nint ext(void) { return fa(); }\n")
-    libs = site / "pkg.libs"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libb.so", "-o", str(libs / "libb.so"), str(tmp_path / "b.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,liba.so", "-o", str(libs / "liba.so"), str(tmp_path / "a.c"),
-                    "-L", str(libs), "-lb"], check=True)
+    libs = _grafted_pair(tmp_path, site / "pkg.libs")
     ext = site / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(ext), str(tmp_path / "e.c"), "-L", str(libs), "-la",
                     "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../pkg.libs"], check=True)
