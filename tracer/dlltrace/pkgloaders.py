@@ -161,6 +161,17 @@ class LoaderRule:
     row: str = ""  # its row in data/loaders.json
     optional: tuple[str, ...] = ()  # files loaded only on demand, done without when they fail (globs, site-relative)
     required: tuple[str, ...] = ()  # files `optional` matches that the package cannot do without after all
+    # where the host that loads an optional file has the libraries it shares with it (Qt's: QtCore's folder): the
+    # search of such a file's load has it, as the host's libraries, loaded from there, are found by name
+    host_dirs: tuple[str, ...] = ()
+
+    def hosts(self, member: str) -> bool:
+        """Whether a file (relative to site-packages, "/") is one this loader's host loads (its `optional` globs,
+        the `required` ones among them too: Qt's platform plugin is loaded by the same host)."""
+        import fnmatch
+
+        low = member.lower()
+        return any(fnmatch.fnmatchcase(low, g.lower()) for g in self.optional)
 
     def covers(self, member: str) -> bool:
         """Whether a module at `member` (relative to site-packages, "/") is loaded after this loader ran."""
@@ -259,7 +270,9 @@ def rule_qt_plugin_folders(row: LoaderRow, core: str) -> LoaderRule:
                       optional=(f"{prefix}/plugins/*", f"{prefix}/qml/*"),
                       # (the platform plugin every QGuiApplication loads, on Windows and on X11: without it no Qt
                       # GUI starts, "no Qt platform plugin could be initialized")
-                      required=(f"{prefix}/plugins/platforms/qwindows.dll", f"{prefix}/plugins/platforms/libqxcb.so"))
+                      required=(f"{prefix}/plugins/platforms/qwindows.dll", f"{prefix}/plugins/platforms/libqxcb.so"),
+                      # (a plugin's host has loaded the Qt libraries the plugin imports, from QtCore's folder)
+                      host_dirs=(folder,))
 
 
 RULES: dict[str, Callable[[LoaderRow, str, str], Optional[LoaderRule]]] = {

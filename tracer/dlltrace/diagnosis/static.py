@@ -820,7 +820,7 @@ def roots_of(target: Target) -> list[str]:
 
 
 LOADER_WORDS = {"delvewheel": "{package}'s delvewheel patch", "pywin32_bootstrap": "pywin32's .pth bootstrap",
-                "torch": "torch's _load_dll_libraries"}
+                "torch": "torch's _load_dll_libraries", "qt_plugins": "Qt's plugin loader, its Qt libraries loaded"}
 
 
 @dataclass(frozen=True)
@@ -863,6 +863,11 @@ def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
     def at(rel_path: str) -> str:
         return winpath.normalize(winpath.join(site, rel_path.replace("/", "\\")))
     for lo in target.loaders:
+        host = [at(d) for d in lo.host_dirs if lo.hosts(member)]  # (a Qt plugin: its host's Qt folder)
+        host = [d for d in host if target.world.is_dir(d) and not any(winpath.same(d, x) for x in dirs)]
+        if host:
+            dirs += host
+            words.append(_loader_words(lo))
         if not lo.covers(member) or lo.when == "call":
             continue
         adds = [at(a) for a in lo.adds]
