@@ -102,6 +102,8 @@ WHEELS = {
     "clr_loader": Wheel("clr_loader", "0.3.1", "clr_loader-0.3.1-py3-none-any.whl", platform="any"),
     # pygame: its _sdl2 extensions find SDL2.dll one folder up, in the folder pygame/__init__.py adds
     "pygame": Wheel("pygame", "2.6.1", "pygame-2.6.1-cp312-cp312-win_amd64.whl", python="3.12"),
+    # pyzbar: its libzbar-64.dll imports MSVCR120.dll, the VC++ 2013 runtime (a system requirement of its own)
+    "pyzbar": Wheel("pyzbar", "0.1.9", "pyzbar-0.1.9-py2.py3-none-win_amd64.whl", platform="win_amd64"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -139,6 +141,7 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    "pyzbar-0.1.9-py2.py3-none-win_amd64.whl": "13e3ee5a2f3a545204a285f41814d5c0db571967e8d4af8699a03afc55182a9c",
     "pygame-2.6.1-cp312-cp312-win_amd64.whl": "3a9e7396be0d9633831c3f8d5d82dd63ba373ad65599628294b7a4f8a5a01a65",
     "clr_loader-0.3.1-py3-none-any.whl": "cbad189de20d202a7d621956b0fc38049e13c9bf7ca2923441eff725cd121aa1",
     "pythonnet-3.0.5-py3-none-any.whl": "f6702d694d5d5b163c9f3f5cc34e0bed8d6857150237fae411fefb883a656d20",

@@ -826,3 +826,15 @@ def test_rule_other_machine_copy(pes, tmp_path):
     assert check.returncode == 0 and check.stdout.startswith(f"PASS {w}: 2 PE files"), check.stdout
     run = dlltrace("deps", str(w))
     assert run.returncode == 0 and "1 load resolved, no problem" in run.stdout, run.stdout[-2000:]
+
+
+def test_check_states_an_older_vc_runtime_deps_misses():
+    """pyzbar 0.1.9's libzbar-64.dll imports MSVCR120.dll, the VC++ 2013 runtime, which the VC++ 2015-2022
+    Redistributable does not hold: deps (the model's Windows has the 2015-2022 one) says it is missing, and check's
+    PASS line says the wheel needs it (before: a PASS that said nothing of it, beside a deps that failed)."""
+    w = wheel("pyzbar")
+    check = dlltrace("check", str(w), "-q")
+    assert check.returncode == 0 and check.stdout.rstrip().endswith(
+        "needs VC++ runtime 12 (MSVCR120.dll), not in the VC++ 2015-2022 Redistributable"), check.stdout
+    run = dlltrace("deps", str(w))
+    assert run.returncode == 1 and "missing MSVCR120.dll" in run.stdout, run.stdout[-1500:]
