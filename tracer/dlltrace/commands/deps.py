@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help="a .dll, .pyd or .exe, a folder (a package or site-packages) or a .whl")
+    p.add_argument("target", help="a .dll, .pyd or .exe, a folder (a package or site-packages) or a .whl; on Linux "
+                                  "also a .so, a Linux install's folder or a manylinux wheel (resolved on this machine)")
     p.add_argument("--only", metavar="NAME", action="append", default=[],
                    help="in a folder or wheel, load only this file (a name or a path inside it; repeatable)")
     p.add_argument("--flags", type=lambda s: int(s, 0), default=None,
@@ -94,10 +96,11 @@ def _elf_doc(target: str, r: "StaticResult") -> dict:
             "tree": tree_dict(r.tree) if r.tree is not None else None}
 
 
-def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
+def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str = "", shown: str = "") -> int:
     """`dlltrace deps FOLDER` of a Linux install (site-packages/torch): each shared object in it loaded as a plain
     program's dlopen would, on this machine (execute_elf's, one world for all): a line each, the tree of each that
-    has a problem. Exit 1 when one has."""
+    has a problem. Exit 1 when one has. `base`: the folder the objects are named from (args.target); `shown`: what
+    the output calls the target (args.target)."""
     import os
 
     from dlltrace.loader.linux.static import StaticResult, static_deps, static_roots
@@ -112,7 +115,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
     reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
     failing: set[str] = set()  # (the reached objects a need of which fails in their root's load)
     for p in static_roots(objects):
-        rel = os.path.relpath(p, args.target)
+        rel = os.path.relpath(p, base or args.target)
         if os.path.realpath(p) in by:
             reached.append((rel, by[os.path.realpath(p)]))
             root = next(r for x, r in results if x == by[os.path.realpath(p)])
@@ -127,7 +130,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
     if args.json:
         docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
-               "target": args.target, "loaded": list(dict.fromkeys(x for _, r in results for x in r.loaded)),
+               "target": shown or args.target, "loaded": list(dict.fromkeys(x for _, r in results for x in r.loaded)),
                "ok": not bad, "problems": [p for d in docs for p in d["problems"]], "tree": None,
                "objects": [{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")} for d in docs],
                "reached": [{"file": rel, "loaded_by": root} for rel, root in reached]}
@@ -135,7 +138,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str]) -> int:
         sys.stdout.write("\n")
         return EXIT_PROBLEMS if bad else EXIT_OK
     total = len(results) + len(reached)
-    lines = [f"dlltrace deps {args.target}: {total} shared object{'s' if total != 1 else ''}, "
+    lines = [f"dlltrace deps {shown or args.target}: {total} shared object{'s' if total != 1 else ''}, "
              + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem"), ""]
     for rel, r in results:
         n = len(r.loaded)
@@ -190,7 +193,49 @@ def refuse_windows_options(args: argparse.Namespace, what: str) -> None:
                             f"wheel), not taken for {what}", EXIT_USAGE)
 
 
+_LINUX_WHEEL = re.compile(r"-(?:[^-]*\.)?(?:manylinux|musllinux|linux_)[^-]*\.whl$", re.IGNORECASE)
+
+
+def execute_elf_wheel(args: argparse.Namespace) -> int:
+    """`dlltrace deps x.whl` of a Linux wheel: its shared objects unpacked into a site-packages of their own (a
+    temporary folder; `<name>.data/purelib` and `platlib` members where pip puts them, other `.data` members left
+    out) and each resolved on this machine as `deps FOLDER` does. `check` judges the same wheel against its
+    manylinux policy, on any OS."""
+    import os
+    import tempfile
+
+    if not sys.platform.startswith("linux"):
+        raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
+                            "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
+    from dlltrace.worlds.static import InflateBudget, ZipError, read_member, wheel_elf_members, zip_members
+
+    with tempfile.TemporaryDirectory(prefix="dlltrace-deps-") as tmp:
+        site = os.path.join(tmp, "site-packages")
+        try:
+            want = set(wheel_elf_members(args.target))
+            budget = InflateBudget()
+            for m in zip_members(args.target, keep=lambda n: n in want):
+                parts = m.filename.split("/")
+                if parts[0].endswith(".data"):  # (pip's schemes: purelib and platlib are site-packages)
+                    if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                        continue
+                    parts = parts[2:]
+                dest = os.path.join(site, *parts)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "wb") as f:
+                    f.write(read_member(args.target, m, budget=budget))
+        except (OSError, ZipError) as exc:
+            raise DlltraceError(f"{args.target}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
+        objects = elf_objects(site) if os.path.isdir(site) else []
+        if not objects:
+            raise DlltraceError(f"{args.target}: a Linux wheel with no shared object (.so): nothing to resolve", EXIT_USAGE)
+        return execute_elf_folder(args, objects, base=site, shown=args.target)
+
+
 def execute(args: argparse.Namespace) -> int:
+    if _LINUX_WHEEL.search(args.target):  # a Linux wheel: its .so files unpacked, each resolved on this machine
+        refuse_windows_options(args, "a Linux wheel")
+        return execute_elf_wheel(args)
     if is_elf(args.target):  # a Linux shared object (.so): the ld.so model (and none of the Windows side imported)
         refuse_windows_options(args, "a Linux shared object")
         return execute_elf(args)
