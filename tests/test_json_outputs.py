@@ -307,3 +307,31 @@ def test_deps_of_a_linux_wheel_resolves_its_shared_objects_here(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(bad)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a readable wheel" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_folder_marks_an_optional_file(tmp_path):
+    """`deps FOLDER` on Linux reads the packages' loaders as the Windows side does: numba's tbbpool (whose
+    libtbb.so.12 is not installed here) is a file numba loads only on demand and does without (parallel.py's
+    try/except ImportError: data/loaders.json numba_threading_layers), so its failure is shown, marked optional, and
+    the run exits 0; without the marker it is the package's failure (exit 1)."""
+    site = tmp_path / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (site / "numba" / "__init__.py").write_text("")
+    (tmp_path / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    (tmp_path / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
+                    str(tmp_path / "libtbb-dlltrace-test.so.12"), str(tmp_path / "tbb.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(ufunc / "tbbpool.cpython-312-x86_64-linux-gnu.so"),
+                    str(tmp_path / "t.c"), str(tmp_path / "libtbb-dlltrace-test.so.12")], check=True)
+    marker = "                        from numba.np.ufunc import tbbpool as lib\n"
+    (ufunc / "parallel.py").write_text("def select_known_backend(backend):\n    try:\n" + marker + "    except ImportError:\n        pass\n")
+    doc = run_json("deps", str(site), "--json", ok=(0,))
+    schema("static-linux-v1.json").validate(doc)
+    assert doc["ok"] and doc["objects"][0]["optional_by"] == "numba_threading_layers", doc["objects"]
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(site / "numba")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert text.returncode == 0 and "(optional: numba threading layer only; the package does without it)" in text.stdout
+    (ufunc / "parallel.py").write_text("import os\n")
+    assert not run_json("deps", str(site), "--json", ok=(1,))["ok"]

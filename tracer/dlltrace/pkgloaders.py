@@ -335,3 +335,19 @@ def loaders_from_files(read: Callable[[str], Optional[str]], members: Iterable[s
                 out.append(rule)
             break
     return out
+
+
+def optional_row(loaders: Iterable[LoaderRule], member: str) -> str:
+    """The row (data/loaders.json) of the loader that loads a file (relative to site-packages, "/") only on demand
+    and does without it when its load fails, "" when none does: the first loader whose `required` or `optional`
+    globs match decides (a required one: ""). The Linux side's rule (static_elf.rule_optional_member, deps FOLDER);
+    the Windows side matches model paths (static.rule_optional_file)."""
+    import fnmatch
+
+    low = member.lower()
+    for lo in loaders:
+        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.required):
+            return ""
+        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.optional):
+            return lo.row or lo.how
+    return ""

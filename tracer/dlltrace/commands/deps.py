@@ -104,16 +104,26 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
     import os
 
     from dlltrace.loader.linux.static import StaticResult, static_deps, static_roots
+    from dlltrace.pkgloaders import optional_row
     from dlltrace.render.escape import escape_code_block, escape_terminal
     from dlltrace.render.linux_tree import tree_lines
+    from dlltrace.render.optional import optional_words
     from dlltrace.worlds.elf import LiveELFWorld
+    from dlltrace.worlds.loaderfiles import folder_loaders
 
+    # (the packages' loaders, as deps of a Windows folder reads them: what loads a file only on demand)
+    folder = os.path.abspath(base or args.target)
+    is_site = os.path.basename(folder) in ("site-packages", "dist-packages") or any(
+        e.endswith(".dist-info") for e in (os.listdir(folder) if os.path.isdir(folder) else ()))
+    site = folder if is_site else os.path.dirname(folder)
+    loaders = folder_loaders(site) if is_site else folder_loaders(site, os.path.basename(folder))
     env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
     world = LiveELFWorld()
     results: list[tuple[str, StaticResult]] = []
     by: dict[str, str] = {}  # an object an earlier root loaded (its real path) -> that root
     reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
     failing: set[str] = set()  # (the reached objects a need of which fails in their root's load)
+    optional: dict[str, str] = {}  # a root that fails, and its package does without it: the loader row
     for p in static_roots(objects):
         rel = os.path.relpath(p, base or args.target)
         if os.path.realpath(p) in by:
@@ -124,32 +134,39 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
             continue
         r = static_deps(os.path.abspath(p), world, env)  # (the model's program has a cwd of its own)
         results.append((rel, r))
+        opt = optional_row(loaders, os.path.relpath(os.path.abspath(p), site).replace(os.sep, "/"))
+        if opt and r.problems:
+            optional[rel] = opt
         for x in r.mapped:  # (also when its load failed: they are found as it finds them, their problems its)
             by.setdefault(os.path.realpath(x), rel)
     bad = [(rel, r) for rel, r in results if r.problems]
+    needed = [rel for rel, _ in bad if rel not in optional]  # (what makes the run fail: exit 1)
     if args.json:
         docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
                "target": shown or args.target, "loaded": list(dict.fromkeys(x for _, r in results for x in r.loaded)),
-               "ok": not bad, "problems": [p for d in docs for p in d["problems"]], "tree": None,
-               "objects": [{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")} for d in docs],
+               "ok": not needed, "problems": [p for d in docs for p in d["problems"]], "tree": None,
+               "objects": [{**{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")},
+                            **({"optional_by": optional[d["file"]]} if d["file"] in optional else {})} for d in docs],
                "reached": [{"file": rel, "loaded_by": root} for rel, root in reached]}
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
-        return EXIT_PROBLEMS if bad else EXIT_OK
+        return EXIT_PROBLEMS if needed else EXIT_OK
     total = len(results) + len(reached)
     lines = [f"dlltrace deps {shown or args.target}: {total} shared object{'s' if total != 1 else ''}, "
-             + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem"), ""]
+             + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem")
+             + (f" ({len(optional)} of them optional, which the package does without)" if optional else ""), ""]
     for rel, r in results:
         n = len(r.loaded)
-        lines.append(f"  {'✗' if r.problems else '✓'} {rel}: " + (f"{len(r.problems)} problem(s)" if r.problems
+        why = f" (optional: {optional_words(optional[rel])}; the package does without it)" if rel in optional else ""
+        lines.append(f"  {'✗' if r.problems else '✓'} {rel}: " + (f"{len(r.problems)} problem(s){why}" if r.problems
                                                                   else f"{n} object{'s' if n != 1 else ''} load{'s' if n == 1 else ''}"))
     lines += [f"  ✗ {rel}: loaded by {root}, as it loads it: a library it needs fails (below)" if rel in failing
               else f"  ✓ {rel}: loaded by {root}, as it loads it" for rel, root in reached]
     for rel, r in bad:
         lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
     print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
-    return EXIT_PROBLEMS if bad else EXIT_OK
+    return EXIT_PROBLEMS if needed else EXIT_OK
 
 
 def execute_elf(args: argparse.Namespace) -> int:
@@ -207,12 +224,15 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
     if not sys.platform.startswith("linux"):
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
+    from dlltrace.pkgloaders import is_loader_file
     from dlltrace.worlds.static import InflateBudget, ZipError, read_member, wheel_elf_members, zip_members
 
     with tempfile.TemporaryDirectory(prefix="dlltrace-deps-") as tmp:
         site = os.path.join(tmp, "site-packages")
         try:
-            want = set(wheel_elf_members(args.target))
+            # (its shared objects, and the files its packages' loaders are read from: what loads one on demand)
+            want = set(wheel_elf_members(args.target)) | {
+                m.filename for m in zip_members(args.target, keep=lambda n: n.endswith((".py", ".pth")) and is_loader_file(n))}
             budget = InflateBudget()
             for m in zip_members(args.target, keep=lambda n: n in want):
                 parts = m.filename.split("/")

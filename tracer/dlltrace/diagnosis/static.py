@@ -37,10 +37,11 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFai
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule
+from dlltrace.worlds.loaderfiles import folder_loaders
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
-                                    default_cache_dir, folder_files, folder_loaders, live_system_world, normalize_dist,
+                                    default_cache_dir, folder_files, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
                                     wheel_loaders, wheel_metadata, WHEEL_SUFFIXES, zip_members)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState

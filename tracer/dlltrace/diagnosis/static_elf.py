@@ -30,6 +30,7 @@ from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.static import static_roots
+from dlltrace.pkgloaders import optional_row
 from dlltrace.loader.linux.fixes import nvidia_wheels
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
 from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, zip_members
@@ -217,16 +218,8 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
 def rule_optional_member(target: Target, member: str) -> str:
     """The loader row (data/loaders.json) that loads the wheel member only on demand and does without it when its
     load fails (numba's threading layers: tbbpool needs libtbb.so.12, omppool libgomp), "" for any other member:
-    the Linux side of static.rule_optional_file, on member names."""
-    import fnmatch
-
-    low = member.lower()
-    for lo in target.loaders:
-        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.required):
-            return ""
-        if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.optional):
-            return lo.row or lo.how
-    return ""
+    the Linux side of static.rule_optional_file, on member names (pkgloaders.optional_row)."""
+    return optional_row(target.loaders, member)
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:

@@ -16,6 +16,7 @@ from dlltrace import winpath
 from dlltrace.classify import DllClass, classify
 from dlltrace.model import CAUSE_ERROR, Fix, Node
 from dlltrace.render.fixwords import pip_install
+from dlltrace.render.optional import optional_words
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.escape import escape_terminal
 from dlltrace.render.wrap import Grid, wrap_text
@@ -302,11 +303,6 @@ def deps_summary(r: DepsResult) -> str:
     return f"{c['failed']} of {c['loads']} load{'s' if c['loads'] != 1 else ''} would fail ({', '.join(parts)}){miss}{some}"
 
 
-def optional_words(row: str) -> str:
-    """A loader row that loads files only on demand (data/loaders.json), in words."""
-    return OPTIONAL_WORDS.get(row, "files loaded on demand only")
-
-
 def deps_markdown(r: DepsResult) -> str:
     target = r.target
     out = [f"# dlltrace deps {code(target.given)}", "",
@@ -403,10 +399,6 @@ def check_summary(r: CheckResult) -> str:
 
 _STATUS_ORDER = {"not_allowed": 0, "required_not_given": 0, "optional": 1, "allowed": 1, "assumed": 1, "required": 2,
                  "given": 2, "system": 3, "python": 4, "bundled": 5, "windows": 6, "apiset": 7}
-# the loaders (data/loaders.json rows) that load files only on demand and do without them: a row of status optional
-OPTIONAL_WORDS = {"qt_plugins": "Qt plugins only", "numba_threading_layers": "numba threading layer only",
-                  "imagecodecs_lazy_codecs": "imagecodecs codecs only"}
-
 
 def status_words(row: CheckRow) -> str:
     """A row's status in words: "provided by torch (required)", "torch: required, not given", "not allowed"."""

@@ -46,7 +46,7 @@ from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
 from dlltrace.limits import limits
-from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loader_files, loaders_from_files
+from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loaders_from_files
 from dlltrace.worlds.live import LiveWorld
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
@@ -795,29 +795,6 @@ def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMemb
         except (OSError, ZipError):
             return None
     return loaders_from_files(read, list(members))
-
-
-def folder_loaders(site: Union[str, os.PathLike], only: Optional[str] = None) -> list[LoaderRule]:
-    """The loaders of the packages in a host site-packages folder (`only`: of that one package folder in it)."""
-    site = os.fspath(site)
-    try:
-        entries = sorted(os.listdir(site)) if only is None else [only]
-    except OSError:
-        return []
-    members = [f"{e}/__init__.py" for e in entries if os.path.isfile(os.path.join(site, e, "__init__.py"))]
-    if only is None:
-        members += [e for e in entries if e.endswith(".pth")] + ["win32/lib/pywin32_bootstrap.py",
-                                                                  "win32/lib/win32serviceutil.py"]
-    members += [f for f in loader_files() if f not in members and (only is None or f.split("/", 1)[0] == only)
-                and os.path.isfile(os.path.join(site, *f.split("/")))]
-
-    def read(name: str) -> Optional[str]:
-        try:
-            with open(os.path.join(site, *name.split("/")), "rb") as f:
-                return f.read(MAX_LOADER_FILE).decode("utf-8", "replace")
-        except OSError:
-            return None
-    return loaders_from_files(read, members)
 
 
 @dataclass(frozen=True)
