@@ -335,3 +335,32 @@ def test_deps_of_a_linux_folder_marks_an_optional_file(tmp_path):
     assert text.returncode == 0 and "(optional: numba threading layer only; the package does without it)" in text.stdout
     (ufunc / "parallel.py").write_text("import os\n")
     assert not run_json("deps", str(site), "--json", ok=(1,))["ok"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_wheel_writes_nothing_outside_its_temporary_folder(tmp_path):
+    """A member `x-1.0.data/platlib/../../y.so` stays inside the wheel (zip_members takes it), but it is installed
+    two folders above site-packages: pip refuses it (assert_no_path_traversal on the path after its scheme), and
+    deps refuses it too, a one-line usage error (before: written to the temporary folder's parent, left there).
+    Every run, good or refused, leaves no temporary folder behind."""
+    import zipfile
+
+    libs = _grafted_pair(tmp_path, tmp_path)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "TMPDIR": str(tmpdir)}
+    for i, name in enumerate(["esc-1.0.data/platlib/../../liba.so", "esc-1.0.data/purelib/p/../../../liba.so"]):
+        w = tmp_path / f"esc{i}-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+        with zipfile.ZipFile(w, "w") as z:
+            z.writestr("esc/ok.cpython-311-x86_64-linux-gnu.so", (libs / "libb.so").read_bytes())
+            z.writestr(name, (libs / "liba.so").read_bytes())
+        r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and name in r.stderr and "pip" in r.stderr, r.stderr
+        assert list(tmpdir.iterdir()) == [], list(tmpdir.rglob("*"))
+    ok = tmp_path / "ok-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(ok, "w") as z:
+        z.writestr("ok/libb.so", (libs / "libb.so").read_bytes())
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(ok)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0 and list(tmpdir.iterdir()) == [], (r.stdout, r.stderr)

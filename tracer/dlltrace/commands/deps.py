@@ -225,7 +225,8 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
     from dlltrace.pkgloaders import is_loader_file
-    from dlltrace.worlds.static import InflateBudget, ZipError, read_member, wheel_elf_members, zip_members
+    from dlltrace.worlds.static import (InflateBudget, ZipError, member_name_problem, read_member, wheel_elf_members,
+                                        zip_members)
 
     with tempfile.TemporaryDirectory(prefix="dlltrace-deps-") as tmp:
         site = os.path.join(tmp, "site-packages")
@@ -240,6 +241,12 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                     if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
                         continue
                     parts = parts[2:]
+                    # (pip checks the path after its scheme: `x.data/platlib/../../y.so` stays in the wheel but
+                    # lands above site-packages, outside the temporary folder)
+                    why = member_name_problem("/".join(parts))
+                    if why is not None:
+                        raise DlltraceError(f"{args.target}: its member {m.filename!r} has {why}: pip refuses to "
+                                            "install such a wheel", EXIT_USAGE)
                 dest = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with open(dest, "wb") as f:
