@@ -247,10 +247,15 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                     if why is not None:
                         raise DlltraceError(f"{args.target}: its member {m.filename!r} has {why}: pip refuses to "
                                             "install such a wheel", EXIT_USAGE)
+                # (one that is not an ELF object is read no further than its first bytes, as check reads it: a
+                # zip bomb's zeros named x.so are neither inflated into memory nor written out)
+                data = read_member(args.target, m, magic=b"\x7fELF", budget=budget)
+                if not data.startswith(b"\x7fELF"):
+                    continue
                 dest = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with open(dest, "wb") as f:
-                    f.write(read_member(args.target, m, budget=budget))
+                    f.write(data)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{args.target}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         objects = elf_objects(site) if os.path.isdir(site) else []
