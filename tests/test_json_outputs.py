@@ -383,3 +383,21 @@ def test_deps_of_a_linux_wheel_inflates_no_member_that_is_not_elf(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "DLLTRACE_LIMITS": "zip_inflate=2M"},
                        timeout=120)
     assert r.returncode == 0 and "1 shared object, every one loads" in r.stdout, (r.stdout, r.stderr)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_wheel_says_why_it_has_nothing_to_resolve(tmp_path):
+    """A wheel whose shared objects are all in .data/data (pip installs them under the prefix, not site-packages)
+    or not ELF objects: the one-line error says they were left out, and why (before: 'a Linux wheel with no shared
+    object (.so)', of a wheel that has some)."""
+    import zipfile
+
+    libs = _grafted_pair(tmp_path, tmp_path)
+    w = tmp_path / "dd-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("dd-1.0.data/data/lib/libb.so", (libs / "libb.so").read_bytes())
+        z.writestr("dd/x.cpython-311-x86_64-linux-gnu.so", b"not an ELF object")
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "(left out: 1 in .data/data, scripts or headers; 1 not an ELF object)" in r.stderr, r.stderr

@@ -235,10 +235,12 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
             want = set(wheel_elf_members(args.target)) | {
                 m.filename for m in zip_members(args.target, keep=lambda n: n.endswith((".py", ".pth")) and is_loader_file(n))}
             budget = InflateBudget()
+            elsewhere = not_elf = 0  # (members left out: in another of pip's schemes; not ELF objects)
             for m in zip_members(args.target, keep=lambda n: n in want):
                 parts = m.filename.split("/")
                 if parts[0].endswith(".data"):  # (pip's schemes: purelib and platlib are site-packages)
                     if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                        elsewhere += 1
                         continue
                     parts = parts[2:]
                     # (pip checks the path after its scheme: `x.data/platlib/../../y.so` stays in the wheel but
@@ -251,6 +253,7 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                 # zip bomb's zeros named x.so are neither inflated into memory nor written out)
                 data = read_member(args.target, m, magic=b"\x7fELF", budget=budget)
                 if not data.startswith(b"\x7fELF"):
+                    not_elf += 1
                     continue
                 dest = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -260,7 +263,11 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
             raise DlltraceError(f"{args.target}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
         objects = elf_objects(site) if os.path.isdir(site) else []
         if not objects:
-            raise DlltraceError(f"{args.target}: a Linux wheel with no shared object (.so): nothing to resolve", EXIT_USAGE)
+            left = [f"{n} {w}" for n, w in ((elsewhere, "in .data/data, scripts or headers"),
+                                             (not_elf, "not an ELF object")) if n]
+            raise DlltraceError(f"{args.target}: a Linux wheel with no shared object (.so) pip installs into "
+                                "site-packages: nothing to resolve" + (f" (left out: {'; '.join(left)})" if left else ""),
+                                EXIT_USAGE)
         return execute_elf_folder(args, objects, base=site, shown=args.target)
 
 
