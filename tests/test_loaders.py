@@ -68,6 +68,14 @@ def test_rule_opencv_binaries_paths_and_distributor_init_preloads_read_their_tex
       "marker": "(", "does": "d", "versions": "v", "source": "s"}]}, "marker"),
     ({"format": "dlltrace-loaders", "version": 1, "loaders": [{"id": "a", "rule": "rule_marker", "when": "later",
       "marker": "x", "does": "d", "versions": "v", "source": "s"}]}, "when must be"),
+    # (`required` takes back what `optional` matches: without it, or outside it, it is a mistake, not ignored)
+    ({"format": "dlltrace-loaders", "version": 1, "loaders": [{"id": "a", "rule": "rule_marker", "when": "call",
+      "marker": "x", "does": "d", "versions": "v", "source": "s", "required": ["p/_shared.*"]}]}, "'required'"),
+    ({"format": "dlltrace-loaders", "version": 1, "loaders": [{"id": "a", "rule": "rule_marker", "when": "call",
+      "marker": "x", "does": "d", "versions": "v", "source": "s", "optional": ["p/_*"],
+      "required": ["q/_shared.*"]}]}, "not one of its 'optional' files"),
+    ({"format": "dlltrace-loaders", "version": 1, "loaders": [{"id": "a", "rule": "rule_marker", "when": "call",
+      "marker": "x", "does": "d", "versions": "v", "source": "s", "required": "p/_shared.*"}]}, "list of strings"),
 ])
 def test_malformed_loader_data_is_refused(doc, what):
     with pytest.raises(LoaderDataError, match=what):

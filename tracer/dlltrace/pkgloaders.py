@@ -30,6 +30,7 @@ them from a wheel or a folder)."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import posixpath
 import re
@@ -102,11 +103,15 @@ def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
         seen = raw.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(x, dict) and isinstance(x.get("sha256"), str) for x in seen):
             raise LoaderDataError(f"{DATA_FILE}: {where}: seen must list objects with a sha256")
+        optional, required = _strs(raw, "optional", where), _strs(raw, "required", where)
+        # (`required` takes back files `optional` matches: one no `optional` glob matches is a mistake of the data)
+        stray = [g for g in required if not any(fnmatch.fnmatchcase(g.lower(), o.lower()) for o in optional)]
+        if stray:
+            raise LoaderDataError(f"{DATA_FILE}: {where}: 'required' {stray[0]!r} is not one of its 'optional' files")
         out.append(LoaderRow(raw["id"], raw["rule"], raw["when"], _strs(raw, "files", where), marker, raw["does"],
                              raw["versions"], raw["source"], _strs(raw, "adds", where), _strs(raw, "path_adds", where),
                              _strs(raw, "env_adds", where), _strs(raw, "preloads", where), tuple(seen),
-                             _strs(raw, "templates", where), _strs(raw, "optional", where),
-                             _strs(raw, "required", where)))
+                             _strs(raw, "templates", where), optional, required))
     ids = [r.id for r in out]
     if len(set(ids)) != len(ids) or not out:
         raise LoaderDataError(f"{DATA_FILE}: ids must be unique and there must be rows")
