@@ -377,3 +377,27 @@ def test_rule_optional_file_imagecodecs_codecs(pes, tmp_path):
     (site / "imagecodecs" / "imagecodecs.py").write_text("import importlib\n")  # (no marker: no loader, no option)
     (site / "imagecodecs" / "_shared.cp312-win_amd64.pyd").unlink()
     assert not json.loads(dlltrace("check", str(site), "--json").stdout)["ok"]
+
+
+@pytest.mark.parametrize("rid", ["pyqt5_find_qt", "pyqt6_find_qt"])
+def test_rule_pyqt_find_qt(pes, tmp_path, rid):
+    """PyQt5's and PyQt6's __init__.py (find_qt, the real text, pinned) put <pkg>/Qt5/bin (Qt6/bin), where the
+    PyQt5-Qt5 wheel has the Qt DLLs, on PATH and os.add_dll_directory() it: QtCore.pyd finds Qt5Core.dll there.
+    Before these rows, PyQt5 5.15.11 with PyQt5-Qt5 5.15.2 installed: 47 of 177 loads failed (every extension
+    missed Qt5Core.dll); now 10, each an optional plugin's external (PyQt6 6.8.0: 55 of 213, now 21)."""
+    import shutil
+
+    (seen,) = [s for r in loader_rows() if r.id == rid for s in r.seen]
+    text = realwheels.or_skip(lambda: realwheels.loader_file(seen))
+    pkg, qt = seen["dist"], "Qt" + seen["dist"][-1]
+    site = tmp_path / "Lib" / "site-packages"
+    (site / pkg / qt / "bin").mkdir(parents=True)
+    (site / pkg / "__init__.py").write_bytes(text)
+    shutil.copyfile(pes["a"], site / pkg / "QtCore.pyd")  # (needs b.dll, c.dll, d.dll: the Qt DLLs here)
+    for n in "bcd":
+        shutil.copyfile(pes[n], site / pkg / qt / "bin" / f"{n}.dll")
+    run = dlltrace("deps", str(site))
+    assert run.returncode == 0 and f"after {pkg}'s __init__.py" in run.stdout, run.stdout[-2000:]
+    (site / pkg / "__init__.py").write_text("import os\n")  # (no find_qt: the DLLs are not found)
+    run = dlltrace("deps", str(site))
+    assert run.returncode == 1 and "missing b.dll" in run.stdout.lower(), run.stdout[-2000:]
