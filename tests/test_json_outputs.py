@@ -333,6 +333,16 @@ def test_deps_of_a_linux_folder_marks_an_optional_file(tmp_path):
     text = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(site / "numba")], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert text.returncode == 0 and "(optional: numba threading layer only; the package does without it)" in text.stdout
+    # the same files as a manylinux wheel: its loader's text is unpacked with its shared objects, the same verdict
+    import zipfile
+
+    w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        for f in sorted(site.rglob("*")):
+            if f.is_file():
+                z.write(f, f.relative_to(site).as_posix())
+    whl = run_json("deps", str(w), "--json", ok=(0,))
+    assert whl["ok"] and whl["objects"][0]["optional_by"] == "numba_threading_layers", whl["objects"]
     (ufunc / "parallel.py").write_text("import os\n")
     assert not run_json("deps", str(site), "--json", ok=(1,))["ok"]
 

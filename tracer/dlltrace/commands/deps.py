@@ -224,7 +224,7 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
     if not sys.platform.startswith("linux"):
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
-    from dlltrace.pkgloaders import is_loader_file
+    from dlltrace.pkgloaders import MAX_LOADER_FILE, is_loader_file
     from dlltrace.worlds.static import (InflateBudget, ZipError, member_name_problem, read_member, wheel_elf_members,
                                         zip_members)
 
@@ -232,8 +232,9 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         site = os.path.join(tmp, "site-packages")
         try:
             # (its shared objects, and the files its packages' loaders are read from: what loads one on demand)
-            want = set(wheel_elf_members(args.target)) | {
-                m.filename for m in zip_members(args.target, keep=lambda n: n.endswith((".py", ".pth")) and is_loader_file(n))}
+            texts = {m.filename for m in zip_members(args.target,
+                                                     keep=lambda n: n.endswith((".py", ".pth")) and is_loader_file(n))}
+            want = set(wheel_elf_members(args.target)) | texts
             budget = InflateBudget()
             elsewhere = not_elf = 0  # (members left out: in another of pip's schemes; not ELF objects)
             for m in zip_members(args.target, keep=lambda n: n in want):
@@ -249,12 +250,17 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                     if why is not None:
                         raise DlltraceError(f"{args.target}: its member {m.filename!r} has {why}: pip refuses to "
                                             "install such a wheel", EXIT_USAGE)
-                # (one that is not an ELF object is read no further than its first bytes, as check reads it: a
-                # zip bomb's zeros named x.so are neither inflated into memory nor written out)
-                data = read_member(args.target, m, magic=b"\x7fELF", budget=budget)
-                if not data.startswith(b"\x7fELF"):
-                    not_elf += 1
-                    continue
+                if m.filename in texts:  # (a loader's text: read as wheel_loaders reads it, at most 1 MiB)
+                    if m.file_size > (1 << 20):
+                        continue
+                    data = read_member(args.target, m, budget=budget)[:MAX_LOADER_FILE]
+                else:
+                    # (one that is not an ELF object is read no further than its first bytes, as check reads it: a
+                    # zip bomb's zeros named x.so are neither inflated into memory nor written out)
+                    data = read_member(args.target, m, magic=b"\x7fELF", budget=budget)
+                    if not data.startswith(b"\x7fELF"):
+                        not_elf += 1
+                        continue
                 dest = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with open(dest, "wb") as f:
