@@ -595,3 +595,27 @@ def test_rule_optional_member_a_plugins_miss_is_not_a_later_roots(tmp_path):
         doc = as_json(run := dlltrace("check", str(w), "--json"))
         assert run.returncode == 1 and [(p["kind"], p["dll"], p["needed_by"]) for p in doc["problems"]] == \
             [("missing", "libhelper.so", ["PySide6.libs/libgraft.so"])], (name, doc["problems"])
+
+
+def test_a_grafted_library_whose_version_ends_in_a_letter(tmp_path):
+    """auditwheel keeps a library's name with its version: OpenSSL 1.0.2's libssl.so.1.0.2k (pymssql 2.3.2's
+    manylinux wheel grafts libssl-cd1d6220.so.1.0.2k into pymssql.libs). Such a member is a shared object of the
+    wheel: check finds it where the extension's RPATH looks, and deps of the wheel unpacks it (before: neither saw
+    it, and both said the library was missing: 'not allowed')."""
+    b = _build_dir(tmp_path)
+    soname = "libssl-cd1d6220.so.1.0.2k"
+    (b / "ssl.c").write_text("int SSL_new(void) { return 0; }\n")
+    (b / "ext.c").write_text("int SSL_new(void);\nint ext(void) { return SSL_new(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(b / soname), str(b / "ssl.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "ext.so"), str(b / "ext.c"), str(b / soname),
+                    "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../pkg.libs"], check=True)
+    w = tmp_path / "ssl-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("pkg/_ext.cpython-311-x86_64-linux-gnu.so", (b / "ext.so").read_bytes())
+        z.writestr(f"pkg.libs/{soname}", (b / soname).read_bytes())
+        z.writestr("ssl-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: ssl\nVersion: 1.0\n")
+    doc = as_json(run := dlltrace("check", str(w), "--json"))
+    assert run.returncode == 0 and {r["dll"]: r["status"] for r in doc["dlls"]}[soname] == "bundled", doc["problems"]
+    assert f"pkg.libs/{soname}" in [f["path"] for f in doc["files"]]
+    deps = dlltrace("deps", str(w))
+    assert deps.returncode == 0 and "2 shared objects, every one loads" in deps.stdout, deps.stdout + deps.stderr

@@ -768,7 +768,8 @@ def wheel_metadata(wheel: Union[str, os.PathLike]) -> WheelMetadata:
     return WheelMetadata(dist, tuple(requires), lines)
 
 
-_ELF_NAME = re.compile(r"\.so(\.[0-9]+)*$")
+# (a version part may end in letters: OpenSSL 1.0.2's libssl.so.1.0.2k, grafted by auditwheel into pymssql.libs)
+_ELF_NAME = re.compile(r"\.so(\.[0-9][0-9A-Za-z]*)*$")
 
 
 def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
