@@ -173,8 +173,6 @@ class LoaderRule:
     def hosts(self, member: str) -> bool:
         """Whether a file (relative to site-packages, "/") is one this loader's host loads (its `optional` globs,
         the `required` ones among them too: Qt's platform plugin is loaded by the same host)."""
-        import fnmatch
-
         low = member.lower()
         return any(fnmatch.fnmatchcase(low, g.lower()) for g in self.optional)
 
@@ -345,10 +343,8 @@ def loaders_from_files(read: Callable[[str], Optional[str]], members: Iterable[s
 def optional_row(loaders: Iterable[LoaderRule], member: str) -> str:
     """The row (data/loaders.json) of the loader that loads a file (relative to site-packages, "/") only on demand
     and does without it when its load fails, "" when none does: the first loader whose `required` or `optional`
-    globs match decides (a required one: ""). The Linux side's rule (static_elf.rule_optional_member, deps FOLDER);
-    the Windows side matches model paths (static.rule_optional_file)."""
-    import fnmatch
-
+    globs match decides (a required one: ""). Both sides' rule: static.rule_optional_file (a model path's member),
+    static_elf.rule_optional_member, deps FOLDER on Linux."""
     low = member.lower()
     for lo in loaders:
         if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.required):

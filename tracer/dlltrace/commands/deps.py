@@ -60,7 +60,7 @@ def is_elf(path: str) -> bool:
 
 def elf_objects(folder: str, limit: int = 5000) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
-    to another is not one more: libfoo.so -> libfoo.so.1); [] when it is a Windows install (loader/linux/static.py
+    to another is not one more: libfoo.so -> libfoo.so.1); [] when it is a Windows install (classify.py
     windows_install: more .pyd than Linux extensions; pip's Windows launchers, .NET assemblies or a stray .pyd do
     not make a Linux site-packages one). More than `limit`: DlltraceError (EXIT_USAGE)."""
     import os
@@ -109,17 +109,13 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
     from dlltrace.render.linux_tree import tree_lines
     from dlltrace.render.optional import optional_words
     from dlltrace.worlds.elf import LiveELFWorld
-    from dlltrace.worlds.loaderfiles import folder_loaders
+    from dlltrace.worlds.loaderfiles import site_loaders
 
-    # (the packages' loaders, as deps of a Windows folder reads them: what loads a file only on demand)
-    folder = os.path.abspath(base or args.target)
-    is_site = os.path.basename(folder) in ("site-packages", "dist-packages") or any(
-        e.endswith(".dist-info") for e in (os.listdir(folder) if os.path.isdir(folder) else ()))
-    site = folder if is_site else os.path.dirname(folder)
-    loaders = folder_loaders(site) if is_site else folder_loaders(site, os.path.basename(folder))
+    site, loaders = site_loaders(base or args.target)  # (as deps of a Windows folder reads them: what loads on demand)
     env = {"LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"]} if os.environ.get("LD_LIBRARY_PATH") else {}
     world = LiveELFWorld()
     results: list[tuple[str, StaticResult]] = []
+    result_of: dict[str, StaticResult] = {}  # (results, by the root's name)
     by: dict[str, str] = {}  # an object an earlier root loaded (its real path) -> that root
     reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
     failing: set[str] = set()  # (the reached objects a need of which fails in their root's load)
@@ -128,12 +124,13 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
         rel = os.path.relpath(p, base or args.target)
         if os.path.realpath(p) in by:
             reached.append((rel, by[os.path.realpath(p)]))
-            root = next(r for x, r in results if x == by[os.path.realpath(p)])
-            if any(q.needed_by and os.path.realpath(q.needed_by) == os.path.realpath(p) for q in root.problems):
+            if any(q.needed_by and os.path.realpath(q.needed_by) == os.path.realpath(p)
+                   for q in result_of[by[os.path.realpath(p)]].problems):
                 failing.add(rel)
             continue
         r = static_deps(os.path.abspath(p), world, env)  # (the model's program has a cwd of its own)
         results.append((rel, r))
+        result_of[rel] = r
         opt = optional_row(loaders, os.path.relpath(os.path.abspath(p), site).replace(os.sep, "/"))
         if opt and r.problems:
             optional[rel] = opt
@@ -225,19 +222,19 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
     from dlltrace.pkgloaders import MAX_LOADER_FILE, is_loader_file
-    from dlltrace.worlds.static import (InflateBudget, ZipError, member_name_problem, read_member, wheel_elf_members,
-                                        zip_members)
+    from dlltrace.worlds.static import InflateBudget, ZipError, is_elf_name, member_name_problem, read_member, zip_members
+
+    def is_text(name: str) -> bool:
+        return name.endswith((".py", ".pth")) and is_loader_file(name)
 
     with tempfile.TemporaryDirectory(prefix="dlltrace-deps-") as tmp:
         site = os.path.join(tmp, "site-packages")
         try:
-            # (its shared objects, and the files its packages' loaders are read from: what loads one on demand)
-            texts = {m.filename for m in zip_members(args.target,
-                                                     keep=lambda n: n.endswith((".py", ".pth")) and is_loader_file(n))}
-            want = set(wheel_elf_members(args.target)) | texts
             budget = InflateBudget()
             elsewhere = not_elf = 0  # (members left out: in another of pip's schemes; not ELF objects)
-            for m in zip_members(args.target, keep=lambda n: n in want):
+            # (its shared objects, and the files its packages' loaders are read from: what loads one on demand; its
+            # central directory read once)
+            for m in zip_members(args.target, keep=lambda n: is_elf_name(n) or is_text(n)):
                 parts = m.filename.split("/")
                 if parts[0].endswith(".data"):  # (pip's schemes: purelib and platlib are site-packages)
                     if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
@@ -250,7 +247,7 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                     if why is not None:
                         raise DlltraceError(f"{args.target}: its member {m.filename!r} has {why}: pip refuses to "
                                             "install such a wheel", EXIT_USAGE)
-                if m.filename in texts:  # (a loader's text: read as wheel_loaders reads it, at most 1 MiB)
+                if is_text(m.filename):  # (a loader's text: read as wheel_loaders reads it, at most 1 MiB)
                     if m.file_size > (1 << 20):
                         continue
                     data = read_member(args.target, m, budget=budget)[:MAX_LOADER_FILE]

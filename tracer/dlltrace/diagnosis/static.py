@@ -36,8 +36,8 @@ from dlltrace.diagnosis.outcome import rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
-from dlltrace.pkgloaders import LoaderRule
-from dlltrace.worlds.loaderfiles import folder_loaders
+from dlltrace.pkgloaders import LoaderRule, optional_row
+from dlltrace.worlds.loaderfiles import folder_loaders, is_site_folder
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
@@ -91,8 +91,6 @@ class Target:
     loaders: tuple[LoaderRule, ...] = ()  # how its packages make their DLLs reachable (pkgloaders.py)
     placed: tuple[str, ...] = ()  # the copies the packages make and then run (pywin32's pythonservice.exe)
     templates: tuple[str, ...] = ()  # the files they copy and never run where they are
-    # the files they load only on demand and do without when the load fails: (model path glob, loader row id)
-    optional: tuple[tuple[str, str], ...] = ()
     dist: str = ""  # a wheel's distribution (normalized: PEP 503), from its METADATA
     requires: tuple[str, ...] = ()  # the distributions its Requires-Dist names (no extra's), normalized
     record_lines: Mapping[str, int] = field(default_factory=dict)  # wheel member -> the line RECORD lists it on
@@ -139,20 +137,13 @@ def rule_package_copies(target: Target) -> Target:
     site, home = site_packages(target.python), python_home(target.python)
     placed: list[str] = []
     templates: list[str] = []
-    optional = [(winpath.join(site, g.replace("/", "\\")).lower(), lo.row or lo.how) for lo in target.loaders
-                for g in lo.optional]
-    # (what a row's `optional` globs match that the package needs after all: Qt's qwindows.dll; row "" says so)
-    optional = [(winpath.join(site, g.replace("/", "\\")).lower(), "") for lo in target.loaders
-                for g in lo.required] + optional
     for lo in target.loaders:
         for where, source in lo.copies:
             of = target.world.target_file(winpath.join(site, source.format(xy=xy).replace("/", "\\")))
             if of is not None:
                 placed.append(target.world.place_copy(winpath.join(home, where.format(xy=xy)), of).path)
         templates += [winpath.join(site, t.replace("/", "\\")) for t in lo.templates]
-    if not (placed or templates or optional):
-        return target
-    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates), optional=tuple(optional))
+    return dataclasses.replace(target, placed=tuple(placed), templates=tuple(templates)) if placed or templates else target
 
 
 # folder names that say which machine the files in them are for (a package's per-machine copies: clr_loader's
@@ -187,11 +178,17 @@ def rule_other_machine_copy(target: Target, path: str, machine: str) -> Optional
 def rule_optional_file(target: Target, path: str) -> str:
     """The loader row (data/loaders.json) that loads the target's file `path` only on demand and does without it
     when its load fails (a Qt plugin, numba's TBB threading layer), "" for any other file: a DLL that only such
-    files import is not a failure of the package (check's `optional` status)."""
-    import fnmatch
+    files import is not a failure of the package (check's `optional` status). The Linux side's rule on the file's
+    place in site-packages (pkgloaders.optional_row)."""
+    member = site_member(target, path)
+    return optional_row(target.loaders, member) if member is not None else ""
 
-    low = winpath.normalize(path).lower()  # (the first glob that matches decides: the required ones come first)
-    return next((row for glob, row in target.optional if fnmatch.fnmatchcase(low, glob)), "")
+
+def site_member(target: Target, path: str) -> Optional[str]:
+    """A file of the model as the member of site-packages it is ("numpy/_core/x.pyd"), None outside it."""
+    site = site_packages(target.python)
+    rel = winpath.normalize(path)
+    return rel[len(site) + 1:].replace("\\", "/") if rel.lower().startswith(site.lower() + "\\") else None
 
 
 def open_target(given: str, python: Optional[str] = None, use_cache: bool = True, vc_runtime: bool = True) -> Target:
@@ -233,8 +230,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         tag_python, tag_machine = rule_extension_tags(host)
         py = python or tag_python or DEFAULT_PYTHON
         base = os.path.basename(host.rstrip(os.sep))
-        is_site = base.lower() in ("site-packages", "dist-packages") or any(
-            e.endswith(".dist-info") for e in _listdir(host))
+        is_site = is_site_folder(host)
         root = site_packages(py) if is_site else winpath.join(site_packages(py), base)
         files = folder_files(host, root)
         beside: list[RecordEntry] = []
@@ -851,10 +847,9 @@ def rule_package_loader_effects(target: Target, root: str) -> LoaderEffects:
     if root.lower().endswith(".exe"):
         return LoaderEffects()
     site = site_packages(target.python)
-    rel = winpath.normalize(root)
-    if not rel.lower().startswith(site.lower() + "\\"):
+    member = site_member(target, root)
+    if member is None:
         return LoaderEffects()
-    member = rel[len(site) + 1:].replace("\\", "/")
     dirs: list[str] = []
     path: list[str] = []
     pre: list[str] = []
@@ -923,7 +918,7 @@ def deps(target: Target, flags: Optional[int] = None, extra_path: Iterable[str] 
         ctx = context_for(root, target.python, flags, [*eff.path, *path, *rule_exe_path(target, root)], dirs + list(eff.dirs))
         ctx = dataclasses.replace(ctx, after=eff.words, preloaded=eff.preloaded, preloaded_by=eff.preloaded_by)
         a = analyse_load(target, root, ctx)
-        if target.optional and not only and not target.focus:  # (a file asked for by name is never optional)
+        if not only and not target.focus:  # (a file asked for by name is never optional)
             a = dataclasses.replace(a, optional_by=rule_optional_file(target, root))
         if target.records:
             a = dataclasses.replace(a, problems=[rule_record_of_installed_files(target, p) for p in a.problems])
@@ -1144,6 +1139,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             continue
         pe = facts.pe
         uses_vc = False
+        optional = rule_optional_file(target, f.path)  # (once a file, not once an import)
         for imp, delay in [(i, False) for i in pe.imports] + [(i, True) for i in pe.delay_imports]:
             name = rules.rule_default_extension(imp.dll)
             if opts.excludes(name):  # (--exclude: neither required nor reported)
@@ -1165,7 +1161,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             row.needed_by.append(rel(f.path))
             row.delay_only = row.delay_only and delay
             if row.optional_by != "":
-                row.optional_by = rule_optional_file(target, f.path) or ""
+                row.optional_by = optional
             if bound_facts is not None and bound_facts.pe is not None and row.status in ("bundled", "required", "given"):
                 missing = [n for n in imp.names if n not in bound_facts.pe.exports and n not in bound_facts.pe.forwarders]
                 missing_o = [o for o in imp.ordinals if o not in bound_facts.pe.export_ordinals]

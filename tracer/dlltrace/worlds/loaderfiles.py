@@ -10,6 +10,26 @@ from typing import Optional, Union
 from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, loader_files, loaders_from_files
 
 
+def is_site_folder(folder: Union[str, os.PathLike]) -> bool:
+    """Whether a folder of this disk is a site-packages (named so, or holding a distribution's .dist-info) rather
+    than one package folder in it."""
+    folder = os.fspath(folder)
+    if os.path.basename(folder.rstrip(os.sep)).lower() in ("site-packages", "dist-packages"):
+        return True
+    try:
+        return any(e.endswith(".dist-info") for e in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def site_loaders(folder: Union[str, os.PathLike]) -> tuple[str, list[LoaderRule]]:
+    """(the site-packages a folder is, or is a package of; the loaders of its packages, or of that package)."""
+    folder = os.path.abspath(os.fspath(folder))
+    if is_site_folder(folder):
+        return folder, folder_loaders(folder)
+    return os.path.dirname(folder), folder_loaders(os.path.dirname(folder), os.path.basename(folder))
+
+
 def folder_loaders(site: Union[str, os.PathLike], only: Optional[str] = None) -> list[LoaderRule]:
     """The loaders of the packages in a host site-packages folder (`only`: of that one package folder in it)."""
     site = os.fspath(site)

@@ -772,10 +772,15 @@ def wheel_metadata(wheel: Union[str, os.PathLike]) -> WheelMetadata:
 _ELF_NAME = re.compile(r"\.so(\.[0-9][0-9A-Za-z]*)*$")
 
 
+def is_elf_name(member: str) -> bool:
+    """Whether a wheel member is named as a shared object is (x.so, libx.so.1, libssl.so.1.0.2k), not a folder."""
+    return bool(_ELF_NAME.search(member)) and not member.endswith("/")
+
+
 def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
     """The shared objects of a Linux wheel (members named *.so or *.so.N...: extensions and the libraries
     auditwheel grafts into <pkg>.libs), in the zip's order. Raises OSError / ZipError."""
-    return [m.filename for m in zip_members(wheel, keep=lambda n: bool(_ELF_NAME.search(n)) and not n.endswith("/"))]
+    return [m.filename for m in zip_members(wheel, keep=is_elf_name)]
 
 
 def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMember]] = None) -> list[LoaderRule]:
