@@ -30,9 +30,11 @@ import os
 import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
-import pefile
+if TYPE_CHECKING:
+    import pefile  # (imported by _read, the one place that makes a pefile.PE: a run whose facts all come from
+    # worlds/factscache.py, and `report`, which reads facts from the trace, never import it: ~18 ms with hashlib)
 
 from .model import MACHINE_NAMES, Import, PEError, PEFacts
 
@@ -317,6 +319,8 @@ def _read(data: Union[bytes, mmap.mmap]) -> Tuple[PEResult, list]:
     headers = _check_headers(data)
     if isinstance(headers, PEError):
         return headers, []
+    import pefile
+
     try:
         pe = pefile.PE(data=data, fast_load=True)
     except pefile.PEFormatError as exc:

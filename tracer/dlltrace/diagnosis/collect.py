@@ -23,6 +23,7 @@ import re
 from typing import Any, Callable, Iterable, Optional
 
 from dlltrace import winpath
+from dlltrace.worlds.factscache import FactsCache, default_cache_dir
 from dlltrace.worlds.live import LiveWorld, PathMap, listdir
 from dlltrace.worlds.recorded import RecordingWorld, trim_file_events
 from dlltrace.diagnosis.replay import can_replay_start, replay, replay_start, system_and_process
@@ -98,10 +99,11 @@ def collect_facts(trace: Trace, to_host: PathMap, *, keep_all: Optional[bool] = 
     Export lists are trimmed to the names the trace asks for (trim_file_events) unless `keep_all`
     (None: KEEP_ALL_EXPORTS_ENV decides)."""
     events: list[dict[str, Any]] = []
+    cache = FactsCache(default_cache_dir())  # (the same system DLLs every run: their facts kept by file identity)
 
     def record(pid: int, replay_with: Callable[[RecordingWorld], object]) -> None:
         system, process = system_and_process(trace, pid)
-        world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, process, to_host)))
+        world = RecordingWorld(LiveWorld(system, to_host, near_miss_places(trace, pid, process, to_host), cache))
         replay_with(world)
         events.extend({**e, "pid": pid, "seq": 0, "tid": 0, "t": 0} for e in world.events())
 

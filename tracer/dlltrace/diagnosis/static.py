@@ -232,10 +232,10 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         base = os.path.basename(host.rstrip(os.sep))
         is_site = is_site_folder(host)
         root = site_packages(py) if is_site else winpath.join(site_packages(py), base)
-        files = folder_files(host, root)
+        files = folder_files(host, root, cache)
         beside: list[RecordEntry] = []
         if not is_site and files:  # (a package in an installed site-packages: its distribution's files beside it)
-            more, beside = distribution_files_beside(host, site_packages(py))
+            more, beside = distribution_files_beside(host, site_packages(py), cache)
             files += more
         if not files:  # (a folder of wheels: check_targets gives each .whl; deps takes one)
             wheels = " (it holds wheels: pass a .whl)" if any(e.lower().endswith(".whl") for e in _listdir(host)) else ""
@@ -263,7 +263,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         return dataclasses.replace(target, given=given, kind="file", focus=focus,
                                    root=winpath.dirname(focus), machine=tag_machine or target.machine)
     root = winpath.join(site_packages(py), os.path.basename(folder) or "target")
-    files = folder_files(folder, root)  # the file's folder and the folders below it
+    files = folder_files(folder, root, cache)  # the file's folder and the folders below it
     world = StaticWorld(system, files, py, system_world=live, vc_runtime=vc_runtime)
     focus = winpath.join(root, os.path.basename(host))
     return Target(given, "file", world, files, root, py, tag_machine or "x64", focus=focus,

@@ -18,13 +18,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from dlltrace import winapi, winpath
 from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.model import ERROR_TEXT, FileFacts, PEError
 from dlltrace.pe import read_pe_facts
 from dlltrace.worlds.world import DEFAULT_KNOWN_DLLS, LoadedModule, ProcessState, SystemInfo
+
+if TYPE_CHECKING:
+    from dlltrace.worlds.factscache import FactsCache
 
 PathMap = Callable[[str], Optional[str]]
 
@@ -73,13 +76,14 @@ def _case_insensitive(root: str, rest: str) -> str:
     return cur
 
 
-def facts_for(path: str, host: Optional[str]) -> Optional[FileFacts]:
-    """FileFacts of the file at host (standing for Windows path `path`), or None if none is there."""
+def facts_for(path: str, host: Optional[str], cache: Optional[FactsCache] = None) -> Optional[FileFacts]:
+    """FileFacts of the file at host (standing for Windows path `path`), or None if none is there; its PE facts
+    through `cache` (by the file's identity: FactsCache.host_facts) when one is given."""
     if host is None or not os.path.isfile(host):
         return None
     if not os.access(host, os.R_OK):
         return FileFacts(path=path, error="access_denied")
-    res = read_pe_facts(host)
+    res = read_pe_facts(host) if cache is None else cache.host_facts(host)
     if isinstance(res, PEError):
         if res.kind == "unreadable":
             return FileFacts(path=path, error="access_denied")
@@ -88,10 +92,13 @@ def facts_for(path: str, host: Optional[str]) -> Optional[FileFacts]:
 
 
 class LiveWorld:
-    """A World over a real disk. `places` are the folders files_named() looks in."""
+    """A World over a real disk. `places` are the folders files_named() looks in; `cache` keeps the PE facts of
+    its files between runs (worlds/factscache.py)."""
 
-    def __init__(self, system: SystemInfo, to_host: PathMap = identity_map, places: Iterable[str] = ()):
+    def __init__(self, system: SystemInfo, to_host: PathMap = identity_map, places: Iterable[str] = (),
+                 cache: Optional[FactsCache] = None):
         self.system = system
+        self.facts_cache = cache
         self.to_host = to_host
         self.places = list(places)
         self._cache: dict[str, Optional[FileFacts]] = {}
@@ -101,7 +108,7 @@ class LiveWorld:
     def file(self, path: str) -> Optional[FileFacts]:
         k = winpath.key(path)
         if k not in self._cache:
-            self._cache[k] = facts_for(winpath.normalize(path), self.to_host(path))
+            self._cache[k] = facts_for(winpath.normalize(path), self.to_host(path), self.facts_cache)
         return self._cache[k]
 
     def is_dir(self, path: str) -> bool:

@@ -43,16 +43,14 @@ from dlltrace import winpath
 from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
-from dlltrace.pe import pe_facts_from_bytes, pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
+from dlltrace.pe import pe_facts_from_bytes, read_pe_facts
 from dlltrace.worlds.world import SystemInfo
 from dlltrace.limits import limits
 from dlltrace.pkgloaders import MAX_LOADER_FILE, LoaderRule, is_loader_file, loaders_from_files
 from dlltrace.worlds.live import LiveWorld
+from dlltrace.worlds.factscache import CACHE_FORMAT, FactsCache, default_cache_dir  # noqa: F401  (static's API)
 
 PE_SUFFIXES = (".dll", ".pyd", ".exe")
-# bump when PEFacts (or how pe.py reads them) changes (2: PEFacts.cor_flags; 3: none from a COM descriptor
-# smaller than its header)
-CACHE_FORMAT = 3
 
 
 def python_home(python: str) -> str:
@@ -86,50 +84,6 @@ def python_files(python: str) -> list[str]:
     xy = python.replace(".", "")
     return [f"{home}\\python.exe", f"{home}\\python{xy}.dll", f"{home}\\python3.dll",
             f"{home}\\vcruntime140.dll", f"{home}\\vcruntime140_1.dll"]
-
-
-# --- the facts cache --------------------------------------------------------------------------------
-def default_cache_dir() -> Path:
-    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
-    return Path(base) / "pe-facts"
-
-
-class FactsCache:
-    """PE facts of wheel members, on disk, keyed by the member's CRC-32, size and name (the zip
-    central directory gives all three without reading the member). A damaged entry is read as a miss."""
-
-    def __init__(self, folder: Optional[Path]):
-        self.folder = folder
-
-    def _file(self, key: str) -> Optional[Path]:
-        return self.folder / f"{key}.json" if self.folder is not None else None
-
-    @staticmethod
-    def key(info: "ZipMember") -> str:
-        name = hashlib.sha1(info.filename.lower().encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        return f"v{CACHE_FORMAT}-{info.CRC:08x}-{info.file_size}-{name}"
-
-    def get(self, key: str) -> Optional[PEFacts]:
-        f = self._file(key)
-        if f is None:
-            return None
-        try:
-            return pe_facts_from_dict(json.loads(f.read_text(encoding="utf-8")), checked=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, key: str, facts: PEFacts) -> None:
-        f = self._file(key)
-        if f is None:
-            return
-        try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(pe_facts_to_dict(facts), separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, f)
-        except OSError:
-            pass  # a cache that cannot be written costs only time
 
 
 # --- the target's files -----------------------------------------------------------------------------
@@ -969,7 +923,7 @@ def site_interpreter(site: Union[str, os.PathLike]) -> str:
     return next((t for t in tries if os.path.isfile(t)), "")
 
 
-def distribution_files_beside(folder: Union[str, os.PathLike], virtual_site: str
+def distribution_files_beside(folder: Union[str, os.PathLike], virtual_site: str, cache: Optional[FactsCache] = None
                               ) -> tuple[list[TargetFile], list[RecordEntry]]:
     """For a package folder in an installed site-packages (its parent holds the *.dist-info): the native files the
     distributions owning its files install outside it, as their RECORDs list them (numpy's numpy.libs\\*.dll,
@@ -988,12 +942,14 @@ def distribution_files_beside(folder: Union[str, os.PathLike], virtual_site: str
         path = winpath.join(virtual_site, *e.path.split("/"))
         if winpath.key(path) not in seen:
             seen.add(winpath.key(path))
-            files.append(TargetFile(path, e.host, _host_reader(e.host, path), _size(e.host)))
+            files.append(TargetFile(path, e.host, _host_reader(e.host, path, cache), _size(e.host)))
     return files, mine
 
 
-def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[TargetFile]:
-    """The PE files under a host folder, each at virtual_root + its relative path."""
+def folder_files(root: Union[str, os.PathLike], virtual_root: str, cache: Optional[FactsCache] = None
+                 ) -> list[TargetFile]:
+    """The PE files under a host folder, each at virtual_root + its relative path (their facts read through
+    `cache`, by each file's identity: FactsCache.host_facts)."""
     out: list[TargetFile] = []
     root = os.fspath(root)
     for dirpath, dirnames, filenames in os.walk(root):
@@ -1006,7 +962,7 @@ def folder_files(root: Union[str, os.PathLike], virtual_root: str) -> list[Targe
                 continue
             rel = os.path.relpath(host, root).replace(os.sep, "\\")
             path = winpath.join(virtual_root, rel)
-            out.append(TargetFile(path, host, _host_reader(host, path), _size(host)))
+            out.append(TargetFile(path, host, _host_reader(host, path, cache), _size(host)))
     return out
 
 
@@ -1027,8 +983,10 @@ def _size(host: str) -> int:
         return 0
 
 
-def _host_reader(host: str, path: str) -> Callable[[], FileFacts]:
-    return lambda: _facts(path, read_pe_facts(host))
+def _host_reader(host: str, path: str, cache: Optional[FactsCache]) -> Callable[[], FileFacts]:
+    if cache is None:
+        return lambda: _facts(path, read_pe_facts(host))
+    return lambda: _facts(path, cache.host_facts(host))
 
 
 # --- the world --------------------------------------------------------------------------------------

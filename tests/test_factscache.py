@@ -1,0 +1,193 @@
+"""The PE facts cache of files on disk (worlds/factscache.py FactsCache.host_facts): kept by the file's identity once
+it has settled, read again when the file changes, a damaged or foreign entry a miss; used by `run`'s facts
+(diagnosis/collect.py) and `deps`/`check` of a folder (worlds/static.folder_files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tinype import tiny_dll
+
+import dlltrace.worlds.factscache as factscache
+from dlltrace.model import PEFacts
+from dlltrace.worlds.factscache import FactsCache, host_key, settled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _st(mtime: float, ctime: float) -> os.stat_result:
+    return SimpleNamespace(st_mtime_ns=int(mtime * 1e9), st_ctime_ns=int(ctime * 1e9))  # type: ignore[return-value]
+
+
+def test_settled():
+    now = 1_000_000.0
+    assert settled(_st(now - 3, now - 3), now)
+    assert not settled(_st(now - 1, now - 1), now)  # (within HOST_SETTLED: a change in the clock's step could hide)
+    assert not settled(_st(now - 60, now - 0.5), now)  # (an old modification time set back, its change time new)
+    assert not settled(_st(now + 60, now + 60), now)  # (from the future: a clock set back)
+
+
+@pytest.fixture
+def kept(tmp_path, monkeypatch):
+    """A cache in tmp_path/cache that keeps every file (as if each had settled), and a DLL exporting `f`."""
+    monkeypatch.setattr(factscache, "settled", lambda st, now: True)
+    dll = tmp_path / "a.dll"
+    dll.write_bytes(tiny_dll("a.dll"))
+    return FactsCache(tmp_path / "cache"), str(dll)
+
+
+def _no_reading(monkeypatch):
+    def refuse(path):
+        raise AssertionError(f"{path} was read, not taken from the cache")
+
+    monkeypatch.setattr(factscache, "read_pe_facts", refuse)
+
+
+def test_host_facts_kept_and_read_back(kept, monkeypatch):
+    cache, dll = kept
+    first = cache.host_facts(dll)
+    assert isinstance(first, PEFacts) and first.exports == frozenset({"f"})
+    (entry,) = Path(cache.folder).glob("*.json")
+    assert entry.name == host_key(dll, os.stat(dll)) + ".json"
+    assert json.loads(entry.read_text())["path"] == dll
+    _no_reading(monkeypatch)
+    assert cache.host_facts(dll) == first
+
+
+def test_a_file_changed_in_place_is_read_again(kept):
+    """The same size, the same file id, even its modification time put back: its change time moved, so its key
+    did (and a file is kept only once settled, so the change cannot fall in the step of the kept version)."""
+    cache, dll = kept
+    before = os.stat(dll)
+    assert cache.host_facts(dll).exports == frozenset({"f"})
+    data = Path(dll).read_bytes()
+    at = data.index(b"f\0", data.index(b"a.dll\0"))  # the export's name
+    time.sleep(0.05)  # (past the file system clock's step)
+    with open(dll, "r+b") as f:
+        f.seek(at)
+        f.write(b"g")
+    os.utime(dll, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(dll)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    assert cache.host_facts(dll).exports == frozenset({"g"})
+
+
+def test_a_fresh_file_is_not_kept(tmp_path):
+    dll = tmp_path / "a.dll"
+    dll.write_bytes(tiny_dll("a.dll"))
+    cache = FactsCache(tmp_path / "cache")
+    assert cache.host_facts(str(dll)).exports == frozenset({"f"})
+    assert not list(tmp_path.glob("cache/*.json"))
+
+
+def test_a_damaged_or_foreign_entry_is_a_miss(kept):
+    cache, dll = kept
+    key = host_key(dll, os.stat(dll))
+    entry = Path(cache.folder) / f"{key}.json"
+    entry.parent.mkdir(parents=True)
+    for bad in ("{not json", json.dumps({"path": dll, "pe": {"machine": 5}}), json.dumps([1, 2]),
+                json.dumps({"path": dll + "x", "pe": {"machine": "x86", "exports": ["other"]}})):
+        entry.write_text(bad)
+        got = cache.host_facts(dll)
+        assert isinstance(got, PEFacts) and got.exports == frozenset({"f"}) and got.machine == "x64", bad
+        assert json.loads(entry.read_text())["path"] == dll  # (and kept right again)
+
+
+def test_a_cache_that_cannot_be_written_costs_only_time(kept, tmp_path):
+    _, dll = kept
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    got = FactsCache(blocked / "pe-facts").host_facts(dll)
+    assert isinstance(got, PEFacts) and got.exports == frozenset({"f"})
+
+
+def test_no_cache_reads_the_file(kept, monkeypatch):
+    _, dll = kept
+    assert FactsCache(None).host_facts(dll).exports == frozenset({"f"})
+    _no_reading(monkeypatch)
+    with pytest.raises(AssertionError):
+        FactsCache(None).host_facts(dll)
+
+
+def test_deps_of_a_folder_keeps_facts_unless_no_cache(tmp_path, monkeypatch):
+    """`deps FOLDER` reads its files through the cache (--no-cache: neither read nor written)."""
+    from dlltrace.diagnosis.static import open_target
+
+    monkeypatch.setattr(factscache, "settled", lambda st, now: True)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.dll").write_bytes(tiny_dll("a.dll", ["b.dll"]))
+    (pkg / "b.dll").write_bytes(tiny_dll("b.dll"))
+    monkeypatch.setenv("DLLTRACE_CACHE", str(tmp_path / "c"))
+
+    def facts(use_cache: bool) -> list:
+        target = open_target(str(pkg), use_cache=use_cache)
+        return [f.read() for f in target.files]
+
+    none = facts(False)
+    assert not (tmp_path / "c").exists()
+    assert facts(True) == none
+    assert len(list((tmp_path / "c" / "pe-facts").glob("*.json"))) == 2
+    _no_reading(monkeypatch)
+    assert facts(True) == none
+
+
+def test_run_facts_from_the_cache_are_the_same(tmp_path, monkeypatch):
+    """collect_facts (the end of `dlltrace run`) gives the same file events from kept facts as from the files,
+    and then reads no file (nor imports pefile: tested in a process of its own)."""
+    from test_wow64 import X86_PROBES, _pe32, _x86_trace  # (a 32-bit process's trace over a prefix in tmp_path)
+    from dlltrace.diagnosis import collect
+    from dlltrace.trace.reader import read_trace
+    from dlltrace.worlds.live import wine_map
+
+    monkeypatch.setattr(factscache, "settled", lambda st, now: True)
+    monkeypatch.setenv("DLLTRACE_CACHE", str(tmp_path / "cache"))
+    prefix = tmp_path / "prefix"
+    c = prefix / "drive_c"
+    for d in ("app", "windows/system32", "windows/syswow64", "windows/system"):
+        (c / d).mkdir(parents=True)
+    (prefix / "dosdevices").mkdir()
+    (prefix / "dosdevices" / "c:").symlink_to(c)
+    (c / "app" / "top.dll").write_bytes(_pe32("top.dll", ["mid.dll"]))
+    (c / "app" / "mid.dll").write_bytes(_pe32("mid.dll", ["leaf.dll"]))
+    (c / "windows" / "system32" / "leaf.dll").write_bytes(_pe32("leaf.dll", machine=0x8664))
+    trace = _x86_trace(tmp_path, X86_PROBES)
+    first = collect.collect_facts(read_trace(trace), wine_map(prefix))
+    assert sum(1 for e in first if e.get("pe")) >= 2
+    assert len(list((tmp_path / "cache" / "pe-facts").glob("*.json"))) == sum(1 for e in first if e.get("pe"))
+    code = (f"import sys; sys.path[:0] = {[str(ROOT / 'tracer'), str(ROOT / 'tests')]!r}\n"
+            "import dlltrace.worlds.factscache as fc, json\n"
+            "fc.read_pe_facts = lambda p: (_ for _ in ()).throw(AssertionError(p))\n"
+            "from dlltrace.diagnosis import collect\n"
+            "from dlltrace.trace.reader import read_trace\n"
+            "from dlltrace.worlds.live import wine_map\n"
+            f"events = collect.collect_facts(read_trace({str(trace)!r}), wine_map({str(prefix)!r}))\n"
+            "print(json.dumps({'pefile': 'pefile' in sys.modules, 'events': events}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DLLTRACE_CACHE": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    again = json.loads(out.stdout)
+    assert again["pefile"] is False
+    assert again["events"] == json.loads(json.dumps(first))
+
+
+def test_a_wheel_members_damaged_entry_is_a_miss(tmp_path):
+    """FactsCache.get (a wheel member's facts by CRC-32 and size) checks what it reads: an entry of the wrong shape
+    is no facts (it was taken as checked: a machine of 5 came back as facts)."""
+    cache = FactsCache(tmp_path)
+    member = SimpleNamespace(filename="pkg/a.dll", CRC=0x1234, file_size=99)
+    key = cache.key(member)
+    facts = PEFacts(machine="x64", exports=frozenset({"f"}))
+    cache.put(key, facts)
+    assert cache.get(key) == facts
+    for bad in ('{"machine": 5}', '{"machine": "x64", "exports": [1]}', "[]", "{"):
+        (tmp_path / f"{key}.json").write_text(bad)
+        assert cache.get(key) is None, bad

@@ -1,0 +1,137 @@
+"""PE facts kept on disk between runs, in one folder (default_cache_dir: ~/.cache/dlltrace/pe-facts,
+DLLTRACE_CACHE moves it), one JSON file an entry:
+
+- a wheel member's, keyed by its CRC-32, size and name (FactsCache.key: the zip's central directory gives
+  all three without reading the member), for `deps` and `check` of a wheel;
+- a file on disk's, keyed by its identity (host_key: device, file id, size, modification and change times,
+  and its path), for `dlltrace run`'s facts (the same Wine or Windows system DLLs every run: kernel32's
+  thousands of export names read again each time were most of the facts' time) and `deps` or `check` of an
+  installed folder.
+
+A file is kept only once its times are HOST_SETTLED seconds old: a file written again within the clock's
+step (a byte of its header patched in place keeps its size and file id) cannot be mistaken for the version
+that was kept, since that version was older than the step when it was kept (as git's "racily clean" index
+entries). A damaged entry, or one whose stored path is not the file's, reads as a miss; a folder that cannot
+be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Optional, Protocol, Union
+
+from dlltrace.model import PEError, PEFacts
+from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
+
+
+class Member(Protocol):
+    """What a wheel member's key is made of (worlds/static.ZipMember, zipfile.ZipInfo)."""
+    @property
+    def filename(self) -> str: ...
+    @property
+    def CRC(self) -> int: ...  # noqa: N802  (zipfile's name)
+    @property
+    def file_size(self) -> int: ...
+
+# bump when PEFacts (or how pe.py reads them) changes (2: PEFacts.cor_flags; 3: none from a COM descriptor
+# smaller than its header)
+CACHE_FORMAT = 3
+HOST_SETTLED = 2.0  # seconds: how old a file's modification and change times must be for its facts to be kept
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
+    return Path(base) / "pe-facts"
+
+
+class FactsCache:
+    """PE facts on disk, by key (the module's docstring). `folder` None: a cache that keeps nothing
+    (`--no-cache`)."""
+
+    def __init__(self, folder: Optional[Path]):
+        self.folder = folder
+
+    def _file(self, key: str) -> Optional[Path]:
+        return self.folder / f"{key}.json" if self.folder is not None else None
+
+    @staticmethod
+    def key(info: Member) -> str:
+        import hashlib  # (here: `run` uses host keys only, and hashlib's OpenSSL start costs ~4 ms)
+
+        name = hashlib.sha1(info.filename.lower().encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"v{CACHE_FORMAT}-{info.CRC:08x}-{info.file_size}-{name}"
+
+    def _read(self, key: str) -> Any:
+        f = self._file(key)
+        if f is None:
+            return None
+        try:
+            return json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _write(self, key: str, doc: Any) -> None:
+        f = self._file(key)
+        if f is None:
+            return
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, f)
+        except OSError:
+            pass  # a cache that cannot be written costs only time
+
+    def get(self, key: str) -> Optional[PEFacts]:
+        doc = self._read(key)
+        if doc is None:
+            return None
+        try:
+            return pe_facts_from_dict(doc)  # (checked: a damaged entry is a miss)
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, facts: PEFacts) -> None:
+        self._write(key, pe_facts_to_dict(facts))
+
+    def host_facts(self, host: str) -> Union[PEFacts, PEError]:
+        """read_pe_facts(host), from the cache when the file is the one kept (host_key), kept when it is not
+        and has settled."""
+        if self.folder is None:
+            return read_pe_facts(host)
+        try:
+            st = os.stat(host)
+        except (OSError, ValueError):
+            return read_pe_facts(host)  # (its words for a file it cannot open)
+        key = host_key(host, st)
+        doc = self._read(key)
+        if isinstance(doc, dict) and doc.get("path") == host:
+            try:
+                return pe_facts_from_dict(doc["pe"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        res = read_pe_facts(host)
+        if isinstance(res, PEFacts) and settled(st, time.time()):
+            self._write(key, {"path": host, "pe": pe_facts_to_dict(res)})
+        return res
+
+
+def host_key(host: str, st: os.stat_result) -> str:
+    """The cache key of the file at `host` as it is now: its device, file id, size, modification and change
+    times (nanoseconds) and a checksum of its path (which the entry also holds, and a hit must match)."""
+    path_sum = zlib.crc32(host.encode("utf-8", "surrogatepass"))
+    return (f"v{CACHE_FORMAT}-h{st.st_dev:x}-{st.st_ino:x}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"
+            f"-{path_sum:08x}")
+
+
+def settled(st: os.stat_result, now: float) -> bool:
+    """Whether a file's facts may be kept: its modification and change times are HOST_SETTLED seconds old, so that
+    a change within the file system clock's step (same size, same file id) cannot go unseen (the module's
+    docstring). A time in the future (a clock set back) never settles."""
+    newest = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
+    return now - HOST_SETTLED >= newest
