@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal, Mapping, Optional
+
+from dlltrace.datafiles import read_data
 
 ApiSetSource = Literal["trace", "scenario", "builtin"]
 SOURCE_TEXT: dict[str, str] = {
@@ -92,7 +93,7 @@ def schema_from_sets(sets: Mapping[str, Any], source: ApiSetSource, version: Opt
 @lru_cache(maxsize=1)
 def builtin_document() -> dict[str, Any]:
     """data/apisets-builtin.json as it is (origin, limits, sets)."""
-    text = resources.files("dlltrace").joinpath("data").joinpath(BUILTIN_FILE).read_text(encoding="utf-8")
+    text = read_data(BUILTIN_FILE)
     return json.loads(text)
 
 

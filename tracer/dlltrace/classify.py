@@ -25,8 +25,9 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Iterable, Literal, Optional
+
+from dlltrace.datafiles import read_data
 
 Kind = Literal["bundled", "windows", "apiset", "vcruntime", "cuda", "cudnn", "tensorrt", "mkl_openmp",
                "python", "nvidia_driver", "other", "policy"]
@@ -183,7 +184,7 @@ NVIDIA_DRIVER = frozenset({"nvcuda", "nvml", "nvapi64", "nvcuvid", "nvencodeapi6
 @lru_cache(maxsize=1)
 def system_document() -> dict:
     """data/windows-system.json as it is (origin, licence, limits, system32, known_dlls)."""
-    text = resources.files("dlltrace").joinpath("data").joinpath(SYSTEM_FILE).read_text(encoding="utf-8")
+    text = read_data(SYSTEM_FILE)
     return json.loads(text)
 
 

@@ -34,8 +34,9 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Mapping, Any, Literal, Optional, cast, get_args
+
+from dlltrace.datafiles import read_data
 
 ProviderKind = Literal["pip", "driver", "windows", "python", "msvc_runtime", "vs_component", "package_itself", "archive",
                        "msvc_legacy", "windows_feature", "directx_legacy"]
@@ -299,7 +300,7 @@ def parse(data: Any) -> tuple[_Row, ...]:
 def load() -> tuple[_Row, ...]:
     """The rows of the shipped data file, read and validated once."""
     try:
-        text = resources.files("dlltrace").joinpath("data").joinpath(DATA_FILE).read_text(encoding="utf-8")
+        text = read_data(DATA_FILE)
     except OSError as e:
         raise PackageDataError(f"{DATA_FILE}: cannot read it: {e}") from None
     try:

@@ -36,8 +36,9 @@ import posixpath
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Callable, Iterable, Optional
+
+from dlltrace.datafiles import read_data
 
 DATA_FILE = "loaders.json"
 MAX_LOADER_FILE = 1 << 17  # bytes of each read (delvewheel's patch and torch's loader are near the top; setuptools' get_win_launcher is at 85 KB of easy_install.py)
@@ -121,7 +122,7 @@ def parse_rows(doc: Any) -> tuple[LoaderRow, ...]:
 @lru_cache(maxsize=1)
 def loader_rows() -> tuple[LoaderRow, ...]:
     """The rows of the shipped data file, read and validated once."""
-    text = resources.files("dlltrace").joinpath("data").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    text = read_data(DATA_FILE)
     return parse_rows(json.loads(text))
 
 

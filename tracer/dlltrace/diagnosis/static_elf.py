@@ -19,10 +19,10 @@ import posixpath
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Optional
 
 from dlltrace.classify import DllClass
+from dlltrace.datafiles import read_data
 from dlltrace.diagnosis.static import (LINUX_SITE, CheckResult, CheckRow, FileRow, GateOptions, Problem, Provider,
                                        Status, Target, required_not_given_words, rule_nothing_to_check)
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
@@ -65,7 +65,7 @@ class Policy:
 
 @lru_cache(maxsize=1)
 def _policies() -> list[dict]:
-    doc = json.loads(resources.files("dlltrace").joinpath("data").joinpath("manylinux-policy.json").read_text(encoding="utf-8"))
+    doc = json.loads(read_data("manylinux-policy.json"))
     return list(doc["policies"])
 
 
