@@ -636,31 +636,64 @@ def _const_name(ns: dict[str, Any], value: Any) -> str:
     return name
 
 
+class Specs:
+    """kind -> EventSpec, from the trace schema's `event` dispatch (allOf: if ev == kind then $ref), each kind's
+    EventSpec made when first asked for (all forty at import took ~5 ms of every command that reads a trace, which
+    meets a dozen kinds; load_specs makes them all). Raises SchemaKeywordError on a keyword it would otherwise
+    skip: in the dispatch and the common `event` def here, in a kind's def when the kind is made."""
+
+    def __init__(self, path: Path = SCHEMA_PATH):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        defs = schema["$defs"]
+        base = defs["event"]
+        _only(base, _EVENT_KEYWORDS, "#/$defs/event")
+        self._schema, self._defs, self._base = schema, defs, base
+        self._refs: dict[str, str] = {}  # kind -> the name of its def
+        for i, branch in enumerate(base.get("allOf", ())):
+            where = f"#/$defs/event/allOf/{i}"
+            _only(branch, {"if", "then"}, where)
+            cond, then = branch.get("if", {}), branch.get("then", {})
+            if set(cond) != {"properties"} or set(cond["properties"]) != {"ev"} or set(cond["properties"]["ev"]) != {"const"}:
+                raise SchemaKeywordError("if", where + "/if", "is not of the form {properties: {ev: {const: KIND}}}")
+            if set(then) != {"$ref"} or not str(then["$ref"]).startswith("#/$defs/"):
+                raise SchemaKeywordError("then", where + "/then", "is not of the form {$ref: #/$defs/KIND}")
+            self._refs[cond["properties"]["ev"]["const"]] = then["$ref"].rsplit("/", 1)[-1]
+        self._made: dict[str, EventSpec] = {}
+        self.other = EventSpec("", {}, base, schema)  # (an event of a kind this version does not know)
+
+    def get(self, kind: str, default: Optional[EventSpec] = None) -> Optional[EventSpec]:
+        spec = self._made.get(kind)
+        if spec is None:
+            ref = self._refs.get(kind)
+            if ref is None:
+                return default
+            _only(self._defs[ref], _KIND_KEYWORDS, f"#/$defs/{ref}")
+            spec = self._made[kind] = EventSpec(kind, self._defs[ref], self._base, self._schema, f"#/$defs/{ref}")
+        return spec
+
+    def kinds(self) -> list[str]:
+        return list(self._refs)
+
+    def values(self) -> list[EventSpec]:
+        return [self[k] for k in self._refs]
+
+    def __getitem__(self, kind: str) -> EventSpec:
+        spec = self.get(kind)
+        if spec is None:
+            raise KeyError(kind)
+        return spec
+
+
 def load_specs(path: Path = SCHEMA_PATH) -> tuple[dict[str, EventSpec], EventSpec]:
-    """(kind -> EventSpec, the spec of an event of another kind), from the trace schema's `event`
-    dispatch (allOf: if ev == kind then $ref). Raises SchemaKeywordError on a keyword it would
-    otherwise skip."""
-    schema = json.loads(path.read_text(encoding="utf-8"))
-    defs = schema["$defs"]
-    base = defs["event"]
-    _only(base, _EVENT_KEYWORDS, "#/$defs/event")
-    specs: dict[str, EventSpec] = {}
-    for i, branch in enumerate(base.get("allOf", ())):
-        where = f"#/$defs/event/allOf/{i}"
-        _only(branch, {"if", "then"}, where)
-        cond, then = branch.get("if", {}), branch.get("then", {})
-        if set(cond) != {"properties"} or set(cond["properties"]) != {"ev"} or set(cond["properties"]["ev"]) != {"const"}:
-            raise SchemaKeywordError("if", where + "/if", "is not of the form {properties: {ev: {const: KIND}}}")
-        if set(then) != {"$ref"} or not str(then["$ref"]).startswith("#/$defs/"):
-            raise SchemaKeywordError("then", where + "/then", "is not of the form {$ref: #/$defs/KIND}")
-        kind = cond["properties"]["ev"]["const"]
-        ref = then["$ref"].rsplit("/", 1)[-1]
-        _only(defs[ref], _KIND_KEYWORDS, f"#/$defs/{ref}")
-        specs[kind] = EventSpec(kind, defs[ref], base, schema, f"#/$defs/{ref}")
-    return specs, EventSpec("", {}, base, schema)
+    """(kind -> EventSpec, the spec of an event of another kind), every kind made now (Specs). Raises
+    SchemaKeywordError on a keyword it would otherwise skip."""
+    specs = Specs(path)
+    return {k: specs[k] for k in specs.kinds()}, specs.other
 
 
-SPECS, OTHER = load_specs()
+SPECS = Specs()
+OTHER = SPECS.other
+_MADE = SPECS._made
 
 
 
@@ -689,7 +722,7 @@ def check_event(obj: dict, essential: tuple[str, ...] = ()) -> tuple[list[str], 
     field that breaks the schema is removed from `obj` (it reads as absent), and a field a writer
     always writes that is missing is only reported. An event of a kind this version does not know
     gets only the checks every event gets (a later minor version may add kinds)."""
-    spec = SPECS.get(obj["ev"], OTHER)
+    spec = _MADE.get(obj["ev"]) or SPECS.get(obj["ev"], OTHER) or OTHER  # (a dict's get first: once per event)
     if spec.valid(obj):  # (the common case, in one function, once the kind is common: only the essential fields then)
         for name in essential:
             if type(obj.get(name)) is not int:
