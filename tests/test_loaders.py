@@ -10,6 +10,7 @@ and psycopg2-binary, the healthy h5py, pyarrow and lightgbm wheels."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -401,3 +402,69 @@ def test_rule_pyqt_find_qt(pes, tmp_path, rid):
     (site / pkg / "__init__.py").write_text("import os\n")  # (no find_qt: the DLLs are not found)
     run = dlltrace("deps", str(site))
     assert run.returncode == 1 and "missing b.dll" in run.stdout.lower(), run.stdout[-2000:]
+
+
+def test_rule_optional_file_problems_of_its_own(tmp_path):
+    """A file loaded only on demand (numba's tbbpool) whose own load fails on what the package bundles -- an export
+    the bundled DLL lacks, or the file itself of another machine -- is no failure of the package in `check`, as
+    it is none in `deps` (which goes on without it, exit 0): both pass, and both say it. Before, check failed the
+    folder (missing export, wrong machine) that deps passed. The same problem in a file that is not optional
+    still fails both."""
+    from winetools import mingw_compile, require
+
+    require("mingw64")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "y.c").write_text("__declspec(dllexport) int fy(void) { return 1; }\n")
+    (lib / "y2.c").write_text("__declspec(dllexport) int other(void) { return 2; }\n")
+    (lib / "x.c").write_text("int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }\n")
+    mingw_compile([lib / "y.c"], lib / "y.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'liby.a'}"])
+    mingw_compile([lib / "y2.c"], lib / "y2.dll", dll=True)
+    mingw_compile([lib / "x.c", lib / "liby.a"], lib / "x.dll", dll=True)
+    site = tmp_path / "Lib" / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes((lib / "x.dll").read_bytes())
+    (ufunc / "y.dll").write_bytes((lib / "y2.dll").read_bytes())  # (a y.dll without fy)
+
+    def both() -> tuple[dict, dict, str]:
+        check = dlltrace("check", str(site), "--json")
+        deps = dlltrace("deps", str(site), "--json")
+        assert check.returncode == (0 if json.loads(check.stdout)["ok"] else 1), check.stderr
+        assert deps.returncode == (0 if json.loads(deps.stdout)["ok"] else 1), deps.stderr
+        return json.loads(check.stdout), json.loads(deps.stdout), dlltrace("check", str(site)).stdout
+
+    check, deps, text = both()
+    assert deps["ok"] and check["ok"], (check["problems"], deps["summary"])
+    (p,) = check["optional_problems"]
+    assert (p["kind"], p["dll"], p["exports"], p["optional_by"]) == ("missing_export", "y.dll", ["fy"],
+                                                                   "numba_threading_layers"), p
+    assert "1 problem only optional files have (missing export)" in text.splitlines()[-1], text
+    assert "optional (numba threading layer only)" in text and "y.dll does not export fy" in text, text
+    fates = {f["name"].rsplit("\\", 1)[-1]: f["fate"] for f in check["diagnosis"]["failures"]}
+    assert fates == {"tbbpool.cp312-win_amd64.pyd": "went_on"}, check["diagnosis"]["failures"]
+    # the optional file of another machine: both pass, and say so
+    (ufunc / "y.dll").write_bytes((lib / "y.dll").read_bytes())
+    (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes(_machine(lib / "x.dll", 0x14C))
+    check, deps, _ = both()
+    assert check["ok"] and deps["ok"], (check["problems"], deps["summary"])
+    assert [(p["kind"], p["optional_by"]) for p in check["optional_problems"]] == [("wrong_machine",
+                                                                                    "numba_threading_layers")]
+    # not optional (parallel.py no longer imports it): the missing export fails both, as before
+    (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes((lib / "x.dll").read_bytes())
+    (ufunc / "y.dll").write_bytes((lib / "y2.dll").read_bytes())
+    (ufunc / "parallel.py").write_text("import os\n")
+    check, deps, _ = both()
+    assert not check["ok"] and not deps["ok"] and check["optional_problems"] == []
+    assert [(p["kind"], p["dll"]) for p in check["problems"]] == [("missing_export", "y.dll")], check["problems"]
+
+
+def _machine(dll: Path, machine: int) -> bytes:
+    """The DLL's bytes with its COFF header's Machine field set to `machine` (an x86 one: 0x14C)."""
+    import struct
+
+    data = bytearray(dll.read_bytes())
+    pe_at = struct.unpack_from("<I", data, 0x3C)[0]
+    struct.pack_into("<H", data, pe_at + 4, machine)
+    return bytes(data)

@@ -477,6 +477,9 @@ class Problem:
     record: Literal["", "missing", "differs"] = ""  # that file is gone; its bytes differ from RECORD's digest
     record_path: str = ""  # the file as that RECORD lists it
     owner_python: str = ""  # the Python whose pip reinstalls it (Target.interpreter), "" not known
+    # check: the file whose load it fails is one its package loads only on demand and does without (the file
+    # itself, or the importer of a missing export): the data/loaders.json row that says so (rule_optional_file)
+    optional_by: str = ""
 
     def to_dict(self) -> dict:
         d: dict = {"kind": self.kind, "dll": self.dll, "needed_by": list(self.needed_by),
@@ -494,6 +497,8 @@ class Problem:
             d["ordinals"] = list(self.ordinals)
         if self.machine:
             d["machine"] = self.machine
+        if self.optional_by:
+            d["optional_by"] = self.optional_by
         return d
 
 
@@ -788,14 +793,17 @@ CHECK_CAUSES: dict[str, Optional[Cause]] = {**PROBLEM_CAUSES, "not_allowed": "no
 def check_diagnosis(result: CheckResult) -> Diagnosis:
     """`dlltrace check` as the Diagnosis of one (not run) package: each problem a failed load of the file that
     needs the DLL (a file of the package that is itself bad: a failed load of it), its fate fatal (the gate
-    fails on it), its leaf the DLL, and where the package has it."""
+    fails on it; a problem of a file loaded only on demand, CheckResult.optional_problems: went_on, as deps has
+    it), its leaf the DLL, and where the package has it."""
     failures: list[FailedLoad] = []
-    for p in result.problems:
+    for p in [*result.problems, *result.optional_problems]:
         cause = CHECK_CAUSES[p.kind]
         by = p.needed_by[0] if p.needed_by else None
+        fate: Fate = "went_on" if p.optional_by else "fatal"  # (a file loaded only on demand: as deps has it)
         failures.append(FailedLoad(
             seq=len(failures) + 1, api="static imports", name=by or p.path or p.dll, error=0, message=p.detail,
-            fate="fatal", reason=None, origin="", leaf=p.dll or None, cause=cause, needed_by=by,
+            fate=fate, reason=None, origin="", leaf=p.dll or None, cause=cause, needed_by=by,
+            klass=rule_load_class(fate, None, by or p.path or p.dll, p.dll),
             chain=tuple(x for x in (by, p.dll) if x), tried=(),
             elsewhere=tuple(Copy(e, "not_searched") for e in p.elsewhere), next_failures=(), fixes=(),
             model_agrees=True))
@@ -1074,6 +1082,9 @@ class CheckResult:
     vcruntime_bundled: Optional[str]  # the file version of a bundled msvcp140/vcruntime140, if any
     options: GateOptions = field(default_factory=GateOptions)
     policy: Optional[str] = None  # a Linux wheel: the manylinux/musllinux policy it was checked against
+    # problems of files the package loads only on demand and does without (Problem.optional_by): no failure, as
+    # deps goes on past them
+    optional_problems: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -1104,6 +1115,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
     facts_of: dict[str, FileFacts] = {}
     files: list[FileRow] = []
     problems: list[Problem] = []
+    optional_problems: list[Problem] = []  # (CheckResult.optional_problems)
     for f in sorted(target.files, key=lambda f: f.path.lower()):
         if opts.excludes(winpath.basename(f.path)):
             continue
@@ -1116,16 +1128,22 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
         files.append(FileRow(rel(f.path), pe.machine if pe else None, pe.linker_version if pe else None,
                              pe.file_version if pe else None, facts.error, member=member,
                              record_line=target.record_lines.get(member) if member else None))
+        bad: Optional[Problem] = None
         if pe is None:
-            problems.append(Problem("not_pe" if facts.error != "access_denied" else "access_denied",
-                                    winpath.basename(f.path), path=rel(f.path),
-                                    detail=f"{rel(f.path)} is not a readable PE file"))
+            bad = Problem("not_pe" if facts.error != "access_denied" else "access_denied", winpath.basename(f.path),
+                          path=rel(f.path), detail=f"{rel(f.path)} is not a readable PE file")
         elif (pe.machine != target.machine and not rules.rule_il_only_image_fits(pe, target.machine)
               and not any(winpath.same(f.path, t) for t in target.templates)
               and rule_other_machine_copy(target, f.path, pe.machine) is None):
             # (a template, one launcher a machine that its package copies and never runs where it is: not wrong)
-            problems.append(Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
-                                    detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}"))
+            bad = Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
+                          detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}")
+        if bad is not None:
+            optional = rule_optional_file(target, f.path)  # (deps goes on past its failed load: no failure here)
+            if optional:
+                optional_problems.append(dataclasses.replace(bad, optional_by=optional))
+            else:
+                problems.append(bad)
     if not files and target.kind == "wheel" and not opts.allow_pure:
         problems.append(rule_nothing_to_check(target))
     rows: dict[str, CheckRow] = {}
@@ -1167,12 +1185,13 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                 missing_o = [o for o in imp.ordinals if o not in bound_facts.pe.export_ordinals]
                 if missing or missing_o:
                     where = rel(bound.path) if bound is not None else f"{peer.given if peer else ''}: {name}"
-                    problems.append(Problem(
+                    # (an importer loaded only on demand: deps goes on past its failed load, so no failure here)
+                    (optional_problems if optional else problems).append(Problem(
                         "missing_export" if missing else "missing_ordinal", name, [rel(f.path)], cls,
                         path=where, exports=missing, ordinals=missing_o,
                         detail=f"{where} does not export {', '.join(missing[:3]) or missing_o}"
                                + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-                               + f" (imported by {rel(f.path)})"))
+                               + f" (imported by {rel(f.path)})", optional_by=optional))
         if uses_vc and pe.linker_version and pe.linker_version.startswith("14."):
             if vc_required is None or version_key(pe.linker_version) > version_key(vc_required):
                 vc_required = pe.linker_version
@@ -1212,7 +1231,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                                                    if r.klass.kind == "cuda" and r.klass.cuda_majors)))
     problems = [rule_record_of_installed_files(target, p) for p in problems]
     return CheckResult(target, opts.allow, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
-                       problems, majors, vc_required, vc_bundled, opts)
+                       problems, majors, vc_required, vc_bundled, opts, optional_problems=optional_problems)
 
 
 def required_not_given_words(dll: str, dist: str) -> str:

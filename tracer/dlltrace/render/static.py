@@ -363,7 +363,9 @@ def check_dict(r: CheckResult) -> dict:
                        "file_version": f.file_version, "error": f.error, "member": f.member,
                        "record_line": f.record_line} for f in r.files],
             "dlls": [row.to_dict() for row in r.rows],
-            "problems": [p.to_dict() for p in r.problems], "diagnosis": check_diagnosis(r).to_dict()}
+            "problems": [p.to_dict() for p in r.problems],
+            "optional_problems": [p.to_dict() for p in r.optional_problems],
+            "diagnosis": check_diagnosis(r).to_dict()}
 
 
 def check_summary(r: CheckResult) -> str:
@@ -385,6 +387,10 @@ def check_summary(r: CheckResult) -> str:
         optional = sum(1 for row in r.rows if row.status == "optional")
         what_lib = "librar" + ("ies" if optional != 1 else "y") if r.policy else "DLL" + ("s" if optional != 1 else "")
         some = f"; {optional} {what_lib} only optional files need" if optional else ""
+        if r.optional_problems:  # (a file loaded only on demand whose own load fails: deps goes on past it)
+            n_opt = len(r.optional_problems)
+            kinds = ", ".join(dict.fromkeys(p.kind.replace("_", " ") for p in r.optional_problems))
+            some += f"; {n_opt} problem{'s' if n_opt != 1 else ''} only optional files have ({kinds})"
         if r.policy:
             return (f"PASS {r.target.given}: {n} ELF file{'s' if n != 1 else ''}, every library bundled, a {r.policy} "
                     f"system library or allowed{some}{vc}")
@@ -452,6 +458,10 @@ def print_check(r: CheckResult, console: Console, all_rows: bool = False) -> Non
             kind = p.kind.replace("_", " ")
             words = (p.detail if p.detail.startswith(kind + ":") else f"{kind}: {p.detail}") + record_words(p)
             console.print(fit(Text(f"✗ {words}", style="red"), soft=True), soft_wrap=True)
+    for p in r.optional_problems:  # (no failure: the file is loaded only on demand, and done without)
+        words = f"{p.kind.replace('_', ' ')}: {p.detail}" + record_words(p)
+        console.print(fit(Text(f"· optional ({optional_words(p.optional_by)}): {words}; the package does without it",
+                               style="dim"), soft=True), soft_wrap=True)
     hint = next((p.detail.split("; ", 1)[1] for p in r.problems if p.kind == "not_allowed" and "; " in p.detail), None)
     if hint:  # (the not-allowed rows: the requirements not given that might provide them)
         console.print(fit(Text(f"({hint})", style="dim"), soft=True), soft_wrap=True)
