@@ -191,3 +191,75 @@ def test_a_wheel_members_damaged_entry_is_a_miss(tmp_path):
     for bad in ('{"machine": 5}', '{"machine": "x64", "exports": [1]}', "[]", "{"):
         (tmp_path / f"{key}.json").write_text(bad)
         assert cache.get(key) is None, bad
+
+
+def _counting(monkeypatch) -> list:
+    """read_pe_facts, counting the files it reads."""
+    read: list = []
+    real = factscache.read_pe_facts
+
+    def counted(path):
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(factscache, "read_pe_facts", counted)
+    return read
+
+
+def test_an_entry_that_is_no_regular_file_is_a_miss(kept):
+    """An entry that is a FIFO is a miss, not an open that waits for a writer forever; one that is a device
+    (a link to /dev/zero) not a read without end (tested in a process of its own, its memory bounded: the read
+    filled it)."""
+    cache, dll = kept
+    folder = Path(cache.folder)
+    folder.mkdir()
+    code = (f"import sys, os, resource; sys.path[:0] = {[str(ROOT / 'tracer')]!r}\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "import dlltrace.worlds.factscache as fc\n"
+            f"folder, dll = {str(folder)!r}, {dll!r}\n"
+            "key = fc.host_key(dll, os.stat(dll))\n"
+            "fc.settled = lambda st, now: False\n"
+            "entry = os.path.join(folder, key + '.json')\n"
+            "for make in (os.mkfifo, lambda e: os.symlink('/dev/zero', e)):\n"
+            "    make(entry)\n"
+            "    assert fc.FactsCache(fc.Path(folder)).host_facts(dll).exports == frozenset({'f'})\n"
+            "    os.unlink(entry)\n"
+            "print('ok')\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading a cache entry that is a FIFO waited for a writer")
+    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr[-2000:]
+
+
+def test_a_deeply_nested_entry_is_a_miss(kept):
+    cache, dll = kept
+    entry = Path(cache.folder) / f"{host_key(dll, os.stat(dll))}.json"
+    entry.parent.mkdir()
+    for bad in ("[" * 100_000, '{"path": %s, "pe": %s}' % (json.dumps(dll), "[" * 100_000 + "]" * 100_000)):
+        entry.write_text(bad)
+        assert cache.host_facts(dll).exports == frozenset({"f"})  # (not a RecursionError)
+    member = SimpleNamespace(filename="pkg/a.dll", CRC=1, file_size=2)
+    (Path(cache.folder) / f"{cache.key(member)}.json").write_text("{" * 100_000)
+    assert cache.get(cache.key(member)) is None
+
+
+def test_an_entry_larger_than_any_facts_is_not_read(kept, monkeypatch):
+    cache, dll = kept
+    read = _counting(monkeypatch)
+    cache.host_facts(dll)
+    (entry,) = Path(cache.folder).glob("*.json")
+    assert cache.host_facts(dll) and len(read) == 1  # (kept, and read back)
+    monkeypatch.setattr(factscache, "MAX_ENTRY_BYTES", entry.stat().st_size - 1)
+    assert cache.host_facts(dll).exports == frozenset({"f"}) and len(read) == 2
+
+
+def test_a_failed_write_leaves_no_temporary_file(kept):
+    """The entry's name taken by a folder: the entry written aside cannot replace it, and is removed (it was left,
+    one more each run)."""
+    cache, dll = kept
+    entry = Path(cache.folder) / f"{host_key(dll, os.stat(dll))}.json"
+    entry.mkdir(parents=True)
+    assert cache.host_facts(dll).exports == frozenset({"f"})
+    assert sorted(p.name for p in Path(cache.folder).iterdir()) == [entry.name]
+

@@ -17,8 +17,10 @@ be written costs only time. Only facts are kept: a file that is not a PE is read
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
+import stat
 import time
 import zlib
 from pathlib import Path
@@ -41,6 +43,9 @@ class Member(Protocol):
 # smaller than its header)
 CACHE_FORMAT = 3
 HOST_SETTLED = 2.0  # seconds: how old a file's modification and change times must be for its facts to be kept
+MAX_ENTRY_BYTES = 256 << 20  # an entry larger is a miss, not read (torch_cpu.dll's facts, the largest seen: 6.8 MB)
+# (opened without blocking: an entry that is a FIFO is a miss, not a read that waits for a writer forever)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
 def default_cache_dir() -> Path:
@@ -71,21 +76,33 @@ class FactsCache:
         if f is None:
             return None
         try:
-            return json.loads(f.read_text(encoding="utf-8"))
+            fd = os.open(f, _OPEN_FLAGS)
         except (OSError, ValueError):
+            return None
+        try:
+            with open(fd, "rb") as fh:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+                    return None  # (a FIFO, a device, or more than any facts: not read)
+                data = fh.read(st.st_size + 1)  # (bounded by the size checked, should the file grow since)
+            return json.loads(data.decode("utf-8"))
+        except (OSError, ValueError, RecursionError):  # (RecursionError: absurdly deep nesting)
             return None
 
     def _write(self, key: str, doc: Any) -> None:
         f = self._file(key)
         if f is None:
             return
+        tmp = f.with_suffix(f".tmp{os.getpid()}-{_thread.get_ident()}")  # (prefetch's threads write entries too)
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
             os.replace(tmp, f)
-        except OSError:
-            pass  # a cache that cannot be written costs only time
+        except (OSError, ValueError):  # a cache that cannot be written costs only time
+            try:
+                tmp.unlink()  # (a full disk, or an entry's name taken by a folder: no half-written file left behind)
+            except (OSError, ValueError):
+                pass
 
     def get(self, key: str) -> Optional[PEFacts]:
         doc = self._read(key)
