@@ -263,3 +263,30 @@ def test_a_failed_write_leaves_no_temporary_file(kept):
     assert cache.host_facts(dll).exports == frozenset({"f"})
     assert sorted(p.name for p in Path(cache.folder).iterdir()) == [entry.name]
 
+
+def test_facts_are_kept_only_for_the_file_that_was_read(tmp_path, monkeypatch):
+    """A link retargeted while the file is read (between the stat that makes the key and the read): the facts read
+    are the new target's, and must not be kept under the old target's key (they were: once the link pointed back,
+    the old target's key found the other file's facts)."""
+    monkeypatch.setattr(factscache, "settled", lambda st, now: True)
+    old, new = tmp_path / "old.dll", tmp_path / "new.dll"
+    old.write_bytes(tiny_dll("a.dll"))
+    data = tiny_dll("a.dll")
+    at = data.index(b"f\0", data.index(b"a.dll\0"))  # the export's name
+    new.write_bytes(data[:at] + b"g" + data[at + 1:])
+    link = tmp_path / "a.dll"
+    link.symlink_to(old)
+    real = factscache.read_pe_facts
+
+    def retargeted_while_read(path):
+        link.unlink()
+        link.symlink_to(new)
+        return real(path)
+
+    cache = FactsCache(tmp_path / "cache")
+    monkeypatch.setattr(factscache, "read_pe_facts", retargeted_while_read)
+    assert cache.host_facts(str(link)).exports == frozenset({"g"})  # (what was there when it was read)
+    monkeypatch.setattr(factscache, "read_pe_facts", real)
+    link.unlink()
+    link.symlink_to(old)
+    assert cache.host_facts(str(link)).exports == frozenset({"f"})

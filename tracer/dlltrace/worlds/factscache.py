@@ -133,7 +133,7 @@ class FactsCache:
             except (ValueError, KeyError, TypeError):
                 pass
         res = read_pe_facts(host)
-        if isinstance(res, PEFacts) and settled(st, time.time()):
+        if isinstance(res, PEFacts) and settled(st, time.time()) and _same_file(host, key):
             self._write(key, {"path": host, "pe": pe_facts_to_dict(res)})
         return res
 
@@ -144,6 +144,16 @@ def host_key(host: str, st: os.stat_result) -> str:
     path_sum = zlib.crc32(host.encode("utf-8", "surrogatepass"))
     return (f"v{CACHE_FORMAT}-h{st.st_dev:x}-{st.st_ino:x}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"
             f"-{path_sum:08x}")
+
+
+def _same_file(host: str, key: str) -> bool:
+    """Whether the file at `host` still has the identity `key` once its facts are read: they are kept only when the
+    file read is the one whose key it is (a file replaced, or a link retargeted, while it was read would otherwise
+    leave the new version's facts under the old version's key: a wrong hit, should the old version come back)."""
+    try:
+        return host_key(host, os.stat(host)) == key
+    except (OSError, ValueError):
+        return False
 
 
 def settled(st: os.stat_result, now: float) -> bool:
