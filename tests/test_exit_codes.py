@@ -577,3 +577,22 @@ def test_rule_deps_under_an_address_space_limit_is_not_an_internal_error(tmp_pat
     r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(d)], capture_output=True, text=True, timeout=120,
                        preexec_fn=limit, env={**__import__("os").environ, "PYTHONPATH": str(root / "tracer")})
     assert r.returncode != 9 and "internal error" not in r.stderr, (r.returncode, r.stderr)
+
+
+@covers("9")
+def test_an_install_without_pefile_says_so_not_that_every_file_is_corrupt(tmp_path, monkeypatch, capsys):
+    """pefile is imported where a PE is parsed (pe._read), inside read_pe_facts' net for malformed input: an install
+    lacking it must still be cli's one line and exit 9 (it read every DLL as 'not a valid PE image', exit 0)."""
+    from tinype import tiny_dll
+    from dlltrace import cli
+    from dlltrace.pe import pe_facts_from_bytes
+
+    dll = tmp_path / "a.dll"
+    dll.write_bytes(tiny_dll("a.dll"))
+    monkeypatch.setitem(sys.modules, "pefile", None)  # (import pefile: ModuleNotFoundError, name 'pefile')
+    assert cli.main(["deps", "--no-cache", str(dll)]) == errors.EXIT_INTERNAL
+    out = capsys.readouterr()
+    assert out.err == ("dlltrace: this install lacks the module pefile (pip install --force-reinstall dlltrace, or "
+                       "pip install pefile)\n"), out
+    with pytest.raises(ModuleNotFoundError):
+        pe_facts_from_bytes(dll.read_bytes())

@@ -92,6 +92,8 @@ def read_pe_facts_with_warnings(path: Union[str, os.PathLike]) -> Tuple[PEResult
             return _read(data)
     except OSError as exc:
         return PEError("unreadable", _os_message(exc)), []
+    except ImportError:  # (pefile missing, imported by _read: an install's fault, cli's one line, not a corrupt file)
+        raise
     except Exception as exc:  # noqa: BLE001 - malformed input must never escape as a traceback
         return PEError("corrupt", _one_line(f"could not parse the file: {type(exc).__name__}: {exc}")), []
 
@@ -101,6 +103,8 @@ def pe_facts_from_bytes(data: bytes) -> PEResult:
     find(): worlds/static.py's MemberView, a wheel member inflated as it is read)."""
     try:
         return _read(data)[0]
+    except ImportError:  # (as read_pe_facts_with_warnings)
+        raise
     except Exception as exc:  # noqa: BLE001
         return PEError("corrupt", _one_line(f"could not parse the file: {type(exc).__name__}: {exc}"))
 
