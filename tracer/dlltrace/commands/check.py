@@ -33,7 +33,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-pure", action="store_true",
                    help="pass a wheel with no binary (by default it fails: nothing to check)")
     p.add_argument("--python", metavar="X.Y", default=None, help="the Python version (default: the wheel's tag, else the folder's extensions' tag: .cp311-win_amd64.pyd, else 3.12)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache (wheel members', a folder's files')")
     p.add_argument("--no-vc-runtime", action="store_true",
                    help="model a Windows without the Visual C++ 2015-2022 runtime (by default it is in System32, as "
                         "most machines have it: a wheel that needs msvcp140.dll and does not ship it passes)")

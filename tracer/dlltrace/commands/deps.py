@@ -31,7 +31,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
                    help="a PATH entry in front of the default PATH (a Windows path, or a folder inside the target)")
     p.add_argument("--add-dll-directory", metavar="FOLDER", action="append", default=[], dest="dll_dirs",
                    help="an os.add_dll_directory folder made before the load (a Windows path, or a folder inside the target)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache of wheel members")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the PE facts cache (wheel members', a folder's files')")
     p.add_argument("--no-vc-runtime", action="store_true",
                    help="model a Windows without the Visual C++ 2015-2022 runtime (by default it is in System32, as "
                         "most machines have it: a wheel that needs msvcp140.dll and does not ship it passes)")
