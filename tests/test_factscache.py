@@ -290,3 +290,17 @@ def test_facts_are_kept_only_for_the_file_that_was_read(tmp_path, monkeypatch):
     link.unlink()
     link.symlink_to(old)
     assert cache.host_facts(str(link)).exports == frozenset({"f"})
+
+
+def test_no_kept_facts_of_a_file_that_cannot_be_read(kept, monkeypatch):
+    """A cache shared by two users (DLLTRACE_CACHE): the facts one kept are not given to the other if it cannot
+    read the file (tried as nobody: deps FOLDER said 'loads' from the cache, 'access denied' with --no-cache).
+    Here (as root, who reads anything) the file's unreadability and its read are made up."""
+    from dlltrace.model import PEError
+
+    cache, dll = kept
+    assert isinstance(cache.host_facts(dll), PEFacts)  # (kept by whoever could read it)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.fspath(p) == dll else real_access(p, mode, **kw))
+    monkeypatch.setattr(factscache, "read_pe_facts", lambda p: PEError("unreadable", "Permission denied"))
+    assert cache.host_facts(dll) == PEError("unreadable", "Permission denied")

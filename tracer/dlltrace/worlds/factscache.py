@@ -123,6 +123,8 @@ class FactsCache:
             return read_pe_facts(host)
         try:
             st = os.stat(host)
+            if not os.access(host, os.R_OK):  # (a cache another user shares: no facts of a file this one cannot read)
+                return read_pe_facts(host)
         except (OSError, ValueError):
             return read_pe_facts(host)  # (its words for a file it cannot open)
         key = host_key(host, st)
