@@ -11,8 +11,13 @@ DLLTRACE_CACHE moves it), one JSON file an entry:
 A file is kept only once its times are HOST_SETTLED seconds old: a file written again within the clock's
 step (a byte of its header patched in place keeps its size and file id) cannot be mistaken for the version
 that was kept, since that version was older than the step when it was kept (as git's "racily clean" index
-entries). A damaged entry, or one whose stored path is not the file's, reads as a miss; a folder that cannot
-be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
+entries); and only when the file is still the one stat'ed once read. A damaged entry, one whose stored path is
+not the file's, one that is no regular file (a FIFO is not waited on) or larger than MAX_ENTRY_BYTES reads as a
+miss; a file the caller cannot read is read (a cache shared by users gives none of its facts); a folder that
+cannot be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
+
+Not seen (no Python stat gives it): on Windows st_ctime is the creation time, so a file rewritten in place with
+its size kept and its modification time put back (SetFileTime) keeps its key.
 """
 
 from __future__ import annotations
