@@ -304,3 +304,21 @@ def test_no_kept_facts_of_a_file_that_cannot_be_read(kept, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.fspath(p) == dll else real_access(p, mode, **kw))
     monkeypatch.setattr(factscache, "read_pe_facts", lambda p: PEError("unreadable", "Permission denied"))
     assert cache.host_facts(dll) == PEError("unreadable", "Permission denied")
+
+
+def test_a_link_planted_at_the_temporary_name_is_not_followed(kept):
+    """In a cache folder others can write (DLLTRACE_CACHE under /tmp), a link at the name an entry is first written
+    to (predictable: the process and thread) must not make the write land in the file it points at (it did)."""
+    import _thread
+
+    cache, dll = kept
+    victim = Path(dll).parent / "victim.txt"
+    victim.write_text("keep me")
+    key = host_key(dll, os.stat(dll))
+    Path(cache.folder).mkdir()
+    (Path(cache.folder) / f"{key}.tmp{os.getpid()}-{_thread.get_ident()}").symlink_to(victim)
+    assert cache.host_facts(dll).exports == frozenset({"f"})
+    assert victim.read_text() == "keep me"
+    assert [p.name for p in Path(cache.folder).iterdir()] == []  # (the link removed; kept the next time)
+    cache.host_facts(dll)
+    assert [p.name for p in Path(cache.folder).iterdir()] == [f"{key}.json"]

@@ -101,7 +101,11 @@ class FactsCache:
         tmp = f.with_suffix(f".tmp{os.getpid()}-{_thread.get_ident()}")  # (prefetch's threads write entries too)
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+            # (created, never opened if there: a link planted at its name in a folder others can write, such as a
+            # DLLTRACE_CACHE under /tmp, is not followed to overwrite the file it points at)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            with open(fd, "wb") as fh:
+                fh.write(json.dumps(doc, separators=(",", ":")).encode("utf-8"))
             os.replace(tmp, f)
         except (OSError, ValueError):  # a cache that cannot be written costs only time
             try:
