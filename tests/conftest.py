@@ -26,6 +26,9 @@ def _no_terminal_size() -> None:
 
 _no_terminal_size()
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(winetools.CACHE / "pycache"))
+# the PE facts dlltrace keeps between runs (worlds/factscache.py): in the tests' own cache, not the user's
+# ~/.cache/dlltrace (the tests' files, in folders pytest removes, would stay there as entries nothing reads again)
+os.environ.setdefault("DLLTRACE_CACHE", str(winetools.CACHE / "dlltrace-cache"))
 
 # ----------------------------------------------------------------------------- summary lines
 # Lines a test wants shown at the end of the run, also with plain `pytest -q` (counts of generated

@@ -177,6 +177,16 @@ def test_run_facts_from_the_cache_are_the_same(tmp_path, monkeypatch):
     again = json.loads(out.stdout)
     assert again["pefile"] is False
     assert again["events"] == json.loads(json.dumps(first))
+    # `run --no-cache` (append_facts / collect_facts use_cache=False): the same events, nothing read from or kept
+    monkeypatch.setenv("DLLTRACE_CACHE", str(tmp_path / "none"))
+    assert collect.collect_facts(read_trace(trace), wine_map(prefix), use_cache=False) == first
+    assert not (tmp_path / "none").exists()
+    from dlltrace.commands import run
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    run.configure_parser(parser)
+    assert parser.parse_args(["--no-cache", "--", "x.exe"]).no_cache is True
 
 
 def test_a_wheel_members_damaged_entry_is_a_miss(tmp_path):

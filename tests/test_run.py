@@ -305,7 +305,7 @@ def test_file_facts_follow_a_line_cut_short(tmp_path, monkeypatch):
     p = tmp_path / "t.jsonl"
     p.write_text(cut)
     fact = {"ev": "file", "path": "C:\\t\\top.dll", "kind": "missing", "pid": 7, "seq": 0, "tid": 0, "t": 0}
-    monkeypatch.setattr(dlltrace.diagnosis.collect, "collect_facts", lambda trace, to_host: [dict(fact)])
+    monkeypatch.setattr(dlltrace.diagnosis.collect, "collect_facts", lambda trace, to_host, **kw: [dict(fact)])
     in_memory = runner.append_facts(p, read_trace(p), wine=False)
     again = read_trace(p)
     assert again.events[-1] == fact and in_memory.events == again.events

@@ -51,7 +51,7 @@ def uses_launcher(wine_wanted: bool) -> bool:
     return wine_wanted or not sys.platform.startswith("linux")
 
 
-def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
+def finish_launched(run: "LauncherRun", use_cache: bool = True) -> tuple[int, "Trace"]:
     """What follows a launcher run (launch.run_traced): the trace read back, the facts appended, the trace
     finished; the exit code and the trace. A program that could not be started is a DlltraceError (the
     trace finished and kept)."""
@@ -72,7 +72,7 @@ def finish_launched(run: "LauncherRun") -> tuple[int, "Trace"]:
                                 + f"; trace in {where}", EXIT_NO_COMMAND)
         raise DlltraceError(f"command not found or not startable: {run.first} ({error_text(err)}"
                             f"{machine}); trace in {where}", EXIT_NO_COMMAND)
-    trace = append_facts(run.spill, read, wine=run.wine, end=run.end)
+    trace = append_facts(run.spill, read, wine=run.wine, end=run.end, use_cache=use_cache)
     where = finish_trace(run.spill, run.out)
     trace.path = str(where)  # (the summary says where the trace is)
     return run_exit_code(trace), trace
@@ -120,15 +120,17 @@ def append_events(out: Path, trace: Trace, events: list[dict[str, Any]], kept_on
                  checked=True)
 
 
-def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None) -> Trace:
+def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, Any]] = None,
+                 use_cache: bool = True) -> Trace:
     """Store in the trace the facts a replay needs (PE facts, near misses: diagnosis/collect.py), so that
     `dlltrace report` works from the file alone, after `end` (launch.run_end_event: how the launcher
-    ended). A failure here never loses the trace."""
+    ended). A failure here never loses the trace. `use_cache`: the PE facts kept between runs may be used
+    (worlds/factscache.py; `run --no-cache`: no)."""
     from dlltrace.diagnosis import collect
     from dlltrace.worlds.live import identity_map, wine_map
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
-    events = ([end] if end is not None else []) + collect.collect_facts(trace, to_host)
+    events = ([end] if end is not None else []) + collect.collect_facts(trace, to_host, use_cache=use_cache)
     return append_events(out, trace, events, kept_on_failure=1 if end else 0)
 
 

@@ -53,6 +53,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-size", metavar="SIZE", default=None,
                         help=f"cap the trace at SIZE before compression (default {DEFAULT_MAX_SIZE >> 30}G; 0: no "
                              "cap); what is dropped past it is counted and reported")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read every DLL's facts again: do not read or write the PE facts kept between runs "
+                             "(by each file's identity, in ~/.cache/dlltrace/pe-facts)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to trace")
 
 
@@ -92,7 +95,7 @@ def execute(args: argparse.Namespace) -> int:
         launched = run_traced(cmd, args.output, args.wine, cap, while_running=import_what_follows)
         from dlltrace.runner import finish_launched
 
-        rc, trace = finish_launched(launched)
+        rc, trace = finish_launched(launched, use_cache=not args.no_cache)
     else:
         from dlltrace.runner import trace_command
 

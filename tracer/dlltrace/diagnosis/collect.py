@@ -92,14 +92,16 @@ def keep_all_exports() -> bool:
     return os.environ.get(KEEP_ALL_EXPORTS_ENV, "") == "1"
 
 
-def collect_facts(trace: Trace, to_host: PathMap, *, keep_all: Optional[bool] = None) -> list[dict[str, Any]]:
+def collect_facts(trace: Trace, to_host: PathMap, *, keep_all: Optional[bool] = None,
+                  use_cache: bool = True) -> list[dict[str, Any]]:
     """The `file` events to append to the trace: whatever the replay of each process asks the
     disk, through a recording world. The replay explains every failed load, and so looks up its
     near misses (the missing name in the likely places, close names) as the report will.
     Export lists are trimmed to the names the trace asks for (trim_file_events) unless `keep_all`
-    (None: KEEP_ALL_EXPORTS_ENV decides)."""
+    (None: KEEP_ALL_EXPORTS_ENV decides). The files' PE facts are kept between runs by each file's identity
+    (worlds/factscache.py) unless not `use_cache` (`run --no-cache`)."""
     events: list[dict[str, Any]] = []
-    cache = FactsCache(default_cache_dir())  # (the same system DLLs every run: their facts kept by file identity)
+    cache = FactsCache(default_cache_dir() if use_cache else None)  # (the same system DLLs every run)
 
     def record(pid: int, replay_with: Callable[[RecordingWorld], object]) -> None:
         system, process = system_and_process(trace, pid)
