@@ -33,6 +33,15 @@ imports while the program runs ~180 (they outlast a 20-50 ms program: the critic
 summary ~11. Why <= 3x warm is out of reach: Wine's own part, the launcher's and the program's processes,
 is 2.3-3.2x plain wine64, `python -c pass` 0.8x: 3.1-4x before `run` imports anything
 (docs/wine-profile.md, "Where `dlltrace run --wine`'s time goes").
+
+Then (2026-12-06, a quiet machine, --rounds 15 --cold-rounds 3 --compare <the tree before>): warm 11.1x against the
+tree before's 13.6x in the same rounds (250 against 305 ms; a quieter run of 12 rounds: 9.4x against 11.5x, 154
+against 188 ms), cold 1.4x. What changed: the PE facts `run` appends are kept between runs by each file's identity
+(worlds/factscache.py: Wine's kernel32, ntdll and msvcrt, 5,000 export names, were read again every run; the facts
+~30 -> 7-12 ms CPU), so a warm run parses no PE and imports neither pefile nor hashlib (~18 ms); the data files are
+read from the package's folder (importlib.resources' import and first read, ~10 ms); the trace schema's event kinds
+are made when first met (tracecheck: 8-10 -> 3.7 ms). Of the imports left (~135 ms CPU), making the 66 dataclasses
+is ~85 ms (timed around dataclasses._process_class).
 """
 
 from __future__ import annotations
