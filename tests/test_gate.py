@@ -459,6 +459,11 @@ def test_rule_optional_member_qt_plugins_of_a_linux_wheel(tmp_path):
     rows = {r["dll"]: r for r in doc["dlls"]}
     assert run.returncode == 0 and rows["libpq.so.5"]["status"] == "optional", (doc["problems"], rows)
     assert rows["libpq.so.5"]["optional_by"] == "qt_plugins" and "1 library only optional files need" in doc["summary"]
+    # the same members under plugins-1.0.data/platlib/ (pip installs them to the same place): the same verdict
+    doc = as_json(run := dlltrace("check", str(wheel_of("plugins", {
+        f"plugins-1.0.data/platlib/{m}": src for m, src in {**core, "PySide6/Qt/plugins/sqldrivers/libqsqlpsql.so":
+                                                             b / "drv.so"}.items()})), "--json"))
+    assert run.returncode == 0 and {r["dll"]: r["status"] for r in doc["dlls"]}["libpq.so.5"] == "optional", doc
     doc = as_json(run := dlltrace("check", str(wheel_of("xcb", {**core, "PySide6/Qt/plugins/platforms/libqxcb.so":
                                                                b / "drv.so"})), "--json"))
     assert run.returncode == 1 and [p["dll"] for p in doc["problems"]] == ["libpq.so.5"], doc["problems"]

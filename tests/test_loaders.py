@@ -262,6 +262,19 @@ def test_rule_optional_file_numba_threading_layer(tmp_path):
     check = dlltrace("check", str(bare), "--json")
     assert check.returncode == 1 and [p["dll"] for p in json.loads(check.stdout)["problems"]] == ["tbb12.dll"], \
         check.stdout[-2000:]
+    # the same wheel with its package under numba-0.60.0.data/platlib/ (pip installs it to the same place): the
+    # loader's marker is read from there too (before: not a loader file by its member name, and check failed it)
+    moved = tmp_path / "platlib" / w.name
+    moved.parent.mkdir()
+    with zipfile.ZipFile(w) as src, zipfile.ZipFile(moved, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if not info.filename.split("/")[0].endswith(".dist-info"):
+                info.filename = "numba-0.60.0.data/platlib/" + info.filename
+            dst.writestr(info, data)
+    doc = json.loads(dlltrace("check", str(moved), "--json").stdout)
+    assert doc["ok"], doc["problems"]
+    assert [r["status"] for r in doc["dlls"] if r["dll"].lower() == "tbb12.dll"] == ["optional"], doc["dlls"]
 
 
 def test_rule_qt_plugin_folders(pes, tmp_path):

@@ -222,10 +222,12 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
     from dlltrace.pkgloaders import MAX_LOADER_FILE, is_loader_file
-    from dlltrace.worlds.static import InflateBudget, ZipError, is_elf_name, member_name_problem, read_member, zip_members
+    from dlltrace.worlds.static import (InflateBudget, ZipError, is_elf_name, member_name_problem, read_member,
+                                        site_relative, zip_members)
 
-    def is_text(name: str) -> bool:
-        return name.endswith((".py", ".pth")) and is_loader_file(name)
+    def is_text(member: str) -> bool:  # (a <name>.data/platlib/ member: by where pip puts it)
+        name = site_relative(member)
+        return name is not None and name.endswith((".py", ".pth")) and is_loader_file(name)
 
     with tempfile.TemporaryDirectory(prefix="dlltrace-deps-") as tmp:
         site = os.path.join(tmp, "site-packages")

@@ -33,7 +33,7 @@ from dlltrace.loader.linux.static import static_roots
 from dlltrace.pkgloaders import optional_row
 from dlltrace.loader.linux.fixes import nvidia_wheels
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
-from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, zip_members
+from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, site_relative, zip_members
 
 PREFIX = "/venv"
 SITE = LINUX_SITE  # where pip installs the wheel in the model
@@ -218,8 +218,9 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
 def rule_optional_member(target: Target, member: str) -> str:
     """The loader row (data/loaders.json) that loads the wheel member only on demand and does without it when its
     load fails (numba's threading layers: tbbpool needs libtbb.so.12, omppool libgomp), "" for any other member:
-    the Linux side of static.rule_optional_file, on member names (pkgloaders.optional_row)."""
-    return optional_row(target.loaders, member)
+    the Linux side of static.rule_optional_file, on member names (pkgloaders.optional_row; a <name>.data/platlib/
+    member by where pip puts it, worlds/static.site_relative)."""
+    return optional_row(target.loaders, site_relative(member) or member)
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:

@@ -104,15 +104,31 @@ def _facts(path: str, res: Union[PEFacts, PEError]) -> FileFacts:
     return FileFacts(path=path, pe=res)
 
 
-def wheel_member_path(member: str, python: str) -> str:
-    """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
-    parts: list[str] = []  # (normalized as pip does: `\\` is a separator on Windows, `.` and `..` resolved)
+def _member_parts(member: str) -> list[str]:
+    """A member's name as pip reads it: `\\` a separator too, `.` and `..` resolved."""
+    parts: list[str] = []
     for part in member.replace("\\", "/").split("/"):
         if part == "..":
             if parts:
                 parts.pop()
         elif part not in ("", "."):
             parts.append(part)
+    return parts
+
+
+def site_relative(member: str) -> Optional[str]:
+    """Where in site-packages pip puts a wheel member, "/"-separated (<name>.data/platlib/ and purelib/ members
+    there too, without that prefix), None for a member of another scheme (data, scripts, headers): the name a
+    package's loaders (pkgloaders.py) know a file by."""
+    parts = _member_parts(member)
+    if len(parts) > 2 and parts[0].endswith(".data"):
+        return "/".join(parts[2:]) if parts[1] in ("platlib", "purelib") else None
+    return "/".join(parts) or None
+
+
+def wheel_member_path(member: str, python: str) -> str:
+    """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
+    parts = _member_parts(member)
     if len(parts) > 2 and parts[0].endswith(".data"):
         scheme, rest = parts[1], "\\".join(parts[2:])
         if scheme == "data":
@@ -743,8 +759,11 @@ def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMemb
     Raises OSError / ZipError."""
     # (.dll, .so.N: a row whose evidence is a library's place, not a text: rule_qt_plugin_folders's QtCore)
     kinds = (".py", ".pth", ".dll", ".so.5", ".so.6")
-    members = {m.filename: m for m in (zip_members(wheel, kinds) if listing is None else listing)
-               if m.filename.lower().endswith(kinds) and is_loader_file(m.filename)}
+    members: dict[str, ZipMember] = {}  # (by where pip puts it: a <name>.data/platlib/ member is known as its rest)
+    for m in zip_members(wheel, kinds) if listing is None else listing:
+        name = site_relative(m.filename) if m.filename.lower().endswith(kinds) else None
+        if name is not None and is_loader_file(name):
+            members.setdefault(name, m)
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)
