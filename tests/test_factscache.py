@@ -143,22 +143,14 @@ def test_deps_of_a_folder_keeps_facts_unless_no_cache(tmp_path, monkeypatch):
 def test_run_facts_from_the_cache_are_the_same(tmp_path, monkeypatch):
     """collect_facts (the end of `dlltrace run`) gives the same file events from kept facts as from the files,
     and then reads no file (nor imports pefile: tested in a process of its own)."""
-    from test_wow64 import X86_PROBES, _pe32, _x86_trace  # (a 32-bit process's trace over a prefix in tmp_path)
+    from test_wow64 import X86_PROBES, _x86_trace, x86_prefix  # (a 32-bit process's trace over a prefix in tmp_path)
     from dlltrace.diagnosis import collect
     from dlltrace.trace.reader import read_trace
     from dlltrace.worlds.live import wine_map
 
     monkeypatch.setattr(factscache, "settled", lambda st, now: True)
     monkeypatch.setenv("DLLTRACE_CACHE", str(tmp_path / "cache"))
-    prefix = tmp_path / "prefix"
-    c = prefix / "drive_c"
-    for d in ("app", "windows/system32", "windows/syswow64", "windows/system"):
-        (c / d).mkdir(parents=True)
-    (prefix / "dosdevices").mkdir()
-    (prefix / "dosdevices" / "c:").symlink_to(c)
-    (c / "app" / "top.dll").write_bytes(_pe32("top.dll", ["mid.dll"]))
-    (c / "app" / "mid.dll").write_bytes(_pe32("mid.dll", ["leaf.dll"]))
-    (c / "windows" / "system32" / "leaf.dll").write_bytes(_pe32("leaf.dll", machine=0x8664))
+    prefix = x86_prefix(tmp_path)
     trace = _x86_trace(tmp_path, X86_PROBES)
     first = collect.collect_facts(read_trace(trace), wine_map(prefix))
     assert sum(1 for e in first if e.get("pe")) >= 2

@@ -337,21 +337,10 @@ def test_rule_optional_file_does_not_hide_a_dll_it_reaches(tmp_path):
     reached first must still be: its failure is the package's (check fails it: y.dll is not an optional file), not
     the optional file's. Before, tbbpool's load reached y.dll, y.dll was never a root, its missing z.dll counted
     only as the optional load's, and deps exited 0 while check failed the same folder."""
-    from winetools import mingw_compile, require
-
-    require("mingw64")
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "z.c").write_text("__declspec(dllexport) int fz(void) { return 1; }\n")
-    (lib / "y.c").write_text("int fz(void);\n__declspec(dllexport) int fy(void) { return fz(); }\n")
-    (lib / "x.c").write_text("int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }\n")
-    mingw_compile([lib / "z.c"], lib / "z.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'libz.a'}"])
-    mingw_compile([lib / "y.c", lib / "libz.a"], lib / "y.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'liby.a'}"])
-    mingw_compile([lib / "x.c", lib / "liby.a"], lib / "x.dll", dll=True)
-    site = tmp_path / "Lib" / "site-packages"
-    ufunc = site / "numba" / "np" / "ufunc"
-    ufunc.mkdir(parents=True)
-    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    lib = _mingw_dlls(tmp_path, [("z", "__declspec(dllexport) int fz(void) { return 1; }", ()),
+                                 ("y", "int fz(void);\n__declspec(dllexport) int fy(void) { return fz(); }", ("z",)),
+                                 ("x", "int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }", ("y",))])
+    site, ufunc = _numba_ufunc(tmp_path)
     (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes((lib / "x.dll").read_bytes())
     (ufunc / "y.dll").write_bytes((lib / "y.dll").read_bytes())  # (z.dll: in no folder)
     check = json.loads(dlltrace("check", str(site), "--json").stdout)
@@ -423,21 +412,10 @@ def test_rule_optional_file_problems_of_its_own(tmp_path):
     it is none in `deps` (which goes on without it, exit 0): both pass, and both say it. Before, check failed the
     folder (missing export, wrong machine) that deps passed. The same problem in a file that is not optional
     still fails both."""
-    from winetools import mingw_compile, require
-
-    require("mingw64")
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "y.c").write_text("__declspec(dllexport) int fy(void) { return 1; }\n")
-    (lib / "y2.c").write_text("__declspec(dllexport) int other(void) { return 2; }\n")
-    (lib / "x.c").write_text("int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }\n")
-    mingw_compile([lib / "y.c"], lib / "y.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'liby.a'}"])
-    mingw_compile([lib / "y2.c"], lib / "y2.dll", dll=True)
-    mingw_compile([lib / "x.c", lib / "liby.a"], lib / "x.dll", dll=True)
-    site = tmp_path / "Lib" / "site-packages"
-    ufunc = site / "numba" / "np" / "ufunc"
-    ufunc.mkdir(parents=True)
-    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    lib = _mingw_dlls(tmp_path, [("y", "__declspec(dllexport) int fy(void) { return 1; }", ()),
+                                 ("y2", "__declspec(dllexport) int other(void) { return 2; }", ()),
+                                 ("x", "int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }", ("y",))])
+    site, ufunc = _numba_ufunc(tmp_path)
     (ufunc / "tbbpool.cp312-win_amd64.pyd").write_bytes((lib / "x.dll").read_bytes())
     (ufunc / "y.dll").write_bytes((lib / "y2.dll").read_bytes())  # (a y.dll without fy)
 
@@ -471,6 +449,31 @@ def test_rule_optional_file_problems_of_its_own(tmp_path):
     check, deps, _ = both()
     assert not check["ok"] and not deps["ok"] and check["optional_problems"] == []
     assert [(p["kind"], p["dll"]) for p in check["problems"]] == [("missing_export", "y.dll")], check["problems"]
+
+
+def _mingw_dlls(tmp_path: Path, dlls: list[tuple[str, str, tuple[str, ...]]]) -> Path:
+    """tmp_path/lib with <name>.dll built by mingw for each (name, C source, the names of the DLLs built before it that
+    it links to), each with its import library lib<name>.a."""
+    from winetools import mingw_compile, require
+
+    require("mingw64")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name, code, links in dlls:
+        (lib / f"{name}.c").write_text(code + "\n")
+        mingw_compile([lib / f"{name}.c", *(lib / f"lib{n}.a" for n in links)], lib / f"{name}.dll", dll=True,
+                      extra=[f"-Wl,--out-implib,{lib / f'lib{name}.a'}"])
+    return lib
+
+
+def _numba_ufunc(tmp_path: Path) -> tuple[Path, Path]:
+    """A site-packages in tmp_path with numba's np/ufunc folder whose parallel.py imports tbbpool (data/loaders.json
+    numba_threading_layers' marker): (the site, the folder)."""
+    site = tmp_path / "Lib" / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    return site, ufunc
 
 
 def _machine(dll: Path, machine: int) -> bytes:

@@ -3,6 +3,8 @@ the rule_wow64_* rules). One test per rule, named after it; end to end through s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dlltrace.loader.windows import rules
 from dlltrace.worlds.world import SystemInfo
 from simhelp import load
@@ -131,6 +133,21 @@ def _pe32(name, imports=(), machine=0x14C) -> bytes:
     return bytes(data)
 
 
+def x86_prefix(tmp_path: Path) -> Path:
+    """A Wine prefix's drive C in tmp_path/prefix (dosdevices/c: a link to it) for the 32-bit chain of X86_PROBES:
+    app\\top.dll and app\\mid.dll x86, System32\\leaf.dll x64 (SysWOW64 has none)."""
+    prefix = tmp_path / "prefix"
+    c = prefix / "drive_c"
+    for d in ("app", "windows/system32", "windows/syswow64", "windows/system"):
+        (c / d).mkdir(parents=True)
+    (prefix / "dosdevices").mkdir()
+    (prefix / "dosdevices" / "c:").symlink_to(c)
+    (c / "app" / "top.dll").write_bytes(_pe32("top.dll", ["mid.dll"]))
+    (c / "app" / "mid.dll").write_bytes(_pe32("mid.dll", ["leaf.dll"]))
+    (c / "windows" / "system32" / "leaf.dll").write_bytes(_pe32("leaf.dll", machine=0x8664))
+    return prefix
+
+
 def _x86_trace(tmp_path, probes):
     """A hand-written trace of a 32-bit process (env machine x86) whose LoadLibraryExW(C:\\app\\top.dll)
     failed with 126: top -> mid -> leaf, the leaf missing."""
@@ -174,17 +191,7 @@ def test_recorded_x86_trace_is_replayed_with_the_syswow64_facts(tmp_path, monkey
     from dlltrace.trace.reader import read_trace
     from dlltrace.worlds.live import wine_map
 
-    prefix = tmp_path / "prefix"
-    c = prefix / "drive_c"
-    (c / "app").mkdir(parents=True)
-    (c / "windows" / "system32").mkdir(parents=True)
-    (c / "windows" / "syswow64").mkdir(parents=True)
-    (c / "windows" / "system").mkdir(parents=True)
-    (prefix / "dosdevices").mkdir()
-    (prefix / "dosdevices" / "c:").symlink_to(c)
-    (c / "app" / "top.dll").write_bytes(_pe32("top.dll", ["mid.dll"]))
-    (c / "app" / "mid.dll").write_bytes(_pe32("mid.dll", ["leaf.dll"]))
-    (c / "windows" / "system32" / "leaf.dll").write_bytes(_pe32("leaf.dll", machine=0x8664))
+    prefix = x86_prefix(tmp_path)
     p = _x86_trace(tmp_path, X86_PROBES)
     import dlltrace.diagnosis.collect as collect
 
