@@ -828,13 +828,22 @@ def test_rule_other_machine_copy(pes, tmp_path):
     assert run.returncode == 0 and "1 load resolved, no problem" in run.stdout, run.stdout[-2000:]
 
 
-def test_check_states_an_older_vc_runtime_deps_misses():
+def test_check_fails_an_older_vc_runtime_as_deps_does():
     """pyzbar 0.1.9's libzbar-64.dll imports MSVCR120.dll, the VC++ 2013 runtime, which the VC++ 2015-2022
-    Redistributable does not hold: deps (the model's Windows has the 2015-2022 one) says it is missing, and check's
-    PASS line says the wheel needs it (before: a PASS that said nothing of it, beside a deps that failed)."""
+    Redistributable does not hold and the wheel does not bundle (on a Windows without the 2013 one its import fails:
+    "Could not find module libzbar-64.dll"): deps (the model's Windows has the 2015-2022 one) says it is missing, and
+    check fails it too, saying why and what passes it; with --allow, its PASS line says the wheel needs it. Before,
+    check passed it (every vcruntime-class DLL counted as the system's) beside a deps that failed."""
     w = wheel("pyzbar")
-    check = dlltrace("check", str(w), "-q")
+    doc = json.loads(dlltrace("check", str(w), "--json").stdout)
+    assert not doc["ok"] and [(p["kind"], p["dll"]) for p in doc["problems"]] == [("not_allowed", "MSVCR120.dll")], \
+        doc["problems"]
+    assert "not in the VC++ 2015-2022 Redistributable, which the gate takes as installed: bundle it, or --allow " \
+        "msvcr120.dll" in doc["problems"][0]["detail"], doc["problems"][0]["detail"]
+    check = dlltrace("check", str(w), "-q", "--allow", "msvcr120.dll")
     assert check.returncode == 0 and check.stdout.rstrip().endswith(
         "needs VC++ runtime 12 (MSVCR120.dll), not in the VC++ 2015-2022 Redistributable"), check.stdout
     run = dlltrace("deps", str(w))
     assert run.returncode == 1 and "missing MSVCR120.dll" in run.stdout, run.stdout[-1500:]
+    ok = json.loads(dlltrace("check", str(w), "--json").stdout)["dlls"]
+    assert {r["dll"].lower(): r["status"] for r in ok if r["class"]["kind"] == "vcruntime"} == {"msvcr120.dll": "not_allowed"}

@@ -39,7 +39,7 @@ from dlltrace.worlds.overlay import OverlayWorld
 from dlltrace.pkgloaders import LoaderRule, optional_row
 from dlltrace.worlds.loaderfiles import folder_loaders, is_site_folder
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
-                                   record_digest_matches, site_interpreter,
+                                   record_digest_matches, site_interpreter, VC_RUNTIME_DLLS,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
                                     default_cache_dir, folder_files, live_system_world, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
@@ -1213,10 +1213,12 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
         elif row.status == "not_allowed":
             perhaps = (f"; {target.dist or 'it'} requires {', '.join(not_given)}, not given: pass their wheels to see "
                        "whether they provide it") if not_given else ""
+            older = (" (not in the VC++ 2015-2022 Redistributable, which the gate takes as installed: bundle it, or "
+                     f"--allow {row.dll.lower()})") if row.klass.kind == "vcruntime" else ""
             problems.append(Problem("not_allowed", row.dll, list(row.needed_by), row.klass,
                                     detail=f"{row.dll} ({row.klass.label}) is not in the package, not part of "
-                                           "Windows, and not allowed" + (" (delay-load only)" if row.delay_only else "")
-                                           + perhaps))
+                                           "Windows, and not allowed" + older
+                                           + (" (delay-load only)" if row.delay_only else "") + perhaps))
         elif row.status == "required_not_given" and row.provider is not None:
             problems.append(Problem("required_not_given", row.dll, list(row.needed_by), row.klass,
                                     detail=required_not_given_words(row.dll, row.provider.dist)))
@@ -1330,7 +1332,9 @@ def _status(cls: DllClass, target: Target, allowed: tuple[str, ...], name: str =
     if cls.kind == "python" or (cls.kind == "vcruntime" and name.lower() in PYTHON_SHIPPED_VC
                                 and target.kind != "file"):
         return "python"
-    if cls.kind == "vcruntime" and target.world.vc_runtime:  # (a system requirement: worlds/static.py VC_RUNTIME_DLLS)
+    if cls.kind == "vcruntime" and target.world.vc_runtime and name.lower() in VC_RUNTIME_DLLS:
+        # (a system requirement: the VC++ 2015-2022 Redistributable's DLLs, in the modelled System32 as deps has them;
+        # an older runtime's -- msvcr120.dll, VC++ 2013 -- is not there, and deps says it is missing)
         return "system"
     if cls.kind in allowed:
         return "allowed"

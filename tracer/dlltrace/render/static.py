@@ -373,7 +373,7 @@ def check_summary(r: CheckResult) -> str:
     cuda = f"; CUDA {'/'.join(str(m) for m in r.cuda_majors)}" if r.cuda_majors else ""
     vc = f"; needs VC++ runtime >= {r.vcruntime_required}" if r.vcruntime_required else ""
     # (an older VC++ runtime a file imports -- msvcr120.dll, VC++ 2013 -- is no part of the 2015-2022 one)
-    older = sorted({f"VC++ runtime {row.klass.vc_version} ({row.dll})" for row in r.rows if row.status == "system"
+    older = sorted({f"VC++ runtime {row.klass.vc_version} ({row.dll})" for row in r.rows if row.status == "allowed"
                     and row.klass.kind == "vcruntime" and row.klass.vc_version.split(".")[0] not in ("", "14")})
     vc += f"; needs {', '.join(older)}, not in the VC++ 2015-2022 Redistributable" if older else ""
     given = sorted({row.provider.dist for row in r.rows if row.provider is not None and row.status in ("required", "given")})
