@@ -484,3 +484,60 @@ def _machine(dll: Path, machine: int) -> bytes:
     pe_at = struct.unpack_from("<I", data, 0x3C)[0]
     struct.pack_into("<H", data, pe_at + 4, machine)
     return bytes(data)
+
+
+def test_rule_optional_files_of_the_package(tmp_path):
+    """A file its package loads only on demand (numba's tbbpool) that a file it loads at once also imports is no
+    optional file: deps loads it as part of that file's load, whose failure is the package's (exit 1), so check's
+    problems of it (a missing export of the DLL it binds to, its machine) and the DLLs it needs fail check too.
+    Before, check passed what deps failed (the optional file's problems were set apart whoever imported it)."""
+    from winetools import mingw_compile, require
+
+    require("mingw64")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    pyd = "tbbpool.cp312-win_amd64.pyd"
+    (lib / "y.c").write_text("__declspec(dllexport) int fy(void) { return 1; }\n")
+    (lib / "y2.c").write_text("__declspec(dllexport) int other(void) { return 2; }\n")
+    (lib / "x.c").write_text("int fy(void);\n__declspec(dllexport) int fx(void) { return fy(); }\n")
+    (lib / "u.c").write_text("int fx(void);\n__declspec(dllexport) int fu(void) { return fx(); }\n")
+    mingw_compile([lib / "y.c"], lib / "y.dll", dll=True, extra=[f"-Wl,--out-implib,{lib / 'liby.a'}"])
+    mingw_compile([lib / "y2.c"], lib / "y2.dll", dll=True)
+    mingw_compile([lib / "x.c", lib / "liby.a"], lib / pyd, dll=True, extra=[f"-Wl,--out-implib,{lib / 'libx.a'}"])
+    mingw_compile([lib / "u.c", lib / "libx.a"], lib / "u.dll", dll=True)
+    site = tmp_path / "Lib" / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    (ufunc / pyd).write_bytes((lib / pyd).read_bytes())
+    (ufunc / "y.dll").write_bytes((lib / "y2.dll").read_bytes())  # (a y.dll without fy)
+    (ufunc / "_helper.dll").write_bytes((lib / "u.dll").read_bytes())  # (not optional; imports tbbpool)
+
+    def both() -> tuple[dict, dict]:
+        check = dlltrace("check", str(site), "--json")
+        deps = dlltrace("deps", str(site), "--json")
+        assert check.returncode == (0 if json.loads(check.stdout)["ok"] else 1), check.stderr
+        assert deps.returncode == (0 if json.loads(deps.stdout)["ok"] else 1), deps.stderr
+        return json.loads(check.stdout), json.loads(deps.stdout)
+
+    check, deps = both()
+    assert not deps["ok"] and not check["ok"], (check["optional_problems"], deps["summary"])
+    assert [(p["kind"], p["dll"], p["needed_by"]) for p in check["problems"]] == [
+        ("missing_export", "y.dll", [f"numba\\np\\ufunc\\{pyd}"])], check["problems"]
+    assert check["optional_problems"] == []
+    # of another machine: the same
+    (ufunc / "y.dll").write_bytes((lib / "y.dll").read_bytes())
+    (ufunc / pyd).write_bytes(_machine(lib / pyd, 0x14C))
+    check, deps = both()
+    assert not deps["ok"] and not check["ok"], (check["optional_problems"], deps["summary"])
+    assert [(p["kind"], p["dll"]) for p in check["problems"]] == [("wrong_machine", pyd)], check["problems"]
+    # a DLL only it needs, not in the package: not optional either
+    (ufunc / pyd).write_bytes((lib / pyd).read_bytes())
+    (ufunc / "y.dll").unlink()
+    check, deps = both()
+    assert not deps["ok"] and not check["ok"], (check["dlls"], deps["summary"])
+    assert [(p["kind"], p["dll"]) for p in check["problems"]] == [("not_allowed", "y.dll")], check["problems"]
+    # no file loaded at once imports it: optional again, both pass
+    (ufunc / "_helper.dll").unlink()
+    check, deps = both()
+    assert deps["ok"] and check["ok"], (check["problems"], deps["summary"])

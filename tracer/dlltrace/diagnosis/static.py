@@ -184,6 +184,35 @@ def rule_optional_file(target: Target, path: str) -> str:
     return optional_row(target.loaders, member) if member is not None else ""
 
 
+def rule_optional_files(target: Target, facts_of: dict[str, FileFacts],
+                        skip: Callable[[str], bool] = lambda name: False) -> dict[str, str]:
+    """check's optional files: each file of the target (winpath.key) that rule_optional_file says its package loads
+    only on demand -> that loader row, less any file that a file loaded at once imports, through the bundled
+    copies its static imports bind to (_bound_copy), however deep: deps loads such a file as part of that load,
+    whose failure is the package's (a Qt plugin DLL another module links to, a threading layer a helper DLL
+    imports). Delay-loaded imports bind nothing at load time and keep a file optional. `facts_of`: the files read
+    (winpath.key -> facts); `skip`: an import name --exclude leaves out."""
+    optional = {k: row for k, row in ((winpath.key(f.path), rule_optional_file(target, f.path))
+                                      for f in target.files if winpath.key(f.path) in facts_of) if row}
+    by_key = {winpath.key(f.path): f for f in target.files}
+    todo = [k for k in facts_of if k not in optional]  # (the files loaded at once)
+    seen = set(todo)
+    while todo:
+        f = by_key.get(todo.pop())
+        facts = facts_of.get(winpath.key(f.path)) if f is not None else None
+        if f is None or facts is None or facts.pe is None:
+            continue
+        for imp in facts.pe.imports:
+            name = rules.rule_default_extension(imp.dll)
+            bound = None if skip(name) else _bound_copy(f, target.file_named(name))
+            k = winpath.key(bound.path) if bound is not None else None
+            if k is not None and k not in seen:
+                seen.add(k)
+                optional.pop(k, None)
+                todo.append(k)
+    return optional
+
+
 def site_member(target: Target, path: str) -> Optional[str]:
     """A file of the model as the member of site-packages it is ("numpy/_core/x.pyd"), None outside it."""
     site = site_packages(target.python)
@@ -1116,6 +1145,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
     files: list[FileRow] = []
     problems: list[Problem] = []
     optional_problems: list[Problem] = []  # (CheckResult.optional_problems)
+    own: list[tuple[str, Problem]] = []  # (a file's own problem: optional or not once every file is read)
     for f in sorted(target.files, key=lambda f: f.path.lower()):
         if opts.excludes(winpath.basename(f.path)):
             continue
@@ -1139,11 +1169,13 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             bad = Problem("wrong_machine", winpath.basename(f.path), path=rel(f.path), machine=pe.machine,
                           detail=f"{rel(f.path)} is {pe.machine}; the package is {target.machine}")
         if bad is not None:
-            optional = rule_optional_file(target, f.path)  # (deps goes on past its failed load: no failure here)
-            if optional:
-                optional_problems.append(dataclasses.replace(bad, optional_by=optional))
-            else:
-                problems.append(bad)
+            own.append((winpath.key(f.path), bad))
+    optional_of = rule_optional_files(target, facts_of, opts.excludes)
+    for k, bad in own:
+        if optional_of.get(k):  # (deps goes on past its failed load: no failure here)
+            optional_problems.append(dataclasses.replace(bad, optional_by=optional_of[k]))
+        else:
+            problems.append(bad)
     if not files and target.kind == "wheel" and not opts.allow_pure:
         problems.append(rule_nothing_to_check(target))
     rows: dict[str, CheckRow] = {}
@@ -1157,7 +1189,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
             continue
         pe = facts.pe
         uses_vc = False
-        optional = rule_optional_file(target, f.path)  # (once a file, not once an import)
+        optional = optional_of.get(winpath.key(f.path), "")  # (once a file, not once an import)
         for imp, delay in [(i, False) for i in pe.imports] + [(i, True) for i in pe.delay_imports]:
             name = rules.rule_default_extension(imp.dll)
             if opts.excludes(name):  # (--exclude: neither required nor reported)
