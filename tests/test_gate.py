@@ -18,6 +18,7 @@ import sys
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -624,3 +625,55 @@ def test_a_grafted_library_whose_version_ends_in_a_letter(tmp_path):
     assert f"pkg.libs/{soname}" in [f["path"] for f in doc["files"]]
     deps = dlltrace("deps", str(w))
     assert deps.returncode == 0 and "2 shared objects, every one loads" in deps.stdout, deps.stdout + deps.stderr
+
+
+def test_rule_optional_members(tmp_path):
+    """A Linux wheel's member loaded only on demand (numba's tbbpool: data/loaders.json numba_threading_layers) whose
+    own load fails -- it needs a symbol version the bundled library lacks, it is of another machine, it is no ELF
+    file -- is no failure of the wheel in check, as it is none in deps (which goes on without it, exit 0): check
+    lists it apart (optional_problems, with optional_by) and passes. Before, check failed what deps passed. When a
+    member loaded at once needs it (DT_NEEDED), it is the wheel's failure in both."""
+    b = _build_dir(tmp_path)
+    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
+    for v in ("1", "2"):
+        (b / f"v{v}.map").write_text(f"TBB_{v} {{ global: tbb_call; local: *; }};\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbbx.so.12", f"-Wl,--version-script,{b / f'v{v}.map'}",
+                        "-o", str(b / f"tbb{v}.so"), str(b / "tbb.c")], check=True)
+    shutil.copy(b / "tbb2.so", b / "libtbbx.so.12")  # (linked against TBB_2; the wheel ships the TBB_1 one)
+    pool = "numba/np/ufunc/tbbpool.cpython-312-x86_64-linux-gnu.so"
+    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-rpath,$ORIGIN/../../../numba.libs", "-o",
+                    str(b / "tbbpool.cpython-312-x86_64-linux-gnu.so"), str(b / "t.c"), str(b / "libtbbx.so.12")], check=True)
+    (b / "h.c").write_text("int pool(void);\nint helper(void) { return pool(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-rpath,$ORIGIN/np/ufunc", "-o", "helper.so", "h.c",
+                    "tbbpool.cpython-312-x86_64-linux-gnu.so"], check=True, cwd=b)  # (DT_NEEDED: its file name)
+    parallel = ("def select_known_backend(backend):\n    try:\n                        from numba.np.ufunc import tbbpool "
+                "as lib\n    except ImportError:\n        pass\n").encode()
+    aarch64 = bytearray((b / "tbbpool.cpython-312-x86_64-linux-gnu.so").read_bytes())
+    aarch64[18:20] = (183).to_bytes(2, "little")  # (e_machine: EM_AARCH64)
+
+    def both(members: dict[str, bytes]) -> tuple[dict, Optional[int]]:
+        w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+        with zipfile.ZipFile(w, "w") as z:
+            for m, data in {"numba/np/ufunc/parallel.py": parallel, "numba.libs/libtbbx.so.12": (b / "tbb1.so").read_bytes(),
+                            **members}.items():
+                z.writestr(m, data)
+        doc = as_json(run := dlltrace("check", str(w), "--json"))
+        assert run.returncode == (0 if doc["ok"] else 1), run.stderr
+        deps = dlltrace("deps", str(w)).returncode if sys.platform.startswith("linux") else None
+        return doc, deps
+
+    doc, deps = both({pool: (b / "tbbpool.cpython-312-x86_64-linux-gnu.so").read_bytes()})
+    assert doc["ok"] and deps in (0, None) and doc["problems"] == [], (doc["problems"], deps)
+    assert [(p["kind"], p["dll"], p["optional_by"]) for p in doc["optional_problems"]] == [
+        ("missing_version", "libtbbx.so.12", "numba_threading_layers")], doc["optional_problems"]
+    assert "1 problem only optional files have (missing version)" in doc["summary"], doc["summary"]
+    assert [f["fate"] for f in doc["diagnosis"]["failures"]] == ["went_on"], doc["diagnosis"]["failures"]
+    doc, deps = both({pool: bytes(aarch64), "numba/np/ufunc/omppool.cpython-312-x86_64-linux-gnu.so": b"not ELF"})
+    assert doc["ok"] and deps in (0, None), (doc["problems"], deps)
+    assert sorted(p["kind"] for p in doc["optional_problems"]) == ["not_elf", "wrong_machine"], doc["optional_problems"]
+    # a member loaded at once needs it: its failure is the wheel's, in both
+    doc, deps = both({pool: (b / "tbbpool.cpython-312-x86_64-linux-gnu.so").read_bytes(),
+                      "numba/_helper.cpython-312-x86_64-linux-gnu.so": (b / "helper.so").read_bytes()})
+    assert not doc["ok"] and deps in (1, None) and doc["optional_problems"] == [], (doc["optional_problems"], deps)
+    assert [(p["kind"], p["needed_by"]) for p in doc["problems"]] == [("missing_version", [pool])], doc["problems"]

@@ -198,9 +198,20 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
         runs.append(res)
         # (what it found, also when its load stopped: those are loaded as it loads them, their problems are its)
         reached.update(posixpath.normpath(lk.path) for lk in res.lookups if lk.path)
+    # (a member loaded only on demand whose own load fails: deps goes on past it, so no failure here either)
+    optional_of = rule_optional_members(target, own, member_of)
+    optional_problems: list[Problem] = []
+    kept: list[Problem] = []
+    for q in problems:
+        at = q.needed_by[0] if q.needed_by else q.path  # (the member whose load the problem fails)
+        if at and optional_of.get(at):
+            optional_problems.append(dataclasses.replace(q, optional_by=optional_of[at]))
+        else:
+            kept.append(q)
+    problems = kept
     rows = _rows(runs, own, peer_of, member_of, decided, policy, target)
     for row in rows.values():
-        by = {rule_optional_member(target, m) for m in row.needed_by}
+        by = {optional_of.get(m, "") for m in row.needed_by}
         row.optional_by = by.pop() if len(by) == 1 else ""  # (every member that needs it optional, by one row)
         if row.status in ("not_allowed", "required_not_given") and row.optional_by:
             row.status = "optional"  # (only files the package loads on demand, and does without, need it)
@@ -212,7 +223,8 @@ def check_elf(target: Target, peers: list[Target], opts: GateOptions) -> CheckRe
             problems.append(Problem("required_not_given", row.dll, list(row.needed_by), row.klass,
                                     detail=required_not_given_words(row.dll, row.provider.dist)))
     return CheckResult(target, opts.allow, rows_files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
-                       problems, (), None, None, opts, policy=f"{policy.name}_{policy.arch}")
+                       problems, (), None, None, opts, policy=f"{policy.name}_{policy.arch}",
+                       optional_problems=optional_problems)
 
 
 def rule_optional_member(target: Target, member: str) -> str:
@@ -221,6 +233,31 @@ def rule_optional_member(target: Target, member: str) -> str:
     the Linux side of static.rule_optional_file, on member names (pkgloaders.optional_row; a <name>.data/platlib/
     member by where pip puts it, worlds/static.site_relative)."""
     return optional_row(target.loaders, site_relative(member) or member)
+
+
+def rule_optional_members(target: Target, own: dict[str, ELFResult], member_of: dict[str, str]) -> dict[str, str]:
+    """check's optional members (the Linux side of static.rule_optional_files): each of the wheel's ELF members
+    (`own`, by its place in the model; `member_of` its member name) that rule_optional_member says its package loads
+    only on demand -> that loader row, less any a member loaded at once needs (DT_NEEDED naming its file name or
+    soname), however deep: that member's load loads it too, and its failure is the package's."""
+    optional = {m: row for m in (member_of[p] for p in own) if (row := rule_optional_member(target, m))}
+    named: dict[str, list[str]] = {}  # a DT_NEEDED name -> the members it may be
+    for p, f in own.items():
+        named.setdefault(posixpath.basename(p), []).append(member_of[p])
+        if isinstance(f, ELFFacts) and f.soname and f.soname != posixpath.basename(p):
+            named.setdefault(f.soname, []).append(member_of[p])
+    facts = {member_of[p]: f for p, f in own.items()}
+    todo = [m for m in facts if m not in optional]  # (the members loaded at once)
+    seen = set(todo)
+    while todo:
+        f = facts[todo.pop()]
+        for n in f.needed if isinstance(f, ELFFacts) else ():
+            for m in named.get(n, ()):
+                if m not in seen:
+                    seen.add(m)
+                    optional.pop(m, None)
+                    todo.append(m)
+    return optional
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:
