@@ -541,3 +541,28 @@ def test_rule_optional_files_of_the_package(tmp_path):
     (ufunc / "_helper.dll").unlink()
     check, deps = both()
     assert deps["ok"] and check["ok"], (check["problems"], deps["summary"])
+
+
+def test_rule_record_of_installed_files_of_an_optional_file(tmp_path):
+    """An installed numba whose TBB threading layer (loaded only on demand) is cut short: check sets the file
+    apart (an optional problem, not a failure) and, as deps does for the same file, says it is not the file numba
+    installed (its RECORD's digest differs), with the reinstall it takes. Before, check's optional problem was not
+    set against the RECORD: no owner, no words."""
+    import zipfile
+
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel("numba")) as z:
+        z.extractall(site)
+    (pyd,) = (site / "numba" / "np" / "ufunc").glob("tbbpool*.pyd")
+    pyd.write_bytes(pyd.read_bytes()[:4096])  # (its headers, cut short: not a PE any more)
+    check = dlltrace("check", str(site), "--json")
+    doc = json.loads(check.stdout)
+    assert check.returncode == 0 and doc["ok"], doc["problems"]
+    (p,) = [p for p in doc["optional_problems"] if p["dll"] == pyd.name]
+    assert p["kind"] == "not_pe" and p["optional_by"] == "numba_threading_layers", p
+    assert (p["owner"]["dist"], p["owner"]["record"]) == ("numba", "differs"), p
+    deps = json.loads(dlltrace("deps", str(site), "--json").stdout)
+    owners = [q["owner"]["record"] for a in deps["loads"] for q in a["problems"] if q["dll"] == pyd.name]
+    assert owners == ["differs"], owners
+    text = dlltrace("check", str(site)).stdout
+    assert "it is not the file numba 0.60.0 installed (it differs from its RECORD's digest)" in text, text[-2000:]

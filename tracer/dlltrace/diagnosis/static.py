@@ -1264,6 +1264,7 @@ def check(target: Target, allow: Iterable[str] = (), peers: Iterable[Target] = (
                                        + ", ".join(f"{r.dll} ({r.klass.label})" for r in rows.values()
                                                    if r.klass.kind == "cuda" and r.klass.cuda_majors)))
     problems = [rule_record_of_installed_files(target, p) for p in problems]
+    optional_problems = [rule_record_of_installed_files(target, p) for p in optional_problems]  # (as deps has them)
     return CheckResult(target, opts.allow, files, sorted(rows.values(), key=lambda r: (r.status, r.dll.lower())),
                        problems, majors, vc_required, vc_bundled, opts, optional_problems=optional_problems)
 
