@@ -419,3 +419,34 @@ def test_deps_of_a_linux_wheel_says_why_it_has_nothing_to_resolve(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "(left out: 1 in .data/data, scripts or headers; 1 not an ELF object)" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_wheel_installs_its_data_members_last(tmp_path):
+    """A Linux wheel with numba's parallel.py twice, under numba-0.60.0.data/platlib/ (listed first) and as a plain
+    member: pip installs the plain members first and the .data ones after, over them, so the .data copy is the one
+    numba runs. Without the threading layers' marker in it, tbbpool (its libtbb not installed here) is the
+    package's failure: deps exits 1 as check does (exit 1, libtbb not allowed); with it, both pass. Before, deps
+    wrote the members in the zip's order, the plain copy last, and passed what check failed."""
+    import zipfile
+
+    b = tmp_path / "build"
+    b.mkdir()
+    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
+                    str(b / "libtbb-dlltrace-test.so.12"), str(b / "tbb.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "tbbpool.so"), str(b / "t.c"),
+                    str(b / "libtbb-dlltrace-test.so.12")], check=True)
+    marker = (b"def select_known_backend(backend):\n    try:\n                        from numba.np.ufunc import tbbpool "
+              b"as lib\n    except ImportError:\n        pass\n")
+    w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+    for data_has_it in (False, True):
+        with zipfile.ZipFile(w, "w") as z:
+            z.writestr("numba-0.60.0.data/platlib/numba/np/ufunc/parallel.py", marker if data_has_it else b"import os\n")
+            z.writestr("numba/np/ufunc/parallel.py", b"import os\n" if data_has_it else marker)
+            z.writestr("numba/np/ufunc/tbbpool.cpython-312-x86_64-linux-gnu.so", (b / "tbbpool.so").read_bytes())
+            z.writestr("numba/__init__.py", b"")
+        deps = run_json("deps", str(w), "--json")
+        check = run_json("check", str(w), "--json")
+        assert deps["ok"] == check["ok"] == data_has_it, (data_has_it, deps["objects"], check["problems"])

@@ -566,3 +566,29 @@ def test_rule_record_of_installed_files_of_an_optional_file(tmp_path):
     assert owners == ["differs"], owners
     text = dlltrace("check", str(site)).stdout
     assert "it is not the file numba 0.60.0 installed (it differs from its RECORD's digest)" in text, text[-2000:]
+
+
+def test_rule_optional_file_of_a_loader_in_two_members(tmp_path):
+    """A wheel with a loader's file twice, as a plain member and under <name>.data/platlib/ (the same place in
+    site-packages): pip installs the plain members first and the .data ones after, over them, so the .data copy
+    is the one the package runs, whichever the zip lists first. numba's parallel.py with the threading layers'
+    marker in one copy only: tbb12.dll is optional exactly when the .data copy has it. Before, the first member
+    listed won (a plain parallel.py listed first decided)."""
+    import zipfile
+
+    w = wheel("numba")
+    with zipfile.ZipFile(w) as src:
+        real = src.read("numba/np/ufunc/parallel.py")
+    for data_has_it in (True, False):
+        twice = tmp_path / str(data_has_it) / w.name
+        twice.parent.mkdir()
+        with zipfile.ZipFile(w) as src, zipfile.ZipFile(twice, "w") as dst:
+            for info in src.infolist():
+                if info.filename == "numba/np/ufunc/parallel.py":
+                    dst.writestr(info.filename, b"import os\n" if data_has_it else real)  # (the plain copy first)
+                    continue
+                dst.writestr(info, src.read(info))
+            dst.writestr("numba-0.60.0.data/platlib/numba/np/ufunc/parallel.py", real if data_has_it else b"import os\n")
+        doc = json.loads(dlltrace("check", str(twice), "--json").stdout)
+        tbb = [r["status"] for r in doc["dlls"] if r["dll"].lower() == "tbb12.dll"]
+        assert (doc["ok"], tbb) == ((True, ["optional"]) if data_has_it else (False, ["not_allowed"])), doc["problems"]

@@ -222,8 +222,8 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         raise DlltraceError(f"{args.target}: a Linux wheel: deps resolves its shared objects on a Linux machine; "
                             "`dlltrace check` judges it against its manylinux policy on any OS", EXIT_USAGE)
     from dlltrace.pkgloaders import MAX_LOADER_FILE, is_loader_file
-    from dlltrace.worlds.static import (InflateBudget, ZipError, is_elf_name, member_name_problem, read_member,
-                                        site_relative, zip_members)
+    from dlltrace.worlds.static import (InflateBudget, ZipError, is_data_member, is_elf_name, member_name_problem,
+                                        read_member, site_relative, zip_members)
 
     def is_text(member: str) -> bool:  # (a <name>.data/platlib/ member: by where pip puts it)
         name = site_relative(member)
@@ -236,7 +236,9 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
             elsewhere = not_elf = 0  # (members left out: in another of pip's schemes; not ELF objects)
             # (its shared objects, and the files its packages' loaders are read from: what loads one on demand; its
             # central directory read once)
-            for m in zip_members(args.target, keep=lambda n: is_elf_name(n) or is_text(n)):
+            # (the .data members after the others, as pip writes them: of two at one place, pip's is the last)
+            for m in sorted(zip_members(args.target, keep=lambda n: is_elf_name(n) or is_text(n)),
+                            key=lambda m: is_data_member(m.filename)):
                 parts = m.filename.split("/")
                 if parts[0].endswith(".data"):  # (pip's schemes: purelib and platlib are site-packages)
                     if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):

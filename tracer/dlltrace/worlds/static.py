@@ -126,6 +126,14 @@ def site_relative(member: str) -> Optional[str]:
     return "/".join(parts) or None
 
 
+def is_data_member(member: str) -> bool:
+    """A member of one of the wheel's <name>.data/ schemes: pip installs every other member first and these after
+    (pip's _install_wheel: the root scheme's files, then the data schemes'), so of two members pip puts at one
+    place, a .data one is the file installed (in the zip's order among themselves: the last one)."""
+    parts = _member_parts(member)
+    return len(parts) > 2 and parts[0].endswith(".data")
+
+
 def wheel_member_path(member: str, python: str) -> str:
     """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
     parts = _member_parts(member)
@@ -760,10 +768,10 @@ def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMemb
     # (.dll, .so.N: a row whose evidence is a library's place, not a text: rule_qt_plugin_folders's QtCore)
     kinds = (".py", ".pth", ".dll", ".so.5", ".so.6")
     members: dict[str, ZipMember] = {}  # (by where pip puts it: a <name>.data/platlib/ member is known as its rest)
-    for m in zip_members(wheel, kinds) if listing is None else listing:
+    for m in sorted(zip_members(wheel, kinds) if listing is None else listing, key=lambda m: is_data_member(m.filename)):
         name = site_relative(m.filename) if m.filename.lower().endswith(kinds) else None
         if name is not None and is_loader_file(name):
-            members.setdefault(name, m)
+            members[name] = m  # (of two at one place, the one pip writes last: is_data_member)
 
     def read(name: str) -> Optional[str]:
         m = members.get(name)
