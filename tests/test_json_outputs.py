@@ -450,3 +450,31 @@ def test_deps_of_a_linux_wheel_installs_its_data_members_last(tmp_path):
         deps = run_json("deps", str(w), "--json")
         check = run_json("check", str(w), "--json")
         assert deps["ok"] == check["ok"] == data_has_it, (data_has_it, deps["objects"], check["problems"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_check_of_a_linux_wheel_reads_the_member_pip_installs(tmp_path):
+    """A Linux wheel with a shared object twice, under <name>.data/platlib/ (listed first) and as a plain member:
+    pip writes the .data one last, so it is the file installed. Here the plain copy needs a library the wheel does
+    not have and the .data copy needs nothing: check passes, as deps does (it writes the members in pip's order).
+    Before, check read the copy listed last and failed it."""
+    import zipfile
+
+    b = tmp_path / "build"
+    b.mkdir()
+    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    (b / "lone.c").write_text("int pool(void) { return 0; }\n")
+    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
+                    str(b / "libtbb-dlltrace-test.so.12"), str(b / "tbb.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "needs.so"), str(b / "t.c"),
+                    str(b / "libtbb-dlltrace-test.so.12")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "lone.so"), str(b / "lone.c")], check=True)
+    w = tmp_path / "pool-1.0-cp312-cp312-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("pool-1.0.data/platlib/pool/ext.cpython-312-x86_64-linux-gnu.so", (b / "lone.so").read_bytes())
+        z.writestr("pool/ext.cpython-312-x86_64-linux-gnu.so", (b / "needs.so").read_bytes())
+    check = run_json("check", str(w), "--json")
+    assert check["ok"] and len(check["files"]) == 1, (check["problems"], check["files"])
+    if sys.platform.startswith("linux"):
+        assert run_json("deps", str(w), "--json")["ok"]

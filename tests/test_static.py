@@ -847,3 +847,27 @@ def test_check_fails_an_older_vc_runtime_as_deps_does():
     assert run.returncode == 1 and "missing MSVCR120.dll" in run.stdout, run.stdout[-1500:]
     ok = json.loads(dlltrace("check", str(w), "--json").stdout)["dlls"]
     assert {r["dll"].lower(): r["status"] for r in ok if r["class"]["kind"] == "vcruntime"} == {"msvcr120.dll": "not_allowed"}
+
+
+def test_wheel_files_are_the_ones_pip_installs(tmp_path):
+    """A wheel with a DLL twice, as a plain member and under <name>.data/platlib/ (one place in site-packages): pip
+    writes the plain members first and the .data ones after, over them, so the .data copy is the file installed,
+    whichever the zip lists first; check reads that one, once. numba's _helperlib with a copy that is no PE: the
+    wheel fails exactly when the .data copy is it. Before, the model held the copy listed last, and counted both."""
+    import zipfile
+
+    w = wheel("numba")
+    name = "numba/_helperlib.cp312-win_amd64.pyd"
+    with zipfile.ZipFile(w) as src:
+        real = src.read(name)
+    for data_is_junk in (False, True):
+        twice = tmp_path / str(data_is_junk) / w.name
+        twice.parent.mkdir()
+        with zipfile.ZipFile(w) as src, zipfile.ZipFile(twice, "w") as dst:
+            dst.writestr("numba-0.60.0.data/platlib/" + name, b"junk" if data_is_junk else real)  # (listed first)
+            for info in src.infolist():
+                dst.writestr(info, (real if data_is_junk else b"junk") if info.filename == name else src.read(info))
+        plain = as_json(dlltrace("check", str(w), "--json"))
+        doc = as_json(dlltrace("check", str(twice), "--json"))
+        assert len(doc["files"]) == len(plain["files"]), [f["path"] for f in doc["files"]]
+        assert [p["kind"] for p in doc["problems"]] == (["not_pe"] if data_is_junk else []), doc["problems"]

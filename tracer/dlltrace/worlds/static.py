@@ -134,6 +134,16 @@ def is_data_member(member: str) -> bool:
     return len(parts) > 2 and parts[0].endswith(".data")
 
 
+def pip_installs(members: list[ZipMember], place: Callable[[str], str]) -> list[ZipMember]:
+    """The members whose bytes pip leaves installed, in the zip's order: of those pip puts at one place (`place`
+    of a member's name), the one it writes last (is_data_member's after every other, each in the zip's order)."""
+    last: dict[str, int] = {}
+    for i in sorted(range(len(members)), key=lambda i: is_data_member(members[i].filename)):
+        last[place(members[i].filename)] = i
+    kept = set(last.values())
+    return [m for i, m in enumerate(members) if i in kept]
+
+
 def wheel_member_path(member: str, python: str) -> str:
     """Where pip puts a wheel member: site-packages, or for <name>.data/<scheme>/... the scheme's folder."""
     parts = _member_parts(member)
@@ -657,9 +667,9 @@ def wheel_files(wheel: Union[str, os.PathLike], python: str, cache: FactsCache,
     its members inflate to, read by the simulator, is bounded in all (InflateBudget, zip_inflate)."""
     out: list[TargetFile] = []
     budget = InflateBudget()
-    for info in zip_members(wheel) if members is None else members:
-        if info.filename.endswith("/") or not info.filename.lower().endswith(PE_SUFFIXES):
-            continue
+    pe = [m for m in (zip_members(wheel) if members is None else members)
+          if not m.filename.endswith("/") and m.filename.lower().endswith(PE_SUFFIXES)]
+    for info in pip_installs(pe, lambda n: winpath.key(wheel_member_path(n, python))):  # (one file a place)
         path = wheel_member_path(info.filename, python)
         out.append(TargetFile(path, info.filename, _member_reader(wheel, info, path, cache, budget),
                               info.compress_size))
@@ -757,8 +767,10 @@ def is_elf_name(member: str) -> bool:
 
 def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
     """The shared objects of a Linux wheel (members named *.so or *.so.N...: extensions and the libraries
-    auditwheel grafts into <pkg>.libs), in the zip's order. Raises OSError / ZipError."""
-    return [m.filename for m in zip_members(wheel, keep=is_elf_name)]
+    auditwheel grafts into <pkg>.libs), in the zip's order; of two pip puts at one place, the one it leaves
+    (pip_installs). Raises OSError / ZipError."""
+    # (one member a place, the one pip leaves there; a place by its case: a Linux file system's names)
+    return [m.filename for m in pip_installs(zip_members(wheel, keep=is_elf_name), lambda n: wheel_member_path(n, "3"))]
 
 
 def wheel_loaders(wheel: Union[str, os.PathLike], listing: Optional[list[ZipMember]] = None) -> list[LoaderRule]:
