@@ -677,3 +677,30 @@ def test_rule_optional_members(tmp_path):
                       "numba/_helper.cpython-312-x86_64-linux-gnu.so": (b / "helper.so").read_bytes()})
     assert not doc["ok"] and deps in (1, None) and doc["optional_problems"] == [], (doc["optional_problems"], deps)
     assert [(p["kind"], p["needed_by"]) for p in doc["problems"]] == [("missing_version", [pool])], doc["problems"]
+
+
+def test_github_notice_for_a_problem_of_an_optional_file(tmp_path):
+    """--format github: a problem of a file loaded only on demand fails nothing, so it is no ::error, but it is a
+    defect of the wheel the run's summary should show: a ::notice line, at the member and its RECORD line, titled
+    as optional; the gate passes (exit 0) and the JUnit report has no failure for it. Before, nothing was said."""
+    b = _build_dir(tmp_path)
+    (b / "t.c").write_text("int pool(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "pool.so"), str(b / "t.c")], check=True)
+    pool = "numba/np/ufunc/tbbpool.cpython-312-x86_64-linux-gnu.so"
+    w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("numba/np/ufunc/parallel.py", "    try:\n        from numba.np.ufunc import tbbpool as lib\n"
+                                                 "    except ImportError:\n        pass\n")
+        z.writestr("numba/_helper.cpython-312-x86_64-linux-gnu.so", (b / "pool.so").read_bytes())
+        z.writestr(pool, b"not an ELF file")
+        z.writestr("numba-0.60.0.dist-info/RECORD", f"numba/_helper.cpython-312-x86_64-linux-gnu.so,,\n{pool},,\n")
+    junit = tmp_path / "j.xml"
+    run = dlltrace("check", str(w), "--format", "github", "--junit-xml", str(junit))
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-1].startswith("PASS ") and not any(x.startswith("::error") for x in lines), lines
+    (notice,) = [x for x in lines if x.startswith("::notice")]
+    props, message = parse_annotation(notice)
+    assert (props["file"], props["line"], props["title"]) == (pool, "2", "dlltrace check: not elf (optional file)")
+    assert "is not an ELF file" in message and "optional (numba threading layer only)" in message, message
+    assert ET.parse(junit).getroot().get("failures") == "0"

@@ -1,7 +1,8 @@
 """`dlltrace check`'s outputs for CI systems: GitHub Actions workflow-command annotations (`--format github`) and a
 JUnit XML report (`--junit-xml FILE`), made from diagnosis/static.py's CheckResult only.
 
-GitHub: one `::error file=F,line=L,title=T::MESSAGE` per problem (a DLL that fails, a bad file), F the wheel member
+GitHub: one `::error file=F,line=L,title=T::MESSAGE` per problem (a DLL that fails, a bad file; a `::notice` for
+one of a file loaded only on demand, which fails nothing), F the wheel member
 that needs the DLL (or is bad) and L the line of the wheel's RECORD that lists it; escaped as GitHub's runner reads
 them (actions/toolkit command.ts: in the message %, CR and LF become %25, %0D, %0A; in a property value `:` and
 `,` too, %3A and %2C), so a hostile member name can neither end the command nor start another.
@@ -21,6 +22,7 @@ import xml.etree.ElementTree as ET
 from typing import Optional
 
 from dlltrace.diagnosis.static import CheckResult, FileRow, Problem
+from dlltrace.render.optional import optional_words
 from dlltrace.render.static import check_summary, record_words
 from dlltrace.render.escape import escape_lines, escape_terminal
 
@@ -58,14 +60,19 @@ def problem_message(r: CheckResult, p: Problem) -> str:
 
 
 def github_annotations(results: list[CheckResult]) -> str:
-    """One ::error line per problem of every result, then each result's summary line (plain text)."""
+    """One ::error line per problem of every result, one ::notice line per problem of a file loaded only on demand
+    (CheckResult.optional_problems: no failure, but a defect of the wheel the run's summary shows), then each
+    result's summary line (plain text)."""
     out: list[str] = []
     for r in results:
-        for p in r.problems:
+        for level, p in [*(("error", p) for p in r.problems), *(("notice", p) for p in r.optional_problems)]:
             f, line = _file_of(r, p)
+            title = "dlltrace check: " + p.kind.replace("_", " ") + (" (optional file)" if level == "notice" else "")
             props = f"file={escape_property(escape_terminal(f))}" + (f",line={line}" if line else "") + \
-                f",title={escape_property('dlltrace check: ' + p.kind.replace('_', ' '))}"
-            out.append(f"::error {props}::{escape_data(escape_lines(problem_message(r, p)))}")
+                f",title={escape_property(title)}"
+            words = problem_message(r, p) + (f"; optional ({optional_words(p.optional_by)}): the package does without it"
+                                             if level == "notice" else "")
+            out.append(f"::{level} {props}::{escape_data(escape_lines(words))}")
     for r in results:  # (a name's ESC sequence or bidi control shown as its escape: a log is a terminal too)
         out.append(escape_lines(check_summary(r)).replace("\r", " ").replace("\n", " "))
     return "\n".join(out) + "\n"
