@@ -478,3 +478,37 @@ def test_check_of_a_linux_wheel_reads_the_member_pip_installs(tmp_path):
     assert check["ok"] and len(check["files"]) == 1, (check["problems"], check["files"])
     if sys.platform.startswith("linux"):
         assert run_json("deps", str(w), "--json")["ok"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_wheel_an_optional_file_fails_only_its_own_load(tmp_path):
+    """numba's tbbpool (loaded only on demand) loads the wheel's numba.libs/libtbbx.so.12, whose own need
+    (libfoo-missing.so.1) is nowhere: that is the failure of a library of the package, not of tbbpool's own load,
+    so deps exits 1, as check does (libfoo-missing not allowed, needed by libtbbx) and as deps of a Windows folder
+    does (a DLL an optional file reaches is loaded as a root of its own). tbbpool's own need failing (libtbbx.so.12
+    not in the wheel) is optional in both: exit 0. Before, deps called the first optional too and passed it."""
+    import zipfile
+
+    b = tmp_path / "build"
+    b.mkdir()
+    (b / "foo.c").write_text("int foo(void) { return 0; }\n")
+    (b / "tbb.c").write_text("int foo(void);\nint tbb_call(void) { return foo(); }\n")
+    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libfoo-missing.so.1", "-o", "libfoo-missing.so.1", "foo.c"],
+                   check=True, cwd=b)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbbx.so.12", "-o", "libtbbx.so.12", "tbb.c",
+                    "libfoo-missing.so.1"], check=True, cwd=b)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-rpath,$ORIGIN/../../../numba.libs", "-o", "tbbpool.so", "t.c",
+                    "libtbbx.so.12"], check=True, cwd=b)
+    w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
+    for with_lib in (True, False):
+        with zipfile.ZipFile(w, "w") as z:
+            z.writestr("numba/np/ufunc/parallel.py", "    try:\n        from numba.np.ufunc import tbbpool as lib\n"
+                                                     "    except ImportError:\n        pass\n")
+            z.writestr("numba/np/ufunc/tbbpool.cpython-312-x86_64-linux-gnu.so", (b / "tbbpool.so").read_bytes())
+            if with_lib:
+                z.writestr("numba.libs/libtbbx.so.12", (b / "libtbbx.so.12").read_bytes())
+        deps = run_json("deps", str(w), "--json")
+        check = run_json("check", str(w), "--json")
+        assert deps["ok"] == check["ok"] == (not with_lib), (with_lib, deps["objects"], check["problems"])
+        assert [o.get("optional_by") for o in deps["objects"]] == [None if with_lib else "numba_threading_layers"]

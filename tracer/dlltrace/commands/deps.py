@@ -120,6 +120,10 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
     reached: list[tuple[str, str]] = []  # (object, the root that loaded it), not loaded again on its own
     failing: set[str] = set()  # (the reached objects a need of which fails in their root's load)
     optional: dict[str, str] = {}  # a root that fails, and its package does without it: the loader row
+    def in_site(path: str) -> str:  # (a file as the member of site-packages it is, "/"; "" outside it)
+        r = os.path.relpath(os.path.abspath(path), site)
+        return "" if r == os.pardir or r.startswith(os.pardir + os.sep) else r.replace(os.sep, "/")
+
     for p in static_roots(objects):
         rel = os.path.relpath(p, base or args.target)
         if os.path.realpath(p) in by:
@@ -131,8 +135,11 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
         r = static_deps(os.path.abspath(p), world, env)  # (the model's program has a cwd of its own)
         results.append((rel, r))
         result_of[rel] = r
-        opt = optional_row(loaders, os.path.relpath(os.path.abspath(p), site).replace(os.sep, "/"))
-        if opt and r.problems:
+        opt = optional_row(loaders, in_site(p))
+        # (optional when each failing need is its own, the program's or another optional file's: a library of the
+        # package it loads whose need fails is the package's failure, as check has it: static_elf.rule_optional_members)
+        if opt and r.problems and all(not q.needed_by or in_site(q.needed_by) in (in_site(p), "")
+                                      or optional_row(loaders, in_site(q.needed_by)) for q in r.problems):
             optional[rel] = opt
         for x in r.mapped:  # (also when its load failed: they are found as it finds them, their problems its)
             by.setdefault(os.path.realpath(x), rel)
