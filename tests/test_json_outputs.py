@@ -421,6 +421,18 @@ def test_deps_of_a_linux_wheel_says_why_it_has_nothing_to_resolve(tmp_path):
     assert "(left out: 1 in .data/data, scripts or headers; 1 not an ELF object)" in r.stderr, r.stderr
 
 
+def _tbb_pool(b: Path) -> Path:
+    """b (made) with gcc's libtbb-dlltrace-test.so.12 (defines tbb_call) and tbbpool.so (a pool that needs it): b."""
+    b.mkdir()
+    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
+                    str(b / "libtbb-dlltrace-test.so.12"), str(b / "tbb.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "tbbpool.so"), str(b / "t.c"),
+                    str(b / "libtbb-dlltrace-test.so.12")], check=True)
+    return b
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
 def test_deps_of_a_linux_wheel_installs_its_data_members_last(tmp_path):
     """A Linux wheel with numba's parallel.py twice, under numba-0.60.0.data/platlib/ (listed first) and as a plain
@@ -430,14 +442,7 @@ def test_deps_of_a_linux_wheel_installs_its_data_members_last(tmp_path):
     wrote the members in the zip's order, the plain copy last, and passed what check failed."""
     import zipfile
 
-    b = tmp_path / "build"
-    b.mkdir()
-    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
-    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
-                    str(b / "libtbb-dlltrace-test.so.12"), str(b / "tbb.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "tbbpool.so"), str(b / "t.c"),
-                    str(b / "libtbb-dlltrace-test.so.12")], check=True)
+    b = _tbb_pool(tmp_path / "build")
     marker = (b"def select_known_backend(backend):\n    try:\n                        from numba.np.ufunc import tbbpool "
               b"as lib\n    except ImportError:\n        pass\n")
     w = tmp_path / "numba-0.60.0-cp312-cp312-manylinux2014_x86_64.whl"
@@ -460,20 +465,13 @@ def test_check_of_a_linux_wheel_reads_the_member_pip_installs(tmp_path):
     Before, check read the copy listed last and failed it."""
     import zipfile
 
-    b = tmp_path / "build"
-    b.mkdir()
-    (b / "t.c").write_text("int tbb_call(void);\nint pool(void) { return tbb_call(); }\n")
+    b = _tbb_pool(tmp_path / "build")
     (b / "lone.c").write_text("int pool(void) { return 0; }\n")
-    (b / "tbb.c").write_text("int tbb_call(void) { return 0; }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libtbb-dlltrace-test.so.12", "-o",
-                    str(b / "libtbb-dlltrace-test.so.12"), str(b / "tbb.c")], check=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "needs.so"), str(b / "t.c"),
-                    str(b / "libtbb-dlltrace-test.so.12")], check=True)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(b / "lone.so"), str(b / "lone.c")], check=True)
     w = tmp_path / "pool-1.0-cp312-cp312-manylinux2014_x86_64.whl"
     with zipfile.ZipFile(w, "w") as z:
         z.writestr("pool-1.0.data/platlib/pool/ext.cpython-312-x86_64-linux-gnu.so", (b / "lone.so").read_bytes())
-        z.writestr("pool/ext.cpython-312-x86_64-linux-gnu.so", (b / "needs.so").read_bytes())
+        z.writestr("pool/ext.cpython-312-x86_64-linux-gnu.so", (b / "tbbpool.so").read_bytes())
     check = run_json("check", str(w), "--json")
     assert check["ok"] and len(check["files"]) == 1, (check["problems"], check["files"])
     if sys.platform.startswith("linux"):
