@@ -45,11 +45,12 @@ def test_builtin_table_is_the_windows_11_schema_with_its_origin():
 
 
 def test_builtin_table_reads_through_any_traversable(monkeypatch):
-    # importlib.resources.files() gives a Traversable, whose joinpath takes a single name before
-    # Python 3.11 (zipfile.Path's on 3.9: dlltrace imported from a zip); requires-python is 3.9
+    # a package not on disk (imported from a zip) has its data files read through importlib.resources
+    # (datafiles.read_data), whose files() gives a Traversable, whose joinpath takes a single name before
+    # Python 3.11 (zipfile.Path's on 3.9); requires-python is 3.9
     from importlib import resources
 
-    import dlltrace.apisets as apisets
+    import dlltrace.datafiles as datafiles
 
     class OneName:  # the 3.9/3.10 protocol: joinpath(child), `/`, read_text
         def __init__(self, path):
@@ -64,7 +65,8 @@ def test_builtin_table_reads_through_any_traversable(monkeypatch):
             return self.path.read_text(encoding=encoding)
 
     real = resources.files("dlltrace")
-    monkeypatch.setattr(apisets.resources, "files", lambda package: OneName(real))
+    monkeypatch.setattr(datafiles, "_DATA", "/nonexistent/dlltrace-data")  # (not on disk: the fallback)
+    monkeypatch.setattr(resources, "files", lambda package: OneName(real))
     builtin_document.cache_clear()
     try:
         assert len(builtin_document()["sets"]) >= 900

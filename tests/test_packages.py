@@ -264,15 +264,8 @@ def test_malformed_data_raises_a_clear_error():
 
 
 def test_a_broken_file_fails_loading(monkeypatch, tmp_path):
-    # load() reads the package's data file; point it at a broken copy
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / packages.DATA_FILE).write_text("{not json", encoding="utf-8")
-
-    class Files:
-        def joinpath(self, _name):
-            return tmp_path / "data" if _name == "data" else tmp_path / _name
-
-    monkeypatch.setattr(packages.resources, "files", lambda _pkg: Files())
+    # load() reads the package's data file (datafiles.read_data); give it a broken copy
+    monkeypatch.setattr(packages, "read_data", lambda name: "{not json" if name == packages.DATA_FILE else "")
     packages.load.cache_clear()
     try:
         with pytest.raises(PackageDataError, match="not JSON"):
