@@ -389,7 +389,8 @@ def test_deps_of_a_linux_wheel_inflates_no_member_that_is_not_elf(tmp_path):
     """A member named like a shared object that is not one (zeros: a zip bomb's, 1 MiB of a wheel inflating to
     gigabytes) is read no further than its first bytes, as check reads it (magic b"\\x7fELF"), not inflated into
     memory and written out whole (before: a 780 KB wheel of 768 MiB of zeros took 813 MB of memory and 768 MiB of
-    the temporary folder). Shown with a 2 MiB inflate budget: the 4 MiB member no longer exhausts it (1 MiB, one chunk, is inflated)."""
+    the temporary folder). Shown with a 2 MiB inflate budget: the 4 MiB member no longer exhausts it (1 MiB, one chunk, is inflated).
+    It is no shared object a dlopen loads: a failing root, as check fails it (not_elf)."""
     import zipfile
 
     libs = _grafted_pair(tmp_path, tmp_path)
@@ -400,25 +401,55 @@ def test_deps_of_a_linux_wheel_inflates_no_member_that_is_not_elf(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "DLLTRACE_LIMITS": "zip_inflate=2M"},
                        timeout=120)
-    assert r.returncode == 0 and "1 shared object, every one loads" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 1 and "2 shared objects, 1 with a problem" in r.stdout, (r.stdout, r.stderr)
+    assert "✓ bomb/libb.so" in r.stdout and "✗ bomb/zeros.cpython-311-x86_64-linux-gnu.so" in r.stdout, r.stdout
+    check = subprocess.run([sys.executable, "-m", "dlltrace", "check", "--json", str(w)], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert check.returncode == 1 and [p["kind"] for p in json.loads(check.stdout)["problems"]] == ["not_elf"], \
+        check.stdout[-1500:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_deps_of_a_linux_folder_fails_a_file_named_as_a_shared_object_that_is_not_one(tmp_path):
+    """An installed folder's x.so that is no ELF object: a dlopen of it fails ("file too short", "invalid ELF header"),
+    so deps resolves it as a root of its own and fails (before: left out silently, exit 0, while check of the same
+    files as a wheel fails: not_elf); unless its package loads it only on demand (numba's tbbpool: exit 0)."""
+    libs = _grafted_pair(tmp_path, tmp_path)
+    site = tmp_path / "site-packages"
+    ufunc = site / "numba" / "np" / "ufunc"
+    ufunc.mkdir(parents=True)
+    (site / "numba" / "libb.so").write_bytes((libs / "libb.so").read_bytes())
+    (ufunc / "tbbpool.cpython-312-x86_64-linux-gnu.so").write_bytes(b"not an ELF object, but named as one")
+    doc = run_json("deps", str(site), "--json", ok=(1,))
+    assert [(p["cause"], p["name"].rsplit("/", 1)[-1]) for p in doc["problems"]] == \
+        [("bad_elf", "tbbpool.cpython-312-x86_64-linux-gnu.so")], doc["problems"]
+    (ufunc / "parallel.py").write_text("    from numba.np.ufunc import tbbpool as lib\n")
+    doc = run_json("deps", str(site), "--json", ok=(0,))
+    (tbb,) = [o for o in doc["objects"] if o["file"].endswith("tbbpool.cpython-312-x86_64-linux-gnu.so")]
+    assert tbb["optional_by"] == "numba_threading_layers" and not tbb["ok"], tbb
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None, reason="needs Linux and gcc")
 def test_deps_of_a_linux_wheel_says_why_it_has_nothing_to_resolve(tmp_path):
-    """A wheel whose shared objects are all in .data/data (pip installs them under the prefix, not site-packages)
-    or not ELF objects: the one-line error says they were left out, and why (before: 'a Linux wheel with no shared
-    object (.so)', of a wheel that has some)."""
+    """A wheel whose shared objects are all in .data/data (pip installs them under the prefix, not site-packages):
+    the one-line error says they were left out, and why (before: 'a Linux wheel with no shared object (.so)', of a
+    wheel that has some). One named so that is no ELF object is resolved, and fails, as check fails it (before:
+    left out, and said so in that line)."""
     import zipfile
 
     libs = _grafted_pair(tmp_path, tmp_path)
     w = tmp_path / "dd-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
     with zipfile.ZipFile(w, "w") as z:
         z.writestr("dd-1.0.data/data/lib/libb.so", (libs / "libb.so").read_bytes())
-        z.writestr("dd/x.cpython-311-x86_64-linux-gnu.so", b"not an ELF object")
     r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "(left out: 1 in .data/data, scripts or headers; 1 not an ELF object)" in r.stderr, r.stderr
+    assert "(left out: 1 in .data/data, scripts or headers)" in r.stderr, r.stderr
+    with zipfile.ZipFile(w, "a") as z:
+        z.writestr("dd/x.cpython-311-x86_64-linux-gnu.so", b"not an ELF object")
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=120)
+    assert r.returncode == 1 and "✗ dd/x.cpython-311-x86_64-linux-gnu.so" in r.stdout, (r.stdout, r.stderr)
 
 
 def _tbb_pool(b: Path) -> Path:

@@ -8,6 +8,7 @@ import argparse
 import json
 import re
 import sys
+from typing import Optional, Sequence
 
 from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 
@@ -58,12 +59,14 @@ def is_elf(path: str) -> bool:
         os.close(fd)
 
 
-def elf_objects(folder: str, limit: int = 5000) -> list[str]:
+def elf_objects(folder: str, limit: int = 5000, not_elf: Optional[list[str]] = None) -> list[str]:
     """The ELF shared objects under a folder (`*.so`, `*.so.N...`), in a stable order, each file once (a link
     to another is not one more: libfoo.so -> libfoo.so.1); [] when it is a Windows install (classify.py
     windows_install: more .pyd than Linux extensions; pip's Windows launchers, .NET assemblies or a stray .pyd do
-    not make a Linux site-packages one). More than `limit`: DlltraceError (EXIT_USAGE)."""
+    not make a Linux site-packages one). More than `limit`: DlltraceError (EXIT_USAGE). `not_elf`: given, the
+    regular files named so that are no ELF file are added to it (a dlopen of one fails: check fails them too)."""
     import os
+    import stat
 
     from dlltrace.classify import windows_install
 
@@ -75,8 +78,11 @@ def elf_objects(folder: str, limit: int = 5000) -> list[str]:
             low = fn.lower()
             names.append(fn)
             p = os.path.join(dirpath, fn)
-            if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p) and is_elf(p):
-                out.append(p)
+            if len(out) <= limit and (low.endswith(".so") or ".so." in low) and not os.path.islink(p):
+                if is_elf(p):
+                    out.append(p)
+                elif not_elf is not None and stat.S_ISREG(_mode(p)):
+                    not_elf.append(p)
     if windows_install(names):
         return []
     if len(out) > limit:  # (not the first `limit` of them said to be all: a usage error; a PE file found after wins)
@@ -96,11 +102,23 @@ def _elf_doc(target: str, r: "StaticResult") -> dict:
             "tree": tree_dict(r.tree) if r.tree is not None else None}
 
 
-def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str = "", shown: str = "") -> int:
+def _mode(path: str) -> int:
+    import os
+
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):
+        return 0
+
+
+def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str = "", shown: str = "",
+                       not_elf: Sequence[str] = ()) -> int:
     """`dlltrace deps FOLDER` of a Linux install (site-packages/torch): each shared object in it loaded as a plain
     program's dlopen would, on this machine (execute_elf's, one world for all): a line each, the tree of each that
     has a problem. Exit 1 when one has. `base`: the folder the objects are named from (args.target); `shown`: what
-    the output calls the target (args.target)."""
+    the output calls the target (args.target); `not_elf`: its files named as shared objects that are no ELF file,
+    each loaded after the others, as a root of its own (its dlopen fails, as check fails it; unless its package
+    loads it only on demand)."""
     import os
 
     from dlltrace.loader.linux.static import StaticResult, static_deps, static_roots
@@ -124,7 +142,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
         r = os.path.relpath(os.path.abspath(path), site)
         return "" if r == os.pardir or r.startswith(os.pardir + os.sep) else r.replace(os.sep, "/")
 
-    for p in static_roots(objects):
+    for p in [*static_roots(objects), *not_elf]:
         rel = os.path.relpath(p, base or args.target)
         if os.path.realpath(p) in by:
             reached.append((rel, by[os.path.realpath(p)]))
@@ -240,7 +258,7 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
         site = os.path.join(tmp, "site-packages")
         try:
             budget = InflateBudget()
-            elsewhere = not_elf = 0  # (members left out: in another of pip's schemes; not ELF objects)
+            elsewhere = 0  # (members left out: in another of pip's schemes)
             # (its shared objects, and the files its packages' loaders are read from: what loads one on demand; its
             # central directory read once)
             # (the .data members after the others, as pip writes them: of two at one place, pip's is the last)
@@ -266,23 +284,22 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
                     # (one that is not an ELF object is read no further than its first bytes, as check reads it: a
                     # zip bomb's zeros named x.so are neither inflated into memory nor written out)
                     data = read_member(args.target, m, magic=b"\x7fELF", budget=budget)
-                    if not data.startswith(b"\x7fELF"):
-                        not_elf += 1
-                        continue
+                    # (one that is not: its first bytes written, a file named so that is no ELF object, which a dlopen
+                    # fails on, as check fails it: elf_objects' not_elf)
                 dest = os.path.join(site, *parts)
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 with open(dest, "wb") as f:
                     f.write(data)
         except (OSError, ZipError) as exc:
             raise DlltraceError(f"{args.target}: not a readable wheel (zip): {exc}", EXIT_USAGE) from None
-        objects = elf_objects(site) if os.path.isdir(site) else []
-        if not objects:
-            left = [f"{n} {w}" for n, w in ((elsewhere, "in .data/data, scripts or headers"),
-                                             (not_elf, "not an ELF object")) if n]
+        bad: list[str] = []  # (the members named as shared objects that are no ELF object: each a failing root)
+        objects = elf_objects(site, not_elf=bad) if os.path.isdir(site) else []
+        if not objects and not bad:
+            left = [f"{elsewhere} in .data/data, scripts or headers"] if elsewhere else []
             raise DlltraceError(f"{args.target}: a Linux wheel with no shared object (.so) pip installs into "
                                 "site-packages: nothing to resolve" + (f" (left out: {'; '.join(left)})" if left else ""),
                                 EXIT_USAGE)
-        return execute_elf_folder(args, objects, base=site, shown=args.target)
+        return execute_elf_folder(args, objects, base=site, shown=args.target, not_elf=bad)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -295,10 +312,11 @@ def execute(args: argparse.Namespace) -> int:
     import os
 
     if os.path.isdir(args.target):  # a Linux install's folder: each of its shared objects so (no PE file in it)
-        objects = elf_objects(args.target)
+        bad: list[str] = []
+        objects = elf_objects(args.target, not_elf=bad)
         if objects:
             refuse_windows_options(args, "a Linux install's folder")
-            return execute_elf_folder(args, objects)
+            return execute_elf_folder(args, objects, not_elf=bad)
     from dlltrace import winpath
     from dlltrace.diagnosis.static import deps, open_target
     from dlltrace.render.static import deps_dict, deps_json_indent, deps_markdown, print_deps
