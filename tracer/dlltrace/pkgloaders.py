@@ -353,3 +353,21 @@ def optional_row(loaders: Iterable[LoaderRule], member: str) -> str:
         if any(fnmatch.fnmatchcase(low, g.lower()) for g in lo.optional):
             return lo.row or lo.how
     return ""
+
+
+def optional_unreached(optional: dict[str, str], files: Iterable[str],
+                       needs: Callable[[str], Iterable[str]]) -> dict[str, str]:
+    """`optional` (a file its package loads only on demand -> the loader row: optional_row) less every file that a
+    file loaded at once (one of `files` not in `optional`) needs, however deep (`needs`: the files a file's load
+    loads with it): that load loads it too, and its failure is the package's. Both sides' rule:
+    static.rule_optional_files (static imports), static_elf.rule_optional_members (DT_NEEDED)."""
+    kept = dict(optional)
+    todo = [f for f in files if f not in optional]
+    seen = set(todo)
+    while todo:
+        for n in needs(todo.pop()):
+            if n not in seen:
+                seen.add(n)
+                kept.pop(n, None)
+                todo.append(n)
+    return kept

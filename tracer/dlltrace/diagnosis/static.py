@@ -23,7 +23,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence
 
 from dlltrace import packages, winpath
 from dlltrace.classify import ALLOWABLE, DllClass, classify, version_key, windows_install
@@ -36,7 +36,7 @@ from dlltrace.diagnosis.outcome import rule_load_class
 from dlltrace.diagnosis.result import Copy, Diagnosis, Fate, FailedLoad, NextFailure, ProcessEnd, Tried, process_outcome
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
-from dlltrace.pkgloaders import LoaderRule, optional_row
+from dlltrace.pkgloaders import LoaderRule, optional_row, optional_unreached
 from dlltrace.worlds.loaderfiles import folder_loaders, is_site_folder
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter, VC_RUNTIME_DLLS,
@@ -195,22 +195,17 @@ def rule_optional_files(target: Target, facts_of: dict[str, FileFacts],
     optional = {k: row for k, row in ((winpath.key(f.path), rule_optional_file(target, f.path))
                                       for f in target.files if winpath.key(f.path) in facts_of) if row}
     by_key = {winpath.key(f.path): f for f in target.files}
-    todo = [k for k in facts_of if k not in optional]  # (the files loaded at once)
-    seen = set(todo)
-    while todo:
-        f = by_key.get(todo.pop())
-        facts = facts_of.get(winpath.key(f.path)) if f is not None else None
+
+    def needs(k: str) -> Iterator[str]:  # (the bundled copies its static imports bind to)
+        f, facts = by_key.get(k), facts_of.get(k)
         if f is None or facts is None or facts.pe is None:
-            continue
+            return
         for imp in facts.pe.imports:
             name = rules.rule_default_extension(imp.dll)
             bound = None if skip(name) else _bound_copy(f, target.file_named(name))
-            k = winpath.key(bound.path) if bound is not None else None
-            if k is not None and k not in seen:
-                seen.add(k)
-                optional.pop(k, None)
-                todo.append(k)
-    return optional
+            if bound is not None:
+                yield winpath.key(bound.path)
+    return optional_unreached(optional, facts_of, needs)
 
 
 def site_member(target: Target, path: str) -> Optional[str]:

@@ -30,7 +30,7 @@ from dlltrace.errors import EXIT_USAGE, DlltraceError
 from dlltrace.loader.linux.engine import DlopenResult, LinuxProcess, LinuxSimulator
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.static import static_roots
-from dlltrace.pkgloaders import optional_row
+from dlltrace.pkgloaders import optional_row, optional_unreached
 from dlltrace.loader.linux.fixes import nvidia_wheels
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
 from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, site_relative, zip_members
@@ -247,17 +247,11 @@ def rule_optional_members(target: Target, own: dict[str, ELFResult], member_of: 
         if isinstance(f, ELFFacts) and f.soname and f.soname != posixpath.basename(p):
             named.setdefault(f.soname, []).append(member_of[p])
     facts = {member_of[p]: f for p, f in own.items()}
-    todo = [m for m in facts if m not in optional]  # (the members loaded at once)
-    seen = set(todo)
-    while todo:
-        f = facts[todo.pop()]
-        for n in f.needed if isinstance(f, ELFFacts) else ():
-            for m in named.get(n, ()):
-                if m not in seen:
-                    seen.add(m)
-                    optional.pop(m, None)
-                    todo.append(m)
-    return optional
+
+    def needs(m: str) -> list[str]:  # (the members its DT_NEEDED names may be)
+        f = facts.get(m)
+        return [x for n in (f.needed if isinstance(f, ELFFacts) else ()) for x in named.get(n, ())]
+    return optional_unreached(optional, facts, needs)
 
 
 def _not_given_words(target: Target, peers: list[Target], opts: GateOptions) -> str:
