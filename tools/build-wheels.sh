@@ -21,7 +21,7 @@ command -v "${CC32:-i686-w64-mingw32-gcc}" >/dev/null 2>&1 || mingw+=(gcc-mingw-
 if [ ${#mingw[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "+ apt-get install ${mingw[*]}" >&2
-  $SUDO apt-get update -qq
+  $SUDO apt-get update -qq || echo "apt-get update: some package lists failed to download (a mirror mid-sync?); going on with the lists apt has" >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${mingw[@]}" >/dev/null
 fi
 "$PYTHON" -c "import build" 2>/dev/null || "$PYTHON" -m pip install -q --disable-pip-version-check build

@@ -43,15 +43,26 @@ if [ $tests = 1 ]; then
   # a real terminal: tests/test_terminal.py drives `dlltrace report` in tmux (Ctrl-C, the cursor, the colours)
   command -v tmux >/dev/null 2>&1 || need+=(tmux)
 fi
+# apt-get update exits non-zero when any one index fails, e.g. a mirror caught mid-sync ("File has unexpected
+# size ... Mirror sync in progress?", seen on bookworm-security's i386 list): try three times, then go on with the
+# lists apt has; the install after it fails (and stops this script) only if a package it needs is really missing.
+apt_update() {
+  local try
+  for try in 1 2 3; do
+    $SUDO apt-get update -qq && return 0
+    [ $try = 3 ] || { echo "apt-get update failed (try $try of 3); again in $((try * 10)) s" >&2; sleep $((try * 10)); }
+  done
+  echo "apt-get update: some package lists failed to download; going on with the lists apt has" >&2
+}
 if [ ${#need[@]} -gt 0 ]; then
   echo "+ apt-get install ${need[*]}" >&2
-  $SUDO apt-get update -qq
+  apt_update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 elif [ $tests = 1 ] && ! apt-cache show libodbc2 >/dev/null 2>&1; then
   # apt's package lists: the Linux fixes name Debian packages from them, and tests/test_real_situations.py
   # downloads those packages (a machine whose lists were removed has none)
   echo "+ apt-get update" >&2
-  $SUDO apt-get update -qq
+  apt_update
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
