@@ -323,4 +323,99 @@ def test_a_link_planted_at_the_temporary_name_is_not_followed(kept):
     assert victim.read_text() == "keep me"
     assert [p.name for p in Path(cache.folder).iterdir()] == []  # (the link removed; kept the next time)
     cache.host_facts(dll)
-    assert [p.name for p in Path(cache.folder).iterdir()] == [f"{key}.json"]
+    assert sorted(p.name for p in Path(cache.folder).iterdir()) == [factscache.STAMP, f"{key}.json"]
+
+
+def _entries(folder) -> list[str]:
+    return sorted(p.name for p in Path(folder).glob("*.json"))
+
+
+def test_a_cache_folder_another_user_owns_is_not_used(kept):
+    """Entries another user could have written (a DLLTRACE_CACHE folder made by someone else, say under /tmp) are not
+    believed: each would be taken as a DLL's imports and exports. The cache is then not used at all."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to give the folder to another user (CI runs as root)")
+    cache, dll = kept
+    Path(cache.folder).mkdir()
+    forged = Path(cache.folder) / f"{host_key(dll, os.stat(dll))}.json"
+    forged.write_text(json.dumps({"path": dll, "pe": {"machine": "x64", "is_dll": True, "imports": [],
+                                                       "exports": ["forged"]}}))
+    os.chown(cache.folder, 12345, 12345)
+    assert cache.host_facts(dll).exports == frozenset({"f"})  # (read, not the entry's word)
+    assert not cache.usable()
+    os.chown(cache.folder, 0, 0)
+    assert not FactsCache(Path(cache.folder)).host_facts(dll).exports == frozenset({"f"})  # (believed once trusted)
+
+
+def test_a_cache_under_a_folder_others_can_write_is_not_used(kept, tmp_path):
+    """A folder above the cache that others may write and that is not sticky (as /tmp is): the cache folder could be
+    renamed away and replaced with one of theirs. Under a sticky one (/tmp) it is used."""
+    _, dll = kept
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    cache = FactsCache(open_dir / "pe-facts")
+    assert cache.host_facts(dll).exports == frozenset({"f"}) and not cache.usable()
+    assert _entries(cache.folder) == []
+    os.chmod(open_dir, 0o777 | 0o1000)  # sticky
+    cache = FactsCache(open_dir / "pe-facts")
+    cache.host_facts(dll)
+    assert cache.usable() and len(_entries(cache.folder)) == 1
+
+
+def test_the_users_own_cache_folder_that_others_may_write_is_made_private(kept):
+    cache, dll = kept
+    Path(cache.folder).mkdir()
+    os.chmod(cache.folder, 0o777)
+    cache.host_facts(dll)
+    assert cache.usable() and len(_entries(cache.folder)) == 1
+    assert os.stat(cache.folder).st_mode & 0o777 == 0o755
+
+
+def test_a_made_cache_folder_is_private(kept):
+    cache, dll = kept
+    cache.host_facts(dll)
+    assert os.stat(cache.folder).st_mode & 0o777 == 0o700
+
+
+def test_the_cache_is_pruned_oldest_first_at_most_once_a_day(kept, monkeypatch):
+    """It grew without end (a new entry for every version of every file); now past MAX_CACHE_BYTES the oldest written
+    go until it is under PRUNE_TO_BYTES, checked at most once a PRUNE_EVERY."""
+    cache, dll = kept
+    folder = Path(cache.folder)
+    folder.mkdir()
+    now = time.time()
+    for i in range(10):  # 10 entries of 1,000 bytes, the oldest first
+        e = folder / f"old{i}.json"
+        e.write_bytes(b" " * 1000)
+        os.utime(e, (now - 1000 + i, now - 1000 + i))
+    stale = folder / "x.tmp1-2"
+    stale.write_bytes(b"half")
+    os.utime(stale, (now - 2 * factscache.STALE_TMP, now - 2 * factscache.STALE_TMP))
+    fresh_tmp = folder / "y.tmp3-4"
+    fresh_tmp.write_bytes(b"being written")
+    monkeypatch.setattr(factscache, "MAX_CACHE_BYTES", 8000)
+    monkeypatch.setattr(factscache, "PRUNE_TO_BYTES", 5000)
+    cache.host_facts(dll)  # (a write: the first of this process prunes)
+    kept_names = _entries(folder)
+    new = f"{host_key(dll, os.stat(dll))}.json"
+    new_size = (folder / new).stat().st_size
+    gone = 10 - sum(1 for n in kept_names if n.startswith("old"))
+    assert new in kept_names and [f"old{i}.json" for i in range(gone, 10)] == [n for n in kept_names if n != new]
+    assert sum((folder / n).stat().st_size for n in kept_names) <= 5000 < 1000 + sum(
+        (folder / n).stat().st_size for n in kept_names)  # (no more gone than needed)
+    assert not stale.exists() and fresh_tmp.exists()
+    assert new_size > 0
+    # within a day no other process prunes: more entries stay
+    for i in range(10):
+        (folder / f"more{i}.json").write_bytes(b" " * 1000)
+    other = Path(dll).with_name("b.dll")
+    other.write_bytes(tiny_dll("b.dll"))
+    FactsCache(folder).host_facts(str(other))
+    assert sum(1 for n in _entries(folder) if n.startswith("more")) == 10
+    # a day later it does
+    os.utime(folder / factscache.STAMP, (now - factscache.PRUNE_EVERY - 1,) * 2)
+    third = Path(dll).with_name("c.dll")
+    third.write_bytes(tiny_dll("c.dll"))
+    FactsCache(folder).host_facts(str(third))
+    assert sum((folder / n).stat().st_size for n in _entries(folder)) <= 5000

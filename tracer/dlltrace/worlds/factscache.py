@@ -16,6 +16,17 @@ not the file's, one that is no regular file (a FIFO is not waited on) or larger 
 miss; a file the caller cannot read is read (a cache shared by users gives none of its facts); a folder that
 cannot be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
 
+Trust: the facts in the folder are believed only if nobody else could have written them (trusted_folder): on a
+POSIX system the folder must be the user's own and writable by nobody else (one of the user's own that group or
+others may write is made private first), and each folder above it owned by the user or root and writable by nobody
+else unless sticky (as /tmp). Otherwise the cache is not used at all: every file is read (`--no-cache`), since an
+entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
+
+Size: the folder is pruned at most once a PRUNE_EVERY (a stamp file, .pruned, says when it last was), after a
+write: when its entries are over MAX_CACHE_BYTES the oldest written go until they are under PRUNE_TO_BYTES; an
+entry pruned that is still needed is read and kept again. Temporary files of writes that never ended (a process
+killed) go once an hour old.
+
 Not seen (no Python stat gives it): on Windows st_ctime is the creation time, so a file rewritten in place with
 its size kept and its modification time put back (SetFileTime) keeps its key.
 """
@@ -49,6 +60,11 @@ class Member(Protocol):
 CACHE_FORMAT = 3
 HOST_SETTLED = 2.0  # seconds: how old a file's modification and change times must be for its facts to be kept
 MAX_ENTRY_BYTES = 256 << 20  # an entry larger is a miss, not read (torch_cpu.dll's facts, the largest seen: 6.8 MB)
+MAX_CACHE_BYTES = 512 << 20  # the folder's entries, past which the oldest go (prune)
+PRUNE_TO_BYTES = 384 << 20
+PRUNE_EVERY = 24 * 3600.0  # seconds between two prunings of one folder (the stamp file's age)
+STALE_TMP = 3600.0  # seconds: a temporary file this old is a write that never ended
+STAMP = ".pruned"
 # (opened without blocking: an entry that is a FIFO is a miss, not a read that waits for a writer forever)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
@@ -65,9 +81,19 @@ class FactsCache:
 
     def __init__(self, folder: Optional[Path]):
         self.folder = folder
+        self._trusted: Optional[bool] = None  # (asked once: trusted_folder)
+        self._pruned = False  # (once a process at most)
+
+    def usable(self) -> bool:
+        """Whether the folder is used: given (not `--no-cache`) and trusted (trusted_folder), made if missing."""
+        if self.folder is None:
+            return False
+        if self._trusted is None:
+            self._trusted = trusted_folder(self.folder)
+        return self._trusted
 
     def _file(self, key: str) -> Optional[Path]:
-        return self.folder / f"{key}.json" if self.folder is not None else None
+        return self.folder / f"{key}.json" if self.folder is not None and self.usable() else None
 
     @staticmethod
     def key(info: Member) -> str:
@@ -100,7 +126,6 @@ class FactsCache:
             return
         tmp = f.with_suffix(f".tmp{os.getpid()}-{_thread.get_ident()}")  # (prefetch's threads write entries too)
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
             # (created, never opened if there: a link planted at its name in a folder others can write, such as a
             # DLLTRACE_CACHE under /tmp, is not followed to overwrite the file it points at)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -112,6 +137,10 @@ class FactsCache:
                 tmp.unlink()  # (a full disk, or an entry's name taken by a folder: no half-written file left behind)
             except (OSError, ValueError):
                 pass
+            return
+        if not self._pruned:
+            self._pruned = True
+            prune(f.parent, time.time())
 
     def get(self, key: str) -> Optional[PEFacts]:
         doc = self._read(key)
@@ -128,7 +157,7 @@ class FactsCache:
     def host_facts(self, host: str) -> Union[PEFacts, PEError]:
         """read_pe_facts(host), from the cache when the file is the one kept (host_key), kept when it is not
         and has settled."""
-        if self.folder is None:
+        if not self.usable():
             return read_pe_facts(host)
         try:
             st = os.stat(host)
@@ -173,3 +202,78 @@ def settled(st: os.stat_result, now: float) -> bool:
     docstring). A time in the future (a clock set back) never settles."""
     newest = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
     return now - HOST_SETTLED >= newest
+
+
+def trusted_folder(folder: Path) -> bool:
+    """Whether the facts in `folder` can be believed (the module's docstring, "Trust"), making it (private) when it
+    is missing. Always on a system with no file owners (Windows)."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return True
+    me = geteuid()
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)  # (the mode: the folder made last; those above as umask says)
+        st = os.stat(folder)
+        if st.st_uid != me or not stat.S_ISDIR(st.st_mode):
+            return False
+        if st.st_mode & 0o022:  # the user's own, that others may write (a umask of 002): made private
+            os.chmod(folder, stat.S_IMODE(st.st_mode) & ~0o022)
+        # the folders above it, as named and as they really are (a link in a folder others may write, retargeted,
+        # would move the cache elsewhere)
+        for start in {os.path.abspath(folder), os.path.realpath(folder)}:
+            above = start
+            while True:
+                parent = os.path.dirname(above)
+                if parent == above:
+                    break
+                above = parent
+                st = os.stat(above)
+                if st.st_uid not in (me, 0) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+                    return False
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def prune(folder: Path, now: float) -> None:
+    """Keep the folder's entries under MAX_CACHE_BYTES (the module's docstring, "Size"): at most once a PRUNE_EVERY
+    (the stamp's age; the stamp is renewed first, so that processes writing at once do not all prune)."""
+    stamp = folder / STAMP
+    try:
+        if now - os.stat(stamp).st_mtime < PRUNE_EVERY:
+            return
+    except (OSError, ValueError):
+        pass  # (never pruned)
+    try:
+        stamp.touch()
+        entries = []
+        total = 0
+        with os.scandir(folder) as it:
+            for d in it:
+                if d.name == STAMP or not d.is_file(follow_symlinks=False):
+                    continue
+                st = d.stat(follow_symlinks=False)
+                if ".tmp" in d.name:
+                    if now - st.st_mtime > STALE_TMP:
+                        _unlink(d.path)
+                    continue
+                entries.append((st.st_mtime, st.st_size, d.path))
+                total += st.st_size
+    except (OSError, ValueError):
+        return
+    if total <= MAX_CACHE_BYTES:
+        return
+    for _, size, path in sorted(entries):
+        if total <= PRUNE_TO_BYTES:
+            break
+        if _unlink(path):
+            total -= size
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:  # (gone already, or open elsewhere on Windows)
+        return False
