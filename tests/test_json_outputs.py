@@ -541,3 +541,53 @@ def test_deps_of_a_linux_wheel_an_optional_file_fails_only_its_own_load(tmp_path
         check = run_json("check", str(w), "--json")
         assert deps["ok"] == check["ok"] == (not with_lib), (with_lib, deps["objects"], check["problems"])
         assert [o.get("optional_by") for o in deps["objects"]] == [None if with_lib else "numba_threading_layers"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None
+                    or not os.path.exists("/usr/lib/x86_64-linux-gnu/libxml2.so.2"),
+                    reason="needs Linux, gcc and libxml2 (tools/setup.sh --tests installs it)")
+def test_deps_of_a_linux_wheel_names_what_it_found_here_outside_the_wheels_policy(tmp_path):
+    """`deps x.whl` resolves on this machine, so a library the wheel's policy does not allow, found here, loaded and
+    was said to be fine, while `check` failed the wheel (lightgbm 4.5.0: libgomp.so.1, not a manylinux system
+    library). deps still answers whether the loads fail here (exit 0), and now names each library outside the
+    policy and each symbol version newer than it (a wheel built against glibc 2.34's pthread_create, tagged
+    manylinux_2_17), as check fails the same wheel for them (exit 1)."""
+    import zipfile
+
+    (tmp_path / "x.c").write_text("void xmlInitParser(void);\nvoid init(void) { xmlInitParser(); }\n")
+    (tmp_path / "t.c").write_text("#include <pthread.h>\nstatic void *run(void *a) { return a; }\n"
+                                  "int go(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n")
+    xml = tmp_path / "_xml.cpython-311-x86_64-linux-gnu.so"
+    thr = tmp_path / "_thr.cpython-311-x86_64-linux-gnu.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(xml), str(tmp_path / "x.c"),
+                    "/usr/lib/x86_64-linux-gnu/libxml2.so.2"], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(thr), str(tmp_path / "t.c"), "-pthread"], check=True)
+    w = tmp_path / "pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    with zipfile.ZipFile(w, "w") as z:
+        z.writestr("pkg/" + xml.name, xml.read_bytes())
+        z.writestr("pkg/" + thr.name, thr.read_bytes())
+        z.writestr("pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    doc = run_json("deps", str(w), "--json", ok=(0,))
+    schema("static-linux-v1.json").validate(doc)
+    assert doc["ok"] and doc["policy"] == "manylinux_2_17_x86_64", doc
+    outside = {(o["name"], o["version"], o["needed_by"]) for o in doc["outside_policy"]}
+    assert ("libxml2.so.2", None, "pkg/" + xml.name) in outside, outside
+    assert ("libc.so.6", "GLIBC_2.34", "pkg/" + thr.name) in outside, outside
+    assert all(o["newest"] == "2.17" for o in doc["outside_policy"] if o["version"] and o["version"].startswith("GLIBC_"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(w)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert text.returncode == 0 and "outside the wheel's policy (manylinux_2_17_x86_64)" in text.stdout, text.stdout
+    assert f"! libxml2.so.2, needed by pkg/{xml.name}: not a manylinux_2_17 system library" in text.stdout
+    assert f"! libc.so.6 GLIBC_2.34, needed by pkg/{thr.name}: newer than the policy allows (its newest GLIBC: 2.17)" \
+        in text.stdout
+    check = subprocess.run([sys.executable, "-m", "dlltrace", "check", "--json", str(w)], capture_output=True, text=True,
+                           env=env, timeout=120)
+    assert check.returncode == 1, check.stderr
+    failed = {(p["dll"], p["kind"]) for p in json.loads(check.stdout)["problems"]}
+    assert ("libxml2.so.2", "not_allowed") in failed and ("libc.so.6", "missing_version") in failed, failed
+    # a wheel tagged for a policy that allows them: nothing named
+    ok = tmp_path / "pkg-1.0-cp311-cp311-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(ok, "w") as z:
+        z.writestr("pkg/" + thr.name, thr.read_bytes())
+    assert run_json("deps", str(ok), "--json", ok=(0,))["outside_policy"] == []

@@ -14,6 +14,7 @@ from dlltrace.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, DlltraceError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from dlltrace.loader.linux.policy import Policy
     from dlltrace.loader.linux.static import StaticResult
 
 
@@ -112,13 +113,14 @@ def _mode(path: str) -> int:
 
 
 def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str = "", shown: str = "",
-                       not_elf: Sequence[str] = ()) -> int:
+                       not_elf: Sequence[str] = (), policy: Optional["Policy"] = None) -> int:
     """`dlltrace deps FOLDER` of a Linux install (site-packages/torch): each shared object in it loaded as a plain
     program's dlopen would, on this machine (execute_elf's, one world for all): a line each, the tree of each that
     has a problem. Exit 1 when one has. `base`: the folder the objects are named from (args.target); `shown`: what
     the output calls the target (args.target); `not_elf`: its files named as shared objects that are no ELF file,
     each loaded after the others, as a root of its own (its dlopen fails, as check fails it; unless its package
-    loads it only on demand)."""
+    loads it only on demand); `policy`: a wheel's (loader/linux/policy.py), what was found on this machine that it
+    does not allow is named (rule_outside_policy: what check fails the wheel for; the loads here still load)."""
     import os
 
     from dlltrace.loader.linux.static import StaticResult, static_deps, static_roots
@@ -163,6 +165,11 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
             by.setdefault(os.path.realpath(x), rel)
     bad = [(rel, r) for rel, r in results if r.problems]
     needed = [rel for rel, _ in bad if rel not in optional]  # (what makes the run fail: exit 1)
+    outside = []
+    if policy is not None:
+        from dlltrace.loader.linux.policy import rule_outside_policy
+
+        outside = rule_outside_policy(policy, [f for _, r in results for f in r.found], in_site, world.file)
     if args.json:
         docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
@@ -171,13 +178,19 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
                "objects": [{**{k: d[k] for k in ("file", "loaded", "ok", "problems", "tree")},
                             **({"optional_by": optional[d["file"]]} if d["file"] in optional else {})} for d in docs],
                "reached": [{"file": rel, "loaded_by": root} for rel, root in reached]}
+        if policy is not None:
+            doc["policy"] = f"{policy.name}_{policy.arch}"
+            doc["outside_policy"] = [{"name": o.name, "path": o.path, "needed_by": o.needed_by,
+                                      "version": o.version or None, "newest": o.newest or None} for o in outside]
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_PROBLEMS if needed else EXIT_OK
     total = len(results) + len(reached)
     lines = [f"dlltrace deps {shown or args.target}: {total} shared object{'s' if total != 1 else ''}, "
              + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem")
-             + (f" ({len(optional)} of them optional, which the package does without)" if optional else ""), ""]
+             + (f" ({len(optional)} of them optional, which the package does without)" if optional else "")
+             + (f"; {len({(o.name, o.version) for o in outside})} found on this machine outside the wheel's policy "
+                "(below)" if outside else ""), ""]
     for rel, r in results:
         n = len(r.loaded)
         why = f" (optional: {optional_words(optional[rel])}; the package does without it)" if rel in optional else ""
@@ -185,6 +198,18 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
                                                                   else f"{n} object{'s' if n != 1 else ''} load{'s' if n == 1 else ''}"))
     lines += [f"  ✗ {rel}: loaded by {root}, as it loads it: a library it needs fails (below)" if rel in failing
               else f"  ✓ {rel}: loaded by {root}, as it loads it" for rel, root in reached]
+    if outside and policy is not None:
+        libs = sorted({o.name for o in outside if not o.version})
+        versions = sorted({o.version for o in outside if o.version})
+        what = " and ".join(x for x in (f"{len(libs)} librar{'y' if len(libs) == 1 else 'ies'}" if libs else "",
+                                         f"{len(versions)} symbol version{'s' if len(versions) != 1 else ''}"
+                                         if versions else "") if x)
+        lines += ["", f"Found on this machine, outside the wheel's policy ({policy.name}_{policy.arch}): {what}. "
+                  "These load here; a machine without them fails (`dlltrace check` fails the wheel for each):"]
+        for o in outside:
+            lines.append(f"  ! {o.name} {o.version}, needed by {o.needed_by}: newer than the policy allows (its newest "
+                         f"{o.version.partition('_')[0]}: {o.newest}); here from {o.path}" if o.version else
+                         f"  ! {o.name}, needed by {o.needed_by}: not a {policy.name} system library; here from {o.path}")
     for rel, r in bad:
         lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
     print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))
@@ -299,7 +324,13 @@ def execute_elf_wheel(args: argparse.Namespace) -> int:
             raise DlltraceError(f"{args.target}: a Linux wheel with no shared object (.so) pip installs into "
                                 "site-packages: nothing to resolve" + (f" (left out: {'; '.join(left)})" if left else ""),
                                 EXIT_USAGE)
-        return execute_elf_folder(args, objects, base=site, shown=args.target, not_elf=bad)
+        from dlltrace.loader.linux.policy import rule_wheel_policy
+
+        try:
+            policy: Optional[Policy] = rule_wheel_policy(args.target)
+        except DlltraceError:  # (an architecture the policies do not have: nothing to name against)
+            policy = None
+        return execute_elf_folder(args, objects, base=site, shown=args.target, not_elf=bad, policy=policy)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -13,16 +13,12 @@ What differs from auditwheel: docs/static.md ("Linux wheels").
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import posixpath
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
 
 from dlltrace.classify import DllClass
-from dlltrace.datafiles import read_data
 from dlltrace.diagnosis.static import (LINUX_SITE, CheckResult, CheckRow, FileRow, GateOptions, Problem, Provider,
                                        Status, Target, required_not_given_words, rule_nothing_to_check)
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, read_elf_bytes
@@ -32,6 +28,7 @@ from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.static import static_roots
 from dlltrace.pkgloaders import optional_row, optional_unreached
 from dlltrace.loader.linux.fixes import nvidia_wheels
+from dlltrace.loader.linux.policy import ARCH_MACHINE, INTERPRETERS, Policy, newest_version, rule_wheel_policy
 from dlltrace.worlds.elf import OverlayWorld, VirtualELFWorld
 from dlltrace.worlds.static import InflateBudget, ZipError, normalize_dist, read_member, site_relative, zip_members
 
@@ -41,67 +38,6 @@ SYSTEM_DIR = "/usr/lib/x86_64-linux-gnu"  # where the policy's libraries are (th
 STAND_IN_DIR = "/dlltrace-check/stand-ins"
 PROGRAM = "/dlltrace-check/python"  # a program with no DT_RPATH / DT_RUNPATH / DT_NEEDED of its own
 MAX_ROUNDS = 400
-ARCH_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
-# the ELF interpreters: part of the C library (auditwheel's lddtree never reports them as a dependency to graft)
-INTERPRETERS = re.compile(r"^(ld-linux[-.\w]*\.so\.\d+|ld64\.so\.\d+|ld-musl-[\w]+\.so\.1)$")
-_PLAT = re.compile(r"^(manylinux|musllinux)(?:_(\d+)_(\d+)|(1|2010|2014))?_(\w+)$")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """One manylinux/musllinux policy for one architecture: the system libraries a wheel may need, and the symbol
-    versions allowed by prefix ("GLIBC" -> {"2.2.5", ...})."""
-
-    name: str
-    arch: str
-    libraries: frozenset[str]
-    versions: dict[str, frozenset[str]]
-
-    def allows_version(self, version: str) -> bool:
-        """auditwheel's rule: a version whose prefix the policy lists must be one it lists; any other passes."""
-        prefix, _, v = version.partition("_")
-        return prefix not in self.versions or v in self.versions[prefix]
-
-
-@lru_cache(maxsize=1)
-def _policies() -> list[dict]:
-    doc = json.loads(read_data("manylinux-policy.json"))
-    return list(doc["policies"])
-
-
-def rule_wheel_policy(filename: str) -> Policy:
-    """The policy a Linux wheel is checked against: of the policies its platform tags name (manylinux_2_17_x86_64,
-    its alias manylinux2014_x86_64, musllinux_1_2_aarch64), the strictest (auditwheel's highest priority): the wheel
-    claims to run wherever each of its tags does. A linux_* tag has auditwheel's `linux` policy: no system library
-    at all. An architecture other than x86_64 and aarch64 is a usage error (the data holds those two)."""
-    plats = os.path.basename(filename)[:-len(".whl")].split("-")[-1].split(".")
-    best: Optional[tuple[int, dict, str]] = None
-    arch = ""
-    for plat in plats:
-        m = _PLAT.match(plat.lower())
-        if m is None:
-            if plat.lower().startswith("linux_"):
-                arch = arch or plat[len("linux_"):]
-            continue
-        arch = m.group(5)
-        if m.group(2):
-            name = f"{m.group(1)}_{m.group(2)}_{m.group(3)}"
-        else:
-            name = f"{m.group(1)}{m.group(4)}" if m.group(4) else m.group(1)
-        for p in _policies():
-            if name == p["name"] or name in p.get("aliases", []):
-                if best is None or p["priority"] > best[0]:
-                    best = (p["priority"], p, name)
-    if arch not in ARCH_MACHINE:
-        raise DlltraceError(f"{filename}: a Linux wheel for {arch or 'an unknown architecture'}: check reads "
-                            f"{', '.join(ARCH_MACHINE)} wheels", EXIT_USAGE)
-    if best is None:
-        return Policy("linux", arch, frozenset(), {})
-    p = best[1]
-    libs = {f"libc.musl-{arch}.so.1" if lib == "libc.so" and p["name"].startswith("musllinux") else lib
-            for lib in p["lib_whitelist"]}
-    versions = {k: frozenset(v) for k, v in p["symbol_versions"].get(arch, {}).items()}
-    return Policy(p["name"], arch, frozenset(libs), versions)
 
 
 def site_path(member: str) -> str:
@@ -320,7 +256,7 @@ def _load_keep_going(world: VirtualELFWorld, root: str, stand_ins: dict[str, ELF
                 beyond = f": newer than {policy.name} allows" if lib_path.startswith(SYSTEM_DIR + "/") else ""
                 problems.append(Problem("missing_version", leaf, [who], None, path=member_of.get(lib_path),
                                         detail=f"{who} needs {v} from {where}{beyond} (the policy's newest "
-                                               f"{v.partition('_')[0]}: {_newest(policy, v.partition('_')[0])})"
+                                               f"{v.partition('_')[0]}: {newest_version(policy, v.partition('_')[0])})"
                                         if beyond else f"{who} needs {v} from {where}, which does not define it"))
                 continue
             problems.append(Problem("not_elf" if res.cause == "bad_elf" else "wrong_machine", leaf or root, [by],
@@ -357,13 +293,6 @@ def _rpath(files: dict[str, ELFResult], lk) -> str:
     if isinstance(f, ELFFacts):
         return f.runpath or f.rpath or "none"
     return "none"
-
-
-def _newest(policy: Policy, prefix: str) -> str:
-    vs = policy.versions.get(prefix)
-    if not vs:
-        return "none"
-    return max(vs, key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")))
 
 
 def _rows(runs: list[DlopenResult], own: dict[str, ELFResult], peer_of: dict[str, Target], member_of: dict[str, str],

@@ -54,6 +54,8 @@ class StaticResult:
     # every object the last run found, as it found it (a stand-in not), also when that run failed on a version
     # after mapping them all: what deps FOLDER does not load again on its own
     mapped: list[str] = field(default_factory=list)
+    # (name asked for, the file found, who asked) of each library the last run found, as it found it (a stand-in not)
+    found: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None, limit: int = 50) -> StaticResult:
@@ -91,4 +93,6 @@ def static_deps(path: str, world: ELFWorld, env: Optional[dict[str, str]] = None
         out.loaded = [p for p in walk.result.loaded if not p.startswith(STAND_IN_DIR + "/")]
     out.mapped = list(dict.fromkeys(lk.path for lk in last.lookups
                                     if lk.path and not lk.path.startswith(STAND_IN_DIR + "/")))
+    out.found = list(dict.fromkeys((lk.name, lk.path, lk.requester) for lk in last.lookups
+                                   if lk.path and not lk.path.startswith(STAND_IN_DIR + "/")))
     return out

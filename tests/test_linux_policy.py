@@ -1,0 +1,41 @@
+"""The manylinux policy as `deps` of a Linux wheel names it (loader/linux/policy.py rule_outside_policy): what a load on
+this machine found here that the wheel's policy does not allow, which `check` fails the same wheel for."""
+
+from __future__ import annotations
+
+from dlltrace.elf import ELFFacts, VersionNeed
+from dlltrace.loader.linux.policy import OutsidePolicy, rule_outside_policy, rule_policy_library, rule_wheel_policy
+
+SITE = "/site/"
+
+
+def _in_wheel(path: str) -> str:
+    return path[len(SITE):] if path.startswith(SITE) else ""
+
+
+def test_rule_policy_library():
+    policy = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+    assert rule_policy_library(policy, "libc.so.6") and rule_policy_library(policy, "libm.so.6")
+    assert rule_policy_library(policy, "ld-linux-x86-64.so.2")  # (the interpreter: part of the C library)
+    assert not rule_policy_library(policy, "libgomp.so.1") and not rule_policy_library(policy, "libxml2.so.2")
+
+
+def test_rule_outside_policy():
+    policy = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+    ext = SITE + "pkg/_ext.so"
+    facts = {ext: ELFFacts(needed=("libc.so.6", "libgomp.so.1", "liba.so"),
+                           version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34")),
+                                          VersionNeed("libgomp.so.1", ("GOMP_4.0",))))}
+    found = [
+        ("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6", ext),  # allowed, but one version beyond 2.17
+        ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1", ext),  # not a manylinux system library
+        ("liba.so", SITE + "pkg.libs/liba.so", ext),  # bundled: the wheel's own
+        ("libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1"),  # (a system one's)
+        ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1", ext),  # (found twice: named once)
+    ]
+    got = rule_outside_policy(policy, found, _in_wheel, facts.get)
+    assert got == [OutsidePolicy("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6", "pkg/_ext.so", "GLIBC_2.34", "2.17"),
+                   OutsidePolicy("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1", "pkg/_ext.so")]
+    # a newer policy allows both versions; never the library
+    newer = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_34_x86_64.whl")
+    assert [o.name for o in rule_outside_policy(newer, found, _in_wheel, facts.get)] == ["libgomp.so.1"]
