@@ -317,6 +317,17 @@ def test_classify_bundled_keeps_what_it_is():
 def test_wheel_data_members_go_to_their_scheme():
     assert wheel_member_path("x-1.data/data/Library/bin/a.dll", "3.11") == "C:\\Python311\\Library\\bin\\a.dll"
     assert wheel_member_path("torch/lib/c10.dll", "3.11") == "C:\\Python311\\Lib\\site-packages\\torch\\lib\\c10.dll"
+    assert wheel_member_path("x-1.data/platlib/x/a.dll", "3.11") == "C:\\Python311\\Lib\\site-packages\\x\\a.dll"
+    # (headers: not site-packages, where a DLL put there would pass for one beside the package's extensions)
+    assert wheel_member_path("x-1.data/headers/a.dll", "3.11") == "C:\\Python311\\Include\\x\\a.dll"
+
+
+def test_linux_wheel_data_members_go_to_their_scheme():
+    from dlltrace.diagnosis.static_elf import site_path
+
+    assert site_path("x-1.data/platlib/x/a.so") == site_path("x/a.so") and site_path("x/a.so").endswith("/site-packages/x/a.so")
+    assert site_path("x-1.data/data/lib/a.so") == "/venv/lib/a.so"
+    assert site_path("x-1.data/headers/a.so") == "/venv/include/site/python3/x/a.so"
 
 
 # --- the real wheels --------------------------------------------------------------------------------------

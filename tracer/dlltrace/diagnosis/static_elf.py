@@ -41,7 +41,8 @@ MAX_ROUNDS = 400
 
 
 def site_path(member: str) -> str:
-    """Where pip installs a wheel member in the model: site-packages, or <prefix>/<rest> for .data/data."""
+    """Where pip installs a wheel member in the model: site-packages (also .data/platlib and purelib), <prefix>/<rest>
+    for .data/data, <prefix>/bin for scripts, <prefix>/include/site/python3/<dist> for headers."""
     parts = [x for x in member.split("/") if x not in ("", ".")]
     site = SITE
     if len(parts) > 2 and parts[0].endswith(".data"):
@@ -49,6 +50,8 @@ def site_path(member: str) -> str:
             return posixpath.join(PREFIX, *parts[2:])
         if parts[1] == "scripts":
             return posixpath.join(PREFIX, "bin", *parts[2:])
+        if parts[1] == "headers":  # (pip's headers scheme of a venv: <prefix>/include/site/python3.X/<dist>)
+            return posixpath.join(PREFIX, "include", "site", "python3", parts[0][:-len(".data")].split("-")[0], *parts[2:])
         return posixpath.join(site, *parts[2:])
     return posixpath.join(site, *parts)
 

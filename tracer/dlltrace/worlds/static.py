@@ -153,7 +153,9 @@ def wheel_member_path(member: str, python: str) -> str:
             return python_home(python) + "\\" + rest
         if scheme == "scripts":
             return python_home(python) + "\\Scripts\\" + rest
-        return site_packages(python) + "\\" + rest  # purelib, platlib, headers (close enough)
+        if scheme == "headers":  # (pip's headers scheme of a plain install: <prefix>\Include\<dist>, no DLL search)
+            return python_home(python) + "\\Include\\" + parts[0][:-len(".data")].split("-")[0] + "\\" + rest
+        return site_packages(python) + "\\" + rest  # purelib, platlib
     return site_packages(python) + "\\" + "\\".join(parts)
 
 
