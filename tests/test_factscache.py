@@ -419,3 +419,52 @@ def test_the_cache_is_pruned_oldest_first_at_most_once_a_day(kept, monkeypatch):
     third.write_bytes(tiny_dll("c.dll"))
     FactsCache(folder).host_facts(str(third))
     assert sum((folder / n).stat().st_size for n in _entries(folder)) <= 5000
+
+
+def test_the_folders_made_for_the_cache_are_private_under_a_umask_of_002(kept, tmp_path):
+    """With the umask 002 of a user private group (Fedora's, Ubuntu's), makedirs made the folders above the cache
+    folder (~/.cache/dlltrace) 0775, which the check of the folders above then refused: the cache was never used,
+    every run. Each folder made is 0700."""
+    _, dll = kept
+    old = os.umask(0o002)
+    try:
+        cache = FactsCache(tmp_path / "home" / ".cache" / "dlltrace" / "pe-facts")
+        cache.host_facts(dll)
+    finally:
+        os.umask(old)
+    assert cache.usable() and len(_entries(cache.folder)) == 1
+    for d in ("home", "home/.cache", "home/.cache/dlltrace", "home/.cache/dlltrace/pe-facts"):
+        assert os.stat(tmp_path / d).st_mode & 0o777 == 0o700, d
+
+
+def test_no_folder_is_made_under_one_that_is_not_trusted(kept, tmp_path):
+    """The folders above are checked before any is made: none is left in a folder the cache will not use (root's
+    folders in a user's home that sudo kept, or one others may write)."""
+    _, dll = kept
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    cache = FactsCache(open_dir / "dlltrace" / "pe-facts")
+    assert cache.host_facts(dll).exports == frozenset({"f"}) and not cache.usable()
+    assert list(open_dir.iterdir()) == []
+
+
+def test_the_folder_used_is_the_one_checked(kept, tmp_path):
+    """A link on the way to the cache folder, retargeted once it was checked (a link of another user's in /tmp), does
+    not move the cache: the folder is used as it really was when checked."""
+    cache_dir, dll = kept
+    mine = tmp_path / "mine"
+    (mine / "pe-facts").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    cache = FactsCache(link / "pe-facts")
+    assert cache.usable()
+    theirs = tmp_path / "theirs"
+    (theirs / "pe-facts").mkdir(parents=True)
+    forged = theirs / "pe-facts" / f"{host_key(dll, os.stat(dll))}.json"
+    forged.write_text(json.dumps({"path": dll, "pe": {"machine": "x64", "is_dll": True, "imports": [],
+                                                       "exports": ["forged"]}}))
+    link.unlink()
+    link.symlink_to(theirs)
+    assert cache.host_facts(dll).exports == frozenset({"f"})
+    assert len(_entries(mine / "pe-facts")) == 1

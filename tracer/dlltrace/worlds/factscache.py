@@ -19,8 +19,9 @@ cannot be written costs only time. Only facts are kept: a file that is not a PE 
 Trust: the facts in the folder are believed only if nobody else could have written them (trusted_folder): on a
 POSIX system the folder must be the user's own and writable by nobody else (one of the user's own that group or
 others may write is made private first), and each folder above it owned by the user or root and writable by nobody
-else unless sticky (as /tmp). Otherwise the cache is not used at all: every file is read (`--no-cache`), since an
-entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
+else unless sticky (as /tmp); the folders missing are made (each 0700) only under one that is, and the folder is
+then used as it really is (a link on the way retargeted later does not move it). Otherwise the cache is not used at
+all: every file is read (`--no-cache`), since an entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
 
 Size: the folder is pruned at most once a PRUNE_EVERY (a stamp file, .pruned, says when it last was), after a
 write: when its entries are over MAX_CACHE_BYTES the oldest written go until they are under PRUNE_TO_BYTES; an
@@ -89,7 +90,10 @@ class FactsCache:
         if self.folder is None:
             return False
         if self._trusted is None:
-            self._trusted = trusted_folder(self.folder)
+            real = _trusted_real(self.folder)
+            self._trusted = real is not None
+            if real is not None:
+                self.folder = real  # (used as checked: _trusted_real)
         return self._trusted
 
     def _file(self, key: str) -> Optional[Path]:
@@ -207,33 +211,66 @@ def settled(st: os.stat_result, now: float) -> bool:
 def trusted_folder(folder: Path) -> bool:
     """Whether the facts in `folder` can be believed (the module's docstring, "Trust"), making it (private) when it
     is missing. Always on a system with no file owners (Windows)."""
+    return _trusted_real(folder) is not None
+
+
+def _trusted_real(folder: Path) -> Optional[Path]:
+    """trusted_folder's answer: the folder as it really is (no link on the way, so that the folder used is the one
+    checked: a link on the way retargeted after the check would not move the cache), or None if it is not to be
+    believed. The folders missing are made only below one that is trusted (not a folder of root's in a home sudo kept),
+    each 0700 (made by makedirs, those above the last would be as the umask says: 0775 with the umask 002 of a user
+    private group, which the check of the folders above then refuses, every run)."""
     geteuid = getattr(os, "geteuid", None)
     if geteuid is None:
-        return True
+        return folder
     me = geteuid()
     try:
-        if not os.path.isdir(folder):
-            os.makedirs(folder, mode=0o700, exist_ok=True)  # (the mode: the folder made last; those above as umask says)
-        st = os.stat(folder)
+        named = os.path.abspath(folder)
+        missing = []
+        top = named
+        while not os.path.isdir(top):
+            parent = os.path.dirname(top)
+            if parent == top:
+                return None
+            missing.append(top)
+            top = parent
+        if missing:
+            if not all(_above_trusted(d, me) for d in _chain(top)):
+                return None
+            for d in reversed(missing):
+                try:
+                    os.mkdir(d, 0o700)
+                except FileExistsError:  # (another process made it first: checked below, as any folder)
+                    pass
+        real = os.path.realpath(named)
+        st = os.stat(real)
         if st.st_uid != me or not stat.S_ISDIR(st.st_mode):
-            return False
+            return None
         if st.st_mode & 0o022:  # the user's own, that others may write (a umask of 002): made private
-            os.chmod(folder, stat.S_IMODE(st.st_mode) & ~0o022)
+            os.chmod(real, stat.S_IMODE(st.st_mode) & ~0o022)
         # the folders above it, as named and as they really are (a link in a folder others may write, retargeted,
         # would move the cache elsewhere)
-        for start in {os.path.abspath(folder), os.path.realpath(folder)}:
-            above = start
-            while True:
-                parent = os.path.dirname(above)
-                if parent == above:
-                    break
-                above = parent
-                st = os.stat(above)
-                if st.st_uid not in (me, 0) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
-                    return False
-        return True
+        for start in (named, real):
+            if not all(_above_trusted(d, me) for d in _chain(os.path.dirname(start))):
+                return None
+        return Path(real)
     except (OSError, ValueError):
-        return False
+        return None
+
+
+def _chain(path: str) -> list[str]:
+    """`path` and each folder above it."""
+    out = [path]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
+    return out
+
+
+def _above_trusted(path: str, me: int) -> bool:
+    """Whether a folder above the cache lets nobody else replace what is below it: owned by the user or root and
+    writable by nobody else, unless sticky (/tmp)."""
+    st = os.stat(path)
+    return st.st_uid in (me, 0) and not (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)
 
 
 def prune(folder: Path, now: float) -> None:
