@@ -39,3 +39,19 @@ def test_rule_outside_policy():
     # a newer policy allows both versions; never the library
     newer = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_34_x86_64.whl")
     assert [o.name for o in rule_outside_policy(newer, found, _in_wheel, facts.get)] == ["libgomp.so.1"]
+
+
+def test_rule_outside_policy_judges_no_object_of_another_architecture():
+    """A wheel tagged aarch64 whose object is x86-64 (check: wrong_machine): its x86-64 GLIBC_2.2.5 is not in the
+    aarch64 policy (its GLIBC starts at 2.17), and was named 'newer than the policy allows (its newest GLIBC: 2.28)'."""
+    policy = rule_wheel_policy("x-1.0-py3-none-manylinux_2_28_aarch64.whl")
+    ext = SITE + "pkg/_ext.so"
+    found = [("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6", ext),
+             ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1", ext)]
+    need = (VersionNeed("libc.so.6", ("GLIBC_2.2.5",)),)
+    x86 = {ext: ELFFacts(needed=("libc.so.6", "libgomp.so.1"), version_needs=need, machine="EM_X86_64")}
+    assert rule_outside_policy(policy, found, _in_wheel, x86.get) == []
+    arm = {ext: ELFFacts(needed=("libc.so.6", "libgomp.so.1"), machine="EM_AARCH64",
+                         version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.17", "GLIBC_2.34")),))}
+    assert [(o.name, o.version) for o in rule_outside_policy(policy, found, _in_wheel, arm.get)] == [
+        ("libc.so.6", "GLIBC_2.34"), ("libgomp.so.1", "")]

@@ -110,16 +110,20 @@ def rule_outside_policy(policy: Policy, found: Iterable[tuple[str, str, str]], i
     each, as not_allowed or missing_version): of `found` ((name, file, requester) of each library found), each one
     outside the wheel (in_wheel(file) == "") needed by one of its objects (in_wheel(requester): its path there) that
     the policy does not list; of those it lists, each version the object needs (facts(requester): its ELFFacts)
-    that the policy does not allow. Each once."""
+    that the policy does not allow. Each once. An object for another architecture than the policy's is not judged
+    against it (a wheel tagged aarch64 whose objects are x86-64: check fails them as wrong_machine; against the
+    aarch64 policy, whose GLIBC starts at 2.17, x86-64's GLIBC_2.2.5 would read as newer than it allows)."""
     out: dict[tuple[str, str, str], OutsidePolicy] = {}
     for name, path, requester in found:
         by = in_wheel(requester) if requester else ""
         if not by or in_wheel(path):
             continue
+        f = facts(requester)
+        if getattr(f, "machine", None) not in (None, ARCH_MACHINE[policy.arch]):
+            continue  # (an object for another architecture than the wheel's tag: check fails it as wrong_machine)
         if not rule_policy_library(policy, name):
             out.setdefault((name, by, ""), OutsidePolicy(name, path, by))
             continue
-        f = facts(requester)
         for vn in getattr(f, "version_needs", ()):
             if vn.file != name:
                 continue
