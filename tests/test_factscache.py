@@ -468,3 +468,30 @@ def test_the_folder_used_is_the_one_checked(kept, tmp_path):
     link.symlink_to(theirs)
     assert cache.host_facts(dll).exports == frozenset({"f"})
     assert len(_entries(mine / "pe-facts")) == 1
+
+
+def test_a_folder_above_that_only_the_users_private_group_may_write_is_trusted(kept, tmp_path):
+    """A ~/.cache that pip made 0775 under the umask 002 of a user private group (Fedora's, Ubuntu's): refused, the
+    cache was never used. Its group is the user's alone: nobody else can write it. A group with another in it, or
+    none's, is refused still."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to give the folder to a group (CI runs as root)")
+    import grp
+    import pwd
+
+    _, dll = kept
+    me = pwd.getpwuid(0)
+    if me.pw_gid != 0 or grp.getgrgid(0).gr_mem or any(u.pw_gid == 0 and u.pw_uid for u in pwd.getpwall()):
+        pytest.skip("root's group is not root's alone here")
+    dot_cache = tmp_path / "home" / ".cache"
+    dot_cache.mkdir(parents=True)
+    os.chmod(dot_cache, 0o775)
+    os.chown(dot_cache, 0, 0)
+    cache = FactsCache(dot_cache / "dlltrace" / "pe-facts")
+    cache.host_facts(dll)
+    assert cache.usable() and len(_entries(cache.folder)) == 1
+    os.chown(dot_cache, 0, 54321)  # (a group that is not root's: no such group, or one of others)
+    assert not FactsCache(dot_cache / "dlltrace" / "pe-facts").usable()
+    os.chown(dot_cache, 0, 0)
+    os.chmod(dot_cache, 0o777)  # (others may write it: whatever the group)
+    assert not FactsCache(dot_cache / "dlltrace" / "pe-facts").usable()

@@ -16,12 +16,13 @@ not the file's, one that is no regular file (a FIFO is not waited on) or larger 
 miss; a file the caller cannot read is read (a cache shared by users gives none of its facts); a folder that
 cannot be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
 
-Trust: the facts in the folder are believed only if nobody else could have written them (trusted_folder): on a
-POSIX system the folder must be the user's own and writable by nobody else (one of the user's own that group or
-others may write is made private first), and each folder above it owned by the user or root and writable by nobody
-else unless sticky (as /tmp); the folders missing are made (each 0700) only under one that is, and the folder is
-then used as it really is (a link on the way retargeted later does not move it). Otherwise the cache is not used at
-all: every file is read (`--no-cache`), since an entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
+Trust: the facts in the folder are believed only if nobody else could have written them (trusted_folder): on a POSIX
+system the folder must be the user's own and writable by nobody else (one of the user's own that group or others may
+write is made private first), and each folder above it owned by the user or root and writable by nobody else unless
+sticky (as /tmp) or, one of the user's own, by a group that is the user's alone (a user private group); the folders
+missing are made (each 0700) only under one that is, and the folder is then used as it really is (a link on the way
+retargeted later does not move it). Otherwise the cache is not used at all: every file is read (`--no-cache`), since
+an entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
 
 Size: the folder is pruned at most once a PRUNE_EVERY (a stamp file, .pruned, says when it last was), after a
 write: when its entries are over MAX_CACHE_BYTES the oldest written go until they are under PRUNE_TO_BYTES; an
@@ -268,9 +269,30 @@ def _chain(path: str) -> list[str]:
 
 def _above_trusted(path: str, me: int) -> bool:
     """Whether a folder above the cache lets nobody else replace what is below it: owned by the user or root and
-    writable by nobody else, unless sticky (/tmp)."""
+    writable by nobody else, unless sticky (/tmp); one of the user's own that its group may write is, when that group
+    is the user's alone (_private_group: the ~/.cache that pip made 0775 under a user private group's umask 002)."""
     st = os.stat(path)
-    return st.st_uid in (me, 0) and not (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)
+    if st.st_uid not in (me, 0):
+        return False
+    if not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX:
+        return True
+    return not st.st_mode & 0o002 and st.st_uid == me and _private_group(st.st_gid, me)
+
+
+def _private_group(gid: int, me: int) -> bool:
+    """Whether group `gid` is the user's alone (a user private group, as Fedora and Debian make one for each user):
+    the user's primary group, with no other member and no other user's primary group (OpenSSH's test, on Debian, of
+    a group-writable home). Asked only of a folder its group may write."""
+    try:
+        import grp
+        import pwd
+
+        user = pwd.getpwuid(me)
+        if user.pw_gid != gid or any(m != user.pw_name for m in grp.getgrgid(gid).gr_mem):
+            return False
+        return all(u.pw_uid == me for u in pwd.getpwall() if u.pw_gid == gid)
+    except (ImportError, KeyError, OSError):
+        return False
 
 
 def prune(folder: Path, now: float) -> None:
