@@ -495,3 +495,29 @@ def test_a_folder_above_that_only_the_users_private_group_may_write_is_trusted(k
     os.chown(dot_cache, 0, 0)
     os.chmod(dot_cache, 0o777)  # (others may write it: whatever the group)
     assert not FactsCache(dot_cache / "dlltrace" / "pe-facts").usable()
+
+
+def test_two_processes_pruning_at_once_remove_no_more_than_one(tmp_path, monkeypatch):
+    """Two processes that read the stamp before either renewed it prune at once, from the same listing: the entries
+    the other removed first were not counted as gone, so this one went on to the newest: all ten went, not five."""
+    folder = tmp_path / "pe-facts"
+    folder.mkdir()
+    now = time.time()
+    for i in range(10):
+        e = folder / f"old{i}.json"
+        e.write_bytes(b" " * 1000)
+        os.utime(e, (now - 1000 + i, now - 1000 + i))
+    monkeypatch.setattr(factscache, "MAX_CACHE_BYTES", 8000)
+    monkeypatch.setattr(factscache, "PRUNE_TO_BYTES", 5000)
+    real_unlink = os.unlink
+
+    def other_process_first(path, *a, **k):  # (the other process removed the five oldest between listing and here)
+        if Path(path).name in {f"old{i}.json" for i in range(5)}:
+            if Path(path).exists():
+                real_unlink(path)
+            raise FileNotFoundError(path)
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(factscache.os, "unlink", other_process_first)
+    factscache.prune(folder, now)
+    assert _entries(folder) == [f"old{i}.json" for i in range(5, 10)]

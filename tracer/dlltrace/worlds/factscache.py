@@ -331,8 +331,12 @@ def prune(folder: Path, now: float) -> None:
 
 
 def _unlink(path: str) -> bool:
+    """Whether the file at `path` is gone: removed, or already gone (another process pruning at once, which counted
+    it: not counted as still there, or each of the two would remove as much again, the newest too)."""
     try:
         os.unlink(path)
         return True
-    except OSError:  # (gone already, or open elsewhere on Windows)
+    except FileNotFoundError:
+        return True
+    except OSError:  # (open elsewhere on Windows)
         return False
