@@ -55,3 +55,23 @@ def test_rule_outside_policy_judges_no_object_of_another_architecture():
                          version_needs=(VersionNeed("libc.so.6", ("GLIBC_2.17", "GLIBC_2.34")),))}
     assert [(o.name, o.version) for o in rule_outside_policy(policy, found, _in_wheel, arm.get)] == [
         ("libc.so.6", "GLIBC_2.34"), ("libgomp.so.1", "")]
+
+
+def test_rule_wheel_policy_a_manylinux_tag_the_data_does_not_hold():
+    """PEP 600's manylinux_2_Y is any glibc 2.Y: a tag the data does not hold (manylinux_2_29; one newer than the data,
+    manylinux_2_42) had auditwheel's `linux` policy (no system library), so check failed and deps named libc.so.6 of
+    a healthy wheel ('not a linux system library'). It is the newest policy held below it, GLIBC up to 2.Y allowed."""
+    p = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_29_x86_64.whl")
+    assert p.name == "manylinux_2_29"
+    assert p.libraries == rule_wheel_policy("x-1.0-py3-none-manylinux_2_28_x86_64.whl").libraries
+    assert rule_policy_library(p, "libc.so.6") and p.allows_version("GLIBC_2.29") and not p.allows_version("GLIBC_2.30")
+    future = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_42_aarch64.whl")
+    assert future.name == "manylinux_2_42" and future.arch == "aarch64" and future.allows_version("GLIBC_2.42")
+    assert rule_policy_library(future, "libc.so.6") and not future.allows_version("GLIBC_2.43")
+    # with a tag the data holds, the strictest still wins
+    assert rule_wheel_policy("x-1.0-py3-none-manylinux_2_28_x86_64.manylinux_2_29_x86_64.whl").name == "manylinux_2_28"
+    assert rule_wheel_policy("x-1.0-py3-none-manylinux_2_29_x86_64.manylinux_2_31_x86_64.whl").name == "manylinux_2_29"
+    # below every policy held, and a linux_ tag: no system library
+    assert rule_wheel_policy("x-1.0-py3-none-manylinux_2_3_x86_64.whl").libraries == frozenset()
+    assert rule_wheel_policy("x-1.0-py3-none-linux_x86_64.whl").name == "linux"
+    assert rule_wheel_policy("x-1.0-py3-none-musllinux_1_3_x86_64.whl").name == "musllinux_1_3"

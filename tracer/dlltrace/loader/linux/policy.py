@@ -46,10 +46,14 @@ def _policies() -> list[dict]:
 def rule_wheel_policy(filename: str) -> Policy:
     """The policy a Linux wheel is checked against: of the policies its platform tags name (manylinux_2_17_x86_64,
     its alias manylinux2014_x86_64, musllinux_1_2_aarch64), the strictest (auditwheel's highest priority): the wheel
-    claims to run wherever each of its tags does. A linux_* tag has auditwheel's `linux` policy: no system library
-    at all. An architecture other than x86_64 and aarch64 is a usage error (the data holds those two)."""
+    claims to run wherever each of its tags does. A manylinux_2_Y (PEP 600: any glibc 2.Y) or musllinux_1_Y the data
+    does not hold (manylinux_2_29, or one newer than the data) is judged as the newest one it holds below it
+    (_nearest_policy), with the GLIBC versions up to 2.Y allowed (its libraries, and its other versions, as that
+    one's); before, it had the `linux` policy, and libc.so.6 was 'not a linux system library'. A linux_* tag has
+    auditwheel's `linux` policy: no system library at all. An architecture other than x86_64 and aarch64 is a usage
+    error (the data holds those two)."""
     plats = os.path.basename(filename)[:-len(".whl")].split("-")[-1].split(".")
-    best: Optional[tuple[int, dict, str]] = None
+    best: Optional[tuple[float, dict, str, int]] = None  # (priority, policy, name, the glibc minor a tag claims)
     arch = ""
     for plat in plats:
         m = _PLAT.match(plat.lower())
@@ -62,20 +66,40 @@ def rule_wheel_policy(filename: str) -> Policy:
             name = f"{m.group(1)}_{m.group(2)}_{m.group(3)}"
         else:
             name = f"{m.group(1)}{m.group(4)}" if m.group(4) else m.group(1)
+        found: Optional[tuple[float, dict, str, int]] = None
         for p in _policies():
             if name == p["name"] or name in p.get("aliases", []):
-                if best is None or p["priority"] > best[0]:
-                    best = (p["priority"], p, name)
+                found = (p["priority"], p, p["name"], 0)
+        if found is None and m.group(2):
+            near = _nearest_policy(m.group(1), int(m.group(2)), int(m.group(3)))
+            if near is not None:  # (a little less strict than the one it is made from: a tag of that one wins)
+                found = (near["priority"] - 0.5, near, name,
+                         int(m.group(3)) if m.group(1) == "manylinux" and int(m.group(2)) == 2 else 0)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = found
     if arch not in ARCH_MACHINE:
         raise DlltraceError(f"{filename}: a Linux wheel for {arch or 'an unknown architecture'}: check reads "
                             f"{', '.join(ARCH_MACHINE)} wheels", EXIT_USAGE)
     if best is None:
         return Policy("linux", arch, frozenset(), {})
-    p = best[1]
+    _, p, name, glibc_minor = best
     libs = {f"libc.musl-{arch}.so.1" if lib == "libc.so" and p["name"].startswith("musllinux") else lib
             for lib in p["lib_whitelist"]}
     versions = {k: frozenset(v) for k, v in p["symbol_versions"].get(arch, {}).items()}
-    return Policy(p["name"], arch, frozenset(libs), versions)
+    if glibc_minor and "GLIBC" in versions:
+        versions["GLIBC"] = versions["GLIBC"] | {f"2.{y}" for y in range(glibc_minor + 1)}
+    return Policy(name, arch, frozenset(libs), versions)
+
+
+def _nearest_policy(family: str, major: int, minor: int) -> Optional[dict]:
+    """The policy of `family` (manylinux, musllinux) the data holds with the newest version at or below major.minor
+    (None: none is that old)."""
+    below = []
+    for p in _policies():
+        m = re.match(rf"^{family}_(\d+)_(\d+)$", p["name"])
+        if m is not None and (int(m.group(1)), int(m.group(2))) <= (major, minor):
+            below.append(((int(m.group(1)), int(m.group(2))), p))
+    return max(below, key=lambda x: x[0])[1] if below else None
 
 
 def rule_policy_library(policy: Policy, soname: str) -> bool:
