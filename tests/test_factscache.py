@@ -521,3 +521,13 @@ def test_two_processes_pruning_at_once_remove_no_more_than_one(tmp_path, monkeyp
     monkeypatch.setattr(factscache.os, "unlink", other_process_first)
     factscache.prune(folder, now)
     assert _entries(folder) == [f"old{i}.json" for i in range(5, 10)]
+
+
+def test_a_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
+    """The XDG spec: a relative XDG_CACHE_HOME is invalid and ignored (it was used, relative to wherever dlltrace ran)."""
+    monkeypatch.delenv("DLLTRACE_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "rel/cache")
+    assert factscache.default_cache_dir() == tmp_path / ".cache" / "dlltrace" / "pe-facts"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert factscache.default_cache_dir() == tmp_path / "xdg" / "dlltrace" / "pe-facts"

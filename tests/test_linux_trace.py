@@ -1036,6 +1036,34 @@ def test_a_recorder_built_from_other_sources_is_stale(tmp_path, monkeypatch):
     assert (out / where.RECORDER_STAMP).read_text().strip() == digest
 
 
+def test_a_recorder_in_a_folder_others_can_write_is_not_loaded(tmp_path, monkeypatch):
+    """The cache's recorder is loaded into every traced program (LD_AUDIT, LD_PRELOAD): one in a folder another user
+    could have written (XDG_CACHE_HOME under a folder anyone may write, not sticky) is not used, and none is built
+    there (a one-line error, exit 5); in a folder of the user's own it is."""
+    from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
+    from dlltrace.trace import linux, where
+
+    open_dir = tmp_path / "open"
+    cache = open_dir / "cache"
+    cache.mkdir(parents=True)
+    for name in (where.AUDIT_LIB, where.PRELOAD_LIB):
+        (cache / name).write_bytes(b"\x7fELF")
+    (cache / where.RECORDER_STAMP).write_text(where.recorder_sources_digest())
+    os.chmod(open_dir, 0o777)
+    monkeypatch.setattr(where, "package_recorder_dir", lambda: tmp_path / "no-package-build")
+    monkeypatch.setattr(where, "cache_recorder_dir", lambda: cache)
+    monkeypatch.setattr(linux, "cache_recorder_dir", lambda: cache)
+    monkeypatch.setattr(linux, "built_recorder", where.built_recorder)
+    assert where.built_recorder() is None
+    built = []
+    monkeypatch.setattr(linux, "build_recorder", lambda out: built.append(out))
+    with pytest.raises(DlltraceError) as e:
+        linux.recorder_dir()
+    assert e.value.exit_code == EXIT_UNSUPPORTED and "can be written by another user" in str(e.value) and not built
+    os.chmod(open_dir, 0o755)
+    assert where.built_recorder() == cache
+
+
 def test_lower_thread_priority_lowers_the_calling_thread_only():
     """LinuxFactsMeanwhile's worker (imports, the trace read as it grows) yields to the program: its own nice value
     goes up by MEANWHILE_NICE (a nice value is a thread's on Linux), and the thread that does what follows the

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from dlltrace.cachedir import trusted_dir
 from dlltrace.errors import EXIT_NO_COMMAND, EXIT_UNSUPPORTED, DlltraceError
 from dlltrace.trace.faults import fault_events
 from dlltrace.trace.files import default_trace_name, spill_path, start_trace
@@ -46,8 +47,13 @@ def recorder_dir() -> Path:
     if built is not None:
         return built
     cache = cache_recorder_dir()
-    build_recorder(cache)
-    return cache
+    trusted = trusted_dir(cache)  # (made if missing, 0700: the libraries built there are loaded into the program)
+    if trusted is None:
+        raise DlltraceError(f"the folder the Linux recorder would be built in, {cache}, or one above it, can be written "
+                            "by another user: not used (set XDG_CACHE_HOME to a folder of your own, or install dlltrace "
+                            "with its recorder built: tools/setup.sh)", EXIT_UNSUPPORTED)
+    build_recorder(trusted)
+    return trusted
 
 
 def build_recorder(out: Path) -> None:

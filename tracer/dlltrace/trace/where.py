@@ -15,6 +15,8 @@ import os
 import shutil
 from pathlib import Path
 
+from dlltrace.cachedir import trusted_dir, xdg_cache
+
 TYPE_CHECKING = False  # (typing is not imported at run time: `dlltrace --version`, bench/startup.py)
 if TYPE_CHECKING:
     from typing import Any, Optional
@@ -83,7 +85,10 @@ def package_recorder_dir() -> Path:
 
 
 def cache_recorder_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dlltrace" / "linux"
+    """Where an install without a recorder builds one: $XDG_CACHE_HOME/dlltrace/linux (cachedir.xdg_cache). It is
+    loaded into every traced program (LD_AUDIT, LD_PRELOAD): it is used, and built, only in a folder nobody else
+    can write (cachedir.trusted_dir)."""
+    return xdg_cache() / "dlltrace" / "linux"
 
 
 RECORDER_STAMP = "sources.sha256"  # written by native/audit/build.sh next to the libraries it builds
@@ -121,6 +126,11 @@ def built_recorder() -> Optional[Path]:
     digest = None
     for d in (package_recorder_dir(), cache_recorder_dir()):
         if (d / AUDIT_LIB).is_file() and (d / PRELOAD_LIB).is_file():
+            if d != package_recorder_dir():
+                trusted = trusted_dir(d)  # (libraries others could have put there are not loaded into the program)
+                if trusted is None:
+                    continue
+                d = trusted
             digest = recorder_sources_digest() if digest is None else digest
             try:
                 stamp = (d / RECORDER_STAMP).read_text(encoding="ascii", errors="replace").strip()

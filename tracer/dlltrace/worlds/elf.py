@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Optional, Protocol, TypeVar
 
+from dlltrace.cachedir import cache_home, trusted_dir
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
 
 # Debian/Ubuntu x86-64 (glibc's SYSTEM_DIRS as Debian builds it; `ld.so --help` lists them)
@@ -215,9 +216,8 @@ def apt_package_names() -> frozenset[str]:
         stamp = "-".join(str(os.stat(p).st_mtime_ns) for p in ("/var/lib/apt/lists", "/var/lib/dpkg/status"))
     except OSError:
         stamp = ""
-    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
-    kept = os.path.join(base, "apt-pkgnames", stamp + ".txt") if stamp else ""
+    folder = trusted_dir(cache_home() / "apt-pkgnames") if stamp else None  # (names others wrote are not believed)
+    kept = os.path.join(folder, stamp + ".txt") if folder is not None else ""
     if kept:
         try:
             with open(kept, encoding="utf-8") as f:

@@ -16,13 +16,9 @@ not the file's, one that is no regular file (a FIFO is not waited on) or larger 
 miss; a file the caller cannot read is read (a cache shared by users gives none of its facts); a folder that
 cannot be written costs only time. Only facts are kept: a file that is not a PE is read again (that is quick).
 
-Trust: the facts in the folder are believed only if nobody else could have written them (trusted_folder): on a POSIX
-system the folder must be the user's own and writable by nobody else (one of the user's own that group or others may
-write is made private first), and each folder above it owned by the user or root and writable by nobody else unless
-sticky (as /tmp) or, one of the user's own, by a group that is the user's alone (a user private group); the folders
-missing are made (each 0700) only under one that is, and the folder is then used as it really is (a link on the way
-retargeted later does not move it). Otherwise the cache is not used at all: every file is read (`--no-cache`), since
-an entry planted there would be taken as a DLL's imports and exports. Not checked on Windows (no owner in os.stat).
+Trust: the facts in the folder are believed only if nobody else could have written them (cachedir.trusted_dir: the
+folder the user's own and writable by nobody else, nor any folder above it); otherwise the cache is not used at all:
+every file is read (`--no-cache`), since an entry planted there would be taken as a DLL's imports and exports.
 
 Size: the folder is pruned at most once a PRUNE_EVERY (a stamp file, .pruned, says when it last was), after a
 write: when its entries are over MAX_CACHE_BYTES the oldest written go until they are under PRUNE_TO_BYTES; an
@@ -44,6 +40,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Optional, Protocol, Union
 
+from dlltrace.cachedir import cache_home, trusted_dir
 from dlltrace.model import PEError, PEFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict, read_pe_facts
 
@@ -72,9 +69,7 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("DLLTRACE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlltrace")
-    return Path(base) / "pe-facts"
+    return cache_home() / "pe-facts"
 
 
 class FactsCache:
@@ -91,10 +86,10 @@ class FactsCache:
         if self.folder is None:
             return False
         if self._trusted is None:
-            real = _trusted_real(self.folder)
+            real = trusted_dir(self.folder)
             self._trusted = real is not None
             if real is not None:
-                self.folder = real  # (used as checked: _trusted_real)
+                self.folder = real  # (used as checked: cachedir.trusted_dir)
         return self._trusted
 
     def _file(self, key: str) -> Optional[Path]:
@@ -210,89 +205,8 @@ def settled(st: os.stat_result, now: float) -> bool:
 
 
 def trusted_folder(folder: Path) -> bool:
-    """Whether the facts in `folder` can be believed (the module's docstring, "Trust"), making it (private) when it
-    is missing. Always on a system with no file owners (Windows)."""
-    return _trusted_real(folder) is not None
-
-
-def _trusted_real(folder: Path) -> Optional[Path]:
-    """trusted_folder's answer: the folder as it really is (no link on the way, so that the folder used is the one
-    checked: a link on the way retargeted after the check would not move the cache), or None if it is not to be
-    believed. The folders missing are made only below one that is trusted (not a folder of root's in a home sudo kept),
-    each 0700 (made by makedirs, those above the last would be as the umask says: 0775 with the umask 002 of a user
-    private group, which the check of the folders above then refuses, every run)."""
-    geteuid = getattr(os, "geteuid", None)
-    if geteuid is None:
-        return folder
-    me = geteuid()
-    try:
-        named = os.path.abspath(folder)
-        missing = []
-        top = named
-        while not os.path.isdir(top):
-            parent = os.path.dirname(top)
-            if parent == top:
-                return None
-            missing.append(top)
-            top = parent
-        if missing:
-            if not all(_above_trusted(d, me) for d in _chain(top)):
-                return None
-            for d in reversed(missing):
-                try:
-                    os.mkdir(d, 0o700)
-                except FileExistsError:  # (another process made it first: checked below, as any folder)
-                    pass
-        real = os.path.realpath(named)
-        st = os.stat(real)
-        if st.st_uid != me or not stat.S_ISDIR(st.st_mode):
-            return None
-        if st.st_mode & 0o022:  # the user's own, that others may write (a umask of 002): made private
-            os.chmod(real, stat.S_IMODE(st.st_mode) & ~0o022)
-        # the folders above it, as named and as they really are (a link in a folder others may write, retargeted,
-        # would move the cache elsewhere)
-        for start in (named, real):
-            if not all(_above_trusted(d, me) for d in _chain(os.path.dirname(start))):
-                return None
-        return Path(real)
-    except (OSError, ValueError):
-        return None
-
-
-def _chain(path: str) -> list[str]:
-    """`path` and each folder above it."""
-    out = [path]
-    while os.path.dirname(out[-1]) != out[-1]:
-        out.append(os.path.dirname(out[-1]))
-    return out
-
-
-def _above_trusted(path: str, me: int) -> bool:
-    """Whether a folder above the cache lets nobody else replace what is below it: owned by the user or root and
-    writable by nobody else, unless sticky (/tmp); one of the user's own that its group may write is, when that group
-    is the user's alone (_private_group: the ~/.cache that pip made 0775 under a user private group's umask 002)."""
-    st = os.stat(path)
-    if st.st_uid not in (me, 0):
-        return False
-    if not st.st_mode & 0o022 or st.st_mode & stat.S_ISVTX:
-        return True
-    return not st.st_mode & 0o002 and st.st_uid == me and _private_group(st.st_gid, me)
-
-
-def _private_group(gid: int, me: int) -> bool:
-    """Whether group `gid` is the user's alone (a user private group, as Fedora and Debian make one for each user):
-    the user's primary group, with no other member and no other user's primary group (OpenSSH's test, on Debian, of
-    a group-writable home). Asked only of a folder its group may write."""
-    try:
-        import grp
-        import pwd
-
-        user = pwd.getpwuid(me)
-        if user.pw_gid != gid or any(m != user.pw_name for m in grp.getgrgid(gid).gr_mem):
-            return False
-        return all(u.pw_uid == me for u in pwd.getpwall() if u.pw_gid == gid)
-    except (ImportError, KeyError, OSError):
-        return False
+    """Whether the facts in `folder` can be believed (cachedir.trusted_dir), making it (private) when it is missing."""
+    return trusted_dir(folder) is not None
 
 
 def prune(folder: Path, now: float) -> None:
