@@ -591,3 +591,16 @@ def test_deps_of_a_linux_wheel_names_what_it_found_here_outside_the_wheels_polic
     with zipfile.ZipFile(ok, "w") as z:
         z.writestr("pkg/" + thr.name, thr.read_bytes())
     assert run_json("deps", str(ok), "--json", ok=(0,))["outside_policy"] == []
+    # tagged aarch64, its objects x86-64: they load here, on an aarch64 machine none does (check: wrong_machine)
+    arm = tmp_path / "pkg-1.0-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+    with zipfile.ZipFile(arm, "w") as z:
+        z.writestr("pkg/" + thr.name, thr.read_bytes())
+    doc = run_json("deps", str(arm), "--json", ok=(0,))
+    schema("static-linux-v1.json").validate(doc)
+    assert doc["wrong_machine"] == [{"file": "pkg/" + thr.name, "machine": "EM_X86_64"}] and doc["outside_policy"] == []
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "deps", str(arm)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert "1 not for the machine its tag names" in text.stdout and f"! pkg/{thr.name}: EM_X86_64" in text.stdout
+    check = subprocess.run([sys.executable, "-m", "dlltrace", "check", "--json", str(arm)], capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert check.returncode == 1 and {p["kind"] for p in json.loads(check.stdout)["problems"]} == {"wrong_machine"}

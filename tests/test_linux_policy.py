@@ -4,7 +4,8 @@ this machine found here that the wheel's policy does not allow, which `check` fa
 from __future__ import annotations
 
 from dlltrace.elf import ELFFacts, VersionNeed
-from dlltrace.loader.linux.policy import OutsidePolicy, rule_outside_policy, rule_policy_library, rule_wheel_policy
+from dlltrace.loader.linux.policy import (OutsidePolicy, rule_outside_policy, rule_policy_library, rule_wheel_machine,
+                                          rule_wheel_policy)
 
 SITE = "/site/"
 
@@ -75,3 +76,10 @@ def test_rule_wheel_policy_a_manylinux_tag_the_data_does_not_hold():
     assert rule_wheel_policy("x-1.0-py3-none-manylinux_2_3_x86_64.whl").libraries == frozenset()
     assert rule_wheel_policy("x-1.0-py3-none-linux_x86_64.whl").name == "linux"
     assert rule_wheel_policy("x-1.0-py3-none-musllinux_1_3_x86_64.whl").name == "musllinux_1_3"
+
+
+def test_rule_wheel_machine():
+    arm = rule_wheel_policy("x-1.0-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl")
+    assert rule_wheel_machine(arm, ELFFacts(machine="EM_X86_64")) == "EM_X86_64"
+    assert rule_wheel_machine(arm, ELFFacts(machine="EM_AARCH64")) is None
+    assert rule_wheel_machine(arm, None) is None  # (not known: nothing said)

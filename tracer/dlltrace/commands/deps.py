@@ -166,10 +166,13 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
     bad = [(rel, r) for rel, r in results if r.problems]
     needed = [rel for rel, _ in bad if rel not in optional]  # (what makes the run fail: exit 1)
     outside = []
+    foreign: list[tuple[str, str]] = []  # (object, its machine) of those not for the machine the wheel's tag names
     if policy is not None:
-        from dlltrace.loader.linux.policy import rule_outside_policy
+        from dlltrace.loader.linux.policy import rule_outside_policy, rule_wheel_machine
 
         outside = rule_outside_policy(policy, [f for _, r in results for f in r.found], in_site, world.file)
+        foreign = [(os.path.relpath(p, base or args.target), m) for p in objects
+                   for m in (rule_wheel_machine(policy, world.file(os.path.abspath(p))),) if m is not None]
     if args.json:
         docs = [dict(_elf_doc(rel, r), file=rel) for rel, r in results]
         doc = {"format": "dlltrace-static-linux", "schema": "dlltrace-static-linux", "version": 1, "command": "deps",
@@ -182,6 +185,7 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
             doc["policy"] = f"{policy.name}_{policy.arch}"
             doc["outside_policy"] = [{"name": o.name, "path": o.path, "needed_by": o.needed_by,
                                       "version": o.version or None, "newest": o.newest or None} for o in outside]
+            doc["wrong_machine"] = [{"file": rel, "machine": m} for rel, m in foreign]
         json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_PROBLEMS if needed else EXIT_OK
@@ -190,7 +194,8 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
              + (f"{len(bad) + len(failing)} with a problem" if bad else "every one loads, no problem")
              + (f" ({len(optional)} of them optional, which the package does without)" if optional else "")
              + (f"; {len({(o.name, o.version) for o in outside})} found on this machine outside the wheel's policy "
-                "(below)" if outside else ""), ""]
+                "(below)" if outside else "")
+             + (f"; {len(foreign)} not for the machine its tag names (below)" if foreign else ""), ""]
     for rel, r in results:
         n = len(r.loaded)
         why = f" (optional: {optional_words(optional[rel])}; the package does without it)" if rel in optional else ""
@@ -210,6 +215,10 @@ def execute_elf_folder(args: argparse.Namespace, objects: list[str], base: str =
             lines.append(f"  ! {o.name} {o.version}, needed by {o.needed_by}: newer than the policy allows (its newest "
                          f"{o.version.partition('_')[0]}: {o.newest}); here from {o.path}" if o.version else
                          f"  ! {o.name}, needed by {o.needed_by}: not a {policy.name} system library; here from {o.path}")
+    if foreign and policy is not None:
+        lines += ["", f"Not for the machine the wheel's tag names ({policy.arch}): pip installs it on {policy.arch} "
+                  "machines, where these do not load (`dlltrace check` fails the wheel for each):"]
+        lines += [f"  ! {rel}: {m}" for rel, m in foreign]
     for rel, r in bad:
         lines += ["", f"{rel}:"] + (tree_lines(r.tree) if r.tree is not None else [])
     print("\n".join(escape_code_block(lines) if args.markdown else [escape_terminal(x) for x in lines]))

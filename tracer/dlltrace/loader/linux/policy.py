@@ -156,3 +156,11 @@ def rule_outside_policy(policy: Policy, found: Iterable[tuple[str, str, str]], i
                     prefix = v.partition("_")[0]
                     out.setdefault((name, by, v), OutsidePolicy(name, path, by, v, newest_version(policy, prefix)))
     return list(out.values())
+
+
+def rule_wheel_machine(policy: Policy, facts: object) -> Optional[str]:
+    """The machine of a wheel's object (facts: its ELFFacts) when it is not the one its tag names (a wheel tagged
+    aarch64 whose .so files are x86-64: pip installs it on aarch64 machines, where none loads; check fails each as
+    wrong_machine); None when it is, or is not known."""
+    machine = getattr(facts, "machine", None)
+    return machine if machine is not None and machine != ARCH_MACHINE[policy.arch] else None
