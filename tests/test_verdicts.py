@@ -273,6 +273,52 @@ def test_the_exception_names_the_load_by_message_or_cause(tmp_path, exception):
     assert (ext.fate, ext.reason) == ("fatal", "python_exception")
 
 
+def test_rule_message_names_import(tmp_path):
+    """psycopg 3.2.3 with its psycopg_binary.libs\\libcrypto-1_1-x64-….dll gone (seen under Wine): `import psycopg`
+    tries its implementations in turn and ends on one ImportError of its own, with no name nor path, quoting
+    CPython's words for the failed extension load. Before, no load was named: 'no failed load explains it',
+    the load 'a missing Python module, not this load', and no leaf, no fix."""
+    assert V.rule_message_names_import("x: DLL load failed while importing pq: Module not found.", "psycopg_binary.pq", None)
+    assert not V.rule_message_names_import("DLL load failed while importing pq: …", "psycopg_binary._psycopg", None)
+    assert V.rule_message_names_import("DLL load failed while importing pq: …", None, "C:\\x\\pq.cp311-win_amd64.pyd")
+    assert not V.rule_message_names_import("DLL load failed while importing pq: …", None, "C:\\x\\pq.dll")
+    assert not V.rule_message_names_import("No module named 'pq'", "psycopg_binary.pq", None)
+    exc = {"type": "ImportError", "message": "no pq wrapper available.\nAttempts made:\n- couldn't import app 'c' "
+           "implementation: No module named 'app_c'\n- couldn't import app 'binary' implementation: DLL load failed "
+           "while importing _ext: Module not found.\n- couldn't import app 'python' implementation: expected str, "
+           "bytes or os.PathLike object, not NoneType", "module": None, "path": None, "winerror": None, "causes": []}
+    p = import_raised_trace(tmp_path, exc)
+    (ext,) = verdicts_by_name(p)["_ext.cp312-win_amd64.pyd"]
+    assert (ext.fate, ext.reason) == ("fatal", "python_exception")
+    rep = produce(p, "json")
+    assert rep["outcome"]["kind"] != "died_of_other"
+    (call,) = [c for c in rep["calls"] if c["index"] in rep["failed"]]
+    assert call["leaf"]["name"] == "libfoo.dll"
+
+
+def test_rule_winerror_of_dlopen(tmp_path):
+    """llvmlite 0.43.0 with a 32-bit llvmlite.dll (seen under Wine): ctypes' load fails with 193 and llvmlite raises
+    "OSError: Could not find/load shared object file" from ctypes' "[WinError 193] ...", no file named. Before,
+    'no failed load explains it', the load 'a missing Python module, not this load'."""
+    assert V.rule_winerror_of_dlopen(193, "py_dlopen", 193)
+    assert not V.rule_winerror_of_dlopen(193, "py_import", 193)  # (an import's load is named by its module)
+    assert not V.rule_winerror_of_dlopen(126, "py_dlopen", 193)
+    assert not V.rule_winerror_of_dlopen(None, "py_dlopen", 193)
+    w = writer("import app")
+    dll = SITE + "\\app\\native.dll"
+    ctx = w.ev("py_dlopen", name=dll, mode=None, imports=["app"])
+    w.load("LoadLibraryExW", dll, DEFAULT, ctx, [(dll, 0)], 193, 0xC000007B, None)
+    w.file(dll, imports=["kernel32.dll"], machine="x86")
+    optional_probe(w, "dxcore.dll")
+    w.ev("py_exception", type="OSError", message="Could not find/load shared object file", module=None, path=None,
+         winerror=None, causes=[{"type": "OSError", "message": "[WinError 193] %1 is not a valid Win32 application",
+                                 "module": None, "path": None, "winerror": 193}])
+    p = build(tmp_path, w, 1)
+    by_name = verdicts_by_name(p)
+    assert [(v.fate, v.reason) for v in by_name["native.dll"]] == [("fatal", "python_exception")]
+    assert produce(p, "json")["outcome"]["kind"] != "died_of_other"
+
+
 def test_an_exception_naming_no_load_is_what_the_program_died_of(tmp_path):
     """A Python exception that names none of the failed loads (numpy's ABI TypeError in an old TensorFlow, an
     error of the program's own): the loads are gone past, context only; no DLL is blamed (issue 22)."""
@@ -288,6 +334,7 @@ def test_an_exception_naming_no_load_is_what_the_program_died_of(tmp_path):
     assert text.splitlines()[0] == f"dlltrace ─ the program ended with RuntimeError: something else; no failed load explains it · {p}"
     assert "Failed loads, context only: the program went past them, and none is what it ended with" in text
     assert "\n  Fix\n" not in text
+    assert "a missing Python module" not in text  # (a RuntimeError: no module is missing)
 
 
 def test_rule_exception_not_a_load(tmp_path):
@@ -301,6 +348,7 @@ def test_rule_exception_not_a_load(tmp_path):
     text = produce(p)
     assert text.splitlines()[0] == (f"dlltrace ─ the program ended with ModuleNotFoundError: No module named "
                                     f"'app.missing'; no failed load explains it · {p}")
+    assert "a missing Python module, not this load" in text
 
 
 # --- a non-zero exit, a crash, a load that never returned, no exit at all ---------------------------------

@@ -129,7 +129,39 @@ def exception_names_load(exc: PyException, r: Replayed, trace: Trace) -> bool:
             return True
         if e.module and isinstance(imported, str) and (imported == e.module or imported.startswith(e.module + ".")):
             return True
+        if rule_message_names_import(e.message, imported if isinstance(imported, str) else None, r.load.name):
+            return True
+        if rule_winerror_of_dlopen(e.winerror, ctx.get("ev") if ctx else None, r.load.error):
+            return True
     return False
+
+
+def rule_winerror_of_dlopen(winerror: Optional[int], context: Optional[str], error: Optional[int]) -> bool:
+    """An OSError carrying the Windows error a load made by ctypes (context py_dlopen) failed with names that
+    load (the last such: rule_python_exception), when the message does not: ctypes' own error for a
+    wrong-machine DLL is "[WinError 193] %1 is not a valid Win32 application", with no file name, and a package
+    that wraps it keeps it only as the cause (llvmlite 0.43.0's llvmlite.dll, 32-bit: "OSError: Could not
+    find/load shared object file", from the WinError 193)."""
+    return winerror is not None and winerror != 0 and context == "py_dlopen" and error == winerror
+
+
+# CPython's words for an extension whose LoadLibraryExW failed (Python/dynload_win.c): the module's last name
+_DLL_LOAD_FAILED = re.compile(r"DLL load failed while importing ([A-Za-z_]\w*)")
+
+
+def rule_message_names_import(message: str, imported: Optional[str], name: Optional[str]) -> bool:
+    """An exception's message that quotes CPython's "DLL load failed while importing X" names the extension
+    load of the import whose last name is X (or, with no import known, the file X.*.pyd), even when the
+    exception is not CPython's own: a package that tries its implementations in turn and raises one error
+    of its own quoting each (psycopg's "no pq wrapper available. ... couldn't import psycopg 'binary'
+    implementation: DLL load failed while importing pq: ...") keeps no ImportError.name nor path."""
+    quoted = _DLL_LOAD_FAILED.findall(message)
+    if not quoted:
+        return False
+    if imported:
+        return imported.rsplit(".", 1)[-1] in quoted
+    stem = winpath.basename(name or "").split(".", 1)[0]
+    return bool(stem) and (name or "").lower().endswith(".pyd") and stem in quoted
 
 
 # --- the rules, in the order they apply --------------------------------------------------------------
@@ -324,7 +356,8 @@ def reason_text(v: Verdict) -> str:
             f" (exit code {exit_text(v.exit_code)})" if v.exit_code is not None else ""),
         "python_exception": f"the program ended on {_short_message(v.exception) if v.exception else 'an exception'}",
         "exception_not_a_load": (f"the program ended on {_short_message(v.exception) if v.exception else '?'}, "
-                                 "a missing Python module, not this load"),
+                                 + ("a missing Python module, " if v.exception and v.exception.type == "ModuleNotFoundError"
+                                    else "") + "not this load"),
         "crash": (f"the program crashed ({exit_text(v.exit_code)}), and this is the last failed load "
                   "before the end"),
         "nonzero_exit": (f"the program exited with {exit_text(v.exit_code)}, and this is the last failed load "
