@@ -28,7 +28,7 @@ CMD_SET = re.compile(r'^set "([A-Za-z_]+)=([^"%]*);%\1%"$')
 PS_SET = re.compile(r"^\$env:([A-Za-z_]+) = '((?:[^']|'')*);' \+ \$env:\1$")
 BASH = re.compile(r"^(export |patchelf |echo |sudo |apt-get |\S*python\S* -m pip |pip )")
 # a one-line Python program for any shell (cmd, PowerShell, bash): double quotes around it, none, no $, % or `
-# inside (193's check of the Python's bitness: python -c "import struct;print(struct.calcsize('P')*8)")
+# inside (193's check of the Python's bitness: python -c "import sys;print(64 if sys.maxsize > 2**32 else 32)")
 PY_C = re.compile(r'^python -c "([^"$%`\\]*)"$')
 
 

@@ -271,7 +271,10 @@ def test_193_a_64_bit_dll_in_a_32_bit_process_in_words():
     assert text.startswith("Get the 32-bit build of what ships _ext.pyd (a win32 wheel, the x86 download), or use a "
                            "64-bit Python: this Python is 32-bit and _ext.pyd is 64-bit (x64)")
     assert "win_amd64 wheel is installed into a 32-bit Python" in text and BITS_CHECK in text
-    assert "`python -c \"import struct;print(struct.calcsize('P')*8)\"`" in fix_markdown(fix)
+    assert "`python -c \"import sys;print(64 if sys.maxsize > 2**32 else 32)\"`" in fix_markdown(fix)
+    # as the report writes it (each Python repr as typed: 'P' became "P", inside cmd's double quotes): verbatim
+    from dlltrace.render.explained import as_typed
+    assert BITS_CHECK in as_typed(text) and f"`{BITS_CHECK}`" in fix_markdown(fix, as_typed)
 
 
 def test_193_a_32_bit_dll_in_a_64_bit_process_in_words():

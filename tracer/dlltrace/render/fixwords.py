@@ -101,7 +101,9 @@ def _plain(s: str) -> str:
 
 
 # how a user tells a 32-bit Python from a 64-bit one (the pointer size of the interpreter that runs it)
-BITS_CHECK = "python -c \"import struct;print(struct.calcsize('P')*8)\""
+# (no quote inside: the report writes each Python repr in it as typed, 'P' as "P", which ends cmd's and
+# PowerShell's double-quoted argument early: struct.calcsize(P), a NameError)
+BITS_CHECK = "python -c \"import sys;print(64 if sys.maxsize > 2**32 else 32)\""
 
 
 def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
