@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
     ("libcudnn.so.8", "cuDNN"), ("nvinfer_10.dll", "TensorRT"), ("libnvinfer.so.7", "TensorRT"),
     ("nvcuda.dll", "the NVIDIA driver"), ("libcuda.so.1", "the NVIDIA driver"), ("DirectML.dll", "DirectML"),
     (r"C:\x\torch\lib\cudnn64_9.dll", "cuDNN"), ("/usr/lib/libnccl.so.2", "NCCL"),
+    ("opencv_videoio_ffmpeg4100_64.dll", "OpenCV's FFmpeg video I/O"), ("opencv_videoio_ffmpeg.dll", "OpenCV's FFmpeg video I/O"),
+    ("opencv_world4100.dll", None),
     ("dxcore.dll", None), ("libfoo.so.1", None), ("pywintypes311.dll", None), ("c10.dll", None), ("", None),
 ])
 def test_feature_of(name, feature):

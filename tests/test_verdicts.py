@@ -319,6 +319,25 @@ def test_rule_winerror_of_dlopen(tmp_path):
     assert produce(p, "json")["outcome"]["kind"] != "died_of_other"
 
 
+def test_a_program_that_went_on_without_a_feature_only_is_not_every_load_succeeded(tmp_path):
+    """opencv-python-headless 4.10.0.84 with cv2\\opencv_videoio_ffmpeg4100_64.dll gone (seen under Wine): OpenCV tries
+    the plugin by full path, then by name, goes on without FFmpeg (VideoCapture does not open) and exits 0. Its
+    only failed load is the fallback: the first line says what the program ran without, and the load is explained
+    (before: 'every load succeeded', the text report's first check counting only the loads listed apart)."""
+    w = writer("import cv2")
+    dll = SITE + "\\cv2\\opencv_videoio_ffmpeg4100_64.dll"
+    w.load("LoadLibraryW", dll, 0, None, [(dll, NOT_FOUND)], 126, DLL_NOT_FOUND, None)
+    w.file(dll, kind="missing")
+    p = build(tmp_path, w, 0)
+    rep = produce(p, "json")
+    assert (rep["outcome"]["kind"], rep["outcome"]["lost"]) == ("degraded", ["OpenCV's FFmpeg video I/O"])
+    text = produce(p)
+    assert text.splitlines()[0] == (f"dlltrace ─ the program ran without OpenCV's FFmpeg video I/O: "
+                                    f"opencv_videoio_ffmpeg4100_64.dll did not load · {p}")
+    assert "✗ opencv_videoio_ffmpeg4100_64.dll was not found" in text
+    assert "The program went on without OpenCV's FFmpeg video I/O" in text
+
+
 def test_an_exception_naming_no_load_is_what_the_program_died_of(tmp_path):
     """A Python exception that names none of the failed loads (numpy's ABI TypeError in an old TensorFlow, an
     error of the program's own): the loads are gone past, context only; no DLL is blamed (issue 22)."""

@@ -42,13 +42,18 @@ LoadClass = Literal["fatal", "fallback", "probe", "noise"]
 # - CuPy: cupy_backends/cuda/libs/*.pyx load cuBLAS/cuRAND/cuSPARSE lazily, at first use;
 # - torch: torch/cuda/__init__.py _lazy_init ("Found no NVIDIA driver", is_available() False) for the driver;
 #   its CUDA libraries are its own imports (a failure there is its import's, fatal);
-# - onnxruntime-directml / torch-directml: DirectML.dll, loaded with the DML provider only.
+# - onnxruntime-directml / torch-directml: DirectML.dll, loaded with the DML provider only;
+# - OpenCV (opencv-python, -headless, -contrib): modules/videoio/src/cap_ffmpeg.cpp (HAVE_FFMPEG_WRAPPER, icvInitFFMPEG)
+#   loads opencv_videoio_ffmpeg<version>_64.dll from cv2's folder, then by name, when a VideoCapture or VideoWriter
+#   first asks for FFmpeg; failing, the FFmpeg backend is left out and the capture does not open (isOpened() False,
+#   no exception): opencv-python-headless 4.10.0.84 with the file gone, seen under Wine.
 FEATURES: tuple[tuple[str, "re.Pattern[str]"], ...] = tuple((f, re.compile(p, re.I)) for f, p in (
     ("the NVIDIA driver", r"^(nvcuda\.dll|libcuda\.so(\.\d+)*|libnvidia-ml\.so(\.\d+)*|nvml\.dll)$"),
     ("cuDNN", r"^(cudnn(64)?(_\w+)?(64)?_\d+\.dll|libcudnn(_\w+)?\.so(\.\d+)*)$"),
     ("TensorRT", r"^(nvinfer(_\w+)?(_\d+)?\.dll|libnvinfer(_\w+)?\.so(\.\d+)*|nvonnxparser(_\d+)?\.dll)$"),
     ("NCCL", r"^libnccl\.so(\.\d+)*$"),
     ("DirectML", r"^directml\.dll$"),
+    ("OpenCV's FFmpeg video I/O", r"^opencv_videoio_ffmpeg\d*(_64)?\.dll$"),
     ("CUDA", r"^(cu(dart|blas|blaslt|fft|rand|solver|sparse|pti)\w*64_\d+\.dll|nvrtc\w*64_\d+\w*\.dll|nvjitlink\w*\.dll"
              r"|lib(cudart|cublas|cublaslt|cufft|curand|cusolver|cusparse|nvrtc|nvjitlink|cupti)\w*\.so(\.\d+)*)$"),
 ))
@@ -110,7 +115,7 @@ def python_error(trace: "Trace", pid: int) -> Optional[PyError]:
 # the words a warning uses for a feature whose library did not load (FEATURES' names)
 FEATURE_WORDS: dict[str, tuple[str, ...]] = {
     "CUDA": ("CUDA",), "cuDNN": ("cuDNN",), "TensorRT": ("TensorRT",), "NCCL": ("NCCL",), "DirectML": ("DirectML",),
-    "the NVIDIA driver": ("NVIDIA driver", "CUDA driver"),
+    "the NVIDIA driver": ("NVIDIA driver", "CUDA driver"), "OpenCV's FFmpeg video I/O": ("FFmpeg", "FFMPEG"),
 }
 
 

@@ -242,7 +242,7 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     if untraced is not None:
         one: list[Block] = [Styled(f"dlltrace ─ {untraced} · {where}", "failure")]
         return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
-    if not failed and not apart and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
+    if not failed and not apart and not lost and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
