@@ -345,3 +345,37 @@ def test_rule_chain_files_carry_their_owner(tmp_path, capsys):
     assert row.rstrip().endswith("(numpy 2.1.3's)"), row
     assert "libx-1.dll" in out and "(numpy 2.1.3's)" not in next(line for line in out.splitlines()
                                                                    if "libx-1.dll" in line and "✗" in line)
+
+
+def test_a_reinstall_fix_uses_the_traced_pythons_own_pip(tmp_path, capsys):
+    """A DLL its distribution's RECORD lists and that is gone: the fix reinstalls that distribution with the traced
+    Python's own pip (`C:\\Python311\\python.exe -m pip ...`), not the first `pip` on PATH, which may install into
+    another Python (the field test under Wine: psycopg-binary's libcrypto gone, the fix said `pip install ...`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import numpy"])
+    w.py_env("3.11.9", py, site)
+    w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
+                             "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "numpy.libs/libx-1.dll"]}],
+         conda=[], conda_prefix=None, cut=False)
+    libs = site + "\\numpy.libs"  # (numpy's delvewheel patch adds it at import numpy; the file is gone from it)
+    w.ev("py_add_dll_directory", path=libs)
+    w.ev("adddir", api="AddDllDirectory", caller=py + "\\python311.dll", path=libs, cookie="0x1", ok=True, error=0)
+    w.failed_import("numpy._core._multiarray_umath", pyd, "libx-1.dll", [site + "\\numpy\\_core", py, libs, hw.SYS32])
+    w.file(libs + "\\libx-1.dll", kind="missing")
+    w.write(tmp_path / "t.jsonl")
+    cli.main(["report", str(tmp_path / "t.jsonl")])
+    out = capsys.readouterr().out
+    assert ("libx-1.dll belongs to numpy 2.1.3 (its RECORD lists numpy.libs/libx-1.dll) and is not there: reinstall it "
+            "(C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3)") in out, out
+    cli.main(["report", "--json", str(tmp_path / "t.jsonl")])
+    doc = json.loads(capsys.readouterr().out)
+    first = doc["calls"][0]["fixes"][0]
+    assert (first["action"], first["package"], first["verified"]) == ("install", "numpy", True), first
+    assert "C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3" in first["text"], first

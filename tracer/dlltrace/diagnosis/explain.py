@@ -261,16 +261,13 @@ def owner_reinstall(name: str, world: World, process: ProcessState, res: CallRes
         return None
     o = owners[0]
     where = winpath.join(o.root, *o.path.split("/"))
-    if o.kind == "conda":
-        how = f"conda install --force-reinstall {o.dist}={o.version}" if o.version else f"conda install --force-reinstall {o.dist}"
-        text = (f"{name} belongs to the conda package {o.dist} {o.version} (its conda-meta lists {o.path}) and is not "
-                f"there: reinstall it ({how})")
-    else:
-        pin = f"{o.dist}=={o.version}" if o.version else o.dist
-        text = (f"{name} belongs to {o.dist} {o.version} (its RECORD lists {o.path}) and is not there: reinstall it "
-                f"(pip install --force-reinstall --no-deps {pin})")
-    return Fix("reinstall", "install", name=name, package=o.dist, instruction=text, path=where,
-               python=is_python(process, res))
+    # (a wheel's: reinstalled by the traced Python's own pip, not the first pip on PATH, which may be another Python's;
+    # an embeddable Python has none: no interpreter to name)
+    python = is_python(process, res)
+    exe = (process.launcher or process.exe) if o.kind == "wheel" and python and not (
+        process.python_kind == "embeddable" and not process.pip_site) else ""
+    return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where, bound=o.path,
+               exe=exe, lacks=o.kind, python=python)
 
 
 def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,

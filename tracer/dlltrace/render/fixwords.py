@@ -131,7 +131,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         pin = f"{f.package}=={f.version}" if f.version else f.package
         if f.lacks == "conda":
             how = code(f"conda install --force-reinstall {f.package}" + (f"={f.version}" if f.version else ""))
-            return f"{f.name} belongs to the conda package {f.package} {f.version} and is not there: reinstall it ({how})"
+            listed = f" (its conda-meta lists {f.bound})" if f.bound else ""
+            return (f"{f.name} belongs to the conda package {f.package} {f.version}{listed} and is not there: reinstall "
+                    f"it ({how})")
         pip = pip_install(Fix(f.kind, f.action, package=f"--force-reinstall --no-deps {pin}", exe=f.exe), code)
         return (f"{f.name} belongs to {f.package} {f.version} (its RECORD lists {f.bound}) and is not there: "
                 f"reinstall it ({pip})")
