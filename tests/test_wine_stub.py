@@ -56,3 +56,78 @@ def test_rule_wine_stub(stub_case, tmp_path):
     (f,) = d.failures
     assert (f.fate, f.reason, f.cause, f.error) == ("fatal", "wine_stub", "missing_export", 127)
     assert (f.leaf, f.symbol, f.needed_by) == ("stub.dll", "stub_fn", "stubuser.dll")
+    # the Markdown to paste into an issue says the same (it said "none failed ... no failed load explains it")
+    md = winetools.dlltrace("report", "--markdown", "t.jsonl", cwd=tmp_path).stdout
+    assert md.startswith("**dlltrace:** `stub.dll` does not export `stub_fn` — it is needed by `stubuser.dll`"), md
+    assert "no failed load explains it" not in md
+
+
+def _stub_trace(dest: Path, exit_code: int = 0) -> Path:
+    """A hand-written Wine trace: `import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll
+    beside it; that stub.dll exports ok_fn only. Wine loads it (stub_fn bound to a stub); Windows fails it with 127."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    pkg = site + "\\pkg"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import pkg._ext"])
+    w.lines[2]["wine"] = "wine-8.0"  # (the env event: traced under Wine)
+    w.py_env("3.11.9", py, site)
+    ctx = w.ev("py_import", module="pkg._ext")
+    pyd = pkg + "\\_ext.cp311-win_amd64.pyd"
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (pkg + "\\stub.dll", 0)], 0, 0, pyd)
+    w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
+    w.file(pkg + "\\stub.dll", exports=["ok_fn"])
+    w.write(dest, exit_code=exit_code)
+    return dest
+
+
+def test_wine_stub_bindings_an_import_never_called_is_a_windows_failure_wine_hid(tmp_path, capsys):
+    """The field test under Wine: an old copy of a DLL, lacking an export the package needs, found first: Wine loaded
+    it (the import bound to a stub the program never called) and the report said 'every load succeeded'; on Windows
+    that import fails with 127. Now each such binding is named, in text, Markdown, JSON and the API's Diagnosis."""
+    import json
+
+    import dlltrace
+    from dlltrace import cli
+
+    t = _stub_trace(tmp_path / "t.jsonl")
+    assert cli.main(["report", str(t)]) == 0  # (the program ran: the report's own exit is the program's fate)
+    text = capsys.readouterr().out
+    assert text.startswith("dlltrace ─ every load succeeded under Wine (1 load traced); 1 import Wine bound to a stub "
+                           "would fail on Windows"), text
+    assert "Loaded under Wine, fails on Windows" in text
+    assert ("✗ stub.dll does not export stub_fn — it is needed by _ext.cp311-win_amd64.pyd · import pkg._ext: "
+            "LoadLibraryExW(") in text and "ok_fn" not in text
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert md.startswith("**dlltrace:** every load succeeded under Wine (1 load traced); 1 import Wine bound to a stub "
+                         "would fail on Windows."), md
+    assert "- `stub.dll` does not export `stub_fn` — it is needed by `_ext.cp311-win_amd64.pyd`" in md
+    cli.main(["report", "--json", str(t)])
+    (b,) = json.loads(capsys.readouterr().out)["wine_stubs"]
+    assert (b["function"], b["called"], b["error_on_windows"], b["origin"]) == ("stub_fn", False, 127, "import pkg._ext")
+    assert b["dll"].endswith("\\pkg\\stub.dll") and b["importer"].endswith("_ext.cp311-win_amd64.pyd")
+    (d,) = dlltrace.diagnose(read_trace(t))
+    assert d.outcome.kind == "ok"  # (under Wine it ran; the failure is Windows')
+    (f,) = d.failures
+    assert (f.fate, f.reason, f.error, f.leaf, f.symbol, f.needed_by) == (
+        "went_on", "wine_stub_unused", 127, "stub.dll", "stub_fn", "_ext.cp311-win_amd64.pyd")
+
+
+def test_wine_stub_the_markdown_names_the_missing_export_the_program_died_of(tmp_path, capsys):
+    """The same trace ending with 0x80000100 (the program called the stub): the Markdown said '1 load traced, none
+    failed ... no failed load explains it' while the text named the missing export."""
+    from dlltrace import cli
+
+    t = _stub_trace(tmp_path / "t.jsonl", exit_code=0x80000100)
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert md.startswith("**dlltrace:** `stub.dll` does not export `stub_fn` — it is needed by "
+                         "`_ext.cp311-win_amd64.pyd`: Wine bound the import to a stub, and the program ended when it "
+                         "called it"), md
+    assert "On Windows this load fails with 127" in md and "no failed load explains it" not in md
+    assert "Loaded under Wine, fails on Windows" not in md  # (the one it died of is not listed again)

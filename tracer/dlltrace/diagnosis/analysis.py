@@ -15,10 +15,10 @@ from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure,
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
-from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Node
+from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult
 from dlltrace.trace.reader import Progress, Trace, paused_gc
 from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
-                                   replay, replay_start)
+                                   replay, replay_start, stubs_bound)
 
 
 @dataclass
@@ -164,11 +164,12 @@ def process_end(trace: Trace, pid: int) -> ProcessEnd:
 @dataclass(frozen=True)
 class StubBinding:
     """Under Wine: an import a module needs and its DLL lacks, which Wine bound to a stub (a load that succeeded,
-    where Windows fails it with 127); calling it ended the process with EXCEPTION_WINE_STUB."""
+    where Windows fails it with 127). `called`: the program called it, and so ended with EXCEPTION_WINE_STUB."""
     load: Replayed  # the top-level load that bound it
     importer: str  # the module whose import it is
     dll: str  # the module that lacks it
     function: str
+    called: bool = True
 
 
 def rule_wine_stub(trace: Trace, pid: int) -> Optional[StubBinding]:
@@ -180,35 +181,56 @@ def rule_wine_stub(trace: Trace, pid: int) -> Optional[StubBinding]:
         return None
     found: Optional[StubBinding] = None
     for r in replay(trace, pid=pid):
-        tree = r.result.tree
-        todo: list[tuple[Node, Optional[Node]]] = [(tree, None)] if tree is not None else []
-        while todo:
-            node, parent = todo.pop()
-            if node.stubs and parent is not None:
-                found = StubBinding(r, parent.path or parent.name, node.path or node.name, node.stubs[-1])
-            todo.extend((c, node) for c in reversed(node.children))
+        for importer, dll, fn in stubs_bound(r.result):
+            found = StubBinding(r, importer, dll, fn)
     return found
 
 
+def wine_stub_bindings(trace: Trace, replays: Sequence[Replayed], pid: Optional[int] = None) -> list[StubBinding]:
+    """Every import a load that succeeded under Wine bound to a stub (of process `pid`, or every process), each
+    once, in order: on Windows each of those loads fails with 127 (ERROR_PROC_NOT_FOUND), though the program ran
+    on (Wine's loader hid it: the program never called it). The one the program called and died of
+    (rule_wine_stub) is marked called. The replays keep such loads in full (replay.stubs_bound)."""
+    died_of = {p: rule_wine_stub(trace, p) for p in trace.pids if pid is None or p == pid}
+    seen: set[tuple[str, str, str]] = set()
+    out: list[StubBinding] = []
+    for r in (replays.full() if isinstance(replays, Replays) else replays):
+        if (pid is not None and r.load.pid != pid) or not r.load.ok or r.result.error:
+            continue
+        for importer, dll, fn in stubs_bound(r.result):
+            k = (winpath.key(importer), winpath.key(dll), fn)
+            if k in seen:
+                continue
+            seen.add(k)
+            d = died_of.get(r.load.pid)
+            called = d is not None and (winpath.key(d.importer), winpath.key(d.dll), d.function) == k
+            out.append(StubBinding(r, importer, dll, fn, called))
+    return out
+
+
 def stub_failed_load(b: StubBinding, trace: Trace) -> FailedLoad:
-    """A stub binding as the failed load it is on Windows: its DLL lacks the export (127), the failure."""
+    """A stub binding as the failed load it is on Windows: its DLL lacks the export (127); the failure when the
+    program called it, else a load the program went past under Wine (fate went_on, reason wine_stub_unused)."""
     ctx = trace.context(b.load.load)
     name = b.load.load.name or b.load.result.name
     leaf, importer = winpath.basename(b.dll), winpath.basename(b.importer)
     return FailedLoad(
         seq=b.load.load.seq, api=b.load.load.api, name=name, error=ERROR_PROC_NOT_FOUND,
-        message=ERROR_TEXT.get(ERROR_PROC_NOT_FOUND, ""), fate="fatal", reason="wine_stub",
+        message=ERROR_TEXT.get(ERROR_PROC_NOT_FOUND, ""), fate="fatal" if b.called else "went_on",
+        reason="wine_stub" if b.called else "wine_stub_unused", klass="fatal" if b.called else "noise",
         origin=b.load.result.origin or b.load.origin, leaf=leaf, cause="missing_export", needed_by=importer,
         chain=tuple(dict.fromkeys(x for x in (winpath.basename(name), importer, leaf) if x)),
         tried=(), elsewhere=(), next_failures=(), fixes=(), model_agrees=True, symbol=b.function,
         user_code=code_place(ctx.get("frame")) if ctx else None)
 
 
-def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> list[Diagnosis]:
+def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None,
+                      replays: Optional[Sequence[Replayed]] = None) -> list[Diagnosis]:
     """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them (`incs`: the
-    trace's judged incidents, when the caller has them)."""
+    trace's judged incidents, and `replays` its replayed loads, when the caller has them; incidents without
+    replays: the stubs Wine bound and the program never called are not known)."""
     if incs is None:
-        _, incs = judged_incidents(trace)
+        replays, incs = judged_incidents(trace)
     pids = list(dict.fromkeys([*trace.pids, *trace.start_failures()]))
     out = []
     for pid in pids:
@@ -217,6 +239,9 @@ def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None) -> li
         stub = rule_wine_stub(trace, pid)
         if stub is not None:  # (a load that succeeded under Wine, and is the failure: a 127 on Windows)
             failures = (*failures, stub_failed_load(stub, trace))
+        if replays is not None:  # (loads Wine let through with a stub the program never called: 127s on Windows)
+            failures = (*failures, *(stub_failed_load(b, trace) for b in wine_stub_bindings(trace, replays, pid)
+                                     if not b.called))
         end = process_end(trace, pid)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
                              failures))

@@ -21,7 +21,7 @@ from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
 from dlltrace.diagnosis.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
-from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, OriginKind, load_op
+from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, Node, OriginKind, load_op
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
@@ -635,6 +635,7 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
 
     replayed = 0
     diverged = False  # a hook applied a fix: the model's process no longer follows the real one
+    wine = sim.system.profile == "wine"  # (a load that bound a stub is kept in full: analysis.wine_stub_bindings)
 
     def drain(final: bool = False) -> None:
         nonlocal replayed, diverged
@@ -653,7 +654,7 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
                 forget(item)
                 if r is None:
                     continue
-                if light and r.load.ok and not r.result.error:
+                if light and r.load.ok and not r.result.error and not (wine and stubs_bound(r.result)):
                     out.add_light(r)  # type: ignore[union-attr]
                 else:
                     if light:  # (what the report reads of the real load is in r: real_probes, its end)
@@ -747,6 +748,20 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: b
         _sync_loaded(sim.process, load, res)
     res.origin_top = user_import(ctx)
     return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
+
+
+def stubs_bound(res: CallResult) -> list[tuple[str, str, str]]:
+    """(importer, DLL, function) of each import the call bound to a stub, in the order of its tree: under Wine an
+    import its DLL does not export loads anyway, bound to a stub that ends the process when called
+    (rules.rule_missing_import_is_error); on Windows the load fails with 127."""
+    out: list[tuple[str, str, str]] = []
+    todo: list[tuple[Node, Optional[Node]]] = [(res.tree, None)] if res.tree is not None else []
+    while todo:
+        node, parent = todo.pop()
+        if node.stubs and parent is not None:
+            out.extend((parent.path or parent.name, node.path or node.name, fn) for fn in node.stubs)
+        todo.extend((c, node) for c in reversed(node.children))
+    return out
 
 
 def user_import(ctx: Optional[dict]) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome
+from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome, wine_stub_bindings
+from dlltrace.model import ERROR_PROC_NOT_FOUND
 from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
 from dlltrace.diagnosis.ending import code_name, ending, ending_line
@@ -22,7 +23,7 @@ CALLS = "calls"  # the key of the document's one long list (json_chunks writes i
 
 def json_report(trace: Trace, incs: list[Incident], replays: Sequence[Replayed]) -> dict[str, Any]:
     """The document, whole (json_report_chunks writes the same text without holding it)."""
-    doc = json_report_head(trace, incs)
+    doc = json_report_head(trace, incs, replays)
     doc[CALLS] = list(call_dicts(incs))
     return doc
 
@@ -41,8 +42,9 @@ def call_dicts(incs: list[Incident]) -> Iterator[dict[str, Any]]:
             yield d
 
 
-def json_report_head(trace: Trace, incs: list[Incident]) -> dict[str, Any]:
-    """The document with its `calls` left out (its place kept: None), from the incidents' typed fields."""
+def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Replayed] = ()) -> dict[str, Any]:
+    """The document with its `calls` left out (its place kept: None), from the incidents' typed fields; `replays`:
+    the replayed loads, where the imports Wine bound to a stub are (wine_stubs)."""
     failed: list[int] = []
     went_on: list[int] = []
     error = 0
@@ -58,7 +60,11 @@ def json_report_head(trace: Trace, incs: list[Incident]) -> dict[str, Any]:
             "source": trace.path, "description": environment_line(trace),
             "error": error, "failed": failed, "went_on": went_on,
             "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),
-            "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace))}
+            "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace)),
+            "wine_stubs": [{"pid": b.load.load.pid, "seq": b.load.load.seq, "api": b.load.load.api,
+                            "name": b.load.load.name, "origin": b.load.origin, "importer": b.importer, "dll": b.dll,
+                            "function": b.function, "called": b.called, "error_on_windows": ERROR_PROC_NOT_FOUND}
+                           for b in wine_stub_bindings(trace, replays)]}
 
 
 def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterator[str]:

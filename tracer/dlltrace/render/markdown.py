@@ -22,7 +22,7 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import Incident, main_outcome
+from dlltrace.diagnosis.analysis import Incident, StubBinding, main_outcome, wine_stub_bindings
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
@@ -164,6 +164,34 @@ def attach_line(a: Attachment) -> str:
     return out
 
 
+def stub_lines(b: StubBinding, trace: Trace) -> list[str]:
+    """The import Wine bound to a stub that the program called and died of (0x80000100): the failure, as the 127
+    it is on Windows (the text report's stub_blocks)."""
+    r = b.load
+    dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+    origin = f" while {code(as_typed(r.origin))} loaded" if r.origin else " loading"
+    return [f"**dlltrace:** {code(dll)} does not export {code(b.function)} — it is needed by {code(importer)}: Wine "
+            f"bound the import to a stub, and the program ended when it called it (`0x80000100` EXCEPTION_WINE_STUB)"
+            f"{origin} {code(winpath.basename(r.load.name or '?'))}. On Windows this load fails with 127 "
+            "(ERROR_PROC_NOT_FOUND).", "",
+            f"Suggested fix: use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built "
+            f"against): update or reinstall what ships {code(b.dll)}, or make the matching copy be found first.", ""]
+
+
+def unused_stub_lines(unused: list[StubBinding]) -> list[str]:
+    """Loads that succeeded under Wine only because Wine bound an import their DLL lacks to a stub the program
+    never called: on Windows each fails with 127 (the text report's unused_stub_blocks)."""
+    out = ["**Loaded under Wine, fails on Windows** (Wine bound each import below, which its DLL does not export, "
+           "to a stub that ends the program if called; Windows fails the load with 127, ERROR_PROC_NOT_FOUND):", ""]
+    for b in unused:
+        r = b.load
+        out.append(f"- {code(winpath.basename(b.dll))} does not export {code(b.function)} — it is needed by "
+                   f"{code(winpath.basename(b.importer))}, loading {code(winpath.basename(r.load.name or '?'))}; the "
+                   f"copy bound: {code(b.dll)}")
+    return out + ["", "Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
+                  "ships it, or make that copy be found first).", ""]
+
+
 def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
 
@@ -178,6 +206,16 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     untraced = untraced_line(trace, ending(trace))  # (never "every load succeeded" for a run that traced nothing)
     if untraced is not None:
         return f"**dlltrace:** {prose(untraced)}.\n" + "".join(f"\n{w}\n" for w in cap_words)
+    stubs = wine_stub_bindings(trace, replays)  # (under Wine: imports bound to a stub, each a 127 on Windows)
+    died = [b for b in stubs if b.called]
+    unused = [b for b in stubs if not b.called]
+    if (died or unused) and not failed:
+        name = attachment_of(trace)
+        head = (stub_lines(died[-1], trace) if died else
+                [f"**dlltrace:** every load succeeded under Wine ({plural(len(replays), 'load')} traced); "
+                 f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows.", ""])
+        return "\n".join(head + (unused_stub_lines(unused) if unused else []) + [visible(attach_line(name))]
+                         + ["", *cap_words] * bool(cap_words)) + "\n"
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)
@@ -246,6 +284,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         if shown < len(apart):
             out += [left_out_line(len(apart) - shown, "load the program went past", "loads the program went past",
                                   name.name), ""]
+    if unused:  # (besides the failures: loads Wine let through that fail on Windows)
+        out += unused_stub_lines(unused)
     return "\n".join(out)
 
 

@@ -32,7 +32,7 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
         cuda = cuda_table_of_trace(trace)  # (None: nothing of CUDA in the trace)
         replays, incs = judged_incidents(trace, everything, progress)
         if fmt == "json":
-            doc = json_report_head(trace, incs)
+            doc = json_report_head(trace, incs, replays)
             doc["cuda"] = cuda_dict(cuda) if cuda is not None else None
             yield from json_chunks(doc, call_dicts(incs))
         elif fmt == "markdown":

@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub,
+                                         wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import code_line, outcome_headline, said_line, untraced_line
 from dlltrace.trace.capped import capped, capped_line
@@ -221,6 +222,7 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
     stubs = [b for pid in trace.pids if (b := rule_wine_stub(trace, pid)) is not None]
+    unused = [b for b in wine_stub_bindings(trace, replays) if not b.called]  # (127s on Windows, hidden by Wine)
     n = len(failed) + len(starts) + len(stubs)
     where = f"trace saved to {trace.path}" if saved else trace.path
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
@@ -242,8 +244,12 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     if untraced is not None:
         one: list[Block] = [Styled(f"dlltrace ─ {untraced} · {where}", "failure")]
         return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
-    if not failed and not apart and not lost and not everything and not starts and not ending_lines(trace, incs, end) and not cap:
+    quiet = not failed and not apart and not lost and not starts and not ending_lines(trace, incs, end) and not cap
+    if quiet and not everything and not unused:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
+    if quiet and unused and said is None:  # (under Wine: what would fail on Windows is the news)
+        head = (f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced); "
+                f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows · {where}")
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
@@ -269,6 +275,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
                  "Probed, absent, the program went on (not failures: no fix needed; --all explains them)")
         lines += ["", Styled(words, "went_on")]
         lines += [apart_line(i, trace) for i in apart]
+    if unused:
+        lines += [""] + unused_stub_blocks(unused)
     if (not n or end.abnormal) and said is None:
         for line in ending_lines(trace, incs, end, explained=bool(stubs)):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
@@ -298,6 +306,23 @@ def stub_blocks(b: StubBinding, trace: Trace) -> list[Block]:
     out += [Styled(f"  The copy of {dll} it bound to: {b.dll}", ""), Styled("", ""), Styled("  Fix", "heading"),
             Styled(f"    1. Use a {dll} that exports {b.function} (the one {importer} was built against): update or "
                    f"reinstall what ships {b.dll}, or make the matching copy be found first", "")]
+    return out
+
+
+def unused_stub_blocks(unused: list[StubBinding]) -> list[Block]:
+    """Loads that succeeded under Wine only because Wine bound an import their DLL lacks to a stub, which the
+    program never called: on Windows each of those loads fails with 127 (analysis.wine_stub_bindings)."""
+    out: list[Block] = [Styled("Loaded under Wine, fails on Windows: Wine bound each import below, which its DLL does "
+                               "not export, to a stub that ends the program if called; Windows fails the load with "
+                               "127 (ERROR_PROC_NOT_FOUND)", "failure")]
+    for b in unused:
+        r = b.load
+        dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+        out.append(Styled(f"  ✗ {dll} does not export {b.function} — it is needed by {importer} · "
+                          f"{r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name}) · the copy bound: {b.dll}",
+                          ""))
+    out.append(Styled("  Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
+                      "ships it, or make that copy be found first)", ""))
     return out
 
 
