@@ -131,3 +131,69 @@ def test_wine_stub_the_markdown_names_the_missing_export_the_program_died_of(tmp
                          "called it"), md
     assert "On Windows this load fails with 127" in md and "no failed load explains it" not in md
     assert "Loaded under Wine, fails on Windows" not in md  # (the one it died of is not listed again)
+
+
+def _wine_own_trace(dest: Path, wine: bool = True) -> Path:
+    """A hand-written trace: `import pkg.base` loads base.pyd, which imports zlib1.dll (pkg 2.6.1's RECORD lists
+    pkg/zlib1.dll, gone) and msvcp140.dll: both found in System32, where under Wine Wine's own copies are."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    pkg = site + "\\pkg"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import pkg.base"])
+    if wine:
+        w.lines[2]["wine"] = "wine-8.0"
+    w.py_env("3.11.9", py, site)
+    w.ev("py_dists", dists=[{"name": "pkg", "version": "2.6.1", "site": site, "loaders": [],
+                             "files": ["pkg/base.cp311-win_amd64.pyd", "pkg/zlib1.dll"]}], conda=[], conda_prefix=None,
+         cut=False)
+    ctx = w.ev("py_import", module="pkg.base")
+    pyd = pkg + "\\base.cp311-win_amd64.pyd"
+    probes = [(pyd, 0)]
+    for name in ("zlib1.dll", "msvcp140.dll"):
+        probes += [(pkg + "\\" + name, 0xC0000034), (py + "\\" + name, 0xC0000034), (hw.SYS32 + "\\" + name, 0)]
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, probes, 0, 0, pyd)
+    w.file(pyd, imports=["zlib1.dll", "msvcp140.dll", "kernel32.dll"])
+    w.file(hw.SYS32 + "\\zlib1.dll", exports=["inflate"])
+    w.file(hw.SYS32 + "\\msvcp140.dll", exports=["x"])
+    w.file(pkg + "\\zlib1.dll", kind="missing")
+    w.write(dest, exit_code=0)
+    return dest
+
+
+def test_wine_only_dlls_an_import_bound_to_wines_own_dll_is_named(tmp_path, capsys):
+    """The Windows field test: pygame's zlib1.dll deleted, Wine's own zlib1.dll in its System32 was loaded instead, the
+    program worked, and the report said 'every load succeeded'; no vanilla Windows has zlib1.dll, so there the import
+    fails. Now each import bound to Wine's own DLL that no vanilla Windows System32 has is named (replay.
+    wine_only_imports, analysis.wine_only_dlls), with where Windows takes it from (none: the package must ship it; the
+    VC++ Redistributable for msvcp140.dll) and, the package's own copy being gone, the reinstall."""
+    import json
+
+    from dlltrace import cli
+
+    t = _wine_own_trace(tmp_path / "t.jsonl")
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert text.startswith("dlltrace ─ every load succeeded under Wine (1 load traced); 1 DLL came from Wine's own, "
+                           "which Windows lacks"), text
+    zlib = next(line for line in text.splitlines() if "zlib1.dll — needed by base.cp311-win_amd64.pyd" in line)
+    assert "on Windows no system folder has it" in zlib and "Wine's copy: C:\\Windows\\System32\\zlib1.dll" in zlib
+    assert ("reinstall it (C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps pkg==2.6.1)") in zlib, zlib
+    msvcp = next(line for line in text.splitlines() if "msvcp140.dll — needed by" in line)
+    assert "the VC++ Redistributable's copy in System32, when that is installed" in msvcp and "reinstall" not in msvcp
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert md.startswith("**dlltrace:** every load succeeded under Wine (1 load traced); 1 DLL came from Wine's own"), md
+    assert "- `zlib1.dll` — needed by `base.cp311-win_amd64.pyd`" in md and "pkg==2.6.1" in md
+    cli.main(["report", "--json", str(t)])
+    own = json.loads(capsys.readouterr().out)["wine_own"]
+    assert [(w["class"], w["path"].rsplit("\\", 1)[-1]) for w in own] == [("other", "zlib1.dll"), ("vcruntime", "msvcp140.dll")]
+    assert own[0]["reinstall"]["action"] == "install" and own[1]["reinstall"] is None
+    # the same trace not under Wine: System32's copies are Windows' (an installer's), nothing of it said
+    t = _wine_own_trace(tmp_path / "w.jsonl", wine=False)
+    cli.main(["report", str(t)])
+    assert capsys.readouterr().out.splitlines() == [f"dlltrace ─ every load succeeded (1 load traced) · {t}"]

@@ -15,10 +15,13 @@ from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure,
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
-from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult
+from dlltrace.classify import classify
+from dlltrace.diagnosis.explain import owner_reinstall
+from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Fix
+from dlltrace.worlds.world import owners_of
 from dlltrace.trace.reader import Progress, Trace, paused_gc
 from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
-                                   replay, replay_start, stubs_bound)
+                                   replay, replay_start, stubs_bound, system_and_process, wine_only_imports)
 
 
 @dataclass
@@ -205,6 +208,47 @@ def wine_stub_bindings(trace: Trace, replays: Sequence[Replayed], pid: Optional[
             d = died_of.get(r.load.pid)
             called = d is not None and (winpath.key(d.importer), winpath.key(d.dll), d.function) == k
             out.append(StubBinding(r, importer, dll, fn, called))
+    return out
+
+
+@dataclass(frozen=True)
+class WineOnly:
+    """Under Wine: a module an import was bound to that came from Wine's own Windows folder, whose name no vanilla
+    Windows System32 has (replay.wine_only_imports): on Windows the import must find it elsewhere."""
+    load: Replayed  # the top-level load that mapped it
+    importer: str  # the module whose import it is
+    path: str  # Wine's copy
+    klass: str  # classify's kind: vcruntime (the VC++ Redistributable's), nvidia_driver, other (no Windows has it)
+    reinstall: Optional[Fix] = None  # a distribution's RECORD lists a file of its name that is not there: reinstall it
+
+
+def wine_only_dlls(trace: Trace, replays: Sequence[Replayed], pid: Optional[int] = None) -> list[WineOnly]:
+    """Every module a load that succeeded under Wine mapped from Wine's own DLLs for an import no vanilla Windows
+    satisfies (of process `pid`, or every process), each name once, in order; with the reinstall of the distribution
+    whose RECORD lists a file of that name that is gone (explain.owner_reinstall: pygame's zlib1.dll deleted, Wine's
+    zlib1.dll loaded instead, and the program worked; on Windows it fails). The replays keep such loads in full."""
+    seen: set[str] = set()
+    out: list[WineOnly] = []
+    windows: dict[int, Optional[str]] = {}  # pid -> its Windows folder, None for a process not under Wine
+    for r in (replays.full() if isinstance(replays, Replays) else replays):
+        if (pid is not None and r.load.pid != pid) or not r.load.ok or r.result.error:
+            continue
+        if r.load.pid not in windows:
+            system, _ = system_and_process(trace, r.load.pid)
+            windows[r.load.pid] = system.windows if system.profile == "wine" else None
+        folder = windows[r.load.pid]
+        for importer, path in (wine_only_imports(r.result, folder) if folder is not None else []):
+            name = winpath.basename(path).lower()
+            if name in seen:
+                continue
+            seen.add(name)
+            world = recorded_world(trace, r.load.pid)
+            gone = [o for o in owners_of(world, name) if world.file(winpath.join(o.root, *o.path.split("/"))) is None]
+            fix = None
+            if gone:
+                _, process = system_and_process(trace, r.load.pid)
+                fix = owner_reinstall(name, world, process, r.result)
+            out.append(WineOnly(r, importer, path, classify(name).kind, fix))
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 from dlltrace.seqs import MadeSequence
 from dlltrace import winpath
 from dlltrace.apisets import ApiSetSchema, builtin_schema, schema_from_sets
+from dlltrace.classify import classify
 from dlltrace.diagnosis.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, Node, OriginKind, load_op
@@ -635,7 +636,9 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
 
     replayed = 0
     diverged = False  # a hook applied a fix: the model's process no longer follows the real one
-    wine = sim.system.profile == "wine"  # (a load that bound a stub is kept in full: analysis.wine_stub_bindings)
+    # (under Wine a load that bound a stub, or an import to Wine's own DLL, is kept in full: analysis.wine_stub_bindings,
+    # analysis.wine_only_dlls)
+    wine = sim.system.profile == "wine"
 
     def drain(final: bool = False) -> None:
         nonlocal replayed, diverged
@@ -654,7 +657,8 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
                 forget(item)
                 if r is None:
                     continue
-                if light and r.load.ok and not r.result.error and not (wine and stubs_bound(r.result)):
+                if light and r.load.ok and not r.result.error and not (wine and (
+                        stubs_bound(r.result) or wine_only_imports(r.result, sim.system.windows))):
                     out.add_light(r)  # type: ignore[union-attr]
                 else:
                     if light:  # (what the report reads of the real load is in r: real_probes, its end)
@@ -760,6 +764,24 @@ def stubs_bound(res: CallResult) -> list[tuple[str, str, str]]:
         node, parent = todo.pop()
         if node.stubs and parent is not None:
             out.extend((parent.path or parent.name, node.path or node.name, fn) for fn in node.stubs)
+        todo.extend((c, node) for c in reversed(node.children))
+    return out
+
+
+def wine_only_imports(res: CallResult, windows: str) -> list[tuple[str, str]]:
+    """(importer, file) of each module the call mapped from the Windows folder (System32, SysWOW64) for an import of
+    a module outside it, whose name no vanilla Windows System32 has (classify: not a Windows DLL nor an API set):
+    under Wine, Wine's own DLL (zlib1.dll, msvcp140.dll); on Windows the import must find it elsewhere: the
+    package's own copy, an installer's (the VC++ Redistributable), a driver's."""
+    win = winpath.key(windows) + "\\"
+    out: list[tuple[str, str]] = []
+    todo: list[tuple[Node, Optional[Node]]] = [(res.tree, None)] if res.tree is not None else []
+    while todo:
+        node, parent = todo.pop()
+        if (node.new and node.path and parent is not None and parent.path and node.how_kind != "apiset"
+                and winpath.key(node.path).startswith(win) and not winpath.key(parent.path).startswith(win)
+                and classify(node.path).kind not in ("windows", "apiset")):
+            out.append((parent.path, node.path))
         todo.extend((c, node) for c in reversed(node.children))
     return out
 

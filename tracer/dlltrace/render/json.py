@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome, wine_stub_bindings
+from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome, wine_only_dlls, wine_stub_bindings
 from dlltrace.model import ERROR_PROC_NOT_FOUND
 from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
 from dlltrace.diagnosis.ending import code_name, ending, ending_line
 from dlltrace.render.outcome import untraced_line
-from dlltrace.render.calls import call_dict
+from dlltrace.render.calls import call_dict, fix_dict
 from dlltrace.render.text import environment_line
 from dlltrace.diagnosis.verdict import verdict_dict
 from dlltrace.trace.reader import Trace
@@ -64,7 +64,11 @@ def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Repla
             "wine_stubs": [{"pid": b.load.load.pid, "seq": b.load.load.seq, "api": b.load.load.api,
                             "name": b.load.load.name, "origin": b.load.origin, "importer": b.importer, "dll": b.dll,
                             "function": b.function, "called": b.called, "error_on_windows": ERROR_PROC_NOT_FOUND}
-                           for b in wine_stub_bindings(trace, replays)]}
+                           for b in wine_stub_bindings(trace, replays)],
+            "wine_own": [{"pid": w.load.load.pid, "seq": w.load.load.seq, "api": w.load.load.api, "name": w.load.load.name,
+                          "origin": w.load.origin, "importer": w.importer, "path": w.path, "class": w.klass,
+                          "reinstall": fix_dict(w.reinstall) if w.reinstall is not None else None}
+                         for w in wine_only_dlls(trace, replays)]}
 
 
 def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -22,7 +22,8 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import Incident, StubBinding, main_outcome, wine_stub_bindings
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, main_outcome, wine_only_dlls,
+                                         wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
@@ -31,7 +32,7 @@ from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_ro
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
-from dlltrace.render.text import (FATE_WORDS, agreement_lines, ending_lines, environment_line, explained_incident,
+from dlltrace.render.text import (FATE_WORDS, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
                                   fate_line, lost_a_feature, plural, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
 from dlltrace.diagnosis.verdict import reason_text
@@ -192,6 +193,18 @@ def unused_stub_lines(unused: list[StubBinding]) -> list[str]:
                   "ships it, or make that copy be found first).", ""]
 
 
+def wine_only_lines(items: list[WineOnly]) -> list[str]:
+    """Imports bound to Wine's own DLLs, which no vanilla Windows has (the text report's wine_only_blocks)."""
+    out = ["**From Wine's own DLLs, which no vanilla Windows has** (under Wine each import below was bound to Wine's "
+           "copy; on Windows it must find the DLL elsewhere):", ""]
+    for w in items:
+        where = WINE_ONLY_WHERE.get(w.klass, "on Windows it must come from the package, an installer or a driver")
+        out.append(f"- {code(winpath.basename(w.path))} — needed by {code(winpath.basename(w.importer))}, loading "
+                   f"{code(winpath.basename(w.load.load.name or '?'))}; Wine's copy: {code(w.path)}; {prose(where)}"
+                   + (f". {fix_markdown(w.reinstall, as_typed)}" if w.reinstall is not None else ""))
+    return out + [""]
+
+
 def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
 
@@ -209,13 +222,17 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     stubs = wine_stub_bindings(trace, replays)  # (under Wine: imports bound to a stub, each a 127 on Windows)
     died = [b for b in stubs if b.called]
     unused = [b for b in stubs if not b.called]
-    if (died or unused) and not failed:
+    wine_own = wine_only_dlls(trace, replays)  # (under Wine: imports bound to Wine's own DLLs, which Windows lacks)
+    lacking = [w for w in wine_own if w.klass == "other"]
+    if (died or unused or wine_own) and not failed and (died or not apart):
         name = attachment_of(trace)
+        news = [f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows"] if unused else []
+        news += [f"{plural(len(lacking), 'DLL')} came from Wine's own, which Windows lacks"] if lacking else []
         head = (stub_lines(died[-1], trace) if died else
-                [f"**dlltrace:** every load succeeded under Wine ({plural(len(replays), 'load')} traced); "
-                 f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows.", ""])
-        return "\n".join(head + (unused_stub_lines(unused) if unused else []) + [visible(attach_line(name))]
-                         + ["", *cap_words] * bool(cap_words)) + "\n"
+                [f"**dlltrace:** every load succeeded under Wine ({plural(len(replays), 'load')} traced)"
+                 + "".join(f"; {n}" for n in news) + ".", ""])
+        return "\n".join(head + (unused_stub_lines(unused) if unused else []) + (wine_only_lines(wine_own) if wine_own else [])
+                         + [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)) + "\n"
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)
@@ -286,6 +303,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
                                   name.name), ""]
     if unused:  # (besides the failures: loads Wine let through that fail on Windows)
         out += unused_stub_lines(unused)
+    if wine_own:
+        out += wine_only_lines(wine_own)
     return "\n".join(out)
 
 

@@ -10,10 +10,11 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, api_set_source, main_outcome, rule_wine_stub,
-                                         wine_stub_bindings)
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, rule_wine_stub,
+                                         wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import code_line, outcome_headline, said_line, untraced_line
+from dlltrace.render.fixwords import fix_text
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -223,6 +224,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     starts = unexplained_starts(trace)
     stubs = [b for pid in trace.pids if (b := rule_wine_stub(trace, pid)) is not None]
     unused = [b for b in wine_stub_bindings(trace, replays) if not b.called]  # (127s on Windows, hidden by Wine)
+    wine_own = wine_only_dlls(trace, replays)  # (Wine's own DLLs an import was bound to: none on a vanilla Windows)
+    lacking = [w for w in wine_own if w.klass == "other"]
     n = len(failed) + len(starts) + len(stubs)
     where = f"trace saved to {trace.path}" if saved else trace.path
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
@@ -245,11 +248,14 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         one: list[Block] = [Styled(f"dlltrace ─ {untraced} · {where}", "failure")]
         return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
     quiet = not failed and not apart and not lost and not starts and not ending_lines(trace, incs, end) and not cap
-    if quiet and not everything and not unused:
+    if quiet and not everything and not unused and not wine_own:
         return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
-    if quiet and unused and said is None:  # (under Wine: what would fail on Windows is the news)
-        head = (f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced); "
-                f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows · {where}")
+    if quiet and (unused or lacking) and said is None:  # (under Wine: what would fail on Windows is the news)
+        news = [f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows"] if unused else []
+        news += [f"{plural(len(lacking), 'DLL')} came from Wine's own, which Windows lacks"] if lacking else []
+        head = f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced); {'; '.join(news)} · {where}"
+    elif quiet and wine_own and said is None:
+        head = f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced) · {where}"
     lines: list[Block] = [Styled(head, "heading")]
     for verdict in starts:
         lines += ["", verdict]
@@ -277,6 +283,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         lines += [apart_line(i, trace) for i in apart]
     if unused:
         lines += [""] + unused_stub_blocks(unused)
+    if wine_own:
+        lines += [""] + wine_only_blocks(wine_own)
     if (not n or end.abnormal) and said is None:
         for line in ending_lines(trace, incs, end, explained=bool(stubs)):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
@@ -323,6 +331,30 @@ def unused_stub_blocks(unused: list[StubBinding]) -> list[Block]:
                           ""))
     out.append(Styled("  Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
                       "ships it, or make that copy be found first)", ""))
+    return out
+
+
+# where a DLL that no vanilla Windows has comes from on Windows, by its class (classify's kind)
+WINE_ONLY_WHERE = {
+    "other": "on Windows no system folder has it: the package (or the program) must ship it, else the load fails (126)",
+    "vcruntime": "on Windows it is the VC++ Redistributable's copy in System32, when that is installed",
+    "nvidia_driver": "on Windows it is the NVIDIA driver's",
+}
+
+
+def wine_only_blocks(items: list[WineOnly]) -> list[Block]:
+    """Imports that were bound to Wine's own DLLs, which no vanilla Windows has (analysis.wine_only_dlls): where each
+    comes from on Windows, and the reinstall when the package's own copy is gone."""
+    out: list[Block] = [Styled("From Wine's own DLLs, which no vanilla Windows has: under Wine each import below was "
+                               "bound to Wine's copy; on Windows it must find the DLL elsewhere", "")]
+    for w in items:
+        r = w.load
+        name, importer = winpath.basename(w.path), winpath.basename(w.importer)
+        where = WINE_ONLY_WHERE.get(w.klass, "on Windows it must come from the package, an installer or a driver")
+        out.append(Styled(f"  {'!' if w.klass == 'other' else '·'} {name} — needed by {importer} · "
+                          f"{r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name}) · Wine's copy: {w.path} · "
+                          f"{where}" + (f" · {fix_text(w.reinstall)}" if w.reinstall is not None else ""),
+                          "failure" if w.klass == "other" else ""))
     return out
 
 
