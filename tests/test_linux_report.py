@@ -102,6 +102,23 @@ def test_a_failure_the_program_went_past_is_not_the_failure(tmp_path):
     assert "1 the program went past" in text and "  libnope_optional.so.1  (" in text
 
 
+def test_an_exception_naming_the_library_by_its_stem_is_the_failure(tmp_path):
+    # python-magic 0.4.27's loader with libmagic1 not installed (seen for real): it catches ctypes' OSError and
+    # raises an ImportError of its own that names libmagic, not libmagic.so.1; the report said "no failed load
+    # explains it" and listed the load as context only, with no fix
+    code = ("import ctypes\nfor lib in (None, 'libdltnope_magic.so.1'):\n    if lib is None:\n        continue\n"
+            "    try:\n        ctypes.CDLL(lib)\n    except OSError:\n        pass\n"
+            "raise ImportError('failed to find libdltnope_magic.  Check your installation')")
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 1 and "ImportError: failed to find libdltnope_magic" in r.stderr, r.stderr[-2000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert [c["name"] for c in doc["failed"]] == ["libdltnope_magic.so.1"] and doc["fatal"] == 0
+    assert doc["outcome"]["kind"] == "died_of_load", doc["outcome"]
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert text.splitlines()[0] == "dlltrace ─ 1 failed load · t.jsonl", text
+    assert "✗ libdltnope_magic.so.1 was not found" in text and "no failed load explains it" not in text
+
+
 def test_deps_of_a_so_lists_every_missing_library(tmp_path):
     """`dlltrace deps x.so` on Linux: the DT_NEEDED closure through the ld.so model, each missing library
     (not only the first), exit 1; a .so whose closure loads exits 0."""

@@ -188,6 +188,22 @@ def test_rule_linux_variant_probe():
     assert not rule_linux_variant_probe(dotted, [dotted, plain])  # (a version, not a variant suffix)
 
 
+def test_rule_exception_names_library_stem():
+    """An exception naming a failed library by its stem only (python-magic 0.4.27, libmagic1 not installed:
+    ctypes.CDLL('libmagic.so.1') fails, its OSError is caught, ImportError('failed to find libmagic.  Check
+    your installation') is raised): that library, the last so named; a stem that is only part of a word, or no
+    more than `lib`, names nothing."""
+    from dlltrace.diagnosis.verdict_linux import rule_exception_names_library_stem as rule
+
+    magic = "failed to find libmagic.  Check your installation"
+    assert rule(magic, ["libnope_optional.so.1", "libmagic.so.1"]) == 1
+    assert rule(magic, ["/usr/lib/x86_64-linux-gnu/libmagic.so.1", "libnope_optional.so.1"]) == 0
+    assert rule("could not load LIBGL", ["libGL.so.1"]) == 0  # (any case)
+    assert rule(magic, ["libmagic_extra.so.1", "libmag.so.1"]) is None  # (part of a word: not its name)
+    assert rule("libmagicx is missing", ["libmagic.so.1"]) is None
+    assert rule("the lib folder is empty", ["lib.so.1", None]) is None
+
+
 @LINUX
 def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
     """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the

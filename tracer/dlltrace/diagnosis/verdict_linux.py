@@ -3,7 +3,8 @@
 
 rule_linux_python_exception: the failed call the Python exception the program ended on names (its message
 holds the leaf's or the call's name, as ctypes' `OSError: libcudart.so.11.0: cannot open shared object
-file` and ImportError's do); rule_linux_exit_zero: a program that exited with 0 went past every failed
+file` and ImportError's do; or only its stem, rule_exception_names_library_stem: python-magic's
+`ImportError: failed to find libmagic` after libmagic.so.1 failed); rule_linux_exit_zero: a program that exited with 0 went past every failed
 call; rule_linux_variant_probe: a try of a variant of a file before the file itself (Qt's plugin loader
 tries libqxcb.so.avx2, then libqxcb.so) is a probe, never the failure; rule_linux_crash_after_failed_load:
 a process that crashed (SIGABRT, SIGSEGV, ...) right after a load failed, with no load succeeding in between,
@@ -13,6 +14,7 @@ none chosen (fate "unknown")."""
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
@@ -38,8 +40,8 @@ def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
 
 def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optional[LinuxCall]:
     """The last failed call whose name or leaf the program's final Python exception names; else the last
-    whose feature it names (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after
-    libcuda.so.1 failed)."""
+    whose stem it names (rule_exception_names_library_stem); else the last whose feature it names
+    (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after libcuda.so.1 failed)."""
     messages = _exception_messages(trace)
     for c in reversed(calls):
         names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
@@ -47,9 +49,25 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optiona
             return c
     for pid, text in messages:
         mine = [c for c in calls if c.pid == pid]
-        i = rule_exception_names_feature(text, [c.leaf.name if c.leaf else c.name for c in mine])
+        leaves: list[Optional[str]] = [c.leaf.name if c.leaf else c.name for c in mine]
+        i = rule_exception_names_library_stem(text, leaves)
+        if i is None:
+            i = rule_exception_names_feature(text, leaves)
         if i is not None:
             return mine[i]
+    return None
+
+
+def rule_exception_names_library_stem(text: str, failed: Sequence[Optional[str]]) -> Optional[int]:
+    """The failed library an exception names by its stem only, the file name before `.so` (python-magic 0.4.27
+    tries ctypes.CDLL('libmagic.so.1'), catches the OSError and raises ImportError('failed to find libmagic.
+    Check your installation')): the last of `failed` (library names, in order) whose stem, `lib` and at least
+    one more letter, the text holds as a whole word (any case); None for none."""
+    for i in range(len(failed) - 1, -1, -1):
+        stem = posixpath.basename(failed[i] or "").split(".so", 1)[0]
+        if len(stem) > 3 and stem.lower().startswith("lib") and \
+                re.search(rf"(?<![A-Za-z0-9_]){re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
+            return i
     return None
 
 
