@@ -9,6 +9,7 @@ import json
 import posixpath
 import re
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,48 @@ def test_an_exception_naming_the_library_by_its_stem_is_the_failure(tmp_path):
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert text.splitlines()[0] == "dlltrace ─ 1 failed load · t.jsonl", text
     assert "✗ libdltnope_magic.so.1 was not found" in text and "no failed load explains it" not in text
+
+
+def gcc(*args: str) -> None:
+    if shutil.which("gcc") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs gcc -- CI has it")
+        pytest.skip("needs gcc")
+    subprocess.run(["gcc", *args], check=True, capture_output=True)
+
+
+def test_a_copy_on_ld_library_path_that_lacks_a_symbol_version_gets_that_folder_taken_out(tmp_path):
+    # an old libstdc++.so.6 on LD_LIBRARY_PATH (an old toolchain's or environment's) before the system's, seen for
+    # real: "version `CXXABI_1.3.9' not found (required by cppext.cpython-311-x86_64-linux-gnu.so)"; the report
+    # named the leaf and gave no fix. Here the same with gcc-built libraries: libdltver.so.1 in old/ defines
+    # DLTVER_1 only, the one in new/ (the requester's RUNPATH, searched after LD_LIBRARY_PATH) DLTVER_2 too.
+    for folder, versions in (("old", ["DLTVER_1"]), ("new", ["DLTVER_1", "DLTVER_2"])):
+        (tmp_path / folder).mkdir()
+        (tmp_path / f"{folder}.map").write_text("".join(f"{v} {{ global: f_{v}; }};\n" for v in versions))
+        (tmp_path / f"{folder}.c").write_text("".join(f"void f_{v}(void) {{}}\n" for v in versions))
+        gcc("-shared", "-fPIC", "-o", str(tmp_path / folder / "libdltver.so.1"), "-Wl,-soname,libdltver.so.1",
+            f"-Wl,--version-script={tmp_path / f'{folder}.map'}", str(tmp_path / f"{folder}.c"))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "user.c").write_text("void f_DLTVER_2(void);\nvoid user(void) { f_DLTVER_2(); }\n")
+    gcc("-shared", "-fPIC", "-o", str(tmp_path / "libdltuser.so"), str(tmp_path / "user.c"),
+        f"-L{tmp_path / 'new'}", "-l:libdltver.so.1", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/new")
+    code = f"import ctypes; ctypes.CDLL({str(tmp_path / 'libdltuser.so')!r}); print('loaded')"
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path / 'old'}:{tmp_path / 'other'}"}
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl", "--", sys.executable, "-c", code],
+                       cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT / "tracer")}, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and "version `DLTVER_2' not found" in r.stderr, r.stderr[-2000:]
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert "✗ libdltver.so.1 lacks a symbol version it needs — it is needed by libdltuser.so" in text, text
+    fix = f"export LD_LIBRARY_PATH={tmp_path / 'other'}"
+    assert f"    1. Before starting the program:  {fix}  ({tmp_path / 'old' / 'libdltver.so.1'} lacks DLTVER_2;" in text
+    # applied for real, in bash: the program loads
+    done = subprocess.run(["bash", "-c", f"{fix}; {shlex.quote(sys.executable)} -c {shlex.quote(code)}"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "loaded", done.stderr
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    (f,) = doc["failed"][doc["fatal"]]["fixes"]
+    assert f["action"] == "ld_library_path" and f["verified"] and f["fix"]["value"] == str(tmp_path / "other")
 
 
 def test_deps_of_a_so_lists_every_missing_library(tmp_path):

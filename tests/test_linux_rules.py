@@ -379,3 +379,29 @@ def test_system_package_fix_chains_the_next_missing_library():
     assert [s.package for s in fix.then] == ["libxcb-keysyms1"]
     unknown = propose("libnotapackage.so.1", plugin, "/v/bin/python", {}, world, lambda w, e: False, roots=[])
     assert not [f for f in unknown if f.action == "install_system_package"]
+
+
+def test_rule_ld_library_path_shadows():
+    """An old copy on LD_LIBRARY_PATH that lacks a symbol version: LD_LIBRARY_PATH without its folder, offered
+    only when the replay then loads the call (loader/linux/fixes.py)."""
+    from dlltrace.loader.linux.fixes import rule_ld_library_path_shadows as rule
+
+    w = VirtualELFWorld({})
+    env = {"LD_LIBRARY_PATH": "/opt/old/lib/:/x"}
+    seen: list[dict] = []
+
+    def loads(world, env2):
+        seen.append(env2)
+        return env2.get("LD_LIBRARY_PATH") == "/x"
+
+    (f,) = rule("libstdc++.so.6", "/opt/old/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, loads)
+    assert f.action == "set_env" and f.variable == "LD_LIBRARY_PATH" and f.value == "/x" and f.verified
+    assert f.bound == "/opt/old/lib/libstdc++.so.6" and f.lacks == "GLIBCXX_3.4.30" and f.folder == ""
+    assert seen[0] == {"LD_LIBRARY_PATH": "/x"}  # (the folder, written with a trailing slash, taken out)
+    # the only folder: emptied (ld.so then searches none, as when it is unset)
+    (g,) = rule("libstdc++.so.6", "/opt/old/lib/libstdc++.so.6", "GLIBCXX_3.4.30", {"LD_LIBRARY_PATH": "/opt/old/lib"},
+                w, lambda world, e: e["LD_LIBRARY_PATH"] == "")
+    assert g.value == ""
+    # a copy not found through LD_LIBRARY_PATH, or a replay that still fails: no fix
+    assert rule("libstdc++.so.6", "/usr/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, loads) == []
+    assert rule("libstdc++.so.6", "/opt/old/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, lambda world, e: False) == []

@@ -30,7 +30,7 @@ from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import Rerun, propose
+from dlltrace.loader.linux.fixes import Rerun, propose, rule_ld_library_path_shadows
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
@@ -343,7 +343,9 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
             continue
         calls = replay_process(proc, w)
         for i, c in enumerate(calls):
-            if fixes and c.leaf is not None and c.leaf.cause == "not_found" and "/" not in c.leaf.name:
+            shadowed = c.leaf is not None and c.leaf.cause == "missing_export" and bool(c.leaf.facts.export) and \
+                bool(c.leaf.path) and "LD_LIBRARY_PATH" in proc.env
+            if fixes and c.leaf is not None and (shadowed or c.leaf.cause == "not_found" and "/" not in c.leaf.name):
                 def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> Rerun:
                     """The whole process replayed with a fix: whether call i loads, else the library it fails on
                     now; and the calls that loaded and now fail or load another file (rule_whole_run_linux)."""
@@ -355,6 +357,10 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                         return Rerun(True, breaks=breaks)
                     leaf = again[i].leaf if len(again) > i else None
                     return Rerun(False, leaf.name if leaf is not None else "", breaks)
+                if shadowed:
+                    c.fixes = rule_ld_library_path_shadows(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "",
+                                                           proc.env, w, rerun)
+                    continue
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter,
                                   owners=owners_index(proc.dists))

@@ -237,6 +237,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "set_env":
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = {py_str(f.value)}')
+        if f.variable == "LD_LIBRARY_PATH" and f.bound and not f.folder:  # (a folder taken out: its copy lacks a version)
+            cmd = f"export LD_LIBRARY_PATH={sh_quote(f.value)}" if f.value else "unset LD_LIBRARY_PATH"
+            return (f"Before starting the program:  {code(cmd)}  ({f.bound} lacks {f.lacks}; without its folder on "
+                    f"LD_LIBRARY_PATH, ld.so takes the next copy of {f.name}, which has it)")
         if f.variable == "LD_LIBRARY_PATH" and f.folder:  # (Linux: bash, before the program in the same shell)
             return f"Before starting the program:  {code(sh_export_prepend(f.variable, f.folder))}"
         if f.variable.upper() == "PATH" and f.folder:

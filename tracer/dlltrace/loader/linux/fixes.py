@@ -10,6 +10,8 @@ For a leaf that was not found (a missing soname), the candidates are:
   - ldconfig (the folder in /etc/ld.so.conf.d, then ld.so.cache has the name);
   - for a library no pip package ships, the system's package (apt's, on Debian and Ubuntu: the world knows
     it, worlds/elf.py apt_package_of), with the packages of the libraries it then fails on, as one command.
+For a leaf found in a folder of LD_LIBRARY_PATH that lacks a symbol version (an old libstdc++.so.6), the fix is
+LD_LIBRARY_PATH without that folder (rule_ld_library_path_shadows).
 Each is applied to a copy of the world / process and the process is replayed (replay_linux.replay_process);
 `verified` says whether the failed call then loads. torch's own preloading of nvidia wheels
 (torch/__init__.py _load_global_deps: when lib/libtorch_global_deps.so fails with a CUDA library's name,
@@ -285,6 +287,29 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         driver = Fix("driver", "install_driver", name=name, python=False)
         out = [*[f for f in out if f.verified], driver, *[f for f in out if not f.verified]]
     return out
+
+
+def rule_ld_library_path_shadows(name: str, path: str, lacks: str, env: dict[str, str], world: ELFWorld,
+                                 rerun: Callable[[ELFWorld, dict[str, str]], "Rerun | bool | str"]) -> list[Fix]:
+    """A library found in a folder of LD_LIBRARY_PATH that lacks a symbol version its requester needs (an old
+    toolchain's or environment's libstdc++.so.6 before the system's: "version `GLIBCXX_3.4.30' not found"):
+    LD_LIBRARY_PATH without that folder, so that ld.so goes on to the next copy (the system's, through
+    ld.so.cache), offered only when the replay of the whole process then loads the call and breaks no other
+    load (rule_whole_run_linux). `bound` is the copy that lacks it, `lacks` the version."""
+    folder = posixpath.normpath(posixpath.dirname(path)) if path else ""
+    old = env.get("LD_LIBRARY_PATH", "")
+    parts = re.split(r"[:;]", old) if old else []
+    kept = [x for x in parts if x and posixpath.normpath(x) != folder]
+    if not folder or len(kept) == len([x for x in parts if x]):
+        return []
+    fix = Fix("env", "set_env", name=name, variable="LD_LIBRARY_PATH", value=":".join(kept), bound=path,
+              lacks=lacks, python=False)
+    s = LinuxSituation(world, env)
+    after = apply_fix(fix, s)
+    if not as_rerun(rerun(after.world, after.env)).loads:
+        return []
+    return [f for f in rule_whole_run_linux([replace(fix, verified=True, outcome=Outcome(0), covers=(name,))], s,
+                                            rerun) if f.verified]
 
 
 SYSTEM_PACKAGE_STEPS = 6  # system packages one fix may chain (Qt's xcb plugin: libxcb-icccm4, then libxcb-keysyms1)
