@@ -405,3 +405,49 @@ def test_rule_ld_library_path_shadows():
     # a copy not found through LD_LIBRARY_PATH, or a replay that still fails: no fix
     assert rule("libstdc++.so.6", "/usr/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, loads) == []
     assert rule("libstdc++.so.6", "/opt/old/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, lambda world, e: False) == []
+
+
+def test_rule_stale_ld_so_cache(tmp_path):
+    """A copy in a folder /etc/ld.so.conf lists, that ld.so.cache does not know (`make install` into
+    /usr/local/lib, ldconfig not run since; seen for real: the report found no copy and gave no fix): the fix is
+    ldconfig alone, first, and without sudo for a program run as root; a copy in another folder gets the
+    ld.so.conf.d file too."""
+    from dataclasses import replace as copy_with
+
+    from dlltrace.loader.linux.fixes import propose, rule_stale_ld_so_cache
+    from dlltrace.render.fixwords import fix_text
+
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "libdltlocal.so.1").write_bytes(b"")
+    copy = str(local / "libdltlocal.so.1")
+    system = copy_with(LinuxSystem(), conf_dirs=(str(local),))
+    w = VirtualELFWorld({copy: lib(soname="libdltlocal.so.1"), "/app/libuse.so": lib(needed=("libdltlocal.so.1",))},
+                        system=system)
+    f = rule_stale_ld_so_cache("libdltlocal.so.1", copy, w)
+    assert f.action == "add_ld_so_conf" and f.dest == "/etc/ld.so.conf" and f.folder == str(local)
+    assert fix_text(f).startswith(f"sudo ldconfig ({local} is listed in /etc/ld.so.conf, but ld.so.cache was made")
+    w.as_root = True  # type: ignore[attr-defined]
+    assert fix_text(rule_stale_ld_so_cache("libdltlocal.so.1", copy, w)).startswith("ldconfig (")
+    other = VirtualELFWorld({copy: lib(soname="libdltlocal.so.1")})
+    g = rule_stale_ld_so_cache("libdltlocal.so.1", copy, other)
+    assert g.dest == "" and fix_text(g) == f"echo {local} | sudo tee /etc/ld.so.conf.d/libdltlocal.conf && sudo ldconfig"
+    # propose finds the copy in the listed folder and offers ldconfig first (each fix re-run: here every one loads)
+    fixes = propose("libdltlocal.so.1", "/app/libuse.so", "/usr/bin/python3", {}, w, lambda world, env: True, roots=[])
+    assert [x.action for x in fixes][:1] == ["add_ld_so_conf"] and fixes[0].dest and fixes[0].verified
+    assert {x.action for x in fixes} == {"add_ld_so_conf", "set_env", "set_runpath"}
+
+
+def test_read_ld_so_conf(tmp_path):
+    """The folders an ld.so.conf lists, as ldconfig reads it: includes (relative to the file's folder) in place,
+    comments, separators, hwcap lines skipped, each folder once."""
+    from dlltrace.worlds.elf import read_ld_so_conf
+
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "b.conf").write_text("# Multiarch support\n/usr/local/lib/x86_64-linux-gnu\n/opt/b/lib/\n")
+    (tmp_path / "conf.d" / "a.conf").write_text("/usr/local/lib\n")
+    (tmp_path / "ld.so.conf").write_text("include conf.d/*.conf\n/opt/x/lib, /opt/y/lib  # two\nhwcap 0 nosegneg\n"
+                                         "/usr/local/lib\n")
+    assert read_ld_so_conf(str(tmp_path / "ld.so.conf")) == (
+        "/usr/local/lib", "/usr/local/lib/x86_64-linux-gnu", "/opt/b/lib", "/opt/x/lib", "/opt/y/lib")
+    assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()

@@ -232,8 +232,12 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "set_runpath":
         return code(f"patchelf --set-rpath {sh_quote(f.value)} {sh_quote(f.path)}")
     if a == "add_ld_so_conf":
+        sudo = "" if f.value == "root" else "sudo "
+        if f.dest:  # (the folder is listed already: ld.so.cache was made before the file was put there)
+            return (f"{code(sudo + 'ldconfig')} ({f.folder} is listed in {f.dest}, but ld.so.cache was made before "
+                    f"{f.name} was put there: ldconfig makes it again)")
         stem = f.name.split(".so")[0]
-        return code(f"echo {sh_quote(f.folder)} | sudo tee /etc/ld.so.conf.d/{sh_quote(stem + '.conf')} && sudo ldconfig")
+        return code(f"echo {sh_quote(f.folder)} | {sudo}tee /etc/ld.so.conf.d/{sh_quote(stem + '.conf')} && {sudo}ldconfig")
     if a == "set_env":
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = {py_str(f.value)}')

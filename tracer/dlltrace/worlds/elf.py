@@ -32,10 +32,13 @@ DEFAULT_HWCAPS = ("glibc-hwcaps/x86-64-v4/", "glibc-hwcaps/x86-64-v3/", "glibc-h
                   "x86_64/", "")
 
 
-def copies_on_disk(name: str, roots: list[str]) -> list[str]:
-    """Files named `name` under the usual places: each root's nvidia/*/lib, CUDA toolkits, conda."""
+def copies_on_disk(name: str, roots: list[str], conf_dirs: tuple[str, ...] = ()) -> list[str]:
+    """Files named `name` under the usual places: each root's nvidia/*/lib, CUDA toolkits, conda, and the
+    folders /etc/ld.so.conf lists (`conf_dirs`: a library put there after ldconfig last ran, `make install`'s
+    /usr/local/lib, is in none of ld.so.cache's answers)."""
     pats = [posixpath.join(r, "nvidia", "*", "lib", name) for r in roots]
     pats += [f"/usr/local/cuda*/lib64/{name}", f"/usr/local/cuda*/targets/*/lib/{name}", f"/opt/conda/lib/{name}"]
+    pats += [posixpath.join(glob.escape(d), glob.escape(name)) for d in conf_dirs]
     out: list[str] = []
     for p in pats:
         out += [g for g in sorted(glob.glob(p)) if g not in out and os.path.isfile(g)]
@@ -53,6 +56,7 @@ class LinuxSystem:
     machine: str = "EM_X86_64"
     elf_class: int = 64
     cache_file: str = "/etc/ld.so.cache"
+    conf_dirs: tuple[str, ...] = ()  # the folders /etc/ld.so.conf lists (ldconfig indexes them), read_ld_so_conf
 
 
 class ELFWorld(Protocol):
@@ -142,6 +146,29 @@ def read_ld_so_cache(data: bytes, want_flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_
     return out
 
 
+def read_ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0) -> tuple[str, ...]:
+    """The folders an ld.so.conf lists, in order, as ldconfig reads it: one folder a line (a comma, a tab or
+    spaces also separate), `#` to the end of a line a comment, `include GLOB` read in place (a relative glob from
+    the file's own folder), `hwcap` lines skipped; () when it cannot be read."""
+    out: list[str] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return ()
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("include") and line[7:8] in (" ", "\t") and depth < 8:
+            for pat in line[8:].split():
+                pat = pat if pat.startswith("/") else posixpath.join(posixpath.dirname(path), pat)
+                for inc in sorted(glob.glob(pat)):
+                    out += [d for d in read_ld_so_conf(inc, depth + 1) if d not in out]
+        elif line and not line.startswith("hwcap"):
+            out += [d for d in (posixpath.normpath(x) for x in re.split(r"[,:\s]+", line) if x.startswith("/"))
+                    if d not in out]
+    return tuple(out)
+
+
 @lru_cache(maxsize=1)
 def probe_live_system() -> LinuxSystem:
     """This machine's loader facts, from its ld.so: `ld.so --help` for the default folders, and one
@@ -179,7 +206,7 @@ def probe_live_system() -> LinuxSystem:
             hwcaps = tuple(subs)
     except (OSError, subprocess.SubprocessError):
         pass
-    return LinuxSystem(system_dirs=system_dirs, hwcaps=hwcaps, lib=lib, platform=platform)
+    return LinuxSystem(system_dirs=system_dirs, hwcaps=hwcaps, lib=lib, platform=platform, conf_dirs=read_ld_so_conf())
 
 
 def debian_package_names(soname: str) -> list[str]:
@@ -396,7 +423,7 @@ class RecordingELFWorld(_Answers):
     def find_copies(self, name: str, roots: list[str]) -> list[str]:
         key = name + "\0" + "\0".join(roots)
         if key not in self.copies:
-            self.copies[key] = copies_on_disk(name, roots)
+            self.copies[key] = copies_on_disk(name, roots, self.system.conf_dirs)
             for c in self.copies[key]:
                 self.file(c)
         return self.copies[key]
@@ -407,7 +434,7 @@ class RecordingELFWorld(_Answers):
         s = self.system
         out: list[dict] = [dict(base, ev="elf_system", system={
             "system_dirs": list(s.system_dirs), "hwcaps": list(s.hwcaps), "lib": s.lib, "platform": s.platform,
-            "machine": s.machine, "elf_class": s.elf_class}, cache=self.cache, copies=self.copies,
+            "machine": s.machine, "elf_class": s.elf_class, "conf_dirs": list(s.conf_dirs)}, cache=self.cache, copies=self.copies,
             real_paths=self.reals, packages=self.packages, as_root=self.as_root)]
         for p, r in self.files.items():
             ev = dict(base, ev="elf_file", path=p, **({"kind": "missing"} if r is None else facts_dict(r)))
@@ -435,7 +462,8 @@ class RecordedELFWorld(_Answers):
                                           hwcaps=_strs(sysd.get("hwcaps")) or ("",),
                                           lib=str(sysd.get("lib") or "lib"), platform=str(sysd.get("platform") or ""),
                                           machine=str(sysd.get("machine") or "EM_X86_64"),
-                                          elf_class=ec if isinstance(ec, int) else 64)
+                                          elf_class=ec if isinstance(ec, int) else 64,
+                                          conf_dirs=_strs(sysd.get("conf_dirs")))
                 for k, name in (("cache", "cache"), ("real_paths", "reals")):
                     v = e.get(k)
                     if isinstance(v, dict):

@@ -235,15 +235,20 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
     old = env.get("LD_LIBRARY_PATH", "")
     finder = getattr(world, "find_copies", None)  # a recorded world answers from the trace
     req = world.file(requester) if requester else None
-    for copy in (finder(name, roots) if finder is not None else copies_on_disk(name, roots)):
+    conf_dirs = world.system.conf_dirs
+    for copy in (finder(name, roots) if finder is not None else copies_on_disk(name, roots, conf_dirs)):
         folder = posixpath.dirname(copy)
+        cache = rule_stale_ld_so_cache(name, copy, world)
+        if cache.dest:  # (the folder is ldconfig's already: refreshing the cache is the fix, first)
+            candidates.append(cache)
         candidates.append(Fix("env", "set_env", name=name, folder=folder, path=copy, variable="LD_LIBRARY_PATH",
                               value=folder + (":" + old if old else ""), python=False))
         if isinstance(req, ELFFacts) and not interpreter_file(requester):
             runpath = ":".join(x for x in (req.runpath or req.rpath or "", folder) if x)
             candidates.append(Fix("linker", "set_runpath", name=name, folder=folder, path=requester, value=runpath,
                                   python=False))
-        candidates.append(Fix("linker", "add_ld_so_conf", name=name, folder=folder, path=copy, python=False))
+        if not cache.dest:
+            candidates.append(cache)
     wheel = nvidia_wheel(name, cuda_major_needed(req if isinstance(req, ELFFacts) else None))
     if wheel is not None and roots:
         folder = posixpath.join(roots[0], "nvidia", wheel.folder, "lib")
@@ -287,6 +292,16 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         driver = Fix("driver", "install_driver", name=name, python=False)
         out = [*[f for f in out if f.verified], driver, *[f for f in out if not f.verified]]
     return out
+
+
+def rule_stale_ld_so_cache(name: str, copy: str, world: ELFWorld) -> Fix:
+    """ldconfig for a copy in a folder: when /etc/ld.so.conf already lists the folder (`make install` into
+    /usr/local/lib, ldconfig not run since), ldconfig alone (`dest` the conf file); else a file in
+    /etc/ld.so.conf.d naming the folder, then ldconfig. `value` "root": the program ran as root (no sudo)."""
+    folder = posixpath.dirname(copy)
+    listed = posixpath.normpath(folder) in world.system.conf_dirs
+    return Fix("linker", "add_ld_so_conf", name=name, folder=folder, path=copy, python=False,
+               dest="/etc/ld.so.conf" if listed else "", value="root" if getattr(world, "as_root", False) else "")
 
 
 def rule_ld_library_path_shadows(name: str, path: str, lacks: str, env: dict[str, str], world: ELFWorld,
