@@ -87,3 +87,22 @@ def test_an_undefined_symbol_names_the_symbol_and_a_windows_missing_export_the_e
                symbol="__std_find_trivial_8", needed_by="c10.dll")
     w = Diagnosis("windows", 1, "python.exe", ProcessEnd("exited", 1), ProcessOutcome("died_of_load", 1), (win,))
     assert "✗ vcruntime140.dll does not export __std_find_trivial_8 — it is needed by c10.dll" in diagnoses_lines([w])
+
+
+def test_a_linux_fix_the_model_re_ran_that_then_fails_on_another_library_says_which():
+    # opencv-python 5.1 with libgl1 and libglib2.0-0 both missing (seen for real): the fix `apt-get install libgl1`
+    # was re-run by the model, and libQt5Core then fails on libgthread-2.0.so.0, whose Debian package
+    # (libglib2.0-0) is not named after it; the report said "(not checked by the model)"
+    from dlltrace.model import Outcome
+
+    partial = Fix("install", "install_system_package", name="libGL.so.1", package="libgl1", value="root",
+                  folder="/usr/lib/x86_64-linux-gnu", python=False, verified=False,
+                  outcome=Outcome(1, "libgthread-2.0.so.0", "not_found"))
+    advice = Fix("install", "install_system_package", name="libGL.so.1", package="libgl1", value="root",
+                 folder="/usr/lib/x86_64-linux-gnu", python=False, verified=None)
+    d = linux([load("libGL.so.1", fixes=(partial, advice))], ProcessOutcome("died_of_load", 1))
+    lines = diagnoses_lines([d], "t.jsonl", d)
+    fixes = [x for x in lines if x.startswith("    1. ") or x.startswith("    2. ")]
+    assert fixes[0].endswith("(not enough alone: the model re-ran the load with it, and it then fails on "
+                             "libgthread-2.0.so.0, for which apt knows no package by its name)"), fixes
+    assert fixes[1].endswith("  (not checked by the model)"), fixes

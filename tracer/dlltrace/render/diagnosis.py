@@ -181,7 +181,7 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     if f.fixes:
         out += ["", "  Fix"]
         for i, x in enumerate(f.fixes, 1):
-            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified or x.breaks else "  (not checked by the model)"))
+            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified or x.breaks else f"  ({fix_not_enough(x, p)})"))
             if x.breaks:
                 out.append(f"       (it breaks {', '.join(x.breaks)}: with this fix the model has it fail or load "
                            "another copy)")
@@ -195,6 +195,17 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
                 out.append(f"       ({x.preloaded_by} preloads this wheel's copy itself: "
                            f"{x.preloaded_by}/__init__.py)")
     return out
+
+
+def fix_not_enough(x: model.Fix, platform: str) -> str:
+    """Why a fix offered is not known to make the load succeed: on Linux, a fix the model re-ran that then fails
+    on another library says which (libgl1 installed, libQt5Core then needs libgthread-2.0.so.0, whose package
+    apt knows by no name made from it); else the model did not check it."""
+    o = x.outcome
+    if platform != "linux" or x.verified is not False or o is None or not o.leaf or o.leaf == x.name:
+        return "not checked by the model"
+    unknown = ", for which apt knows no package by its name" if x.action == "install_system_package" else ""
+    return f"not enough alone: the model re-ran the load with it, and it then fails on {o.leaf}{unknown}"
 
 
 def copy_line(c: Copy) -> str:
