@@ -347,6 +347,13 @@ def test_debian_package_names():
     assert debian_package_names("libfoo2.so.3")[0] == "libfoo2-3"  # (a name ending in a digit: a hyphen)
     assert debian_package_names("libcudart.so.11.0")[0] == "libcudart11.0"  # (the whole soname version)
     assert debian_package_names("libfoo.so") == [] and debian_package_names("ld-linux-x86-64.so.2") == []
+    # GNOME's names with an API version, as their packages are named (opencv-python's libQt5Core needs
+    # libgthread-2.0.so.0 and libglib-2.0.so.0: both in libglib2.0-0, which no name made by the policy gave)
+    assert "libglib2.0-0" in debian_package_names("libglib-2.0.so.0")
+    assert "libglib2.0-0" in debian_package_names("libgthread-2.0.so.0")
+    assert "libglib2.0-0t64" in debian_package_names("libgobject-2.0.so.0")
+    assert "libatk1.0-0" in debian_package_names("libatk-1.0.so.0")
+    assert debian_package_names("libpango-1.0.so.0")[0] == "libpango-1.0-0"  # (the policy's name first)
 
 
 def test_system_package_fix_chains_the_next_missing_library():

@@ -76,5 +76,6 @@ def test_the_apt_packages_of_the_corpus_exist_here():
         pytest.skip("no apt-cache (not Debian or Ubuntu)")
     names = apt_package_names()
     for soname, package in (("libxcb-icccm.so.4", "libxcb-icccm4"), ("libxcb-keysyms.so.1", "libxcb-keysyms1"),
-                            ("libGL.so.1", "libgl1"), ("libgeos_c.so.1", "libgeos-c1v5"), ("libvlc.so.5", "libvlc5")):
+                            ("libGL.so.1", "libgl1"), ("libgeos_c.so.1", "libgeos-c1v5"), ("libvlc.so.5", "libvlc5"),
+                            ("libglib-2.0.so.0", "libglib2.0-0"), ("libgthread-2.0.so.0", "libglib2.0-0")):
         assert package in debian_package_names(soname) and package in names, (soname, package)

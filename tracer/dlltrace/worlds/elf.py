@@ -214,14 +214,25 @@ def debian_package_names(soname: str) -> list[str]:
     major, a hyphen between them when the name ends in a digit, lower case), its 64-bit time_t variant (the "t64"
     packages of Debian 13 and Ubuntu 24.04) and its C++ ABI one ("v5": libgeos_c.so.1 is in libgeos-c1v5):
     libxcb-icccm.so.4 -> libxcb-icccm4, libGL.so.1 ->
-    libgl1, libfoo2.so.3 -> libfoo2-3, libcudart.so.11.0 -> libcudart11.0; [] for a name that is not
-    lib<name>.so.<version>."""
+    libgl1, libfoo2.so.3 -> libfoo2-3, libcudart.so.11.0 -> libcudart11.0; a GNOME name with its API version,
+    libglib-2.0.so.0, also as GNOME's packages are named: libglib2.0-0 (and libgthread-2.0.so.0, which GLib's
+    package ships: GLIB_FAMILY); [] for a name that is not lib<name>.so.<version>."""
     m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so\.(?P<version>\d+(?:\.\d+)*)$", soname)
     if m is None:
         return []
     name, version = m.group("name").lower().replace("_", "-"), m.group("version")  # (no "_" in a package name)
+    name = GLIB_FAMILY.get(name, name)
     base = f"lib{name}-{version}" if name[-1].isdigit() else f"lib{name}{version}"
-    return [base, base + "t64", base + "v5"]
+    out = [base, base + "t64", base + "v5"]
+    api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", name)  # (GNOME's "glib-2.0": its package says libglib2.0-0)
+    if api is not None:
+        out += [f"lib{api.group(1)}{api.group(2)}-{version}", f"lib{api.group(1)}{api.group(2)}-{version}t64"]
+    return out
+
+
+# the libraries GLib's package ships besides libglib-2.0.so.0 (Debian's and Ubuntu's libglib2.0-0): named after
+# GLib, not after themselves (no package is called libgthread-2.0-0)
+GLIB_FAMILY = {"gthread-2.0": "glib-2.0", "gobject-2.0": "glib-2.0", "gmodule-2.0": "glib-2.0", "gio-2.0": "glib-2.0"}
 
 
 def apt_package_of(soname: str) -> Optional[str]:
