@@ -205,7 +205,7 @@ def test_rule_exception_names_library_stem():
 
 
 @LINUX
-def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
+def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path, monkeypatch):
     """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the
     object and the symbol named, as a 127 on Windows (it read "every load succeeded")."""
     import shutil
@@ -226,6 +226,12 @@ def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path):
     assert undefined_symbol(f"{lib}: undefined symbol: foo", [str(lib)]) == (str(lib), "foo")
     assert undefined_symbol(f"{lib}: undefined symbol: foo", ["/other/libx.so"]) is None  # (not this call's)
     assert undefined_symbol("libx.so: cannot open shared object file: No such file or directory") is None
+    # loaded by its bare name (found on LD_LIBRARY_PATH): the chain is that one object, not "libneedsym.so →
+    # libneedsym.so" (seen in a field test)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    r, rep, err = run_and_report(tmp_path, "import ctypes; ctypes.CDLL('libneedsym.so')")
+    assert r.returncode == 1 and "undefined symbol: foo" in err
+    assert rep["failed"][rep["fatal"]]["chain"] == ["libneedsym.so"] and "chain:" not in err, err
 
 
 @LINUX

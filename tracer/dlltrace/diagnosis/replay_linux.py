@@ -276,7 +276,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
         call.leaf = Leaf(obj.rsplit("/", 1)[-1], "missing_export", path=obj, detail=detail, parent=obj, facts=facts)
         call.tree = Node(obj, "call" if obj == rc.name else "import", path=obj, error=1, cause="missing_export",
                          detail=detail, facts=facts)
-        call.chain = [rc.name] + ([obj] if obj != rc.name else [])
+        call.chain = [rc.name] + ([obj] if obj not in (rc.name, res.path) else [])  # (the call's own object: once)
         return call
     if not res.error:
         return call
