@@ -458,3 +458,34 @@ def test_read_ld_so_conf(tmp_path):
     assert read_ld_so_conf(str(tmp_path / "ld.so.conf")) == (
         "/usr/local/lib", "/usr/local/lib/x86_64-linux-gnu", "/opt/b/lib", "/opt/x/lib", "/opt/y/lib")
     assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()
+
+
+def test_three_system_packages_chained_are_one_command():
+    """PyQt5 5.15's xcb plugin on a machine without libxcb-icccm4, libxcb-keysyms1 and libxcb-xinerama0 (seen for
+    real): the model chains the three as nested steps, and the command printed named only the first two, so the
+    plugin, after `apt-get install libxcb-icccm4 libxcb-keysyms1`, still failed on libxcb-xinerama.so.0."""
+    from dlltrace.elf import ELFFacts
+    from dlltrace.loader.linux.fixes import propose
+    from dlltrace.render.fixwords import fix_text
+    from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
+
+    names = {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-keysyms.so.1": "libxcb-keysyms1",
+             "libxcb-xinerama.so.0": "libxcb-xinerama0"}
+    plugin = "/v/PyQt5/Qt5/plugins/platforms/libqxcb.so"
+    base = VirtualELFWorld(files={plugin: ELFFacts(needed=tuple(names))},
+                           system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
+
+    class World(OverlayWorld):
+        as_root = True
+
+        def system_package(self, soname):
+            return names.get(soname)
+
+    def rerun(w, env):
+        missing = [n for n in names if w.file(f"/usr/lib/x86_64-linux-gnu/{n}") is None]
+        return True if not missing else missing[0]
+
+    (fix,) = propose("libxcb-icccm.so.4", plugin, "/v/bin/python", {}, World(base), rerun, roots=[])
+    assert fix.verified and fix_text(fix).startswith("apt-get install libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 ("
+                                                     "Debian, Ubuntu: the system's packages of libxcb-icccm.so.4, "
+                                                     "libxcb-keysyms.so.1, libxcb-xinerama.so.0,"), fix_text(fix)

@@ -62,6 +62,16 @@ def ps_set_prepend(variable: str, folder: str) -> str:
     return f"$env:{variable} = {quoted} + $env:{variable}"
 
 
+def system_package_steps(f: Fix) -> list[Fix]:
+    """A system package fix and every package it needs next, in order: the model chains them as nested steps
+    (libxcb-icccm4, whose `then` is libxcb-keysyms1, whose `then` is libxcb-xinerama0: PyQt5 5.15's xcb plugin)."""
+    out = [f]
+    for x in f.then:
+        if x.action == f.action:
+            out += system_package_steps(x)
+    return out
+
+
 def sh_export_prepend(variable: str, folder: str) -> str:
     """bash: the folder first on a :-list variable, the old value kept only when it was set (no empty element,
     which ld.so would take for the current folder)."""
@@ -252,7 +262,7 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
                     f"{code(ps_set_prepend('PATH', f.folder))}")
         return f"Set {f.variable}={f.value} before starting the program"
     if a == "install_system_package":
-        steps = [f, *[x for x in f.then if x.action == a]]  # (the packages it needs next: one command)
+        steps = system_package_steps(f)  # (the packages it needs next, each step's own next ones too: one command)
         names = " ".join(sh_quote(x.package or "") for x in steps)
         libs = ", ".join(x.name for x in steps)
         sudo = "" if f.value == "root" else "sudo "
