@@ -486,6 +486,14 @@ def test_three_system_packages_chained_are_one_command():
         return True if not missing else missing[0]
 
     (fix,) = propose("libxcb-icccm.so.4", plugin, "/v/bin/python", {}, World(base), rerun, roots=[])
+    # the report's JSON: more packages are not "also needs LD_LIBRARY_PATH" (needs_path was any next step)
+    from dlltrace.diagnosis.replay_linux import LinuxCall
+    from dlltrace.render.linux import linux_report_dict
+
+    call = LinuxCall(1, "/v/bin/python", plugin, "", "libxcb-icccm.so.4: cannot open", "libxcb-icccm.so.4: cannot open",
+                     fixes=[fix])
+    (got,) = linux_report_dict([], calls=[call])["failed"][0]["fixes"]
+    assert got["action"] == "install_system_package" and got["needs_path"] is False
     assert fix.verified and fix_text(fix).startswith("apt-get install libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 ("
                                                      "Debian, Ubuntu: the system's packages of libxcb-icccm.so.4, "
                                                      "libxcb-keysyms.so.1, libxcb-xinerama.so.0,"), fix_text(fix)

@@ -119,6 +119,12 @@ def linux_report_schema() -> dict[str, Any]:
             "$defs": dict(sorted(defs.items()))}
 
 
+def needs_path(f: model.Fix) -> bool:
+    """A fix that also needs LD_LIBRARY_PATH (a wheel whose folder nothing searches); a system package's next
+    steps are more packages, not that."""
+    return any(t.action == "set_env" and t.variable == "LD_LIBRARY_PATH" for t in f.then)
+
+
 def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True,
                       calls: Optional[list[LinuxCall]] = None) -> dict[str, Any]:
     """The failed calls of a Linux trace as JSON: each with its leaf, chain, candidates (path, rule,
@@ -145,7 +151,7 @@ def linux_report_dict(events: Iterable[dict], world: Optional[ELFWorld] = None, 
             "fixes": [{"action": LINUX_FIX_NAMES.get(f.action, f.action), "text": fix_text(f), "folder": f.folder or None,
                        "path": (f.path if f.action == "set_runpath" else None), "package": f.package or None,
                        "verified": bool(f.verified), "framework_preloads": bool(f.preloaded_by),
-                       "needs_path": bool(f.then), "fix": fix_dict(f)}
+                       "needs_path": needs_path(f), "fix": fix_dict(f)}
                       for f in c.fixes],
         } for c in failed],
     }
