@@ -497,3 +497,31 @@ def test_three_system_packages_chained_are_one_command():
     assert fix.verified and fix_text(fix).startswith("apt-get install libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 ("
                                                      "Debian, Ubuntu: the system's packages of libxcb-icccm.so.4, "
                                                      "libxcb-keysyms.so.1, libxcb-xinerama.so.0,"), fix_text(fix)
+
+
+def test_a_package_two_chained_libraries_share_is_named_once():
+    """opencv-python 5.1 without libgl1 and libglib2.0-0 (seen for real): libGL.so.1, then libgthread-2.0.so.0 and
+    libglib-2.0.so.0, both in libglib2.0-0; the command named libglib2.0-0 twice."""
+    from dlltrace.elf import ELFFacts
+    from dlltrace.loader.linux.fixes import propose
+    from dlltrace.render.fixwords import fix_text
+    from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
+
+    names = {"libGL.so.1": "libgl1", "libgthread-2.0.so.0": "libglib2.0-0", "libglib-2.0.so.0": "libglib2.0-0"}
+    qt = "/v/cv2/../opencv_python.libs/libQt5Core.so.5"
+    base = VirtualELFWorld(files={qt: ELFFacts(needed=tuple(names))},
+                           system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
+
+    class World(OverlayWorld):
+        as_root = True
+
+        def system_package(self, soname):
+            return names.get(soname)
+
+    def rerun(w, env):
+        missing = [n for n in names if w.file(f"/usr/lib/x86_64-linux-gnu/{n}") is None]
+        return True if not missing else missing[0]
+
+    (fix,) = propose("libGL.so.1", qt, "/v/bin/python", {}, World(base), rerun, roots=[])
+    assert fix_text(fix).startswith("apt-get install libgl1 libglib2.0-0 (Debian, Ubuntu: the system's packages of "
+                                    "libGL.so.1, libgthread-2.0.so.0, libglib-2.0.so.0,"), fix_text(fix)

@@ -263,10 +263,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         return f"Set {f.variable}={f.value} before starting the program"
     if a == "install_system_package":
         steps = system_package_steps(f)  # (the packages it needs next, each step's own next ones too: one command)
-        names = " ".join(sh_quote(x.package or "") for x in steps)
+        names = " ".join(dict.fromkeys(sh_quote(x.package or "") for x in steps))  # (a package once: glib's ships two)
         libs = ", ".join(x.name for x in steps)
         sudo = "" if f.value == "root" else "sudo "
-        return f"{code(sudo + 'apt-get install ' + names)} (Debian, Ubuntu: the system's package{'s' if len(steps) > 1 else ''} of {libs}, which no pip package ships)"
+        return f"{code(sudo + 'apt-get install ' + names)} (Debian, Ubuntu: the system's package{'s' if ' ' in names else ''} of {libs}, which no pip package ships)"
     if a == "install_package" and f.value == "embeddable":  # (no pip in python.org's embeddable Python)
         ver = "the same version"
         pkg = f.package or ""
