@@ -49,3 +49,29 @@ def test_verify_fixes_stops_at_max_steps():
     # (at the last step a fix that only moves the failure is not offered at all)
     assert run([a], results, follow={"moved": [fix("copy_file", "B")]}, max_steps=1) == []
     assert [f.verified for f in run([a], results, follow={"moved": [fix("copy_file", "B")]}, max_steps=2)] == [True]
+
+
+def test_verify_fixes_chain_partial_keeps_the_longest_chain_no_step_completes():
+    """A chain no step completes (Linux's system packages: the third library's package is unknown, or past
+    max_steps): with chain_partial, the partial fix keeps every step of its kind found and what fails after the
+    last; without it, only itself (PyQt5's xcb plugin showed `apt-get install libxcb-icccm4` alone, seen for real)."""
+    a, b, c = fix("install_system_package", "A"), fix("install_system_package", "B"), fix("install_system_package", "C")
+    results = {("start", "A"): Attempt(False, outcome=Outcome(1, "b.so", "not_found"), after="a"),
+               ("a", "B"): Attempt(False, outcome=Outcome(1, "c.so", "not_found"), after="b"),
+               ("b", "C"): Attempt(False, outcome=Outcome(1, "d.so", "not_found"), after="c")}
+    follow = {"a": [b], "b": [c]}  # (nothing for "c": d.so's package is not known)
+    follow_ups = dict(follow)
+
+    def chain(partial: bool):
+        return verify_fixes("start", [a], applies=lambda f: True, attempt=lambda s, f: results[(s, f.folder)],
+                            follow_up=lambda s: follow_ups.get(s, []), key=lambda f: (f.action, f.folder),
+                            names=("x.dll",), max_steps=5, chain_partial=partial)
+
+    (got,) = chain(True)
+    steps, cur = [got.folder], got
+    while cur.then:
+        cur = cur.then[0]
+        steps.append(cur.folder)
+    assert steps == ["A", "B", "C"] and got.verified is False and got.outcome == Outcome(1, "d.so", "not_found")
+    (alone,) = chain(False)
+    assert (alone.folder, alone.then, alone.outcome) == ("A", (), Outcome(1, "b.so", "not_found"))

@@ -460,17 +460,22 @@ def test_read_ld_so_conf(tmp_path):
     assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()
 
 
-def test_three_system_packages_chained_are_one_command():
+def test_nine_system_packages_chained_are_one_command():
     """PyQt5 5.15's xcb plugin on a machine without libxcb-icccm4, libxcb-keysyms1 and libxcb-xinerama0 (seen for
     real): the model chains the three as nested steps, and the command printed named only the first two, so the
-    plugin, after `apt-get install libxcb-icccm4 libxcb-keysyms1`, still failed on libxcb-xinerama.so.0."""
+    plugin, after `apt-get install libxcb-icccm4 libxcb-keysyms1`, still failed on libxcb-xinerama.so.0. With six
+    more xcb packages removed (seen for real: nine in all), the chain was cut at six steps and only the first
+    package was printed; the nine are one command (with it, the program runs)."""
     from dlltrace.elf import ELFFacts
     from dlltrace.loader.linux.fixes import propose
     from dlltrace.render.fixwords import fix_text
     from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
 
-    names = {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-keysyms.so.1": "libxcb-keysyms1",
-             "libxcb-xinerama.so.0": "libxcb-xinerama0"}
+    names = {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-image.so.0": "libxcb-image0",
+             "libxcb-keysyms.so.1": "libxcb-keysyms1", "libxcb-randr.so.0": "libxcb-randr0",
+             "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-shape.so.0": "libxcb-shape0",
+             "libxcb-xinerama.so.0": "libxcb-xinerama0", "libxcb-xkb.so.1": "libxcb-xkb1",
+             "libxkbcommon-x11.so.0": "libxkbcommon-x11-0"}
     plugin = "/v/PyQt5/Qt5/plugins/platforms/libqxcb.so"
     base = VirtualELFWorld(files={plugin: ELFFacts(needed=tuple(names))},
                            system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
@@ -494,9 +499,9 @@ def test_three_system_packages_chained_are_one_command():
                      fixes=[fix])
     (got,) = linux_report_dict([], calls=[call])["failed"][0]["fixes"]
     assert got["action"] == "install_system_package" and got["needs_path"] is False
-    assert fix.verified and fix_text(fix).startswith("apt-get install libxcb-icccm4 libxcb-keysyms1 libxcb-xinerama0 ("
-                                                     "Debian, Ubuntu: the system's packages of libxcb-icccm.so.4, "
-                                                     "libxcb-keysyms.so.1, libxcb-xinerama.so.0,"), fix_text(fix)
+    assert fix.verified and fix_text(fix).startswith(
+        f"apt-get install {' '.join(names.values())} (Debian, Ubuntu: the system's packages of {', '.join(names)},"), \
+        fix_text(fix)
 
 
 def test_a_package_two_chained_libraries_share_is_named_once():

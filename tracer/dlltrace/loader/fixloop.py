@@ -29,8 +29,12 @@ class Attempt(Generic[S]):
 
 def verify_fixes(state: S, candidates: Iterable[Fix], *, applies: Callable[[Fix], bool],
                  attempt: Callable[[S, Fix], Attempt[S]], follow_up: Callable[[S], list[Fix]],
-                 key: Callable[[Fix], Hashable], names: tuple[str, ...], max_steps: int, depth: int = 0) -> list[Fix]:
-    """The candidates that make the load succeed, each marked verified with its outcome (module docstring)."""
+                 key: Callable[[Fix], Hashable], names: tuple[str, ...], max_steps: int, depth: int = 0,
+                 chain_partial: bool = False) -> list[Fix]:
+    """The candidates that make the load succeed, each marked verified with its outcome (module docstring).
+    `chain_partial`: a fix no chain of steps completes keeps the longest chain of steps of its own kind found
+    (Linux's system packages: every package the model found, and the library that fails after them), not only
+    itself."""
     here = list(candidates)
     done: list[tuple[int, int, Fix]] = []
     advice: list[Fix] = []
@@ -54,16 +58,23 @@ def verify_fixes(state: S, candidates: Iterable[Fix], *, applies: Callable[[Fix]
         seen = {key(f) for f in here}
         more = [f for f in follow_up(a.after) if key(f) not in seen]
         more.sort(key=lambda f: f.action != fix.action)
+        further: Optional[Fix] = None
         for step in verify_fixes(a.after, more, applies=applies, attempt=attempt, follow_up=follow_up, key=key,
-                                 names=names, max_steps=max_steps, depth=depth + 1):
+                                 names=names, max_steps=max_steps, depth=depth + 1, chain_partial=chain_partial):
             if step.verified:
                 whole = dataclasses.replace(fix, then=(*fix.then, step), verified=True, outcome=step.outcome,
                                             covers=tuple(names))
                 done.append((1 + len(fix.then) + 1 + len(step.then), order, whole))
                 break
+            if chain_partial and further is None and step.verified is False and step.action == fix.action:
+                further = step
         else:
             # it moves the failure and no further step helps: offered after the fixes that work, as not verified,
             # with what fails next
-            partial.append(dataclasses.replace(fix, verified=False, outcome=a.outcome, covers=a.covers))
+            if further is not None:
+                partial.append(dataclasses.replace(fix, then=(*fix.then, further), verified=False,
+                                                   outcome=further.outcome, covers=a.covers))
+            else:
+                partial.append(dataclasses.replace(fix, verified=False, outcome=a.outcome, covers=a.covers))
     done.sort(key=lambda t: (t[0], t[1]))
     return [f for _, _, f in done] + (partial if not done else []) + advice

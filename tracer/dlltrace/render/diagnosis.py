@@ -199,13 +199,12 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
 
 def fix_not_enough(x: model.Fix, platform: str) -> str:
     """Why a fix offered is not known to make the load succeed: on Linux, a fix the model re-ran that then fails
-    on another library says which (libgl1 installed, libQt5Core then needs libgthread-2.0.so.0, whose package
-    apt knows by no name made from it); else the model did not check it."""
+    on another library says which (libgl1 installed, libQt5Core then needs libgthread-2.0.so.0: a library whose
+    package was not found, or past the steps one fix may chain); else the model did not check it."""
     o = x.outcome
     if platform != "linux" or x.verified is not False or o is None or not o.leaf or o.leaf == x.name:
         return "not checked by the model"
-    unknown = ", for which apt knows no package by its name" if x.action == "install_system_package" else ""
-    return f"not enough alone: the model re-ran the load with it, and it then fails on {o.leaf}{unknown}"
+    return f"not enough alone: the model re-ran the load with it, and it then fails on {o.leaf}"
 
 
 def copy_line(c: Copy) -> str:

@@ -284,7 +284,7 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         candidates = [f for f in candidates if "/stubs" not in f.folder]
     out = verify_fixes(LinuxSituation(world, env), candidates, applies=lambda f: True, attempt=attempt,
                        follow_up=follow_up, key=lambda f: (f.action, f.folder, f.path, f.name), names=(name,),
-                       max_steps=SYSTEM_PACKAGE_STEPS if system is not None else 2)
+                       max_steps=SYSTEM_PACKAGE_STEPS if system is not None else 2, chain_partial=system is not None)
     out = rule_whole_run_linux(out, LinuxSituation(world, env), rerun)
     if DRIVER_LIBRARY.match(name):
         # the driver's own library: installed with the NVIDIA driver (the system's package manager, or NVIDIA's
@@ -327,7 +327,9 @@ def rule_ld_library_path_shadows(name: str, path: str, lacks: str, env: dict[str
                                             rerun) if f.verified]
 
 
-SYSTEM_PACKAGE_STEPS = 6  # system packages one fix may chain (Qt's xcb plugin: libxcb-icccm4, then libxcb-keysyms1)
+# system packages one fix may chain (Qt's xcb plugin: libxcb-icccm4, then libxcb-keysyms1, ...; PyQt5 5.15's on a
+# machine with none of its xcb libraries needs 9 or more: 6 cut it after the first, seen for real); each a replay
+SYSTEM_PACKAGE_STEPS = 24
 
 # the NVIDIA driver's user-space libraries (the CUDA driver API, NVML): no pip package ships them
 DRIVER_LIBRARY = re.compile(r"^lib(cuda|nvidia-ml)\.so(\.\d+)*$")
