@@ -162,6 +162,30 @@ def test_a_copy_on_ld_library_path_that_lacks_a_symbol_version_gets_that_folder_
     assert f["action"] == "ld_library_path" and f["verified"] and f["fix"]["value"] == str(tmp_path / "other")
 
 
+def test_an_object_built_for_a_newer_glibc_is_said_to_need_it(tmp_path):
+    """"version `GLIBC_2.99' not found (required by ext.so)": the Linux field test found the leaf right and nothing
+    said why nor what to do; no file can add a version to this system's C library. The report now says which glibc
+    it needs, which this system has, and the two ways out (loader/linux/fixes.rule_glibc_too_old). Here an object
+    built with gcc whose version need is rewritten to GLIBC_2.99 (its hash left: ld.so fails it by name)."""
+    (tmp_path / "e.c").write_text('#include <stdio.h>\nvoid hi(void) { puts("hi"); }\n')
+    gcc("-shared", "-fPIC", "-o", str(tmp_path / "ext.so"), str(tmp_path / "e.c"))
+    data = (tmp_path / "ext.so").read_bytes()
+    m = re.search(rb"GLIBC_2\.[0-9.]+\0", data)
+    assert m is not None and len(m.group()) >= len(b"GLIBC_2.99\0"), m
+    (tmp_path / "ext.so").write_bytes(data[:m.start()] + b"GLIBC_2.99".ljust(len(m.group()), b"\0") + data[m.end():])
+    code = f"import ctypes; ctypes.CDLL({str(tmp_path / 'ext.so')!r})"
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 1 and "version `GLIBC_2.99' not found" in r.stderr, r.stderr[-2000:]
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert re.search(r"ext\.so needs glibc 2\.99 \(GLIBC_2\.99\); this system's is 2\.\d+, and no file can add it: "
+                     r"install a build of ext\.so made for glibc 2\.\d+ or older \(for a wheel: one tagged "
+                     r"manylinux_2_\d+ or lower, often an earlier release\), or run it on a system with glibc 2\.99 or "
+                     r"newer", text), text
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    (f,) = doc["failed"][doc["fatal"]]["fixes"]
+    assert f["action"] == "newer_glibc" and f["fix"]["need"] == "2.99", f
+
+
 def test_deps_of_a_so_lists_every_missing_library(tmp_path):
     """`dlltrace deps x.so` on Linux: the DT_NEEDED closure through the ld.so model, each missing library
     (not only the first), exit 1; a .so whose closure loads exits 0."""

@@ -419,7 +419,7 @@ class Leaf:
 # A fix's kind (the `kind` of the JSON output): the family of fix, and its action, what exactly to do.
 FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "reinstall", "shadowing", "init", "call",
                   "permissions", "vc_redist", "preload", "copy", "set_dll_directory", "env", "import_order", "conda",
-                  "package", "linker", "driver", "cuda", "stale"]
+                  "package", "linker", "driver", "cuda", "stale", "glibc"]
 # add_dll_directory  os.add_dll_directory(folder) before `before` (path: the copy it holds; machine: the
 #                    process's, for a bad_machine leaf; bound, lacks: the copy searched first that lacks it)
 # path_prepend       put folder on PATH (a load that searches PATH)
@@ -456,6 +456,8 @@ FixKind = Literal["add_dll_directory", "path", "install", "python_bitness", "rei
 # rename_file        kind "stale": the copy at fault (path), reached first by the search and unusable (lacks: the
 #                    export it lacks; machine: the one it is built for), renamed away so the search goes on to a
 #                    usable copy; package: the distribution whose copy it is ("pyarrow 18.0.0"), "" for nobody's
+# newer_glibc        kind "glibc" (advice): the module at path was built against glibc `need`, newer than this system's
+#                    (`version`): a build of it (package: its distribution) for this glibc, or a newer system
 # --- the CUDA stack table's (diagnosis/cuda.py; advice, not re-run): kind "driver" or "cuda"
 # update_driver      update the NVIDIA driver to >= driver (family_driver: the lower one that runs it through
 #                    minor version compatibility)
@@ -469,7 +471,8 @@ FixAction = Literal["add_dll_directory", "path_prepend", "path_or_copy", "instal
                     "update_windows", "flags", "permissions", "preload_path", "copy_file", "set_dll_directory", "set_env",
                     "install_package", "change_flags", "import_first", "activate_conda", "package_mechanism",
                     "cpu_build", "set_runpath", "add_ld_so_conf", "update_driver", "install_driver", "install_cuda",
-                    "other_cuda_build", "reorder_path", "install_cudnn", "install_system_package", "rename_file"]
+                    "other_cuda_build", "reorder_path", "install_cudnn", "install_system_package", "rename_file",
+                    "newer_glibc"]
 # Which actions the model can apply to a copy of the world and process and re-run (diagnosis/verify.py);
 # the others are advice the model cannot check (DllMain's causes, a Windows update, permissions).
 APPLIED_ACTIONS: tuple[FixAction, ...] = (

@@ -30,7 +30,7 @@ from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import Rerun, propose, rule_ld_library_path_shadows
+from dlltrace.loader.linux.fixes import Rerun, propose, rule_glibc_too_old, rule_ld_library_path_shadows
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
@@ -343,6 +343,12 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
             continue
         calls = replay_process(proc, w)
         for i, c in enumerate(calls):
+            glibc = rule_glibc_too_old(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "", c.leaf.parent or "", w,
+                                       owners_index(proc.dists)) if fixes and c.leaf is not None and \
+                c.leaf.cause == "missing_export" else None
+            if glibc is not None:  # (this system's C library is older than the one it was built for: no file fixes it)
+                c.fixes = [glibc]
+                continue
             shadowed = c.leaf is not None and c.leaf.cause == "missing_export" and bool(c.leaf.facts.export) and \
                 bool(c.leaf.path) and "LD_LIBRARY_PATH" in proc.env
             if fixes and c.leaf is not None and (shadowed or c.leaf.cause == "not_found" and "/" not in c.leaf.name):

@@ -5,6 +5,7 @@ name escaped for where it stands (render/escape.py: a code span, or running text
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shlex
 from typing import Callable
@@ -149,6 +150,15 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
                 f"reinstall it ({pip})")
     if a == "install":
         return f.instruction
+    if a == "newer_glibc":  # (Linux: the requester was built against a newer glibc than this system's)
+        who = posixpath.basename(f.path) if f.path else "it"
+        have = f" this system's is {f.version}" if f.version else " this system's is older"
+        build = f"a build of {f.package} made for glibc {f.version or 'this'} or older" if f.package else \
+            f"a build of {who} made for glibc {f.version or 'this'} or older"
+        tag = f" (for a wheel: one tagged manylinux_2_{f.version.split('.', 1)[1]} or lower, often an earlier release)" \
+            if f.version.startswith("2.") and "." in f.version else ""
+        return (f"{who} needs glibc {f.need} (GLIBC_{f.need});{have}, and no file can add it: install {build}{tag}, "
+                f"or run it on a system with glibc {f.need} or newer (a newer OS release)")
     if a == "find_package":
         if f.exe:
             return (f"Find the package that ships {f.name} and install it, then put its folder on PATH "

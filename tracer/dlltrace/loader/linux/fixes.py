@@ -327,6 +327,37 @@ def rule_ld_library_path_shadows(name: str, path: str, lacks: str, env: dict[str
                                             rerun) if f.verified]
 
 
+# glibc's own objects: a GLIBC_x.y version one of them lacks is the C library's age, not a missing file
+GLIBC_OBJECTS = re.compile(r"^(libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libresolv\.so\.2|"
+                           r"libutil\.so\.1|libanl\.so\.1|ld-linux[-.\w]*\.so\.\d+|ld64\.so\.\d+)$")
+
+
+def _glibc_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+
+
+def rule_glibc_too_old(name: str, path: str, lacks: str, requester: str, world: ELFWorld,
+                       owners: Optional[dict[str, tuple[Owner, ...]]] = None) -> Optional[Fix]:
+    """A GLIBC_x.y version one of glibc's own objects (libc.so.6, libm.so.6, ...) does not define: the requester was
+    built against a newer glibc than this system's ("version `GLIBC_2.34' not found": a wheel built on a newer
+    distribution than its tag says, or a binary from a newer OS). No file fixes it: a build of the requester made
+    for this glibc (a wheel tagged manylinux_2_<this minor> or lower, often an earlier release) or a newer system.
+    `version` is this system's glibc (the newest GLIBC_ version the object defines), `need` the one needed, `package`
+    the distribution whose RECORD lists the requester. Advice: the model cannot apply it (None when not glibc's)."""
+    if not lacks.startswith("GLIBC_") or not GLIBC_OBJECTS.match(name):
+        return None
+    need = lacks[len("GLIBC_"):]
+    facts = world.file(path) if path else None
+    defined = [v[len("GLIBC_"):] for v in (facts.version_defs if isinstance(facts, ELFFacts) else ())
+               if v.startswith("GLIBC_") and v[len("GLIBC_"):][:1].isdigit()]
+    have = max(defined, key=_glibc_key) if defined else ""
+    dist = ""
+    for o in (owners or {}).get(posixpath.basename(requester).lower(), ()):
+        if posixpath.normpath(posixpath.join(o.root, o.path)) == posixpath.normpath(requester):
+            dist = o.dist
+    return Fix("glibc", "newer_glibc", name=name, path=requester, need=need, version=have, package=dist, python=False)
+
+
 # system packages one fix may chain (Qt's xcb plugin: libxcb-icccm4, then libxcb-keysyms1, ...; PyQt5 5.15's on a
 # machine with none of its xcb libraries needs 9 or more: 6 cut it after the first, seen for real); each a replay
 SYSTEM_PACKAGE_STEPS = 24
