@@ -79,6 +79,16 @@ def test_pip_is_the_traced_pythons_own(tmp_path):
     assert 'in PowerShell  & "C:\\Program Files\\Python311\\python.exe" -m pip install nvidia-cuda-runtime-cu12' in words
     plain = Fix("install", "install_package", name="a.dll", folder="C:\\x", package="a", exe="C:\\venv\\Scripts\\python.exe")
     assert fix_text(plain).startswith("C:\\venv\\Scripts\\python.exe -m pip install a (it puts")
+    # a path without a space that cmd still splits: `&` ends the command there (C:\R, then D\py311\python.exe ...)
+    amp = Fix("install", "install_package", name="a.dll", folder="C:\\x", package="a", exe="C:\\R&D\\py311\\python.exe")
+    words = fix_text(amp)
+    assert 'in cmd  "C:\\R&D\\py311\\python.exe" -m pip install a' in words, words
+    assert 'in PowerShell  & "C:\\R&D\\py311\\python.exe" -m pip install a' in words
+    dollar = Fix("install", "install_package", name="a.dll", folder="C:\\x", package="a",
+                 exe="C:\\$py311\\python.exe")  # ("$py311" in double quotes: PowerShell's variable, empty)
+    words = fix_text(dollar)
+    assert 'in cmd  "C:\\$py311\\python.exe" -m pip install a' in words, words
+    assert "in PowerShell  & 'C:\\$py311\\python.exe' -m pip install a" in words
 
 
 def test_a_system_package_fix_is_one_apt_get_line_that_bash_parses():

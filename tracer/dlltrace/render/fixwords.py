@@ -101,10 +101,17 @@ def pip_install(f: Fix, code: Callable[[str], str]) -> str:
         return code("pip install " + pip_args(f.package or "", True))
     if f.exe.startswith("/"):
         return code(sh_quote(f.exe) + args)
-    if " " not in f.exe:
+    if not any(c in CMD_QUOTE for c in f.exe):
         return code(f.exe + args)
     quoted = f'"{f.exe}"'
-    return f"in cmd  {code(quoted + args)}  or in PowerShell  {code('& ' + quoted + args)}"
+    # (PowerShell expands $ and ` inside double quotes: such a path single-quoted, a quote in it doubled)
+    ps = "'" + f.exe.replace("'", "''") + "'" if any(c in "$`" for c in f.exe) else quoted
+    return f"in cmd  {code(quoted + args)}  or in PowerShell  {code('& ' + ps + args)}"
+
+
+# the characters of a path cmd runs only quoted (`cmd /?`: "<space> &()[]{}^=;!'+,`~"; `&` ends the command), and
+# PowerShell's (`&` and `$` too; `(`, `{`, `;`, `,`, `'` start or end something)
+CMD_QUOTE = frozenset(" &()[]{}^=;!'+,`~$")
 
 
 def _plain(s: str) -> str:
