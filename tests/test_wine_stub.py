@@ -62,26 +62,42 @@ def test_rule_wine_stub(stub_case, tmp_path):
     assert "no failed load explains it" not in md
 
 
-def _stub_trace(dest: Path, exit_code: int = 0) -> Path:
-    """A hand-written Wine trace: `import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll
-    beside it; that stub.dll exports ok_fn only. Wine loads it (stub_fn bound to a stub); Windows fails it with 127."""
+def _handwritten():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
     hw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hw)
-    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    return hw
+
+
+def _stub_load(w) -> None:
+    """`import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll beside it; that stub.dll
+    exports ok_fn only."""
+    site = "C:\\Python311\\Lib\\site-packages"
     pkg = site + "\\pkg"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import pkg._ext"])
-    w.lines[2]["wine"] = "wine-8.0"  # (the env event: traced under Wine)
-    w.py_env("3.11.9", py, site)
     ctx = w.ev("py_import", module="pkg._ext")
     pyd = pkg + "\\_ext.cp311-win_amd64.pyd"
     w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (pkg + "\\stub.dll", 0)], 0, 0, pyd)
     w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
     w.file(pkg + "\\stub.dll", exports=["ok_fn"])
-    w.write(dest, exit_code=exit_code)
+
+
+def _stub_writer(hw):
+    """A hand-written Wine trace's writer, with _stub_load's load in it."""
+    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import pkg._ext"])
+    w.lines[2]["wine"] = "wine-8.0"  # (the env event: traced under Wine)
+    w.py_env("3.11.9", py, site)
+    _stub_load(w)
+    return w
+
+
+def _stub_trace(dest: Path, exit_code: int = 0) -> Path:
+    """A hand-written Wine trace: `import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll
+    beside it; that stub.dll exports ok_fn only. Wine loads it (stub_fn bound to a stub); Windows fails it with 127."""
+    _stub_writer(_handwritten()).write(dest, exit_code=exit_code)
     return dest
 
 
@@ -197,3 +213,69 @@ def test_wine_only_dlls_an_import_bound_to_wines_own_dll_is_named(tmp_path, caps
     t = _wine_own_trace(tmp_path / "w.jsonl", wine=False)
     cli.main(["report", str(t)])
     assert capsys.readouterr().out.splitlines() == [f"dlltrace ─ every load succeeded (1 load traced) · {t}"]
+
+
+def test_wine_stub_the_markdown_of_an_unused_stub_keeps_the_programs_end_and_what_it_went_past(tmp_path, capsys):
+    """An import bound to a stub the program never called, in a run that crashed otherwise (0xC0000005) or went past
+    a load: the Markdown said 'every load succeeded under Wine' and nothing else (the crash and the load it went past
+    left out), while the text said both."""
+    from dlltrace import cli
+
+    t = _stub_trace(tmp_path / "t.jsonl", exit_code=0xC0000005)
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert "every load succeeded" not in md, md
+    assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION" in md
+    assert "- `stub.dll` does not export `stub_fn` — it is needed by `_ext.cp311-win_amd64.pyd`" in md
+
+    hw = _handwritten()
+    w = _stub_writer(hw)
+    site = "C:\\Python311\\Lib\\site-packages"
+    w.failed_import("pkg._opt", site + "\\pkg\\_opt.pyd", "opt.dll", [site + "\\pkg", "C:\\Python311"])
+    w.write(tmp_path / "went.jsonl", exit_code=0)
+    cli.main(["report", "--markdown", str(tmp_path / "went.jsonl")])
+    md = capsys.readouterr().out
+    assert "every load succeeded" not in md, md
+    assert "- `_opt.pyd`: `LoadLibraryExW` with flags `0x1100` → 126" in md
+    assert "- `stub.dll` does not export `stub_fn` — it is needed by `_ext.cp311-win_amd64.pyd`" in md
+
+
+def test_wine_stub_bindings_of_two_processes_keep_the_one_a_process_died_of(tmp_path, capsys):
+    """The same import bound to a stub in two processes: the parent never called it, the child died calling it
+    (0x80000100). Only the parent's was kept (one entry per binding, the first), as never called: --json said
+    called false, and the Markdown 'every load succeeded under Wine' for a run whose child died of it."""
+    import copy
+    import json
+
+    from dlltrace import cli
+
+    hw = _handwritten()
+    w = _stub_writer(hw)
+    parent_files, w.files = w.files, []
+    proc, env = copy.deepcopy(w.lines[1]), copy.deepcopy(w.lines[2])
+    w.pid = 5000
+    for e in (proc, env):
+        w.seq += 1
+        w.lines.append({**e, "seq": w.seq, "pid": w.pid})
+    w.lines[-2]["ppid"] = 4242
+    w.py_env("3.11.9", "C:\\Python311", "C:\\Python311\\Lib\\site-packages")
+    _stub_load(w)
+    w.ev("exit", code=0x80000100, by="launcher")
+    w.pid = 4242
+    w.files = [*parent_files, *w.files]
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=0)
+    with open(t, "a", encoding="utf-8") as f:  # (the child's own file facts)
+        for e in w.files:
+            f.write(json.dumps({**e, "pid": 5000, "seq": 0, "tid": 0, "t": 0}) + "\n")
+    cli.main(["report", "--json", str(t)])
+    stubs = json.loads(capsys.readouterr().out)["wine_stubs"]
+    assert [(b["pid"], b["function"], b["called"]) for b in stubs] == [(5000, "stub_fn", True)]
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert md.startswith("**dlltrace:** `stub.dll` does not export `stub_fn` — it is needed by "
+                         "`_ext.cp311-win_amd64.pyd`: Wine bound the import to a stub, and the program ended"), md
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert "the program crashed (0x80000100 EXCEPTION_WINE_STUB)" in text
+    assert "Loaded under Wine, fails on Windows" not in text  # (the one binding is the one the child died of)

@@ -193,21 +193,23 @@ def wine_stub_bindings(trace: Trace, replays: Sequence[Replayed], pid: Optional[
     """Every import a load that succeeded under Wine bound to a stub (of process `pid`, or every process), each
     once, in order: on Windows each of those loads fails with 127 (ERROR_PROC_NOT_FOUND), though the program ran
     on (Wine's loader hid it: the program never called it). The one the program called and died of
-    (rule_wine_stub) is marked called. The replays keep such loads in full (replay.stubs_bound)."""
+    (rule_wine_stub) is marked called: of a binding several processes made (a worker's), the one of a process that
+    died of it. The replays keep such loads in full (replay.stubs_bound)."""
     died_of = {p: rule_wine_stub(trace, p) for p in trace.pids if pid is None or p == pid}
-    seen: set[tuple[str, str, str]] = set()
+    at: dict[tuple[str, str, str], int] = {}  # binding -> its place in out
     out: list[StubBinding] = []
     for r in (replays.full() if isinstance(replays, Replays) else replays):
         if (pid is not None and r.load.pid != pid) or not r.load.ok or r.result.error:
             continue
         for importer, dll, fn in stubs_bound(r.result):
             k = (winpath.key(importer), winpath.key(dll), fn)
-            if k in seen:
-                continue
-            seen.add(k)
             d = died_of.get(r.load.pid)
             called = d is not None and (winpath.key(d.importer), winpath.key(d.dll), d.function) == k
-            out.append(StubBinding(r, importer, dll, fn, called))
+            if k not in at:
+                at[k] = len(out)
+                out.append(StubBinding(r, importer, dll, fn, called))
+            elif called and not out[at[k]].called:  # (another process went past it; this one died of it)
+                out[at[k]] = StubBinding(r, importer, dll, fn, called)
     return out
 
 

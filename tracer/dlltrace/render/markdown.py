@@ -224,7 +224,9 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     unused = [b for b in stubs if not b.called]
     wine_own = wine_only_dlls(trace, replays)  # (under Wine: imports bound to Wine's own DLLs, which Windows lacks)
     lacking = [w for w in wine_own if w.klass == "other"]
-    if (died or unused or wine_own) and not failed and (died or not apart):
+    # (the news when nothing else is: the program died of a stub, or else every load succeeded but under Wine; with
+    # loads it went past or an end to tell, those come first and the Wine sections are listed after them)
+    if not failed and (died or ((unused or wine_own) and not apart and not end_words)):
         name = attachment_of(trace)
         news = [f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows"] if unused else []
         news += [f"{plural(len(lacking), 'DLL')} came from Wine's own, which Windows lacks"] if lacking else []
@@ -238,7 +240,9 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
             f"\n{w}\n" for w in cap_words)
     if not failed and not apart:
         return (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
-                + " ".join([prose(w) for w in end_words] + cap_words) + "\n")
+                + " ".join([prose(w) for w in end_words] + cap_words) + "\n"
+                + "".join("\n" + line for line in unused_stub_lines(unused)) * bool(unused)
+                + "".join("\n" + line for line in wine_only_lines(wine_own)) * bool(wine_own))
     name = attachment_of(trace)
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
