@@ -1039,7 +1039,7 @@ def test_a_recorder_built_from_other_sources_is_stale(tmp_path, monkeypatch):
 def test_a_recorder_in_a_folder_others_can_write_is_not_loaded(tmp_path, monkeypatch):
     """The cache's recorder is loaded into every traced program (LD_AUDIT, LD_PRELOAD): one in a folder another user
     could have written (XDG_CACHE_HOME under a folder anyone may write, not sticky) is not used, and none is built
-    there (a one-line error, exit 5); in a folder of the user's own it is."""
+    there (a one-line error, exit 7: EXIT_UNSUPPORTED); in a folder of the user's own it is."""
     from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
     from dlltrace.trace import linux, where
 

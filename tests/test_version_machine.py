@@ -80,6 +80,34 @@ def test_linux_recorder_line_matches_the_machine(dlltrace_cli, monkeypatch, tmp_
     assert fix_of(words).endswith("apt-get install gcc") or fix_of(words) == "install gcc"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder is Linux's")
+def test_linux_recorder_line_in_a_folder_others_can_write_says_no(dlltrace_cli, monkeypatch, tmp_path):
+    """XDG_CACHE_HOME under a folder anyone may write (not sticky): `dlltrace run` builds no recorder there (exit 7,
+    trace/linux.recorder_dir), so --version said 'yes (... the first `dlltrace run` builds it with gcc into ...)'
+    falsely; it says no, makes nothing there, and names a folder of the user's own as the fix."""
+    monkeypatch.setattr(where, "find_wine", lambda: None)
+    monkeypatch.setattr(where, "package_recorder_dir", lambda: tmp_path / "none")
+    monkeypatch.setattr(install.shutil, "which", lambda c, *a, **k: "/usr/bin/gcc" if c == "gcc" else None)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
+    words = line(dlltrace_cli("--version").stdout, LINUX)
+    assert words == (f"no: the recorder is not built, and the folder it would be built in, {shared}/cache/dlltrace/linux, "
+                     "or one above it, can be written by another user; fix: set XDG_CACHE_HOME to a folder of your "
+                     "own, or install dlltrace with its recorder built (tools/setup.sh)"), words
+    assert list(shared.iterdir()) == []  # (nothing made there by asking)
+    from dlltrace.errors import EXIT_UNSUPPORTED, DlltraceError
+    from dlltrace.trace import linux
+
+    monkeypatch.setattr(linux, "build_recorder", lambda out: pytest.fail(f"built into {out}"))
+    with pytest.raises(DlltraceError) as e:  # (what the line says no to)
+        linux.recorder_dir()
+    assert e.value.exit_code == EXIT_UNSUPPORTED
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "own"))  # (the fix)
+    assert line(dlltrace_cli("--version").stdout, LINUX).startswith("yes (the recorder is not built yet")
+
+
 def test_the_checkout_recorder_line(dlltrace_cli, monkeypatch):
     """What setup built (tools/setup.sh: tracer/dlltrace/bin/linux) is what --version names."""
     if not sys.platform.startswith("linux"):

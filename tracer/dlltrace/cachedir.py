@@ -36,13 +36,15 @@ def cache_home() -> Path:
     return Path(os.environ.get("DLLTRACE_CACHE") or xdg_cache() / "dlltrace")
 
 
-def trusted_dir(folder: Union[str, Path]) -> Optional[Path]:
+def trusted_dir(folder: Union[str, Path], make: bool = True) -> Optional[Path]:
     """Whether files kept in `folder` can be believed (the module's docstring): the folder as it really is (no link on
     the way, so that the folder used is the one checked: a link on the way retargeted after the check would not move
     it), or None if it is not to be believed. The folders missing are made only below one that is trusted (not a
     folder of root's in a home sudo kept), each 0700 (made by makedirs, those above the last would be as the umask
     says: 0775 with the umask 002 of a user private group, which the check of the folders above then refuses, every
-    run). Always the folder on a system with no file owners (Windows)."""
+    run). Always the folder on a system with no file owners (Windows). Without `make`, only whether it would be: no
+    folder made or made private (a missing one: the folder as named, when the one it would be made under is trusted;
+    what `dlltrace --version` says of the recorder's folder)."""
     geteuid = getattr(os, "geteuid", None)
     if geteuid is None:
         return Path(folder)
@@ -60,6 +62,8 @@ def trusted_dir(folder: Union[str, Path]) -> Optional[Path]:
         if missing:
             if not all(_above_trusted(d, me) for d in _chain(top)):
                 return None
+            if not make:
+                return Path(named)
             for d in reversed(missing):
                 try:
                     os.mkdir(d, 0o700)
@@ -69,7 +73,7 @@ def trusted_dir(folder: Union[str, Path]) -> Optional[Path]:
         st = os.stat(real)
         if st.st_uid != me or not stat.S_ISDIR(st.st_mode):
             return None
-        if st.st_mode & 0o022:  # the user's own, that others may write (a umask of 002): made private
+        if st.st_mode & 0o022 and make:  # the user's own, that others may write (a umask of 002): made private
             os.chmod(real, stat.S_IMODE(st.st_mode) & ~0o022)
         # the folders above it, as named and as they really are (a link in a folder others may write, retargeted,
         # would move the cache elsewhere)

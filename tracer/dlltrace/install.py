@@ -20,6 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from dlltrace.cachedir import trusted_dir
 from dlltrace.machines import pe_machine
 from dlltrace.trace import where
 from dlltrace.version import __version__
@@ -175,6 +176,10 @@ def linux_ability() -> tuple[Ability, Optional[Path]]:
     if not (where.NATIVE / "build.sh").is_file():
         return Ability("linux", "no", f"the recorder is not built and its sources are not in this install ({where.NATIVE})",
                        "reinstall dlltrace (pip install --force-reinstall dlltrace)"), None
+    if trusted_dir(cache, make=False) is None:  # (trace/linux.recorder_dir builds none there: exit 7)
+        return Ability("linux", "no", f"the recorder is not built, and the folder it would be built in, {cache}, or one "
+                       "above it, can be written by another user", "set XDG_CACHE_HOME to a folder of your own, or "
+                       "install dlltrace with its recorder built (tools/setup.sh)"), None
     if shutil.which("gcc"):
         return Ability("linux", "buildable", f"the recorder is not built yet; the first `dlltrace run` builds it with "
                        f"gcc into {cache}", f"sh {where.NATIVE / 'build.sh'} {cache}"), None
