@@ -381,6 +381,23 @@ def test_rule_missing_import_is_error():
              {"path": "C:\\app\\b.dll", "export_ordinals": [1, 2]}]
     r = load("a.dll", files=files)
     assert (r.error, r.leaf.cause) == (182, "missing_ordinal")
+    # the Wine profile binds each to a stub, kept on the node of the DLL that lacks it (replay.stubs_bound, the
+    # report's 'Loaded under Wine, fails on Windows'): by name, by ordinal (Wine's import_dll: allocate_stub with the
+    # ordinal), and through a forwarder whose target lacks the function (find_named_export gives nothing): the last
+    # two loaded with no stub named, and the report said 'every load succeeded'
+    from dlltrace.diagnosis.replay import stubs_bound
+
+    def wine_stubs(files: list) -> list:
+        r = load("a.dll", files=files, system={"profile": "wine"})
+        assert r.error == 0
+        return [(i.rsplit("\\", 1)[-1], d.rsplit("\\", 1)[-1], f) for i, d, f in stubs_bound(r)]
+
+    assert wine_stubs([{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"], "ordinals": []}]},
+                       {"path": "C:\\app\\b.dll", "exports": ["g"]}]) == [("a.dll", "b.dll", "f")]
+    assert wine_stubs(files) == [("a.dll", "b.dll", "#5")]
+    assert wine_stubs([{"path": "C:\\app\\a.dll", "imports": [{"dll": "b.dll", "names": ["f"]}]},
+                       {"path": "C:\\app\\b.dll", "forwarders": {"f": "c.g"}},
+                       {"path": "C:\\app\\c.dll", "exports": ["h"]}]) == [("a.dll", "b.dll", "f")]
 
 
 def test_init_failure_is_1114_after_every_dependency_resolved():

@@ -557,11 +557,16 @@ class Simulator:
                     child.error = fwd.error
                     return
                 tf = self._file(fwd.path) if fwd.path else None
-                if tf is not None and tf.pe is not None and not self._exports(tf.pe, func) and strict:
-                    self._fail(fwd, "missing_export",
-                               LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}"))
-                    child.error = fwd.error
-                    return
+                if tf is not None and tf.pe is not None and not self._exports(tf.pe, func):
+                    if strict:
+                        self._fail(fwd, "missing_export",
+                                   LeafFacts(export=func, forwarded_from=f"{winpath.basename(child.path or '')}!{fn}"))
+                        child.error = fwd.error
+                        return
+                    # (Wine: the forward not found, find_named_export gives nothing, and import_dll binds the import,
+                    # by the importer's name of it, to a stub)
+                    child.detail = f"{fn} (forwarded to {target}!{func}) bound to a stub (Wine profile)"
+                    child.stubs = (*child.stubs, fn)
                 continue
             if fn not in pe.exports:
                 if strict:
@@ -574,6 +579,8 @@ class Simulator:
                 if strict:
                     self._fail(child, "missing_ordinal", LeafFacts(ordinal=o))
                     return
+                child.detail = f"ordinal {o} bound to a stub (Wine profile)"  # (as by name: Wine's import_dll)
+                child.stubs = (*child.stubs, f"#{o}")
 
     @staticmethod
     def _fail(node: Node, cause: Cause, facts: LeafFacts) -> None:
