@@ -279,3 +279,29 @@ def test_wine_stub_bindings_of_two_processes_keep_the_one_a_process_died_of(tmp_
     text = capsys.readouterr().out
     assert "the program crashed (0x80000100 EXCEPTION_WINE_STUB)" in text
     assert "Loaded under Wine, fails on Windows" not in text  # (the one binding is the one the child died of)
+
+
+@pytest.mark.parametrize("exit_code", [0, 0xC0000005])
+def test_wine_stub_the_markdown_of_many_unused_stubs_fits_an_issue(tmp_path, capsys, exit_code):
+    """An old copy of a DLL lacking hundreds of exports an extension needs: the Markdown listed every import bound to
+    a stub, past MARKDOWN_BUDGET (a 600-load hand-written trace: 354,108 bytes); now as many as fit, the rest
+    counted, as the other lists are (test_markdown_cap.py). The text lists every one."""
+    from dlltrace import cli
+    from dlltrace.render.markdown import MARKDOWN_BUDGET
+
+    w = _stub_writer(_handwritten())
+    pkg = "C:\\Python311\\Lib\\site-packages\\pkg"
+    ctx = w.ev("py_import", module="pkg._big")
+    pyd = pkg + "\\_big.cp311-win_amd64.pyd"
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0)], 0, 0, pyd)
+    w.file(pyd, imports=[{"dll": "stub.dll", "names": [f"gone_{i}" for i in range(1500)], "ordinals": []}])
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=exit_code)
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert len(md.encode("utf-8")) <= MARKDOWN_BUDGET, len(md.encode("utf-8"))
+    shown = md.count("- `stub.dll` does not export `")
+    assert shown > 100 and f"**{1501 - shown} more imports bound to a stub left out** to fit a GitHub issue" in md
+    assert "Fix: for each, use the copy of the DLL its importer was built against" in md
+    cli.main(["report", str(t)])
+    assert capsys.readouterr().out.count("✗ stub.dll does not export ") == 1501

@@ -179,18 +179,29 @@ def stub_lines(b: StubBinding, trace: Trace) -> list[str]:
             f"against): update or reinstall what ships {code(b.dll)}, or make the matching copy be found first.", ""]
 
 
-def unused_stub_lines(unused: list[StubBinding]) -> list[str]:
+def unused_stub_lines(unused: list[StubBinding], room: int, trace_name: str) -> list[str]:
     """Loads that succeeded under Wine only because Wine bound an import their DLL lacks to a stub the program
-    never called: on Windows each fails with 127 (the text report's unused_stub_blocks)."""
+    never called: on Windows each fails with 127 (the text report's unused_stub_blocks); as many as fit in `room`
+    bytes, the rest counted (a DLL of an old version lacks hundreds: the list alone was larger than an issue)."""
     out = ["**Loaded under Wine, fails on Windows** (Wine bound each import below, which its DLL does not export, "
            "to a stub that ends the program if called; Windows fails the load with 127, ERROR_PROC_NOT_FOUND):", ""]
+    end = ["", "Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
+           "ships it, or make that copy be found first).", ""]
+    room -= _size(out) + _size(end) + _size(["", left_out_line(len(unused), "", "imports bound to a stub", trace_name)])
+    shown = 0
     for b in unused:
         r = b.load
-        out.append(f"- {code(winpath.basename(b.dll))} does not export {code(b.function)} — it is needed by "
-                   f"{code(winpath.basename(b.importer))}, loading {code(winpath.basename(r.load.name or '?'))}; the "
-                   f"copy bound: {code(b.dll)}")
-    return out + ["", "Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
-                  "ships it, or make that copy be found first).", ""]
+        item = (f"- {code(winpath.basename(b.dll))} does not export {code(b.function)} — it is needed by "
+                f"{code(winpath.basename(b.importer))}, loading {code(winpath.basename(r.load.name or '?'))}; the "
+                f"copy bound: {code(b.dll)}")
+        room -= _size([item])
+        if room < 0:
+            break
+        out.append(item)
+        shown += 1
+    if shown < len(unused):
+        out += ["", left_out_line(len(unused) - shown, "import bound to a stub", "imports bound to a stub", trace_name)]
+    return out + end
 
 
 def wine_only_lines(items: list[WineOnly]) -> list[str]:
@@ -233,16 +244,20 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         head = (stub_lines(died[-1], trace) if died else
                 [f"**dlltrace:** every load succeeded under Wine ({plural(len(replays), 'load')} traced)"
                  + "".join(f"; {n}" for n in news) + ".", ""])
-        return "\n".join(head + (unused_stub_lines(unused) if unused else []) + (wine_only_lines(wine_own) if wine_own else [])
-                         + [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)) + "\n"
+        tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
+        own = wine_only_lines(wine_own) if wine_own else []
+        room = budget - _size(head) - _size(own) - _size(tail) - 400
+        return "\n".join(head + (unused_stub_lines(unused, room, name.name) if unused else []) + own + tail) + "\n"
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)
     if not failed and not apart:
-        return (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
-                + " ".join([prose(w) for w in end_words] + cap_words) + "\n"
-                + "".join("\n" + line for line in unused_stub_lines(unused)) * bool(unused)
-                + "".join("\n" + line for line in wine_only_lines(wine_own)) * bool(wine_own))
+        none = (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
+                + " ".join([prose(w) for w in end_words] + cap_words) + "\n")
+        own = wine_only_lines(wine_own) if wine_own else []
+        return (none + "".join("\n" + line for line in unused_stub_lines(
+            unused, budget - _size([none, *own]) - 400, attachment_of(trace).name)) * bool(unused)
+                + "".join("\n" + line for line in own))
     name = attachment_of(trace)
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
@@ -306,7 +321,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
             out += [left_out_line(len(apart) - shown, "load the program went past", "loads the program went past",
                                   name.name), ""]
     if unused:  # (besides the failures: loads Wine let through that fail on Windows)
-        out += unused_stub_lines(unused)
+        out += unused_stub_lines(unused, room - _size(out), name.name)
     if wine_own:
         out += wine_only_lines(wine_own)
     return "\n".join(out)
