@@ -379,3 +379,37 @@ def test_a_reinstall_fix_uses_the_traced_pythons_own_pip(tmp_path, capsys):
     first = doc["calls"][0]["fixes"][0]
     assert (first["action"], first["package"], first["verified"]) == ("install", "numpy", True), first
     assert "C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3" in first["text"], first
+
+
+def test_a_reinstall_fix_in_a_venv_uses_the_venvs_python(tmp_path, capsys):
+    """A Windows venv: its Scripts\\python.exe starts the base interpreter (C:\\Python311\\python.exe, the traced
+    process), which runs in the venv (sys.executable, the py_env event's executable, is the venv's python.exe). The
+    fix named the base interpreter, whose pip reinstalls numpy into C:\\Python311's site-packages, not the venv's
+    where the DLL is gone; now the venv's python.exe."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    base, venv = "C:\\Python311", "C:\\work\\venv"
+    site = venv + "\\Lib\\site-packages"
+    pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"
+    w = hw.Writer(base + "\\python.exe", "C:\\work", [base, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", base + "\\python311.dll"],
+                  [venv + "\\Scripts\\python.exe", "-c", "import numpy"])
+    w.ev("py_env", version="3.11.9", implementation="cpython", executable=venv + "\\Scripts\\python.exe", prefix=venv,
+         base_prefix=base, exec_prefix=venv, bits=64, conda=False, conda_prefix=None,
+         sys_path=[base + "\\python311.zip", base + "\\DLLs", base + "\\Lib", venv, site])
+    w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
+                             "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "numpy.libs/libx-1.dll"]}],
+         conda=[], conda_prefix=None, cut=False)
+    libs = site + "\\numpy.libs"
+    w.ev("py_add_dll_directory", path=libs)
+    w.ev("adddir", api="AddDllDirectory", caller=base + "\\python311.dll", path=libs, cookie="0x1", ok=True, error=0)
+    w.failed_import("numpy._core._multiarray_umath", pyd, "libx-1.dll", [site + "\\numpy\\_core", base, libs, hw.SYS32])
+    w.file(libs + "\\libx-1.dll", kind="missing")
+    w.write(tmp_path / "t.jsonl")
+    cli.main(["report", "--json", str(tmp_path / "t.jsonl")])
+    first = json.loads(capsys.readouterr().out)["calls"][0]["fixes"][0]
+    assert (first["action"], first["package"], first["verified"]) == ("install", "numpy", True), first
+    assert ("reinstall it (C:\\work\\venv\\Scripts\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3)"
+            in first["text"]), first["text"]

@@ -133,6 +133,7 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         env={k: v for k, v in vars_.items() if isinstance(v, str)},
         python_kind=python_kind(py),
         pip_site=pip_site(trace, pid, py),
+        launcher=venv_launcher(py, exe),
     )
     for d in env.get("user_dirs") or []:
         process.dll_directories.append((winpath.normalize(d), ""))
@@ -143,6 +144,17 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         if isinstance(m, str) and winpath.is_absolute(m):
             process.add_loaded(LoadedModule(winpath.normalize(m), 1, "loaded before tracing started"))
     return system, process
+
+
+def venv_launcher(py: dict, exe: str) -> str:
+    """The venv's own python.exe that started a traced process (the py_env event's sys.executable: a venv's
+    Scripts\\python.exe starts its base interpreter, `exe`, which knows the venv from __PYVENV_LAUNCHER__), "" when
+    the process is not a venv's or is that python.exe itself. A fix's pip runs with it: the base interpreter's pip
+    installs into the base Python, not the venv the program ran in."""
+    launcher = py.get("executable")
+    if python_kind(py) != "venv" or not isinstance(launcher, str) or not winpath.is_absolute(launcher):
+        return ""
+    return launcher if winpath.key(launcher) != winpath.key(exe) else ""
 
 
 def wow64_os_machine(process_machine: str) -> str:
