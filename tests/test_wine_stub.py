@@ -325,3 +325,38 @@ def test_wine_stub_bindings_replay_no_process_again(tmp_path, capsys, monkeypatc
     (b,) = json.loads(capsys.readouterr().out)["wine_stubs"]
     assert (b["function"], b["called"]) == ("stub_fn", True)
     assert len(calls) == 1, calls  # (the report's own: analyse)
+
+
+def test_wine_stub_bindings_skip_a_load_the_size_cap_cut(tmp_path, capsys):
+    """A load the size cap cut short (its probes dropped: run --max-size) gets no verdict and no comparison with the
+    model (verdict.rule_cut_by_cap): what it bound is not known. Its model replay, without the probes that found the
+    package's own stub.dll, bound the already loaded C:\\Python311\\stub.dll, which lacks stub_fn, and the report
+    said it would fail on Windows."""
+    import json
+
+    from dlltrace import cli
+
+    hw = _handwritten()
+    py, pkg = "C:\\Python311", "C:\\Python311\\Lib\\site-packages\\pkg"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import pkg._ext"])
+    w.lines[2]["wine"] = "wine-8.0"
+    w.py_env("3.11.9", py, py + "\\Lib\\site-packages")
+    old = py + "\\stub.dll"
+    w.load("LoadLibraryExW", old, 0, w.ev("py_import", module="old"), [(old, 0)], 0, 0, old)
+    w.file(old, exports=["ok_fn"])
+    ctx = w.ev("py_import", module="pkg._ext")
+    first_t = w.t + 500  # (the first dropped line: this load's probes)
+    pyd = pkg + "\\_ext.cp311-win_amd64.pyd"
+    begin = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=ctx,
+                 caller=w.lines[1]["exe"])
+    w.ev("load_end", load=begin, result="0x7ffb10000000", error=0, status=0, path=pyd)
+    w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
+    w.ev("capped", max_size=100000, dropped={"probe": 6}, dropped_bytes=900, first_t=first_t)
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=0)
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert "The trace reached its size cap" in text and "Loaded under Wine, fails on Windows" not in text, text
+    cli.main(["report", "--json", str(t)])
+    assert json.loads(capsys.readouterr().out)["wine_stubs"] == []

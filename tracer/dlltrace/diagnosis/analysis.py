@@ -213,6 +213,8 @@ def wine_stub_bindings(trace: Trace, replays: Sequence[Replayed], pid: Optional[
         for importer, dll, fn in stubs_bound(r.result):
             k = (winpath.key(importer), winpath.key(dll), fn)
             called = died_of.get(r.load.pid) == k
+            if r.cut and not called:  # (the size cap cut it short: what it bound is not known, rule_cut_by_cap)
+                continue
             if k not in at:
                 at[k] = len(out)
                 out.append(StubBinding(r, importer, dll, fn, called))
