@@ -360,3 +360,18 @@ def test_wine_stub_bindings_skip_a_load_the_size_cap_cut(tmp_path, capsys):
     assert "The trace reached its size cap" in text and "Loaded under Wine, fails on Windows" not in text, text
     cli.main(["report", "--json", str(t)])
     assert json.loads(capsys.readouterr().out)["wine_stubs"] == []
+
+
+def test_wine_only_dlls_the_markdown_keeps_the_programs_end(tmp_path, capsys):
+    """Wine's own zlib1.dll bound in a run that crashed (0xC0000005): the Markdown said 'every load succeeded under
+    Wine (1 load traced); 1 DLL came from Wine's own, which Windows lacks' and nothing of the crash (the early return
+    test_wine_stub_the_markdown_of_an_unused_stub_keeps_the_programs_end_and_what_it_went_past is about)."""
+    from dlltrace import cli
+
+    t = _wine_own_trace(tmp_path / "t.jsonl")
+    t.write_text(t.read_text(encoding="utf-8").replace('"code": 0,', f'"code": {0xC0000005},'), encoding="utf-8")
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert "every load succeeded" not in md, md
+    assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION" in md
+    assert "**From Wine's own DLLs, which no vanilla Windows has**" in md
