@@ -375,3 +375,30 @@ def test_wine_only_dlls_the_markdown_keeps_the_programs_end(tmp_path, capsys):
     assert "every load succeeded" not in md, md
     assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION" in md
     assert "**From Wine's own DLLs, which no vanilla Windows has**" in md
+
+
+def test_wine_only_dlls_skip_a_load_the_size_cap_cut(tmp_path, capsys):
+    """A load the size cap cut short: its model replay, without the probes that found the package's own copy, may
+    bind Wine's System32 one; what it bound is not known (verdict.rule_cut_by_cap), so it is not named."""
+    from dlltrace import cli
+
+    hw = _handwritten()
+    py, pkg = "C:\\Python311", "C:\\Python311\\Lib\\site-packages\\pkg"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", "import pkg.base"])
+    w.lines[2]["wine"] = "wine-8.0"
+    w.py_env("3.11.9", py, py + "\\Lib\\site-packages")
+    ctx = w.ev("py_import", module="pkg.base")
+    first_t = w.t + 500  # (the first dropped line: this load's probes)
+    pyd = pkg + "\\base.cp311-win_amd64.pyd"
+    begin = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=ctx,
+                 caller=w.lines[1]["exe"])
+    w.ev("load_end", load=begin, result="0x7ffb10000000", error=0, status=0, path=pyd)
+    w.file(pyd, imports=["zlib1.dll", "kernel32.dll"])
+    w.file(hw.SYS32 + "\\zlib1.dll", exports=["inflate"])
+    w.ev("capped", max_size=100000, dropped={"probe": 6}, dropped_bytes=900, first_t=first_t)
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=0)
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert "The trace reached its size cap" in text and "From Wine's own DLLs" not in text, text

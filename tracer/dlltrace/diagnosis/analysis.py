@@ -249,6 +249,8 @@ def wine_only_dlls(trace: Trace, replays: Sequence[Replayed], pid: Optional[int]
             system, _ = system_and_process(trace, r.load.pid)
             windows[r.load.pid] = system.windows if system.profile == "wine" else None
         folder = windows[r.load.pid]
+        if r.cut:  # (the size cap cut it short: what it bound is not known, verdict.rule_cut_by_cap)
+            continue
         for importer, path in (wine_only_imports(r.result, folder) if folder is not None else []):
             name = winpath.basename(path).lower()
             if name in seen:
