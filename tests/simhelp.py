@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dlltrace import winpath
 from dlltrace.diagnosis.scenario import scenario_from_dict
 
@@ -30,3 +32,23 @@ def load(name, flags=0, files=(), pre=(), **kw):
 def folders_probed(result, name):
     """The folders probed for file `name`, in order."""
     return [winpath.dirname(p) for p in result.probes if winpath.same(winpath.basename(p), name)]
+
+
+def handwritten():
+    """fixtures/traces/handwritten.py, the module (its Writer makes a Windows trace by hand, as the shim would)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
+    hw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hw)
+    return hw
+
+
+def python_writer(hw, command: str, py: str = "C:\\Python311"):
+    """A Writer of a python.org CPython 3.11 at `py` running `python -c COMMAND` (py_env written): (writer, site)."""
+    site = py + "\\Lib\\site-packages"
+    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
+                  [py + "\\python.exe", "-c", command])
+    w.py_env("3.11.9", py, site)
+    return w, site

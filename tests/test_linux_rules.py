@@ -460,24 +460,15 @@ def test_read_ld_so_conf(tmp_path):
     assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()
 
 
-def test_nine_system_packages_chained_are_one_command():
-    """PyQt5 5.15's xcb plugin on a machine without libxcb-icccm4, libxcb-keysyms1 and libxcb-xinerama0 (seen for
-    real): the model chains the three as nested steps, and the command printed named only the first two, so the
-    plugin, after `apt-get install libxcb-icccm4 libxcb-keysyms1`, still failed on libxcb-xinerama.so.0. With six
-    more xcb packages removed (seen for real: nine in all), the chain was cut at six steps and only the first
-    package was printed; the nine are one command (with it, the program runs)."""
+
+def _chained_system_package_fix(names: dict, requester: str):
+    """The one fix propose() gives for the first of `names` (soname -> its Debian package) that `requester` needs,
+    none installed: a machine as root whose replay loads once every package is in."""
     from dlltrace.elf import ELFFacts
     from dlltrace.loader.linux.fixes import propose
-    from dlltrace.render.fixwords import fix_text
     from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
 
-    names = {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-image.so.0": "libxcb-image0",
-             "libxcb-keysyms.so.1": "libxcb-keysyms1", "libxcb-randr.so.0": "libxcb-randr0",
-             "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-shape.so.0": "libxcb-shape0",
-             "libxcb-xinerama.so.0": "libxcb-xinerama0", "libxcb-xkb.so.1": "libxcb-xkb1",
-             "libxkbcommon-x11.so.0": "libxkbcommon-x11-0"}
-    plugin = "/v/PyQt5/Qt5/plugins/platforms/libqxcb.so"
-    base = VirtualELFWorld(files={plugin: ELFFacts(needed=tuple(names))},
+    base = VirtualELFWorld(files={requester: ELFFacts(needed=tuple(names))},
                            system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
 
     class World(OverlayWorld):
@@ -490,7 +481,24 @@ def test_nine_system_packages_chained_are_one_command():
         missing = [n for n in names if w.file(f"/usr/lib/x86_64-linux-gnu/{n}") is None]
         return True if not missing else missing[0]
 
-    (fix,) = propose("libxcb-icccm.so.4", plugin, "/v/bin/python", {}, World(base), rerun, roots=[])
+    (fix,) = propose(next(iter(names)), requester, "/v/bin/python", {}, World(base), rerun, roots=[])
+    return fix
+
+def test_nine_system_packages_chained_are_one_command():
+    """PyQt5 5.15's xcb plugin on a machine without libxcb-icccm4, libxcb-keysyms1 and libxcb-xinerama0 (seen for
+    real): the model chains the three as nested steps, and the command printed named only the first two, so the
+    plugin, after `apt-get install libxcb-icccm4 libxcb-keysyms1`, still failed on libxcb-xinerama.so.0. With six
+    more xcb packages removed (seen for real: nine in all), the chain was cut at six steps and only the first
+    package was printed; the nine are one command (with it, the program runs)."""
+    from dlltrace.render.fixwords import fix_text
+
+    names = {"libxcb-icccm.so.4": "libxcb-icccm4", "libxcb-image.so.0": "libxcb-image0",
+             "libxcb-keysyms.so.1": "libxcb-keysyms1", "libxcb-randr.so.0": "libxcb-randr0",
+             "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-shape.so.0": "libxcb-shape0",
+             "libxcb-xinerama.so.0": "libxcb-xinerama0", "libxcb-xkb.so.1": "libxcb-xkb1",
+             "libxkbcommon-x11.so.0": "libxkbcommon-x11-0"}
+    plugin = "/v/PyQt5/Qt5/plugins/platforms/libqxcb.so"
+    fix = _chained_system_package_fix(names, plugin)
     # the report's JSON: more packages are not "also needs LD_LIBRARY_PATH" (needs_path was any next step)
     from dlltrace.diagnosis.replay_linux import LinuxCall
     from dlltrace.render.linux import linux_report_dict
@@ -507,26 +515,10 @@ def test_nine_system_packages_chained_are_one_command():
 def test_a_package_two_chained_libraries_share_is_named_once():
     """opencv-python 5.1 without libgl1 and libglib2.0-0 (seen for real): libGL.so.1, then libgthread-2.0.so.0 and
     libglib-2.0.so.0, both in libglib2.0-0; the command named libglib2.0-0 twice."""
-    from dlltrace.elf import ELFFacts
-    from dlltrace.loader.linux.fixes import propose
     from dlltrace.render.fixwords import fix_text
-    from dlltrace.worlds.elf import LinuxSystem, OverlayWorld, VirtualELFWorld
 
     names = {"libGL.so.1": "libgl1", "libgthread-2.0.so.0": "libglib2.0-0", "libglib-2.0.so.0": "libglib2.0-0"}
     qt = "/v/cv2/../opencv_python.libs/libQt5Core.so.5"
-    base = VirtualELFWorld(files={qt: ELFFacts(needed=tuple(names))},
-                           system=LinuxSystem(system_dirs=("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")))
-
-    class World(OverlayWorld):
-        as_root = True
-
-        def system_package(self, soname):
-            return names.get(soname)
-
-    def rerun(w, env):
-        missing = [n for n in names if w.file(f"/usr/lib/x86_64-linux-gnu/{n}") is None]
-        return True if not missing else missing[0]
-
-    (fix,) = propose("libGL.so.1", qt, "/v/bin/python", {}, World(base), rerun, roots=[])
+    fix = _chained_system_package_fix(names, qt)
     assert fix_text(fix).startswith("apt-get install libgl1 libglib2.0-0 (Debian, Ubuntu: the system's packages of "
                                     "libGL.so.1, libgthread-2.0.so.0, libglib-2.0.so.0,"), fix_text(fix)

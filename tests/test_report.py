@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from simhelp import handwritten, python_writer
+
 from dlltrace import cli, errors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -324,16 +326,10 @@ def test_a_program_that_could_not_start_without_a_snapshot_is_still_a_failure(tm
 def test_rule_chain_files_carry_their_owner(tmp_path, capsys):
     """Every file of the failing chain that an installed distribution's RECORD lists says whose it is (issue 23:
     'numpy 2.1.3'), read from the trace's py_dists; a file nobody lists says nothing more."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
-    hw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hw)
-    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    hw = handwritten()
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import numpy", py)
     pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import numpy"])
-    w.py_env("3.11.9", py, site)
     w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
                              "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd"]}],
          conda=[], conda_prefix=None, cut=False)
@@ -351,16 +347,10 @@ def test_a_reinstall_fix_uses_the_traced_pythons_own_pip(tmp_path, capsys):
     """A DLL its distribution's RECORD lists and that is gone: the fix reinstalls that distribution with the traced
     Python's own pip (`C:\\Python311\\python.exe -m pip ...`), not the first `pip` on PATH, which may install into
     another Python (the field test under Wine: psycopg-binary's libcrypto gone, the fix said `pip install ...`)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
-    hw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hw)
-    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    hw = handwritten()
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import numpy", py)
     pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import numpy"])
-    w.py_env("3.11.9", py, site)
     w.ev("py_dists", dists=[{"name": "numpy", "version": "2.1.3", "site": site, "loaders": [],
                              "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd", "numpy.libs/libx-1.dll"]}],
          conda=[], conda_prefix=None, cut=False)
@@ -386,11 +376,7 @@ def test_a_reinstall_fix_in_a_venv_uses_the_venvs_python(tmp_path, capsys):
     process), which runs in the venv (sys.executable, the py_env event's executable, is the venv's python.exe). The
     fix named the base interpreter, whose pip reinstalls numpy into C:\\Python311's site-packages, not the venv's
     where the DLL is gone; now the venv's python.exe."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("handwritten", Path(__file__).resolve().parent.parent / "fixtures" / "traces" / "handwritten.py")
-    hw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hw)
+    hw = handwritten()
     base, venv = "C:\\Python311", "C:\\work\\venv"
     site = venv + "\\Lib\\site-packages"
     pyd = site + "\\numpy\\_core\\_multiarray_umath.cp311-win_amd64.pyd"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from simhelp import handwritten, python_writer
+
 import winetools
 from dlltrace.trace.reader import read_trace
 
@@ -62,15 +64,6 @@ def test_rule_wine_stub(stub_case, tmp_path):
     assert "no failed load explains it" not in md
 
 
-def _handwritten():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
-    hw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hw)
-    return hw
-
-
 def _stub_load(w) -> None:
     """`import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll beside it; that stub.dll
     exports ok_fn only."""
@@ -85,11 +78,10 @@ def _stub_load(w) -> None:
 
 def _stub_writer(hw):
     """A hand-written Wine trace's writer, with _stub_load's load in it."""
-    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import pkg._ext"])
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import pkg._ext", py)
+    pkg = site + "\\pkg"
     w.lines[2]["wine"] = "wine-8.0"  # (the env event: traced under Wine)
-    w.py_env("3.11.9", py, site)
     _stub_load(w)
     return w
 
@@ -97,7 +89,7 @@ def _stub_writer(hw):
 def _stub_trace(dest: Path, exit_code: int = 0) -> Path:
     """A hand-written Wine trace: `import pkg._ext` loads _ext.pyd, which imports stub_fn and ok_fn from the stub.dll
     beside it; that stub.dll exports ok_fn only. Wine loads it (stub_fn bound to a stub); Windows fails it with 127."""
-    _stub_writer(_handwritten()).write(dest, exit_code=exit_code)
+    _stub_writer(handwritten()).write(dest, exit_code=exit_code)
     return dest
 
 
@@ -152,18 +144,12 @@ def test_wine_stub_the_markdown_names_the_missing_export_the_program_died_of(tmp
 def _wine_own_trace(dest: Path, wine: bool = True) -> Path:
     """A hand-written trace: `import pkg.base` loads base.pyd, which imports zlib1.dll (pkg 2.6.1's RECORD lists
     pkg/zlib1.dll, gone) and msvcp140.dll: both found in System32, where under Wine Wine's own copies are."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
-    hw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hw)
-    py, site = "C:\\Python311", "C:\\Python311\\Lib\\site-packages"
+    hw = handwritten()
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import pkg.base", py)
     pkg = site + "\\pkg"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import pkg.base"])
     if wine:
         w.lines[2]["wine"] = "wine-8.0"
-    w.py_env("3.11.9", py, site)
     w.ev("py_dists", dists=[{"name": "pkg", "version": "2.6.1", "site": site, "loaders": [],
                              "files": ["pkg/base.cp311-win_amd64.pyd", "pkg/zlib1.dll"]}], conda=[], conda_prefix=None,
          cut=False)
@@ -228,7 +214,7 @@ def test_wine_stub_the_markdown_of_an_unused_stub_keeps_the_programs_end_and_wha
     assert "The program crashed: 0xc0000005 STATUS_ACCESS_VIOLATION" in md
     assert "- `stub.dll` does not export `stub_fn` — it is needed by `_ext.cp311-win_amd64.pyd`" in md
 
-    hw = _handwritten()
+    hw = handwritten()
     w = _stub_writer(hw)
     site = "C:\\Python311\\Lib\\site-packages"
     w.failed_import("pkg._opt", site + "\\pkg\\_opt.pyd", "opt.dll", [site + "\\pkg", "C:\\Python311"])
@@ -249,7 +235,7 @@ def test_wine_stub_bindings_of_two_processes_keep_the_one_a_process_died_of(tmp_
 
     from dlltrace import cli
 
-    hw = _handwritten()
+    hw = handwritten()
     w = _stub_writer(hw)
     parent_files, w.files = w.files, []
     proc, env = copy.deepcopy(w.lines[1]), copy.deepcopy(w.lines[2])
@@ -289,7 +275,7 @@ def test_wine_stub_the_markdown_of_many_unused_stubs_fits_an_issue(tmp_path, cap
     from dlltrace import cli
     from dlltrace.render.markdown import MARKDOWN_BUDGET
 
-    w = _stub_writer(_handwritten())
+    w = _stub_writer(handwritten())
     pkg = "C:\\Python311\\Lib\\site-packages\\pkg"
     ctx = w.ev("py_import", module="pkg._big")
     pyd = pkg + "\\_big.cp311-win_amd64.pyd"
@@ -327,6 +313,20 @@ def test_wine_stub_bindings_replay_no_process_again(tmp_path, capsys, monkeypatc
     assert len(calls) == 1, calls  # (the report's own: analyse)
 
 
+def _cut_load(w, module: str, pyd: str, imports: list, tmp_path: Path) -> Path:
+    """`import module` loading pyd (with these imports), the load's probes dropped by the size cap; the trace written."""
+    ctx = w.ev("py_import", module=module)
+    first_t = w.t + 500  # (the first dropped line: this load's probes)
+    begin = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=ctx,
+                 caller=w.lines[1]["exe"])
+    w.ev("load_end", load=begin, result="0x7ffb10000000", error=0, status=0, path=pyd)
+    w.file(pyd, imports=imports)
+    w.ev("capped", max_size=100000, dropped={"probe": 6}, dropped_bytes=900, first_t=first_t)
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=0)
+    return t
+
+
 def test_wine_stub_bindings_skip_a_load_the_size_cap_cut(tmp_path, capsys):
     """A load the size cap cut short (its probes dropped: run --max-size) gets no verdict and no comparison with the
     model (verdict.rule_cut_by_cap): what it bound is not known. Its model replay, without the probes that found the
@@ -336,25 +336,16 @@ def test_wine_stub_bindings_skip_a_load_the_size_cap_cut(tmp_path, capsys):
 
     from dlltrace import cli
 
-    hw = _handwritten()
-    py, pkg = "C:\\Python311", "C:\\Python311\\Lib\\site-packages\\pkg"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import pkg._ext"])
+    hw = handwritten()
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import pkg._ext", py)
+    pkg = site + "\\pkg"
     w.lines[2]["wine"] = "wine-8.0"
-    w.py_env("3.11.9", py, py + "\\Lib\\site-packages")
     old = py + "\\stub.dll"
     w.load("LoadLibraryExW", old, 0, w.ev("py_import", module="old"), [(old, 0)], 0, 0, old)
     w.file(old, exports=["ok_fn"])
-    ctx = w.ev("py_import", module="pkg._ext")
-    first_t = w.t + 500  # (the first dropped line: this load's probes)
-    pyd = pkg + "\\_ext.cp311-win_amd64.pyd"
-    begin = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=ctx,
-                 caller=w.lines[1]["exe"])
-    w.ev("load_end", load=begin, result="0x7ffb10000000", error=0, status=0, path=pyd)
-    w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
-    w.ev("capped", max_size=100000, dropped={"probe": 6}, dropped_bytes=900, first_t=first_t)
-    t = tmp_path / "t.jsonl"
-    w.write(t, exit_code=0)
+    t = _cut_load(w, "pkg._ext", pkg + "\\_ext.cp311-win_amd64.pyd",
+                  [{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"], tmp_path)
     cli.main(["report", str(t)])
     text = capsys.readouterr().out
     assert "The trace reached its size cap" in text and "Loaded under Wine, fails on Windows" not in text, text
@@ -382,23 +373,13 @@ def test_wine_only_dlls_skip_a_load_the_size_cap_cut(tmp_path, capsys):
     bind Wine's System32 one; what it bound is not known (verdict.rule_cut_by_cap), so it is not named."""
     from dlltrace import cli
 
-    hw = _handwritten()
-    py, pkg = "C:\\Python311", "C:\\Python311\\Lib\\site-packages\\pkg"
-    w = hw.Writer(py + "\\python.exe", "C:\\work", [py, hw.SYS32], [hw.SYS32 + "\\kernel32.dll", py + "\\python311.dll"],
-                  [py + "\\python.exe", "-c", "import pkg.base"])
+    hw = handwritten()
+    py = "C:\\Python311"
+    w, site = python_writer(hw, "import pkg.base", py)
+    pkg = site + "\\pkg"
     w.lines[2]["wine"] = "wine-8.0"
-    w.py_env("3.11.9", py, py + "\\Lib\\site-packages")
-    ctx = w.ev("py_import", module="pkg.base")
-    first_t = w.t + 500  # (the first dropped line: this load's probes)
-    pyd = pkg + "\\base.cp311-win_amd64.pyd"
-    begin = w.ev("load_begin", api="LoadLibraryExW", name=pyd, flags=0x1100, parent=None, depth=0, ctx=ctx,
-                 caller=w.lines[1]["exe"])
-    w.ev("load_end", load=begin, result="0x7ffb10000000", error=0, status=0, path=pyd)
-    w.file(pyd, imports=["zlib1.dll", "kernel32.dll"])
     w.file(hw.SYS32 + "\\zlib1.dll", exports=["inflate"])
-    w.ev("capped", max_size=100000, dropped={"probe": 6}, dropped_bytes=900, first_t=first_t)
-    t = tmp_path / "t.jsonl"
-    w.write(t, exit_code=0)
+    t = _cut_load(w, "pkg.base", pkg + "\\base.cp311-win_amd64.pyd", ["zlib1.dll", "kernel32.dll"], tmp_path)
     cli.main(["report", str(t)])
     text = capsys.readouterr().out
     assert "The trace reached its size cap" in text and "From Wine's own DLLs" not in text, text
