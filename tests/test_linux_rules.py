@@ -460,6 +460,22 @@ def test_read_ld_so_conf(tmp_path):
     assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()
 
 
+def test_read_ld_so_conf_reads_each_file_once(tmp_path):
+    """Six files that each include the glob of all six (an include loop ldconfig itself never ends): read once
+    each, quickly, every folder once, and the include line is never taken for a folder (it was, once the depth
+    limit stopped following it: '/.../*.conf' came out as a folder; and 6**8 files were read, a minute)."""
+    import time
+
+    from dlltrace.worlds.elf import read_ld_so_conf
+
+    for i in range(1, 7):
+        (tmp_path / f"f{i}.conf").write_text(f"include {tmp_path}/*.conf\n/opt/l{i}\n")
+    t = time.monotonic()
+    got = read_ld_so_conf(str(tmp_path / "f1.conf"))
+    assert time.monotonic() - t < 5
+    assert sorted(got) == [f"/opt/l{i}" for i in range(1, 7)]
+
+
 
 def _chained_system_package_fix(names: dict, requester: str):
     """The one fix propose() gives for the first of `names` (soname -> its Debian package) that `requester` needs,

@@ -146,10 +146,17 @@ def read_ld_so_cache(data: bytes, want_flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_
     return out
 
 
-def read_ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0) -> tuple[str, ...]:
+def read_ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0, seen: Optional[set[str]] = None) -> tuple[str, ...]:
     """The folders an ld.so.conf lists, in order, as ldconfig reads it: one folder a line (a comma, a tab or
     spaces also separate), `#` to the end of a line a comment, `include GLOB` read in place (a relative glob from
-    the file's own folder), `hwcap` lines skipped; () when it cannot be read."""
+    the file's own folder), `hwcap` lines skipped; () when it cannot be read. Each file is read once (`seen`: an
+    include loop, or files that include each other's glob, would else be read again and again), and an include
+    line is never a folder (not even one too deep to follow)."""
+    seen = set() if seen is None else seen
+    real = os.path.realpath(path)
+    if real in seen or len(seen) >= 4096:
+        return ()
+    seen.add(real)
     out: list[str] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -158,11 +165,11 @@ def read_ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0) -> tuple[str,
         return ()
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        if line.startswith("include") and line[7:8] in (" ", "\t") and depth < 8:
-            for pat in line[8:].split():
+        if line.startswith("include") and line[7:8] in (" ", "\t"):
+            for pat in line[8:].split() if depth < 8 else ():
                 pat = pat if pat.startswith("/") else posixpath.join(posixpath.dirname(path), pat)
                 for inc in sorted(glob.glob(pat)):
-                    out += [d for d in read_ld_so_conf(inc, depth + 1) if d not in out]
+                    out += [d for d in read_ld_so_conf(inc, depth + 1, seen) if d not in out]
         elif line and not line.startswith("hwcap"):
             out += [d for d in (posixpath.normpath(x) for x in re.split(r"[,:\s]+", line) if x.startswith("/"))
                     if d not in out]
