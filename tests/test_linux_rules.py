@@ -538,3 +538,30 @@ def test_a_package_two_chained_libraries_share_is_named_once():
     fix = _chained_system_package_fix(names, qt)
     assert fix_text(fix).startswith("apt-get install libgl1 libglib2.0-0 (Debian, Ubuntu: the system's packages of "
                                     "libGL.so.1, libgthread-2.0.so.0, libglib-2.0.so.0,"), fix_text(fix)
+
+
+def test_rule_glibc_too_old():
+    """A GLIBC_x.y glibc's own objects lack is the C library's age: the advice names both versions (or 'this
+    system's glibc' when the trace has no facts of libc). Not for GLIBC_PRIVATE (glibc's objects of two builds
+    mixed: it said 'needs glibc PRIVATE'), not for a version older than the newest the object defines (no glibc of
+    this age lacks it), not for libstdc++'s GLIBCXX_ nor a musl libc."""
+    from dlltrace.elf import ELFFacts
+    from dlltrace.loader.linux.fixes import rule_glibc_too_old
+    from dlltrace.render.fixwords import fix_text
+    from dlltrace.worlds.elf import VirtualELFWorld
+
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    w = VirtualELFWorld(files={libc: ELFFacts(soname="libc.so.6",
+                                              version_defs=("GLIBC_2.2.5", "GLIBC_2.36", "GLIBC_PRIVATE"))})
+    f = rule_glibc_too_old("libc.so.6", libc, "GLIBC_2.99", "/v/ext.so", w)
+    assert f is not None and (f.need, f.version) == ("2.99", "2.36")
+    assert "ext.so needs glibc 2.99 (GLIBC_2.99); this system's is 2.36" in fix_text(f)
+    assert "manylinux_2_36 or lower" in fix_text(f)
+    unknown = rule_glibc_too_old("libc.so.6", "", "GLIBC_2.99", "/v/ext.so", w)
+    assert unknown is not None and unknown.version == ""
+    assert "made for this system's glibc or older" in fix_text(unknown) and "glibc this" not in fix_text(unknown)
+    assert rule_glibc_too_old("libc.so.6", libc, "GLIBC_PRIVATE", "/v/ext.so", w) is None
+    assert rule_glibc_too_old("libc.so.6", libc, "GLIBC_2.17", "/v/ext.so", w) is None
+    assert rule_glibc_too_old("libstdc++.so.6", "/x/libstdc++.so.6", "GLIBCXX_3.4.30", "/v/ext.so", w) is None
+    assert rule_glibc_too_old("libc.musl-x86_64.so.1", "/lib/libc.musl-x86_64.so.1", "GLIBC_2.34", "/v/ext.so",
+                              w) is None

@@ -160,8 +160,8 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "newer_glibc":  # (Linux: the requester was built against a newer glibc than this system's)
         who = posixpath.basename(f.path) if f.path else "it"
         have = f" this system's is {f.version}" if f.version else " this system's is older"
-        build = f"a build of {f.package} made for glibc {f.version or 'this'} or older" if f.package else \
-            f"a build of {who} made for glibc {f.version or 'this'} or older"
+        made = f"glibc {f.version}" if f.version else "this system's glibc"
+        build = f"a build of {f.package or who} made for {made} or older"
         tag = f" (for a wheel: one tagged manylinux_2_{f.version.split('.', 1)[1]} or lower, often an earlier release)" \
             if f.version.startswith("2.") and "." in f.version else ""
         return (f"{who} needs glibc {f.need} (GLIBC_{f.need});{have}, and no file can add it: install {build}{tag}, "

@@ -344,13 +344,15 @@ def rule_glibc_too_old(name: str, path: str, lacks: str, requester: str, world: 
     for this glibc (a wheel tagged manylinux_2_<this minor> or lower, often an earlier release) or a newer system.
     `version` is this system's glibc (the newest GLIBC_ version the object defines), `need` the one needed, `package`
     the distribution whose RECORD lists the requester. Advice: the model cannot apply it (None when not glibc's)."""
-    if not lacks.startswith("GLIBC_") or not GLIBC_OBJECTS.match(name):
-        return None
+    if not re.match(r"GLIBC_\d", lacks) or not GLIBC_OBJECTS.match(name):
+        return None  # (GLIBC_PRIVATE: glibc's objects of two builds mixed, not its age)
     need = lacks[len("GLIBC_"):]
     facts = world.file(path) if path else None
     defined = [v[len("GLIBC_"):] for v in (facts.version_defs if isinstance(facts, ELFFacts) else ())
                if v.startswith("GLIBC_") and v[len("GLIBC_"):][:1].isdigit()]
     have = max(defined, key=_glibc_key) if defined else ""
+    if have and _glibc_key(need) <= _glibc_key(have):
+        return None  # (a file that lacks an older version than its newest is no glibc of this age: not its age)
     dist = ""
     for o in (owners or {}).get(posixpath.basename(requester).lower(), ()):
         if posixpath.normpath(posixpath.join(o.root, o.path)) == posixpath.normpath(requester):
