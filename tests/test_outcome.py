@@ -202,6 +202,11 @@ def test_rule_exception_names_library_stem():
     assert rule(magic, ["libmagic_extra.so.1", "libmag.so.1"]) is None  # (part of a word: not its name)
     assert rule("libmagicx is missing", ["libmagic.so.1"]) is None
     assert rule("the lib folder is empty", ["lib.so.1", None]) is None
+    # a stem the process loaded by another name: a failed try of it was not what the exception is about
+    inflate = "libz returned Z_DATA_ERROR (-3) inflating the stream"
+    assert rule(inflate, ["libz.so.99", "libnothere.so.3"]) == 0
+    assert rule(inflate, ["libz.so.99", "libnothere.so.3"], ["libz.so.1"]) is None
+    assert rule(magic, ["libmagic.so.1"], ["libz.so.1", "/x/libmagic_extra.so"]) == 0
 
 
 @LINUX

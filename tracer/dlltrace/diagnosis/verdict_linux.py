@@ -38,9 +38,11 @@ def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
     return out
 
 
-def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optional[LinuxCall]:
+def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
+                                every: Sequence[LinuxCall] = ()) -> Optional[LinuxCall]:
     """The last failed call whose name or leaf the program's final Python exception names; else the last
-    whose stem it names (rule_exception_names_library_stem); else the last whose feature it names
+    whose stem it names (rule_exception_names_library_stem; `every`, all the calls, failed or not: a stem the
+    process loaded by another name is not one it failed on); else the last whose feature it names
     (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after libcuda.so.1 failed)."""
     messages = _exception_messages(trace)
     for c in reversed(calls):
@@ -50,7 +52,8 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optiona
     for pid, text in messages:
         mine = [c for c in calls if c.pid == pid]
         leaves: list[Optional[str]] = [c.leaf.name if c.leaf else c.name for c in mine]
-        i = rule_exception_names_library_stem(text, leaves)
+        loaded = [c.name for c in every if c.pid == pid and not (c.error or c.real_error)]
+        i = rule_exception_names_library_stem(text, leaves, loaded)
         if i is None:
             i = rule_exception_names_feature(text, leaves)
         if i is not None:
@@ -58,14 +61,22 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace) -> Optiona
     return None
 
 
-def rule_exception_names_library_stem(text: str, failed: Sequence[Optional[str]]) -> Optional[int]:
+def _stem(name: Optional[str]) -> str:
+    return posixpath.basename(name or "").split(".so", 1)[0]
+
+
+def rule_exception_names_library_stem(text: str, failed: Sequence[Optional[str]],
+                                      loaded: Sequence[str] = ()) -> Optional[int]:
     """The failed library an exception names by its stem only, the file name before `.so` (python-magic 0.4.27
     tries ctypes.CDLL('libmagic.so.1'), catches the OSError and raises ImportError('failed to find libmagic.
     Check your installation')): the last of `failed` (library names, in order) whose stem, `lib` and at least
-    one more letter, the text holds as a whole word (any case); None for none."""
+    one more letter, the text holds as a whole word (any case), and no name of `loaded` (the libraries the
+    process did load) has: a failed try of libz.so.99 before libz.so.1 loaded is not what 'libz returned
+    Z_DATA_ERROR' is about; None for none."""
+    had = {_stem(n).lower() for n in loaded}
     for i in range(len(failed) - 1, -1, -1):
-        stem = posixpath.basename(failed[i] or "").split(".so", 1)[0]
-        if len(stem) > 3 and stem.lower().startswith("lib") and \
+        stem = _stem(failed[i])
+        if len(stem) > 3 and stem.lower().startswith("lib") and stem.lower() not in had and \
                 re.search(rf"(?<![A-Za-z0-9_]){re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
             return i
     return None
@@ -81,8 +92,9 @@ def linux_exit_code(trace: Trace) -> Optional[int]:
 def linux_calls(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> tuple[list[LinuxCall], Optional[LinuxCall]]:
     """The failed calls of the trace (of its replay, `calls`, made here when not given), and the one the
     program hit (or None)."""
-    failed = [c for c in (replay_linux(trace.events) if calls is None else calls) if c.error or c.real_error]
-    return failed, rule_linux_python_exception(failed, trace)
+    every = replay_linux(trace.events) if calls is None else calls
+    failed = [c for c in every if c.error or c.real_error]
+    return failed, rule_linux_python_exception(failed, trace, every)
 
 
 def rule_linux_exception_not_a_load(trace: Trace) -> bool:
