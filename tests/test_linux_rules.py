@@ -476,6 +476,20 @@ def test_read_ld_so_conf_reads_each_file_once(tmp_path):
     assert sorted(got) == [f"/opt/l{i}" for i in range(1, 7)]
 
 
+def test_read_ld_so_conf_of_a_huge_file_is_quick_and_capped(tmp_path):
+    """A 1 MB ld.so.conf of distinct folders (116,000 lines): each was checked against every one kept before it
+    (100 s, at every `dlltrace run`) and all were recorded in the trace; now quick, the first MAX_CONF_DIRS."""
+    import time
+
+    from dlltrace.worlds.elf import MAX_CONF_DIRS, read_ld_so_conf
+
+    (tmp_path / "ld.so.conf").write_text("".join(f"/d/{i}\n" for i in range(120000)))
+    t = time.monotonic()
+    got = read_ld_so_conf(str(tmp_path / "ld.so.conf"))
+    assert time.monotonic() - t < 5
+    assert got == tuple(f"/d/{i}" for i in range(MAX_CONF_DIRS))
+
+
 
 def _chained_system_package_fix(names: dict, requester: str):
     """The one fix propose() gives for the first of `names` (soname -> its Debian package) that `requester` needs,

@@ -146,34 +146,43 @@ def read_ld_so_cache(data: bytes, want_flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_
     return out
 
 
-def read_ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0, seen: Optional[set[str]] = None) -> tuple[str, ...]:
+# the most folders read_ld_so_conf keeps (a real system's lists a few dozen; each is recorded in every trace and
+# searched for every library not found)
+MAX_CONF_DIRS = 1024
+
+
+def read_ld_so_conf(path: str = "/etc/ld.so.conf") -> tuple[str, ...]:
     """The folders an ld.so.conf lists, in order, as ldconfig reads it: one folder a line (a comma, a tab or
     spaces also separate), `#` to the end of a line a comment, `include GLOB` read in place (a relative glob from
-    the file's own folder), `hwcap` lines skipped; () when it cannot be read. Each file is read once (`seen`: an
-    include loop, or files that include each other's glob, would else be read again and again), and an include
-    line is never a folder (not even one too deep to follow)."""
-    seen = set() if seen is None else seen
+    the file's own folder), `hwcap` lines skipped; () when it cannot be read. Each file is read once (an include
+    loop, or files that include each other's glob, would else be read again and again), an include line is never
+    a folder (not even one too deep to follow), and no more than MAX_CONF_DIRS folders are kept."""
+    out: dict[str, None] = {}
+    _read_conf(path, 0, set(), out)
+    return tuple(out)
+
+
+def _read_conf(path: str, depth: int, seen: set[str], out: dict[str, None]) -> None:
     real = os.path.realpath(path)
-    if real in seen or len(seen) >= 4096:
-        return ()
+    if real in seen or len(seen) >= 4096 or len(out) >= MAX_CONF_DIRS:
+        return
     seen.add(real)
-    out: list[str] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read(1 << 20)
     except OSError:
-        return ()
+        return
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line.startswith("include") and line[7:8] in (" ", "\t"):
             for pat in line[8:].split() if depth < 8 else ():
                 pat = pat if pat.startswith("/") else posixpath.join(posixpath.dirname(path), pat)
                 for inc in sorted(glob.glob(pat)):
-                    out += [d for d in read_ld_so_conf(inc, depth + 1, seen) if d not in out]
+                    _read_conf(inc, depth + 1, seen, out)
         elif line and not line.startswith("hwcap"):
-            out += [d for d in (posixpath.normpath(x) for x in re.split(r"[,:\s]+", line) if x.startswith("/"))
-                    if d not in out]
-    return tuple(out)
+            for x in re.split(r"[,:\s]+", line):
+                if x.startswith("/") and len(out) < MAX_CONF_DIRS:
+                    out.setdefault(posixpath.normpath(x))
 
 
 @lru_cache(maxsize=1)
