@@ -576,6 +576,14 @@ def test_rule_glibc_too_old():
     assert "made for this system's glibc or older" in fix_text(unknown) and "glibc this" not in fix_text(unknown)
     assert rule_glibc_too_old("libc.so.6", libc, "GLIBC_PRIVATE", "/v/ext.so", w) is None
     assert rule_glibc_too_old("libc.so.6", libc, "GLIBC_2.17", "/v/ext.so", w) is None
+    # glibc's age is libc's: libpthread.so.0 (since glibc 2.34 a stub with old versions only) lacking GLIBC_2.32 on
+    # a glibc 2.36 is not this system being older (it said 'this system's is 2.31'); libm lacking 2.99 says 2.36
+    pth, libm = "/lib/x86_64-linux-gnu/libpthread.so.0", "/lib/x86_64-linux-gnu/libm.so.6"
+    w2 = VirtualELFWorld(files={**w.files, pth: ELFFacts(soname="libpthread.so.0", version_defs=("GLIBC_2.31",)),
+                                libm: ELFFacts(soname="libm.so.6", version_defs=("GLIBC_2.35",))})
+    assert rule_glibc_too_old("libpthread.so.0", pth, "GLIBC_2.32", "/v/ext.so", w2) is None
+    m = rule_glibc_too_old("libm.so.6", libm, "GLIBC_2.99", "/v/ext.so", w2)
+    assert m is not None and m.version == "2.36"
     assert rule_glibc_too_old("libstdc++.so.6", "/x/libstdc++.so.6", "GLIBCXX_3.4.30", "/v/ext.so", w) is None
     assert rule_glibc_too_old("libc.musl-x86_64.so.1", "/lib/libc.musl-x86_64.so.1", "GLIBC_2.34", "/v/ext.so",
                               w) is None

@@ -347,8 +347,11 @@ def rule_glibc_too_old(name: str, path: str, lacks: str, requester: str, world: 
     if not re.match(r"GLIBC_\d", lacks) or not GLIBC_OBJECTS.match(name):
         return None  # (GLIBC_PRIVATE: glibc's objects of two builds mixed, not its age)
     need = lacks[len("GLIBC_"):]
-    facts = world.file(path) if path else None
-    defined = [v[len("GLIBC_"):] for v in (facts.version_defs if isinstance(facts, ELFFacts) else ())
+    # (the newest of the object's and of the libc.so.6 beside it: libm's newest is older than libc's in a glibc
+    # that added no libm function, libpthread's and libdl's since glibc 2.34 far older)
+    objs = [world.file(p) for p in dict.fromkeys((path, posixpath.join(posixpath.dirname(path), "libc.so.6")))] \
+        if path else []
+    defined = [v[len("GLIBC_"):] for facts in objs if isinstance(facts, ELFFacts) for v in facts.version_defs
                if v.startswith("GLIBC_") and v[len("GLIBC_"):][:1].isdigit()]
     have = max(defined, key=_glibc_key) if defined else ""
     if have and _glibc_key(need) <= _glibc_key(have):
