@@ -186,6 +186,40 @@ def test_an_object_built_for_a_newer_glibc_is_said_to_need_it(tmp_path):
     assert f["action"] == "newer_glibc" and f["fix"]["need"] == "2.99", f
 
 
+def test_a_copy_of_a_glibc_library_on_ld_library_path_that_lacks_a_version_gets_that_folder_taken_out(tmp_path):
+    """A libanl.so.1 on LD_LIBRARY_PATH that defines GLIBC_2.0 only (a bundled or old toolchain's copy of a glibc
+    library) before the system's, which has GLIBC_2.2.5: rule_glibc_too_old took it for this system's glibc and
+    said 'ext.so needs glibc 2.2.5 (GLIBC_2.2.5); this system's is 2.0 ... run it on a system with glibc 2.2.5 or
+    newer'; the fix is LD_LIBRARY_PATH without that folder (rule_ld_library_path_shadows), which the model checks."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "stub").mkdir()
+    (tmp_path / "old.map").write_text("GLIBC_2.0 { global: f_old; };\n")
+    (tmp_path / "old.c").write_text("void f_old(void) {}\n")
+    gcc("-shared", "-fPIC", "-o", str(tmp_path / "old" / "libanl.so.1"), "-Wl,-soname,libanl.so.1",
+        f"-Wl,--version-script={tmp_path / 'old.map'}", str(tmp_path / "old.c"))
+    # (ext.so needs getaddrinfo_a@GLIBC_2.2.5 of libanl.so.1, as linked against a stub: the system's libanl has it)
+    (tmp_path / "stub.map").write_text("GLIBC_2.2.5 { global: getaddrinfo_a; };\n")
+    (tmp_path / "stub.c").write_text("int getaddrinfo_a(int m, void *l, int n, void *s) { return 0; }\n")
+    gcc("-shared", "-fPIC", "-o", str(tmp_path / "stub" / "libanl.so.1"), "-Wl,-soname,libanl.so.1",
+        f"-Wl,--version-script={tmp_path / 'stub.map'}", str(tmp_path / "stub.c"))
+    (tmp_path / "ext.c").write_text("int getaddrinfo_a(int, void *, int, void *);\n"
+                                    "int use(void) { return getaddrinfo_a(0, 0, 0, 0); }\n")
+    gcc("-shared", "-fPIC", "-o", str(tmp_path / "ext.so"), str(tmp_path / "ext.c"), f"-L{tmp_path / 'stub'}",
+        "-l:libanl.so.1")
+    code = f"import ctypes; ctypes.CDLL({str(tmp_path / 'ext.so')!r}); print('loaded')"
+    if subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("this system's libanl.so.1 has no getaddrinfo_a@GLIBC_2.2.5")
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "old")}
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl", "--", sys.executable, "-c", code],
+                       cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT / "tracer")}, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and "version `GLIBC_2.2.5' not found" in r.stderr, r.stderr[-2000:]
+    text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
+    assert "needs glibc" not in text, text
+    assert (f"    1. Before starting the program:  unset LD_LIBRARY_PATH  ({tmp_path / 'old' / 'libanl.so.1'} lacks "
+            f"GLIBC_2.2.5;") in text, text
+
+
 def test_deps_of_a_so_lists_every_missing_library(tmp_path):
     """`dlltrace deps x.so` on Linux: the DT_NEEDED closure through the ld.so model, each missing library
     (not only the first), exit 1; a .so whose closure loads exits 0."""

@@ -346,11 +346,11 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
             glibc = rule_glibc_too_old(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "", c.leaf.parent or "", w,
                                        owners_index(proc.dists)) if fixes and c.leaf is not None and \
                 c.leaf.cause == "missing_export" else None
-            if glibc is not None:  # (this system's C library is older than the one it was built for: no file fixes it)
-                c.fixes = [glibc]
-                continue
             shadowed = c.leaf is not None and c.leaf.cause == "missing_export" and bool(c.leaf.facts.export) and \
                 bool(c.leaf.path) and "LD_LIBRARY_PATH" in proc.env
+            if glibc is not None and not shadowed:  # (this system's C library is older than the one it was built
+                c.fixes = [glibc]                   # for: no file fixes it)
+                continue
             if fixes and c.leaf is not None and (shadowed or c.leaf.cause == "not_found" and "/" not in c.leaf.name):
                 def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> Rerun:
                     """The whole process replayed with a fix: whether call i loads, else the library it fails on
@@ -363,9 +363,9 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                         return Rerun(True, breaks=breaks)
                     leaf = again[i].leaf if len(again) > i else None
                     return Rerun(False, leaf.name if leaf is not None else "", breaks)
-                if shadowed:
+                if shadowed:  # (a copy of glibc's on LD_LIBRARY_PATH that lacks it: that folder out, if it loads then)
                     c.fixes = rule_ld_library_path_shadows(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "",
-                                                           proc.env, w, rerun)
+                                                           proc.env, w, rerun) or ([glibc] if glibc is not None else [])
                     continue
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter,
