@@ -184,6 +184,11 @@ def test_an_object_built_for_a_newer_glibc_is_said_to_need_it(tmp_path):
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
     (f,) = doc["failed"][doc["fatal"]]["fixes"]
     assert f["action"] == "newer_glibc" and f["fix"]["need"] == "2.99", f
+    # the document is report-linux-v1.json's (its fix action enum lacked newer_glibc)
+    import jsonschema
+
+    jsonschema.Draft202012Validator(json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "report-linux-v1.json")
+                                               .read_text(encoding="utf-8"))).validate(doc)
 
 
 def test_a_copy_of_a_glibc_library_on_ld_library_path_that_lacks_a_version_gets_that_folder_taken_out(tmp_path):

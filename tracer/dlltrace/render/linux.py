@@ -30,7 +30,8 @@ from dlltrace.render.linux_tree import tree_dict, tree_lines, tree_schema
 # the Linux report JSON's name of each fix action (report-linux-v1.json; the fix itself is under "fix")
 LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "install_package": "install_package",
                    "add_ld_so_conf": "ldconfig", "install_driver": "install_driver",
-                   "install_system_package": "install_system_package", "install": "reinstall"}
+                   "install_system_package": "install_system_package", "install": "reinstall",
+                   "newer_glibc": "newer_glibc"}
 
 
 def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
