@@ -181,6 +181,7 @@ def test_an_object_built_for_a_newer_glibc_is_said_to_need_it(tmp_path):
                      r"install a build of ext\.so made for glibc 2\.\d+ or older \(for a wheel: one tagged "
                      r"manylinux_2_\d+ or lower, often an earlier release\), or run it on a system with glibc 2\.99 or "
                      r"newer", text), text
+    assert text.index("\n  Fix\n") < text.index("\n  Dependency tree (the failing branch first):"), text  # (what to do first)
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
     (f,) = doc["failed"][doc["fatal"]]["fixes"]
     assert f["action"] == "newer_glibc" and f["fix"]["need"] == "2.99", f

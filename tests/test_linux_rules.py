@@ -352,6 +352,8 @@ def test_debian_package_names():
     assert "libglib2.0-0" in debian_package_names("libglib-2.0.so.0")
     assert "libglib2.0-0" in debian_package_names("libgthread-2.0.so.0")
     assert "libglib2.0-0t64" in debian_package_names("libgobject-2.0.so.0")
+    # (GTK 3's package ships GDK 3: libgdk-3.so.0 is in libgtk-3-0, read from Debian 12's .deb; the review's leftover)
+    assert debian_package_names("libgdk-3.so.0")[0] == "libgtk-3-0" and "libgtk-3-0t64" in debian_package_names("libgdk-3.so.0")
     assert "libatk1.0-0" in debian_package_names("libatk-1.0.so.0")
     assert debian_package_names("libpango-1.0.so.0")[0] == "libpango-1.0-0"  # (the policy's name first)
 

@@ -311,6 +311,8 @@ def test_the_report_of_a_trace_draws_the_failed_call_s_tree(pool, tmp_path):
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     lines = text.splitlines()
     i = lines.index("  Dependency tree (the failing branch first):")
+    # (the evidence in full after the folders searched and what to do: a tree can be long)
+    assert any(line.startswith("  Where ld.so looked for libdltc.so") for line in lines[:i]), text
     assert lines[i + 1:i + 5] == [f"    {L}/d2/libdlta.so",
                                   f"    ├── libdltb.so => {L}/d2/../d1/libdltb.so [runpath $ORIGIN/../d1]",
                                   "    │   └── libdltc.so ✗ not found",

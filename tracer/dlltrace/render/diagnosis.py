@@ -132,8 +132,9 @@ def fatal_leaf(d: Diagnosis) -> Optional[str]:
 
 def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list[str]:
     """One failed load explained: its headline, the call (origin, API, name, the loader's own message), the
-    place in the user's code, the chain (`tree`: its dependency tree, drawn by the caller: render/linux_tree.py),
-    the files tried by folder with their rules, the copies elsewhere, what fails next, the fixes."""
+    place in the user's code, the chain, the files tried by folder with their rules, the copies elsewhere, what
+    fails next, the fixes; then `tree`, its dependency tree (drawn by the caller: render/linux_tree.py), last, as
+    it can be long (the Linux field test: opencv's, 60 lines between the leaf and its fix)."""
     p = d.platform
     out = [headline_of(d, f)]
     feature = feature_of(f.leaf) or feature_of(f.name)
@@ -155,8 +156,6 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     out += [said_line(w) for w in f.said]  # (the program's own words about it: a warning, a stderr line)
     if len(f.chain) > 1:
         out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
-    if tree:
-        out += ["", "  Dependency tree (the failing branch first):"] + [f"    {x}" for x in tree]
     if f.tried:
         groups = folder_groups(f.tried, p)
         out += ["", f"  Where {LOADER[p]} looked for {f.leaf or _base(p, f.name)} "
@@ -194,6 +193,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
             if x.preloaded_by and f.origin.split(" ")[-1].split(".")[0] == x.preloaded_by:
                 out.append(f"       ({x.preloaded_by} preloads this wheel's copy itself: "
                            f"{x.preloaded_by}/__init__.py)")
+    if tree:  # (last: the evidence in full, after what to do; opencv's was 60 lines between the leaf and its fix)
+        out += ["", "  Dependency tree (the failing branch first):"] + [f"    {x}" for x in tree]
     return out
 
 

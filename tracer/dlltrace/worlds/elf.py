@@ -248,7 +248,9 @@ def debian_package_names(soname: str) -> list[str]:
 
 # the libraries GLib's package ships besides libglib-2.0.so.0 (Debian's and Ubuntu's libglib2.0-0): named after
 # GLib, not after themselves (no package is called libgthread-2.0-0)
-GLIB_FAMILY = {"gthread-2.0": "glib-2.0", "gobject-2.0": "glib-2.0", "gmodule-2.0": "glib-2.0", "gio-2.0": "glib-2.0"}
+GLIB_FAMILY = {"gthread-2.0": "glib-2.0", "gobject-2.0": "glib-2.0", "gmodule-2.0": "glib-2.0", "gio-2.0": "glib-2.0",
+               # (GTK 3's package ships GDK 3: libgtk-3-0 has libgdk-3.so.0, read from its .deb on Debian 12)
+               "gdk-3": "gtk-3"}
 
 
 def apt_package_of(soname: str) -> Optional[str]:
