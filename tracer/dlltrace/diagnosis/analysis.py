@@ -294,12 +294,14 @@ def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None,
     for pid in pids:
         proc = trace.process(pid) or trace.env(pid) or {}
         failures = tuple(failed_load(i, trace) for i in incs if i.first.load.pid == pid)
-        stub = rule_wine_stub(trace, pid)
-        if stub is not None:  # (a load that succeeded under Wine, and is the failure: a 127 on Windows)
+        # (loads Wine let through with a stub: 127s on Windows; the one a process died of is the failure, found in the
+        # replays when the caller has them, else by replaying the process in full)
+        if replays is not None:
+            bindings = wine_stub_bindings(trace, replays, pid)
+            failures = (*failures, *(stub_failed_load(b, trace) for b in bindings if b.called),
+                        *(stub_failed_load(b, trace) for b in bindings if not b.called))
+        elif (stub := rule_wine_stub(trace, pid)) is not None:
             failures = (*failures, stub_failed_load(stub, trace))
-        if replays is not None:  # (loads Wine let through with a stub the program never called: 127s on Windows)
-            failures = (*failures, *(stub_failed_load(b, trace) for b in wine_stub_bindings(trace, replays, pid)
-                                     if not b.called))
         end = process_end(trace, pid)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
                              failures))

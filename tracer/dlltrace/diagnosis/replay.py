@@ -770,14 +770,17 @@ def stubs_bound(res: CallResult) -> list[tuple[str, str, str]]:
     """(importer, DLL, function) of each import the call bound to a stub, in the order of its tree: under Wine an
     import its DLL does not export loads anyway, bound to a stub that ends the process when called
     (rules.rule_missing_import_is_error); on Windows the load fails with 127."""
-    out: list[tuple[str, str, str]] = []
+    return [(parent.path or parent.name, node.path or node.name, fn) for node, parent in tree_edges(res)
+            if node.stubs and parent is not None for fn in node.stubs]
+
+
+def tree_edges(res: CallResult) -> Iterator[tuple[Node, Optional[Node]]]:
+    """Each node of the call's tree with the node whose import it is (None for the call's own), in tree order."""
     todo: list[tuple[Node, Optional[Node]]] = [(res.tree, None)] if res.tree is not None else []
     while todo:
         node, parent = todo.pop()
-        if node.stubs and parent is not None:
-            out.extend((parent.path or parent.name, node.path or node.name, fn) for fn in node.stubs)
+        yield node, parent
         todo.extend((c, node) for c in reversed(node.children))
-    return out
 
 
 def wine_only_imports(res: CallResult, windows: str) -> list[tuple[str, str]]:
@@ -786,16 +789,10 @@ def wine_only_imports(res: CallResult, windows: str) -> list[tuple[str, str]]:
     under Wine, Wine's own DLL (zlib1.dll, msvcp140.dll); on Windows the import must find it elsewhere: the
     package's own copy, an installer's (the VC++ Redistributable), a driver's."""
     win = winpath.key(windows) + "\\"
-    out: list[tuple[str, str]] = []
-    todo: list[tuple[Node, Optional[Node]]] = [(res.tree, None)] if res.tree is not None else []
-    while todo:
-        node, parent = todo.pop()
-        if (node.new and node.path and parent is not None and parent.path and node.how_kind != "apiset"
-                and winpath.key(node.path).startswith(win) and not winpath.key(parent.path).startswith(win)
-                and classify(node.path).kind not in ("windows", "apiset")):
-            out.append((parent.path, node.path))
-        todo.extend((c, node) for c in reversed(node.children))
-    return out
+    return [(parent.path, node.path) for node, parent in tree_edges(res)
+            if node.new and node.path and parent is not None and parent.path and node.how_kind != "apiset"
+            and winpath.key(node.path).startswith(win) and not winpath.key(parent.path).startswith(win)
+            and classify(node.path).kind not in ("windows", "apiset")]
 
 
 def user_import(ctx: Optional[dict]) -> str:

@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, rule_wine_stub,
-                                         wine_only_dlls, wine_stub_bindings)
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, wine_only_dlls,
+                                         wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import code_line, outcome_headline, said_line, untraced_line
 from dlltrace.render.fixwords import fix_text
@@ -222,8 +222,9 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     failed = [i for i in incs if i.real_failure]
     apart = [i for i in incs if i.went_on]
     starts = unexplained_starts(trace)
-    stubs = [b for pid in trace.pids if (b := rule_wine_stub(trace, pid)) is not None]
-    unused = [b for b in wine_stub_bindings(trace, replays) if not b.called]  # (127s on Windows, hidden by Wine)
+    bindings = wine_stub_bindings(trace, replays)  # (under Wine: imports bound to a stub, each a 127 on Windows)
+    stubs = [b for b in bindings if b.called]  # (the one a process died of)
+    unused = [b for b in bindings if not b.called]  # (hidden by Wine: the program never called them)
     wine_own = wine_only_dlls(trace, replays)  # (Wine's own DLLs an import was bound to: none on a vanilla Windows)
     lacking = [w for w in wine_own if w.klass == "other"]
     n = len(failed) + len(starts) + len(stubs)
