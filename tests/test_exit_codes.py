@@ -596,3 +596,49 @@ def test_an_install_without_pefile_says_so_not_that_every_file_is_corrupt(tmp_pa
                        "pip install pefile)\n"), out
     with pytest.raises(ModuleNotFoundError):
         pe_facts_from_bytes(dll.read_bytes())
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device every write to fails with ENOSPC)")
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--markdown"]])
+def test_a_stdout_that_cannot_be_written_is_one_line_and_5(fmt):
+    """`dlltrace report T > FILE` on a full disk (here /dev/full): the one line `cannot write the output (stdout)`
+    and exit 5, the code the README gives an output that cannot be written. (Before: "internal error ... a bug in
+    dlltrace", exit 9, for a report bigger than stdout's buffer; a smaller one was lost at exit, exit 120.)"""
+    trace = ROOT / "fixtures" / "traces" / "s1.jsonl"
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), *fmt], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == errors.EXIT_OUTPUT, r.stderr
+    assert r.stderr == "dlltrace: cannot write the output (stdout): No space left on device\n"
+
+
+def test_the_process_ends_with_its_output_written_and_its_atexit_functions_run(tmp_path):
+    """The `dlltrace` process ends without the interpreter's finalization (cli.end: os._exit once the work is
+    done): what it printed is all written, a thread still running is waited for, and the atexit functions run
+    (a temporary folder's finalizer removes it)."""
+    trace = ROOT / "fixtures" / "traces" / "s1.jsonl"
+    code = ("import atexit, sys, tempfile, threading, time\n"
+            "from dlltrace import cli\n"
+            "tmp = tempfile.TemporaryDirectory()\n"
+            "open(tmp.name + '/x', 'w').close()\n"
+            "print(tmp.name, file=sys.stderr)\n"
+            "atexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+            "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', file=sys.stderr))).start()\n"
+            f"sys.argv = ['dlltrace', 'report', {str(trace)!r}, '--json']\n"
+            "sys.exit(cli.entry())\n"
+            "print('not reached', file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    folder, *said = r.stderr.splitlines()
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["failed"] == [0]  # (the whole document written: it parses)
+    assert said == ["thread done", "atexit ran"]
+    assert not os.path.exists(folder)
+
+
+def test_a_failed_command_ends_with_its_code_and_one_line(tmp_path):
+    """cli.end passes the command's own code through os._exit: a trace that is not one is exit 3, one line."""
+    bad = tmp_path / "t.jsonl"
+    bad.write_text("not a trace\n")
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(bad)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == errors.EXIT_BAD_TRACE and r.stderr.count("\n") == 1 and r.stderr.startswith("dlltrace: ")

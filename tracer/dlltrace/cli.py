@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import sys
 
-from dlltrace.errors import EXIT_BAD_TRACE, EXIT_INTERNAL, EXIT_NO_COMMAND, EXIT_USAGE, DlltraceError
+from dlltrace.errors import EXIT_BAD_TRACE, EXIT_INTERNAL, EXIT_NO_COMMAND, EXIT_OUTPUT, EXIT_USAGE, DlltraceError
 
 TYPE_CHECKING = False  # (argparse, difflib and shutil are imported where they are used: `--version` needs
 if TYPE_CHECKING:      # none of them; bench/startup.py)
     import argparse
-    from typing import Collection
+    from typing import Collection, NoReturn
 
 # subcommand -> its help; its module is dlltrace.commands.<name> (configure_parser(parser), execute(args) -> int),
 # imported when a parser is built: `dlltrace --version` imports none of them
@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(version_text())
         return 0
+    from dlltrace.console import guarded_stdout
     from dlltrace.deep import deep_call, safe_streams
 
     safe_streams()  # any name and any console (deep.py, console.py): the one-line errors below too
@@ -236,12 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     # stdout carrying JSON writes a character the console lacks as a JSON escape (console.py)
     safe_streams(json_stdout=bool(getattr(args, "json", False)) and not getattr(args, "output", None))
     try:
-        if args.command == "help":
-            return show_help(parser, subs, args.topic)
-        if args.command in DEEP:  # import trees of any depth, a too-deep one as one line (deep.py)
-            where = getattr(args, DEEP[args.command][0], None) or ""
-            return deep_call(args._execute, args, where=where, exit_code=DEEP[args.command][1])
-        return args._execute(args)
+        with guarded_stdout():  # (stdout that cannot be written: one line, exit 5, console.StdoutError)
+            if args.command == "help":
+                return show_help(parser, subs, args.topic)
+            if args.command in DEEP:  # import trees of any depth, a too-deep one as one line (deep.py)
+                where = getattr(args, DEEP[args.command][0], None) or ""
+                return deep_call(args._execute, args, where=where, exit_code=DEEP[args.command][1])
+            return args._execute(args)
     except DlltraceError as e:
         print(f"dlltrace: {e.message}", file=sys.stderr)
         return e.exit_code
@@ -252,6 +254,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as e:  # (never a traceback: one line, the exit code of dlltrace's own failure)
         return internal_error(e)
+
+
+def stdout_unwritable() -> bool:
+    """Whether what is printed cannot be written to stdout (its flush fails with anything but a reader that went
+    away: ENOSPC on /dev/full or a full disk, EIO): then said as one line on stderr, True (the caller's exit 5),
+    and what stdout still holds is dropped (the process ends without writing it again: end())."""
+    try:
+        sys.stdout.flush()
+        return False
+    except BrokenPipeError:
+        return False
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or str(e)
+        print(f"dlltrace: cannot write the output (stdout): {why}", file=sys.stderr)
+        return True
 
 
 def internal_error(e: Exception) -> int:
@@ -285,9 +302,42 @@ def entry() -> int:
 
         freeze_after_pauses()
         try:
-            return main()
+            rc = main()
+        except SystemExit as e:  # (argparse's --help and its usage errors: their code, the same end)
+            rc = e.code if isinstance(e.code, int) else 0 if e.code is None else _said(e.code)
         finally:
             freeze_before_exit()  # (the interpreter's exit then scans none of it: trace/gcpause.py)
     except KeyboardInterrupt:  # (Ctrl-C before main() could say it: while a command's modules are imported)
         print("dlltrace: interrupted", file=sys.stderr)
         return 130
+    end(rc)
+
+
+def _said(code: object) -> int:
+    print(code, file=sys.stderr)  # (SystemExit's message, as the interpreter prints it: exit 1)
+    return 1
+
+
+def end(rc: int) -> NoReturn:
+    """The `dlltrace` process's end, once main() returned `rc`: stdout and stderr flushed (stdout that cannot
+    be written: one line, exit 5; a reader that went away, `| head`: rc, silently), any thread still
+    running joined, the atexit functions run (temporary folders removed), then os._exit(rc): the
+    interpreter's own finalization, which frees every object and module one by one, is skipped. It does
+    no work of ours (every file we write is closed by then), and a race in it between a thread's last
+    steps and the freeing of thread states aborted one process of a CI run as it exited ("double free or
+    corruption", after the command had printed its line; CPython 3.11)."""
+    import atexit
+    import threading
+
+    if rc != EXIT_OUTPUT and stdout_unwritable():
+        rc = EXIT_OUTPUT
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # (already said, or nobody to say it to)
+            pass
+    os._exit(rc)

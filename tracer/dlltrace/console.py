@@ -107,6 +107,56 @@ def is_utf(stream: Optional[TextIO]) -> bool:
         return False
 
 
+class StdoutError(DlltraceError):
+    """stdout cannot be written (a full disk, /dev/full, a failing device): one line, exit 5."""
+
+    def __init__(self, e: OSError) -> None:
+        super().__init__(f"cannot write the output (stdout): {e.strerror or e}", EXIT_OUTPUT)
+
+
+class _GuardedStdout:
+    """sys.stdout while a command runs (guarded_stdout): what the stream does, except that a write or flush
+    failing with an OSError other than a reader gone away (EPIPE: BrokenPipeError, as before) raises
+    StdoutError, which the CLI says as one line, exit 5, not as a failure of dlltrace's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise StdoutError(e) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise StdoutError(e) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def guarded_stdout() -> Iterator[None]:
+    """sys.stdout made a _GuardedStdout while the block runs (the stream it wraps put back after)."""
+    real = sys.stdout
+    if real is None or isinstance(real, _GuardedStdout):
+        yield
+        return
+    sys.stdout = _GuardedStdout(real)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = real
+
+
 def write_output(path: str, text: Union[str, Iterable[str]]) -> None:
     """`text` (what the command prints, its last newline too) into the file `path`, in UTF-8 (a lone surrogate as its `\\udXXX` escape), newlines as
     `\\n`; a file that cannot be written is a one-line error (exit 5), and leaves no partial file (output_file)."""
