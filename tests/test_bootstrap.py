@@ -445,3 +445,35 @@ def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path
     assert ctx_of.get("kernel32") == dl["seq"]
     (exc,) = [e for e in events if e["ev"] == "py_exception"]
     assert (exc["type"], exc["module"]) == ("ModuleNotFoundError", "dlltrace_no_such_module")
+
+
+FIND_PROGRAM = textwrap.dedent("""
+    import sys, threading, ctypes.util
+    found = [ctypes.util.find_library("m"), ctypes.util.find_library("dlltracenosuch")]
+    t = threading.Thread(target=lambda: found.append(ctypes.util.find_library("dlltracenosuch2")))
+    t.start(); t.join()
+    print(repr([found, sys.gettrace()]))
+""")
+
+
+@pytest.mark.parametrize("python", ["cffi", "ctypes"] + [p for p in OTHER_PYTHONS if p != sys.executable])
+def test_find_library_is_recorded_with_what_it_returned(fake_shim, bare_python, tmp_path, python):
+    """ctypes.util.find_library on Linux asks ldconfig, gcc and ld (subprocess.Popen: an audit event): each call is
+    one py_find_library event, with its name, what it returned (None: it found none) and where the program's code
+    was, on any thread; the program gets what it would without dlltrace, and no tracer is left set. CPython 3.8+
+    (sys.addaudithook; before, nothing is recorded), both bindings."""
+    exe = sys.executable if python == "cffi" else bare_python if python == "ctypes" else python
+    version = tuple(int(x) for x in subprocess.run([exe, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+                                                   capture_output=True, text=True).stdout.split())
+    plain = run(exe, FIND_PROGRAM, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(exe, FIND_PROGRAM, tmp_path, shim_path=fake_shim)
+    assert rc == plain[0] == 0 and out == plain[1] and plain[2] == "", (plain, err)
+    found = [f for s, e, f in events(calls) if e == "py_find_library"]
+    if version < (3, 8):  # (no audit hooks: nothing recorded, the program as without dlltrace)
+        assert found == []
+        return
+    assert err == ""
+    libm = eval(out)[0][0]
+    assert [(f["name"], f["result"]) for f in found] == [("m", libm), ("dlltracenosuch", None),
+                                                         ("dlltracenosuch2", None)], found
+    assert found[1]["frame"] == {"file": "<string>", "line": 3, "function": "<module>"} and found[1]["imports"] == []

@@ -338,6 +338,23 @@ def test_read_elf_version_definitions_of_the_system_libstdcxx():
     assert rules.rule_version_needs(need, {"libstdc++.so.6": facts}) == ("libstdc++.so.6", "GLIBCXX_3.4.99")
 
 
+def test_package_of_unversioned():
+    """What ctypes.util.find_library('<name>') wants, lib<name>.so at any version, as the package apt has of it: the
+    names of Debian's policy, the highest major, a plain name before its t64 variant; never a -dev or -bin one."""
+    from dlltrace.worlds.elf import package_of_unversioned as of
+
+    apt = ["libportaudio2", "libportaudiocpp0", "portaudio19-dev", "libzbar0", "libzbar-dev", "libmagic1", "libmagic-mgc",
+           "libusb-1.0-0", "libusb-1.0-0-dev", "libssl1.1", "libssl3", "libssl3t64", "libglib2.0-0t64", "libfoo2-3"]
+    assert of("portaudio", apt) == "libportaudio2"
+    assert of("zbar", apt) == "libzbar0" and of("magic", apt) == "libmagic1"
+    assert of("usb-1.0", apt) == "libusb-1.0-0"  # (a name ending in a digit: a hyphen before the major)
+    assert of("ssl", apt) == "libssl3"  # (the highest major; the plain name before its t64 variant)
+    assert of("glib-2.0", apt) == "libglib2.0-0t64"  # (GNOME's API version in the package's name)
+    assert of("foo2", apt) == "libfoo2-3" and of("Foo2", apt) == "libfoo2-3"
+    assert of("portaudiocpp", apt) == "libportaudiocpp0" and of("nothere", apt) is None
+    assert of("portaudio", ["libportaudio2t64"]) == "libportaudio2t64"
+
+
 def test_debian_package_names():
     from dlltrace.worlds.elf import debian_package_names
 

@@ -209,6 +209,90 @@ def test_rule_exception_names_library_stem():
     assert rule(magic, ["libmagic.so.1"], ["libz.so.1", "/x/libmagic_extra.so"]) == 0
 
 
+def test_rule_exception_is_find_library():
+    """The find_library call that found nothing that the exception is about (sounddevice 0.5.6: find_library
+    ('portaudio') is None, then OSError('PortAudio library not found')): the last such call whose name the text holds
+    as a word, with or without `lib`, in any case; a path-like name (its wheels' copies), a call that found its
+    library, and one whose result was not recorded (the program's own tracer) are not taken."""
+    from dlltrace.diagnosis.outcome import rule_exception_is_find_library as rule
+
+    def find(name, **result):
+        return {"ev": "py_find_library", "name": name, **result}
+
+    sd = [find("portaudio", result=None), find("bin\\libportaudio-2.dll", result=None),
+          find("lib/libportaudio.dylib", result=None)]
+    assert rule("OSError: PortAudio library not found", sd) is sd[0]
+    assert rule("ImportError: failed to find libmagic.  Check your installation", [find("magic", result=None)])
+    assert rule("ImportError: Unable to find zbar shared library", [find("zbar", result=None)])
+    assert rule("OSError: libusb-1.0 missing", [find("libusb-1.0", result=None)])  # (a name given with its lib)
+    assert rule("OSError: PortAudio library not found", [find("portaudio", result="libportaudio.so.2")]) is None
+    assert rule("OSError: PortAudio library not found", [find("portaudio")]) is None  # (not recorded)
+    assert rule("OSError: PortAudiox library not found", sd) is None  # (part of a word: not its name)
+    assert rule("ValueError: bad input", sd) is None
+    assert rule("OSError: c", [find("c", result=None)]) is None  # (a one-letter name is no evidence)
+    two = [find("portaudio", result=None), find("sndfile", result=None)]
+    assert rule("OSError: sndfile and portaudio not found", two) is two[1]  # (the last)
+
+
+@LINUX
+def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
+    """A program that asks ctypes.util.find_library for a library this machine lacks and raises (sounddevice's
+    'PortAudio library not found'): no load was made, and the report says which find_library call found nothing,
+    where the program's code was, and what find_library looks in; the find_library calls are in the trace with what
+    each returned, the program's own view (sys.gettrace()) unchanged."""
+    code = ("import ctypes.util, sys\n"
+            "assert ctypes.util.find_library('c')\n"
+            "name = ctypes.util.find_library('dlltracenosuch')\n"
+            "assert sys.gettrace() is None\n"
+            "if name is None:\n"
+            "    raise OSError('dlltracenosuch library not found')\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "OSError: dlltracenosuch library not found" in err
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["fatal"] is None
+    assert rep["outcome"]["find_library"] == {"name": "dlltracenosuch", "module": "", "package": None}
+    head = next(line for line in err.splitlines() if line.startswith("dlltrace ─"))
+    assert head.startswith("dlltrace ─ the program ended with OSError: dlltracenosuch library not found: "
+                           "ctypes.util.find_library('dlltracenosuch') found no such library")
+    assert "  ctypes.util.find_library('dlltracenosuch') → None" in err and "in your code: <string>:3" in err
+    assert "find_library looks for libdlltracenosuch.so.* in ld.so.cache (ldconfig -p)" in err
+    assert "apt-file search libdlltracenosuch.so" in err  # (no package has it: how to find the one that does)
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    finds = [json.loads(x) for x in lines if '"py_find_library"' in x]
+    assert [(e["name"], e["result"]) for e in finds] == [("c", "libc.so.6"), ("dlltracenosuch", None)], finds
+    # the package is the one `run` asked this machine's apt for and wrote into the trace (elf_system's packages): a
+    # report made elsewhere names it from there
+    (i,) = [k for k, x in enumerate(lines) if '"elf_system"' in x]
+    system = json.loads(lines[i])
+    assert "libdlltracenosuch.so" in system["packages"] and system["packages"]["libdlltracenosuch.so"] is None
+    system["packages"]["libdlltracenosuch.so"] = "libdlltracenosuch1"
+    lines[i] = json.dumps(system)
+    (tmp_path / "t2.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
+                           text=True, env=env, timeout=300)
+    sudo = "" if system.get("as_root") else "sudo "
+    assert f"  Fix\n    1. {sudo}apt-get install libdlltracenosuch1 (Debian, Ubuntu" in again.stdout, again.stdout
+
+
+@LINUX
+def test_a_program_with_a_tracer_of_its_own_keeps_it(tmp_path):
+    """A program under its own tracer (a debugger, coverage: sys.settrace) keeps it through find_library: the call is
+    recorded without what it returned, and no find_library call is blamed; the exception is the answer."""
+    code = ("import ctypes.util, sys\n"
+            "def mine(frame, event, arg):\n"
+            "    return None\n"
+            "sys.settrace(mine)\n"
+            "name = ctypes.util.find_library('dlltracenosuch')\n"
+            "assert sys.gettrace() is mine\n"
+            "raise OSError('dlltracenosuch library not found')\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "OSError: dlltracenosuch library not found" in err and "AssertionError" not in err
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["outcome"]["find_library"] is None
+    assert "no failed load explains it" in err
+    finds = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines() if '"py_find_library"' in x]
+    assert [e["name"] for e in finds] == ["dlltracenosuch"] and "result" not in finds[0]
+
+
 @LINUX
 def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path, monkeypatch):
     """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the

@@ -112,6 +112,7 @@ class Situation:
     said: dict = field(default_factory=dict)  # leaf -> what the program itself printed about it (its stderr line)
     cuda: dict = field(default_factory=dict)  # framework -> (its CUDA, read from) in `dlltrace cuda --trace`
     cuda_exit: int = 0  # that command's exit code (1: the stack does not fit)
+    find_library: tuple = ()  # (name, package): the library find_library found none of, that the program died of
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -178,6 +179,14 @@ SITUATIONS = [
               "import pyvips\n\nprint(pyvips.__version__)\n", 1, "died_of_load", "1 failed load",
               origins={"*": "import pyvips"}, user_line={"*": 1}, exception="OSError",
               first_fix="install_system_package"),
+    # sounddevice 0.5.6 asks ctypes.util.find_library('portaudio') and, finding none, raises OSError('PortAudio
+    # library not found') before any load: no load is blamed, the report names the find_library call and the package
+    # (its fix is applied for real below: apt-get install, as root)
+    Situation("sounddevice_without_portaudio", "https://github.com/spatialaudio/python-sounddevice/issues/130",
+              "sounddevice-0.5-py311", "3.11", "import sounddevice as sd\n\nprint(sd.get_portaudio_version())\n", 1,
+              "died_of_other", "the program ended with OSError: PortAudio library not found: "
+              "ctypes.util.find_library('portaudio') found no such library", exception="OSError",
+              find_library=("portaudio", "libportaudio2")),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
               "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
               0, "ok", "every load succeeded"),
@@ -214,9 +223,20 @@ def ld_so_finds(name: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+def find_library_finds(name: str) -> bool:
+    """Whether ctypes.util.find_library(name) finds a library here (in a child Python)."""
+    return subprocess.run([sys.executable, "-c", f"import ctypes.util, sys; sys.exit(ctypes.util.find_library({name!r}) is None)"],
+                          capture_output=True).returncode == 0
+
+
 def system_expectation(s: Situation, python: Path) -> Situation:
     """A situation that turns on a system library no pip package ships, as this machine has it (SYSTEM_MODULES):
     the first library ld.so does not find is the failure; on a machine that has them all, the other ending."""
+    if s.find_library:  # (what find_library answers here: a machine that has the library imports it)
+        if find_library_finds(s.find_library[0]):
+            return dataclasses.replace(s, exit_code=0, outcome="ok", headline="every load succeeded", exception=None,
+                                       find_library=())
+        return s
     if s.name in DLOPENED:  # (ld.so.cache and the system folders, as a bare name's dlopen searches them)
         missing = [n for n in DLOPENED[s.name] if not ld_so_finds(n)]
         if len(missing) < len(DLOPENED[s.name]):  # (one loads: the program imports)
@@ -248,7 +268,7 @@ def test_a_real_situation(s: Situation, tmp_path):
     from test_elf_reader import elf_differences
     venv = python.parent.parent
     assert not elf_differences(glob.glob(str(venv / "lib*" / "python*" / "site-packages" / "**" / "*.so*"), recursive=True))
-    if s.name in SYSTEM_MODULES:
+    if s.name in SYSTEM_MODULES or s.find_library:
         s = system_expectation(s, python)
     (tmp_path / "app.py").write_text(s.program)
     (tmp_path / "identity.onnx").write_bytes(identity_model())
@@ -308,6 +328,12 @@ def test_a_real_situation(s: Situation, tmp_path):
         if s.first_fix:
             assert mine[s.fatal]["fixes"][0]["action"] == s.first_fix, mine[s.fatal]["fixes"]
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
+    if s.find_library:  # (no load to blame: the find_library call it died of, and the package that ships it)
+        name, package = s.find_library
+        assert doc["outcome"]["find_library"] == {"name": name, "module": s.program.split()[1], "package": package}, doc
+        assert main["unfound"]["user_code"]["file"].endswith("app.py") and main["unfound"]["user_code"]["line"] == 1
+        sudo = "" if os.geteuid() == 0 else "sudo "
+        assert f"    1. {sudo}apt-get install {package} (Debian, Ubuntu" in text, text
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
         schema("cuda-v1.json").validate(json.loads(cuda.stdout))
@@ -403,6 +429,47 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     assert again["outcome"]["kind"] == ("died_of_other" if then else "ok") and not [
         f for d in again["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"], again["outcome"]
     APPLIED.append(f"{name}: apt-get install {' '.join(packages)}" + (f" (then: {then})" if then else ""))
+
+
+def test_the_find_library_fix_applied_for_real(tmp_path):
+    """sounddevice without PortAudio: the report's fix, "apt-get install libportaudio2", run for real as printed (as
+    root: CI's machine; find_library reads ld.so.cache, which only an install, with its ldconfig, changes: no folder
+    on a search path stands for it), then the program runs, and its trace's outcome is ok. What the install added
+    is purged after."""
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        _unavailable("needs apt-get and root (the fix installs a system package: CI's machine)")
+    (s,) = [x for x in SITUATIONS if x.name == "sounddevice_without_portaudio"]
+    python, _ = environment(s.lock, s.python)
+    if find_library_finds(s.find_library[0]):
+        _unavailable("this machine has PortAudio installed: there is no fix to apply")
+    (tmp_path / "app.py").write_text(s.program)
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr[-2000:]
+    line = next((x for x in run.stderr.splitlines() if x.startswith("    1. apt-get install ")), None)
+    assert line is not None, run.stderr[-3000:]
+    packages = line[len("    1. apt-get install "):].split(" (", 1)[0].split()
+    assert packages == [s.find_library[1]], line
+    sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
+    pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
+    try:
+        for attempt in range(2):
+            got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
+                                 capture_output=True, text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            if got.returncode == 0:
+                break
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
+        else:
+            _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
+        after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert after.returncode == 0 and "PortAudio" in after.stdout, after.stderr[-2000:]
+        again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+        doc = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
+        assert again.returncode == 0 and doc["outcome"]["kind"] == "ok", again.stderr[-2000:]
+    finally:
+        if pulled:  # (the machine as it was: what the install added, purged)
+            subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
+                           capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    APPLIED.append(f"sounddevice_without_portaudio: apt-get install {' '.join(packages)}")
 
 
 # what a program whose first fix made its load work then dies of, that is no load (its own bug)

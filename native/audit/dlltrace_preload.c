@@ -276,7 +276,8 @@ int dlltrace_env_snapshot(const wchar_t *trace_path, unsigned long pid, const wc
  * name a str, looks up the hook's __cantrace__ and calls it, 57 000 times in `import scipy.stats, sklearn, pandas`
  * (46 000 of them builtins.id, the program's own), and 18 000 more for the f_code reads of the hook's own walk up
  * the stack; the hook keeps 1 600 of them (import, ctypes.dlopen, os.add_dll_directory). Installed instead with
- * PySys_AddAuditHook, this C hook hands the Python one those three events only (every event while `all` is set:
+ * PySys_AddAuditHook, this C hook hands the Python one those three events only, and subprocess.Popen (which
+ * ctypes.util.find_library makes: shim.py watch_find_library) (every event while `all` is set:
  * the bootstrap asks for that until it has hooked the warnings module, at the first event after the program
  * imported it). The Python C API is looked up in the process (dlsym): this library is not linked to a Python.
  * Only in the main interpreter (the hook is a Python object of that interpreter). Hooks are never removed; CPython
@@ -331,7 +332,7 @@ static int c_audit_filter(const char *event, PyObjectT *args, void *data) {
     (void)data;
     int all = atomic_load(&py_all_events);
     if (!all && strcmp(event, "import") != 0 && strcmp(event, "ctypes.dlopen") != 0
-        && strcmp(event, "os.add_dll_directory") != 0)
+        && strcmp(event, "os.add_dll_directory") != 0 && strcmp(event, "subprocess.Popen") != 0)
         return 0;
     if (py_interp() != py_main_interp()) return 0;
     if (fast_busy) return 0; /* (an event made by what fast_import runs: none, as none while the hook runs) */

@@ -387,8 +387,30 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter,
                                   owners=owners_index(proc.dists))
+        if fixes:
+            note_unfound_packages(proc, w)
         out += calls
     return out
+
+
+def unversioned_name(name: str) -> str:
+    """What ctypes.util.find_library(name) looks for on Linux: lib<name>.so, at any version ("portaudio" ->
+    "libportaudio.so"; a name given with its lib, "libusb-1.0", kept so)."""
+    return (name if name.startswith("lib") else "lib" + name) + ".so"
+
+
+def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
+    """The system package of each library the process's ctypes.util.find_library found none of (its py_find_library
+    events with a result of None), asked of the world: `run`'s RecordingELFWorld keeps each answer for the trace,
+    so that the report (verdict_linux.unfound_library) names it on any machine."""
+    ask = getattr(world, "system_package", None)
+    if ask is None:
+        return
+    for e in proc.python.values():
+        name = e.get("name")
+        if e.get("ev") == "py_find_library" and "result" in e and e.get("result") is None and isinstance(name, str) \
+                and name and "/" not in name and "\\" not in name:
+            ask(unversioned_name(name))
 
 
 def default_world(events: list[dict]) -> ELFWorld:

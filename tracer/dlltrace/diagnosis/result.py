@@ -122,6 +122,18 @@ def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLo
 
 
 @dataclass(frozen=True)
+class Unfound:
+    """A library the program asked ctypes.util.find_library for, that it did not find, and that the exception the
+    program ended on is about (outcome.rule_exception_is_find_library): sounddevice's find_library('portaudio')
+    before its OSError('PortAudio library not found'). No load was made, so no loader searched: find_library
+    (Linux) asks ld.so.cache (ldconfig -p), then gcc and ld, for lib<name>.so."""
+    name: str  # find_library's argument: "portaudio"
+    module: str  # the innermost import in progress when it asked ("sounddevice"), "" when none
+    user_code: Optional[CodePlace]  # where the user's own code was then
+    fixes: tuple[Fix, ...]  # the system package that ships lib<name>.so.* (Linux: apt's), when known
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     platform: Platform
     pid: int
@@ -129,6 +141,7 @@ class Diagnosis:
     end: ProcessEnd
     outcome: ProcessOutcome  # the answer first: crashed, died_of_load, died_of_other, degraded, ok, ... (outcome.py)
     failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
+    unfound: Optional[Unfound] = None  # died_of_other: the library find_library did not find that it died of
 
     @property
     def fatal(self) -> Optional[FailedLoad]:

@@ -19,8 +19,11 @@ from typing import Any, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, code_place, process_outcome
-from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
+from dlltrace.diagnosis.outcome import ProcessOutcome, rule_exception_is_find_library
+from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, code_place,
+                                       process_outcome)
+from dlltrace.diagnosis.replay_linux import LinuxCall, default_world, replay_linux, unversioned_name
+from dlltrace.loader.linux.fixes import system_package_fix
 from dlltrace.model import Owner
 from dlltrace.trace.pycontext import fault_as_exit
 from dlltrace.trace.reader import Trace
@@ -236,7 +239,24 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, probes, crashed_of), said, owners)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
-        out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures))
+        unfound = unfound_library(trace, pid, outcome) if outcome.kind == "died_of_other" else None
+        out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures, unfound))
     return out
+
+
+def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional[Unfound]:
+    """The library ctypes.util.find_library did not find that process pid died of (outcome: died_of_other; the
+    rule: outcome.rule_exception_is_find_library), with the system package that ships it (asked of the trace's
+    world: the answer `run` recorded, replay_linux.note_unfound_packages); None when the exception is not about one."""
+    if outcome.exception is None:
+        return None
+    e = rule_exception_is_find_library(outcome.exception.text, list(trace.of("py_find_library", pid=pid)))
+    if e is None:
+        return None
+    name = str(e["name"])
+    imports = e.get("imports")
+    module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
+    fix = system_package_fix(unversioned_name(name), default_world(list(trace.events)))
+    return Unfound(name, module, code_place(e.get("frame")), (fix,) if fix is not None else ())
 
 

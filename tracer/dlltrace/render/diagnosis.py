@@ -21,7 +21,7 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_text
-from dlltrace.render.outcome import crash_headline, outcome_headline, said_line
+from dlltrace.render.outcome import crash_headline, outcome_headline, said_line, unfound_lines
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -234,7 +234,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
         said = crash_headline(main.outcome, fatal_leaf(main))
     elif main is not None and main.fatal is None:
-        said = outcome_headline(main.outcome)
+        said = outcome_headline(main.outcome, main.unfound)
     if not diagnoses:  # (no process traced: never "every load succeeded")
         return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
@@ -243,6 +243,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         f"dlltrace ─ {_plural(len(shown), 'failed load')}" + (f" · {len(apart)} the program went past" if apart else "")
         + where)
     lines = [head]
+    if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":
+        lines += unfound_lines(main.unfound, lambda i, x: f"    {i}. {fix_text(x)}")
     if main is not None and main.end.crashed_at is not None:
         at = main.end.crashed_at
         lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, get_args
+from typing import Any, Callable, Optional, get_args
 
 from dlltrace import winpath
 from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
+from dlltrace.diagnosis.result import Unfound
+from dlltrace.model import Fix
 from dlltrace.trace.reader import Trace
 
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
@@ -33,9 +35,10 @@ def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> str:
     return f"the program crashed ({crash_words(o)}){after}"
 
 
-def outcome_headline(o: ProcessOutcome) -> Optional[str]:
-    """The headline of a degraded or died_of_other outcome; None for the others (their own first lines say it:
-    a crash's is crash_headline, which needs the load it followed)."""
+def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Optional[str]:
+    """The headline of a degraded or died_of_other outcome (`unfound`: the library find_library did not find that
+    it died of, result.Unfound); None for the others (their own first lines say it: a crash's is crash_headline,
+    which needs the load it followed)."""
     if o.kind == "degraded":
         lost = ", ".join(o.lost)
         where = " (on the CPU)" if any(f in CPU_FEATURES for f in o.lost) else ""
@@ -45,8 +48,28 @@ def outcome_headline(o: ProcessOutcome) -> Optional[str]:
         text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
         if len(text) > MAX_MESSAGE:
             text = text[:MAX_MESSAGE - 1] + "…"
+        if unfound is not None:
+            return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
         return f"the program ended with {text}; no failed load explains it"
     return None
+
+
+def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], str]") -> list[str]:
+    """What a program that died of a library find_library did not find is told after the headline: the call, where
+    its code was, what find_library looks in (Linux: CPython's Lib/ctypes/util.py), and the fix (`fix_line`: the
+    renderer's numbered line of a fix)."""
+    where = f"import {u.module}: " if u.module else ""
+    out = ["", f"  {where}ctypes.util.find_library({u.name!r}) → None"]
+    if u.user_code is not None:
+        out.append(f"  in your code: {u.user_code.file}:{u.user_code.line}, in {u.user_code.function}")
+    lib = u.name if u.name.startswith("lib") else "lib" + u.name
+    out += ["", f"  find_library looks for {lib}.so.* in ld.so.cache (ldconfig -p), then through gcc and ld",
+            "  (LD_LIBRARY_PATH), and found none. No load was made, so no loader searched."]
+    if u.fixes:
+        out += ["", "  Fix"] + [fix_line(i, x) for i, x in enumerate(u.fixes, 1)]
+    else:
+        out += ["", f"  Install the system package that ships {lib}.so (Debian and Ubuntu: apt-file search {lib}.so)"]
+    return out
 
 
 # the machines the shim cannot enter, as the words name them (ending.CHILD_MACHINES)
@@ -94,7 +117,7 @@ def outcome_schema() -> dict[str, Any]:
     """The JSON Schema of outcome_dict (in result-v1.json and report-linux-v1.json; tests check both have it)."""
     null, s = {"type": "null"}, {"type": "string"}
     return {"type": "object", "additionalProperties": False,
-            "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "text"],
+            "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "find_library", "text"],
             "description": "the answer first: how the program dlltrace run started ended, and why "
                            "(diagnosis/outcome.py, docs/verdicts.md)",
             "properties": {"kind": {"enum": list(get_args(OutcomeKind))}, "code": {"type": ["integer", "null"]},
@@ -104,14 +127,25 @@ def outcome_schema() -> dict[str, Any]:
                                                           "required": ["type", "message"],
                                                           "properties": {"type": s, "message": s}}]},
                            "lost": {"type": "array", "items": s}, "lost_by": {"type": "array", "items": s},
+                           "find_library": {"anyOf": [null, {
+                               "type": "object", "additionalProperties": False,
+                               "required": ["name", "module", "package"],
+                               "description": "died_of_other: the library ctypes.util.find_library found none of, "
+                                              "which the exception is about (result.Unfound)",
+                               "properties": {"name": s, "module": s, "package": {"type": ["string", "null"]}}}]},
                            "text": {"type": ["string", "null"],
                                     "description": "the headline of a crashed, degraded or died_of_other outcome"}}}
 
 
-def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> dict[str, Any]:
+def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: Optional[Unfound] = None
+                 ) -> dict[str, Any]:
     """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`); a Linux crash's text is
-    its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending."""
-    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else outcome_headline(o)
+    its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending;
+    `unfound`: the library find_library did not find that it died of."""
+    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else outcome_headline(o, unfound)
+    found = None if unfound is None else {
+        "name": unfound.name, "module": unfound.module,
+        "package": next((x.package for x in unfound.fixes if x.action == "install_system_package"), None)}
     return {"kind": o.kind, "code": o.code, "signal": o.signal,
             "exception": None if o.exception is None else {"type": o.exception.type, "message": o.exception.message},
-            "lost": list(o.lost), "lost_by": list(o.lost_by), "text": text}
+            "lost": list(o.lost), "lost_by": list(o.lost_by), "find_library": found, "text": text}

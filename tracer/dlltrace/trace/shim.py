@@ -7,7 +7,8 @@ before any user code runs: load the shim (bin/dlltrace_shim64.dll, or DLLTRACE_S
 the traced interpreter has a working cffi, else through ctypes (load_backend: the same five functions,
 one CDEF), dlltrace_start(NULL, "python") (a no-op when the launcher already started it), write a py_env
 event and install a sys.addaudithook hook that turns `import`, `ctypes.dlopen` and
-`os.add_dll_directory` into py_* events. Each py_* event's seq becomes the thread's context
+`os.add_dll_directory` into py_* events, and a `subprocess.Popen` made inside ctypes.util.find_library (on Linux
+it asks ldconfig, gcc and ld) into a py_find_library event with what the call returned (watch_find_library). Each py_* event's seq becomes the thread's context
 (dlltrace_set_context), so every native load that follows on that thread carries "ctx": <that seq> --
 the Python action that caused it. At exit (atexit), if the program is ending on an uncaught exception
 (sys.last_exc / sys.last_value, which the interpreter sets before it prints the traceback), a
@@ -734,6 +735,16 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                                        "mode": mode}
         elif event == "os.add_dll_directory":
             ev, fields = "py_add_dll_directory", {"path": os.fspath(args[0]) if args else None}
+        elif event == "subprocess.Popen":  # (ctypes.util.find_library's ldconfig, gcc or ld, on Linux)
+            if not getattr(busy, "on", False):
+                busy.on = True
+                try:
+                    watch_find_library(backend, sys._getframe(1), frames)
+                except Exception:  # never break the traced program
+                    pass
+                finally:
+                    busy.on = False
+            return
         else:
             return
         if getattr(busy, "on", False):
@@ -754,6 +765,72 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
             busy.on = False
 
     return hook
+
+
+FIND_LIBRARY_DEPTH = 12  # frames from a subprocess.Popen audit event up to find_library's
+
+
+def find_library_frame(f: "Any") -> "Any":
+    """The frame of ctypes.util.find_library that the frame `f` runs in (its ldconfig, gcc or ld subprocess:
+    find_library on Linux asks them), or None."""
+    for _ in range(FIND_LIBRARY_DEPTH):
+        if f is None:
+            return None
+        c = f.f_code
+        if c.co_name == "find_library" and c.co_filename.replace("\\", "/").endswith("/ctypes/util.py"):
+            return f
+        f = f.f_back
+    return None
+
+
+_watched = _thread._local()  # the find_library call last written without its result, on this thread
+
+
+def _untraced(frame: "Any", event: str, arg: "Any") -> None:
+    return None  # (no frame but find_library's is traced: each new call costs this call only)
+
+
+def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[..., Any]]" = None) -> bool:
+    """A py_find_library event for the find_library call that `f` (a subprocess.Popen audit event's caller) runs
+    in: its `name`, where the user's code called it and the imports in progress, and what it returned (`result`:
+    a library's name, or None: it found none), written when it returns. Its return is seen through the frame's
+    own trace function (f_trace) and sys.settrace on this thread while the call runs (a tracer that returns None
+    for every other frame), both taken off at its return. A program with a tracer of its own (sys.gettrace(): a
+    debugger, coverage) is left alone: the event is written now, without `result`. False when `f` is not in a
+    find_library call, or in one already watched (its second and third subprocess)."""
+    fl = find_library_frame(f)
+    if fl is None or fl.f_trace is not None:
+        return False
+    name = fl.f_locals.get("name")
+    fields: "dict[str, Any]" = {"name": name if isinstance(name, str) else None}
+    fields["frame"], fields["imports"] = frame_and_imports(fl, frames)
+    if sys.gettrace() is not None:
+        call = (id(fl), id(fl.f_back), fields["name"])  # (this call's; its frame is not marked: no f_trace of ours)
+        if getattr(_watched, "call", None) == call:
+            return False
+        _watched.call = call
+        backend.write_event("py_find_library", fields)
+        return True
+    raised = [False]
+
+    def local(frame: "Any", event: str, arg: "Any") -> "Any":
+        if event == "exception":  # (raised in it, or through it: what it returns is then not known)
+            raised[0] = True
+        elif event == "return":
+            sys.settrace(None)
+            if not raised[0]:
+                fields["result"] = arg if arg is None or isinstance(arg, str) else str(arg)
+            try:
+                backend.write_event("py_find_library", fields)
+            except Exception:  # never break the traced program
+                pass
+            return None
+        return local
+
+    fl.f_trace = local
+    fl.f_trace_lines = False
+    sys.settrace(_untraced)
+    return True
 
 
 MESSAGE_LIMIT = 4000  # characters of str(exception) kept
@@ -926,7 +1003,7 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
 
 def c_audit_filter(backend: "Backend") -> "Optional[tuple[Callable[[Any, bool], bool], Callable[[], None], Callable[..., Any]]]":
     """The preload library's C audit hook (native/audit/dlltrace_preload.c, Linux), which hands the Python hook
-    the three events it records (every event while it is asked to), where a hook added with sys.addaudithook is
+    the events it records (every event while it is asked to), where a hook added with sys.addaudithook is
     called for every audit event of the process (57 000 in `import scipy.stats, sklearn, pandas`, 18 000 more
     for the hook's own f_code reads; 1 600 are kept). (install(hook, all_events): True when installed, else
     the caller adds the hook itself; only_kept(): the three events from then on; frames: the walk up the stack

@@ -18,7 +18,7 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Optional, Protocol, TypeVar
+from typing import Callable, Iterable, Optional, Protocol, TypeVar
 
 from dlltrace.cachedir import cache_home, trusted_dir
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
@@ -255,9 +255,41 @@ GLIB_FAMILY = {"gthread-2.0": "glib-2.0", "gobject-2.0": "glib-2.0", "gmodule-2.
 
 def apt_package_of(soname: str) -> Optional[str]:
     """The apt package that ships soname on this machine (a Debian or Ubuntu one), as its policy names it and
-    apt knows it (debian_package_names, apt_package_names); None elsewhere, or when apt knows no such package."""
+    apt knows it (debian_package_names, apt_package_names); None elsewhere, or when apt knows no such package.
+    A name without a version, `lib<name>.so` (what ctypes.util.find_library('<name>') looks for), is the package of
+    whichever version apt has (package_of_unversioned)."""
     names = apt_package_names()
+    if not names:
+        return None
+    m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so$", soname)
+    if m is not None:
+        return package_of_unversioned(m.group("name"), names)
     return next((c for c in debian_package_names(soname) if c in names), None)
+
+
+def package_of_unversioned(name: str, names: Iterable[str]) -> Optional[str]:
+    """The package of `names` (apt's) that ships lib<name>.so.<some version>, as Debian's policy names it
+    (debian_package_names: lib<name><major>, lib<name>-<major> when the name ends in a digit, and their t64 and
+    v5 variants): portaudio -> libportaudio2, usb-1.0 -> libusb-1.0-0, magic -> libmagic1; the highest major when
+    apt knows several (libssl1.1 and libssl3: libssl3), a plain name before its t64 variant; None for none."""
+    low = name.lower().replace("_", "-")
+    low = GLIB_FAMILY.get(low, low)
+    sep = "-" if low[-1:].isdigit() else ""
+    alts = [re.escape(low) + sep]
+    api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", low)  # (GNOME's "glib-2.0": its package is libglib2.0-0)
+    if api is not None:
+        alts.append(re.escape(api.group(1) + api.group(2)) + "-")
+    pat = re.compile(rf"^lib(?:{'|'.join(alts)})(?P<major>\d+(?:\.\d+)*)(?P<variant>t64|v5)?$")
+    found = []
+    for n in names:
+        m = pat.match(n)
+        if m is not None:
+            major = tuple(int(x) for x in m.group("major").split("."))
+            found.append((major, 0 if not m.group("variant") else 1, n))
+    if not found:
+        return None
+    best = max(x[0] for x in found)
+    return min((v, n) for major, v, n in found if major == best)[1]
 
 
 @lru_cache(maxsize=1)
