@@ -4,6 +4,7 @@ against the real ld.so.)"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -466,17 +467,50 @@ def test_rule_stale_ld_so_cache(tmp_path):
 
 def test_read_ld_so_conf(tmp_path):
     """The folders an ld.so.conf lists, as ldconfig reads it: includes (relative to the file's folder) in place,
-    comments, separators, hwcap lines skipped, each folder once."""
+    comments, hwcap lines skipped, each folder once; a line is one folder, spaces and all ("/opt/a b/lib"), and
+    "/opt/x/lib, /opt/y/lib" is one folder too, which does not exist (glibc 2.36's ldconfig -f of such a file,
+    with a library in each: only /opt/a b/lib's is cached); `=libc6` after a folder dropped."""
     from dlltrace.worlds.elf import read_ld_so_conf
 
     (tmp_path / "conf.d").mkdir()
     (tmp_path / "conf.d" / "b.conf").write_text("# Multiarch support\n/usr/local/lib/x86_64-linux-gnu\n/opt/b/lib/\n")
     (tmp_path / "conf.d" / "a.conf").write_text("/usr/local/lib\n")
-    (tmp_path / "ld.so.conf").write_text("include conf.d/*.conf\n/opt/x/lib, /opt/y/lib  # two\nhwcap 0 nosegneg\n"
-                                         "/usr/local/lib\n")
+    (tmp_path / "ld.so.conf").write_text("include conf.d/*.conf\n/opt/x/lib, /opt/y/lib  # one\nhwcap 0 nosegneg\n"
+                                         "/usr/local/lib\n  /opt/a b/lib/  \n/opt/old=libc6\nHWCAP 1 x\n")
     assert read_ld_so_conf(str(tmp_path / "ld.so.conf")) == (
-        "/usr/local/lib", "/usr/local/lib/x86_64-linux-gnu", "/opt/b/lib", "/opt/x/lib", "/opt/y/lib")
+        "/usr/local/lib", "/usr/local/lib/x86_64-linux-gnu", "/opt/b/lib", "/opt/x/lib, /opt/y/lib", "/opt/a b/lib",
+        "/opt/old")
     assert read_ld_so_conf(str(tmp_path / "nothing.conf")) == ()
+
+
+def test_read_ld_so_conf_agrees_with_ldconfig(tmp_path):
+    """The folders read_ld_so_conf reads from a file are those glibc's own ldconfig caches libraries from: a library
+    in each folder the file names (spaces, a comma, `=TYPE`, trailing slashes), `ldconfig -C CACHE -f FILE`, then
+    `ldconfig -C CACHE -p`: the folders of what it cached are the folders read (those that exist)."""
+    import shutil
+
+    from dlltrace.worlds.elf import read_ld_so_conf
+
+    ldconfig = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
+    if ldconfig is None or shutil.which("gcc") is None:
+        pytest.fail("needs ldconfig and gcc -- CI has both") if os.environ.get("CI") else pytest.skip("needs ldconfig, gcc")
+    (tmp_path / "f.c").write_text("int f(void) { return 1; }\n")
+    lines = {"a b/lib": "liba", "x/lib, y": "libxy", "x/lib": "libx", "old": "libold", "slash": "libslash"}
+    for folder, lib in lines.items():
+        d = tmp_path / folder
+        d.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{lib}.so.1", "-o", str(d / f"{lib}.so.1"),
+                        str(tmp_path / "f.c")], check=True)
+    conf = tmp_path / "ld.so.conf"
+    conf.write_text(f"{tmp_path}/a b/lib\n{tmp_path}/x/lib, y\n{tmp_path}/old=libc6\n"
+                    f"   {tmp_path}/slash//  \n{tmp_path}/nothere\n")
+    cache = tmp_path / "ld.so.cache"
+    subprocess.run([ldconfig, "-X", "-C", str(cache), "-f", str(conf)], check=True, capture_output=True)
+    printed = subprocess.run([ldconfig, "-C", str(cache), "-p"], check=True, capture_output=True, text=True).stdout
+    cached = {x.split(" => ", 1)[1].rsplit("/", 1)[0] for x in printed.splitlines() if " => " + str(tmp_path) in x}
+    read = {d for d in read_ld_so_conf(str(conf)) if os.path.isdir(d)}
+    assert cached == read == {f"{tmp_path}/a b/lib", f"{tmp_path}/x/lib, y", f"{tmp_path}/old",
+                              f"{tmp_path}/slash"}, (cached, read)
 
 
 def test_read_ld_so_conf_reads_each_file_once(tmp_path):

@@ -152,9 +152,11 @@ MAX_CONF_DIRS = 1024
 
 
 def read_ld_so_conf(path: str = "/etc/ld.so.conf") -> tuple[str, ...]:
-    """The folders an ld.so.conf lists, in order, as ldconfig reads it: one folder a line (a comma, a tab or
-    spaces also separate), `#` to the end of a line a comment, `include GLOB` read in place (a relative glob from
-    the file's own folder), `hwcap` lines skipped; () when it cannot be read. Each file is read once (an include
+    """The folders an ld.so.conf lists, in order, as ldconfig reads it (glibc's elf/ldconfig.c, parse_conf and
+    add_dir_1): one folder a line, the whole line less the spaces around it and its trailing slashes (a space in a
+    folder's name is part of it; "/a, /b" is one folder, which does not exist: glibc 2.36's ldconfig caches neither),
+    `=TYPE` after it dropped, `#` to the end of a line a comment, `include GLOB ...` read in place (a relative glob
+    from the file's own folder), `hwcap` lines skipped; () when it cannot be read. Each file is read once (an include
     loop, or files that include each other's glob, would else be read again and again), an include line is never
     a folder (not even one too deep to follow), and no more than MAX_CONF_DIRS folders are kept."""
     out: dict[str, None] = {}
@@ -179,10 +181,10 @@ def _read_conf(path: str, depth: int, seen: set[str], out: dict[str, None]) -> N
                 pat = pat if pat.startswith("/") else posixpath.join(posixpath.dirname(path), pat)
                 for inc in sorted(glob.glob(pat)):
                     _read_conf(inc, depth + 1, seen, out)
-        elif line and not line.startswith("hwcap"):
-            for x in re.split(r"[,:\s]+", line):
-                if x.startswith("/") and len(out) < MAX_CONF_DIRS:
-                    out.setdefault(posixpath.normpath(x))
+        elif line and not (line[:5].lower() == "hwcap" and line[5:6] in (" ", "\t")):
+            folder = line.split("=", 1)[0].rstrip()  # (the whole line, spaces in it too; `=TYPE` an old type mark)
+            if folder.startswith("/") and len(out) < MAX_CONF_DIRS:
+                out.setdefault(posixpath.normpath(folder))
 
 
 @lru_cache(maxsize=1)
