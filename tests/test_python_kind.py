@@ -38,14 +38,17 @@ def test_rule_python_kind(py, kind):
     assert python_kind(py) == kind
 
 
-def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True, user_site=None, old_trace=False) -> str:
+def report(tmp_path, capsys, exe: str, prefix: str, pth=None, pip=True, user_site=None, old_trace=False,
+           executable=None) -> str:
     """The text and Markdown reports of a Python extension import that fails on cublas64_12.dll (pip's
-    nvidia-cublas-cu12 ships it), in a Python of the given kind."""
+    nvidia-cublas-cu12 ships it), in a Python of the given kind (`executable`: its sys.executable, when it is not the
+    process's image: a Store Python's app execution alias)."""
     h = hw()
     site = prefix + "\\Lib\\site-packages"
     pyd = site + "\\pkg\\_ext.cp311-win_amd64.pyd"
     w = h.Writer(exe, "C:\\work", [prefix, h.SYS32], [h.SYS32 + "\\kernel32.dll", prefix + "\\python311.dll"], [exe, "app.py"])
-    w.ev("py_env", version="3.11.9", implementation="cpython", executable=exe, prefix=prefix, base_prefix=prefix,
+    w.ev("py_env", version="3.11.9", implementation="cpython", executable=executable or exe, prefix=prefix,
+         base_prefix=prefix,
          exec_prefix=prefix, bits=64, conda=False, conda_prefix=None,
          sys_path=[prefix + "\\python311.zip", prefix, *([user_site] if user_site else []), site], pth=pth,
          **({} if old_trace else {"user_site": user_site}))
@@ -100,6 +103,32 @@ def test_rule_store_python_installs_into_its_user_site(tmp_path, capsys, old_tra
     out = report(tmp_path, capsys, "C:\\Python311\\python.exe", "C:\\Python311", user_site=USER_SITE)
     assert "it puts cublas64_12.dll in C:\\Python311\\Lib\\site-packages\\nvidia\\cublas\\bin" in out, out
     assert "user site" not in out
+
+
+ALIAS = "C:\\Users\\u\\AppData\\Local\\Microsoft\\WindowsApps\\PythonSoftwareFoundation.Python.3.11_qbz5n2kfra8p0\\python.exe"
+
+
+def test_a_store_pythons_pip_runs_through_its_alias(tmp_path, capsys):
+    """A Store Python's process image is under C:\\Program Files\\WindowsApps, which the user cannot run ("Access is
+    denied"); its sys.executable is the app execution alias under %LOCALAPPDATA%\\Microsoft\\WindowsApps (CPython's
+    bpo-37369): the fix's pip runs with that. (Before: the Program Files path, quoted for cmd and PowerShell.)"""
+    out = report(tmp_path, capsys, STORE + "\\python3.11.exe", STORE, user_site=USER_SITE, executable=ALIAS)
+    assert f"1. {ALIAS} -m pip install nvidia-cublas-cu12 (this Store Python's own folder cannot be written" in out, out
+    assert "WindowsApps\\PythonSoftwareFoundation.Python.3.11_3.11.2544.0_x64__qbz5n2kfra8p0\\python3.11.exe\" -m pip" \
+        not in out and "Program Files\\WindowsApps\\PythonSoftwareFoundation.Python.3.11_3.11.2544.0_x64__qbz5n2kfra8p0\\python3.11.exe -m" \
+        not in out, out
+
+
+def test_rule_store_alias():
+    from dlltrace.diagnosis.replay import store_alias
+
+    store_py = {"executable": ALIAS, "prefix": STORE, "base_prefix": STORE}
+    assert store_alias(store_py, STORE + "\\python3.11.exe") == ALIAS
+    assert store_alias(store_py, ALIAS) == ""  # (the process is the alias itself)
+    assert store_alias({"executable": STORE + "\\python3.11.exe", "prefix": STORE, "base_prefix": STORE},
+                       STORE + "\\python3.11.exe") == ""  # (no alias recorded: the image as before)
+    assert store_alias({"executable": "C:\\Python311\\python.exe", "prefix": "C:\\Python311",
+                        "base_prefix": "C:\\Python311"}, "C:\\Python311\\python.exe") == ""
 
 
 def test_the_bootstrap_records_the_user_site(monkeypatch):

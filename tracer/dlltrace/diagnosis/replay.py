@@ -133,7 +133,7 @@ def system_and_process(trace: Trace, pid: int) -> tuple[SystemInfo, ProcessState
         env={k: v for k, v in vars_.items() if isinstance(v, str)},
         python_kind=python_kind(py),
         pip_site=pip_site(trace, pid, py),
-        launcher=venv_launcher(py, exe),
+        launcher=venv_launcher(py, exe) or store_alias(py, exe),
     )
     for d in env.get("user_dirs") or []:
         process.dll_directories.append((winpath.normalize(d), ""))
@@ -155,6 +155,20 @@ def venv_launcher(py: dict, exe: str) -> str:
     if python_kind(py) != "venv" or not isinstance(launcher, str) or not winpath.is_absolute(launcher):
         return ""
     return launcher if winpath.key(launcher) != winpath.key(exe) else ""
+
+
+def store_alias(py: dict, exe: str) -> str:
+    """A Microsoft Store Python's app execution alias (the py_env event's sys.executable: %LOCALAPPDATA%\\Microsoft\\
+    WindowsApps\\PythonSoftwareFoundation.Python.3.X_...\\python.exe, what `python` on PATH runs), "" for any other
+    Python. A fix's pip runs with it: the process's own image under C:\\Program Files\\WindowsApps cannot be run by
+    the user (that folder's access is the package's own: "Access is denied")."""
+    alias = py.get("executable")
+    if python_kind(py) != "store" or not isinstance(alias, str) or not winpath.is_absolute(alias):
+        return ""
+    k = winpath.key(alias)
+    if "\\microsoft\\windowsapps\\" not in k or "\\program files" in k or k == winpath.key(exe):
+        return ""
+    return alias
 
 
 def wow64_os_machine(process_machine: str) -> str:
