@@ -238,13 +238,17 @@ def test_a_sound_zip_is_read_whole_with_its_crc(tmp_path):
     ("\\Windows\\System32\\msvcp140.dll", "absolute"),
     ("\\\\server\\share\\msvcp140.dll", "absolute"),
     ("pkg.data/data/../../../x.dll", "`..`"),
+    ("pkg-1.0.data/PLATLIB/pkg/x.dll", "unknown .data scheme 'PLATLIB'"),
+    ("pkg-1.0.data/lib/x.dll", "unknown .data scheme 'lib'"),
+    ("pkg-1.0.data/x.dll", "no scheme folder"),
 ])
 def test_a_name_pip_refuses_is_refused(name, why):
     assert why in (member_name_problem(name) or "")
 
 
 @pytest.mark.parametrize("name", ["pkg/x.dll", "pkg/../x.dll", "./pkg/x.dll", "pkg.data/scripts/x.exe", "pkg/C:x.dll",
-                                  "pkg/..x/y.dll", "..pkg/x.dll"])
+                                  "pkg/..x/y.dll", "..pkg/x.dll", "pkg-1.0.data/", "pkg-1.0.data/platlib/",
+                                  "pkg-1.0.data/platlib/pkg/x.dll", "pkg/x.data/y.dll"])
 def test_a_name_pip_installs_is_kept(name):
     assert member_name_problem(name) is None
 
@@ -269,7 +273,8 @@ def needs_msvcp(tmp_path_factory) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name", ["../../../Windows/System32/msvcp140.dll", "../../msvcp140.dll",
-                                  "C:/Windows/System32/msvcp140.dll", "/Python311/msvcp140.dll"])
+                                  "C:/Windows/System32/msvcp140.dll", "/Python311/msvcp140.dll",
+                                  "pkg-1.0.data/PLATLIB/pkg/msvcp140.dll"])
 def test_check_never_passes_a_wheel_through_a_member_pip_refuses(tmp_path, needs_msvcp, name):
     """A wheel whose a.dll needs msvcp140.dll, carried under a name pip refuses: an input error naming the
     member (exit 2), not a PASS. (Before: `check --no-vc-runtime` PASSed, "every import bundled", for the

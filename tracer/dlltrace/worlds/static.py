@@ -229,6 +229,26 @@ def member_name_problem(name: str) -> Optional[str]:
                 return "a `..` that leaves the install folder"
         elif part not in ("", "."):
             depth += 1
+    return rule_data_scheme(name)
+
+
+# the schemes a wheel's <name>.data/ folder may hold (pip's models/scheme.py SCHEME_KEYS), as pip spells them
+PIP_SCHEMES = ("data", "headers", "platlib", "purelib", "scripts")
+
+
+def rule_data_scheme(name: str) -> Optional[str]:
+    """Why pip refuses a member under a top folder ending in `.data` (pip's operations/install/wheel.py,
+    make_data_scheme_file: an InstallationError, the whole wheel not installed): one with no scheme folder and
+    path under it ("Unexpected file"), or a scheme pip does not know, in any other case than its own
+    ('PLATLIB': "Unknown scheme key used in ..."; seen with pip 23.2). A folder entry (a name ending in `/`) is
+    skipped, as pip skips them. None: pip installs it."""
+    if name.endswith("/") or not name.split("/", 1)[0].endswith(".data"):
+        return None
+    parts = _member_parts(name)
+    if len(parts) < 3:
+        return "no scheme folder under its .data folder (pip wants <name>.data/<scheme>/<path>)"
+    if parts[1] not in PIP_SCHEMES:
+        return f"an unknown .data scheme {parts[1]!r} (pip knows {', '.join(PIP_SCHEMES)})"
     return None
 
 
