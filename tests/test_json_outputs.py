@@ -242,7 +242,7 @@ def test_deps_folder_over_its_limit_of_shared_objects(tmp_path):
     said to be all ('5000 shared objects, every one loads' of a folder of 5003); a Windows extension (.pyd) after
     them still makes it a Windows folder ([]); another PE file does not (a Linux site-packages holds pip's Windows
     launchers)."""
-    from dlltrace.commands.deps import elf_objects
+    from dlltrace.worlds.elffiles import elf_objects
     from dlltrace.errors import EXIT_USAGE, DlltraceError
 
     for i in range(3):

@@ -787,6 +787,48 @@ def is_elf_name(member: str) -> bool:
     return bool(_ELF_NAME.search(member)) and not member.endswith("/")
 
 
+def unpack_linux_site(wheel: str, site: str) -> int:
+    """A Linux wheel's shared objects, and the files its packages' loaders are read from (what loads one on demand:
+    pkgloaders.py), written under `site` where pip puts them (`<name>.data/purelib` and `platlib` members too, after
+    the others, as pip writes them: of two at one place, pip's is the last); its central directory read once. A member
+    named as a shared object that is not an ELF object is written as its first bytes only (a dlopen of it fails, as
+    check fails it; a zip bomb's zeros named x.so are neither inflated into memory nor written out); a loader's text
+    is read as wheel_loaders reads it (at most 1 MiB). The number of members left out (in pip's data, scripts or
+    headers schemes). ZipError or OSError for a wheel that cannot be read; DlltraceError (EXIT_USAGE) for a member
+    whose path after its scheme pip refuses."""
+    def is_text(member: str) -> bool:  # (a <name>.data/platlib/ member: by where pip puts it)
+        name = site_relative(member)
+        return name is not None and name.endswith((".py", ".pth")) and is_loader_file(name)
+
+    budget = InflateBudget()
+    elsewhere = 0
+    for m in sorted(zip_members(wheel, keep=lambda n: is_elf_name(n) or is_text(n)),
+                    key=lambda m: is_data_member(m.filename)):
+        parts = m.filename.split("/")
+        if parts[0].endswith(".data"):  # (pip's schemes: purelib and platlib are site-packages)
+            if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                elsewhere += 1
+                continue
+            parts = parts[2:]
+            # (pip checks the path after its scheme: `x.data/platlib/../../y.so` stays in the wheel but lands above
+            # site-packages, outside the folder written)
+            why = member_name_problem("/".join(parts))
+            if why is not None:
+                raise DlltraceError(f"{wheel}: its member {m.filename!r} has {why}: pip refuses to install such a wheel",
+                                    EXIT_USAGE)
+        if is_text(m.filename):
+            if m.file_size > (1 << 20):
+                continue
+            data = read_member(wheel, m, budget=budget)[:MAX_LOADER_FILE]
+        else:
+            data = read_member(wheel, m, magic=b"\x7fELF", budget=budget)
+        dest = os.path.join(site, *parts)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(data)
+    return elsewhere
+
+
 def wheel_elf_members(wheel: Union[str, os.PathLike]) -> list[str]:
     """The shared objects of a Linux wheel (members named *.so or *.so.N...: extensions and the libraries
     auditwheel grafts into <pkg>.libs), in the zip's order; of two pip puts at one place, the one it leaves
