@@ -642,3 +642,22 @@ def test_a_failed_command_ends_with_its_code_and_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(bad)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == errors.EXIT_BAD_TRACE and r.stderr.count("\n") == 1 and r.stderr.startswith("dlltrace: ")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="closes a file descriptor in the child (POSIX)")
+@pytest.mark.parametrize("closed, argv, rc", [
+    ((1,), ["help"], 0),  # `dlltrace help >&-`: Python's sys.stdout is None (argparse then writes nowhere)
+    ((2,), ["help"], 0),  # `2>&-`: sys.stderr is None
+    ((1, 2), ["report", "none.jsonl"], errors.EXIT_USAGE),  # the command's own code, nobody to say its line to
+])
+def test_a_closed_stdout_or_stderr_keeps_the_command_s_code(closed, argv, rc, tmp_path):
+    """A stream closed before dlltrace starts (`>&-`, `2>&-`) is None in sys: cli.end flushes what is there,
+    never a traceback about None.flush (exit 1) in place of the command's code."""
+    def close() -> None:
+        for fd in closed:
+            os.close(fd)
+
+    r = subprocess.run([sys.executable, "-m", "dlltrace", *argv], preexec_fn=close, cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == rc, r.stderr
+    assert "Traceback" not in r.stderr

@@ -259,7 +259,10 @@ def main(argv: list[str] | None = None) -> int:
 def stdout_unwritable() -> bool:
     """Whether what is printed cannot be written to stdout (its flush fails with anything but a reader that went
     away: ENOSPC on /dev/full or a full disk, EIO): then said as one line on stderr, True (the caller's exit 5),
-    and what stdout still holds is dropped (the process ends without writing it again: end())."""
+    and what stdout still holds is dropped (the process ends without writing it again: end()). A stdout closed
+    before the process started (`>&-`: sys.stdout is None) has nothing to write."""
+    if sys.stdout is None:
+        return False
     try:
         sys.stdout.flush()
         return False
@@ -336,6 +339,8 @@ def end(rc: int) -> NoReturn:
             t.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # (closed before the process started: `>&-`, `2>&-`)
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # (already said, or nobody to say it to)
