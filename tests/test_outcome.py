@@ -232,6 +232,15 @@ def test_rule_exception_is_find_library():
     assert rule("OSError: c", [find("c", result=None)]) is None  # (a one-letter name is no evidence)
     two = [find("portaudio", result=None), find("sndfile", result=None)]
     assert rule("OSError: sndfile and portaudio not found", two) is two[1]  # (the last)
+    # a library the program then loaded all the same (its own path, its wheel's copy: find_library found none, the
+    # program went past it): not what it died of, whatever the exception says
+    mine = [{**find("dlltracefoo", result=None), "seq": 10}]
+    later = [{"ev": "objopen", "seq": 12, "path": "/opt/x/libdlltracefoo.so.1"}]
+    assert rule("RuntimeError: dlltracefoo: the device is not connected", mine, later) is None
+    before = [{"ev": "objopen", "seq": 8, "path": "/opt/x/libdlltracefoo.so.1"}]  # (before the call: no answer to it)
+    assert rule("RuntimeError: dlltracefoo: the device is not connected", mine, before) is mine[0]
+    other = [{"ev": "objopen", "seq": 12, "path": "/usr/lib/libdlltracefoobar.so.1"}]  # (another library's name)
+    assert rule("RuntimeError: dlltracefoo: the device is not connected", mine, other) is mine[0]
 
 
 @LINUX
@@ -272,6 +281,25 @@ def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
                            text=True, env=env, timeout=300)
     sudo = "" if system.get("as_root") else "sudo "
     assert f"  Fix\n    1. {sudo}apt-get install libdlltracenosuch1 (Debian, Ubuntu" in again.stdout, again.stdout
+
+
+@LINUX
+def test_a_library_loaded_after_find_library_found_none_is_not_blamed(tmp_path):
+    """find_library('dlltracefoo') found none, the program loaded its copy by path (a wheel's own, a fallback name),
+    then died of an error whose words name the library: the load succeeded, so find_library is not what it died
+    of (the report said "found no such library ... No load was made", with a fix to install it)."""
+    lib = tmp_path / "libdlltracefoo.so.1"
+    import _ctypes  # (any shared object does: the copy is only loaded)
+
+    lib.write_bytes(Path(_ctypes.__file__).read_bytes())
+    code = ("import ctypes, ctypes.util\n"
+            "name = ctypes.util.find_library('dlltracefoo')\n"
+            f"ctypes.CDLL(name or {str(lib)!r})\n"
+            "raise RuntimeError('dlltracefoo: the device is not connected')\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "RuntimeError: dlltracefoo: the device is not connected" in err
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["outcome"]["find_library"] is None, rep["outcome"]
+    assert "no failed load explains it" in err and "found no such library" not in err
 
 
 @LINUX

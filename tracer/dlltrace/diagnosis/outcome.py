@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Iterable, Literal, Optional
 
 if TYPE_CHECKING:
     from dlltrace.trace.reader import Trace
@@ -143,21 +143,30 @@ def rule_program_said(warnings: list[str], name: str, leaf: Optional[str]) -> tu
     return tuple(about[:SAID_LIMIT])
 
 
-def rule_exception_is_find_library(text: str, finds: "list[dict]") -> Optional[dict]:
+def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iterable[dict]" = ()) -> Optional[dict]:
     """The ctypes.util.find_library call, of the process's py_find_library events `finds` (in order), that the
     exception it ended on (`text`: "OSError: PortAudio library not found") is about: the last one that found
     nothing (its `result` recorded, and None) for a library's name (not a path: sounddevice then asks for
     'bin\\libportaudio-2.dll' and 'lib/libportaudio.dylib', its wheels' own copies) that the text names as a
     word, with or without `lib` (any case: 'PortAudio', 'zbar', python-magic's 'libmagic'); None for none. A call
-    whose result was not recorded (the program had a tracer of its own) is not taken."""
+    whose result was not recorded (the program had a tracer of its own) is not taken, nor one whose library the
+    process opened after it all the same (`opened`: its objopen events; a file lib<name>.so*, by its own path or
+    a fallback name: find_library was not what it died of)."""
+    loads = [(e.get("seq"), str(e.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]) for e in opened]
     for e in reversed(finds):
         name = e.get("name")
         if "result" not in e or e.get("result") is not None or not isinstance(name, str) or not name \
                 or "/" in name or "\\" in name or len(name) < 2:
             continue
         stem = name[3:] if name.lower().startswith("lib") and len(name) > 3 else name
-        if re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
-            return e
+        if not re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
+            continue
+        so = ("lib" + stem) + ".so"
+        seq = e.get("seq")
+        if any((base == so or base.startswith(so + ".")) and not (isinstance(seq, int) and isinstance(at, int)
+                                                                   and at < seq) for at, base in loads):
+            continue  # (loaded after all: the program went past the call)
+        return e
     return None
 
 

@@ -250,7 +250,8 @@ def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional
     world: the answer `run` recorded, replay_linux.note_unfound_packages); None when the exception is not about one."""
     if outcome.exception is None:
         return None
-    e = rule_exception_is_find_library(outcome.exception.text, list(trace.of("py_find_library", pid=pid)))
+    e = rule_exception_is_find_library(outcome.exception.text, list(trace.of("py_find_library", pid=pid)),
+                                       trace.of("objopen", pid=pid))
     if e is None:
         return None
     name = str(e["name"])
