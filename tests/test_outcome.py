@@ -303,6 +303,22 @@ def test_a_library_loaded_after_find_library_found_none_is_not_blamed(tmp_path):
 
 
 @LINUX
+def test_a_name_given_to_find_library_with_its_lib_is_said_never_found(tmp_path):
+    """On Linux find_library puts `lib` before the name itself: find_library('libusb-1.0') looks for
+    liblibusb-1.0.so.* and is None with libusb-1.0.so.0 installed (tried here). The report says so and names the call
+    that would find it, never a package to install (it said "find_library looks for libusb-1.0.so.*" and
+    "apt-get install libusb-1.0-0", which changes nothing)."""
+    code = ("import ctypes.util\n"
+            "if ctypes.util.find_library('libdlltracenosuch') is None:\n"
+            "    raise OSError('libdlltracenosuch not found')\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "OSError: libdlltracenosuch not found" in err
+    assert rep["outcome"]["find_library"] == {"name": "libdlltracenosuch", "module": "", "package": None}
+    assert "find_library looks for liblibdlltracenosuch.so.*" in err, err
+    assert "find_library('dlltracenosuch')" in err and "Install" not in err and "apt" not in err
+
+
+@LINUX
 def test_a_program_with_a_tracer_of_its_own_keeps_it(tmp_path):
     """A program under its own tracer (a debugger, coverage: sys.settrace) keeps it through find_library: the call is
     recorded without what it returned, and no find_library call is blamed; the exception is the answer."""

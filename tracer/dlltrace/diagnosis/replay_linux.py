@@ -395,8 +395,15 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
 
 def unversioned_name(name: str) -> str:
     """What ctypes.util.find_library(name) looks for on Linux: lib<name>.so, at any version ("portaudio" ->
-    "libportaudio.so"; a name given with its lib, "libusb-1.0", kept so)."""
-    return (name if name.startswith("lib") else "lib" + name) + ".so"
+    "libportaudio.so"). It puts `lib` before any name: "libusb-1.0" -> "liblibusb-1.0.so", which it never finds
+    (find_lib_never_found)."""
+    return "lib" + name + ".so"
+
+
+def find_lib_never_found(name: str) -> bool:
+    """Whether find_library(name) finds nothing on Linux whatever is installed: a name that begins with `lib`
+    (another system's name: macOS's find_library tries '<name>.dylib' too), for which no package is a fix."""
+    return name.startswith("lib")
 
 
 def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
@@ -409,7 +416,7 @@ def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
     for e in proc.python.values():
         name = e.get("name")
         if e.get("ev") == "py_find_library" and "result" in e and e.get("result") is None and isinstance(name, str) \
-                and name and "/" not in name and "\\" not in name:
+                and name and "/" not in name and "\\" not in name and not find_lib_never_found(name):
             ask(unversioned_name(name))
 
 

@@ -22,7 +22,8 @@ from dlltrace.diagnosis.outcome import (program_words, python_error, rule_except
 from dlltrace.diagnosis.outcome import ProcessOutcome, rule_exception_is_find_library
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, code_place,
                                        process_outcome)
-from dlltrace.diagnosis.replay_linux import LinuxCall, default_world, replay_linux, unversioned_name
+from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
+                                             unversioned_name)
 from dlltrace.loader.linux.fixes import system_package_fix
 from dlltrace.model import Owner
 from dlltrace.trace.pycontext import fault_as_exit
@@ -257,7 +258,8 @@ def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional
     name = str(e["name"])
     imports = e.get("imports")
     module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
-    fix = system_package_fix(unversioned_name(name), default_world(list(trace.events)))
+    fix = None if find_lib_never_found(name) else system_package_fix(unversioned_name(name),
+                                                                     default_world(list(trace.events)))
     return Unfound(name, module, code_place(e.get("frame")), (fix,) if fix is not None else ())
 
 

@@ -62,7 +62,11 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], str]") -> list[str
     out = ["", f"  {where}ctypes.util.find_library({u.name!r}) → None"]
     if u.user_code is not None:
         out.append(f"  in your code: {u.user_code.file}:{u.user_code.line}, in {u.user_code.function}")
-    lib = u.name if u.name.startswith("lib") else "lib" + u.name
+    lib = "lib" + u.name  # (find_library puts lib before any name: replay_linux.unversioned_name)
+    if u.name.startswith("lib"):  # (replay_linux.find_lib_never_found: no package is a fix)
+        return out + ["", f"  find_library looks for {lib}.so.*: on Linux it puts lib before the name it is given, so a",
+                      "  name that begins with lib is never found, installed or not. The call that finds",
+                      f"  {u.name}.so.* is find_library({u.name[3:]!r})."]
     out += ["", f"  find_library looks for {lib}.so.* in ld.so.cache (ldconfig -p), then through gcc and ld",
             "  (LD_LIBRARY_PATH), and found none. No load was made, so no loader searched."]
     if u.fixes:
