@@ -477,3 +477,29 @@ def test_find_library_is_recorded_with_what_it_returned(fake_shim, bare_python, 
     assert [(f["name"], f["result"]) for f in found] == [("m", libm), ("dlltracenosuch", None),
                                                          ("dlltracenosuch2", None)], found
     assert found[1]["frame"] == {"file": "<string>", "line": 3, "function": "<module>"} and found[1]["imports"] == []
+
+
+TRACER_SET_DURING_FIND = textwrap.dedent("""
+    import sys, ctypes.util
+    def mine(frame, event, arg):
+        return None
+    def hook(event, args):  # (the program's own audit hook: a tracer set while find_library runs)
+        if event == "subprocess.Popen" and sys.gettrace() is not mine:
+            sys.settrace(mine)
+    sys.addaudithook(hook)
+    found = ctypes.util.find_library("dlltracenosuch")
+    print(repr([found, sys.gettrace() is mine]))
+""")
+
+
+@pytest.mark.parametrize("python", ["cffi"] + [p for p in OTHER_PYTHONS if p != sys.executable])
+def test_a_tracer_the_program_sets_during_find_library_is_kept(fake_shim, tmp_path, python):
+    """The watch of a find_library call (shim.watch_find_library) takes its own tracer off when the call returns,
+    never one the program set meanwhile (here from its own audit hook): the program keeps it, as without dlltrace."""
+    exe = sys.executable if python == "cffi" else python
+    plain = run(exe, TRACER_SET_DURING_FIND, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(exe, TRACER_SET_DURING_FIND, tmp_path, shim_path=fake_shim)
+    assert (rc, out) == plain[:2], (plain, err)
+    if "addaudithook" in plain[2]:  # (before 3.8: no audit hooks at all)
+        return
+    assert out == "[None, True]\n", (out, err)

@@ -817,7 +817,8 @@ def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[
         if event == "exception":  # (raised in it, or through it: what it returns is then not known)
             raised[0] = True
         elif event == "return":
-            sys.settrace(None)
+            if sys.gettrace() is _untraced:  # (a tracer the program set meanwhile is its own: kept)
+                sys.settrace(None)
             if not raised[0]:
                 fields["result"] = arg if arg is None or isinstance(arg, str) else str(arg)
             try:
