@@ -503,3 +503,31 @@ def test_a_tracer_the_program_sets_during_find_library_is_kept(fake_shim, tmp_pa
     if "addaudithook" in plain[2]:  # (before 3.8: no audit hooks at all)
         return
     assert out == "[None, True]\n", (out, err)
+
+
+FIND_IN_A_LOOP_UNDER_A_TRACER = textwrap.dedent("""
+    import sys, ctypes.util
+    def mine(frame, event, arg):
+        return None
+    sys.settrace(mine)
+    found = [ctypes.util.find_library("dlltracenosuch") for i in range(3)]
+    print(repr([found, sys.gettrace() is mine]))
+""")
+
+
+@pytest.mark.parametrize("python", ["cffi"] + [p for p in OTHER_PYTHONS if p != sys.executable])
+def test_each_find_library_call_under_a_tracer_of_the_program_s_own_is_recorded(fake_shim, tmp_path, python):
+    """Under a tracer of the program's own (a debugger, coverage) a find_library call is recorded at its first
+    subprocess, without its result, once (not again at its gcc and ld). Three calls in a loop are three events:
+    the same frame address again is another call when it starts again with ldconfig (it was recorded once)."""
+    exe = sys.executable if python == "cffi" else python
+    plain = run(exe, FIND_IN_A_LOOP_UNDER_A_TRACER, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(exe, FIND_IN_A_LOOP_UNDER_A_TRACER, tmp_path, shim_path=fake_shim)
+    assert (rc, out) == plain[:2] == (0, "[[None, None, None], True]\n"), (plain, err)
+    found = [f for s, e, f in events(calls) if e == "py_find_library"]
+    version = tuple(int(x) for x in subprocess.run([exe, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+                                                   capture_output=True, text=True).stdout.split())
+    if version < (3, 8):  # (no audit hooks: nothing recorded)
+        assert found == []
+        return
+    assert [(f["name"], "result" in f) for f in found] == [("dlltracenosuch", False)] * 3, found

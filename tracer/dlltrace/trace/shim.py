@@ -739,7 +739,7 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
             if not getattr(busy, "on", False):
                 busy.on = True
                 try:
-                    watch_find_library(backend, sys._getframe(1), frames)
+                    watch_find_library(backend, sys._getframe(1), frames, starts_find_library(args))
                 except Exception:  # never break the traced program
                     pass
                 finally:
@@ -786,18 +786,31 @@ def find_library_frame(f: "Any") -> "Any":
 _watched = _thread._local()  # the find_library call last written without its result, on this thread
 
 
+def starts_find_library(args: tuple) -> bool:
+    """Whether a subprocess.Popen audit event's `args` (executable, args, cwd, env) run ldconfig: the first
+    subprocess of every find_library call on Linux (_findSoname_ldconfig; then gcc, ld, objdump), so a new call."""
+    argv = args[1] if len(args) > 1 else None
+    first = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
+    try:
+        return isinstance(first, (str, bytes, os.PathLike)) and os.path.basename(os.fsdecode(first)) == "ldconfig"
+    except (TypeError, ValueError):
+        return False
+
+
 def _untraced(frame: "Any", event: str, arg: "Any") -> None:
     return None  # (no frame but find_library's is traced: each new call costs this call only)
 
 
-def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[..., Any]]" = None) -> bool:
+def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[..., Any]]" = None,
+                       starts: bool = False) -> bool:
     """A py_find_library event for the find_library call that `f` (a subprocess.Popen audit event's caller) runs
     in: its `name`, where the user's code called it and the imports in progress, and what it returned (`result`:
     a library's name, or None: it found none), written when it returns. Its return is seen through the frame's
     own trace function (f_trace) and sys.settrace on this thread while the call runs (a tracer that returns None
     for every other frame), both taken off at its return. A program with a tracer of its own (sys.gettrace(): a
-    debugger, coverage) is left alone: the event is written now, without `result`. False when `f` is not in a
-    find_library call, or in one already watched (its second and third subprocess)."""
+    debugger, coverage) is left alone: the event is written now, without `result`, once per call (`starts`: this
+    subprocess is a call's first, ldconfig; the same frame address again is then another call). False when `f` is
+    not in a find_library call, or in one already watched (its second and third subprocess)."""
     fl = find_library_frame(f)
     if fl is None or fl.f_trace is not None:
         return False
@@ -806,7 +819,7 @@ def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[
     fields["frame"], fields["imports"] = frame_and_imports(fl, frames)
     if sys.gettrace() is not None:
         call = (id(fl), id(fl.f_back), fields["name"])  # (this call's; its frame is not marked: no f_trace of ours)
-        if getattr(_watched, "call", None) == call:
+        if not starts and getattr(_watched, "call", None) == call:
             return False
         _watched.call = call
         backend.write_event("py_find_library", fields)
