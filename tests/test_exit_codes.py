@@ -661,3 +661,20 @@ def test_a_closed_stdout_or_stderr_keeps_the_command_s_code(closed, argv, rc, tm
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert r.returncode == rc, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_process_ends_with_a_thread_pool_left_open():
+    """A ThreadPoolExecutor never shut down (a library's) has idle worker threads that are not daemons: the
+    interpreter's exit wakes them (threading._shutdown runs the callbacks concurrent.futures registers) before it
+    joins them. cli.end does the same; joining them without it waited forever."""
+    trace = ROOT / "fixtures" / "traces" / "s1.jsonl"
+    code = ("import sys\n"
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "pool = ThreadPoolExecutor(2)\n"
+            "pool.submit(print, 'task ran', file=sys.stderr).result()\n"
+            "from dlltrace import cli\n"
+            f"sys.argv = ['dlltrace', 'report', {str(trace)!r}, '--json']\n"
+            "sys.exit(cli.entry())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "task ran\n", r.stderr
+    assert json.loads(r.stdout)["failed"] == [0]

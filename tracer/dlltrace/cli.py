@@ -334,9 +334,13 @@ def end(rc: int) -> NoReturn:
 
     if rc != EXIT_OUTPUT and stdout_unwritable():
         rc = EXIT_OUTPUT
-    for t in threading.enumerate():
-        if t is not threading.main_thread() and not t.daemon:
-            t.join()
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:  # (what the interpreter's exit does first: the callbacks threading._register_atexit
+        shutdown()            # holds, which wake a ThreadPoolExecutor's idle workers, then every non-daemon joined)
+    else:
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         if stream is None:  # (closed before the process started: `>&-`, `2>&-`)
