@@ -68,7 +68,7 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], str]") -> list[str
                       "  name that begins with lib is never found, installed or not. The call that finds",
                       f"  {u.name}.so.* is find_library({u.name[3:]!r})."]
     out += ["", f"  find_library looks for {lib}.so.* in ld.so.cache (ldconfig -p), then through gcc and ld",
-            "  (LD_LIBRARY_PATH), and found none. No load was made, so no loader searched."]
+            "  (LD_LIBRARY_PATH), and found none. No load of it was made, so no loader searched for it."]
     if u.fixes:
         out += ["", "  Fix"] + [fix_line(i, x) for i, x in enumerate(u.fixes, 1)]
     else:
