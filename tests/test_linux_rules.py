@@ -354,6 +354,23 @@ def test_package_of_unversioned():
     assert of("foo2", apt) == "libfoo2-3" and of("Foo2", apt) == "libfoo2-3"
     assert of("portaudiocpp", apt) == "libportaudiocpp0" and of("nothere", apt) is None
     assert of("portaudio", ["libportaudio2t64"]) == "libportaudio2t64"
+    # Debian's ABI-transition suffixes: pylibdmtx's find_library('dmtx') is libdmtx.so.0, in Debian 12's libdmtx0b
+    # (the field test); leveldb's libleveldb1d, Qt's libqt5core5a; never a translation package (l10n, i18n)
+    assert of("dmtx", ["libdmtx0b", "libdmtx-dev"]) == "libdmtx0b"
+    assert of("leveldb", ["libleveldb1d"]) == "libleveldb1d" and of("qt5core", ["libqt5core5a"]) == "libqt5core5a"
+    assert of("foo", ["libfoo1", "libfoo1b"]) == "libfoo1"  # (the plain name first)
+    assert of("gpg-error", ["libgpg-error-l10n"]) is None and of("gammu", ["libgammu-i18n"]) is None
+
+
+def test_package_of_soname():
+    """The package apt has of a versioned soname: a name of Debian's policy (debian_package_names), else that name
+    with an ABI-transition suffix (libdmtx.so.0 is in Debian 12's libdmtx0b: the field test's pylibdmtx)."""
+    from dlltrace.worlds.elf import package_of_soname as of
+
+    assert of("libdmtx.so.0", ["libdmtx0b", "libdmtx-dev"]) == "libdmtx0b"
+    assert of("libleveldb.so.1", ["libleveldb1d"]) == "libleveldb1d"
+    assert of("libfoo.so.1", ["libfoo1b", "libfoo1"]) == "libfoo1" and of("libfoo.so.1", ["libfoo1t64"]) == "libfoo1t64"
+    assert of("libfoo.so.1", ["libfoo12", "libfoo1-dev", "libfoo1-l10n"]) is None and of("libfoo.so", ["libfoo1"]) is None
 
 
 def test_debian_package_names():

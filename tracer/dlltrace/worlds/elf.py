@@ -266,14 +266,40 @@ def apt_package_of(soname: str) -> Optional[str]:
     m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so$", soname)
     if m is not None:
         return package_of_unversioned(m.group("name"), names)
-    return next((c for c in debian_package_names(soname) if c in names), None)
+    return package_of_soname(soname, names)
+
+
+# Debian's suffixes of a library package's name after its soname's major, besides none: the 64-bit time_t variant
+# (t64), the C++ ABI ones (v5, c2, c2a, ldbl) and the letter of an ABI transition (libdmtx0b, libleveldb1d,
+# libqt5core5a); a plain name is taken before its t64 variant, and that before the others
+ABI_SUFFIX = r"t64|v5|c2a?|ldbl|[a-g]"
+
+
+def _suffix_rank(suffix: Optional[str]) -> int:
+    return 0 if not suffix else 1 if suffix == "t64" else 2
+
+
+def package_of_soname(soname: str, names: Iterable[str]) -> Optional[str]:
+    """The package of `names` (apt's) that ships the versioned soname: a name Debian's policy gives it
+    (debian_package_names), in that order; else that name with an ABI-transition suffix (ABI_SUFFIX: Debian 12
+    ships libdmtx.so.0, pylibdmtx's library, in libdmtx0b); None for none."""
+    names = set(names)
+    cands = debian_package_names(soname)
+    hit = next((c for c in cands if c in names), None)
+    if hit is not None or not cands:
+        return hit
+    bases = {c for c in cands if not c.endswith(("t64", "v5"))}
+    pat = re.compile(rf"^(?P<base>{'|'.join(re.escape(b) for b in sorted(bases))})(?P<suffix>{ABI_SUFFIX})$")
+    found = sorted((_suffix_rank(m.group("suffix")), n) for n in names for m in [pat.match(n)] if m is not None)
+    return found[0][1] if found else None
 
 
 def package_of_unversioned(name: str, names: Iterable[str]) -> Optional[str]:
     """The package of `names` (apt's) that ships lib<name>.so.<some version>, as Debian's policy names it
     (debian_package_names: lib<name><major>, lib<name>-<major> when the name ends in a digit, and their t64 and
-    v5 variants): portaudio -> libportaudio2, usb-1.0 -> libusb-1.0-0, magic -> libmagic1; the highest major when
-    apt knows several (libssl1.1 and libssl3: libssl3), a plain name before its t64 variant; None for none."""
+    v5 variants, and ABI_SUFFIX's: dmtx -> libdmtx0b): portaudio -> libportaudio2, usb-1.0 -> libusb-1.0-0, magic ->
+    libmagic1; the highest major when apt knows several (libssl1.1 and libssl3: libssl3), a plain name before its
+    t64 variant, and that before the others; None for none."""
     low = name.lower().replace("_", "-")
     low = GLIB_FAMILY.get(low, low)
     sep = "-" if low[-1:].isdigit() else ""
@@ -281,13 +307,13 @@ def package_of_unversioned(name: str, names: Iterable[str]) -> Optional[str]:
     api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", low)  # (GNOME's "glib-2.0": its package is libglib2.0-0)
     if api is not None:
         alts.append(re.escape(api.group(1) + api.group(2)) + "-")
-    pat = re.compile(rf"^lib(?:{'|'.join(alts)})(?P<major>\d+(?:\.\d+)*)(?P<variant>t64|v5)?$")
+    pat = re.compile(rf"^lib(?:{'|'.join(alts)})(?P<major>\d+(?:\.\d+)*)(?P<variant>{ABI_SUFFIX})?$")
     found = []
     for n in names:
         m = pat.match(n)
         if m is not None:
             major = tuple(int(x) for x in m.group("major").split("."))
-            found.append((major, 0 if not m.group("variant") else 1, n))
+            found.append((major, _suffix_rank(m.group("variant")), n))
     if not found:
         return None
     best = max(x[0] for x in found)
