@@ -209,6 +209,31 @@ def test_rule_exception_names_library_stem():
     assert rule(magic, ["libmagic.so.1"], ["libz.so.1", "/x/libmagic_extra.so"]) == 0
 
 
+def test_rule_soname_of_the_same_library():
+    """The failed call the exception names is a name for another system (cairocffi 1.7.1 tries 'libcairo.so.2',
+    'libcairo.2.dylib', 'libcairo-2.dll' and its OSError names all three; weasyprint 70 tries 'libpango-1.0-0',
+    'pango-1.0', 'libpango-1.0.so.0', ... and names the first): the last failed call of the same process for the
+    same library that is a Linux soname is taken, the one a package ships. A soname named stays; another library's
+    soname, another process's, or a name with no soname of its library, is not taken."""
+    from dlltrace.diagnosis.replay_linux import LinuxCall
+    from dlltrace.diagnosis.verdict_linux import rule_soname_of_the_same_library as rule
+
+    def call(name, pid=1):
+        return LinuxCall(pid, "/usr/bin/python3", name, "/x/_ctypes.so", f"{name}: cannot open shared object file",
+                         f"{name}: cannot open shared object file")
+
+    cairo = [call("libcairo.so.2"), call("libcairo.2.dylib"), call("libcairo-2.dll")]
+    assert rule(cairo[2], cairo) is cairo[0]
+    assert rule(cairo[0], cairo) is cairo[0]  # (a soname named: itself)
+    pango = [call(n) for n in ("libgobject-2.0-0", "libgobject-2.0.so.0", "libpango-1.0-0", "pango-1.0-0", "pango-1.0",
+                               "libpango-1.0.so.0", "libpango-1.0.dylib", "libpango-1.0-0.dll")]
+    assert rule(pango[2], pango) is pango[5]
+    assert rule(pango[0], pango) is pango[1]  # (GObject's own soname, not Pango's)
+    other = [call("libcairo.so.2", pid=2), call("libcairo-2.dll"), call("libpixman-1.so.0")]
+    assert rule(other[1], other) is other[1]  # (another process's soname; another library's)
+    assert rule(other[1], other[1:]) is other[1]
+
+
 def test_rule_exception_is_find_library():
     """The find_library call that found nothing that the exception is about (sounddevice 0.5.6: find_library
     ('portaudio') is None, then OSError('PortAudio library not found')): the last such call whose name the text holds

@@ -4,7 +4,8 @@
 rule_linux_python_exception: the failed call the Python exception the program ended on names (its message
 holds the leaf's or the call's name, as ctypes' `OSError: libcudart.so.11.0: cannot open shared object
 file` and ImportError's do; or only its stem, rule_exception_names_library_stem: python-magic's
-`ImportError: failed to find libmagic` after libmagic.so.1 failed); rule_linux_exit_zero: a program that exited with 0 went past every failed
+`ImportError: failed to find libmagic` after libmagic.so.1 failed), the Linux soname of the same library when the
+one named is a name for another system (rule_soname_of_the_same_library); rule_linux_exit_zero: a program that exited with 0 went past every failed
 call; rule_linux_variant_probe: a try of a variant of a file before the file itself (Qt's plugin loader
 tries libqxcb.so.avx2, then libqxcb.so) is a probe, never the failure; rule_linux_crash_after_failed_load:
 a process that crashed (SIGABRT, SIGSEGV, ...) right after a load failed, with no load succeeding in between,
@@ -52,7 +53,7 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
     for c in reversed(calls):
         names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
         if any(pid == c.pid and any(n in text for n in names) for pid, text in messages):
-            return c
+            return rule_soname_of_the_same_library(c, calls)
     for pid, text in messages:
         mine = [c for c in calls if c.pid == pid]
         leaves: list[Optional[str]] = [c.leaf.name if c.leaf else c.name for c in mine]
@@ -61,8 +62,37 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
         if i is None:
             i = rule_exception_names_feature(text, leaves)
         if i is not None:
-            return mine[i]
+            return rule_soname_of_the_same_library(mine[i], calls)
     return None
+
+
+_SONAME = re.compile(r"^lib.+\.so(?:\.\d+)*$")
+_OTHER_SYSTEMS = re.compile(r"\.(?:so|dylib|dll)(?:\..*)?$", re.IGNORECASE)
+
+
+def library_key(name: str) -> str:
+    """What a library is called under its every name, for any system: the file name's, in lower case, without
+    `lib`, its extension (.so and a version after it, .dylib, .dll) and a version at its end: 'cairo' for
+    libcairo.so.2, libcairo.2.dylib and libcairo-2.dll; 'pango' for libpango-1.0-0 and libpango-1.0.so.0."""
+    base = re.split(r"[\\/]", name)[-1].lower()
+    base = _OTHER_SYSTEMS.sub("", base)
+    base = base[3:] if base.startswith("lib") else base
+    return re.sub(r"[-._\d]+$", "", base)
+
+
+def rule_soname_of_the_same_library(named: LinuxCall, calls: Sequence[LinuxCall]) -> LinuxCall:
+    """The failed call to show for `named` (the one the exception names), of `calls` (the failed ones): itself
+    when its name is a Linux soname (lib<name>.so[.<version>]); else the last of the same process for the same
+    library (library_key) that is one, the name a Linux system ships and a package can be found for (cairocffi
+    1.7.1 tries 'libcairo.so.2', 'libcairo.2.dylib', 'libcairo-2.dll' and raises an OSError naming all three;
+    weasyprint 70 tries 'libpango-1.0-0', 'pango-1.0-0', 'pango-1.0', 'libpango-1.0.so.0', ... and names the
+    first); else itself."""
+    if _SONAME.match(posixpath.basename(named.name)):
+        return named
+    key = library_key(named.name)
+    same = [c for c in calls if c.pid == named.pid and key and library_key(c.name) == key
+            and _SONAME.match(posixpath.basename(c.name))]
+    return same[-1] if same else named
 
 
 def _stem(name: Optional[str]) -> str:
