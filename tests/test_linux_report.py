@@ -262,6 +262,26 @@ def test_a_failed_dlsym_is_not_a_failed_load(tmp_path):
     assert [c["name"] for c in doc["failed"]] == [], doc["failed"]
 
 
+def test_a_failed_dlsym_on_a_library_the_call_just_loaded_is_not_a_failed_load(tmp_path):
+    """PyOpenGL 3.1.10's `import OpenGL.GL` loads libOpenGL.so, then asks hasattr(dll, 'FunctionType'): the text of
+    that failed dlsym ('/lib/x86_64-linux-gnu/libOpenGL.so: undefined symbol: FunctionType') was taken for the load's
+    own (it names the object the call opened, as a dlopen that cannot bind a symbol does), and the report listed
+    libOpenGL.so as failed (the field test). A dlopen that fails so unloads what it mapped (LA_ACT_DELETE before its
+    dlerror); a load that worked does not, whatever is looked up in it after."""
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc -- CI has it") if os.environ.get("CI") else pytest.skip("needs gcc")
+    (tmp_path / "f.c").write_text("int f(void) { return 1; }\n")
+    lib = tmp_path / "libfresh.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "f.c")], check=True)
+    code = (f"import ctypes; lib = ctypes.CDLL({str(lib)!r}); print(hasattr(lib, 'FunctionType'), lib.f())")
+    r = dlltrace("run", "-o", "t.jsonl", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "False 1", r.stderr[-1500:]
+    events = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert any(e.get("ev") == "dlerror" and "undefined symbol: FunctionType" in e.get("text", "") for e in events)
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert [c["name"] for c in doc["failed"] if "libfresh" in c["name"]] == [], doc["failed"]
+
+
 def test_a_forked_child_s_failed_load_is_reported(tmp_path):
     """os.fork() (multiprocessing's default start on Linux) writes no audit_start: the child is its
     parent's copy (the preload library's fork event), and its failed load is in the report."""

@@ -106,6 +106,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
         p = procs.get(pid)
         if isinstance(ev, str) and ev.startswith("py_") and p is not None and isinstance(e.get("seq"), int):
             p.python[e["seq"]] = e
+            if pid in state:  # (the program went on in Python: an unload before it was not a failing dlopen's)
+                state[pid]["deleted"] = False
             py_events.append(e)
             if ev == "py_env" and isinstance(e.get("sys_path"), list):
                 p.sys_path = [x for x in e["sys_path"] if isinstance(x, str) and x]
@@ -123,7 +125,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 p = procs[pid] = dataclasses.replace(
                     parent, pid=pid, env=dict(parent.env), python=dict(parent.python),
                     calls=[dataclasses.replace(c, pid=pid, inherited=True) for c in parent.calls])
-                state[pid] = {"started": True, "adding": set(), "cur": None}
+                state[pid] = {"started": True, "adding": set(), "cur": None, "deleted": False}
             continue
         if ev == "audit_start":  # (a new program in this pid after exec starts afresh)
             p = procs[pid] = RecordedProcess(pid, exe=_s(e, "exe"), cwd=_s(e, "cwd"))
@@ -131,7 +133,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 p.env["LD_LIBRARY_PATH"] = _s(e, "ld_library_path")
             p.audit = [a for a in _s(e, "ld_audit").split(":") if a]
             p.preload = [a for a in _s(e, "ld_preload").replace(" ", ":").split(":") if a]
-            state[pid] = {"started": False, "adding": set(), "cur": None}
+            state[pid] = {"started": False, "adding": set(), "cur": None, "deleted": False}
             continue
         if p is None:
             continue
@@ -140,6 +142,8 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
             if e.get("flag") == "LA_ACT_CONSISTENT":
                 st["started"] = True
                 st["adding"] = set()
+            elif e.get("flag") == "LA_ACT_DELETE" and st["cur"] is not None:
+                st["deleted"] = True
             continue
         if not st["started"]:
             continue
@@ -149,10 +153,13 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                 st["cur"].opened.append(_s(e, "path"))
         elif ev == "dlerror":
             # (the text of a failed dlsym on a library the call loaded, such as a hasattr() of ctypes for an
-            # optional function, is not the call's: only a call whose own file was not opened failed)
+            # optional function, is not the call's: only a call whose own file was not opened failed, or one that
+            # opened it and could not bind a symbol, which unloads what it mapped (LA_ACT_DELETE) before its
+            # dlerror: PyOpenGL's hasattr(libOpenGL.so, 'FunctionType') names libOpenGL.so as such a text does)
             cur = st["cur"]
             text = _s(e, "text")
-            if cur is not None and not cur.dlerror and (not _target_opened(cur) or undefined_symbol(text, cur.opened)):
+            if cur is not None and not cur.dlerror and (
+                    not _target_opened(cur) or (st["deleted"] and undefined_symbol(text, cur.opened))):
                 cur.dlerror = text
         elif ev == "objsearch":
             name, flag, by = _s(e, "name"), _s(e, "flag"), _s(e, "by")
@@ -166,6 +173,7 @@ def recorded_processes(events: Iterable[dict]) -> list[RecordedProcess]:
                     st["cur"] = RecordedCall(pid, name, by, [(name, [])],
                                              ctx=p.python.get(ctx) if isinstance(ctx, int) else None,
                                              cwd=_s(e, "cwd"))
+                    st["deleted"] = False
                     p.calls.append(st["cur"])
             elif st["cur"] is not None and st["cur"].searches:
                 st["cur"].searches[-1][1].append((name, flag))
