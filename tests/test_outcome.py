@@ -207,6 +207,19 @@ def test_rule_exception_names_library_stem():
     assert rule(inflate, ["libz.so.99", "libnothere.so.3"]) == 0
     assert rule(inflate, ["libz.so.99", "libnothere.so.3"], ["libz.so.1"]) is None
     assert rule(magic, ["libmagic.so.1"], ["libz.so.1", "/x/libmagic_extra.so"]) == 0
+    # else the stem without its `lib`, of three letters or more, the first so named (the field test: pyttsx3 2.99
+    # tries libespeak-ng.so.1 and libespeak.so.1, then 'This means you probably do not have eSpeak or eSpeak-ng
+    # installed!', and only libespeak-ng1 makes it work; PyOpenGL 3.1.10 tries libOpenGL.so.* and libGL.so.*, then
+    # 'Unable to load OpenGL or GL library')
+    espeak = "This means you probably do not have eSpeak or eSpeak-ng installed!"
+    assert rule(espeak, ["/opt/homebrew/lib/libespeak-ng.1.dylib", "libespeak-ng.so.1", "libespeak.so.1",
+                         r"C:\Program Files\eSpeak NG\libespeak-ng.dll"]) == 1
+    assert rule("failed to find libmagic; is magic installed?", ["libmagic.so.1", "libmagic.so.2"]) == 1  # (`lib` first)
+    gl = "Unable to load OpenGL or GL library"
+    assert rule(gl, ["libOpenGL.so.0", "libOpenGL.so.1", "libGL.so.1"]) == 0  # ('GL': too short a word)
+    assert rule("no module named ssl", ["libssl.so.1.1"], ["libssl.so.3"]) is None  # (loaded by another name)
+    assert rule("the magic number is wrong", ["libmagicx.so.1", "libma.so.1"]) is None
+    assert rule("No such file: '/usr/lib/python3.11/x.py'", ["libpython3.11.so.1.0"]) is None  # (a path's part)
 
 
 def test_rule_soname_of_the_same_library():

@@ -104,14 +104,22 @@ def rule_exception_names_library_stem(text: str, failed: Sequence[Optional[str]]
     """The failed library an exception names by its stem only, the file name before `.so` (python-magic 0.4.27
     tries ctypes.CDLL('libmagic.so.1'), catches the OSError and raises ImportError('failed to find libmagic.
     Check your installation')): the last of `failed` (library names, in order) whose stem, `lib` and at least
-    one more letter, the text holds as a whole word (any case), and no name of `loaded` (the libraries the
-    process did load) has: a failed try of libz.so.99 before libz.so.1 loaded is not what 'libz returned
-    Z_DATA_ERROR' is about; None for none."""
+    one more letter, the text holds as a whole word (any case); else the first (the program's first choice) whose
+    stem without its `lib`, three letters or more, the text holds as a whole word that is no part of a path
+    (pyttsx3 2.99 tries libespeak-ng.so.1, then libespeak.so.1, and says 'do not have eSpeak or eSpeak-ng
+    installed!': libespeak-ng.so.1, whose package makes it work, which libespeak.so.1's does not; PyOpenGL 3.1.10's
+    'Unable to load OpenGL or GL library'); of those, none that a name of `loaded` (the libraries the process did
+    load) has: a failed try of libz.so.99 before libz.so.1 loaded is not what 'libz returned Z_DATA_ERROR' is
+    about; None for none."""
     had = {_stem(n).lower() for n in loaded}
-    for i in range(len(failed) - 1, -1, -1):
-        stem = _stem(failed[i])
-        if len(stem) > 3 and stem.lower().startswith("lib") and stem.lower() not in had and \
-                re.search(rf"(?<![A-Za-z0-9_]){re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
+    stems = [(i, _stem(name)) for i, name in enumerate(failed)]
+    stems = [(i, s) for i, s in stems if len(s) > 3 and s.lower().startswith("lib") and s.lower() not in had]
+    for i, stem in reversed(stems):
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
+            return i
+    for i, stem in stems:  # (the bare word, not a path's part: '/usr/lib/python3.11/' is no libpython3.11)
+        if len(stem) >= 6 and re.search(rf"(?<![A-Za-z0-9_/\\.]){re.escape(stem[3:])}(?![A-Za-z0-9_/\\])", text,
+                                        re.IGNORECASE):
             return i
     return None
 
