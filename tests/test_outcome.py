@@ -279,6 +279,30 @@ def test_rule_exception_is_find_library():
     assert rule("RuntimeError: dlltracefoo: the device is not connected", mine, before) is mine[0]
     other = [{"ev": "objopen", "seq": 12, "path": "/usr/lib/libdlltracefoobar.so.1"}]  # (another library's name)
     assert rule("RuntimeError: dlltracefoo: the device is not connected", mine, other) is mine[0]
+    # a function of the library, named after it (python-vlc 3.0.21203: find_library('vlc') is None, ctypes.CDLL(None)
+    # opens the program itself, and NameError("no function 'libvlc_new'") follows; the field test)
+    vlc = [find("vlc", result=None), find("c", result="libc.so.6")]
+    assert rule("NameError: no function 'libvlc_new'", vlc) is vlc[0]
+    assert rule("NameError: no function 'vlc_new'", vlc) is vlc[0]
+    assert rule("NameError: no function 'libvlcx_new'", vlc) is None and rule("NameError: new_vlc", vlc) is None
+
+
+def test_rule_unfound_name_with_a_package():
+    """The find_library call shown for the one an exception is about, when apt has no package of that name: the
+    program's first call for the same library (library_key) that has one (pyusb 1.3.1 without libusb: find_library
+    of 'usb-1.0', 'libusb-1.0', 'usb', 'openusb', 'usb-0.1', 'usb', 'libusb0', then usb.core.NoBackendError; the
+    text names 'usb', of which Debian has no libusbN; 'usb-1.0' is in libusb-1.0-0; the field test)."""
+    from dlltrace.diagnosis.verdict_linux import rule_unfound_name_with_a_package as rule
+
+    def find(name):
+        return {"ev": "py_find_library", "name": name, "result": None}
+
+    usb = [find(n) for n in ("usb-1.0", "libusb-1.0", "usb", "openusb", "usb-0.1", "usb", "libusb0")]
+    apt = {"libusb-1.0.so": "libusb-1.0-0", "libusb-0.1.so": "libusb-0.1-4"}
+    assert rule(usb[5], usb, apt.get) is usb[0]
+    assert rule(usb[0], usb, apt.get) is usb[0]  # (a name with a package: itself)
+    assert rule(usb[3], usb, apt.get) is usb[3]  # (openusb: no other name of it)
+    assert rule(usb[5], usb, {}.get) is usb[5]  # (none with a package)
 
 
 @LINUX

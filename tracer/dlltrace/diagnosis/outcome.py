@@ -148,10 +148,12 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
     exception it ended on (`text`: "OSError: PortAudio library not found") is about: the last one that found
     nothing (its `result` recorded, and None) for a library's name (not a path: sounddevice then asks for
     'bin\\libportaudio-2.dll' and 'lib/libportaudio.dylib', its wheels' own copies) that the text names as a
-    word, with or without `lib` (any case: 'PortAudio', 'zbar', python-magic's 'libmagic'); None for none. A call
-    whose result was not recorded (the program had a tracer of its own) is not taken, nor one whose library the
-    process opened after it all the same (`opened`: its objopen events; a file lib<name>.so*, by its own path or
-    a fallback name: find_library was not what it died of)."""
+    word, with or without `lib` (any case: 'PortAudio', 'zbar', python-magic's 'libmagic'), or as the prefix of one of
+    its C functions (python-vlc's NameError("no function 'libvlc_new'"): find_library('vlc') was None, and
+    ctypes.CDLL(None) opened the program itself); None for none. A call whose result was not recorded (the program
+    had a tracer of its own) is not taken, nor one whose library the process opened after it all the same
+    (`opened`: its objopen events; a file lib<name>.so*, by its own path or a fallback name: find_library was not
+    what it died of)."""
     loads = [(e.get("seq"), str(e.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]) for e in opened]
     for e in reversed(finds):
         name = e.get("name")
@@ -159,7 +161,8 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
                 or "/" in name or "\\" in name or len(name) < 2:
             continue
         stem = name[3:] if name.lower().startswith("lib") and len(name) > 3 else name
-        if not re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE):
+        if not (re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE) or
+                re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}_[A-Za-z]", text, re.IGNORECASE)):
             continue
         so = ("lib" + stem) + ".so"
         seq = e.get("seq")

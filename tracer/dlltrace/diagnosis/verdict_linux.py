@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
@@ -78,6 +78,26 @@ def library_key(name: str) -> str:
     base = _OTHER_SYSTEMS.sub("", base)
     base = base[3:] if base.startswith("lib") else base
     return re.sub(r"[-._\d]+$", "", base)
+
+
+def rule_unfound_name_with_a_package(e: dict, finds: Sequence[dict],
+                                     package: "Callable[[str], Optional[str]]") -> dict:
+    """The find_library call to show for `e`, the one the exception is about (of `finds`, the process's
+    py_find_library events): itself when `package` (the system's, of lib<name>.so) knows one of its name; else the
+    program's first call that found nothing for the same library (library_key) whose name it knows one of (pyusb
+    1.3.1 asks for 'usb-1.0', 'libusb-1.0', 'usb', 'openusb', 'usb-0.1', 'usb', 'libusb0' and raises
+    usb.core.NoBackendError, whose text names 'usb': Debian has no libusbN, and 'usb-1.0' is in libusb-1.0-0); else
+    itself."""
+    def known(f: dict) -> bool:
+        name = f.get("name")
+        return isinstance(name, str) and bool(package(unversioned_name(name)))
+
+    if known(e):
+        return e
+    key = library_key(str(e.get("name") or ""))
+    same = (f for f in finds if "result" in f and f.get("result") is None and isinstance(f.get("name"), str)
+            and "/" not in f["name"] and "\\" not in f["name"] and key and library_key(f["name"]) == key and known(f))
+    return next(same, e)
 
 
 def rule_soname_of_the_same_library(named: LinuxCall, calls: Sequence[LinuxCall]) -> LinuxCall:
@@ -289,15 +309,17 @@ def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional
     world: the answer `run` recorded, replay_linux.note_unfound_packages); None when the exception is not about one."""
     if outcome.exception is None:
         return None
-    e = rule_exception_is_find_library(outcome.exception.text, list(trace.of("py_find_library", pid=pid)),
-                                       trace.of("objopen", pid=pid))
+    finds = list(trace.of("py_find_library", pid=pid))
+    e = rule_exception_is_find_library(outcome.exception.text, finds, trace.of("objopen", pid=pid))
     if e is None:
         return None
+    world = default_world(list(trace.events))
+    ask = getattr(world, "system_package", None)
+    e = rule_unfound_name_with_a_package(e, finds, lambda soname: ask(soname) if ask is not None else None)
     name = str(e["name"])
     imports = e.get("imports")
     module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
-    fix = None if find_lib_never_found(name) else system_package_fix(unversioned_name(name),
-                                                                     default_world(list(trace.events)))
+    fix = None if find_lib_never_found(name) else system_package_fix(unversioned_name(name), world)
     return Unfound(name, module, code_place(e.get("frame")), (fix,) if fix is not None else ())
 
 
