@@ -270,6 +270,9 @@ def test_no_planted_name_survives(tmp_path_factory, capsys, u, m):
     for n in [u, m, *u.split(" ")]:  # (a name that is a word of the trace or of the planting: not a leak to find)
         assume(len(n) < 3 or n.casefold() not in forbidden)
     assume(u.casefold() not in m.casefold() and m.casefold() not in u.casefold())
+    # (nor one the planting's own words around it make, with the machine's name kept: a machine name too short to
+    # redact stays, and u 'N A' is in "ask <user> on A0.")
+    assume(u.casefold() not in message.replace(u, " ").casefold())
     tmp = tmp_path_factory.mktemp("p")
     src = planted_trace(tmp, u, message, command=command, machine=m, env=env)
     plain = src.read_text(encoding="utf-8")
