@@ -247,6 +247,22 @@ def test_rule_soname_of_the_same_library():
     assert rule(other[1], other[1:]) is other[1]
 
 
+def test_a_long_message_leaves_the_find_library_answer_in_sight():
+    """python-mpv 1.0.8's OSError is 200 characters: the headline cuts it to MAX_UNFOUND_MESSAGE when the
+    find_library call it died of follows (the field test: the answer came at the end of a 275-character line)."""
+    from dlltrace.diagnosis.result import Unfound
+    from dlltrace.render.outcome import MAX_UNFOUND_MESSAGE, outcome_headline
+
+    msg = ("Cannot find libmpv in the usual places. Depending on your distro, you may try installing an mpv-devel or "
+           "mpv-libs package. If you have libmpv around but this script can't find it, consult the documentation")
+    o = ProcessOutcome("died_of_other", 1, PyError("OSError", msg))
+    head = outcome_headline(o, Unfound("mpv", "mpv", None, ()))
+    assert head.endswith("…: ctypes.util.find_library('mpv') found no such library") and len(head) < 160, head
+    assert head.startswith("the program ended with OSError: Cannot find libmpv") and \
+        len(head.split(": ctypes.util")[0]) == len("the program ended with ") + MAX_UNFOUND_MESSAGE
+    assert outcome_headline(o).endswith("…; no failed load explains it")  # (no find_library: the longer cut)
+
+
 def test_rule_exception_is_find_library():
     """The find_library call that found nothing that the exception is about (sounddevice 0.5.6: find_library
     ('portaudio') is None, then OSError('PortAudio library not found')): the last such call whose name the text holds

@@ -13,6 +13,7 @@ from dlltrace.model import Fix
 from dlltrace.trace.reader import Trace
 
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
+MAX_UNFOUND_MESSAGE = 80  # the same, when the find_library call it died of follows it in the headline
 CPU_FEATURES = ("CUDA", "cuDNN", "TensorRT", "the NVIDIA driver", "NCCL")
 
 
@@ -46,8 +47,10 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Op
         return f"the program ran without {lost}{where}: {libs} did not load"
     if o.kind == "died_of_other" and o.exception is not None:
         text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
-        if len(text) > MAX_MESSAGE:
-            text = text[:MAX_MESSAGE - 1] + "…"
+        # (the answer after it, find_library's, kept in sight: python-mpv's message is 200 characters)
+        most = MAX_UNFOUND_MESSAGE if unfound is not None else MAX_MESSAGE
+        if len(text) > most:
+            text = text[:most - 1] + "…"
         if unfound is not None:
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
         return f"the program ended with {text}; no failed load explains it"
