@@ -106,3 +106,40 @@ def test_a_linux_fix_the_model_re_ran_that_then_fails_on_another_library_says_wh
     assert fixes[0].endswith("(not enough alone: the model re-ran the load with it, and it then fails on "
                              "libgthread-2.0.so.0)"), fixes
     assert fixes[1].endswith("  (not checked by the model)"), fixes
+
+
+def test_the_failure_s_library_tried_under_other_names_is_said_with_it():
+    """weasyprint 70 without Pango: it tries 'libpango-1.0-0', 'pango-1.0', 'libpango-1.0.dylib', 'libpango-1.0-0.dll',
+    then 'libpango-1.0.so.0', the failure. The other names are tries of the same library (reason
+    another_name_of_the_failure: verdict_linux.rule_another_name_of_the_failure), said on one line with the failure,
+    each once, at most ALSO_SHOWN of them; not listed among the loads the program went past (the field test read them
+    so), which keep another library's (libgobject-2.0-0)."""
+    from dlltrace.render.diagnosis import ALSO_SHOWN
+
+    others = ["libpango-1.0-0", "pango-1.0", "libpango-1.0.dylib", "libpango-1.0-0.dll", "libpango-1.0-0"]
+    tries = [load(n, fate="went_on", klass="noise", reason="another_name_of_the_failure", seq=i)
+             for i, n in enumerate(others)]
+    gobject = load("libgobject-2.0-0", fate="went_on", klass="noise", reason="another_was_fatal", seq=9)
+    fatal = load("libpango-1.0.so.0", seq=10)
+    d = linux([*tries, gobject, fatal], ProcessOutcome("died_of_load", 1))
+    lines = diagnoses_lines([d], "t.jsonl", d)
+    assert lines[0] == "dlltrace ─ 1 failed load · 1 the program went past · t.jsonl"
+    assert ("  it also tried these names for the same library, which failed too: libpango-1.0-0, pango-1.0, "
+            "libpango-1.0.dylib, libpango-1.0-0.dll") in lines, lines
+    apart = lines[lines.index("Failed, and the program went past them (not the failure):") + 1:]
+    assert [x.split()[0] for x in apart] == ["libgobject-2.0-0"]
+    many = [load(f"libGL.so.{i}", fate="went_on", klass="noise", reason="another_name_of_the_failure", seq=i)
+            for i in range(9, -1, -1)]
+    d = linux([*many, load("libGL.so", seq=20)], ProcessOutcome("died_of_load", 1))
+    line = next(x for x in diagnoses_lines([d], "t.jsonl", d) if x.startswith("  it also tried"))
+    assert line.endswith(f"libGL.so.{10 - ALSO_SHOWN} and {10 - ALSO_SHOWN} more"), line
+
+
+def test_rule_another_name_of_the_failure():
+    from dlltrace.diagnosis.verdict_linux import rule_another_name_of_the_failure as rule
+
+    assert rule("libpango-1.0-0", "libpango-1.0.so.0") and rule("libpango-1.0-0.dll", "libpango-1.0.so.0")
+    assert rule("/opt/homebrew/lib/libespeak-ng.1.dylib", "libespeak-ng.so.1") and rule("libGL.so.9", "libGL.so")
+    assert not rule("libgobject-2.0-0", "libpango-1.0.so.0") and not rule("libespeak.so.1", "libespeak-ng.so.1")
+    assert not rule("libpango-1.0.so.0", "libpango-1.0.so.0")  # (itself)
+    assert not rule("libGLX.so.0", "libGL.so.1")

@@ -230,11 +230,22 @@ def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit
     if c is fatal:
         return "fatal", "crashed_after" if crashed else "python_exception"
     if any(c is a for a in apart):
+        if fatal is not None and c.pid == fatal.pid and rule_another_name_of_the_failure(c.name, fatal.name):
+            return "went_on", "another_name_of_the_failure"  # (before variant_probe: weasyprint's .dll try is one)
         if any(c is p for p in probes):
             return "went_on", "variant_probe"
         return "went_on", ("another_was_fatal" if fatal is not None else
                            "exit_zero" if exit_zero else "exception_not_a_load")
     return "unknown", None
+
+
+def rule_another_name_of_the_failure(name: str, fatal: str) -> bool:
+    """A failed load of the process that asked for the same library as the failure, by another name (library_key:
+    weasyprint's 'libpango-1.0-0' before 'libpango-1.0.so.0', cairocffi's 'libcairo.so.2' among 'cairo-2' and
+    'libcairo-2.dll'): a try of the failure under another name, not a load the program went past and lost nothing by
+    (the field test read them so, listed apart)."""
+    key = library_key(name)
+    return bool(key) and name != fatal and key == library_key(fatal)
 
 
 def owner_of(path: str, owners: dict[str, tuple[Owner, ...]]) -> str:

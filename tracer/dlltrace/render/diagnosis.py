@@ -130,6 +130,9 @@ def fatal_leaf(d: Diagnosis) -> Optional[str]:
     return None if f is None else (f.leaf or _base(d.platform, f.name))
 
 
+ALSO_SHOWN = 6  # other names of a failed load's library named with it (the rest counted)
+
+
 def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list[str]:
     """One failed load explained: its headline, the call (origin, API, name, the loader's own message), the
     place in the user's code, the chain, the files tried by folder with their rules, the copies elsewhere, what
@@ -154,6 +157,12 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     if f.user_code is not None:
         out.append(f"  in your code: {f.user_code.file}:{f.user_code.line}, in {f.user_code.function}")
     out += [said_line(w) for w in f.said]  # (the program's own words about it: a warning, a stderr line)
+    also = list(dict.fromkeys(g.name for g in d.failures if g.reason == "another_name_of_the_failure")) \
+        if f.fate == "fatal" else []
+    if also:  # (the same library under other names: verdict_linux.rule_another_name_of_the_failure)
+        more = f" and {len(also) - ALSO_SHOWN} more" if len(also) > ALSO_SHOWN else ""
+        out.append(f"  it also tried {'these names' if len(also) > 1 else 'this name'} for the same library, which "
+                   f"failed too: {', '.join(also[:ALSO_SHOWN])}{more}")
     if len(f.chain) > 1:
         out.append("  chain: " + " → ".join(_base(p, x) for x in f.chain))
     if f.tried:
@@ -230,6 +239,11 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
     apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
+    # (the failure's own library tried under other names: said with it, not among the loads gone past)
+    names = {(d.pid, f.seq): [g.name for g in d.failures if g.reason == "another_name_of_the_failure"]
+             for d, f in shown if f.fate == "fatal"}
+    apart = [(d, f) for d, f in apart if f.reason != "another_name_of_the_failure" or
+             not any(d.pid == pid for pid, _ in names)]
     said = None
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
         said = crash_headline(main.outcome, fatal_leaf(main))
