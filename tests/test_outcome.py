@@ -261,6 +261,12 @@ def test_a_long_message_leaves_the_find_library_answer_in_sight():
     assert head.startswith("the program ended with OSError: Cannot find libmpv") and \
         len(head.split(": ctypes.util")[0]) == len("the program ended with ") + MAX_UNFOUND_MESSAGE
     assert outcome_headline(o).endswith("…; no failed load explains it")  # (no find_library: the longer cut)
+    # (a message's last full stop is not kept before what follows it: pytesseract's ended ".; no failed load")
+    done = ProcessOutcome("died_of_other", 1, PyError("TesseractNotFoundError", "See README file for more information."))
+    assert outcome_headline(done) == ("the program ended with TesseractNotFoundError: See README file for more "
+                                      "information; no failed load explains it")
+    dots = ProcessOutcome("died_of_other", 1, PyError("ValueError", "expected one of a, b, ..."))
+    assert outcome_headline(dots).endswith("a, b, ...; no failed load explains it")
 
 
 def test_rule_exception_is_find_library():

@@ -51,6 +51,7 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Op
         most = MAX_UNFOUND_MESSAGE if unfound is not None else MAX_MESSAGE
         if len(text) > most:
             text = text[:most - 1] + "…"
+        text = text[:-1] if text.endswith(".") and not text.endswith("..") else text  # (no ".;" or ".:" after it)
         if unfound is not None:
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
         return f"the program ended with {text}; no failed load explains it"
