@@ -678,3 +678,28 @@ def test_the_process_ends_with_a_thread_pool_left_open():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stderr == "task ran\n", r.stderr
     assert json.loads(r.stdout)["failed"] == [0]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process: POSIX")
+def test_ctrl_c_while_the_process_waits_for_a_thread_at_its_end_is_130_without_a_traceback():
+    """cli.end waits for the threads still running (as the interpreter's exit does); a Ctrl-C then ends the process
+    at once with 130, its output written, never a traceback (the review: KeyboardInterrupt came out of end())."""
+    import time
+
+    trace = ROOT / "fixtures" / "traces" / "s1.jsonl"
+    code = ("import sys, threading, time\n"
+            "def slow():\n"
+            "    print('waiting', file=sys.stderr, flush=True)\n"
+            "    time.sleep(20)\n"
+            "threading.Thread(target=slow).start()\n"
+            "from dlltrace import cli\n"
+            f"sys.argv = ['dlltrace', 'report', {str(trace)!r}, '--json']\n"
+            "sys.exit(cli.entry())\n")
+    t = time.monotonic()
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr.readline() == "waiting\n"
+    time.sleep(3)  # (the report made and printed into stdout's buffer: the process is in cli.end, waiting)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert json.loads(out)["failed"] == [0] and time.monotonic() - t < 15

@@ -332,16 +332,19 @@ def end(rc: int) -> NoReturn:
     import atexit
     import threading
 
-    if rc != EXIT_OUTPUT and stdout_unwritable():
-        rc = EXIT_OUTPUT
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is not None:  # (what the interpreter's exit does first: the callbacks threading._register_atexit
-        shutdown()            # holds, which wake a ThreadPoolExecutor's idle workers, then every non-daemon joined)
-    else:
-        for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon:
-                t.join()
-    atexit._run_exitfuncs()
+    try:
+        if rc != EXIT_OUTPUT and stdout_unwritable():
+            rc = EXIT_OUTPUT
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:  # (what the interpreter's exit does first: the callbacks threading._register_atexit
+            shutdown()            # holds, which wake a ThreadPoolExecutor's idle workers, then every non-daemon joined)
+        else:
+            for t in threading.enumerate():
+                if t is not threading.main_thread() and not t.daemon:
+                    t.join()
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:  # (Ctrl-C while it waits: the end all the same, as an interrupt, never a traceback)
+        rc = 130
     for stream in (sys.stdout, sys.stderr):
         if stream is None:  # (closed before the process started: `>&-`, `2>&-`)
             continue
