@@ -230,10 +230,10 @@ def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit
     if c is fatal:
         return "fatal", "crashed_after" if crashed else "python_exception"
     if any(c is a for a in apart):
-        if fatal is not None and c.pid == fatal.pid and rule_another_name_of_the_failure(c.name, fatal.name):
-            return "went_on", "another_name_of_the_failure"  # (before variant_probe: weasyprint's .dll try is one)
-        if any(c is p for p in probes):
+        if any(c is p for p in probes):  # (first: Qt's libqxcb.so.avx2 before libqxcb.so, the failure, is a probe)
             return "went_on", "variant_probe"
+        if fatal is not None and c.pid == fatal.pid and rule_another_name_of_the_failure(c.name, fatal.name):
+            return "went_on", "another_name_of_the_failure"
         return "went_on", ("another_was_fatal" if fatal is not None else
                            "exit_zero" if exit_zero else "exception_not_a_load")
     return "unknown", None
