@@ -312,6 +312,21 @@ def test_package_loaders_read_delvewheels_patch_from_the_packages_own_init(tmp_p
     assert shim.package_loaders(str(site), files) == [{"package": "numpy", "adds": ["numpy.libs"], "how": "delvewheel"}]
 
 
+def test_package_loaders_read_delvewheels_older_init_patch(tmp_path):
+    """delvewheel < 1.0 names its patch `_delvewheel_init_patch_<version>` (pyzmq 25.1.2's zmq/__init__.py, the real
+    text's shape): it adds <site>/pyzmq.libs as the newer patch does, and the replay must know it (the field test:
+    ctypes.CDLL of zmq's context.pyd was offered no `import zmq` first, nor os.add_dll_directory)."""
+    site = tmp_path / "site-packages"
+    (site / "zmq").mkdir(parents=True)
+    (site / "zmq" / "__init__.py").write_text(
+        "# start delvewheel patch\ndef _delvewheel_init_patch_0_0_22():\n    import os\n    import sys\n"
+        "    libs_dir = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, 'pyzmq.libs'))\n"
+        "    if sys.version_info[:2] >= (3, 8):\n        os.add_dll_directory(libs_dir)\n\n\n"
+        "_delvewheel_init_patch_0_0_22()\n")
+    files = ["zmq/backend/cython/context.cp311-win_amd64.pyd", "pyzmq.libs/libzmq-v141-mt-4_3_4-0a6f51ca.dll"]
+    assert shim.package_loaders(str(site), files) == [{"package": "zmq", "adds": ["pyzmq.libs"], "how": "delvewheel"}]
+
+
 def test_frame_and_imports_is_user_frame_and_module_stack_in_one_walk(tmp_path, monkeypatch):
     """The audit hook's one walk up the stack (each frame's f_code is an audit event of its own) gives what
     user_frame and module_stack give, inside nested imports (a library's module importing the user's, which

@@ -493,7 +493,7 @@ def _small_text(path: str) -> "Optional[str]":
 
 def package_loaders(site: str, files: "list") -> "list":
     """How a distribution's packages make its DLLs reachable, read from their own __init__.py: delvewheel's
-    patch (`_delvewheel_patch_*`, which os.add_dll_directory()s `<site>/<name>.libs` when the package is
+    patch (`_delvewheel_patch_*`, `_delvewheel_init_patch_*` before delvewheel 1.0, which os.add_dll_directory()s `<site>/<name>.libs` when the package is
     imported: numpy, scipy, pandas, ...). [{"package", "adds", "how"}], `adds` relative to the site folder."""
     out = []
     tops = []
@@ -508,7 +508,7 @@ def package_loaders(site: str, files: "list") -> "list":
                 text = fh.read(1 << 16)
         except OSError:
             continue
-        if "_delvewheel_patch" not in text:
+        if "_delvewheel_patch" not in text and "_delvewheel_init_patch" not in text:  # (delvewheel < 1.0: pyzmq 25)
             continue
         adds: "list" = []
         at = text.find("os.pardir, ")
