@@ -34,7 +34,7 @@ from dlltrace.model import (
 from dlltrace.loader.fixloop import Attempt, verify_fixes
 from dlltrace.loader.walk import Step, keep_going
 from dlltrace.worlds.overlay import OverlayWorld
-from dlltrace.worlds.world import ProcessState, World
+from dlltrace.worlds.world import ProcessState, World, listed_by
 
 MAX_ALSO_MISSING = 32  # a closure with more missing DLLs than this is cut (and says so: it stops listing)
 MAX_STEPS = 4  # a fix with more steps than this is not looked for
@@ -313,8 +313,19 @@ def verify(sit: Situation, candidates: Iterable[Fix], follow_up, names: tuple[st
         return Attempt(False, same=same, unknowable=same and _unknowable(s, r), outcome=outcome_of(r),
                        covers=_covered(names, r), after=after)
 
-    return verify_fixes(sit, candidates, applies=applies, attempt=attempt, follow_up=follow_up, key=_key,
+    def checkable(fix: Fix) -> bool:
+        return applies(fix) and not any(rule_copy_of_a_record_listed_file(sit.world, f) for f in (fix, *fix.then))
+
+    return verify_fixes(sit, candidates, applies=checkable, attempt=attempt, follow_up=follow_up, key=_key,
                         names=names, max_steps=MAX_STEPS, depth=depth)
+
+
+def rule_copy_of_a_record_listed_file(world: World, fix: Fix) -> bool:
+    """A copy of a file the world knows only from its distribution's record (RecordedWorld.add_listed: the trace
+    never looked at it): its own imports are unknown (a stand-in's facts), so whether its dependencies are found
+    once it is moved away from them cannot be checked -- pyzmq 25's libzmq copied next to context.pyd leaves the
+    libsodium it imports behind in pyzmq.libs (the field test, under Wine). Offered, not checked."""
+    return fix.action == "copy_file" and bool(fix.path) and listed_by(world, fix.path) is not None
 
 
 def _unknowable(sit: Situation, r: CallResult) -> bool:

@@ -341,6 +341,7 @@ class RecordedWorld:
                     continue
                 self._files[k] = FileFacts(path=winpath.normalize(path), pe=PEFacts(machine=machine))
                 _add_one(self._probe_names, winpath.basename(k), k)
+                self._mark_dirs(path)  # (its folder is there too: os.add_dll_directory of it is a fix to check)
                 self._listed.add(k)
 
     def listed_by(self, path: str) -> Optional[Owner]:
