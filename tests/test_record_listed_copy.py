@@ -52,7 +52,7 @@ def test_a_folder_only_a_record_lists_is_added_by_os_add_dll_directory(tmp_path,
     assert ("add_dll_directory", SITE + "\\pyzmq.libs", True) in got, got
 
 
-def test_a_copy_of_a_file_only_a_record_lists_is_not_called_checked(tmp_path, capsys):
+def test_rule_copy_of_a_record_listed_file(tmp_path, capsys):
     """Its own imports are unknown (a stand-in's facts): a copy of it elsewhere may leave its dependencies behind
     (libsodium, beside libzmq), so the copy is offered unchecked, after the checked fixes."""
     fs = fixes(tmp_path, capsys)
