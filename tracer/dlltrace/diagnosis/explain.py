@@ -17,7 +17,7 @@ from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.classify import windows_names
-from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node
+from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node, Owner
 from dlltrace.worlds.world import ProcessState, World, listed_by, owner_of_path, owners_of, package_loaders
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
@@ -329,6 +329,25 @@ def arch_of(process: ProcessState) -> str:
     return "x86" if process.machine == "x86" else ("arm64" if process.machine == "arm64" else "x64")
 
 
+_PLATFORM_TAG_MACHINE = {"win_amd64": "x64", "win32": "x86", "win_arm64": "arm64"}
+
+
+def rule_wrong_machine_file_of_its_own_wheel(path: str, parent: str, world: World, machine: str) -> Optional[Owner]:
+    """The wheel whose RECORD lists this wrong-machine file (None: no wheel's, or nothing says which build it
+    shipped). A wheel is built for one machine: the file is not the one pip installed when the module that imports
+    it is the same wheel's and loads in this process (pygame's x64 base.pyd, its own SDL2.dll x86: the win32
+    wheel's copied over it), or when its own name's platform tag is this process's machine (pillow's
+    _imaging.cp311-win_amd64.pyd, x86 inside). Reinstalling the distribution puts its file back."""
+    o = owner_of_path(world, path) if path else None
+    if o is None or o.kind != "wheel":
+        return None
+    m = re.search(r"[.-](win_amd64|win32|win_arm64)\.(?:pyd|dll)$", path.lower())
+    if m is not None and _PLATFORM_TAG_MACHINE[m.group(1)] == machine:
+        return o
+    p = owner_of_path(world, parent) if parent else None
+    return o if p is not None and (p.dist, p.version, p.root) == (o.dist, o.version, o.root) else None
+
+
 def stale_copy(name: str, leaf: Node, world: World, process: ProcessState) -> list[Fix]:
     """The copy at fault: the search reached `leaf.path` first and it is unusable (another machine's, or it lacks
     the export), while a usable copy is elsewhere. Renaming it lets the search go on (verified by the re-run: the
@@ -430,9 +449,23 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             out.append(Fix("reinstall", "reinstall", name=name, path=leaf.path or ""))
         elif cause == "bad_machine":
             out[:0] = stale_copy(name, leaf, world, process)  # (the root cause first: the copy at fault)
+            chain = res.tree.failure_chain() if res.tree is not None else []
+            parent = (chain[-2].path or "") if len(chain) > 1 else ""
+            # (the file of the wrong machine: the leaf's path, else the first such file its search reached)
+            bad = leaf.path or next((c.path for c in leaf.candidates if c.result == "wrong_machine"), "")
+            own = rule_wrong_machine_file_of_its_own_wheel(bad, parent, world, process.machine)
+            if own is not None:  # (pip put another file there: reinstalling its distribution puts it back)
+                exe = (process.launcher or process.exe) if is_python(process, res) and not (
+                    process.python_kind == "embeddable" and not process.pip_site) else ""
+                other = leaf.facts.machines[0] if leaf.facts is not None and leaf.facts.machines else ""
+                out.insert(0, Fix("reinstall", "install", name=name, package=own.dist, version=own.version,
+                                  path=bad, bound=own.path, exe=exe, lacks=own.kind,
+                                  machine=process.machine, other_machine=other, python=is_python(process, res)))
             machines = sorted({c.machine for c in leaf.candidates if c.machine})
             other = machines[0] if machines else "x64"
-            if is_python(process) and process.machine == "x86" and other == "x64":
+            if any(s.kind == "python_bitness" for s in sit.steps):
+                pass  # (a chain changes the process's machine once: another change would only undo it)
+            elif is_python(process) and process.machine == "x86" and other == "x64":
                 out.append(Fix("python_bitness", "use_64bit_python", name=name, machine=process.machine, other_machine=other))
             else:
                 out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other,

@@ -153,6 +153,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
             return (f"{f.name} belongs to the conda package {f.package} {f.version}{listed} and is not there: reinstall "
                     f"it ({how})")
         pip = pip_install(Fix(f.kind, f.action, package=f"--force-reinstall --no-deps {pin}", exe=f.exe), code)
+        if f.other_machine:  # (there, of another machine: explain.rule_wrong_machine_file_of_its_own_wheel)
+            bits = {"x86": "32-bit (x86)", "x64": "64-bit (x64)"}.get(f.other_machine, f"built for {f.other_machine}")
+            return (f"{f.name} at {f.path} is {bits}: it is not the file {f.package} {f.version} "
+                    f"installed (its RECORD lists {f.bound}, its build for this {f.machine} Python): reinstall it ({pip})")
         return (f"{f.name} belongs to {f.package} {f.version} (its RECORD lists {f.bound}) and is not there: "
                 f"reinstall it ({pip})")
     if a == "install":

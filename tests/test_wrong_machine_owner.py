@@ -1,0 +1,83 @@
+"""A wrong-machine file its own distribution's RECORD lists (the field test, under Wine): pygame 2.6.1's SDL2.dll
+replaced by the win32 wheel's, and pillow 11.0.0's _imaging.cp311-win_amd64.pyd by the win32 wheel's build. The
+file is not the one pip installed; reinstalling the distribution (which put the x64 file back, and the import then
+worked) is the first fix, not only "get the 64-bit build of what ships it"."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from dlltrace import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "C:\\py"
+SITE = PREFIX + "\\Lib\\site-packages"
+
+
+def report(tmp_path: Path, capsys, dist: str, version: str, files: list[str], module: str, root: str,
+           dep: "str | None", dep_machine: str = "x86", root_machine: str = "x64", fmt: str = "--json"):
+    """`import module` of SITE\\root (of root_machine), which imports `dep` from its own folder (of dep_machine):
+    error 193. `files`: what the distribution's RECORD lists (relative to SITE)."""
+    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
+    h = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(h)  # type: ignore[union-attr]
+    exe = PREFIX + "\\python.exe"
+    w = h.Writer(exe, "C:\\work", [PREFIX, h.SYS32], [h.SYS32 + "\\kernel32.dll", PREFIX + "\\python311.dll"],
+                 [exe, "app.py"])
+    w.ev("py_env", version="3.11.9", implementation="cpython", executable=exe, prefix=PREFIX, base_prefix=PREFIX,
+         exec_prefix=PREFIX, bits=64, conda=False, conda_prefix=None, sys_path=[PREFIX, SITE], user_site=None)
+    w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": SITE, "files": [], "loaders": []},
+                            {"name": dist, "version": version, "site": SITE, "files": files, "loaders": []}],
+         conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_import", module=module)
+    pyd = SITE + "\\" + root.replace("/", "\\")
+    probes = [(pyd, 0)]
+    if dep:
+        probes.append((winpath_dir(pyd) + "\\" + dep, 0))
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, probes, 193, 0xC000007B, None)
+    w.file(pyd, imports=[*([dep] if dep else []), "python311.dll", "kernel32.dll"], machine=root_machine)
+    if dep:
+        w.file(winpath_dir(pyd) + "\\" + dep, imports=["kernel32.dll"], machine=dep_machine)
+    w.write(tmp_path / "t.jsonl")
+    cli.main(["report", *([fmt] if fmt else []), str(tmp_path / "t.jsonl")])
+    out = capsys.readouterr().out
+    if fmt != "--json":
+        return out
+    d = json.loads(out)
+    (call,) = [c for c in d["calls"] if c["index"] in d["failed"]]
+    return call["fixes"]
+
+
+def steps(f: dict) -> list[dict]:
+    return [f, *(s for t in f.get("then", []) for s in steps(t))]
+
+
+def winpath_dir(p: str) -> str:
+    return p.rsplit("\\", 1)[0]
+
+
+def test_rule_wrong_machine_file_of_its_own_wheel(tmp_path, capsys):
+    # pygame's x64 base.pyd imports pygame's own SDL2.dll, which is x86: not the file pip installed
+    files = ["pygame/base.cp311-win_amd64.pyd", "pygame/SDL2.dll"]
+    fixes = report(tmp_path, capsys, "pygame", "2.6.1", files, "pygame.base", files[0], "SDL2.dll")
+    first = fixes[0]
+    assert (first["action"], first.get("package"), first.get("version"), first.get("verified")) == \
+        ("install", "pygame", "2.6.1", True), fixes
+    assert first["text"].startswith("SDL2.dll at C:\\py\\Lib\\site-packages\\pygame\\SDL2.dll is 32-bit (x86): it is not "
+                                    "the file pygame 2.6.1 installed (its RECORD lists pygame/SDL2.dll"), first["text"]
+    assert "C:\\py\\python.exe -m pip install --force-reinstall --no-deps pygame==2.6.1" in first["text"]
+    # and no chain changes the process's machine twice ("use a 32-bit Python, then a 64-bit one, then reinstall")
+    for f in fixes:
+        assert [s["kind"] for s in steps(f)].count("python_bitness") <= 1, f
+    # the extension itself: its name's platform tag says the build pip installed (pillow's win_amd64 .pyd, x86 inside)
+    files = ["PIL/_imaging.cp311-win_amd64.pyd"]
+    fixes = report(tmp_path, capsys, "pillow", "11.0.0", files, "PIL._imaging", files[0], None, root_machine="x86")
+    assert (fixes[0]["action"], fixes[0].get("package")) == ("install", "pillow"), fixes
+    # not its own wheel's module that needs it, no platform tag: which build the wheel ships is unknown -- no reinstall
+    # (an extension RECORD does not list, in the folder, imports the distribution's x86 helper.dll)
+    fixes = report(tmp_path, capsys, "otherpkg", "1.0", ["otherpkg/helper.dll"], "otherpkg.mine",
+                   "otherpkg/mine.cp311-win_amd64.pyd", "helper.dll")
+    assert fixes and fixes[0]["kind"] == "python_bitness", fixes
+    assert all(f["action"] != "install" for f in fixes), fixes
