@@ -6,11 +6,11 @@ called the second checked."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 from dlltrace import cli
+from simhelp import handwritten, python_writer
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "C:\\py"
@@ -20,14 +20,8 @@ LIBZMQ = "libzmq-v141-mt-4_3_4-0a6f51ca.dll"
 
 
 def trace(tmp_path: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
-    h = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(h)  # type: ignore[union-attr]
-    exe = PREFIX + "\\python.exe"
-    w = h.Writer(exe, "C:\\work", [PREFIX, h.SYS32], [h.SYS32 + "\\kernel32.dll", PREFIX + "\\python311.dll"],
-                 [exe, "app.py"])
-    w.ev("py_env", version="3.11.9", implementation="cpython", executable=exe, prefix=PREFIX, base_prefix=PREFIX,
-         exec_prefix=PREFIX, bits=64, conda=False, conda_prefix=None, sys_path=[PREFIX, SITE], user_site=None)
+    h = handwritten()
+    w, _ = python_writer(h, "import app", PREFIX)
     files = ["zmq/backend/cython/context.cp311-win_amd64.pyd", f"pyzmq.libs/{LIBZMQ}", "pyzmq.libs/libsodium-ac42d648.dll"]
     w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": SITE, "files": [], "loaders": []},
                             {"name": "pyzmq", "version": "25.1.2", "site": SITE, "files": files, "loaders": []}],

@@ -5,11 +5,11 @@ worked) is the first fix, not only "get the 64-bit build of what ships it"."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 from dlltrace import cli
+from simhelp import handwritten, python_writer
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "C:\\py"
@@ -20,14 +20,8 @@ def report(tmp_path: Path, capsys, dist: str, version: str, files: list[str], mo
            dep: "str | None", dep_machine: str = "x86", root_machine: str = "x64", fmt: str = "--json"):
     """`import module` of SITE\\root (of root_machine), which imports `dep` from its own folder (of dep_machine):
     error 193. `files`: what the distribution's RECORD lists (relative to SITE)."""
-    spec = importlib.util.spec_from_file_location("handwritten", ROOT / "fixtures" / "traces" / "handwritten.py")
-    h = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(h)  # type: ignore[union-attr]
-    exe = PREFIX + "\\python.exe"
-    w = h.Writer(exe, "C:\\work", [PREFIX, h.SYS32], [h.SYS32 + "\\kernel32.dll", PREFIX + "\\python311.dll"],
-                 [exe, "app.py"])
-    w.ev("py_env", version="3.11.9", implementation="cpython", executable=exe, prefix=PREFIX, base_prefix=PREFIX,
-         exec_prefix=PREFIX, bits=64, conda=False, conda_prefix=None, sys_path=[PREFIX, SITE], user_site=None)
+    h = handwritten()
+    w, _ = python_writer(h, "import app", PREFIX)
     w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": SITE, "files": [], "loaders": []},
                             {"name": dist, "version": version, "site": SITE, "files": files, "loaders": []}],
          conda=[], conda_prefix=None, cut=False)
