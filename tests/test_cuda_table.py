@@ -638,3 +638,21 @@ def test_cuda_of_a_damaged_trace_is_3_as_report_is(tmp_path, dlltrace_cli):
         assert r.returncode == 3, (fmt, r)
         assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n", r.stderr
         assert "2.5.1+cu124" in r.stdout  # the table, as far as the trace was read
+
+
+def test_rule_mismatch_of_the_run():
+    """The report shows the CUDA table only for a mismatch about the run (the field test under Wine: every report of
+    an environment holding onnxruntime-gpu ended with its cuBLAS 13 ✗, an h5py import's too): a file of it the run
+    opened (under its folder, or named as its DLL), or a failed load of it or of CUDA's."""
+    from dlltrace.diagnosis.cuda import Mismatch, rule_mismatch_of_the_run as rule
+
+    capi = "C:\\py\\Lib\\site-packages\\onnxruntime\\capi"
+    m = Mismatch("cuda_major_missing", "error", "onnxruntime-gpu 1.31.1", needs_cuda="13", dll="cublasLt64_13.dll",
+                 found=(capi,))
+    h5 = ["C:\\py\\Lib\\site-packages\\h5py\\_errors.cp311-win_amd64.pyd", "C:\\Windows\\System32\\kernel32.dll"]
+    assert not rule(m, h5, ["_errors.cp311-win_amd64.pyd", "hdf5.dll"])
+    assert rule(m, [*h5, capi + "\\onnxruntime_providers_shared.dll"], [])  # (a file of its folder opened)
+    assert rule(m, ["C:\\cuda\\bin\\cublasLt64_13.dll"], [])  # (its DLL, from anywhere)
+    assert rule(m, h5, ["C:\\py\\x\\cublasLt64_13.dll"])  # (a failed load of its DLL)
+    assert rule(m, h5, ["cudart64_12.dll"])  # (CUDA in play: a failed load of a CUDA library)
+    assert not rule(m, ["C:\\py\\Lib\\site-packages\\onnxruntime_extra\\x.dll"], [])  # (another folder, same prefix)

@@ -1291,6 +1291,27 @@ def mismatches(t: CudaTable, files_in) -> list[Mismatch]:
 
 # --- a trace and a scenario as worlds -------------------------------------------------------------------------
 
+def rule_mismatch_of_the_run(m: Mismatch, opened: Iterable[str], failed: Iterable[str]) -> bool:
+    """Whether a mismatch of a trace's CUDA table is about the run the trace is of, so the report shows the table:
+    the run opened a file of it (under a folder of `m.found`, or one of them, or a file named `m.dll`), or a load of
+    it failed (`failed`: the failed loads' names and leaves; `m.dll` among them, or any CUDA, cuDNN, TensorRT, NCCL
+    or driver library: CUDA was in play). Else it is the environment's, not the run's: an h5py import that failed on
+    hdf5.dll in an environment that also holds onnxruntime-gpu is not told onnxruntime-gpu lacks cuBLAS 13 (the field
+    test under Wine: the report's only other ✗). `dlltrace cuda --trace` shows the whole table whatever the run."""
+    from dlltrace.diagnosis.outcome import feature_of
+
+    dll = (m.dll or "").lower()
+    failed = [winpath.basename(x).lower() for x in failed if x]
+    if any(x == dll or feature_of(x) in ("CUDA", "cuDNN", "TensorRT", "NCCL", "the NVIDIA driver") for x in failed):
+        return True
+    places = [winpath.key(f) for f in m.found if f]
+    for path in opened:
+        k = winpath.key(path)
+        if (dll and winpath.basename(k) == dll) or any(k == f or k.startswith(f + "\\") for f in places):
+            return True
+    return False
+
+
 def facts_of_scenario(scenario) -> WorldFacts:
     """The table's facts in a scenario: its [[file]] entries (a file's `version` is its PE version), its
     folders, its [process] path and env. Nothing else is made up."""

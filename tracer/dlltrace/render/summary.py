@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-from dlltrace.diagnosis.analysis import judged_incidents
+from dlltrace.diagnosis.analysis import Incident, judged_incidents
+from dlltrace.diagnosis.cuda import CudaTable, rule_mismatch_of_the_run
 from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
 from dlltrace.render.json import call_dicts, json_chunks, json_report_head
 from dlltrace.render.markdown import markdown_report
@@ -37,10 +38,10 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
             yield from json_chunks(doc, call_dicts(incs))
         elif fmt == "markdown":
             md = markdown_report(trace, incs, replays)
-            yield md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda.mismatches else "")
+            yield md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
         else:
             text = text_report(trace, incs, replays, everything)
-            yield text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda.mismatches else "")
+            yield text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
 
 
 def produce_lines(trace: Trace, everything: bool = False, progress: Optional[Progress] = None) -> list[str]:
@@ -58,4 +59,16 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
         # as in produce_chunks
         replays, incs = judged_incidents(trace, everything, progress)
         blocks = text_report_blocks(trace, incs, replays, everything)
-        return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda.mismatches else [])
+        return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda_of_the_run(cuda, trace, incs)
+                         else [])
+
+
+def cuda_of_the_run(cuda: CudaTable, trace: Trace, incs: list[Incident]) -> bool:
+    """Whether the text and Markdown reports show the CUDA stack table: it names a mismatch about this run
+    (diagnosis/cuda.py rule_mismatch_of_the_run: a file of it the run opened, or a failed load of it or of CUDA's)."""
+    if not cuda.mismatches:
+        return False
+    failed = [n for inc in incs for a in inc.attempts
+              for n in (a.load.name or "", a.result.leaf.name if a.result.leaf is not None else "")]
+    opened = [p for pid in trace.pids for p in trace.found_probe_paths(pid)]
+    return any(rule_mismatch_of_the_run(m, opened, failed) for m in cuda.mismatches)
