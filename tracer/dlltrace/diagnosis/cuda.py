@@ -31,6 +31,7 @@ from dlltrace import winpath
 from dlltrace.model import FileFacts, Fix
 from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
+from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.diagnosis.replay import recorded_world, system_and_process
 
 Platform = Literal["windows", "linux"]
@@ -1298,8 +1299,6 @@ def rule_mismatch_of_the_run(m: Mismatch, opened: Iterable[str], failed: Iterabl
     or driver library: CUDA was in play). Else it is the environment's, not the run's: an h5py import that failed on
     hdf5.dll in an environment that also holds onnxruntime-gpu is not told onnxruntime-gpu lacks cuBLAS 13 (the field
     test under Wine: the report's only other ✗). `dlltrace cuda --trace` shows the whole table whatever the run."""
-    from dlltrace.diagnosis.outcome import feature_of
-
     dll = (m.dll or "").lower()
     failed = [winpath.basename(x).lower() for x in failed if x]
     if any(x == dll or feature_of(x) in ("CUDA", "cuDNN", "TensorRT", "NCCL", "the NVIDIA driver") for x in failed):
