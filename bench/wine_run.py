@@ -160,14 +160,14 @@ def timed(args):
     return execute(args)
 run.execute = timed
 t0 = float(os.environ["DLLTRACE_BENCH_T0"])
-try:
-    from dlltrace.cli import entry
-    sys.argv[:] = ["dlltrace", "run", *sys.argv[1:]]
-    rc = entry()
-finally:
+import atexit
+def written():  # (at exit: cli.entry ends the process itself, with os._exit after the atexit functions)
     with open(os.environ["DLLTRACE_BENCH_PHASES"], "w") as f:
         json.dump([("(started)", (t0, 0.0)), *marks], f)
-sys.exit(rc)
+atexit.register(written)
+from dlltrace.cli import entry
+sys.argv[:] = ["dlltrace", "run", *sys.argv[1:]]
+sys.exit(entry())
 """
 
 
