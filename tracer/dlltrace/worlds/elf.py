@@ -238,13 +238,23 @@ def debian_package_names(soname: str) -> list[str]:
     m = re.match(r"^lib(?P<name>[A-Za-z0-9_+.-]+?)\.so\.(?P<version>\d+(?:\.\d+)*)$", soname)
     if m is None:
         return []
-    name, version = m.group("name").lower().replace("_", "-"), m.group("version")  # (no "_" in a package name)
-    name = GLIB_FAMILY.get(name, name)
-    base = f"lib{name}-{version}" if name[-1].isdigit() else f"lib{name}{version}"
-    out = [base, base + "t64", base + "v5"]
-    api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", name)  # (GNOME's "glib-2.0": its package says libglib2.0-0)
+    first, *others = policy_stems(m.group("name"))
+    version = m.group("version")
+    return [first + version, first + version + "t64", first + version + "v5",
+            *(x for s in others for x in (s + version, s + version + "t64"))]
+
+
+def policy_stems(name: str) -> list[str]:
+    """What Debian's policy puts before a library's major in its package's name, for lib<name>.so: lib<name> in lower
+    case, `_` as `-` (no "_" in a package name), a hyphen after a name that ends in a digit (libfoo2-3); GLib's family
+    named after GLib (GLIB_FAMILY); and, for a GNOME name with its API version, also as GNOME's packages are named
+    (glib-2.0: libglib2.0-)."""
+    low = name.lower().replace("_", "-")
+    low = GLIB_FAMILY.get(low, low)
+    out = [f"lib{low}-" if low[-1:].isdigit() else f"lib{low}"]
+    api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", low)  # (GNOME's "glib-2.0": its package says libglib2.0-0)
     if api is not None:
-        out += [f"lib{api.group(1)}{api.group(2)}-{version}", f"lib{api.group(1)}{api.group(2)}-{version}t64"]
+        out.append(f"lib{api.group(1)}{api.group(2)}-")
     return out
 
 
@@ -300,14 +310,8 @@ def package_of_unversioned(name: str, names: Iterable[str]) -> Optional[str]:
     v5 variants, and ABI_SUFFIX's: dmtx -> libdmtx0b): portaudio -> libportaudio2, usb-1.0 -> libusb-1.0-0, magic ->
     libmagic1; the highest major when apt knows several (libssl1.1 and libssl3: libssl3), a plain name before its
     t64 variant, and that before the others; None for none."""
-    low = name.lower().replace("_", "-")
-    low = GLIB_FAMILY.get(low, low)
-    sep = "-" if low[-1:].isdigit() else ""
-    alts = [re.escape(low) + sep]
-    api = re.match(r"^(.*[a-z])-(\d+\.\d+)$", low)  # (GNOME's "glib-2.0": its package is libglib2.0-0)
-    if api is not None:
-        alts.append(re.escape(api.group(1) + api.group(2)) + "-")
-    pat = re.compile(rf"^lib(?:{'|'.join(alts)})(?P<major>\d+(?:\.\d+)*)(?P<variant>{ABI_SUFFIX})?$")
+    stems = "|".join(re.escape(s) for s in policy_stems(name))
+    pat = re.compile(rf"^(?:{stems})(?P<major>\d+(?:\.\d+)*)(?P<variant>{ABI_SUFFIX})?$")
     found = []
     for n in names:
         m = pat.match(n)
