@@ -143,6 +143,16 @@ def rule_program_said(warnings: list[str], name: str, leaf: Optional[str]) -> tu
     return tuple(about[:SAID_LIMIT])
 
 
+def found_none(e: dict) -> Optional[str]:
+    """The name of a py_find_library event whose call found nothing (its `result` recorded, and None) for a library's
+    name, not a path (sounddevice also asks for 'bin\\libportaudio-2.dll', its wheels' own copy), else None."""
+    name = e.get("name")
+    if "result" not in e or e.get("result") is not None or not isinstance(name, str) or not name \
+            or "/" in name or "\\" in name:
+        return None
+    return name
+
+
 def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iterable[dict]" = ()) -> Optional[dict]:
     """The ctypes.util.find_library call, of the process's py_find_library events `finds` (in order), that the
     exception it ended on (`text`: "OSError: PortAudio library not found") is about: the last one that found
@@ -156,9 +166,8 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
     what it died of)."""
     loads = [(e.get("seq"), str(e.get("path") or "").replace("\\", "/").rsplit("/", 1)[-1]) for e in opened]
     for e in reversed(finds):
-        name = e.get("name")
-        if "result" not in e or e.get("result") is not None or not isinstance(name, str) or not name \
-                or "/" in name or "\\" in name or len(name) < 2:
+        name = found_none(e)
+        if name is None or len(name) < 2:
             continue
         stem = name[3:] if name.lower().startswith("lib") and len(name) > 3 else name
         if not (re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE) or

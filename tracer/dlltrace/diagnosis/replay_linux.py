@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
+from dlltrace.diagnosis.outcome import found_none
 from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
@@ -422,9 +423,8 @@ def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
     if ask is None:
         return
     for e in proc.python.values():
-        name = e.get("name")
-        if e.get("ev") == "py_find_library" and "result" in e and e.get("result") is None and isinstance(name, str) \
-                and name and "/" not in name and "\\" not in name and not find_lib_never_found(name):
+        name = found_none(e) if e.get("ev") == "py_find_library" else None
+        if name is not None and not find_lib_never_found(name):
             ask(unversioned_name(name))
 
 

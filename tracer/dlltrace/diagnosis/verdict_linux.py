@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
-from dlltrace.diagnosis.outcome import ProcessOutcome, rule_exception_is_find_library
+from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, rule_exception_is_find_library
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, code_place,
                                        process_outcome)
 from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
@@ -95,8 +95,7 @@ def rule_unfound_name_with_a_package(e: dict, finds: Sequence[dict],
     if known(e):
         return e
     key = library_key(str(e.get("name") or ""))
-    same = (f for f in finds if "result" in f and f.get("result") is None and isinstance(f.get("name"), str)
-            and "/" not in f["name"] and "\\" not in f["name"] and key and library_key(f["name"]) == key and known(f))
+    same = (f for f in finds if key and found_none(f) and library_key(f["name"]) == key and known(f))
     return next(same, e)
 
 
