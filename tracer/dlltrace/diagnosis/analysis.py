@@ -175,15 +175,19 @@ class StubBinding:
     called: bool = True
 
 
-def rule_wine_stub(trace: Trace, pid: int) -> Optional[StubBinding]:
+def rule_wine_stub(trace: Trace, pid: int, replays: Optional[Sequence[Replayed]] = None) -> Optional[StubBinding]:
     """A process that ended with EXCEPTION_WINE_STUB (0x80000100: "Call ... to unimplemented function
     b.dll.b_fn, aborting"): the model's Wine profile binds an import the DLL lacks to a stub as Wine does
-    (rules.rule_missing_import_is_error), so its replay (every load, in full) finds each such binding: the
-    last one before the end is what the program died of; on Windows that load itself fails with 127."""
+    (rules.rule_missing_import_is_error), so its replay finds each such binding: the last one before the end is
+    what the program died of; on Windows that load itself fails with 127. `replays`: the trace's, when the caller
+    has them (the report's keep a load that bound a stub in full, as every failed one: the process is not replayed
+    again, which doubled the time of a big trace's report), else the process is replayed here in full."""
     if trace.exit_code(pid) != EXCEPTION_WINE_STUB:
         return None
     found: Optional[StubBinding] = None
-    for r in replay(trace, pid=pid):
+    for r in (replay(trace, pid=pid) if replays is None else replays):
+        if r.load.pid != pid:
+            continue
         for importer, dll, fn in stubs_bound(r.result):
             found = StubBinding(r, importer, dll, fn)
     return found
@@ -193,18 +197,12 @@ def wine_stub_bindings(trace: Trace, replays: Sequence[Replayed], pid: Optional[
     """Every import a load that succeeded under Wine bound to a stub (of process `pid`, or every process), each
     once, in order: on Windows each of those loads fails with 127 (ERROR_PROC_NOT_FOUND), though the program ran
     on (Wine's loader hid it: the program never called it). The one the program called and died of
-    (rule_wine_stub) is marked called: of a binding several processes made (a worker's), the one of a process that
-    died of it. The replays keep such loads in full (replay.stubs_bound), and every failed one: the one a process
-    died of is the last binding of its replays, as rule_wine_stub finds it (without replaying the process again:
-    that doubled the time of a big trace's report)."""
+    (rule_wine_stub, given these replays) is marked called: of a binding several processes made (a worker's), the
+    one of a process that died of it. The replays keep such loads in full (replay.stubs_bound)."""
     full = [r for r in (replays.full() if isinstance(replays, Replays) else replays)
             if (pid is None or r.load.pid == pid) and r.load.api != "start"]
-    died_of: dict[int, tuple[str, str, str]] = {}
-    stub_end = {p: trace.exit_code(p) == EXCEPTION_WINE_STUB for p in {r.load.pid for r in full}}
-    for r in full:
-        if stub_end[r.load.pid]:
-            for importer, dll, fn in stubs_bound(r.result):
-                died_of[r.load.pid] = (winpath.key(importer), winpath.key(dll), fn)
+    died_of = {p: (winpath.key(b.importer), winpath.key(b.dll), b.function)
+               for p in dict.fromkeys(r.load.pid for r in full) if (b := rule_wine_stub(trace, p, full)) is not None}
     at: dict[tuple[str, str, str], int] = {}  # binding -> its place in out
     out: list[StubBinding] = []
     for r in full:
