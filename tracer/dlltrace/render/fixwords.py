@@ -57,10 +57,15 @@ def cmd_set_prepend(variable: str, folder: str) -> str:
     return f'set "{variable}={folder};%{variable}%"'
 
 
+def ps_quote(s: str) -> str:
+    """A word for PowerShell in single quotes (nothing in it expanded: `$` and a backtick are, in double quotes),
+    a quote in it doubled."""
+    return "'" + s.replace("'", "''") + "'"
+
+
 def ps_set_prepend(variable: str, folder: str) -> str:
     """PowerShell: the folder first on a ;-list variable (single quotes: nothing in the path is expanded)."""
-    quoted = "'" + folder.replace("'", "''") + ";'"
-    return f"$env:{variable} = {quoted} + $env:{variable}"
+    return f"$env:{variable} = {ps_quote(folder + ';')} + $env:{variable}"
 
 
 def system_package_steps(f: Fix) -> list[Fix]:
@@ -105,7 +110,7 @@ def pip_install(f: Fix, code: Callable[[str], str]) -> str:
         return code(f.exe + args)
     quoted = f'"{f.exe}"'
     # (PowerShell expands $ and ` inside double quotes: such a path single-quoted, a quote in it doubled)
-    ps = "'" + f.exe.replace("'", "''") + "'" if any(c in "$`" for c in f.exe) else quoted
+    ps = ps_quote(f.exe) if any(c in "$`" for c in f.exe) else quoted
     return f"in cmd  {code(quoted + args)}  or in PowerShell  {code('& ' + ps + args)}"
 
 
