@@ -175,17 +175,17 @@ class StubBinding:
     called: bool = True
 
 
-def rule_wine_stub(trace: Trace, pid: int, replays: Optional[Sequence[Replayed]] = None) -> Optional[StubBinding]:
+def rule_wine_stub(trace: Trace, pid: int, replays: Sequence[Replayed]) -> Optional[StubBinding]:
     """A process that ended with EXCEPTION_WINE_STUB (0x80000100: "Call ... to unimplemented function
     b.dll.b_fn, aborting"): the model's Wine profile binds an import the DLL lacks to a stub as Wine does
     (rules.rule_missing_import_is_error), so its replay finds each such binding: the last one before the end is
-    what the program died of; on Windows that load itself fails with 127. `replays`: the trace's, when the caller
-    has them (the report's keep a load that bound a stub in full, as every failed one: the process is not replayed
-    again, which doubled the time of a big trace's report), else the process is replayed here in full."""
+    what the program died of; on Windows that load itself fails with 127. `replays`: the trace's, as the report
+    holds them (a load that bound a stub is kept in full, as every failed one: the process is not replayed again,
+    which doubled the time of a big trace's report)."""
     if trace.exit_code(pid) != EXCEPTION_WINE_STUB:
         return None
     found: Optional[StubBinding] = None
-    for r in (replay(trace, pid=pid) if replays is None else replays):
+    for r in replays:
         if r.load.pid != pid:
             continue
         for importer, dll, fn in stubs_bound(r.result):
@@ -280,26 +280,19 @@ def stub_failed_load(b: StubBinding, trace: Trace) -> FailedLoad:
         user_code=code_place(ctx.get("frame")) if ctx else None)
 
 
-def windows_diagnoses(trace: Trace, incs: Optional[list[Incident]] = None,
-                      replays: Optional[Sequence[Replayed]] = None) -> list[Diagnosis]:
-    """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them (`incs`: the
-    trace's judged incidents, and `replays` its replayed loads, when the caller has them; incidents without
-    replays: the stubs Wine bound and the program never called are not known)."""
-    if incs is None:
-        replays, incs = judged_incidents(trace)
+def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
+    """One Diagnosis per process of a Windows (or Wine) trace, in the order the trace lists them."""
+    replays, incs = judged_incidents(trace)
     pids = list(dict.fromkeys([*trace.pids, *trace.start_failures()]))
     out = []
     for pid in pids:
         proc = trace.process(pid) or trace.env(pid) or {}
         failures = tuple(failed_load(i, trace) for i in incs if i.first.load.pid == pid)
         # (loads Wine let through with a stub: 127s on Windows; the one a process died of is the failure, found in the
-        # replays when the caller has them, else by replaying the process in full)
-        if replays is not None:
-            bindings = wine_stub_bindings(trace, replays, pid)
-            failures = (*failures, *(stub_failed_load(b, trace) for b in bindings if b.called),
-                        *(stub_failed_load(b, trace) for b in bindings if not b.called))
-        elif (stub := rule_wine_stub(trace, pid)) is not None:
-            failures = (*failures, stub_failed_load(stub, trace))
+        # replays)
+        bindings = wine_stub_bindings(trace, replays, pid)
+        failures = (*failures, *(stub_failed_load(b, trace) for b in bindings if b.called),
+                    *(stub_failed_load(b, trace) for b in bindings if not b.called))
         end = process_end(trace, pid)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
                              failures))
