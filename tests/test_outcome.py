@@ -4,6 +4,7 @@ not a load, a crash)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dlltrace.diagnosis.outcome import ProcessOutcome, PyError, feature_of, rule_load_class, rule_outcome
+from dlltrace.diagnosis.outcome import (ProcessOutcome, PyError, feature_of, rule_driver_first, rule_load_class,
+                                        rule_outcome)
+from dlltrace.render.outcome import outcome_headline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,10 +51,39 @@ def test_rule_outcome():
     assert rule_outcome("exited", 1, True, err, cuda).kind == "died_of_load"
     assert rule_outcome("exited", 1, False, err, cuda) == ProcessOutcome("died_of_other", 1, err)
     assert rule_outcome("exited", 0, False, None, cuda) == ProcessOutcome(
-        "degraded", 0, None, ("CUDA", "cuDNN"), ("libcudart.so.11.0", "libcudnn.so.8"))
+        "degraded", 0, None, ("CUDA", "cuDNN"), ("libcudart.so.11.0", "libcudnn.so.8"), missing=3)
+    # (why the driver's library was not there is kept when the driver is lost, and only then)
+    assert rule_outcome("exited", 0, False, None, cuda, gpu="no_gpu").gpu == ""
+    driver = [*cuda, ("libcuda.so.1", "the NVIDIA driver")]
+    assert rule_outcome("exited", 0, False, None, driver, gpu="no_gpu") == ProcessOutcome(
+        "degraded", 0, None, ("the NVIDIA driver", "CUDA", "cuDNN"), ("libcuda.so.1", "libcudart.so.11.0", "libcudnn.so.8"),
+        missing=4, gpu="no_gpu")
     assert rule_outcome("exited", 0, False, None, []) == ProcessOutcome("ok", 0)
     assert rule_outcome("exited", 3, False, None, cuda) == ProcessOutcome("exited", 3)  # (a code nothing explains)
     assert rule_outcome("killed", None, False, None, cuda).kind == "killed"
+
+
+def test_rule_driver_first():
+    """The NVIDIA driver's fallback first (without it no GPU is used), the others in their order."""
+    loads = [("libcudart.so.11.0", "CUDA"), ("libnvinfer.so.7", "TensorRT"), ("libcuda.so.1", "the NVIDIA driver"),
+             ("libcudnn.so.8", "cuDNN")]
+    assert rule_driver_first(loads) == [loads[2], loads[0], loads[1], loads[3]]
+    assert rule_driver_first(loads[:2]) == loads[:2]
+    assert rule_driver_first([]) == []
+
+
+def test_the_degraded_headline_counts_every_library_and_says_no_gpu():
+    """"and N more" counts the libraries that did not load, not the features (TensorFlow: 4 libraries, 3 features,
+    read "and 2 more"); with no NVIDIA GPU on the machine, that is the answer."""
+    o = ProcessOutcome("degraded", 0, None, ("the NVIDIA driver", "CUDA", "TensorRT"),
+                       ("libcuda.so.1", "libcudart.so.11.0", "libnvinfer.so.7"), missing=4)
+    assert outcome_headline(o) == ("the program ran without the NVIDIA driver, CUDA, TensorRT (on the CPU): "
+                                   "libcuda.so.1 and 3 more did not load")
+    assert outcome_headline(dataclasses.replace(o, gpu="no_gpu")) == (
+        "the program ran on the CPU: this machine has no NVIDIA GPU (libcuda.so.1 and 3 more did not load)")
+    assert outcome_headline(dataclasses.replace(o, gpu="no_kernel_driver")) == outcome_headline(o)
+    old = ProcessOutcome("degraded", 0, None, ("CUDA",), ("libcudart.so.11.0",))  # (missing 0: one a feature)
+    assert outcome_headline(old) == "the program ran without CUDA (on the CPU): libcudart.so.11.0 did not load"
 
 
 def run_and_report(tmp_path: Path, code: str) -> tuple[subprocess.CompletedProcess, dict, str]:
@@ -82,6 +114,37 @@ def test_a_cpu_fallback_is_said_first(tmp_path):
     (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "degraded"]
     (f,) = [f for f in d["failures"] if f["name"] == "libcudart.so.11.0"]
     assert (f["fate"], f["klass"]) == ("went_on", "fallback")
+
+
+@LINUX
+def test_a_missing_driver_is_said_with_the_machines_gpu(tmp_path):
+    """A program that tries the CUDA runtime and the driver's libcuda.so.1, goes on without both and exits 0: the
+    driver comes first, and why it is not there is read from this machine (worlds/gpu.py), recorded in the trace
+    and said: here, checked against sysfs read by this test, "no NVIDIA GPU" when none is on the PCI bus."""
+    import glob
+    r, rep, err = run_and_report(tmp_path, "import ctypes\nfor n in ('libcudart.so.11.0', 'libcuda.so.1'):\n"
+                                           "    try:\n        ctypes.CDLL(n)\n    except OSError:\n        pass\n")
+    if not r.returncode == 0 or "libcuda.so.1" not in rep["outcome"]["lost_by"]:
+        pytest.skip("this machine has the NVIDIA driver's libcuda.so.1")
+    vendors = [open(v).read().strip().lower() for v in glob.glob("/sys/bus/pci/devices/*/vendor")]
+    o = rep["outcome"]
+    assert o["lost"][:2] == ["the NVIDIA driver", "CUDA"] and o["missing"] == 2, o
+    (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "degraded"]
+    (f,) = [f for f in d["failures"] if f["name"] == "libcuda.so.1"]
+    (fix,) = [x for x in f["fixes"] if x["action"] == "install_driver"]
+    first = err.splitlines()[0]
+    if vendors and "0x10de" not in vendors:
+        assert o["gpu"] == "no_gpu" and fix["value"] == "no_gpu", (o, fix)
+        assert first.startswith("dlltrace ─ the program ran on the CPU: this machine has no NVIDIA GPU "
+                                "(libcuda.so.1 and 1 more did not load)"), first
+        assert "This machine has no NVIDIA GPU (none on its PCI bus)" in err
+        assert "This machine has no NVIDIA GPU: installing it would not make the program use one" in err
+    else:
+        assert o["gpu"] != "no_gpu" and first.startswith("dlltrace ─ the program ran without the NVIDIA driver, CUDA")
+    assert err.index("✗ libcuda.so.1 was not found") < err.index("✗ libcudart.so.11.0 was not found")
+    trace = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()[1:]]
+    (system,) = [e for e in trace if e.get("ev") == "elf_system"]
+    assert system["gpu"]["pci_devices"] == len(vendors), system["gpu"]
 
 
 @LINUX

@@ -190,6 +190,8 @@ class ProcessOutcome:
     lost: tuple[str, ...] = ()  # degraded: the features that did not load ("CUDA", "cuDNN"), in order
     lost_by: tuple[str, ...] = ()  # degraded: the libraries that did not load, one per feature lost
     signal: Optional[int] = None  # crashed on Linux: the signal (SIGABRT 6, SIGSEGV 11); its code is None
+    missing: int = 0  # degraded: how many libraries did not load, of all the features lost (lost_by names one a feature)
+    gpu: str = ""  # the NVIDIA driver lost: why its library was not there (loader/linux/fixes.py rule_driver_state)
 
 
 def rule_load_class(fate: str, reason: Optional[str], name: str, leaf: Optional[str]) -> LoadClass:
@@ -204,11 +206,22 @@ def rule_load_class(fate: str, reason: Optional[str], name: str, leaf: Optional[
     return "noise"
 
 
+DRIVER = "the NVIDIA driver"
+
+
+def rule_driver_first(fallbacks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The fallback loads ((library, feature)) with the NVIDIA driver's first, the others in their order: without
+    the driver no GPU is used, whatever else loads (TensorFlow without libcuda.so.1 skips its GPUs after
+    libcudart.so.11.0 failed first), so it is the answer to "why is my GPU not used" before the libraries."""
+    return sorted(fallbacks, key=lambda x: x[1] != DRIVER)
+
+
 def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Optional[PyError],
-                 fallbacks: list[tuple[str, str]], signal: Optional[int] = None) -> ProcessOutcome:
+                 fallbacks: list[tuple[str, str]], signal: Optional[int] = None, gpu: str = "") -> ProcessOutcome:
     """The outcome of a process (module docstring's order): how it ended (end_kind, code; a Linux crash's
     signal), whether a failed load was its failure (`fatal`), the exception it ended on, and its fallback
-    loads ((library, feature) in order)."""
+    loads ((library, feature) in order); `gpu`, why the NVIDIA driver's library was not there, is kept when the
+    driver is lost. The driver is the first feature lost (rule_driver_first)."""
     if end_kind == "crashed":
         return ProcessOutcome("crashed", code, exception, signal=signal)
     if fatal:
@@ -217,9 +230,11 @@ def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Opt
         return ProcessOutcome("died_of_other", code, exception)
     if end_kind == "exited" and code == 0 and fallbacks:
         lost: dict[str, str] = {}
-        for lib, feature in fallbacks:
+        for lib, feature in rule_driver_first(fallbacks):
             lost.setdefault(feature, lib)
-        return ProcessOutcome("degraded", code, None, tuple(lost), tuple(lost.values()))
+        return ProcessOutcome("degraded", code, None, tuple(lost), tuple(lost.values()),
+                              missing=len(dict.fromkeys(lib for lib, _ in fallbacks)),
+                              gpu=gpu if DRIVER in lost else "")
     if end_kind == "exited" and code == 0:
         return ProcessOutcome("ok", 0)
     return ProcessOutcome(end_kind, code)  # type: ignore[arg-type]

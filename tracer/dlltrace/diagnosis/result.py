@@ -118,7 +118,8 @@ def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLo
     features its fallbacks cost it) and the exception it ended on; both OSes' Diagnoses are made with it."""
     fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
                  if f.klass == "fallback"]
-    return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks, signal)
+    gpu = next((x.value for f in failures for x in f.fixes if x.action == "install_driver" and x.value), "")
+    return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks, signal, gpu)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_text
-from dlltrace.render.outcome import crash_headline, outcome_headline, said_line, unfound_lines
+from dlltrace.render.outcome import CPU_FEATURES, crash_headline, outcome_headline, said_line, unfound_lines
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -143,6 +143,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     feature = feature_of(f.leaf) or feature_of(f.name)
     if f.fate == "went_on" and f.klass == "fallback":
         out.append(f"  The program went on without {feature or 'it'}")
+        if d.outcome.gpu == "no_gpu" and feature in CPU_FEATURES and feature != "the NVIDIA driver":
+            out.append("  This machine has no NVIDIA GPU: installing it would not make the program use one")
     elif f.reason == "crashed_after":
         out.append(f"  The program crashed right after this load failed, loading nothing after it: "
                    f"{'it aborted, ' if d.outcome.signal == 6 else ''}most likely because of it")
@@ -238,6 +240,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     a failed load's dependency tree as lines, by (pid, seq)."""
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
+    # (the NVIDIA driver's fallback first, as the headline says it: outcome.rule_driver_first)
+    shown.sort(key=lambda x: not (x[1].klass == "fallback" and feature_of(x[1].leaf or x[1].name) == "the NVIDIA driver"))
     apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
     # (the failure's own library tried under other names: said with it, not among the loads gone past)
     names = {(d.pid, f.seq): [g.name for g in d.failures if g.reason == "another_name_of_the_failure"]

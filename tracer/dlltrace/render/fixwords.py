@@ -249,6 +249,8 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         return f"Copy {f.path} into {f.dest}"
     if a == "set_dll_directory":
         return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW({c_wstr(f.folder)})')
+    if a == "install_driver" and f.value:  # (Linux: why libcuda.so.1 was not there, loader/linux/fixes.py rule_driver_state)
+        return DRIVER_STATE_WORDS[f.value].format(v=f.driver or "?")
     if a in ("update_driver", "install_driver"):
         verb = "Update the NVIDIA driver" if a == "update_driver" else "Install an NVIDIA driver"
         extra = (f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited "
@@ -323,6 +325,20 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         return (f"{f.name}'s initialization needs a CPU with {feat}, which this CPU lacks (nothing is missing): install "
                 f"a build of the package made without {feat}, or run it on a CPU that has {feat}")
     raise ValueError(f"fix action {a!r} has no words")
+
+
+# the NVIDIA driver's fix by why its library was not there (loader/linux/fixes.py rule_driver_state)
+DRIVER_STATE_WORDS = {
+    "no_gpu": "This machine has no NVIDIA GPU (none on its PCI bus), so no driver or CUDA library makes the program use "
+              "one here: it runs on the CPU, or on a machine with an NVIDIA GPU",
+    "no_kernel_driver": "Install the NVIDIA driver: this machine has an NVIDIA GPU, and no NVIDIA kernel driver is loaded "
+                        "(after installing it, reboot or load the nvidia module)",
+    "no_device_nodes": "Start the container with the GPU (docker run --gpus all, with the NVIDIA Container Toolkit "
+                       "installed on the host): the host's NVIDIA driver {v} is loaded, but /dev/nvidiactl is not in "
+                       "this container",
+    "no_user_library": "Install the NVIDIA driver's libraries of the loaded kernel driver's version, {v} (its "
+                       "libcuda.so.1 is not on this machine; in a container, the NVIDIA Container Toolkit mounts them)",
+}
 
 
 def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:

@@ -15,6 +15,7 @@ from dlltrace.trace.reader import Trace
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
 MAX_UNFOUND_MESSAGE = 80  # the same, when the find_library call it died of follows it in the headline
 CPU_FEATURES = ("CUDA", "cuDNN", "TensorRT", "the NVIDIA driver", "NCCL")
+DRIVER_STATES = ("no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library")  # (fixes.rule_driver_state's)
 
 
 # what a Linux crash's signal means, in a few words
@@ -43,7 +44,10 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Op
     if o.kind == "degraded":
         lost = ", ".join(o.lost)
         where = " (on the CPU)" if any(f in CPU_FEATURES for f in o.lost) else ""
-        libs = o.lost_by[0] + (f" and {len(o.lost_by) - 1} more" if len(o.lost_by) > 1 else "")
+        count = max(o.missing, len(o.lost_by))
+        libs = o.lost_by[0] + (f" and {count - 1} more" if count > 1 else "")
+        if o.gpu == "no_gpu":  # (no driver or library would change it: loader/linux/fixes.py rule_driver_state)
+            return f"the program ran on the CPU: this machine has no NVIDIA GPU ({libs} did not load)"
         return f"the program ran without {lost}{where}: {libs} did not load"
     if o.kind == "died_of_other" and o.exception is not None:
         text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
@@ -125,7 +129,8 @@ def outcome_schema() -> dict[str, Any]:
     """The JSON Schema of outcome_dict (in result-v1.json and report-linux-v1.json; tests check both have it)."""
     null, s = {"type": "null"}, {"type": "string"}
     return {"type": "object", "additionalProperties": False,
-            "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "find_library", "text"],
+            "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "missing", "gpu", "find_library",
+                         "text"],
             "description": "the answer first: how the program dlltrace run started ended, and why "
                            "(diagnosis/outcome.py, docs/verdicts.md)",
             "properties": {"kind": {"enum": list(get_args(OutcomeKind))}, "code": {"type": ["integer", "null"]},
@@ -135,6 +140,12 @@ def outcome_schema() -> dict[str, Any]:
                                                           "required": ["type", "message"],
                                                           "properties": {"type": s, "message": s}}]},
                            "lost": {"type": "array", "items": s}, "lost_by": {"type": "array", "items": s},
+                           "missing": {"type": "integer", "minimum": 0, "description": "degraded: how many libraries "
+                                       "did not load (lost_by names one a feature)"},
+                           "gpu": {"enum": [None, *DRIVER_STATES],
+                                   "description": "the NVIDIA driver lost (Linux): why its library was not there, from "
+                                                  "the machine's GPU facts (loader/linux/fixes.py rule_driver_state); "
+                                                  "null: not known or not lost"},
                            "find_library": {"anyOf": [null, {
                                "type": "object", "additionalProperties": False,
                                "required": ["name", "module", "package"],
@@ -156,4 +167,5 @@ def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: O
         "package": next((x.package for x in unfound.fixes if x.action == "install_system_package"), None)}
     return {"kind": o.kind, "code": o.code, "signal": o.signal,
             "exception": None if o.exception is None else {"type": o.exception.type, "message": o.exception.message},
-            "lost": list(o.lost), "lost_by": list(o.lost_by), "find_library": found, "text": text}
+            "lost": list(o.lost), "lost_by": list(o.lost_by), "missing": max(o.missing, len(o.lost_by)),
+            "gpu": o.gpu or None, "find_library": found, "text": text}

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Optional, Protocol, TypeVar
 
 from dlltrace.cachedir import cache_home, trusted_dir
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
+from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts
 
 # Debian/Ubuntu x86-64 (glibc's SYSTEM_DIRS as Debian builds it; `ld.so --help` lists them)
 DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib")
@@ -381,9 +382,16 @@ class LiveELFWorld:
         self._facts: dict[tuple[str, int, float], ELFResult] = {}
         self._cache: Optional[dict[str, str]] = None
         self.as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+        self._gpu: Optional[GpuFacts] = None
 
     def system_package(self, soname: str) -> Optional[str]:
         return apt_package_of(soname)
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        """This machine's NVIDIA GPUs and driver (worlds/gpu.py), read when first asked."""
+        if self._gpu is None:
+            self._gpu = read_gpu_facts()
+        return self._gpu
 
     def file(self, path: str) -> Optional[ELFResult]:
         try:
@@ -477,6 +485,7 @@ class _Answers:
         self.copies: dict[str, list[str]] = {}
         self.packages: dict[str, Optional[str]] = {}  # soname -> the system package that ships it (apt), or None
         self.as_root = False
+        self.gpu: Optional[GpuFacts] = None  # the machine's NVIDIA GPUs and driver, once asked (worlds/gpu.py)
 
 
 def _noted(table: dict[str, _T], key: str, ask: Callable[[str], _T]) -> _T:
@@ -497,6 +506,12 @@ class RecordingELFWorld(_Answers):
     def system_package(self, soname: str) -> Optional[str]:
         ask = getattr(self.base, "system_package", None)
         return _noted(self.packages, soname, ask if ask is not None else lambda _: None)
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        if self.gpu is None:
+            ask = getattr(self.base, "gpu_facts", None)
+            self.gpu = ask() if ask is not None else None
+        return self.gpu
 
     def file(self, path: str) -> Optional[ELFResult]:
         return _noted(self.files, path, self.base.file)
@@ -529,6 +544,8 @@ class RecordingELFWorld(_Answers):
             "system_dirs": list(s.system_dirs), "hwcaps": list(s.hwcaps), "lib": s.lib, "platform": s.platform,
             "machine": s.machine, "elf_class": s.elf_class, "conf_dirs": list(s.conf_dirs)}, cache=self.cache, copies=self.copies,
             real_paths=self.reals, packages=self.packages, as_root=self.as_root)]
+        if self.gpu is not None:
+            out[0]["gpu"] = self.gpu.as_dict()
         for p, r in self.files.items():
             ev = dict(base, ev="elf_file", path=p, **({"kind": "missing"} if r is None else facts_dict(r)))
             if p in self.ids:
@@ -570,6 +587,7 @@ class RecordedELFWorld(_Answers):
                     self.packages.update({a: b for a, b in pk.items() if isinstance(a, str)
                                           and (b is None or isinstance(b, str))})
                 self.as_root = e.get("as_root") is True
+                self.gpu = gpu_facts_from_dict(e.get("gpu"))
             elif e.get("ev") == "elf_file" and isinstance(e.get("path"), str):
                 p, kind = e["path"], e.get("kind")
                 if kind in ("dir", "nodir"):
@@ -599,6 +617,9 @@ class RecordedELFWorld(_Answers):
 
     def system_package(self, soname: str) -> Optional[str]:
         return self.packages.get(soname)
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        return self.gpu
 
 
 @dataclass
@@ -636,6 +657,10 @@ class OverlayWorld:
     def system_package(self, soname: str) -> Optional[str]:
         ask = getattr(self.base, "system_package", None)
         return ask(soname) if ask is not None else None
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        ask = getattr(self.base, "gpu_facts", None)
+        return ask() if ask is not None else None
 
     @property
     def as_root(self) -> bool:

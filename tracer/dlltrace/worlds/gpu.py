@@ -1,0 +1,79 @@
+"""Whether a Linux machine has an NVIDIA GPU and its driver: the facts that say why libcuda.so.1 (the driver's
+library) did not load, read where the program ran (`dlltrace run`) and recorded with its other facts (the
+elf_system event's `gpu`), so that a report says "this machine has no NVIDIA GPU" instead of "install a driver".
+
+What each fact is read from (no program is run, nothing needs root):
+- the GPUs: /sys/bus/pci/devices/*/vendor 0x10de (NVIDIA) with a class 0x03xxxx (a display or 3D controller;
+  NVIDIA's audio and USB functions of the same card are 0x04 and 0x0c). sysfs is not namespaced: a container
+  sees the host's devices, whether or not it was given them;
+- the kernel driver: /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05
+  ..."), which the nvidia module makes when it is loaded (the open kernel modules too);
+- the device nodes: /dev/nvidiactl, which the driver's installer (or nvidia-modprobe) makes on the host, and which
+  a container has only when it was started with the GPU (docker run --gpus, the NVIDIA Container Toolkit);
+- WSL 2: /dev/dxg, the Windows driver's paravirtual GPU (its libcuda.so.1 is in /usr/lib/wsl/lib).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+NVIDIA_VENDOR = "0x10de"
+DISPLAY_CLASS = "0x03"  # PCI base class 03: display controllers (VGA 0x0300, 3D 0x0302)
+KERNEL_VERSION = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """A Linux machine's NVIDIA GPUs and driver, as `dlltrace run` read them (module docstring)."""
+
+    pci_devices: int  # PCI functions sysfs lists (0: the bus could not be read, nothing is known)
+    nvidia_gpus: tuple[str, ...]  # the PCI addresses of NVIDIA display or 3D controllers
+    kernel_driver: Optional[str]  # the loaded nvidia kernel module's version, None: not loaded
+    device_nodes: bool  # /dev/nvidiactl is there
+    wsl: bool  # /dev/dxg is there: WSL 2, whose GPU is the Windows driver's
+
+    def as_dict(self) -> dict:
+        return {"pci_devices": self.pci_devices, "nvidia_gpus": list(self.nvidia_gpus),
+                "kernel_driver": self.kernel_driver, "device_nodes": self.device_nodes, "wsl": self.wsl}
+
+
+def gpu_facts_from_dict(d: object) -> Optional[GpuFacts]:
+    """An elf_system event's `gpu` back as GpuFacts (None: not recorded, or not readable as them)."""
+    if not isinstance(d, dict):
+        return None
+    n, gpus, kernel = d.get("pci_devices"), d.get("nvidia_gpus"), d.get("kernel_driver")
+    if not isinstance(n, int) or isinstance(n, bool) or not isinstance(gpus, list):
+        return None
+    return GpuFacts(n, tuple(x for x in gpus if isinstance(x, str)), kernel if isinstance(kernel, str) else None,
+                    d.get("device_nodes") is True, d.get("wsl") is True)
+
+
+def _first_line(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline(512).strip()
+    except OSError:
+        return None
+
+
+def read_gpu_facts(root: str = "/") -> GpuFacts:
+    """This machine's GpuFacts (`root`: where / is, for tests)."""
+    bus = os.path.join(root, "sys/bus/pci/devices")
+    try:
+        devices = sorted(os.listdir(bus))
+    except OSError:
+        devices = []
+    gpus = []
+    for dev in devices:
+        vendor = _first_line(os.path.join(bus, dev, "vendor"))
+        klass = _first_line(os.path.join(bus, dev, "class"))
+        if vendor is not None and vendor.lower() == NVIDIA_VENDOR and (klass or "").lower().startswith(DISPLAY_CLASS):
+            gpus.append(dev)
+    version = _first_line(os.path.join(root, "proc/driver/nvidia/version"))
+    m = KERNEL_VERSION.search(version) if version else None
+    kernel = m.group(1) if m is not None else ("" if version is not None else None)
+    return GpuFacts(len(devices), tuple(gpus), kernel, os.path.exists(os.path.join(root, "dev/nvidiactl")),
+                    os.path.exists(os.path.join(root, "dev/dxg")))
