@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlltrace.loader.linux.fixes import rule_driver_state
+import pytest
+
 from dlltrace.render.fixwords import fix_text
 from dlltrace.model import Fix
 from dlltrace.worlds.elf import RecordedELFWorld, RecordingELFWorld, VirtualELFWorld
-from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts
+from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts, rule_driver_state
 
 
 def machine(root: Path, devices: dict, version: str | None = None, nodes: tuple = ()) -> Path:
@@ -82,3 +83,118 @@ def test_each_driver_state_has_its_words():
                             python=False))
         assert words in text, (state, text)
     assert fix_text(Fix("driver", "install_driver", name="libcuda.so.1", python=False)) == "Install an NVIDIA driver"
+
+
+# --- Windows: the bootstrap reads them from the registry (trace/shim.py windows_gpu_fields) -----------------------
+DISPLAY = "{4D36E968-E325-11CE-BFC1-08002BE10318}"
+
+
+class FakeRegistry:
+    """The few winreg calls windows_gpu_fields makes, over nested dicts: a key is a dict of subkeys, with its
+    values in "=" (a dict)."""
+
+    HKEY_LOCAL_MACHINE = "HKLM"
+
+    class Key:
+        def __init__(self, node):
+            self.node = node
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def __init__(self, hklm: dict):
+        self.root = {"HKLM": hklm}
+
+    def OpenKey(self, key, sub):
+        node = self.root[key] if isinstance(key, str) else key.node
+        for part in sub.split("\\"):
+            match = [k for k in node if k != "=" and k.lower() == part.lower()]
+            if not match:
+                raise OSError(2, "not found")
+            node = node[match[0]]
+        return self.Key(node)
+
+    def EnumKey(self, key, i):
+        names = [k for k in key.node if k != "="]
+        if i >= len(names):
+            raise OSError(259, "no more data")
+        return names[i]
+
+    def QueryValueEx(self, key, name):
+        values = key.node.get("=", {})
+        if name not in values:
+            raise OSError(2, "not found")
+        return values[name], 1
+
+
+def registry(enum: dict, classes: dict) -> FakeRegistry:
+    return FakeRegistry({"SYSTEM": {"CurrentControlSet": {"Enum": {"PCI": enum}, "Control": {"Class": {DISPLAY: classes}}}}})
+
+
+def test_windows_gpu_fields():
+    from dlltrace.trace.shim import windows_gpu_fields
+
+    wine = {"VEN_0000&DEV_0000&SUBSYS_00000000&REV_00": {"00000000": {"=": {"ClassGUID": DISPLAY, "Driver": DISPLAY + "\\0000"}}}}
+    bridge = {"VEN_8086&DEV_A0BC&SUBSYS_0000&REV_20": {"3&11583659&0&A0": {"=": {"ClassGUID": "{4d36e97d-e325-11ce-bfc1-08002be10318}"}}}}
+    card = {"VEN_10DE&DEV_2204&SUBSYS_38801462&REV_A1": {
+        "4&1e3b7a5&0&0008": {"=": {"ClassGUID": DISPLAY, "Driver": DISPLAY + "\\0001"}}}}
+    audio = {"VEN_10DE&DEV_1AEF&SUBSYS_38801462&REV_A1": {  # (the card's HDMI audio: another class)
+        "4&1e3b7a5&0&0108": {"=": {"ClassGUID": "{4d36e96c-e325-11ce-bfc1-08002be10318}"}}}}
+    nvidia = {"0001": {"=": {"ProviderName": "NVIDIA", "DriverVersion": "32.0.15.6094"}}}
+    basic = {"0001": {"=": {"ProviderName": "Microsoft", "DriverVersion": "10.0.19041.1"}}}
+    assert windows_gpu_fields(registry(wine, {})) == {"pci_devices": 1, "nvidia_gpus": [], "kernel_driver": None,
+                                                      "device_nodes": True, "wsl": False}
+    got = windows_gpu_fields(registry({**bridge, **card, **audio}, nvidia))
+    assert got["pci_devices"] == 3 and got["kernel_driver"] == "32.0.15.6094"
+    assert got["nvidia_gpus"] == ["PCI\\VEN_10DE&DEV_2204&SUBSYS_38801462&REV_A1\\4&1e3b7a5&0&0008"]
+    # an NVIDIA GPU on Windows' Basic Display Adapter: no NVIDIA driver
+    assert windows_gpu_fields(registry({**bridge, **card}, basic))["kernel_driver"] is None
+    assert windows_gpu_fields(FakeRegistry({}))["pci_devices"] == 0  # (no Enum\PCI: nothing known)
+    states = [rule_driver_state(gpu_facts_from_dict(windows_gpu_fields(registry(e, c))))
+              for e, c in ((wine, {}), ({**card}, basic), ({**card}, nvidia))]
+    assert states == ["no_gpu", "no_kernel_driver", "no_user_library"]
+    for state, words in [("no_gpu", "no NVIDIA display adapter"), ("no_kernel_driver", "without NVIDIA's driver, which "
+                         "puts nvcuda.dll in System32"), ("no_user_library", "32.0.15.6094 is installed, without nvcuda.dll")]:
+        fix = Fix("install", "install", name="nvcuda.dll", instruction="nvcuda.dll comes with the NVIDIA display driver",
+                  value=state, driver="32.0.15.6094")
+        assert words in fix_text(fix), (state, fix_text(fix))
+    assert fix_text(Fix("install", "install", name="nvcuda.dll", instruction="as before")) == "as before"
+
+
+@pytest.mark.wine
+def test_a_windows_cpu_fallback_says_the_machine_has_no_nvidia_gpu(tmp_path):
+    """A Windows Python under Wine tries nvcuda.dll, goes on without it and exits 0: the bootstrap's py_gpu holds
+    what Wine's own reg.exe lists under Enum\\PCI (Wine's one display adapter, VEN_0000: no NVIDIA GPU), and the
+    report's first line says the machine has none; the driver's fix says so."""
+    import json
+    import subprocess
+
+    import realimports as ri
+    import realwheels as rw
+    import winetools
+
+    winetools.require("wine")
+    env = rw.or_skip(ri.base_env)
+    trace = tmp_path / "t.jsonl"
+    r = ri.run_python(env, "import ctypes\ntry:\n    ctypes.WinDLL('nvcuda.dll')\nexcept OSError:\n    print('on the CPU')",
+                      traced=trace)
+    assert r.returncode == 0 and "on the CPU" in r.stdout, r.stderr[-2000:]
+    q = subprocess.run([winetools.wine_binary() or "wine64", "reg", "query",
+                        "HKLM\\System\\CurrentControlSet\\Enum\\PCI", "/s"], capture_output=True,
+                       env=winetools.wine_env(WINEDEBUG="-all"), timeout=120, stdin=subprocess.DEVNULL)
+    keys = [x.strip() for x in q.stdout.decode("utf-8", "replace").splitlines() if x.startswith("HKEY_LOCAL_MACHINE")]
+    # (an instance key is two below Enum\PCI: <vendor&device...>\<instance>)
+    instances = [k for k in keys if len(k.upper().partition("\\ENUM\\PCI\\")[2].split("\\")) == 2]
+    assert instances and not any("VEN_10DE" in k.upper() for k in instances), keys
+    events = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines()[1:]]
+    (gpu,) = [e for e in events if e.get("ev") == "py_gpu"]
+    assert (gpu["pci_devices"], gpu["nvidia_gpus"], gpu["kernel_driver"]) == (len(instances), [], None), (gpu, instances)
+    doc = ri.report_json(trace)
+    assert doc["outcome"]["kind"] == "degraded" and doc["outcome"]["gpu"] == "no_gpu", doc["outcome"]
+    text = ri.report_text(trace)
+    assert text.splitlines()[0].startswith("dlltrace ─ the program ran on the CPU: this machine has no NVIDIA GPU "
+                                           "(nvcuda.dll did not load)"), text[:400]
+    assert "This machine has no NVIDIA GPU (no NVIDIA display adapter)" in text

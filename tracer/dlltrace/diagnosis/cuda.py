@@ -31,6 +31,8 @@ from dlltrace import winpath
 from dlltrace.model import FileFacts, Fix
 from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
+from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts, rule_driver_state
+from dlltrace.trace.shim import windows_gpu_fields
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.diagnosis.replay import recorded_world, system_and_process
 
@@ -304,6 +306,11 @@ class WorldFacts:
     def is_dir(self, path: str) -> bool:
         return self.world.is_dir(path) or winpath.key(path) in self._children
 
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        """The machine's NVIDIA GPUs and driver, as the world knows them (a trace's py_gpu), else None."""
+        ask = getattr(self.world, "gpu_facts", None)
+        return ask() if ask is not None else None
+
     def env(self) -> Mapping[str, str]:
         out = {k: v for k, v in self.process.env.items() if isinstance(v, str)}
         out["PATH"] = ";".join(self.process.path)
@@ -376,6 +383,7 @@ class LiveFacts:
         self._env = dict(os.environ if env is None else env)
         self._site = list(site_packages) if site_packages is not None else _python_site_packages()
         self._system = list(system_folders) if system_folders is not None else self._default_system()
+        self._live = system_folders is None  # (the machine's own folders: its GPU facts are about them)
         self._toolkits = list(toolkit_parents) if toolkit_parents is not None else \
             [WIN_DEFAULT_ROOT if self.platform == "windows" else "/usr/local"]
 
@@ -384,6 +392,17 @@ class LiveFacts:
             return [os.path.join(self._env.get("SystemRoot", r"C:\Windows"), "System32")]
         return ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/lib/wsl/lib",
                 "/usr/local/nvidia/lib64", "/usr/lib/aarch64-linux-gnu"]
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        """This machine's NVIDIA GPUs and driver (worlds/gpu.py; Windows: its registry, as the bootstrap reads it),
+        only when it is this machine whose folders are asked about (not a test's stand-in folders)."""
+        if not self._live:
+            return None
+        if self.platform == "linux" and sys.platform.startswith("linux"):
+            return read_gpu_facts()
+        if self.platform == "windows" and sys.platform == "win32":
+            return gpu_facts_from_dict(windows_gpu_fields())
+        return None
 
     def env(self) -> Mapping[str, str]:
         return self._env
@@ -571,6 +590,7 @@ class CudaTable:
     cuda_path: Optional[str] = None
     driver_known: bool = True        # False: the world cannot tell (a trace that never touched nvcuda.dll)
     sources: tuple[str, ...] = ()    # where the driver table comes from
+    gpu: str = ""                    # why no driver, when none: worlds/gpu.py rule_driver_state ("no_gpu", ...)
 
     @property
     def empty(self) -> bool:
@@ -1010,8 +1030,10 @@ class _Builder:
         # searched for by ld.so; a program that never initialised CUDA says nothing of the driver)
         lib = "nvcuda.dll" if self.win else "libcuda.so.1"
         known = driver is not None or all(self.f.knows(self.p.join(d, lib)) for d in self.f.system_folders())
+        ask = getattr(self.f, "gpu_facts", None)  # (why no driver: a machine without an NVIDIA GPU needs none)
+        gpu = rule_driver_state(ask()) if driver is None and ask is not None else ""
         t = CudaTable(self.f.platform, self.f.origin, driver, tuple(toolkits), tuple(cudnns), tuple(wheels),
-                      tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), known, self.table.sources)
+                      tuple(frameworks), (), tuple(self.path), self.env.get("CUDA_PATH"), known, self.table.sources, gpu)
         return CudaTable(**{**t.__dict__, "mismatches": tuple(mismatches(t, self.f.files_in))})
 
 
@@ -1076,9 +1098,12 @@ def rule_no_driver(t: CudaTable) -> list[Mismatch]:
     for n in needs:
         drv = table.toolkit_minimum(n.cuda, t.platform) if "." in n.cuda else table.family_minimum(vtuple(n.cuda)[0], t.platform)
         # (a toolkit builds without a driver: a warning; a framework built for CUDA cannot run: an error)
+        # (no NVIDIA GPU here: no driver is a fix, and the words say why: fixwords.DRIVER_STATE_WORDS)
+        fix = Fix("driver", "install_driver", name="nvcuda.dll" if t.platform == "windows" else "libcuda.so.1",
+                  value="no_gpu", python=False) if t.gpu == "no_gpu" else \
+            Fix("driver", "install_driver", driver=drv or "", python=False)
         out.append(Mismatch("no_driver", "warning" if n.toolkit else "error", n.subject, needs_cuda=n.cuda,
-                            needs_driver=drv, bundled=n.bundled,
-                            fixes=(Fix("driver", "install_driver", driver=drv or "", python=False),)))
+                            needs_driver=drv, bundled=n.bundled, fixes=(fix,)))
     return out
 
 
@@ -1368,6 +1393,7 @@ class LinuxTraceFacts:
     def __init__(self, env: Mapping[str, str], files: Iterable[str], folders: Iterable[str], site_packages: Iterable[str],
                  system_folders: Iterable[str], texts: Mapping[str, str], searched: Iterable[str] = ()):
         self._searched = {posixpath.basename(n) for n in searched}  # the names ld.so was asked for
+        self.gpu: Optional[GpuFacts] = None  # the machine's NVIDIA GPUs and driver (elf_system's gpu)
         self._env = dict(env)
         self._texts = {posixpath.normpath(k): v for k, v in texts.items()}
         self._files: dict[str, set[str]] = {}
@@ -1421,8 +1447,13 @@ class LinuxTraceFacts:
         system = next((e.get("system", {}).get("system_dirs") for e in trace.of("elf_system")), None) or []
         site = [p for p in ((py or {}).get("sys_path") or []) if isinstance(p, str)
                 and posixpath.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
-        return cls(env, files, folders, site, [s for s in system if isinstance(s, str)],
+        made = cls(env, files, folders, site, [s for s in system if isinstance(s, str)],
                    trace_texts(trace, pid, posixpath.join), searched)
+        made.gpu = next((gpu_facts_from_dict(e.get("gpu")) for e in trace.of("elf_system")), None)
+        return made
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        return self.gpu
 
     def env(self) -> Mapping[str, str]:
         return self._env

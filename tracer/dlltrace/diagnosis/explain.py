@@ -18,6 +18,7 @@ from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SE
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.classify import windows_names
 from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node, Owner
+from dlltrace.worlds.gpu import rule_driver_state
 from dlltrace.worlds.world import ProcessState, World, listed_by, owner_of_path, owners_of, package_loaders
 
 # the LOAD_LIBRARY_SEARCH_* flags that search beyond the DLL's own folder
@@ -320,8 +321,14 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     lands = winpath.join(world.system.system32, name) if prov.kind in (
         "driver", "msvc_runtime", "vs_component", "directx_legacy", "windows_feature") or (
         prov.kind == "msvc_legacy" and not prov.side_by_side) else ""
+    state, version = "", ""
+    if prov.kind == "driver":  # (why the driver's DLL is not there, when the traced Python read the machine's GPUs)
+        ask = getattr(world, "gpu_facts", None)
+        gpu = ask() if ask is not None else None
+        state = rule_driver_state(gpu)
+        version = (gpu.kernel_driver or "") if gpu is not None else ""
     return Fix("install", "install", name=name, package=prov.package, instruction=text, python=is_python(process, res),
-               path=lands)
+               path=lands, value=state, driver=version)
 
 
 def arch_of(process: ProcessState) -> str:

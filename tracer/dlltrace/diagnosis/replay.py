@@ -24,6 +24,7 @@ from dlltrace.diagnosis.explain import explain
 from dlltrace.emulate.python import TORCH_ORIGIN, rule_torch_dll_loop_origin
 from dlltrace.model import ERROR_DLL_INIT_FAILED, SLOTS, CallResult, Node, OriginKind, load_op
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
+from dlltrace.worlds.gpu import gpu_facts_from_dict
 from dlltrace.worlds.recorded import RecordedWorld
 from dlltrace.loader.windows import rules
 from dlltrace.loader.windows.engine import Simulator
@@ -350,6 +351,7 @@ def recorded_world(trace: Trace, pid: Optional[int] = None) -> RecordedWorld:
         world.owners = trace.owners(pid)  # (who owns each DLL: the traced Python's RECORD files, conda-meta)
         world.add_listed(machine)  # (what those records list that the trace never looked at: the process's machine)
         world.loaders = trace.package_loaders(pid)  # (packages whose import adds a DLL folder: delvewheel's patch)
+        world.gpu = next((gpu_facts_from_dict(e) for e in trace.of("py_gpu", pid=pid)), None)  # (worlds/gpu.py)
     return world.fresh()
 
 

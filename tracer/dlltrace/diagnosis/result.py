@@ -18,6 +18,7 @@ from typing import Any, Literal, Optional, Union, get_args, get_origin
 
 from dlltrace.diagnosis.outcome import LoadClass, ProcessOutcome, PyError, feature_of, rule_outcome
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
+from dlltrace.worlds.gpu import DRIVER_STATES
 
 DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
 DIAGNOSIS_VERSION = 1
@@ -118,7 +119,8 @@ def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLo
     features its fallbacks cost it) and the exception it ended on; both OSes' Diagnoses are made with it."""
     fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
                  if f.klass == "fallback"]
-    gpu = next((x.value for f in failures for x in f.fixes if x.action == "install_driver" and x.value), "")
+    gpu = next((x.value for f in failures for x in f.fixes if x.value in DRIVER_STATES
+                and x.action in ("install_driver", "install")), "")
     return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks, signal, gpu)
 
 

@@ -164,6 +164,8 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
                     f"installed (its RECORD lists {f.bound}, its build for this {f.machine} Python): reinstall it ({pip})")
         return (f"{f.name} belongs to {f.package} {f.version} (its RECORD lists {f.bound}) and is not there: "
                 f"reinstall it ({pip})")
+    if a == "install" and f.kind == "install" and f.value in WINDOWS_DRIVER_STATE_WORDS:  # (nvcuda.dll: explain.provider_advice)
+        return WINDOWS_DRIVER_STATE_WORDS[f.value].format(name=f.name, v=f.driver or "?")
     if a == "install":
         return f.instruction
     if a == "newer_glibc":  # (Linux: the requester was built against a newer glibc than this system's)
@@ -249,8 +251,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         return f"Copy {f.path} into {f.dest}"
     if a == "set_dll_directory":
         return f"{before[0].upper() + before[1:]}:  " + code(f'SetDllDirectoryW({c_wstr(f.folder)})')
-    if a == "install_driver" and f.value:  # (Linux: why libcuda.so.1 was not there, loader/linux/fixes.py rule_driver_state)
-        return DRIVER_STATE_WORDS[f.value].format(v=f.driver or "?")
+    if a == "install_driver" and f.value:  # (why the driver's library was not there: worlds/gpu.py rule_driver_state)
+        table = WINDOWS_DRIVER_STATE_WORDS if f.name.lower().endswith(".dll") else DRIVER_STATE_WORDS
+        return table.get(f.value, DRIVER_STATE_WORDS[f.value]).format(name=f.name, v=f.driver or "?")
     if a in ("update_driver", "install_driver"):
         verb = "Update the NVIDIA driver" if a == "update_driver" else "Install an NVIDIA driver"
         extra = (f" (a {f.family_driver} or later driver runs it through minor version compatibility, with a limited "
@@ -329,8 +332,8 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
 
 # the NVIDIA driver's fix by why its library was not there (loader/linux/fixes.py rule_driver_state)
 DRIVER_STATE_WORDS = {
-    "no_gpu": "This machine has no NVIDIA GPU (none on its PCI bus), so no driver or CUDA library makes the program use "
-              "one here: it runs on the CPU, or on a machine with an NVIDIA GPU",
+    "no_gpu": "This machine has no NVIDIA GPU (none on its PCI bus): no driver or CUDA library makes a program use one "
+              "here; CUDA needs a machine with an NVIDIA GPU",
     "no_kernel_driver": "Install the NVIDIA driver: this machine has an NVIDIA GPU, and no NVIDIA kernel driver is loaded "
                         "(after installing it, reboot or load the nvidia module)",
     "no_device_nodes": "Start the container with the GPU (docker run --gpus all, with the NVIDIA Container Toolkit "
@@ -338,6 +341,15 @@ DRIVER_STATE_WORDS = {
                        "this container",
     "no_user_library": "Install the NVIDIA driver's libraries of the loaded kernel driver's version, {v} (its "
                        "libcuda.so.1 is not on this machine; in a container, the NVIDIA Container Toolkit mounts them)",
+}
+
+# the same on Windows (the traced Python read the machine's display adapters: trace/shim.py windows_gpu_fields)
+WINDOWS_DRIVER_STATE_WORDS = {
+    "no_gpu": "This machine has no NVIDIA GPU (no NVIDIA display adapter): no driver or CUDA library makes a program "
+              "use one here; CUDA needs a machine with an NVIDIA GPU",
+    "no_kernel_driver": "Install the NVIDIA driver: this machine has an NVIDIA GPU, and Windows runs it without "
+                        "NVIDIA's driver, which puts {name} in System32",
+    "no_user_library": "Reinstall the NVIDIA driver ({v} is installed, without {name} in System32)",
 }
 
 

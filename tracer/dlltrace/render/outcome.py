@@ -11,11 +11,11 @@ from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
 from dlltrace.diagnosis.result import Unfound
 from dlltrace.model import Fix
 from dlltrace.trace.reader import Trace
+from dlltrace.worlds.gpu import DRIVER_STATES
 
 MAX_MESSAGE = 160  # an exception's message in the headline (its whole text is the program's own stderr)
 MAX_UNFOUND_MESSAGE = 80  # the same, when the find_library call it died of follows it in the headline
 CPU_FEATURES = ("CUDA", "cuDNN", "TensorRT", "the NVIDIA driver", "NCCL")
-DRIVER_STATES = ("no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library")  # (fixes.rule_driver_state's)
 
 
 # what a Linux crash's signal means, in a few words

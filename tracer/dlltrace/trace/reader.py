@@ -160,7 +160,7 @@ FILE_PROBE_OPS = ("open", "create", "query")  # the probes that ask about a file
 # Event kinds a trace has a few of per process: kept parsed. Every other kind (load_begin, load_end,
 # probe, dll_notify, file, py_import, ... : the bulk of a trace) is kept as its line's bytes and
 # parsed when it is asked for (Events).
-KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_dists", "py_exception", "exit", "launch_error",
+KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_dists", "py_gpu", "py_exception", "exit", "launch_error",
                         "capped", "spawn", "stats", "adddir", "removedir", "setdlldir", "setdefault", "setenv"})
 
 

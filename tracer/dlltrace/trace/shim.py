@@ -352,6 +352,76 @@ def _pth_file() -> "Optional[dict]":
 # the files of an installed distribution a report may need the owner of: a DLL, an extension, a shared object
 _NATIVE = (".dll", ".pyd", ".so", ".exe")
 DISTS_LIMIT = 3000  # distributions listed (a site-packages of more is cut, and said: `cut`)
+GPU_DEVICES_LIMIT = 1024  # PCI device instances looked at (a machine has a few dozen)
+DISPLAY_CLASS_GUID = "{4d36e968-e325-11ce-bfc1-08002be10318}"  # GUID_DEVCLASS_DISPLAY
+
+
+def windows_gpu_fields(reg: "Any" = None) -> dict:
+    """The py_gpu event (Windows): the machine's NVIDIA GPUs and driver as worlds/gpu.py's GpuFacts has them, from
+    the registry (`reg`: the winreg module, or a stand-in): each device instance of HKLM\\SYSTEM\\
+    CurrentControlSet\\Enum\\PCI counted; one of the display class (ClassGUID) with vendor VEN_10DE is an NVIDIA
+    GPU; the DriverVersion of the Control\\Class key its `Driver` value names, when that key's ProviderName is
+    NVIDIA, is the driver's. Read once at start, bounded (GPU_DEVICES_LIMIT); pci_devices 0 when Enum\\PCI
+    cannot be read (nothing known)."""
+    if reg is None:
+        import winreg as reg
+    hklm = reg.HKEY_LOCAL_MACHINE
+    out = {"pci_devices": 0, "nvidia_gpus": [], "kernel_driver": None, "device_nodes": True,
+           "wsl": False}  # type: dict[str, Any]
+
+    def value(key: "Any", name: str) -> str:
+        try:
+            v = reg.QueryValueEx(key, name)[0]
+        except OSError:
+            return ""
+        return v if isinstance(v, str) else ""
+
+    def subkeys(key: "Any") -> "list":
+        names = []  # type: list[str]
+        while len(names) < GPU_DEVICES_LIMIT:
+            try:
+                names.append(reg.EnumKey(key, len(names)))
+            except OSError:
+                break
+        return names
+    try:
+        pci = reg.OpenKey(hklm, r"SYSTEM\CurrentControlSet\Enum\PCI")
+    except OSError:
+        return out
+    with pci:
+        for hw in subkeys(pci):
+            try:
+                hw_key = reg.OpenKey(pci, hw)
+            except OSError:
+                continue
+            with hw_key:
+                for inst in subkeys(hw_key):
+                    if out["pci_devices"] >= GPU_DEVICES_LIMIT:
+                        return out
+                    out["pci_devices"] += 1
+                    if not hw.upper().startswith("VEN_10DE&"):
+                        continue
+                    try:
+                        inst_key = reg.OpenKey(hw_key, inst)
+                    except OSError:
+                        continue
+                    with inst_key:
+                        if value(inst_key, "ClassGUID").lower() != DISPLAY_CLASS_GUID:
+                            continue
+                        out["nvidia_gpus"].append("PCI\\" + hw + "\\" + inst)
+                        driver = value(inst_key, "Driver")
+                    if not driver or out["kernel_driver"] is not None:
+                        continue
+                    try:
+                        class_key = reg.OpenKey(hklm, "SYSTEM\\CurrentControlSet\\Control\\Class\\" + driver)
+                    except OSError:
+                        continue
+                    with class_key:
+                        if "nvidia" in value(class_key, "ProviderName").lower():
+                            out["kernel_driver"] = value(class_key, "DriverVersion") or "?"
+    return out
+
+
 FILES_LIMIT = 60000  # native files listed in all
 # the small files in which a framework states the CUDA it was built for (diagnosis/cuda.py reads them): recorded
 # whole in py_dists (`texts`) so that `dlltrace cuda --trace` reads a trace's frameworks as a machine's
@@ -1004,6 +1074,11 @@ def install(backend: "Backend", environ: "Optional[Mapping[str, str]]" = None) -
         backend.write_event("py_dists", installed_dists())
     except Exception:  # (never break the traced program)
         pass
+    if sys.platform == "win32":  # (Linux: `dlltrace run` reads them itself, worlds/gpu.py)
+        try:
+            backend.write_event("py_gpu", windows_gpu_fields())
+        except Exception:  # (never break the traced program)
+            pass
     if not hasattr(sys, "addaudithook"):
         return None
     cfilter = c_audit_filter(backend)

@@ -1,4 +1,4 @@
-"""Whether a Linux machine has an NVIDIA GPU and its driver: the facts that say why libcuda.so.1 (the driver's
+r"""Whether a Linux machine has an NVIDIA GPU and its driver: the facts that say why libcuda.so.1 (the driver's
 library) did not load, read where the program ran (`dlltrace run`) and recorded with its other facts (the
 elf_system event's `gpu`), so that a report says "this machine has no NVIDIA GPU" instead of "install a driver".
 
@@ -11,6 +11,13 @@ What each fact is read from (no program is run, nothing needs root):
 - the device nodes: /dev/nvidiactl, which the driver's installer (or nvidia-modprobe) makes on the host, and which
   a container has only when it was started with the GPU (docker run --gpus, the NVIDIA Container Toolkit);
 - WSL 2: /dev/dxg, the Windows driver's paravirtual GPU (its libcuda.so.1 is in /usr/lib/wsl/lib).
+
+On Windows the traced Python's bootstrap reads the same facts from the registry (trace/shim.py windows_gpu_fields:
+the display adapters of HKLM\SYSTEM\CurrentControlSet\Enum\PCI, and the driver their Control\Class key names)
+into its py_gpu event: an NVIDIA GPU is a display adapter with vendor VEN_10DE (one Windows runs on its Basic Display
+Adapter, no NVIDIA driver installed, included), the kernel driver NVIDIA's DriverVersion when NVIDIA provides
+that adapter's driver; Windows has no device nodes (always "there"). Enum keeps a card that was taken out: such a
+phantom reads as a GPU, never as none.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Optional
 
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS = "0x03"  # PCI base class 03: display controllers (VGA 0x0300, 3D 0x0302)
+DRIVER_STATES = ("no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library")  # (rule_driver_state's)
 KERNEL_VERSION = re.compile(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b")
 
 
@@ -77,3 +85,30 @@ def read_gpu_facts(root: str = "/") -> GpuFacts:
     kernel = m.group(1) if m is not None else ("" if version is not None else None)
     return GpuFacts(len(devices), tuple(gpus), kernel, os.path.exists(os.path.join(root, "dev/nvidiactl")),
                     os.path.exists(os.path.join(root, "dev/dxg")))
+
+
+DriverState = str  # "", "no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library" (rule_driver_state)
+
+
+def rule_driver_state(gpu: Optional[GpuFacts]) -> DriverState:
+    """Why the NVIDIA driver's library (libcuda.so.1, nvcuda.dll) was not there, from the machine's GPU facts, as
+    the driver's fix says it (Fix.value; loader/linux/fixes.py, diagnosis/explain.py provider_advice):
+      no_gpu            no NVIDIA display or 3D controller on a PCI bus that lists devices: no driver makes CUDA
+                        work on this machine;
+      no_kernel_driver  an NVIDIA GPU, and no nvidia kernel module loaded: the driver is not installed (or not
+                        loaded since it was);
+      no_device_nodes   the kernel module is loaded, /dev/nvidiactl is not there: a container started without
+                        the GPU (the host has it: sysfs and /proc/driver show the host's);
+      no_user_library   the GPU, the module and its device nodes, and no libcuda.so.1: the driver's user-space
+                        libraries are not installed (or not of the module's version);
+      ""                not known: no facts (an older trace, a virtual world), a PCI bus that could not be read, or
+                        WSL 2 (its driver is the Windows host's, its libcuda.so.1 in /usr/lib/wsl/lib)."""
+    if gpu is None or gpu.wsl or gpu.pci_devices == 0:
+        return ""
+    if not gpu.nvidia_gpus:
+        return "no_gpu"
+    if gpu.kernel_driver is None:
+        return "no_kernel_driver"
+    if not gpu.device_nodes:
+        return "no_device_nodes"
+    return "no_user_library"

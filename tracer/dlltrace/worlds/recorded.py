@@ -27,6 +27,7 @@ from dlltrace.model import FileFacts, Owner, PackageLoader, PEFacts
 from dlltrace.pe import pe_facts_from_dict, pe_facts_to_dict
 from dlltrace.trace.asked import TRIMMED, Asked, AskedFold, _list  # noqa: F401  (defined here before: the reader folds them now)
 from dlltrace.trace.reader import Events, FileIndex, LazyEvent
+from dlltrace.worlds.gpu import GpuFacts
 from dlltrace.worlds.world import SystemInfo, World
 
 NT_SUCCESS_MAX = 0x80000000
@@ -225,6 +226,7 @@ class RecordedWorld:
         self.owners: dict[str, tuple[Owner, ...]] = {}  # base name -> who lists it (replay.recorded_world: py_dists)
         self._listed: set[str] = set()  # keys of files known only from an owner's record (add_listed)
         self.loaders: tuple[PackageLoader, ...] = ()  # packages that add a DLL folder when imported (py_dists)
+        self.gpu: Optional[GpuFacts] = None  # the machine's NVIDIA GPUs and driver (replay.recorded_world: py_gpu)
         # path key -> the file event its facts are built from (of a read trace: the event's place in
         # its Events, made a LazyEvent when needed: an int each, not an object)
         self._events: dict[str, Union[int, Mapping[str, Any]]] = {}
@@ -356,6 +358,10 @@ class RecordedWorld:
     def owners_of(self, name: str) -> tuple[Owner, ...]:
         """The distributions whose RECORD (or conda-meta) lists a file of this base name (worlds.world.owners_of)."""
         return self.owners.get(winpath.basename(name).lower(), ())
+
+    def gpu_facts(self) -> Optional[GpuFacts]:
+        """The machine's NVIDIA GPUs and driver, as the traced Python read them (worlds/gpu.py); None: not recorded."""
+        return self.gpu
 
     def fresh(self) -> "RecordedWorld":
         """A world of the same facts, as this one was made: it shares this one's indexes (never changed

@@ -33,7 +33,7 @@ from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.loader.fixloop import Attempt, verify_fixes
 from dlltrace.model import Fix, Outcome, Owner
 from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk
-from dlltrace.worlds.gpu import GpuFacts
+from dlltrace.worlds.gpu import rule_driver_state
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
 # resolved by the CUDA runtime the requester needs (libcudart.so.N), else the newest
@@ -375,29 +375,3 @@ SYSTEM_PACKAGE_STEPS = 24
 # the NVIDIA driver's user-space libraries (the CUDA driver API, NVML): no pip package ships them
 DRIVER_LIBRARY = re.compile(r"^lib(cuda|nvidia-ml)\.so(\.\d+)*$")
 
-
-DriverState = str  # "", "no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library" (rule_driver_state)
-
-
-def rule_driver_state(gpu: Optional[GpuFacts]) -> DriverState:
-    """Why the NVIDIA driver's library (libcuda.so.1) was not there, from the machine's GPU facts (worlds/gpu.py),
-    as the driver's fix says it (Fix.value of install_driver):
-      no_gpu            no NVIDIA display or 3D controller on a PCI bus that lists devices: no driver makes CUDA
-                        work on this machine;
-      no_kernel_driver  an NVIDIA GPU, and no nvidia kernel module loaded: the driver is not installed (or not
-                        loaded since it was);
-      no_device_nodes   the kernel module is loaded, /dev/nvidiactl is not there: a container started without
-                        the GPU (the host has it: sysfs and /proc/driver show the host's);
-      no_user_library   the GPU, the module and its device nodes, and no libcuda.so.1: the driver's user-space
-                        libraries are not installed (or not of the module's version);
-      ""                not known: no facts (an older trace, a virtual world), a PCI bus that could not be read, or
-                        WSL 2 (its driver is the Windows host's, its libcuda.so.1 in /usr/lib/wsl/lib)."""
-    if gpu is None or gpu.wsl or gpu.pci_devices == 0:
-        return ""
-    if not gpu.nvidia_gpus:
-        return "no_gpu"
-    if gpu.kernel_driver is None:
-        return "no_kernel_driver"
-    if not gpu.device_nodes:
-        return "no_device_nodes"
-    return "no_user_library"
