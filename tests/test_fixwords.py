@@ -109,3 +109,52 @@ def test_a_system_package_fix_is_one_apt_get_line_that_bash_parses():
         words = subprocess.run(["bash", "-c", 'set -- ' + line + '; printf "%s\\n" "$@"'], capture_output=True,
                                text=True, check=True).stdout.split("\n")
         assert words[:5] == ["sudo", "apt-get", "install", "libxcb-icccm4", "libxcb-keysyms1"]
+
+
+def test_fix_lines_put_each_command_on_a_line_of_its_own():
+    """What a terminal shows of a fix (render/diagnosis.py, render/explained.py): a command that begins the words or
+    follows two spaces is a line of its own, flagged, so that copying the line pastes into a shell or a Python
+    prompt as it is; the words around it are lines of their own; a command inside a sentence stays there."""
+    from dlltrace.render.fixwords import fix_lines
+
+    apt = Fix("install", "install_system_package", name="libodbc.so.2", package="libodbc2", python=False)
+    assert fix_lines(apt) == [("sudo apt-get install libodbc2", True),
+                              ("(Debian, Ubuntu: the system's package of libodbc.so.2, which no pip package ships)", False)]
+    env = Fix("env", "set_env", name="x.so", folder="/a b", variable="LD_LIBRARY_PATH", value="/a b", python=False)
+    assert fix_lines(env) == [("Before starting the program:", False), (sh_export_prepend("LD_LIBRARY_PATH", "/a b"), True)]
+    path = Fix("path", "path_prepend", name="b.dll", folder="C:\\x y", python=False)
+    got = fix_lines(path)
+    assert [c for _, c in got] == [False, True, False, True], got
+    assert got[1][0] == cmd_set_prepend("PATH", "C:\\x y") and got[3][0] == ps_set_prepend("PATH", "C:\\x y")
+    assert got[2][0] == "or in PowerShell"
+    conda = Fix("env", "activate_conda", folder="C:\\conda")
+    assert fix_lines(conda) == [(fix_text(conda), False)]  # (`conda activate` inside its sentence)
+    plain = Fix("install", "install", name="b.dll", instruction="Install the B runtime")
+    assert fix_lines(plain) == [("Install the B runtime", False)]
+
+
+def test_every_command_line_of_every_fix_is_one_of_its_code_spans():
+    """For every fix of the scenarios and fixture traces (tests/test_pasteable.py's, whose spans its checkers
+    take): a line flagged a command is exactly one code span, and every span set apart in the words (at their
+    start or after two spaces, and at their end or before two spaces or " (") is such a line: it pastes by itself."""
+    import re
+
+    from test_pasteable import all_fixes, spans
+
+    from dlltrace.render.fixwords import fix_lines
+
+    checked = 0
+    for f in all_fixes():
+        lines = fix_lines(f)
+        own = spans(f)
+        for text, command in lines:
+            if command:
+                assert text in [re.sub(r"\\(.)", r"\1", s) for s in own] or text in own, (f.action, text, own)
+                checked += 1
+        words = fix_text(f)
+        for s in own:
+            at = words.find(s)
+            before, after = words[:at], words[at + len(s):]
+            if (not before or before.endswith("  ")) and (not after or after.startswith(("  ", " ("))):
+                assert (s, True) in lines, (f.action, s, lines)
+    assert checked > 10

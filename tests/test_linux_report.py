@@ -152,7 +152,8 @@ def test_a_copy_on_ld_library_path_that_lacks_a_symbol_version_gets_that_folder_
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert "✗ libdltver.so.1 lacks a symbol version it needs — it is needed by libdltuser.so" in text, text
     fix = f"export LD_LIBRARY_PATH={tmp_path / 'other'}"
-    assert f"    1. Before starting the program:  {fix}  ({tmp_path / 'old' / 'libdltver.so.1'} lacks DLTVER_2;" in text
+    assert (f"    1. Before starting the program:\n       {fix}\n       ({tmp_path / 'old' / 'libdltver.so.1'} lacks "
+            "DLTVER_2;") in text, text
     # applied for real, in bash: the program loads
     done = subprocess.run(["bash", "-c", f"{fix}; {shlex.quote(sys.executable)} -c {shlex.quote(code)}"],
                           env=env, capture_output=True, text=True, timeout=60)
@@ -222,8 +223,8 @@ def test_a_copy_of_a_glibc_library_on_ld_library_path_that_lacks_a_version_gets_
     assert r.returncode == 1 and "version `GLIBC_2.2.5' not found" in r.stderr, r.stderr[-2000:]
     text = dlltrace("report", "t.jsonl", cwd=tmp_path).stdout
     assert "needs glibc" not in text, text
-    assert (f"    1. Before starting the program:  unset LD_LIBRARY_PATH  ({tmp_path / 'old' / 'libanl.so.1'} lacks "
-            f"GLIBC_2.2.5;") in text, text
+    assert (f"    1. Before starting the program:\n       unset LD_LIBRARY_PATH\n       ({tmp_path / 'old' / 'libanl.so.1'} "
+            "lacks GLIBC_2.2.5;") in text, text
 
 
 def test_deps_of_a_so_lists_every_missing_library(tmp_path):

@@ -427,7 +427,7 @@ def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
     again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
                            text=True, env=env, timeout=300)
     sudo = "" if system.get("as_root") else "sudo "
-    assert f"  Fix\n    1. {sudo}apt-get install libdlltracenosuch1 (Debian, Ubuntu" in again.stdout, again.stdout
+    assert f"  Fix\n    1. {sudo}apt-get install libdlltracenosuch1\n       (Debian, Ubuntu" in again.stdout, again.stdout
 
 
 @LINUX

@@ -113,7 +113,10 @@ def test_a_store_pythons_pip_runs_through_its_alias(tmp_path, capsys):
     denied"); its sys.executable is the app execution alias under %LOCALAPPDATA%\\Microsoft\\WindowsApps (CPython's
     bpo-37369): the fix's pip runs with that. (Before: the Program Files path, quoted for cmd and PowerShell.)"""
     out = report(tmp_path, capsys, STORE + "\\python3.11.exe", STORE, user_site=USER_SITE, executable=ALIAS)
-    assert f"1. {ALIAS} -m pip install nvidia-cublas-cu12 (this Store Python's own folder cannot be written" in out, out
+    # (the command a line of its own, its words under it: fixwords.fix_lines)
+    assert f"1. {ALIAS} -m pip install nvidia-cublas-cu12\n" in out, out
+    assert "\n" + " " * (out.index(f"1. {ALIAS}") - out.rindex("\n", 0, out.index(f"1. {ALIAS}")) + 2) + \
+        "(this Store Python's own folder cannot be written" in out, out
     assert "WindowsApps\\PythonSoftwareFoundation.Python.3.11_3.11.2544.0_x64__qbz5n2kfra8p0\\python3.11.exe\" -m pip" \
         not in out and "Program Files\\WindowsApps\\PythonSoftwareFoundation.Python.3.11_3.11.2544.0_x64__qbz5n2kfra8p0\\python3.11.exe -m" \
         not in out, out

@@ -344,7 +344,7 @@ def test_a_real_situation(s: Situation, tmp_path):
         assert doc["outcome"]["find_library"] == {"name": name, "module": s.program.split()[1], "package": package}, doc
         assert main["unfound"]["user_code"]["file"].endswith("app.py") and main["unfound"]["user_code"]["line"] == 1
         sudo = "" if os.geteuid() == 0 else "sudo "
-        assert f"    1. {sudo}apt-get install {package} (Debian, Ubuntu" in text, text
+        assert f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text, text
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
         schema("cuda-v1.json").validate(json.loads(cuda.stdout))
@@ -417,7 +417,7 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     packages = [first["package"]] + [t["package"] for t in first["then"] if t["action"] == "install_system_package"]
     assert len(packages) == len(set(packages)) >= 1
     sudo = "" if os.geteuid() == 0 else "sudo "
-    assert f"1. {sudo}apt-get install {' '.join(packages)} (Debian, Ubuntu" in run.stderr, run.stderr[-3000:]
+    assert f"1. {sudo}apt-get install {' '.join(packages)}\n       (Debian, Ubuntu" in run.stderr, run.stderr[-3000:]
     # (what apt-get install would add here: the packages and those of their dependencies this machine lacks)
     sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
     pulled = [line.split()[1] for line in sim.stdout.splitlines() if line.startswith("Inst ")] or packages

@@ -54,7 +54,8 @@ WITH_STEPS = Fix(kind="package", action="install_package", name="b.dll", package
 def test_text_says_nothing_about_verification_when_every_fix_is_verified():
     text = "\n".join(text_call(failed_call(fixes=[CHECKED, WITH_STEPS])))
     assert "not checked" not in text and "re-ran" not in text
-    assert '1. Before the load:  os.add_dll_directory(r"C:\\tools")' in text
+    # (the command on a line of its own: the line pastes as it is, fixwords.fix_lines)
+    assert '1. Before the load:\n' in text and '\n       os.add_dll_directory(r"C:\\tools")\n' in text, text
 
 
 def test_text_names_each_fix_the_model_did_not_check_or_that_still_fails():
@@ -66,15 +67,19 @@ def test_text_names_each_fix_the_model_did_not_check_or_that_still_fails():
     j = next(k for k, line in enumerate(lines) if "3. Copy C:\\tools\\b.dll into C:\\app" in line)
     assert lines[j + 1].strip() == "(the model re-ran the load with this fix: it still fails with 126 on c.dll (not found))"
     k = next(k for k, line in enumerate(lines) if "1. Before the load" in line)
-    assert lines[k + 1].strip().startswith("2.")  # nothing said under the verified one
+    assert lines[k + 1].strip() == 'os.add_dll_directory(r"C:\\tools")'
+    assert lines[k + 2].strip().startswith("2.")  # nothing said under the verified one
 
 
 def test_further_steps_and_what_else_a_fix_covers_are_sub_steps():
     lines = text_call(failed_call(fixes=[WITH_STEPS]))
-    i = next(k for k, line in enumerate(lines) if "1. pip install b-runtime (it puts b.dll in C:\\py\\b)" in line)
-    assert lines[i + 1].strip() == 'then: Before the load:  os.add_dll_directory(r"C:\\py\\b")'
-    assert lines[i + 2].strip() == "it also fixes c.dll"
-    assert lines[i + 1].index("then:") == lines[i].index("pip")  # indented under the fix's words
+    i = next(k for k, line in enumerate(lines) if line.strip() == "1. pip install b-runtime")  # (a line of its own)
+    assert lines[i + 1].strip() == "(it puts b.dll in C:\\py\\b)"
+    assert lines[i + 2].strip() == "then: Before the load:"
+    assert lines[i + 3].strip() == 'os.add_dll_directory(r"C:\\py\\b")'
+    assert lines[i + 4].strip() == "it also fixes c.dll"
+    assert lines[i + 2].index("then:") == lines[i].index("pip")  # indented under the fix's words
+    assert lines[i + 3].index("os.") == lines[i + 2].index("Before")  # and the step's command under its words
 
 
 def test_also_missing_section_in_text():

@@ -40,7 +40,8 @@ def test_a_fatal_linux_load_with_its_folders_grouped_by_rule_and_its_fix():
     assert rows[0].split() == ["1", "/opt/app/lib", "RUNPATH", "of", "libapp.so", "not", "there"]
     assert rows[1].endswith("not there  (and 2 glibc-hwcaps/tls subfolders)") and "/usr/lib " in rows[1]
     assert "    libcublas.so.11  ✗ not found  needed by libapp.so" in lines
-    assert "    1. Before starting the program:  export LD_LIBRARY_PATH=/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in lines
+    i = lines.index("    1. Before starting the program:")
+    assert lines[i + 1] == "       export LD_LIBRARY_PATH=/x/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}", lines
     assert "       it also fixes libcublas.so.11" in lines
 
 
@@ -102,10 +103,12 @@ def test_a_linux_fix_the_model_re_ran_that_then_fails_on_another_library_says_wh
                  folder="/usr/lib/x86_64-linux-gnu", python=False, verified=None)
     d = linux([load("libGL.so.1", fixes=(partial, advice))], ProcessOutcome("died_of_load", 1))
     lines = diagnoses_lines([d], "t.jsonl", d)
-    fixes = [x for x in lines if x.startswith("    1. ") or x.startswith("    2. ")]
-    assert fixes[0].endswith("(not enough alone: the model re-ran the load with it, and it then fails on "
-                             "libgthread-2.0.so.0)"), fixes
-    assert fixes[1].endswith("  (not checked by the model)"), fixes
+    one, two = (lines.index(x) for x in lines if x.startswith("    1. ") or x.startswith("    2. "))
+    # (the command alone on its line, then its words, then the note: fixwords.fix_lines)
+    assert lines[one] == "    1. apt-get install libgl1", lines[one:two]
+    assert lines[two - 1] == ("       (not enough alone: the model re-ran the load with it, and it then fails on "
+                              "libgthread-2.0.so.0)"), lines[one:two]
+    assert lines[two] == "    2. apt-get install libgl1" and lines[two + 2] == "       (not checked by the model)", lines
 
 
 def test_the_failure_s_library_tried_under_other_names_is_said_with_it():

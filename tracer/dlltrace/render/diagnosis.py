@@ -20,7 +20,7 @@ from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
-from dlltrace.render.fixwords import fix_text
+from dlltrace.render.fixwords import fix_lines
 from dlltrace.render.outcome import CPU_FEATURES, crash_headline, outcome_headline, said_line, unfound_lines
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
@@ -191,13 +191,13 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     if f.fixes:
         out += ["", "  Fix"]
         for i, x in enumerate(f.fixes, 1):
-            out.append(f"    {i}. {fix_text(x)}" + ("" if x.verified or x.breaks else f"  ({fix_not_enough(x, p)})"))
+            out += numbered_fix(i, x, "" if x.verified or x.breaks else f"({fix_not_enough(x, p)})")
             if x.breaks:
                 out.append(f"       (it breaks {', '.join(x.breaks)}: with this fix the model has it fail or load "
                            "another copy)")
             for step in x.then:  # (a next step the model found it needs; more system packages are in its command)
                 if not (x.action == step.action == "install_system_package"):
-                    out.append(f"       then: {fix_text(step)}")
+                    out += numbered_fix(0, step, lead="       then: ")
             also = [n for n in x.covers if n.lower() != (f.leaf or "").lower()]
             if also:
                 out.append("       it also fixes " + ", ".join(also))
@@ -206,6 +206,21 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
                            f"{x.preloaded_by}/__init__.py)")
     if tree:  # (last: the evidence in full, after what to do; opencv's was 60 lines between the leaf and its fix)
         out += ["", "  Dependency tree (the failing branch first):"] + [f"    {x}" for x in tree]
+    return out
+
+
+def numbered_fix(i: int, x: model.Fix, note: str = "", lead: str = "") -> list[str]:
+    """A fix's lines under "Fix": numbered i (`lead` instead: "then: "), each command of its words on a line of
+    its own so that the line pastes as it is (fixwords.fix_lines), and `note` after the words (on a line of its
+    own when they are more than one line or a command).""" 
+    lead = lead or f"    {i}. "
+    lines = fix_lines(x)
+    out = [(lead if k == 0 else " " * len(lead)) + text for k, (text, _) in enumerate(lines)] or [lead.rstrip()]
+    if note:
+        if len(lines) > 1 or (lines and lines[-1][1]):
+            out.append(" " * len(lead) + note)
+        else:
+            out[-1] += "  " + note
     return out
 
 
@@ -262,7 +277,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         + where)
     lines = [head]
     if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":
-        lines += unfound_lines(main.unfound, lambda i, x: f"    {i}. {fix_text(x)}")
+        lines += unfound_lines(main.unfound, numbered_fix)
     if main is not None and main.end.crashed_at is not None:
         at = main.end.crashed_at
         lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"

@@ -21,7 +21,7 @@ from dlltrace.trace.reader import STARTUP_STATUS_TEXT
 from dlltrace.console import shown_on
 from dlltrace.render.escape import escape_lines, escape_prose, escape_terminal
 from dlltrace.render.wrap import Chain, Grid, wrap_text
-from dlltrace.render.fixwords import fix_markdown, fix_text, relation_text
+from dlltrace.render.fixwords import fix_lines, fix_markdown, relation_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -333,8 +333,8 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
     """What is said under a fix: its further steps ("then: …"), what else it fixes, and whether the model
     checked it (nothing when it did and the load succeeds)."""
     out: list[tuple[str, LineStyle]] = []
-    for step in f.then:
-        out.append((f"then: {as_typed(fix_text(step))}", ""))
+    for step in f.then:  # (each command on a line of its own: fixwords.fix_lines)
+        out += [(("then: " if k == 0 else "      ") + text, "") for k, (text, _) in enumerate(fix_lines(step, as_typed))]
     also = [n for n in f.covers if not winpath.same(n, leaf)] if leaf else list(f.covers)
     if also:
         out.append(("it also fixes " + ", ".join(also), ""))
@@ -492,7 +492,8 @@ def fix_table(fixes: list[Fix], leaf: str = ""):
     t = _table("right", "left", gap=1)
     t.min_widths = ()
     for i, f in enumerate(fixes, 1):
-        t.add_row(_text(f"{i}."), _text(as_typed(fix_text(f))))
+        for k, (text, _) in enumerate(fix_lines(f, as_typed)):  # (each command a line of its own: it pastes as it is)
+            t.add_row(_text(f"{i}." if k == 0 else ""), _text(text))
         for note, style in fix_notes(f, leaf):
             t.add_row(_text(""), _text(note, style))
     return t

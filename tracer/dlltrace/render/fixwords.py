@@ -372,6 +372,44 @@ def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
                    for k, p in enumerate(parts))
 
 
+def fix_lines(f: Fix, typed: Callable[[str], str] = _plain) -> list[tuple[str, bool]]:
+    """A fix's words as a terminal shows them, (line, is it a command): each command of the words (a code span:
+    what fix_markdown puts in backticks) that begins them or follows two spaces ("Before the load:  os.add_dll_
+    directory(...)", "apt-get install libodbc2 (Debian, ...)") is a line of its own, and what follows it ("  (it
+    puts ...)", " (Debian, ...)", "  or in PowerShell  ") starts the next, so that a command's line pastes as it
+    is into a shell or a Python prompt; a span inside a sentence ("first (`conda activate x`): ...") stays in it.
+    `typed` is applied to each line (explained.as_typed)."""
+    mark = f"\ue000{os.urandom(8).hex()}:"
+    codes: list[str] = []
+
+    def code(s: str) -> str:
+        codes.append(s)
+        return f"{mark}{len(codes) - 1}\ue001"
+
+    parts = re.split(re.escape(mark) + "([0-9]+)\ue001", fix_text(f, code=code))
+    lines: list[list] = [["", False]]  # (text, a command alone)
+    for k, p in enumerate(parts):
+        last = lines[-1]
+        if k % 2:  # a command
+            c = codes[int(p)]
+            if not last[0].strip() or last[0].endswith("  "):
+                if last[0].strip():
+                    last[0] = last[0].rstrip()
+                    lines.append([c, True])
+                else:
+                    last[0], last[1] = c, True
+            else:  # (inside a sentence: as fix_text says it, `before` in backticks)
+                last[0] += f"`{c}`" if f.before and c == f.before else c
+                last[1] = False
+        elif p:
+            if last[1] and (p.startswith("  ") or p.startswith(" (")):
+                lines.append([p.lstrip(), False])
+            else:
+                last[0] += p
+                last[1] = last[1] and not p.strip()
+    return [(typed(t.rstrip()), c) for t, c in lines if t.strip()]
+
+
 def relation_text(e: Elsewhere) -> str:
     """The relation in words ("on PATH (entry 2), which this load does not search"), and whose record lists
     a copy the trace never looked at ("; numpy 2.1.3's RECORD lists it")."""

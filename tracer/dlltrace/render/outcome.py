@@ -62,10 +62,10 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Op
     return None
 
 
-def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], str]") -> list[str]:
+def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]") -> list[str]:
     """What a program that died of a library find_library did not find is told after the headline: the call, where
     its code was, what find_library looks in (Linux: CPython's Lib/ctypes/util.py), and the fix (`fix_line`: the
-    renderer's numbered line of a fix)."""
+    renderer's numbered lines of a fix)."""
     where = f"import {u.module}: " if u.module else ""
     out = ["", f"  {where}ctypes.util.find_library({u.name!r}) → None"]
     if u.user_code is not None:
@@ -78,7 +78,7 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], str]") -> list[str
     out += ["", f"  find_library looks for {lib}.so.* in ld.so.cache (ldconfig -p), then through gcc and ld",
             "  (LD_LIBRARY_PATH), and found none. No load of it was made, so no loader searched for it."]
     if u.fixes:
-        out += ["", "  Fix"] + [fix_line(i, x) for i, x in enumerate(u.fixes, 1)]
+        out += ["", "  Fix"] + [line for i, x in enumerate(u.fixes, 1) for line in fix_line(i, x)]
     else:
         out += ["", f"  Install the system package that ships {lib}.so (Debian and Ubuntu: apt-file search {lib}.so)"]
     return out
