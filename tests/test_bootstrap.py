@@ -479,6 +479,77 @@ def test_find_library_is_recorded_with_what_it_returned(fake_shim, bare_python, 
     assert found[1]["frame"] == {"file": "<string>", "line": 3, "function": "<module>"} and found[1]["imports"] == []
 
 
+POPEN_PROGRAM = textwrap.dedent("""
+    import os, sys, subprocess, threading, ctypes.util
+    out = [subprocess.run(["true"]).returncode]
+    for argv, env in ((["dlltracenosuchprog", "-v"], None), (["dlltracenosuchprog2"], {"PATH": "/nonesuch1:/usr/bin"}),
+                      (["/nonesuch/dlltracenosuch3"], None)):
+        try:
+            subprocess.run(argv, env=env)
+        except OSError as e:
+            out.append([type(e).__name__, e.errno, e.filename])
+    t = threading.Thread(target=lambda: out.append(subprocess.run(["true"], env={"PATH": "/usr/bin:/bin"}).returncode))
+    t.start(); t.join()
+    ctypes.util.find_library("dlltracenosuch")  # (its ldconfig, gcc, ld: a py_find_library, no py_popen)
+    print(repr([out, sys.gettrace()]))
+""")
+
+
+@pytest.mark.parametrize("python", ["cffi", "ctypes"] + [p for p in OTHER_PYTHONS if p != sys.executable])
+def test_each_program_started_is_recorded_with_the_error_it_failed_with(fake_shim, bare_python, tmp_path, python):
+    """Each program a Python program starts (subprocess.Popen: an audit event) is one py_popen event: the program,
+    its arguments, where the user's code was, and `error` (null: it started; a FileNotFoundError's type, errno and
+    file name: it was not found), with the PATH folders searched (the child's environment's when it was given one)
+    for one that failed; the subprocesses of ctypes.util.find_library are not among them. The program gets what it
+    would without dlltrace, on any thread, and no tracer is left set. CPython 3.8+, both bindings."""
+    exe = sys.executable if python == "cffi" else bare_python if python == "ctypes" else python
+    version = tuple(int(x) for x in subprocess.run([exe, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+                                                   capture_output=True, text=True).stdout.split())
+    if version < (3, 0):
+        return
+    plain = run(exe, POPEN_PROGRAM, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(exe, POPEN_PROGRAM, tmp_path, shim_path=fake_shim)
+    assert (rc, out) == plain[:2] and rc == 0, (plain, err)
+    assert out.startswith("[[0, ['FileNotFoundError', 2, 'dlltracenosuchprog'], ['FileNotFoundError', 2, "
+                          "'dlltracenosuchprog2'], ['FileNotFoundError', 2, '/nonesuch/dlltracenosuch3'], 0], None]")
+    started = [f for s, e, f in events(calls) if e == "py_popen"]
+    if version < (3, 8):  # (no audit hooks: nothing recorded)
+        assert started == []
+        return
+    assert err == ""
+    assert [(f["program"], f["error"] and f["error"]["type"]) for f in started] == [
+        ("true", None), ("dlltracenosuchprog", "FileNotFoundError"), ("dlltracenosuchprog2", "FileNotFoundError"),
+        ("/nonesuch/dlltracenosuch3", "FileNotFoundError"), ("true", None)], started
+    assert started[1]["argv"] == ["dlltracenosuchprog", "-v"]
+    assert started[1]["error"] == {"type": "FileNotFoundError", "errno": 2, "filename": "dlltracenosuchprog"}
+    assert started[1]["searched"] == os.get_exec_path() and started[1]["frame"]["file"] == "<string>"
+    assert started[2]["searched"] == ["/nonesuch1", "/usr/bin"]
+    assert started[3]["searched"] == [] and "searched" not in started[0]
+    assert [e for s, e, f in events(calls) if e == "py_find_library"] == ["py_find_library"]
+
+
+POPEN_UNDER_A_TRACER = textwrap.dedent("""
+    import sys, subprocess
+    def mine(frame, event, arg):
+        return None
+    sys.settrace(mine)
+    try:
+        subprocess.run(["dlltracenosuchprog"])
+    except FileNotFoundError as e:
+        print(repr([e.filename, sys.gettrace() is mine]))
+""")
+
+
+def test_a_program_started_under_a_tracer_of_the_program_s_own_is_recorded_without_its_error(fake_shim, tmp_path):
+    """Under a tracer of the program's own (a debugger, coverage) the start is recorded at once, without `error`
+    (not known), and the program keeps its tracer."""
+    plain = run(sys.executable, POPEN_UNDER_A_TRACER, tmp_path, shim_path=None, traced=False)
+    rc, out, err, calls = run(sys.executable, POPEN_UNDER_A_TRACER, tmp_path, shim_path=fake_shim)
+    assert (rc, out) == plain[:2] == (0, "['dlltracenosuchprog', True]\n"), (plain, err)
+    started = [f for s, e, f in events(calls) if e == "py_popen"]
+    assert [(f["program"], "error" in f) for f in started] == [("dlltracenosuchprog", False)], started
+
+
 TRACER_SET_DURING_FIND = textwrap.dedent("""
     import sys, ctypes.util
     def mine(frame, event, arg):

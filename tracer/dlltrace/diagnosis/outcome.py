@@ -182,6 +182,57 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
     return None
 
 
+UNSTARTED_ERRORS = ("FileNotFoundError", "PermissionError")  # a program not found; found but not executable
+
+
+def not_started(e: dict) -> Optional[str]:
+    """The program of a py_popen event that failed to start because it was not found or not executable (its `error`
+    a FileNotFoundError or a PermissionError: shim.watch_start), else None."""
+    error, program = e.get("error"), e.get("program")
+    if not isinstance(error, dict) or error.get("type") not in UNSTARTED_ERRORS or not isinstance(program, str) \
+            or not program:
+        return None
+    return program
+
+
+def _program_base(program: str) -> str:
+    return re.split(r"[\\/]", program)[-1]
+
+
+def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]", later: "Iterable[dict]" = ()
+                                        ) -> Optional[dict]:
+    """The failed start of a program, of the process's py_popen events `starts` (in order), that the exception it
+    ended on (`exception`: its py_exception event) is about: the last that failed for want of the program
+    (not_started: not found, or not executable) such that
+    - the exception, or one of its causes, is an OSError of that program (its `path`, OSError.filename, is the
+      program or names the same file: pdf2image's PDFInfoNotInstalledError, raised while handling
+      "FileNotFoundError: [Errno 2] No such file or directory: 'pdfinfo'"); or
+    - its message or a cause's names the program, its file name as a word (pytesseract's "tesseract is not
+      installed or it's not in your PATH", graphviz's "failed to execute PosixPath('dot')"); or
+    - the exception is a package's own class (a module-qualified type) and nothing was started, loaded or looked
+      for after that start (`later`: the process's other py_popen, py_dlopen and py_find_library events): it was
+      raised right after it.
+    None for none. A start whose error was not recorded (a tracer of the program's own) is not taken."""
+    texts = [exception] + [c for c in exception.get("causes") or [] if isinstance(c, dict)]
+    words = " ".join(str(t.get("message") or "") for t in texts)
+    paths = [str(t.get("path")) for t in texts if isinstance(t.get("path"), str) and t.get("path")]
+    after = [e.get("seq") for e in later if isinstance(e.get("seq"), int)]
+    failed = [e for e in starts if not_started(e) is not None]
+    for e in reversed(failed):
+        program = str(e["program"])
+        base = _program_base(program)
+        if any(p == program or _program_base(p) == base for p in paths):
+            return e
+        if len(base) >= 2 and re.search(rf"(?<![A-Za-z0-9_.-]){re.escape(base)}(?![A-Za-z0-9_-])", words):
+            return e
+    if failed and "." in str(exception.get("type") or ""):
+        last, seq = failed[-1], failed[-1].get("seq")
+        if isinstance(seq, int) and not any(s > seq for s in after) and \
+                not any(isinstance(e.get("seq"), int) and e["seq"] > seq for e in starts):
+            return last
+    return None
+
+
 @dataclass(frozen=True)
 class ProcessOutcome:
     kind: OutcomeKind

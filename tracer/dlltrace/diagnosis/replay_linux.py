@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
-from dlltrace.diagnosis.outcome import found_none
+from dlltrace.diagnosis.outcome import found_none, not_started
 from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
@@ -398,6 +398,7 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                                   owners=owners_index(proc.dists))
         if fixes:
             note_unfound_packages(proc, w)
+            note_unstarted_packages(proc, w)
         out += calls
     return out
 
@@ -426,6 +427,19 @@ def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
         name = found_none(e) if e.get("ev") == "py_find_library" else None
         if name is not None and not find_lib_never_found(name):
             ask(unversioned_name(name))
+
+
+def note_unstarted_packages(proc: RecordedProcess, world: ELFWorld) -> None:
+    """The system package of each program the process failed to start for want of it (its py_popen events with a
+    FileNotFoundError or PermissionError, by name: not a path), asked of the world: `run`'s RecordingELFWorld keeps
+    each answer for the trace, so that the report (verdict_linux.unstarted_program) names it on any machine."""
+    ask = getattr(world, "program_package", None)
+    if ask is None:
+        return
+    for e in proc.python.values():
+        program = not_started(e) if e.get("ev") == "py_popen" else None
+        if program is not None and "/" not in program:
+            ask(program)
 
 
 def default_world(events: list[dict]) -> ELFWorld:

@@ -137,6 +137,22 @@ class Unfound:
 
 
 @dataclass(frozen=True)
+class Unstarted:
+    """A program the Python program started (subprocess) that was not found, or not executable, and that the
+    exception the program ended on is about (outcome.rule_exception_is_unstarted_program): pytesseract's
+    'tesseract' before its TesseractNotFoundError, pdf2image's 'pdfinfo', graphviz's 'dot'."""
+    program: str  # what subprocess ran: "tesseract", or a path
+    error: str  # the OSError it failed to start with: "FileNotFoundError" (not found), "PermissionError"
+    argv: tuple[str, ...]  # its arguments, the program's name first (at most 8)
+    module: str  # the innermost import in progress when it was started, "" when none
+    user_code: Optional[CodePlace]  # where the user's own code was then
+    searched: tuple[str, ...]  # the PATH folders it was looked for in (the child's environment's); () for a path
+    elsewhere: tuple[str, ...]  # the usual program folders not on that PATH that hold it ("/usr/sbin/x")
+    package: Optional[str]  # the system package that ships it (apt's, as the machine's own data says), when known
+    as_root: bool = False  # dlltrace run ran as root: its apt-get needs no sudo
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     platform: Platform
     pid: int
@@ -145,6 +161,7 @@ class Diagnosis:
     outcome: ProcessOutcome  # the answer first: crashed, died_of_load, died_of_other, degraded, ok, ... (outcome.py)
     failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
     unfound: Optional[Unfound] = None  # died_of_other: the library find_library did not find that it died of
+    unstarted: Optional[Unstarted] = None  # died_of_other: the program it started that was not found, that it died of
 
     @property
     def fatal(self) -> Optional[FailedLoad]:

@@ -21,7 +21,7 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_lines
-from dlltrace.render.outcome import CPU_FEATURES, crash_headline, outcome_headline, said_line, unfound_lines
+from dlltrace.render.outcome import CPU_FEATURES, crash_headline, outcome_headline, said_line, unfound_lines, unstarted_lines
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -267,7 +267,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
         said = crash_headline(main.outcome, fatal_leaf(main))
     elif main is not None and main.fatal is None:
-        said = outcome_headline(main.outcome, main.unfound)
+        said = outcome_headline(main.outcome, main.unfound, main.unstarted)
     if not diagnoses:  # (no process traced: never "every load succeeded")
         return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
@@ -278,6 +278,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     lines = [head]
     if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":
         lines += unfound_lines(main.unfound, numbered_fix)
+    if main is not None and main.unstarted is not None and main.outcome.kind == "died_of_other":
+        lines += unstarted_lines(main.unstarted)
     if main is not None and main.end.crashed_at is not None:
         at = main.end.crashed_at
         lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"

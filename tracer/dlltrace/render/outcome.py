@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Callable, Optional, get_args
 
 from dlltrace import winpath
 from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
-from dlltrace.diagnosis.result import Unfound
+from dlltrace.diagnosis.result import Unfound, Unstarted
 from dlltrace.model import Fix
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.gpu import DRIVER_STATES
@@ -37,10 +38,20 @@ def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> str:
     return f"the program crashed ({crash_words(o)}){after}"
 
 
-def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Optional[str]:
+def unstarted_words(u: Unstarted) -> str:
+    """"the program 'tesseract' was not found on PATH": why a program the Python program started did not start."""
+    if u.error == "PermissionError":
+        return f"the program {u.program!r} is not executable"
+    if "/" in u.program or "\\" in u.program:
+        return f"the program {u.program!r} does not exist"
+    return f"the program {u.program!r} was not found on PATH"
+
+
+def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
+                     unstarted: Optional[Unstarted] = None) -> Optional[str]:
     """The headline of a degraded or died_of_other outcome (`unfound`: the library find_library did not find that
-    it died of, result.Unfound); None for the others (their own first lines say it: a crash's is crash_headline,
-    which needs the load it followed)."""
+    it died of, result.Unfound; `unstarted`: the program it started that was not found, result.Unstarted); None for
+    the others (their own first lines say it: a crash's is crash_headline, which needs the load it followed)."""
     if o.kind == "degraded":
         lost = ", ".join(o.lost)
         where = " (on the CPU)" if any(f in CPU_FEATURES for f in o.lost) else ""
@@ -52,12 +63,14 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None) -> Op
     if o.kind == "died_of_other" and o.exception is not None:
         text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
         # (the answer after it, find_library's, kept in sight: python-mpv's message is 200 characters)
-        most = MAX_UNFOUND_MESSAGE if unfound is not None else MAX_MESSAGE
+        most = MAX_UNFOUND_MESSAGE if unfound is not None or unstarted is not None else MAX_MESSAGE
         if len(text) > most:
             text = text[:most - 1] + "…"
         text = text[:-1] if text.endswith(".") and not text.endswith("..") else text  # (no ".;" or ".:" after it)
         if unfound is not None:
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
+        if unstarted is not None:
+            return f"the program ended with {text}: {unstarted_words(unstarted)}"
         return f"the program ended with {text}; no failed load explains it"
     return None
 
@@ -82,6 +95,45 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]") -> li
     else:
         out += ["", f"  Install the system package that ships {lib}.so (Debian and Ubuntu: apt-file search {lib}.so)"]
     return out
+
+
+SEARCHED_SHOWN = 12  # PATH folders listed
+
+
+def unstarted_lines(u: Unstarted) -> list[str]:
+    """What a program that died of a program it started, not found, is told after the headline: what it ran,
+    where its code was, the folders it was looked for in (the PATH the child was given), and the fix: the system
+    package that ships it when the machine's own data names one (command-not-found's database, apt-file), a folder
+    that holds it put on PATH, else how to find its package."""
+    where = f"import {u.module}: " if u.module else ""
+    ran = shlex.join(u.argv) if u.argv else u.program
+    out = ["", f"  {where}subprocess ran {ran} → {u.error}"]
+    if u.user_code is not None:
+        out.append(f"  in your code: {u.user_code.file}:{u.user_code.line}, in {u.user_code.function}")
+    base = u.program.replace("\\", "/").rsplit("/", 1)[-1]
+    if u.error == "PermissionError":
+        out += ["", f"  {u.program} was found, but this user may not run it (not executable, or a folder on its way",
+                "  may not be searched)."]
+    elif u.searched:
+        out += ["", f"  It was looked for in the {len(u.searched)} folders of the PATH it was given, and none holds it:"]
+        out += [f"    {d}" for d in u.searched[:SEARCHED_SHOWN]]
+        if len(u.searched) > SEARCHED_SHOWN:
+            out.append(f"    … and {len(u.searched) - SEARCHED_SHOWN} more")
+    elif not u.searched and ("/" in u.program or "\\" in u.program):
+        out += ["", f"  It was run by its path, and no file {u.program} exists."]
+    fixes: list[str] = []
+    for p in u.elsewhere:
+        folder = p.rsplit("/", 1)[0]
+        fixes.append(f"export PATH=\"{folder}:$PATH\" (it is installed as {p}, in a folder not on that PATH)")
+    if u.package and u.error != "PermissionError" and not u.elsewhere:
+        sudo = "" if u.as_root else "sudo "
+        fixes.append(f"{sudo}apt-get install {u.package} (Debian, Ubuntu: the system's package of the program {base})")
+    if fixes:
+        return out + ["", "  Fix"] + [f"    {i}. {x}" for i, x in enumerate(fixes, 1)]
+    if u.error == "PermissionError":
+        return out + ["", f"  Make it executable (chmod +x {u.program}), or install {base} again"]
+    return out + ["", f"  Install the program {base}, or put the folder that holds it on PATH. Which system package",
+                  f"  ships it is not known here: on Debian and Ubuntu, apt-file search --regexp '/bin/{base}$' names it."]
 
 
 # the machines the shim cannot enter, as the words name them (ending.CHILD_MACHINES)
@@ -130,7 +182,7 @@ def outcome_schema() -> dict[str, Any]:
     null, s = {"type": "null"}, {"type": "string"}
     return {"type": "object", "additionalProperties": False,
             "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "missing", "gpu", "find_library",
-                         "text"],
+                         "program", "text"],
             "description": "the answer first: how the program dlltrace run started ended, and why "
                            "(diagnosis/outcome.py, docs/verdicts.md)",
             "properties": {"kind": {"enum": list(get_args(OutcomeKind))}, "code": {"type": ["integer", "null"]},
@@ -152,20 +204,33 @@ def outcome_schema() -> dict[str, Any]:
                                "description": "died_of_other: the library ctypes.util.find_library found none of, "
                                               "which the exception is about (result.Unfound)",
                                "properties": {"name": s, "module": s, "package": {"type": ["string", "null"]}}}]},
+                           "program": {"anyOf": [null, {
+                               "type": "object", "additionalProperties": False,
+                               "required": ["name", "error", "searched", "package"],
+                               "description": "died_of_other: the program it started that was not found (or not "
+                                              "executable), which the exception is about (result.Unstarted)",
+                               "properties": {"name": s, "error": s, "searched": {"type": "array", "items": s},
+                                              "package": {"type": ["string", "null"]}}}]},
                            "text": {"type": ["string", "null"],
                                     "description": "the headline of a crashed, degraded or died_of_other outcome"}}}
 
 
-def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: Optional[Unfound] = None
-                 ) -> dict[str, Any]:
+def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: Optional[Unfound] = None,
+                 unstarted: Optional[Unstarted] = None) -> dict[str, Any]:
     """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`); a Linux crash's text is
     its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending;
-    `unfound`: the library find_library did not find that it died of."""
-    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else outcome_headline(o, unfound)
+    `unfound`: the library find_library did not find that it died of; `unstarted`: the program it started that was
+    not found."""
+    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else \
+        outcome_headline(o, unfound, unstarted)
     found = None if unfound is None else {
         "name": unfound.name, "module": unfound.module,
         "package": next((x.package for x in unfound.fixes if x.action == "install_system_package"), None)}
     return {"kind": o.kind, "code": o.code, "signal": o.signal,
             "exception": None if o.exception is None else {"type": o.exception.type, "message": o.exception.message},
             "lost": list(o.lost), "lost_by": list(o.lost_by), "missing": max(o.missing, len(o.lost_by)),
-            "gpu": o.gpu or None, "find_library": found, "text": text}
+            "gpu": o.gpu or None, "find_library": found,
+            "program": None if unstarted is None else {"name": unstarted.program, "error": unstarted.error,
+                                                       "searched": list(unstarted.searched),
+                                                       "package": unstarted.package},
+            "text": text}

@@ -8,7 +8,9 @@ the traced interpreter has a working cffi, else through ctypes (load_backend: th
 one CDEF), dlltrace_start(NULL, "python") (a no-op when the launcher already started it), write a py_env
 event and install a sys.addaudithook hook that turns `import`, `ctypes.dlopen` and
 `os.add_dll_directory` into py_* events, and a `subprocess.Popen` made inside ctypes.util.find_library (on Linux
-it asks ldconfig, gcc and ld) into a py_find_library event with what the call returned (watch_find_library). Each py_* event's seq becomes the thread's context
+it asks ldconfig, gcc and ld) into a py_find_library event with what the call returned (watch_find_library); any
+other `subprocess.Popen` into a py_popen event, with the OSError it failed to start with (watch_start: a program
+not found on PATH). Each py_* event's seq becomes the thread's context
 (dlltrace_set_context), so every native load that follows on that thread carries "ctx": <that seq> --
 the Python action that caused it. At exit (atexit), if the program is ending on an uncaught exception
 (sys.last_exc / sys.last_value, which the interpreter sets before it prints the traceback), a
@@ -779,6 +781,7 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
     filter, c_audit_filter, hands the hook only its three events from then on)."""
     busy = _thread._local()
     pending = [not warnings_hooked]
+    popens = [0, 0]  # py_popen events written: of programs that started, of programs that did not (watch_start)
 
     def hook(event: str, args: tuple) -> None:
         fields: dict[str, Any]
@@ -805,11 +808,14 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                                        "mode": mode}
         elif event == "os.add_dll_directory":
             ev, fields = "py_add_dll_directory", {"path": os.fspath(args[0]) if args else None}
-        elif event == "subprocess.Popen":  # (ctypes.util.find_library's ldconfig, gcc or ld, on Linux)
+        elif event == "subprocess.Popen":  # (a program started; or ctypes.util.find_library's ldconfig, gcc or ld)
             if not getattr(busy, "on", False):
                 busy.on = True
                 try:
-                    watch_find_library(backend, sys._getframe(1), frames, starts_find_library(args))
+                    f = sys._getframe(1)
+                    if not watch_find_library(backend, f, frames, starts_find_library(args)) \
+                            and find_library_frame(f) is None:
+                        watch_start(backend, f, args, frames, popens)
                 except Exception:  # never break the traced program
                     pass
                 finally:
@@ -913,6 +919,119 @@ def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[
 
     fl.f_trace = local
     fl.f_trace_lines = False
+    sys.settrace(_untraced)
+    return True
+
+
+POPEN_LIMIT = 200  # py_popen events of a process: of programs that started, and as many of programs that did not
+ARGV_LIMIT = 8  # arguments of a program kept (each at most ARG_LIMIT characters)
+ARG_LIMIT = 200
+SEARCHED_LIMIT = 64  # PATH folders kept of a start that failed
+# the folders a program is looked for in when it was not found on the PATH the child was given (`elsewhere`)
+USUAL_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/snap/bin")
+
+
+def _text(v: "Any") -> "Optional[str]":
+    try:
+        return os.fsdecode(v) if isinstance(v, (str, bytes, os.PathLike)) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def popen_fields(args: tuple) -> "dict[str, Any]":
+    """A py_popen event's `program` (what subprocess runs: the audit event's executable, else its argv's first)
+    and `argv` (at most ARGV_LIMIT, each at most ARG_LIMIT characters) of a subprocess.Popen audit event's `args`
+    (executable, args, cwd, env)."""
+    executable = args[0] if args else None
+    argv = args[1] if len(args) > 1 else None
+    argv = list(argv[:ARGV_LIMIT]) if isinstance(argv, (list, tuple)) else [argv] if argv is not None else []
+    words = [w[:ARG_LIMIT] for w in (_text(a) for a in argv) if w is not None]
+    program = _text(executable) or (words[0] if words else None)
+    return {"program": program, "argv": words}
+
+
+def searched_path(program: str, env: "Any") -> "list[str]":
+    """The folders a program without a folder in its name is looked for in: the PATH of the environment the child
+    was given (`env`, else this process's: os.get_exec_path, as subprocess's own search), at most SEARCHED_LIMIT;
+    [] for a name with a folder."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        return []
+    try:
+        folders = os.get_exec_path(env if hasattr(env, "get") else None)
+    except Exception:  # (an env subprocess itself refuses)
+        return []
+    return [os.fsdecode(d) for d in folders[:SEARCHED_LIMIT]]
+
+
+def found_elsewhere(program: str, searched: "list[str]") -> "list[str]":
+    """The usual program folders (USUAL_BIN_DIRS) not among `searched` that hold an executable file `program`."""
+    if not searched:
+        return []
+    out = []
+    for d in USUAL_BIN_DIRS:
+        if d in searched:
+            continue
+        p = os.path.join(d, program)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            out.append(p)
+    return out
+
+
+def watch_start(backend: "Backend", f: "Any", args: tuple, frames: "Optional[Callable[..., Any]]" = None,
+                counts: "Optional[list[int]]" = None) -> bool:
+    """A py_popen event for the program a subprocess.Popen audit event starts (`f`: its caller, subprocess's
+    _execute_child; `args`: executable, args, cwd, env): the program, its arguments, where the user's code started
+    it and the imports in progress, written when _execute_child returns, with `error` when it raised an OSError
+    (the program was not found: FileNotFoundError; not executable: PermissionError) and then the folders searched
+    and the usual folders not among them that hold it. Seen as watch_find_library sees its call: the frame's own
+    trace function and sys.settrace on this thread until it returns; nothing the program does changes. A program
+    with a tracer of its own is left alone: the event is written now, without `error`. `counts`: events written
+    [started, failed], at most POPEN_LIMIT each."""
+    counts = counts if counts is not None else [0, 0]
+    if f is None or f.f_code.co_name != "_execute_child" or f.f_trace is not None or \
+            counts[0] >= POPEN_LIMIT and counts[1] >= POPEN_LIMIT:
+        return False
+    fields = popen_fields(args)
+    if fields["program"] is None:
+        return False
+    env = args[3] if len(args) > 3 else None
+    fields["frame"], fields["imports"] = frame_and_imports(f, frames)
+    if sys.gettrace() is not None:
+        if counts[0] >= POPEN_LIMIT:
+            return False
+        counts[0] += 1
+        backend.write_event("py_popen", fields)
+        return True
+    raised: "list[Any]" = [None]
+
+    def local(frame: "Any", event: str, arg: "Any") -> "Any":
+        if event == "exception":
+            exc = arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None
+            if isinstance(exc, OSError):
+                raised[0] = exc
+        elif event == "return":
+            if sys.gettrace() is _untraced:  # (a tracer the program set meanwhile is its own: kept)
+                sys.settrace(None)
+            try:
+                exc = raised[0]
+                i = 0 if exc is None else 1
+                if counts[i] < POPEN_LIMIT:
+                    counts[i] += 1
+                    if exc is not None:
+                        fields["error"] = {"type": type(exc).__name__, "errno": exc.errno,
+                                           "filename": _text(exc.filename)}
+                        fields["searched"] = searched_path(fields["program"], env)
+                        fields["elsewhere"] = found_elsewhere(fields["program"], fields["searched"])
+                    else:
+                        fields["error"] = None
+                    backend.write_event("py_popen", fields)
+            except Exception:  # never break the traced program
+                pass
+            return None
+        return local
+
+    f.f_trace = local
+    f.f_trace_lines = False
     sys.settrace(_untraced)
     return True
 

@@ -24,6 +24,11 @@ from dlltrace.cachedir import cache_home, trusted_dir
 from dlltrace.elf import ELFError, ELFFacts, ELFResult, VersionNeed, read_elf
 from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts
 
+try:  # (a CPython built without it: no command-not-found database is read)
+    import sqlite3
+except ImportError:  # pragma: no cover
+    sqlite3 = None  # type: ignore[assignment]
+
 # Debian/Ubuntu x86-64 (glibc's SYSTEM_DIRS as Debian builds it; `ld.so --help` lists them)
 DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib")
 # the subfolders open_path tries in each folder, in order ("" is the folder itself): glibc 2.36 on an
@@ -363,6 +368,64 @@ def apt_package_names() -> frozenset[str]:
     return frozenset(r.stdout.split())
 
 
+# command-not-found's databases (sqlite: its `commands` and `packages` tables), Debian's and Ubuntu's places
+CNF_DATABASES = ("/var/lib/command-not-found/commands.db", "/usr/share/command-not-found/commands.db")
+PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+
+def cnf_packages(database: str, program: str) -> list[str]:
+    """The packages command-not-found's database (`database`, read only) says ship the command `program`, its
+    highest priority first; [] when it cannot be read. An architecture qualifier ("wine:i386") is kept."""
+    if sqlite3 is None or not os.path.isfile(database):
+        return []
+    try:
+        con = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = con.execute("SELECT packages.name FROM commands JOIN packages ON packages.pkgID = commands.pkgID "
+                           "WHERE commands.command = ? ORDER BY packages.priority DESC", (program,)).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+    return [str(r[0]) for r in rows if isinstance(r[0], str)]
+
+
+def apt_file_packages(program: str) -> list[str]:
+    """The packages apt-file's Contents indexes say ship /bin, /sbin, /usr/bin or /usr/sbin's `program`; [] without
+    apt-file or its indexes (apt-file update)."""
+    if not shutil.which("apt-file"):
+        return []
+    try:
+        r = subprocess.run(["apt-file", "search", "--regexp", rf"^/(usr/)?s?bin/{re.escape(program)}$"],
+                           capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if r.returncode != 0:
+        return []
+    return list(dict.fromkeys(line.split(":", 1)[0].strip() for line in r.stdout.splitlines() if ":" in line))
+
+
+def apt_package_of_program(program: str, databases: Iterable[str] = CNF_DATABASES,
+                           names: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The apt package that ships the program `program` (a command on PATH, in /usr/bin or /usr/sbin), as this
+    machine's own data says: command-not-found's database (cnf_packages), else apt-file's indexes
+    (apt_file_packages); only a package apt knows here (`names`: apt_package_names), never a name made up. None
+    off Debian and Ubuntu, without either source (Debian installs neither by default), or when neither knows it."""
+    if not PROGRAM_NAME.match(program):
+        return None
+    known = frozenset(names) if names is not None else apt_package_names()
+    if not known:
+        return None
+    for found in [cnf_packages(db, program) for db in databases] + [apt_file_packages(program)]:
+        for package in found:
+            package = package.split(":", 1)[0]
+            if package in known:
+                return package
+    return None
+
+
 def _debian_like() -> bool:
     try:
         with open("/etc/os-release", encoding="utf-8", errors="replace") as f:
@@ -392,6 +455,9 @@ class LiveELFWorld:
         if self._gpu is None:
             self._gpu = read_gpu_facts()
         return self._gpu
+
+    def program_package(self, program: str) -> Optional[str]:
+        return apt_package_of_program(program)
 
     def file(self, path: str) -> Optional[ELFResult]:
         try:
@@ -484,6 +550,7 @@ class _Answers:
         self.reals: dict[str, str] = {}
         self.copies: dict[str, list[str]] = {}
         self.packages: dict[str, Optional[str]] = {}  # soname -> the system package that ships it (apt), or None
+        self.programs: dict[str, Optional[str]] = {}  # program -> the system package that ships it (apt), or None
         self.as_root = False
         self.gpu: Optional[GpuFacts] = None  # the machine's NVIDIA GPUs and driver, once asked (worlds/gpu.py)
 
@@ -512,6 +579,10 @@ class RecordingELFWorld(_Answers):
             ask = getattr(self.base, "gpu_facts", None)
             self.gpu = ask() if ask is not None else None
         return self.gpu
+
+    def program_package(self, program: str) -> Optional[str]:
+        ask = getattr(self.base, "program_package", None)
+        return _noted(self.programs, program, ask if ask is not None else lambda _: None)
 
     def file(self, path: str) -> Optional[ELFResult]:
         return _noted(self.files, path, self.base.file)
@@ -543,7 +614,7 @@ class RecordingELFWorld(_Answers):
         out: list[dict] = [dict(base, ev="elf_system", system={
             "system_dirs": list(s.system_dirs), "hwcaps": list(s.hwcaps), "lib": s.lib, "platform": s.platform,
             "machine": s.machine, "elf_class": s.elf_class, "conf_dirs": list(s.conf_dirs)}, cache=self.cache, copies=self.copies,
-            real_paths=self.reals, packages=self.packages, as_root=self.as_root)]
+            real_paths=self.reals, packages=self.packages, programs=self.programs, as_root=self.as_root)]
         if self.gpu is not None:
             out[0]["gpu"] = self.gpu.as_dict()
         for p, r in self.files.items():
@@ -582,10 +653,11 @@ class RecordedELFWorld(_Answers):
                 c = e.get("copies")
                 if isinstance(c, dict):
                     self.copies.update({a: list(_strs(b)) for a, b in c.items() if isinstance(a, str)})
-                pk = e.get("packages")
-                if isinstance(pk, dict):
-                    self.packages.update({a: b for a, b in pk.items() if isinstance(a, str)
-                                          and (b is None or isinstance(b, str))})
+                for k, table in (("packages", self.packages), ("programs", self.programs)):
+                    pk = e.get(k)
+                    if isinstance(pk, dict):
+                        table.update({a: b for a, b in pk.items() if isinstance(a, str)
+                                      and (b is None or isinstance(b, str))})
                 self.as_root = e.get("as_root") is True
                 self.gpu = gpu_facts_from_dict(e.get("gpu"))
             elif e.get("ev") == "elf_file" and isinstance(e.get("path"), str):
@@ -620,6 +692,9 @@ class RecordedELFWorld(_Answers):
 
     def gpu_facts(self) -> Optional[GpuFacts]:
         return self.gpu
+
+    def program_package(self, program: str) -> Optional[str]:
+        return self.programs.get(program)
 
 
 @dataclass
@@ -661,6 +736,10 @@ class OverlayWorld:
     def gpu_facts(self) -> Optional[GpuFacts]:
         ask = getattr(self.base, "gpu_facts", None)
         return ask() if ask is not None else None
+
+    def program_package(self, program: str) -> Optional[str]:
+        ask = getattr(self.base, "program_package", None)
+        return ask(program) if ask is not None else None
 
     @property
     def as_root(self) -> bool:
