@@ -657,3 +657,47 @@ def test_rule_glibc_too_old():
     assert rule_glibc_too_old("libstdc++.so.6", "/x/libstdc++.so.6", "GLIBCXX_3.4.30", "/v/ext.so", w) is None
     assert rule_glibc_too_old("libc.musl-x86_64.so.1", "/lib/libc.musl-x86_64.so.1", "GLIBC_2.34", "/v/ext.so",
                               w) is None
+
+
+def test_apt_package_of_program(tmp_path, monkeypatch):
+    """The package that ships a program, as this machine's own data says: command-not-found's database (its two
+    schemas: Ubuntu's older one with `command` its key, the newer with cmdID; the highest priority first, an
+    architecture qualifier dropped), else apt-file; only a package apt knows here, never a name made up; None for a
+    name that is not a command's."""
+    import sqlite3
+
+    from dlltrace.worlds import elf
+
+    monkeypatch.setattr(elf, "apt_file_packages", lambda program: [])
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    con = sqlite3.connect(old)
+    con.executescript('CREATE TABLE "commands" ([command] TEXT PRIMARY KEY NOT NULL, [pkgID] INTEGER NOT NULL);'
+                      'CREATE TABLE "packages" ([pkgID] INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, [name] TEXT, '
+                      '[version] TEXT, [priority] INTEGER);'
+                      "INSERT INTO packages VALUES (1, 'tesseract-ocr', '5.3.0-2', 120), (2, 'graphviz', '2.42', 120);"
+                      "INSERT INTO commands VALUES ('tesseract', 1), ('dot', 2);")
+    con.commit()
+    con.close()
+    con = sqlite3.connect(new)
+    con.executescript('CREATE TABLE "commands" ([cmdID] INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, '
+                      '[pkgID] INTEGER NOT NULL, [command] TEXT);'
+                      'CREATE TABLE "packages" ([pkgID] INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, [name] TEXT, '
+                      '[version] TEXT, [component] TEXT, [priority] INTEGER);'
+                      "INSERT INTO packages VALUES (1, 'poppler-utils:amd64', '22', 'main', 120), "
+                      "(2, 'xpdf', '3', 'main', 60), (3, 'ffmpeg', '5', 'main', 120);"
+                      "INSERT INTO commands VALUES (1, 2, 'pdfinfo'), (2, 1, 'pdfinfo'), (3, 3, 'ffprobe');")
+    con.commit()
+    con.close()
+    apt = ["tesseract-ocr", "graphviz", "poppler-utils", "xpdf"]
+    dbs = (str(tmp_path / "none.db"), str(old), str(new))
+    assert elf.apt_package_of_program("tesseract", dbs, apt) == "tesseract-ocr"
+    assert elf.apt_package_of_program("dot", dbs, apt) == "graphviz"
+    assert elf.apt_package_of_program("pdfinfo", dbs, apt) == "poppler-utils"  # (priority 120 before 60)
+    assert elf.apt_package_of_program("ffprobe", dbs, apt) is None  # (apt does not know ffmpeg here: never said)
+    assert elf.apt_package_of_program("nosuch", dbs, apt) is None
+    assert elf.apt_package_of_program("../tesseract", dbs, apt) is None and elf.apt_package_of_program("", dbs, apt) is None
+    assert elf.apt_package_of_program("tesseract", dbs, []) is None  # (no apt here)
+    (tmp_path / "bad.db").write_bytes(b"not a database")
+    assert elf.apt_package_of_program("tesseract", (str(tmp_path / "bad.db"), str(old)), apt) == "tesseract-ocr"
+    monkeypatch.setattr(elf, "apt_file_packages", lambda program: ["nosuchpkg", "graphviz"] if program == "neato" else [])
+    assert elf.apt_package_of_program("neato", dbs, apt) == "graphviz"  # (apt-file's answer, the first apt knows)

@@ -484,6 +484,99 @@ def test_a_program_with_a_tracer_of_its_own_keeps_it(tmp_path):
     assert [e["name"] for e in finds] == ["dlltracenosuch"] and "result" not in finds[0]
 
 
+def test_rule_exception_is_unstarted_program():
+    """The failed start of a program that the exception is about: one the exception or a cause is the OSError of
+    (its path: pdf2image's PDFInfoNotInstalledError while handling FileNotFoundError 'pdfinfo'), one its words name
+    (pytesseract's "tesseract is not installed", graphviz's "PosixPath('dot')"), or, for a package's own exception
+    class, the last failed start when nothing was started, loaded or looked for after it. A start that worked, one
+    whose error was not recorded, a different error, and a builtin exception about something else are not taken."""
+    from dlltrace.diagnosis.outcome import rule_exception_is_unstarted_program as rule
+
+    def start(program, error="FileNotFoundError", seq=10):
+        e = {"ev": "py_popen", "program": program, "seq": seq}
+        if error != "unknown":
+            e["error"] = None if error is None else {"type": error, "errno": 2, "filename": program}
+        return e
+
+    def exc(type_, message, path=None, causes=()):
+        return {"type": type_, "message": message, "path": path, "causes": list(causes)}
+
+    tess = [start("true", None, 5), start("tesseract", seq=10)]
+    said = exc("pytesseract.pytesseract.TesseractNotFoundError",
+               "tesseract is not installed or it's not in your PATH. See README file for more information.")
+    assert rule(said, tess) is tess[1]
+    dot = [start("dot")]
+    assert rule(exc("graphviz.backend.execute.ExecutableNotFound",
+                    "failed to execute PosixPath('dot'), make sure the Graphviz executables are on your systems' PATH"),
+                dot) is dot[0]
+    pdf = [start("pdfinfo")]  # (its words name poppler, not pdfinfo: the cause's file name does)
+    cause = {"type": "FileNotFoundError", "message": "[Errno 2] No such file or directory: 'pdfinfo'", "path": "pdfinfo"}
+    assert rule(exc("pdf2image.exceptions.PDFInfoNotInstalledError",
+                    "Unable to get page count. Is poppler installed and in PATH?", causes=[cause]), pdf) is pdf[0]
+    bare = exc("FileNotFoundError", "[Errno 2] No such file or directory: '/opt/x/bin/tool'", "/opt/x/bin/tool")
+    assert rule(bare, [start("/opt/x/bin/tool")])["program"] == "/opt/x/bin/tool"
+    assert rule(exc("PermissionError", "[Errno 13] Permission denied: './run.sh'", "./run.sh"),
+                [start("./run.sh", "PermissionError")])["program"] == "./run.sh"
+    # a package's own class right after the failed start, naming nothing (pydub's own words, say)
+    own = exc("mypkg.errors.ToolMissing", "the converter is missing")
+    assert rule(own, [start("ffprobe", seq=10)])["program"] == "ffprobe"
+    assert rule(own, [start("ffprobe", seq=10)], [{"ev": "py_dlopen", "seq": 11}]) is None  # (something after it)
+    assert rule(own, [start("ffprobe", seq=10), start("true", None, 12)]) is None  # (a program started after it)
+    assert rule(exc("ValueError", "the converter is missing"), [start("ffprobe")]) is None  # (builtin, names nothing)
+    assert rule(said, [start("tesseract", None)]) is None  # (it started)
+    assert rule(said, [start("tesseract", "unknown")]) is None  # (not recorded: a tracer of the program's own)
+    assert rule(said, [start("tesseract", "OSError")]) is None  # (ENOEXEC and the like: not a missing program)
+    assert rule(exc("ValueError", "tesseractx failed"), tess) is None  # (part of a word: not its name)
+    two = [start("pdftoppm", seq=10), start("pdfinfo", seq=12)]
+    assert rule(exc("RuntimeError", "neither pdftoppm nor pdfinfo"), two) is two[1]  # (the last)
+
+
+@LINUX
+def test_a_program_not_found_is_the_answer(tmp_path):
+    """A program that starts a program this machine lacks and raises its own error (pytesseract's way): the report
+    says which program was not found, what ran it, where the program's code was, the PATH folders it was looked for
+    in (those of the environment it was given), and, with no package known, how to find one; `run` asked this
+    machine which package ships it and wrote the answer into the trace (elf_system's programs): a report made
+    elsewhere names it from there. The program's own view (sys.gettrace()) is unchanged."""
+    code = ("import subprocess, sys\n"
+            "class ToolMissing(Exception):\n"
+            "    pass\n"
+            "try:\n"
+            "    subprocess.run(['dlltracenosuchtool', '-v'], env={'PATH': '/nonesuch1:/usr/bin'})\n"
+            "except FileNotFoundError:\n"
+            "    assert sys.gettrace() is None\n"
+            "    raise ToolMissing('dlltracenosuchtool is not installed or not in your PATH')\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "ToolMissing: dlltracenosuchtool is not installed" in err, err
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["fatal"] is None
+    assert rep["outcome"]["program"] == {"name": "dlltracenosuchtool", "error": "FileNotFoundError",
+                                         "searched": ["/nonesuch1", "/usr/bin"], "package": None}, rep["outcome"]
+    head = next(line for line in err.splitlines() if line.startswith("dlltrace ─"))
+    assert head.startswith("dlltrace ─ the program ended with __main__.ToolMissing: dlltracenosuchtool is not "
+                           "installed or not in your PATH: the program 'dlltracenosuchtool' was not found on PATH"), head
+    assert "  subprocess ran dlltracenosuchtool -v → FileNotFoundError" in err and "in your code: <string>:5" in err
+    assert "looked for in the 2 folders of the PATH it was given, and none holds it:\n    /nonesuch1\n    /usr/bin" in err
+    assert "apt-file search --regexp '/bin/dlltracenosuchtool$'" in err  # (no package known: how to find it)
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    (i,) = [k for k, x in enumerate(lines) if '"elf_system"' in x]
+    system = json.loads(lines[i])
+    assert system["programs"] == {"dlltracenosuchtool": None}, system["programs"]
+    system["programs"]["dlltracenosuchtool"] = "dlltrace-tools"
+    lines[i] = json.dumps(system)
+    (tmp_path / "t2.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
+                           text=True, env=env, timeout=300)
+    sudo = "" if system.get("as_root") else "sudo "
+    assert f"  Fix\n    1. {sudo}apt-get install dlltrace-tools (Debian, Ubuntu" in again.stdout, again.stdout
+    # a trace made before py_popen (none of its events, no programs in elf_system) reads as before
+    old = [x for x in lines if '"py_popen"' not in x]
+    (tmp_path / "t3.jsonl").write_text("\n".join(old) + "\n")
+    before = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t3.jsonl"), "--json"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert json.loads(before.stdout)["outcome"]["program"] is None, before.stderr
+
+
 @LINUX
 def test_an_undefined_symbol_is_a_missing_export_failure(tmp_path, monkeypatch):
     """ld.so maps every file and then cannot bind a symbol (`undefined symbol: foo`): the load failed, with the

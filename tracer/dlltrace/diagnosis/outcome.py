@@ -216,7 +216,7 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]", l
     texts = [exception] + [c for c in exception.get("causes") or [] if isinstance(c, dict)]
     words = " ".join(str(t.get("message") or "") for t in texts)
     paths = [str(t.get("path")) for t in texts if isinstance(t.get("path"), str) and t.get("path")]
-    after = [e.get("seq") for e in later if isinstance(e.get("seq"), int)]
+    after = [int(e["seq"]) for e in later if isinstance(e.get("seq"), int)]
     failed = [e for e in starts if not_started(e) is not None]
     for e in reversed(failed):
         program = str(e["program"])
