@@ -113,6 +113,7 @@ class Situation:
     cuda: dict = field(default_factory=dict)  # framework -> (its CUDA, read from) in `dlltrace cuda --trace`
     cuda_exit: int = 0  # that command's exit code (1: the stack does not fit)
     find_library: tuple = ()  # (name, package): the library find_library found none of, that the program died of
+    unstarted: tuple = ()  # (program, package): the program it started, not found on PATH, that it died of
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -127,6 +128,12 @@ SYSTEM_MODULES = {"pyside6_xcb_plugin_aborts": "PySide6/Qt/plugins/platforms/lib
 DLOPENED = {"openslide_without_its_library": ("libopenslide.so.1", "libopenslide.so.0"),
             "pyvips_without_libvips": ("libvips.so.42",)}
 QT_APP = 'from PySide6.QtWidgets import QApplication, QLabel\n\napp = QApplication([])\nQLabel("hello").show()\n'
+TESSERACT_APP = ('import pytesseract\nfrom PIL import Image\n\n'
+                 'print(repr(pytesseract.image_to_string(Image.new("RGB", (60, 20), "white"))))\n')
+GRAPHVIZ_APP = 'import graphviz\n\ng = graphviz.Digraph()\ng.edge("a", "b")\nprint(g.pipe(format="svg")[:5])\n'
+PDF2IMAGE_APP = ('import io\nfrom PIL import Image\nfrom pdf2image import convert_from_bytes\n\n'
+                 'pdf = io.BytesIO()\nImage.new("RGB", (60, 20), "white").save(pdf, "PDF")\n'
+                 'print(convert_from_bytes(pdf.getvalue()))\n')
 SITUATIONS = [
     Situation("tensorflow_gpu_not_used", "https://github.com/tensorflow/tensorflow/issues/45930",
               "tensorflow-2.11-py39", "3.9", TF_APP, 0, "degraded", "the program ran without the NVIDIA driver, CUDA",
@@ -187,6 +194,25 @@ SITUATIONS = [
               "died_of_other", "the program ended with OSError: PortAudio library not found: "
               "ctypes.util.find_library('portaudio') found no such library", exception="OSError",
               find_library=("portaudio", "libportaudio2")),
+    # pytesseract 0.3.13 runs tesseract and, not finding it, raises TesseractNotFoundError; graphviz 0.20.3's
+    # ExecutableNotFound names 'dot'; pdf2image 1.17.0's PDFInfoNotInstalledError names poppler, and its cause is
+    # pdfinfo's FileNotFoundError. No load fails: the report names the program and the PATH folders it was looked
+    # for in (their fixes are applied for real below: apt-get install, as root)
+    Situation("pytesseract_without_tesseract", "https://github.com/madmaze/pytesseract/issues/342",
+              "pytesseract-0.3-py311", "3.11", TESSERACT_APP, 1, "died_of_other",
+              "the program ended with pytesseract.pytesseract.TesseractNotFoundError: tesseract is not installed or i…: "
+              "the program 'tesseract' was not found on PATH", exception="pytesseract.pytesseract.TesseractNotFoundError",
+              unstarted=("tesseract", "tesseract-ocr")),
+    Situation("graphviz_without_dot", "https://github.com/DigitalPhonetics/adviser/issues/5", "graphviz-0.20-py311",
+              "3.11", GRAPHVIZ_APP, 1, "died_of_other",
+              "the program ended with graphviz.backend.execute.ExecutableNotFound: failed to execute PosixPath('dot')…: "
+              "the program 'dot' was not found on PATH", exception="graphviz.backend.execute.ExecutableNotFound",
+              unstarted=("dot", "graphviz")),
+    Situation("pdf2image_without_poppler", "https://github.com/Belval/pdf2image/issues/142", "pdf2image-1.17-py311",
+              "3.11", PDF2IMAGE_APP, 1, "died_of_other",
+              "the program ended with pdf2image.exceptions.PDFInfoNotInstalledError: Unable to get page count. Is pop…: "
+              "the program 'pdfinfo' was not found on PATH", exception="pdf2image.exceptions.PDFInfoNotInstalledError",
+              unstarted=("pdfinfo", "poppler-utils")),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
               "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
               0, "ok", "every load succeeded"),
@@ -238,6 +264,11 @@ def nvidia_on_the_pci_bus() -> bool:
 def system_expectation(s: Situation, python: Path) -> Situation:
     """A situation that turns on a system library no pip package ships, as this machine has it (SYSTEM_MODULES):
     the first library ld.so does not find is the failure; on a machine that has them all, the other ending."""
+    if s.unstarted:  # (a machine that has the program runs it)
+        if shutil.which(s.unstarted[0]):
+            return dataclasses.replace(s, exit_code=0, outcome="ok", headline="every load succeeded", exception=None,
+                                       unstarted=())
+        return s
     if s.find_library:  # (what find_library answers here: a machine that has the library imports it)
         if find_library_finds(s.find_library[0]):
             return dataclasses.replace(s, exit_code=0, outcome="ok", headline="every load succeeded", exception=None,
@@ -274,7 +305,7 @@ def test_a_real_situation(s: Situation, tmp_path):
     from test_elf_reader import elf_differences
     venv = python.parent.parent
     assert not elf_differences(glob.glob(str(venv / "lib*" / "python*" / "site-packages" / "**" / "*.so*"), recursive=True))
-    if s.name in SYSTEM_MODULES or s.find_library:
+    if s.name in SYSTEM_MODULES or s.find_library or s.unstarted:
         s = system_expectation(s, python)
     if "the NVIDIA driver" in s.lost and not nvidia_on_the_pci_bus():  # (read here, not by dlltrace's code)
         s = dataclasses.replace(s, headline="the program ran on the CPU: this machine has no NVIDIA GPU (libcuda.so.1 and")
@@ -345,6 +376,16 @@ def test_a_real_situation(s: Situation, tmp_path):
         assert main["unfound"]["user_code"]["file"].endswith("app.py") and main["unfound"]["user_code"]["line"] == 1
         sudo = "" if os.geteuid() == 0 else "sudo "
         assert f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text, text
+    if s.unstarted:  # (no load to blame: the program it started that was not found, and the PATH it was looked for in)
+        program, package = s.unstarted
+        got = doc["outcome"]["program"]
+        assert got is not None and (got["name"], got["error"]) == (program, "FileNotFoundError"), doc["outcome"]
+        assert got["searched"] == os.get_exec_path() and got["package"] in (None, package), got
+        assert main["unstarted"]["user_code"]["file"].endswith("app.py"), main["unstarted"]
+        assert f"It was looked for in the {len(got['searched'])} folders of the PATH it was given" in text, text
+        sudo = "" if os.geteuid() == 0 else "sudo "
+        assert (f"    1. {sudo}apt-get install {package} (Debian, Ubuntu" in text if got["package"] else
+                f"apt-file search --regexp '/bin/{program}$'" in text), text
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
         schema("cuda-v1.json").validate(json.loads(cuda.stdout))
@@ -481,6 +522,91 @@ def test_the_find_library_fix_applied_for_real(tmp_path):
             subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
                            capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     APPLIED.append(f"sounddevice_without_portaudio: apt-get install {' '.join(packages)}")
+
+
+def deb_ships(package: str, program: str, into: Path) -> bool:
+    """Whether Debian's package (apt-get download, its file list: dpkg-deb -c) ships /usr/bin/<program> (a file or
+    a link): the ground truth a command-not-found database holds."""
+    into.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["apt-get", "download", package], cwd=into, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        _unavailable(f"apt-get download {package} failed: {r.stderr[-800:]}")
+    (deb,) = into.glob(f"{package}_*.deb")
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+    return any(line.split()[5] == f"./usr/bin/{program}" for line in listing.splitlines() if len(line.split()) > 5)
+
+
+CNF_DB = Path("/var/lib/command-not-found/commands.db")
+
+
+@pytest.mark.parametrize("name", ["pytesseract_without_tesseract", "graphviz_without_dot", "pdf2image_without_poppler"])
+def test_the_program_fix_applied_for_real(name, tmp_path):
+    """A program not found (pytesseract's tesseract, graphviz's dot, pdf2image's pdfinfo): the report's fix,
+    "apt-get install tesseract-ocr", run for real as printed (as root: CI's machine), then the program runs and its
+    trace's outcome is ok. The package comes from command-not-found's database, as on a machine that has it
+    (Ubuntu's default): where this one has none, the database is written for the test with the one row the
+    package's own file list proves (deb_ships: the .deb that apt-get download fetches lists ./usr/bin/<program>),
+    and taken away after; a machine's own database is used as it is. What the install added is purged after."""
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb") or os.geteuid() != 0:
+        _unavailable("needs apt-get, dpkg-deb and root (the fix installs a system package: CI's machine)")
+    import sqlite3
+
+    (s,) = [x for x in SITUATIONS if x.name == name]
+    program, package = s.unstarted
+    python, _ = environment(s.lock, s.python)
+    if shutil.which(program):
+        _unavailable(f"this machine has {program}: there is no fix to apply")
+    made = not CNF_DB.exists()
+    if made:
+        assert deb_ships(package, program, tmp_path / "debs"), f"{package} ships no /usr/bin/{program}"
+        CNF_DB.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(CNF_DB)
+        con.executescript('CREATE TABLE "commands" ([cmdID] INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL, '
+                          '[pkgID] INTEGER NOT NULL, [command] TEXT); CREATE TABLE "packages" ([pkgID] INTEGER PRIMARY '
+                          'KEY AUTOINCREMENT NOT NULL, [name] TEXT, [version] TEXT, [component] TEXT, [priority] INTEGER);')
+        con.execute("INSERT INTO packages VALUES (1, ?, '', 'main', 120)", (package,))
+        con.execute("INSERT INTO commands VALUES (1, 1, ?)", (program,))
+        con.commit()
+        con.close()
+    pulled: list[str] = []
+    try:
+        (tmp_path / "app.py").write_text(s.program)
+        run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+        assert run.returncode == 1, run.stderr[-2000:]
+        head = next((x for x in run.stderr.splitlines() if x.startswith("dlltrace ─")), "")
+        assert head.startswith(f"dlltrace ─ {s.headline}"), run.stderr[-3000:]
+        line = next((x for x in run.stderr.splitlines() if x.startswith("    1. apt-get install ")), None)
+        assert line is not None, run.stderr[-3000:]
+        packages = line[len("    1. apt-get install "):].split(" (", 1)[0].split()
+        assert packages == [package], line
+        sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True,
+                             timeout=300)
+        pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
+        for attempt in range(2):
+            got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
+                                 capture_output=True, text=True, timeout=900,
+                                 env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            if got.returncode == 0:
+                break
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
+        else:
+            _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
+        after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert after.returncode == 0, after.stderr[-2000:]
+        again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+        doc = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
+        assert again.returncode == 0 and doc["outcome"]["kind"] == "ok", again.stderr[-2000:]
+    finally:
+        if made:
+            CNF_DB.unlink(missing_ok=True)
+            try:
+                CNF_DB.parent.rmdir()
+            except OSError:
+                pass
+        if pulled:  # (the machine as it was: what the install added, purged)
+            subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
+                           capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    APPLIED.append(f"{name}: apt-get install {' '.join(packages)}")
 
 
 # what a program whose first fix made its load work then dies of, that is no load (its own bug)
