@@ -447,6 +447,70 @@ def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path
     assert (exc["type"], exc["module"]) == ("ModuleNotFoundError", "dlltrace_no_such_module")
 
 
+WINDOWS_POPEN_PROGRAM = textwrap.dedent("""
+    import subprocess, sys
+    subprocess.run([sys.executable, "-c", "pass"])
+    try:
+        subprocess.run(["dlltracenosuchprog", "-v"])
+    except FileNotFoundError as e:
+        print(repr([e.winerror, e.filename, sys.gettrace()]))
+        raise RuntimeError("dlltracenosuchprog is not installed")
+""")
+
+
+@pytest.mark.wine
+def test_a_windows_python_records_a_program_not_found(windows_python, tmp_path):
+    """The same recording on Windows (the bootstrap's own audit hook, no C filter): a real Windows CPython under
+    Wine starts a program that is not there (CreateProcess: FileNotFoundError, WinError 2) and one that is; each is
+    a py_popen event, the failed one with its error and the PATH folders searched; the program's output is its own."""
+    import winetools
+
+    from dlltrace.trace.launch import BIN, SHIM
+    from dlltrace.trace.reader import read_trace
+
+    if not (BIN / SHIM).is_file():
+        pytest.fail("the native shim is not built (bash native/build.sh)")
+    exe, _ = windows_python
+    trace_file = tmp_path / "t.jsonl"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
+    env["DLLTRACE_PYTHONPATH"] = winetools.to_windows(BOOTSTRAP)
+    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
+           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
+        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
+                            WINDOWS_POPEN_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        if "the program never ran" not in r.stderr:
+            break
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert r.stdout.splitlines()[0] == "[2, None, None]", r.stdout
+    started = [e for e in read_trace(trace_file).events if e["ev"] == "py_popen"]
+    assert [(e["program"].lower().endswith("python.exe"), e["error"]) for e in started[:1]] == [(True, None)], started
+    (failed,) = started[1:]
+    assert failed["program"] == "dlltracenosuchprog" and failed["argv"] == ["dlltracenosuchprog", "-v"]
+    assert failed["error"]["type"] == "FileNotFoundError" and failed["searched"], failed
+    # the Windows report says it (the same rule: the exception's words name the program), with no package
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace_file)], capture_output=True, text=True,
+                          env=env, timeout=300).stdout
+    assert text.splitlines()[0].startswith("dlltrace ─ the program ended with RuntimeError: dlltracenosuchprog is not "
+                                           "installed: the program 'dlltracenosuchprog' was not found on PATH"), text
+    assert "CreateProcess looked for dlltracenosuchprog.exe" in text and "apt" not in text, text
+    doc = json.loads(subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace_file), "--json"],
+                                    capture_output=True, text=True, env=env, timeout=300).stdout)
+    assert doc["outcome"]["program"] == {"name": "dlltracenosuchprog", "error": "FileNotFoundError",
+                                         "searched": failed["searched"], "package": None}, doc["outcome"]
+
+
+def test_command_words():
+    """A Windows command line (subprocess on Windows audits list2cmdline's one string) as the words py_popen
+    records: split at blanks outside double quotes, quotes taken off, at most eight."""
+    assert shim.command_words('tesseract "C:\\My Files\\a.png" out') == ["tesseract", "C:\\My Files\\a.png", "out"]
+    assert shim.command_words('"C:\\Program Files\\x.exe"  -v') == ["C:\\Program Files\\x.exe", "-v"]
+    assert shim.command_words('x ""') == ["x", ""] and shim.command_words("") == []
+    assert len(shim.command_words(" ".join("abcdefghijk"))) == shim.ARGV_LIMIT == 8
+
+
 FIND_PROGRAM = textwrap.dedent("""
     import sys, threading, ctypes.util
     found = [ctypes.util.find_library("m"), ctypes.util.find_library("dlltracenosuch")]

@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Union, cast
 from dlltrace import winpath
 from dlltrace.diagnosis.outcome import ProcessOutcome, program_words, python_error, rule_load_class, rule_program_said
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place,
-                                       process_outcome)
+                                       process_outcome, Unstarted, unstarted_of)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
@@ -308,6 +308,16 @@ def main_outcome(trace: Trace, incs: list[Incident]) -> ProcessOutcome:
         return ProcessOutcome(e.kind, e.code)
     failures = tuple(failed_load(i) for i in incs if i.first.load.pid == pid and i.verdict is not None)
     return outcome_of(trace, pid, process_end(trace, pid), failures)
+
+
+def main_unstarted(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[Unstarted]:
+    """The program the run's program started that was not found, that it died of (result.unstarted_of), when its
+    outcome (main_outcome) is died_of_other; None else. No package is named on Windows."""
+    if outcome is None or outcome.kind != "died_of_other":
+        return None
+    e = ending(trace)
+    pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
+    return unstarted_of(trace, pid) if pid is not None else None
 
 
 def outcome_of(trace: Trace, pid: int, end: ProcessEnd, failures: tuple[FailedLoad, ...]) -> ProcessOutcome:

@@ -14,11 +14,15 @@ import dataclasses
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union, get_args, get_origin
 
-from dlltrace.diagnosis.outcome import LoadClass, ProcessOutcome, PyError, feature_of, rule_outcome
+from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, feature_of, rule_exception_is_unstarted_program,
+                                        rule_outcome)
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
 from dlltrace.worlds.gpu import DRIVER_STATES
+
+if TYPE_CHECKING:
+    from dlltrace.trace.reader import Trace
 
 DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
 DIAGNOSIS_VERSION = 1
@@ -150,6 +154,32 @@ class Unstarted:
     elsewhere: tuple[str, ...]  # the usual program folders not on that PATH that hold it ("/usr/sbin/x")
     package: Optional[str]  # the system package that ships it (apt's, as the machine's own data says), when known
     as_root: bool = False  # dlltrace run ran as root: its apt-get needs no sudo
+
+
+def _strings(v: object) -> tuple[str, ...]:
+    return tuple(x for x in v if isinstance(x, str)) if isinstance(v, list) else ()
+
+
+def unstarted_of(trace: "Trace", pid: int, package_of: "Callable[[str], Optional[str]]" = lambda program: None,
+                 as_root: bool = False) -> Optional[Unstarted]:
+    """The program process pid started that was not found (or not executable) and that the exception it ended on
+    is about (outcome.rule_exception_is_unstarted_program, of its py_popen events), with the system package that
+    ships it (`package_of`, asked for a program named without a folder: Linux's, the trace's world); None when the
+    exception is not about one. Both systems: on Windows no package is asked."""
+    ends = list(trace.of("py_exception", pid=pid))
+    if not ends:
+        return None
+    starts = list(trace.of("py_popen", pid=pid))
+    later = [e for kind in ("py_dlopen", "py_find_library") for e in trace.of(kind, pid=pid)]
+    e = rule_exception_is_unstarted_program(ends[-1], starts, later)
+    if e is None:
+        return None
+    program = str(e["program"])
+    package = package_of(program) if "/" not in program and "\\" not in program else None
+    imports = e.get("imports")
+    module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
+    return Unstarted(program, str(e["error"]["type"]), _strings(e.get("argv")), module, code_place(e.get("frame")),
+                     _strings(e.get("searched")), _strings(e.get("elsewhere")), package or None, as_root)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
-from dlltrace.diagnosis.outcome import (ProcessOutcome, found_none, rule_exception_is_find_library,
-                                        rule_exception_is_unstarted_program)
+from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, rule_exception_is_find_library
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, Unstarted, code_place,
-                                       process_outcome)
+                                       process_outcome, unstarted_of)
 from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
                                              unversioned_name)
 from dlltrace.loader.linux.fixes import system_package_fix
@@ -336,29 +335,11 @@ def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional
     return Unfound(name, module, code_place(e.get("frame")), (fix,) if fix is not None else ())
 
 
-def _strings(v: object) -> tuple[str, ...]:
-    return tuple(x for x in v if isinstance(x, str)) if isinstance(v, list) else ()
-
-
 def unstarted_program(trace: Trace, pid: int) -> Optional[Unstarted]:
-    """The program process pid started that was not found (or not executable) and that it died of (its outcome
-    died_of_other; the rule: outcome.rule_exception_is_unstarted_program), with the system package that ships it
-    (asked of the trace's world: the answer `run` recorded, replay_linux.note_unstarted_packages); None when the
-    exception is not about one."""
-    ends = list(trace.of("py_exception", pid=pid))
-    if not ends:
-        return None
-    starts = list(trace.of("py_popen", pid=pid))
-    later = [e for kind in ("py_dlopen", "py_find_library") for e in trace.of(kind, pid=pid)]
-    e = rule_exception_is_unstarted_program(ends[-1], starts, later)
-    if e is None:
-        return None
+    """The program process pid started that was not found and that it died of (result.unstarted_of), with the
+    system package that ships it asked of the trace's world (the answer `run` recorded,
+    replay_linux.note_unstarted_packages)."""
     world = default_world(list(trace.events))
     ask = getattr(world, "program_package", None)
-    program = str(e["program"])
-    package = ask(program) if ask is not None and "/" not in program else None
-    imports = e.get("imports")
-    module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
-    return Unstarted(program, str(e["error"]["type"]), _strings(e.get("argv")), module, code_place(e.get("frame")),
-                     _strings(e.get("searched")), _strings(e.get("elsewhere")), package or None,
-                     bool(getattr(world, "as_root", False)))
+    return unstarted_of(trace, pid, ask if ask is not None else lambda program: None,
+                        bool(getattr(world, "as_root", False)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import Incident, api_set_source, main_outcome, wine_only_dlls, wine_stub_bindings
+from dlltrace.diagnosis.analysis import (Incident, api_set_source, main_outcome, main_unstarted, wine_only_dlls,
+                                        wine_stub_bindings)
 from dlltrace.model import ERROR_PROC_NOT_FOUND
 from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
@@ -56,7 +57,9 @@ def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Repla
                 failed.append(a.result.index)
             elif inc.went_on:
                 went_on.append(a.result.index)
-    return {"format": "dlltrace-report", "version": 1, "outcome": outcome_dict(main_outcome(trace, incs)),
+    outcome = main_outcome(trace, incs)
+    return {"format": "dlltrace-report", "version": 1,
+            "outcome": outcome_dict(outcome, None, None, main_unstarted(trace, outcome)),
             "source": trace.path, "description": environment_line(trace),
             "error": error, "failed": failed, "went_on": went_on,
             "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),

@@ -22,7 +22,7 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, main_outcome, wine_only_dlls,
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, main_outcome, main_unstarted, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline, untraced_line
@@ -262,7 +262,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
     outcome = main_outcome(trace, incs) if not failed else None
-    said = outcome_headline(outcome) if outcome is not None else None
+    said = outcome_headline(outcome, None, main_unstarted(trace, outcome)) if outcome is not None else None
     # it ran without its GPU: the loads that cost it a feature are explained, with their fixes (outcome.py)
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
     apart = [i for i in apart if not any(i is x for x in lost)]

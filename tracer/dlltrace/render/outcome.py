@@ -100,11 +100,11 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]") -> li
 SEARCHED_SHOWN = 12  # PATH folders listed
 
 
-def unstarted_lines(u: Unstarted) -> list[str]:
+def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     """What a program that died of a program it started, not found, is told after the headline: what it ran,
     where its code was, the folders it was looked for in (the PATH the child was given), and the fix: the system
     package that ships it when the machine's own data names one (command-not-found's database, apt-file), a folder
-    that holds it put on PATH, else how to find its package."""
+    that holds it put on PATH, else how to find its package. `windows`: CreateProcess's search, and no package."""
     where = f"import {u.module}: " if u.module else ""
     ran = shlex.join(u.argv) if u.argv else u.program
     out = ["", f"  {where}subprocess ran {ran} → {u.error}"]
@@ -114,6 +114,12 @@ def unstarted_lines(u: Unstarted) -> list[str]:
     if u.error == "PermissionError":
         out += ["", f"  {u.program} was found, but this user may not run it (not executable, or a folder on its way",
                 "  may not be searched)."]
+    elif u.searched and windows:  # (CreateProcess: its own folder, the current one, the system's, then PATH)
+        out += ["", f"  CreateProcess looked for {base}.exe in the program's own folder, the current folder, the system",
+                f"  folders, then the {len(u.searched)} folders of the PATH it was given, and none holds it:"]
+        out += [f"    {d}" for d in u.searched[:SEARCHED_SHOWN]]
+        if len(u.searched) > SEARCHED_SHOWN:
+            out.append(f"    … and {len(u.searched) - SEARCHED_SHOWN} more")
     elif u.searched:
         out += ["", f"  It was looked for in the {len(u.searched)} folders of the PATH it was given, and none holds it:"]
         out += [f"    {d}" for d in u.searched[:SEARCHED_SHOWN]]
@@ -132,6 +138,9 @@ def unstarted_lines(u: Unstarted) -> list[str]:
         return out + ["", "  Fix"] + [f"    {i}. {x}" for i, x in enumerate(fixes, 1)]
     if u.error == "PermissionError":
         return out + ["", f"  Make it executable (chmod +x {u.program}), or install {base} again"]
+    if windows:
+        return out + ["", f"  Install the program {base}, or put the folder that holds {base}.exe on PATH (or give its",
+                      "  full path where the package asks for it)."]
     return out + ["", f"  Install the program {base}, or put the folder that holds it on PATH. Which system package",
                   f"  ships it is not known here: on Debian and Ubuntu, apt-file search --regexp '/bin/{base}$' names it."]
 

@@ -10,10 +10,10 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, wine_only_dlls,
+from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, main_unstarted, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import code_line, outcome_headline, said_line, untraced_line
+from dlltrace.render.outcome import code_line, outcome_headline, said_line, unstarted_lines, untraced_line
 from dlltrace.render.fixwords import fix_text
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
@@ -236,7 +236,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     # the answer first when it is not "N failed loads" (diagnosis/outcome.py): it ran without its GPU (the
     # loads that cost it a feature are explained in full), or it died of a Python error that is not a load
     outcome = main_outcome(trace, incs) if not failed and not starts else None
-    said = outcome_headline(outcome) if outcome is not None else None
+    unstarted = main_unstarted(trace, outcome)  # (it died of a program it started that was not found)
+    said = outcome_headline(outcome, None, unstarted) if outcome is not None else None
     lost: list[Incident] = []
     if outcome is not None and said is not None:
         head = f"dlltrace ─ {said}{how} · {where}"
@@ -258,6 +259,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     elif quiet and wine_own and said is None:
         head = f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced) · {where}"
     lines: list[Block] = [Styled(head, "heading")]
+    if unstarted is not None:
+        lines += unstarted_lines(unstarted, windows=True)
     for verdict in starts:
         lines += ["", verdict]
     for b in stubs:

@@ -938,12 +938,38 @@ def _text(v: "Any") -> "Optional[str]":
         return None
 
 
+def command_words(line: str) -> "list[str]":
+    """The words of a Windows command line (subprocess on Windows audits the one string CreateProcess gets:
+    list2cmdline's), split at blanks outside double quotes, the quotes taken off; at most ARGV_LIMIT. (For the
+    record only: CreateProcess itself reads the program's name so, and the program its own arguments its way.)"""
+    out: "list[str]" = []
+    word: "list[str]" = []
+    quoted, started = False, False
+    for ch in line:
+        if ch == '"':
+            quoted, started = not quoted, True
+        elif ch in " \t" and not quoted:
+            if started:
+                out.append("".join(word))
+                if len(out) >= ARGV_LIMIT:
+                    return out
+            word, started = [], False
+        else:
+            word.append(ch)
+            started = True
+    if started:
+        out.append("".join(word))
+    return out[:ARGV_LIMIT]
+
+
 def popen_fields(args: tuple) -> "dict[str, Any]":
     """A py_popen event's `program` (what subprocess runs: the audit event's executable, else its argv's first)
     and `argv` (at most ARGV_LIMIT, each at most ARG_LIMIT characters) of a subprocess.Popen audit event's `args`
-    (executable, args, cwd, env)."""
+    (executable, args, cwd, env; on Windows args is one command line: command_words)."""
     executable = args[0] if args else None
     argv = args[1] if len(args) > 1 else None
+    if isinstance(argv, str) and os.name == "nt":
+        argv = command_words(argv)
     argv = list(argv[:ARGV_LIMIT]) if isinstance(argv, (list, tuple)) else [argv] if argv is not None else []
     words = [w[:ARG_LIMIT] for w in (_text(a) for a in argv) if w is not None]
     program = _text(executable) or (words[0] if words else None)
@@ -964,8 +990,9 @@ def searched_path(program: str, env: "Any") -> "list[str]":
 
 
 def found_elsewhere(program: str, searched: "list[str]") -> "list[str]":
-    """The usual program folders (USUAL_BIN_DIRS) not among `searched` that hold an executable file `program`."""
-    if not searched:
+    """The usual program folders (USUAL_BIN_DIRS) not among `searched` that hold an executable file `program`; [] on
+    Windows (CreateProcess searches its own folders before PATH)."""
+    if not searched or os.name == "nt":
         return []
     out = []
     for d in USUAL_BIN_DIRS:
