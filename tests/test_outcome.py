@@ -488,8 +488,8 @@ def test_rule_exception_is_unstarted_program():
     """The failed start of a program that the exception is about: one the exception or a cause is the OSError of
     (its path: pdf2image's PDFInfoNotInstalledError while handling FileNotFoundError 'pdfinfo'), one its words name
     (pytesseract's "tesseract is not installed", graphviz's "PosixPath('dot')"), or, for a package's own exception
-    class, the last failed start when nothing was started, loaded or looked for after it. A start that worked, one
-    whose error was not recorded, a different error, and a builtin exception about something else are not taken."""
+    class, one started by a function its traceback passed through. A start that worked, one whose error was not
+    recorded, a different error, and a builtin exception about something else are not taken."""
     from dlltrace.diagnosis.outcome import rule_exception_is_unstarted_program as rule
 
     def start(program, error="FileNotFoundError", seq=10):
@@ -517,12 +517,17 @@ def test_rule_exception_is_unstarted_program():
     assert rule(bare, [start("/opt/x/bin/tool")])["program"] == "/opt/x/bin/tool"
     assert rule(exc("PermissionError", "[Errno 13] Permission denied: './run.sh'", "./run.sh"),
                 [start("./run.sh", "PermissionError")])["program"] == "./run.sh"
-    # a package's own class right after the failed start, naming nothing (pydub's own words, say)
-    own = exc("mypkg.errors.ToolMissing", "the converter is missing")
-    assert rule(own, [start("ffprobe", seq=10)])["program"] == "ffprobe"
-    assert rule(own, [start("ffprobe", seq=10)], [{"ev": "py_dlopen", "seq": 11}]) is None  # (something after it)
-    assert rule(own, [start("ffprobe", seq=10), start("true", None, 12)]) is None  # (a program started after it)
-    assert rule(exc("ValueError", "the converter is missing"), [start("ffprobe")]) is None  # (builtin, names nothing)
+    # a package's own class raised by the function that started the program, naming nothing (`raise X from None`)
+    own = {**exc("mypkg.errors.ToolMissing", "the converter is missing"),
+           "frames": [{"file": "app.py", "line": 3, "function": "<module>"},
+                      {"file": "/site/mypkg/conv.py", "line": 40, "function": "convert"}]}
+    probe = {**start("ffprobe", seq=10), "caller": {"file": "/site/mypkg/conv.py", "line": 38, "function": "convert"}}
+    other = {**start("nvidia-smi", seq=8), "caller": {"file": "/site/gpu/info.py", "line": 9, "function": "query"}}
+    assert rule(own, [other, probe]) is probe
+    assert rule(own, [probe, {**other, "seq": 12}]) is probe  # (a later failed start elsewhere: not it)
+    assert rule(own, [other]) is None  # (a failed start the exception did not pass through)
+    assert rule({**own, "frames": []}, [probe]) is None  # (a trace made before `frames`: no such evidence)
+    assert rule({**own, "type": "RuntimeError"}, [probe]) is None  # (builtin: the words must name it)
     assert rule(said, [start("tesseract", None)]) is None  # (it started)
     assert rule(said, [start("tesseract", "unknown")]) is None  # (not recorded: a tracer of the program's own)
     assert rule(said, [start("tesseract", "OSError")]) is None  # (ENOEXEC and the like: not a missing program)
@@ -575,6 +580,37 @@ def test_a_program_not_found_is_the_answer(tmp_path):
     before = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t3.jsonl"), "--json"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(before.stdout)["outcome"]["program"] is None, before.stderr
+
+
+@LINUX
+def test_a_program_not_found_is_the_answer_when_its_package_says_nothing_of_it(tmp_path):
+    """A package's own exception raised `from None` by the function that started the program, its words naming
+    neither the program nor its file (no cause kept): the start's `caller` is among the functions its traceback
+    passed through (py_exception's `frames`), so that start is what it died of; a program it started and went past
+    elsewhere is not blamed."""
+    code = ("import subprocess\n"
+            "class ConverterMissing(Exception):\n"
+            "    pass\n"
+            "def optional():\n"
+            "    try:\n"
+            "        subprocess.run(['dlltracenosuchoptional'])\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "def convert():\n"
+            "    try:\n"
+            "        subprocess.run(['dlltracenosuchconv'])\n"
+            "    except FileNotFoundError:\n"
+            "        raise ConverterMissing('the converter is missing') from None\n"
+            "convert() if optional() is None else None\n")
+    r, rep, err = run_and_report(tmp_path, code)
+    assert r.returncode == 1 and "ConverterMissing: the converter is missing" in err, err
+    assert rep["outcome"]["program"]["name"] == "dlltracenosuchconv", rep["outcome"]
+    events = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    (exc,) = [e for e in events if e.get("ev") == "py_exception"]
+    assert exc["causes"] == [] and [f["function"] for f in exc["frames"]] == ["<module>", "convert"], exc
+    starts = {e["program"]: e["caller"] for e in events if e.get("ev") == "py_popen"}
+    assert starts == {"dlltracenosuchoptional": {"file": "<string>", "line": 6, "function": "optional"},
+                      "dlltracenosuchconv": {"file": "<string>", "line": 11, "function": "convert"}}, starts
 
 
 @LINUX

@@ -199,8 +199,13 @@ def _program_base(program: str) -> str:
     return re.split(r"[\\/]", program)[-1]
 
 
-def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]", later: "Iterable[dict]" = ()
-                                        ) -> Optional[dict]:
+def _place(frame: object) -> Optional[tuple[str, str]]:
+    if not isinstance(frame, dict) or not isinstance(frame.get("file"), str) or not isinstance(frame.get("function"), str):
+        return None
+    return frame["file"], frame["function"]
+
+
+def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -> Optional[dict]:
     """The failed start of a program, of the process's py_popen events `starts` (in order), that the exception it
     ended on (`exception`: its py_exception event) is about: the last that failed for want of the program
     (not_started: not found, or not executable) such that
@@ -209,14 +214,13 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]", l
       "FileNotFoundError: [Errno 2] No such file or directory: 'pdfinfo'"); or
     - its message or a cause's names the program, its file name as a word (pytesseract's "tesseract is not
       installed or it's not in your PATH", graphviz's "failed to execute PosixPath('dot')"); or
-    - the exception is a package's own class (a module-qualified type) and nothing was started, loaded or looked
-      for after that start (`later`: the process's other py_popen, py_dlopen and py_find_library events): it was
-      raised right after it.
+    - the exception is a package's own class (a module-qualified type) raised by the function that started the
+      program: that start's `caller` (file and function) is among the functions its traceback passed through
+      (`frames`), whatever its words (`raise ToolMissing() from None` keeps no cause).
     None for none. A start whose error was not recorded (a tracer of the program's own) is not taken."""
     texts = [exception] + [c for c in exception.get("causes") or [] if isinstance(c, dict)]
     words = " ".join(str(t.get("message") or "") for t in texts)
     paths = [str(t.get("path")) for t in texts if isinstance(t.get("path"), str) and t.get("path")]
-    after = [int(e["seq"]) for e in later if isinstance(e.get("seq"), int)]
     failed = [e for e in starts if not_started(e) is not None]
     for e in reversed(failed):
         program = str(e["program"])
@@ -225,11 +229,11 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]", l
             return e
         if len(base) >= 2 and re.search(rf"(?<![A-Za-z0-9_.-]){re.escape(base)}(?![A-Za-z0-9_-])", words):
             return e
-    if failed and "." in str(exception.get("type") or ""):
-        last, seq = failed[-1], failed[-1].get("seq")
-        if isinstance(seq, int) and not any(s > seq for s in after) and \
-                not any(isinstance(e.get("seq"), int) and e["seq"] > seq for e in starts):
-            return last
+    if "." in str(exception.get("type") or ""):
+        passed = {_place(f) for f in exception.get("frames") or []} - {None}
+        for e in reversed(failed):
+            if _place(e.get("caller")) in passed:
+                return e
     return None
 
 

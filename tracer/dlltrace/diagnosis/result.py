@@ -169,9 +169,7 @@ def unstarted_of(trace: "Trace", pid: int, package_of: "Callable[[str], Optional
     ends = list(trace.of("py_exception", pid=pid))
     if not ends:
         return None
-    starts = list(trace.of("py_popen", pid=pid))
-    later = [e for kind in ("py_dlopen", "py_find_library") for e in trace.of(kind, pid=pid)]
-    e = rule_exception_is_unstarted_program(ends[-1], starts, later)
+    e = rule_exception_is_unstarted_program(ends[-1], list(trace.of("py_popen", pid=pid)))
     if e is None:
         return None
     program = str(e["program"])

@@ -1004,6 +1004,19 @@ def found_elsewhere(program: str, searched: "list[str]") -> "list[str]":
     return out
 
 
+def popen_caller(f: "Any") -> "Optional[dict]":
+    """The function that started the program (`f`: subprocess's _execute_child): the first frame out from it
+    whose file is not subprocess.py's (Popen.__init__, run, check_output ...), {file, line, function}; None."""
+    for _ in range(FIND_LIBRARY_DEPTH):
+        if f is None:
+            return None
+        c = f.f_code
+        if not c.co_filename.replace("\\", "/").endswith("/subprocess.py"):
+            return {"file": c.co_filename, "line": f.f_lineno, "function": c.co_name}
+        f = f.f_back
+    return None
+
+
 def watch_start(backend: "Backend", f: "Any", args: tuple, frames: "Optional[Callable[..., Any]]" = None,
                 counts: "Optional[list[int]]" = None) -> bool:
     """A py_popen event for the program a subprocess.Popen audit event starts (`f`: its caller, subprocess's
@@ -1023,6 +1036,7 @@ def watch_start(backend: "Backend", f: "Any", args: tuple, frames: "Optional[Cal
         return False
     env = args[3] if len(args) > 3 else None
     fields["frame"], fields["imports"] = frame_and_imports(f, frames)
+    fields["caller"] = popen_caller(f)
     if sys.gettrace() is not None:
         if counts[0] >= POPEN_LIMIT:
             return False
@@ -1102,7 +1116,24 @@ def exception_fields(exc: BaseException) -> dict:
         causes.append(_exception_one(nxt))
         cur = nxt
     fields["causes"] = causes
+    fields["frames"] = traceback_frames(exc)
     return fields
+
+
+TRACEBACK_LIMIT = 16  # frames of the ending exception's traceback kept (the innermost)
+
+
+def traceback_frames(exc: BaseException) -> "list":
+    """The functions the ending exception passed through, outermost first, the innermost TRACEBACK_LIMIT kept:
+    each {file, line, function}. The report tells by them an exception raised by the function that a failed
+    py_popen was started from (its `caller`)."""
+    out = []
+    tb = getattr(exc, "__traceback__", None)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        out.append({"file": code.co_filename, "line": tb.tb_lineno, "function": code.co_name})
+        tb = tb.tb_next
+    return out[-TRACEBACK_LIMIT:]
 
 
 def ending_exception() -> "Optional[BaseException]":
