@@ -573,7 +573,7 @@ def test_a_program_not_found_is_the_answer(tmp_path):
     again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
                            text=True, env=env, timeout=300)
     sudo = "" if system.get("as_root") else "sudo "
-    assert f"  Fix\n    1. {sudo}apt-get install dlltrace-tools (Debian, Ubuntu" in again.stdout, again.stdout
+    assert f"  Fix\n    1. {sudo}apt-get install dlltrace-tools\n       (Debian, Ubuntu" in again.stdout, again.stdout
     # a trace made before py_popen (none of its events, no programs in elf_system) reads as before
     old = [x for x in lines if '"py_popen"' not in x]
     (tmp_path / "t3.jsonl").write_text("\n".join(old) + "\n")

@@ -384,7 +384,7 @@ def test_a_real_situation(s: Situation, tmp_path):
         assert main["unstarted"]["user_code"]["file"].endswith("app.py"), main["unstarted"]
         assert f"It was looked for in the {len(got['searched'])} folders of the PATH it was given" in text, text
         sudo = "" if os.geteuid() == 0 else "sudo "
-        assert (f"    1. {sudo}apt-get install {package} (Debian, Ubuntu" in text if got["package"] else
+        assert (f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text if got["package"] else
                 f"apt-file search --regexp '/bin/{program}$'" in text), text
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)

@@ -11,6 +11,7 @@ from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
 from dlltrace.diagnosis.result import Unfound, Unstarted
 from dlltrace.model import Fix
+from dlltrace.render.fixwords import sh_export_prepend, sh_quote
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.gpu import DRIVER_STATES
 
@@ -127,15 +128,17 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
             out.append(f"    … and {len(u.searched) - SEARCHED_SHOWN} more")
     elif not u.searched and ("/" in u.program or "\\" in u.program):
         out += ["", f"  It was run by its path, and no file {u.program} exists."]
-    fixes: list[str] = []
+    fixes: list[tuple[str, str]] = []  # (the command, on a line of its own so that it pastes as it is; its words)
     for p in u.elsewhere:
-        folder = p.rsplit("/", 1)[0]
-        fixes.append(f"export PATH=\"{folder}:$PATH\" (it is installed as {p}, in a folder not on that PATH)")
+        fixes.append((sh_export_prepend("PATH", p.rsplit("/", 1)[0]),
+                      f"(it is installed as {p}, in a folder not on that PATH)"))
     if u.package and u.error != "PermissionError" and not u.elsewhere:
         sudo = "" if u.as_root else "sudo "
-        fixes.append(f"{sudo}apt-get install {u.package} (Debian, Ubuntu: the system's package of the program {base})")
+        fixes.append((f"{sudo}apt-get install {sh_quote(u.package)}",
+                      f"(Debian, Ubuntu: the system's package of the program {base})"))
     if fixes:
-        return out + ["", "  Fix"] + [f"    {i}. {x}" for i, x in enumerate(fixes, 1)]
+        return out + ["", "  Fix"] + [x for i, (cmd, words) in enumerate(fixes, 1)
+                                      for x in (f"    {i}. {cmd}", f"       {words}")]
     if u.error == "PermissionError":
         return out + ["", f"  Make it executable (chmod +x {u.program}), or install {base} again"]
     if windows:
