@@ -262,9 +262,10 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     got = shim.installed_dists([str(site), str(site), str(tmp_path / "elsewhere")])
     assert got["dists"] == [
-        {"name": "broken", "version": "1.0", "site": str(site), "files": [], "loaders": []},
+        {"name": "broken", "version": "1.0", "site": str(site), "files": [], "sizes": [], "loaders": []},
         {"name": "pywin32", "version": "306", "site": str(site),
          "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"],
+         "sizes": [134656, 1, None],  # (RECORD's third column, one a file; none given: null)
          "loaders": []}]
     assert got["conda"] == [{"name": "cudnn", "version": "9.1.0", "files": ["Library\\bin\\cudnn64_9.dll"]}]
     assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False
@@ -286,6 +287,12 @@ def test_record_candidates_are_every_line_a_native_or_build_facts_file_can_be_on
         assert want == ["A/B.PYD", "numpy.libs/libopenblas.so.0", "x/Lib.Dll", "run.exe", "İstanbul/libç.SO.2",
                         "bad\ufffd/x.so", "last.so"]
         assert [p for p in shim.record_candidates(record) if shim._native(p)] == want
+        # (with RECORD's sizes: the third column, a number, else None)
+        assert [r for r in shim.record_rows(record) if shim._native(r[0])] == [
+            ("A/B.PYD", 2), ("numpy.libs/libopenblas.so.0", None), ("x/Lib.Dll", 3), ("run.exe", None),
+            ("İstanbul/libç.SO.2", None), ("bad\ufffd/x.so", None), ("last.so", None)]
+        assert shim.record_rows(b"a.dll,sha256=q, 7 \nb.dll,,-3\nc.dll,sha256=r,1e3\nd.dll,sha256=s,\xd9\xa3\ne.dll") == [
+            ("a.dll", 7), ("b.dll", None), ("c.dll", None), ("d.dll", None), ("e.dll", None)]  # (\xd9\xa3: an Arabic 3)
         marks = shim._NATIVE_MARKS + (b"torch/version.py",)
         assert "torch/version.py" in shim.record_candidates(record, marks)
     site = tmp_path / "site-packages"  # (and installed_dists, from a file with Windows line ends)

@@ -247,6 +247,7 @@ class FileFacts:
     dllmain_how: str = ""
     dllmain_error: Optional[int] = None
     dllmain_status: Optional[int] = None  # the NTSTATUS the load ended with (0xC0000005)
+    size: Optional[int] = None  # bytes, where the world knows it (a trace's `file` event; None: unknown)
 
 
 # --- results --------------------------------------------------------------------------------
@@ -501,6 +502,7 @@ class Owner:
     path: str  # the file as the record lists it (relative to `root`, "/"-separated)
     root: str  # the site-packages folder (a conda package: the environment's prefix)
     kind: Literal["wheel", "conda"] = "wheel"
+    size: Optional[int] = None  # the file's size as the record gives it (RECORD's third column), None: not given
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -566,6 +568,10 @@ class Fix:
     cudnn: Optional[int] = None  # install_cudnn: the cuDNN major
     ahead_of: str = ""  # reorder_path: the folder `folder` must come before
     preloaded_by: str = ""  # install_package (Linux): the framework that loads this wheel's copy itself ("torch")
+    # install (a reinstall): the file at `path` is not the one its distribution installed: its size on disk, and
+    # the size its RECORD gives (explain.rule_not_the_file_its_distribution_installed)
+    size: Optional[int] = None
+    record_size: Optional[int] = None
     python: bool = True  # the process is Python: the words give Python code (False: Win32 calls, PATH)
     then: tuple["Fix", ...] = ()  # further steps this fix needs (install_package: make the folder searched)
     covers: tuple[str, ...] = ()  # the missing DLLs this fix makes load (the leaf and also_missing)

@@ -355,6 +355,36 @@ def rule_wrong_machine_file_of_its_own_wheel(path: str, parent: str, world: Worl
     return o if p is not None and (p.dist, p.version, p.root) == (o.dist, o.version, o.root) else None
 
 
+def rule_not_the_file_its_distribution_installed(path: str, world: World) -> Optional[Owner]:
+    """The wheel whose RECORD lists this very file (its path under the site folder) with a size the file does not
+    have (None: no wheel lists it, RECORD gives no size -- an older trace --, or the world does not know the file's
+    size). pip writes each file whole and RECORD says how big: a file of another size at that path is not the one the
+    distribution installed -- a `pip install -U` that could not replace a DLL a running process held (the new .pyd next
+    to the old DLL), or a DLL copied over the package's own. Reinstalling the distribution puts its file back.
+    (A size alone: the same size with other bytes is not seen; RECORD's hash is not compared, the file is not read.)"""
+    o = owner_of_path(world, path) if path else None
+    if o is None or o.kind != "wheel" or o.size is None:
+        return None
+    f = world.file(path)
+    return o if f is not None and f.size is not None and f.size != o.size else None
+
+
+def not_installed_fix(path: str, world: World, process: ProcessState, res: Optional[CallResult] = None) -> Optional[Fix]:
+    """The reinstall of the distribution whose RECORD lists `path` with another size
+    (rule_not_the_file_its_distribution_installed), by the traced Python's own pip; None when the rule does not
+    apply. The model re-runs a load with the distribution's file assumed in place (a stand-in at `path`)."""
+    o = rule_not_the_file_its_distribution_installed(path, world)
+    f = world.file(path) if o is not None else None
+    if o is None or f is None:
+        return None
+    python = is_python(process, res)
+    exe = (process.launcher or process.exe) if python and not (
+        process.python_kind == "embeddable" and not process.pip_site) else ""
+    return Fix("reinstall", "install", name=winpath.basename(path), package=o.dist, version=o.version,
+               path=winpath.normalize(path), bound=o.path, exe=exe, lacks=o.kind, size=f.size, record_size=o.size,
+               python=python)
+
+
 def stale_copy(name: str, leaf: Node, world: World, process: ProcessState) -> list[Fix]:
     """The copy at fault: the search reached `leaf.path` first and it is unusable (another machine's, or it lacks
     the export), while a usable copy is elsewhere. Renaming it lets the search go on (verified by the re-run: the
@@ -420,6 +450,16 @@ def candidates(sit: verify.Situation) -> list[Fix]:
     name = winpath.basename(leaf.name)
     cause = leaf.cause
     out: list[Fix] = []
+    # a file of the failure (the leaf, its importers, the wrong-machine copy the search reached) that is not the one
+    # its distribution installed: reinstalling it comes first (rule_not_the_file_its_distribution_installed)
+    chain = res.tree.failure_chain() if res.tree is not None else []
+    involved = [n.path for n in reversed(chain) if n.path]
+    involved += [c.path for c in leaf.candidates if c.result == "wrong_machine" and c.path]
+    reinstalls: list[Fix] = []
+    for p in dict.fromkeys(winpath.normalize(p) for p in involved):
+        fix = not_installed_fix(p, world, process, res)
+        if fix is not None and not any((r.package, r.version) == (fix.package, fix.version) for r in reinstalls):
+            reinstalls.append(fix)
     if cause in ("not_found", "bad_machine", "not_pe"):
         tried_bad = {winpath.key(c.path) for c in leaf.candidates if c.result != "not_there"}
         by_key: dict[str, str] = {}  # (one copy per file, the world's spelling kept)
@@ -461,7 +501,9 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             # (the file of the wrong machine: the leaf's path, else the first such file its search reached)
             bad = leaf.path or next((c.path for c in leaf.candidates if c.result == "wrong_machine"), "")
             own = rule_wrong_machine_file_of_its_own_wheel(bad, parent, world, process.machine)
-            if own is not None:  # (pip put another file there: reinstalling its distribution puts it back)
+            if own is not None and any((r.package, r.version) == (own.dist, own.version) for r in reinstalls):
+                pass  # (its size tells the same: that reinstall comes first, below)
+            elif own is not None:  # (pip put another file there: reinstalling its distribution puts it back)
                 exe = (process.launcher or process.exe) if is_python(process, res) and not (
                     process.python_kind == "embeddable" and not process.pip_site) else ""
                 other = leaf.facts.machines[0] if leaf.facts is not None and leaf.facts.machines else ""
@@ -549,6 +591,9 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                            python=is_python(process, res)))
     elif cause == "access_denied":
         out.append(Fix("permissions", "permissions", name=name, path=leaf.path or ""))
+    if reinstalls:  # (the root cause first; another fix naming the same distribution's reinstall dropped)
+        named = {(r.package, r.version) for r in reinstalls}
+        out = [*reinstalls, *(f for f in out if not (f.action == "install" and (f.package, f.version) in named))]
     return out
 
 

@@ -764,11 +764,16 @@ def owners_index(dists_events: Iterable[dict]) -> dict[str, tuple[Owner, ...]]:
                 if not isinstance(d, dict) or not isinstance(d.get("name"), str):
                     continue
                 root = root_of(d)
-                for f in d.get("files") or []:
+                files = d.get("files") or []
+                # (RECORD's sizes, one a file; absent in older traces, and never in conda's)
+                sizes = d.get("sizes") if isinstance(d.get("sizes"), list) and len(d["sizes"]) == len(files) else None
+                for i, f in enumerate(files):
                     if isinstance(f, str) and f and isinstance(root, str):
                         base = f.replace("\\", "/").rsplit("/", 1)[-1].lower()
-                        out.setdefault(base, []).append(Owner(d["name"], str(d.get("version") or ""),
-                                                               f.replace("\\", "/"), root, kind))  # type: ignore[arg-type]
+                        size = sizes[i] if sizes is not None else None
+                        out.setdefault(base, []).append(Owner(
+                            d["name"], str(d.get("version") or ""), f.replace("\\", "/"), root, kind,  # type: ignore[arg-type]
+                            size if type(size) is int and size >= 0 else None))
         break  # (the first Python of the process: one environment)
     return {k: tuple(v) for k, v in out.items()}
 

@@ -453,6 +453,13 @@ def record_candidates(record: bytes, marks: "tuple" = _NATIVE_MARKS) -> "list":
     ends with \\n, \\r\\n or \\r, as a text file reads it); the others are neither split nor decoded: scipy's,
     pandas' and numpy's RECORDs have 7000 lines, and looking at each in Python was most of the bootstrap's time.
     (No character but ASCII lower-cases to one of the marks' letters.)"""
+    return [path for path, _ in record_rows(record, marks)]
+
+
+def record_rows(record: bytes, marks: "tuple" = _NATIVE_MARKS) -> "list":
+    """(path, size) of each line record_candidates keeps: size is RECORD's third column (the file's size in bytes
+    as the wheel installed it), None when that column is empty or not a number (RECORD's own line, a file pip
+    wrote, a .pyc). Only the lines kept are split."""
     low = record.lower()
     starts = set()
     for mark in marks:
@@ -464,7 +471,11 @@ def record_candidates(record: bytes, marks: "tuple" = _NATIVE_MARKS) -> "list":
     out = []
     for start in sorted(starts):
         end = _line_around(record, start)[1]
-        out.append(record[start:end].decode("utf-8", "replace").split(",", 1)[0].strip().strip('"'))
+        line = record[start:end].decode("utf-8", "replace")
+        last = line.rsplit(",", 2)
+        size = last[2].strip() if len(last) == 3 else ""
+        out.append((line.split(",", 1)[0].strip().strip('"'),
+                    int(size) if size and len(size) < 16 and size.isdigit() and size.isascii() else None))
     return out
 
 
@@ -518,21 +529,23 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                 break
             name, version = _dist_name(folder)
             files = []
+            sizes = []  # (RECORD's size of each file: one not the wheel's is told by it, diagnosis/explain.py)
             texts = {}
             try:
                 with open(os.path.join(site, folder, "RECORD"), "rb") as f:  # (text only of the lines kept)
                     record = f.read()
             except OSError:
                 record = b""
-            for path in record_candidates(record, marks):
+            for path, size in record_rows(record, marks):
                 if path and _native(path) and total < FILES_LIMIT:
                     files.append(path)
+                    sizes.append(size)
                     total += 1
                 elif path in BUILD_FACT_FILES:
                     text = _small_text(os.path.join(site, path))
                     if text is not None:
                         texts[path] = text
-            dist = {"name": name, "version": version, "site": site, "files": files,
+            dist = {"name": name, "version": version, "site": site, "files": files, "sizes": sizes,
                     "loaders": package_loaders(site, files)}
             if texts:
                 dist["texts"] = texts

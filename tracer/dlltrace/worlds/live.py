@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
@@ -79,16 +80,23 @@ def _case_insensitive(root: str, rest: str) -> str:
 def facts_for(path: str, host: Optional[str], cache: Optional[FactsCache] = None) -> Optional[FileFacts]:
     """FileFacts of the file at host (standing for Windows path `path`), or None if none is there; its PE facts
     through `cache` (by the file's identity: FactsCache.host_facts) when one is given."""
-    if host is None or not os.path.isfile(host):
+    if host is None:
         return None
+    try:
+        st = os.stat(host)  # (the one stat isfile made: its size kept, to compare with a RECORD's)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    size = st.st_size
     if not os.access(host, os.R_OK):
-        return FileFacts(path=path, error="access_denied")
+        return FileFacts(path=path, error="access_denied", size=size)
     res = read_pe_facts(host) if cache is None else cache.host_facts(host)
     if isinstance(res, PEError):
         if res.kind == "unreadable":
-            return FileFacts(path=path, error="access_denied")
-        return FileFacts(path=path, error="not_pe")
-    return FileFacts(path=path, pe=res)
+            return FileFacts(path=path, error="access_denied", size=size)
+        return FileFacts(path=path, error="not_pe", size=size)
+    return FileFacts(path=path, pe=res, size=size)
 
 
 class LiveWorld:

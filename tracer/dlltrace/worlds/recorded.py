@@ -108,6 +108,8 @@ def file_event(path: str, facts: Optional[FileFacts], why: str = "") -> dict[str
         e["pe"] = pe_facts_to_dict(facts.pe)
     if facts is not None and facts.dllmain_fails:
         e["dllmain_fails"] = True
+    if facts is not None and facts.size is not None:
+        e["size"] = facts.size
     if why:
         e["why"] = why
     return e
@@ -122,8 +124,10 @@ def facts_of_event(e: Mapping[str, Any], checked: bool = False, asked: Optional[
     path = e.get("path", "")
     if kind == "missing" or kind == "dir" or kind == "nodir":
         return None
+    size = e.get("size")
+    size = size if type(size) is int and size >= 0 else None  # (absent in older traces)
     if kind in ("not_pe", "access_denied"):
-        return FileFacts(path=path, error=kind)
+        return FileFacts(path=path, error=kind, size=size)
     if kind == "pe" and isinstance(e.get("pe"), dict):
         try:
             pe = pe_facts_from_dict(e["pe"], checked)
@@ -133,8 +137,8 @@ def facts_of_event(e: Mapping[str, Any], checked: bool = False, asked: Optional[
             a = asked if asked is not None else Asked(frozenset(), frozenset())
             pe = dataclasses.replace(pe, exports=AskedOnly(pe.exports, a.names),
                                      export_ordinals=AskedOnly(pe.export_ordinals, a.ordinals))
-        return FileFacts(path=path, pe=pe, dllmain_fails=bool(e.get("dllmain_fails")))
-    return FileFacts(path=path)
+        return FileFacts(path=path, pe=pe, dllmain_fails=bool(e.get("dllmain_fails")), size=size)
+    return FileFacts(path=path, size=size)
 
 
 class RecordingWorld:
