@@ -143,6 +143,9 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 PINNED_SHA256 = {
     "pyzbar-0.1.9-py2.py3-none-win_amd64.whl": "13e3ee5a2f3a545204a285f41814d5c0db571967e8d4af8699a03afc55182a9c",
     "pygame-2.6.1-cp312-cp312-win_amd64.whl": "3a9e7396be0d9633831c3f8d5d82dd63ba373ad65599628294b7a4f8a5a01a65",
+    # tests/test_not_installed_file.py: pygame 2.6.1 for the embeddable CPython 3.11, and pygame 2.0.1's SDL2.dll over it
+    "pygame-2.6.1-cp311-cp311-win_amd64.whl": "91476902426facd4bb0dad4dc3b2573bc82c95c71b135e0daaea072ed528d299",
+    "pygame-2.0.1-cp39-cp39-win_amd64.whl": "07ed57062be4bb9741f57dab1751d95574c091c9958ed7e39cdb246d50903283",
     "clr_loader-0.3.1-py3-none-any.whl": "cbad189de20d202a7d621956b0fc38049e13c9bf7ca2923441eff725cd121aa1",
     "pythonnet-3.0.5-py3-none-any.whl": "f6702d694d5d5b163c9f3f5cc34e0bed8d6857150237fae411fefb883a656d20",
     "numba-0.60.0-cp312-cp312-win_amd64.whl": "f75262e8fe7fa96db1dca93d53a194a38c46da28b112b8a4aca168f0df860347",

@@ -6,13 +6,17 @@ next to the new .pyd; a DLL copied over the package's own). The report says so a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from simhelp import handwritten, python_writer
 
 from dlltrace import cli
 
 NEW, OLD = 2_499_072, 1_561_088  # pygame 2.6.1's SDL2.dll, as its RECORD lists it; pygame 2.0.1's
+NEW_WHEEL = ("pygame", "2.6.1", "pygame-2.6.1-cp311-cp311-win_amd64.whl")  # (realwheels.Wheel's fields, pinned there)
+OLD_WHEEL = ("pygame", "2.0.1", "pygame-2.0.1-cp39-cp39-win_amd64.whl", "win_amd64", "3.9")
 
 
 def _trace(dest: Path, *, sizes: bool = True, disk: int = OLD, exit_code: int = 1) -> Path:
@@ -105,3 +109,172 @@ def test_not_installed_file_sizes_go_from_the_disk_into_the_trace_and_back(tmp_p
     owners = owners_index([dists])
     assert [(o.path, o.size) for k in ("x.dll", "y.pyd", "z.dll", "w.dll") for o in owners[k]] == [
         ("a/x.dll", 10), ("a/y.pyd", None), ("b/z.dll", None), ("c/w.dll", None)]
+
+
+
+def _ended_trace(dest: Path, *, exit_code: int = 1, exception: bool = True, disk: int = OLD, sizes: bool = True) -> Path:
+    """The real case's shape: `import pygame` loads base.pyd and, with it, its SDL2.dll (`disk` bytes; the loader's
+    DLL notifications say so), and the program ends on pygame's own RuntimeError (`exception`), no load failed."""
+    hw = handwritten()
+    w, site = python_writer(hw, "import pygame")
+    pkg = site + "\\pygame"
+    dist = {"name": "pygame", "version": "2.6.1", "site": site, "loaders": [],
+            "files": ["pygame/base.cp311-win_amd64.pyd", "pygame/SDL2.dll"]}
+    if sizes:
+        dist["sizes"] = [27_136, NEW]
+    w.ev("py_dists", dists=[dist], conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_import", module="pygame.base")
+    pyd, sdl = pkg + "\\base.cp311-win_amd64.pyd", pkg + "\\SDL2.dll"
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (sdl, 0)], 0, 0, pyd)
+    begin = w.lines[-1]["load"]
+    for path in (sdl, pyd):  # (before its load_end, as the shim writes them)
+        w.lines.insert(len(w.lines) - 1, {**w.lines[-1], "ev": "dll_notify", "load": begin, "reason": "loaded",
+                                          "path": path, "base": "0x10000000"})
+    for i, line in enumerate(w.lines[1:], 1):
+        line["seq"] = i
+    w.seq = len(w.lines) - 1
+    w.file(pyd, imports=[{"dll": "SDL2.dll", "names": ["SDL_Init"], "ordinals": []}, "python311.dll", "kernel32.dll"])
+    w.file(sdl, exports=["SDL_Init"], imports=["kernel32.dll"])
+    w.file("C:\\Python311\\python311.dll", exports=[])
+    if sizes:
+        w.files[-3]["size"], w.files[-2]["size"] = 27_136, disk
+    if exception:
+        w.ev("py_exception", type="RuntimeError", message="Dynamic linking causes SDL downgrade! (compiled with version "
+             "2.28.4, linked to 2.0.14)", module=None, path=None, winerror=None, causes=[])
+    w.write(dest, exit_code=exit_code)
+    return dest
+
+
+def test_not_installed_file_loaded_by_a_program_that_died_of_no_failed_load(tmp_path, capsys):
+    """No load failed and the program ended on an error of its own (pygame's "Dynamic linking causes SDL downgrade!"):
+    the module it loaded that is not the file its distribution installed is the news, in the first line and with its
+    reinstall (analysis.not_installed_files), in text, Markdown and JSON."""
+    t = _ended_trace(tmp_path / "t.jsonl")
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == (
+        "dlltrace ─ the program ended with RuntimeError: Dynamic linking causes SDL downgrade! (compiled with version "
+        f"2.28.4, linked to 2.0.14); no failed load explains it, and SDL2.dll is not the file pygame 2.6.1 installed · {t}")
+    assert text.splitlines()[2:5] == [
+        "Not the files their distributions installed (RECORD lists each at this path with another size: another build "
+        "was put there)",
+        "  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(C:\\Python311\\Lib\\site-packages\\pygame\\"
+        "base.cp311-win_amd64.pyd)",
+        "    Fix: SDL2.dll at C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 "
+        "installed: it is 1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: "
+        "an upgrade that could not replace a file in use, or a copy): reinstall it (C:\\Python311\\python.exe -m pip "
+        "install --force-reinstall --no-deps pygame==2.6.1)"], text
+    cli.main(["report", "--markdown", str(t)])
+    md = capsys.readouterr().out
+    assert md.splitlines()[0].endswith("`SDL2.dll` is not the file pygame 2.6.1 installed."), md
+    assert "- `SDL2.dll` — loaded by import pygame.base, loading `base.cp311-win_amd64.pyd`." in md, md
+    cli.main(["report", "--json", str(t)])
+    (x,) = json.loads(capsys.readouterr().out)["not_installed"]
+    assert (x["origin"], x["reinstall"]["package"], x["reinstall"]["size"], x["reinstall"]["record_size"],
+            x["reinstall"]["verified"]) == ("import pygame.base", "pygame", OLD, NEW, None), x
+    # the file RECORD lists at its size, or a trace without sizes: nothing said (the report of before)
+    for other in (_ended_trace(tmp_path / "same.jsonl", disk=NEW), _ended_trace(tmp_path / "old.jsonl", sizes=False)):
+        cli.main(["report", str(other)])
+        assert "not the file" not in capsys.readouterr().out
+        cli.main(["report", "--json", str(other)])
+        assert json.loads(capsys.readouterr().out)["not_installed"] == []
+    # a program that exited 0: every load succeeded, and that one line is all (the JSON still lists the file)
+    ok = _ended_trace(tmp_path / "ok.jsonl", exit_code=0, exception=False)
+    cli.main(["report", str(ok)])
+    assert capsys.readouterr().out.splitlines() == [f"dlltrace ─ every load succeeded (1 load traced) · {ok}"]
+    cli.main(["report", "--json", str(ok)])
+    assert len(json.loads(capsys.readouterr().out)["not_installed"]) == 1
+
+
+
+def test_not_installed_file_whose_missing_export_wine_bound_to_a_stub(tmp_path, capsys):
+    """Under Wine a missing export does not fail the load (a stub is bound: docs/wine-profile.md), so no failed load
+    carries the reinstall; the DLL that lacks it, a file its distribution did not install, is listed after the
+    imports Wine bound to a stub (which fail on Windows with 127), with its reinstall. No DLL notification in this
+    trace: the model's own binding of the load says which file was mapped."""
+    hw = handwritten()
+    w, site = python_writer(hw, "import pkg._ext")
+    w.lines[2]["wine"] = "wine-8.0"
+    pkg = site + "\\pkg"
+    w.ev("py_dists", dists=[{"name": "pkg", "version": "3.0", "site": site, "loaders": [],
+                             "files": ["pkg/_ext.cp311-win_amd64.pyd", "pkg/stub.dll"], "sizes": [5_000, 90_112]}],
+         conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_import", module="pkg._ext")
+    pyd, stub = pkg + "\\_ext.cp311-win_amd64.pyd", pkg + "\\stub.dll"
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0), (stub, 0)], 0, 0, pyd)
+    w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
+    w.file(stub, exports=["ok_fn"])
+    w.files[-2]["size"], w.files[-1]["size"] = 5_000, 40_960
+    t = tmp_path / "t.jsonl"
+    w.write(t, exit_code=0)
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert text.startswith("dlltrace ─ every load succeeded under Wine (1 load traced); 1 import Wine bound to a stub "
+                           "would fail on Windows"), text
+    assert "✗ stub.dll does not export stub_fn — it is needed by _ext.cp311-win_amd64.pyd" in text
+    assert (f"  ✗ stub.dll — loaded by import pkg._ext: LoadLibraryExW({pyd})\n    Fix: stub.dll at {stub} is not the "
+            "file pkg 3.0 installed: it is 40,960 bytes, and its RECORD lists pkg/stub.dll at 90,112") in text, text
+
+
+@pytest.mark.wine
+def test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine(wine_prefix):
+    """The real case, under Wine: pygame 2.6.1 (cp311 win_amd64, its RECORD as pip writes it) in the embeddable
+    CPython 3.11, its SDL2.dll replaced by pygame 2.0.1's (SDL 2.0.14, 1,561,088 bytes; RECORD says 2,499,072) --
+    what a `pip install -U pygame` leaves when a running game held SDL2.dll. base.pyd imports nothing the old SDL2
+    lacks (Wine binds no stub: Windows loads it too), and pygame's own check fails the import: "RuntimeError: Dynamic
+    linking causes SDL downgrade!". The report said only that no failed load explains it; now it says SDL2.dll is
+    not the file pygame 2.6.1 installed and offers the reinstall, which, made for real (the wheel's files put back,
+    as pip's --force-reinstall does), makes `import pygame; pygame.init()` work."""
+    import realimports as ri
+    import realwheels as rw
+
+    new, old = (rw.Wheel(*w) for w in (NEW_WHEEL, OLD_WHEEL))
+    try:
+        rw.fetch_wheel(new)
+        rw.fetch_wheel(old)
+        base = ri.base_env()
+    except (ri.Unavailable, rw.WheelUnavailable) as e:
+        pytest.fail(str(e)) if os.environ.get("CI") else pytest.skip(str(e))
+    env = ri.env_copy(base, ri.CACHE / "cases" / "pygame_sdl2_of_2.0.1")
+
+    def install(w) -> None:  # (every file of the wheel where pip puts it, its .dist-info and RECORD too)
+        for m in rw.wheel_members(w):
+            rw.place(rw.wheel_member(w, m), env.root / (rw.install_target(w, m) or f"Lib/site-packages/{m}"))
+
+    install(new)
+    rw.place(rw.wheel_member(old, "pygame/SDL2.dll"), env.site / "pygame" / "SDL2.dll")
+    code = "import pygame; print('init', pygame.init())"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module")
+    log = ri.parse_loader_log(plain.stderr)
+    assert plain.returncode == 1 and ri.python_exception(plain.stderr) == (
+        "RuntimeError", "Dynamic linking causes SDL downgrade! (compiled with version 2.28.4, linked to 2.0.14)"), \
+        ri.program_output(plain.stderr)
+    sdl = env.win("Lib/site-packages/pygame/SDL2.dll")
+    assert sdl.lower() in {p.lower() for p in log.native} and log.stubs == [], (log.native, log.stubs)
+    trace = ri.CACHE / "cases" / "pygame_sdl2_of_2.0.1.jsonl"
+    traced = ri.run_python(env, code, traced=trace)
+    assert traced.returncode == 1, traced.stdout + traced.stderr[-2000:]
+    text = ri.report_text(trace)
+    head = text.splitlines()[0]
+    assert head.startswith("dlltrace ─ the program ended with RuntimeError: Dynamic linking causes SDL downgrade! "
+                           "(compiled with version 2.28.4, linked to 2.0.14); no failed load explains it, and SDL2.dll "
+                           "is not the file pygame 2.6.1 installed · "), text
+    assert f"  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(" in text, text
+    assert (f"Fix: SDL2.dll at {sdl} is not the file pygame 2.6.1 installed: it is 1,561,088 bytes, and its RECORD "
+            f"lists pygame/SDL2.dll at 2,499,072") in text, text
+    assert "pip install --force-reinstall --no-deps pygame==2.6.1" in text, text
+    doc = ri.report_json(trace)
+    (x,) = doc["not_installed"]
+    fix = x["reinstall"]
+    assert (x["path"].lower(), fix["action"], fix["package"], fix["version"], fix["size"], fix["record_size"]) == (
+        sdl.lower(), "install", "pygame", "2.6.1", OLD, NEW), x
+    assert "`SDL2.dll` is not the file pygame 2.6.1 installed." in ri.report_markdown(trace).splitlines()[0]
+    # the fix, for real: the distribution the fix names reinstalled from its wheel (pip's --force-reinstall --no-deps)
+    assert (fix["package"], fix["version"]) == (new.dist, new.version)
+    install(new)
+    fixed = ri.run_python(env, code, winedebug="+loaddll,+module")
+    assert fixed.returncode == 0 and ri.DONE in fixed.stdout and "init (" in fixed.stdout, \
+        fixed.stdout + ri.program_output(fixed.stderr)
+    assert (env.site / "pygame" / "SDL2.dll").stat().st_size == NEW
+    traced = ri.run_python(env, code, traced=trace)
+    assert traced.returncode == 0 and ri.report_json(trace)["not_installed"] == [], traced.stdout

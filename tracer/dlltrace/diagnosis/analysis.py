@@ -16,7 +16,7 @@ from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
 from dlltrace.classify import classify
-from dlltrace.diagnosis.explain import owner_reinstall
+from dlltrace.diagnosis.explain import not_installed_fix, owner_reinstall
 from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Fix
 from dlltrace.worlds.world import owners_of
 from dlltrace.trace.reader import Progress, Trace, paused_gc
@@ -261,6 +261,69 @@ def wine_only_dlls(trace: Trace, replays: Sequence[Replayed], pid: Optional[int]
                 _, process = system_and_process(trace, r.load.pid)
                 fix = owner_reinstall(name, world, process, r.result)
             out.append(WineOnly(r, importer, path, classify(name).kind, fix))
+    return out
+
+
+@dataclass(frozen=True)
+class NotInstalled:
+    """A module a process loaded that is not the file its distribution installed: its RECORD lists that path with
+    another size (explain.rule_not_the_file_its_distribution_installed). `load`: the top-level load that mapped it."""
+    load: Replayed
+    path: str
+    reinstall: Fix  # reinstalling the distribution (its size and RECORD's in it)
+
+
+def not_installed_files(trace: Trace, replays: Sequence[Replayed], pid: Optional[int] = None) -> list[NotInstalled]:
+    """Every module a process (`pid`, or every process) loaded, by a load that succeeded or a dependency of one that
+    failed, whose path a distribution's RECORD lists with another size than the file has: each once, in the order the
+    loader mapped them (its DLL notifications, else the loads' own paths). A program that ended on an error no failed
+    load explains may have loaded the wrong build (pygame 2.6.1's base.pyd next to pygame 2.0.1's SDL2.dll: "Dynamic
+    linking causes SDL downgrade!"), and one Wine let through with a stub named it too. Nothing for a trace without
+    RECORD's sizes (older ones)."""
+    out: list[NotInstalled] = []
+    seen: set[str] = set()
+    pids = [pid] if pid is not None else list(dict.fromkeys(r.load.pid for r in replays))
+    for p in pids:
+        owners = trace.owners(p)
+        if not any(o.size is not None for os_ in owners.values() for o in os_):
+            continue  # (no RECORD sizes: an older trace, or no Python)
+        tops = {r.load.seq: r for r in replays if r.load.pid == p}
+        parent: dict[int, int] = {}
+        for e in trace.of("load_begin", pid=p):
+            if isinstance(e.get("parent"), int):
+                parent[e["seq"]] = e["parent"]
+        mapped: list[tuple[int, str]] = []  # (the load it happened in, the file)
+        for e in trace.of("dll_notify", pid=p):
+            if e.get("reason") == "loaded" and isinstance(e.get("path"), str) and isinstance(e.get("load"), int):
+                mapped.append((e["load"], e["path"]))
+        mapped += [(r.load.seq, r.load.path) for r in tops.values() if r.load.ok and r.load.path]
+        # (and what the model bound in the loads kept in full: a load that failed, or bound a stub under Wine; a trace
+        # without the loader's notifications)
+        for kept in (replays.full() if isinstance(replays, Replays) else replays):
+            if kept.load.pid == p and kept.result.tree is not None:
+                mapped += [(kept.load.seq, n.path) for n in kept.result.tree.walk() if n.path and not n.error]
+        world = None
+        process = None
+        for load, path in mapped:
+            k = winpath.key(path)
+            if k in seen or winpath.basename(path).lower() not in owners:
+                continue
+            seen.add(k)
+            top = load
+            for _ in range(64):  # (up to its top-level load: nested loads name their parent)
+                if top in tops or top not in parent:
+                    break
+                top = parent[top]
+            at = tops.get(top)
+            if at is None:
+                continue
+            if world is None:
+                world = recorded_world(trace, p)
+                process = system_and_process(trace, p)[1]
+            assert process is not None
+            fix = not_installed_fix(path, world, process, at.result)
+            if fix is not None:
+                out.append(NotInstalled(at, winpath.normalize(path), fix))
     return out
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import (Incident, api_set_source, main_outcome, main_unstarted, wine_only_dlls,
-                                        wine_stub_bindings)
+from dlltrace.diagnosis.analysis import (Incident, api_set_source, main_outcome, main_unstarted, not_installed_files,
+                                         wine_only_dlls, wine_stub_bindings)
 from dlltrace.model import ERROR_PROC_NOT_FOUND
 from dlltrace.render.outcome import outcome_dict
 from dlltrace.trace.capped import capped, capped_dict
@@ -71,7 +71,10 @@ def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Repla
             "wine_own": [{"pid": w.load.load.pid, "seq": w.load.load.seq, "api": w.load.load.api, "name": w.load.load.name,
                           "origin": w.load.origin, "importer": w.importer, "path": w.path, "class": w.klass,
                           "reinstall": fix_dict(w.reinstall) if w.reinstall is not None else None}
-                         for w in wine_only_dlls(trace, replays)]}
+                         for w in wine_only_dlls(trace, replays)],
+            "not_installed": [{"pid": x.load.load.pid, "seq": x.load.load.seq, "api": x.load.load.api,
+                               "name": x.load.load.name, "origin": x.load.origin, "path": x.path,
+                               "reinstall": fix_dict(x.reinstall)} for x in not_installed_files(trace, replays)]}
 
 
 def json_chunks(doc: dict[str, Any], calls: Iterable[dict[str, Any]]) -> Iterator[str]:

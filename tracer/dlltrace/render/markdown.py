@@ -22,8 +22,8 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, main_outcome, main_unstarted, wine_only_dlls,
-                                         wine_stub_bindings)
+from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_outcome, main_unstarted,
+                                         not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import outcome_headline, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
@@ -33,7 +33,7 @@ from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_ro
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
 from dlltrace.render.text import (FATE_WORDS, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
-                                  fate_line, lost_a_feature, plural, unexplained_exits)
+                                  fate_line, lost_a_feature, plural, shown_not_installed, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
 from dlltrace.diagnosis.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
@@ -216,6 +216,26 @@ def wine_only_lines(items: list[WineOnly]) -> list[str]:
     return out + [""]
 
 
+def not_installed_lines(items: list[NotInstalled]) -> list[str]:
+    """Modules loaded that are not the files their distributions installed (the text report's not_installed_blocks)."""
+    out = ["**Not the files their distributions installed** (RECORD lists each at this path with another size: another "
+           "build was put there):", ""]
+    for x in items:
+        r = x.load
+        out.append(f"- {code(winpath.basename(x.path))} — loaded by {prose(r.origin) + ', ' if r.origin else ''}loading "
+                   f"{code(winpath.basename(r.load.name or '?'))}. {fix_markdown(x.reinstall, as_typed)}")
+    return out + [""]
+
+
+def not_installed_sentence(items: list[NotInstalled]) -> str:
+    """The first line's sentence for them ("" when none)."""
+    if not items:
+        return ""
+    f = items[0].reinstall
+    more = f" (and {plural(len(items) - 1, 'more file')})" if len(items) > 1 else ""
+    return f" {code(f.name)} is not the file {prose(f'{f.package} {f.version}')} installed{more}."
+
+
 def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines)
 
@@ -251,10 +271,11 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     if not failed and not apart and not end_words:
         return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
             f"\n{w}\n" for w in cap_words)
+    strays = shown_not_installed(not_installed_files(trace, replays), incs)
     if not failed and not apart:
         none = (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
-                + " ".join([prose(w) for w in end_words] + cap_words) + "\n")
-        own = wine_only_lines(wine_own) if wine_own else []
+                + " ".join([prose(w) for w in end_words] + cap_words) + not_installed_sentence(strays) + "\n")
+        own = (wine_only_lines(wine_own) if wine_own else []) + not_installed_lines(strays) * bool(strays)
         return (none + "".join("\n" + line for line in unused_stub_lines(
             unused, budget - _size([none, *own]) - 400, attachment_of(trace).name)) * bool(unused)
                 + "".join("\n" + line for line in own))
@@ -267,7 +288,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
     apart = [i for i in apart if not any(i is x for x in lost)]
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
-        out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced).", ""]
+        out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
+                + not_installed_sentence(strays), ""]
     elif not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
         out += [prose(line) for line in unexplained_exits(trace, incs)]
@@ -324,6 +346,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         out += unused_stub_lines(unused, room - _size(out), name.name)
     if wine_own:
         out += wine_only_lines(wine_own)
+    if strays:
+        out += not_installed_lines(strays)
     return "\n".join(out)
 
 

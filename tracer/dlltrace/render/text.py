@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
-from dlltrace.diagnosis.analysis import (Incident, StubBinding, WineOnly, api_set_source, main_outcome, main_unstarted, wine_only_dlls,
-                                         wine_stub_bindings)
+from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, api_set_source, main_outcome,
+                                         main_unstarted, not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import code_line, outcome_headline, said_line, unstarted_lines, untraced_line
 from dlltrace.render.fixwords import fix_text
@@ -239,8 +239,11 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     unstarted = main_unstarted(trace, outcome)  # (it died of a program it started that was not found)
     said = outcome_headline(outcome, None, unstarted) if outcome is not None else None
     lost: list[Incident] = []
+    # (modules loaded that are not the files their distributions installed, no failure's own fix names: the news
+    # when nothing else explains the end)
+    strays = shown_not_installed(not_installed_files(trace, replays), incs)
     if outcome is not None and said is not None:
-        head = f"dlltrace ─ {said}{how} · {where}"
+        head = f"dlltrace ─ {said}{not_installed_news(strays)}{how} · {where}"
         if outcome.kind == "degraded":
             lost = [i for i in apart if lost_a_feature(i)]
             apart = [i for i in apart if not lost_a_feature(i)]
@@ -289,6 +292,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         lines += [""] + unused_stub_blocks(unused)
     if wine_own:
         lines += [""] + wine_only_blocks(wine_own)
+    if strays:
+        lines += [""] + not_installed_blocks(strays)
     if (not n or end.abnormal) and said is None:
         for line in ending_lines(trace, incs, end, explained=bool(stubs)):
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
@@ -359,6 +364,36 @@ def wine_only_blocks(items: list[WineOnly]) -> list[Block]:
                           f"{r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name}) · Wine's copy: {w.path} · "
                           f"{where}" + (f" · {fix_text(w.reinstall)}" if w.reinstall is not None else ""),
                           "failure" if w.klass == "other" else ""))
+    return out
+
+
+def shown_not_installed(items: list[NotInstalled], incs: list[Incident]) -> list[NotInstalled]:
+    """The modules loaded that are not the files their distributions installed (analysis.not_installed_files) that
+    no explained failure's fix already names (its reinstall, explain.rule_not_the_file_its_distribution_installed)."""
+    named = {winpath.key(f.path) for i in incs if i.real_failure for f in i.attempts[-1].result.fixes
+             if f.record_size is not None and f.path}
+    return [x for x in items if winpath.key(x.path) not in named]
+
+
+def not_installed_news(items: list[NotInstalled]) -> str:
+    """The headline's words for them ("", when none): the answer a program that died of no failed load may need."""
+    if not items:
+        return ""
+    f = items[0].reinstall
+    more = f" (and {plural(len(items) - 1, 'more file')})" if len(items) > 1 else ""
+    return f", and {f.name} is not the file {f.package} {f.version} installed{more}"
+
+
+def not_installed_blocks(items: list[NotInstalled]) -> list[Block]:
+    """Modules the program loaded that are not the files their distributions installed: each with the load that
+    mapped it and the reinstall (not re-run by the model: no failed load of the trace is what it fixes)."""
+    out: list[Block] = [Styled("Not the files their distributions installed (RECORD lists each at this path with "
+                               "another size: another build was put there)", "failure")]
+    for x in items:
+        r = x.load
+        out.append(Styled(f"  ✗ {winpath.basename(x.path)} — loaded by {r.origin + ': ' if r.origin else ''}"
+                          f"{r.load.api}({r.load.name})", "failure"))
+        out.append(Styled(f"    Fix: {fix_text(x.reinstall)}", ""))
     return out
 
 
