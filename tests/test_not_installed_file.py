@@ -160,8 +160,9 @@ def test_not_installed_file_loaded_by_a_program_that_died_of_no_failed_load(tmp_
         "was put there)",
         "  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(C:\\Python311\\Lib\\site-packages\\pygame\\"
         "base.cp311-win_amd64.pyd)",
-        "    Fix: SDL2.dll at C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 "
-        "installed: it is 1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: "
+        "    Fix (not checked by the model: no failed load is what it fixes): SDL2.dll at "
+        "C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 installed: it is "
+        "1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: "
         "an upgrade that could not replace a file in use, or a copy): reinstall it (C:\\Python311\\python.exe -m pip "
         "install --force-reinstall --no-deps pygame==2.6.1)"], text
     cli.main(["report", "--markdown", str(t)])
@@ -212,8 +213,9 @@ def test_not_installed_file_whose_missing_export_wine_bound_to_a_stub(tmp_path, 
     assert text.startswith("dlltrace ─ every load succeeded under Wine (1 load traced); 1 import Wine bound to a stub "
                            "would fail on Windows"), text
     assert "✗ stub.dll does not export stub_fn — it is needed by _ext.cp311-win_amd64.pyd" in text
-    assert (f"  ✗ stub.dll — loaded by import pkg._ext: LoadLibraryExW({pyd})\n    Fix: stub.dll at {stub} is not the "
-            "file pkg 3.0 installed: it is 40,960 bytes, and its RECORD lists pkg/stub.dll at 90,112") in text, text
+    assert (f"  ✗ stub.dll — loaded by import pkg._ext: LoadLibraryExW({pyd})\n    Fix (not checked by the model: no "
+            f"failed load is what it fixes): stub.dll at {stub} is not the file pkg 3.0 installed: it is 40,960 bytes, "
+            "and its RECORD lists pkg/stub.dll at 90,112") in text, text
 
 
 @pytest.mark.wine
@@ -260,8 +262,9 @@ def test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine(wine_pre
                            "(compiled with version 2.28.4, linked to 2.0.14); no failed load explains it, and SDL2.dll "
                            "is not the file pygame 2.6.1 installed · "), text
     assert f"  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(" in text, text
-    assert (f"Fix: SDL2.dll at {sdl} is not the file pygame 2.6.1 installed: it is 1,561,088 bytes, and its RECORD "
-            f"lists pygame/SDL2.dll at 2,499,072") in text, text
+    assert (f"Fix (not checked by the model: no failed load is what it fixes): SDL2.dll at {sdl} is not the file "
+            f"pygame 2.6.1 installed: it is 1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072") in text, \
+        text
     assert "pip install --force-reinstall --no-deps pygame==2.6.1" in text, text
     doc = ri.report_json(trace)
     (x,) = doc["not_installed"]

@@ -223,7 +223,8 @@ def not_installed_lines(items: list[NotInstalled]) -> list[str]:
     for x in items:
         r = x.load
         out.append(f"- {code(winpath.basename(x.path))} — loaded by {prose(r.origin) + ', ' if r.origin else ''}loading "
-                   f"{code(winpath.basename(r.load.name or '?'))}. {fix_markdown(x.reinstall, as_typed)}")
+                   f"{code(winpath.basename(r.load.name or '?'))}. {fix_markdown(x.reinstall, as_typed)} (not checked by "
+                   "the model: no failed load is what it fixes)")
     return out + [""]
 
 

@@ -393,7 +393,8 @@ def not_installed_blocks(items: list[NotInstalled]) -> list[Block]:
         r = x.load
         out.append(Styled(f"  ✗ {winpath.basename(x.path)} — loaded by {r.origin + ': ' if r.origin else ''}"
                           f"{r.load.api}({r.load.name})", "failure"))
-        out.append(Styled(f"    Fix: {fix_text(x.reinstall)}", ""))
+        out.append(Styled(f"    Fix (not checked by the model: no failed load is what it fixes): {fix_text(x.reinstall)}",
+                          ""))
     return out
 
 
