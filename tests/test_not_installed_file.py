@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,73 @@ def test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine(wine_pre
     assert (env.site / "pygame" / "SDL2.dll").stat().st_size == NEW
     traced = ri.run_python(env, code, traced=trace)
     assert traced.returncode == 0 and ri.report_json(trace)["not_installed"] == [], traced.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder runs here")
+def test_rule_linux_not_the_file_its_distribution_installed(tmp_path):
+    """The same on Linux, for real (gcc, ld.so, the LD_PRELOAD recorder): a wheel-like distribution `mypkg` 2.0 in a
+    site-packages folder, whose RECORD lists mypkg/libmain.so (it needs foo_new) and mypkg/libfoo.so (2.0's defines
+    it); 1.0's libfoo.so, without foo_new, copied over it. ld.so: "libmain.so: undefined symbol: foo_new". The first
+    fix names libfoo.so as not the file mypkg 2.0 installed; put back (the reinstall, for real), the load works."""
+    import base64
+    import hashlib
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.fail("needs gcc -- CI installs it") if os.environ.get("CI") else pytest.skip("needs gcc")
+    root = Path(__file__).resolve().parent.parent
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "foo2.c").write_text("int foo_old(void) { return 1; }\nint foo_new(void) { return 2; }\n")
+    (build / "foo1.c").write_text("int foo_old(void) { return 1; }\n")
+    (build / "main.c").write_text("int foo_new(void);\nint main_fn(void) { return foo_new(); }\n")
+    site = tmp_path / "lib" / "site-packages"
+    pkg = site / "mypkg"
+    pkg.mkdir(parents=True)
+    for src, out in (("foo2.c", build / "v2" / "libfoo.so"), ("foo1.c", build / "v1" / "libfoo.so")):
+        out.parent.mkdir()
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libfoo.so", "-o", str(out), str(build / src)], check=True)
+    shutil.copy(build / "v2" / "libfoo.so", pkg / "libfoo.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "libmain.so"), str(build / "main.c"), "-L", str(pkg),
+                    "-lfoo", "-Wl,-rpath,$ORIGIN"], check=True)
+    (pkg / "__init__.py").write_text("")
+    info = site / "mypkg-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 2.0\n")
+
+    def row(rel: str) -> str:
+        data = (site / rel).read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"{rel},sha256={digest},{len(data)}"
+
+    (info / "RECORD").write_text("\n".join([*(row(r) for r in ("mypkg/__init__.py", "mypkg/libfoo.so",
+                                                               "mypkg/libmain.so", "mypkg-2.0.dist-info/METADATA")),
+                                            "mypkg-2.0.dist-info/RECORD,,"]) + "\n")
+    new = (pkg / "libfoo.so").stat().st_size
+    (pkg / "libfoo.so").unlink()
+    shutil.copy(build / "v1" / "libfoo.so", pkg / "libfoo.so")  # (1.0's, put over 2.0's own)
+    old = (pkg / "libfoo.so").stat().st_size
+    assert old != new
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "tracer"), str(site)])}
+    code = f"import ctypes; ctypes.CDLL({str(pkg / 'libmain.so')!r}); print('loaded')"
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, "-c", code],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1 and "undefined symbol: foo_new" in r.stderr, r.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", "--json", str(trace)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    doc = json.loads(rep.stdout)
+    fatal = doc["failed"][doc["fatal"]]
+    assert (fatal["leaf"]["name"], fatal["leaf"]["cause"]) == ("libmain.so", "missing_export"), fatal
+    first = fatal["fixes"][0]["fix"]  # (the Linux report's fix: its typed fields under "fix")
+    assert (first["action"], first["package"], first["version"], first["path"], first["size"], first["record_size"]) \
+        == ("install", "mypkg", "2.0", str(pkg / "libfoo.so"), old, new), fatal["fixes"]
+    assert first["text"].startswith(f"libfoo.so at {pkg / 'libfoo.so'} is not the file mypkg 2.0 installed: it is "
+                                    f"{old:,} bytes, and its RECORD lists mypkg/libfoo.so at {new:,}"), first["text"]
+    assert "pip install --force-reinstall --no-deps mypkg==2.0" in first["text"]
+    assert "is not the file mypkg 2.0 installed" in r.stderr  # (the run's own report)
+    # the reinstall, for real: 2.0's libfoo.so put back where RECORD says; the load then works
+    shutil.copy(build / "v2" / "libfoo.so", pkg / "libfoo.so")
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 0 and again.stdout == "loaded\n", again.stderr

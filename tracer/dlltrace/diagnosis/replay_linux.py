@@ -31,7 +31,8 @@ from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
-from dlltrace.loader.linux.fixes import Rerun, propose, rule_glibc_too_old, rule_ld_library_path_shadows
+from dlltrace.loader.linux.fixes import (Rerun, propose, rule_glibc_too_old, rule_ld_library_path_shadows,
+                                        rule_linux_not_the_file_its_distribution_installed)
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, OverlayWorld, RecordedELFWorld
@@ -208,6 +209,7 @@ class LinuxCall:
     origin: str = ""  # in words: "import torch", "ctypes.CDLL('libcudart.so.11.0')"
     frame: Optional[dict] = None  # the origin's place in the user's code (the bootstrap's `frame`)
     deps: Optional[DepNode] = None  # a failed call's dependency tree: what it loaded, each with its reason, and where it stopped
+    opened: list[str] = field(default_factory=list)  # the objects the real ld.so mapped for it (la_objopen)
 
 
 _UNDEFINED = re.compile(r"^(?P<obj>.+?): undefined symbol: (?P<sym>\S+)$")
@@ -277,6 +279,7 @@ def _result(sim: LinuxSimulator, rc: RecordedCall, proc: RecordedProcess, res: D
             call.origin_kind, call.origin_module = "python_code", _s(rc.ctx, "after")
             call.origin = f"the program's code after import {call.origin_module}" if call.origin_module else \
                 "the program's code"
+    call.opened = list(rc.opened)
     missing = undefined_symbol(rc.dlerror, rc.opened) if rc.dlerror else None
     if not res.error and missing is not None:  # (the model finds every file; the real ld.so could not bind one)
         obj, sym = missing
@@ -399,6 +402,12 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
         if fixes:
             note_unfound_packages(proc, w)
             note_unstarted_packages(proc, w)
+            owners = owners_index(proc.dists)
+            for c in calls:  # (a file of the failure its distribution did not install: its reinstall first)
+                stray = rule_linux_not_the_file_its_distribution_installed(
+                    [c.leaf.path or "", *c.opened], w, owners, proc.interpreter) if c.leaf is not None else None
+                if stray is not None:
+                    c.fixes = [stray, *(f for f in c.fixes if not (f.action == "install" and f.package == stray.package))]
         out += calls
     return out
 

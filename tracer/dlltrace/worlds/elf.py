@@ -14,6 +14,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import struct
 import subprocess
 from dataclasses import dataclass, field
@@ -36,6 +37,13 @@ DEFAULT_SYSTEM_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/l
 DEFAULT_HWCAPS = ("glibc-hwcaps/x86-64-v4/", "glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v2/",
                   "tls/x86_64/x86_64/", "tls/x86_64/", "tls/x86_64/", "tls/", "x86_64/x86_64/", "x86_64/",
                   "x86_64/", "")
+
+
+def file_size(world: object, path: str) -> Optional[int]:
+    """The size in bytes of the file at `path`, where the world knows it (this machine's disk; a trace that recorded
+    it: its elf_file `size`); None otherwise (a world of facts alone, an older trace)."""
+    f = getattr(world, "file_size", None)
+    return f(path) if callable(f) else None
 
 
 def copies_on_disk(name: str, roots: list[str], conf_dirs: tuple[str, ...] = ()) -> list[str]:
@@ -475,6 +483,13 @@ class LiveELFWorld:
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    def file_size(self, path: str) -> Optional[int]:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
     def cache_lookup(self, name: str) -> Optional[str]:
         if self._cache is None:
             try:
@@ -551,6 +566,7 @@ class _Answers:
         self.copies: dict[str, list[str]] = {}
         self.packages: dict[str, Optional[str]] = {}  # soname -> the system package that ships it (apt), or None
         self.programs: dict[str, Optional[str]] = {}  # program -> the system package that ships it (apt), or None
+        self.sizes: dict[str, Optional[int]] = {}  # path -> the file's size in bytes (asked of a RECORD-listed file)
         self.as_root = False
         self.gpu: Optional[GpuFacts] = None  # the machine's NVIDIA GPUs and driver, once asked (worlds/gpu.py)
 
@@ -587,6 +603,9 @@ class RecordingELFWorld(_Answers):
     def file(self, path: str) -> Optional[ELFResult]:
         return _noted(self.files, path, self.base.file)
 
+    def file_size(self, path: str) -> Optional[int]:
+        return _noted(self.sizes, path, lambda p: file_size(self.base, p))
+
     def is_dir(self, path: str) -> bool:
         return _noted(self.dirs, path, self.base.is_dir)
 
@@ -621,6 +640,8 @@ class RecordingELFWorld(_Answers):
             ev = dict(base, ev="elf_file", path=p, **({"kind": "missing"} if r is None else facts_dict(r)))
             if p in self.ids:
                 ev["file_id"] = self.ids[p]
+            if r is not None and self.sizes.get(p) is not None:
+                ev["size"] = self.sizes[p]
             out.append(ev)
         for p, there in self.dirs.items():
             out.append(dict(base, ev="elf_file", path=p, kind="dir" if there else "nodir"))
@@ -668,9 +689,14 @@ class RecordedELFWorld(_Answers):
                     self.files[p] = None if kind == "missing" else facts_from_dict(e)
                     if isinstance(e.get("file_id"), str):
                         self.ids[p] = e["file_id"]
+                    if type(e.get("size")) is int and e["size"] >= 0:  # (absent in older traces)
+                        self.sizes[p] = e["size"]
 
     def file(self, path: str) -> Optional[ELFResult]:
         return self.files.get(path)
+
+    def file_size(self, path: str) -> Optional[int]:
+        return self.sizes.get(path)
 
     def is_dir(self, path: str) -> bool:
         return self.dirs.get(path, False)
@@ -714,6 +740,9 @@ class OverlayWorld:
     def file(self, path: str) -> Optional[ELFResult]:
         p = posixpath.normpath(path)
         return self.files[p] if p in self.files else self.base.file(path)
+
+    def file_size(self, path: str) -> Optional[int]:
+        return None if posixpath.normpath(path) in self.files else file_size(self.base, path)
 
     def is_dir(self, path: str) -> bool:
         p = posixpath.normpath(path)

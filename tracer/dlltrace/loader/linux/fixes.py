@@ -27,12 +27,12 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from dlltrace.elf import ELFFacts, ELFResult
 from dlltrace.loader.fixloop import Attempt, verify_fixes
 from dlltrace.model import Fix, Outcome, Owner
-from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk
+from dlltrace.worlds.elf import ELFWorld, OverlayWorld, copies_on_disk, file_size
 from dlltrace.worlds.gpu import rule_driver_state
 
 # soname pattern -> (the nvidia wheel's folder, {CUDA major: package}); a soname two majors ship is
@@ -218,6 +218,27 @@ def reinstall_fix(name: str, world: ELFWorld, owners: Optional[dict[str, tuple[O
         if world.file(where) is None:
             return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where,
                        bound=o.path, exe=interpreter if o.kind == "wheel" else "", lacks=o.kind, python=False)
+    return None
+
+
+def rule_linux_not_the_file_its_distribution_installed(paths: Iterable[str], world: ELFWorld,
+                                                       owners: Optional[dict[str, tuple[Owner, ...]]],
+                                                       interpreter: str) -> Optional[Fix]:
+    """The reinstall of the distribution whose RECORD lists one of `paths` (the files a failed load mapped: the object
+    ld.so could not bind a symbol of, and what it loaded with it) with a size that file does not have: it is not the
+    file that distribution installed (a .so of another version copied over the wheel's own, an upgrade cut short),
+    as on Windows (diagnosis/explain.rule_not_the_file_its_distribution_installed). None when no such file, or the
+    world does not know the sizes (a trace made before they were recorded)."""
+    for path in dict.fromkeys(posixpath.normpath(p) for p in paths if p):
+        name = posixpath.basename(path)
+        for o in (owners or {}).get(name.lower(), ()):
+            where = posixpath.normpath(posixpath.join(o.root, o.path))
+            if o.kind != "wheel" or o.size is None or where != path or world.file(where) is None:
+                continue
+            size = file_size(world, where)
+            if size is not None and size != o.size:
+                return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where,
+                           bound=o.path, exe=interpreter, lacks=o.kind, size=size, record_size=o.size, python=False)
     return None
 
 
