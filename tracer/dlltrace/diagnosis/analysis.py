@@ -282,26 +282,23 @@ def not_installed_files(trace: Trace, replays: Sequence[Replayed], pid: Optional
     RECORD's sizes (older ones)."""
     out: list[NotInstalled] = []
     seen: set[str] = set()
-    pids = [pid] if pid is not None else list(dict.fromkeys(r.load.pid for r in replays))
-    for p in pids:
+    every = replays.pids() if isinstance(replays, Replays) else [r.load.pid for r in replays]
+    for p in ([pid] if pid is not None else list(dict.fromkeys(every))):
         owners = trace.owners(p)
         if not any(o.size is not None for os_ in owners.values() for o in os_):
             continue  # (no RECORD sizes: an older trace, or no Python)
-        tops = {r.load.seq: r for r in replays if r.load.pid == p}
-        parent: dict[int, int] = {}
-        for e in trace.of("load_begin", pid=p):
-            if isinstance(e.get("parent"), int):
-                parent[e["seq"]] = e["parent"]
         mapped: list[tuple[int, str]] = []  # (the load it happened in, the file)
         for e in trace.of("dll_notify", pid=p):
             if e.get("reason") == "loaded" and isinstance(e.get("path"), str) and isinstance(e.get("load"), int):
                 mapped.append((e["load"], e["path"]))
-        mapped += [(r.load.seq, r.load.path) for r in tops.values() if r.load.ok and r.load.path]
-        # (and what the model bound in the loads kept in full: a load that failed, or bound a stub under Wine; a trace
-        # without the loader's notifications)
+        for e in trace.of("load_end", pid=p):  # (the loads' own files, nested ones too)
+            if not e.get("error") and isinstance(e.get("path"), str) and isinstance(e.get("load"), int):
+                mapped.append((e["load"], e["path"]))
+        # (and what the model bound in the loads kept in full: a load that failed, or bound a stub under Wine)
         for kept in (replays.full() if isinstance(replays, Replays) else replays):
             if kept.load.pid == p and kept.result.tree is not None:
                 mapped += [(kept.load.seq, n.path) for n in kept.result.tree.walk() if n.path and not n.error]
+        hits: list[tuple[int, str, Fix]] = []
         world = None
         process = None
         for load, path in mapped:
@@ -309,21 +306,26 @@ def not_installed_files(trace: Trace, replays: Sequence[Replayed], pid: Optional
             if k in seen or winpath.basename(path).lower() not in owners:
                 continue
             seen.add(k)
+            if world is None:
+                world = recorded_world(trace, p)
+                process = system_and_process(trace, p)[1]
+            assert process is not None
+            fix = not_installed_fix(path, world, process)
+            if fix is not None:
+                hits.append((load, winpath.normalize(path), fix))
+        if not hits:
+            continue
+        # (each named with the top-level load that mapped it: the replays are looked at only for those)
+        tops = {r.load.seq: r for r in replays if r.load.pid == p}
+        parent = {e["seq"]: e["parent"] for e in trace.of("load_begin", pid=p) if isinstance(e.get("parent"), int)}
+        for load, path, fix in hits:
             top = load
             for _ in range(64):  # (up to its top-level load: nested loads name their parent)
                 if top in tops or top not in parent:
                     break
                 top = parent[top]
-            at = tops.get(top)
-            if at is None:
-                continue
-            if world is None:
-                world = recorded_world(trace, p)
-                process = system_and_process(trace, p)[1]
-            assert process is not None
-            fix = not_installed_fix(path, world, process, at.result)
-            if fix is not None:
-                out.append(NotInstalled(at, winpath.normalize(path), fix))
+            if top in tops:
+                out.append(NotInstalled(tops[top], path, fix))
     return out
 
 
