@@ -289,16 +289,17 @@ def test_a_real_import_under_wine(base, case, tmp_path):
     env = ri.env_copy(base, CASES_DIR / case.name)
     for rel in case.remove:
         (env.root / rel).unlink()
-    if case.swap:
+    if case.swap:  # (as pip installs another version: its files, and its .dist-info in place of the other's RECORD)
         w = rw.WHEELS.get(case.swap) or ri.EXTRA_WHEELS[case.swap]
         for member in rw.wheel_members(w):
             top = member.split("/")[0]
             if not top.endswith(".dist-info"):
                 shutil.rmtree(env.site / top, ignore_errors=True)
+        for info in env.site.glob(f"{w.dist.replace('-', '_')}-*.dist-info"):
+            shutil.rmtree(info)
         for member in rw.wheel_members(w):
-            rel = rw.install_target(w, member)
-            if rel is not None:
-                rw.place(rw.wheel_member(w, member), env.root / rel)
+            rel = rw.install_target(w, member) or f"Lib/site-packages/{member}"
+            rw.place(rw.wheel_member(w, member), env.root / rel)
     for rel, folder in case.move:
         (env.root / folder).mkdir(parents=True, exist_ok=True)
         os.replace(env.root / rel, env.root / folder / Path(rel).name)
