@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -238,7 +239,16 @@ def test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine(wine_pre
         base = ri.base_env()
     except (ri.Unavailable, rw.WheelUnavailable) as e:
         pytest.fail(str(e)) if os.environ.get("CI") else pytest.skip(str(e))
-    env = ri.env_copy(base, ri.CACHE / "cases" / "pygame_sdl2_of_2.0.1")
+    # (a folder of this run's own: test_real_imports' teardown removes its `cases` folder, whoever's run it is)
+    where = ri.CACHE / f"not-installed-{os.getpid()}"
+    try:
+        _pygame_case(ri, rw, new, old, ri.env_copy(base, where / "env"), where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _pygame_case(ri, rw, new, old, env, where: Path) -> None:
+    """test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine, in the environment `env`."""
 
     def install(w) -> None:  # (every file of the wheel where pip puts it, its .dist-info and RECORD too)
         for m in rw.wheel_members(w):
@@ -254,7 +264,7 @@ def test_not_installed_file_pygame_with_an_older_wheels_sdl2_under_wine(wine_pre
         ri.program_output(plain.stderr)
     sdl = env.win("Lib/site-packages/pygame/SDL2.dll")
     assert sdl.lower() in {p.lower() for p in log.native} and log.stubs == [], (log.native, log.stubs)
-    trace = ri.CACHE / "cases" / "pygame_sdl2_of_2.0.1.jsonl"
+    trace = where / "t.jsonl"
     traced = ri.run_python(env, code, traced=trace)
     assert traced.returncode == 1, traced.stdout + traced.stderr[-2000:]
     text = ri.report_text(trace)
@@ -292,7 +302,6 @@ def test_rule_linux_not_the_file_its_distribution_installed(tmp_path):
     fix names libfoo.so as not the file mypkg 2.0 installed; put back (the reinstall, for real), the load works."""
     import base64
     import hashlib
-    import shutil
     import subprocess
 
     if shutil.which("gcc") is None:
