@@ -62,8 +62,8 @@ def test_rule_not_the_file_its_distribution_installed(tmp_path, capsys):
     assert first["text"] == (
         "SDL2.dll at C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 installed: it is "
         "1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: an upgrade that "
-        "could not replace a file in use, or a copy): reinstall it (C:\\Python311\\python.exe -m pip install "
-        "--force-reinstall --no-deps pygame==2.6.1)"), first["text"]
+        "could not replace a file in use, or a copy): reinstall it:  C:\\Python311\\python.exe -m pip install "
+        "--force-reinstall --no-deps pygame==2.6.1"), first["text"]
     assert sum(f["action"] == "install" for f in fixes) == 1, fixes  # (said once)
     cli.main(["report", str(tmp_path / "t.jsonl")])
     text = capsys.readouterr().out
@@ -157,16 +157,16 @@ def test_not_installed_file_loaded_by_a_program_that_died_of_no_failed_load(tmp_
     assert text.splitlines()[0] == (
         "dlltrace ─ the program ended with RuntimeError: Dynamic linking causes SDL downgrade! (compiled with version "
         f"2.28.4, linked to 2.0.14); no failed load explains it, and SDL2.dll is not the file pygame 2.6.1 installed · {t}")
-    assert text.splitlines()[2:5] == [
+    assert text.splitlines()[2:7] == [
         "Not the files their distributions installed (RECORD lists each at this path with another size: another build "
         "was put there)",
         "  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(C:\\Python311\\Lib\\site-packages\\pygame\\"
         "base.cp311-win_amd64.pyd)",
-        "    Fix (not checked by the model: no failed load is what it fixes): SDL2.dll at "
-        "C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 installed: it is "
-        "1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: "
-        "an upgrade that could not replace a file in use, or a copy): reinstall it (C:\\Python311\\python.exe -m pip "
-        "install --force-reinstall --no-deps pygame==2.6.1)"], text
+        "    Fix (not checked by the model: no failed load is what it fixes):",
+        "      SDL2.dll at C:\\Python311\\Lib\\site-packages\\pygame\\SDL2.dll is not the file pygame 2.6.1 installed: "
+        "it is 1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072 (another build put over it: "
+        "an upgrade that could not replace a file in use, or a copy): reinstall it:",
+        "      C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps pygame==2.6.1"], text  # (it pastes)
     cli.main(["report", "--markdown", str(t)])
     md = capsys.readouterr().out
     assert md.splitlines()[0].endswith("`SDL2.dll` is not the file pygame 2.6.1 installed."), md
@@ -216,7 +216,7 @@ def test_not_installed_file_whose_missing_export_wine_bound_to_a_stub(tmp_path, 
                            "would fail on Windows"), text
     assert "✗ stub.dll does not export stub_fn — it is needed by _ext.cp311-win_amd64.pyd" in text
     assert (f"  ✗ stub.dll — loaded by import pkg._ext: LoadLibraryExW({pyd})\n    Fix (not checked by the model: no "
-            f"failed load is what it fixes): stub.dll at {stub} is not the file pkg 3.0 installed: it is 40,960 bytes, "
+            f"failed load is what it fixes):\n      stub.dll at {stub} is not the file pkg 3.0 installed: it is 40,960 bytes, "
             "and its RECORD lists pkg/stub.dll at 90,112") in text, text
 
 
@@ -273,7 +273,7 @@ def _pygame_case(ri, rw, new, old, env, where: Path) -> None:
                            "(compiled with version 2.28.4, linked to 2.0.14); no failed load explains it, and SDL2.dll "
                            "is not the file pygame 2.6.1 installed · "), text
     assert f"  ✗ SDL2.dll — loaded by import pygame.base: LoadLibraryExW(" in text, text
-    assert (f"Fix (not checked by the model: no failed load is what it fixes): SDL2.dll at {sdl} is not the file "
+    assert (f"Fix (not checked by the model: no failed load is what it fixes):\n      SDL2.dll at {sdl} is not the file "
             f"pygame 2.6.1 installed: it is 1,561,088 bytes, and its RECORD lists pygame/SDL2.dll at 2,499,072") in text, \
         text
     assert "pip install --force-reinstall --no-deps pygame==2.6.1" in text, text

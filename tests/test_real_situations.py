@@ -653,7 +653,7 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     assert (first["action"], first["package"], first["version"], first["verified"]) == ("install", dist, version, True)
     command = f"{python} -m pip install --force-reinstall --no-deps {requirement}"
     assert (f"1. {gone.name} belongs to {dist} {version} (its RECORD lists {gone.relative_to(site)}) and is not "
-            f"there: reinstall it ({command})") in run.stderr, run.stderr[-3000:]
+            f"there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]  # (the command alone: it pastes)
     # the fix as printed, pip told where the pinned wheel is (the same file PyPI serves, its hash checked before)
     fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
                            text=True, timeout=600)

@@ -362,8 +362,8 @@ def test_a_reinstall_fix_uses_the_traced_pythons_own_pip(tmp_path, capsys):
     w.write(tmp_path / "t.jsonl")
     cli.main(["report", str(tmp_path / "t.jsonl")])
     out = capsys.readouterr().out
-    assert ("libx-1.dll belongs to numpy 2.1.3 (its RECORD lists numpy.libs/libx-1.dll) and is not there: reinstall it "
-            "(C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3)") in out, out
+    assert ("libx-1.dll belongs to numpy 2.1.3 (its RECORD lists numpy.libs/libx-1.dll) and is not there: reinstall it:"
+            in out and "C:\\Python311\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3\n" in out), out
     cli.main(["report", "--json", str(tmp_path / "t.jsonl")])
     doc = json.loads(capsys.readouterr().out)
     first = doc["calls"][0]["fixes"][0]
@@ -397,5 +397,5 @@ def test_a_reinstall_fix_in_a_venv_uses_the_venvs_python(tmp_path, capsys):
     cli.main(["report", "--json", str(tmp_path / "t.jsonl")])
     first = json.loads(capsys.readouterr().out)["calls"][0]["fixes"][0]
     assert (first["action"], first["package"], first["verified"]) == ("install", "numpy", True), first
-    assert ("reinstall it (C:\\work\\venv\\Scripts\\python.exe -m pip install --force-reinstall --no-deps numpy==2.1.3)"
-            in first["text"]), first["text"]
+    assert first["text"].endswith("reinstall it:  C:\\work\\venv\\Scripts\\python.exe -m pip install --force-reinstall "
+                                  "--no-deps numpy==2.1.3"), first["text"]

@@ -156,18 +156,18 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
             how = code(f"conda install --force-reinstall {f.package}" + (f"={f.version}" if f.version else ""))
             listed = f" (its conda-meta lists {f.bound})" if f.bound else ""
             return (f"{f.name} belongs to the conda package {f.package} {f.version}{listed} and is not there: reinstall "
-                    f"it ({how})")
+                    f"it:  {how}")
         pip = pip_install(Fix(f.kind, f.action, package=f"--force-reinstall --no-deps {pin}", exe=f.exe), code)
         if f.record_size is not None and f.size is not None:  # (explain.rule_not_the_file_its_distribution_installed)
             return (f"{f.name} at {f.path} is not the file {f.package} {f.version} installed: it is {f.size:,} bytes, "
                     f"and its RECORD lists {f.bound} at {f.record_size:,} (another build put over it: an upgrade that "
-                    f"could not replace a file in use, or a copy): reinstall it ({pip})")
+                    f"could not replace a file in use, or a copy): reinstall it:  {pip}")
         if f.other_machine:  # (there, of another machine: explain.rule_wrong_machine_file_of_its_own_wheel)
             bits = {"x86": "32-bit (x86)", "x64": "64-bit (x64)"}.get(f.other_machine, f"built for {f.other_machine}")
             return (f"{f.name} at {f.path} is {bits}: it is not the file {f.package} {f.version} "
-                    f"installed (its RECORD lists {f.bound}, its build for this {f.machine} Python): reinstall it ({pip})")
+                    f"installed (its RECORD lists {f.bound}, its build for this {f.machine} Python): reinstall it:  {pip}")
         return (f"{f.name} belongs to {f.package} {f.version} (its RECORD lists {f.bound}) and is not there: "
-                f"reinstall it ({pip})")
+                f"reinstall it:  {pip}")
     if a == "install" and f.kind == "install" and f.value in WINDOWS_DRIVER_STATE_WORDS:  # (nvcuda.dll: explain.provider_advice)
         return WINDOWS_DRIVER_STATE_WORDS[f.value].format(name=f.name, v=f.driver or "?")
     if a == "install":

@@ -14,7 +14,7 @@ from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, Wi
                                          main_unstarted, not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import code_line, outcome_headline, said_line, unstarted_lines, untraced_line
-from dlltrace.render.fixwords import fix_text
+from dlltrace.render.fixwords import fix_lines
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
                                        verdict_style, verdict_text)
@@ -362,8 +362,9 @@ def wine_only_blocks(items: list[WineOnly]) -> list[Block]:
         where = WINE_ONLY_WHERE.get(w.klass, "on Windows it must come from the package, an installer or a driver")
         out.append(Styled(f"  {'!' if w.klass == 'other' else '·'} {name} — needed by {importer} · "
                           f"{r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name}) · Wine's copy: {w.path} · "
-                          f"{where}" + (f" · {fix_text(w.reinstall)}" if w.reinstall is not None else ""),
-                          "failure" if w.klass == "other" else ""))
+                          f"{where}", "failure" if w.klass == "other" else ""))
+        if w.reinstall is not None:  # (each command a line of its own: fixwords.fix_lines)
+            out += [Styled(f"    {text}", "") for text, _ in fix_lines(w.reinstall)]
     return out
 
 
@@ -393,8 +394,8 @@ def not_installed_blocks(items: list[NotInstalled]) -> list[Block]:
         r = x.load
         out.append(Styled(f"  ✗ {winpath.basename(x.path)} — loaded by {r.origin + ': ' if r.origin else ''}"
                           f"{r.load.api}({r.load.name})", "failure"))
-        out.append(Styled(f"    Fix (not checked by the model: no failed load is what it fixes): {fix_text(x.reinstall)}",
-                          ""))
+        out.append(Styled("    Fix (not checked by the model: no failed load is what it fixes):", ""))
+        out += [Styled(f"      {text}", "") for text, _ in fix_lines(x.reinstall)]  # (fixwords.fix_lines)
     return out
 
 
