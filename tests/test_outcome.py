@@ -321,8 +321,11 @@ def test_a_long_message_leaves_the_find_library_answer_in_sight():
     o = ProcessOutcome("died_of_other", 1, PyError("OSError", msg))
     head = outcome_headline(o, Unfound("mpv", "mpv", None, ()))
     assert head.endswith("…: ctypes.util.find_library('mpv') found no such library") and len(head) < 160, head
+    cut = head.split("…: ctypes.util")[0]
     assert head.startswith("the program ended with OSError: Cannot find libmpv") and \
-        len(head.split(": ctypes.util")[0]) == len("the program ended with ") + MAX_UNFOUND_MESSAGE
+        len(cut) <= len("the program ended with ") + MAX_UNFOUND_MESSAGE - 1
+    # (at a word's end, not in a word: the message goes on with a space after what is kept)
+    assert msg.startswith(cut[len("the program ended with OSError: "):] + " "), cut
     assert outcome_headline(o).endswith("…; no failed load explains it")  # (no find_library: the longer cut)
     # (a message's last full stop is not kept before what follows it: pytesseract's ended ".; no failed load")
     done = ProcessOutcome("died_of_other", 1, PyError("TesseractNotFoundError", "See README file for more information."))

@@ -200,7 +200,7 @@ SITUATIONS = [
     # for in (their fixes are applied for real below: apt-get install, as root)
     Situation("pytesseract_without_tesseract", "https://github.com/madmaze/pytesseract/issues/342",
               "pytesseract-0.3-py311", "3.11", TESSERACT_APP, 1, "died_of_other",
-              "the program ended with pytesseract.pytesseract.TesseractNotFoundError: tesseract is not installed or i…: "
+              "the program ended with pytesseract.pytesseract.TesseractNotFoundError: tesseract is not installed or…: "
               "the program 'tesseract' was not found on PATH", exception="pytesseract.pytesseract.TesseractNotFoundError",
               unstarted=("tesseract", "tesseract-ocr")),
     Situation("graphviz_without_dot", "https://github.com/DigitalPhonetics/adviser/issues/5", "graphviz-0.20-py311",
@@ -210,7 +210,7 @@ SITUATIONS = [
               unstarted=("dot", "graphviz")),
     Situation("pdf2image_without_poppler", "https://github.com/Belval/pdf2image/issues/142", "pdf2image-1.17-py311",
               "3.11", PDF2IMAGE_APP, 1, "died_of_other",
-              "the program ended with pdf2image.exceptions.PDFInfoNotInstalledError: Unable to get page count. Is pop…: "
+              "the program ended with pdf2image.exceptions.PDFInfoNotInstalledError: Unable to get page count. Is…: "
               "the program 'pdfinfo' was not found on PATH", exception="pdf2image.exceptions.PDFInfoNotInstalledError",
               unstarted=("pdfinfo", "poppler-utils")),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",

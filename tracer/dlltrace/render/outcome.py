@@ -66,7 +66,10 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
         # (the answer after it, find_library's, kept in sight: python-mpv's message is 200 characters)
         most = MAX_UNFOUND_MESSAGE if unfound is not None or unstarted is not None else MAX_MESSAGE
         if len(text) > most:
-            text = text[:most - 1] + "…"
+            cut = text[:most - 1]
+            if cut[-1].isalnum() and text[most - 1].isalnum() and " " in cut[most // 2:]:  # (not in a word: "or i…")
+                cut = cut.rsplit(" ", 1)[0]
+            text = cut.rstrip() + "…"
         text = text[:-1] if text.endswith(".") and not text.endswith("..") else text  # (no ".;" or ".:" after it)
         if unfound is not None:
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
