@@ -252,12 +252,14 @@ def _major(name: str) -> str:
     return m.group(1) if m else ""
 
 
-def owner_reinstall(name: str, world: World, process: ProcessState, res: CallResult) -> Optional[Fix]:
+def owner_reinstall(name: str, world: World, process: ProcessState, res: CallResult,
+                    owner: Optional[Owner] = None) -> Optional[Fix]:
     """A DLL no folder has that an installed distribution's record lists (its RECORD, a conda package's
     conda-meta: worlds.world.owners_of): its install is damaged (a file deleted, antivirus, a copy cut short),
     and reinstalling that distribution puts the file back where the record says. pywin32's
-    pywin32_system32/pywintypes311.dll is pywin32's, whatever its folder is called."""
-    owners = owners_of(world, name)
+    pywin32_system32/pywintypes311.dll is pywin32's, whatever its folder is called. `owner`: that distribution,
+    when it is known (rule_record_listed_file_looked_for), else the first whose record lists the name."""
+    owners = [owner] if owner is not None else owners_of(world, name)
     if not owners:
         return None
     o = owners[0]
@@ -269,6 +271,18 @@ def owner_reinstall(name: str, world: World, process: ProcessState, res: CallRes
         process.python_kind == "embeddable" and not process.pip_site) else ""
     return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where, bound=o.path,
                exe=exe, lacks=o.kind, python=python)
+
+
+def rule_record_listed_file_looked_for(leaf: Node, world: World) -> Optional[Owner]:
+    """The installed distribution whose record lists the very file a not-found leaf's load looked for (the full
+    path it was given, or a path its search tried): that file is gone, so its install is damaged, whatever
+    other copy of the name some other folder holds (scikit-learn's _distributor_init loads its own
+    sklearn\\.libs\\vcomp140.dll by full path; System32's copy, the VC++ runtime's or Wine's, is never that
+    file). Reinstalling the distribution is the root-cause fix; else None."""
+    for c in leaf.candidates:
+        if c.result == "not_there" and (o := owner_of_path(world, c.path)) is not None:
+            return o
+    return None
 
 
 def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,
@@ -466,6 +480,9 @@ def candidates(sit: verify.Situation) -> list[Fix]:
         for p in [*world.files_named(name), *wheel_copies(name, call, world, process)]:
             by_key.setdefault(winpath.key(p), p)
         copies = [p for k, p in by_key.items() if _usable(p, world, process) and k not in tried_bad]
+        listed = rule_record_listed_file_looked_for(leaf, world) if cause == "not_found" and copies else None
+        if listed is not None and (owner := owner_reinstall(name, world, process, call, listed)) is not None:
+            out.append(owner)  # (the file the load wanted is its distribution's, and gone: the root cause first)
         mechanisms = package_mechanisms(name, copies, call, world, process)
         # the package's own loader first (onnxruntime.preload_dlls()); a variable it reads last (CUDA_PATH:
         # it changes what every other CUDA program finds)

@@ -177,6 +177,9 @@ class ExplainedCall:
         """For a missing leaf: whether a copy of it is installed (found elsewhere, for the process's machine)."""
         if self.leaf is None or self.leaf.cause != "not_found":
             return ""
+        first = self.result.fixes[0] if self.result.fixes else None
+        if first is not None and first.kind == "reinstall" and first.action == "install" and first.package:
+            return "missing_from_its_distribution"  # (the file the load wanted is gone: another copy is no cause)
         if any(e.result == "found" for e in self.found_elsewhere):
             return "installed_not_searched"
         if any(f.kind == "reinstall" and f.action == "install" and f.package for f in self.result.fixes):
