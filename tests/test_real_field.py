@@ -1,0 +1,82 @@
+"""Real wheels the field test tried under Wine, with the real Windows CPython 3.11 (tests/realimports.py): a
+broken situation a user meets, Wine's +loaddll log and the program's own exception as the truth, the report's
+answer checked against them, and its first fix applied for real (realimports.apply_fix: the typed action, never
+its text) and run again.
+
+- scikit-learn 1.5.2 without its sklearn\\.libs\\vcomp140.dll: its _distributor_init.py loads that file by full
+  path (ctypes.WinDLL) and the program ends on FileNotFoundError; System32 has a vcomp140.dll (Wine's own; on
+  Windows the VC++ runtime's, when installed), which a full-path load never takes. The file is scikit-learn's
+  (its RECORD): reinstalling scikit-learn is the fix (explain.rule_record_listed_file_looked_for). Before, the
+  report said "installed but not searched" and copied System32's file into sklearn\\.libs.
+
+The environment: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
+Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import realimports as ri
+import realwheels as rw
+
+pytestmark = [pytest.mark.wine,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Wine runs on Linux here")]
+
+SKLEARN_ENV = [
+    rw.WHEELS["sklearn"],
+    rw.Wheel("numpy", "1.26.4", "numpy-1.26.4-cp311-cp311-win_amd64.whl"),
+    rw.Wheel("scipy", "1.11.4", "scipy-1.11.4-cp311-cp311-win_amd64.whl"),
+    rw.Wheel("joblib", "1.4.2", "joblib-1.4.2-py3-none-any.whl", platform="any"),
+    rw.Wheel("threadpoolctl", "3.5.0", "threadpoolctl-3.5.0-py3-none-any.whl", platform="any"),
+]
+
+
+@pytest.fixture(scope="module")
+def sklearn_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-sklearn", SKLEARN_ENV))
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.parametrize("dll", ["vcomp140.dll", "msvcp140.dll"])
+def test_sklearn_without_its_own_runtime_dll_is_reinstalled(sklearn_env, dll, tmp_path):
+    env = ri.env_copy(sklearn_env, tmp_path / "env")
+    gone = env.site / "sklearn" / ".libs" / dll
+    gone.unlink()
+    code = "import sklearn; print(sklearn.__version__)"
+    # 1. the truth: Wine cannot map the file the full-path load names; the program ends on FileNotFoundError
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    win = env.win(f"Lib/site-packages/sklearn/.libs/{dll}")
+    assert (win, 0xC0000135) in log.load_failed, log.load_failed
+    exc = ri.python_exception(plain.stderr)
+    assert plain.returncode == 1 and exc is not None and exc[0] == "FileNotFoundError" and win in exc[1], exc
+    # 2. traced: the leaf, whose file it is, and the fix
+    trace = tmp_path / "t.jsonl"
+    traced = ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    assert traced.returncode == 1, traced.stderr[-2000:]
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert rep["outcome"]["kind"] == "died_of_load" and call["verdict"]["fate"] == "fatal", rep["outcome"]
+    assert ri.base(call["leaf"]["name"]) == dll and call["leaf"]["cause"] == "not_found", call["leaf"]
+    first = call["fixes"][0]
+    assert first["action"] == "install" and norm(first["package"]) == "scikit-learn", first
+    assert first["verified"] is True and f"its RECORD lists sklearn/.libs/{dll}" in first["text"], first
+    text = ri.report_text(trace)
+    assert "its distribution's RECORD lists it, and it is not there" in text and "installed but not searched" not in \
+        text, text[:3000]
+    # 3. the fix, for real: scikit-learn's wheel put back where pip puts it; the import then runs to its end
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and "1.5.2" in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert win.lower() in {p.lower() for p in log2.mapped}, [p for p in log2.mapped if ri.base(p) == dll]
+    assert not log2.load_failed and not log2.not_found, (log2.load_failed, log2.not_found)
