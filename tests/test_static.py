@@ -730,6 +730,24 @@ def test_rule_vc_runtime_of_its_package(tmp_path):
     alone = as_json(dlltrace("check", str(wheel("pyarrow")), "--json"))
     assert alone["vcruntime_bundled"] == "14.28.29334.0"
 
+def test_rule_vc_runtime_of_its_package_wheel(tmp_path):
+    """A wheel is one package, and its bundled VC++ runtime holds the files that import it by name: scikit-learn
+    1.5.2 bundles msvcp140.dll and vcomp140.dll (14.40.33810.0) in sklearn\\.libs, and its extensions are MSVC
+    14.41. _loss.pyd imports vcomp140.dll (held to the bundled copy: vcruntime older); _check_build.pyd imports only
+    vcruntime140.dll, which python.exe's own copy serves (held to none). Before, all 67 were "vcruntime older"."""
+    doc = as_json(dlltrace("check", str(wheel("sklearn")), "--json"))
+    older = {p["needed_by"][0] for p in doc["problems"] if p["kind"] == "vcruntime_older"}
+    imports: dict = {}
+    for row in doc["dlls"]:
+        for f in row["needed_by"]:
+            imports.setdefault(f, set()).add(row["dll"].lower())
+    assert "sklearn\\_loss\\_loss.cp311-win_amd64.pyd" in older, sorted(older)[:5]
+    assert "sklearn\\__check_build\\_check_build.cp311-win_amd64.pyd" not in older
+    assert older and all(imports[f] & {"msvcp140.dll", "vcomp140.dll"} for f in older), \
+        [f for f in older if not imports[f] & {"msvcp140.dll", "vcomp140.dll"}]
+    assert len(older) == 27 and doc["vcruntime_bundled"] == "14.40.33810.0", len(older)
+
+
 def test_rule_record_of_installed_files_hostile_records(numpy_site, tmp_path):
     """A RECORD is a stranger's file: it is read as CSV (a quoted path with a comma, a doubled quote), its paths with
     `\\` too, and never makes deps read what is not a regular file of the folder (a link to /dev/zero, a FIFO, a

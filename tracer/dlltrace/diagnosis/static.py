@@ -1393,7 +1393,10 @@ def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts
     """The bundled VC++ runtime a file of the target is held to (its version, and in an installed site-packages the
     copy), given the names the file imports:
     - a wheel or a package folder is one package: its copy of msvcp140.dll or vcruntime140.dll, wherever it is,
-      is every file's that uses the runtime (as before);
+      is the runtime of every file that imports a VC++ runtime DLL the package bundles, by its name; not one that
+      imports only vcruntime140.dll or vcruntime140_1.dll when the package bundles no copy of those (python.exe's
+      own serves it: scikit-learn 1.5.2 bundles msvcp140.dll and vcomp140.dll 14.40, and 40 of its extensions,
+      MSVC 14.41, import neither);
     - an installed site-packages holds many, and Windows binds an import of msvcp140.dll to the module of that name
       loaded first, from whichever folder (a copy under its own name is not renamed away as delvewheel's are): a
       file that imports a VC++ runtime DLL by its own name is held to the oldest copy of that name installed here
@@ -1403,7 +1406,9 @@ def rule_vc_runtime_of_its_package(target: Target, facts_of: dict[str, FileFacts
       vcruntime140.dll)."""
     if not _many_packages(target):
         whole = _bundled_vc_version(target, facts_of)
-        return lambda path, names: (whole, "") if whole else None
+        bundled = {winpath.basename(f.path).lower() for f in target.files
+                   if classify(winpath.basename(f.path)).kind == "vcruntime"}
+        return lambda path, names: (whole, "") if whole and any(n.lower() in bundled for n in names) else None
 
     oldest: dict[str, tuple[str, str]] = {}  # runtime DLL name -> (version, path) of its oldest copy here
     for f in target.files:
