@@ -9,7 +9,12 @@ its text) and run again.
   (its RECORD): reinstalling scikit-learn is the fix (explain.rule_record_listed_file_looked_for). Before, the
   report said "installed but not searched" and copied System32's file into sklearn\\.libs.
 
-The environment: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
+- tokenizers 0.20.3 under Wine 8.0: its extension (Rust's std, 1.78 or later) imports bcryptprimitives.dll, which
+  every Windows 10/11 has and Wine 8.0 has not; `import tokenizers` ends on ImportError. The report must say Wine
+  lacks it (explain.rule_windows_dll_missing_under_wine), not that the user's Windows does. Its fix is advice (a
+  Wine that has the DLL): nothing to apply here.
+
+scikit-learn's environment: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
 
@@ -80,3 +85,29 @@ def test_sklearn_without_its_own_runtime_dll_is_reinstalled(sklearn_env, dll, tm
     assert again.returncode == 0 and "1.5.2" in again.stdout, (applied.steps, ri.program_output(again.stderr))
     assert win.lower() in {p.lower() for p in log2.mapped}, [p for p in log2.mapped if ri.base(p) == dll]
     assert not log2.load_failed and not log2.not_found, (log2.load_failed, log2.not_found)
+
+
+@pytest.fixture(scope="module")
+def tokenizers_env(wine_prefix) -> ri.Env:
+    w = rw.Wheel("tokenizers", "0.20.3", "tokenizers-0.20.3-cp311-none-win_amd64.whl")
+    return rw.or_skip(lambda: ri.small_env("field-tokenizers", [w]))
+
+
+def test_tokenizers_under_a_wine_without_bcryptprimitives(tokenizers_env, tmp_path):
+    code = "import tokenizers; print(tokenizers.__version__)"
+    plain = ri.run_python(tokenizers_env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    pyd = tokenizers_env.win("Lib/site-packages/tokenizers/tokenizers.cp311-win_amd64.pyd")
+    if ("bcryptprimitives.dll", pyd) not in log.not_found:
+        pytest.skip(f"this Wine has bcryptprimitives.dll: the import ran ({plain.returncode})")
+    exc = ri.python_exception(plain.stderr)
+    assert exc is not None and exc[0] == "ImportError" and "tokenizers" in exc[1], exc
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(tokenizers_env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert (call["leaf"]["name"].lower(), call["leaf"]["parent"]) == (
+        "bcryptprimitives.dll", "tokenizers.cp311-win_amd64.pyd"), call["leaf"]
+    text = call["fixes"][0]["text"]
+    assert "this Wine has none" in text and "update Windows" not in text, text

@@ -285,6 +285,13 @@ def rule_record_listed_file_looked_for(leaf: Node, world: World) -> Optional[Own
     return None
 
 
+def rule_windows_dll_missing_under_wine(prov: packages.Provider, world: World) -> bool:
+    """A DLL of Windows itself (data/windows-system.json, an API set) not found in a run under Wine: Wine's own set
+    of Windows DLLs lacks it, not the user's Windows (Wine 8.0 has no bcryptprimitives.dll, which Rust 1.78's std
+    imports for ProcessPrng: tokenizers 0.20.3's extension). Updating Windows is no fix there."""
+    return prov.kind == "windows" and world.system.profile == "wine"
+
+
 def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,
                     world: World) -> Optional[Fix]:
     """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
@@ -303,8 +310,11 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
     words = {
         "driver": f"{name} comes with the NVIDIA display driver (it installs it in System32); no pip package provides it: "
                   "install or update the NVIDIA driver",
-        "windows": f"{name} is part of Windows: this Windows lacks it (an older or a reduced edition, e.g. N or Server "
-                   "without its feature); update Windows or enable the feature that provides it",
+        "windows": f"{name} is part of Windows 10 and 11, and this Wine has none (Wine's own DLLs stand for Windows'): "
+                   "under Wine, use a Wine release that has it; on Windows 10 or 11 the load finds System32's"
+        if rule_windows_dll_missing_under_wine(prov, world) else
+        f"{name} is part of Windows: this Windows lacks it (an older or a reduced edition, e.g. N or Server "
+        "without its feature); update Windows or enable the feature that provides it",
         "python": python_dll_words(name, res, process),
         "msvc_runtime": f"{name} is part of the Visual C++ 2015-2022 runtime{since}: install the latest Microsoft Visual "
                         f"C++ Redistributable ({arch}): " + (url or VC_REDIST.format(arch=arch)),
