@@ -104,6 +104,9 @@ WHEELS = {
     "pygame": Wheel("pygame", "2.6.1", "pygame-2.6.1-cp312-cp312-win_amd64.whl", python="3.12"),
     # pyzbar: its libzbar-64.dll imports MSVCR120.dll, the VC++ 2013 runtime (a system requirement of its own)
     "pyzbar": Wheel("pyzbar", "0.1.9", "pyzbar-0.1.9-py2.py3-none-win_amd64.whl", platform="win_amd64"),
+    # the field test's (tests/test_real_field.py): a wheel whose one DLL its own code loads by full path, and a Rust one
+    "xgboost": Wheel("xgboost", "2.1.3", "xgboost-2.1.3-py3-none-win_amd64.whl"),
+    "tokenizers": Wheel("tokenizers", "0.20.3", "tokenizers-0.20.3-cp311-none-win_amd64.whl"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -146,6 +149,7 @@ PINNED_SHA256 = {
     "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",
     "joblib-1.4.2-py3-none-any.whl": "06d478d5674cbc267e7496a410ee875abd68e4340feff4490bcb7afb88060ae6",
     "threadpoolctl-3.5.0-py3-none-any.whl": "56c1e26c150397e58c4926da8eeee87533b1e32bef131bd4bf6a2f45f3185467",
+    "xgboost-2.1.3-py3-none-win_amd64.whl": "25c0ffcbd62aac5bc22c79e08b5b2edad1d5e37f16610ebefa5f06f3e2ea3d96",
     "tokenizers-0.20.3-cp311-none-win_amd64.whl": "88301aa0801f225725b6df5dea3d77c80365ff2362ca7e252583f2b4809c4cc0",
     "pyzbar-0.1.9-py2.py3-none-win_amd64.whl": "13e3ee5a2f3a545204a285f41814d5c0db571967e8d4af8699a03afc55182a9c",
     "pygame-2.6.1-cp312-cp312-win_amd64.whl": "3a9e7396be0d9633831c3f8d5d82dd63ba373ad65599628294b7a4f8a5a01a65",

@@ -14,7 +14,12 @@ its text) and run again.
   lacks it (explain.rule_windows_dll_missing_under_wine), not that the user's Windows does. Its fix is advice (a
   Wine that has the DLL): nothing to apply here.
 
-scikit-learn's environment: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
+- xgboost 2.1.3 (py3-none-win_amd64) with its xgboost\\lib\\xgboost.dll replaced by a 32-bit DLL: xgboost's own
+  code loads it by full path (ctypes), Wine fails it (c000007b) and xgboost raises XGBoostError, whose text blames
+  a missing OpenMP runtime. The file is xgboost's (its RECORD) and the wheel is built for x64 only (its WHEEL
+  tags): reinstalling xgboost is the fix (explain.rule_wrong_machine_file_of_its_own_wheel, by the tags).
+
+scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
 
@@ -44,6 +49,14 @@ SKLEARN_ENV = [
 @pytest.fixture(scope="module")
 def sklearn_env(wine_prefix) -> ri.Env:
     return rw.or_skip(lambda: ri.small_env("field-sklearn", SKLEARN_ENV))
+
+
+NUMPY_SCIPY = SKLEARN_ENV[1:3]
+
+
+@pytest.fixture(scope="module")
+def xgboost_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-xgboost", [rw.WHEELS["xgboost"], *NUMPY_SCIPY]))
 
 
 def norm(name: str) -> str:
@@ -89,8 +102,7 @@ def test_sklearn_without_its_own_runtime_dll_is_reinstalled(sklearn_env, dll, tm
 
 @pytest.fixture(scope="module")
 def tokenizers_env(wine_prefix) -> ri.Env:
-    w = rw.Wheel("tokenizers", "0.20.3", "tokenizers-0.20.3-cp311-none-win_amd64.whl")
-    return rw.or_skip(lambda: ri.small_env("field-tokenizers", [w]))
+    return rw.or_skip(lambda: ri.small_env("field-tokenizers", [rw.WHEELS["tokenizers"]]))
 
 
 def test_tokenizers_under_a_wine_without_bcryptprimitives(tokenizers_env, tmp_path):
@@ -111,3 +123,31 @@ def test_tokenizers_under_a_wine_without_bcryptprimitives(tokenizers_env, tmp_pa
         "bcryptprimitives.dll", "tokenizers.cp311-win_amd64.pyd"), call["leaf"]
     text = call["fixes"][0]["text"]
     assert "this Wine has none" in text and "update Windows" not in text, text
+
+
+def test_xgboost_with_a_32bit_xgboost_dll_is_reinstalled(xgboost_env, tmp_path):
+    env = ri.env_copy(xgboost_env, tmp_path / "env")
+    dll = env.site / "xgboost" / "lib" / "xgboost.dll"
+    dll.unlink()
+    rw.place(rw.build_fixtures()["plain32"], dll)
+    code = "import xgboost; print(xgboost.__version__)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    win = env.win("Lib/site-packages/xgboost/lib/xgboost.dll")
+    assert (win, 0xC000007B) in ri.parse_loader_log(plain.stderr).load_failed and plain.returncode == 1, \
+        ri.program_output(plain.stderr)
+    assert "XGBoostError" in plain.stderr and "OpenMP runtime is not installed" in plain.stderr
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert call["leaf"]["cause"] == "bad_machine" and call["leaf"]["facts"]["machines"] == ["x86"], call["leaf"]
+    assert call["verdict"]["exception"]["type"] == "xgboost.core.XGBoostError", call["verdict"]
+    first = call["fixes"][0]
+    assert (first["action"], first["package"], first["version"]) == ("install", "xgboost", "2.1.3"), first
+    assert "its RECORD lists xgboost/lib/xgboost.dll" in first["text"], first["text"]
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and "2.1.3" in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert win in log2.native and not log2.load_failed, (log2.native[-5:], log2.load_failed)

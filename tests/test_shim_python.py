@@ -254,6 +254,8 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
     (site / "pywin32-306.dist-info" / "RECORD").write_text(
         "pywin32_system32/pywintypes311.dll,sha256=x,134656\nwin32/win32api.pyd,sha256=y,1\n"
         "win32/lib/pywintypes.py,sha256=z,5938\n\"numpy.libs/libopenblas.so.0\",,\n")
+    (site / "pywin32-306.dist-info" / "WHEEL").write_text(  # (its tags: the machine its files are for)
+        "Wheel-Version: 1.0\nGenerator: bdist_wheel (0.41.2)\nRoot-Is-Purelib: false\nTag: cp311-cp311-win_amd64\n")
     (site / "broken-1.0.dist-info").mkdir()  # (no RECORD: listed with no files)
     meta = tmp_path / "conda-meta"
     meta.mkdir()
@@ -266,7 +268,7 @@ def test_installed_dists_lists_each_distributions_native_files_from_its_record(t
         {"name": "pywin32", "version": "306", "site": str(site),
          "files": ["pywin32_system32/pywintypes311.dll", "win32/win32api.pyd", "numpy.libs/libopenblas.so.0"],
          "sizes": [134656, 1, None],  # (RECORD's third column, one a file; none given: null)
-         "loaders": []}]
+         "loaders": [], "tags": ["cp311-cp311-win_amd64"]}]
     assert got["conda"] == [{"name": "cudnn", "version": "9.1.0", "files": ["Library\\bin\\cudnn64_9.dll"]}]
     assert got["conda_prefix"] == str(tmp_path) and got["cut"] is False
 

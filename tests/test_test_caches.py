@@ -126,11 +126,13 @@ def test_every_download_the_tests_name_is_pinned():
     import realimports as ri
     import test_bootstrap
     import test_linux_trace
+    import test_real_field
     import test_winapi
 
     names = {w.filename for w in rw.WHEELS.values()} | {w.filename for w in ri.wheels()}
     names |= {w.filename for w in ri.EXTRA_WHEELS.values()} | {ri.PY_EMBED[2], test_bootstrap.PY_EMBED[2],
                                                                test_bootstrap.CFFI_WIN[2], test_winapi.CWS_WHEEL.name}
+    names |= {w.filename for w in test_real_field.SKLEARN_ENV}
     names |= {t[-1] for t in vars(test_linux_trace).values()
               if isinstance(t, tuple) and t and isinstance(t[-1], str) and t[-1].endswith(".whl")}
     assert sorted(names - set(rw.PINNED_SHA256)) == []

@@ -17,13 +17,15 @@ SITE = PREFIX + "\\Lib\\site-packages"
 
 
 def report(tmp_path: Path, capsys, dist: str, version: str, files: list[str], module: str, root: str,
-           dep: "str | None", dep_machine: str = "x86", root_machine: str = "x64", fmt: str = "--json"):
+           dep: "str | None", dep_machine: str = "x86", root_machine: str = "x64", fmt: str = "--json",
+           tags: "list | None" = None):
     """`import module` of SITE\\root (of root_machine), which imports `dep` from its own folder (of dep_machine):
     error 193. `files`: what the distribution's RECORD lists (relative to SITE)."""
     h = handwritten()
     w, _ = python_writer(h, "import app", PREFIX)
     w.ev("py_dists", dists=[{"name": "pip", "version": "24.0", "site": SITE, "files": [], "loaders": []},
-                            {"name": dist, "version": version, "site": SITE, "files": files, "loaders": []}],
+                            {"name": dist, "version": version, "site": SITE, "files": files, "loaders": [],
+                             **({"tags": tags} if tags is not None else {})}],
          conda=[], conda_prefix=None, cut=False)
     ctx = w.ev("py_import", module=module)
     pyd = SITE + "\\" + root.replace("/", "\\")
@@ -74,4 +76,21 @@ def test_rule_wrong_machine_file_of_its_own_wheel(tmp_path, capsys):
     fixes = report(tmp_path, capsys, "otherpkg", "1.0", ["otherpkg/helper.dll"], "otherpkg.mine",
                    "otherpkg/mine.cp311-win_amd64.pyd", "helper.dll")
     assert fixes and fixes[0]["kind"] == "python_bitness", fixes
+    assert all(f["action"] != "install" for f in fixes), fixes
+
+
+def test_rule_wrong_machine_file_of_its_own_wheel_by_its_tags(tmp_path, capsys):
+    """The field test's xgboost 2.1.3 (py3-none-win_amd64) under Wine: its xgboost\\lib\\xgboost.dll, loaded by full
+    path from xgboost's own code, replaced by a 32-bit DLL (error 193). No importer, no platform tag in its name:
+    the wheel's tags (its WHEEL file, py_dists `tags`) say it is built for x64 only, so the x86 file is not the one
+    pip installed: reinstall xgboost (the generic "get the 64-bit build" was all the report said)."""
+    files = ["xgboost/lib/xgboost.dll"]
+    fixes = report(tmp_path, capsys, "xgboost", "2.1.3", files, "xgboost.core", files[0], None, root_machine="x86",
+                   tags=["py3-none-win_amd64"])
+    assert (fixes[0]["action"], fixes[0].get("package"), fixes[0].get("version")) == ("install", "xgboost", "2.1.3"), \
+        fixes
+    # a wheel for every platform (py3-none-any: clr_loader ships ffi/dlls/x86 and amd64): which file is for which
+    # machine is not the tag's to say -- no reinstall
+    fixes = report(tmp_path, capsys, "clr_loader", "0.3.1", ["clr_loader/ffi/dlls/x86/ClrLoader.dll"], "clr_loader.ffi",
+                   "clr_loader/ffi/dlls/x86/ClrLoader.dll", None, root_machine="x86", tags=["py3-none-any"])
     assert all(f["action"] != "install" for f in fixes), fixes

@@ -503,6 +503,7 @@ class Owner:
     root: str  # the site-packages folder (a conda package: the environment's prefix)
     kind: Literal["wheel", "conda"] = "wheel"
     size: Optional[int] = None  # the file's size as the record gives it (RECORD's third column), None: not given
+    tags: tuple[str, ...] = ()  # a wheel's tags, from its WHEEL file ("py3-none-win_amd64"): the machine it is for
 
 
 @dataclass(frozen=True, **SLOTS)

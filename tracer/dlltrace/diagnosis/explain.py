@@ -368,12 +368,17 @@ def rule_wrong_machine_file_of_its_own_wheel(path: str, parent: str, world: Worl
     shipped). A wheel is built for one machine: the file is not the one pip installed when the module that imports
     it is the same wheel's and loads in this process (pygame's x64 base.pyd, its own SDL2.dll x86: the win32
     wheel's copied over it), or when its own name's platform tag is this process's machine (pillow's
-    _imaging.cp311-win_amd64.pyd, x86 inside). Reinstalling the distribution puts its file back."""
+    _imaging.cp311-win_amd64.pyd, x86 inside), or when the wheel's tags (its WHEEL file) name this machine's
+    platform only (xgboost 2.1.3, py3-none-win_amd64: its xgboost\\lib\\xgboost.dll, loaded by full path,
+    x86 inside). Reinstalling the distribution puts its file back."""
     o = owner_of_path(world, path) if path else None
     if o is None or o.kind != "wheel":
         return None
     m = re.search(r"[.-](win_amd64|win32|win_arm64)\.(?:pyd|dll)$", path.lower())
     if m is not None and _PLATFORM_TAG_MACHINE[m.group(1)] == machine:
+        return o
+    platforms = {t.rsplit("-", 1)[-1].lower() for t in o.tags}
+    if platforms and all(_PLATFORM_TAG_MACHINE.get(p) == machine for p in platforms):
         return o
     p = owner_of_path(world, parent) if parent else None
     return o if p is not None and (p.dist, p.version, p.root) == (o.dist, o.version, o.root) else None

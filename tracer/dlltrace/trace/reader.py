@@ -767,13 +767,15 @@ def owners_index(dists_events: Iterable[dict]) -> dict[str, tuple[Owner, ...]]:
                 files = d.get("files") or []
                 # (RECORD's sizes, one a file; absent in older traces, and never in conda's)
                 sizes = d.get("sizes") if isinstance(d.get("sizes"), list) and len(d["sizes"]) == len(files) else None
+                tags = tuple(t for t in d.get("tags") or [] if isinstance(t, str)) if isinstance(d.get("tags"), list) \
+                    else ()
                 for i, f in enumerate(files):
                     if isinstance(f, str) and f and isinstance(root, str):
                         base = f.replace("\\", "/").rsplit("/", 1)[-1].lower()
                         size = sizes[i] if sizes is not None else None
                         out.setdefault(base, []).append(Owner(
                             d["name"], str(d.get("version") or ""), f.replace("\\", "/"), root, kind,  # type: ignore[arg-type]
-                            size if type(size) is int and size >= 0 else None))
+                            size if type(size) is int and size >= 0 else None, tags))
         break  # (the first Python of the process: one environment)
     return {k: tuple(v) for k, v in out.items()}
 

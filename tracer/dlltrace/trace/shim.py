@@ -549,6 +549,9 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                     "loaders": package_loaders(site, files)}
             if texts:
                 dist["texts"] = texts
+            tags = wheel_tags(os.path.join(site, folder, "WHEEL")) if files else []
+            if tags:
+                dist["tags"] = tags
             out.append(dist)
     conda: list = []
     meta = os.path.join(sys.prefix, "conda-meta")
@@ -565,6 +568,13 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                 total += len(package["files"])
                 conda.append(package)
     return {"dists": out, "conda": conda, "conda_prefix": sys.prefix if conda else None, "cut": cut}
+
+
+def wheel_tags(path: str) -> "list":
+    """The tags a wheel's WHEEL file names (`Tag: py3-none-win_amd64`, one a line): the platforms it was built for
+    (which machine its DLLs are). [] when it cannot be read; at most 64."""
+    text = _small_text(path) or ""
+    return [line[4:].strip() for line in text.splitlines() if line.startswith("Tag:") and line[4:].strip()][:64]
 
 
 def _small_text(path: str) -> "Optional[str]":
