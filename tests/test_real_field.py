@@ -19,6 +19,11 @@ its text) and run again.
   a missing OpenMP runtime. The file is xgboost's (its RECORD) and the wheel is built for x64 only (its WHEEL
   tags): reinstalling xgboost is the fix (explain.rule_wrong_machine_file_of_its_own_wheel, by the tags).
 
+- psycopg2-binary 2.9.13 installed, and its psycopg2 folder vendored into the application's folder (first on
+  sys.path) without psycopg2_binary.libs: _psycopg.pyd cannot find libpq. `import psycopg2` is no fix (it imports
+  the vendored copy again: explain.rule_package_loader_of_another_copy); os.add_dll_directory of the installed
+  psycopg2_binary.libs is, and the vendored copy then loads.
+
 scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -151,3 +156,37 @@ def test_xgboost_with_a_32bit_xgboost_dll_is_reinstalled(xgboost_env, tmp_path):
     log2 = ri.parse_loader_log(again.stderr)
     assert again.returncode == 0 and "2.1.3" in again.stdout, (applied.steps, ri.program_output(again.stderr))
     assert win in log2.native and not log2.load_failed, (log2.native[-5:], log2.load_failed)
+
+
+@pytest.fixture(scope="module")
+def psycopg2_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-psycopg2", [rw.WHEELS["psycopg2"]]))
+
+
+def test_psycopg2_vendored_without_its_libs(psycopg2_env, tmp_path):
+    import shutil
+
+    env = ri.env_copy(psycopg2_env, tmp_path / "env")
+    shutil.copytree(env.site / "psycopg2", env.root / "app" / "psycopg2")
+    app = env.win("app")
+    code = f"import sys; sys.path.insert(0, r'{app}'); import psycopg2; print(psycopg2.__file__)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    pyd = env.win("app/psycopg2/_psycopg.cp311-win_amd64.pyd")
+    libpq = "libpq-f81e1880e53c9b2acc2a45e78d57cbab.dll"
+    assert (libpq, pyd) in ri.parse_loader_log(plain.stderr).not_found, ri.program_output(plain.stderr)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert (call["leaf"]["name"], call["name"]) == (libpq, pyd), (call["leaf"], call["name"])
+    assert all(f["action"] != "package_mechanism" for f in call["fixes"]), [f["text"] for f in call["fixes"]]
+    first = call["fixes"][0]
+    libs = env.win("Lib/site-packages/psycopg2_binary.libs")
+    assert (first["action"], first["folder"]) == ("add_dll_directory", libs), first
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    mapped = ri.parse_loader_log(again.stderr).mapped
+    # (the program's own vendored copy ran, its libpq from the installed folder)
+    assert again.returncode == 0 and app + "\\psycopg2\\__init__.py" in again.stdout, ri.program_output(again.stderr)
+    assert pyd in mapped and libs + "\\" + libpq in mapped, [m for m in mapped if "psycopg" in m.lower()]

@@ -17,7 +17,8 @@ from dlltrace.diagnosis import verify
 from dlltrace.model import (LOAD_LIBRARY_SEARCH_APPLICATION_DIR, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS,
                             LOAD_LIBRARY_SEARCH_SYSTEM32, LOAD_LIBRARY_SEARCH_USER_DIRS)
 from dlltrace.classify import windows_names
-from dlltrace.model import PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node, Owner
+from dlltrace.model import (PYTHON_ORIGINS, TORCH_ORIGINS, VC_REDIST, CallResult, Elsewhere, Fix, Node, Owner,
+                            PackageLoader)
 from dlltrace.worlds.gpu import rule_driver_state
 from dlltrace.worlds.world import ProcessState, World, listed_by, owner_of_path, owners_of, package_loaders
 
@@ -230,7 +231,8 @@ def package_mechanisms(name: str, copies: list[str], res: CallResult, world: Wor
         for c in copies:
             for lo in package_loaders(world):
                 if winpath.same(winpath.dirname(c), lo.folder) and not any(
-                        winpath.same(f, lo.folder) for f, _ in process.dll_directories):
+                        winpath.same(f, lo.folder) for f, _ in process.dll_directories) and \
+                        not rule_package_loader_of_another_copy(lo, res):
                     out.append(Fix("package", "package_mechanism", name=name, call=f"import {lo.package}",
                                    folder=lo.folder, path=c, before=_before(res), python=py))
     if verify.rule_ctranslate2_cublas_loader(res, name):
@@ -239,6 +241,19 @@ def package_mechanisms(name: str, copies: list[str], res: CallResult, world: Wor
             if winpath.basename(folder).lower() == "bin":
                 out.append(Fix("env", "set_env", name=name, variable="CUDA_PATH", value=winpath.dirname(folder), python=py))
     return out
+
+
+def rule_package_loader_of_another_copy(lo: PackageLoader, res: CallResult) -> bool:
+    """Whether the load is the import of a module of `lo.package` from another copy of that package than the one
+    whose __init__.py adds `lo.folder` (a copy of psycopg2 vendored into the application's folder, without
+    psycopg2_binary.libs beside it, imported first on sys.path): `import psycopg2` runs that copy again, never the
+    installed one's loader, so it is no fix. A load that is not such an import (ctypes) says nothing of which copy
+    `import` finds: False."""
+    if res.origin_kind != "python_import" or not (res.origin_module == lo.package or
+                                                  res.origin_module.startswith(lo.package + ".")):
+        return False
+    own = winpath.join(winpath.dirname(lo.folder), *lo.package.split("."))
+    return winpath.is_absolute(res.name) and not winpath.key(res.name).startswith(winpath.key(own) + "\\")
 
 
 def _top_folder(res: CallResult) -> str:
