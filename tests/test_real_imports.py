@@ -129,23 +129,27 @@ CASES = [
          "import os; os.environ['PATH'] = r'{ENV}\\omp;' + os.environ['PATH']; import torch; print(torch.__version__)",
          move=((f"{TORCH_LIB}/libiomp5md.dll", "omp"),), went_on=("fbgemm.dll", "tbbmalloc.dll"), retried=("fbgemm.dll",)),
     Case("torch_without_libiomp5md", "libiomp5md.dll removed from torch\\lib: fbgemm.dll needs it; torch retries with "
-         "LoadLibraryW after putting its folders on PATH, then raises",
+         "LoadLibraryW after putting its folders on PATH, then raises. torch's RECORD lists the file the search looked "
+         "for in torch\\lib: reinstall torch first (explain.rule_record_listed_file_looked_for), before using "
+         "ctranslate2's copy",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll",), exit_code=1, exception="OSError",
-         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", before="import torch", origin=("torch_retry", None),
+         leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll", owner="torch", origin=("torch_retry", None),
          thread="https://github.com/pytorch/pytorch/issues/129568", outcome="died_of_load"),
     Case("torch_without_any_libiomp5md", "libiomp5md.dll removed from torch\\lib and from ctranslate2's folder: no "
-         "copy anywhere; the fix installs intel-openmp (its real wheel: <prefix>\\Library\\bin) and adds that folder",
+         "copy anywhere; torch's RECORD lists the file the search looked for in torch\\lib: reinstall torch first (then "
+         "intel-openmp, whose real wheel puts it in <prefix>\\Library\\bin, with that folder added)",
          "import torch", remove=(f"{TORCH_LIB}/libiomp5md.dll", "Lib/site-packages/ctranslate2/libiomp5md.dll"),
          exit_code=1, exception="OSError", leaf="libiomp5md.dll", parent="fbgemm.dll", load="fbgemm.dll",
-         before="import torch", origin=("torch_retry", None)),
+         owner="torch", origin=("torch_retry", None)),
     Case("torch_without_c10", "c10.dll removed from torch\\lib: shm.dll -> torch_cpu.dll -> c10.dll",
          "import torch", remove=(f"{TORCH_LIB}/c10.dll",), exit_code=1, exception="OSError",
          leaf="c10.dll", parent="torch_cpu.dll", load="shm.dll", origin=("torch_retry", None), owner="torch"),
     Case("ctranslate2_without_libiomp5md", "libiomp5md.dll removed from ctranslate2's folder (torch's copy is "
-         "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails",
+         "installed, in torch\\lib): ctranslate2's ctypes.CDLL(ctranslate2.dll) fails. ctranslate2's RECORD lists the "
+         "file the search looked for there: reinstall ctranslate2 first, before using torch's copy",
          "import ctranslate2", remove=("Lib/site-packages/ctranslate2/libiomp5md.dll",), exit_code=1,
          exception="FileNotFoundError", leaf="libiomp5md.dll", parent="ctranslate2.dll", load="ctranslate2.dll",
-         before="import ctranslate2", origin=("ctypes", None), thread="https://github.com/OpenNMT/CTranslate2/issues/1084",
+         owner="ctranslate2", origin=("ctypes", None), thread="https://github.com/OpenNMT/CTranslate2/issues/1084",
          outcome="died_of_load"),
     Case("pywin32", "import win32api: pywin32's .pth puts pywin32_system32 on the DLL search (pywin32_bootstrap), "
          "win32api.pyd finds pywintypes311.dll there", "import win32api; print(win32api.GetTickCount() >= 0)",

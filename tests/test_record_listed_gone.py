@@ -19,7 +19,7 @@ SITE = PREFIX + "\\Lib\\site-packages"
 VCOMP = SITE + "\\sklearn\\.libs\\vcomp140.dll"
 
 
-def trace(tmp_path: Path, listed: bool = True) -> Path:
+def trace(tmp_path: Path, listed: bool = True, system_copy: bool = True) -> Path:
     h = handwritten()
     w, _ = python_writer(h, "import sklearn", PREFIX)
     files = ["sklearn/.libs/vcomp140.dll", "sklearn/.libs/msvcp140.dll"] if listed else []
@@ -32,7 +32,8 @@ def trace(tmp_path: Path, listed: bool = True) -> Path:
          "dependencies). Try using the full path with constructor syntax.", module=None, path=None, winerror=None,
          causes=[])
     w.file(VCOMP, kind="missing")
-    w.file(h.SYS32 + "\\vcomp140.dll", imports=["kernel32.dll"], version="14.40.33810.0")
+    if system_copy:
+        w.file(h.SYS32 + "\\vcomp140.dll", imports=["kernel32.dll"], version="14.40.33810.0")
     w.file(h.SYS32 + "\\kernel32.dll")
     w.write(tmp_path / "t.jsonl")
     return tmp_path / "t.jsonl"
@@ -68,3 +69,12 @@ def test_rule_record_listed_file_looked_for_no_record(tmp_path, capsys):
     assert all(f["action"] != "install" for f in call["fixes"]), call["fixes"]
     cli.main(["report", str(tmp_path / "t.jsonl")])
     assert "installed but not searched" in capsys.readouterr().out
+
+
+def test_rule_record_listed_file_looked_for_no_copy_anywhere(tmp_path, capsys):
+    """No copy anywhere (a pip package ships the name, too: vcomp140.dll is the VC++ runtime's): the reinstall is
+    first, once."""
+    call = failed_call(trace(tmp_path, system_copy=False), capsys)
+    installs = [f for f in call["fixes"] if f["action"] == "install" and f.get("package")]
+    assert call["fixes"][0] is installs[0] and len(installs) == 1 and installs[0]["package"] == "scikit-learn", \
+        [(f["action"], f.get("package")) for f in call["fixes"]]

@@ -291,7 +291,8 @@ def owner_reinstall(name: str, world: World, process: ProcessState, res: CallRes
 def rule_record_listed_file_looked_for(leaf: Node, world: World) -> Optional[Owner]:
     """The installed distribution whose record lists the very file a not-found leaf's load looked for (the full
     path it was given, or a path its search tried): that file is gone, so its install is damaged, whatever
-    other copy of the name some other folder holds (scikit-learn's _distributor_init loads its own
+    other copy of the name some other folder holds, and whatever other package ships the name (torch\\lib's
+    libiomp5md.dll: reinstall torch before intel-openmp) (scikit-learn's _distributor_init loads its own
     sklearn\\.libs\\vcomp140.dll by full path; System32's copy, the VC++ runtime's or Wine's, is never that
     file). Reinstalling the distribution is the root-cause fix; else None."""
     for c in leaf.candidates:
@@ -510,7 +511,7 @@ def candidates(sit: verify.Situation) -> list[Fix]:
         for p in [*world.files_named(name), *wheel_copies(name, call, world, process)]:
             by_key.setdefault(winpath.key(p), p)
         copies = [p for k, p in by_key.items() if _usable(p, world, process) and k not in tried_bad]
-        listed = rule_record_listed_file_looked_for(leaf, world) if cause == "not_found" and copies else None
+        listed = rule_record_listed_file_looked_for(leaf, world) if cause == "not_found" else None
         if listed is not None and (owner := owner_reinstall(name, world, process, call, listed)) is not None:
             out.append(owner)  # (the file the load wanted is its distribution's, and gone: the root cause first)
         mechanisms = package_mechanisms(name, copies, call, world, process)
@@ -566,7 +567,8 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             else:
                 out.append(Fix("python_bitness", "use_build", name=name, machine=process.machine, other_machine=other,
                                python=is_python(process, res)))
-        elif not copies and cause == "not_found" and (owner := owner_reinstall(name, world, process, call)) is not None:
+        elif not copies and cause == "not_found" and listed is None and \
+                (owner := owner_reinstall(name, world, process, call)) is not None:
             out.append(owner)  # (a distribution's RECORD lists it, and it is not there: its install is damaged)
         elif not copies and not (prov is not None and prov.kind == "pip"):
             advice = provider_advice(name, prov, process, call, world)
