@@ -491,7 +491,8 @@ def test_rule_exception_is_unstarted_program():
     """The failed start of a program that the exception is about: one the exception or a cause is the OSError of
     (its path: pdf2image's PDFInfoNotInstalledError while handling FileNotFoundError 'pdfinfo'), one its words name
     (pytesseract's "tesseract is not installed", graphviz's "PosixPath('dot')"), or, for a package's own exception
-    class, one started by a function its traceback passed through. A start that worked, one whose error was not
+    class, one started by the function it was raised in (its traceback's innermost frame; not one it only passed
+    through). A start that worked, one whose error was not
     recorded, a different error, and a builtin exception about something else are not taken."""
     from dlltrace.diagnosis.outcome import rule_exception_is_unstarted_program as rule
 
@@ -530,6 +531,11 @@ def test_rule_exception_is_unstarted_program():
     assert rule(own, [probe, {**other, "seq": 12}]) is probe  # (a later failed start elsewhere: not it)
     assert rule(own, [other]) is None  # (a failed start the exception did not pass through)
     assert rule({**own, "frames": []}, [probe]) is None  # (a trace made before `frames`: no such evidence)
+    # a failed start the exception only passed through the function of (a probe at a script's top level, caught;
+    # the script's own exception raised later in another function): not it
+    top = {**start("nvidia-smi", seq=8), "caller": {"file": "app.py", "line": 2, "function": "<module>"}}
+    assert rule(own, [top]) is None
+    assert rule({**own, "frames": own["frames"][:1]}, [top]) is top  # (raised in <module> itself: it)
     assert rule({**own, "type": "RuntimeError"}, [probe]) is None  # (builtin: the words must name it)
     assert rule(said, [start("tesseract", None)]) is None  # (it started)
     assert rule(said, [start("tesseract", "unknown")]) is None  # (not recorded: a tracer of the program's own)

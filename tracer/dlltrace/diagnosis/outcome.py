@@ -215,8 +215,10 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -
     - its message or a cause's names the program, its file name as a word (pytesseract's "tesseract is not
       installed or it's not in your PATH", graphviz's "failed to execute PosixPath('dot')"); or
     - the exception is a package's own class (a module-qualified type) raised by the function that started the
-      program: that start's `caller` (file and function) is among the functions its traceback passed through
-      (`frames`), whatever its words (`raise ToolMissing() from None` keeps no cause).
+      program: that start's `caller` (file and function) is the innermost of its traceback's `frames`, the one it
+      was raised in, whatever its words (`raise ToolMissing() from None` keeps no cause); not a function it only
+      passed through (a probe of nvidia-smi at a script's top level, caught, is not what every later error of it is
+      about).
     None for none. A start whose error was not recorded (a tracer of the program's own) is not taken."""
     texts = [exception] + [c for c in exception.get("causes") or [] if isinstance(c, dict)]
     words = " ".join(str(t.get("message") or "") for t in texts)
@@ -229,10 +231,11 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -
             return e
         if len(base) >= 2 and re.search(rf"(?<![A-Za-z0-9_.-]){re.escape(base)}(?![A-Za-z0-9_-])", words):
             return e
-    if "." in str(exception.get("type") or ""):
-        passed = {_place(f) for f in exception.get("frames") or []} - {None}
+    frames = [f for f in exception.get("frames") or [] if _place(f) is not None]
+    if "." in str(exception.get("type") or "") and frames:
+        raised_in = _place(frames[-1])  # (the innermost: where it was raised, not a function it passed through)
         for e in reversed(failed):
-            if _place(e.get("caller")) in passed:
+            if _place(e.get("caller")) == raised_in:
                 return e
     return None
 
