@@ -537,6 +537,12 @@ def test_rule_exception_is_unstarted_program():
     assert rule(own, [top]) is None
     assert rule({**own, "frames": own["frames"][:1]}, [top]) is top  # (raised in <module> itself: it)
     assert rule({**own, "type": "RuntimeError"}, [probe]) is None  # (builtin: the words must name it)
+    # subprocess's own FileNotFoundError for a cwd it could not change into (the folder is its file name): the
+    # program was never looked for, even when the folder's name or path has the program's name
+    cwd = {**start("git"), "error": {"type": "FileNotFoundError", "errno": 2, "filename": "/data/git"}}
+    assert rule(exc("FileNotFoundError", "[Errno 2] No such file or directory: '/data/git'", "/data/git"), [cwd]) is None
+    assert rule(exc("FileNotFoundError", "[Errno 2] No such file or directory: '/data/git/r'", "/data/git/r"),
+                [{**cwd, "error": {**cwd["error"], "filename": "/data/git/r"}}]) is None
     assert rule(said, [start("tesseract", None)]) is None  # (it started)
     assert rule(said, [start("tesseract", "unknown")]) is None  # (not recorded: a tracer of the program's own)
     assert rule(said, [start("tesseract", "OSError")]) is None  # (ENOEXEC and the like: not a missing program)

@@ -187,10 +187,15 @@ UNSTARTED_ERRORS = ("FileNotFoundError", "PermissionError")  # a program not fou
 
 def not_started(e: dict) -> Optional[str]:
     """The program of a py_popen event that failed to start because it was not found or not executable (its `error`
-    a FileNotFoundError or a PermissionError: shim.watch_start), else None."""
+    a FileNotFoundError or a PermissionError: shim.watch_start), else None. Not one whose error names another file
+    (its `filename`): subprocess on Linux raises the same errors, with the folder as the file name, for a `cwd` it
+    could not change into (the program itself was never looked for); on Windows the file name is null."""
     error, program = e.get("error"), e.get("program")
     if not isinstance(error, dict) or error.get("type") not in UNSTARTED_ERRORS or not isinstance(program, str) \
             or not program:
+        return None
+    filename = error.get("filename")
+    if isinstance(filename, str) and filename != program:
         return None
     return program
 
