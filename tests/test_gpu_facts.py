@@ -153,6 +153,17 @@ def test_windows_gpu_fields():
     # an NVIDIA GPU on Windows' Basic Display Adapter: no NVIDIA driver
     assert windows_gpu_fields(registry({**bridge, **card}, basic))["kernel_driver"] is None
     assert windows_gpu_fields(FakeRegistry({}))["pci_devices"] == 0  # (no Enum\PCI: nothing known)
+    # a laptop's NVIDIA GPU (a 3D controller, PCI class 0302) before NVIDIA's driver: no driver Windows has binds
+    # it (the Basic Display Adapter takes VGA-class ones only), no display ClassGUID; its CompatibleIDs say what it is
+    optimus = {"VEN_10DE&DEV_1F95&SUBSYS_13D1103C&REV_A1": {"4&2c1c4b3&0&0008": {"=": {
+        "CompatibleIDs": ["PCI\\VEN_10DE&DEV_1F95&REV_A1", "PCI\\VEN_10DE&DEV_1F95", "PCI\\VEN_10DE&CC_030200",
+                          "PCI\\VEN_10DE&CC_0302", "PCI\\VEN_10DE", "PCI\\CC_030200", "PCI\\CC_0302"]}}}}
+    igpu = {"VEN_8086&DEV_9B41&SUBSYS_13D1103C&REV_02": {"3&11583659&0&10": {"=": {"ClassGUID": DISPLAY}}}}
+    got = windows_gpu_fields(registry({**bridge, **igpu, **optimus}, {}))
+    assert got["nvidia_gpus"] == ["PCI\\VEN_10DE&DEV_1F95&SUBSYS_13D1103C&REV_A1\\4&2c1c4b3&0&0008"], got
+    assert rule_driver_state(gpu_facts_from_dict(got)) == "no_kernel_driver"
+    hdmi = {"VEN_10DE&DEV_10FA&SUBSYS_0&REV_A1": {"4&1&0&0108": {"=": {"CompatibleIDs": ["PCI\\CC_0403"]}}}}
+    assert windows_gpu_fields(registry({**hdmi}, {}))["nvidia_gpus"] == []  # (its audio function: class 04)
     states = [rule_driver_state(gpu_facts_from_dict(windows_gpu_fields(registry(e, c))))
               for e, c in ((wine, {}), ({**card}, basic), ({**card}, nvidia))]
     assert states == ["no_gpu", "no_kernel_driver", "no_user_library"]

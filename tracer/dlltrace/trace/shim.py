@@ -361,7 +361,9 @@ DISPLAY_CLASS_GUID = "{4d36e968-e325-11ce-bfc1-08002be10318}"  # GUID_DEVCLASS_D
 def windows_gpu_fields(reg: "Any" = None) -> dict:
     """The py_gpu event (Windows): the machine's NVIDIA GPUs and driver as worlds/gpu.py's GpuFacts has them, from
     the registry (`reg`: the winreg module, or a stand-in): each device instance of HKLM\\SYSTEM\\
-    CurrentControlSet\\Enum\\PCI counted; one of the display class (ClassGUID) with vendor VEN_10DE is an NVIDIA
+    CurrentControlSet\\Enum\\PCI counted; one with vendor VEN_10DE of the display class (ClassGUID), or of PCI class
+    03 by its CompatibleIDs ("PCI\\CC_0302": a 3D controller Windows has no driver for, such as a laptop's NVIDIA GPU
+    before NVIDIA's driver is installed, which is not of the display class but under "Other devices") is an NVIDIA
     GPU; the DriverVersion of the Control\\Class key its `Driver` value names, when that key's ProviderName is
     NVIDIA, is the driver's. Read once at start, bounded (GPU_DEVICES_LIMIT); pci_devices 0 when Enum\\PCI
     cannot be read (nothing known)."""
@@ -377,6 +379,13 @@ def windows_gpu_fields(reg: "Any" = None) -> dict:
         except OSError:
             return ""
         return v if isinstance(v, str) else ""
+
+    def display_ids(key: "Any") -> bool:  # (its PCI class is 03, a display or 3D controller, whatever driver it has)
+        try:
+            ids = reg.QueryValueEx(key, "CompatibleIDs")[0]
+        except OSError:
+            return False
+        return isinstance(ids, list) and any(isinstance(x, str) and x.upper().startswith("PCI\\CC_03") for x in ids)
 
     def subkeys(key: "Any") -> "list":
         names = []  # type: list[str]
@@ -408,7 +417,7 @@ def windows_gpu_fields(reg: "Any" = None) -> dict:
                     except OSError:
                         continue
                     with inst_key:
-                        if value(inst_key, "ClassGUID").lower() != DISPLAY_CLASS_GUID:
+                        if value(inst_key, "ClassGUID").lower() != DISPLAY_CLASS_GUID and not display_ids(inst_key):
                             continue
                         out["nvidia_gpus"].append("PCI\\" + hw + "\\" + inst)
                         driver = value(inst_key, "Driver")

@@ -15,7 +15,8 @@ What each fact is read from (no program is run, nothing needs root):
 On Windows the traced Python's bootstrap reads the same facts from the registry (trace/shim.py windows_gpu_fields:
 the display adapters of HKLM\SYSTEM\CurrentControlSet\Enum\PCI, and the driver their Control\Class key names)
 into its py_gpu event: an NVIDIA GPU is a display adapter with vendor VEN_10DE (one Windows runs on its Basic Display
-Adapter, no NVIDIA driver installed, included), the kernel driver NVIDIA's DriverVersion when NVIDIA provides
+Adapter, no NVIDIA driver installed, included; and a 3D controller with no driver at all, a laptop's NVIDIA GPU
+before NVIDIA's driver, told by its CompatibleIDs' PCI class 03), the kernel driver NVIDIA's DriverVersion when NVIDIA provides
 that adapter's driver; Windows has no device nodes (always "there"). Enum keeps a card that was taken out: such a
 phantom reads as a GPU, never as none.
 """
