@@ -44,6 +44,13 @@ def test_read_gpu_facts(tmp_path):
     assert read_gpu_facts(str(machine(tmp_path / "c", CARD, open_module))).kernel_driver == "550.54.14"
     assert read_gpu_facts(str(machine(tmp_path / "d", {}, None, ("dxg",)))) == GpuFacts(0, (), None, False, True)
     assert read_gpu_facts(str(tmp_path / "nothing")) == GpuFacts(0, (), None, False, False)
+    # a container of Docker Desktop (WSL 2) started without the GPU: no /dev/dxg, Hyper-V's devices on its PCI bus,
+    # WSL's kernel: not "this machine has no NVIDIA GPU" (the Windows host's is not on that bus in any case)
+    wsl = machine(tmp_path / "e", {"0000:00:00.0": ("0x1414", "0x030200"), "0001:00:00.0": ("0x1af4", "0x010000")})
+    (wsl / "proc/sys/kernel").mkdir(parents=True)
+    (wsl / "proc/sys/kernel/osrelease").write_text("5.15.153.1-microsoft-standard-WSL2\n")
+    assert read_gpu_facts(str(wsl)) == GpuFacts(2, (), None, False, True)
+    assert rule_driver_state(read_gpu_facts(str(wsl))) == ""
 
 
 def test_rule_driver_state():

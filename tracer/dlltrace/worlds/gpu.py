@@ -10,7 +10,9 @@ What each fact is read from (no program is run, nothing needs root):
   ..."), which the nvidia module makes when it is loaded (the open kernel modules too);
 - the device nodes: /dev/nvidiactl, which the driver's installer (or nvidia-modprobe) makes on the host, and which
   a container has only when it was started with the GPU (docker run --gpus, the NVIDIA Container Toolkit);
-- WSL 2: /dev/dxg, the Windows driver's paravirtual GPU (its libcuda.so.1 is in /usr/lib/wsl/lib).
+- WSL 2: /dev/dxg, the Windows driver's paravirtual GPU (its libcuda.so.1 is in /usr/lib/wsl/lib); or WSL's own
+  kernel (/proc/sys/kernel/osrelease "5.15.153.1-microsoft-standard-WSL2"), which a container of Docker Desktop
+  started without the GPU (no /dev/dxg) runs on: its PCI bus lists Hyper-V's devices, never the host's NVIDIA GPU.
 
 On Windows the traced Python's bootstrap reads the same facts from the registry (trace/shim.py windows_gpu_fields:
 the display adapters of HKLM\SYSTEM\CurrentControlSet\Enum\PCI, and the driver their Control\Class key names)
@@ -42,7 +44,7 @@ class GpuFacts:
     nvidia_gpus: tuple[str, ...]  # the PCI addresses of NVIDIA display or 3D controllers
     kernel_driver: Optional[str]  # the loaded nvidia kernel module's version, None: not loaded
     device_nodes: bool  # /dev/nvidiactl is there
-    wsl: bool  # /dev/dxg is there: WSL 2, whose GPU is the Windows driver's
+    wsl: bool  # /dev/dxg is there, or WSL's kernel: WSL 2, whose GPU is the Windows driver's
 
     def as_dict(self) -> dict:
         return {"pci_devices": self.pci_devices, "nvidia_gpus": list(self.nvidia_gpus),
@@ -84,8 +86,9 @@ def read_gpu_facts(root: str = "/") -> GpuFacts:
     version = _first_line(os.path.join(root, "proc/driver/nvidia/version"))
     m = KERNEL_VERSION.search(version) if version else None
     kernel = m.group(1) if m is not None else ("" if version is not None else None)
+    release = _first_line(os.path.join(root, "proc/sys/kernel/osrelease")) or ""
     return GpuFacts(len(devices), tuple(gpus), kernel, os.path.exists(os.path.join(root, "dev/nvidiactl")),
-                    os.path.exists(os.path.join(root, "dev/dxg")))
+                    os.path.exists(os.path.join(root, "dev/dxg")) or "microsoft" in release.lower())
 
 
 DriverState = str  # "", "no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library" (rule_driver_state)
@@ -103,7 +106,8 @@ def rule_driver_state(gpu: Optional[GpuFacts]) -> DriverState:
       no_user_library   the GPU, the module and its device nodes, and no libcuda.so.1: the driver's user-space
                         libraries are not installed (or not of the module's version);
       ""                not known: no facts (an older trace, a virtual world), a PCI bus that could not be read, or
-                        WSL 2 (its driver is the Windows host's, its libcuda.so.1 in /usr/lib/wsl/lib)."""
+                        WSL 2 (its driver is the Windows host's, its libcuda.so.1 in /usr/lib/wsl/lib; a container
+                        there without the GPU sees no NVIDIA device either)."""
     if gpu is None or gpu.wsl or gpu.pci_devices == 0:
         return ""
     if not gpu.nvidia_gpus:
