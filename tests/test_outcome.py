@@ -704,3 +704,19 @@ def test_rule_exception_names_feature():
     # the feature's words with no failed library of it, or a library with no words of it: none
     assert rule(cupy, ["libcutensor.so.2"]) is None
     assert rule("TypeError: Unable to convert function return value", failed) is None
+
+
+def test_unstarted_lines():
+    """What follows the headline of a program not found: on Windows the file CreateProcess looked for is the name
+    with .exe added only when it has no extension (a package that runs 'tesseract.exe' is told of tesseract.exe,
+    not 'tesseract.exe.exe')."""
+    from dlltrace.diagnosis.result import Unstarted
+    from dlltrace.render.outcome import unstarted_lines
+
+    def lines(program, windows=True, error="FileNotFoundError", searched=("C:\\Windows\\system32",)):
+        return "\n".join(unstarted_lines(Unstarted(program, error, (program, "a b.png"), "", None, searched, (), None),
+                                         windows=windows))
+
+    assert "looked for tesseract.exe in" in lines("tesseract") and "holds tesseract.exe on PATH" in lines("tesseract")
+    assert ".exe.exe" not in lines("tesseract.exe") and "looked for tesseract.exe in" in lines("tesseract.exe")
+    assert "looked for tool.cmd in" in lines("tool.cmd")

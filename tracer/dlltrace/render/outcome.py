@@ -115,11 +115,12 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     if u.user_code is not None:
         out.append(f"  in your code: {u.user_code.file}:{u.user_code.line}, in {u.user_code.function}")
     base = u.program.replace("\\", "/").rsplit("/", 1)[-1]
+    exe = base if "." in base else f"{base}.exe"  # (CreateProcess adds .exe to a name without an extension only)
     if u.error == "PermissionError":
         out += ["", f"  {u.program} was found, but this user may not run it (not executable, or a folder on its way",
                 "  may not be searched)."]
     elif u.searched and windows:  # (CreateProcess: its own folder, the current one, the system's, then PATH)
-        out += ["", f"  CreateProcess looked for {base}.exe in the program's own folder, the current folder, the system",
+        out += ["", f"  CreateProcess looked for {exe} in the program's own folder, the current folder, the system",
                 f"  folders, then the {len(u.searched)} folders of the PATH it was given, and none holds it:"]
         out += [f"    {d}" for d in u.searched[:SEARCHED_SHOWN]]
         if len(u.searched) > SEARCHED_SHOWN:
@@ -145,7 +146,7 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     if u.error == "PermissionError":
         return out + ["", f"  Make it executable (chmod +x {u.program}), or install {base} again"]
     if windows:
-        return out + ["", f"  Install the program {base}, or put the folder that holds {base}.exe on PATH (or give its",
+        return out + ["", f"  Install the program {base}, or put the folder that holds {exe} on PATH (or give its",
                       "  full path where the package asks for it)."]
     return out + ["", f"  Install the program {base}, or put the folder that holds it on PATH. Which system package",
                   f"  ships it is not known here: on Debian and Ubuntu, apt-file search --regexp '/bin/{base}$' names it."]
