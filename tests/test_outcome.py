@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -720,3 +721,25 @@ def test_unstarted_lines():
     assert "looked for tesseract.exe in" in lines("tesseract") and "holds tesseract.exe on PATH" in lines("tesseract")
     assert ".exe.exe" not in lines("tesseract.exe") and "looked for tesseract.exe in" in lines("tesseract.exe")
     assert "looked for tool.cmd in" in lines("tool.cmd")
+
+
+def test_unstarted_lines_commands_paste_as_they_are():
+    """The commands told for a program not found are lines of their own that a shell takes as they are: apt-file's
+    Perl regex with the name's metacharacters escaped (g++: '/bin/g++$' matched /bin/g and /bin/gg, never g++), and
+    chmod +x of the path quoted; for a name found by the PATH search, no chmod of ./<name>."""
+    import shlex
+    from dlltrace.diagnosis.result import Unstarted
+    from dlltrace.render.outcome import unstarted_lines
+
+    def lines(program, error="FileNotFoundError"):
+        return unstarted_lines(Unstarted(program, error, (program,), "", None, ("/usr/bin",), (), None))
+
+    for name in ("g++", "python3.12", "tesseract", "clang++-17"):
+        (cmd,) = [x for x in lines(name) if "apt-file" in x]
+        words = shlex.split(cmd)
+        assert cmd.startswith("    apt-file") and words[:3] == ["apt-file", "search", "--regexp"], cmd
+        assert re.search(words[3], f"/usr/bin/{name}") and not re.search(words[3], f"/usr/bin/{name}x"), words
+    assert "    apt-file search --regexp '/bin/tesseract$'" in lines("tesseract")
+    (chmod,) = [x for x in lines("/opt/my tools/run it", "PermissionError") if "chmod" in x]
+    assert shlex.split(chmod) == ["chmod", "+x", "/opt/my tools/run it"], chmod
+    assert not any("chmod +x tesseract" in x for x in lines("tesseract", "PermissionError"))

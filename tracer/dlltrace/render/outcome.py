@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Callable, Optional, get_args
 
@@ -143,13 +144,20 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     if fixes:
         return out + ["", "  Fix"] + [x for i, (cmd, words) in enumerate(fixes, 1)
                                       for x in (f"    {i}. {cmd}", f"       {words}")]
-    if u.error == "PermissionError":
-        return out + ["", f"  Make it executable (chmod +x {u.program}), or install {base} again"]
+    # (each command on a line of its own, quoted, so that it pastes as it is: fixwords.fix_lines's rule)
+    if u.error == "PermissionError" and windows:
+        return out + ["", f"  Check that {u.program} is a program this user may run, or install {base} again"]
+    if u.error == "PermissionError" and "/" in u.program:
+        return out + ["", f"  Make it executable, or install {base} again:", f"    chmod +x {sh_quote(u.program)}"]
+    if u.error == "PermissionError":  # (which file of that name the search met is not known: not ./<name>)
+        return out + ["", f"  Make the file {base} in a folder of that PATH executable (chmod +x), or install {base} again"]
     if windows:
         return out + ["", f"  Install the program {base}, or put the folder that holds {exe} on PATH (or give its",
                       "  full path where the package asks for it)."]
+    regex = "/bin/" + re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", base) + "$"  # (apt-file's Perl regex: g++, python3.12)
     return out + ["", f"  Install the program {base}, or put the folder that holds it on PATH. Which system package",
-                  f"  ships it is not known here: on Debian and Ubuntu, apt-file search --regexp '/bin/{base}$' names it."]
+                  "  ships it is not known here; on Debian and Ubuntu this names it:",
+                  f"    apt-file search --regexp {sh_quote(regex)}"]
 
 
 # the machines the shim cannot enter, as the words name them (ending.CHILD_MACHINES)
