@@ -51,6 +51,18 @@ def test_read_gpu_facts(tmp_path):
     (wsl / "proc/sys/kernel/osrelease").write_text("5.15.153.1-microsoft-standard-WSL2\n")
     assert read_gpu_facts(str(wsl)) == GpuFacts(2, (), None, False, True)
     assert rule_driver_state(read_gpu_facts(str(wsl))) == ""
+    # a Jetson (Orin): its GPU is the chip's own, driven by nvgpu; its PCI bus has the SoC's root ports and an NVMe
+    # drive, no NVIDIA controller, and no /proc/driver/nvidia: not "no NVIDIA GPU", nor "no kernel driver"
+    soc = {"0001:00:00.0": ("0x10de", "0x060400"), "0004:01:00.0": ("0x144d", "0x010802")}
+    for where, content in (("proc/device-tree/compatible", "nvidia,p3737-0000+p3701-0005\0nvidia,tegra234\0"),
+                           ("sys/module/nvgpu/refcnt", "3\n")):  # (in a container, /sys/firmware is hidden)
+        jetson = machine(tmp_path / where.split("/")[0] / "j", soc)
+        (jetson / where).parent.mkdir(parents=True)
+        (jetson / where).write_text(content)
+        assert rule_driver_state(read_gpu_facts(str(jetson))) == "", where
+        assert read_gpu_facts(str(jetson)) == GpuFacts(2, (), None, False, False, True), where
+    assert read_gpu_facts(str(wsl)).tegra is False
+    assert gpu_facts_from_dict(GpuFacts(2, (), None, False, False, True).as_dict()).tegra is True
 
 
 def test_rule_driver_state():

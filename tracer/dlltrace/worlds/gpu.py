@@ -12,7 +12,10 @@ What each fact is read from (no program is run, nothing needs root):
   a container has only when it was started with the GPU (docker run --gpus, the NVIDIA Container Toolkit);
 - WSL 2: /dev/dxg, the Windows driver's paravirtual GPU (its libcuda.so.1 is in /usr/lib/wsl/lib); or WSL's own
   kernel (/proc/sys/kernel/osrelease "5.15.153.1-microsoft-standard-WSL2"), which a container of Docker Desktop
-  started without the GPU (no /dev/dxg) runs on: its PCI bus lists Hyper-V's devices, never the host's NVIDIA GPU.
+  started without the GPU (no /dev/dxg) runs on: its PCI bus lists Hyper-V's devices, never the host's NVIDIA GPU;
+- Jetson (Tegra): its GPU is on the chip, not on a PCI bus, and its driver is nvgpu, not nvidia (no
+  /proc/driver/nvidia): the device tree's compatible (/proc/device-tree/compatible "nvidia,tegra234") or the nvgpu
+  module (/sys/module/nvgpu, which a container sees too; Docker hides /sys/firmware and so the device tree).
 
 On Windows the traced Python's bootstrap reads the same facts from the registry (trace/shim.py windows_gpu_fields:
 the display adapters of HKLM\SYSTEM\CurrentControlSet\Enum\PCI, and the driver their Control\Class key names)
@@ -45,10 +48,12 @@ class GpuFacts:
     kernel_driver: Optional[str]  # the loaded nvidia kernel module's version, None: not loaded
     device_nodes: bool  # /dev/nvidiactl is there
     wsl: bool  # /dev/dxg is there, or WSL's kernel: WSL 2, whose GPU is the Windows driver's
+    tegra: bool = False  # a Jetson: its GPU is the chip's own (nvgpu), on no PCI bus (absent in older traces)
 
     def as_dict(self) -> dict:
         return {"pci_devices": self.pci_devices, "nvidia_gpus": list(self.nvidia_gpus),
-                "kernel_driver": self.kernel_driver, "device_nodes": self.device_nodes, "wsl": self.wsl}
+                "kernel_driver": self.kernel_driver, "device_nodes": self.device_nodes, "wsl": self.wsl,
+                "tegra": self.tegra}
 
 
 def gpu_facts_from_dict(d: object) -> Optional[GpuFacts]:
@@ -59,7 +64,7 @@ def gpu_facts_from_dict(d: object) -> Optional[GpuFacts]:
     if not isinstance(n, int) or isinstance(n, bool) or not isinstance(gpus, list):
         return None
     return GpuFacts(n, tuple(x for x in gpus if isinstance(x, str)), kernel if isinstance(kernel, str) else None,
-                    d.get("device_nodes") is True, d.get("wsl") is True)
+                    d.get("device_nodes") is True, d.get("wsl") is True, d.get("tegra") is True)
 
 
 def _first_line(path: str) -> Optional[str]:
@@ -87,8 +92,10 @@ def read_gpu_facts(root: str = "/") -> GpuFacts:
     m = KERNEL_VERSION.search(version) if version else None
     kernel = m.group(1) if m is not None else ("" if version is not None else None)
     release = _first_line(os.path.join(root, "proc/sys/kernel/osrelease")) or ""
+    tegra = "nvidia,tegra" in (_first_line(os.path.join(root, "proc/device-tree/compatible")) or "") or \
+        os.path.isdir(os.path.join(root, "sys/module/nvgpu"))
     return GpuFacts(len(devices), tuple(gpus), kernel, os.path.exists(os.path.join(root, "dev/nvidiactl")),
-                    os.path.exists(os.path.join(root, "dev/dxg")) or "microsoft" in release.lower())
+                    os.path.exists(os.path.join(root, "dev/dxg")) or "microsoft" in release.lower(), tegra)
 
 
 DriverState = str  # "", "no_gpu", "no_kernel_driver", "no_device_nodes", "no_user_library" (rule_driver_state)
@@ -107,8 +114,8 @@ def rule_driver_state(gpu: Optional[GpuFacts]) -> DriverState:
                         libraries are not installed (or not of the module's version);
       ""                not known: no facts (an older trace, a virtual world), a PCI bus that could not be read, or
                         WSL 2 (its driver is the Windows host's, its libcuda.so.1 in /usr/lib/wsl/lib; a container
-                        there without the GPU sees no NVIDIA device either)."""
-    if gpu is None or gpu.wsl or gpu.pci_devices == 0:
+                        there without the GPU sees no NVIDIA device either), or a Jetson (its GPU on no PCI bus)."""
+    if gpu is None or gpu.wsl or gpu.tegra or gpu.pci_devices == 0:
         return ""
     if not gpu.nvidia_gpus:
         return "no_gpu"
