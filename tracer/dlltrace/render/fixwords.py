@@ -357,10 +357,9 @@ WINDOWS_DRIVER_STATE_WORDS = {
 }
 
 
-def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
-    """A fix's words as Markdown: what is code to type a code span, the rest running text, each escaped for
-    its place (escape_code_span, escape_prose: a name in the fix injects nothing); `typed` is applied to each
-    piece first (explained.as_typed: a Python repr as the user types it)."""
+def code_parts(f: Fix) -> tuple[list[str], list[str]]:
+    """A fix's words (fix_text) split at its code spans: (parts, codes), the odd parts the index in codes of the
+    span there, the even ones the words between."""
     # (a name cannot forge it: it is drawn anew for each fix; os.urandom is what secrets.token_hex reads, without
     # importing secrets, hmac, hashlib and OpenSSL's libcrypto into every run and report)
     mark = f"\ue000{os.urandom(8).hex()}:"
@@ -370,7 +369,14 @@ def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
         codes.append(s)
         return f"{mark}{len(codes) - 1}\ue001"
 
-    parts = re.split(re.escape(mark) + "([0-9]+)\ue001", fix_text(f, code=code))
+    return re.split(re.escape(mark) + "([0-9]+)\ue001", fix_text(f, code=code)), codes
+
+
+def fix_markdown(f: Fix, typed: Callable[[str], str] = _plain) -> str:
+    """A fix's words as Markdown: what is code to type a code span, the rest running text, each escaped for
+    its place (escape_code_span, escape_prose: a name in the fix injects nothing); `typed` is applied to each
+    piece first (explained.as_typed: a Python repr as the user types it)."""
+    parts, codes = code_parts(f)
     return "".join(escape_code_span(typed(codes[int(p)])) if k % 2 else
                    escape_prose(typed(p), line_start=k == 0, line_end=k == len(parts) - 1) if p else ""
                    for k, p in enumerate(parts))
@@ -383,14 +389,7 @@ def fix_lines(f: Fix, typed: Callable[[str], str] = _plain) -> list[tuple[str, b
     puts ...)", " (Debian, ...)", "  or in PowerShell  ") starts the next, so that a command's line pastes as it
     is into a shell or a Python prompt; a span inside a sentence ("first (`conda activate x`): ...") stays in it.
     `typed` is applied to each line (explained.as_typed)."""
-    mark = f"\ue000{os.urandom(8).hex()}:"
-    codes: list[str] = []
-
-    def code(s: str) -> str:
-        codes.append(s)
-        return f"{mark}{len(codes) - 1}\ue001"
-
-    parts = re.split(re.escape(mark) + "([0-9]+)\ue001", fix_text(f, code=code))
+    parts, codes = code_parts(f)
     lines: list[list] = [["", False]]  # (text, a command alone)
     for k, p in enumerate(parts):
         last = lines[-1]
