@@ -743,3 +743,30 @@ def test_unstarted_lines_commands_paste_as_they_are():
     (chmod,) = [x for x in lines("/opt/my tools/run it", "PermissionError") if "chmod" in x]
     assert shlex.split(chmod) == ["chmod", "+x", "/opt/my tools/run it"], chmod
     assert not any("chmod +x tesseract" in x for x in lines("tesseract", "PermissionError"))
+
+
+def test_run_asks_the_package_of_the_program_died_of_only():
+    """`run` asks this machine (command-not-found's database, apt-file: seconds each) the package of the program the
+    process died of not starting, and of no other it started and went past (a probe of nvidia-smi, caught), nor of
+    any when it did not end on an exception."""
+    from dlltrace.diagnosis.replay_linux import RecordedProcess, note_unstarted_packages
+
+    class World:
+        def __init__(self):
+            self.asked = []
+
+        def program_package(self, program):
+            self.asked.append(program)
+            return None
+
+    def start(seq, program):
+        return {"ev": "py_popen", "seq": seq, "program": program,
+                "error": {"type": "FileNotFoundError", "errno": 2, "filename": program}}
+
+    probes = {3: start(3, "nvidia-smi"), 4: start(4, "lsb_release"), 5: start(5, "dlltracenosuchgit")}
+    died = {**probes, 9: {"ev": "py_exception", "seq": 9, "type": "RuntimeError",
+                          "message": "dlltracenosuchgit is not installed", "causes": []}}
+    for events, asked in ((died, ["dlltracenosuchgit"]), (probes, [])):
+        w = World()
+        note_unstarted_packages(RecordedProcess(1, python=dict(events)), w)
+        assert w.asked == asked, (w.asked, asked)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
-from dlltrace.diagnosis.outcome import found_none, not_started
+from dlltrace.diagnosis.outcome import found_none, not_started, rule_exception_is_unstarted_program
 from dlltrace.trace.pycontext import PyContexts
 from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
@@ -439,16 +439,20 @@ def note_unfound_packages(proc: RecordedProcess, world: ELFWorld) -> None:
 
 
 def note_unstarted_packages(proc: RecordedProcess, world: ELFWorld) -> None:
-    """The system package of each program the process failed to start for want of it (its py_popen events with a
-    FileNotFoundError or PermissionError, by name: not a path), asked of the world: `run`'s RecordingELFWorld keeps
-    each answer for the trace, so that the report (verdict_linux.unstarted_program) names it on any machine."""
+    """The system package of the program the process died of not starting (rule_exception_is_unstarted_program of
+    the exception it ended on and its py_popen events, by name: not a path), asked of the world: `run`'s
+    RecordingELFWorld keeps the answer for the trace, so that the report (verdict_linux.unstarted_program) names it
+    on any machine. Only that one: a program probed and gone past is never named, and each question may run
+    apt-file (seconds)."""
     ask = getattr(world, "program_package", None)
     if ask is None:
         return
-    for e in proc.python.values():
-        program = not_started(e) if e.get("ev") == "py_popen" else None
-        if program is not None and "/" not in program:
-            ask(program)
+    events = [proc.python[k] for k in sorted(proc.python)]
+    ends = [e for e in events if e.get("ev") == "py_exception"]
+    e = rule_exception_is_unstarted_program(ends[-1], [x for x in events if x.get("ev") == "py_popen"]) if ends else None
+    program = not_started(e) if e is not None else None
+    if program is not None and "/" not in program:
+        ask(program)
 
 
 def default_world(events: list[dict]) -> ELFWorld:
