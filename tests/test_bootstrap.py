@@ -511,6 +511,20 @@ def test_command_words():
     assert len(shim.command_words(" ".join("abcdefghijk"))) == shim.ARGV_LIMIT == 8
 
 
+def test_searched_path(monkeypatch):
+    """The folders a failed start was looked for in: on Linux the PATH of the env the child was given (execvpe's
+    search), on Windows this process's own whatever the env (CreateProcess searches its caller's PATH; an env's
+    PATH is not searched); none for a name with a folder."""
+    monkeypatch.setenv("PATH", "/dlltrace-own1:/dlltrace-own2")
+    assert shim.searched_path("tool", {"PATH": "/given"}) == ["/given"]
+    assert shim.searched_path("tool", None) == ["/dlltrace-own1", "/dlltrace-own2"]
+    assert shim.searched_path("./tool", {"PATH": "/given"}) == []
+    monkeypatch.setattr(shim.os, "name", "nt")
+    on_windows = shim.searched_path("tool", {"PATH": "/given"})
+    monkeypatch.undo()  # (os.name back before anything else asks it)
+    assert on_windows == ["/dlltrace-own1", "/dlltrace-own2"], on_windows
+
+
 FIND_PROGRAM = textwrap.dedent("""
     import sys, threading, ctypes.util
     found = [ctypes.util.find_library("m"), ctypes.util.find_library("dlltracenosuch")]

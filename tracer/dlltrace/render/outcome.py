@@ -122,7 +122,7 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
                 "  may not be searched)."]
     elif u.searched and windows:  # (CreateProcess: its own folder, the current one, the system's, then PATH)
         out += ["", f"  CreateProcess looked for {exe} in the program's own folder, the current folder, the system",
-                f"  folders, then the {len(u.searched)} folders of the PATH it was given, and none holds it:"]
+                f"  folders, then the {len(u.searched)} folders of its caller's PATH, and none holds it:"]
         out += [f"    {d}" for d in u.searched[:SEARCHED_SHOWN]]
         if len(u.searched) > SEARCHED_SHOWN:
             out.append(f"    … and {len(u.searched) - SEARCHED_SHOWN} more")

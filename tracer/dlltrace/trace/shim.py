@@ -1011,11 +1011,12 @@ def popen_fields(args: tuple) -> "dict[str, Any]":
 def searched_path(program: str, env: "Any") -> "list[str]":
     """The folders a program without a folder in its name is looked for in: the PATH of the environment the child
     was given (`env`, else this process's: os.get_exec_path, as subprocess's own search), at most SEARCHED_LIMIT;
-    [] for a name with a folder."""
+    [] for a name with a folder. On Windows always this process's: CreateProcess searches its caller's PATH, and
+    an `env` cannot change it (Python's subprocess documentation, Popen's warning)."""
     if os.sep in program or (os.altsep and os.altsep in program):
         return []
     try:
-        folders = os.get_exec_path(env if hasattr(env, "get") else None)
+        folders = os.get_exec_path(env if hasattr(env, "get") and os.name != "nt" else None)
     except Exception:  # (an env subprocess itself refuses)
         return []
     return [os.fsdecode(d) for d in folders[:SEARCHED_LIMIT]]
