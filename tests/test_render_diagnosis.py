@@ -146,3 +146,19 @@ def test_rule_another_name_of_the_failure():
     assert not rule("libgobject-2.0-0", "libpango-1.0.so.0") and not rule("libespeak.so.1", "libespeak-ng.so.1")
     assert not rule("libpango-1.0.so.0", "libpango-1.0.so.0")  # (itself)
     assert not rule("libGLX.so.0", "libGL.so.1")
+
+
+def test_the_driver_s_fallback_comes_before_the_other_fallbacks_and_after_a_fatal_load():
+    """outcome.rule_driver_first in the listing: libcuda.so.1 gone past is explained before libcudart.so.11.0 gone
+    past (TensorFlow loads them in the other order), and a fatal load, what the program died of, stays first
+    (--all explains every load)."""
+    cudart = load("libcudart.so.11.0", fate="went_on", klass="fallback")
+    driver = load("libcuda.so.1", fate="went_on", klass="fallback")
+    fatal = load("libfoo.so.1")
+    d = linux([cudart, driver], ProcessOutcome("degraded", 0, None, ("the NVIDIA driver", "CUDA"),
+                                               ("libcuda.so.1", "libcudart.so.11.0"), missing=2))
+    heads = [x for x in diagnoses_lines([d], "t.jsonl", d, everything=True) if x.startswith("✗ ")]
+    assert [h.split()[1] for h in heads] == ["libcuda.so.1", "libcudart.so.11.0"], heads
+    d = linux([cudart, driver, fatal], ProcessOutcome("died_of_load", 1))
+    heads = [x for x in diagnoses_lines([d], "t.jsonl", d, everything=True) if x.startswith("✗ ")]
+    assert [h.split()[1] for h in heads] == ["libfoo.so.1", "libcuda.so.1", "libcudart.so.11.0"], heads

@@ -255,8 +255,10 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     a failed load's dependency tree as lines, by (pid, seq)."""
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
-    # (the NVIDIA driver's fallback first, as the headline says it: outcome.rule_driver_first)
-    shown.sort(key=lambda x: not (x[1].klass == "fallback" and feature_of(x[1].leaf or x[1].name) == "the NVIDIA driver"))
+    # (the NVIDIA driver's fallback before the other fallbacks, as the headline says it: outcome.rule_driver_first;
+    # a fatal load keeps its place before them, it is what the program died of)
+    shown.sort(key=lambda x: (x[1].fate != "fatal",
+                              not (x[1].klass == "fallback" and feature_of(x[1].leaf or x[1].name) == "the NVIDIA driver")))
     apart = [(d, f) for d in diagnoses for f in d.failures if not explained(f, d, everything)]
     # (the failure's own library tried under other names: said with it, not among the loads gone past)
     names = {(d.pid, f.seq): [g.name for g in d.failures if g.reason == "another_name_of_the_failure"]
