@@ -34,7 +34,7 @@ from dlltrace.packages import PackageDataError, Provider, cuda_major_of, lookup,
 
 DATA = Path(packages.__file__).resolve().parent / "data" / packages.DATA_FILE
 LIST_CACHE = winetools.DOWNLOADS / "wheel-lists"  # (downloaded facts of files that never change)
-TODAY = "2026-12-01"  # the day the rows were checked (the data file's "checked" dates)
+CHECK_DAYS = ("2026-12-01", "2026-12-06")  # the days the rows were checked (the data file's "checked" dates)
 
 
 def raw_data() -> dict[str, Any]:
@@ -191,6 +191,14 @@ def test_intel_openmp_and_mkl_install_under_the_prefix():
     assert all(pip(n).root == "prefix" and pip(n).folder == "Library/bin" for n in ("mkl_rt.3.dll", "tbb12.dll"))
 
 
+def test_openslide_is_the_openslide_bin_wheel():
+    """openslide-python 1.4 ships no OpenSlide: the openslide-bin wheel ships libopenslide-1.dll (its only DLL)."""
+    p = pip("libopenslide-1.dll")
+    assert (p.package, p.requirement, p.root, p.folder) == ("openslide-bin", "openslide-bin", "site-packages",
+                                                           "openslide_bin")
+    assert lookup("libopenslide-0.dll") is None  # (OpenSlide 3's name: no pip package ships it)
+
+
 def test_lookup_takes_a_path_and_keeps_the_name():
     p = lookup(r"C:\env\Lib\site-packages\nvidia\cu13\bin\x86_64\CUBLAS64_13.DLL")
     assert p is not None and p.dll == "CUBLAS64_13.DLL" and p.package == "nvidia-cublas"
@@ -323,6 +331,7 @@ PINNED = [
     "torch-2.15.0-cp311-cp311-win_amd64.whl",
     "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl",
     "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl",
+    "openslide_bin-4.0.1.2-py3-none-win_amd64.whl",
 ]
 PLACEHOLDERS = [
     "nvidia_cublas_cu13-0.0.0a0-py2.py3-none-any.whl",
@@ -379,7 +388,7 @@ def _checked() -> dict[str, dict[str, Any]]:
 def test_the_pins_are_the_checked_wheels():
     checked = raw_data()["checked"]
     assert [c["wheel"] for c in checked] == PINNED
-    assert all(c["date"] == TODAY for c in checked)
+    assert all(c["date"] in CHECK_DAYS for c in checked)
     assert sorted(p["wheel"] for p in raw_data()["placeholders"]) == sorted(PLACEHOLDERS)
     # every pip and package_itself row with names is checked against some wheel, but torch's CUDA build
     covered = {r for c in checked for r in c["rows"]}
