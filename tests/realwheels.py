@@ -79,6 +79,10 @@ WHEELS = {
     "sklearn": Wheel("scikit-learn", "1.5.2", "scikit_learn-1.5.2-cp311-cp311-win_amd64.whl"),
     "pandas": Wheel("pandas", "3.1.1", "pandas-3.1.1-cp311-cp311-win_amd64.whl"),
     "psycopg2": Wheel("psycopg2-binary", "2.9.13", "psycopg2_binary-2.9.13-cp311-cp311-win_amd64.whl"),
+    # openslide-python ships no OpenSlide: the openslide-bin wheel does (tests/test_real_field.py); pillow: its import
+    "openslide": Wheel("openslide-python", "1.4.7", "openslide_python-1.4.7-cp311-abi3-win_amd64.whl"),
+    "openslide_bin": Wheel("openslide-bin", "4.0.1.2", "openslide_bin-4.0.1.2-py3-none-win_amd64.whl"),
+    "pillow": Wheel("pillow", "11.0.0", "pillow-11.0.0-cp311-cp311-win_amd64.whl"),
     "h5py": Wheel("h5py", "3.12.1", "h5py-3.12.1-cp311-cp311-win_amd64.whl"),
     "pyarrow": Wheel("pyarrow", "18.0.0", "pyarrow-18.0.0-cp311-cp311-win_amd64.whl"),
     "lightgbm": Wheel("lightgbm", "4.5.0", "lightgbm-4.5.0-py3-none-win_amd64.whl"),
@@ -144,6 +148,10 @@ def fetch_wheel(w: Wheel, timeout: float = 900) -> Path:
 # its hash is this one, and a new download must have it. A file not listed here fails in CI (with its hash,
 # to add) and is used with a warning locally.
 PINNED_SHA256 = {
+    # tests/test_real_field.py: openslide-python without OpenSlide, and the openslide-bin wheel that ships it
+    "openslide_python-1.4.7-cp311-abi3-win_amd64.whl": "d801cac467fed7af86cddd5b5e932ac9e37dd31a14e596d4328345c59b47ee90",
+    "openslide_bin-4.0.1.2-py3-none-win_amd64.whl": "0c882f0693e4b43e187a51469bff8057de381e865765ac5508a7e1feba319116",
+    "pillow-11.0.0-cp311-cp311-win_amd64.whl": "52a2d8323a465f84faaba5236567d212c3668f2ab53e1c74c15583cf507a0291",
     # tests/test_real_field.py: scikit-learn's environment (numpy 1.26.4 and scipy 1.11.4: Wine 8 runs their OpenBLAS)
     "numpy-1.26.4-cp311-cp311-win_amd64.whl": "cd25bcecc4974d09257ffcd1f098ee778f7834c3ad767fe5db785be9a4aa9cb2",
     "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",

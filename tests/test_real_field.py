@@ -24,6 +24,12 @@ its text) and run again.
   the vendored copy again: explain.rule_package_loader_of_another_copy); os.add_dll_directory of the installed
   psycopg2_binary.libs is, and the vendored copy then loads.
 
+- openslide-python 1.4.7 without OpenSlide (its wheel ships none): it imports openslide_bin, then tries ctypes
+  loads of libopenslide-1.dll and OpenSlide 3's libopenslide-0.dll in turn, and ends on ModuleNotFoundError.
+  The failure is libopenslide-1.dll, which the openslide-bin wheel ships (verdict.rule_alternate_name_a_package_ships);
+  before, the report named libopenslide-0.dll, which no package ships, and said "find the package". Installing
+  openslide-bin (its real wheel) is the fix: openslide then loads openslide_bin\\libopenslide-1.dll.
+
 scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -190,3 +196,29 @@ def test_psycopg2_vendored_without_its_libs(psycopg2_env, tmp_path):
     # (the program's own vendored copy ran, its libpq from the installed folder)
     assert again.returncode == 0 and app + "\\psycopg2\\__init__.py" in again.stdout, ri.program_output(again.stderr)
     assert pyd in mapped and libs + "\\" + libpq in mapped, [m for m in mapped if "psycopg" in m.lower()]
+
+
+@pytest.fixture(scope="module")
+def openslide_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-openslide", [rw.WHEELS["openslide"], rw.WHEELS["pillow"]]))
+
+
+def test_openslide_without_openslide_installs_openslide_bin(openslide_env, tmp_path):
+    env = ri.env_copy(openslide_env, tmp_path / "env")
+    code = "import openslide; print('openslide', openslide.__library_version__)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    exc = ri.python_exception(plain.stderr)
+    assert exc is not None and exc[0] == "ModuleNotFoundError" and "openslide-bin" in exc[1], ri.program_output(plain.stderr)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert call["leaf"]["name"] == "libopenslide-1.dll", call["leaf"]
+    first = call["fixes"][0]
+    folder = env.win("Lib/site-packages/openslide_bin")
+    assert (first["action"], first["package"], first["folder"]) == ("install_package", "openslide-bin", folder), first
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    assert again.returncode == 0 and "openslide 4." in again.stdout, ri.program_output(again.stderr)
+    assert folder + "\\libopenslide-1.dll" in ri.parse_loader_log(again.stderr).mapped

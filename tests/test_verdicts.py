@@ -621,3 +621,47 @@ def test_a_load_that_never_returned_has_no_invented_missing_probes(tmp_path):
     (call,) = rep["calls"]
     assert [d for d in call["differences"] if d["kind"] == "missing_probe"] == []
     assert call["agreed"] == 2
+
+
+def _names_in_turn_trace(tmp_path: Path, names: list[str], frames: list[int]) -> Path:
+    """openslide-python 1.4 without OpenSlide (seen under Wine): ctypes loads of each name in turn, from the
+    line of the program given for each (frames), none found; then its ModuleNotFoundError, whose causes name
+    every load."""
+    w = writer("import openslide")
+    causes = []
+    for name, line in zip(names, frames):
+        ctx = w.ev("py_dlopen", name=name, mode=None, frame={"file": "app.py", "line": line, "function": "<module>"},
+                   imports=["openslide", "openslide.lowlevel"])
+        probes = [(f"{PY}\\{name}", NOT_FOUND), (f"{SYS32}\\{name}", NOT_FOUND)]
+        w.load("LoadLibraryExW", name, 0x1000, ctx, probes, 126, DLL_NOT_FOUND, None)
+        for d in (PY, SYS32):
+            w.file(f"{d}\\{name}", kind="missing")
+        causes.append({"type": "FileNotFoundError", "message": f"Could not find module '{name}' (or one of its "
+                       "dependencies). Try using the full path with constructor syntax.", "module": None,
+                       "path": None, "winerror": 126})
+    w.ev("py_exception", type="ModuleNotFoundError", message="Couldn't locate OpenSlide DLL. Try `pip install "
+         "openslide-bin`", module=None, path=None, winerror=None, causes=causes[::-1])
+    return build(tmp_path, w, 1)
+
+
+def test_rule_alternate_name_a_package_ships(tmp_path):
+    """The program tries libopenslide-1.dll, then libopenslide-0.dll, from one line: the failure is the name a pip
+    package ships (openslide-bin: libopenslide-1.dll), not the last one tried, and its fix installs that package."""
+    p = _names_in_turn_trace(tmp_path, ["libopenslide-1.dll", "libopenslide-0.dll"], [1, 1])
+    by_name = verdicts_by_name(p)
+    ((one,), (zero,)) = by_name["libopenslide-1.dll"], by_name["libopenslide-0.dll"]
+    assert (one.fate, one.reason) == ("fatal", "python_exception")
+    assert (zero.fate, zero.reason, zero.related.name) == ("went_on", "another_was_fatal", "libopenslide-1.dll")
+    rep = produce(p, "json")
+    (call,) = [c for c in rep["calls"] if c["index"] in rep["failed"]]
+    assert call["leaf"]["name"] == "libopenslide-1.dll"
+    assert (call["fixes"][0]["action"], call["fixes"][0]["package"]) == ("install_package", "openslide-bin")
+
+
+@pytest.mark.parametrize("names, frames, fatal", [
+    (["libopenslide-1.dll", "libopenslide-0.dll"], [1, 2], "libopenslide-0.dll"),  # two lines: two actions
+    (["libfoo-1.dll", "libfoo-0.dll"], [1, 1], "libfoo-0.dll"),  # no package ships either name: the last one
+])
+def test_rule_alternate_name_a_package_ships_keeps_the_last_name(tmp_path, names, frames, fatal):
+    by_name = verdicts_by_name(_names_in_turn_trace(tmp_path, names, frames))
+    assert [n for n, (v,) in by_name.items() if v.fate == "fatal"] == [fatal]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Iterator, Literal, Optional, Sequence, get_args
 
 from dlltrace.seqs import MadeSequence
-from dlltrace import winpath
+from dlltrace import packages, winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
 from dlltrace.diagnosis.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
@@ -240,6 +240,38 @@ def rule_nonzero_exit(candidates: list[Replayed], code: Optional[int]) -> Option
     return candidates[-1] if code not in (None, 0) and candidates else None
 
 
+def _same_action(a: Replayed, b: Replayed, trace: Trace) -> bool:
+    """Two loads made by the same Python action: the same process, and contexts at the same line of the program
+    under the same imports (openslide-python's loop of ctypes loads, cffi's dlopen of each name in turn)."""
+    if a.load.pid != b.load.pid:
+        return False
+    ca, cb = trace.context(a.load), trace.context(b.load)
+    if ca is None or cb is None or ca.get("ev") is None:
+        return False
+    return all(ca.get(k) == cb.get(k) for k in ("ev", "frame", "imports", "module"))
+
+
+def rule_alternate_name_a_package_ships(fatal: Replayed, candidates: list[Replayed], trace: Trace) -> Replayed:
+    """A program that tries the names of one library in turn from one line of its code fails on every one of them
+    (openslide-python 1.4: libopenslide-1.dll, then OpenSlide 3's libopenslide-0.dll; cairocffi: libcairo.so.2,
+    libcairo.2.dylib, libcairo-2.dll). The failure is the first of those names, not found like the last, that a
+    pip package ships (packages.json: openslide-bin ships libopenslide-1.dll): installing it is the fix. When the
+    last name tried has such a package itself, or none of them has, the last name tried stays the failure."""
+    if _pip_package(fatal.load.name) or fatal.load.error is None:
+        return fatal
+    i = candidates.index(fatal)
+    run: list[Replayed] = []
+    while i > 0 and _same_action(candidates[i - 1], fatal, trace) and candidates[i - 1].load.error == fatal.load.error:
+        i -= 1
+        run.insert(0, candidates[i])
+    return next((r for r in run if _pip_package(r.load.name)), fatal)
+
+
+def _pip_package(name: Optional[str]) -> bool:
+    p = packages.lookup(name) if name else None
+    return p is not None and p.kind == "pip"
+
+
 def attempts_of(fatal: Replayed, candidates: list[Replayed]) -> list[Replayed]:
     """The fatal load and the failed attempts of the same module right before it (torch's first
     try before its retry): one failure, one verdict."""
@@ -287,6 +319,7 @@ def judge_process(trace: Trace, pid: int, replays: Sequence[Replayed]) -> dict[K
     # the exception first: it names the load the program failed on, where a load that never
     # returned may be another thread's, caught by the exit
     if (fatal := rule_python_exception(candidates, exc, trace)) is not None:
+        fatal = rule_alternate_name_a_package_ships(fatal, candidates, trace)
         verdict = Verdict("fatal", "python_exception", exit_code=code, exception=exc)
     elif (fatal := rule_died_in_load(candidates)) is not None:
         verdict = Verdict("fatal", "died_in_load", exit_code=code, exception=exc)
