@@ -308,6 +308,14 @@ def rule_windows_dll_missing_under_wine(prov: packages.Provider, world: World) -
     return prov.kind == "windows" and world.system.profile == "wine"
 
 
+def rule_standard_order_searches_path_not_added_folders(res: CallResult) -> bool:
+    """A load with the standard search order (no LOAD_LIBRARY_SEARCH_* flag of its own nor the process's: cffi's
+    ffi.dlopen, LoadLibraryExW(name, NULL, 0)) searches PATH and never the folders of AddDllDirectory
+    (os.add_dll_directory): a folder that must hold its DLL goes on PATH (seen under Wine: after
+    os.add_dll_directory(F), LoadLibraryExW(name in F, 0) fails with 126, and with 0x1000 loads it)."""
+    return res.op != "start" and not uses_search_flags(res)
+
+
 def provider_advice(name: str, prov: Optional[packages.Provider], process: ProcessState, res: CallResult,
                     world: World) -> Optional[Fix]:
     """What ships `name` when no copy is there and no pip package does (the NVIDIA driver, Windows, the
@@ -320,7 +328,8 @@ def provider_advice(name: str, prov: Optional[packages.Provider], process: Proce
         prov = packages.Provider(dll=name, kind="windows", component="Windows", cuda_major=None, package=None,
                                  requirement=None, root="", folder="", source="data/windows-system.json", row="")
     if prov is None:
-        return Fix("install", "find_package", name=name, exe=res.name if res.op == "start" else "", python=is_python(process))
+        return Fix("install", "find_package", name=name, exe=res.name if res.op == "start" else "", python=is_python(process),
+                   value="path" if rule_standard_order_searches_path_not_added_folders(res) else "")
     url = prov.download_for(arch) or ""
     since = f" (it first shipped with version {prov.since})" if prov.since and prov.since != "14.0" else ""
     words = {

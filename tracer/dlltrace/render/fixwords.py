@@ -185,6 +185,9 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
         if f.exe:
             return (f"Find the package that ships {f.name} and install it, then put its folder on PATH "
                     f"or copy {f.name} next to {winpath.basename(f.exe)}")
+        if f.value == "path":  # (explain.rule_standard_order_searches_path_not_added_folders)
+            return (f"Find the package that ships {f.name} and install it, then put its folder on PATH (this load "
+                    "searches PATH, never os.add_dll_directory's folders)")
         return f"Find the package that ships {f.name} and install it, then add its folder with os.add_dll_directory"
     if a == "use_64bit_python":
         return (f"Get the 32-bit build of what ships {f.name} (a win32 wheel, the x86 download), or use a 64-bit "
