@@ -158,3 +158,20 @@ def test_every_command_line_of_every_fix_is_one_of_its_code_spans():
             if (not before or before.endswith("  ")) and (not after or after.startswith(("  ", " ("))):
                 assert (s, True) in lines, (f.action, s, lines)
     assert checked > 10
+
+
+def test_fix_notes_markdown_a_step_of_several_lines_once():
+    """A fix whose next step is two lines in a terminal ("Before the load:" and its os.add_dll_directory line: the
+    field test's pip install openslide-bin, then os.add_dll_directory): the Markdown says the step once. Before,
+    its second line came again after it, as if it were a note (notes were counted one per step)."""
+    from dlltrace.render.explained import fix_notes, fix_notes_markdown
+
+    folder = "C:\\py\\Lib\\site-packages\\openslide_bin"
+    step = Fix("add_dll_directory", "add_dll_directory", name="libopenslide-1.dll", folder=folder,
+               path=folder + "\\libopenslide-1.dll", before='ctypes.CDLL("libopenslide-1.dll")', python=True)
+    f = Fix("install", "install_package", name="libopenslide-1.dll", package="openslide-bin", folder=folder,
+            path=step.path, then=(step,))
+    assert len([t for t, _ in fix_notes(f) if "add_dll_directory" in t]) == 1  # (the terminal: one line of two)
+    md = fix_notes_markdown(f)
+    assert sum("add_dll_directory" in line for line in md) == 1, md
+    assert md[0].startswith("then: Before `ctypes.CDLL") and md[-1] == "(not checked by the model)", md

@@ -354,8 +354,9 @@ def fix_notes(f: Fix, leaf: str = "") -> list[tuple[str, LineStyle]]:
 def fix_notes_markdown(f: Fix, leaf: str = "") -> list[str]:
     """fix_notes, with the code of the further steps marked."""
     notes = fix_notes(f, leaf)
+    steps = sum(len(fix_lines(step, as_typed)) for step in f.then)  # (fix_notes' lines of the steps: one a command)
     return ([f"then: {fix_markdown(step, as_typed)}" for step in f.then]
-            + [escape_prose(text) for text, _ in notes[len(f.then):]])
+            + [escape_prose(text) for text, _ in notes[steps:]])
 
 
 # --- text, with rich ----------------------------------------------------------------------------------
