@@ -529,9 +529,11 @@ def test_report_shows_the_table_when_the_trace_shows_a_mismatch(tmp_path):
 LSITE = "/venv/lib/python3.11/site-packages"
 
 
-def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_library_path=None, searched=()) -> Path:
+def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_library_path=None, searched=(),
+                gpu=None) -> Path:
     """A Linux trace as `dlltrace run` writes it: the header, ld.so's start (LD_LIBRARY_PATH), the objects it
-    opened, the Python's py_env and py_dists (RECORD files, build-facts texts)."""
+    opened, the Python's py_env and py_dists (RECORD files, build-facts texts); `gpu`, the machine's GPU facts
+    (elf_system's gpu: worlds/gpu.py GpuFacts.as_dict)."""
     pid = 41
     ev = [{"format": "dlltrace-trace", "version": 1, "tool": "dlltrace test", "platform": "linux",
            "command": ["/venv/bin/python", "app.py"]},
@@ -546,7 +548,7 @@ def linux_trace(tmp_path: Path, texts: dict, dists: list, files: list, ld_librar
                       **({"texts": texts[n]} if n in texts else {})} for n, v, fs in dists]},
           {"pid": 1, "tid": 0, "seq": 0, "t": 0, "ev": "elf_system",
            "system": {"system_dirs": ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"], "hwcaps": [""],
-                      "lib": "lib/x86_64-linux-gnu", "platform": "haswell"}}]
+                      "lib": "lib/x86_64-linux-gnu", "platform": "haswell"}, **({"gpu": gpu} if gpu else {})}]
     ev += [{"ev": "objopen", "pid": pid, "tid": pid, "seq": 10 + i, "t": 10 + i, "path": f, "lmid": 0}
            for i, f in enumerate(files)]
     ev += [{"ev": "objsearch", "pid": pid, "tid": pid, "seq": 100 + i, "t": 100 + i, "name": n, "flag": "LA_SER_ORIG",
@@ -587,6 +589,32 @@ def test_rule_of_a_linux_trace_torch_build_facts_wheels_and_driver(tmp_path, dll
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r
     assert "install an NVIDIA driver" in r.stderr or "pip install nvidia-cublas-cu12" in r.stderr, r.stderr
     assert "pip install nvidia-cublas-cu12" in r.stdout, r.stdout
+
+
+def test_a_library_mismatch_on_a_machine_with_no_gpu_says_installing_it_would_not_use_one(tmp_path, dlltrace_cli):
+    """The field test (cupy-cuda12x 13.6.0, `cupy.zeros(3)`, on a machine with no NVIDIA device on its PCI bus): the
+    table's first mismatch said there is no NVIDIA GPU, and its second offered `pip install nvidia-cublas-cu12` as
+    a plain fix, where the report says of each CUDA library that installing it would not make the program use one.
+    Now the library's mismatch says so too (text, Markdown, --json's text, the stderr line); with an NVIDIA GPU and
+    no kernel driver, it is a fix like any other."""
+    texts = {"cupy": {"cupy/.data/_wheel.json": '{"cuda": "12.x", "packaging": "pip"}'}}
+    dists = [("cupy_cuda12x", "13.6.0", ["cupy/_core/core.cpython-311-x86_64-linux-gnu.so"])]
+    caveat = "(this machine has no NVIDIA GPU: installing them would not make a program use one)"
+    no_gpu = {"pci_devices": 9, "nvidia_gpus": [], "kernel_driver": None, "device_nodes": False, "wsl": False}
+    p = linux_trace(tmp_path, texts, dists, [], searched=["libcuda.so.1"], gpu=no_gpu)
+    t = cuda_table_of_trace(read_trace(p))
+    assert [m.kind for m in t.mismatches] == ["no_driver", "cuda_major_missing"] and t.gpu == "no_gpu"
+    r = dlltrace_cli("cuda", "--trace", p)
+    lines = [x.strip() for x in r.stdout.splitlines() if x.strip().startswith("✗")]
+    assert lines[1].endswith("pip install nvidia-cublas-cu12 " + caveat), lines
+    assert caveat not in lines[0] and "this machine has no NVIDIA GPU (none on its PCI bus)" in lines[0], lines
+    assert caveat in dlltrace_cli("cuda", "--trace", p, "--markdown").stdout
+    doc = json.loads(dlltrace_cli("cuda", "--trace", p, "--json").stdout)
+    assert doc["mismatches"][1]["text"].endswith(caveat), doc["mismatches"]
+    # an NVIDIA GPU without its kernel driver: the CUDA libraries are a fix once the driver is installed
+    gpu = dict(no_gpu, nvidia_gpus=["0000:01:00.0"])
+    r = dlltrace_cli("cuda", "--trace", linux_trace(tmp_path, texts, dists, [], searched=["libcuda.so.1"], gpu=gpu))
+    assert "pip install nvidia-cublas-cu12" in r.stdout and caveat not in r.stdout, r.stdout
 
 
 def test_rule_build_facts_of_onnxruntime_and_cupy_from_their_own_files(tmp_path):

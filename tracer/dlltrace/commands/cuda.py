@@ -89,7 +89,7 @@ def execute(args: argparse.Namespace) -> int:
     errors = [m for m in table.mismatches if m.severity == "error"]
     if errors:
         print(f"dlltrace: the CUDA stack does not fit: {len(errors)} mismatch{'es' if len(errors) > 1 else ''}, "
-              f"the first: {mismatch_text(errors[0], table.platform)}", file=sys.stderr)
+              f"the first: {mismatch_text(errors[0], table.platform, table.gpu)}", file=sys.stderr)
     if damaged:
         return EXIT_BAD_TRACE
     if errors:

@@ -52,11 +52,11 @@ def _fix_dict(f: Fix, platform) -> dict[str, Any]:
             "files": list(f.files), "family_driver": f.family_driver or None, "text": fix_text(f)}
 
 
-def _mismatch_dict(m: Mismatch, platform) -> dict[str, Any]:
+def _mismatch_dict(m: Mismatch, platform, gpu: str = "") -> dict[str, Any]:
     d = {k: v for k, v in dataclasses.asdict(m).items() if k != "fixes"}
     d["found"] = list(m.found)
     d["fixes"] = [_fix_dict(f, platform) for f in m.fixes]
-    d["text"] = mismatch_text(m, platform)
+    d["text"] = mismatch_text(m, platform, gpu)
     return d
 
 
@@ -72,7 +72,7 @@ def cuda_dict(t: CudaTable) -> dict[str, Any]:
         "cudnn": [plain(x) for x in t.cudnns],
         "wheels": [plain(x) for x in t.wheels],
         "frameworks": [plain(x) for x in t.frameworks],
-        "mismatches": [_mismatch_dict(m, t.platform) for m in t.mismatches],
+        "mismatches": [_mismatch_dict(m, t.platform, t.gpu) for m in t.mismatches],
         "path": list(t.path), "cuda_path": t.cuda_path, "sources": list(t.sources),
     }
 
@@ -181,7 +181,7 @@ def cuda_blocks(t: CudaTable) -> list[Block]:
     if t.mismatches:
         out.append(Styled("  Mismatches", "heading"))
         for m in t.mismatches:
-            out.append(Styled(f"    ✗ {mismatch_text(m, t.platform)}", "failure" if m.severity == "error" else "warning"))
+            out.append(Styled(f"    ✗ {mismatch_text(m, t.platform, t.gpu)}", "failure" if m.severity == "error" else "warning"))
     else:
         out.append(Styled("  No mismatch between the parts found", "success" if not t.empty else "muted"))
     return out
@@ -216,14 +216,20 @@ def cuda_markdown(t: CudaTable, level: int = 3) -> str:
     if t.mismatches:
         lines.append("**Mismatches:**")
         lines.append("")
-        lines += [f"- {'❌' if m.severity == 'error' else '⚠️'} {_md_cell(mismatch_text(m, t.platform))}" for m in t.mismatches]
+        lines += [f"- {'❌' if m.severity == 'error' else '⚠️'} {_md_cell(mismatch_text(m, t.platform, t.gpu))}" for m in t.mismatches]
     else:
         lines.append("No mismatch between the parts found.")
     return "\n".join(lines) + "\n"
 
 
-def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
-    """The sentence naming a mismatch, then its fixes."""
+# the mismatches about the driver itself: the others are libraries, which no GPU-less machine can use
+DRIVER_MISMATCHES = ("no_driver", "driver_too_old", "driver_minor_compat")
+
+
+def mismatch_text(m: Mismatch, platform: Platform = "windows", gpu: str = "") -> str:
+    """The sentence naming a mismatch, then its fixes; `gpu`, the table's driver state (worlds/gpu.py): on a
+    machine with no NVIDIA GPU a library's fix says that installing it would not make a program use one, as the
+    report's fallbacks do (render/diagnosis.py)."""
     needs = f"bundles CUDA {m.needs_cuda}" if m.bundled else f"needs CUDA {m.needs_cuda}"
     if m.kind == "no_driver":
         s = f"{m.subject} {needs}, and no NVIDIA driver was found"
@@ -248,7 +254,10 @@ def mismatch_text(m: Mismatch, platform: Platform = "windows") -> str:
         s = f"{m.subject} needs {m.dll}: it is in {m.found[0]} (an nvidia-* wheel), which no search reaches"
     else:  # pragma: no cover
         s = m.kind
-    return s + ": " + "; ".join(_lower_first(fix_text(f)) for f in m.fixes) if m.fixes else s
+    s = s + ": " + "; ".join(_lower_first(fix_text(f)) for f in m.fixes) if m.fixes else s
+    if gpu == "no_gpu" and m.kind not in DRIVER_MISMATCHES:
+        s += " (this machine has no NVIDIA GPU: installing them would not make a program use one)"
+    return s
 
 
 def _lower_first(words: str) -> str:
