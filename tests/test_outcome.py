@@ -16,7 +16,7 @@ import pytest
 
 from dlltrace.diagnosis.outcome import (ProcessOutcome, PyError, feature_of, rule_driver_first, rule_load_class,
                                         rule_outcome)
-from dlltrace.render.outcome import outcome_headline
+from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,6 +60,8 @@ def test_rule_outcome():
         "degraded", 0, None, ("the NVIDIA driver", "CUDA", "cuDNN"), ("libcuda.so.1", "libcudart.so.11.0", "libcudnn.so.8"),
         missing=4, gpu="no_gpu")
     assert rule_outcome("exited", 0, False, None, []) == ProcessOutcome("ok", 0)
+    # (a failure whose own fix says why the driver's library was not there keeps it: torch's .cuda(), no GPU)
+    assert rule_outcome("exited", 1, True, err, [], gpu="no_gpu") == ProcessOutcome("died_of_load", 1, err, gpu="no_gpu")
     assert rule_outcome("exited", 3, False, None, cuda) == ProcessOutcome("exited", 3)  # (a code nothing explains)
     assert rule_outcome("killed", None, False, None, cuda).kind == "killed"
 
@@ -98,7 +100,44 @@ def run_and_report(tmp_path: Path, code: str) -> tuple[subprocess.CompletedProce
     return r, json.loads(rep.stdout), r.stderr
 
 
+def test_died_without_a_gpu_words():
+    """A program that died of the NVIDIA driver's load on a machine with no NVIDIA GPU is told so after "N failed
+    loads"; with a GPU (its driver not installed), or when it died of another load, nothing is added."""
+    o = ProcessOutcome("died_of_load", 1, PyError("RuntimeError", "Found no NVIDIA driver on your system."), gpu="no_gpu")
+    assert died_without_a_gpu_words(o) == ": the program needs an NVIDIA GPU, and this machine has none"
+    assert died_without_a_gpu_words(dataclasses.replace(o, gpu="no_kernel_driver")) == ""
+    assert died_without_a_gpu_words(dataclasses.replace(o, gpu="")) == ""
+    assert died_without_a_gpu_words(dataclasses.replace(o, kind="degraded")) == ""  # (its own headline says it)
+
+
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder runs here")
+
+
+@LINUX
+def test_a_program_that_dies_of_the_missing_driver_is_told_the_machine_has_no_gpu(tmp_path):
+    """The field test's torch 2.14.1+cu130 (a CUDA build, 5.5 GB: too big for CI, so its facts are made here):
+    `torch.zeros(1).cuda()` on a machine with no NVIDIA GPU dlopens libcuda.so.1, goes on, then raises
+    "RuntimeError: Found no NVIDIA driver on your system" (no chained OSError: the load was made before). The report
+    made libcuda.so.1 the failure with the fix 'This machine has no NVIDIA GPU', but its first line said only
+    '1 failed load': the answer is in that line now, and the JSON's outcome has the driver state (gpu)."""
+    import glob
+    r, rep, err = run_and_report(tmp_path, "import ctypes\ntry:\n    ctypes.CDLL('libcuda.so.1')\nexcept OSError:\n"
+                                           "    pass\nraise RuntimeError('Found no NVIDIA driver on your system. Please "
+                                           "check that you have an NVIDIA GPU and installed a driver from "
+                                           "http://www.nvidia.com/Download/index.aspx')\n")
+    if rep["outcome"]["kind"] != "died_of_load":
+        pytest.skip("this machine has the NVIDIA driver's libcuda.so.1")
+    assert r.returncode == 1 and "RuntimeError: Found no NVIDIA driver" in err
+    (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "died_of_load"]
+    assert [f["name"] for f in d["failures"] if f["fate"] == "fatal"] == ["libcuda.so.1"], d["failures"]
+    vendors = [open(v).read().strip().lower() for v in glob.glob("/sys/bus/pci/devices/*/vendor")]
+    first = next(x for x in err.splitlines() if x.startswith("dlltrace ─"))  # (after the program's traceback)
+    if vendors and "0x10de" not in vendors:  # (read here, not by dlltrace's code)
+        assert rep["outcome"]["gpu"] == "no_gpu", rep["outcome"]
+        assert first.startswith("dlltrace ─ 1 failed load: the program needs an NVIDIA GPU, and this machine has none"), first
+        assert "This machine has no NVIDIA GPU (none on its PCI bus)" in err
+    else:
+        assert rep["outcome"]["gpu"] != "no_gpu" and first.startswith("dlltrace ─ 1 failed load"), first
 
 
 @LINUX

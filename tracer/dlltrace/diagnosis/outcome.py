@@ -284,11 +284,12 @@ def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Opt
     """The outcome of a process (module docstring's order): how it ended (end_kind, code; a Linux crash's
     signal), whether a failed load was its failure (`fatal`), the exception it ended on, and its fallback
     loads ((library, feature) in order); `gpu`, why the NVIDIA driver's library was not there, is kept when the
-    driver is lost. The driver is the first feature lost (rule_driver_first)."""
+    driver is lost, and when the failure's own fix says it (a died_of_load of libcuda.so.1: torch's .cuda() "Found
+    no NVIDIA driver", CuPy's cudaErrorInsufficientDriver). The driver is the first feature lost (rule_driver_first)."""
     if end_kind == "crashed":
         return ProcessOutcome("crashed", code, exception, signal=signal)
     if fatal:
-        return ProcessOutcome("died_of_load", code, exception)
+        return ProcessOutcome("died_of_load", code, exception, gpu=gpu)
     if exception is not None:
         return ProcessOutcome("died_of_other", code, exception)
     if end_kind == "exited" and code == 0 and fallbacks:

@@ -123,7 +123,9 @@ def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLo
     features its fallbacks cost it) and the exception it ended on; both OSes' Diagnoses are made with it."""
     fallbacks = [(f.leaf or f.name, feature_of(f.leaf) or feature_of(f.name) or "") for f in failures
                  if f.klass == "fallback"]
-    gpu = next((x.value for f in failures for x in f.fixes if x.value in DRIVER_STATES
+    # (why the driver's library was not there: a failure's driver fix says it; the failure's own, when it has one)
+    fatal = [f for f in failures if f.fate == "fatal"]
+    gpu = next((x.value for f in (fatal or failures) for x in f.fixes if x.value in DRIVER_STATES
                 and x.action in ("install_driver", "install")), "")
     return rule_outcome(end_kind, code, any(f.fate == "fatal" for f in failures), exception, fallbacks, signal, gpu)
 

@@ -21,7 +21,8 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import fix_lines
-from dlltrace.render.outcome import CPU_FEATURES, crash_headline, outcome_headline, said_line, unfound_lines, unstarted_lines
+from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, outcome_headline, said_line,
+                                     unfound_lines, unstarted_lines)
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -275,7 +276,9 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     if not shown and not apart and said is None:
         return [f"dlltrace ─ every load succeeded{where}"]
     head = f"dlltrace ─ {said}{where}" if said is not None else (
-        f"dlltrace ─ {_plural(len(shown), 'failed load')}" + (f" · {len(apart)} the program went past" if apart else "")
+        f"dlltrace ─ {_plural(len(shown), 'failed load')}"
+        + (died_without_a_gpu_words(main.outcome) if main is not None else "")
+        + (f" · {len(apart)} the program went past" if apart else "")
         + where)
     lines = [head]
     if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":

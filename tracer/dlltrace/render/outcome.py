@@ -49,6 +49,15 @@ def unstarted_words(u: Unstarted) -> str:
     return f"the program {u.program!r} was not found on PATH"
 
 
+def died_without_a_gpu_words(o: ProcessOutcome) -> str:
+    """What "N failed loads" is followed by when the load the program died of is the NVIDIA driver's and the
+    machine has no NVIDIA GPU (torch's .cuda(), CuPy's first array: outcome.rule_outcome keeps the driver state of
+    such a failure), else ""."""
+    if o.kind == "died_of_load" and o.gpu == "no_gpu":
+        return ": the program needs an NVIDIA GPU, and this machine has none"
+    return ""
+
+
 def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
                      unstarted: Optional[Unstarted] = None) -> Optional[str]:
     """The headline of a degraded or died_of_other outcome (`unfound`: the library find_library did not find that
