@@ -228,3 +228,31 @@ def test_a_windows_cpu_fallback_says_the_machine_has_no_nvidia_gpu(tmp_path):
     assert text.splitlines()[0].startswith("dlltrace ─ the program ran on the CPU: this machine has no NVIDIA GPU "
                                            "(nvcuda.dll did not load)"), text[:400]
     assert "This machine has no NVIDIA GPU (no NVIDIA display adapter)" in text
+
+
+def test_rule_no_gpu_for_cuda_library():
+    """A CUDA library not found on a machine with no NVIDIA GPU gets the driver's no-GPU advice first (the field
+    test: onnxruntime-gpu 1.19's CUDA provider, libcublasLt.so.12, was offered `pip install nvidia-cublas-cu12`
+    alone); with an NVIDIA GPU, with no facts, or for a library that is not CUDA's, the fixes as they are."""
+    from dlltrace.loader.linux.fixes import rule_no_gpu_for_cuda_library
+    from dlltrace.model import Fix
+
+    class World:
+        def __init__(self, gpu):
+            self.gpu = gpu
+
+        def gpu_facts(self):
+            return self.gpu
+
+    pip = [Fix("pip", "install_package", name="libcublasLt.so.12", package="nvidia-cublas-cu12")]
+    none = GpuFacts(6, (), None, False, False)
+    (first, rest) = rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(none), pip)
+    assert (first.action, first.value, first.name, rest) == ("install_driver", "no_gpu", "libcuda.so.1", pip[0])
+    env = Fix("env", "set_env", name="libcublasLt.so.12", variable="LD_LIBRARY_PATH", value="/x", verified=True)
+    assert [f.action for f in rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(none), [env, *pip])] == \
+        ["set_env", "install_driver", "install_package"]  # (a fix the model verified first: the load works)
+    assert rule_no_gpu_for_cuda_library("libcudnn.so.9", World(none), [])[0].value == "no_gpu"
+    card = GpuFacts(6, ("0000:01:00.0",), None, False, False)  # (a GPU, no driver: the library is a fix)
+    assert rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(card), pip) == pip
+    assert rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(None), pip) == pip  # (not known)
+    assert rule_no_gpu_for_cuda_library("libpng16.so.16", World(none), pip) == pip  # (not a CUDA library)

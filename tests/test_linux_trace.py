@@ -4,6 +4,7 @@ threads and processes, and never changes the program (its exit code, its dlerror
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -424,6 +425,10 @@ def test_fixes_for_a_missing_cuda_runtime_are_rerun_and_real(recorder, tmp_path)
     calls = [c for c in replay_linux(events(trace)) if c.name == "libdlta.so"]
     assert len(calls) == 1 and calls[0].leaf is not None and calls[0].leaf.name == "libcudart.so.11.0"
     fixes = {f.action: f for f in calls[0].fixes}
+    # (on a machine with no NVIDIA GPU, read here from sysfs, the no-GPU advice too: rule_no_gpu_for_cuda_library)
+    vendors = [open(v).read().strip().lower() for v in glob.glob("/sys/bus/pci/devices/*/vendor")]
+    no_gpu = fixes.pop("install_driver", None)
+    assert (no_gpu is not None and no_gpu.value == "no_gpu") == bool(vendors and "0x10de" not in vendors), no_gpu
     assert set(fixes) == {"set_env", "set_runpath", "add_ld_so_conf", "install_package"}  # (model.Fix: one type)
     assert all(f.verified for f in fixes.values())
     pkg = fixes["install_package"]

@@ -54,7 +54,9 @@ def test_rule_outcome():
     assert rule_outcome("exited", 0, False, None, cuda) == ProcessOutcome(
         "degraded", 0, None, ("CUDA", "cuDNN"), ("libcudart.so.11.0", "libcudnn.so.8"), missing=3)
     # (why the driver's library was not there is kept when the driver is lost, and only then)
-    assert rule_outcome("exited", 0, False, None, cuda, gpu="no_gpu").gpu == ""
+    assert rule_outcome("exited", 0, False, None, cuda, gpu="no_kernel_driver").gpu == ""
+    # (but no NVIDIA GPU is the answer whatever was lost: onnxruntime's CUDA provider, libcublasLt.so.12)
+    assert rule_outcome("exited", 0, False, None, cuda, gpu="no_gpu").gpu == "no_gpu"
     driver = [*cuda, ("libcuda.so.1", "the NVIDIA driver")]
     assert rule_outcome("exited", 0, False, None, driver, gpu="no_gpu") == ProcessOutcome(
         "degraded", 0, None, ("the NVIDIA driver", "CUDA", "cuDNN"), ("libcuda.so.1", "libcudart.so.11.0", "libcudnn.so.8"),
@@ -146,10 +148,18 @@ def test_a_cpu_fallback_is_said_first(tmp_path):
     CUDA provider): the first line says it ran without CUDA and names the library; its fix is shown."""
     r, rep, err = run_and_report(tmp_path, "import ctypes\ntry:\n    ctypes.CDLL('libcudart.so.11.0')\n"
                                            "except OSError:\n    print('running on the CPU')\n")
+    import glob
     assert r.returncode == 0 and r.stdout == "running on the CPU\n"
     assert rep["outcome"]["kind"] == "degraded" and rep["outcome"]["lost_by"] == ["libcudart.so.11.0"]
     first = err.splitlines()[0]
-    assert first.startswith("dlltrace ─ the program ran without CUDA (on the CPU): libcudart.so.11.0 did not load")
+    vendors = [open(v).read().strip().lower() for v in glob.glob("/sys/bus/pci/devices/*/vendor")]
+    if vendors and "0x10de" not in vendors:  # (no NVIDIA GPU here, read by this test: that is the answer)
+        assert rep["outcome"]["gpu"] == "no_gpu", rep["outcome"]
+        assert first.startswith("dlltrace ─ the program ran on the CPU: this machine has no NVIDIA GPU "
+                                "(libcudart.so.11.0 did not load)"), first
+        assert "This machine has no NVIDIA GPU: installing it would not make the program use one" in err
+    else:
+        assert first.startswith("dlltrace ─ the program ran without CUDA (on the CPU): libcudart.so.11.0 did not load")
     assert "✗ libcudart.so.11.0 was not found" in err and "pip install nvidia-cuda-runtime-cu11" in err
     (d,) = [d for d in rep["diagnoses"] if d["outcome"]["kind"] == "degraded"]
     (f,) = [f for f in d["failures"] if f["name"] == "libcudart.so.11.0"]

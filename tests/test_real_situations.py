@@ -309,6 +309,8 @@ def test_a_real_situation(s: Situation, tmp_path):
         s = system_expectation(s, python)
     if "the NVIDIA driver" in s.lost and not nvidia_on_the_pci_bus():  # (read here, not by dlltrace's code)
         s = dataclasses.replace(s, headline="the program ran on the CPU: this machine has no NVIDIA GPU (libcuda.so.1 and")
+    elif s.outcome == "degraded" and not nvidia_on_the_pci_bus():  # (onnxruntime's CUDA provider: no GPU all the same)
+        s = dataclasses.replace(s, headline="the program ran on the CPU: this machine has no NVIDIA GPU (")
     elif s.fatal == "libcuda.so.1" and not nvidia_on_the_pci_bus():  # (cupy's first array: it died of the driver)
         s = dataclasses.replace(s, headline="1 failed load: the program needs an NVIDIA GPU, and this machine has none")
     (tmp_path / "app.py").write_text(s.program)

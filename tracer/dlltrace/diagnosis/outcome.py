@@ -284,7 +284,8 @@ def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Opt
     """The outcome of a process (module docstring's order): how it ended (end_kind, code; a Linux crash's
     signal), whether a failed load was its failure (`fatal`), the exception it ended on, and its fallback
     loads ((library, feature) in order); `gpu`, why the NVIDIA driver's library was not there, is kept when the
-    driver is lost, and when the failure's own fix says it (a died_of_load of libcuda.so.1: torch's .cuda() "Found
+    driver is lost ("no_gpu" whatever was lost: no CUDA library makes such a machine use a GPU), and when the
+    failure's own fix says it (a died_of_load of libcuda.so.1: torch's .cuda() "Found
     no NVIDIA driver", CuPy's cudaErrorInsufficientDriver). The driver is the first feature lost (rule_driver_first)."""
     if end_kind == "crashed":
         return ProcessOutcome("crashed", code, exception, signal=signal)
@@ -298,7 +299,7 @@ def rule_outcome(end_kind: str, code: Optional[int], fatal: bool, exception: Opt
             lost.setdefault(feature, lib)
         return ProcessOutcome("degraded", code, None, tuple(lost), tuple(lost.values()),
                               missing=len(dict.fromkeys(lib for lib, _ in fallbacks)),
-                              gpu=gpu if DRIVER in lost else "")
+                              gpu=gpu if DRIVER in lost or gpu == "no_gpu" else "")
     if end_kind == "exited" and code == 0:
         return ProcessOutcome("ok", 0)
     return ProcessOutcome(end_kind, code)  # type: ignore[arg-type]

@@ -317,7 +317,26 @@ def propose(name: str, requester: str, exe: str, env: dict[str, str], world: ELF
         driver = Fix("driver", "install_driver", name=name, python=False, value=state,
                      driver=(gpu.kernel_driver or "") if gpu is not None and state == "no_user_library" else "")
         out = [*[f for f in out if f.verified], driver, *[f for f in out if not f.verified]]
+    else:
+        out = rule_no_gpu_for_cuda_library(name, world, out)
     return out
+
+
+def rule_no_gpu_for_cuda_library(name: str, world: ELFWorld, fixes: list[Fix]) -> list[Fix]:
+    """A CUDA library (one an nvidia-* wheel ships: libcublasLt.so.12, libcudart.so.11.0, libcudnn.so.9) not found
+    on a machine with no NVIDIA GPU (worlds/gpu.py rule_driver_state "no_gpu", asked of the world, so `run` records
+    the facts): the driver's no-GPU advice after the fixes the model verified (as the driver's own advice is:
+    propose), before the others. Installing the library would only move the program
+    on to the driver's libcuda.so.1, which no machine without an NVIDIA GPU loads (onnxruntime-gpu 1.19's CUDA
+    provider fails on libcublasLt.so.12 before it tries the driver: the field test's report offered
+    `pip install nvidia-cublas-cu12` alone). With a GPU, or not known, `fixes` as they are."""
+    if nvidia_wheel(name) is None:
+        return fixes
+    ask = getattr(world, "gpu_facts", None)
+    if ask is None or rule_driver_state(ask()) != "no_gpu":
+        return fixes
+    advice = Fix("driver", "install_driver", name="libcuda.so.1", python=False, value="no_gpu")
+    return [*[f for f in fixes if f.verified], advice, *[f for f in fixes if not f.verified]]
 
 
 def rule_stale_ld_so_cache(name: str, copy: str, world: ELFWorld) -> Fix:
