@@ -52,3 +52,15 @@ def python_writer(hw, command: str, py: str = "C:\\Python311"):
                   [py + "\\python.exe", "-c", command])
     w.py_env("3.11.9", py, site)
     return w, site
+
+
+def failed_call(path: Path, capsys) -> dict:
+    """The one failed call of `dlltrace report --json PATH` (a handwritten trace's), as the JSON has it."""
+    import json
+
+    from dlltrace import cli
+
+    cli.main(["report", "--json", str(path)])
+    d = json.loads(capsys.readouterr().out)
+    (call,) = [c for c in d["calls"] if c["index"] in d["failed"]]
+    return call

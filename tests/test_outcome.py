@@ -112,6 +112,24 @@ def test_died_without_a_gpu_words():
     assert died_without_a_gpu_words(dataclasses.replace(o, kind="degraded")) == ""  # (its own headline says it)
 
 
+def report_with_package(tmp_path: Path, lines: list[str], table: str, name: str, package: str) -> str:
+    """The text report of a trace (its lines) in whose elf_system `table` ("packages", "programs") apt had no
+    package for `name` when `run` asked (asserted), made as if it had said `package`: a report made elsewhere
+    names it from the trace, with sudo unless the run was root's."""
+    (i,) = [k for k, x in enumerate(lines) if '"elf_system"' in x]
+    system = json.loads(lines[i])
+    assert name in system[table] and system[table][name] is None, system[table]
+    system[table][name] = package
+    lines = [*lines[:i], json.dumps(system), *lines[i + 1:]]
+    (tmp_path / "t2.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
+                           text=True, env=env, timeout=300)
+    sudo = "" if system.get("as_root") else "sudo "
+    assert f"1. {sudo}apt-get install {package}\n" in again.stdout, again.stdout
+    return again.stdout
+
+
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux recorder runs here")
 
 
@@ -470,17 +488,8 @@ def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
     assert [(e["name"], e["result"]) for e in finds] == [("c", "libc.so.6"), ("dlltracenosuch", None)], finds
     # the package is the one `run` asked this machine's apt for and wrote into the trace (elf_system's packages): a
     # report made elsewhere names it from there
-    (i,) = [k for k, x in enumerate(lines) if '"elf_system"' in x]
-    system = json.loads(lines[i])
-    assert "libdlltracenosuch.so" in system["packages"] and system["packages"]["libdlltracenosuch.so"] is None
-    system["packages"]["libdlltracenosuch.so"] = "libdlltracenosuch1"
-    lines[i] = json.dumps(system)
-    (tmp_path / "t2.jsonl").write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
-                           text=True, env=env, timeout=300)
-    sudo = "" if system.get("as_root") else "sudo "
-    assert f"  Fix\n    1. {sudo}apt-get install libdlltracenosuch1\n       (Debian, Ubuntu" in again.stdout, again.stdout
+    stdout = report_with_package(tmp_path, lines, "packages", "libdlltracenosuch.so", "libdlltracenosuch1")
+    assert "  Fix\n    1. " in stdout and "apt-get install libdlltracenosuch1\n       (Debian, Ubuntu" in stdout, stdout
 
 
 @LINUX
@@ -628,20 +637,12 @@ def test_a_program_not_found_is_the_answer(tmp_path):
     assert "looked for in the 2 folders of the PATH it was given, and none holds it:\n    /nonesuch1\n    /usr/bin" in err
     assert "apt-file search --regexp '/bin/dlltracenosuchtool$'" in err  # (no package known: how to find it)
     lines = (tmp_path / "t.jsonl").read_text().splitlines()
-    (i,) = [k for k, x in enumerate(lines) if '"elf_system"' in x]
-    system = json.loads(lines[i])
-    assert system["programs"] == {"dlltracenosuchtool": None}, system["programs"]
-    system["programs"]["dlltracenosuchtool"] = "dlltrace-tools"
-    lines[i] = json.dumps(system)
-    (tmp_path / "t2.jsonl").write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
-                           text=True, env=env, timeout=300)
-    sudo = "" if system.get("as_root") else "sudo "
-    assert f"  Fix\n    1. {sudo}apt-get install dlltrace-tools\n       (Debian, Ubuntu" in again.stdout, again.stdout
+    stdout = report_with_package(tmp_path, lines, "programs", "dlltracenosuchtool", "dlltrace-tools")
+    assert "  Fix\n    1. " in stdout and "apt-get install dlltrace-tools\n       (Debian, Ubuntu" in stdout, stdout
     # a trace made before py_popen (none of its events, no programs in elf_system) reads as before
     old = [x for x in lines if '"py_popen"' not in x]
     (tmp_path / "t3.jsonl").write_text("\n".join(old) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
     before = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t3.jsonl"), "--json"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(before.stdout)["outcome"]["program"] is None, before.stderr

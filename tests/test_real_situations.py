@@ -36,6 +36,28 @@ RESULTS: list[str] = []
 APPLIED: list[str] = []  # first fixes applied for real, and the program then ran
 
 
+def apt_install_for_real(packages: list[str]) -> list[str]:
+    """`apt-get install PACKAGES` as root, as a report's fix says it (apt's lists updated once if a mirror moved
+    on); the packages it added (apt_purge takes them off again). Unavailable apt: _unavailable."""
+    sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
+    pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
+    for attempt in range(2):
+        got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
+                             capture_output=True, text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if got.returncode == 0:
+            return pulled
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
+    _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
+    return pulled
+
+
+def apt_purge(pulled: list[str]) -> None:
+    """The packages an apt_install_for_real added, purged."""
+    if pulled:
+        subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
+                       capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
 def _unavailable(why: str):
     if os.environ.get("CI"):
         pytest.fail(why)
@@ -507,26 +529,16 @@ def test_the_find_library_fix_applied_for_real(tmp_path):
     assert line is not None, run.stderr[-3000:]
     packages = line[len("    1. apt-get install "):].split(" (", 1)[0].split()
     assert packages == [s.find_library[1]], line
-    sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
-    pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
+    pulled: list[str] = []
     try:
-        for attempt in range(2):
-            got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
-                                 capture_output=True, text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-            if got.returncode == 0:
-                break
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
-        else:
-            _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
+        pulled = apt_install_for_real(packages)
         after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert after.returncode == 0 and "PortAudio" in after.stdout, after.stderr[-2000:]
         again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
         doc = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
         assert again.returncode == 0 and doc["outcome"]["kind"] == "ok", again.stderr[-2000:]
     finally:
-        if pulled:  # (the machine as it was: what the install added, purged)
-            subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
-                           capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        apt_purge(pulled)  # (the machine as it was: what the install added, purged)
     APPLIED.append(f"sounddevice_without_portaudio: apt-get install {' '.join(packages)}")
 
 
@@ -585,18 +597,7 @@ def test_the_program_fix_applied_for_real(name, tmp_path):
         assert line is not None, run.stderr[-3000:]
         packages = line[len("    1. apt-get install "):].split(" (", 1)[0].split()
         assert packages == [package], line
-        sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True,
-                             timeout=300)
-        pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
-        for attempt in range(2):
-            got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
-                                 capture_output=True, text=True, timeout=900,
-                                 env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-            if got.returncode == 0:
-                break
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
-        else:
-            _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
+        pulled = apt_install_for_real(packages)
         after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert after.returncode == 0, after.stderr[-2000:]
         again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
@@ -609,9 +610,7 @@ def test_the_program_fix_applied_for_real(name, tmp_path):
                 CNF_DB.parent.rmdir()
             except OSError:
                 pass
-        if pulled:  # (the machine as it was: what the install added, purged)
-            subprocess.run(["apt-get", "remove", "--purge", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *pulled],
-                           capture_output=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        apt_purge(pulled)  # (the machine as it was: what the install added, purged)
     APPLIED.append(f"{name}: apt-get install {' '.join(packages)}")
 
 

@@ -8,11 +8,10 @@ Wine)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dlltrace import cli
-from simhelp import handwritten, python_writer
+from simhelp import failed_call, handwritten, python_writer
 
 PREFIX = "C:\\py"
 SITE = PREFIX + "\\Lib\\site-packages"
@@ -39,11 +38,6 @@ def trace(tmp_path: Path, listed: bool = True, system_copy: bool = True) -> Path
     return tmp_path / "t.jsonl"
 
 
-def failed_call(path: Path, capsys) -> dict:
-    cli.main(["report", "--json", str(path)])
-    d = json.loads(capsys.readouterr().out)
-    (call,) = [c for c in d["calls"] if c["index"] in d["failed"]]
-    return call
 
 
 def test_rule_record_listed_file_looked_for(tmp_path, capsys):

@@ -7,13 +7,11 @@ which cannot work for that load; ctypes' own loads (flags 0x1000) keep that advi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from dlltrace import cli
-from simhelp import handwritten, python_writer
+from simhelp import failed_call, handwritten, python_writer
 
 PREFIX = "C:\\py"
 
@@ -34,9 +32,7 @@ def trace(tmp_path: Path, flags: int) -> Path:
 
 
 def first_fix(path: Path, capsys) -> dict:
-    cli.main(["report", "--json", str(path)])
-    d = json.loads(capsys.readouterr().out)
-    (call,) = [c for c in d["calls"] if c["index"] in d["failed"]]
+    call = failed_call(path, capsys)
     assert call["leaf"]["name"] == "libcairo-2.dll" and call["leaf"]["cause"] == "not_found", call["leaf"]
     return call["fixes"][0]
 

@@ -6,11 +6,9 @@ the real run.)"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from dlltrace import cli
-from simhelp import handwritten, python_writer
+from simhelp import failed_call, handwritten, python_writer
 
 PREFIX = "C:\\py"
 SITE = PREFIX + "\\Lib\\site-packages"
@@ -31,9 +29,7 @@ def trace(tmp_path: Path, wine: bool) -> Path:
 
 
 def first_fix(path: Path, capsys) -> dict:
-    cli.main(["report", "--json", str(path)])
-    d = json.loads(capsys.readouterr().out)
-    (call,) = [c for c in d["calls"] if c["index"] in d["failed"]]
+    call = failed_call(path, capsys)
     assert call["leaf"]["name"] == "bcryptprimitives.dll" and call["leaf"]["cause"] == "not_found", call["leaf"]
     return call["fixes"][0]
 
