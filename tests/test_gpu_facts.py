@@ -256,3 +256,18 @@ def test_rule_no_gpu_for_cuda_library():
     assert rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(card), pip) == pip
     assert rule_no_gpu_for_cuda_library("libcublasLt.so.12", World(None), pip) == pip  # (not known)
     assert rule_no_gpu_for_cuda_library("libpng16.so.16", World(none), pip) == pip  # (not a CUDA library)
+
+
+def test_a_trace_s_cuda_table_says_what_it_never_looked_at_is_not_in_it():
+    """`dlltrace cuda --trace`: a trace holds only the files the program looked for, so a section with no rows
+    reads "none in the trace", not "none found" (a toolkit in /usr/local/cuda-13.0 the program never searched);
+    the machine's own table still says "none found"."""
+    from dataclasses import replace as dc_replace
+
+    from dlltrace.diagnosis.cuda import CudaTable
+    from dlltrace.render.cuda import cuda_markdown, none_found
+
+    t = CudaTable("linux", "trace", None, (), (), (), (), (), ())
+    assert none_found(t).startswith("none in the trace")
+    assert none_found(dc_replace(t, origin="machine")) == "none found"
+    assert "**Toolkits:** none in the trace" in cuda_markdown(t)

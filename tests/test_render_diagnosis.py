@@ -162,3 +162,14 @@ def test_the_driver_s_fallback_comes_before_the_other_fallbacks_and_after_a_fata
     d = linux([cudart, driver, fatal], ProcessOutcome("died_of_load", 1))
     heads = [x for x in diagnoses_lines([d], "t.jsonl", d, everything=True) if x.startswith("✗ ")]
     assert [h.split()[1] for h in heads] == ["libfoo.so.1", "libcuda.so.1", "libcudart.so.11.0"], heads
+
+
+def test_a_fatal_driver_load_on_a_machine_with_no_gpu_says_so():
+    """The load of libcuda.so.1 the program died of (torch's .cuda(), CuPy): with no NVIDIA GPU on the machine
+    (outcome.gpu), its line says there is no GPU for a driver to run, not that a driver is all it needs."""
+    d = linux([load("libcuda.so.1")], ProcessOutcome("died_of_load", 1, gpu="no_gpu"))
+    lines = diagnoses_lines([d], "t.jsonl", d)
+    assert "  It is the NVIDIA driver's library, and this machine has no NVIDIA GPU for a driver to run" in lines, lines
+    d = linux([load("libcuda.so.1")], ProcessOutcome("died_of_load", 1))
+    assert ("  It is the NVIDIA driver's library: the program needs a GPU driver, which no pip package installs"
+            in diagnoses_lines([d], "t.jsonl", d))

@@ -167,6 +167,12 @@ def _grid(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
     return g
 
 
+def none_found(t: CudaTable) -> str:
+    """A section with no rows: of a trace, only what the program looked at is known (a toolkit it never searched
+    is not in it: /usr/local/cuda-13.0 on a machine whose program loaded no CUDA library from there)."""
+    return "none in the trace (it holds only the files the program looked for)" if t.origin == "trace" else "none found"
+
+
 def cuda_blocks(t: CudaTable) -> list[Block]:
     """The table for a terminal (explained.print_blocks) or as plain lines (explained.block_lines)."""
     out: list[Block] = [Styled(heading(t), "heading")]
@@ -174,7 +180,7 @@ def cuda_blocks(t: CudaTable) -> list[Block]:
     out.append(Styled(f"  Driver  {text}", style))
     for title, headers, rows in _sections(t):
         if not rows:
-            out.append(Styled(f"  {title}  none found", "muted"))
+            out.append(Styled(f"  {title}  {none_found(t)}", "muted"))
             continue
         out.append(Styled(f"  {title}", "heading"))
         out.append(_grid(headers, rows))
@@ -206,7 +212,7 @@ def cuda_markdown(t: CudaTable, level: int = 3) -> str:
     h = "#" * level
     lines = [f"{h} {escape_prose(heading(t))}", "", f"**Driver:** {_md_cell(driver_line(t)[0])}", ""]
     for title, headers, rows in _sections(t):
-        lines.append(f"**{escape_prose(title)}:**" + (" none found" if not rows else ""))
+        lines.append(f"**{escape_prose(title)}:**" + (f" {escape_prose(none_found(t))}" if not rows else ""))
         lines.append("")
         if rows:
             lines.append("| " + " | ".join(_md_cell(x) for x in headers) + " |")

@@ -149,6 +149,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     elif f.reason == "crashed_after":
         out.append(f"  The program crashed right after this load failed, loading nothing after it: "
                    f"{'it aborted, ' if d.outcome.signal == 6 else ''}most likely because of it")
+    elif feature == "the NVIDIA driver" and f.fate == "fatal" and d.outcome.gpu == "no_gpu":
+        out.append("  It is the NVIDIA driver's library, and this machine has no NVIDIA GPU for a driver to run")
     elif feature == "the NVIDIA driver" and f.fate == "fatal":
         out.append("  It is the NVIDIA driver's library: the program needs a GPU driver, which no pip package installs")
     elif feature and f.fate == "fatal":
