@@ -271,3 +271,24 @@ def test_a_trace_s_cuda_table_says_what_it_never_looked_at_is_not_in_it():
     assert none_found(t).startswith("none in the trace")
     assert none_found(dc_replace(t, origin="machine")) == "none found"
     assert "**Toolkits:** none in the trace" in cuda_markdown(t)
+
+
+@pytest.mark.wine
+def test_a_windows_program_that_dies_of_nvcuda_is_told_the_machine_has_no_gpu(tmp_path):
+    """The same Windows Python under Wine, dying of its nvcuda.dll load (torch's .cuda() does so on Windows): the
+    first line is the count, then that the program needs an NVIDIA GPU and this machine has none (text and
+    Markdown), as on Linux; the JSON's outcome.gpu says no_gpu."""
+    import realimports as ri
+    import realwheels as rw
+    import winetools
+
+    winetools.require("wine")
+    env = rw.or_skip(ri.base_env)
+    trace = tmp_path / "t.jsonl"
+    r = ri.run_python(env, "import ctypes\nctypes.WinDLL('nvcuda.dll')", traced=trace)
+    assert r.returncode == 1 and "nvcuda.dll" in r.stderr, r.stderr[-2000:]
+    text = ri.report_text(trace)
+    assert text.splitlines()[0].startswith(
+        "dlltrace ─ 1 failed load: the program needs an NVIDIA GPU, and this machine has none"), text[:400]
+    assert "**dlltrace:** the program needs an NVIDIA GPU, and this machine has none." in ri.report_markdown(trace)
+    assert ri.report_json(trace)["outcome"]["gpu"] == "no_gpu"

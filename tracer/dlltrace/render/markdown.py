@@ -25,7 +25,7 @@ from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_outcome, main_unstarted,
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
-from dlltrace.render.outcome import outcome_headline, untraced_line
+from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts,
                                        fix_notes_markdown,
@@ -33,6 +33,7 @@ from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_ro
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
 from dlltrace.render.text import (FATE_WORDS, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
+                                  no_gpu_failure,
                                   fate_line, lost_a_feature, plural, shown_not_installed, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
 from dlltrace.diagnosis.verdict import reason_text
@@ -291,6 +292,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
         out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
                 + not_installed_sentence(strays), ""]
+    elif failed and no_gpu_failure(failed):  # (nvcuda.dll, on a machine with no NVIDIA GPU: the answer first)
+        out += [f"**dlltrace:** {prose(died_without_a_gpu_words(main_outcome(trace, incs))[2:])}.", ""]
     elif not failed:
         out += [f"**dlltrace:** no failed load the program hit ({plural(len(replays), 'load')} traced)."]
         out += [prose(line) for line in unexplained_exits(trace, incs)]

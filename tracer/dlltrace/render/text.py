@@ -13,7 +13,8 @@ from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, api_set_source, main_outcome,
                                          main_unstarted, not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import code_line, outcome_headline, said_line, unstarted_lines, untraced_line
+from dlltrace.render.outcome import (code_line, died_without_a_gpu_words, outcome_headline, said_line, unstarted_lines,
+                                     untraced_line)
 from dlltrace.render.fixwords import fix_lines
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
@@ -232,7 +233,9 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
     end = ending(trace)
     how = f" · {headline(end)}" if end.abnormal else ""
-    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{went_on}{how} · {where}"
+    # (it died of nvcuda.dll's load on a machine with no NVIDIA GPU: said after the count, as on Linux)
+    gpu = died_without_a_gpu_words(main_outcome(trace, incs)) if no_gpu_failure(failed) else ""
+    head = f"dlltrace ─ {n} failed load{'s' if n != 1 else ''}{gpu}{went_on}{how} · {where}"
     # the answer first when it is not "N failed loads" (diagnosis/outcome.py): it ran without its GPU (the
     # loads that cost it a feature are explained in full), or it died of a Python error that is not a load
     outcome = main_outcome(trace, incs) if not failed and not starts else None
@@ -383,6 +386,12 @@ def not_installed_news(items: list[NotInstalled]) -> str:
     f = items[0].reinstall
     more = f" (and {plural(len(items) - 1, 'more file')})" if len(items) > 1 else ""
     return f", and {f.name} is not the file {f.package} {f.version} installed{more}"
+
+
+def no_gpu_failure(failed: list[Incident]) -> bool:
+    """Whether a failure's fix says the machine has no NVIDIA GPU (nvcuda.dll's, explain.provider_advice): only
+    then is the outcome worked out for the headline (it is not, for a report of 1,000 failed loads)."""
+    return any(x.value == "no_gpu" for i in failed for x in i.attempts[-1].result.fixes)
 
 
 def not_installed_blocks(items: list[NotInstalled]) -> list[Block]:
