@@ -126,7 +126,7 @@ def report_with_package(tmp_path: Path, lines: list[str], table: str, name: str,
     again = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(tmp_path / "t2.jsonl")], capture_output=True,
                            text=True, env=env, timeout=300)
     sudo = "" if system.get("as_root") else "sudo "
-    assert f"1. {sudo}apt-get install {package}\n" in again.stdout, again.stdout
+    assert f"  Fix\n    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in again.stdout, again.stdout
     return again.stdout
 
 
@@ -488,8 +488,7 @@ def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
     assert [(e["name"], e["result"]) for e in finds] == [("c", "libc.so.6"), ("dlltracenosuch", None)], finds
     # the package is the one `run` asked this machine's apt for and wrote into the trace (elf_system's packages): a
     # report made elsewhere names it from there
-    stdout = report_with_package(tmp_path, lines, "packages", "libdlltracenosuch.so", "libdlltracenosuch1")
-    assert "  Fix\n    1. " in stdout and "apt-get install libdlltracenosuch1\n       (Debian, Ubuntu" in stdout, stdout
+    report_with_package(tmp_path, lines, "packages", "libdlltracenosuch.so", "libdlltracenosuch1")
 
 
 @LINUX
@@ -637,8 +636,7 @@ def test_a_program_not_found_is_the_answer(tmp_path):
     assert "looked for in the 2 folders of the PATH it was given, and none holds it:\n    /nonesuch1\n    /usr/bin" in err
     assert "apt-file search --regexp '/bin/dlltracenosuchtool$'" in err  # (no package known: how to find it)
     lines = (tmp_path / "t.jsonl").read_text().splitlines()
-    stdout = report_with_package(tmp_path, lines, "programs", "dlltracenosuchtool", "dlltrace-tools")
-    assert "  Fix\n    1. " in stdout and "apt-get install dlltrace-tools\n       (Debian, Ubuntu" in stdout, stdout
+    report_with_package(tmp_path, lines, "programs", "dlltracenosuchtool", "dlltrace-tools")
     # a trace made before py_popen (none of its events, no programs in elf_system) reads as before
     old = [x for x in lines if '"py_popen"' not in x]
     (tmp_path / "t3.jsonl").write_text("\n".join(old) + "\n")

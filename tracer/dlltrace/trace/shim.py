@@ -932,27 +932,39 @@ def watch_find_library(backend: "Backend", f: "Any", frames: "Optional[Callable[
         _watched.call = call
         backend.write_event("py_find_library", fields)
         return True
-    raised = [False]
+    def returned(raised: "list", value: "Any") -> None:
+        if not raised:  # (raised in it, or through it: what it returns is then not known)
+            fields["result"] = value if value is None or isinstance(value, str) else str(value)
+        backend.write_event("py_find_library", fields)
+
+    watch_frame(fl, returned)
+    return True
+
+
+def watch_frame(f: "Any", returned: "Callable[[list, Any], None]") -> None:
+    """Call returned(raised, value) when frame `f` returns: the exceptions raised in it or through it, in order, and
+    what it returned. Seen through the frame's own trace function (f_trace) and sys.settrace on this thread while
+    it runs (a tracer that returns None for every other frame: each new call costs that call only), both taken off
+    at its return; a tracer the program set meanwhile is its own and kept. An error in `returned` never reaches the
+    program. (watch_find_library's and watch_start's.)"""
+    raised: "list[Any]" = []
 
     def local(frame: "Any", event: str, arg: "Any") -> "Any":
-        if event == "exception":  # (raised in it, or through it: what it returns is then not known)
-            raised[0] = True
+        if event == "exception":
+            raised.append(arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None)
         elif event == "return":
-            if sys.gettrace() is _untraced:  # (a tracer the program set meanwhile is its own: kept)
+            if sys.gettrace() is _untraced:
                 sys.settrace(None)
-            if not raised[0]:
-                fields["result"] = arg if arg is None or isinstance(arg, str) else str(arg)
             try:
-                backend.write_event("py_find_library", fields)
+                returned(raised, arg)
             except Exception:  # never break the traced program
                 pass
             return None
         return local
 
-    fl.f_trace = local
-    fl.f_trace_lines = False
+    f.f_trace = local
+    f.f_trace_lines = False
     sys.settrace(_untraced)
-    return True
 
 
 POPEN_LIMIT = 200  # py_popen events of a process: of programs that started, and as many of programs that did not
@@ -1076,37 +1088,21 @@ def watch_start(backend: "Backend", f: "Any", args: tuple, frames: "Optional[Cal
         counts[0] += 1
         backend.write_event("py_popen", fields)
         return True
-    raised: "list[Any]" = [None]
+    def returned(raised: "list", value: "Any") -> None:
+        exc = next((x for x in reversed(raised) if isinstance(x, OSError)), None)  # (the last OSError raised in it)
+        i = 0 if exc is None else 1
+        if counts[i] >= POPEN_LIMIT:
+            return
+        counts[i] += 1
+        if exc is not None:
+            fields["error"] = {"type": type(exc).__name__, "errno": exc.errno, "filename": _text(exc.filename)}
+            fields["searched"] = searched_path(fields["program"], env)
+            fields["elsewhere"] = found_elsewhere(fields["program"], fields["searched"])
+        else:
+            fields["error"] = None
+        backend.write_event("py_popen", fields)
 
-    def local(frame: "Any", event: str, arg: "Any") -> "Any":
-        if event == "exception":
-            exc = arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None
-            if isinstance(exc, OSError):
-                raised[0] = exc
-        elif event == "return":
-            if sys.gettrace() is _untraced:  # (a tracer the program set meanwhile is its own: kept)
-                sys.settrace(None)
-            try:
-                exc = raised[0]
-                i = 0 if exc is None else 1
-                if counts[i] < POPEN_LIMIT:
-                    counts[i] += 1
-                    if exc is not None:
-                        fields["error"] = {"type": type(exc).__name__, "errno": exc.errno,
-                                           "filename": _text(exc.filename)}
-                        fields["searched"] = searched_path(fields["program"], env)
-                        fields["elsewhere"] = found_elsewhere(fields["program"], fields["searched"])
-                    else:
-                        fields["error"] = None
-                    backend.write_event("py_popen", fields)
-            except Exception:  # never break the traced program
-                pass
-            return None
-        return local
-
-    f.f_trace = local
-    f.f_trace_lines = False
-    sys.settrace(_untraced)
+    watch_frame(f, returned)
     return True
 
 
