@@ -282,10 +282,16 @@ def owner_reinstall(name: str, world: World, process: ProcessState, res: CallRes
     # (a wheel's: reinstalled by the traced Python's own pip, not the first pip on PATH, which may be another Python's;
     # an embeddable Python has none: no interpreter to name)
     python = is_python(process, res)
-    exe = (process.launcher or process.exe) if o.kind == "wheel" and python and not (
-        process.python_kind == "embeddable" and not process.pip_site) else ""
+    exe = reinstalling_python(process, python) if o.kind == "wheel" else ""
     return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where, bound=o.path,
                exe=exe, lacks=o.kind, python=python)
+
+
+def reinstalling_python(process: ProcessState, python: bool) -> str:
+    """The interpreter whose pip reinstalls a wheel of the traced Python (its launcher: a Store Python's alias), ""
+    when the process is not Python or is an embeddable Python with no pip (no interpreter to name)."""
+    return (process.launcher or process.exe) if python and not (
+        process.python_kind == "embeddable" and not process.pip_site) else ""
 
 
 def rule_record_listed_file_looked_for(leaf: Node, world: World) -> Optional[Owner]:
@@ -432,8 +438,7 @@ def not_installed_fix(path: str, world: World, process: ProcessState, res: Optio
     if o is None or f is None:
         return None
     python = is_python(process, res)
-    exe = (process.launcher or process.exe) if python and not (
-        process.python_kind == "embeddable" and not process.pip_site) else ""
+    exe = reinstalling_python(process, python)
     return Fix("reinstall", "install", name=winpath.basename(path), package=o.dist, version=o.version,
                path=winpath.normalize(path), bound=o.path, exe=exe, lacks=o.kind, size=f.size, record_size=o.size,
                python=python)
@@ -561,8 +566,7 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             if own is not None and any((r.package, r.version) == (own.dist, own.version) for r in reinstalls):
                 pass  # (its size tells the same: that reinstall comes first, below)
             elif own is not None:  # (pip put another file there: reinstalling its distribution puts it back)
-                exe = (process.launcher or process.exe) if is_python(process, res) and not (
-                    process.python_kind == "embeddable" and not process.pip_site) else ""
+                exe = reinstalling_python(process, is_python(process, res))
                 other = leaf.facts.machines[0] if leaf.facts is not None and leaf.facts.machines else ""
                 out.insert(0, Fix("reinstall", "install", name=name, package=own.dist, version=own.version,
                                   path=bad, bound=own.path, exe=exe, lacks=own.kind,
