@@ -118,17 +118,7 @@ def traced(tmp_path: Path, *ops: str, name: str = "t.jsonl", **env: str):
     """Run the host with ops through the launcher (env: more environment); return (completed
     process, Trace)."""
     out = tmp_path / name
-    for attempt in range(winetools.WINE_START_RETRIES + 1):
-        r = winetools.run_wine([str(LAUNCHER), HOST, *ops],
-                               extra_env={"DLLTRACE_TRACE": winetools.to_windows(out), "LC_ALL": "C.UTF-8", **env})
-        # The launcher opens the trace before anything else it does (dlltrace_launch.c, main): no trace and
-        # not a word printed means its process never reached main, a Wine start-up failure that WINEDEBUG=-all
-        # silences (seen once in a cold CI run, in a worker). Run it again, counted like run_captured's retries.
-        if out.exists() or r.stdout or r.stderr or attempt == winetools.WINE_START_RETRIES:
-            break
-        winetools.WINE_START_RETRIED.append(f"{LAUNCHER.name} (no trace, no output, exit {r.returncode})")
-    # (a run that left no trace says what Wine and the launcher printed)
-    assert out.exists(), (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    r = winetools.run_launcher(LAUNCHER, [HOST, *ops], out, extra_env={"LC_ALL": "C.UTF-8", **env})
     return r, read_trace(out)
 
 

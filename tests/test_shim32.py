@@ -118,7 +118,7 @@ HOST64 = w("host64", "loadhost64.exe")
 def launched(tmp_path: Path, launcher: Path, *argv: str, name: str = "t.jsonl"):
     """The launcher (x64 or x86) run on argv, the trace in tmp_path/name: (completed process, Trace)."""
     out = tmp_path / name
-    r = winetools.run_wine([str(launcher), *argv], extra_env={"DLLTRACE_TRACE": winetools.to_windows(out)})
+    r = winetools.run_launcher(launcher, list(argv), out)
     return r, read_trace(out)
 
 

@@ -140,9 +140,8 @@ def test_process_start_random_layouts(shim_env, tmp_path, summary):
         root = _lay_out(case, files, shim_env)
         exe = f"C:\\{WROOT}\\{case}\\app\\needstop.exe"
         out = tmp_path / f"{case}.jsonl"
-        winetools.run_wine([str(LAUNCHER), exe], cwd=root / cwd,
-                           extra_env={"DLLTRACE_TRACE": winetools.to_windows(out),
-                                      "WINEPATH": ";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path)})
+        winetools.run_launcher(LAUNCHER, [exe], out, cwd=root / cwd,
+                               extra_env={"WINEPATH": ";".join(f"C:\\{WROOT}\\{case}\\{p}" for p in path)})
         trace = read_trace(out)  # the launcher alone wrote the header: readable even if no shim started
         assert (trace.header.tool, trace.header.platform) == ("dlltrace-launch 0.1.0", "wine")
         real, model = _outcomes(trace, exe)

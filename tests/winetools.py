@@ -302,6 +302,23 @@ def run_wine(args: list[str], *, cwd: str | Path | None = None, timeout: float =
     return run_captured([wine_binary(), *args], env=env, cwd=cwd, timeout=timeout, text=False)
 
 
+def run_launcher(launcher: Path | str, argv: list[str], trace: Path, *, cwd: str | Path | None = None,
+                 extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The dlltrace launcher (x64 or x86) run on argv under wine64, its trace written to `trace`.
+    The launcher opens the trace before anything else it does (dlltrace_launch.c, main): no trace and not a
+    word printed means its process never reached main, a Wine start-up failure that WINEDEBUG=-all silences
+    (seen in cold CI runs, in a worker). Such a run is run again (at most WINE_START_RETRIES times), counted
+    in WINE_START_RETRIED like run_captured's; a run that still left no trace fails with what was printed."""
+    env = {"DLLTRACE_TRACE": to_windows(trace), **(extra_env or {})}
+    for attempt in range(WINE_START_RETRIES + 1):
+        r = run_wine([str(launcher), *argv], cwd=cwd, extra_env=env)
+        if trace.exists() or r.stdout or r.stderr or attempt == WINE_START_RETRIES:
+            break
+        WINE_START_RETRIED.append(f"{Path(launcher).name} (no trace, no output, exit {r.returncode})")
+    assert trace.exists(), (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    return r
+
+
 def dlltrace(*argv: str, cwd: str | Path | None = None, timeout: float = 300, **env_extra: str
              ) -> subprocess.CompletedProcess:
     """`python -m dlltrace ARGV` of this checkout, in the test prefix's Wine environment (plus
