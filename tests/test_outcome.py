@@ -818,3 +818,114 @@ def test_run_asks_the_package_of_the_program_died_of_only():
         w = World()
         note_unstarted_packages(RecordedProcess(1, python=dict(events)), w)
         assert w.asked == asked, (w.asked, asked)
+
+
+def test_rule_exception_names_a_missing_file_of_its_distribution():
+    """The file of an installed distribution, not there, that the ending exception names (its py_exception `files`):
+    xgboost 2.1.3's XGBoostLibraryNotFound lists xgboost\\lib\\xgboost.dll, which its RECORD lists, and candidates
+    no record lists (..\\..\\lib\\xgboost.dll, resolved: not its file); the same path in another case and with /; on
+    Linux lightgbm 4.5.0's lib_lightgbm.so; a conda package's file by its conda-meta. A file that is there, a name no
+    record lists, an exception without files (an older trace) are not taken."""
+    from dlltrace.diagnosis.outcome import rule_exception_names_a_missing_file_of_its_distribution as rule
+    from dlltrace.model import Owner
+
+    site = "C:\\py\\Lib\\site-packages"
+    xgb = Owner("xgboost", "2.1.3", "xgboost/lib/xgboost.dll", site)
+    owners = {"xgboost.dll": (xgb,)}
+
+    def files(*paths, exists=False):
+        return {"type": "xgboost.libpath.XGBoostLibraryNotFound", "message": "Cannot find XGBoost Library",
+                "files": [{"path": p, "exists": exists, "size": None} for p in paths]}
+
+    up = site + "\\xgboost\\..\\..\\lib\\xgboost.dll"  # (C:\py\Lib\lib\xgboost.dll: not the file RECORD lists)
+    assert rule(files(up, site + "\\xgboost\\lib\\xgboost.dll"), owners) == (site + "\\xgboost\\lib\\xgboost.dll", xgb)
+    assert rule(files("c:/PY/lib/Site-Packages/xgboost/lib/XGBOOST.dll"), owners) == (
+        "c:/PY/lib/Site-Packages/xgboost/lib/XGBOOST.dll", xgb)
+    assert rule(files(up), owners) is None
+    assert rule(files(site + "\\xgboost\\lib\\xgboost.dll", exists=True), owners) is None  # (there: not its cause)
+    assert rule(files(site + "\\xgboost\\lib\\other.dll"), owners) is None
+    assert rule({"type": "X", "message": "m"}, owners) is None  # (a trace made before `files`)
+    assert rule({"files": [None, {"path": 3}, {"exists": False}]}, owners) is None  # (a damaged event)
+    linux = Owner("lightgbm", "4.5.0", "lightgbm/lib/lib_lightgbm.so", "/v/lib/python3.11/site-packages")
+    lib = "/v/lib/python3.11/site-packages/lightgbm/lib/lib_lightgbm.so"
+    assert rule(files("/v/lib/python3.11/site-packages/lightgbm/../lib_lightgbm.so", lib),
+                {"lib_lightgbm.so": (linux,)}) == (lib, linux)
+    conda = Owner("libxgboost", "2.1.3", "Library/bin/xgboost.dll", "C:\\conda\\envs\\x", "conda")
+    assert rule(files("C:\\conda\\envs\\x\\Library\\bin\\xgboost.dll"), {"xgboost.dll": (xgb, conda)}) == (
+        "C:\\conda\\envs\\x\\Library\\bin\\xgboost.dll", conda)
+
+
+def fake_distribution(site: Path, name: str, lib: str, raises: str) -> Path:
+    """A distribution `name` 1.0 installed into the folder `site` (a *.dist-info with a RECORD that lists its
+    package's lib/`lib`, which is not there) whose __init__.py looks for that file before loading it and raises
+    `raises` (an expression of the path list `paths`) when it is not there, as xgboost and lightgbm do."""
+    pkg = site / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import os\n"
+        f"paths = [os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib', {lib!r}),\n"
+        f"         os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib', {lib!r})]\n"
+        "if not any(os.path.isfile(p) for p in paths):\n"
+        f"    raise {raises}\n")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{name}/lib/{lib},sha256=x,12345\n{name}-1.0.dist-info/RECORD,,\n")
+    return pkg / "lib" / lib
+
+
+@LINUX
+def test_a_missing_file_a_package_looks_for_is_the_answer(tmp_path):
+    """A package that looks for its own library before loading it and raises when it is not there (no load made):
+    the report names the file, the distribution whose RECORD lists it, and its reinstall by the traced Python's own
+    pip, in the headline, the text, --json (outcome.file) and the Diagnosis."""
+    site = tmp_path / "site-packages"
+    gone = fake_distribution(site, "dlltracegone", "libdlltracegone.so",
+                             "Exception('Cannot find dlltracegone library file in following paths:\\n' + '\\n'.join(paths))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tracer"), str(site)])}
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, "-c",
+                        "import dlltracegone"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1 and "Cannot find dlltracegone library file" in r.stderr, r.stderr[-3000:]
+    head = next(line for line in r.stderr.splitlines() if line.startswith("dlltrace ─"))
+    assert head.startswith("dlltrace ─ the program ended with Exception: Cannot find dlltracegone library file in "
+                           "following paths:") and ": libdlltracegone.so, a file of dlltracegone 1.0, is not there · " \
+        "trace saved to" in head, head
+    assert (f"  import dlltracegone: the program looked for this file before loading it, and it is not there:\n"
+            f"    {gone}\n"
+            "  dlltracegone 1.0 installed it (its RECORD lists dlltracegone/lib/libdlltracegone.so): the install is "
+            "damaged") in r.stderr, r.stderr[-3000:]
+    assert ("  Fix\n    1. libdlltracegone.so belongs to dlltracegone 1.0 (its RECORD lists "
+            "dlltracegone/lib/libdlltracegone.so) and is not there: reinstall it:\n"
+            f"       {sys.executable} -m pip install --force-reinstall --no-deps dlltracegone==1.0\n") in r.stderr, \
+        r.stderr[-3000:]
+    rep = json.loads(subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"],
+                                    capture_output=True, text=True, env=env, timeout=300).stdout)
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["outcome"]["file"] == {
+        "path": str(gone), "package": "dlltracegone", "version": "1.0", "listed": "dlltracegone/lib/libdlltracegone.so",
+        "fix": rep["outcome"]["file"]["fix"]}, rep["outcome"]
+    assert rep["outcome"]["file"]["fix"].endswith("--force-reinstall --no-deps dlltracegone==1.0"), rep["outcome"]
+    from dlltrace.api import diagnose
+    (main,) = [d for d in diagnose(str(trace)) if d.gone is not None]
+    assert (main.gone.package, main.gone.module, main.gone.fixes[0].exe) == ("dlltracegone", "dlltracegone",
+                                                                             sys.executable)
+    # the file put back: nothing is said of it (the program then fails on loading it: a load explains that)
+    (site / "dlltracegone" / "__init__.py").write_text("raise ValueError('something else')\n")
+    r2 = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(tmp_path / "t2.jsonl"), "--",
+                         sys.executable, "-c", "import dlltracegone"], capture_output=True, text=True, env=env,
+                        timeout=300)
+    assert "no failed load explains it" in r2.stderr and "a file of" not in r2.stderr, r2.stderr[-2000:]
+
+
+def test_a_start_refused_with_permission_denied_is_not_said_to_be_found():
+    """subprocess on Linux raises PermissionError for a name when a PATH folder this user may not search refused it
+    (EACCES), whether or not the program is anywhere: the words say permission was denied, never that the program
+    was found or is not executable."""
+    from dlltrace.diagnosis.result import Unstarted
+    from dlltrace.render.outcome import unstarted_lines, unstarted_words
+
+    u = Unstarted("tesseract", "PermissionError", ("tesseract",), "", None, ("/opt/locked", "/usr/bin"), (), None)
+    assert unstarted_words(u) == "the program 'tesseract' could not be run: permission denied"
+    text = "\n".join(unstarted_lines(u))
+    assert "was found" not in text and "'tesseract' is not executable" not in text, text
+    assert "let this user search\n  each folder of that PATH" in text, text
+    assert "a PATH folder, for a name) may not be searched by this user" in text, text

@@ -165,6 +165,56 @@ def test_xgboost_with_a_32bit_xgboost_dll_is_reinstalled(xgboost_env, tmp_path):
 
 
 @pytest.fixture(scope="module")
+def lightgbm_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-lightgbm", [rw.WHEELS["lightgbm"], *NUMPY_SCIPY]))
+
+
+# (the package, the file its RECORD lists that is taken away, the exception its own check raises; no load is made)
+LOOKS_FIRST = {"xgboost": ("xgboost/lib/xgboost.dll", "xgboost.libpath.XGBoostLibraryNotFound", "2.1.3"),
+               "lightgbm": ("lightgbm/bin/lib_lightgbm.dll", "Exception", "4.5.0")}
+
+
+@pytest.mark.parametrize("package", sorted(LOOKS_FIRST))
+def test_a_package_that_looks_for_its_own_dll_first_is_reinstalled(package, request, tmp_path):
+    """xgboost 2.1.3 and lightgbm 4.5.0 look for their own DLL before loading it (xgboost/libpath.py, lightgbm/
+    libpath.py: os.path.isfile over a list of candidates) and raise when none is there: no load is made, so no loader
+    searched. The exception lists the paths it tried; the one its RECORD lists is the file, and reinstalling the
+    distribution is the fix. Wine's side: the program ends on that exception with no load of the DLL; then the
+    fix applied for real (the wheel put back where pip puts it) and the import runs to its end."""
+    listed, exc_type, version = LOOKS_FIRST[package]
+    env = ri.env_copy(request.getfixturevalue(f"{package}_env"), tmp_path / "env")
+    dll = env.site / listed
+    dll.unlink()
+    code = f"import {package}; print({package}.__version__)"
+    win = env.win("Lib/site-packages/" + listed)
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    said = ri.program_output(plain.stderr, 100000)  # (its message is many lines: one a path it tried)
+    assert plain.returncode == 1 and f"\n{exc_type}: Cannot find " in said and f"\n{win}\n" in said.replace(
+        "\n- ", "\n"), said[-3000:]
+    log = ri.parse_loader_log(plain.stderr)
+    assert not any(ri.base(p) == ri.base(win) for p, _ in log.load_failed), log.load_failed  # (no load of it made)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    assert rep["outcome"]["kind"] == "died_of_other" and not rep["failed"], (rep["outcome"], rep["failed"])
+    file = rep["outcome"]["file"]
+    assert (file["path"].lower(), file["package"], file["version"], file["listed"]) == (
+        win.lower(), package, version, listed), file
+    assert f"--force-reinstall --no-deps {package}=={version}" in file["fix"], file["fix"]
+    assert rep["outcome"]["text"].endswith(f": {ri.base(win)}, a file of {package} {version}, is not there"), \
+        rep["outcome"]["text"]
+    text = ri.report_text(trace)
+    assert "the program looked for this file before loading it, and it is not there:" in text, text[:3000]
+    assert f"-m pip install --force-reinstall --no-deps {package}=={version}" in text, text[:3000]
+    applied = ri.apply_fix({"action": "install", "package": file["package"], "version": file["version"],
+                            "text": file["fix"]}, env)
+    again = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and version in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert win.lower() in {p.lower() for p in log2.mapped}, [p for p in log2.mapped if ri.base(p) == ri.base(win)]
+
+
+@pytest.fixture(scope="module")
 def psycopg2_env(wine_prefix) -> ri.Env:
     return rw.or_skip(lambda: ri.small_env("field-psycopg2", [rw.WHEELS["psycopg2"]]))
 

@@ -669,3 +669,45 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
         "outcome"]["kind"] == "ok", again.stderr[-2000:]
     APPLIED.append(f"{name}: pip install --force-reinstall --no-deps {requirement}")
+
+
+def test_a_distributions_own_file_its_package_looks_for_first_is_reinstalled(tmp_path):
+    """lightgbm 4.5.0 with its lightgbm/lib/lib_lightgbm.so deleted: lightgbm looks for the file before loading it
+    (lightgbm/libpath.py) and raises Exception("Cannot find lightgbm library file in following paths: ..."): no load is
+    made, so no loader searched. The report names the file its RECORD lists, and the reinstall by the traced Python's
+    own pip; the fix's command as printed, pip told where the pinned wheel is, then the program runs and its trace
+    reads ok."""
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    wheels = winetools.DOWNLOADS / "situations"
+    lock = LOCKS / "lightgbm-4.5-py311.txt"
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r", str(lock))
+    pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r", str(lock))
+    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
+    gone = site / "lightgbm" / "lib" / "lib_lightgbm.so"
+    gone.unlink()
+    (tmp_path / "app.py").write_text("import lightgbm\n\nprint(lightgbm.__version__)\n")
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+    assert run.returncode == 1 and "Cannot find lightgbm library file in following paths" in run.stderr, \
+        run.stderr[-3000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    assert doc["outcome"]["kind"] == "died_of_other", doc["outcome"]
+    assert not [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]  # (no load is the failure)
+    file = doc["outcome"]["file"]
+    assert file is not None and (file["path"], file["package"], file["version"], file["listed"]) == (
+        str(gone), "lightgbm", "4.5.0", "lightgbm/lib/lib_lightgbm.so"), doc["outcome"]
+    assert doc["outcome"]["text"].endswith(": lib_lightgbm.so, a file of lightgbm 4.5.0, is not there"), doc["outcome"]
+    command = f"{python} -m pip install --force-reinstall --no-deps lightgbm==4.5.0"
+    assert ("1. lib_lightgbm.so belongs to lightgbm 4.5.0 (its RECORD lists lightgbm/lib/lib_lightgbm.so) and is not "
+            f"there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]  # (the command alone: it pastes)
+    fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+                           text=True, timeout=600)
+    assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
+    after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and after.stdout.strip() == "4.5.0", after.stderr[-2000:]
+    again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
+        "outcome"]["kind"] == "ok", again.stderr[-2000:]
+    APPLIED.append("lightgbm_without_its_library: pip install --force-reinstall --no-deps lightgbm==4.5.0")

@@ -431,3 +431,29 @@ def test_the_terminal_report_is_redacted_in_every_cell(tmp_path, capsys, monkeyp
     assert cli.main(["report", str(p), "--redact"]) == 0
     red = capsys.readouterr().out
     assert "alice" not in red.lower() and "<user>" in red and "Where Windows looked for" in red
+
+
+def test_went_past_lines_say_a_library_tried_again_once():
+    """The loads a program went past, a line each, the same library failing the same way in one process said once
+    with its number of tries (CuPy 13.6's four tries of libcutensor.so.2), in the order first tried; another process's
+    or another error's try is a line of its own."""
+    import dataclasses
+    from dlltrace.diagnosis.result import Diagnosis, FailedLoad, ProcessEnd
+    from dlltrace.diagnosis.outcome import ProcessOutcome
+    from dlltrace.render.diagnosis import went_past_lines
+
+    def failed(seq, name, message="not found"):
+        return FailedLoad(seq=seq, api="dlopen", name=name, error=2, message=message, fate="went_on", reason="x",
+                          origin="", leaf=name, cause="not_found", needed_by=None, chain=(name,), tried=(), elsewhere=(),
+                          next_failures=(), fixes=(), model_agrees=True)
+
+    d = Diagnosis("linux", 7, "/usr/bin/python3.11", ProcessEnd("exited", 0), ProcessOutcome("ok", 0), ())
+    other = dataclasses.replace(d, pid=8)
+    apart = [(d, failed(1, "libcutensor.so.2")), (d, failed(2, "libnccl.so.2")), (d, failed(3, "libcutensor.so.2")),
+             (d, failed(4, "libcutensor.so.2")), (other, failed(5, "libcutensor.so.2")),
+             (d, failed(6, "libcutensor.so.2", "wrong ELF class")), (d, failed(7, "libcutensor.so.2"))]
+    assert went_past_lines(apart) == [
+        "  libcutensor.so.2  (python3.11, pid 7)  not found  (4 tries)",
+        "  libnccl.so.2  (python3.11, pid 7)  not found",
+        "  libcutensor.so.2  (python3.11, pid 8)  not found",
+        "  libcutensor.so.2  (python3.11, pid 7)  wrong ELF class"]

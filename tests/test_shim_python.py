@@ -156,6 +156,37 @@ def test_exception_fields_name_the_module_the_path_and_the_causes():
     json.dumps(f)
 
 
+def test_named_files_are_the_absolute_native_paths_of_the_messages(tmp_path):
+    """The native files an ending exception's messages name by an absolute path, each with whether it is there and its
+    size (xgboost 2.1.3's XGBoostLibraryNotFound, lightgbm 4.5.0's list, ctypes' Windows and Linux messages), each
+    once, relative names and other extensions left out."""
+    here = tmp_path / "lib_x.so"
+    here.write_bytes(b"1234")
+    xgb = ("Cannot find XGBoost Library in the candidate path.  List of candidates:\n"
+           "- C:\\py\\Lib\\site-packages\\xgboost\\lib\\xgboost.dll\n"
+           "- C:\\py\\Lib\\site-packages\\xgboost\\..\\..\\lib\\xgboost.dll\n"
+           "XGBoost Python package path: C:\\py\\Lib\\site-packages\\xgboost\nsys.base_prefix: C:\\py")
+    lgb = f"Cannot find lightgbm library file in following paths:\n{here}\n/nonesuch/lightgbm/lib_lightgbm.so"
+    got = shim.named_files([xgb, lgb, "Could not find module 'C:\\Program Files\\a b\\x.DLL' (or one of its "
+                            "dependencies)", "OSError: /usr/lib/libfoo.so.1.2: cannot open shared object file",
+                            "dlopen(/opt/x/libbar.dylib, 6): image not found", "relative foo.dll, x.so. or C:\\y.txt",
+                            "again C:\\py\\Lib\\site-packages\\xgboost\\lib\\xgboost.dll", None])
+    assert got == [
+        {"path": "C:\\py\\Lib\\site-packages\\xgboost\\lib\\xgboost.dll", "exists": False, "size": None},
+        {"path": "C:\\py\\Lib\\site-packages\\xgboost\\..\\..\\lib\\xgboost.dll", "exists": False, "size": None},
+        {"path": str(here), "exists": True, "size": 4},
+        {"path": "/nonesuch/lightgbm/lib_lightgbm.so", "exists": False, "size": None},
+        {"path": "C:\\Program Files\\a b\\x.DLL", "exists": False, "size": None},
+        {"path": "/usr/lib/libfoo.so.1.2", "exists": False, "size": None},
+        {"path": "/opt/x/libbar.dylib", "exists": False, "size": None}], got
+    many = " ".join(f"/x/l{i}.so" for i in range(40))
+    assert len(shim.named_files([many])) == shim.NAMED_FILES_LIMIT
+    try:
+        raise RuntimeError(lgb)
+    except RuntimeError as e:
+        assert shim.exception_fields(e)["files"][0] == {"path": str(here), "exists": True, "size": 4}
+
+
 PROGRAM = """
 import sys
 print("working")

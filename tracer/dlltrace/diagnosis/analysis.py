@@ -10,13 +10,13 @@ from typing import Optional, Sequence, Union, cast
 
 from dlltrace import winpath
 from dlltrace.diagnosis.outcome import ProcessOutcome, program_words, python_error, rule_load_class, rule_program_said
-from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, NextFailure, ProcessEnd, Tried, code_place,
-                                       process_outcome, Unstarted, unstarted_of)
+from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, Gone, NextFailure, ProcessEnd, Tried, code_place,
+                                       gone_of, process_outcome, Unstarted, unstarted_of)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
 from dlltrace.classify import classify
-from dlltrace.diagnosis.explain import not_installed_fix, owner_reinstall
+from dlltrace.diagnosis.explain import not_installed_fix, owner_reinstall, reinstalling_python
 from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Fix
 from dlltrace.worlds.world import owners_of
 from dlltrace.trace.reader import Progress, Trace, paused_gc
@@ -359,8 +359,9 @@ def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
         failures = (*failures, *(stub_failed_load(b, trace) for b in bindings if b.called),
                     *(stub_failed_load(b, trace) for b in bindings if not b.called))
         end = process_end(trace, pid)
-        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome_of(trace, pid, end, failures),
-                             failures))
+        outcome = outcome_of(trace, pid, end, failures)
+        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome, failures,
+                             gone=windows_gone(trace, pid) if outcome.kind == "died_of_other" else None))
     return out
 
 
@@ -383,6 +384,22 @@ def main_unstarted(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[
     e = ending(trace)
     pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
     return unstarted_of(trace, pid) if pid is not None else None
+
+
+def main_gone(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[Gone]:
+    """The file of an installed distribution, not there, that the run's program died for want of (result.gone_of),
+    when its outcome (main_outcome) is died_of_other and no program it started explains it; None else."""
+    if outcome is None or outcome.kind != "died_of_other":
+        return None
+    e = ending(trace)
+    pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
+    return windows_gone(trace, pid) if pid is not None and unstarted_of(trace, pid) is None else None
+
+
+def windows_gone(trace: Trace, pid: int) -> Optional[Gone]:
+    """result.gone_of for a Windows process, reinstalled by the traced Python's own pip (explain.reinstalling_python:
+    its launcher; none for an embeddable Python without pip)."""
+    return gone_of(trace, pid, reinstalling_python(system_and_process(trace, pid)[1], True))
 
 
 def outcome_of(trace: Trace, pid: int, end: ProcessEnd, failures: tuple[FailedLoad, ...]) -> ProcessOutcome:

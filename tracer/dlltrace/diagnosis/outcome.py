@@ -18,11 +18,15 @@ loading it), noise (gone past, nothing lost)."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Optional
+
+from dlltrace import winpath
 
 if TYPE_CHECKING:
+    from dlltrace.model import Owner
     from dlltrace.trace.reader import Trace
 
 OutcomeKind = Literal["crashed", "died_of_load", "died_of_other", "degraded", "ok", "exited", "killed", "interrupted",
@@ -242,6 +246,42 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -
         for e in reversed(failed):
             if _place(e.get("caller")) == raised_in:
                 return e
+    return None
+
+
+def _where_listed(o: "Owner") -> str:
+    """The path an owner's record puts its file at: its root joined with the record's path."""
+    if winpath.is_absolute(o.root):
+        return winpath.join(o.root, *o.path.split("/"))
+    return posixpath.join(o.root, o.path)
+
+
+def _same_path(a: str, b: str) -> bool:
+    """Two absolute paths of one file: Windows' folded and normalised (.. resolved), a POSIX path's normalised."""
+    if winpath.is_absolute(a) or winpath.is_absolute(b):
+        return winpath.key(a) == winpath.key(b)
+    return posixpath.normpath(a) == posixpath.normpath(b)
+
+
+def rule_exception_names_a_missing_file_of_its_distribution(exception: dict, owners: "Mapping[str, tuple[Owner, ...]]"
+                                                            ) -> "Optional[tuple[str, Owner]]":
+    """The file, of the native files the exception the program ended on names (its py_exception's `files`: each with
+    whether it was there at the end), that is not there and that an installed distribution's record (RECORD, a conda
+    package's conda-meta) lists at that very path, with that distribution (`owners`: Trace.owners); None for none.
+    A package that checks for its own DLL before loading it dies with no load made: xgboost's
+    XGBoostLibraryNotFound lists xgboost\\lib\\xgboost.dll among its candidates, lightgbm's "Cannot find lightgbm
+    library file in following paths" lightgbm\\bin\\lib_lightgbm.dll. Its install is damaged, and reinstalling it
+    puts the file back. A candidate no record lists at its path (xgboost's sys.base_prefix\\lib\\xgboost.dll) is not
+    taken, nor a file that is there."""
+    for f in exception.get("files") or []:
+        if not isinstance(f, dict) or f.get("exists") is not False or not isinstance(f.get("path"), str) \
+                or not f["path"]:
+            continue
+        path = f["path"]
+        base = re.split(r"[\\/]", path)[-1].lower()
+        for o in owners.get(base, ()):
+            if _same_path(_where_listed(o), path):
+                return path, o
     return None
 
 

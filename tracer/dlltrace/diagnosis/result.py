@@ -16,7 +16,9 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union, get_args, get_origin
 
-from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, feature_of, rule_exception_is_unstarted_program,
+from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, feature_of,
+                                        rule_exception_names_a_missing_file_of_its_distribution,
+                                        rule_exception_is_unstarted_program,
                                         rule_outcome)
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
 from dlltrace.worlds.gpu import DRIVER_STATES
@@ -183,6 +185,42 @@ def unstarted_of(trace: "Trace", pid: int, package_of: "Callable[[str], Optional
 
 
 @dataclass(frozen=True)
+class Gone:
+    """A file of an installed distribution that is not there and that the exception the program ended on names
+    (outcome.rule_exception_names_a_missing_file_of_its_distribution): xgboost's XGBoostLibraryNotFound for
+    xgboost\\lib\\xgboost.dll. The package looked for its own file before loading it: no load was made, no loader
+    searched."""
+    path: str  # the file, as the exception names it
+    package: str  # the distribution whose record lists it ("xgboost")
+    version: str
+    listed: str  # the file as the record lists it ("xgboost/lib/xgboost.dll")
+    record: Literal["wheel", "conda"]  # RECORD (a wheel's) or conda-meta (a conda package's)
+    module: str  # the outermost import in progress when the program ended ("xgboost"), "" when none
+    fixes: tuple[Fix, ...]  # the distribution reinstalled (the traced Python's own pip; conda's for a conda package)
+
+
+def gone_of(trace: "Trace", pid: int, python: str = "") -> Optional[Gone]:
+    """The file of an installed distribution, not there, that the exception process pid ended on names
+    (outcome.rule_exception_names_a_missing_file_of_its_distribution, of the trace's records: Trace.owners), with
+    its reinstall by `python`'s pip (the traced interpreter; "" when none can be named: `pip install`); None when
+    the exception names none. Both systems."""
+    ends = list(trace.of("py_exception", pid=pid))
+    if not ends:
+        return None
+    hit = rule_exception_names_a_missing_file_of_its_distribution(ends[-1], trace.owners(pid))
+    if hit is None:
+        return None
+    path, o = hit
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    exit_ = next(iter(trace.of("py_exit", pid=pid)), None)
+    imports = exit_.get("imports") if exit_ is not None else None  # (outermost first: the program's own import)
+    module = str(imports[0]) if isinstance(imports, list) and imports and isinstance(imports[0], str) else ""
+    fix = Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=path, bound=o.path,
+              exe=python if o.kind == "wheel" else "", lacks=o.kind, python=False)
+    return Gone(path, o.dist, o.version, o.path, o.kind, module, (fix,))
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     platform: Platform
     pid: int
@@ -192,6 +230,7 @@ class Diagnosis:
     failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
     unfound: Optional[Unfound] = None  # died_of_other: the library find_library did not find that it died of
     unstarted: Optional[Unstarted] = None  # died_of_other: the program it started that was not found, that it died of
+    gone: Optional[Gone] = None  # died_of_other: the file of an installed distribution, not there, that it died of
 
     @property
     def fatal(self) -> Optional[FailedLoad]:

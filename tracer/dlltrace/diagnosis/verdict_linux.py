@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
 from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, rule_exception_is_find_library
-from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, Unstarted, code_place,
+from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, Unstarted, code_place, gone_of,
                                        process_outcome, unstarted_of)
 from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
                                              unversioned_name)
@@ -310,8 +310,10 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         unfound = unfound_library(trace, pid, outcome) if outcome.kind == "died_of_other" else None
         unstarted = unstarted_program(trace, pid) if outcome.kind == "died_of_other" and unfound is None else None
+        gone = gone_of(trace, pid, linux_interpreter(trace, pid)) \
+            if outcome.kind == "died_of_other" and unfound is None and unstarted is None else None
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures, unfound,
-                             unstarted))
+                             unstarted, gone))
     return out
 
 
@@ -333,6 +335,14 @@ def unfound_library(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional
     module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
     fix = None if find_lib_never_found(name) else system_package_fix(unversioned_name(name), world)
     return Unfound(name, module, code_place(e.get("frame")), (fix,) if fix is not None else ())
+
+
+def linux_interpreter(trace: Trace, pid: int) -> str:
+    """The traced Python's own interpreter (its py_env's sys.executable: a venv's python, whose pip reinstalls into
+    that venv), "" when not known."""
+    e = next(iter(trace.of("py_env", pid=pid)), None)
+    exe = e.get("executable") if e is not None else None
+    return exe if isinstance(exe, str) else ""
 
 
 def unstarted_program(trace: Trace, pid: int) -> Optional[Unstarted]:

@@ -20,9 +20,9 @@ from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
-from dlltrace.render.fixwords import fix_lines
-from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, outcome_headline, said_line,
-                                     unfound_lines, unstarted_lines)
+from dlltrace.render.fixwords import numbered_fix
+from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, gone_lines, outcome_headline,
+                                     said_line, unfound_lines, unstarted_lines)
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -212,21 +212,6 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
     return out
 
 
-def numbered_fix(i: int, x: model.Fix, note: str = "", lead: str = "") -> list[str]:
-    """A fix's lines under "Fix": numbered i (`lead` instead: "then: "), each command of its words on a line of
-    its own so that the line pastes as it is (fixwords.fix_lines), and `note` after the words (on a line of its
-    own when they are more than one line or a command).""" 
-    lead = lead or f"    {i}. "
-    lines = fix_lines(x)
-    out = [(lead if k == 0 else " " * len(lead)) + text for k, (text, _) in enumerate(lines)] or [lead.rstrip()]
-    if note:
-        if len(lines) > 1 or (lines and lines[-1][1]):
-            out.append(" " * len(lead) + note)
-        else:
-            out[-1] += "  " + note
-    return out
-
-
 def fix_not_enough(x: model.Fix, platform: str) -> str:
     """Why a fix offered is not known to make the load succeed: on Linux, a fix the model re-ran that then fails
     on another library says which (libgl1 installed, libQt5Core then needs libgthread-2.0.so.0: a library whose
@@ -272,7 +257,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
         said = crash_headline(main.outcome, fatal_leaf(main))
     elif main is not None and main.fatal is None:
-        said = outcome_headline(main.outcome, main.unfound, main.unstarted)
+        said = outcome_headline(main.outcome, main.unfound, main.unstarted, main.gone)
     if not diagnoses:  # (no process traced: never "every load succeeded")
         return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
@@ -287,6 +272,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         lines += unfound_lines(main.unfound, numbered_fix)
     if main is not None and main.unstarted is not None and main.outcome.kind == "died_of_other":
         lines += unstarted_lines(main.unstarted)
+    if main is not None and main.gone is not None and main.outcome.kind == "died_of_other":
+        lines += gone_lines(main.gone, numbered_fix)
     if main is not None and main.end.crashed_at is not None:
         at = main.end.crashed_at
         lines += ["", f"It crashed in your code at {at.file}:{at.line}, in {at.function}"
@@ -297,8 +284,23 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
                   if main is not None and main.outcome.kind == "died_of_other" else
                   "Failed, and the program went past them (not the failure):"]
-        lines += [f"  {f.name}  ({_base(d.platform, d.program) or '?'}, pid {d.pid})  {f.message}" for d, f in apart]
+        lines += went_past_lines(apart)
     return lines
+
+
+def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]]) -> list[str]:
+    """A line for each load the program went past, the same library failing the same way in one process said once
+    with how many times it was tried (CuPy 13.6 tries libcutensor.so.2 four times; each try is a failed load of the
+    Diagnosis, and of the JSON)."""
+    tries: dict[tuple[int, str, str], list[tuple[Diagnosis, FailedLoad]]] = {}
+    for d, f in apart:
+        tries.setdefault((d.pid, f.name, f.message), []).append((d, f))
+    out = []
+    for same in tries.values():
+        d, f = same[0]
+        out.append(f"  {f.name}  ({_base(d.platform, d.program) or '?'}, pid {d.pid})  {f.message}"
+                   + (f"  ({len(same)} tries)" if len(same) > 1 else ""))
+    return out
 
 
 def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,

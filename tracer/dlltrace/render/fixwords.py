@@ -416,6 +416,21 @@ def fix_lines(f: Fix, typed: Callable[[str], str] = _plain) -> list[tuple[str, b
     return [(typed(t.rstrip()), c) for t, c in lines if t.strip()]
 
 
+def numbered_fix(i: int, x: Fix, note: str = "", lead: str = "") -> list[str]:
+    """A fix's lines under "Fix": numbered i (`lead` instead: "then: "), each command of its words on a line of
+    its own so that the line pastes as it is (fixwords.fix_lines), and `note` after the words (on a line of its
+    own when they are more than one line or a command).""" 
+    lead = lead or f"    {i}. "
+    lines = fix_lines(x)
+    out = [(lead if k == 0 else " " * len(lead)) + text for k, (text, _) in enumerate(lines)] or [lead.rstrip()]
+    if note:
+        if len(lines) > 1 or (lines and lines[-1][1]):
+            out.append(" " * len(lead) + note)
+        else:
+            out[-1] += "  " + note
+    return out
+
+
 def relation_text(e: Elsewhere) -> str:
     """The relation in words ("on PATH (entry 2), which this load does not search"), and whose record lists
     a copy the trace never looked at ("; numpy 2.1.3's RECORD lists it")."""

@@ -73,7 +73,8 @@ def linux_json(trace: Trace) -> str:
     diagnoses = linux_diagnoses(trace, calls)
     top = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if top is not None and d.pid == top.get("pid")), None)
-    doc["outcome"] = outcome_dict(main.outcome, fatal_leaf(main), main.unfound, main.unstarted) if main is not None else None
+    doc["outcome"] = outcome_dict(main.outcome, fatal_leaf(main), main.unfound, main.unstarted, main.gone) \
+        if main is not None else None
     doc["diagnoses"] = [d.to_dict() for d in diagnoses]
     return json.dumps(doc, indent=2, ensure_ascii=False)
 

@@ -22,7 +22,7 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_outcome, main_unstarted,
+from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_gone, main_outcome, main_unstarted,
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline, untraced_line
@@ -285,13 +285,17 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
     outcome = main_outcome(trace, incs) if not failed else None
-    said = outcome_headline(outcome, None, main_unstarted(trace, outcome)) if outcome is not None else None
+    unstarted = main_unstarted(trace, outcome)
+    gone = main_gone(trace, outcome)  # (it died for want of a file of its install)
+    said = outcome_headline(outcome, None, unstarted, gone) if outcome is not None else None
     # it ran without its GPU: the loads that cost it a feature are explained, with their fixes (outcome.py)
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
     apart = [i for i in apart if not any(i is x for x in lost)]
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
         out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
                 + not_installed_sentence(strays), ""]
+        if gone is not None and gone.fixes:
+            out += [f"Suggested fix: {fix_markdown(gone.fixes[0], as_typed)}", ""]
     elif failed and no_gpu_failure(failed):  # (nvcuda.dll, on a machine with no NVIDIA GPU: the answer first)
         out += [f"**dlltrace:** {prose(died_without_a_gpu_words(main_outcome(trace, incs))[2:])}.", ""]
     elif not failed:

@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional, get_args
 from dlltrace import winpath
 from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
-from dlltrace.diagnosis.result import Unfound, Unstarted
+from dlltrace.diagnosis.result import Gone, Unfound, Unstarted
 from dlltrace.model import Fix
-from dlltrace.render.fixwords import sh_export_prepend, sh_quote
+from dlltrace.render.fixwords import fix_text, sh_export_prepend, sh_quote
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.gpu import DRIVER_STATES
 
@@ -42,8 +42,8 @@ def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> str:
 
 def unstarted_words(u: Unstarted) -> str:
     """"the program 'tesseract' was not found on PATH": why a program the Python program started did not start."""
-    if u.error == "PermissionError":
-        return f"the program {u.program!r} is not executable"
+    if u.error == "PermissionError":  # (not executable, or a PATH folder this user may not search: it may be absent)
+        return f"the program {u.program!r} could not be run: permission denied"
     if "/" in u.program or "\\" in u.program:
         return f"the program {u.program!r} does not exist"
     return f"the program {u.program!r} was not found on PATH"
@@ -58,11 +58,19 @@ def died_without_a_gpu_words(o: ProcessOutcome) -> str:
     return ""
 
 
+def gone_words(g: Gone) -> str:
+    """"xgboost.dll, a file of xgboost 2.1.3, is not there": the file of an installed distribution the program died
+    for want of (result.Gone)."""
+    name = re.split(r"[\\/]", g.path)[-1]
+    return f"{name}, a file of {f'{g.package} {g.version}'.strip()}, is not there"
+
+
 def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
-                     unstarted: Optional[Unstarted] = None) -> Optional[str]:
+                     unstarted: Optional[Unstarted] = None, gone: Optional[Gone] = None) -> Optional[str]:
     """The headline of a degraded or died_of_other outcome (`unfound`: the library find_library did not find that
-    it died of, result.Unfound; `unstarted`: the program it started that was not found, result.Unstarted); None for
-    the others (their own first lines say it: a crash's is crash_headline, which needs the load it followed)."""
+    it died of, result.Unfound; `unstarted`: the program it started that was not found, result.Unstarted; `gone`:
+    the file of an installed distribution, not there, result.Gone); None for the others (their own first lines say
+    it: a crash's is crash_headline, which needs the load it followed)."""
     if o.kind == "degraded":
         lost = ", ".join(o.lost)
         where = " (on the CPU)" if any(f in CPU_FEATURES for f in o.lost) else ""
@@ -74,7 +82,7 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
     if o.kind == "died_of_other" and o.exception is not None:
         text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
         # (the answer after it, find_library's, kept in sight: python-mpv's message is 200 characters)
-        most = MAX_UNFOUND_MESSAGE if unfound is not None or unstarted is not None else MAX_MESSAGE
+        most = MAX_UNFOUND_MESSAGE if unfound is not None or unstarted is not None or gone is not None else MAX_MESSAGE
         if len(text) > most:
             cut = text[:most - 1]
             if cut[-1].isalnum() and text[most - 1].isalnum() and " " in cut[most // 2:]:  # (not in a word: "or i…")
@@ -85,6 +93,8 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
         if unstarted is not None:
             return f"the program ended with {text}: {unstarted_words(unstarted)}"
+        if gone is not None:
+            return f"the program ended with {text}: {gone_words(gone)}"
         return f"the program ended with {text}; no failed load explains it"
     return None
 
@@ -111,6 +121,20 @@ def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]") -> li
     return out
 
 
+def gone_lines(g: Gone, fix_line: "Callable[[int, Fix], list[str]]") -> list[str]:
+    """What a program that died for want of a file of an installed distribution is told after the headline: the
+    file, who lists it, why no loader searched, and the reinstall (`fix_line`: the renderer's numbered lines of a
+    fix)."""
+    where = f"import {g.module}: " if g.module else ""
+    record = "its conda-meta" if g.record == "conda" else "its RECORD"
+    out = ["", f"  {where}the program looked for this file before loading it, and it is not there:", f"    {g.path}",
+           f"  {g.package} {g.version} installed it ({record} lists {g.listed}): the install is damaged (a file",
+           "  deleted, an antivirus, a copy cut short). No load of it was made, so no loader searched for it."]
+    if g.fixes:
+        out += ["", "  Fix"] + [line for i, x in enumerate(g.fixes, 1) for line in fix_line(i, x)]
+    return out
+
+
 SEARCHED_SHOWN = 12  # PATH folders listed
 
 
@@ -127,8 +151,8 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     base = u.program.replace("\\", "/").rsplit("/", 1)[-1]
     exe = base if "." in base else f"{base}.exe"  # (CreateProcess adds .exe to a name without an extension only)
     if u.error == "PermissionError":
-        out += ["", f"  {u.program} was found, but this user may not run it (not executable, or a folder on its way",
-                "  may not be searched)."]
+        out += ["", f"  Starting {u.program} was refused with permission denied: a file of that name is not executable,",
+                "  or a folder on its way (a PATH folder, for a name) may not be searched by this user."]
     elif u.searched and windows:  # (CreateProcess: its own folder, the current one, the system's, then PATH)
         out += ["", f"  CreateProcess looked for {exe} in the program's own folder, the current folder, the system",
                 f"  folders, then the {len(u.searched)} folders of its caller's PATH, and none holds it:"]
@@ -159,7 +183,8 @@ def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
     if u.error == "PermissionError" and "/" in u.program:
         return out + ["", f"  Make it executable, or install {base} again:", f"    chmod +x {sh_quote(u.program)}"]
     if u.error == "PermissionError":  # (which file of that name the search met is not known: not ./<name>)
-        return out + ["", f"  Make the file {base} in a folder of that PATH executable (chmod +x), or install {base} again"]
+        return out + ["", f"  Make the file {base} in a folder of that PATH executable (chmod +x), let this user search",
+                      f"  each folder of that PATH (ls -ld each one), or install {base} again"]
     if windows:
         return out + ["", f"  Install the program {base}, or put the folder that holds {exe} on PATH (or give its",
                       "  full path where the package asks for it)."]
@@ -215,7 +240,7 @@ def outcome_schema() -> dict[str, Any]:
     null, s = {"type": "null"}, {"type": "string"}
     return {"type": "object", "additionalProperties": False,
             "required": ["kind", "code", "signal", "exception", "lost", "lost_by", "missing", "gpu", "find_library",
-                         "program", "text"],
+                         "program", "file", "text"],
             "description": "the answer first: how the program dlltrace run started ended, and why "
                            "(diagnosis/outcome.py, docs/verdicts.md)",
             "properties": {"kind": {"enum": list(get_args(OutcomeKind))}, "code": {"type": ["integer", "null"]},
@@ -244,18 +269,27 @@ def outcome_schema() -> dict[str, Any]:
                                               "executable), which the exception is about (result.Unstarted)",
                                "properties": {"name": s, "error": s, "searched": {"type": "array", "items": s},
                                               "package": {"type": ["string", "null"]}}}]},
+                           "file": {"anyOf": [null, {
+                               "type": "object", "additionalProperties": False,
+                               "required": ["path", "package", "version", "listed", "fix"],
+                               "description": "died_of_other: the file of an installed distribution, not there, that "
+                                              "the exception names (result.Gone): reinstalling the distribution is "
+                                              "the fix",
+                               "properties": {"path": s, "package": s, "version": s, "listed": s,
+                                              "fix": {"type": ["string", "null"],
+                                                      "description": "the reinstall, in words with its command"}}}]},
                            "text": {"type": ["string", "null"],
                                     "description": "the headline of a crashed, degraded or died_of_other outcome"}}}
 
 
 def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: Optional[Unfound] = None,
-                 unstarted: Optional[Unstarted] = None) -> dict[str, Any]:
+                 unstarted: Optional[Unstarted] = None, gone: Optional[Gone] = None) -> dict[str, Any]:
     """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`); a Linux crash's text is
     its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending;
     `unfound`: the library find_library did not find that it died of; `unstarted`: the program it started that was
-    not found."""
+    not found; `gone`: the file of an installed distribution, not there, that it died for want of."""
     text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else \
-        outcome_headline(o, unfound, unstarted)
+        outcome_headline(o, unfound, unstarted, gone)
     found = None if unfound is None else {
         "name": unfound.name, "module": unfound.module,
         "package": next((x.package for x in unfound.fixes if x.action == "install_system_package"), None)}
@@ -266,4 +300,7 @@ def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: O
             "program": None if unstarted is None else {"name": unstarted.program, "error": unstarted.error,
                                                        "searched": list(unstarted.searched),
                                                        "package": unstarted.package},
+            "file": None if gone is None else {"path": gone.path, "package": gone.package, "version": gone.version,
+                                               "listed": gone.listed,
+                                               "fix": fix_text(gone.fixes[0]) if gone.fixes else None},
             "text": text}

@@ -1131,8 +1131,8 @@ def _exception_one(exc: BaseException) -> dict:
 
 def exception_fields(exc: BaseException) -> dict:
     """The py_exception event: the exception's type, message, ImportError.name (`module`),
-    ImportError.path / OSError.filename (`path`), OSError.winerror, and its causes (the
-    __cause__ / __context__ chain, nearest first)."""
+    ImportError.path / OSError.filename (`path`), OSError.winerror, its causes (the
+    __cause__ / __context__ chain, nearest first), and the native files their messages name (`files`)."""
     fields = _exception_one(exc)
     causes: list[dict] = []
     seen = {id(exc)}
@@ -1146,7 +1146,70 @@ def exception_fields(exc: BaseException) -> dict:
         cur = nxt
     fields["causes"] = causes
     fields["frames"] = traceback_frames(exc)
+    fields["files"] = named_files([fields["message"]] + [c["message"] for c in causes])
     return fields
+
+
+NAMED_FILES_LIMIT = 16  # native files of an exception's messages looked at
+_NATIVE_ENDS = (".dll", ".pyd", ".so", ".dylib")
+_PATH_STOPS = "\"'<>|*?\r\n\t"  # (no path has them: where a path named in a message begins, at the latest)
+
+
+def named_files(texts: "list") -> "list":
+    """The native files (.dll, .pyd, .so[.N...], .dylib) the messages `texts` name by an absolute path, each
+    {path, exists, size} as the file system says at the program's end: a package that checks for its own DLL
+    before loading it dies with no load made (xgboost's XGBoostLibraryNotFound lists the paths it looked at,
+    lightgbm's "Cannot find lightgbm library file in following paths"), and the report tells from these whether
+    such a file is one an installed distribution's RECORD lists (diagnosis/outcome.py). No regular expressions
+    (re is not imported at start-up: see above). At most NAMED_FILES_LIMIT, each once."""
+    out: list = []
+    for text in texts:
+        if not isinstance(text, str):
+            continue
+        low = text.lower()
+        for ext in _NATIVE_ENDS:
+            i = low.find(ext)
+            while i >= 0 and len(out) < NAMED_FILES_LIMIT:
+                end = i + len(ext)
+                while ext == ".so" and end + 1 < len(text) and text[end] == "." and text[end + 1].isdigit():
+                    end += 1  # (libxgboost.so.2.1: its version numbers)
+                    while end < len(text) and text[end].isdigit():
+                        end += 1
+                if end == len(text) or not (text[end].isalnum() or text[end] == "_"):
+                    path = _path_ending_at(text, i, end)
+                    if path and all(f["path"] != path for f in out):
+                        out.append(_file_state(path))
+                i = low.find(ext, i + 1)
+    return out
+
+
+def _path_ending_at(text: str, i: int, end: int) -> str:
+    """The absolute path that ends at `end` in `text` (its extension at `i`): a Windows one from the last drive
+    (C:\\ or C:/) before it, spaces allowed (C:\\Program Files\\...); a POSIX one from the last / that follows a
+    space or an opening character; "" for none."""
+    j = i
+    while j > 0 and text[j - 1] not in _PATH_STOPS:
+        j -= 1
+    seg = text[j:end]
+    k = len(seg) - (end - i)
+    while k >= 2:
+        if seg[k - 1] == ":" and seg[k] in "\\/" and seg[k - 2].isalpha() and (k == 2 or not seg[k - 3].isalnum()):
+            return seg[k - 2:]
+        k -= 1
+    token = seg.split()[-1] if seg.split() else ""
+    slash = token.find("/")
+    if slash < 0 or (slash > 0 and token[slash - 1] not in "(=,[:"):
+        return ""
+    return token[slash:]
+
+
+def _file_state(path: str) -> dict:
+    try:
+        exists = os.path.isfile(path)
+        size = os.path.getsize(path) if exists else None
+    except (OSError, ValueError):
+        exists, size = False, None
+    return {"path": path, "exists": exists, "size": size}
 
 
 TRACEBACK_LIMIT = 16  # frames of the ending exception's traceback kept (the innermost)
