@@ -269,7 +269,7 @@ def test_every_json_document_names_its_kind_the_same_way():
     output schema requires both (the outputs validate against them above); the static documents also keep the
     `schema` key they had first."""
     outputs = ["result-v1.json", "report-linux-v1.json", "diagnosis-v1.json", "static-v1.json", "static-linux-v1.json",
-               "cuda-v1.json"]
+               "cuda-v1.json", "triage-v1.json"]
     for name in outputs:
         doc = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
         assert {"format", "version"} <= set(doc.get("required", [])), name

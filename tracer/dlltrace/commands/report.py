@@ -29,7 +29,8 @@ RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.jso
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", help="a trace file written by `dlltrace run`")
+    p.add_argument("trace", nargs="+", help="a trace file written by `dlltrace run`; several: what each reports, "
+                   "grouped by what failed (the most traces first), then a line each")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the documented JSON form (its JSON Schema: %s)"
                      % str(RESULT_SCHEMA).replace("%", "%%"))
@@ -41,6 +42,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from dlltrace.render.progress import ProgressBar
+
+    if isinstance(args.trace, list) and len(args.trace) > 1:
+        return _triage(args)
+    if isinstance(args.trace, list):
+        args.trace = args.trace[0]
 
     # a big trace: a progress bar on stderr after a second, on a terminal only (render/progress.py)
     bar = ProgressBar.for_stderr()
@@ -106,6 +112,47 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
         sys.stdout.flush()
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0
+
+
+def _triage(args: argparse.Namespace) -> int:
+    """Several traces (diagnosis/triage.py, render/triage.py): each read and diagnosed; one that cannot be read (no
+    such file, not a trace, damaged beyond reading) is said on its line, and the others are reported all the same.
+    Exit EXIT_BAD_TRACE when any was unreadable or damaged, else 0."""
+    from dlltrace.api import diagnose
+    from dlltrace.console import write_output
+    from dlltrace.diagnosis.ending import ending
+    from dlltrace.diagnosis.triage import Triaged, main_diagnosis, triage, unreadable
+    from dlltrace.render.triage import triage_json, triage_markdown, triage_text
+    from dlltrace.trace.reader import read_trace
+    from dlltrace.trace.redact import redact_trace, redactor_of
+
+    if args.all:
+        raise DlltraceError("--all explains one trace's every load: give one trace with it", EXIT_USAGE)
+    items: list[Triaged] = []
+    damaged = False
+    for path in args.trace:
+        try:
+            if not os.path.exists(path):
+                raise DlltraceError(f"{path}: no such file", EXIT_USAGE)
+            trace = read_trace(path)
+            if args.redact:
+                trace = redact_trace(trace, redactor_of(trace))
+            damaged = damaged or bool(trace.warnings)
+            ds = diagnose(trace)
+            if trace.header.platform == "linux":
+                end = next(trace.of("exit"), None)
+                pid = end.get("pid") if end is not None else None
+            else:
+                pid = ending(trace).pid
+            items.append(triage(path, main_diagnosis(ds, pid if isinstance(pid, int) else None)))
+        except DlltraceError as e:
+            items.append(unreadable(path, str(e).removeprefix(f"{path}: ")))
+    out = triage_json(items) if args.json else triage_markdown(items) if args.markdown else triage_text(items)
+    if getattr(args, "output", None):
+        write_output(args.output, out + "\n")
+    else:
+        print(out)
+    return EXIT_BAD_TRACE if damaged or any(t.kind == "unreadable" for t in items) else 0
 
 
 def _pieces(chunks: Iterator[str], bar: "Optional[ProgressBar]", red: "Optional[Redactor]") -> Iterator[str]:

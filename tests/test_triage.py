@@ -1,0 +1,122 @@
+"""Several traces at once (`dlltrace report A B C ...`: diagnosis/triage.py, render/triage.py): a maintainer's forty
+bug reports grouped by what failed, the most traces first, each group with its fix, then a line per trace; a trace
+that cannot be read is a line of its own and never stops the others."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from dlltrace.api import diagnose
+from dlltrace.diagnosis.ending import ending
+from dlltrace.diagnosis.triage import Triaged, groups, main_diagnosis, rule_same_failure, triage, unreadable
+from dlltrace.render.triage import triage_schema, triage_text
+from dlltrace.trace.reader import read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "fixtures" / "traces"
+SCHEMA = ROOT / "tracer" / "dlltrace" / "schemas" / "triage-v1.json"
+
+
+def report(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlltrace", "report", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT / "tracer")}, timeout=300)
+
+
+def triaged(name: str) -> Triaged:
+    trace = read_trace(TRACES / name)
+    return triage(name, main_diagnosis(diagnose(trace), ending(trace).pid))
+
+
+def fake(source: str, culprit: str = "load", name: str = "c10.dll", cause: str = "not_found") -> Triaged:
+    return Triaged(source, "died_of_load", culprit, name, cause, None, None)  # type: ignore[arg-type]
+
+
+def test_rule_same_failure():
+    """The same failure: the same kind of answer about the same name (a DLL's in any case), failing the same way."""
+    assert rule_same_failure(fake("a"), fake("b", name="C10.DLL"))
+    assert not rule_same_failure(fake("a"), fake("b", cause="bad_machine"))  # (found, but another machine's)
+    assert not rule_same_failure(fake("a"), fake("b", name="c10_cuda.dll"))
+    assert not rule_same_failure(fake("a", "gone", "xgboost.dll", ""), fake("b", "load", "xgboost.dll", ""))
+    assert rule_same_failure(unreadable("a", "no such file"), unreadable("b", "line 1: not a dlltrace trace"))
+
+
+def test_groups_put_the_most_traces_first_and_the_unread_last():
+    items = [fake("a"), unreadable("x", "no such file"), fake("b", name="cudnn64_8.dll"), fake("c"),
+             fake("d", "none", "", ""), fake("e", name="CUDNN64_8.dll"), fake("f")]
+    assert [[t.source for t in g] for g in groups(items)] == [["a", "c", "f"], ["b", "e"], ["d"], ["x"]]
+
+
+def test_triage_of_each_fixture_trace_is_its_reports_failure():
+    """Each fixture trace's triage names the leaf its own report explains, and its first fix."""
+    for path in sorted(TRACES.glob("*.jsonl")):
+        trace = read_trace(path)
+        main = main_diagnosis(diagnose(trace), ending(trace).pid)
+        t = triage(path.name, main)
+        assert main is not None and main.fatal is not None, path.name
+        assert (t.culprit, t.name, t.cause) == ("load", main.fatal.leaf or main.fatal.name, main.fatal.cause), path.name
+        assert t.fix == (main.fatal.fixes[0] if main.fatal.fixes else None), path.name
+        text = report(str(path), cwd=TRACES).stdout
+        assert t.name in text.split("\n\n", 2)[1], (path.name, text[:500])  # (the leaf its report explains first)
+
+
+def test_many_traces_are_grouped_and_a_bad_one_is_said_on_its_line(tmp_path):
+    """Five traces, two of one failure: the counts, the group of two first with its fix, the others, the unreadable
+    ones last (a file that does not exist, one that is no trace), then a line each; exit 3 (a trace not read), and
+    the JSON form validates against schemas/triage-v1.json, which is triage_schema()."""
+    for name in ("s2.jsonl", "s5.jsonl", "s8.jsonl"):
+        (tmp_path / name).write_bytes((TRACES / name).read_bytes())
+    (tmp_path / "copy of s2.jsonl").write_bytes((TRACES / "s2.jsonl").read_bytes())
+    (tmp_path / "notes.txt").write_text("the user's notes\n")
+    args = ["s2.jsonl", "s5.jsonl", "copy of s2.jsonl", "s8.jsonl", "gone.jsonl", "notes.txt"]
+    r = report(*args, cwd=tmp_path)
+    assert r.returncode == 3 and r.stderr == "", r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "dlltrace ─ 6 traces: 4 died of a load, 2 could not be read", lines[0]
+    assert lines[2:5] == ["What failed, the most traces first:", "",
+                          "  2 traces  cudnn64_7.dll was not found — it is needed by torch_cuda.dll"], lines[:6]
+    assert lines[5].startswith("    Fix, as s2.jsonl's report gives it: Get cuDNN 7"), lines[5]
+    assert lines[6:8] == ["    s2.jsonl", "    copy of s2.jsonl"], lines[:9]
+    assert "  2 traces  could not be read\n    gone.jsonl  (no such file)\n    notes.txt  (line 1: not a dlltrace " \
+           "trace" in r.stdout, r.stdout
+    assert r.stdout.index("msvcp140_1.dll") < r.stdout.index("  2 traces  could not be read")  # (the unread last)
+    each = lines[lines.index("Each trace:") + 1:]
+    assert [x.split()[0] for x in each] == ["s2.jsonl", "s5.jsonl", "copy", "s8.jsonl", "gone.jsonl", "notes.txt"]
+    assert each[1].endswith("died of a load: mkl_intel_thread.2.dll was not found — it is needed by torch_cpu.dll")
+    doc = json.loads(report(*args, "--json", cwd=tmp_path).stdout)
+    assert json.loads(SCHEMA.read_text(encoding="utf-8")) == triage_schema(), "regenerate schemas/triage-v1.json"
+    jsonschema.Draft202012Validator(triage_schema()).validate(doc)
+    assert [g["sources"] for g in doc["groups"]][0] == ["s2.jsonl", "copy of s2.jsonl"], doc["groups"]
+    assert [t["kind"] for t in doc["traces"]] == ["died_of_load"] * 4 + ["unreadable"] * 2
+    md = report(*args, "--markdown", cwd=tmp_path).stdout
+    assert md.startswith("**dlltrace:** 6 traces: 4 died of a load, 2 could not be read.\n"), md[:200]
+    rows = [x for x in md.splitlines() if x.startswith("| ")]
+    assert all(x.count(" | ") == rows[0].count(" | ") or x.startswith("| trace") or x.startswith("| `")
+               for x in rows[:6]), rows  # (no cell broken by a pipe)
+    assert report("s2.jsonl", "s5.jsonl", "--all", cwd=tmp_path).returncode == 2  # (--all is one trace's)
+
+
+def test_one_trace_is_its_full_report(tmp_path):
+    """One trace given: the report as before, not the triage."""
+    r = report(str(TRACES / "s2.jsonl"), cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("dlltrace ─ 1 failed load") and "What failed" not in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["text", "markdown"])
+def test_a_pipe_or_a_newline_in_a_file_name_breaks_no_line(kind, tmp_path):
+    """A file name with a pipe and a newline: the Markdown table keeps its columns, the text its lines."""
+    odd = "a|b\nc.jsonl"
+    (tmp_path / odd).write_bytes((TRACES / "s2.jsonl").read_bytes())
+    out = report(odd, "s9.jsonl", *(["--markdown"] if kind == "markdown" else []), cwd=tmp_path).stdout
+    if kind == "markdown":
+        rows = [x for x in out.splitlines() if x.startswith("|")]
+        assert all(x.replace("\\|", "").count("|") == rows[0].replace("\\|", "").count("|") for x in rows[:3]), rows
+    else:
+        assert "\n  a|b\\nc.jsonl  died of a load: cudnn64_7.dll" in out and "\nc.jsonl" not in out, out
+        assert triage_text([triaged("s2.jsonl")]) == triage_text([triaged("s2.jsonl")])  # (made of the data alone)
