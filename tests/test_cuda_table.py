@@ -684,3 +684,21 @@ def test_rule_mismatch_of_the_run():
     assert rule(m, h5, ["C:\\py\\x\\cublasLt64_13.dll"])  # (a failed load of its DLL)
     assert rule(m, h5, ["cudart64_12.dll"])  # (CUDA in play: a failed load of a CUDA library)
     assert not rule(m, ["C:\\py\\Lib\\site-packages\\onnxruntime_extra\\x.dll"], [])  # (another folder, same prefix)
+
+
+def test_rule_imported_cpu_build():
+    """The CPU-only builds of GPU frameworks the program imported (torch 2.13.0+cpu: torch/version.py cuda = None;
+    TensorFlow without a cuda_version; paddlepaddle): a submodule's import counts, a CUDA build or a framework the
+    program never imported does not."""
+    def fw(name, cpu, version="1.0"):
+        return C.Framework(name, version, "/site/" + name, None if cpu else "12.1", None if cpu else 12,
+                           "torch/version.py" if name == "torch" else "", cpu)
+
+    def table(*fws):
+        return C.CudaTable("linux", "trace", None, (), (), (), fws, (), ())
+
+    t = table(fw("torch", True, "2.13.0+cpu"), fw("tensorflow", True), fw("paddle", False), fw("cupy", False))
+    assert C.rule_imported_cpu_build(t, ["numpy", "torch.nn"]) == [t.frameworks[0]]
+    assert C.rule_imported_cpu_build(t, ["tensorflow", "torch", None]) == list(t.frameworks[:2])
+    assert C.rule_imported_cpu_build(t, ["paddle", "cupy", "torchvision"]) == []  # (CUDA builds; another package)
+    assert C.rule_imported_cpu_build(table(fw("torch", False)), ["torch"]) == []

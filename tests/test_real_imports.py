@@ -558,3 +558,23 @@ def test_rule_il_only_image_fits_under_wine(base, tmp_path):
     assert (runtime["error"], runtime["real_error"], runtime["differences"]) == (0, 0, []), runtime["differences"]
     assert runtime["agreed"] > 1  # (the file and mscoree.dll's search: the folders the loader really tried)
     assert (clr["error"], clr["real_error"], clr["differences"], clr["leaf"]["cause"]) == (193, 193, [], "bad_machine")
+
+
+@pytest.mark.wine
+def test_a_cpu_build_of_torch_is_said_though_every_load_succeeds(base, tmp_path):
+    """torch 2.5.1 from PyPI for Windows is a CPU-only build (its torch/version.py: cuda = None): `import torch` and
+    torch.cuda.is_available() load everything and say False. The report's answer to "why is my GPU not used": the
+    build, read from its own file, and that `pip install torch` alone gives it on Windows; --json's cpu_builds."""
+    env = ri.env_copy(base, CASES_DIR / "torch_cpu_build")
+    code = "import torch; print(torch.__version__, torch.cuda.is_available())"
+    trace = tmp_path / "t.jsonl"
+    r = ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    assert r.returncode == 0 and "2.5.1+cpu False" in r.stdout, ri.program_output(r.stderr)
+    rep = ri.report_json(trace)
+    assert rep["cpu_builds"] == [{"framework": "torch", "version": "2.5.1+cpu", "read_from": "torch/version.py"}], \
+        rep["cpu_builds"]
+    text = ri.report_text(trace)
+    assert "torch 2.5.1+cpu is a CPU-only build (torch/version.py says it has no CUDA)" in text, text[:2000]
+    assert "(on Windows, `pip install torch` alone gives this CPU build)" in text, text[:2000]
+    said = r.stderr if isinstance(r.stderr, str) else r.stderr.decode("utf-8", "replace")
+    assert "torch 2.5.1+cpu is a CPU-only build" in said, said[-2000:]  # (`run` says it too, after its summary)

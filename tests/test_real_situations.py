@@ -136,6 +136,7 @@ class Situation:
     cuda_exit: int = 0  # that command's exit code (1: the stack does not fit)
     find_library: tuple = ()  # (name, package): the library find_library found none of, that the program died of
     unstarted: tuple = ()  # (program, package): the program it started, not found on PATH, that it died of
+    cpu_builds: tuple = ()  # (framework, version): the CPU-only builds of GPU frameworks it imported, said after all
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -237,7 +238,7 @@ SITUATIONS = [
               unstarted=("pdfinfo", "poppler-utils")),
     Situation("torch_cpu_build_cuda_not_available", "https://github.com/THU-MIG/yolov10/issues/218",
               "torch-2.13-cpu-py311", "3.11", "import torch\n\nprint(torch.__version__, torch.cuda.is_available())\n",
-              0, "ok", "every load succeeded"),
+              0, "ok", "every load succeeded", cpu_builds=(("torch", "2.13.0+cpu"),)),
 ]
 
 
@@ -412,6 +413,11 @@ def test_a_real_situation(s: Situation, tmp_path):
         sudo = "" if os.geteuid() == 0 else "sudo "
         assert (f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text if got["package"] else
                 f"apt-file search --regexp '/bin/{program}$'" in text), text
+    # (a CPU-only build of a GPU framework it imported: every load may succeed, and the GPU is never used)
+    assert [(c["framework"], c["version"]) for c in doc["cpu_builds"]] == list(s.cpu_builds), doc["cpu_builds"]
+    for name, version in s.cpu_builds:
+        said = f"{name} {version} is a CPU-only build"
+        assert said in text and said in run.stderr and "For an NVIDIA GPU, install a CUDA build" in text, run.stderr[-2000:]
     if s.cuda:  # the CUDA stack of the trace: each framework's build read from its own files (py_dists texts)
         cuda = dlltrace("cuda", "--trace", "t.jsonl", "--json", cwd=tmp_path)
         schema("cuda-v1.json").validate(json.loads(cuda.stdout))

@@ -82,7 +82,11 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
 
         if not any(trace.of("audit_start")) and not any(trace.of("fork")):
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
-        out = linux_json(trace) if args.json else linux_text(trace, md=args.markdown, everything=args.all)
+        from dlltrace.render.cuda import cpu_build_dict, cpu_build_text, imported_cpu_builds
+
+        cpu = imported_cpu_builds(trace)  # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
+        out = linux_json(trace, [cpu_build_dict(fw) for fw in cpu]) if args.json else \
+            linux_text(trace, md=args.markdown, everything=args.all, note=cpu_build_text(trace) if cpu else "")
         out = redact(out, red) if red else out
         if getattr(args, "output", None):
             write_output(args.output, out + "\n")

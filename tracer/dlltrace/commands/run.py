@@ -108,10 +108,11 @@ def execute(args: argparse.Namespace) -> int:
         from dlltrace.trace.reader import read_trace
 
         trace = read_trace(redact_in_place(Path(trace.path)))
+    note = _cpu_build_note(trace)  # (a CPU-only build of a GPU framework it imported: said after the summary)
     if trace.header.platform == "linux":
         from dlltrace.render.linux import linux_text
 
-        text, color = linux_text(trace, saved=True), getattr(args, "color", "auto")
+        text, color = linux_text(trace, saved=True, note=note), getattr(args, "color", "auto")
         if styled_output(color, sys.stderr):  # (a terminal: wrapped to its width, render/wrap.py)
             from dlltrace.render.wrap import wrap_plain
 
@@ -123,8 +124,22 @@ def execute(args: argparse.Namespace) -> int:
 
         sys.stdout.flush()
         print_blocks(summary_blocks(trace), terminal_console(getattr(args, "color", "auto"), sys.stderr))
+        if note:
+            print("\n" + note, file=sys.stderr)
     else:
         from dlltrace.render.runsummary import summarize
 
-        print(summarize(trace), file=sys.stderr)  # it says where the trace was saved
+        print(summarize(trace) + ("\n\n" + note if note else ""), file=sys.stderr)  # it says where the trace was saved
     return rc
+
+
+def _cpu_build_note(trace) -> str:
+    """The words of the CPU-only builds of GPU frameworks the program imported (render/cuda.py cpu_build_text), ""
+    for none; the CUDA renderer (~0.05 s of imports) only for a program that imported such a framework at all."""
+    from dlltrace.diagnosis.outcome import imports_a_cpu_build_framework
+
+    if not imports_a_cpu_build_framework(e.get("module") for e in trace.of("py_import")):
+        return ""
+    from dlltrace.render.cuda import cpu_build_text
+
+    return cpu_build_text(trace)

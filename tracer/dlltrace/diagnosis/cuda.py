@@ -33,7 +33,7 @@ from dlltrace.classify import cuda_class
 from dlltrace.worlds.live import facts_for
 from dlltrace.worlds.gpu import GpuFacts, gpu_facts_from_dict, read_gpu_facts, rule_driver_state
 from dlltrace.trace.shim import windows_gpu_fields
-from dlltrace.diagnosis.outcome import feature_of
+from dlltrace.diagnosis.outcome import CPU_BUILD_FRAMEWORKS, feature_of
 from dlltrace.diagnosis.replay import recorded_world, system_and_process
 
 Platform = Literal["windows", "linux"]
@@ -1316,6 +1316,16 @@ def mismatches(t: CudaTable, files_in) -> list[Mismatch]:
 
 
 # --- a trace and a scenario as worlds -------------------------------------------------------------------------
+
+def rule_imported_cpu_build(t: CudaTable, imported: Iterable[str]) -> list[Framework]:
+    """The frameworks the program imported (`imported`: its py_import modules, any submodule counts) that are CPU
+    builds (their own files say no CUDA: torch 2.13.0+cpu's torch/version.py has cuda = None; TensorFlow's
+    build_info without cuda_version, every TensorFlow 2.11+ for native Windows): such a build never loads CUDA,
+    so a program that asks for the GPU gets none and every load succeeds ("why is torch.cuda.is_available()
+    False?"). In the table's order."""
+    tops = {m.split(".", 1)[0] for m in imported if isinstance(m, str)}
+    return [fw for fw in t.frameworks if fw.cpu_build and CPU_BUILD_FRAMEWORKS.get(fw.name) in tops]
+
 
 def rule_mismatch_of_the_run(m: Mismatch, opened: Iterable[str], failed: Iterable[str]) -> bool:
     """Whether a mismatch of a trace's CUDA table is about the run the trace is of, so the report shows the table:

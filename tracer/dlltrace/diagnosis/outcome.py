@@ -249,6 +249,18 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -
     return None
 
 
+# the GPU frameworks that have CPU-only builds, and the module each is imported as (diagnosis/cuda.py Framework.name ->
+# module): a program that imported one may have run on the CPU with every load succeeding (cuda.rule_imported_cpu_build)
+CPU_BUILD_FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "paddle": "paddle"}
+
+
+def imports_a_cpu_build_framework(modules: "Iterable[object]") -> bool:
+    """Whether any of the modules the program imported (its py_import events' `module`) is of a framework that has
+    CPU-only builds: the cheap test before the CUDA table is made to tell whether the build it imported is one."""
+    wanted = set(CPU_BUILD_FRAMEWORKS.values())
+    return any(isinstance(m, str) and m.split(".", 1)[0] in wanted for m in modules)
+
+
 def _where_listed(o: "Owner") -> str:
     """The path an owner's record puts its file at: its root joined with the record's path."""
     if winpath.is_absolute(o.root):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from dlltrace.diagnosis.cuda import CudaTable, Mismatch, Platform, cuda_table, facts_of_trace
+from dlltrace.diagnosis.cuda import (CudaTable, Framework, Mismatch, Platform, cuda_table, facts_of_trace,
+                                    rule_imported_cpu_build)
+from dlltrace.diagnosis.outcome import imports_a_cpu_build_framework
 from dlltrace.model import Fix
 from dlltrace.render.escape import escape_prose, escape_table_cell, escape_terminal
 from dlltrace.render.wrap import Grid
@@ -32,6 +34,50 @@ def cuda_table_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaTable]
     if table.empty and not table.cuda_path:
         return None
     return table
+
+
+def imported_cpu_builds(trace, table: Optional[CudaTable] = None) -> list[Framework]:
+    """The CPU builds of GPU frameworks the program imported (diagnosis/cuda.py rule_imported_cpu_build, of its
+    py_import events), from the trace's CUDA table (`table`, made here when not given, and only when the program
+    imported such a framework at all: outcome.imports_a_cpu_build_framework)."""
+    modules = [e.get("module") for e in trace.of("py_import")]
+    if not imports_a_cpu_build_framework(modules):
+        return []
+    table = table if table is not None else cuda_table_of_trace(trace)
+    return rule_imported_cpu_build(table, modules) if table is not None else []
+
+
+def cpu_build_text(trace, table: Optional[CudaTable] = None) -> str:
+    """The words of imported_cpu_builds, a paragraph each (cpu_build_words), "" for none."""
+    return "\n\n".join("\n".join(cpu_build_words(fw, trace.header.platform if trace.header.platform == "linux"
+                                                    else "windows")) for fw in imported_cpu_builds(trace, table))
+
+
+def cpu_build_words(fw: Framework, platform: Platform) -> list[str]:
+    """What a program that imported a CPU build of a GPU framework is told (rule_imported_cpu_build): the build, where
+    that was read, and how to get a CUDA build, one sentence a line."""
+    label = f"{fw.name} {fw.version}".strip() if fw.version else fw.name
+    read = f" ({fw.cuda_from} says it has no CUDA)" if fw.cuda_from else ""
+    out = [f"{label} is a CPU-only build{read}: it never loads CUDA, so the program runs on the CPU whatever GPU "
+           "this machine has."]
+    if fw.name == "torch":
+        out.append("torch.cuda.is_available() is False with it. For an NVIDIA GPU, install a CUDA build of torch: "
+                   "the install selector on pytorch.org gives the pip command for your CUDA"
+                   + (" (on Windows, `pip install torch` alone gives this CPU build)." if platform == "windows" else "."))
+    elif fw.name == "tensorflow" and platform == "windows":
+        out.append("TensorFlow 2.11 and later have no GPU build for native Windows: run it under WSL2 "
+                   "(pip install 'tensorflow[and-cuda]' there), or use tensorflow 2.10, the last with native "
+                   "Windows GPU support.")
+    elif fw.name == "tensorflow":
+        out.append("For the GPU, install tensorflow with its CUDA libraries in place of tensorflow-cpu: "
+                   "pip install 'tensorflow[and-cuda]'.")
+    elif fw.name == "paddle":
+        out.append("For the GPU, install paddlepaddle-gpu (its CUDA build) in place of paddlepaddle.")
+    return out
+
+
+def cpu_build_dict(fw: Framework) -> dict[str, Any]:
+    return {"framework": fw.name, "version": fw.version, "read_from": fw.cuda_from or None}
 
 
 # --- JSON ---------------------------------------------------------------------------------------------------

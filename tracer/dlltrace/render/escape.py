@@ -132,3 +132,8 @@ def escape_prose(text: str, line_start: bool = True, line_end: bool = True) -> s
 def escape_table_cell(markdown: str) -> str:
     """Inline Markdown (escape_prose's or escape_code_span's) as a GFM table cell: each `|` escaped."""
     return markdown.replace("|", "\\|")
+
+
+def markdown_paragraphs(text: str) -> str:
+    """Lines of words (a renderer's, holding names) as Markdown paragraphs, one a line, each escaped (escape_prose)."""
+    return "\n\n".join(escape_prose(line) for line in text.split("\n") if line)

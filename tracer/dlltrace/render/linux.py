@@ -13,14 +13,15 @@ Diagnosis has); the JSON keeps the replay's fields, with the Diagnoses under `di
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from dlltrace import model
 from dlltrace.trace.reader import Trace
 from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.diagnosis.result import schema as diagnosis_schema
 from dlltrace.render.diagnosis import diagnoses_text, fatal_leaf
-from dlltrace.render.outcome import outcome_dict, outcome_schema
+from dlltrace.render.escape import markdown_paragraphs
+from dlltrace.render.outcome import cpu_builds_schema, outcome_dict, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
@@ -34,15 +35,18 @@ LINUX_FIX_NAMES = {"set_env": "ld_library_path", "set_runpath": "patchelf", "ins
                    "newer_glibc": "newer_glibc"}
 
 
-def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False) -> str:
+def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: bool = False, note: str = "") -> str:
     """The report of a Linux trace, from its Diagnoses (render/diagnosis.py); `everything` (--all): the calls
-    the program went past explained in full too."""
+    the program went past explained in full too; `note`: a paragraph after it (render/cuda.py cpu_build_text)."""
     calls = trace.replayed if trace.replayed is not None else replay_linux(trace.events)  # (`run`'s: made once)
     diagnoses = linux_diagnoses(trace, calls)
     end = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if end is not None and d.pid == end.get("pid")), None)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    return diagnoses_text(diagnoses, where, main, everything, markdown=md, trees=linux_trees(trace, calls))
+    text = diagnoses_text(diagnoses, where, main, everything, markdown=md, trees=linux_trees(trace, calls))
+    if not note:
+        return text
+    return text.rstrip("\n") + "\n\n" + (markdown_paragraphs(note) + "\n" if md else note)
 
 
 def linux_trees(trace: Trace, calls: list[LinuxCall]) -> dict[tuple[int, int], list[str]]:
@@ -59,7 +63,7 @@ def linux_trees(trace: Trace, calls: list[LinuxCall]) -> dict[tuple[int, int], l
     return out
 
 
-def linux_json(trace: Trace) -> str:
+def linux_json(trace: Trace, cpu_builds: Sequence[dict[str, Any]] = ()) -> str:
     """`dlltrace report --json` of a Linux trace: schemas/report-linux-v1.json (linux_report_schema), with the
     typed Diagnosis of each process (schemas/diagnosis-v1.json) in `diagnoses`."""
     calls = replay_linux(trace.events)  # (once: the JSON and the verdicts are of the same replay)
@@ -76,6 +80,7 @@ def linux_json(trace: Trace) -> str:
     doc["outcome"] = outcome_dict(main.outcome, fatal_leaf(main), main.unfound, main.unstarted, main.gone) \
         if main is not None else None
     doc["diagnoses"] = [d.to_dict() for d in diagnoses]
+    doc["cpu_builds"] = list(cpu_builds)  # (render/cuda.py cpu_build_dict: the CPU builds of GPU frameworks imported)
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
@@ -112,12 +117,13 @@ def linux_report_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-report-linux-v1",
             "title": "dlltrace report --json of a Linux trace", "type": "object", "additionalProperties": False,
             "required": ["format", "version", "calls", "agree", "failed", "source", "exit_code", "fatal", "went_on",
-                         "warnings", "outcome", "diagnoses"],
+                         "warnings", "outcome", "diagnoses", "cpu_builds"],
             "properties": {"format": {"const": "dlltrace-report-linux"}, "version": {"const": 1}, "calls": i, "agree": i,
                            "failed": {"type": "array", "items": call}, "source": s, "exit_code": opt(i), "fatal": opt(i),
                            "went_on": {"type": "array", "items": i}, "warnings": {"type": "array", "items": s},
                            "outcome": opt(outcome_schema()),
-                           "diagnoses": {"type": "array", "items": {"$ref": "#/$defs/Diagnosis"}}},
+                           "diagnoses": {"type": "array", "items": {"$ref": "#/$defs/Diagnosis"}},
+                           "cpu_builds": cpu_builds_schema()},
             "$defs": dict(sorted(defs.items()))}
 
 

@@ -282,6 +282,17 @@ def outcome_schema() -> dict[str, Any]:
                                     "description": "the headline of a crashed, degraded or died_of_other outcome"}}}
 
 
+def cpu_builds_schema() -> dict[str, Any]:
+    """The JSON Schema of a report's `cpu_builds` (render/cuda.py cpu_build_dict; result-v1.json, report-linux-v1.json):
+    the CPU-only builds of GPU frameworks the program imported (diagnosis/cuda.py rule_imported_cpu_build)."""
+    return {"type": "array", "description": "the CPU-only builds of GPU frameworks the program imported: they never "
+                                            "load CUDA (diagnosis/cuda.py rule_imported_cpu_build)",
+            "items": {"type": "object", "additionalProperties": False, "required": ["framework", "version", "read_from"],
+                      "properties": {"framework": {"type": "string"}, "version": {"type": ["string", "null"]},
+                                     "read_from": {"type": ["string", "null"],
+                                                   "description": "the file or tag that says it has no CUDA"}}}}
+
+
 def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: Optional[Unfound] = None,
                  unstarted: Optional[Unstarted] = None, gone: Optional[Gone] = None) -> dict[str, Any]:
     """The outcome in a report's JSON (result-v1.json, report-linux-v1.json: `outcome`); a Linux crash's text is

@@ -8,7 +8,9 @@ from typing import Iterator, Optional
 
 from dlltrace.diagnosis.analysis import Incident, judged_incidents
 from dlltrace.diagnosis.cuda import CudaTable, rule_mismatch_of_the_run
-from dlltrace.render.cuda import cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace, cuda_text
+from dlltrace.render.cuda import (cpu_build_dict, cpu_build_text, cuda_blocks, cuda_dict, cuda_markdown, cuda_table_of_trace,
+                                 cuda_text, imported_cpu_builds)
+from dlltrace.render.escape import markdown_paragraphs
 from dlltrace.render.json import call_dicts, json_chunks, json_report_head
 from dlltrace.render.markdown import markdown_report
 from dlltrace.render.explained import Block, Styled
@@ -32,16 +34,22 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
         # replay holds its most; the replay does not depend on it)
         cuda = cuda_table_of_trace(trace)  # (None: nothing of CUDA in the trace)
         replays, incs = judged_incidents(trace, everything, progress)
+        cpu = imported_cpu_builds(trace, cuda)  # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
         if fmt == "json":
             doc = json_report_head(trace, incs, replays)
             doc["cuda"] = cuda_dict(cuda) if cuda is not None else None
+            doc["cpu_builds"] = [cpu_build_dict(fw) for fw in cpu]
             yield from json_chunks(doc, call_dicts(incs))
         elif fmt == "markdown":
             md = markdown_report(trace, incs, replays)
-            yield md + ("\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
+            note = cpu_build_text(trace, cuda) if cpu else ""
+            yield md + ("\n" + markdown_paragraphs(note) + "\n" if note else "") + (
+                "\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
         else:
             text = text_report(trace, incs, replays, everything)
-            yield text + ("\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
+            note = cpu_build_text(trace, cuda) if cpu else ""
+            yield text + ("\n\n" + note if note else "") + (
+                "\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
 
 
 def produce_lines(trace: Trace, everything: bool = False, progress: Optional[Progress] = None) -> list[str]:
@@ -59,6 +67,8 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
         # as in produce_chunks
         replays, incs = judged_incidents(trace, everything, progress)
         blocks = text_report_blocks(trace, incs, replays, everything)
+        note = cpu_build_text(trace, cuda)  # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
+        blocks += [Styled("", ""), *(Styled(line, "") for line in note.split("\n"))] if note else []
         return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda_of_the_run(cuda, trace, incs)
                          else [])
 
