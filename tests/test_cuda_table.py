@@ -702,3 +702,17 @@ def test_rule_imported_cpu_build():
     assert C.rule_imported_cpu_build(t, ["tensorflow", "torch", None]) == list(t.frameworks[:2])
     assert C.rule_imported_cpu_build(t, ["paddle", "cupy", "torchvision"]) == []  # (CUDA builds; another package)
     assert C.rule_imported_cpu_build(table(fw("torch", False)), ["torch"]) == []
+
+
+def test_the_cpu_onnxruntime_package_is_a_cpu_build():
+    """The onnxruntime distribution (not onnxruntime-gpu) has no CUDA execution provider: a CPU build in the table,
+    which rule_imported_cpu_build takes when the program imported onnxruntime; onnxruntime-gpu is not one."""
+    cpu = table(files=[{"path": SP + r"\onnxruntime\capi\onnxruntime.dll", "version": "1.19.2.0"}],
+                folders=[SP + r"\onnxruntime-1.19.2.dist-info"])
+    (fw,) = cpu.frameworks
+    assert (fw.name, fw.version, fw.cpu_build, fw.cuda) == ("onnxruntime", "1.19.2", True, None), fw
+    assert C.rule_imported_cpu_build(cpu, ["onnxruntime.capi._pybind_state"]) == [fw]
+    assert cpu.mismatches == ()  # (nothing of it needs CUDA)
+    gpu = table(files=ort(12), folders=[SP + r"\onnxruntime_gpu-1.20.1.dist-info"])
+    assert [f.name for f in gpu.frameworks] == ["onnxruntime-gpu"]
+    assert C.rule_imported_cpu_build(gpu, ["onnxruntime"]) == []

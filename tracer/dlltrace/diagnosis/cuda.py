@@ -530,7 +530,7 @@ class Wheel:
     searched: bool             # its folder is on PATH (Windows) / LD_LIBRARY_PATH (Linux)
 
 
-FrameworkName = Literal["torch", "onnxruntime-gpu", "ctranslate2", "tensorflow", "paddle", "cupy"]
+FrameworkName = Literal["torch", "onnxruntime-gpu", "onnxruntime", "ctranslate2", "tensorflow", "paddle", "cupy"]
 
 
 @dataclass(frozen=True)
@@ -893,11 +893,13 @@ class _Builder:
     def _onnxruntime(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
         root = self.p.join(site, "onnxruntime")
         capi = self.p.join(root, "capi")
-        if "onnxruntime-gpu" not in dist and not self.f.files_in(capi):
+        if "onnxruntime-gpu" not in dist and "onnxruntime" not in dist and not self.f.files_in(capi):
             return None
         provider = self.p.join(capi, "onnxruntime_providers_cuda.dll" if self.win else "libonnxruntime_providers_cuda.so")
         if "onnxruntime-gpu" not in dist and not self.f.exists(provider):
-            return None  # the CPU onnxruntime
+            # the CPU package (onnxruntime, not onnxruntime-gpu: the same module, no CUDA execution provider)
+            return Framework("onnxruntime", dist["onnxruntime"], root, None, None, "its distribution, onnxruntime",
+                             True) if "onnxruntime" in dist else None
         # build_and_package_info.py (every build: cuda_version = '13.0'; cudnn_version in some), version_info.py
         # (Windows builds: cuda_version = "13.0.88", cudnn_version = "9")
         cuda = cudnn = None
