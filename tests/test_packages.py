@@ -199,6 +199,14 @@ def test_openslide_is_the_openslide_bin_wheel():
     assert lookup("libopenslide-0.dll") is None  # (OpenSlide 3's name: no pip package ships it)
 
 
+def test_libusb_is_the_libusb_package_wheel():
+    """pyusb ships no libusb: the libusb-package wheel ships libusb-1.0.dll (its only DLL) in its own folder."""
+    p = pip("libusb-1.0.dll")
+    assert (p.package, p.requirement, p.root, p.folder) == ("libusb-package", "libusb-package", "site-packages",
+                                                           "libusb_package")
+    assert lookup("usb-1.0.dll") is None and lookup("libusb0.dll") is None  # (pyusb's other names: no wheel's)
+
+
 def test_lookup_takes_a_path_and_keeps_the_name():
     p = lookup(r"C:\env\Lib\site-packages\nvidia\cu13\bin\x86_64\CUBLAS64_13.DLL")
     assert p is not None and p.dll == "CUBLAS64_13.DLL" and p.package == "nvidia-cublas"
@@ -332,6 +340,7 @@ PINNED = [
     "ctranslate2-4.8.5-cp311-cp311-win_amd64.whl",
     "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl",
     "openslide_bin-4.0.1.2-py3-none-win_amd64.whl",
+    "libusb_package-1.0.30.0-py3-none-win_amd64.whl",
 ]
 PLACEHOLDERS = [
     "nvidia_cublas_cu13-0.0.0a0-py2.py3-none-any.whl",
