@@ -441,6 +441,122 @@ def test_rule_exception_is_find_library():
     assert rule("NameError: no function 'libvlc_new'", vlc) is vlc[0]
     assert rule("NameError: no function 'vlc_new'", vlc) is vlc[0]
     assert rule("NameError: no function 'libvlcx_new'", vlc) is None and rule("NameError: new_vlc", vlc) is None
+    # Windows: pyusb 1.3.1 puts .dll after each name it asks for (find_library there finds NAME and NAME.dll), and
+    # its usb.core.NoBackendError names `usb`: the last such call, libusb 0.1's 'usb.dll'
+    usb = [find(n + ".dll", result=None) for n in ("usb-1.0", "libusb-1.0", "usb", "openusb", "usb-0.1", "usb",
+                                                   "libusb0")]
+    assert rule("usb.core.NoBackendError: No backend available", usb) is usb[5]
+    assert rule("OSError: could not load libmagic.dll", [find("magic.dll", result=None)])
+    assert rule("ValueError: No backend available", usb) is None
+
+
+def test_rule_unfound_dll_with_a_fix():
+    """The find_library call shown on Windows for the one an exception is about: itself when a fix of its name is
+    known (a copy this environment holds, a pip package that ships it), else the program's first call for the same
+    library (library_key) with one (pyusb 1.3.1: its NoBackendError names `usb`, the last call is libusb 0.1's
+    'usb.dll', and libusb-package ships libusb-1.0.dll), else itself."""
+    from dlltrace.diagnosis.outcome import rule_unfound_dll_with_a_fix as rule
+
+    def find(name):
+        return {"ev": "py_find_library", "name": name, "result": None, "searched": ["C:\\Windows\\system32"]}
+
+    usb = [find(n + ".dll") for n in ("usb-1.0", "libusb-1.0", "usb", "openusb", "usb-0.1", "usb", "libusb0")]
+    known = {"libusb-1.0.dll"}.__contains__
+    assert rule(usb[5], usb, known) is usb[1]
+    assert rule(usb[1], usb, known) is usb[1]  # (a name with a fix: itself)
+    assert rule(usb[3], usb, known) is usb[3]  # (openusb: no other name of it)
+    assert rule(usb[5], usb, set().__contains__) is usb[5]  # (none with a fix)
+    found = [{**usb[1], "result": "C:\\x\\libusb-1.0.dll"}, usb[5]]  # (one that found its file is no answer)
+    assert rule(usb[5], found, known) is usb[5]
+
+
+def pyusb_trace(dest: Path, installed: bool) -> Path:
+    """A handwritten Windows trace of pyusb 1.3.1 without libusb (the field test's, tests/test_real_field.py): seven
+    find_library calls that find nothing, then usb.core.NoBackendError; `installed`: libusb-package is installed (its
+    RECORD lists libusb_package/libusb-1.0.dll), its folder not on PATH."""
+    from simhelp import handwritten, python_writer
+
+    hw = handwritten()
+    w, site = python_writer(hw, "import usb.core; usb.core.find()")
+    dists = [{"name": "pyusb", "version": "1.3.1", "site": site, "files": [], "loaders": []}]
+    if installed:
+        dists.append({"name": "libusb_package", "version": "1.0.30.0", "site": site, "loaders": [],
+                      "files": ["libusb_package/libusb-1.0.dll"]})
+    w.ev("py_dists", dists=dists, conda=[], conda_prefix=None, cut=False)
+    path = ["C:\\Python311", hw.SYS32, ""]
+    frame = {"file": "<string>", "line": 1, "function": "<module>"}
+    for n in ("usb-1.0", "libusb-1.0", "usb", "openusb", "usb-0.1", "usb", "libusb0"):
+        w.ev("py_find_library", name=n + ".dll", result=None, searched=path, frame=frame, imports=[])
+    w.ev("py_exception", type="usb.core.NoBackendError", message="No backend available", module=None, path=None,
+         winerror=None)
+    w.write(dest)
+    return dest
+
+
+def test_a_windows_program_that_died_of_find_library_is_told_where_it_looked(tmp_path, capsys):
+    """pyusb without libusb on Windows (a handwritten trace; the real one runs under Wine in test_real_field): the
+    headline names find_library('libusb-1.0.dll') (rule_unfound_dll_with_a_fix), the text says find_library looks in
+    the PATH folders only and which, and the fix: with libusb-package installed, its folder put on PATH
+    (analysis.find_library_fixes: the copy its RECORD lists); without it, pip install libusb-package, then that folder
+    on PATH. The JSON says the same (outcome.find_library), and so does Markdown's first lines."""
+    from dlltrace import cli
+
+    site = "C:\\Python311\\Lib\\site-packages"
+    folder = site + "\\libusb_package"
+    head = ("dlltrace ─ the program ended with usb.core.NoBackendError: No backend available: "
+            "ctypes.util.find_library('libusb-1.0.dll') found no such library")
+    for installed in (False, True):
+        trace = pyusb_trace(tmp_path / f"t{installed}.jsonl", installed)
+        cli.main(["report", str(trace)])
+        text = capsys.readouterr().out
+        assert text.splitlines()[0].startswith(head), text
+        assert "It looked in the 3 folders of PATH, and none holds libusb-1.0.dll:" in text, text
+        assert "    (an empty entry: the current folder)" in text and f'set "PATH={folder};%PATH%"' in text, text
+        assert ("-m pip install libusb-package" in text) == (not installed), text
+        cli.main(["report", "--json", str(trace)])
+        found = json.loads(capsys.readouterr().out)["outcome"]["find_library"]
+        assert (found["name"], found["module"], found["searched"]) == ("libusb-1.0.dll", "", ["C:\\Python311",
+                                                                       "C:\\Windows\\System32", ""]), found
+        (fix,) = found["fixes"]
+        if installed:
+            assert (fix["action"], fix["variable"], fix["folder"], found["package"]) == ("set_env", "PATH", folder, None)
+        else:
+            assert (fix["action"], fix["package"], fix["folder"], found["package"]) == (
+                "install_package", "libusb-package", folder, "libusb-package"), fix
+            assert [(t["action"], t["folder"]) for t in fix["then"]] == [("set_env", folder)], fix
+        cli.main(["report", "--markdown", str(trace)])
+        md = capsys.readouterr().out
+        assert md.startswith("**dlltrace:** the program ended with usb.core.NoBackendError: No backend available: "
+                             "ctypes.util.find_library('libusb-1.0.dll') found no such library"), md
+        assert "Suggested fix:" in md and "in each folder of PATH (3 here, none holds it)" in md, md
+
+
+def test_windows_unfound_lines():
+    """What follows the headline of a Windows program that died of a library find_library did not find: that it looks
+    in each PATH folder for NAME, then NAME.dll, and nowhere else (not the DLL search), the folders it looked in (an
+    empty entry is the current folder), and the fix: the pip package that ships it, then its folder put on PATH, with
+    why installing it alone is not enough; with no fix known, where to put the DLL."""
+    from dlltrace.diagnosis.result import Unfound
+    from dlltrace.model import Fix
+    from dlltrace.render.outcome import unfound_lines
+
+    site = "C:\\py\\Lib\\site-packages\\libusb_package"
+    step = Fix("env", "set_env", name="libusb-1.0.dll", variable="PATH", folder=site, path=site + "\\libusb-1.0.dll",
+               python=False)
+    fix = Fix("install", "install_package", name="libusb-1.0.dll", package="libusb-package", folder=site,
+              path=site + "\\libusb-1.0.dll", exe="C:\\py\\python.exe", then=(step,))
+    u = Unfound("libusb-1.0.dll", "", None, (fix,), ("C:\\Windows\\system32", "", "C:\\tools"))
+    text = "\n".join(unfound_lines(u, lambda i, x: ["unused"], windows=True))
+    assert "ctypes.util.find_library('libusb-1.0.dll') → None" in text
+    assert "find_library looks for libusb-1.0.dll in each folder of PATH, in order, and in no other" in text
+    assert "It looked in the 3 folders of PATH, and none holds libusb-1.0.dll:" in text
+    assert "    (an empty entry: the current folder)" in text and "ld.so" not in text and "apt" not in text
+    assert "    1. C:\\py\\python.exe -m pip install libusb-package" in text, text
+    assert f'       then: Before starting the program: in cmd\n             set "PATH={site};%PATH%"' in text, text
+    assert "installing it alone is not enough" in text and "unused" not in text
+    bare = "\n".join(unfound_lines(Unfound("magic", "magic", None, (), ("C:\\a",)), lambda i, x: [], windows=True))
+    assert "find_library looks for magic, then magic.dll, in each folder" in bare
+    assert "Put magic.dll (the library's Windows DLL, of this Python's machine) in one of these folders" in bare
 
 
 def test_rule_unfound_name_with_a_package():

@@ -8,10 +8,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
-from dlltrace import winpath
-from dlltrace.diagnosis.outcome import ProcessOutcome, program_words, python_error, rule_load_class, rule_program_said
+from dlltrace import packages, winpath
+from dlltrace.diagnosis.outcome import (ProcessOutcome, program_words, python_error, rule_exception_is_find_library,
+                                       rule_load_class, rule_program_said, rule_unfound_dll_with_a_fix)
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, Gone, NextFailure, ProcessEnd, Tried, code_place,
-                                       gone_of, process_outcome, Unstarted, unstarted_of)
+                                       gone_of, process_outcome, Unfound, Unstarted, unstarted_of)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
@@ -361,6 +362,7 @@ def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
         end = process_end(trace, pid)
         outcome = outcome_of(trace, pid, end, failures)
         out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome, failures,
+                             windows_unfound(trace, pid, outcome),
                              gone=windows_gone(trace, pid) if outcome.kind == "died_of_other" else None))
     return out
 
@@ -400,6 +402,81 @@ def windows_gone(trace: Trace, pid: int) -> Optional[Gone]:
     """result.gone_of for a Windows process, reinstalled by the traced Python's own pip (explain.reinstalling_python:
     its launcher; none for an embeddable Python without pip)."""
     return gone_of(trace, pid, reinstalling_python(system_and_process(trace, pid)[1], True))
+
+
+def main_unfound(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[Unfound]:
+    """The library the run's program asked ctypes.util.find_library for, found none of, and died of (windows_unfound),
+    when its outcome (main_outcome) is died_of_other; None else."""
+    if outcome is None or outcome.kind != "died_of_other":
+        return None
+    e = ending(trace)
+    pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
+    return windows_unfound(trace, pid, outcome) if pid is not None else None
+
+
+def windows_unfound(trace: Trace, pid: int, outcome: ProcessOutcome) -> Optional[Unfound]:
+    """The library process pid asked ctypes.util.find_library for, that it found none of, and that the exception it
+    ended on is about (outcome.rule_exception_is_find_library; the call shown: rule_unfound_dll_with_a_fix), with the
+    PATH folders it looked in and its fixes (find_library_fixes); None when the exception is not about one."""
+    if outcome.kind != "died_of_other" or outcome.exception is None:
+        return None
+    finds = list(trace.of("py_find_library", pid=pid))
+    e = rule_exception_is_find_library(outcome.exception.text, finds)
+    if e is None:
+        return None
+    e = rule_unfound_dll_with_a_fix(e, finds, lambda name: bool(find_library_fixes(name, trace, pid)))
+    name = str(e["name"])
+    imports = e.get("imports")
+    module = str(imports[-1]) if isinstance(imports, list) and imports and isinstance(imports[-1], str) else ""
+    searched = tuple(x for x in e.get("searched") or [] if isinstance(x, str))
+    return Unfound(name, module, code_place(e.get("frame")), find_library_fixes(name, trace, pid), searched)
+
+
+def find_library_fixes(name: str, trace: Trace, pid: int) -> tuple[Fix, ...]:
+    """What makes ctypes.util.find_library(name) find a file on Windows, as this machine's data says: it looks in the
+    PATH folders only (NAME, then NAME.dll), so the fix is a folder that holds one put on PATH before the program
+    starts: a copy this environment's distributions installed (the py_dists event: Trace.owners), else the pip
+    package that ships it (data/packages.json, kind pip), installed first, into the environment's site-packages (the
+    py_dists' site, else py_env's sys.path). Installing it alone is not the fix: pip puts it in the package's own
+    folder, which find_library does not look in. () when neither is known."""
+    files = [name] if name.lower().endswith(".dll") else [name, name + ".dll"]
+    if any("\\" in f or "/" in f for f in files):
+        return ()
+    owners = trace.owners(pid)
+    for f in files:
+        for o in owners.get(f.lower(), ()):
+            if o.kind == "wheel" and o.root:
+                path = winpath.join(o.root, o.path.replace("/", "\\"))
+                folder = winpath.dirname(path)
+                return (Fix("env", "set_env", name=winpath.basename(path), variable="PATH", folder=folder, path=path,
+                            python=False),)
+    env = next(trace.of("py_env", pid=pid), None) or {}
+    for f in files:
+        prov = packages.lookup(f)
+        if prov is None or prov.kind != "pip" or not prov.package:
+            continue
+        root = _python_site(trace, pid) if prov.root == "site-packages" else str(env.get("prefix") or "")
+        if not root:
+            continue
+        folder = winpath.join(root, prov.win_folder) if prov.folder else root
+        path = winpath.join(folder, f)
+        step = Fix("env", "set_env", name=f, variable="PATH", folder=folder, path=path, python=False)
+        return (Fix("install", "install_package", name=f, package=prov.requirement or prov.package, folder=folder,
+                    path=path, exe=str(env.get("executable") or ""), then=(step,)),)
+    return ()
+
+
+def _python_site(trace: Trace, pid: int) -> str:
+    """The traced Python's site-packages folder: its py_dists' first site, else the first of its sys.path (py_env)
+    named site-packages; "" when neither says."""
+    for e in trace.of("py_dists", pid=pid):
+        for d in e.get("dists") or []:
+            if isinstance(d, dict) and isinstance(d.get("site"), str) and d["site"]:
+                return str(d["site"])
+        break
+    env = next(trace.of("py_env", pid=pid), None) or {}
+    return next((p for p in env.get("sys_path") or [] if isinstance(p, str)
+                 and winpath.basename(p.rstrip("\\/")).lower() == "site-packages"), "")
 
 
 def outcome_of(trace: Trace, pid: int, end: ProcessEnd, failures: tuple[FailedLoad, ...]) -> ProcessOutcome:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping, Optional
 
 from dlltrace import winpath
 
@@ -157,12 +157,26 @@ def found_none(e: dict) -> Optional[str]:
     return name
 
 
+_OTHER_SYSTEMS = re.compile(r"\.(?:so|dylib|dll)(?:\..*)?$", re.IGNORECASE)
+
+
+def library_key(name: str) -> str:
+    """What a library is called under its every name, for any system: the file name's, in lower case, without
+    `lib`, its extension (.so and a version after it, .dylib, .dll) and a version at its end: 'cairo' for
+    libcairo.so.2, libcairo.2.dylib and libcairo-2.dll; 'pango' for libpango-1.0-0 and libpango-1.0.so.0."""
+    base = re.split(r"[\\/]", name)[-1].lower()
+    base = _OTHER_SYSTEMS.sub("", base)
+    base = base[3:] if base.startswith("lib") else base
+    return re.sub(r"[-._\d]+$", "", base)
+
+
 def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iterable[dict]" = ()) -> Optional[dict]:
     """The ctypes.util.find_library call, of the process's py_find_library events `finds` (in order), that the
     exception it ended on (`text`: "OSError: PortAudio library not found") is about: the last one that found
     nothing (its `result` recorded, and None) for a library's name (not a path: sounddevice then asks for
     'bin\\libportaudio-2.dll' and 'lib/libportaudio.dylib', its wheels' own copies) that the text names as a
-    word, with or without `lib` (any case: 'PortAudio', 'zbar', python-magic's 'libmagic'), or as the prefix of one of
+    word, with or without `lib` and a `.dll` after it (any case: 'PortAudio', 'zbar', python-magic's 'libmagic'; on
+    Windows pyusb asks for 'usb.dll', and its usb.core.NoBackendError names `usb`), or as the prefix of one of
     its C functions (python-vlc's NameError("no function 'libvlc_new'"): find_library('vlc') was None, and
     ctypes.CDLL(None) opened the program itself); None for none. A call whose result was not recorded (the program
     had a tracer of its own) is not taken, nor one whose library the process opened after it all the same
@@ -173,7 +187,8 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
         name = found_none(e)
         if name is None or len(name) < 2:
             continue
-        stem = name[3:] if name.lower().startswith("lib") and len(name) > 3 else name
+        stem = name[:-4] if name.lower().endswith(".dll") and len(name) > 4 else name  # (Windows: pyusb's 'usb.dll')
+        stem = stem[3:] if stem.lower().startswith("lib") and len(stem) > 3 else stem
         if not (re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}(?![A-Za-z0-9_])", text, re.IGNORECASE) or
                 re.search(rf"(?<![A-Za-z0-9_])(lib)?{re.escape(stem)}_[A-Za-z]", text, re.IGNORECASE)):
             continue
@@ -184,6 +199,22 @@ def rule_exception_is_find_library(text: str, finds: "list[dict]", opened: "Iter
             continue  # (loaded after all: the program went past the call)
         return e
     return None
+
+
+def rule_unfound_dll_with_a_fix(e: dict, finds: "list[dict]", known: "Callable[[str], bool]") -> dict:
+    """The find_library call to show on Windows for `e`, the one the exception is about (of `finds`, the process's
+    py_find_library events): itself when `known` (a file of its name this environment holds, or a pip package that
+    ships one: find_library_fixes) says a fix for its name; else the program's first call that found nothing for
+    the same library (library_key) whose name it knows a fix for (pyusb 1.3.1 asks for 'usb-1.0.dll',
+    'libusb-1.0.dll', 'usb.dll', 'openusb.dll', 'usb-0.1.dll', 'usb.dll', 'libusb0.dll', and its NoBackendError names
+    `usb`: the last 'usb.dll' is libusb 0.1's; libusb-package ships libusb-1.0.dll); else itself. The twin of
+    verdict_linux.rule_unfound_name_with_a_package."""
+    name = e.get("name")
+    if isinstance(name, str) and known(name):
+        return e
+    key = library_key(str(name or ""))
+    same = (f for f in finds if key and found_none(f) and library_key(f["name"]) == key and known(f["name"]))
+    return next(same, e)
 
 
 UNSTARTED_ERRORS = ("FileNotFoundError", "PermissionError")  # a program not found; found but not executable

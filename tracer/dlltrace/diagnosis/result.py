@@ -136,12 +136,17 @@ def process_outcome(end_kind: str, code: Optional[int], failures: tuple[FailedLo
 class Unfound:
     """A library the program asked ctypes.util.find_library for, that it did not find, and that the exception the
     program ended on is about (outcome.rule_exception_is_find_library): sounddevice's find_library('portaudio')
-    before its OSError('PortAudio library not found'). No load was made, so no loader searched: find_library
-    (Linux) asks ld.so.cache (ldconfig -p), then gcc and ld, for lib<name>.so."""
+    before its OSError('PortAudio library not found'); on Windows pyusb's find_library('libusb-1.0.dll') before its
+    usb.core.NoBackendError. No load was made, so no loader searched: find_library (Linux) asks ld.so.cache
+    (ldconfig -p), then gcc and ld, for lib<name>.so; (Windows) looks in each PATH folder for <name>, then
+    <name>.dll, and nowhere else."""
     name: str  # find_library's argument: "portaudio"
     module: str  # the innermost import in progress when it asked ("sounddevice"), "" when none
     user_code: Optional[CodePlace]  # where the user's own code was then
-    fixes: tuple[Fix, ...]  # the system package that ships lib<name>.so.* (Linux: apt's), when known
+    # Linux: the system package that ships lib<name>.so.* (apt's), when known; Windows: the folder of a copy this
+    # environment holds put on PATH, else the pip package that ships the DLL, then its folder put on PATH
+    fixes: tuple[Fix, ...]
+    searched: tuple[str, ...] = ()  # Windows: the PATH folders it looked in (the py_find_library event's `searched`)
 
 
 @dataclass(frozen=True)

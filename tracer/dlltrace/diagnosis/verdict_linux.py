@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from dlltrace.diagnosis.outcome import (program_words, python_error, rule_exception_names_feature, rule_load_class,
                                         rule_program_said)
-from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, rule_exception_is_find_library
+from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, library_key, rule_exception_is_find_library
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, Unstarted, code_place, gone_of,
                                        process_outcome, unstarted_of)
 from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
@@ -67,17 +67,6 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
 
 
 _SONAME = re.compile(r"^lib.+\.so(?:\.\d+)*$")
-_OTHER_SYSTEMS = re.compile(r"\.(?:so|dylib|dll)(?:\..*)?$", re.IGNORECASE)
-
-
-def library_key(name: str) -> str:
-    """What a library is called under its every name, for any system: the file name's, in lower case, without
-    `lib`, its extension (.so and a version after it, .dylib, .dll) and a version at its end: 'cairo' for
-    libcairo.so.2, libcairo.2.dylib and libcairo-2.dll; 'pango' for libpango-1.0-0 and libpango-1.0.so.0."""
-    base = re.split(r"[\\/]", name)[-1].lower()
-    base = _OTHER_SYSTEMS.sub("", base)
-    base = base[3:] if base.startswith("lib") else base
-    return re.sub(r"[-._\d]+$", "", base)
 
 
 def rule_unfound_name_with_a_package(e: dict, finds: Sequence[dict],

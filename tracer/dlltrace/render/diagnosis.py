@@ -269,7 +269,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         + where)
     lines = [head]
     if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":
-        lines += unfound_lines(main.unfound, numbered_fix)
+        lines += unfound_lines(main.unfound, numbered_fix, windows=main.platform == "windows")
     if main is not None and main.unstarted is not None and main.outcome.kind == "died_of_other":
         lines += unstarted_lines(main.unstarted)
     if main is not None and main.gone is not None and main.outcome.kind == "died_of_other":

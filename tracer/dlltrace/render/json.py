@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Iterator, Sequence
 
-from dlltrace.diagnosis.analysis import (Incident, api_set_source, main_gone, main_outcome, main_unstarted, not_installed_files,
+from dlltrace.diagnosis.analysis import (Incident, api_set_source, main_gone, main_outcome, main_unfound, main_unstarted,
+                                         not_installed_files,
                                          wine_only_dlls, wine_stub_bindings)
 from dlltrace.model import ERROR_PROC_NOT_FOUND
 from dlltrace.render.outcome import outcome_dict
@@ -58,8 +59,10 @@ def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Repla
             elif inc.went_on:
                 went_on.append(a.result.index)
     outcome = main_outcome(trace, incs)
+    unfound = main_unfound(trace, outcome)
     return {"format": "dlltrace-report", "version": 1,
-            "outcome": outcome_dict(outcome, None, None, main_unstarted(trace, outcome), main_gone(trace, outcome)),
+            "outcome": outcome_dict(outcome, None, unfound, main_unstarted(trace, outcome) if unfound is None else None,
+                                    main_gone(trace, outcome)),
             "source": trace.path, "description": environment_line(trace),
             "error": error, "failed": failed, "went_on": went_on,
             "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),

@@ -22,10 +22,12 @@ from typing import Sequence
 from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
-from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_gone, main_outcome, main_unstarted,
+from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_gone, main_outcome,
+                                         main_unfound, main_unstarted,
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
-from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline, untraced_line
+from dlltrace.diagnosis.result import Unfound
+from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline, unfound_dll, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts,
                                        fix_notes_markdown,
@@ -40,6 +42,24 @@ from dlltrace.diagnosis.verdict import reason_text
 from dlltrace.trace.reader import STARTUP_STATUS_TEXT, Trace
 from dlltrace.diagnosis.replay import Replayed
 from dlltrace.render.fixwords import fix_markdown
+
+
+def unfound_markdown(u: Unfound) -> list[str]:
+    """What the Markdown says after its first line of a program that died of a library ctypes.util.find_library did
+    not find (Windows: render/outcome.windows_unfound_lines' words, shorter): where find_library looked, and the
+    fix with its steps."""
+    dll = unfound_dll(u.name)
+    files = code(u.name) if u.name.lower().endswith(".dll") else f"{code(u.name)}, then {code(dll)},"
+    out = [f"`find_library` looks for {files} in each folder of PATH ({len(u.searched)} here, none holds it) and "
+           "in no other: on Windows it does not use the DLL search.", ""]
+    if not u.fixes:
+        return out + [f"Suggested fix: put {code(dll)} in a folder of PATH, or put the folder that holds it on PATH "
+                      "before the program starts.", ""]
+    x = u.fixes[0]
+    steps = " then: ".join(fix_markdown(f, as_typed) for f in (x, *x.then))
+    alone = (f" (installing it alone is not enough: pip puts {code(x.name)} in {code(x.folder)}, which is not on PATH)"
+             if x.action == "install_package" else "")
+    return out + [f"Suggested fix: {steps}{alone}", ""]
 
 
 def fix_items(fixes: list[Fix], leaf: str) -> list[str]:
@@ -275,6 +295,14 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
             f"\n{w}\n" for w in cap_words)
     strays = shown_not_installed(not_installed_files(trace, replays), incs)
     if not failed and not apart:
+        ended = main_outcome(trace, incs)
+        unfound = main_unfound(trace, ended)  # (it died of a library ctypes.util.find_library did not find)
+        unstarted = main_unstarted(trace, ended) if unfound is None else None  # (or of a program not found)
+        said = outcome_headline(ended, unfound, unstarted) if unfound is not None or unstarted is not None else None
+        if said is not None:  # (the answer first, as the text's: no load failed, and this is what it died of)
+            return "\n".join([f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
+                              + not_installed_sentence(strays), "", *(unfound_markdown(unfound) if unfound else []),
+                              *cap_words]).rstrip("\n") + "\n"
         none = (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
                 + " ".join([prose(w) for w in end_words] + cap_words) + not_installed_sentence(strays) + "\n")
         own = (wine_only_lines(wine_own) if wine_own else []) + not_installed_lines(strays) * bool(strays)
@@ -285,16 +313,19 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     tail = [visible(attach_line(name))] + ["", *cap_words] * bool(cap_words)
     out: list[str] = []
     outcome = main_outcome(trace, incs) if not failed else None
-    unstarted = main_unstarted(trace, outcome)
+    unfound = main_unfound(trace, outcome)  # (it died of a library ctypes.util.find_library did not find)
+    unstarted = main_unstarted(trace, outcome) if unfound is None else None
     gone = main_gone(trace, outcome)  # (it died for want of a file of its install)
-    said = outcome_headline(outcome, None, unstarted, gone) if outcome is not None else None
+    said = outcome_headline(outcome, unfound, unstarted, gone) if outcome is not None else None
     # it ran without its GPU: the loads that cost it a feature are explained, with their fixes (outcome.py)
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []
     apart = [i for i in apart if not any(i is x for x in lost)]
     if said is not None:  # the answer first: it ran without its GPU, or died of a Python error (outcome.py)
         out += [f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
                 + not_installed_sentence(strays), ""]
-        if gone is not None and gone.fixes:
+        if unfound is not None:
+            out += unfound_markdown(unfound)
+        elif unstarted is None and gone is not None and gone.fixes:
             out += [f"Suggested fix: {fix_markdown(gone.fixes[0], as_typed)}", ""]
     elif failed and no_gpu_failure(failed):  # (nvcuda.dll, on a machine with no NVIDIA GPU: the answer first)
         out += [f"**dlltrace:** {prose(died_without_a_gpu_words(main_outcome(trace, incs))[2:])}.", ""]

@@ -12,7 +12,8 @@ from dlltrace.diagnosis.ending import SIGNAL_NAMES, Ending, code_name, code_text
 from dlltrace.diagnosis.outcome import OutcomeKind, ProcessOutcome
 from dlltrace.diagnosis.result import Gone, Unfound, Unstarted
 from dlltrace.model import Fix
-from dlltrace.render.fixwords import fix_text, sh_export_prepend, sh_quote
+from dlltrace.render.calls import fix_dict
+from dlltrace.render.fixwords import fix_lines, fix_text, sh_export_prepend, sh_quote
 from dlltrace.trace.reader import Trace
 from dlltrace.worlds.gpu import DRIVER_STATES
 
@@ -99,14 +100,16 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
     return None
 
 
-def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]") -> list[str]:
+def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]", windows: bool = False) -> list[str]:
     """What a program that died of a library find_library did not find is told after the headline: the call, where
-    its code was, what find_library looks in (Linux: CPython's Lib/ctypes/util.py), and the fix (`fix_line`: the
-    renderer's numbered lines of a fix)."""
+    its code was, what find_library looks in (CPython's Lib/ctypes/util.py; `windows`: the PATH folders, and the
+    ones it looked in), and the fix (`fix_line`: the renderer's numbered lines of a fix)."""
     where = f"import {u.module}: " if u.module else ""
     out = ["", f"  {where}ctypes.util.find_library({u.name!r}) → None"]
     if u.user_code is not None:
         out.append(f"  in your code: {u.user_code.file}:{u.user_code.line}, in {u.user_code.function}")
+    if windows:
+        return out + windows_unfound_lines(u)
     lib = "lib" + u.name  # (find_library puts lib before any name: replay_linux.unversioned_name)
     if u.name.startswith("lib"):  # (replay_linux.find_lib_never_found: no package is a fix)
         return out + ["", f"  find_library looks for {lib}.so.*: on Linux it puts lib before the name it is given, so a",
@@ -136,6 +139,49 @@ def gone_lines(g: Gone, fix_line: "Callable[[int, Fix], list[str]]") -> list[str
 
 
 SEARCHED_SHOWN = 12  # PATH folders listed
+
+
+def unfound_dll(name: str) -> str:
+    """The file find_library(name) on Windows finds last: NAME itself when it ends in .dll, else NAME.dll."""
+    return name if name.lower().endswith(".dll") else f"{name}.dll"
+
+
+def folder_words(folder: str) -> str:
+    """A PATH entry as a list shows it: an empty one is the current folder (os.path.join('', name) is name)."""
+    return folder if folder else "(an empty entry: the current folder)"
+
+
+def windows_unfound_lines(u: Unfound) -> list[str]:
+    """unfound_lines' Windows words: find_library looks in each PATH folder for NAME, then NAME.dll, and in no other
+    folder (it does not use Windows' DLL search); the folders it looked in; the fix: a folder that holds the DLL put on
+    PATH (a copy the environment holds), or the pip package that ships it and then its folder on PATH (pip alone puts
+    it where find_library does not look), else where to put it."""
+    dll = unfound_dll(u.name)
+    files = u.name if u.name.lower().endswith(".dll") else f"{u.name}, then {dll},"
+    out = ["", f"  find_library looks for {files} in each folder of PATH, in order, and in no other: on Windows it",
+           "  does not use the DLL search (not the program's own folder, nor the os.add_dll_directory folders).",
+           "  No load of it was made."]
+    if u.searched:
+        out += ["", f"  It looked in the {len(u.searched)} folder{'s' if len(u.searched) != 1 else ''} of PATH, "
+                    f"and none holds {dll}:"]
+        out += [f"    {folder_words(d)}" for d in u.searched[:SEARCHED_SHOWN]]
+        if len(u.searched) > SEARCHED_SHOWN:
+            out.append(f"    … and {len(u.searched) - SEARCHED_SHOWN} more")
+    if not u.fixes:
+        return out + ["", f"  Put {dll} (the library's Windows DLL, of this Python's machine) in one of these folders, or put",
+                      "  the folder that holds it on PATH before the program starts."]
+    def lines(x: Fix, lead: str) -> list[str]:  # (each command on a line of its own: fixwords.fix_lines)
+        return [(lead if k == 0 else " " * len(lead)) + text for k, (text, _) in enumerate(fix_lines(x))]
+
+    out += ["", "  Fix"]
+    for i, x in enumerate(u.fixes, 1):
+        out += lines(x, f"    {i}. ")
+        for step in x.then:
+            out += lines(step, "       then: ")
+        if x.action == "install_package":  # (pip puts it in the package's own folder)
+            out += ["       (installing it alone is not enough: that folder is not on PATH, and find_library looks",
+                    "       nowhere else)"]
+    return out
 
 
 def unstarted_lines(u: Unstarted, windows: bool = False) -> list[str]:
@@ -258,10 +304,16 @@ def outcome_schema() -> dict[str, Any]:
                                                   "null: not known or not lost"},
                            "find_library": {"anyOf": [null, {
                                "type": "object", "additionalProperties": False,
-                               "required": ["name", "module", "package"],
+                               "required": ["name", "module", "package", "searched", "fixes"],
                                "description": "died_of_other: the library ctypes.util.find_library found none of, "
                                               "which the exception is about (result.Unfound)",
-                               "properties": {"name": s, "module": s, "package": {"type": ["string", "null"]}}}]},
+                               "properties": {"name": s, "module": s, "package": {"type": ["string", "null"]},
+                                              "searched": {"type": "array", "items": s,
+                                                           "description": "Windows: the PATH folders it looked in"},
+                                              "fixes": {"type": "array", "items": {"type": "object"},
+                                                        "description": "its fixes, as a failure's (Linux: the system "
+                                                                       "package; Windows: a folder put on PATH, the pip "
+                                                                       "package first when one ships it)"}}}]},
                            "program": {"anyOf": [null, {
                                "type": "object", "additionalProperties": False,
                                "required": ["name", "error", "searched", "package"],
@@ -303,7 +355,9 @@ def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: O
         outcome_headline(o, unfound, unstarted, gone)
     found = None if unfound is None else {
         "name": unfound.name, "module": unfound.module,
-        "package": next((x.package for x in unfound.fixes if x.action == "install_system_package"), None)}
+        "package": next((x.package for x in unfound.fixes if x.action in ("install_system_package", "install_package")),
+                        None),
+        "searched": list(unfound.searched), "fixes": [fix_dict(x) for x in unfound.fixes]}
     return {"kind": o.kind, "code": o.code, "signal": o.signal,
             "exception": None if o.exception is None else {"type": o.exception.type, "message": o.exception.message},
             "lost": list(o.lost), "lost_by": list(o.lost_by), "missing": max(o.missing, len(o.lost_by)),

@@ -11,11 +11,11 @@ from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, api_set_source, main_gone,
-                                         main_outcome, main_unstarted, not_installed_files, wine_only_dlls,
+                                         main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import (code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
-                                     unstarted_lines, untraced_line)
+                                     unfound_lines, unstarted_lines, untraced_line)
 from dlltrace.render.fixwords import fix_lines, numbered_fix
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
@@ -240,9 +240,11 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     # the answer first when it is not "N failed loads" (diagnosis/outcome.py): it ran without its GPU (the
     # loads that cost it a feature are explained in full), or it died of a Python error that is not a load
     outcome = main_outcome(trace, incs) if not failed and not starts else None
-    unstarted = main_unstarted(trace, outcome)  # (it died of a program it started that was not found)
+    unfound = main_unfound(trace, outcome)  # (it died of a library ctypes.util.find_library did not find)
+    # (or of a program it started that was not found)
+    unstarted = main_unstarted(trace, outcome) if unfound is None else None
     gone = main_gone(trace, outcome)  # (or for want of a file of an installed distribution)
-    said = outcome_headline(outcome, None, unstarted, gone) if outcome is not None else None
+    said = outcome_headline(outcome, unfound, unstarted, gone) if outcome is not None else None
     lost: list[Incident] = []
     # (modules loaded that are not the files their distributions installed, no failure's own fix names: the news
     # when nothing else explains the end)
@@ -267,6 +269,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     elif quiet and wine_own and said is None:
         head = f"dlltrace ─ every load succeeded under Wine ({plural(len(replays), 'load')} traced) · {where}"
     lines: list[Block] = [Styled(head, "heading")]
+    if unfound is not None:
+        lines += unfound_lines(unfound, lambda i, x: [], windows=True)
     if unstarted is not None:
         lines += unstarted_lines(unstarted, windows=True)
     if gone is not None:
