@@ -502,6 +502,69 @@ def test_a_windows_python_records_a_program_not_found(windows_python, tmp_path):
                                          "searched": failed["searched"], "package": None}, doc["outcome"]
 
 
+WINDOWS_FIND_PROGRAM = textwrap.dedent("""
+    import os, sys, inspect
+    from ctypes.util import find_library
+    import ctypes.util
+    os.environ["PATH"] = "C:\\\\dlltrace-nonesuch;" + os.environ["PATH"]
+    found = [find_library("kernel32"), find_library("dlltracenosuch"), find_library("c")]
+    print(repr([find_library is ctypes.util.find_library, str(inspect.signature(find_library)), found, sys.gettrace()]))
+    raise OSError("dlltracenosuch library not found")
+""")
+
+
+@pytest.mark.wine
+def test_a_windows_python_records_find_library(windows_python, tmp_path):
+    """On Windows ctypes.util.find_library starts no program: the bootstrap wraps it as its module is imported (a
+    real Windows CPython 3.13 under Wine, the real shim): `from ctypes.util import find_library` gets the wrapper, with
+    the original's signature and results, and each call is a py_find_library event with what it returned and the
+    PATH folders it went through. The report of the program that then died of the library it did not find says so:
+    the call, that find_library looks in the PATH folders only, and the folders it looked in; no package (none is
+    known for the name)."""
+    import winetools
+
+    from dlltrace.trace.launch import BIN, SHIM
+    from dlltrace.trace.reader import read_trace
+
+    if not (BIN / SHIM).is_file():
+        pytest.fail("the native shim is not built (bash native/build.sh)")
+    exe, _ = windows_python
+    trace_file = tmp_path / "t.jsonl"
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
+    env["DLLTRACE_PYTHONPATH"] = winetools.to_windows(BOOTSTRAP)
+    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
+           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
+        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
+                            WINDOWS_FIND_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
+                           stdin=subprocess.DEVNULL)
+        if "the program never ran" not in r.stderr:
+            break
+    assert r.returncode == 1, r.stderr[-3000:]
+    same, signature, (kernel32, nosuch, c), tracer = eval(r.stdout.splitlines()[0])
+    assert (same, signature, nosuch, c, tracer) == (True, "(name)", None, None, None), r.stdout
+    assert kernel32.lower().endswith("\\kernel32.dll"), kernel32
+    finds = [e for e in read_trace(trace_file).events if e["ev"] == "py_find_library"]
+    assert [(e["name"], e["result"]) for e in finds] == [("kernel32", kernel32), ("dlltracenosuch", None), ("c", None)]
+    path = finds[1]["searched"]
+    assert path[0] == "C:\\dlltrace-nonesuch" and len(path) > 1, path
+    assert finds[0]["searched"] == path[:len(finds[0]["searched"])] and \
+        finds[0]["searched"][-1].lower() == kernel32.lower().rsplit("\\", 1)[0], finds[0]
+    assert finds[2]["searched"] == [] and finds[1]["frame"] == {"file": "<string>", "line": 6, "function": "<module>"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer"), "COLUMNS": "250"}
+    text = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace_file)], capture_output=True, text=True,
+                          env=env, timeout=300).stdout
+    assert text.splitlines()[0].startswith("dlltrace ─ the program ended with OSError: dlltracenosuch library not found: "
+                                           "ctypes.util.find_library('dlltracenosuch') found no such library"), text
+    assert "find_library looks for dlltracenosuch, then dlltracenosuch.dll, in each folder of PATH" in text, text
+    assert f"It looked in the {len(path)} folders of PATH" in text and "    C:\\dlltrace-nonesuch\n" in text, text
+    assert "Put dlltracenosuch.dll (the library's Windows DLL" in text and "apt" not in text, text
+    doc = json.loads(subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace_file), "--json"],
+                                    capture_output=True, text=True, env=env, timeout=300).stdout)
+    assert doc["outcome"]["find_library"] == {"name": "dlltracenosuch", "module": "", "package": None,
+                                              "searched": path, "fixes": []}, doc["outcome"]
+
+
 def test_command_words():
     """A Windows command line (subprocess on Windows audits list2cmdline's one string) as the words py_popen
     records: split at blanks outside double quotes, quotes taken off, at most eight."""
@@ -530,7 +593,7 @@ FIND_PROGRAM = textwrap.dedent("""
     found = [ctypes.util.find_library("m"), ctypes.util.find_library("dlltracenosuch")]
     t = threading.Thread(target=lambda: found.append(ctypes.util.find_library("dlltracenosuch2")))
     t.start(); t.join()
-    print(repr([found, sys.gettrace()]))
+    print(repr([found, sys.gettrace(), hasattr(ctypes.util.find_library, "__wrapped__")]))
 """)
 
 
@@ -555,6 +618,89 @@ def test_find_library_is_recorded_with_what_it_returned(fake_shim, bare_python, 
     assert [(f["name"], f["result"]) for f in found] == [("m", libm), ("dlltracenosuch", None),
                                                          ("dlltracenosuch2", None)], found
     assert found[1]["frame"] == {"file": "<string>", "line": 3, "function": "<module>"} and found[1]["imports"] == []
+    assert eval(out)[2] is False and not any("searched" in f for f in found)  # (Linux: not wrapped, seen once)
+
+
+# The Windows way of recording find_library (shim.watch_ctypes_util, find_library_wrapper), run here on Linux: the shim
+# by its path, the hook made with wraps_find_library=True, a backend that keeps the events (on Windows the bootstrap
+# does the same with the shim's; tests/test_bootstrap.py's Wine test runs it there). `argv[1]`: shim.py; argv[2]:
+# "tracer" when the program sets a tracer of its own before it imports ctypes.util.
+WRAP_PROGRAM = textwrap.dedent("""
+    import os, sys
+    if not hasattr(sys, "addaudithook"):
+        print("no audit hooks"); sys.exit(0)
+    shim = type(sys)("_dlltrace_shim"); shim.__file__ = sys.argv[1]
+    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), shim.__dict__)
+    events = []
+    class Backend:
+        def write_event(self, ev, fields):
+            events.append([ev, fields]); return len(events)
+        def set_context(self, seq):
+            pass
+    if sys.argv[3] == "hook":
+        sys.addaudithook(shim.make_audit_hook(Backend(), wraps_find_library=True))
+    def mine(frame, event, arg):
+        return None
+    if sys.argv[2] == "tracer":
+        sys.settrace(mine)
+    import ctypes.util, inspect
+    from ctypes.util import find_library
+    os.environ["PATH"] = os.pathsep.join(["/dlltrace-nonesuch", "", "/dlltrace-nonesuch2"])
+    nosuch = find_library("dlltracenosuch")
+    out = [find_library is ctypes.util.find_library, str(inspect.signature(find_library)), find_library.__name__,
+           find_library.__module__, nosuch, sys.gettrace() is (mine if sys.argv[2] == "tracer" else None)]
+    try:
+        find_library(3)
+    except TypeError as e:
+        out.append(type(e).__name__)
+    sys.settrace(None)
+    print(repr(out))
+    print(repr([f for ev, f in events if ev == "py_find_library"]))
+""")
+
+
+@pytest.mark.parametrize("python", [sys.executable] + [p for p in OTHER_PYTHONS if p != sys.executable])
+def test_find_library_is_wrapped_as_its_module_is_imported(tmp_path, python):
+    """On Windows find_library starts no subprocess: the hook wraps ctypes.util.find_library when the module's code
+    returns (its `exec` audit event, then the module's frame watched), before the import gets it, so `from ctypes.util
+    import find_library` gets the wrapper too, with the original's name, signature and results, and an exception
+    raised in it raised as it was; each call one py_find_library event with `searched` (the PATH folders, an empty
+    one kept). The program gets what it would without the hook, no tracer is left set, and a program with a tracer
+    of its own when it imports ctypes.util is left alone (not wrapped, not recorded). CPython 3.8+ (audit hooks)."""
+    shim_py = str(ROOT / "tracer" / "dlltrace" / "trace" / "shim.py")
+
+    def child(tracer: str, hook: str) -> tuple[str, str]:
+        r = subprocess.run([python, "-c", WRAP_PROGRAM, shim_py, tracer, hook], capture_output=True, text=True,
+                           timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        return r.stdout, r.stderr
+
+    plain, _ = child("none", "none")
+    if plain == "no audit hooks\n":
+        return
+    out, _ = child("none", "hook")
+    seen, recorded = out.splitlines()
+    assert seen == plain.splitlines()[0] == "[True, '(name)', 'find_library', 'ctypes.util', None, True, 'TypeError']"
+    folders = ["/dlltrace-nonesuch", "", "/dlltrace-nonesuch2"]
+    calls = eval(recorded)
+    assert [(f["name"], f.get("result", "absent"), f["searched"]) for f in calls] == [
+        ("dlltracenosuch", None, folders), (None, "absent", [])], calls
+    assert calls[0]["frame"] == {"file": "<string>", "line": 22, "function": "<module>"} and calls[0]["imports"] == []
+    # a tracer of the program's own when ctypes.util is imported: left alone, and kept
+    out, _ = child("tracer", "hook")
+    assert out.splitlines() == [plain.splitlines()[0], "[]"], out
+
+
+def test_find_library_searched():
+    """The PATH folders find_library went through on Windows: up to the one whose file it returned (NAME or
+    NAME.dll), every one when it found none, none for 'c' and 'm' (find_msvcrt) and without PATH."""
+    folders = os.pathsep.join(["/a", "", "/b", "/c"])
+    assert shim.find_library_searched("usb", folders, None) == ["/a", "", "/b", "/c"]
+    assert shim.find_library_searched("usb", folders, os.path.join("/b", "usb.dll")) == ["/a", "", "/b"]
+    assert shim.find_library_searched("usb.dll", folders, os.path.join("/a", "usb.dll")) == ["/a"]
+    assert shim.find_library_searched("usb", folders, "usb") == ["/a", ""]  # (the empty entry: the current folder)
+    assert shim.find_library_searched("c", folders, None) == [] and shim.find_library_searched("usb", None, None) == []
+    assert len(shim.find_library_searched("x", os.pathsep.join(["/d"] * 100), None)) == shim.SEARCHED_LIMIT
 
 
 POPEN_PROGRAM = textwrap.dedent("""

@@ -8,8 +8,9 @@ the traced interpreter has a working cffi, else through ctypes (load_backend: th
 one CDEF), dlltrace_start(NULL, "python") (a no-op when the launcher already started it), write a py_env
 event and install a sys.addaudithook hook that turns `import`, `ctypes.dlopen` and
 `os.add_dll_directory` into py_* events, and a `subprocess.Popen` made inside ctypes.util.find_library (on Linux
-it asks ldconfig, gcc and ld) into a py_find_library event with what the call returned (watch_find_library); any
-other `subprocess.Popen` into a py_popen event, with the OSError it failed to start with (watch_start: a program
+it asks ldconfig, gcc and ld) into a py_find_library event with what the call returned (watch_find_library; on
+Windows, where it asks no program, ctypes.util.find_library is wrapped as its module is imported, at its `exec`
+audit event: watch_ctypes_util, find_library_wrapper); any other `subprocess.Popen` into a py_popen event, with the OSError it failed to start with (watch_start: a program
 not found on PATH). Each py_* event's seq becomes the thread's context
 (dlltrace_set_context), so every native load that follows on that thread carries "ctx": <that seq> --
 the Python action that caused it. At exit (atexit), if the program is ending on an uncaught exception
@@ -805,15 +806,21 @@ def _walk(f: "Any") -> "Any":
 
 def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                     on_warnings: "Optional[Callable[[], None]]" = None,
-                    frames: "Optional[Callable[..., Any]]" = None) -> "Callable[[str, tuple], None]":
+                    frames: "Optional[Callable[..., Any]]" = None,
+                    wraps_find_library: "Optional[bool]" = None) -> "Callable[[str, tuple], None]":
     """A sys.addaudithook hook writing py_import / py_dlopen / py_add_dll_directory events and setting
     the thread's context to each. Reentrancy-safe (the backend may import nothing, but be sure).
     `warnings_hooked` False: the warnings module was not loaded at start-up; at the first audit event after
     the program imported it, its warnings are hooked (hook_warnings), then `on_warnings` is called (the C
-    filter, c_audit_filter, hands the hook only its three events from then on)."""
+    filter, c_audit_filter, hands the hook only its three events from then on).
+    `wraps_find_library` (None: on Windows, os.name "nt"): ctypes.util's find_library is wrapped as its module is
+    imported (its `exec` audit event: watch_ctypes_util), and each call is a py_find_library event; else (Linux)
+    a call is seen at its first subprocess (watch_find_library), and never both."""
     busy = _thread._local()
     pending = [not warnings_hooked]
     popens = [0, 0]  # py_popen events written: of programs that started, of programs that did not (watch_start)
+    wraps = os.name == "nt" if wraps_find_library is None else wraps_find_library
+    finds = [0]  # py_find_library events the wrapper wrote (find_library_wrapper)
 
     def hook(event: str, args: tuple) -> None:
         fields: dict[str, Any]
@@ -840,12 +847,22 @@ def make_audit_hook(backend: "Backend", warnings_hooked: bool = True,
                                        "mode": mode}
         elif event == "os.add_dll_directory":
             ev, fields = "py_add_dll_directory", {"path": os.fspath(args[0]) if args else None}
+        elif event == "exec":  # (a module's code about to run: ctypes.util's, whose find_library is then wrapped)
+            if wraps and not getattr(busy, "on", False) and args and ctypes_util_code(args[0]):
+                busy.on = True
+                try:
+                    watch_ctypes_util(backend, frames, finds)
+                except Exception:  # never break the traced program
+                    pass
+                finally:
+                    busy.on = False
+            return
         elif event == "subprocess.Popen":  # (a program started; or ctypes.util.find_library's ldconfig, gcc or ld)
             if not getattr(busy, "on", False):
                 busy.on = True
                 try:
                     f = sys._getframe(1)
-                    if not watch_find_library(backend, f, frames, starts_find_library(args)) \
+                    if (wraps or not watch_find_library(backend, f, frames, starts_find_library(args))) \
                             and find_library_frame(f) is None:
                         watch_start(backend, f, args, frames, popens)
                 except Exception:  # never break the traced program
@@ -965,6 +982,118 @@ def watch_frame(f: "Any", returned: "Callable[[list, Any], None]") -> None:
     f.f_trace = local
     f.f_trace_lines = False
     sys.settrace(_untraced)
+
+
+def ctypes_util_code(code: "Any") -> bool:
+    """Whether an `exec` audit event's code object is the module code of the standard library's ctypes/util.py
+    (its file named as the interpreter compiled it: a full path, or "ctypes\\util.py" in the embeddable
+    distribution's python3X.zip); the module it runs in is checked when it starts (watch_ctypes_util)."""
+    try:
+        if code.co_name != "<module>":
+            return False
+        f = code.co_filename.replace("\\", "/")
+    except Exception:  # (not a code object)
+        return False
+    return isinstance(f, str) and (f == "ctypes/util.py" or f.endswith("/ctypes/util.py"))
+
+
+def watch_ctypes_util(backend: "Backend", frames: "Optional[Callable[..., Any]]" = None,
+                      counts: "Optional[list[int]]" = None) -> bool:
+    """Wrap ctypes.util.find_library (find_library_wrapper) when the module code of ctypes.util that is about to
+    run (an `exec` audit event of the import) returns: before the import statement that ran it gets the module, so
+    `from ctypes.util import find_library`, a default argument bound to it (pyusb's libloader.locate_library) and
+    `f is ctypes.util.find_library` (pyusb's again) all see the one wrapper. Seen as watch_frame sees a frame: the
+    first frame to start on this thread (the module's: audit hooks themselves are not traced) gets the frame's own
+    trace function, sys.settrace until it returns. A program with a tracer of its own is left alone (False): its
+    find_library calls are then not recorded. On Windows only (make_audit_hook): there find_library starts no
+    subprocess (CPython's Lib/ctypes/util.py, `os.name == "nt"`: each PATH folder, NAME then NAME.dll, by
+    os.path.isfile), so no audit event tells of a call."""
+    if sys.gettrace() is not None:
+        return False
+
+    def first(frame: "Any", event: str, arg: "Any") -> "Any":
+        sys.settrace(None)
+        g = frame.f_globals
+        if event != "call" or g.get("__name__") != "ctypes.util":
+            return None
+
+        def returned(raised: "list", value: "Any") -> None:
+            original = g.get("find_library")
+            if callable(original) and getattr(original, "__module__", None) == "ctypes.util" \
+                    and not hasattr(original, "__wrapped__"):
+                g["find_library"] = find_library_wrapper(original, backend, frames, counts)
+
+        watch_frame(frame, returned)
+        return frame.f_trace
+
+    sys.settrace(first)
+    return True
+
+
+FIND_LIBRARY_LIMIT = 200  # py_find_library events the wrapper writes at most (a call in a loop)
+
+
+def find_library_wrapper(original: "Callable[..., Any]", backend: "Backend",
+                         frames: "Optional[Callable[..., Any]]" = None,
+                         counts: "Optional[list[int]]" = None) -> "Callable[..., Any]":
+    """ctypes.util.find_library as the program gets it on Windows: the original called with the same argument, its
+    value returned and its exceptions raised as they are (one frame of this file more in their traceback), its
+    name, docstring and signature (inspect follows __wrapped__); each call a py_find_library event, as on Linux
+    (`name`, `result`: what it returned, absent when it raised; `frame`, `imports`), with `searched`: the PATH
+    folders it went through (find_library_searched). At most FIND_LIBRARY_LIMIT events (`counts`); an error of the
+    recording never reaches the program."""
+    counts = counts if counts is not None else [0]
+
+    def find_library(name):  # (no annotations: get_type_hints of it must not need this file's names)
+        path = os.environ.get("PATH")  # (what the call reads: os.environ['PATH'])
+        try:
+            value = original(name)
+        except BaseException:
+            _record_find_library(backend, frames, counts, name, path, False, None)
+            raise
+        _record_find_library(backend, frames, counts, name, path, True, value)
+        return value
+
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(find_library, attr, getattr(original, attr))
+        except Exception:
+            pass
+    find_library.__wrapped__ = original  # type: ignore[attr-defined]
+    return find_library
+
+
+def _record_find_library(backend: "Backend", frames: "Optional[Callable[..., Any]]", counts: "list[int]",
+                         name: "Any", path: "Optional[str]", returned: bool, value: "Any") -> None:
+    try:
+        if counts[0] >= FIND_LIBRARY_LIMIT:
+            return
+        counts[0] += 1
+        fields: "dict[str, Any]" = {"name": name if isinstance(name, str) else None}
+        fields["frame"], fields["imports"] = frame_and_imports(sys._getframe(2), frames)
+        if returned:
+            fields["result"] = value if value is None or isinstance(value, str) else str(value)
+        fields["searched"] = find_library_searched(name, path, value if returned else None)
+        backend.write_event("py_find_library", fields)
+    except Exception:  # never break the traced program
+        pass
+
+
+def find_library_searched(name: "Any", path: "Optional[str]", result: "Any") -> "list[str]":
+    """The PATH folders find_library(name) went through on Windows (CPython's Lib/ctypes/util.py, 3.6 to 3.13:
+    os.environ['PATH'] split at os.pathsep, in order, each for NAME then NAME.dll, the first file found returned):
+    up to the one whose file it returned, every one when it found none (an empty entry is the current folder),
+    at most SEARCHED_LIMIT; [] for 'c' and 'm' (find_msvcrt: no folder) and when PATH was not set."""
+    if not isinstance(name, str) or name in ("c", "m") or not isinstance(path, str):
+        return []
+    folders = path.split(os.pathsep)
+    if isinstance(result, str):
+        for i, d in enumerate(folders):
+            f = os.path.join(d, name)
+            if result == f or result == f + ".dll":
+                folders = folders[:i + 1]
+                break
+    return folders[:SEARCHED_LIMIT]
 
 
 POPEN_LIMIT = 200  # py_popen events of a process: of programs that started, and as many of programs that did not
