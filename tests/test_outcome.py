@@ -592,7 +592,8 @@ def test_a_library_find_library_did_not_find_is_the_answer(tmp_path):
     r, rep, err = run_and_report(tmp_path, code)
     assert r.returncode == 1 and "OSError: dlltracenosuch library not found" in err
     assert rep["outcome"]["kind"] == "died_of_other" and rep["fatal"] is None
-    assert rep["outcome"]["find_library"] == {"name": "dlltracenosuch", "module": "", "package": None}
+    assert rep["outcome"]["find_library"] == {"name": "dlltracenosuch", "module": "", "package": None, "searched": [],
+                                              "fixes": []}
     head = next(line for line in err.splitlines() if line.startswith("dlltrace ─"))
     assert head.startswith("dlltrace ─ the program ended with OSError: dlltracenosuch library not found: "
                            "ctypes.util.find_library('dlltracenosuch') found no such library")
@@ -637,7 +638,8 @@ def test_a_name_given_to_find_library_with_its_lib_is_said_never_found(tmp_path)
             "    raise OSError('libdlltracenosuch not found')\n")
     r, rep, err = run_and_report(tmp_path, code)
     assert r.returncode == 1 and "OSError: libdlltracenosuch not found" in err
-    assert rep["outcome"]["find_library"] == {"name": "libdlltracenosuch", "module": "", "package": None}
+    assert rep["outcome"]["find_library"] == {"name": "libdlltracenosuch", "module": "", "package": None,
+                                              "searched": [], "fixes": []}
     assert "find_library looks for liblibdlltracenosuch.so.*" in err, err
     assert "find_library('dlltracenosuch')" in err and "Install" not in err and "apt" not in err
 

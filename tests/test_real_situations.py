@@ -399,7 +399,10 @@ def test_a_real_situation(s: Situation, tmp_path):
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
     if s.find_library:  # (no load to blame: the find_library call it died of, and the package that ships it)
         name, package = s.find_library
-        assert doc["outcome"]["find_library"] == {"name": name, "module": s.program.split()[1], "package": package}, doc
+        found = doc["outcome"]["find_library"]
+        assert {k: found[k] for k in ("name", "module", "package", "searched")} == {
+            "name": name, "module": s.program.split()[1], "package": package, "searched": []}, doc
+        assert [(x["action"], x["package"]) for x in found["fixes"]] == [("install_system_package", package)], found
         assert main["unfound"]["user_code"]["file"].endswith("app.py") and main["unfound"]["user_code"]["line"] == 1
         sudo = "" if os.geteuid() == 0 else "sudo "
         assert f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text, text
