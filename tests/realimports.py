@@ -353,6 +353,12 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
         a.prelude.append(f"import ctypes; ctypes.WinDLL(r\"{fix['path']}\")")
         a.steps.append(f"ctypes.WinDLL({fix['path']}) before the program")
         a.expect[base(fix["path"])] = fix["path"]
+    elif act == "set_env" and (fix.get("variable") or "").upper() == "PATH" and fix.get("folder"):
+        # ("before starting the program": the first thing the program runs, before anything reads PATH)
+        a.prelude.append(f"import os; os.environ['PATH'] = r\"{fix['folder']}\" + ';' + os.environ['PATH']")
+        a.steps.append(f"{fix['folder']} first on PATH before the program")
+        if fix.get("path"):
+            a.expect[base(fix["path"])] = fix["path"]
     elif act == "set_dll_directory":
         a.prelude.append(f"import ctypes; ctypes.windll.kernel32.SetDllDirectoryW(r\"{fix['folder']}\")")
         a.steps.append(f"SetDllDirectoryW({fix['folder']}) before the program")

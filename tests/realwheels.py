@@ -83,6 +83,10 @@ WHEELS = {
     "openslide": Wheel("openslide-python", "1.4.7", "openslide_python-1.4.7-cp311-abi3-win_amd64.whl"),
     "openslide_bin": Wheel("openslide-bin", "4.0.1.2", "openslide_bin-4.0.1.2-py3-none-win_amd64.whl"),
     "pillow": Wheel("pillow", "11.0.0", "pillow-11.0.0-cp311-cp311-win_amd64.whl"),
+    # pyusb ships no libusb, and finds one with ctypes.util.find_library (the PATH folders only); the libusb-package
+    # wheel ships libusb-1.0.dll in its own folder (tests/test_real_field.py)
+    "pyusb": Wheel("pyusb", "1.3.1", "pyusb-1.3.1-py3-none-any.whl", platform="any"),
+    "libusb_package": Wheel("libusb-package", "1.0.30.0", "libusb_package-1.0.30.0-py3-none-win_amd64.whl"),
     "h5py": Wheel("h5py", "3.12.1", "h5py-3.12.1-cp311-cp311-win_amd64.whl"),
     "pyarrow": Wheel("pyarrow", "18.0.0", "pyarrow-18.0.0-cp311-cp311-win_amd64.whl"),
     "lightgbm": Wheel("lightgbm", "4.5.0", "lightgbm-4.5.0-py3-none-win_amd64.whl"),
@@ -152,6 +156,9 @@ PINNED_SHA256 = {
     "openslide_python-1.4.7-cp311-abi3-win_amd64.whl": "d801cac467fed7af86cddd5b5e932ac9e37dd31a14e596d4328345c59b47ee90",
     "openslide_bin-4.0.1.2-py3-none-win_amd64.whl": "0c882f0693e4b43e187a51469bff8057de381e865765ac5508a7e1feba319116",
     "pillow-11.0.0-cp311-cp311-win_amd64.whl": "52a2d8323a465f84faaba5236567d212c3668f2ab53e1c74c15583cf507a0291",
+    # tests/test_real_field.py: pyusb without libusb, and the libusb-package wheel that ships libusb-1.0.dll
+    "pyusb-1.3.1-py3-none-any.whl": "bf9b754557af4717fe80c2b07cc2b923a9151f5c08d17bdb5345dac09d6a0430",
+    "libusb_package-1.0.30.0-py3-none-win_amd64.whl": "90808da724c8939a333d931d0c7226372ca5fefd98e2f2f3ef79fd918aa37522",
     # tests/test_real_field.py: scikit-learn's environment (numpy 1.26.4 and scipy 1.11.4: Wine 8 runs their OpenBLAS)
     "numpy-1.26.4-cp311-cp311-win_amd64.whl": "cd25bcecc4974d09257ffcd1f098ee778f7834c3ad767fe5db785be9a4aa9cb2",
     "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",

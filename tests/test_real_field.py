@@ -30,6 +30,14 @@ its text) and run again.
   before, the report named libopenslide-0.dll, which no package ships, and said "find the package". Installing
   openslide-bin (its real wheel) is the fix: openslide then loads openslide_bin\\libopenslide-1.dll.
 
+- pyusb 1.3.1 without libusb (its wheel ships none): usb.core.find() asks ctypes.util.find_library for
+  'usb-1.0.dll', 'libusb-1.0.dll', 'usb.dll' (libusb 1.0), 'openusb.dll', 'usb-0.1.dll', 'usb.dll', 'libusb0.dll',
+  which on Windows look in the PATH folders only, finds none, makes no load, and raises usb.core.NoBackendError
+  ("No backend available"). The report answers with find_library('libusb-1.0.dll') (the name the libusb-package
+  wheel ships: outcome.rule_unfound_dll_with_a_fix), the PATH folders it looked in, and the fix: pip install
+  libusb-package, then its folder on PATH (pip alone puts the DLL where find_library does not look). Both applied
+  for real: find_library then finds libusb_package\\libusb-1.0.dll and pyusb loads it.
+
 scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -272,3 +280,45 @@ def test_openslide_without_openslide_installs_openslide_bin(openslide_env, tmp_p
     again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
     assert again.returncode == 0 and "openslide 4." in again.stdout, ri.program_output(again.stderr)
     assert folder + "\\libopenslide-1.dll" in ri.parse_loader_log(again.stderr).mapped
+
+
+@pytest.fixture(scope="module")
+def pyusb_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-pyusb", [rw.WHEELS["pyusb"]]))
+
+
+def test_pyusb_without_libusb_is_told_find_library_looks_on_path(pyusb_env, tmp_path):
+    env = ri.env_copy(pyusb_env, tmp_path / "env")
+    code = "import usb.core\nprint('pyusb found', usb.core.find())"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert ri.python_exception(plain.stderr) == ("usb.core.NoBackendError", "No backend available"), \
+        ri.program_output(plain.stderr)
+    assert not any("usb" in ri.base(m) for m in ri.parse_loader_log(plain.stderr).mapped)  # (no load was made)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    folder = env.win("Lib/site-packages/libusb_package")
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["failed"] == [], rep["outcome"]
+    found = rep["outcome"]["find_library"]
+    assert (found["name"], found["package"]) == ("libusb-1.0.dll", "libusb-package"), found
+    assert found["searched"] and all(isinstance(d, str) for d in found["searched"]), found
+    (first,) = found["fixes"]
+    (step,) = first["then"]
+    assert (first["action"], first["package"], first["folder"]) == ("install_package", "libusb-package", folder), first
+    assert (step["action"], step["variable"], step["folder"]) == ("set_env", "PATH", folder), step
+    text = ri.report_text(trace)
+    assert text.splitlines()[0].startswith(
+        "dlltrace ─ the program ended with usb.core.NoBackendError: No backend available: "
+        "ctypes.util.find_library('libusb-1.0.dll') found no such library"), text
+    assert "find_library looks for libusb-1.0.dll in each folder of PATH, in order, and in no other" in text, text
+    assert f"It looked in the {len(found['searched'])} folders of PATH, and none holds libusb-1.0.dll:" in text
+    assert "-m pip install libusb-package" in text and f'set "PATH={folder};%PATH%"' in text, text
+    assert "installing it alone is not enough" in text, text
+    md = ri.report_markdown(trace)
+    assert "find_library('libusb-1.0.dll')" in md.split("\n", 1)[0] and "libusb-package" in md, md[:2000]
+    # the fix, for real: libusb-package's real wheel placed where pip puts it, then its folder first on PATH
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    mapped = ri.parse_loader_log(again.stderr).mapped
+    assert folder + "\\libusb-1.0.dll" in mapped, [m for m in mapped if "usb" in m.lower()]
+    assert again.returncode == 0 and "pyusb found None" in again.stdout, ri.program_output(again.stderr)
