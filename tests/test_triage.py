@@ -120,3 +120,20 @@ def test_a_pipe_or_a_newline_in_a_file_name_breaks_no_line(kind, tmp_path):
     else:
         assert "\n  a|b\\nc.jsonl  died of a load: cudnn64_7.dll" in out and "\nc.jsonl" not in out, out
         assert triage_text([triaged("s2.jsonl")]) == triage_text([triaged("s2.jsonl")])  # (made of the data alone)
+
+
+def test_a_fix_is_said_with_its_steps(tmp_path):
+    """A fix whose steps make it work (pyusb on Windows without libusb: pip install libusb-package, then its folder on
+    PATH, without which find_library never looks there) is said whole in each form, never its first step alone."""
+    from test_outcome import pyusb_trace
+
+    traces = [str(pyusb_trace(tmp_path / f"t{i}.jsonl", installed=False)) for i in (1, 2)]
+    folder = "C:\\Python311\\Lib\\site-packages\\libusb_package"
+    text = report(*traces, cwd=tmp_path).stdout
+    assert "-m pip install libusb-package" in text and f'      then: Before starting the program: in cmd\n' \
+        f'            set "PATH={folder};%PATH%"' in text, text
+    md = report(*traces, "--markdown", cwd=tmp_path).stdout
+    assert "libusb-package" in md and f"then: Before starting the program: in cmd" in md, md
+    doc = json.loads(report(*traces, "--json", cwd=tmp_path).stdout)
+    jsonschema.validate(doc, triage_schema())
+    assert all(f'set "PATH={folder};%PATH%"' in t["fix"] for t in doc["traces"]), doc["traces"]

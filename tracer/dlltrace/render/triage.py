@@ -73,6 +73,8 @@ def triage_text(items: Sequence[Triaged]) -> str:
         if t.fix is not None:  # (each report's own fix names its own paths: the first trace's is shown)
             lead = "    Fix: " if len(g) == 1 else f"    Fix, as {escape_terminal(t.source)}'s report gives it: "
             out += [(lead if i == 0 else " " * 6) + text for i, (text, _) in enumerate(fix_lines(t.fix))]
+            for step in t.fix.then:  # (its steps: pyusb's pip install libusb-package is nothing without PATH's)
+                out += [("      then: " if i == 0 else " " * 12) + text for i, (text, _) in enumerate(fix_lines(step))]
         for x in g:
             out.append(f"    {escape_terminal(x.source)}" + (f"  ({escape_terminal(x.error)})" if x.error else ""))
     width = max(len(escape_terminal(t.source)) for t in items)
@@ -88,7 +90,7 @@ def triage_markdown(items: Sequence[Triaged]) -> str:
            "|---:|---|---|"]
     for g in groups(items):
         t = g[0]
-        fix = _cell(fix_markdown(t.fix, as_typed)) if t.fix is not None else ""
+        fix = _cell(" then: ".join(fix_markdown(x, as_typed) for x in (t.fix, *t.fix.then))) if t.fix is not None else ""
         names = _cell(", ".join(escape_code_span(x.source) for x in g))
         out.append(f"| {len(g)} | {_cell(escape_prose(failure_words(t)))}<br>{names} | {fix} |")
     out += ["", "| trace | how it ended, and what failed |", "|---|---|"]
@@ -106,7 +108,8 @@ def triage_dict(items: Sequence[Triaged]) -> dict[str, Any]:
     and each group (what failed, its traces)."""
     return {"format": "dlltrace-triage", "version": 1,
             "traces": [{"source": t.source, "kind": t.kind, "culprit": t.culprit, "name": t.name or None,
-                        "cause": t.cause or None, "fix": fix_text(t.fix) if t.fix is not None else None,
+                        "cause": t.cause or None,
+                        "fix": " then: ".join(fix_text(x) for x in (t.fix, *t.fix.then)) if t.fix is not None else None,
                         "words": trace_words(t), "error": t.error or None} for t in items],
             "groups": [{"culprit": g[0].culprit, "name": g[0].name or None, "cause": g[0].cause or None,
                         "words": failure_words(g[0]), "sources": [t.source for t in g]} for g in groups(items)]}
@@ -127,7 +130,7 @@ def triage_schema() -> dict[str, Any]:
                     "properties": {"source": s, "kind": {"type": "string", "description": "the outcome of the "
                                                          "run's program (diagnosis/outcome.py), or unreadable"},
                                    "culprit": {"enum": culprits}, "name": opt, "cause": opt,
-                                   "fix": {"type": ["string", "null"], "description": "its report's first fix"},
+                                   "fix": {"type": ["string", "null"], "description": "its report's first fix (and its steps: ' then: ')"},
                                    "words": s, "error": {"type": ["string", "null"],
                                                          "description": "why it could not be read"}}}},
                 "groups": {"type": "array", "description": "the traces by what failed, the most traces first",
