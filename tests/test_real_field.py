@@ -214,6 +214,10 @@ def test_a_package_that_looks_for_its_own_dll_first_is_reinstalled(package, requ
     text = ri.report_text(trace)
     assert "the program looked for this file before loading it, and it is not there:" in text, text[:3000]
     assert f"-m pip install --force-reinstall --no-deps {package}=={version}" in text, text[:3000]
+    md = ri.report_markdown(trace)  # (the answer first there too, with the reinstall; never "none failed")
+    assert md.startswith("**dlltrace:** the program ended with ") and "none failed" not in md, md[:2000]
+    assert f"a file of {package} {version}, is not there" in md.split("\n")[0], md[:2000]
+    assert "Suggested fix: " in md and f"--force-reinstall --no-deps {package}=={version}`" in md, md[:2000]
     applied = ri.apply_fix({"action": "install", "package": file["package"], "version": file["version"],
                             "text": file["fix"]}, env)
     again = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)

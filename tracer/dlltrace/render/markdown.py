@@ -298,11 +298,15 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         ended = main_outcome(trace, incs)
         unfound = main_unfound(trace, ended)  # (it died of a library ctypes.util.find_library did not find)
         unstarted = main_unstarted(trace, ended) if unfound is None else None  # (or of a program not found)
-        said = outcome_headline(ended, unfound, unstarted) if unfound is not None or unstarted is not None else None
+        gone = main_gone(trace, ended) if unfound is None and unstarted is None else None  # (or of its file, gone)
+        said = outcome_headline(ended, unfound, unstarted, gone) \
+            if unfound is not None or unstarted is not None or gone is not None else None
         if said is not None:  # (the answer first, as the text's: no load failed, and this is what it died of)
+            fix = [f"Suggested fix: {fix_markdown(gone.fixes[0], as_typed)}", ""] if gone is not None and gone.fixes \
+                else []
             return "\n".join([f"**dlltrace:** {prose(said)} ({plural(len(replays), 'load')} traced)."
                               + not_installed_sentence(strays), "", *(unfound_markdown(unfound) if unfound else []),
-                              *cap_words]).rstrip("\n") + "\n"
+                              *fix, *cap_words]).rstrip("\n") + "\n"
         none = (f"**dlltrace:** {plural(len(replays), 'load')} traced, none failed. "
                 + " ".join([prose(w) for w in end_words] + cap_words) + not_installed_sentence(strays) + "\n")
         own = (wine_only_lines(wine_own) if wine_own else []) + not_installed_lines(strays) * bool(strays)
