@@ -4,6 +4,7 @@ that cannot be read is a line of its own and never stops the others."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from dlltrace.api import diagnose
 from dlltrace.diagnosis.ending import ending
+from dlltrace.diagnosis.outcome import ProcessOutcome
 from dlltrace.diagnosis.triage import Triaged, groups, main_diagnosis, rule_same_failure, triage, unreadable
 from dlltrace.render.triage import triage_schema, triage_text
 from dlltrace.trace.reader import read_trace
@@ -137,3 +139,16 @@ def test_a_fix_is_said_with_its_steps(tmp_path):
     doc = json.loads(report(*traces, "--json", cwd=tmp_path).stdout)
     jsonschema.validate(doc, triage_schema())
     assert all(f'set "PATH={folder};%PATH%"' in t["fix"] for t in doc["traces"]), doc["traces"]
+
+
+def test_a_cpu_only_build_the_program_imported_is_what_a_faultless_trace_reports():
+    """A trace where nothing failed but the program imported a CPU-only build of a GPU framework (diagnosis/cuda.py
+    rule_imported_cpu_build) is grouped by that build, not with the traces where nothing failed."""
+    main = triaged("s2.jsonl").main
+    assert main is not None
+    ok = dataclasses.replace(main, outcome=ProcessOutcome("ok", 0), failures=())
+    a, b, c = (triage("a", ok, ["torch 2.13.0+cpu"]), triage("b", ok, ["torch 2.13.0+cpu"]), triage("c", ok))
+    assert (a.culprit, a.name, c.culprit) == ("cpu_build", "torch 2.13.0+cpu", "none")
+    assert [[t.source for t in g] for g in groups([c, a, b])] == [["a", "b"], ["c"]]
+    assert "  2 traces  torch 2.13.0+cpu is a CPU-only build: it never loads CUDA, so the program ran on the CPU" in \
+        triage_text([c, a, b])

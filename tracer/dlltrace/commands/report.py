@@ -127,6 +127,7 @@ def _triage(args: argparse.Namespace) -> int:
     from dlltrace.diagnosis.ending import ending
     from dlltrace.diagnosis.triage import Triaged, main_diagnosis, triage, unreadable
     from dlltrace.render.triage import triage_json, triage_markdown, triage_text
+    from dlltrace.render.cuda import imported_cpu_builds
     from dlltrace.trace.reader import read_trace
     from dlltrace.trace.redact import redact_trace, redactor_of
 
@@ -148,7 +149,8 @@ def _triage(args: argparse.Namespace) -> int:
                 pid = end.get("pid") if end is not None else None
             else:
                 pid = ending(trace).pid
-            items.append(triage(path, main_diagnosis(ds, pid if isinstance(pid, int) else None)))
+            cpu = [f"{fw.name} {fw.version}".strip() for fw in imported_cpu_builds(trace)]
+            items.append(triage(path, main_diagnosis(ds, pid if isinstance(pid, int) else None), cpu))
         except DlltraceError as e:
             items.append(unreadable(path, str(e).removeprefix(f"{path}: ")))
     out = triage_json(items) if args.json else triage_markdown(items) if args.markdown else triage_text(items)

@@ -15,7 +15,8 @@ from dlltrace.model import Fix
 # what a trace's answer is about: a failed load's leaf (its cause: not_found, bad_machine, ...), a file of a
 # distribution that is gone, a program not found, a library find_library found none of, a feature the program ran
 # without, a crash no load explains, an exception no load explains, nothing failed, or a trace not read
-Culprit = Literal["load", "gone", "unstarted", "unfound", "lost", "crash", "exception", "none", "unreadable"]
+Culprit = Literal["load", "gone", "unstarted", "unfound", "lost", "crash", "exception", "cpu_build", "none",
+                  "unreadable"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,11 @@ def main_diagnosis(diagnoses: Sequence[Diagnosis], pid: Optional[int]) -> Option
         next((d for d in diagnoses if d.end.kind != "unknown"), None) or (diagnoses[0] if diagnoses else None)
 
 
-def triage(source: str, main: Optional[Diagnosis]) -> Triaged:
+def triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str] = ()) -> Triaged:
     """What a trace's answer is about (its run's program's Diagnosis `main`), in the report's own order: the load it
-    died of, the file, program or library the exception was about, the first feature it ran without, else how it
-    ended."""
+    died of, the file, program or library the exception was about, the first feature it ran without, how it ended,
+    else the CPU-only build of a GPU framework it imported (`cpu_builds`: "torch 2.13.0+cpu", diagnosis/cuda.py
+    rule_imported_cpu_build)."""
     if main is None:
         return Triaged(source, "not_traced", "none", "", "", None, None)
     o = main.outcome
@@ -65,6 +67,8 @@ def triage(source: str, main: Optional[Diagnosis]) -> Triaged:
         return Triaged(source, o.kind, "crash", "", "", None, main)
     if o.exception is not None:
         return Triaged(source, o.kind, "exception", o.exception.type, "", None, main)
+    if cpu_builds:
+        return Triaged(source, o.kind, "cpu_build", cpu_builds[0], "", None, main)
     return Triaged(source, o.kind, "none", "", "", None, main)
 
 

@@ -46,6 +46,8 @@ def failure_words(t: Triaged) -> str:
         return f"ctypes.util.find_library({t.name!r}) found no such library"
     if t.culprit == "lost":
         return f"ran without {', '.join(m.outcome.lost) if m is not None else t.name}: {t.name} did not load"
+    if t.culprit == "cpu_build":
+        return f"{t.name} is a CPU-only build: it never loads CUDA, so the program ran on the CPU"
     if t.culprit == "crash":
         return "crashed, and no failed load explains it"
     if t.culprit == "exception":
