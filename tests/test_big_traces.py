@@ -199,6 +199,31 @@ def test_a_load_that_succeeded_is_kept_as_a_few_fields_with_the_same_report(mid_
     assert text_report(tr, a, light) == text_report(tr, b, full) and markdown_report(tr, a, light) == markdown_report(tr, b, full)
 
 
+def test_a_light_replay_parses_the_probes_of_the_loads_it_keeps_in_full_only(mid_trace, monkeypatch):
+    tr = read_trace(mid_trace)
+    parsed: list[int] = []  # the positions of the probe events the replay parsed
+    event = tr.events.event
+
+    def counted(i: int) -> dict:
+        if tr.events.kind(i) == "probe":
+            parsed.append(i)
+        return event(i)
+
+    monkeypatch.setattr(tr.events, "event", counted)
+    light = analyse(tr, everything=False)
+    full_failed = [r for r in light if r.failed]
+    assert len(full_failed) == 30
+    # each failed load's 6 probes (its own open and section, 4 opens of the missing dependency), none of a load
+    # that loaded (4 each)
+    assert len(parsed) == 30 * 6 == len(set(parsed))
+    parsed.clear()
+    full = analyse(tr)  # (--all: every load's probes, as Trace.loads() has them)
+    assert len(parsed) == 270 * 4 + 30 * 6
+    assert [r.load.probes for r in full] == [ld.probes for ld in tr.top_loads()]
+    assert [(r.real_probes, r.agreed, r.differences) for r in full_failed] == \
+        [(r.real_probes, r.agreed, r.differences) for r in full if r.failed]
+
+
 def state_trace(tmp_path) -> Path:
     """Thread 1 loads x.dll with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS (it fails: not in the app folder or
     System32); while that load is in flight, thread 2 calls AddDllDirectory(C:\\extra), where x.dll is;

@@ -579,7 +579,8 @@ def whole_run(trace: Trace, pid: int, world: World,
     runs after each of the program's own state changes from there (torch setting PATH keeps the folder a fix
     put first on it, as os.environ["PATH"] = ... + os.environ["PATH"] does)."""
     sink = _Outcomes()
-    _replay_process(trace, pid, world, sink, light=True, hook=hook, explained=False, keep=keep)  # type: ignore[arg-type]
+    _replay_process(trace, pid, world, sink, light=True, hook=hook, explained=False, keep=keep,  # type: ignore[arg-type]
+                    compared=False)
     return sink.by_seq
 
 
@@ -605,13 +606,14 @@ def _clear_path_caches() -> None:
 def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replayed], Replays], light: bool = False,
                     progress: Optional[Callable[[int], None]] = None,
                     hook: Optional[Callable[[Simulator, Load], bool]] = None, explained: bool = True,
-                    keep: Optional[Callable[[Simulator], None]] = None) -> int:
+                    keep: Optional[Callable[[Simulator], None]] = None, compared: bool = True) -> int:
     """One pass over the process's events: each top-level load is built while it is in flight (its
     end, probes, DLL notifications and nested loads) and replayed once it has ended and every event
     before its load_begin has been applied, in file order, as if it were replayed at its load_begin
     (the state events of other threads while it is in flight wait for it). A load that never ends is
     replayed at the end. Then it is let go (or kept as a few fields: Replays). Each replayed load is
-    added to `out`; returns how many events were read."""
+    added to `out`; returns how many events were read. `compared` False: no load is compared with the real one
+    (a whole-run replay keeps each load's outcome only), and every one is added as a light one."""
     _, process = system_and_process(trace, pid)
     sim = Simulator(world, process)
     cap = capped(trace)  # (the trace's `capped` event: found once, not per load)
@@ -660,7 +662,38 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
             ld = todo.pop()
             if by_seq.get(ld.seq) is ld:
                 del by_seq[ld.seq]
+            unparsed.pop(id(ld), None)
             todo.extend(ld.children)
+
+    # a read trace's probes are attributed to their loads unparsed (their positions: Events.select_probes_unparsed)
+    # and made Probes only for a load whose probes are read (fill): not for one kept as a few fields (light_if)
+    events = trace.events if isinstance(trace.events, Events) else None
+    unparsed: dict[int, list[int]] = {}  # id(load in flight) -> the positions of its probes, in order
+
+    def fill(load: Load) -> None:
+        """Make the probes of a load and its nested ones (their events parsed) from their positions."""
+        todo = [load]
+        while todo:
+            ld = todo.pop()
+            at = unparsed.pop(id(ld), None)
+            if at and events is not None:
+                for pos in at:
+                    e = events.event(pos)
+                    # (positional: Probe's fields in order, seq pid tid t load op status path handle file)
+                    ld.probes.append(Probe(e["seq"], e["pid"], e["tid"], e["t"], e["load"], e.get("op", ""),
+                                           e.get("status", 0), e.get("path"), e.get("handle"), e.get("file")))
+            todo.extend(ld.children)
+
+    windows = sim.system.windows
+
+    def light_if(load: Load, res: CallResult) -> bool:
+        """Whether a replayed load is kept as a few fields (Replays.add_light): it loaded, really and in the model
+        (and, under Wine, bound no stub and imported no Wine-only DLL); a whole-run replay without comparing keeps
+        only outcomes: every load."""
+        if not compared:
+            return True
+        return light and load.ok and not res.error and not (wine and (
+            bool(stubs_bound(res)) or bool(wine_only_imports(res, windows))))
 
     replayed = 0
     diverged = False  # a hook applied a fix: the model's process no longer follows the real one
@@ -681,12 +714,13 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
                     _clear_path_caches()
                 if hook is not None and hook(sim, item):
                     diverged = True
-                r = _replay_load(trace, world, sim, item, sync=not diverged, cap=cap)
+                done = _replay_load(trace, world, sim, item, sync=not diverged, cap=cap, light_if=light_if,
+                                    fill=fill)
                 forget(item)
-                if r is None:
+                if done is None:
                     continue
-                if light and r.load.ok and not r.result.error and not (wine and (
-                        stubs_bound(r.result) or wine_only_imports(r.result, sim.system.windows))):
+                r, is_light = done
+                if is_light:
                     out.add_light(r)  # type: ignore[union-attr]
                 else:
                     if light:  # (what the report reads of the real load is in r: real_probes, its end)
@@ -700,10 +734,22 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
 
     n = 0
     ld: Optional[Load]
-    for e in trace.select(REPLAY_KINDS, pid):
+    stream: Iterator[tuple[int, Optional[dict], Any]] = (
+        events.select_probes_unparsed(REPLAY_KINDS, pid) if events is not None
+        else ((0, e, None) for e in trace.select(REPLAY_KINDS, pid)))
+    for pos, parsed, probe_load in stream:
         n += 1
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(n)
+        if parsed is None:  # a probe, not parsed: its position kept with its load's (fill)
+            ld = by_seq.get(probe_load)
+            if ld is not None:
+                at = unparsed.get(id(ld))
+                if at is None:
+                    at = unparsed[id(ld)] = []
+                at.append(pos)
+            continue
+        e = parsed
         ev = e.get("ev")
         if ev == "load_begin":
             # (every event has a seq: reader.ESSENTIAL; the reader checked tid and t)
@@ -745,9 +791,13 @@ def _replay_process(trace: Trace, pid: int, world: World, out: Union[list[Replay
 
 
 def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: bool = True,
-                 cap: Union[Capped, None, Literal[False]] = False) -> Optional[Replayed]:
+                 cap: Union[Capped, None, Literal[False]] = False,
+                 light_if: Optional[Callable[[Load, CallResult], bool]] = None,
+                 fill: Optional[Callable[[Load], None]] = None) -> Optional[tuple[Replayed, bool]]:
     """One top-level load through the simulator, compared with what the loader did (`cap`: capped(trace),
-    when the caller has it)."""
+    when the caller has it), and whether it is kept as a few fields: `light_if(load, result)` says so, and then
+    it is not compared (nothing of the comparison is kept of it); `fill(load)` makes the probes of a load (and its
+    nested ones) that the replay kept unparsed, before they are read."""
     if not load.name:
         return None
     flags = load.flags or 0
@@ -763,6 +813,13 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: b
     mark_dllmain_failure(world, load)  # DllMain's answer is in no file: take the loader's
     res = sim.load_library(load.name, flags, op=load_op(load.api),
                            origin=origin, origin_kind=origin_kind, origin_module=origin_module)
+    if light_if is not None and light_if(load, res):
+        if sync:
+            _sync_loaded(sim.process, load, res)
+        res.origin_top = user_import(ctx)
+        return Replayed(load=load, result=res, origin=origin), True
+    if fill is not None:
+        fill(load)
     seen = real_probe_statuses(load)
     real = [p for p, _ in seen]
     # probes the model expects past the last one seen are missing only if the loader got
@@ -779,7 +836,7 @@ def _replay_load(trace: Trace, world: World, sim: Simulator, load: Load, sync: b
     if sync:  # (a whole-run replay with a fix applied diverges from the real run from there: no sync)
         _sync_loaded(sim.process, load, res)
     res.origin_top = user_import(ctx)
-    return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut)
+    return Replayed(load=load, result=res, origin=origin, real_probes=real, agreed=agreed, differences=dis, cut=cut), False
 
 
 def stubs_bound(res: CallResult) -> list[tuple[str, str, str]]:

@@ -167,6 +167,7 @@ KEPT_KINDS = frozenset({"process", "env", "apisets", "warning", "py_env", "py_di
 # what Events.add does more with an event of a kind (its tag): indexed as a py_* event, a `file` event
 # (FileIndex), a probe (the probe facts), or not
 _OTHER, _PY, _FILE, _PROBE = range(4)
+_NO_LOAD = -(1 << 63)  # (Events._probe_loads: a probe without a 64-bit int `load`)
 
 BLOCK = 1 << 16  # bytes of lines compressed together (Events): zlib's window is 32 KB, so bigger gains little
 CACHED_BLOCKS = 4  # blocks kept decompressed (a pass over the events, the file facts, the Python events)
@@ -281,6 +282,11 @@ class Events(MadeSequence[dict]):
         self._probes_taken: set[Any] = set()
         self._found_taken: set[Any] = set()
         self._files = FileIndex()  # the `file` events' paths, kinds and asks, gathered as they are added
+        # each probe's `load` (the seq of the load it belongs to), in the order of _by_kind["probe"], so that a pass
+        # can attribute a probe to its load without parsing it (select_probes_unparsed); _NO_LOAD: none, or one
+        # that is not a 64-bit int (then in _probe_odd, by position)
+        self._probe_loads = array("q")
+        self._probe_odd: dict[int, Any] = {}
         self._last_pos = -1
         self._last: dict = {}
 
@@ -326,6 +332,13 @@ class Events(MadeSequence[dict]):
         elif tag == _FILE:
             self._files.add(pos, obj)
         elif tag == _PROBE:
+            load = obj.get("load")
+            if type(load) is int and _NO_LOAD < load < (1 << 63):
+                self._probe_loads.append(load)
+            else:
+                self._probe_loads.append(_NO_LOAD)
+                if load is not None:
+                    self._probe_odd[pos] = load
             path = obj.get("path")
             if isinstance(path, str):
                 facts = self._probe_facts.get(pid)
@@ -403,6 +416,26 @@ class Events(MadeSequence[dict]):
         for i, k in enumerate(self._kinds):
             if k in wanted and (pid is None or pids[i] == pid):
                 yield i, self._get(i)
+
+    def select_probes_unparsed(self, kinds: Iterable[str], pid: Optional[int] = None) -> Iterator[tuple[int, Optional[dict], Any]]:
+        """select_indexed's events of these kinds and the `probe` events (of process `pid`), in file order, as
+        (position, the event parsed, None), but a probe not parsed: (position, None, its `load` field, None when it
+        has none): a pass that needs only some loads' probes parses those (event(position))."""
+        info = self._kind_info
+        wanted = {info[k][0] for k in kinds if k in info}
+        probe = info["probe"][0] if "probe" in info else -1
+        wanted.discard(probe)
+        loads, odd = self._probe_loads, self._probe_odd
+        pids = self._pids
+        j = 0  # (the probe's place in _probe_loads)
+        for i, k in enumerate(self._kinds):
+            if k == probe:
+                if pid is None or pids[i] == pid:
+                    load = loads[j]
+                    yield i, None, (odd.get(i) if load == _NO_LOAD else load)
+                j += 1
+            elif k in wanted and (pid is None or pids[i] == pid):
+                yield i, self._get(i), None
 
     def event(self, i: int) -> dict:
         """The event at position i, parsed again."""
