@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlltrace import winpath
-from dlltrace.model import FileFacts, Import, PEFacts
+from dlltrace.model import FileFacts, Import, Owner, PEFacts
 from dlltrace.trace.reader import read_trace
 from dlltrace.diagnosis.replay import recorded_world
 from dlltrace.worlds.recorded import RecordedWorld, facts_of_event, file_event
@@ -135,6 +135,17 @@ def test_records_says_what_the_trace_knows_of_a_file():
     assert world.file("C:\\a\\absent.dll") is None and world.file("C:\\a\\gone.dll") is None
     assert world.files_named("probed.dll") == ["C:\\a\\probed.dll"]
     assert world.files_in("C:\\A") == ["C:\\a\\probed.dll", "C:\\a\\x.dll"]
+
+
+def test_files_in_lists_a_file_an_owners_record_added_after_it_was_first_asked():
+    """files_in answers from an index of the files by folder made at its first call; a file the owners' records add
+    later (add_listed) is in the next answer."""
+    world = RecordedWorld(SystemInfo(), [file_event("C:\\site\\pkg\\x.dll", FileFacts(path="C:\\site\\pkg\\x.dll",
+                                                                                    pe=PEFacts(machine="x64")))])
+    assert world.files_in("C:\\site\\pkg") == ["C:\\site\\pkg\\x.dll"]
+    world.owners = {"y.dll": (Owner("pkg", "1.0", "pkg/y.dll", "C:\\site"),)}
+    world.add_listed("x64")
+    assert world.files_in("C:\\site\\pkg") == ["C:\\site\\pkg\\x.dll", "C:\\site\\pkg\\y.dll"]
 
 
 def test_a_read_traces_world_answers_as_the_world_of_its_parsed_events(tmp_path: Path, monkeypatch):

@@ -240,7 +240,7 @@ class RecordedWorld:
         self._init_failed: dict[str, FileFacts] = {}  # the facts of a file whose DllMain failed (mark_init_failed)
         self._dirs: dict[str, bool] = {}
         self._by_name: dict[str, Union[str, list[str]]] = {}  # base name -> the key of each file of that name
-        # made once when first needed: "by_shape" (close_files), shared by fresh() copies only
+        # made once when first needed: "by_shape" (close_files), "by_folder" (files_in), shared by fresh() copies only
         self._shapes: dict[str, Any] = {}
         self._first_path: dict[str, str] = {}  # a path recorded again: as it was first recorded
         self._trimmed = False  # some `pe` object has trimmed export lists
@@ -349,6 +349,7 @@ class RecordedWorld:
                 _add_one(self._probe_names, winpath.basename(k), k)
                 self._mark_dirs(path)  # (its folder is there too: os.add_dll_directory of it is a fix to check)
                 self._listed.add(k)
+                self._shapes.pop("by_folder", None)  # (a file more: files_in's index made again)
 
     def listed_by(self, path: str) -> Optional[Owner]:
         """The owner whose record lists this file, when the world knows it only from that record (add_listed)."""
@@ -474,7 +475,10 @@ class RecordedWorld:
     def files_in(self, folder: str) -> list[str]:
         k = winpath.key(folder)
         prefix = k.rstrip("\\") + "\\" if k else ""  # (a key is normalised: its folder ends at its last \\)
-        n = len(prefix)
-        keys = {fk for name in self._names() for fk in self._keys_named(name)
-                if fk.startswith(prefix) and "\\" not in fk[n:]}
-        return sorted((self._path(fk) for fk in keys), key=str.lower)
+        by_folder = self._shapes.get("by_folder")
+        if by_folder is None:  # every key by its folder's (up to its last \\), made once: no scan of them all per call
+            by_folder = self._shapes["by_folder"] = {}
+            for name in self._names():
+                for fk in self._keys_named(name):
+                    _add_one(by_folder, fk[:fk.rfind("\\") + 1], fk)
+        return sorted((self._path(fk) for fk in set(_all(by_folder, prefix))), key=str.lower)
