@@ -73,10 +73,10 @@ print(rss if sys.platform == "darwin" else rss * 1024)
 MODULES_OF_A_REPORT = r"""
 import json, sys
 sys.argv = ["dlltrace", "report", sys.argv[1]]
-from dlltrace.cli import entry
+from dlltrace.cli import main  # (not entry: it ends the process, os._exit, before the modules are listed)
 import io, contextlib
 with contextlib.redirect_stdout(io.StringIO()):
-    entry()
+    main()
 sys.__stdout__.write(json.dumps(sorted(sys.modules)))
 """
 
