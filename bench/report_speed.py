@@ -176,6 +176,44 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           called). The report: 3.45 -> 3.37 s CPU back to back, ratio 8.4x -> 8.2-8.4x: the check is 7% of it.
           Not done: the nested objects (the `pe` of a file event) written out too: at most the file events'
           share of the check (~0.1 s), under 3% of the report (an estimate, not measured).
+  issue 25, fifth pass (2026-12-06; structural: work the report never shows not done):
+          a load that loaded, really and in the model, is kept as a few fields (Replays.add_light), so nothing of
+          its comparison with the real load was kept: _replay_load now asks light_if first and compares only the
+          loads kept in full (a whole-run replay, fix verification, compares none); the reader keeps each probe's
+          `load` (an int a probe: 0.3 MB here) and the replay attributes a probe to its load by position
+          (Events.select_probes_unparsed), parsing the probes of a load kept in full only (42,000 probe events were
+          parsed again and made Probes; now 6,000). RecordedWorld.files_in indexes the files by folder once (the
+          CUDA table asked three folders, each a scan of all 21,001 files and 60,003 name lookups). The report's
+          text and --json of the 9,305- and 93,005-event traces are byte for byte main's.
+          callgrind (PYTHONHASHSEED=0, each less a run that only imports, 1,798.2 M): 9,305 events: main report
+          2,430.6 M instructions, parse 401.8 M (6.05x); now 2,266.4 M (5.64x): 6.8% fewer. 93,005 events: main
+          21,606.5 M, parse 3,745.0 M (5.77x); now 19,974.7 M (5.33x): 7.6% fewer.
+          CPU time (this script, --repeat 2, 100,000 events; main and this alternated, four runs each, one process
+          each, the 2-core machine shared with other jobs, load 3 to 5): report main 3.73, 3.43, 3.78, 3.91 s
+          (median 3.75), this 3.17, 3.07, 3.28, 3.24 s (median 3.21: -14%); the ratio main 8.6, 8.9, 8.9, 8.3x,
+          this 7.9, 7.9, 8.2, 7.3x; --json main median 3.68 s, this 3.42 s. Linear (--sizes, --repeat 1, a
+          quieter moment): 31.8, 28.8 and 31.5 us an event at 9,305, 93,005 and 465,005 events (0.99); 93,005: 7.9x.
+          Memory (bench/report_memory.py --events 100000, which listed no modules since cli.entry ends with
+          os._exit: it uses cli.main now): main text 1.66x, --json 1.63x, --redact 1.82x, redact 0.76x; this 1.66x,
+          1.64x, 1.82x, 0.76x.
+          Where the CPU time goes now (one run, timers around the simulator's top-level calls, 93,005 events, total
+          3.33 s): reading 0.84 s (25%); the simulator on the 9,000 loads that loaded 1.04 s (31%), on the 1,000
+          that failed, with their explanations and fixes, 0.44 s (13%); the CUDA table 0.22 s (7%); the rest of the
+          replay, the recorded world's index, the verdicts and rendering 0.78 s (24%).
+          Evaluated and not done: replaying a load that loaded from what the trace recorded (its modules added to
+          the state as the loader mapped them) instead of simulating it. It changes what the report says: the
+          model's check of every load that loaded is what finds a load the model would fail (kept in full and
+          shown as an incident: analysis.incidents), and the state the simulation leaves (each module's `by_call`, its
+          dependencies and references, which later loads' trees, "already loaded from" and FreeLibrary read) is the
+          model's, not the trace's, so a failure's explanation after it could differ. And it would not reach the
+          aim: without the simulator's 1.04 s the report is about 2.3 s, 5.5x the parse, since reading alone is
+          about 2x. The aim needs the reader near the parse (the schema check and the index out of Python, or
+          events not checked) and the replay's per-load cost several times smaller.
+          Left (their cProfile shares): the py_import events are parsed four times (the
+          reader, the replay's pass, PyContexts' index of them, and each load's context); PyContexts could be
+          indexed from what the reader keeps (pid, seq, tid) and take the replay's parsed event for the load's
+          context. A file's facts are built from its event parsed again (19,002 builds: about 5%), and the CUDA
+          table's folder index of 38,001 known paths (about 3%).
 """
 
 from __future__ import annotations
