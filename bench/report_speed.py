@@ -210,7 +210,7 @@ Measured (Linux, Python 3.11, 93,005 events, 19 MB, 10,000 loads of which 1,000 
           about 2x. The aim needs the reader near the parse (the schema check and the index out of Python, or
           events not checked) and the replay's per-load cost several times smaller.
           Left (their cProfile shares): the py_import events are parsed four times (the
-          reader, the replay's pass, PyContexts' index of them, and each load's context); PyContexts could be
+          reader, the replay's pass, PyContexts' index of them, and each load's context: about 3%); PyContexts could be
           indexed from what the reader keeps (pid, seq, tid) and take the replay's parsed event for the load's
           context. A file's facts are built from its event parsed again (19,002 builds: about 5%), and the CUDA
           table's folder index of 38,001 known paths (about 3%).
