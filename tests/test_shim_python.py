@@ -187,6 +187,36 @@ def test_named_files_are_the_absolute_native_paths_of_the_messages(tmp_path):
         assert shim.exception_fields(e)["files"][0] == {"path": str(here), "exists": True, "size": 4}
 
 
+def test_named_files_with_spaces_a_unc_path_and_many_names(tmp_path):
+    """A venv in a folder whose name has a space, on Linux: xgboost's list ("- " before each path) and lightgbm's
+    (a path a line) name the whole path, and the file that is there is seen there; a Windows UNC path; two paths on
+    one line each their own; and a message of the most characters kept (4000) full of names is looked at in a
+    fraction of a second (each name used to walk back to the message's start: 1.4 s for five of them)."""
+    import time
+
+    folder = tmp_path / "My Projects" / "lightgbm" / "lib"
+    folder.mkdir(parents=True)
+    (folder / "lib_lightgbm.so").write_bytes(b"12")
+    here = str(folder / "lib_lightgbm.so")
+    xgb = ("Cannot find XGBoost Library in the candidate path.  List of candidates:\n"
+           "- /home/u/My Projects/venv/lib/python3.11/site-packages/xgboost/lib/libxgboost.so\n"
+           "XGBoost Python package path: /home/u/My Projects/venv/lib/python3.11/site-packages/xgboost")
+    lgb = f"Cannot find lightgbm library file in following paths:\n{here}"
+    got = shim.named_files([xgb, lgb, "Cannot find \\\\server\\share\\My Env\\xgboost\\lib\\xgboost.dll",
+                            "neither /a/b.so or /c/d.so"])
+    assert got == [
+        {"path": "/home/u/My Projects/venv/lib/python3.11/site-packages/xgboost/lib/libxgboost.so", "exists": False,
+         "size": None},
+        {"path": here, "exists": True, "size": 2},
+        {"path": "\\\\server\\share\\My Env\\xgboost\\lib\\xgboost.dll", "exists": False, "size": None},
+        {"path": "/a/b.so", "exists": False, "size": None},
+        {"path": "/c/d.so", "exists": False, "size": None}], got
+    full = [("x.so " * 1000)[:4000], ("a.dll a.pyd a.so a.dylib " * 400)[:4000]] * 3
+    t = time.perf_counter()
+    assert shim.named_files(full) == []
+    assert time.perf_counter() - t < 0.4
+
+
 PROGRAM = """
 import sys
 print("working")

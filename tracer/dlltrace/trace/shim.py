@@ -1282,6 +1282,7 @@ def exception_fields(exc: BaseException) -> dict:
 NAMED_FILES_LIMIT = 16  # native files of an exception's messages looked at
 _NATIVE_ENDS = (".dll", ".pyd", ".so", ".dylib")
 _PATH_STOPS = "\"'<>|*?\r\n\t"  # (no path has them: where a path named in a message begins, at the latest)
+NAMED_FILES_LOOK = 4096  # characters looked at before a native extension for where its path begins (PATH_MAX)
 
 
 def named_files(texts: "list") -> "list":
@@ -1314,18 +1315,31 @@ def named_files(texts: "list") -> "list":
 
 def _path_ending_at(text: str, i: int, end: int) -> str:
     """The absolute path that ends at `end` in `text` (its extension at `i`): a Windows one from the last drive
-    (C:\\ or C:/) before it, spaces allowed (C:\\Program Files\\...); a POSIX one from the last / that follows a
-    space or an opening character; "" for none."""
-    j = i
-    while j > 0 and text[j - 1] not in _PATH_STOPS:
-        j -= 1
+    (C:\\ or C:/) before it, or from a UNC path's \\\\ after a space or an opening character, spaces allowed
+    (C:\\Program Files\\...); a POSIX one from the / that begins its line (a list of paths, a line each, after a
+    "- ": xgboost's and lightgbm's; spaces allowed: /home/u/My Projects/...), else from the last / that follows a
+    space or an opening character; "" for none. Looks at most NAMED_FILES_LOOK characters back, with the string's
+    own searches (a message of thousands of names costs no character-by-character walk)."""
+    lo = max(0, i - NAMED_FILES_LOOK)
+    j = max(lo, max(text.rfind(c, lo, i) for c in _PATH_STOPS) + 1)
     seg = text[j:end]
-    k = len(seg) - (end - i)
-    while k >= 2:
-        if seg[k - 1] == ":" and seg[k] in "\\/" and seg[k - 2].isalpha() and (k == 2 or not seg[k - 3].isalnum()):
-            return seg[k - 2:]
-        k -= 1
-    token = seg.split()[-1] if seg.split() else ""
+    stop = i - j  # (where the extension begins in seg)
+    k = seg.rfind(":", 0, stop)
+    while k >= 1:
+        if seg[k + 1] in "\\/" and seg[k - 1].isalpha() and (k == 1 or not seg[k - 2].isalnum()):
+            return seg[k - 1:]
+        k = seg.rfind(":", 0, k)
+    k = seg.rfind("\\\\", 0, stop)
+    while k >= 0:
+        if k == 0 or seg[k - 1].isspace() or seg[k - 1] in "(=,[:":
+            return seg[k:]
+        k = seg.rfind("\\\\", 0, k)
+    line = seg.lstrip()
+    if line[:2] in ("- ", "* "):
+        line = line[2:].lstrip()
+    if line[:1] == "/" and not any(e + " " in line.lower() for e in _NATIVE_ENDS):  # (not "/a/b.so or /c/d.so")
+        return line
+    token = seg.rsplit(None, 1)[-1] if seg.strip() else ""
     slash = token.find("/")
     if slash < 0 or (slash > 0 and token[slash - 1] not in "(=,[:"):
         return ""
