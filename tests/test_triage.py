@@ -152,3 +152,40 @@ def test_a_cpu_only_build_the_program_imported_is_what_a_faultless_trace_reports
     assert [[t.source for t in g] for g in groups([c, a, b])] == [["a", "b"], ["c"]]
     assert "  2 traces  torch 2.13.0+cpu is a CPU-only build: it never loads CUDA, so the program ran on the CPU" in \
         triage_text([c, a, b])
+
+
+def test_an_end_nothing_explains_is_not_nothing_failed(tmp_path):
+    """A program that exited with an error no load explains, was killed, or whose end the trace does not hold (a
+    trace cut short) is never grouped with those that ran without a fault, nor said to be "nothing failed"; a
+    damaged trace's line says it is damaged, its warnings are printed as one trace's report prints them, exit 3, and
+    the JSON (with each trace's warnings) validates."""
+    import dataclasses
+
+    from dlltrace.diagnosis.outcome import ProcessOutcome
+    from dlltrace.diagnosis.result import Diagnosis, ProcessEnd
+    from dlltrace.render.triage import failure_words
+
+    def ended(kind, code=None):
+        end = ProcessEnd("exited" if kind in ("ok", "exited") else kind, code)  # type: ignore[arg-type]
+        return Diagnosis("linux", 7, "/usr/bin/python3", end, ProcessOutcome(kind, code), ())  # type: ignore[arg-type]
+
+    ok, one, two, killed = (triage(n, ended(k, c)) for n, k, c in [("ok", "ok", 0), ("one", "exited", 1),
+                                                                   ("two", "exited", 2), ("k", "killed", None)])
+    assert not rule_same_failure(ok, one) and not rule_same_failure(one, two) and not rule_same_failure(one, killed)
+    assert failure_words(one) == "exited with 1, and no failed load explains it", failure_words(one)
+    assert failure_words(killed) == "was killed" and failure_words(ok) == "nothing failed"
+    assert [[t.source for t in g] for g in groups([ok, one, killed, dataclasses.replace(one, source="one'")])] == \
+        [["one", "one'"], ["k"], ["ok"]]
+    (tmp_path / "cut.jsonl").write_bytes((TRACES / "s2.jsonl").read_bytes()[:3000])  # (cut short mid-line)
+    (tmp_path / "s9.jsonl").write_bytes((TRACES / "s9.jsonl").read_bytes())
+    r = report("s9.jsonl", "cut.jsonl", cwd=tmp_path)
+    assert r.returncode == 3 and "dlltrace: warning: cut.jsonl: line 9: truncated last line ignored" in r.stderr, \
+        (r.returncode, r.stderr)
+    assert "nothing failed" not in r.stdout and r.stdout.splitlines()[0].endswith("1 with no end in the trace"), \
+        r.stdout
+    assert "\n  cut.jsonl  the trace does not say how the program ended (cut short?) (a damaged trace: line 9: " \
+           "truncated last line ignored)\n" in r.stdout + "\n", r.stdout
+    doc = json.loads(report("s9.jsonl", "cut.jsonl", "--json", cwd=tmp_path).stdout)
+    jsonschema.Draft202012Validator(triage_schema()).validate(doc)
+    assert doc["traces"][1]["warnings"] == ["cut.jsonl: line 9: truncated last line ignored"], doc["traces"][1]
+    assert (doc["traces"][1]["culprit"], doc["traces"][1]["cause"]) == ("end", "unknown"), doc["traces"][1]

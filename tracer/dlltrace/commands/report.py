@@ -128,7 +128,7 @@ def _triage(args: argparse.Namespace) -> int:
     from dlltrace.diagnosis.triage import Triaged, main_diagnosis, triage, unreadable
     from dlltrace.render.triage import triage_json, triage_markdown, triage_text
     from dlltrace.render.cuda import imported_cpu_builds
-    from dlltrace.trace.reader import read_trace
+    from dlltrace.trace.reader import read_trace, warning_lines
     from dlltrace.trace.redact import redact_trace, redactor_of
 
     if args.all:
@@ -140,8 +140,11 @@ def _triage(args: argparse.Namespace) -> int:
             if not os.path.exists(path):
                 raise DlltraceError(f"{path}: no such file", EXIT_USAGE)
             trace = read_trace(path)
-            if args.redact:
-                trace = redact_trace(trace, redactor_of(trace))
+            red = redactor_of(trace) if args.redact else None
+            if red is not None:
+                trace = redact_trace(trace, red)
+            for line in warning_lines(trace):  # (as one trace's report says them: a damaged trace is said)
+                print(red.text(line) if red else line, file=sys.stderr)
             damaged = damaged or bool(trace.warnings)
             ds = diagnose(trace)
             if trace.header.platform == "linux":
@@ -150,7 +153,8 @@ def _triage(args: argparse.Namespace) -> int:
             else:
                 pid = ending(trace).pid
             cpu = [f"{fw.name} {fw.version}".strip() for fw in imported_cpu_builds(trace)]
-            items.append(triage(path, main_diagnosis(ds, pid if isinstance(pid, int) else None), cpu))
+            items.append(triage(path, main_diagnosis(ds, pid if isinstance(pid, int) else None), cpu,
+                                trace.warnings))
         except DlltraceError as e:
             items.append(unreadable(path, str(e).removeprefix(f"{path}: ")))
     out = triage_json(items) if args.json else triage_markdown(items) if args.markdown else triage_text(items)

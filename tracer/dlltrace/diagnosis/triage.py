@@ -6,7 +6,7 @@ never the end of the others."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence
 
 from dlltrace.diagnosis.result import Diagnosis
@@ -14,8 +14,10 @@ from dlltrace.model import Fix
 
 # what a trace's answer is about: a failed load's leaf (its cause: not_found, bad_machine, ...), a file of a
 # distribution that is gone, a program not found, a library find_library found none of, a feature the program ran
-# without, a crash no load explains, an exception no load explains, nothing failed, or a trace not read
-Culprit = Literal["load", "gone", "unstarted", "unfound", "lost", "crash", "exception", "cpu_build", "none",
+# without, a crash no load explains, an exception no load explains, an end nothing explains (an exit code, a kill, a
+# start that failed, an end the trace does not hold: its cause is the outcome's kind), a CPU-only build imported,
+# nothing failed, or a trace not read
+Culprit = Literal["load", "gone", "unstarted", "unfound", "lost", "crash", "exception", "end", "cpu_build", "none",
                   "unreadable"]
 
 
@@ -29,6 +31,7 @@ class Triaged:
     fix: Optional[Fix]  # the first fix the report gives, None for none
     main: Optional[Diagnosis]  # the Diagnosis of the run's program (its headline is the report's), None when unread
     error: str = ""  # unreadable: the one-line error it gave
+    warnings: tuple[str, ...] = ()  # a damaged trace, read as far as it could be: the reader's warnings
 
 
 def main_diagnosis(diagnoses: Sequence[Diagnosis], pid: Optional[int]) -> Optional[Diagnosis]:
@@ -38,13 +41,19 @@ def main_diagnosis(diagnoses: Sequence[Diagnosis], pid: Optional[int]) -> Option
         next((d for d in diagnoses if d.end.kind != "unknown"), None) or (diagnoses[0] if diagnoses else None)
 
 
-def triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str] = ()) -> Triaged:
+def triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str] = (),
+           warnings: Sequence[str] = ()) -> Triaged:
     """What a trace's answer is about (its run's program's Diagnosis `main`), in the report's own order: the load it
-    died of, the file, program or library the exception was about, the first feature it ran without, how it ended,
-    else the CPU-only build of a GPU framework it imported (`cpu_builds`: "torch 2.13.0+cpu", diagnosis/cuda.py
-    rule_imported_cpu_build)."""
+    died of, the file, program or library the exception was about, the first feature it ran without, how it ended
+    (an end that is not success is never "none": a non-zero exit's code is its name), else the CPU-only build of a
+    GPU framework it imported (`cpu_builds`: "torch 2.13.0+cpu", diagnosis/cuda.py rule_imported_cpu_build).
+    `warnings`: the reader's, for a damaged trace."""
+    return replace(_triage(source, main, cpu_builds), warnings=tuple(warnings))
+
+
+def _triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str]) -> Triaged:
     if main is None:
-        return Triaged(source, "not_traced", "none", "", "", None, None)
+        return Triaged(source, "not_traced", "end", "", "not_traced", None, None)
     o = main.outcome
     fatal = main.fatal
     if fatal is not None:
@@ -67,6 +76,9 @@ def triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str] = (
         return Triaged(source, o.kind, "crash", "", "", None, main)
     if o.exception is not None:
         return Triaged(source, o.kind, "exception", o.exception.type, "", None, main)
+    if o.kind not in ("ok", "degraded"):
+        return Triaged(source, o.kind, "end", str(o.code) if o.kind == "exited" and o.code is not None else "",
+                       o.kind, None, main)
     if cpu_builds:
         return Triaged(source, o.kind, "cpu_build", cpu_builds[0], "", None, main)
     return Triaged(source, o.kind, "none", "", "", None, main)

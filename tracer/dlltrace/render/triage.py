@@ -17,7 +17,14 @@ from dlltrace.render.outcome import gone_words, unstarted_words
 # how each kind of end is counted in the first line
 KIND_WORDS = {"died_of_load": "died of a load", "died_of_other": "died of another error", "degraded":
               "ran without a feature", "crashed": "crashed", "ok": "ran without a fault", "unreadable":
-              "could not be read"}
+              "could not be read", "exited": "exited with an error", "killed": "killed",
+              "interrupted": "interrupted", "could_not_start": "could not start", "never_ran": "never ran",
+              "not_windows": "ran no Windows program", "not_traced": "ran untraced",
+              "unknown": "with no end in the trace"}
+# how a trace nothing explains ended, in a group's words (the culprit "end": its cause is the outcome's kind)
+END_WORDS = {"killed": "was killed", "interrupted": "was interrupted", "could_not_start": "could not start",
+             "never_ran": "never ran", "not_windows": "ran no Windows program", "not_traced": "ran untraced, or no "
+             "process was traced", "unknown": "the trace does not say how the program ended (cut short?)"}
 
 
 def _plural(n: int, word: str) -> str:
@@ -52,18 +59,28 @@ def failure_words(t: Triaged) -> str:
         return "crashed, and no failed load explains it"
     if t.culprit == "exception":
         return f"ended with {t.name}, and no failed load explains it"
+    if t.culprit == "end" and t.cause == "exited":
+        return f"exited with {t.name or 'an error'}, and no failed load explains it"
+    if t.culprit == "end":
+        return END_WORDS.get(t.cause, t.cause.replace("_", " "))
     if t.culprit == "unreadable":
         return "could not be read"
     return "nothing failed"
 
 
 def trace_words(t: Triaged) -> str:
-    """"died of a load: c10.dll was not found": how a trace's program ended, and what failed."""
+    """"died of a load: c10.dll was not found": how a trace's program ended, and what failed; a damaged trace's
+    says so (its first warning: what the rest is said of is only what could be read)."""
     if t.culprit == "unreadable":
         return f"could not be read: {t.error}"
+    first = t.warnings[0].removeprefix(f"{t.source}: ") if t.warnings else ""
+    damaged = "" if not t.warnings else f" (a damaged trace: {first}" + (
+        f", and {_plural(len(t.warnings) - 1, 'more warning')}" if len(t.warnings) > 1 else "") + ")"
     if t.culprit == "none":
-        return KIND_WORDS.get(t.kind, t.kind.replace("_", " "))
-    return f"{KIND_WORDS.get(t.kind, t.kind.replace('_', ' '))}: {failure_words(t)}"
+        return KIND_WORDS.get(t.kind, t.kind.replace("_", " ")) + damaged
+    if t.culprit == "end":
+        return failure_words(t) + damaged
+    return f"{KIND_WORDS.get(t.kind, t.kind.replace('_', ' '))}: {failure_words(t)}{damaged}"
 
 
 def triage_text(items: Sequence[Triaged]) -> str:
@@ -112,7 +129,8 @@ def triage_dict(items: Sequence[Triaged]) -> dict[str, Any]:
             "traces": [{"source": t.source, "kind": t.kind, "culprit": t.culprit, "name": t.name or None,
                         "cause": t.cause or None,
                         "fix": " then: ".join(fix_text(x) for x in (t.fix, *t.fix.then)) if t.fix is not None else None,
-                        "words": trace_words(t), "error": t.error or None} for t in items],
+                        "words": trace_words(t), "error": t.error or None, "warnings": list(t.warnings)}
+                       for t in items],
             "groups": [{"culprit": g[0].culprit, "name": g[0].name or None, "cause": g[0].cause or None,
                         "words": failure_words(g[0]), "sources": [t.source for t in g]} for g in groups(items)]}
 
@@ -128,13 +146,16 @@ def triage_schema() -> dict[str, Any]:
                 "format": {"const": "dlltrace-triage"}, "version": {"const": 1},
                 "traces": {"type": "array", "description": "each trace given, in order", "items": {
                     "type": "object", "additionalProperties": False,
-                    "required": ["source", "kind", "culprit", "name", "cause", "fix", "words", "error"],
+                    "required": ["source", "kind", "culprit", "name", "cause", "fix", "words", "error",
+                                 "warnings"],
                     "properties": {"source": s, "kind": {"type": "string", "description": "the outcome of the "
                                                          "run's program (diagnosis/outcome.py), or unreadable"},
                                    "culprit": {"enum": culprits}, "name": opt, "cause": opt,
                                    "fix": {"type": ["string", "null"], "description": "its report's first fix (and its steps: ' then: ')"},
                                    "words": s, "error": {"type": ["string", "null"],
-                                                         "description": "why it could not be read"}}}},
+                                                         "description": "why it could not be read"},
+                                   "warnings": {"type": "array", "items": s, "description": "a damaged trace, "
+                                                "read as far as it could be: the reader's warnings"}}}},
                 "groups": {"type": "array", "description": "the traces by what failed, the most traces first",
                            "items": {"type": "object", "additionalProperties": False,
                                      "required": ["culprit", "name", "cause", "words", "sources"],
