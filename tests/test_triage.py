@@ -174,6 +174,13 @@ def test_an_end_nothing_explains_is_not_nothing_failed(tmp_path):
     assert not rule_same_failure(ok, one) and not rule_same_failure(one, two) and not rule_same_failure(one, killed)
     assert failure_words(one) == "exited with 1, and no failed load explains it", failure_words(one)
     assert failure_words(killed) == "was killed" and failure_words(ok) == "nothing failed"
+    from dlltrace.diagnosis.outcome import PyError
+    from dlltrace.render.triage import counts_line, trace_words
+
+    err = triage("e", dataclasses.replace(ended("exited", 1), outcome=ProcessOutcome(
+        "died_of_other", 1, PyError("RuntimeError", "boom"))))  # type: ignore[arg-type]
+    assert trace_words(err) == "ended with RuntimeError, and no failed load explains it", trace_words(err)
+    assert counts_line([err, one]) == "2 traces: 1 died of a Python error, 1 exited with an error", counts_line([err])
     assert [[t.source for t in g] for g in groups([ok, one, killed, dataclasses.replace(one, source="one'")])] == \
         [["one", "one'"], ["k"], ["ok"]]
     (tmp_path / "cut.jsonl").write_bytes((TRACES / "s2.jsonl").read_bytes()[:3000])  # (cut short mid-line)

@@ -15,7 +15,7 @@ from dlltrace.render.fixwords import fix_lines, fix_markdown, fix_text
 from dlltrace.render.outcome import gone_words, unstarted_words
 
 # how each kind of end is counted in the first line
-KIND_WORDS = {"died_of_load": "died of a load", "died_of_other": "died of another error", "degraded":
+KIND_WORDS = {"died_of_load": "died of a load", "died_of_other": "died of a Python error", "degraded":
               "ran without a feature", "crashed": "crashed", "ok": "ran without a fault", "unreadable":
               "could not be read", "exited": "exited with an error", "killed": "killed",
               "interrupted": "interrupted", "could_not_start": "could not start", "never_ran": "never ran",
@@ -78,7 +78,7 @@ def trace_words(t: Triaged) -> str:
         f", and {_plural(len(t.warnings) - 1, 'more warning')}" if len(t.warnings) > 1 else "") + ")"
     if t.culprit == "none":
         return KIND_WORDS.get(t.kind, t.kind.replace("_", " ")) + damaged
-    if t.culprit == "end":
+    if t.culprit in ("end", "exception"):  # (its words say how it ended: "ended with RuntimeError, ...")
         return failure_words(t) + damaged
     return f"{KIND_WORDS.get(t.kind, t.kind.replace('_', ' '))}: {failure_words(t)}{damaged}"
 
