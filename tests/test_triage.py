@@ -196,3 +196,15 @@ def test_an_end_nothing_explains_is_not_nothing_failed(tmp_path):
     jsonschema.Draft202012Validator(triage_schema()).validate(doc)
     assert doc["traces"][1]["warnings"] == ["cut.jsonl: line 9: truncated last line ignored"], doc["traces"][1]
     assert (doc["traces"][1]["culprit"], doc["traces"][1]["cause"]) == ("end", "unknown"), doc["traces"][1]
+
+
+def test_a_control_character_of_a_trace_reaches_no_terminal(tmp_path):
+    """A bug report's trace whose paths hold an escape sequence and a bell (a hostile or garbled path): the text of
+    several traces shows them escaped, as one trace's report does, in the fix and in what failed, never raw."""
+    text = (TRACES / "s2.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "esc.jsonl").write_text(text.replace("C:\\\\dlltrace-cases\\\\s2",
+                                                     "C:\\\\dlltrace-cases\\\\s2\\u001b[31mRED\\u0007"), encoding="utf-8")
+    (tmp_path / "name.jsonl").write_text(text.replace("cudnn64_7.dll", "cudnn64_7\\u001b[2J.dll"), encoding="utf-8")
+    out = report("esc.jsonl", "name.jsonl", cwd=tmp_path).stdout
+    assert "RED" in out and "\x1b" not in out and "\x07" not in out, out
+    assert "s2\\x1b[31mRED\\x07\\venv" in out and "cudnn64_7\\x1b[2J.dll" in out, out

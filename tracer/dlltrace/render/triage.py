@@ -88,12 +88,13 @@ def triage_text(items: Sequence[Triaged]) -> str:
     out = [f"dlltrace ─ {counts_line(items)}", "", "What failed, the most traces first:"]
     for g in groups(items):
         t = g[0]
-        out += ["", f"  {_plural(len(g), 'trace')}  {failure_words(t)}"]
+        out += ["", f"  {_plural(len(g), 'trace')}  {escape_terminal(failure_words(t))}"]
         if t.fix is not None:  # (each report's own fix names its own paths: the first trace's is shown)
             lead = "    Fix: " if len(g) == 1 else f"    Fix, as {escape_terminal(t.source)}'s report gives it: "
-            out += [(lead if i == 0 else " " * 6) + text for i, (text, _) in enumerate(fix_lines(t.fix))]
+            out += [(lead if i == 0 else " " * 6) + escape_terminal(text) for i, (text, _) in enumerate(fix_lines(t.fix))]
             for step in t.fix.then:  # (its steps: pyusb's pip install libusb-package is nothing without PATH's)
-                out += [("      then: " if i == 0 else " " * 12) + text for i, (text, _) in enumerate(fix_lines(step))]
+                out += [("      then: " if i == 0 else " " * 12) + escape_terminal(text)
+                        for i, (text, _) in enumerate(fix_lines(step))]
         for x in g:
             out.append(f"    {escape_terminal(x.source)}" + (f"  ({escape_terminal(x.error)})" if x.error else ""))
     width = max(len(escape_terminal(t.source)) for t in items)
