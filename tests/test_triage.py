@@ -208,3 +208,16 @@ def test_a_control_character_of_a_trace_reaches_no_terminal(tmp_path):
     out = report("esc.jsonl", "name.jsonl", cwd=tmp_path).stdout
     assert "RED" in out and "\x1b" not in out and "\x07" not in out, out
     assert "s2\\x1b[31mRED\\x07\\venv" in out and "cudnn64_7\\x1b[2J.dll" in out, out
+
+
+def test_a_trace_with_no_process_is_not_read_among_several(tmp_path):
+    """A trace that is its header alone (a run cut short before its first event): one trace's report says "the trace
+    holds no traced process" and exits 3; among several it is a trace not read, said so, and the exit is 3."""
+    (tmp_path / "s9.jsonl").write_bytes((TRACES / "s9.jsonl").read_bytes())
+    (tmp_path / "head.jsonl").write_text((TRACES / "s2.jsonl").read_text(encoding="utf-8").splitlines()[0] + "\n",
+                                         encoding="utf-8")
+    alone = report("head.jsonl", cwd=tmp_path)
+    assert alone.returncode == 3 and "the trace holds no traced process" in alone.stderr, (alone.returncode, alone.stderr)
+    r = report("s9.jsonl", "head.jsonl", cwd=tmp_path)
+    assert r.returncode == 3, (r.returncode, r.stdout)
+    assert "\n  head.jsonl  could not be read: the trace holds no traced process" in r.stdout, r.stdout

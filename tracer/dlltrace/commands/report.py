@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dlltrace.render.explained import LineStyle
     from dlltrace.render.progress import ProgressBar
     from dlltrace.trace.redact import Redactor
+    from dlltrace.trace.reader import Trace
 
 RESULT_SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "result-v1.json"
 
@@ -80,7 +81,7 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
         from dlltrace.render.linux import linux_json, linux_text
         from dlltrace.render.wrap import wrap_plain
 
-        if not any(trace.of("audit_start")) and not any(trace.of("fork")):
+        if holds_no_process(trace):
             raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
         from dlltrace.render.cuda import cpu_build_dict, cpu_build_text, imported_cpu_builds
 
@@ -98,7 +99,7 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
             print(out)
         return EXIT_BAD_TRACE if trace.warnings else 0
     # (a run whose program never ran has no traced process, and its `exit` events say so: reported)
-    if not trace.pids and not trace.start_failures() and not any(trace.of("exit")):
+    if holds_no_process(trace):
         raise DlltraceError(f"{args.trace}: the trace holds no traced process", EXIT_BAD_TRACE)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     color = getattr(args, "color", "auto")
@@ -116,6 +117,15 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
         sys.stdout.flush()
     # a damaged trace is still reported as far as it can be read, with its own exit code
     return EXIT_BAD_TRACE if trace.warnings else 0
+
+
+def holds_no_process(trace: "Trace") -> bool:
+    """A trace with no traced process to report (a header alone, a run cut short before its first event): on Linux
+    no audit_start nor fork; on Windows no process, no start that failed and no exit (a run whose program never ran
+    has `exit` events that say so)."""
+    if trace.header.platform == "linux":
+        return not any(trace.of("audit_start")) and not any(trace.of("fork"))
+    return not trace.pids and not trace.start_failures() and not any(trace.of("exit"))
 
 
 def _triage(args: argparse.Namespace) -> int:
@@ -146,6 +156,8 @@ def _triage(args: argparse.Namespace) -> int:
             for line in warning_lines(trace):  # (as one trace's report says them: a damaged trace is said)
                 print(red.text(line) if red else line, file=sys.stderr)
             damaged = damaged or bool(trace.warnings)
+            if holds_no_process(trace):  # (as one trace's report: an error, exit 3)
+                raise DlltraceError(f"{path}: the trace holds no traced process", EXIT_BAD_TRACE)
             ds = diagnose(trace)
             if trace.header.platform == "linux":
                 end = next(trace.of("exit"), None)
