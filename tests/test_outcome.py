@@ -1047,3 +1047,38 @@ def test_a_start_refused_with_permission_denied_is_not_said_to_be_found():
     assert "was found" not in text and "'tesseract' is not executable" not in text, text
     assert "let this user search\n  each folder of that PATH" in text, text
     assert "a PATH folder, for a name) may not be searched by this user" in text, text
+
+
+def test_a_conda_package_file_gone_is_reinstalled_into_its_own_environment(tmp_path, capsys):
+    """A file a conda package's conda-meta lists, gone (xgboost.dll of libxgboost, in an environment whose prefix has
+    a space): the reinstall names that environment by its prefix (`conda install -p PREFIX`), as the shell's active
+    environment may be another (base) and the program was run by the environment's own python.exe; the prefix is
+    quoted for cmd and PowerShell (a space) and for bash. In the text and the JSON, which validates."""
+    import jsonschema
+
+    from dlltrace import cli
+    from dlltrace.model import Fix
+    from dlltrace.render.fixwords import fix_text
+    from simhelp import handwritten, python_writer
+
+    prefix = "C:\\Users\\Jo Doe\\miniconda3\\envs\\ml"
+    dll = prefix + "\\Library\\bin\\xgboost.dll"
+    h = handwritten()
+    w, _ = python_writer(h, "import xgboost", prefix)
+    w.ev("py_dists", dists=[], conda=[{"name": "libxgboost", "version": "2.1.3", "files": ["Library/bin/xgboost.dll"]}],
+         conda_prefix=prefix, cut=False)
+    w.ev("py_exception", type="xgboost.libpath.XGBoostLibraryNotFound", message="Cannot find XGBoost Library in the "
+         "candidate path.  List of candidates:\n- " + dll, module=None, path=None, winerror=None, causes=[],
+         files=[{"path": dll, "exists": False, "size": None}])
+    w.write(tmp_path / "t.jsonl")
+    command = f'conda install -p "{prefix}" --force-reinstall libxgboost=2.1.3'
+    assert cli.main(["report", str(tmp_path / "t.jsonl")]) == 0
+    text = capsys.readouterr().out
+    assert "xgboost.dll, a file of libxgboost 2.1.3, is not there" in text and f"\n       {command}\n" in text, text
+    assert cli.main(["report", "--json", str(tmp_path / "t.jsonl")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "result-v1.json").read_text()))
+    assert doc["outcome"]["file"]["fix"].endswith(command), doc["outcome"]["file"]
+    linux = Fix("reinstall", "install", name="libxgboost.so", package="libxgboost", version="2.1.3",
+                bound="lib/libxgboost.so", lacks="conda", folder="/home/jo/mini conda/envs/ml")
+    assert fix_text(linux).endswith("conda install -p '/home/jo/mini conda/envs/ml' --force-reinstall libxgboost=2.1.3")

@@ -284,7 +284,7 @@ def owner_reinstall(name: str, world: World, process: ProcessState, res: CallRes
     python = is_python(process, res)
     exe = reinstalling_python(process, python) if o.kind == "wheel" else ""
     return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where, bound=o.path,
-               exe=exe, lacks=o.kind, python=python)
+               exe=exe, lacks=o.kind, python=python, folder=o.root if o.kind == "conda" else "")
 
 
 def reinstalling_python(process: ProcessState, python: bool) -> str:

@@ -221,7 +221,8 @@ def gone_of(trace: "Trace", pid: int, python: str = "") -> Optional[Gone]:
     imports = exit_.get("imports") if exit_ is not None else None  # (outermost first: the program's own import)
     module = str(imports[0]) if isinstance(imports, list) and imports and isinstance(imports[0], str) else ""
     fix = Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=path, bound=o.path,
-              exe=python if o.kind == "wheel" else "", lacks=o.kind, python=False)
+              exe=python if o.kind == "wheel" else "", lacks=o.kind, python=False,
+              folder=o.root if o.kind == "conda" else "")  # (a conda package's: its environment's prefix)
     return Gone(path, o.dist, o.version, o.path, o.kind, module, (fix,))
 
 

@@ -153,7 +153,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "install" and not f.instruction and f.package:  # (Linux: a file its owner's record lists is gone)
         pin = f"{f.package}=={f.version}" if f.version else f.package
         if f.lacks == "conda":
-            how = code(f"conda install --force-reinstall {f.package}" + (f"={f.version}" if f.version else ""))
+            # (into the environment whose conda-meta lists it, by its prefix: the shell's active one may be another)
+            env = "" if not f.folder else f"-p {sh_quote(f.folder)} " if f.folder.startswith("/") else \
+                f'-p "{f.folder}" ' if any(c in CMD_QUOTE for c in f.folder) else f"-p {f.folder} "
+            how = code(f"conda install {env}--force-reinstall {f.package}" + (f"={f.version}" if f.version else ""))
             listed = f" (its conda-meta lists {f.bound})" if f.bound else ""
             return (f"{f.name} belongs to the conda package {f.package} {f.version}{listed} and is not there: reinstall "
                     f"it:  {how}")

@@ -217,7 +217,8 @@ def reinstall_fix(name: str, world: ELFWorld, owners: Optional[dict[str, tuple[O
         where = posixpath.normpath(posixpath.join(o.root, o.path))
         if world.file(where) is None:
             return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=where,
-                       bound=o.path, exe=interpreter if o.kind == "wheel" else "", lacks=o.kind, python=False)
+                       bound=o.path, exe=interpreter if o.kind == "wheel" else "", lacks=o.kind, python=False,
+                       folder=o.root if o.kind == "conda" else "")  # (a conda package's: its environment's prefix)
     return None
 
 
