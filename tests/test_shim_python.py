@@ -203,14 +203,16 @@ def test_named_files_with_spaces_a_unc_path_and_many_names(tmp_path):
            "XGBoost Python package path: /home/u/My Projects/venv/lib/python3.11/site-packages/xgboost")
     lgb = f"Cannot find lightgbm library file in following paths:\n{here}"
     got = shim.named_files([xgb, lgb, "Cannot find \\\\server\\share\\My Env\\xgboost\\lib\\xgboost.dll",
-                            "neither /a/b.so or /c/d.so"])
+                            "neither /a/b.so or /c/d.so", "/a/x.so: undefined symbol: f, needed by /b/y.so"])
     assert got == [
         {"path": "/home/u/My Projects/venv/lib/python3.11/site-packages/xgboost/lib/libxgboost.so", "exists": False,
          "size": None},
         {"path": here, "exists": True, "size": 2},
         {"path": "\\\\server\\share\\My Env\\xgboost\\lib\\xgboost.dll", "exists": False, "size": None},
         {"path": "/a/b.so", "exists": False, "size": None},
-        {"path": "/c/d.so", "exists": False, "size": None}], got
+        {"path": "/c/d.so", "exists": False, "size": None},
+        {"path": "/a/x.so", "exists": False, "size": None},
+        {"path": "/b/y.so", "exists": False, "size": None}], got
     full = [("x.so " * 1000)[:4000], ("a.dll a.pyd a.so a.dylib " * 400)[:4000]] * 3
     t = time.perf_counter()
     assert shim.named_files(full) == []

@@ -1337,8 +1337,8 @@ def _path_ending_at(text: str, i: int, end: int) -> str:
     line = seg.lstrip()
     if line[:2] in ("- ", "* "):
         line = line[2:].lstrip()
-    if line[:1] == "/" and not any(e + " " in line.lower() for e in _NATIVE_ENDS):  # (not "/a/b.so or /c/d.so")
-        return line
+    if line[:1] == "/" and not any(e in line[:len(line) - (end - i)].lower() for e in _NATIVE_ENDS):
+        return line  # (one path: not "/a/b.so or /c/d.so", "/a/x.so: undefined symbol: f, needed by /b/y.so")
     token = seg.rsplit(None, 1)[-1] if seg.strip() else ""
     slash = token.find("/")
     if slash < 0 or (slash > 0 and token[slash - 1] not in "(=,[:"):
