@@ -647,13 +647,13 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     pin = next(line for line in (LOCKS / f"{lock}.txt").read_text().splitlines()
                if line.lower().startswith(requirement.lower() + " "))
     (tmp_path / "req.txt").write_text(pin + "\n")
-    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
-    python = tmp_path / "venv" / "bin" / "python"
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / folder)], check=True)
+    python = tmp_path / folder / "bin" / "python"
     pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r",
         str(tmp_path / "req.txt"))
     pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r",
         str(tmp_path / "req.txt"))
-    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
+    site = next((tmp_path / folder / "lib").glob("python3.*/site-packages"))
     (gone,) = [p for p in site.glob(removed) if not p.is_symlink()]
     gone.unlink()
     (tmp_path / "app.py").write_text(program)
@@ -669,7 +669,7 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     assert (f"1. {gone.name} belongs to {dist} {version} (its RECORD lists {gone.relative_to(site)}) and is not "
             f"there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]  # (the command alone: it pastes)
     # the fix as printed, pip told where the pinned wheel is (the same file PyPI serves, its hash checked before)
-    fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+    fixed = subprocess.run(shlex.split(command) + ["--no-index", "--find-links", str(wheels)], capture_output=True,
                            text=True, timeout=600)
     assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
     after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -680,21 +680,25 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     APPLIED.append(f"{name}: pip install --force-reinstall --no-deps {requirement}")
 
 
-def test_a_distributions_own_file_its_package_looks_for_first_is_reinstalled(tmp_path):
+@pytest.mark.parametrize("folder", ["venv", "My Projects/venv"])
+def test_a_distributions_own_file_its_package_looks_for_first_is_reinstalled(tmp_path, folder):
     """lightgbm 4.5.0 with its lightgbm/lib/lib_lightgbm.so deleted: lightgbm looks for the file before loading it
     (lightgbm/libpath.py) and raises Exception("Cannot find lightgbm library file in following paths: ..."): no load is
     made, so no loader searched. The report names the file its RECORD lists, and the reinstall by the traced Python's
     own pip; the fix's command as printed, pip told where the pinned wheel is, then the program runs and its trace
-    reads ok."""
+    reads ok. In a venv whose folder's name has a space too ("My Projects": the path, a line of lightgbm's message,
+    was not taken before shim.named_files took a line's whole path)."""
+    import shlex
+
     if shutil.which("gcc") is None and not os.environ.get("CI"):
         pytest.skip("needs gcc (the recorder is built with it)")
     wheels = winetools.DOWNLOADS / "situations"
     lock = LOCKS / "lightgbm-4.5-py311.txt"
-    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
-    python = tmp_path / "venv" / "bin" / "python"
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / folder)], check=True)
+    python = tmp_path / folder / "bin" / "python"
     pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r", str(lock))
     pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r", str(lock))
-    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
+    site = next((tmp_path / folder / "lib").glob("python3.*/site-packages"))
     gone = site / "lightgbm" / "lib" / "lib_lightgbm.so"
     gone.unlink()
     (tmp_path / "app.py").write_text("import lightgbm\n\nprint(lightgbm.__version__)\n")
@@ -708,10 +712,10 @@ def test_a_distributions_own_file_its_package_looks_for_first_is_reinstalled(tmp
     assert file is not None and (file["path"], file["package"], file["version"], file["listed"]) == (
         str(gone), "lightgbm", "4.5.0", "lightgbm/lib/lib_lightgbm.so"), doc["outcome"]
     assert doc["outcome"]["text"].endswith(": lib_lightgbm.so, a file of lightgbm 4.5.0, is not there"), doc["outcome"]
-    command = f"{python} -m pip install --force-reinstall --no-deps lightgbm==4.5.0"
+    command = f"{shlex.quote(str(python))} -m pip install --force-reinstall --no-deps lightgbm==4.5.0"
     assert ("1. lib_lightgbm.so belongs to lightgbm 4.5.0 (its RECORD lists lightgbm/lib/lib_lightgbm.so) and is not "
             f"there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]  # (the command alone: it pastes)
-    fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+    fixed = subprocess.run(shlex.split(command) + ["--no-index", "--find-links", str(wheels)], capture_output=True,
                            text=True, timeout=600)
     assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
     after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
