@@ -398,6 +398,25 @@ WINDOWS_PROGRAM = textwrap.dedent("""
 """)
 
 
+def run_windows_python(exe, trace_file: Path, program: str, pythonpath: list) -> subprocess.CompletedProcess:
+    """`dlltrace run --wine -o TRACE_FILE -- EXE -c PROGRAM` of this checkout, the Windows Python `exe` given
+    `pythonpath` (Windows paths: the bootstrap, cffi's folder) as its PYTHONPATH; run again (twice at most) when Wine
+    itself did not start the program under load. Output through pipes: a Windows Python under Wine 8 cannot use a
+    file as its stdout."""
+    import winetools
+
+    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
+    env["DLLTRACE_PYTHONPATH"] = ";".join(pythonpath)
+    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
+           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
+                            program], capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+        if "the program never ran" not in r.stderr:
+            break
+    return r
+
+
 @pytest.mark.wine
 @pytest.mark.parametrize("binding", ["ctypes", "cffi"])
 def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path, binding):
@@ -414,17 +433,7 @@ def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path
     exe, cffi_dir = windows_python
     paths = [winetools.to_windows(BOOTSTRAP)] + ([winetools.to_windows(cffi_dir)] if binding == "cffi" else [])
     trace_file = tmp_path / "t.jsonl"
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
-    env["DLLTRACE_PYTHONPATH"] = ";".join(paths)
-    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
-           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
-    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
-        # (pipes, not files: a Windows Python under Wine 8 cannot use a file as its stdout)
-        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
-                            WINDOWS_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
-                           stdin=subprocess.DEVNULL)
-        if "the program never ran" not in r.stderr:
-            break
+    r = run_windows_python(exe, trace_file, WINDOWS_PROGRAM, paths)
     assert r.returncode == 1, r.stderr[-3000:]
     assert r.stdout.splitlines()[0] == f"['{binding}'] False False", r.stdout  # (the binding's modules forgotten)
     assert "ModuleNotFoundError: No module named 'dlltrace_no_such_module'" in r.stderr
@@ -472,16 +481,7 @@ def test_a_windows_python_records_a_program_not_found(windows_python, tmp_path):
         pytest.fail("the native shim is not built (bash native/build.sh)")
     exe, _ = windows_python
     trace_file = tmp_path / "t.jsonl"
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
-    env["DLLTRACE_PYTHONPATH"] = winetools.to_windows(BOOTSTRAP)
-    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
-           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
-    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
-        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
-                            WINDOWS_POPEN_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
-                           stdin=subprocess.DEVNULL)
-        if "the program never ran" not in r.stderr:
-            break
+    r = run_windows_python(exe, trace_file, WINDOWS_POPEN_PROGRAM, [winetools.to_windows(BOOTSTRAP)])
     assert r.returncode == 1, r.stderr[-3000:]
     assert r.stdout.splitlines()[0] == "[2, None, None]", r.stdout
     started = [e for e in read_trace(trace_file).events if e["ev"] == "py_popen"]
@@ -530,16 +530,7 @@ def test_a_windows_python_records_find_library(windows_python, tmp_path):
         pytest.fail("the native shim is not built (bash native/build.sh)")
     exe, _ = windows_python
     trace_file = tmp_path / "t.jsonl"
-    env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
-    env["DLLTRACE_PYTHONPATH"] = winetools.to_windows(BOOTSTRAP)
-    code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
-           "from dlltrace.cli import main; sys.exit(main(sys.argv[1:]))"
-    for _ in range(3):  # (Wine itself failing to start the program under load: run again)
-        r = subprocess.run([sys.executable, "-c", code, "run", "--wine", "-o", str(trace_file), "--", str(exe), "-c",
-                            WINDOWS_FIND_PROGRAM], capture_output=True, text=True, env=env, timeout=300,
-                           stdin=subprocess.DEVNULL)
-        if "the program never ran" not in r.stderr:
-            break
+    r = run_windows_python(exe, trace_file, WINDOWS_FIND_PROGRAM, [winetools.to_windows(BOOTSTRAP)])
     assert r.returncode == 1, r.stderr[-3000:]
     same, signature, (kernel32, nosuch, c), tracer = eval(r.stdout.splitlines()[0])
     assert (same, signature, nosuch, c, tracer) == (True, "(name)", None, None, None), r.stdout
