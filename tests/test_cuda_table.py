@@ -716,3 +716,20 @@ def test_the_cpu_onnxruntime_package_is_a_cpu_build():
     gpu = table(files=ort(12), folders=[SP + r"\onnxruntime_gpu-1.20.1.dist-info"])
     assert [f.name for f in gpu.frameworks] == ["onnxruntime-gpu"]
     assert C.rule_imported_cpu_build(gpu, ["onnxruntime"]) == []
+
+
+def test_jax_without_a_cuda_plugin_is_a_cpu_build():
+    """jaxlib has no CUDA of its own: its CUDA build is a jax-cuda<M>-plugin distribution ('jax[cuda12]'). jax with
+    jaxlib alone is a CPU build (taken by rule_imported_cpu_build when the program imported jax); with the plugin it
+    is CUDA 12's; no jaxlib, no row."""
+    cpu = table(folders=[SP + r"\jax-0.4.35.dist-info", SP + r"\jaxlib-0.4.35.dist-info"])
+    (fw,) = cpu.frameworks
+    assert (fw.name, fw.version, fw.cpu_build, fw.cuda_from) == ("jax", "0.4.35", True,
+                                                                  "no jax-cuda plugin distribution"), fw
+    assert C.rule_imported_cpu_build(cpu, ["jax.numpy"]) == [fw]
+    gpu = table(folders=[SP + r"\jax-0.4.35.dist-info", SP + r"\jaxlib-0.4.35.dist-info",
+                         SP + r"\jax_cuda12_plugin-0.4.35.dist-info", SP + r"\jax_cuda12_pjrt-0.4.35.dist-info"])
+    (g,) = gpu.frameworks
+    assert (g.cpu_build, g.cuda_major, g.cuda_from) == (False, 12, "the jax-cuda12-plugin distribution"), g
+    assert C.rule_imported_cpu_build(gpu, ["jax"]) == []
+    assert table(folders=[SP + r"\jax-0.4.35.dist-info"]).frameworks == ()

@@ -530,7 +530,7 @@ class Wheel:
     searched: bool             # its folder is on PATH (Windows) / LD_LIBRARY_PATH (Linux)
 
 
-FrameworkName = Literal["torch", "onnxruntime-gpu", "onnxruntime", "ctranslate2", "tensorflow", "paddle", "cupy"]
+FrameworkName = Literal["torch", "onnxruntime-gpu", "onnxruntime", "ctranslate2", "tensorflow", "paddle", "cupy", "jax"]
 
 
 @dataclass(frozen=True)
@@ -830,7 +830,8 @@ class _Builder:
         out: list[Framework] = []
         for site in self.f.site_packages():
             dist = self._dist_infos(site)
-            for read in (self._torch, self._onnxruntime, self._ctranslate2, self._tensorflow, self._paddle, self._cupy):
+            for read in (self._torch, self._onnxruntime, self._ctranslate2, self._tensorflow, self._paddle, self._cupy,
+                         self._jax):
                 fw = read(site, dist)
                 if fw is not None:
                     out.append(fw)
@@ -993,6 +994,17 @@ class _Builder:
         bundles = self._bundled(self.p.join(root, "libs"))
         return Framework("paddle", version, root, cuda, major, "paddle/version/__init__.py" if cuda else "",
                          text is not None and cuda is None, cudnn_major, bundles, ())
+
+    def _jax(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
+        """jaxlib has no CUDA of its own: its CUDA build is the jax-cuda<M>-plugin distribution (pip install
+        'jax[cuda12]'); without one jax runs on the CPU (jaxlib has no CUDA build for native Windows at all)."""
+        if "jaxlib" not in dist:
+            return None
+        plugin = next((k for k in sorted(dist) if re.match(r"^jax-cuda\d+-plugin$", k)), None)
+        major = int(re.sub(r"\D", "", plugin)) if plugin else None
+        return Framework("jax", dist.get("jax") or dist["jaxlib"], self.p.join(site, "jaxlib"),
+                         str(major) if major else None, major,
+                         f"the {plugin} distribution" if plugin else "no jax-cuda plugin distribution", plugin is None)
 
     def _cupy(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
         root = self.p.join(site, "cupy")

@@ -282,7 +282,8 @@ def rule_exception_is_unstarted_program(exception: dict, starts: "list[dict]") -
 
 # the GPU frameworks that have CPU-only builds, and the module each is imported as (diagnosis/cuda.py Framework.name ->
 # module): a program that imported one may have run on the CPU with every load succeeding (cuda.rule_imported_cpu_build)
-CPU_BUILD_FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "paddle": "paddle", "onnxruntime": "onnxruntime"}
+CPU_BUILD_FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "paddle": "paddle", "onnxruntime": "onnxruntime",
+                        "jax": "jax"}
 
 
 def imports_a_cpu_build_framework(modules: "Iterable[object]") -> bool:

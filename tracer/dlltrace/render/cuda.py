@@ -57,8 +57,9 @@ def cpu_build_words(fw: Framework, platform: Platform) -> list[str]:
     """What a program that imported a CPU build of a GPU framework is told (rule_imported_cpu_build): the build, where
     that was read, and how to get a CUDA build, one sentence a line."""
     label = f"{fw.name} {fw.version}".strip() if fw.version else fw.name
-    read = f" ({fw.cuda_from} says it has no CUDA)" if fw.cuda_from and fw.name != "onnxruntime" else \
-        " (the onnxruntime distribution, not onnxruntime-gpu)" if fw.name == "onnxruntime" else ""
+    read = " (the onnxruntime distribution, not onnxruntime-gpu)" if fw.name == "onnxruntime" else \
+        " (no jax-cuda plugin is installed)" if fw.name == "jax" else \
+        f" ({fw.cuda_from} says it has no CUDA)" if fw.cuda_from else ""
     out = [f"{label} is a CPU-only build{read}: it never loads CUDA, so the program runs on the CPU whatever GPU "
            "this machine has."]
     if fw.name == "torch":
@@ -76,6 +77,11 @@ def cpu_build_words(fw: Framework, platform: Platform) -> list[str]:
         out.append("It has no CUDA execution provider: an InferenceSession asked for CUDAExecutionProvider runs on the "
                    "CPU. For the GPU, uninstall onnxruntime and install onnxruntime-gpu: both install the one "
                    "onnxruntime module, and with both the one installed last is what loads.")
+    elif fw.name == "jax" and platform == "windows":
+        out.append("jaxlib has no CUDA build for native Windows: run jax under WSL2 with pip install 'jax[cuda12]'.")
+    elif fw.name == "jax":
+        out.append("jax's CUDA build is a plugin of its own: pip install 'jax[cuda12]' (or cuda13) adds it and the "
+                   "CUDA libraries it needs.")
     elif fw.name == "paddle":
         out.append("For the GPU, install paddlepaddle-gpu (its CUDA build) in place of paddlepaddle.")
     return out
