@@ -647,13 +647,13 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     pin = next(line for line in (LOCKS / f"{lock}.txt").read_text().splitlines()
                if line.lower().startswith(requirement.lower() + " "))
     (tmp_path / "req.txt").write_text(pin + "\n")
-    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / folder)], check=True)
-    python = tmp_path / folder / "bin" / "python"
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
     pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r",
         str(tmp_path / "req.txt"))
     pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r",
         str(tmp_path / "req.txt"))
-    site = next((tmp_path / folder / "lib").glob("python3.*/site-packages"))
+    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
     (gone,) = [p for p in site.glob(removed) if not p.is_symlink()]
     gone.unlink()
     (tmp_path / "app.py").write_text(program)
@@ -669,7 +669,7 @@ def test_a_distributions_own_file_removed_is_reinstalled(name, lock, requirement
     assert (f"1. {gone.name} belongs to {dist} {version} (its RECORD lists {gone.relative_to(site)}) and is not "
             f"there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]  # (the command alone: it pastes)
     # the fix as printed, pip told where the pinned wheel is (the same file PyPI serves, its hash checked before)
-    fixed = subprocess.run(shlex.split(command) + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+    fixed = subprocess.run(command.split() + ["--no-index", "--find-links", str(wheels)], capture_output=True,
                            text=True, timeout=600)
     assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
     after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
