@@ -115,6 +115,10 @@ WHEELS = {
     # the field test's (tests/test_real_field.py): a wheel whose one DLL its own code loads by full path, and a Rust one
     "xgboost": Wheel("xgboost", "2.1.3", "xgboost-2.1.3-py3-none-win_amd64.whl"),
     "tokenizers": Wheel("tokenizers", "0.20.3", "tokenizers-0.20.3-cp311-none-win_amd64.whl"),
+    # the field test's: sounddevice loads its own PortAudio by full path (cffi's dlopen); pyproj's DLLs are
+    # delvewheel's (pyproj.libs, names mangled), its patch adds the folder with os.add_dll_directory
+    "sounddevice": Wheel("sounddevice", "0.5.1", "sounddevice-0.5.1-py3-none-win_amd64.whl"),
+    "pyproj": Wheel("pyproj", "3.7.0", "pyproj-3.7.0-cp311-cp311-win_amd64.whl"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -159,6 +163,12 @@ PINNED_SHA256 = {
     # tests/test_real_field.py: pyusb without libusb, and the libusb-package wheel that ships libusb-1.0.dll
     "pyusb-1.3.1-py3-none-any.whl": "bf9b754557af4717fe80c2b07cc2b923a9151f5c08d17bdb5345dac09d6a0430",
     "libusb_package-1.0.30.0-py3-none-win_amd64.whl": "90808da724c8939a333d931d0c7226372ca5fefd98e2f2f3ef79fd918aa37522",
+    # tests/test_real_field.py: sounddevice (with cffi, pycparser) and pyproj (with certifi)
+    "sounddevice-0.5.1-py3-none-win_amd64.whl": "4313b63f2076552b23ac3e0abd3bcfc0c1c6a696fc356759a13bd113c9df90f1",
+    "cffi-1.17.1-cp311-cp311-win_amd64.whl": "caaf0640ef5f5517f49bc275eca1406b0ffa6aa184892812030f04c2abf589a0",
+    "pycparser-2.22-py3-none-any.whl": "c3702b6d3dd8c7abc1afa565d7e63d53a1d0bd86cdc24edd75470f4de499cfcc",
+    "pyproj-3.7.0-cp311-cp311-win_amd64.whl": "38cba7c4c5679e40242dd959133e95b908d3b912dd66291094fd13510e8517ff",
+    "certifi-2024.8.30-py3-none-any.whl": "922820b53db7a7257ffbda3f597266d435245903d80737e34f8a45ff3e3230d8",
     # tests/test_real_field.py: scikit-learn's environment (numpy 1.26.4 and scipy 1.11.4: Wine 8 runs their OpenBLAS)
     "numpy-1.26.4-cp311-cp311-win_amd64.whl": "cd25bcecc4974d09257ffcd1f098ee778f7834c3ad767fe5db785be9a4aa9cb2",
     "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",

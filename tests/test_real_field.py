@@ -38,6 +38,18 @@ its text) and run again.
   libusb-package, then its folder on PATH (pip alone puts the DLL where find_library does not look). Both applied
   for real: find_library then finds libusb_package\\libusb-1.0.dll and pyusb loads it.
 
+- sounddevice 0.5.1 with its _sounddevice_data\\portaudio-binaries\\libportaudio64bit.dll gone, or a 32-bit DLL put
+  over it: sounddevice.py asks ctypes.util.find_library for PortAudio first (the PATH folders; none here), then
+  loads its own copy by full path with cffi's ffi.dlopen (LoadLibraryExW(path, 0x1100)) and ends on OSError
+  ("error 0x7e", "error 0xc1"). The file is sounddevice's (its RECORD): reinstalling it is the fix, and after it
+  the import runs. A 32-bit portaudio.dll on PATH is found by find_library, fails (193), and sounddevice goes on to
+  its own copy: the run is ok and the report lists that load apart, with no failure.
+
+- pyproj 3.7.0 (delvewheel 1.8.2: pyproj.libs, names mangled, added with os.add_dll_directory by its __init__.py)
+  with pyproj.libs' sqlite3-<hash>.dll gone, or its tiff-<hash>.dll a 32-bit DLL: `import pyproj` ends on
+  ImportError while importing _context; the leaf is the DLL proj-<hash>.dll imports (chain _context pyd, proj,
+  leaf), pyproj's (its RECORD), and reinstalling pyproj is the fix; after it pyproj prints PROJ's version.
+
 scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -326,3 +338,110 @@ def test_pyusb_without_libusb_is_told_find_library_looks_on_path(pyusb_env, tmp_
     mapped = ri.parse_loader_log(again.stderr).mapped
     assert folder + "\\libusb-1.0.dll" in mapped, [m for m in mapped if "usb" in m.lower()]
     assert again.returncode == 0 and "pyusb found None" in again.stdout, ri.program_output(again.stderr)
+
+
+@pytest.fixture(scope="module")
+def sounddevice_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-sounddevice", [
+        rw.WHEELS["sounddevice"], rw.Wheel("cffi", "1.17.1", "cffi-1.17.1-cp311-cp311-win_amd64.whl"),
+        rw.Wheel("pycparser", "2.22", "pycparser-2.22-py3-none-any.whl", platform="any")]))
+
+
+PORTAUDIO = "_sounddevice_data/portaudio-binaries/libportaudio64bit.dll"
+
+
+@pytest.mark.parametrize("how", ["gone", "x86"])
+def test_sounddevice_without_its_own_portaudio_is_reinstalled(sounddevice_env, how, tmp_path):
+    env = ri.env_copy(sounddevice_env, tmp_path / "env")
+    dll = env.site / PORTAUDIO
+    dll.unlink()
+    if how == "x86":
+        rw.place(rw.build_fixtures()["plain32"], dll)
+    code = "import sounddevice; print('sounddevice', sounddevice.__version__)"
+    win = env.win("Lib/site-packages/" + PORTAUDIO)
+    status, error = {"gone": (0xC0000135, "0x7e"), "x86": (0xC000007B, "0xc1")}[how]
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert (win, status) in ri.parse_loader_log(plain.stderr).load_failed, ri.program_output(plain.stderr)
+    assert ri.python_exception(plain.stderr) == ("OSError", f"cannot load library '{win}': error {error}")
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    assert (call["name"], call["flags"]) == (win, 0x1100), (call["name"], call["flags"])
+    cause = {"gone": "not_found", "x86": "bad_machine"}[how]
+    assert (ri.base(call["leaf"]["name"]), call["leaf"]["cause"]) == ("libportaudio64bit.dll", cause), call["leaf"]
+    first = call["fixes"][0]
+    assert (first["action"], first["package"], first["version"], first["bound"]) == (
+        "install", "sounddevice", "0.5.1", PORTAUDIO), first
+    text = ri.report_text(trace)
+    assert "-m pip install --force-reinstall --no-deps sounddevice==0.5.1" in text, text[:3000]
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and "sounddevice 0.5.1" in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert win in log2.native and not [f for f in log2.load_failed if "portaudio" in f[0].lower()], log2.load_failed
+
+
+def test_sounddevice_goes_past_a_32bit_portaudio_on_path(sounddevice_env, tmp_path):
+    env = ri.env_copy(sounddevice_env, tmp_path / "env")
+    rw.place(rw.build_fixtures()["plain32"], env.root / "other" / "portaudio.dll")
+    other = env.win("other")
+    code = f"import os; os.environ['PATH'] = r'{other};' + os.environ['PATH']\n" \
+        "import sounddevice; print('sounddevice', sounddevice.__version__)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    assert plain.returncode == 0 and (other + "\\portaudio.dll", 0xC000007B) in log.load_failed, log.load_failed
+    assert env.win("Lib/site-packages/" + PORTAUDIO) in log.native
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    assert rep["failed"] == [] and rep["outcome"]["kind"] == "ok", (rep["failed"], rep["outcome"])
+    calls = {c["index"]: c for c in rep["calls"]}
+    (went,) = [calls[i] for i in rep["went_on"] if ri.base(calls[i]["name"]) == "portaudio.dll"]
+    assert went["real_error"] == 193 and went["verdict"]["reason"] == "exit_zero", went["verdict"]
+
+
+@pytest.fixture(scope="module")
+def pyproj_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-pyproj", [
+        rw.WHEELS["pyproj"], rw.Wheel("certifi", "2024.8.30", "certifi-2024.8.30-py3-none-any.whl", platform="any")]))
+
+
+PROJ = "proj-6d12646a60eadad0ff602e4d488ce48d.dll"
+
+
+@pytest.mark.parametrize("dll, how", [("sqlite3-48ecfbf32b094424f1c789c5d1dc2023.dll", "gone"),
+                                      ("tiff-ad38035c59240d77cc8b20654a403b8f.dll", "x86")])
+def test_pyproj_without_a_dll_of_its_delvewheel_folder_is_reinstalled(pyproj_env, dll, how, tmp_path):
+    env = ri.env_copy(pyproj_env, tmp_path / "env")
+    path = env.site / "pyproj.libs" / dll
+    path.unlink()
+    if how == "x86":
+        rw.place(rw.build_fixtures()["plain32"], path)
+    code = "import pyproj; print('pyproj', pyproj.__version__, pyproj.proj_version_str)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    proj = env.win("Lib/site-packages/pyproj.libs/" + PROJ)
+    if how == "gone":
+        assert (dll, proj) in log.not_found, log.not_found
+    else:
+        assert (dll, proj, 0xC000007B) in log.import_failed, log.import_failed
+    exc = ri.python_exception(plain.stderr)
+    assert exc is not None and exc[0] == "ImportError" and "while importing _context" in exc[1], exc
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    (call,) = [calls[i] for i in rep["failed"]]
+    cause = {"gone": "not_found", "x86": "bad_machine"}[how]
+    assert (call["leaf"]["name"], call["leaf"]["parent"], call["leaf"]["cause"]) == (dll, PROJ, cause), call["leaf"]
+    assert ri.base(call["name"]) == "_context.cp311-win_amd64.pyd", call["name"]
+    first = call["fixes"][0]
+    assert (first["action"], first["package"], first["version"], first["bound"]) == (
+        "install", "pyproj", "3.7.0", "pyproj.libs/" + dll), first
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and "pyproj 3.7.0 9." in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert env.win("Lib/site-packages/pyproj.libs/" + dll) in log2.native and not log2.load_failed, log2.load_failed
