@@ -733,3 +733,36 @@ def test_jax_without_a_cuda_plugin_is_a_cpu_build():
     assert (g.cpu_build, g.cuda_major, g.cuda_from) == (False, 12, "the jax-cuda12-plugin distribution"), g
     assert C.rule_imported_cpu_build(gpu, ["jax"]) == []
     assert table(folders=[SP + r"\jax-0.4.35.dist-info"]).frameworks == ()
+
+
+def test_dist_info_folders_of_a_windows_trace(tmp_path):
+    """A Windows trace's frameworks read their distribution and version from the dist-info folders its py_dists lists
+    (diagnosis/cuda.py dist_info_folders), as a Linux trace's do. The field test under Wine: tensorflow-intel 2.15.0
+    (the Windows CPU-only build: its build_info.py has no cuda_version) was said to be "tensorflow is a CPU-only
+    build", with no version and no file it was read from; the onnxruntime CPU package (no CUDA provider) was not seen
+    at all, its distribution unknown to the trace's facts."""
+    from dlltrace.render.cuda import cpu_build_dict, cpu_build_text, imported_cpu_builds
+
+    hw = _writer()
+    site = r"C:\Python311\Lib\site-packages"
+    w = hw.Writer(EXE, r"C:\work", [SYS], [], [EXE, "-c", "import tensorflow, onnxruntime"])
+    w.py_env("3.11.9", r"C:\Python311", site)
+    info = "build_info = collections.OrderedDict([('is_cuda_build', False), ('msvcp_dll_names', 'msvcp140.dll')])\n"
+    w.ev("py_dists", conda=[], conda_prefix=None, cut=False, dists=[
+        {"name": "tensorflow_intel", "version": "2.15.0", "site": site, "loaders": [],
+         "files": ["tensorflow/python/_pywrap_tensorflow_internal.pyd"],
+         "texts": {"tensorflow/python/platform/build_info.py": info}},
+        {"name": "tensorflow", "version": "2.15.0", "site": site, "files": [], "loaders": []},
+        {"name": "onnxruntime", "version": "1.19.2", "site": site, "files": ["onnxruntime/capi/onnxruntime.dll"],
+         "loaders": []}])
+    w.ev("py_import", module="tensorflow")
+    w.ev("py_import", module="onnxruntime")
+    w.file(site + r"\onnxruntime\capi\onnxruntime.dll", version="1.19.2.0")
+    w.write(tmp_path / "t.jsonl", exit_code=0)
+    trace = read_trace(tmp_path / "t.jsonl")
+    builds = imported_cpu_builds(trace)
+    assert [cpu_build_dict(fw) for fw in builds] == [
+        {"framework": "onnxruntime", "version": "1.19.2", "read_from": "its distribution, onnxruntime"},
+        {"framework": "tensorflow", "version": "2.15.0", "read_from": "tensorflow/python/platform/build_info.py"}]
+    assert "tensorflow 2.15.0 is a CPU-only build (tensorflow/python/platform/build_info.py says it has no CUDA)" \
+        in cpu_build_text(trace), cpu_build_text(trace)

@@ -976,7 +976,8 @@ class _Builder:
         needs: tuple[str, ...] = ()
         if text:
             needs = tuple(re.findall(r"['\"](?:cudart|cudnn)_dll_name['\"]\s*[:,]\s*['\"]([^'\"]+)['\"]", text))
-        return Framework("tensorflow", version, root, cuda, major, "tensorflow/python/platform/build_info.py" if cuda else "",
+        # (its build_info.py is where both were read: a CUDA build's cuda_version, a CPU build's lack of one)
+        return Framework("tensorflow", version, root, cuda, major, "tensorflow/python/platform/build_info.py" if text else "",
                          bool(text) and cuda is None, cudnn_major, (), needs)
 
     def _paddle(self, site: str, dist: dict[str, str]) -> Optional[Framework]:
@@ -1401,7 +1402,24 @@ def facts_of_trace(trace, pid: Optional[int] = None) -> Optional[CudaFacts]:
             and winpath.is_absolute(p)]
     texts = trace_texts(trace, pid, lambda a, b: winpath.join(a, b.replace("/", "\\")))
     known += list(texts)
+    known += dist_info_folders(trace, pid)
     return WorldFacts(world, process, [k for k in known if k and winpath.is_absolute(k)], site, texts=texts, origin="trace")
+
+
+def dist_info_folders(trace, pid: Optional[int]) -> list[str]:
+    """The dist-info folders of the distributions the traced Python's py_dists event lists (<site>\\<name>-<version>
+    .dist-info): the table reads a framework's distribution and version from them (tensorflow-intel 2.15.0, the
+    onnxruntime distribution of the CPU build), as LinuxTraceFacts does. A Windows trace's other paths are the files
+    the run touched, and no run touches a dist-info folder: without these, a trace's TensorFlow had no version and
+    its onnxruntime CPU package was not seen at all."""
+    out: list[str] = []
+    for e in trace.of("py_dists", pid=pid):
+        for d in e.get("dists") or ():
+            site, name, version = (d.get(k) if isinstance(d, dict) else None for k in ("site", "name", "version"))
+            if isinstance(site, str) and isinstance(name, str) and isinstance(version, str) and name and version:
+                out.append(winpath.join(site, f"{name}-{version}.dist-info"))
+        break
+    return out
 
 
 class LinuxTraceFacts:
