@@ -119,6 +119,8 @@ WHEELS = {
     # delvewheel's (pyproj.libs, names mangled), its patch adds the folder with os.add_dll_directory
     "sounddevice": Wheel("sounddevice", "0.5.1", "sounddevice-0.5.1-py3-none-win_amd64.whl"),
     "pyproj": Wheel("pyproj", "3.7.0", "pyproj-3.7.0-cp311-cp311-win_amd64.whl"),
+    # pycryptodome looks for each of its own .pyd files (os.path.isfile) before loading it with ctypes or cffi
+    "pycryptodome": Wheel("pycryptodome", "3.21.0", "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl"),
     # a pure wheel (no binary): check fails it unless --allow-pure
     "packaging": Wheel("packaging", "24.2", "packaging-24.2-py3-none-any.whl", platform="any"),
 }
@@ -169,6 +171,7 @@ PINNED_SHA256 = {
     "pycparser-2.22-py3-none-any.whl": "c3702b6d3dd8c7abc1afa565d7e63d53a1d0bd86cdc24edd75470f4de499cfcc",
     "pyproj-3.7.0-cp311-cp311-win_amd64.whl": "38cba7c4c5679e40242dd959133e95b908d3b912dd66291094fd13510e8517ff",
     "certifi-2024.8.30-py3-none-any.whl": "922820b53db7a7257ffbda3f597266d435245903d80737e34f8a45ff3e3230d8",
+    "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl": "b7aa25fc0baa5b1d95b7633af4f5f1838467f1815442b22487426f94e0d66c53",
     # tests/test_real_field.py: scikit-learn's environment (numpy 1.26.4 and scipy 1.11.4: Wine 8 runs their OpenBLAS)
     "numpy-1.26.4-cp311-cp311-win_amd64.whl": "cd25bcecc4974d09257ffcd1f098ee778f7834c3ad767fe5db785be9a4aa9cb2",
     "scipy-1.11.4-cp311-cp311-win_amd64.whl": "acf8ed278cc03f5aff035e69cb511741e0418681d25fbbb86ca65429c4f4d9cd",

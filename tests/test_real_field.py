@@ -50,7 +50,12 @@ its text) and run again.
   ImportError while importing _context; the leaf is the DLL proj-<hash>.dll imports (chain _context pyd, proj,
   leaf), pyproj's (its RECORD), and reinstalling pyproj is the fix; after it pyproj prints PROJ's version.
 
-scikit-learn's and xgboost's environments: numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
+- pycryptodome 3.21.0 without its Crypto\\Cipher\\_raw_aes.pyd: Crypto/Util/_raw_api.py looks for the file with
+  os.path.isfile before loading it and ends on OSError "Cannot load native module 'Crypto.Cipher._raw_aes': Not
+  found '_raw_aes.cp311-win_amd64.pyd', Not found '_raw_aes.pyd'", base names only, no load made. The report said
+  "no failed load explains it"; the shim now names the module's file in its package's folder
+  (shim._module_files), and the report says pycryptodome's file is not there and reinstalls it.
+ numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
 
@@ -445,3 +450,35 @@ def test_pyproj_without_a_dll_of_its_delvewheel_folder_is_reinstalled(pyproj_env
     log2 = ri.parse_loader_log(again.stderr)
     assert again.returncode == 0 and "pyproj 3.7.0 9." in again.stdout, (applied.steps, ri.program_output(again.stderr))
     assert env.win("Lib/site-packages/pyproj.libs/" + dll) in log2.native and not log2.load_failed, log2.load_failed
+
+
+@pytest.fixture(scope="module")
+def pycryptodome_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-pycryptodome", [rw.WHEELS["pycryptodome"]]))
+
+
+def test_pycryptodome_without_a_module_file_it_looks_for_is_reinstalled(pycryptodome_env, tmp_path):
+    env = ri.env_copy(pycryptodome_env, tmp_path / "env")
+    (env.site / "Crypto" / "Cipher" / "_raw_aes.pyd").unlink()
+    code = "from Crypto.Cipher import AES\nprint('aes', AES.new(bytes(16), AES.MODE_ECB).encrypt(bytes(16)).hex())"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert ri.python_exception(plain.stderr) == ("OSError", "Cannot load native module 'Crypto.Cipher._raw_aes': "
+                                                 "Not found '_raw_aes.cp311-win_amd64.pyd', Not found '_raw_aes.pyd'")
+    assert not any("_raw_aes" in p for p in ri.parse_loader_log(plain.stderr).mapped)  # (no load of it was made)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["failed"] == [], rep["outcome"]
+    file = rep["outcome"]["file"]
+    win = env.win("Lib/site-packages/Crypto/Cipher/_raw_aes.pyd")
+    assert file is not None and (file["path"], file["package"], file["version"], file["listed"]) == (
+        win, "pycryptodome", "3.21.0", "Crypto/Cipher/_raw_aes.pyd"), rep["outcome"]
+    text = ri.report_text(trace)
+    assert "the program looked for this file before loading it, and it is not there:" in text, text[:3000]
+    assert "-m pip install --force-reinstall --no-deps pycryptodome==3.21.0" in text, text[:3000]
+    applied = ri.apply_fix({"action": "install", "package": file["package"], "version": file["version"],
+                            "text": file["fix"]}, env)
+    again = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert again.returncode == 0 and "aes 66e94bd4ef8a2c3b884cfa59ca342b2e" in again.stdout, \
+        (applied.steps, ri.program_output(again.stderr))
+    assert win in ri.parse_loader_log(again.stderr).native

@@ -421,3 +421,28 @@ def test_frame_and_imports_is_user_frame_and_module_stack_in_one_walk(tmp_path, 
     assert want[1][-2:] == ["libpkg", "userpkg_inner"] and want[0]["file"].endswith("userpkg_inner.py")
     f = sys._getframe()
     assert shim.frame_and_imports(f) == (shim.user_frame(1), shim.module_stack(f))
+
+
+def test_named_files_by_a_base_name_beside_their_module(tmp_path, monkeypatch):
+    """pycryptodome 3.21.0 checks for its own file before loading it (Crypto/Util/_raw_api.py: os.path.isfile) and
+    ends on "Cannot load native module 'Crypto.Cipher._raw_aes': Not found '_raw_aes.cp311-win_amd64.pyd', Not found
+    '_raw_aes.pyd'": base names only. They are the files of that module, in its package's folder (sys.modules'
+    Crypto.Cipher): named there, with whether each is there. A module whose package is not imported, a name that is
+    not the module's, an unquoted one: none."""
+    import types
+
+    folder = tmp_path / "Crypto" / "Cipher"
+    folder.mkdir(parents=True)
+    (folder / "_raw_des.pyd").write_bytes(b"123")
+    pkg = types.ModuleType("Crypto.Cipher")
+    pkg.__path__ = [str(folder)]
+    monkeypatch.setitem(sys.modules, "Crypto.Cipher", pkg)
+    aes = ("Cannot load native module 'Crypto.Cipher._raw_aes': Not found '_raw_aes.cp311-win_amd64.pyd', "
+           "Not found '_raw_aes.pyd'")
+    des = "Cannot load native module 'Crypto.Cipher._raw_des': Cannot load '_raw_des.pyd': [WinError 193]"
+    got = shim.named_files([aes, des, "Cannot load native module 'Nope.Cipher._raw_aes': Not found '_raw_aes.pyd'",
+                            "module 'Crypto.Cipher._raw_aes': Not found '_raw_des.pyd', _raw_aes.pyd"])
+    assert got == [
+        {"path": str(folder / "_raw_aes.cp311-win_amd64.pyd"), "exists": False, "size": None},
+        {"path": str(folder / "_raw_aes.pyd"), "exists": False, "size": None},
+        {"path": str(folder / "_raw_des.pyd"), "exists": True, "size": 3}], got

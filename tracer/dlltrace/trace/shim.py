@@ -1286,10 +1286,11 @@ NAMED_FILES_LOOK = 4096  # characters looked at before a native extension for wh
 
 
 def named_files(texts: "list") -> "list":
-    """The native files (.dll, .pyd, .so[.N...], .dylib) the messages `texts` name by an absolute path, each
-    {path, exists, size} as the file system says at the program's end: a package that checks for its own DLL
-    before loading it dies with no load made (xgboost's XGBoostLibraryNotFound lists the paths it looked at,
-    lightgbm's "Cannot find lightgbm library file in following paths"), and the report tells from these whether
+    """The native files (.dll, .pyd, .so[.N...], .dylib) the messages `texts` name by an absolute path, or by a base
+    name beside the module they are the file of (_module_files), each {path, exists, size} as the file system says
+    at the program's end: a package that checks for its own DLL before loading it dies with no load made (xgboost's
+    XGBoostLibraryNotFound lists the paths it looked at, lightgbm's "Cannot find lightgbm library file in following
+    paths", pycryptodome's "Cannot load native module"), and the report tells from these whether
     such a file is one an installed distribution's RECORD lists (diagnosis/outcome.py). No regular expressions
     (re is not imported at start-up: see above). At most NAMED_FILES_LIMIT, each once."""
     out: list = []
@@ -1310,7 +1311,37 @@ def named_files(texts: "list") -> "list":
                     if path and all(f["path"] != path for f in out):
                         out.append(_file_state(path))
                 i = low.find(ext, i + 1)
+        _module_files(text, out)
     return out
+
+
+def _module_files(text: str, out: "list") -> None:
+    """The native files a message names by their base name beside the dotted module they are the file of, in the
+    folder of that module's package (sys.modules): pycryptodome's "Cannot load native module 'Crypto.Cipher._raw_aes':
+    Not found '_raw_aes.cp311-win_amd64.pyd', Not found '_raw_aes.pyd'" (Crypto/Util/_raw_api.py looks for its own
+    file with os.path.isfile before loading it) names Crypto\\Cipher\\_raw_aes.pyd. Quoted names only ('...' or
+    "..."), each once, into `out` (at most NAMED_FILES_LIMIT)."""
+    if "'" not in text and '"' not in text:
+        return
+    words = [w.strip() for w in text.replace('"', "'").split("'")[1::2]]
+    modules = [w for w in words if "." in w and all(p.isidentifier() for p in w.split("."))]
+    bare = [w for w in words if w.lower().endswith(_NATIVE_ENDS) and "/" not in w and "\\" not in w
+            and " " not in w]
+    for m in modules:
+        parent, last = m.rsplit(".", 1)
+        try:  # (a package's __path__ may be any iterable: a namespace package's recomputes itself)
+            paths = getattr(sys.modules.get(parent), "__path__", None)
+            folder = next((p for p in paths if isinstance(p, str)), None) if paths is not None else None
+        except Exception:
+            folder = None
+        if folder is None:
+            continue
+        for name in bare:
+            if len(out) >= NAMED_FILES_LIMIT:
+                return
+            path = os.path.join(folder, name)
+            if name.lower().startswith(last.lower() + ".") and all(f["path"] != path for f in out):
+                out.append(_file_state(path))
 
 
 def _path_ending_at(text: str, i: int, end: int) -> str:
