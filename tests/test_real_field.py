@@ -482,3 +482,52 @@ def test_pycryptodome_without_a_module_file_it_looks_for_is_reinstalled(pycrypto
     assert again.returncode == 0 and "aes 66e94bd4ef8a2c3b884cfa59ca342b2e" in again.stdout, \
         (applied.steps, ri.program_output(again.stderr))
     assert win in ri.parse_loader_log(again.stderr).native
+
+
+_ANY = "any"
+TENSORFLOW_ENV = [
+    rw.Wheel("tensorflow", "2.15.0", "tensorflow-2.15.0-cp311-cp311-win_amd64.whl"),
+    rw.Wheel("tensorflow-intel", "2.15.0", "tensorflow_intel-2.15.0-cp311-cp311-win_amd64.whl"),
+    SKLEARN_ENV[1],  # numpy 1.26.4 (tensorflow 2.15 needs numpy < 2)
+    rw.Wheel("protobuf", "4.25.5", "protobuf-4.25.5-cp310-abi3-win_amd64.whl"),
+    rw.Wheel("ml_dtypes", "0.2.0", "ml_dtypes-0.2.0-cp311-cp311-win_amd64.whl"),
+    rw.Wheel("wrapt", "1.14.1", "wrapt-1.14.1-cp311-cp311-win_amd64.whl"),
+    rw.Wheel("charset-normalizer", "3.4.0", "charset_normalizer-3.4.0-cp311-cp311-win_amd64.whl"),
+    *[rw.Wheel(d, v, f, platform=_ANY) for d, v, f in [
+        ("absl-py", "2.1.0", "absl_py-2.1.0-py3-none-any.whl"),
+        ("astunparse", "1.6.3", "astunparse-1.6.3-py2.py3-none-any.whl"),
+        ("gast", "0.6.0", "gast-0.6.0-py3-none-any.whl"),
+        ("google-pasta", "0.2.0", "google_pasta-0.2.0-py3-none-any.whl"),
+        ("opt-einsum", "3.4.0", "opt_einsum-3.4.0-py3-none-any.whl"),
+        ("six", "1.16.0", "six-1.16.0-py2.py3-none-any.whl"),
+        ("termcolor", "2.5.0", "termcolor-2.5.0-py3-none-any.whl"),
+        ("wheel", "0.45.1", "wheel-0.45.1-py3-none-any.whl"),
+        ("typing_extensions", "4.12.2", "typing_extensions-4.12.2-py3-none-any.whl"),
+        ("packaging", "24.2", "packaging-24.2-py3-none-any.whl"),
+        ("setuptools", "75.6.0", "setuptools-75.6.0-py3-none-any.whl"),
+        ("flatbuffers", "24.3.25", "flatbuffers-24.3.25-py2.py3-none-any.whl"),
+        ("requests", "2.32.3", "requests-2.32.3-py3-none-any.whl"),
+        ("urllib3", "2.2.3", "urllib3-2.2.3-py3-none-any.whl"),
+        ("idna", "3.10", "idna-3.10-py3-none-any.whl"),
+        ("certifi", "2024.8.30", "certifi-2024.8.30-py3-none-any.whl")]],
+]
+
+
+@pytest.fixture(scope="module")
+def tensorflow_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-tensorflow", TENSORFLOW_ENV))
+
+
+def test_tensorflow_for_windows_is_said_to_be_a_cpu_only_build(tensorflow_env, tmp_path):
+    code = "import tensorflow as tf; print('tf', tf.__version__, tf.test.is_built_with_cuda())"
+    trace = tmp_path / "t.jsonl"
+    r = ri.run_python(tensorflow_env, code, traced=trace, cwd=tmp_path)
+    assert r.returncode == 0 and "tf 2.15.0 False" in r.stdout, ri.program_output(r.stderr)
+    rep = ri.report_json(trace)
+    assert rep["failed"] == [] and rep["cpu_builds"] == [{"framework": "tensorflow", "version": "2.15.0",
+                                                          "read_from": "tensorflow/python/platform/build_info.py"}], \
+        rep["cpu_builds"]
+    text = ri.report_text(trace)
+    assert "tensorflow 2.15.0 is a CPU-only build (tensorflow/python/platform/build_info.py says it has no CUDA)" \
+        in text, text[:3000]
+    assert "TensorFlow 2.11 and later have no GPU build for native Windows" in text, text[:3000]
