@@ -119,6 +119,8 @@ WHEELS = {
     # delvewheel's (pyproj.libs, names mangled), its patch adds the folder with os.add_dll_directory
     "sounddevice": Wheel("sounddevice", "0.5.1", "sounddevice-0.5.1-py3-none-win_amd64.whl"),
     "pyproj": Wheel("pyproj", "3.7.0", "pyproj-3.7.0-cp311-cp311-win_amd64.whl"),
+    # gmpy2: delvewheel's gmpy2.libs with its names kept (libgmp-10.dll), added with os.add_dll_directory
+    "gmpy2": Wheel("gmpy2", "2.2.1", "gmpy2-2.2.1-cp311-cp311-win_amd64.whl"),
     # pycryptodome looks for each of its own .pyd files (os.path.isfile) before loading it with ctypes or cffi
     "pycryptodome": Wheel("pycryptodome", "3.21.0", "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl"),
     # a pure wheel (no binary): check fails it unless --allow-pure
@@ -171,6 +173,7 @@ PINNED_SHA256 = {
     "pycparser-2.22-py3-none-any.whl": "c3702b6d3dd8c7abc1afa565d7e63d53a1d0bd86cdc24edd75470f4de499cfcc",
     "pyproj-3.7.0-cp311-cp311-win_amd64.whl": "38cba7c4c5679e40242dd959133e95b908d3b912dd66291094fd13510e8517ff",
     "certifi-2024.8.30-py3-none-any.whl": "922820b53db7a7257ffbda3f597266d435245903d80737e34f8a45ff3e3230d8",
+    "gmpy2-2.2.1-cp311-cp311-win_amd64.whl": "8b472ee3c123b77979374da2293ebf2c170b88212e173d64213104956d4678fb",
     "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl": "b7aa25fc0baa5b1d95b7633af4f5f1838467f1815442b22487426f94e0d66c53",
     # tests/test_real_field.py: tensorflow 2.15.0 for Windows (tensorflow-intel, the CPU-only build) and what its import needs
     "tensorflow-2.15.0-cp311-cp311-win_amd64.whl": "e05a48006930e4e9e68468e7affed3bbce8a1c7fe6df86500496ad1558804a78",

@@ -531,3 +531,36 @@ def test_tensorflow_for_windows_is_said_to_be_a_cpu_only_build(tensorflow_env, t
     assert "tensorflow 2.15.0 is a CPU-only build (tensorflow/python/platform/build_info.py says it has no CUDA)" \
         in text, text[:3000]
     assert "TensorFlow 2.11 and later have no GPU build for native Windows" in text, text[:3000]
+
+
+@pytest.fixture(scope="module")
+def gmpy2_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-gmpy2", [rw.WHEELS["gmpy2"]]))
+
+
+def test_gmpy2_with_a_stray_libgmp_in_the_python_folder_is_told_to_move_it(gmpy2_env, tmp_path):
+    env = ri.env_copy(gmpy2_env, tmp_path / "env")
+    stray = env.root / "libgmp-10.dll"
+    rw.place(rw.build_fixtures()["plain64"], stray)  # (a libgmp-10.dll of nothing: a stray copy of another build)
+    code = "import gmpy2; print('gmpy2', gmpy2.version(), gmpy2.mpz(2) ** 100)"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    pyd = env.win("Lib/site-packages/gmpy2/gmpy2.cp311-win_amd64.pyd")
+    said = ri.program_output(plain.stderr)  # (Wine aborts the process on the call: no Python end)
+    assert "unimplemented function libgmp-10.dll." in said and ri.DONE not in plain.stdout, said
+    assert env.win("libgmp-10.dll") in log.native, [p for p in log.native if "gmp" in p]
+    assert any(d == "libgmp-10.dll" and imp == pyd for d, _, imp in log.stubs), log.stubs[:5]
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    own = env.win("Lib/site-packages/gmpy2.libs/libgmp-10.dll")
+    text = ri.report_text(trace)
+    assert (f"gmpy2 2.2.1 ships its own libgmp-10.dll, {own} (its RECORD lists gmpy2.libs/libgmp-10.dll): the one "
+            f"gmpy2.cp311-win_amd64.pyd was built against. The copy bound, {env.win('libgmp-10.dll')}, is no installed "
+            f"distribution's, and its folder is searched first: move it out of {env.win()}") in text, text[:3000]
+    md = ri.report_markdown(trace)
+    assert f"Suggested fix: gmpy2 2.2.1 ships its own `libgmp-10.dll`, `{own}`" in md, md[:3000]
+    stray.unlink()  # (what the fix says: the stray copy moved away)
+    again = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert again.returncode == 0 and "gmpy2 2.2.1 1267650600228229401496703205376" in again.stdout, \
+        ri.program_output(again.stderr)
+    assert own in ri.parse_loader_log(again.stderr).native

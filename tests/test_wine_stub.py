@@ -385,3 +385,27 @@ def test_wine_only_dlls_skip_a_load_the_size_cap_cut(tmp_path, capsys):
     cli.main(["report", str(t)])
     text = capsys.readouterr().out
     assert "The trace reached its size cap" in text and "From Wine's own DLLs" not in text, text
+
+
+def test_rule_stub_dll_shadows_a_package_copy():
+    """The stub-bound DLL's copy an installed distribution ships elsewhere (gmpy2 2.2.1's gmpy2.libs\\libgmp-10.dll,
+    a stray libgmp-10.dll in the Python's folder bound first: tests/test_real_field.py has it under Wine); none when
+    the copy bound is a distribution's own (its version is the question), nor when no record, or two, list the name."""
+    from types import SimpleNamespace
+
+    from dlltrace.diagnosis.analysis import rule_stub_dll_shadows_a_package_copy
+    from dlltrace.model import Owner
+
+    site = r"C:\py\Lib\site-packages"
+    gmpy2 = Owner("gmpy2", "2.2.1", "gmpy2.libs/libgmp-10.dll", site)
+    other = Owner("other", "1.0", "other.libs/libgmp-10.dll", site)
+
+    def case(bound: str, owners: tuple):
+        b = SimpleNamespace(dll=bound, load=SimpleNamespace(load=SimpleNamespace(pid=7)))
+        trace = SimpleNamespace(owners=lambda pid: {"libgmp-10.dll": owners} if pid == 7 else {})
+        return rule_stub_dll_shadows_a_package_copy(b, trace)  # type: ignore[arg-type]
+
+    assert case(r"C:\py\libgmp-10.dll", (gmpy2,)) == (site + r"\gmpy2.libs\libgmp-10.dll", gmpy2)
+    assert case(site + r"\GMPY2.libs\libgmp-10.dll", (gmpy2,)) is None  # (the package's own copy was bound)
+    assert case(r"C:\py\libgmp-10.dll", ()) is None
+    assert case(r"C:\py\libgmp-10.dll", (gmpy2, other)) is None  # (which one it was built against: not known)

@@ -18,7 +18,7 @@ from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
 from dlltrace.classify import classify
 from dlltrace.diagnosis.explain import not_installed_fix, owner_reinstall, reinstalling_python
-from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Fix
+from dlltrace.model import ERROR_PROC_NOT_FOUND, ERROR_TEXT, CallResult, Fix, Owner
 from dlltrace.worlds.world import owners_of
 from dlltrace.trace.reader import Progress, Trace, paused_gc
 from dlltrace.diagnosis.replay import (REPLAY_KINDS, Replayed, Replays, api_set_schema, can_replay_start, recorded_world,
@@ -174,6 +174,20 @@ class StubBinding:
     dll: str  # the module that lacks it
     function: str
     called: bool = True
+
+
+def rule_stub_dll_shadows_a_package_copy(b: StubBinding, trace: Trace) -> Optional[tuple[str, Owner]]:
+    """The copy of the stub-bound DLL an installed distribution ships (its RECORD lists a file of that name at another
+    path: gmpy2 2.2.1's gmpy2.libs\\libgmp-10.dll), when the copy bound is no distribution's (a stray libgmp-10.dll in
+    the Python's folder, the application folder, searched before the package's add_dll_directory folder): the
+    copy the importer was built against, and the one to be found; (its path, its owner), else None."""
+    from dlltrace.diagnosis.outcome import _same_path, _where_listed
+
+    owners = trace.owners(b.load.load.pid).get(winpath.basename(b.dll).lower(), ())
+    if any(_same_path(_where_listed(o), b.dll) for o in owners):
+        return None  # (the copy bound is a distribution's own: its version is the question, not its place)
+    own = [o for o in owners if winpath.is_absolute(_where_listed(o))]
+    return (_where_listed(own[0]), own[0]) if len(own) == 1 else None
 
 
 def rule_wine_stub(trace: Trace, pid: int, replays: Sequence[Replayed]) -> Optional[StubBinding]:

@@ -23,6 +23,7 @@ from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_gone, main_outcome,
+                                         rule_stub_dll_shadows_a_package_copy,
                                          main_unfound, main_unstarted,
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
@@ -196,8 +197,21 @@ def stub_lines(b: StubBinding, trace: Trace) -> list[str]:
             f"bound the import to a stub, and the program ended when it called it (`0x80000100` EXCEPTION_WINE_STUB)"
             f"{origin} {code(winpath.basename(r.load.name or '?'))}. On Windows this load fails with 127 "
             "(ERROR_PROC_NOT_FOUND).", "",
-            f"Suggested fix: use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built "
-            f"against): update or reinstall what ships {code(b.dll)}, or make the matching copy be found first.", ""]
+            f"Suggested fix: {stub_fix_markdown(b, trace)}", ""]
+
+
+def stub_fix_markdown(b: StubBinding, trace: Trace) -> str:
+    """The text report's stub_fix_words, in Markdown."""
+    dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+    own = rule_stub_dll_shadows_a_package_copy(b, trace)
+    if own is None:
+        return (f"use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built against): "
+                f"update or reinstall what ships {code(b.dll)}, or make the matching copy be found first.")
+    path, o = own
+    return (f"{prose(f'{o.dist} {o.version}')} ships its own {code(dll)}, {code(path)} (its RECORD lists "
+            f"{code(o.path)}): the one {code(importer)} was built against. The copy bound, {code(b.dll)}, is no "
+            f"installed distribution's, and its folder is searched first: move it out of "
+            f"{code(winpath.dirname(b.dll))} (or rename it), and {prose(o.dist)}'s copy is found.")
 
 
 def unused_stub_lines(unused: list[StubBinding], room: int, trace_name: str) -> list[str]:

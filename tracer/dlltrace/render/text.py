@@ -11,7 +11,7 @@ from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, api_set_source, main_gone,
-                                         main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
+                                         rule_stub_dll_shadows_a_package_copy, main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import (code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
@@ -332,9 +332,23 @@ def stub_blocks(b: StubBinding, trace: Trace) -> list[Block]:
     if where:
         out.append(Styled(where, ""))
     out += [Styled(f"  The copy of {dll} it bound to: {b.dll}", ""), Styled("", ""), Styled("  Fix", "heading"),
-            Styled(f"    1. Use a {dll} that exports {b.function} (the one {importer} was built against): update or "
-                   f"reinstall what ships {b.dll}, or make the matching copy be found first", "")]
+            Styled(f"    1. {stub_fix_words(b, trace)}", "")]
     return out
+
+
+def stub_fix_words(b: StubBinding, trace: Trace) -> str:
+    """The fix of a load that died on a stub-bound import (stub_blocks, markdown's stub_lines): the package's own copy
+    and the stray one to move away when a distribution ships the DLL elsewhere (rule_stub_dll_shadows_a_package_copy),
+    else a copy that exports it."""
+    dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
+    own = rule_stub_dll_shadows_a_package_copy(b, trace)
+    if own is None:
+        return (f"Use a {dll} that exports {b.function} (the one {importer} was built against): update or reinstall "
+                f"what ships {b.dll}, or make the matching copy be found first")
+    path, o = own
+    return (f"{o.dist} {o.version} ships its own {dll}, {path} (its RECORD lists {o.path}): the one {importer} was "
+            f"built against. The copy bound, {b.dll}, is no installed distribution's, and its folder is searched "
+            f"first: move it out of {winpath.dirname(b.dll)} (or rename it), and {o.dist}'s copy is found")
 
 
 def unused_stub_blocks(unused: list[StubBinding]) -> list[Block]:
