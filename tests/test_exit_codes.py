@@ -200,7 +200,8 @@ CASES = {
     "illegal instruction": ([PROCESS, launcher_exit(0xC000001D), run_end_event(0x1D, None)], "crashed", 0x1D,
                             "0xc000001d STATUS_ILLEGAL_INSTRUCTION (an illegal instruction)"),
     "stack buffer overrun": ([PROCESS, launcher_exit(0xC0000409), run_end_event(9, None)], "crashed", 9,
-                             "0xc0000409 STATUS_STACK_BUFFER_OVERRUN (a stack buffer overrun"),
+                             "0xc0000409 STATUS_STACK_BUFFER_OVERRUN (a stack buffer overrun, or a fail-fast exit: "
+                             "abort() of a program built with MSVC)"),  # (one pair of parentheses: no nested ones)
     "DLL init failed": ([PROCESS, launcher_exit(0xC0000142), run_end_event(0x42, None)], "crashed", 0x42,
                         "0xc0000142 STATUS_DLL_INIT_FAILED (a DLL's initialization (DllMain) failed)"),
     "killed child": ([PROCESS, launcher_exit(0), run_end_event(0, None)], "killed", errors.EXIT_KILLED,

@@ -65,7 +65,7 @@ CODE_WORDS = {
     0xC0000094: "an integer division by zero",
     0xC00000FD: "a stack overflow",
     0xC0000374: "heap corruption",
-    0xC0000409: "a stack buffer overrun (or a fail-fast exit)",
+    0xC0000409: "a stack buffer overrun, or a fail-fast exit: abort() of a program built with MSVC",
     0xC0000135: "a DLL it needs was not found",
     0xC0000139: "a function it imports was not found in its DLL",
     0xC000007B: "a DLL or the program is not a valid image for this machine",
