@@ -405,6 +405,10 @@ def test_sounddevice_goes_past_a_32bit_portaudio_on_path(sounddevice_env, tmp_pa
     calls = {c["index"]: c for c in rep["calls"]}
     (went,) = [calls[i] for i in rep["went_on"] if ri.base(calls[i]["name"]) == "portaudio.dll"]
     assert went["real_error"] == 193 and went["verdict"]["reason"] == "exit_zero", went["verdict"]
+    text = ri.report_text(trace)  # (a 32-bit copy was there: its load failed, nothing was "absent")
+    assert " failed, the program went on" in text.splitlines()[0] and "absent" not in text, text[:2000]
+    md = ri.report_markdown(trace)
+    assert "Failed, the program went on (not failures" in md and "absent" not in md, md[:2000]
 
 
 @pytest.fixture(scope="module")

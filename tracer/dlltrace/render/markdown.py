@@ -35,7 +35,7 @@ from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_ro
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
-from dlltrace.render.text import (FATE_WORDS, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
+from dlltrace.render.text import (FATE_WORDS, went_on_words, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
                                   no_gpu_failure,
                                   fate_line, lost_a_feature, plural, shown_not_installed, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
@@ -77,7 +77,7 @@ OTHERS_IN_FULL = 5  # other failed loads explained in full (collapsed) before th
 APART_OPEN = 10  # at most this many loads the program went past are listed open; more are collapsed
 ATTACH = "**Trace to attach:**"
 DETAILS = "<details><summary>Chain, folders searched, environment</summary>"
-APART_HEADING = "Probed, absent, the program went on (not failures, no fix needed)"
+APART_HEADING = ", the program went on (not failures, no fix needed)"  # (after text.went_on_words)
 
 
 def incident_lines(inc: Incident, trace: Trace, lead: str = "**dlltrace:**") -> list[str]:
@@ -386,8 +386,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
             out += [left_out_line(len(others) - shown, "failed load", "failed loads", name.name), ""]
     if apart:
         collapsed = len(apart) > APART_OPEN
-        out += ([f"<details><summary>{APART_HEADING}: {len(apart)}</summary>", ""] if collapsed
-                else [f"{APART_HEADING}:", ""])
+        heading = went_on_words(apart).capitalize() + APART_HEADING
+        out += ([f"<details><summary>{heading}: {len(apart)}</summary>", ""] if collapsed else [f"{heading}:", ""])
         shown = 0
         for inc in apart:
             item = [visible(apart_item(inc))]

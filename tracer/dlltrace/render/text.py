@@ -157,8 +157,17 @@ def agreement_lines(inc: Incident, indent: str = "  ") -> list[str]:
     return out
 
 
+NOT_FOUND_ERRORS = (2, 3, 126)  # a load's "not there" (ERROR_FILE_NOT_FOUND, ERROR_PATH_NOT_FOUND, ERROR_MOD_NOT_FOUND)
+
+
+def went_on_words(apart: "Sequence[Incident]") -> str:
+    """"probed, absent" when every load the program went past found no file (a probe), else "failed": a 32-bit copy
+    (193) or a DllMain that failed (1114) was there, and its load failed all the same."""
+    return "probed, absent" if all(i.first.real_error in NOT_FOUND_ERRORS for i in apart) else "failed"
+
+
 def apart_line(inc: Incident, trace: Trace) -> str:
-    """One line of the "probed, absent, the program went on" list."""
+    """One line of the "probed, absent (or failed), the program went on" list."""
     r = inc.first
     err = r.real_error if r.real_error is not None else "?"
     tries = "" if len(inc.attempts) == 1 else f" ({len(inc.attempts)} attempts)"
@@ -231,7 +240,7 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     lacking = [w for w in wine_own if w.klass == "other"]
     n = len(failed) + len(starts) + len(stubs)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    went_on = f" · {len(apart)} probed, absent, the program went on" if apart else ""
+    went_on = f" · {len(apart)} {went_on_words(apart)}, the program went on" if apart else ""
     end = ending(trace)
     how = f" · {headline(end)}" if end.abnormal else ""
     # (it died of nvcuda.dll's load on a machine with no NVIDIA GPU: said after the count, as on Linux)
@@ -296,7 +305,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     if apart and not everything:
         words = ("Failed loads, context only: the program went past them, and none is what it ended with" if
                  outcome is not None and outcome.kind == "died_of_other" else
-                 "Probed, absent, the program went on (not failures: no fix needed; --all explains them)")
+                 f"{went_on_words(apart).capitalize()}, the program went on (not failures: no fix needed; --all "
+                 "explains them)")
         lines += ["", Styled(words, "went_on")]
         lines += [apart_line(i, trace) for i in apart]
     if unused:
