@@ -361,16 +361,27 @@ def stub_fix_words(b: StubBinding, trace: Trace) -> str:
             f"first: move it out of {winpath.dirname(b.dll)} (or rename it), and {o.dist}'s copy is found")
 
 
+STUB_NAMES_SHOWN = 5  # the functions named on the line of one DLL's imports Wine bound to stubs
+
+
 def unused_stub_blocks(unused: list[StubBinding]) -> list[Block]:
     """Loads that succeeded under Wine only because Wine bound an import their DLL lacks to a stub, which the
     program never called: on Windows each of those loads fails with 127 (analysis.wine_stub_bindings)."""
     out: list[Block] = [Styled("Loaded under Wine, fails on Windows: Wine bound each import below, which its DLL does "
                                "not export, to a stub that ends the program if called; Windows fails the load with "
                                "127 (ERROR_PROC_NOT_FOUND)", "failure")]
+    groups: dict[tuple[str, str, int], list[StubBinding]] = {}  # (one line a DLL, importer and load: a stray old
+    # libgmp-10.dll lacks 246 of gmpy2's imports, which were a line each)
     for b in unused:
-        r = b.load
+        groups.setdefault((winpath.key(b.dll), winpath.key(b.importer), b.load.load.seq), []).append(b)
+    for same in groups.values():
+        b, r = same[0], same[0].load
         dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
-        out.append(Styled(f"  ✗ {dll} does not export {b.function} — it is needed by {importer} · "
+        names = [x.function for x in same]
+        what = f"{names[0]}" if len(names) == 1 else (
+            f"{len(names)} functions {importer} imports ({', '.join(names[:STUB_NAMES_SHOWN])}"
+            + (f", … and {len(names) - STUB_NAMES_SHOWN} more)" if len(names) > STUB_NAMES_SHOWN else ")"))
+        out.append(Styled(f"  ✗ {dll} does not export {what} — it is needed by {importer} · "
                           f"{r.origin + ': ' if r.origin else ''}{r.load.api}({r.load.name}) · the copy bound: {b.dll}",
                           ""))
     out.append(Styled("  Fix: for each, use the copy of the DLL its importer was built against (update or reinstall what "
