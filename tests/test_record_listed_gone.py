@@ -72,3 +72,25 @@ def test_rule_record_listed_file_looked_for_no_copy_anywhere(tmp_path, capsys):
     installs = [f for f in call["fixes"] if f["action"] == "install" and f.get("package")]
     assert call["fixes"][0] is installs[0] and len(installs) == 1 and installs[0]["package"] == "scikit-learn", \
         [(f["action"], f.get("package")) for f in call["fixes"]]
+
+
+def test_a_record_listed_file_gone_is_not_also_searched_for(tmp_path, capsys):
+    """A DLL no table knows (delvewheel's mangled sqlite3-<hash>.dll of pyproj), its RECORD's, gone, no copy
+    anywhere: the reinstall of its distribution is the fix, with no "find the package that ships it" after it (the
+    RECORD named that package: the Windows field test's pyproj case said both)."""
+    h = handwritten()
+    w, _ = python_writer(h, "import pyproj", PREFIX)
+    dll = SITE + "\\pyproj.libs\\sqlite3-48ecfbf32b094424f1c789c5d1dc2023.dll"
+    w.ev("py_dists", dists=[{"name": "pyproj", "version": "3.7.0", "site": SITE, "loaders": [],
+                             "files": ["pyproj.libs/sqlite3-48ecfbf32b094424f1c789c5d1dc2023.dll"]}],
+         conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_dlopen", name=dll, mode=None, frame={"file": "<string>", "line": 1, "function": "<module>"},
+               imports=["pyproj"])
+    w.load("LoadLibraryExW", dll, 0x1100, ctx, [(dll, 0xC0000034)], 126, 0xC0000135, None)
+    w.ev("py_exception", type="FileNotFoundError", message=f"Could not find module '{dll}'", module=None, path=None,
+         winerror=None, causes=[])
+    w.file(dll, kind="missing")
+    w.file(h.SYS32 + "\\kernel32.dll")
+    w.write(tmp_path / "t.jsonl")
+    call = failed_call(tmp_path / "t.jsonl", capsys)
+    assert [(f["action"], f.get("package")) for f in call["fixes"]] == [("install", "pyproj")], call["fixes"]

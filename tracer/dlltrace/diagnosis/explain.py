@@ -585,6 +585,8 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             out.append(owner)  # (a distribution's RECORD lists it, and it is not there: its install is damaged)
         elif not copies and not (prov is not None and prov.kind == "pip"):
             advice = provider_advice(name, prov, process, call, world)
+            if advice is not None and advice.action == "find_package" and listed is not None:
+                advice = None  # (its RECORD named the package that ships it: the reinstall above; no search for one)
             cuda_path = next((v for k, v in process.env.items() if k.upper() == "CUDA_PATH"), "")
             if advice is not None and prov is not None and prov.kind == "archive" and cuda_path:
                 # NVIDIA's cuDNN archive is unpacked into the CUDA toolkit's folders (its bin into %CUDA_PATH%\bin)
