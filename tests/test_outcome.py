@@ -317,6 +317,12 @@ def test_rule_linux_variant_probe():
     assert not rule_linux_variant_probe(avx2, [plain, avx2])  # (tried after, not before)
     dotted = LinuxCall(1, "/py", "/q/plugins/libqxcb.so.6.8", core, "gone", "gone")
     assert not rule_linux_variant_probe(dotted, [dotted, plain])  # (a version, not a variant suffix)
+    # (weasyprint 70's _dlopen: 'libgobject-2.0-0.dll', then 'libgobject-2.0-0' again, which it raises: the
+    # .dll is another system's name of the failure, not a variant tried first)
+    ffi = "/v/site-packages/_cffi_backend.cpython-311-x86_64-linux-gnu.so"
+    dll = LinuxCall(1, "/py", "libgobject-2.0-0.dll", ffi, "gone", "gone")
+    again = LinuxCall(1, "/py", "libgobject-2.0-0", ffi, "gone", "gone")
+    assert not rule_linux_variant_probe(dll, [dll, again])
 
 
 def test_rule_exception_names_library_stem():

@@ -162,13 +162,15 @@ def rule_linux_exit_zero(trace: Trace) -> bool:
 def rule_linux_variant_probe(c: LinuxCall, calls: list[LinuxCall]) -> bool:
     """A failed call for a variant of the file the same object asks for next: `X.avx2` before `X` (Qt 6's
     QLibrary tries a plugin's CPU-specific build first, then the plugin). It is tried first by design: the
-    next call is the load that counts, and this one is a probe whether that one loads or not."""
+    next call is the load that counts, and this one is a probe whether that one loads or not. A suffix that is
+    another system's extension is not a variant: weasyprint 70 tries 'libgobject-2.0-0.dll' and then
+    'libgobject-2.0-0' again, whose failure it raises (both names of the failure, not a probe)."""
     i = next((k for k, x in enumerate(calls) if x is c), -1)
     after = next((x for x in calls[i + 1:] if x.pid == c.pid), None) if i >= 0 else None
     if after is None or after.by != c.by or not c.name.startswith(after.name + "."):
         return False
     suffix = c.name[len(after.name) + 1:]
-    return bool(suffix) and suffix.isalnum()
+    return bool(suffix) and suffix.isalnum() and suffix.lower() not in ("dll", "dylib", "so", "pyd")
 
 
 def crash_signal(trace: Trace) -> Optional[int]:
