@@ -425,6 +425,35 @@ def test_system_package_fix_chains_the_next_missing_library():
     assert not [f for f in unknown if f.action == "install_system_package"]
 
 
+def test_rule_library_needs_its_plugins():
+    """libvlc5 alone loads, but libvlc_new() finds no plugin and python-vlc's vlc.MediaPlayer() then fails
+    (AttributeError on None; field test, Debian 12): the fix for libvlc, by any version of its name, installs
+    vlc-plugin-base with it, in the one apt-get command; a library without plugins gets its own package only."""
+    from dlltrace.loader.linux.fixes import rule_library_needs_its_plugins, system_package_fix
+    from dlltrace.render.fixwords import fix_text
+    from dlltrace.worlds.elf import OverlayWorld
+
+    assert rule_library_needs_its_plugins("libvlc.so") == ("vlc-plugin-base", "vlc/plugins")
+    assert rule_library_needs_its_plugins("/usr/lib/x86_64-linux-gnu/libvlc.so.5") == ("vlc-plugin-base", "vlc/plugins")
+    assert rule_library_needs_its_plugins("libvlccore.so.9") is None
+    assert rule_library_needs_its_plugins("libzbar.so") is None
+
+    class World(OverlayWorld):
+        as_root = True
+
+        def system_package(self, soname):
+            return {"libvlc.so": "libvlc5", "libzbar.so": "libzbar0"}.get(soname)
+
+    world = World(VirtualELFWorld(files={}, system=LinuxSystem(system_dirs=("/usr/lib/x86_64-linux-gnu",))))
+    vlc = system_package_fix("libvlc.so", world)
+    assert vlc is not None and [(s.package, s.folder) for s in vlc.then] == [
+        ("vlc-plugin-base", "/usr/lib/x86_64-linux-gnu/vlc/plugins")]
+    assert fix_text(vlc) == ("apt-get install libvlc5 vlc-plugin-base (Debian, Ubuntu: the system's packages of "
+                             "libvlc.so, the plugins in vlc/plugins, which no pip package ships)")
+    zbar = system_package_fix("libzbar.so", world)
+    assert zbar is not None and zbar.then == () and fix_text(zbar).startswith("apt-get install libzbar0 (")
+
+
 def test_rule_ld_library_path_shadows():
     """An old copy on LD_LIBRARY_PATH that lacks a symbol version: LD_LIBRARY_PATH without its folder, offered
     only when the replay then loads the call (loader/linux/fixes.py)."""

@@ -305,7 +305,8 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "install_system_package":
         steps = system_package_steps(f)  # (the packages it needs next, each step's own next ones too: one command)
         names = " ".join(dict.fromkeys(sh_quote(x.package or "") for x in steps))  # (a package once: glib's ships two)
-        libs = ", ".join(x.name for x in steps)
+        libs = ", ".join(f"the plugins in {x.name}" if "/" in x.name else x.name for x in steps)  # (a folder: a
+        # library's plugins, loader/linux/fixes.rule_library_needs_its_plugins)
         sudo = "" if f.value == "root" else "sudo "
         return f"{code(sudo + 'apt-get install ' + names)} (Debian, Ubuntu: the system's package{'s' if ' ' in names else ''} of {libs}, which no pip package ships)"
     if a == "install_package" and f.value == "embeddable":  # (no pip in python.org's embeddable Python)

@@ -170,13 +170,35 @@ def system_lib_folder(world: ELFWorld) -> str:
 
 def system_package_fix(name: str, world: ELFWorld) -> Optional[Fix]:
     """The system's package of a library no pip package ships (the world's answer: apt's, on Debian and Ubuntu,
-    worlds/elf.py apt_package_of), as a fix that puts it in the system's library folder; None when not known."""
+    worlds/elf.py apt_package_of), as a fix that puts it in the system's library folder (with the package of its
+    plugins next, rule_library_needs_its_plugins); None when not known."""
     ask = getattr(world, "system_package", None)
     package = ask(name) if ask is not None and not DRIVER_LIBRARY.match(name) else None
     if not package:
         return None
-    return Fix("install", "install_system_package", name=name, package=package, folder=system_lib_folder(world),
-               value="root" if getattr(world, "as_root", False) else "", python=False)
+    folder = system_lib_folder(world)
+    root = "root" if getattr(world, "as_root", False) else ""
+    fix = Fix("install", "install_system_package", name=name, package=package, folder=folder, value=root, python=False)
+    plugins = rule_library_needs_its_plugins(name)
+    if plugins is not None:
+        fix = replace(fix, then=(Fix("install", "install_system_package", name=plugins[1], package=plugins[0],
+                                     folder=posixpath.join(folder, plugins[1]), value=root, python=False),))
+    return fix
+
+
+# a library that loads and then does nothing without its plugins, which Debian and Ubuntu ship in a package apart
+# (not a dependency of the library's, nor a Recommends of it): its name without a version -> (that package, the
+# plugins' folder under the system's library folder)
+PLUGINS_PACKAGE = {"libvlc.so": ("vlc-plugin-base", "vlc/plugins")}
+
+
+def rule_library_needs_its_plugins(name: str) -> Optional[tuple[str, str]]:
+    """(the package of its plugins, their folder) for a library of PLUGINS_PACKAGE, by any version of its name;
+    None for any other. libvlc5 alone loads (python-vlc's libvlc_get_version() answers), but libvlc_new() finds no
+    plugin and returns NULL, and vlc.MediaPlayer() then fails with AttributeError: 'NoneType' object has no
+    attribute 'media_player_new' (field test, Debian 12: libvlc5 3.0.23 and python-vlc 3.0.21203; with
+    vlc-plugin-base too the player is made)."""
+    return PLUGINS_PACKAGE.get(re.sub(r"(\.so)(\.\d+)*$", r"\1", posixpath.basename(name)))
 
 
 def applied(fix: Fix, s: LinuxSituation) -> LinuxSituation:
