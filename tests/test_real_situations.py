@@ -40,7 +40,7 @@ def apt_install_for_real(packages: list[str]) -> list[str]:
     """`apt-get install PACKAGES` as root, as a report's fix says it (apt's lists updated once if a mirror moved
     on); the packages it added (apt_purge takes them off again). Unavailable apt: _unavailable."""
     sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
-    pulled = [x.split()[1] for x in sim.stdout.splitlines() if x.startswith("Inst ")]
+    pulled = newly_installed(sim.stdout)
     for attempt in range(2):
         got = subprocess.run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=300", *packages],
                              capture_output=True, text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
@@ -49,6 +49,22 @@ def apt_install_for_real(packages: list[str]) -> list[str]:
         subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # (a mirror moved on)
     _unavailable(f"apt-get install {' '.join(packages)} failed: {got.stderr[-800:]}")
     return pulled
+
+
+def newly_installed(simulated: str) -> list[str]:
+    """The packages `apt-get install --simulate` says it installs anew: its `Inst NAME (VERSION ...)` lines, not the
+    upgrades of installed ones (`Inst NAME [OLD] (NEW ...)`), which a purge would take off the machine (perl-base,
+    essential, that vlc-plugin-base's install upgrades: apt then refuses the whole purge, and nothing is taken off)."""
+    return [x.split()[1] for x in simulated.splitlines()
+            if x.startswith("Inst ") and len(x.split()) > 2 and not x.split()[2].startswith("[")]
+
+
+def test_newly_installed_takes_no_upgrade():
+    sim = ("NOTE: This is only a simulation!\n"
+           "Inst perl-base [5.36.0-7+deb12u1] (5.36.0-7+deb12u2 Debian-Security:12/oldstable-security [amd64])\n"
+           "Inst libvlc5 (3.0.23-0+deb12u1 Debian:12.15/oldstable [amd64])\n"
+           "Conf libvlc5 (3.0.23-0+deb12u1 Debian:12.15/oldstable [amd64])\n")
+    assert newly_installed(sim) == ["libvlc5"]
 
 
 def apt_purge(pulled: list[str]) -> None:
@@ -134,7 +150,9 @@ class Situation:
     said: dict = field(default_factory=dict)  # leaf -> what the program itself printed about it (its stderr line)
     cuda: dict = field(default_factory=dict)  # framework -> (its CUDA, read from) in `dlltrace cuda --trace`
     cuda_exit: int = 0  # that command's exit code (1: the stack does not fit)
-    find_library: tuple = ()  # (name, package): the library find_library found none of, that the program died of
+    find_library: tuple = ()  # (name, package, *more): the library find_library found none of, that the program died
+    # of, and the packages of its fix (more: those its fix installs with it, as its next steps)
+    find_module: str = ""  # the module that asked find_library, when not the program's first import
     unstarted: tuple = ()  # (program, package): the program it started, not found on PATH, that it died of
     cpu_builds: tuple = ()  # (framework, version): the CPU-only builds of GPU frameworks it imported, said after all
 
@@ -153,6 +171,7 @@ DLOPENED = {"openslide_without_its_library": ("libopenslide.so.1", "libopenslide
 QT_APP = 'from PySide6.QtWidgets import QApplication, QLabel\n\napp = QApplication([])\nQLabel("hello").show()\n'
 TESSERACT_APP = ('import pytesseract\nfrom PIL import Image\n\n'
                  'print(repr(pytesseract.image_to_string(Image.new("RGB", (60, 20), "white"))))\n')
+VLC_APP = 'import vlc\n\nplayer = vlc.Instance().media_player_new()\nprint(player)\n'
 GRAPHVIZ_APP = 'import graphviz\n\ng = graphviz.Digraph()\ng.edge("a", "b")\nprint(g.pipe(format="svg")[:5])\n'
 PDF2IMAGE_APP = ('import io\nfrom PIL import Image\nfrom pdf2image import convert_from_bytes\n\n'
                  'pdf = io.BytesIO()\nImage.new("RGB", (60, 20), "white").save(pdf, "PDF")\n'
@@ -217,6 +236,21 @@ SITUATIONS = [
               "died_of_other", "the program ended with OSError: PortAudio library not found: "
               "ctypes.util.find_library('portaudio') found no such library", exception="OSError",
               find_library=("portaudio", "libportaudio2")),
+    # pylibdmtx 0.1.10 asks find_library('dmtx') in pylibdmtx.wrapper and raises ImportError('Unable to find dmtx
+    # shared library'); Debian 12 ships libdmtx.so.0 in libdmtx0b (an ABI-transition letter after the major: the
+    # package is not libdmtx0). python-vlc 3.0.21203 asks find_library('vlc'), finds none, opens the program itself
+    # (ctypes.CDLL(None)) and dies of NameError("no function 'libvlc_new'"); its fix installs VLC's plugins
+    # too (without them libvlc_new() returns NULL: loader/linux/fixes.rule_library_needs_its_plugins)
+    Situation("pylibdmtx_without_libdmtx", "https://github.com/NaturalHistoryMuseum/pylibdmtx/issues/103",
+              "pylibdmtx-0.1-py311", "3.11", "from pylibdmtx.pylibdmtx import decode\n\nprint(decode((bytes(300), 10, 10)))\n",
+              1, "died_of_other", "the program ended with ImportError: Unable to find dmtx shared library: "
+              "ctypes.util.find_library('dmtx') found no such library", exception="ImportError",
+              find_library=("dmtx", "libdmtx0b"), find_module="pylibdmtx.wrapper"),
+    Situation("python_vlc_without_libvlc", "https://github.com/oaubert/python-vlc/issues/22",
+              "python-vlc-3.0-py311", "3.11", VLC_APP, 1, "died_of_other",
+              "the program ended with NameError: no function 'libvlc_new': "
+              "ctypes.util.find_library('vlc') found no such library", exception="NameError",
+              find_library=("vlc", "libvlc5", "vlc-plugin-base")),
     # pytesseract 0.3.13 runs tesseract and, not finding it, raises TesseractNotFoundError; graphviz 0.20.3's
     # ExecutableNotFound names 'dot'; pdf2image 1.17.0's PDFInfoNotInstalledError names poppler, and its cause is
     # pdfinfo's FileNotFoundError. No load fails: the report names the program and the PATH folders it was looked
@@ -398,14 +432,15 @@ def test_a_real_situation(s: Situation, tmp_path):
             assert mine[s.fatal]["fixes"][0]["action"] == s.first_fix, mine[s.fatal]["fixes"]
     assert all(f["model_agrees"] for f in main["failures"]), [f["leaf"] for f in main["failures"] if not f["model_agrees"]]
     if s.find_library:  # (no load to blame: the find_library call it died of, and the package that ships it)
-        name, package = s.find_library
+        name, package, *more = s.find_library
         found = doc["outcome"]["find_library"]
         assert {k: found[k] for k in ("name", "module", "package", "searched")} == {
-            "name": name, "module": s.program.split()[1], "package": package, "searched": []}, doc
+            "name": name, "module": s.find_module or s.program.split()[1], "package": package, "searched": []}, doc
         assert [(x["action"], x["package"]) for x in found["fixes"]] == [("install_system_package", package)], found
+        assert [x["package"] for x in found["fixes"][0]["then"]] == more, found
         assert main["unfound"]["user_code"]["file"].endswith("app.py") and main["unfound"]["user_code"]["line"] == 1
         sudo = "" if os.geteuid() == 0 else "sudo "
-        assert f"    1. {sudo}apt-get install {package}\n       (Debian, Ubuntu" in text, text
+        assert f"    1. {sudo}apt-get install {' '.join([package, *more])}\n       (Debian, Ubuntu" in text, text
     if s.unstarted:  # (no load to blame: the program it started that was not found, and the PATH it was looked for in)
         program, package = s.unstarted
         got = doc["outcome"]["program"]
@@ -520,17 +555,22 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     APPLIED.append(f"{name}: apt-get install {' '.join(packages)}" + (f" (then: {then})" if then else ""))
 
 
-def test_the_find_library_fix_applied_for_real(tmp_path):
-    """sounddevice without PortAudio: the report's fix, "apt-get install libportaudio2", run for real as printed (as
-    root: CI's machine; find_library reads ld.so.cache, which only an install, with its ldconfig, changes: no folder
-    on a search path stands for it), then the program runs, and its trace's outcome is ok. What the install added
-    is purged after."""
+# what the program prints once its find_library fix is applied (its stdout holds it)
+FOUND_PRINTS = {"sounddevice_without_portaudio": "PortAudio", "pylibdmtx_without_libdmtx": "[]"}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND_PRINTS))
+def test_the_find_library_fix_applied_for_real(name, tmp_path):
+    """sounddevice without PortAudio, pylibdmtx without libdmtx: the report's fix ("apt-get install libportaudio2",
+    "apt-get install libdmtx0b"), run for real as printed (as root: CI's machine; find_library reads ld.so.cache,
+    which only an install, with its ldconfig, changes: no folder on a search path stands for it), then the program
+    runs, and its trace's outcome is ok. What the install added is purged after."""
     if not shutil.which("apt-get") or os.geteuid() != 0:
         _unavailable("needs apt-get and root (the fix installs a system package: CI's machine)")
-    (s,) = [x for x in SITUATIONS if x.name == "sounddevice_without_portaudio"]
+    (s,) = [x for x in SITUATIONS if x.name == name]
     python, _ = environment(s.lock, s.python)
     if find_library_finds(s.find_library[0]):
-        _unavailable("this machine has PortAudio installed: there is no fix to apply")
+        _unavailable(f"this machine has lib{s.find_library[0]} installed: there is no fix to apply")
     (tmp_path / "app.py").write_text(s.program)
     run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-2000:]
@@ -542,13 +582,13 @@ def test_the_find_library_fix_applied_for_real(tmp_path):
     try:
         pulled = apt_install_for_real(packages)
         after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert after.returncode == 0 and "PortAudio" in after.stdout, after.stderr[-2000:]
+        assert after.returncode == 0 and FOUND_PRINTS[name] in after.stdout, after.stderr[-2000:]
         again = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "app.py", cwd=tmp_path)
         doc = json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)
         assert again.returncode == 0 and doc["outcome"]["kind"] == "ok", again.stderr[-2000:]
     finally:
         apt_purge(pulled)  # (the machine as it was: what the install added, purged)
-    APPLIED.append(f"sounddevice_without_portaudio: apt-get install {' '.join(packages)}")
+    APPLIED.append(f"{name}: apt-get install {' '.join(packages)}")
 
 
 def deb_ships(package: str, program: str, into: Path) -> bool:
