@@ -141,6 +141,23 @@ def test_a_fix_is_said_with_its_steps(tmp_path):
     assert all(f'set "PATH={folder};%PATH%"' in t["fix"] for t in doc["traces"]), doc["traces"]
 
 
+def test_a_system_package_fix_is_one_command_among_several_traces():
+    """A system package fix whose next packages are in its one apt-get line (PySide6's xcb plugin: libxcb-icccm4,
+    then libxcb-keysyms1; python-vlc's libvlc5 with vlc-plugin-base) is that line in each form, as one trace's report
+    says it: its steps not said again after it ('then: apt-get install libxcb-keysyms1' repeated the package)."""
+    from dlltrace.model import Fix
+    from dlltrace.render.triage import triage_dict, triage_markdown
+
+    keysyms = Fix("install", "install_system_package", name="libxcb-keysyms.so.1", package="libxcb-keysyms1",
+                  folder="/usr/lib/x86_64-linux-gnu", value="root", python=False)
+    fix = Fix("install", "install_system_package", name="libxcb-icccm.so.4", package="libxcb-icccm4",
+              folder="/usr/lib/x86_64-linux-gnu", value="root", python=False, then=(keysyms,))
+    items = [dataclasses.replace(fake(f"t{i}.jsonl", name="libxcb-icccm.so.4"), fix=fix) for i in (1, 2)]
+    for words in (triage_text(items), triage_markdown(items), json.dumps(triage_dict(items))):
+        assert "apt-get install libxcb-icccm4 libxcb-keysyms1" in words and "then" not in words, words
+        assert words.count("libxcb-keysyms1") == words.count("apt-get install libxcb-icccm4 libxcb-keysyms1"), words
+
+
 def test_a_cpu_only_build_the_program_imported_is_what_a_faultless_trace_reports():
     """A trace where nothing failed but the program imported a CPU-only build of a GPU framework (diagnosis/cuda.py
     rule_imported_cpu_build) is grouped by that build, not with the traces where nothing failed."""

@@ -20,7 +20,7 @@ from dlltrace import model, winpath
 from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
-from dlltrace.render.fixwords import numbered_fix
+from dlltrace.render.fixwords import numbered_fix, steps_said_after
 from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, gone_lines, outcome_headline,
                                      said_line, unfound_lines, unstarted_lines)
 
@@ -198,9 +198,8 @@ def failure_lines(d: Diagnosis, f: FailedLoad, tree: Sequence[str] = ()) -> list
             if x.breaks:
                 out.append(f"       (it breaks {', '.join(x.breaks)}: with this fix the model has it fail or load "
                            "another copy)")
-            for step in x.then:  # (a next step the model found it needs; more system packages are in its command)
-                if not (x.action == step.action == "install_system_package"):
-                    out += numbered_fix(0, step, lead="       then: ")
+            for step in steps_said_after(x):  # (a next step the model found it needs; more system packages are in
+                out += numbered_fix(0, step, lead="       then: ")  # its command)
             also = [n for n in x.covers if n.lower() != (f.leaf or "").lower()]
             if also:
                 out.append("       it also fixes " + ", ".join(also))

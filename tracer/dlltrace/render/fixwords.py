@@ -78,6 +78,12 @@ def system_package_steps(f: Fix) -> list[Fix]:
     return out
 
 
+def steps_said_after(f: Fix) -> list[Fix]:
+    """The steps of a fix said after its words ("then: ..."): not those its own command already holds (the packages a
+    system package fix needs next are in its one apt-get line: system_package_steps)."""
+    return [x for x in f.then if not (f.action == x.action == "install_system_package")]
+
+
 def sh_export_prepend(variable: str, folder: str) -> str:
     """bash: the folder first on a :-list variable, the old value kept only when it was set (no empty element,
     which ld.so would take for the current folder)."""

@@ -11,7 +11,7 @@ from dlltrace.diagnosis.triage import Culprit, Triaged, groups
 from dlltrace.render.diagnosis import headline_of
 from dlltrace.render.escape import escape_code_span, escape_prose, escape_table_cell, escape_terminal
 from dlltrace.render.explained import as_typed
-from dlltrace.render.fixwords import fix_lines, fix_markdown, fix_text
+from dlltrace.render.fixwords import fix_lines, fix_markdown, fix_text, steps_said_after
 from dlltrace.render.outcome import gone_words, unstarted_words
 
 # how each kind of end is counted in the first line
@@ -92,7 +92,7 @@ def triage_text(items: Sequence[Triaged]) -> str:
         if t.fix is not None:  # (each report's own fix names its own paths: the first trace's is shown)
             lead = "    Fix: " if len(g) == 1 else f"    Fix, as {escape_terminal(t.source)}'s report gives it: "
             out += [(lead if i == 0 else " " * 6) + escape_terminal(text) for i, (text, _) in enumerate(fix_lines(t.fix))]
-            for step in t.fix.then:  # (its steps: pyusb's pip install libusb-package is nothing without PATH's)
+            for step in steps_said_after(t.fix):  # (its steps: pyusb's pip install libusb-package is nothing without PATH's)
                 out += [("      then: " if i == 0 else " " * 12) + escape_terminal(text)
                         for i, (text, _) in enumerate(fix_lines(step))]
         for x in g:
@@ -110,7 +110,7 @@ def triage_markdown(items: Sequence[Triaged]) -> str:
            "|---:|---|---|"]
     for g in groups(items):
         t = g[0]
-        fix = _cell(" then: ".join(fix_markdown(x, as_typed) for x in (t.fix, *t.fix.then))) if t.fix is not None else ""
+        fix = _cell(" then: ".join(fix_markdown(x, as_typed) for x in (t.fix, *steps_said_after(t.fix)))) if t.fix is not None else ""
         names = _cell(", ".join(escape_code_span(x.source) for x in g))
         out.append(f"| {len(g)} | {_cell(escape_prose(failure_words(t)))}<br>{names} | {fix} |")
     out += ["", "| trace | how it ended, and what failed |", "|---|---|"]
@@ -129,7 +129,7 @@ def triage_dict(items: Sequence[Triaged]) -> dict[str, Any]:
     return {"format": "dlltrace-triage", "version": 1,
             "traces": [{"source": t.source, "kind": t.kind, "culprit": t.culprit, "name": t.name or None,
                         "cause": t.cause or None,
-                        "fix": " then: ".join(fix_text(x) for x in (t.fix, *t.fix.then)) if t.fix is not None else None,
+                        "fix": " then: ".join(fix_text(x) for x in (t.fix, *steps_said_after(t.fix))) if t.fix is not None else None,
                         "words": trace_words(t), "error": t.error or None, "warnings": list(t.warnings)}
                        for t in items],
             "groups": [{"culprit": g[0].culprit, "name": g[0].name or None, "cause": g[0].cause or None,
