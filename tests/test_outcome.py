@@ -325,6 +325,26 @@ def test_rule_linux_variant_probe():
     assert not rule_linux_variant_probe(dll, [dll, again])
 
 
+def test_rule_opencl_driver_not_loaded():
+    """pyopencl 2026.1.4, an .icd naming libnvidia-opencl.so.1, not installed (field test, Debian 12): the wheel's ICD
+    loader (auditwheel's libOpenCL-<hash>.so.1.0.0) fails to dlopen it, and the program ends with
+    'clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR', which names no library: that load is the one; a failed load
+    another object made is not, nor any for another error."""
+    from dlltrace.diagnosis.replay_linux import LinuxCall
+    from dlltrace.diagnosis.verdict_linux import rule_opencl_driver_not_loaded
+
+    icd = "/v/site-packages/pyopencl/.libs/libOpenCL-5519dec5.so.1.0.0"
+    probe = LinuxCall(1, "/py", "libfoo.so.1", "/v/site-packages/other.so", "gone", "gone")
+    driver = LinuxCall(1, "/py", "libnvidia-opencl.so.1", icd, "gone", "gone")
+    text = "pyopencl._cl.LogicError: clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR"
+    assert rule_opencl_driver_not_loaded(text, [probe, driver]) == 1
+    assert rule_opencl_driver_not_loaded(text, [driver, probe]) == 0  # (the ICD loader's, wherever it is)
+    assert rule_opencl_driver_not_loaded(text, [probe]) is None
+    assert rule_opencl_driver_not_loaded("RuntimeError: out of memory", [probe, driver]) is None
+    system = LinuxCall(1, "/py", "libpocl.so.2", "/usr/lib/x86_64-linux-gnu/libOpenCL.so.1", "gone", "gone")
+    assert rule_opencl_driver_not_loaded("clGetPlatformIDs failed (-1001)", [system]) == 0
+
+
 def test_rule_exception_names_library_stem():
     """An exception naming a failed library by its stem only (python-magic 0.4.27, libmagic1 not installed:
     ctypes.CDLL('libmagic.so.1') fails, its OSError is caught, ImportError('failed to find libmagic.  Check

@@ -48,7 +48,8 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
     """The last failed call whose name or leaf the program's final Python exception names; else the last
     whose stem it names (rule_exception_names_library_stem; `every`, all the calls, failed or not: a stem the
     process loaded by another name is not one it failed on); else the last whose feature it names
-    (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after libcuda.so.1 failed)."""
+    (outcome.rule_exception_names_feature: CuPy's cudaErrorInsufficientDriver after libcuda.so.1 failed); else the
+    OpenCL driver the ICD loader did not load when it says no platform was found (rule_opencl_driver_not_loaded)."""
     messages = _exception_messages(trace)
     for c in reversed(calls):
         names = {c.name.rsplit("/", 1)[-1], (c.leaf.name if c.leaf else "")} - {""}
@@ -61,8 +62,32 @@ def rule_linux_python_exception(calls: list[LinuxCall], trace: Trace,
         i = rule_exception_names_library_stem(text, leaves, loaded)
         if i is None:
             i = rule_exception_names_feature(text, leaves)
+        if i is None:
+            i = rule_opencl_driver_not_loaded(text, mine)
         if i is not None:
             return rule_soname_of_the_same_library(mine[i], calls)
+    return None
+
+
+# an OpenCL program's error when the ICD loader found no platform (CL_PLATFORM_NOT_FOUND_KHR, -1001: pyopencl's
+# "clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR"), and the ICD loader's file (libOpenCL.so.1: ocl-icd's or
+# Khronos', auditwheel's copy in a wheel renamed libOpenCL-<hash>.so.1.0.0)
+NO_OPENCL_PLATFORM = re.compile(r"PLATFORM_NOT_FOUND_KHR|(?<![\w-])-1001\b")
+OPENCL_ICD_LOADER = re.compile(r"^libOpenCL(-[0-9a-f]{8})?\.so(\.\d+)*$")
+
+
+def rule_opencl_driver_not_loaded(text: str, calls: Sequence[LinuxCall]) -> Optional[int]:
+    """The failed call an OpenCL error names no library of: when the exception's text says no platform was found
+    (NO_OPENCL_PLATFORM), the last of `calls` (the process's failed calls, in order) that the ICD loader made
+    (OPENCL_ICD_LOADER: it dlopens each driver /etc/OpenCL/vendors/*.icd names, and a driver that does not load is
+    no platform): its index, None for none. pyopencl 2026.1.4 with an .icd naming libnvidia-opencl.so.1, not
+    installed, raises 'clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR' (field test, Debian 12): that load is what
+    it died of, not one it went past."""
+    if not NO_OPENCL_PLATFORM.search(text):
+        return None
+    for i in range(len(calls) - 1, -1, -1):
+        if OPENCL_ICD_LOADER.match(posixpath.basename(calls[i].by or "")):
+            return i
     return None
 
 
