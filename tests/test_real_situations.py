@@ -155,6 +155,8 @@ class Situation:
     find_module: str = ""  # the module that asked find_library, when not the program's first import
     unstarted: tuple = ()  # (program, package): the program it started, not found on PATH, that it died of
     cpu_builds: tuple = ()  # (framework, version): the CPU-only builds of GPU frameworks it imported, said after all
+    files: dict = field(default_factory=dict)  # files written beside app.py (a relative path -> its text)
+    env: dict = field(default_factory=dict)  # variables set for the program ("{here}": the folder of app.py)
 
 
 TF_APP = 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\n'
@@ -164,10 +166,10 @@ ORT_APP = ('import numpy as np\nimport onnxruntime as ort\n\n'
 # the module whose system libraries decide a situation (system_expectation), under site-packages
 SYSTEM_MODULES = {"pyside6_xcb_plugin_aborts": "PySide6/Qt/plugins/platforms/libqxcb.so",
                   "pyodbc_without_unixodbc": "pyodbc.cpython-*.so", "openslide_without_its_library": "",
-                  "pyvips_without_libvips": ""}
+                  "pyvips_without_libvips": "", "pyopencl_icd_without_its_driver": ""}
 # the libraries a situation dlopens by name (not a module's DT_NEEDED): those ld.so does not find, in its order
 DLOPENED = {"openslide_without_its_library": ("libopenslide.so.1", "libopenslide.so.0"),
-            "pyvips_without_libvips": ("libvips.so.42",)}
+            "pyvips_without_libvips": ("libvips.so.42",), "pyopencl_icd_without_its_driver": ("libpocl.so.2",)}
 QT_APP = 'from PySide6.QtWidgets import QApplication, QLabel\n\napp = QApplication([])\nQLabel("hello").show()\n'
 TESSERACT_APP = ('import pytesseract\nfrom PIL import Image\n\n'
                  'print(repr(pytesseract.image_to_string(Image.new("RGB", (60, 20), "white"))))\n')
@@ -251,6 +253,14 @@ SITUATIONS = [
               "the program ended with NameError: no function 'libvlc_new': "
               "ctypes.util.find_library('vlc') found no such library", exception="NameError",
               find_library=("vlc", "libvlc5", "vlc-plugin-base")),
+    # pyopencl 2026.1.4's bundled ICD loader dlopens the driver an .icd names (PoCL's libpocl.so.2, not installed) and,
+    # with no platform loaded, get_platforms() raises LogicError 'clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR',
+    # which names no library: that load is the failure (verdict_linux.rule_opencl_driver_not_loaded), not one gone past
+    Situation("pyopencl_icd_without_its_driver", "https://github.com/inducer/pyopencl/issues/283", "pyopencl-2026.1-py311",
+              "3.11", "import pyopencl as cl\n\nprint(cl.get_platforms())\n", 1, "died_of_load", "1 failed load",
+              origins={"*": "the program's code after import pyopencl"}, exception="pyopencl._cl.LogicError",
+              first_fix="install_system_package", files={"vendors/pocl.icd": "libpocl.so.2\n"},
+              env={"OCL_ICD_VENDORS": "{here}/vendors"}),
     # pytesseract 0.3.13 runs tesseract and, not finding it, raises TesseractNotFoundError; graphviz 0.20.3's
     # ExecutableNotFound names 'dot'; pdf2image 1.17.0's PDFInfoNotInstalledError names poppler, and its cause is
     # pdfinfo's FileNotFoundError. No load fails: the report names the program and the PATH folders it was looked
@@ -285,8 +295,17 @@ def _summary(summary):
                                                   if RESULTS or APPLIED else "")
 
 
-def dlltrace(*args: str, cwd: Path, pythonpath: str = "", unset: tuple = ()) -> subprocess.CompletedProcess:
-    env = {**{k: v for k, v in os.environ.items() if k not in unset},
+def situation_env(s: Situation, here: Path) -> dict[str, str]:
+    """The situation's files written beside app.py, and the variables it sets for the program."""
+    for rel, text in s.files.items():
+        (here / rel).parent.mkdir(parents=True, exist_ok=True)
+        (here / rel).write_text(text)
+    return {k: v.replace("{here}", str(here)) for k, v in s.env.items()}
+
+
+def dlltrace(*args: str, cwd: Path, pythonpath: str = "", unset: tuple = (),
+             given: Optional[dict] = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k not in unset}, **(given or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, str(ROOT / "tracer")) if p)}
     return subprocess.run([sys.executable, "-m", "dlltrace", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=900)
@@ -348,7 +367,7 @@ def system_expectation(s: Situation, python: Path) -> Situation:
         return dataclasses.replace(s, exit_code=0, outcome="ok", headline="every load succeeded", fatal=None,
                                    origins={}, user_line={}, exception=None, first_fix=None)
     return dataclasses.replace(s, fatal=missing[0], origins={missing[0]: s.origins.get("*", "")},
-                               user_line={missing[0]: s.user_line.get("*", 1)})
+                               user_line={missing[0]: s.user_line["*"]} if "*" in s.user_line else {})
 
 
 
@@ -372,15 +391,17 @@ def test_a_real_situation(s: Situation, tmp_path):
         s = dataclasses.replace(s, headline="1 failed load: the program needs an NVIDIA GPU, and this machine has none")
     (tmp_path / "app.py").write_text(s.program)
     (tmp_path / "identity.onnx").write_bytes(identity_model())
+    given = situation_env(s, tmp_path)
     pythonpath = str(extra) if extra else ""
     # the program as it is, untraced: its real end (the oracle)
     plain = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                           env={**{k: v for k, v in os.environ.items() if k not in s.unset}, "PYTHONPATH": pythonpath})
+                           env={**{k: v for k, v in os.environ.items() if k not in s.unset}, **given,
+                                "PYTHONPATH": pythonpath})
     assert plain.returncode == (-s.signal if s.signal else s.exit_code), plain.stderr[-3000:]
     if s.exception:
         assert f"{s.exception}: " in plain.stderr.splitlines()[-1] or s.exception.rsplit(".", 1)[-1] in plain.stderr
     run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, pythonpath=pythonpath,
-                   unset=s.unset)
+                   unset=s.unset, given=given)
     # (dlltrace passes the program's exit code on; a signal N as 128 + N, as a shell does)
     assert run.returncode == (128 + s.signal if s.signal else s.exit_code), run.stderr[-3000:]
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
@@ -505,7 +526,7 @@ def apt_files(packages: list[str], into: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["pyside6_xcb_plugin_aborts", "pyodbc_without_unixodbc", "openslide_without_its_library",
-                                  "pyvips_without_libvips"])
+                                  "pyvips_without_libvips", "pyopencl_icd_without_its_driver"])
 def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     """A real situation's first fix, as printed ("apt-get install libxcb-icccm4 libxcb-keysyms1", one command for
     both libraries PySide6's xcb plugin lacks, the model having found the second after the first; "apt-get install
@@ -521,7 +542,8 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     if not s.fatal:
         _unavailable(f"this machine has every library {SYSTEM_MODULES[name]} needs: there is no fix to apply")
     (tmp_path / "app.py").write_text(s.program)
-    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, unset=s.unset)
+    given = situation_env(s, tmp_path)
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, unset=s.unset, given=given)
     assert run.returncode == (128 + s.signal if s.signal else s.exit_code), run.stderr[-2000:]
     doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
     (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
@@ -535,7 +557,7 @@ def test_the_first_system_package_fix_applied_for_real(name, tmp_path):
     sim = subprocess.run(["apt-get", "install", "--simulate", *packages], capture_output=True, text=True, timeout=300)
     pulled = [line.split()[1] for line in sim.stdout.splitlines() if line.startswith("Inst ")] or packages
     lib = apt_files(pulled, tmp_path / "apt")
-    env = {k: v for k, v in os.environ.items() if k not in s.unset}
+    env = {**{k: v for k, v in os.environ.items() if k not in s.unset}, **given}
     env["LD_LIBRARY_PATH"] = str(lib)
     display = ["xvfb-run", "-a"] if s.signal else []  # (PySide6's window needs a display once its plugin loads)
     after = subprocess.run([*display, str(python), "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
