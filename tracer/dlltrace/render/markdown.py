@@ -23,7 +23,6 @@ from dlltrace import winpath
 from dlltrace.model import TORCH_ORIGINS, Fix
 from dlltrace.render.attach import Attachment, attachment_of, size_text
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, main_gone, main_outcome,
-                                         rule_stub_dll_shadows_a_package_copy,
                                          main_unfound, main_unstarted,
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
@@ -35,7 +34,7 @@ from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_ro
                                        looked_heading, looked_rows, verdict_text, visible)
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.diagnosis.ending import ending
-from dlltrace.render.text import (FATE_WORDS, went_on_words, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
+from dlltrace.render.text import (FATE_WORDS, stub_fix_words, went_on_words, WINE_ONLY_WHERE, agreement_lines, ending_lines, environment_line, explained_incident,
                                   no_gpu_failure,
                                   fate_line, lost_a_feature, plural, shown_not_installed, unexplained_exits)
 from dlltrace.trace.redact import redacted_name
@@ -202,16 +201,7 @@ def stub_lines(b: StubBinding, trace: Trace) -> list[str]:
 
 def stub_fix_markdown(b: StubBinding, trace: Trace) -> str:
     """The text report's stub_fix_words, in Markdown."""
-    dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
-    own = rule_stub_dll_shadows_a_package_copy(b, trace)
-    if own is None:
-        return (f"use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built against): "
-                f"update or reinstall what ships {code(b.dll)}, or make the matching copy be found first.")
-    path, o = own
-    return (f"{prose(f'{o.dist} {o.version}')} ships its own {code(dll)}, {code(path)} (its RECORD lists "
-            f"{code(o.path)}): the one {code(importer)} was built against. The copy bound, {code(b.dll)}, is no "
-            f"installed distribution's, and its folder is searched first: move it out of "
-            f"{code(winpath.dirname(b.dll))} (or rename it), and {prose(o.dist)}'s copy is found.")
+    return stub_fix_words(b, trace, code, prose) + "."
 
 
 def unused_stub_lines(unused: list[StubBinding], room: int, trace_name: str) -> list[str]:

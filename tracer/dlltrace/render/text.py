@@ -5,7 +5,7 @@ worded here for the text and Markdown forms alike."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from dlltrace import winpath
 from dlltrace.version import __version__
@@ -346,19 +346,25 @@ def stub_blocks(b: StubBinding, trace: Trace) -> list[Block]:
     return out
 
 
-def stub_fix_words(b: StubBinding, trace: Trace) -> str:
+def _same(s: str) -> str:
+    return s
+
+
+def stub_fix_words(b: StubBinding, trace: Trace, code: "Callable[[str], str]" = _same,
+                   prose: "Callable[[str], str]" = _same) -> str:
     """The fix of a load that died on a stub-bound import (stub_blocks, markdown's stub_lines): the package's own copy
     and the stray one to move away when a distribution ships the DLL elsewhere (rule_stub_dll_shadows_a_package_copy),
-    else a copy that exports it."""
+    else a copy that exports it. `code` marks a name, `prose` escapes words (Markdown's; the text's: as they are)."""
     dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
     own = rule_stub_dll_shadows_a_package_copy(b, trace)
     if own is None:
-        return (f"Use a {dll} that exports {b.function} (the one {importer} was built against): update or reinstall "
-                f"what ships {b.dll}, or make the matching copy be found first")
+        return (f"Use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built against): "
+                f"update or reinstall what ships {code(b.dll)}, or make the matching copy be found first")
     path, o = own
-    return (f"{o.dist} {o.version} ships its own {dll}, {path} (its RECORD lists {o.path}): the one {importer} was "
-            f"built against. The copy bound, {b.dll}, is no installed distribution's, and its folder is searched "
-            f"first: move it out of {winpath.dirname(b.dll)} (or rename it), and {o.dist}'s copy is found")
+    return (f"{prose(f'{o.dist} {o.version}')} ships its own {code(dll)}, {code(path)} (its RECORD lists "
+            f"{code(o.path)}): the one {code(importer)} was built against. The copy bound, {code(b.dll)}, is no "
+            f"installed distribution's, and its folder is searched first: move it out of "
+            f"{code(winpath.dirname(b.dll))} (or rename it), and {prose(o.dist)}'s copy is found")
 
 
 STUB_NAMES_SHOWN = 5  # the functions named on the line of one DLL's imports Wine bound to stubs
