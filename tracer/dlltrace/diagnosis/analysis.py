@@ -10,7 +10,8 @@ from typing import Optional, Sequence, Union, cast
 
 from dlltrace import packages, winpath
 from dlltrace.diagnosis.outcome import (ProcessOutcome, program_words, python_error, rule_exception_is_find_library,
-                                       rule_load_class, rule_program_said, rule_unfound_dll_with_a_fix)
+                                       rule_load_class, rule_program_said, rule_unfound_dll_with_a_fix, same_path,
+                                       where_listed)
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, Gone, NextFailure, ProcessEnd, Tried, code_place,
                                        gone_of, process_outcome, Unfound, Unstarted, unstarted_of)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
@@ -181,13 +182,11 @@ def rule_stub_dll_shadows_a_package_copy(b: StubBinding, trace: Trace) -> Option
     path: gmpy2 2.2.1's gmpy2.libs\\libgmp-10.dll), when the copy bound is no distribution's (a stray libgmp-10.dll in
     the Python's folder, the application folder, searched before the package's add_dll_directory folder): the
     copy the importer was built against, and the one to be found; (its path, its owner), else None."""
-    from dlltrace.diagnosis.outcome import _same_path, _where_listed
-
     owners = trace.owners(b.load.load.pid).get(winpath.basename(b.dll).lower(), ())
-    if any(_same_path(_where_listed(o), b.dll) for o in owners):
+    if any(same_path(where_listed(o), b.dll) for o in owners):
         return None  # (the copy bound is a distribution's own: its version is the question, not its place)
-    own = [o for o in owners if winpath.is_absolute(_where_listed(o))]
-    return (_where_listed(own[0]), own[0]) if len(own) == 1 else None
+    own = [o for o in owners if winpath.is_absolute(where_listed(o))]
+    return (where_listed(own[0]), own[0]) if len(own) == 1 else None
 
 
 def rule_wine_stub(trace: Trace, pid: int, replays: Sequence[Replayed]) -> Optional[StubBinding]:

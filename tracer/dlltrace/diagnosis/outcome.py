@@ -293,14 +293,14 @@ def imports_a_cpu_build_framework(modules: "Iterable[object]") -> bool:
     return any(isinstance(m, str) and m.split(".", 1)[0] in wanted for m in modules)
 
 
-def _where_listed(o: "Owner") -> str:
+def where_listed(o: "Owner") -> str:
     """The path an owner's record puts its file at: its root joined with the record's path."""
     if winpath.is_absolute(o.root):
         return winpath.join(o.root, *o.path.split("/"))
     return posixpath.join(o.root, o.path)
 
 
-def _same_path(a: str, b: str) -> bool:
+def same_path(a: str, b: str) -> bool:
     """Two absolute paths of one file: Windows' folded and normalised (.. resolved), a POSIX path's normalised."""
     if winpath.is_absolute(a) or winpath.is_absolute(b):
         return winpath.key(a) == winpath.key(b)
@@ -324,7 +324,7 @@ def rule_exception_names_a_missing_file_of_its_distribution(exception: dict, own
         path = f["path"]
         base = re.split(r"[\\/]", path)[-1].lower()
         for o in owners.get(base, ()):
-            if _same_path(_where_listed(o), path):
+            if same_path(where_listed(o), path):
                 return path, o
     return None
 
