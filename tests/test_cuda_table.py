@@ -765,4 +765,4 @@ def test_dist_info_folders_of_a_windows_trace(tmp_path):
         {"framework": "onnxruntime", "version": "1.19.2", "read_from": "its distribution, onnxruntime"},
         {"framework": "tensorflow", "version": "2.15.0", "read_from": "tensorflow/python/platform/build_info.py"}]
     assert "tensorflow 2.15.0 is a CPU-only build (tensorflow/python/platform/build_info.py says it has no CUDA)" \
-        in cpu_build_text(trace), cpu_build_text(trace)
+        in cpu_build_text(builds, trace.header.platform), cpu_build_text(builds, trace.header.platform)

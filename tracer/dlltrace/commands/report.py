@@ -87,7 +87,7 @@ def _report(args: argparse.Namespace, bar: "Optional[ProgressBar]") -> int:
 
         cpu = imported_cpu_builds(trace)  # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
         out = linux_json(trace, [cpu_build_dict(fw) for fw in cpu]) if args.json else \
-            linux_text(trace, md=args.markdown, everything=args.all, note=cpu_build_text(trace) if cpu else "")
+            linux_text(trace, md=args.markdown, everything=args.all, note=cpu_build_text(cpu, "linux"))
         out = redact(out, red) if red else out
         if getattr(args, "output", None):
             write_output(args.output, out + "\n")

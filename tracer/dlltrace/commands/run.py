@@ -140,6 +140,6 @@ def _cpu_build_note(trace) -> str:
 
     if not imports_a_cpu_build_framework(e.get("module") for e in trace.of("py_import")):
         return ""
-    from dlltrace.render.cuda import cpu_build_text
+    from dlltrace.render.cuda import cpu_build_text, imported_cpu_builds
 
-    return cpu_build_text(trace)
+    return cpu_build_text(imported_cpu_builds(trace), trace.header.platform)

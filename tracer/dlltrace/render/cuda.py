@@ -47,10 +47,10 @@ def imported_cpu_builds(trace, table: Optional[CudaTable] = None) -> list[Framew
     return rule_imported_cpu_build(table, modules) if table is not None else []
 
 
-def cpu_build_text(trace, table: Optional[CudaTable] = None) -> str:
-    """The words of imported_cpu_builds, a paragraph each (cpu_build_words), "" for none."""
-    return "\n\n".join("\n".join(cpu_build_words(fw, trace.header.platform if trace.header.platform == "linux"
-                                                    else "windows")) for fw in imported_cpu_builds(trace, table))
+def cpu_build_text(fws: "list[Framework]", platform: Optional[str]) -> str:
+    """The words of the CPU-only builds `fws` (imported_cpu_builds), a paragraph each (cpu_build_words), "" for none;
+    `platform`: the trace header's ("linux", else Windows' words)."""
+    return "\n\n".join("\n".join(cpu_build_words(fw, "linux" if platform == "linux" else "windows")) for fw in fws)
 
 
 def cpu_build_words(fw: Framework, platform: Platform) -> list[str]:

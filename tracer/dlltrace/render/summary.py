@@ -42,12 +42,12 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
             yield from json_chunks(doc, call_dicts(incs))
         elif fmt == "markdown":
             md = markdown_report(trace, incs, replays)
-            note = cpu_build_text(trace, cuda) if cpu else ""
+            note = cpu_build_text(cpu, trace.header.platform)
             yield md + ("\n" + markdown_paragraphs(note) + "\n" if note else "") + (
                 "\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
         else:
             text = text_report(trace, incs, replays, everything)
-            note = cpu_build_text(trace, cuda) if cpu else ""
+            note = cpu_build_text(cpu, trace.header.platform)
             yield text + ("\n\n" + note if note else "") + (
                 "\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
 
@@ -67,7 +67,8 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
         # as in produce_chunks
         replays, incs = judged_incidents(trace, everything, progress)
         blocks = text_report_blocks(trace, incs, replays, everything)
-        note = cpu_build_text(trace, cuda)  # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
+        # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
+        note = cpu_build_text(imported_cpu_builds(trace, cuda), trace.header.platform)
         blocks += [Styled("", ""), *(Styled(line, "") for line in note.split("\n"))] if note else []
         return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda_of_the_run(cuda, trace, incs)
                          else [])
