@@ -405,6 +405,10 @@ def run_windows_python(exe, trace_file: Path, program: str, pythonpath: list) ->
     file as its stdout."""
     import winetools
 
+    from dlltrace.trace.launch import BIN, SHIM
+
+    if not (BIN / SHIM).is_file():
+        pytest.fail("the native shim is not built (bash native/build.sh)")
     env = winetools.wine_env(PYTHONPATH=str(ROOT / "tracer"))
     env["DLLTRACE_PYTHONPATH"] = ";".join(pythonpath)
     code = "import os, sys; os.environ['PYTHONPATH'] = os.environ.pop('DLLTRACE_PYTHONPATH'); " \
@@ -425,11 +429,8 @@ def test_a_windows_python_under_wine_with_the_real_shim(windows_python, tmp_path
     py_dlopen, and the exception it ends on; the program's output is its own."""
     import winetools
 
-    from dlltrace.trace.launch import BIN, SHIM
     from dlltrace.trace.reader import read_trace
 
-    if not (BIN / SHIM).is_file():
-        pytest.fail("the native shim is not built (bash native/build.sh)")
     exe, cffi_dir = windows_python
     paths = [winetools.to_windows(BOOTSTRAP)] + ([winetools.to_windows(cffi_dir)] if binding == "cffi" else [])
     trace_file = tmp_path / "t.jsonl"
@@ -474,11 +475,8 @@ def test_a_windows_python_records_a_program_not_found(windows_python, tmp_path):
     a py_popen event, the failed one with its error and the PATH folders searched; the program's output is its own."""
     import winetools
 
-    from dlltrace.trace.launch import BIN, SHIM
     from dlltrace.trace.reader import read_trace
 
-    if not (BIN / SHIM).is_file():
-        pytest.fail("the native shim is not built (bash native/build.sh)")
     exe, _ = windows_python
     trace_file = tmp_path / "t.jsonl"
     r = run_windows_python(exe, trace_file, WINDOWS_POPEN_PROGRAM, [winetools.to_windows(BOOTSTRAP)])
@@ -523,11 +521,8 @@ def test_a_windows_python_records_find_library(windows_python, tmp_path):
     known for the name)."""
     import winetools
 
-    from dlltrace.trace.launch import BIN, SHIM
     from dlltrace.trace.reader import read_trace
 
-    if not (BIN / SHIM).is_file():
-        pytest.fail("the native shim is not built (bash native/build.sh)")
     exe, _ = windows_python
     trace_file = tmp_path / "t.jsonl"
     r = run_windows_python(exe, trace_file, WINDOWS_FIND_PROGRAM, [winetools.to_windows(BOOTSTRAP)])
