@@ -1108,3 +1108,70 @@ def test_a_conda_package_file_gone_is_reinstalled_into_its_own_environment(tmp_p
     linux = Fix("reinstall", "install", name="libxgboost.so", package="libxgboost", version="2.1.3",
                 bound="lib/libxgboost.so", lacks="conda", folder="/home/jo/mini conda/envs/ml")
     assert fix_text(linux).endswith("conda install -p '/home/jo/mini conda/envs/ml' --force-reinstall libxgboost=2.1.3")
+
+
+def _through_a_wrapper(tmp_path: Path, code: str, crash: bool = False) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """`dlltrace run` of a bash script that starts Python as pyenv's `python3` shim does: subshells that each try to
+    load a bash builtin that is not there (pyenv's `enable -f .../pyenv-realpath.dylib realpath`), then exec of the
+    real Python in the same process."""
+    shim = tmp_path / "python3"
+    shim.write_text("#!/bin/bash\n"
+                    "for i in 1 2 3 4; do\n"
+                    f"  x=$(enable -f {tmp_path}/libexec/pyenv-realpath.dylib realpath 2>/dev/null; echo $i)\n"
+                    "done\n"
+                    f'exec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", str(shim), "-c", code],
+                       capture_output=True, text=True, env=env, timeout=300)
+    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    return r, json.loads(rep.stdout), r.stderr
+
+
+@LINUX
+def test_rule_linux_call_while_starting(tmp_path):
+    """The failed loads of the subshells a wrapper script ran before it exec'd the program (pyenv's python3 shim and
+    its bash's pyenv-realpath.dylib) were gone past: a sys.exit(3) reads "exited with 3; no failed load explains
+    it", not "4 failed loads" each bash's; a crash reads "no failed load explains it" with no bash load explained;
+    a real failure of the program is still the failure; the four are one line."""
+    r, rep, err = _through_a_wrapper(tmp_path, "import sys; sys.exit(3)")
+    assert r.returncode == 3
+    assert err.splitlines()[0].startswith("dlltrace ─ the program exited with 3; no failed load explains it"), err
+    bash = [f for d in rep["diagnoses"] for f in d["failures"] if f["name"].endswith("pyenv-realpath.dylib")]
+    assert len(bash) == 4 and {(f["fate"], f["reason"]) for f in bash} == {("went_on", "while_starting")}, bash
+    (line,) = [x for x in err.splitlines() if "pyenv-realpath.dylib" in x]
+    assert re.search(r"\(bash, pids \d+, \d+, \d+ and 1 more\)", line), line
+    r, rep, err = _through_a_wrapper(tmp_path, "import os; os.abort()")
+    assert r.returncode == 128 + 6
+    assert err.splitlines()[0].startswith("dlltrace ─ the program crashed (SIGABRT: it aborted); no failed load "
+                                          "explains it"), err
+    assert "✗" not in err, err
+    r, rep, err = _through_a_wrapper(tmp_path, "import ctypes, sys\ntry:\n    ctypes.CDLL('libgone_here.so.3')\n"
+                                               "except OSError:\n    sys.exit(2)\n")
+    assert r.returncode == 2
+    fates = {(f["name"], f["fate"]) for d in rep["diagnoses"] for f in d["failures"]}
+    assert ("libgone_here.so.3", "unknown") in fates and err.count("✗") == 1, err
+
+
+def test_starting_processes():
+    """Forked by an image of the program's process that then exec'd (or by such a child's child): starting; forked
+    by its last image, or of another tree, or a child whose fork is recorded only after the exec: the program's."""
+    from dlltrace.diagnosis.verdict_linux import starting_processes
+    from dlltrace.trace.reader import Header, Trace
+
+    def trace(events):
+        return Trace("t.jsonl", Header("dlltrace-trace", 1, platform="linux"), events)
+
+    def ev(kind, pid, **f):
+        return {"ev": kind, "pid": pid, **f}
+    events = [ev("audit_start", 10, exe="/bin/bash"), ev("fork", 11, ppid=10), ev("fork", 12, ppid=11),
+              ev("audit_start", 10, exe="/usr/bin/python3"), ev("fork", 13, ppid=10), ev("fork", 14, ppid=99),
+              ev("exit", 10, code=3)]
+    assert starting_processes(trace(events)) == {11, 12}
+    assert starting_processes(trace(events[:3] + events[4:])) == frozenset()  # (no exec: the wrapper is the program)
+    assert starting_processes(trace(events[:-1])) == frozenset()  # (no exit recorded: no program known)
+    late = events[:3] + [events[3], ev("fork", 15, ppid=10)] + events[4:]  # (its fork written after the exec)
+    assert 15 not in starting_processes(trace(late))

@@ -434,9 +434,9 @@ def test_the_terminal_report_is_redacted_in_every_cell(tmp_path, capsys, monkeyp
 
 
 def test_went_past_lines_say_a_library_tried_again_once():
-    """The loads a program went past, a line each, the same library failing the same way in one process said once
-    with its number of tries (CuPy 13.6's four tries of libcutensor.so.2), in the order first tried; another process's
-    or another error's try is a line of its own."""
+    """The loads a program went past, a line each, the same library failing the same way in the same program said once
+    with its number of tries (CuPy 13.6's four tries of libcutensor.so.2) and its processes (pyenv's four bash
+    subshells), in the order first tried; another error's or another program's try is a line of its own."""
     import dataclasses
     from dlltrace.diagnosis.result import Diagnosis, FailedLoad, ProcessEnd
     from dlltrace.diagnosis.outcome import ProcessOutcome
@@ -452,8 +452,13 @@ def test_went_past_lines_say_a_library_tried_again_once():
     apart = [(d, failed(1, "libcutensor.so.2")), (d, failed(2, "libnccl.so.2")), (d, failed(3, "libcutensor.so.2")),
              (d, failed(4, "libcutensor.so.2")), (other, failed(5, "libcutensor.so.2")),
              (d, failed(6, "libcutensor.so.2", "wrong ELF class")), (d, failed(7, "libcutensor.so.2"))]
-    assert went_past_lines(apart) == [
+    assert went_past_lines(apart[:4] + apart[5:]) == [
         "  libcutensor.so.2  (python3.11, pid 7)  not found  (4 tries)",
         "  libnccl.so.2  (python3.11, pid 7)  not found",
-        "  libcutensor.so.2  (python3.11, pid 8)  not found",
         "  libcutensor.so.2  (python3.11, pid 7)  wrong ELF class"]
+    assert went_past_lines(apart)[0] == "  libcutensor.so.2  (python3.11, pids 7, 8)  not found  (5 tries)"
+    bash = dataclasses.replace(d, program="/usr/bin/bash")
+    subshells = [(dataclasses.replace(bash, pid=p), failed(p, "pyenv-realpath.dylib")) for p in (21, 22, 23, 24, 25)]
+    assert went_past_lines(apart[:1] + subshells) == [
+        "  libcutensor.so.2  (python3.11, pid 7)  not found",
+        "  pyenv-realpath.dylib  (bash, pids 21, 22, 23 and 2 more)  not found"]  # (one try each: no "tries")

@@ -222,6 +222,49 @@ def rule_linux_crash_after_failed_load(trace: Trace, failed: list[LinuxCall], ca
     return last
 
 
+def starting_processes(trace: Trace) -> frozenset[int]:
+    """The processes that ran while the program `dlltrace run` started was still being started: forked, themselves or
+    an ancestor, by an image of that process (the `exit` event's pid) that later exec'd another program. pyenv's
+    `python3` is a bash script; its subshells try to load bash's realpath builtin (`enable -f
+    .../pyenv-realpath.dylib`), go on without it, and the script then execs the real python in the same pid. A child
+    whose `fork` event the trace holds only after its parent's next exec counts as the program's (it is kept)."""
+    end = next(trace.of("exit"), None)
+    main = end.get("pid") if end is not None else None
+    if not isinstance(main, int):
+        return frozenset()
+    images: dict[int, int] = {}  # pid -> the audit_start events of it so far (an exec starts a new image)
+    forked: dict[int, tuple[int, int]] = {}  # pid -> (its parent, the parent's image when it forked)
+    for e in trace.select(("audit_start", "fork")):
+        pid = e.get("pid")
+        if not isinstance(pid, int):
+            continue
+        if e.get("ev") == "audit_start":
+            images[pid] = images.get(pid, 0) + 1
+        elif isinstance(e.get("ppid"), int) and pid not in forked:
+            forked[pid] = (e["ppid"], images.get(e["ppid"], 0))
+    last = images.get(main, 0)
+    out = set()
+    for pid in forked:
+        p, seen = pid, set()
+        while p in forked and p not in seen:
+            seen.add(p)
+            parent, image = forked[p]
+            if parent == main:
+                if image < last:
+                    out.add(pid)
+                break
+            p = parent
+    return frozenset(out)
+
+
+def rule_linux_call_while_starting(c: LinuxCall, starting: frozenset[int]) -> bool:
+    """A failed call of a process that ran while the program was being started (starting_processes: a wrapper
+    script's subshell, such as pyenv's trying bash's pyenv-realpath.dylib): the program ran after it, so it went
+    past it, whatever the program then did; never the failure (a sys.exit(3) through pyenv's python3 read "4 failed
+    loads", each bash's)."""
+    return c.pid in starting
+
+
 def linux_probes(failed: list[LinuxCall], calls: list[LinuxCall]) -> list[LinuxCall]:
     """The failed calls tried first by design (rule_linux_variant_probe)."""
     return [c for c in failed if rule_linux_variant_probe(c, calls)]
@@ -232,21 +275,27 @@ def linux_verdicts(trace: Trace, calls: Optional[list[LinuxCall]] = None
     """(the failed calls, the one the program hit or None, those it went past)."""
     calls = replay_linux(trace.events) if calls is None else calls
     failed, fatal = linux_calls(trace, calls)
+    starting = starting_processes(trace)
+    if fatal is not None and rule_linux_call_while_starting(fatal, starting):
+        fatal = None
     probes = linux_probes(failed, calls)
     if fatal is None:
         fatal = rule_linux_crash_after_failed_load(trace, failed, calls, probes)
     if fatal is None and (rule_linux_exit_zero(trace) or rule_linux_exception_not_a_load(trace)):
         return failed, None, list(failed)
-    return failed, fatal, [c for c in failed if (fatal is not None and c is not fatal) or any(c is p for p in probes)]
+    return failed, fatal, [c for c in failed if (fatal is not None and c is not fatal) or any(c is p for p in probes)
+                           or rule_linux_call_while_starting(c, starting)]
 
 
 def _fate(c: LinuxCall, fatal: Optional[LinuxCall], apart: list[LinuxCall], exit_zero: bool,
-          probes: list[LinuxCall], crashed: bool) -> tuple[str, Optional[str]]:
+          probes: list[LinuxCall], crashed: bool, starting: frozenset[int] = frozenset()) -> tuple[str, Optional[str]]:
     if c is fatal:
         return "fatal", "crashed_after" if crashed else "python_exception"
     if any(c is a for a in apart):
         if any(c is p for p in probes):  # (first: Qt's libqxcb.so.avx2 before libqxcb.so, the failure, is a probe)
             return "went_on", "variant_probe"
+        if rule_linux_call_while_starting(c, starting):
+            return "went_on", "while_starting"
         if fatal is not None and c.pid == fatal.pid and rule_another_name_of_the_failure(c.name, fatal.name):
             return "went_on", "another_name_of_the_failure"
         return "went_on", ("another_was_fatal" if fatal is not None else
@@ -296,6 +345,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
     failed, fatal, apart = linux_verdicts(trace, calls)
     crashed_of = fatal is not None and not _exception_messages(trace) and crash_signal(trace) is not None
     probes = linux_probes(failed, calls)
+    starting = starting_processes(trace)
     end = next(trace.of("exit"), None)
     top = end.get("pid") if end else None
     pids: dict[int, str] = {}
@@ -321,7 +371,7 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         if not mine and pid != top:
             continue
         said, owners = program_words(trace, pid), trace.owners(pid)
-        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, probes, crashed_of), said, owners)
+        failures = tuple(linux_failed_load(c, i, _fate(c, fatal, apart, zero, probes, crashed_of, starting), said, owners)
                          for i, c in enumerate(mine))
         outcome = process_outcome(pend.kind, pend.code, failures, python_error(trace, pid), pend.signal)
         unfound = unfound_library(trace, pid, outcome) if outcome.kind == "died_of_other" else None

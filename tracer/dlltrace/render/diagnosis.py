@@ -21,8 +21,8 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import numbered_fix, steps_said_after
-from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, gone_lines, outcome_headline,
-                                     said_line, unfound_lines, unstarted_lines)
+from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, exited_unexplained_words,
+                                     gone_lines, outcome_headline, said_line, unfound_lines, unstarted_lines)
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
 RESULT_WORDS: dict[str, dict[str, str]] = {
@@ -257,6 +257,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         said = crash_headline(main.outcome, fatal_leaf(main))
     elif main is not None and main.fatal is None:
         said = outcome_headline(main.outcome, main.unfound, main.unstarted, main.gone)
+        if said is None and not shown:
+            said = exited_unexplained_words(main.outcome)
     if not diagnoses:  # (no process traced: never "every load succeeded")
         return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
@@ -287,18 +289,24 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     return lines
 
 
+MAX_PIDS = 3  # the processes a went-past line names; the others are counted
+
+
 def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]]) -> list[str]:
-    """A line for each load the program went past, the same library failing the same way in one process said once
-    with how many times it was tried (CuPy 13.6 tries libcutensor.so.2 four times; each try is a failed load of the
-    Diagnosis, and of the JSON)."""
-    tries: dict[tuple[int, str, str], list[tuple[Diagnosis, FailedLoad]]] = {}
+    """A line for each load the program went past, the same library failing the same way in the same program said
+    once: with how many times it was tried (CuPy 13.6 tries libcutensor.so.2 four times; each try is a failed load of
+    the Diagnosis, and of the JSON), and in which processes (pyenv's python3 runs four bash subshells that each try
+    pyenv-realpath.dylib: one line, "bash, pids 4854, 4864, 4876 and 1 more")."""
+    same: dict[tuple[str, str, str], list[tuple[Diagnosis, FailedLoad]]] = {}
     for d, f in apart:
-        tries.setdefault((d.pid, f.name, f.message), []).append((d, f))
+        same.setdefault((_base(d.platform, d.program) or "?", f.name, f.message), []).append((d, f))
     out = []
-    for same in tries.values():
-        d, f = same[0]
-        out.append(f"  {f.name}  ({_base(d.platform, d.program) or '?'}, pid {d.pid})  {f.message}"
-                   + (f"  ({len(same)} tries)" if len(same) > 1 else ""))
+    for (program, name, message), loads in same.items():
+        pids = list(dict.fromkeys(d.pid for d, _ in loads))
+        where = f"pid {pids[0]}" if len(pids) == 1 else "pids " + ", ".join(map(str, pids[:MAX_PIDS])) + (
+            f" and {len(pids) - MAX_PIDS} more" if len(pids) > MAX_PIDS else "")
+        out.append(f"  {name}  ({program}, {where})  {message}"
+                   + (f"  ({len(loads)} tries)" if len(loads) > len(pids) else ""))
     return out
 
 

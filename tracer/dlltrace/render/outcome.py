@@ -100,6 +100,15 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
     return None
 
 
+def exited_unexplained_words(o: ProcessOutcome) -> Optional[str]:
+    """The headline of a program that exited with a code not 0 when no failed load is shown as its failure (the
+    failed loads there were, if any, gone past: a sys.exit(3) through pyenv's python3 after its bash subshells' tries
+    of pyenv-realpath.dylib); None for any other outcome."""
+    if o.kind != "exited" or o.code in (None, 0):
+        return None
+    return f"the program exited with {code_text(o.code)}; no failed load explains it"
+
+
 def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]", windows: bool = False) -> list[str]:
     """What a program that died of a library find_library did not find is told after the headline: the call, where
     its code was, what find_library looks in (CPython's Lib/ctypes/util.py; `windows`: the PATH folders, and the
