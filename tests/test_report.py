@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,37 @@ def test_truncated_last_line_warns_and_reports_the_rest(tmp_path, dlltrace_cli):
     assert r.returncode == errors.EXIT_BAD_TRACE, r.stderr  # damaged: its own code, but still reported
     assert r.stderr == f"dlltrace: warning: {p}: line {n}: truncated last line ignored\n"
     assert "✗ mylib.dll was not found — it is needed by _C.cp38-win_amd64.pyd" in r.stdout
+    # (the report says it, for whoever reads it without its stderr: pasted, attached, -o; and --markdown)
+    said = f"This trace is damaged (line {n}: truncated last line ignored): this report is of what could be read."
+    assert r.stdout.rstrip("\n").endswith("\n\n" + said), r.stdout[-400:]
+    md = dlltrace_cli("report", p, "--markdown")
+    assert md.returncode == errors.EXIT_BAD_TRACE and said.replace("(", "\\(").replace(")", "\\)") in md.stdout or \
+        said in md.stdout, md.stdout[-400:]
+
+
+@pytest.mark.parametrize("platform", ["windows", "linux"])
+def test_a_trace_cut_before_any_load_is_not_said_to_have_loaded_everything(tmp_path, dlltrace_cli, platform):
+    """A trace cut off after its first lines (an upload cut short, a full disk): no load failed in what could be read,
+    and that is all that is said: never "every load succeeded" (text and Markdown, Windows and Linux)."""
+    if platform == "windows":
+        lines = (TRACES / "s6.jsonl").read_bytes().splitlines(keepends=True)
+        kept = next(i for i, x in enumerate(lines) if b'"load_begin"' in x)
+    else:
+        if not sys.platform.startswith("linux"):
+            pytest.skip("the Linux recorder runs on Linux")
+        made = tmp_path / "whole.jsonl"
+        assert dlltrace_cli("run", "-o", made, "--", sys.executable, "-c", "pass").returncode == 0
+        lines = made.read_bytes().splitlines(keepends=True)
+        kept = next(i for i, x in enumerate(lines) if b'"objsearch"' in x)
+    p = tmp_path / "cut.jsonl"
+    p.write_bytes(b"".join(lines[:kept]) + lines[kept][:20])
+    for fmt in ((), ("--markdown",)):
+        r = dlltrace_cli("report", p, *fmt)
+        assert r.returncode == errors.EXIT_BAD_TRACE, r.stderr
+        first = r.stdout.splitlines()[0]
+        assert "every load succeeded" not in r.stdout, r.stdout
+        assert "damaged" in first or "no process was traced" in first, r.stdout
+        assert "this report is of what could be read" in r.stdout.rstrip().splitlines()[-1], r.stdout
 
 
 def _damage(lines: list[str], index: int, **changes) -> None:

@@ -21,7 +21,7 @@ from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import numbered_fix, steps_said_after
-from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, died_without_a_gpu_words, exited_unexplained_words,
+from dlltrace.render.outcome import (CPU_FEATURES, crash_headline, all_loaded_words, died_without_a_gpu_words, exited_unexplained_words,
                                      gone_lines, outcome_headline, said_line, unfound_lines, unstarted_lines)
 
 # each candidate's result in words, per platform (an ELF file is not "a PE")
@@ -236,10 +236,11 @@ def explained(f: FailedLoad, d: Diagnosis, everything: bool) -> bool:
 
 
 def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
-                    everything: bool = False, trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None) -> list[str]:
+                    everything: bool = False, trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None,
+                    damaged: bool = False) -> list[str]:
     """The report of a run's Diagnoses: the headline (the outcome of `main`, the program the run started,
     when it is not "N failed loads"), each failed load that matters explained, the rest a line each. `trees`:
-    a failed load's dependency tree as lines, by (pid, seq)."""
+    a failed load's dependency tree as lines, by (pid, seq); `damaged`: the trace is (its reader's warnings)."""
     where = f" · {source}" if source else ""
     shown = [(d, f) for d in diagnoses for f in d.failures if explained(f, d, everything)]
     # (the NVIDIA driver's fallback before the other fallbacks, as the headline says it: outcome.rule_driver_first;
@@ -262,7 +263,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     if not diagnoses:  # (no process traced: never "every load succeeded")
         return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
     if not shown and not apart and said is None:
-        return [f"dlltrace ─ every load succeeded{where}"]
+        return [f"dlltrace ─ {all_loaded_words('', damaged)}{where}"]
     head = f"dlltrace ─ {said}{where}" if said is not None else (
         f"dlltrace ─ {_plural(len(shown), 'failed load')}"
         + (died_without_a_gpu_words(main.outcome) if main is not None else "")
@@ -312,11 +313,11 @@ def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]]) -> list[str]:
 
 def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
                    everything: bool = False, markdown: bool = False,
-                   trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None) -> str:
+                   trees: Optional[Mapping[tuple[int, int], Sequence[str]]] = None, damaged: bool = False) -> str:
     """diagnoses_lines as text, or as Markdown: the headline a heading, the rest in a code block (its folder
     tables keep their columns), each escaped for its place (render/escape.py: a name in the heading injects
     nothing, one in the block cannot close it)."""
-    lines = diagnoses_lines(diagnoses, source, main, everything, trees)
+    lines = diagnoses_lines(diagnoses, source, main, everything, trees, damaged)
     if markdown:
         body = lines[2:] if lines[1:2] == [""] else lines[1:]
         return "\n".join([f"## {escape_prose(lines[0])}"] + ([""] + escape_code_block(body) if body else [])) + "\n"

@@ -21,7 +21,7 @@ from dlltrace.diagnosis.replay_linux import LinuxCall, replay_linux
 from dlltrace.diagnosis.result import schema as diagnosis_schema
 from dlltrace.render.diagnosis import diagnoses_text, fatal_leaf
 from dlltrace.render.escape import markdown_paragraphs
-from dlltrace.render.outcome import cpu_builds_schema, outcome_dict, outcome_schema
+from dlltrace.render.outcome import cpu_builds_schema, damaged_words, outcome_dict, outcome_schema
 from dlltrace.diagnosis.verdict_linux import linux_diagnoses, linux_exit_code, linux_verdicts
 from dlltrace.render.calls import candidate_dict, fix_dict, node_dict
 from dlltrace.worlds.elf import ELFWorld
@@ -43,10 +43,12 @@ def linux_text(trace: Trace, md: bool = False, saved: bool = False, everything: 
     end = next(trace.of("exit"), None)
     main = next((d for d in diagnoses if end is not None and d.pid == end.get("pid")), None)
     where = f"trace saved to {trace.path}" if saved else trace.path
-    text = diagnoses_text(diagnoses, where, main, everything, markdown=md, trees=linux_trees(trace, calls))
-    if not note:
-        return text
-    return text.rstrip("\n") + "\n\n" + (markdown_paragraphs(note) + "\n" if md else note)
+    text = diagnoses_text(diagnoses, where, main, everything, markdown=md, trees=linux_trees(trace, calls),
+                          damaged=bool(trace.warnings))
+    for paragraph in (note, damaged_words(trace)):  # (a damaged trace says so last: render/outcome.py)
+        if paragraph:
+            text = text.rstrip("\n") + "\n\n" + (markdown_paragraphs(paragraph) + "\n" if md else paragraph)
+    return text
 
 
 def linux_trees(trace: Trace, calls: list[LinuxCall]) -> dict[tuple[int, int], list[str]]:

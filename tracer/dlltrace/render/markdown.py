@@ -27,7 +27,7 @@ from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, Wi
                                          not_installed_files, wine_only_dlls, wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.diagnosis.result import Unfound
-from dlltrace.render.outcome import died_without_a_gpu_words, outcome_headline, unfound_dll, untraced_line
+from dlltrace.render.outcome import all_loaded_words, died_without_a_gpu_words, outcome_headline, unfound_dll, untraced_line
 from dlltrace.render.escape import escape_code_span as code, escape_prose as prose, escape_table_cell as cell
 from dlltrace.render.explained import (ALSO_MISSING, CAUSE_LINE, also_missing_row, cause_line, as_typed, elsewhere_facts,
                                        fix_notes_markdown,
@@ -295,7 +295,8 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
         room = budget - _size(head) - _size(own) - _size(tail) - 400
         return "\n".join(head + (unused_stub_lines(unused, room, name.name) if unused else []) + own + tail) + "\n"
     if not failed and not apart and not end_words:
-        return f"**dlltrace:** every load succeeded ({plural(len(replays), 'load')} traced).\n" + "".join(
+        said_all = all_loaded_words(f" ({plural(len(replays), 'load')} traced)", bool(trace.warnings))
+        return f"**dlltrace:** {said_all}.\n" + "".join(
             f"\n{w}\n" for w in cap_words)
     strays = shown_not_installed(not_installed_files(trace, replays), incs)
     if not failed and not apart:

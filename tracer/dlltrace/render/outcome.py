@@ -100,6 +100,26 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
     return None
 
 
+def all_loaded_words(loads: str, damaged: bool) -> str:
+    """A report's headline when no load failed: `loads`, "(N loads traced)" or ""; `damaged`, the trace is (its
+    reader's warnings): then only what could be read is known ("every load succeeded" of a trace cut off after its
+    first lines was said of nothing)."""
+    return (f"no load failed in what could be read of this damaged trace{loads}" if damaged else
+            f"every load succeeded{loads}")
+
+
+def damaged_words(trace: Trace) -> str:
+    """The paragraph a report of a damaged trace ends with (its reader's warnings: a line cut off, an event that is
+    not JSON): what it is reported from, so that a report read without its stderr (pasted, attached, -o) says it;
+    "" for a whole trace."""
+    if not trace.warnings:
+        return ""
+    first = trace.warnings[0].removeprefix(f"{trace.path}: ")
+    more = len(trace.warnings) - 1
+    return (f"This trace is damaged ({first}" + (f", and {more} more damaged line{'s' if more != 1 else ''}" if more else "")
+            + "): this report is of what could be read.")
+
+
 def exited_unexplained_words(o: ProcessOutcome) -> Optional[str]:
     """The headline of a program that exited with a code not 0 when no failed load is shown as its failure (the
     failed loads there were, if any, gone past: a sys.exit(3) through pyenv's python3 after its bash subshells' tries

@@ -13,6 +13,7 @@ from dlltrace.render.cuda import (cpu_build_dict, cpu_build_text, cuda_blocks, c
 from dlltrace.render.escape import markdown_paragraphs
 from dlltrace.render.json import call_dicts, json_chunks, json_report_head
 from dlltrace.render.markdown import markdown_report
+from dlltrace.render.outcome import damaged_words
 from dlltrace.render.explained import Block, Styled
 from dlltrace.render.runsummary import summarize, summary_blocks  # noqa: F401  (run's: re-exported)
 from dlltrace.render.text import text_report, text_report_blocks, text_report_lines
@@ -43,13 +44,17 @@ def produce_chunks(trace: Trace, fmt: str = "text", everything: bool = False,
         elif fmt == "markdown":
             md = markdown_report(trace, incs, replays)
             note = cpu_build_text(cpu, trace.header.platform)
+            damaged = damaged_words(trace)
             yield md + ("\n" + markdown_paragraphs(note) + "\n" if note else "") + (
-                "\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
+                "\n" + cuda_markdown(cuda, level=3) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "") + (
+                "\n" + markdown_paragraphs(damaged) + "\n" if damaged else "")
         else:
             text = text_report(trace, incs, replays, everything)
             note = cpu_build_text(cpu, trace.header.platform)
+            damaged = damaged_words(trace)
             yield text + ("\n\n" + note if note else "") + (
-                "\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "")
+                "\n\n" + cuda_text(cuda) if cuda is not None and cuda_of_the_run(cuda, trace, incs) else "") + (
+                "\n\n" + damaged if damaged else "")
 
 
 def produce_lines(trace: Trace, everything: bool = False, progress: Optional[Progress] = None) -> list[str]:
@@ -70,8 +75,9 @@ def produce_blocks(trace: Trace, everything: bool = False, progress: Optional[Pr
         # (CPU-only builds of GPU frameworks it imported: render/cuda.py)
         note = cpu_build_text(imported_cpu_builds(trace, cuda), trace.header.platform)
         blocks += [Styled("", ""), *(Styled(line, "") for line in note.split("\n"))] if note else []
-        return blocks + ([Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda_of_the_run(cuda, trace, incs)
-                         else [])
+        blocks += [Styled("", ""), *cuda_blocks(cuda)] if cuda is not None and cuda_of_the_run(cuda, trace, incs) else []
+        damaged = damaged_words(trace)
+        return blocks + ([Styled("", ""), Styled(damaged, "failure")] if damaged else [])
 
 
 def cuda_of_the_run(cuda: CudaTable, trace: Trace, incs: list[Incident]) -> bool:

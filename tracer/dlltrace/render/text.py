@@ -14,7 +14,7 @@ from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, Wi
                                          rule_stub_dll_shadows_a_package_copy, main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import (code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
+from dlltrace.render.outcome import (all_loaded_words, code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
                                      unfound_lines, unstarted_lines, untraced_line)
 from dlltrace.render.fixwords import fix_lines, numbered_fix
 from dlltrace.trace.capped import capped, capped_line
@@ -270,7 +270,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         return one + (["", Styled(capped_line(cap), "failure")] if cap is not None else [])
     quiet = not failed and not apart and not lost and not starts and not ending_lines(trace, incs, end) and not cap
     if quiet and not everything and not unused and not wine_own:
-        return [Styled(f"dlltrace ─ every load succeeded ({plural(len(replays), 'load')} traced) · {where}", "heading")]
+        said_all = all_loaded_words(f" ({plural(len(replays), 'load')} traced)", bool(trace.warnings))
+        return [Styled(f"dlltrace ─ {said_all} · {where}", "heading")]
     if quiet and (unused or lacking) and said is None:  # (under Wine: what would fail on Windows is the news)
         news = [f"{plural(len(unused), 'import')} Wine bound to a stub would fail on Windows"] if unused else []
         news += [f"{plural(len(lacking), 'DLL')} came from Wine's own, which Windows lacks"] if lacking else []
