@@ -129,13 +129,14 @@ def holds_no_process(trace: "Trace") -> bool:
 
 
 def _triage(args: argparse.Namespace) -> int:
-    """Several traces (diagnosis/triage.py, render/triage.py): each read and diagnosed; one that cannot be read (no
-    such file, not a trace, damaged beyond reading) is said on its line, and the others are reported all the same.
-    Exit EXIT_BAD_TRACE when any was unreadable or damaged, else 0."""
+    """Several traces (diagnosis/triage.py, render/triage.py): each read and diagnosed once (one given again, by the
+    same path, another path to the same file or another copy, is counted once and said so); one that cannot be read
+    (no such file, not a trace, damaged beyond reading) is said on its line, and the others are reported all the
+    same. Exit EXIT_BAD_TRACE when any was unreadable or damaged, else 0."""
     from dlltrace.api import diagnose
     from dlltrace.console import write_output
     from dlltrace.diagnosis.ending import ending
-    from dlltrace.diagnosis.triage import Triaged, main_diagnosis, triage, unreadable
+    from dlltrace.diagnosis.triage import Triaged, distinct, main_diagnosis, triage, unreadable
     from dlltrace.render.triage import triage_json, triage_markdown, triage_text
     from dlltrace.render.cuda import imported_cpu_builds
     from dlltrace.trace.reader import read_trace, warning_lines
@@ -145,7 +146,8 @@ def _triage(args: argparse.Namespace) -> int:
         raise DlltraceError("--all explains one trace's every load: give one trace with it", EXIT_USAGE)
     items: list[Triaged] = []
     damaged = False
-    for path in args.trace:
+    paths, again = distinct(args.trace)
+    for path in paths:
         try:
             if not os.path.exists(path):
                 raise DlltraceError(f"{path}: no such file", EXIT_USAGE)
@@ -169,7 +171,8 @@ def _triage(args: argparse.Namespace) -> int:
                                 trace.warnings))
         except DlltraceError as e:
             items.append(unreadable(path, str(e).removeprefix(f"{path}: ")))
-    out = triage_json(items) if args.json else triage_markdown(items) if args.markdown else triage_text(items)
+    out = triage_json(items, again) if args.json else triage_markdown(items, again) if args.markdown else \
+        triage_text(items, again)
     if getattr(args, "output", None):
         write_output(args.output, out + "\n")
     else:

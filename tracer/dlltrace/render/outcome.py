@@ -81,15 +81,9 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
             return f"the program ran on the CPU: this machine has no NVIDIA GPU ({libs} did not load)"
         return f"the program ran without {lost}{where}: {libs} did not load"
     if o.kind == "died_of_other" and o.exception is not None:
-        text = " ".join(o.exception.text.split())  # (one line: "The signature was\n\t() -> handle")
         # (the answer after it, find_library's, kept in sight: python-mpv's message is 200 characters)
         most = MAX_UNFOUND_MESSAGE if unfound is not None or unstarted is not None or gone is not None else MAX_MESSAGE
-        if len(text) > most:
-            cut = text[:most - 1]
-            if cut[-1].isalnum() and text[most - 1].isalnum() and " " in cut[most // 2:]:  # (not in a word: "or i…")
-                cut = cut.rsplit(" ", 1)[0]
-            text = cut.rstrip() + "…"
-        text = text[:-1] if text.endswith(".") and not text.endswith("..") else text  # (no ".;" or ".:" after it)
+        text = message_words(o.exception.text, most)
         if unfound is not None:
             return f"the program ended with {text}: ctypes.util.find_library({unfound.name!r}) found no such library"
         if unstarted is not None:
@@ -127,6 +121,18 @@ def exited_unexplained_words(o: ProcessOutcome) -> Optional[str]:
     if o.kind != "exited" or o.code in (None, 0):
         return None
     return f"the program exited with {code_text(o.code)}; no failed load explains it"
+
+
+def message_words(text: str, most: int = MAX_MESSAGE) -> str:
+    """An exception's text in a line of words: on one line ("The signature was\n\t() -> handle"), cut to `most`
+    characters between words ("…"), without its last full stop (no ".;" or ".:" after it)."""
+    text = " ".join(text.split())
+    if len(text) > most:
+        cut = text[:most - 1]
+        if cut[-1].isalnum() and text[most - 1].isalnum() and " " in cut[most // 2:]:  # (not in a word: "or i…")
+            cut = cut.rsplit(" ", 1)[0]
+        text = cut.rstrip() + "…"
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
 
 
 def unfound_lines(u: Unfound, fix_line: "Callable[[int, Fix], list[str]]", windows: bool = False) -> list[str]:

@@ -1,18 +1,18 @@
-"""Many traces in words (`dlltrace report A B C ...`, diagnosis/triage.py): how many ended which way, then each
-failure with the traces that report it, the most traces first, with the first trace's fix; then a line per trace:
-how it ended and what failed. Text, Markdown and JSON."""
+"""Many traces in words (`dlltrace report A B C ...`, diagnosis/triage.py): how many ended which way (and the
+traces given twice, counted once), then each failure with the traces that report it, the most traces first, with
+its representative trace's fix; then a line per trace: how it ended and what failed. Text, Markdown and JSON."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Sequence, get_args
 
-from dlltrace.diagnosis.triage import Culprit, Triaged, groups
+from dlltrace.diagnosis.triage import Culprit, Duplicate, Sameness, Triaged, groups, neutral_message, representative
 from dlltrace.render.diagnosis import headline_of
 from dlltrace.render.escape import escape_code_span, escape_prose, escape_table_cell, escape_terminal
 from dlltrace.render.explained import as_typed
 from dlltrace.render.fixwords import fix_lines, fix_markdown, fix_text, steps_said_after
-from dlltrace.render.outcome import gone_words, unstarted_words
+from dlltrace.render.outcome import crash_words, gone_words, message_words, unstarted_words
 
 # how each kind of end is counted in the first line
 KIND_WORDS = {"died_of_load": "died of a load", "died_of_other": "died of a Python error", "degraded":
@@ -40,8 +40,27 @@ def counts_line(items: Sequence[Triaged]) -> str:
     return f"{_plural(len(items), 'trace')}: {', '.join(parts)}"
 
 
-def failure_words(t: Triaged) -> str:
-    """What one group's traces report, in a few words (the report's own words for it)."""
+# how a trace given again is the one given before it (diagnosis/triage.py rule_same_trace)
+SAME_WORDS = {"same_path": "the same path as {}", "same_file": "the same file as {}",
+              "same_content": "the same trace as {}"}
+
+
+def same_words(d: Duplicate, name: str) -> str:
+    """"given twice", "the same file as a.jsonl": how a trace given again is one given before it (`name`: that
+    one's, as the renderer writes it)."""
+    return "given twice" if d.source == d.same_as else SAME_WORDS[d.how].format(name)
+
+
+def duplicates_line(again: Sequence[Duplicate]) -> str:
+    """"Counted once: s2.jsonl (given twice), copy.jsonl (the same trace as s2.jsonl)"; "" for none."""
+    if not again:
+        return ""
+    return "Counted once: " + ", ".join(f"{d.source} ({same_words(d, d.same_as)})" for d in again)
+
+
+def failure_words(t: Triaged, group: bool = False) -> str:
+    """What one trace reports, in a few words (the report's own words for it); `group`: what a group of traces
+    reports, said by one of them (an exception no load explains: its message made neutral, as it groups them)."""
     m = t.main
     if t.culprit == "load" and m is not None and m.fatal is not None:
         return headline_of(m, m.fatal)[2:]
@@ -56,9 +75,11 @@ def failure_words(t: Triaged) -> str:
     if t.culprit == "cpu_build":
         return f"{t.name} is a CPU-only build: it never loads CUDA, so the program ran on the CPU"
     if t.culprit == "crash":
-        return "crashed, and no failed load explains it"
+        how = f" ({crash_words(m.outcome)})" if m is not None and (t.name or m.outcome.signal is not None) else ""
+        return f"crashed{how}, and no failed load explains it"
     if t.culprit == "exception":
-        return f"ended with {t.name}, and no failed load explains it"
+        said = message_words(neutral_message(t.message) if group else t.message)
+        return f"ended with {t.name}{': ' + said if said else ''}, and no failed load explains it"
     if t.culprit == "end" and t.cause == "exited":
         return f"exited with {t.name or 'an error'}, and no failed load explains it"
     if t.culprit == "end":
@@ -83,12 +104,13 @@ def trace_words(t: Triaged) -> str:
     return f"{KIND_WORDS.get(t.kind, t.kind.replace('_', ' '))}: {failure_words(t)}{damaged}"
 
 
-def triage_text(items: Sequence[Triaged]) -> str:
-    """The text of many traces."""
-    out = [f"dlltrace ─ {counts_line(items)}", "", "What failed, the most traces first:"]
+def triage_text(items: Sequence[Triaged], again: Sequence[Duplicate] = ()) -> str:
+    """The text of many traces (`again`: those given twice, counted once: a line of their own)."""
+    out = [f"dlltrace ─ {counts_line(items)}"] + ([escape_terminal(duplicates_line(again))] if again else [])
+    out += ["", "What failed, the most traces first:"]
     for g in groups(items):
-        t = g[0]
-        out += ["", f"  {_plural(len(g), 'trace')}  {escape_terminal(failure_words(t))}"]
+        t = representative(g)
+        out += ["", f"  {_plural(len(g), 'trace')}  {escape_terminal(failure_words(t, group=len(g) > 1))}"]
         if t.fix is not None:  # (each report's own fix names its own paths: the first trace's is shown)
             lead = "    Fix: " if len(g) == 1 else f"    Fix, as {escape_terminal(t.source)}'s report gives it: "
             out += [(lead if i == 0 else " " * 6) + escape_terminal(text) for i, (text, _) in enumerate(fix_lines(t.fix))]
@@ -103,16 +125,21 @@ def triage_text(items: Sequence[Triaged]) -> str:
     return "\n".join(out)
 
 
-def triage_markdown(items: Sequence[Triaged]) -> str:
-    """The same as Markdown: the count, then a table of the failures (traces, what failed, the first fix), then a
-    table of the traces."""
-    out = [f"**dlltrace:** {escape_prose(counts_line(items))}.", "", "| traces | what failed | fix (the first trace's) |",
-           "|---:|---|---|"]
+def triage_markdown(items: Sequence[Triaged], again: Sequence[Duplicate] = ()) -> str:
+    """The same as Markdown: the count (and the traces counted once), then a table of the failures (traces, what
+    failed, the fix as one trace's report gives it), then a table of the traces."""
+    out = [f"**dlltrace:** {escape_prose(counts_line(items))}."]
+    if again:
+        out += ["", "Counted once: " + ", ".join(
+            f"{escape_code_span(d.source)} ({same_words(d, escape_code_span(d.same_as))})"
+            for d in again) + "."]
+    out += ["", "| traces | what failed | fix (as one trace's report gives it) |", "|---:|---|---|"]
     for g in groups(items):
-        t = g[0]
-        fix = _cell(" then: ".join(fix_markdown(x, as_typed) for x in (t.fix, *steps_said_after(t.fix)))) if t.fix is not None else ""
+        t = representative(g)
+        fix = " then: ".join(fix_markdown(x, as_typed) for x in (t.fix, *steps_said_after(t.fix))) if t.fix is not None else ""
+        fix = _cell(f"{escape_code_span(t.source)}: {fix}" if fix and len(g) > 1 else fix)
         names = _cell(", ".join(escape_code_span(x.source) for x in g))
-        out.append(f"| {len(g)} | {_cell(escape_prose(failure_words(t)))}<br>{names} | {fix} |")
+        out.append(f"| {len(g)} | {_cell(escape_prose(failure_words(t, group=len(g) > 1)))}<br>{names} | {fix} |")
     out += ["", "| trace | how it ended, and what failed |", "|---|---|"]
     out += [f"| {_cell(escape_code_span(t.source))} | {_cell(escape_prose(trace_words(t)))} |" for t in items]
     return "\n".join(out)
@@ -123,17 +150,24 @@ def _cell(markdown: str) -> str:
     return escape_table_cell(markdown.replace("\n", " "))
 
 
-def triage_dict(items: Sequence[Triaged]) -> dict[str, Any]:
-    """The JSON form: each trace (its outcome, what failed, its first fix's words, its error when it was not read)
-    and each group (what failed, its traces)."""
+def triage_dict(items: Sequence[Triaged], again: Sequence[Duplicate] = ()) -> dict[str, Any]:
+    """The JSON form: each trace (its outcome, what failed, its first fix's words, its error when it was not read),
+    each group (what failed, its traces, the one it is said by) and the traces given again, counted once."""
+    def group(g: list[Triaged]) -> dict[str, Any]:
+        t = representative(g)
+        return {"culprit": t.culprit, "name": t.name or None, "cause": t.cause or None,
+                "message": neutral_message(t.message) if t.culprit == "exception" else None,
+                "words": failure_words(t, group=len(g) > 1), "sources": [x.source for x in g],
+                "representative": t.source}
+
     return {"format": "dlltrace-triage", "version": 1,
             "traces": [{"source": t.source, "kind": t.kind, "culprit": t.culprit, "name": t.name or None,
-                        "cause": t.cause or None,
+                        "cause": t.cause or None, "message": t.message if t.culprit == "exception" else None,
                         "fix": " then: ".join(fix_text(x) for x in (t.fix, *steps_said_after(t.fix))) if t.fix is not None else None,
                         "words": trace_words(t), "error": t.error or None, "warnings": list(t.warnings)}
                        for t in items],
-            "groups": [{"culprit": g[0].culprit, "name": g[0].name or None, "cause": g[0].cause or None,
-                        "words": failure_words(g[0]), "sources": [t.source for t in g]} for g in groups(items)]}
+            "groups": [group(g) for g in groups(items)],
+            "duplicates": [{"source": d.source, "same_as": d.same_as, "how": d.how} for d in again]}
 
 
 def triage_schema() -> dict[str, Any]:
@@ -142,16 +176,18 @@ def triage_schema() -> dict[str, Any]:
     culprits = list(get_args(Culprit))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "dlltrace-triage-v1",
             "title": "dlltrace report of several traces (render/triage.py)", "type": "object",
-            "additionalProperties": False, "required": ["format", "version", "traces", "groups"],
+            "additionalProperties": False, "required": ["format", "version", "traces", "groups", "duplicates"],
             "properties": {
                 "format": {"const": "dlltrace-triage"}, "version": {"const": 1},
                 "traces": {"type": "array", "description": "each trace given, in order", "items": {
                     "type": "object", "additionalProperties": False,
-                    "required": ["source", "kind", "culprit", "name", "cause", "fix", "words", "error",
+                    "required": ["source", "kind", "culprit", "name", "cause", "message", "fix", "words", "error",
                                  "warnings"],
                     "properties": {"source": s, "kind": {"type": "string", "description": "the outcome of the "
                                                          "run's program (diagnosis/outcome.py), or unreadable"},
                                    "culprit": {"enum": culprits}, "name": opt, "cause": opt,
+                                   "message": {"type": ["string", "null"], "description": "culprit exception: "
+                                               "the exception's message, as the trace has it"},
                                    "fix": {"type": ["string", "null"], "description": "its report's first fix (and its steps: ' then: ')"},
                                    "words": s, "error": {"type": ["string", "null"],
                                                          "description": "why it could not be read"},
@@ -159,10 +195,22 @@ def triage_schema() -> dict[str, Any]:
                                                 "read as far as it could be: the reader's warnings"}}}},
                 "groups": {"type": "array", "description": "the traces by what failed, the most traces first",
                            "items": {"type": "object", "additionalProperties": False,
-                                     "required": ["culprit", "name", "cause", "words", "sources"],
+                                     "required": ["culprit", "name", "cause", "message", "words", "sources",
+                                                  "representative"],
                                      "properties": {"culprit": {"enum": culprits}, "name": opt, "cause": opt,
-                                                    "words": s, "sources": {"type": "array", "items": s}}}}}}
+                                                    "message": {"type": ["string", "null"], "description":
+                                                                "culprit exception: the message its traces share, "
+                                                                "made neutral (paths, numbers, hex addresses, "
+                                                                "temporary folders)"},
+                                                    "words": s, "sources": {"type": "array", "items": s},
+                                                    "representative": {"type": "string", "description":
+                                                                       "the trace its words and fix are said by"}}}},
+                "duplicates": {"type": "array", "description": "traces given again, counted once",
+                               "items": {"type": "object", "additionalProperties": False,
+                                         "required": ["source", "same_as", "how"],
+                                         "properties": {"source": s, "same_as": s,
+                                                        "how": {"enum": list(get_args(Sameness))}}}}}}
 
 
-def triage_json(items: Sequence[Triaged]) -> str:
-    return json.dumps(triage_dict(items), indent=2, ensure_ascii=False)
+def triage_json(items: Sequence[Triaged], again: Sequence[Duplicate] = ()) -> str:
+    return json.dumps(triage_dict(items, again), indent=2, ensure_ascii=False)
