@@ -62,8 +62,10 @@ Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), bui
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import pytest
 
@@ -99,6 +101,26 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+class Traced(NamedTuple):
+    trace: Path  # the trace of the run
+    run: subprocess.CompletedProcess  # the traced run (`dlltrace run --wine`)
+    report: dict  # `dlltrace report --json` of its trace
+    call: dict  # the report's one failed call
+
+
+def traced_failure(env: ri.Env, code: str, tmp_path: Path, exit_code: Optional[int] = None) -> Traced:
+    """`python -c CODE` of `env` traced (tmp_path/t.jsonl), then its report's JSON, which has exactly one failed
+    call (its `failed`), returned with it; `exit_code`: the traced run's, checked before the report is made."""
+    trace = tmp_path / "t.jsonl"
+    run = ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    assert exit_code is None or run.returncode == exit_code, (run.returncode, run.stderr[-2000:])
+    rep = ri.report_json(trace)
+    calls = {c["index"]: c for c in rep["calls"]}
+    failed = [calls[i] for i in rep["failed"]]
+    assert len(failed) == 1, [(c["name"], c["leaf"]) for c in failed]
+    return Traced(trace, run, rep, failed[0])
+
+
 @pytest.mark.parametrize("dll", ["vcomp140.dll", "msvcp140.dll"])
 def test_sklearn_without_its_own_runtime_dll_is_reinstalled(sklearn_env, dll, tmp_path):
     env = ri.env_copy(sklearn_env, tmp_path / "env")
@@ -113,12 +135,7 @@ def test_sklearn_without_its_own_runtime_dll_is_reinstalled(sklearn_env, dll, tm
     exc = ri.python_exception(plain.stderr)
     assert plain.returncode == 1 and exc is not None and exc[0] == "FileNotFoundError" and win in exc[1], exc
     # 2. traced: the leaf, whose file it is, and the fix
-    trace = tmp_path / "t.jsonl"
-    traced = ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    assert traced.returncode == 1, traced.stderr[-2000:]
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    trace, _, rep, call = traced_failure(env, code, tmp_path, exit_code=1)
     assert rep["outcome"]["kind"] == "died_of_load" and call["verdict"]["fate"] == "fatal", rep["outcome"]
     assert ri.base(call["leaf"]["name"]) == dll and call["leaf"]["cause"] == "not_found", call["leaf"]
     first = call["fixes"][0]
@@ -150,11 +167,7 @@ def test_tokenizers_under_a_wine_without_bcryptprimitives(tokenizers_env, tmp_pa
         pytest.skip(f"this Wine has bcryptprimitives.dll: the import ran ({plain.returncode})")
     exc = ri.python_exception(plain.stderr)
     assert exc is not None and exc[0] == "ImportError" and "tokenizers" in exc[1], exc
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(tokenizers_env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    call = traced_failure(tokenizers_env, code, tmp_path).call
     assert (call["leaf"]["name"].lower(), call["leaf"]["parent"]) == (
         "bcryptprimitives.dll", "tokenizers.cp311-win_amd64.pyd"), call["leaf"]
     text = call["fixes"][0]["text"]
@@ -172,11 +185,7 @@ def test_xgboost_with_a_32bit_xgboost_dll_is_reinstalled(xgboost_env, tmp_path):
     assert (win, 0xC000007B) in ri.parse_loader_log(plain.stderr).load_failed and plain.returncode == 1, \
         ri.program_output(plain.stderr)
     assert "XGBoostError" in plain.stderr and "OpenMP runtime is not installed" in plain.stderr
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    call = traced_failure(env, code, tmp_path).call
     assert call["leaf"]["cause"] == "bad_machine" and call["leaf"]["facts"]["machines"] == ["x86"], call["leaf"]
     assert call["verdict"]["exception"]["type"] == "xgboost.core.XGBoostError", call["verdict"]
     first = call["fixes"][0]
@@ -259,11 +268,7 @@ def test_psycopg2_vendored_without_its_libs(psycopg2_env, tmp_path):
     pyd = env.win("app/psycopg2/_psycopg.cp311-win_amd64.pyd")
     libpq = "libpq-f81e1880e53c9b2acc2a45e78d57cbab.dll"
     assert (libpq, pyd) in ri.parse_loader_log(plain.stderr).not_found, ri.program_output(plain.stderr)
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    call = traced_failure(env, code, tmp_path).call
     assert (call["leaf"]["name"], call["name"]) == (libpq, pyd), (call["leaf"], call["name"])
     assert all(f["action"] != "package_mechanism" for f in call["fixes"]), [f["text"] for f in call["fixes"]]
     first = call["fixes"][0]
@@ -288,11 +293,7 @@ def test_openslide_without_openslide_installs_openslide_bin(openslide_env, tmp_p
     plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
     exc = ri.python_exception(plain.stderr)
     assert exc is not None and exc[0] == "ModuleNotFoundError" and "openslide-bin" in exc[1], ri.program_output(plain.stderr)
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    call = traced_failure(env, code, tmp_path).call
     assert call["leaf"]["name"] == "libopenslide-1.dll", call["leaf"]
     first = call["fixes"][0]
     folder = env.win("Lib/site-packages/openslide_bin")
@@ -368,11 +369,7 @@ def test_sounddevice_without_its_own_portaudio_is_reinstalled(sounddevice_env, h
     plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
     assert (win, status) in ri.parse_loader_log(plain.stderr).load_failed, ri.program_output(plain.stderr)
     assert ri.python_exception(plain.stderr) == ("OSError", f"cannot load library '{win}': error {error}")
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    trace, _, _, call = traced_failure(env, code, tmp_path)
     assert (call["name"], call["flags"]) == (win, 0x1100), (call["name"], call["flags"])
     cause = {"gone": "not_found", "x86": "bad_machine"}[how]
     assert (ri.base(call["leaf"]["name"]), call["leaf"]["cause"]) == ("libportaudio64bit.dll", cause), call["leaf"]
@@ -438,11 +435,7 @@ def test_pyproj_without_a_dll_of_its_delvewheel_folder_is_reinstalled(pyproj_env
         assert (dll, proj, 0xC000007B) in log.import_failed, log.import_failed
     exc = ri.python_exception(plain.stderr)
     assert exc is not None and exc[0] == "ImportError" and "while importing _context" in exc[1], exc
-    trace = tmp_path / "t.jsonl"
-    ri.run_python(env, code, traced=trace, cwd=tmp_path)
-    rep = ri.report_json(trace)
-    calls = {c["index"]: c for c in rep["calls"]}
-    (call,) = [calls[i] for i in rep["failed"]]
+    call = traced_failure(env, code, tmp_path).call
     cause = {"gone": "not_found", "x86": "bad_machine"}[how]
     assert (call["leaf"]["name"], call["leaf"]["parent"], call["leaf"]["cause"]) == (dll, PROJ, cause), call["leaf"]
     assert ri.base(call["name"]) == "_context.cp311-win_amd64.pyd", call["name"]
