@@ -401,6 +401,10 @@ def test_a_group_is_said_by_a_whole_trace_with_a_fix():
     assert representative([cut, bare]) is bare and representative([cut]) is cut
     text = triage_text([cut, bare, whole])
     assert "    Fix, as whole's report gives it: Get cuDNN 7" in text, text
+    from dlltrace.render.triage import triage_dict, triage_markdown
+
+    assert "| `whole`: Get cuDNN 7" in triage_markdown([cut, bare, whole]), triage_markdown([cut, bare, whole])
+    assert triage_dict([cut, bare, whole])["groups"][0]["representative"] == "whole"
 
 
 def test_crashes_no_load_explains_are_grouped_by_their_code():
