@@ -372,6 +372,42 @@ def test_rule_soname_provider(tmp_path):
     assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [("not_allowed", "libcudart.so.12")]
 
 
+def test_rule_marker_holds(tmp_path):
+    """A Requires-Dist whose environment marker does not hold for the wheel's Python and platform is not the wheel's
+    requirement (pyzbar 0.1.9's `enum34; python_version=="2.7"` made `check` say "pyzbar requires enum34, pathlib,
+    not given"; torch's Windows wheel lists its Linux-only nvidia-* wheels); a marker it cannot decide holds, as
+    before markers were read. Then check: a Linux wheel whose libcudart.so.12 is nvidia-cuda-runtime-cu12's is
+    required_not_given only when the marker holds on Linux."""
+    from dlltrace.worlds.static import marker_environment, parse_requires_dist, rule_marker_holds
+
+    win, lin = marker_environment("3.11", "windows", "x64"), marker_environment("3.9", "linux", "x86_64")
+    cases = [('python_version == "2.7"', False, False),
+             ('platform_system == "Linux" and platform_machine == "x86_64"', False, True),
+             ("sys_platform == 'win32'", True, False),
+             ('python_version < "3.10"', False, True),
+             ('python_version >= "3.8" or extra == "x"', True, True),
+             ('(os_name == "nt" or os_name == "posix") and implementation_name == "cpython"', True, True),
+             ('"linux" in sys_platform', False, True),
+             ('sys_platform not in "darwin cygwin"', True, True),
+             ('python_full_version >= "3.11.2"', True, True),  # (not known: holds)
+             ('python_version ~= "3.8"', True, True),  # (not decided: holds)
+             ('platform_system == "Darwin" and python_full_version >= "3.9"', False, False),  # (false and unknown)
+             ("python_version <", True, True), ("((", True, True)]  # (unreadable: holds)
+    for marker, on_windows, on_linux in cases:
+        assert (rule_marker_holds(marker, win), rule_marker_holds(marker, lin)) == (on_windows, on_linux), marker
+    assert rule_marker_holds('sys_platform == "win32"', marker_environment("3.11", "any")) is True  # (no platform)
+    assert parse_requires_dist('enum34 (>=1.1.6) ; python_version=="2.7"', win) is None
+    assert parse_requires_dist('enum34 (>=1.1.6) ; python_version=="2.7"') == "enum34"  # (no environment: as before)
+    assert parse_requires_dist("Pillow (>=3.2.0) ; extra == 'scripts'", win) is None
+    for marker, required in (('platform_system == "Windows"', False), ('platform_system == "Linux"', True)):
+        (tmp_path / marker[-8:-1]).mkdir()
+        wheel = _gcc_wheel(tmp_path / marker[-8:-1], "cu", rpath=True, extra_needed=True, bar="libcudart.so.12",
+                           requires=f"nvidia-cuda-runtime-cu12==12.4.127; {marker}")
+        doc = as_json(run := dlltrace("check", str(wheel), "--json"))
+        assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [
+            ("required_not_given" if required else "not_allowed", "libcudart.so.12")], (marker, doc["problems"])
+
+
 def test_rule_soname_provider_of_an_older_cuda(tmp_path):
     """A soname two CUDA majors' packages ship (libcudnn.so.8: nvidia-cudnn-cu11 and -cu12) is the one the wheel's
     Requires-Dist names: a CUDA 11 wheel's is nvidia-cudnn-cu11, required and not given, or allowed by that name."""

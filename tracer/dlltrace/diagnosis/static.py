@@ -41,7 +41,7 @@ from dlltrace.worlds.loaderfiles import folder_loaders, is_site_folder
 from dlltrace.worlds.static import (RecordEntry, distribution_files_beside, folder_records, installed_wheel_files,
                                    record_digest_matches, site_interpreter, VC_RUNTIME_DLLS,
                                    FactsCache, ZipError, StaticWorld, TargetFile, builtin_system,
-                                    default_cache_dir, folder_files, live_system_world, normalize_dist,
+                                    default_cache_dir, folder_files, live_system_world, marker_environment, normalize_dist,
                                     python_files, python_home, site_packages, wheel_elf_members, wheel_files,
                                     wheel_loaders, wheel_metadata, WHEEL_SUFFIXES, zip_members)
 from dlltrace.worlds.world import CORE_MODULES, LoadedModule, ProcessState
@@ -231,7 +231,7 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         py = python or wp or DEFAULT_PYTHON
         platform = wheel_platform(given)
         try:
-            meta = wheel_metadata(given)
+            meta = wheel_metadata(given, marker_environment(py, platform, machine or ""))
             if platform == "linux":  # (its ELF files: diagnosis/static_elf.py; no PE world)
                 elf = tuple(wheel_elf_members(given))
                 world = StaticWorld(system, [], py, system_world=live, vc_runtime=vc_runtime)

@@ -736,20 +736,139 @@ def normalize_dist(name: str) -> str:
 _REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def parse_requires_dist(value: str) -> Optional[str]:
+def parse_requires_dist(value: str, env: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The distribution a Requires-Dist value names ("torch (==2.5.1)", "gdown>=4.7.3; extra == 'gdown'"), or None
-    for one only an extra requires (not installed with the wheel). Other markers (python_version, sys_platform) are
-    not evaluated: such a requirement counts as required (docs/static.md)."""
+    for one not installed with the wheel: one only an extra requires, and, with `env` (marker_environment: the
+    Python and platform the wheel is for), one whose marker does not hold there (rule_marker_holds: pyzbar's
+    `enum34; python_version=="2.7"`, torch's `nvidia-cuda-runtime-cu12; platform_system == "Linux"` in its Windows
+    wheel). A marker it cannot decide counts as holding (docs/static.md)."""
     req, _, marker = value.partition(";")
     if re.search(r"\bextra\s*==", marker):
+        return None
+    if env is not None and marker.strip() and not rule_marker_holds(marker, env):
         return None
     m = _REQ_NAME.match(req)
     return normalize_dist(m.group(1)) if m else None
 
 
-def wheel_metadata(wheel: Union[str, os.PathLike]) -> WheelMetadata:
-    """The wheel's METADATA (Name, Requires-Dist) and RECORD (the line of each member), read from the zip. A wheel
-    without them gives an empty WheelMetadata. Raises OSError / ZipError."""
+def marker_environment(python: str, platform: str, machine: str = "") -> dict[str, str]:
+    """The PEP 508 marker variables of the Python a wheel is for ("3.11", from its tag), on its platform ("windows",
+    "linux"; "any" names none of the platform's) and machine (the wheel's: x64, x86, arm64, x86_64, aarch64): those
+    rule_marker_holds can decide; any other is not known (its comparisons hold)."""
+    env = {"implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    if re.fullmatch(r"\d+\.\d+t?", python):
+        env["python_version"] = python.rstrip("t")
+    if platform == "windows":
+        env.update(sys_platform="win32", platform_system="Windows", os_name="nt")
+        machines = {"x64": "AMD64", "x86": "x86", "arm64": "ARM64"}
+    elif platform == "linux":
+        env.update(sys_platform="linux", platform_system="Linux", os_name="posix")
+        machines = {"x64": "x86_64", "x86_64": "x86_64", "aarch64": "aarch64", "x86": "i686", "i686": "i686"}
+    else:
+        machines = {}
+    if machine.lower() in machines:
+        env["platform_machine"] = machines[machine.lower()]
+    return env
+
+
+_MARKER_TOKEN = re.compile(r"\s*(?:(?P<s>'[^']*'|\"[^\"]*\")|(?P<op>===|==|!=|<=|>=|~=|<|>|\(|\)|not\s+in\b|in\b|and\b|or\b)"
+                           r"|(?P<var>[A-Za-z_][A-Za-z0-9_.]*))")
+_VERSION_VARIABLES = frozenset({"python_version", "python_full_version", "implementation_version"})
+
+
+def rule_marker_holds(marker: str, env: Mapping[str, str]) -> bool:
+    """Whether a Requires-Dist's environment marker (PEP 508: `python_version < "3.8" and sys_platform == "win32"`)
+    holds for `env` (marker_environment). A comparison of a variable `env` does not know, or one it cannot decide (a
+    version's ~=, a string's <), is unknown; `and` is false when one side is, `or` true when one side is; unknown
+    at the end, or a marker it cannot read, holds: the requirement counts as the wheel's, as before markers were
+    read."""
+    tokens: list[tuple[str, str]] = []
+    pos, text = 0, marker.strip()
+    while pos < len(text):
+        m = _MARKER_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            return True
+        kind = m.lastgroup or ""
+        tokens.append((kind, " ".join(m.group(kind).split())))
+        pos = m.end()
+    at = 0
+
+    def peek() -> tuple[str, str]:
+        return tokens[at] if at < len(tokens) else ("", "")
+
+    def value() -> tuple[str, Optional[str]]:  # (the variable's name or "", its value; None: not known)
+        nonlocal at
+        kind, tok = peek()
+        at += 1
+        if kind == "s":
+            return "", tok[1:-1]
+        if kind == "var":
+            return tok, env.get(tok)
+        raise ValueError(tok)
+
+    def compare() -> Optional[bool]:
+        nonlocal at
+        if peek() == ("op", "("):
+            at += 1
+            r = either()
+            if peek() != ("op", ")"):
+                raise ValueError("(")
+            at += 1
+            return r
+        (lname, left), (kind, op) = value(), peek()
+        if kind != "op" or op in ("(", ")", "and", "or"):
+            raise ValueError(op)
+        at += 1
+        rname, right = value()
+        if left is None or right is None:
+            return None
+        if op in ("in", "not in"):
+            return (left in right) == (op == "in")
+        if lname in _VERSION_VARIABLES or rname in _VERSION_VARIABLES:
+            a, b = _version(left), _version(right)
+            if a is not None and b is not None and op in ("==", "!=", "<", "<=", ">", ">="):
+                n = max(len(a), len(b))
+                a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+                return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+            return None
+        if op in ("==", "===", "!="):
+            return (left == right) == (op != "!=")
+        return None
+
+    def both() -> Optional[bool]:
+        nonlocal at
+        r = compare()
+        while peek() == ("op", "and"):
+            at += 1
+            other = compare()
+            r = False if r is False or other is False else None if r is None or other is None else True
+        return r
+
+    def either() -> Optional[bool]:
+        nonlocal at
+        r = both()
+        while peek() == ("op", "or"):
+            at += 1
+            other = both()
+            r = True if r is True or other is True else None if r is None or other is None else False
+        return r
+
+    try:
+        result = either()
+    except ValueError:
+        return True
+    return result is not False if at == len(tokens) else True
+
+
+def _version(text: str) -> Optional[tuple[int, ...]]:
+    """"3.8" -> (3, 8); None for anything but dotted numbers ("3.8.*", "3.12.0rc1")."""
+    return tuple(int(x) for x in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text) else None
+
+
+def wheel_metadata(wheel: Union[str, os.PathLike], env: Optional[Mapping[str, str]] = None) -> WheelMetadata:
+    """The wheel's METADATA (Name, Requires-Dist: with `env`, marker_environment, those whose markers hold there)
+    and RECORD (the line of each member), read from the zip. A wheel without them gives an empty WheelMetadata.
+    Raises OSError / ZipError."""
     def top_dist_info(name: str) -> bool:
         parts = name.split("/")
         return len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in ("METADATA", "RECORD")
@@ -763,7 +882,7 @@ def wheel_metadata(wheel: Union[str, os.PathLike]) -> WheelMetadata:
         msg = email.parser.HeaderParser().parsestr(text.split("\n\n", 1)[0] + "\n\n")
         dist = normalize_dist(msg.get("Name", "") or "")
         for v in msg.get_all("Requires-Dist") or []:
-            r = parse_requires_dist(str(v))
+            r = parse_requires_dist(str(v), env)
             if r and r not in requires:
                 requires.append(r)
     if "RECORD" in members:
