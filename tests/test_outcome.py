@@ -1157,8 +1157,9 @@ def test_rule_linux_call_while_starting(tmp_path):
 
 
 def test_starting_processes():
-    """Forked by an image of the program's process that then exec'd (or by such a child's child): starting; forked
-    by its last image, or of another tree, or a child whose fork is recorded only after the exec: the program's."""
+    """Forked (or spawned: vfork, posix_spawn) by an image of the program's process that then exec'd (or by such a
+    child's child): starting; forked by its last image, or of another tree, or a child whose fork is recorded only
+    after the exec: the program's."""
     from dlltrace.diagnosis.verdict_linux import starting_processes
     from dlltrace.trace.reader import Header, Trace
 
@@ -1175,3 +1176,31 @@ def test_starting_processes():
     assert starting_processes(trace(events[:-1])) == frozenset()  # (no exit recorded: no program known)
     late = events[:3] + [events[3], ev("fork", 15, ppid=10)] + events[4:]  # (its fork written after the exec)
     assert 15 not in starting_processes(trace(late))
+    # (spawned with vfork or posix_spawn, as Python's subprocess does: no fork event, its audit_start names its parent)
+    spawned = events[:3] + [ev("audit_start", 16, ppid=10, exe="/usr/bin/python3"),
+                            ev("audit_start", 17, ppid=11, exe="/usr/bin/uname")] + events[3:5] + [
+        ev("audit_start", 18, ppid=10, exe="/usr/bin/python3"), ev("audit_start", 19, ppid=99)] + events[5:]
+    assert starting_processes(trace(spawned)) == {11, 12, 16, 17}
+
+
+@LINUX
+def test_rule_linux_call_while_starting_of_a_spawned_child(tmp_path):
+    """A launcher in Python that probes a library in a child it spawns (subprocess: vfork or posix_spawn, no fork
+    event, the child's audit_start names its parent) and then becomes the program (os.execv): the child's failed load
+    is gone past, while_starting; the program's sys.exit(3) is the headline, not "1 failed load" of the child's."""
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text("import os, subprocess, sys\n"
+                        "probe = 'import ctypes\\ntry:\\n    ctypes.CDLL(\"libprobe_only.so.9\")\\nexcept OSError:\\n    pass'\n"
+                        "subprocess.run([sys.executable, '-c', probe], check=True)\n"
+                        "os.execv(sys.executable, [sys.executable, '-c', 'import sys; sys.exit(3)'])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    trace = tmp_path / "t.jsonl"
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, str(launcher)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines()[0].startswith("dlltrace ─ the program exited with 3; no failed load explains it"), \
+        r.stderr
+    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    probes = [f for d in json.loads(rep.stdout)["diagnoses"] for f in d["failures"] if f["name"] == "libprobe_only.so.9"]
+    assert [(f["fate"], f["reason"]) for f in probes] == [("went_on", "while_starting")], probes

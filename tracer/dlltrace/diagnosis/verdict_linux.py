@@ -227,7 +227,9 @@ def starting_processes(trace: Trace) -> frozenset[int]:
     an ancestor, by an image of that process (the `exit` event's pid) that later exec'd another program. pyenv's
     `python3` is a bash script; its subshells try to load bash's realpath builtin (`enable -f
     .../pyenv-realpath.dylib`), go on without it, and the script then execs the real python in the same pid. A child
-    whose `fork` event the trace holds only after its parent's next exec counts as the program's (it is kept)."""
+    spawned without a fork event (vfork, posix_spawn: Python's subprocess) is known by its first audit_start's ppid.
+    A child whose `fork` event the trace holds only after its parent's next exec counts as the program's (it is
+    kept)."""
     end = next(trace.of("exit"), None)
     main = end.get("pid") if end is not None else None
     if not isinstance(main, int):
@@ -239,6 +241,10 @@ def starting_processes(trace: Trace) -> frozenset[int]:
         if not isinstance(pid, int):
             continue
         if e.get("ev") == "audit_start":
+            ppid = e.get("ppid")  # (a child spawned with vfork or posix_spawn, as Python's subprocess does, runs no
+            # atfork handler and has no fork event: its first audit_start, with its parent, is its start)
+            if pid not in images and pid not in forked and isinstance(ppid, int) and (ppid in images or ppid in forked):
+                forked[pid] = (ppid, images.get(ppid, 0))
             images[pid] = images.get(pid, 0) + 1
         elif isinstance(e.get("ppid"), int) and pid not in forked:
             forked[pid] = (e["ppid"], images.get(e["ppid"], 0))
