@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -1110,16 +1111,19 @@ def test_a_conda_package_file_gone_is_reinstalled_into_its_own_environment(tmp_p
     assert fix_text(linux).endswith("conda install -p '/home/jo/mini conda/envs/ml' --force-reinstall libxgboost=2.1.3")
 
 
-def _through_a_wrapper(tmp_path: Path, code: str, crash: bool = False) -> tuple[subprocess.CompletedProcess, dict, str]:
+def _through_a_wrapper(tmp_path: Path, code: str, crash: bool = False,
+                       check: str = "") -> tuple[subprocess.CompletedProcess, dict, str]:
     """`dlltrace run` of a bash script that starts Python as pyenv's `python3` shim does: subshells that each try to
     load a bash builtin that is not there (pyenv's `enable -f .../pyenv-realpath.dylib realpath`), then exec of the
-    real Python in the same process."""
+    real Python in the same process; `check`: Python code the script runs first in a child, whose failure it
+    ignores (`|| true`)."""
     shim = tmp_path / "python3"
     shim.write_text("#!/bin/bash\n"
                     "for i in 1 2 3 4; do\n"
                     f"  x=$(enable -f {tmp_path}/libexec/pyenv-realpath.dylib realpath 2>/dev/null; echo $i)\n"
                     "done\n"
-                    f'exec {sys.executable} "$@"\n')
+                    + (f"{sys.executable} -c {shlex.quote(check)} 2>/dev/null || true\n" if check else "")
+                    + f'exec {sys.executable} "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
     trace = tmp_path / "t.jsonl"
@@ -1136,7 +1140,8 @@ def test_rule_linux_call_while_starting(tmp_path):
     """The failed loads of the subshells a wrapper script ran before it exec'd the program (pyenv's python3 shim and
     its bash's pyenv-realpath.dylib) were gone past: a sys.exit(3) reads "exited with 3; no failed load explains
     it", not "4 failed loads" each bash's; a crash reads "no failed load explains it" with no bash load explained;
-    a real failure of the program is still the failure; the four are one line."""
+    a real failure of the program is still the failure, and so is a crash after the program's own failed load when
+    the wrapper first ran a Python check that raised; the four are one line."""
     r, rep, err = _through_a_wrapper(tmp_path, "import sys; sys.exit(3)")
     assert r.returncode == 3
     assert err.splitlines()[0].startswith("dlltrace ─ the program exited with 3; no failed load explains it"), err
@@ -1154,6 +1159,17 @@ def test_rule_linux_call_while_starting(tmp_path):
     assert r.returncode == 2
     fates = {(f["name"], f["fate"]) for d in rep["diagnoses"] for f in d["failures"]}
     assert ("libgone_here.so.3", "unknown") in fates and err.count("✗") == 1, err
+    # (a Python check the wrapper runs first and whose exception it ignores is not what the program ended on: the
+    # program's abort right after its own failed load is still that load's)
+    r, rep, err = _through_a_wrapper(tmp_path, "import ctypes, os\ntry:\n    ctypes.CDLL('libplugin_here.so.2')\n"
+                                               "except OSError:\n    os.abort()\n",
+                                     check="import ctypes; ctypes.CDLL('libchecked_here.so.1')")
+    assert r.returncode == 128 + 6
+    assert err.splitlines()[0].startswith("dlltrace ─ the program crashed (SIGABRT: it aborted), right after "
+                                          "libplugin_here.so.2 failed to load"), err
+    fates = {(f["name"], f["fate"], f["reason"]) for d in rep["diagnoses"] for f in d["failures"]}
+    assert {("libplugin_here.so.2", "fatal", "crashed_after"),
+            ("libchecked_here.so.1", "went_on", "while_starting")} <= fates, fates
 
 
 def test_starting_processes():

@@ -35,8 +35,16 @@ CRASH_SIGNALS = (4, 5, 6, 7, 8, 11, 31)  # SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIG
 
 
 def _exception_messages(trace: Trace) -> list[tuple[Any, str]]:
+    """(pid, the text of its exception and its causes) of each Python exception the trace's processes ended on, but
+    those of processes that ran while the program was being started (starting_processes): a wrapper script's check
+    (`python -c 'import ctypes; ctypes.CDLL(...)' || true` before it execs the program) is not what the program ended
+    on, and its exception took the verdict from the program's own failed load (an abort right after it read "no
+    failed load explains it")."""
+    starting = starting_processes(trace)
     out = []
     for e in trace.of("py_exception"):
+        if e.get("pid") in starting:
+            continue
         texts = [str(e.get("message") or "")] + [str(c.get("message") or "") for c in e.get("causes") or []
                                                  if isinstance(c, dict)]
         out.append((e.get("pid"), " ".join(texts)))
