@@ -462,3 +462,38 @@ def test_went_past_lines_say_a_library_tried_again_once():
     assert went_past_lines(apart[:1] + subshells) == [
         "  libcutensor.so.2  (python3.11, pid 7)  not found",
         "  pyenv-realpath.dylib  (bash, pids 21, 22, 23 and 2 more)  not found"]  # (one try each: no "tries")
+
+
+def test_rule_process_ended_on():
+    """A load of a process that ran before the program started (while_starting) is said under its own heading, not as
+    one "the program went past"; when that process ended on a Python exception naming it (`bash -c "python fail.py;
+    python app.py"`: fail.py died of it, then bash exec'd app.py), the line says it died of it. A process whose
+    exception names another library, or none, did not; the program's own loads gone past keep their heading."""
+    import dataclasses
+    from dlltrace.diagnosis.result import Diagnosis, FailedLoad, ProcessEnd, rule_process_ended_on
+    from dlltrace.diagnosis.outcome import ProcessOutcome, PyError
+    from dlltrace.render.diagnosis import diagnoses_lines
+
+    def failed(seq, name, reason="while_starting"):
+        return FailedLoad(seq=seq, api="dlopen", name=name, error=2, message="not found", fate="went_on", reason=reason,
+                          origin="", leaf=None, cause="not_found", needed_by=None, chain=(name,), tried=(), elsewhere=(),
+                          next_failures=(), fixes=(), model_agrees=True)
+
+    oserror = ProcessOutcome("died_of_other", None, exception=PyError("OSError", "libnotthere.so.1: cannot open shared "
+                                                                                 "object file: No such file or directory"))
+    child = Diagnosis("linux", 8, "/usr/bin/python3.11", ProcessEnd("unknown"), oserror,
+                      (failed(0, "/opt/x/libnotthere.so.1"),))
+    assert rule_process_ended_on(child, child.failures[0])
+    assert not rule_process_ended_on(child, failed(1, "libother.so.2"))
+    assert not rule_process_ended_on(dataclasses.replace(child, outcome=ProcessOutcome("exited", 0)), child.failures[0])
+    main = Diagnosis("linux", 7, "/usr/bin/python3.11", ProcessEnd("exited", 4), ProcessOutcome("exited", 4),
+                     (failed(0, "libcutensor.so.2", "exception_not_a_load"),))
+    lines = diagnoses_lines([main, child], "t.jsonl", main)
+    assert lines[0] == "dlltrace ─ the program exited with 4; no failed load explains it · t.jsonl"
+    assert lines[2:] == [
+        "Failed, and the program went past them (not the failure):",
+        "  libcutensor.so.2  (python3.11, pid 7)  not found",
+        "",
+        "Failed in processes run before the program itself started (by the wrapper or script that started it), not its "
+        "failure:",
+        "  /opt/x/libnotthere.so.1  (python3.11, pid 8)  not found  (that process died of it: OSError)"], lines

@@ -252,6 +252,15 @@ class Diagnosis:
         return {"format": DIAGNOSIS_FORMAT, "version": DIAGNOSIS_VERSION, **_plain(self)}
 
 
+def rule_process_ended_on(d: Diagnosis, f: FailedLoad) -> bool:
+    """Whether the process of a failed load (one of d.failures) ended on a Python exception that names it (its file's
+    name or its leaf's): a script that runs `python check.py` before it execs the program went past that load, but
+    check.py died of it, which "the program went past them" alone hid."""
+    e = d.outcome.exception
+    name = f.name.replace("\\", "/").rsplit("/", 1)[-1] if d.platform == "windows" else f.name.rsplit("/", 1)[-1]
+    return e is not None and any(n in e.message for n in {name, f.leaf or ""} - {""})
+
+
 def _plain(v: Any) -> Any:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from dlltrace import model, winpath
-from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried
+from dlltrace.diagnosis.result import Copy, Diagnosis, FailedLoad, Tried, rule_process_ended_on
 from dlltrace.diagnosis.outcome import feature_of
 from dlltrace.render.escape import escape_code_block, escape_prose, escape_terminal
 from dlltrace.render.fixwords import numbered_fix, steps_said_after
@@ -282,22 +282,30 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
                       + (f" ({main.end.fault})" if main.end.fault else "")]
     for d, f in shown:
         lines += [""] + failure_lines(d, f, (trees or {}).get((d.pid, f.seq), ()))
+    before = [(d, f) for d, f in apart if f.reason == "while_starting"]
+    apart = [(d, f) for d, f in apart if f.reason != "while_starting"]
     if apart:
         lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
                   if main is not None and main.outcome.kind == "died_of_other" else
                   "Failed, and the program went past them (not the failure):"]
         lines += went_past_lines(apart)
+    if before:  # (verdict_linux.rule_linux_call_while_starting: not the program's; one may have ended its own process)
+        lines += ["", "Failed in processes run before the program itself started (by the wrapper or script that "
+                      "started it), not its failure:"]
+        lines += went_past_lines(before, died=True)
     return lines
 
 
 MAX_PIDS = 3  # the processes a went-past line names; the others are counted
 
 
-def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]]) -> list[str]:
+def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]], died: bool = False) -> list[str]:
     """A line for each load the program went past, the same library failing the same way in the same program said
     once: with how many times it was tried (CuPy 13.6 tries libcutensor.so.2 four times; each try is a failed load of
     the Diagnosis, and of the JSON), and in which processes (pyenv's python3 runs four bash subshells that each try
-    pyenv-realpath.dylib: one line, "bash, pids 4854, 4864, 4876 and 1 more")."""
+    pyenv-realpath.dylib: one line, "bash, pids 4854, 4864, 4876 and 1 more"); `died` (processes that ran before the
+    program started): whether their process died of it (result.rule_process_ended_on: a script's `python check.py`
+    that raised on it before the script exec'd the program)."""
     same: dict[tuple[str, str, str], list[tuple[Diagnosis, FailedLoad]]] = {}
     for d, f in apart:
         same.setdefault((_base(d.platform, d.program) or "?", f.name, f.message), []).append((d, f))
@@ -306,9 +314,18 @@ def went_past_lines(apart: Sequence[tuple[Diagnosis, FailedLoad]]) -> list[str]:
         pids = list(dict.fromkeys(d.pid for d, _ in loads))
         where = f"pid {pids[0]}" if len(pids) == 1 else "pids " + ", ".join(map(str, pids[:MAX_PIDS])) + (
             f" and {len(pids) - MAX_PIDS} more" if len(pids) > MAX_PIDS else "")
+        ended = list(dict.fromkeys(d.pid for d, f in loads if died and rule_process_ended_on(d, f)))
         out.append(f"  {name}  ({program}, {where})  {message}"
-                   + (f"  ({len(loads)} tries)" if len(loads) > len(pids) else ""))
+                   + (f"  ({len(loads)} tries)" if len(loads) > len(pids) else "")
+                   + (f"  ({'that process' if len(pids) == 1 else f'{len(ended)} of them'} died of it: "
+                      f"{ended_type(loads, ended)})" if ended else ""))
     return out
+
+
+def ended_type(loads: Sequence[tuple[Diagnosis, FailedLoad]], ended: Sequence[int]) -> str:
+    """The exception type the first process of `ended` ended on ("OSError")."""
+    d = next(d for d, _ in loads if d.pid == ended[0])
+    return d.outcome.exception.type if d.outcome.exception is not None else "?"
 
 
 def diagnoses_text(diagnoses: Sequence[Diagnosis], source: str = "", main: Optional[Diagnosis] = None,
