@@ -260,8 +260,10 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         said = outcome_headline(main.outcome, main.unfound, main.unstarted, main.gone)
         if said is None and not shown:
             said = exited_unexplained_words(main.outcome)
-    if not diagnoses:  # (no process traced: never "every load succeeded")
-        return [f"dlltrace ─ no process was traced: nothing of its loads is known{where}"]
+    if not diagnoses:  # (no process traced: never "every load succeeded"; a damaged trace cut before its program's
+        # end and any failed load did trace its processes: "no process was traced" was said of it)
+        none = all_loaded_words("", True) if damaged else "no process was traced: nothing of its loads is known"
+        return [f"dlltrace ─ {none}{where}"]
     if not shown and not apart and said is None:
         return [f"dlltrace ─ {all_loaded_words('', damaged)}{where}"]
     head = f"dlltrace ─ {said}{where}" if said is not None else (
