@@ -377,7 +377,8 @@ def test_rule_marker_holds(tmp_path):
     requirement (pyzbar 0.1.9's `enum34; python_version=="2.7"` made `check` say "pyzbar requires enum34, pathlib,
     not given"; torch's Windows wheel lists its Linux-only nvidia-* wheels); a marker it cannot decide holds, as
     before markers were read. Then check: a Linux wheel whose libcudart.so.12 is nvidia-cuda-runtime-cu12's is
-    required_not_given only when the marker holds on Linux."""
+    required_not_given only when the marker holds on Linux; an abi3 wheel's python_version is its tag's Python or any
+    later one."""
     from dlltrace.worlds.static import marker_environment, parse_requires_dist, rule_marker_holds
 
     win, lin = marker_environment("3.11", "windows", "x64"), marker_environment("3.9", "linux", "x86_64")
@@ -406,6 +407,24 @@ def test_rule_marker_holds(tmp_path):
         doc = as_json(run := dlltrace("check", str(wheel), "--json"))
         assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [
             ("required_not_given" if required else "not_allowed", "libcudart.so.12")], (marker, doc["problems"])
+    # (an abi3 wheel, cp38-abi3, is for any Python from 3.8 on, a py3-none one for any: python_version is decided only
+    # when it is so for each; a requirement pip installs with it on 3.12 is its requirement, not the model's 3.8's)
+    abi3, py3 = marker_environment("", "windows", "x64", floor="3.8"), marker_environment("", "windows", "x64", floor="3")
+    cases = [('python_version == "2.7"', False, False), ('python_version < "3.8"', False, True),
+             ('python_version >= "3.10"', True, True), ('python_version < "3.10"', True, True),
+             ('"3.7" < python_version', True, True), ('python_version <= "3.7"', False, True),
+             ('python_version < "3"', False, False), ('python_version >= "3.10" and os_name == "posix"', False, False)]
+    for marker, of_abi3, of_py3 in cases:
+        assert (rule_marker_holds(marker, abi3), rule_marker_holds(marker, py3)) == (of_abi3, of_py3), marker
+    for python, marker, required in (("cp38-abi3", 'python_version >= "3.10"', True),
+                                     ("cp38-abi3", 'python_version < "3.8"', False)):
+        (tmp_path / python / marker[-5:-1]).mkdir(parents=True)
+        built = _gcc_wheel(tmp_path / python / marker[-5:-1], "cu", rpath=True, extra_needed=True,
+                           bar="libcudart.so.12", requires=f"nvidia-cuda-runtime-cu12==12.4.127; {marker}")
+        wheel = built.rename(built.with_name(built.name.replace("cp311-cp311", python)))
+        doc = as_json(run := dlltrace("check", str(wheel), "--json"))
+        assert run.returncode == 1 and [(p["kind"], p["dll"]) for p in doc["problems"]] == [
+            ("required_not_given" if required else "not_allowed", "libcudart.so.12")], (python, marker, doc["problems"])
 
 
 def test_rule_soname_provider_of_an_older_cuda(tmp_path):

@@ -231,7 +231,10 @@ def open_target(given: str, python: Optional[str] = None, use_cache: bool = True
         py = python or wp or DEFAULT_PYTHON
         platform = wheel_platform(given)
         try:
-            meta = wheel_metadata(given, marker_environment(py, platform, machine or ""))
+            # (an abi3 wheel is for any Python from its tag's on, a py3-none one for any: its markers' python_version
+            # is decided only when it is so for each, not for the Python the model runs it with)
+            exact = python or (wp if tag != "abi3" else "")
+            meta = wheel_metadata(given, marker_environment(exact, platform, machine or "", floor=wp or "3"))
             if platform == "linux":  # (its ELF files: diagnosis/static_elf.py; no PE world)
                 elf = tuple(wheel_elf_members(given))
                 world = StaticWorld(system, [], py, system_world=live, vc_runtime=vc_runtime)

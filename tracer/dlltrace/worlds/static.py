@@ -751,13 +751,20 @@ def parse_requires_dist(value: str, env: Optional[Mapping[str, str]] = None) -> 
     return normalize_dist(m.group(1)) if m else None
 
 
-def marker_environment(python: str, platform: str, machine: str = "") -> dict[str, str]:
+PYTHON_FLOOR = "python_version_floor"  # (marker_environment's key: the least Python a wheel is for, its own unknown)
+
+
+def marker_environment(python: str, platform: str, machine: str = "", floor: str = "") -> dict[str, str]:
     """The PEP 508 marker variables of the Python a wheel is for ("3.11", from its tag), on its platform ("windows",
     "linux"; "any" names none of the platform's) and machine (the wheel's: x64, x86, arm64, x86_64, aarch64): those
-    rule_marker_holds can decide; any other is not known (its comparisons hold)."""
+    rule_marker_holds can decide; any other is not known (its comparisons hold). `floor`, when `python` is not known
+    (an abi3 wheel, cp38-abi3: any Python from 3.8 on; a py3-none one): the least Python it is for, PYTHON_FLOOR; a
+    comparison of python_version is then decided only when it is so for every Python from there on."""
     env = {"implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
     if re.fullmatch(r"\d+\.\d+t?", python):
         env["python_version"] = python.rstrip("t")
+    elif re.fullmatch(r"\d+(\.\d+)?t?", floor):
+        env[PYTHON_FLOOR] = floor.rstrip("t")
     if platform == "windows":
         env.update(sys_platform="win32", platform_system="Windows", os_name="nt")
         machines = {"x64": "AMD64", "x86": "x86", "arm64": "ARM64"}
@@ -820,6 +827,8 @@ def rule_marker_holds(marker: str, env: Mapping[str, str]) -> bool:
             raise ValueError(op)
         at += 1
         rname, right = value()
+        if (left is None) != (right is None) and "python_version" in (lname, rname) and PYTHON_FLOOR in env:
+            return _from_floor(op if left is None else _FLIPPED.get(op, op), left or right or "", env[PYTHON_FLOOR])
         if left is None or right is None:
             return None
         if op in ("in", "not in"):
@@ -858,6 +867,24 @@ def rule_marker_holds(marker: str, env: Mapping[str, str]) -> bool:
     except ValueError:
         return True
     return result is not False if at == len(tokens) else True
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # (`"3.9" < python_version` is `python_version > "3.9"`)
+
+
+def _from_floor(op: str, literal: str, floor: str) -> Optional[bool]:
+    """`python_version <op> literal` for every Python from `floor` on: True when it holds for each, False when for
+    none ("2.7" == of a cp38-abi3 wheel), None when for some ("3.10" >= of it: a requirement pip installs on 3.12)."""
+    a, b = _version(floor), _version(literal)
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    x, v = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    never, always = {"<": x >= v, "<=": x > v, "==": x > v, "!=": False, ">": False, ">=": False}, \
+        {"<": False, "<=": False, "==": False, "!=": x > v, ">": x > v, ">=": x >= v}
+    if op not in never:
+        return None
+    return False if never[op] else True if always[op] else None
 
 
 def _version(text: str) -> Optional[tuple[int, ...]]:
