@@ -468,7 +468,8 @@ def test_rule_process_ended_on():
     """A load of a process that ran before the program started (while_starting) is said under its own heading, not as
     one "the program went past"; when that process ended on a Python exception naming it (`bash -c "python fail.py;
     python app.py"`: fail.py died of it, then bash exec'd app.py), the line says it died of it. A process whose
-    exception names another library, or none, did not; the program's own loads gone past keep their heading."""
+    exception names another library, or none, did not; the program's own loads gone past keep their heading, and the
+    headline counts the two apart."""
     import dataclasses
     from dlltrace.diagnosis.result import Diagnosis, FailedLoad, ProcessEnd, rule_process_ended_on
     from dlltrace.diagnosis.outcome import ProcessOutcome, PyError
@@ -497,3 +498,9 @@ def test_rule_process_ended_on():
         "Failed in processes run before the program itself started (by the wrapper or script that started it), not its "
         "failure:",
         "  /opt/x/libnotthere.so.1  (python3.11, pid 8)  not found  (that process died of it: OSError)"], lines
+    # (the headline counts them apart too: pyenv's python3 -c pass, which exited 0, read "4 the program went past")
+    ok = dataclasses.replace(main, end=ProcessEnd("exited", 0), outcome=ProcessOutcome("ok", 0))
+    assert diagnoses_lines([ok, child], "t.jsonl", ok)[0] == \
+        "dlltrace ─ 0 failed loads · 1 the program went past · 1 before the program started · t.jsonl"
+    assert diagnoses_lines([dataclasses.replace(ok, failures=()), child], "t.jsonl", ok)[0] == \
+        "dlltrace ─ 0 failed loads · 1 before the program started · t.jsonl"

@@ -253,6 +253,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
              for d, f in shown if f.fate == "fatal"}
     apart = [(d, f) for d, f in apart if f.reason != "another_name_of_the_failure" or
              not any(d.pid == pid for pid, _ in names)]
+    # (the loads of processes that ran before the program started: verdict_linux.rule_linux_call_while_starting)
+    before = [(d, f) for d, f in apart if f.reason == "while_starting"]
     said = None
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
         said = crash_headline(main.outcome, fatal_leaf(main))
@@ -269,7 +271,8 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     head = f"dlltrace ─ {said}{where}" if said is not None else (
         f"dlltrace ─ {_plural(len(shown), 'failed load')}"
         + (died_without_a_gpu_words(main.outcome) if main is not None else "")
-        + (f" · {len(apart)} the program went past" if apart else "")
+        + (f" · {len(apart) - len(before)} the program went past" if len(apart) > len(before) else "")
+        + (f" · {len(before)} before the program started" if before else "")
         + where)
     lines = [head]
     if main is not None and main.unfound is not None and main.outcome.kind == "died_of_other":
@@ -284,7 +287,6 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
                       + (f" ({main.end.fault})" if main.end.fault else "")]
     for d, f in shown:
         lines += [""] + failure_lines(d, f, (trees or {}).get((d.pid, f.seq), ()))
-    before = [(d, f) for d, f in apart if f.reason == "while_starting"]
     apart = [(d, f) for d, f in apart if f.reason != "while_starting"]
     if apart:
         lines += ["", "Failed loads, context only: the program went past them, and none is what it ended with:"
