@@ -400,6 +400,9 @@ def test_rule_marker_holds(tmp_path):
     assert parse_requires_dist('enum34 (>=1.1.6) ; python_version=="2.7"', win) is None
     assert parse_requires_dist('enum34 (>=1.1.6) ; python_version=="2.7"') == "enum34"  # (no environment: as before)
     assert parse_requires_dist("Pillow (>=3.2.0) ; extra == 'scripts'", win) is None
+    either = 'importlib-metadata; python_version < "3.8" or extra == "docs"'  # (an extra's, or an old Python's)
+    assert parse_requires_dist(either, marker_environment("3.7", "linux")) == "importlib-metadata"
+    assert parse_requires_dist(either, win) is None
     for marker, required in (('platform_system == "Windows"', False), ('platform_system == "Linux"', True)):
         (tmp_path / marker[-8:-1]).mkdir()
         wheel = _gcc_wheel(tmp_path / marker[-8:-1], "cu", rpath=True, extra_needed=True, bar="libcudart.so.12",

@@ -743,9 +743,9 @@ def parse_requires_dist(value: str, env: Optional[Mapping[str, str]] = None) -> 
     `enum34; python_version=="2.7"`, torch's `nvidia-cuda-runtime-cu12; platform_system == "Linux"` in its Windows
     wheel). A marker it cannot decide counts as holding (docs/static.md)."""
     req, _, marker = value.partition(";")
-    if re.search(r"\bextra\s*==", marker):
+    if env is None and re.search(r"\bextra\s*==", marker):
         return None
-    if env is not None and marker.strip() and not rule_marker_holds(marker, env):
+    if env is not None and marker.strip() and not rule_marker_holds(marker, env):  # (its `extra` is "": no extra)
         return None
     m = _REQ_NAME.match(req)
     return normalize_dist(m.group(1)) if m else None
