@@ -3,7 +3,8 @@ the thread's event before it and at its next one (rule_live_context)."""
 
 from __future__ import annotations
 
-from dlltrace.trace.pycontext import PyContexts, extension_of, rule_live_context
+from dlltrace.trace.pycontext import (PyContexts, extension_of, rule_live_context,
+                                      rule_users_import_without_a_module_frame)
 
 FRAME = {"file": "app.py", "line": 1, "function": "<module>"}
 
@@ -52,6 +53,43 @@ def test_rule_live_context_an_extension_loading_while_it_initialises_is_its_impo
     assert rule_live_context(ext, end, "/usr/bin/python3.11", "/tmp/dltext_dl.cpython-311-x86_64-linux-gnu.so") is ext
     assert extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\_C.cp311-win_amd64.pyd")
     assert not extension_of("torch._C", "C:\\venv\\Lib\\site-packages\\torch\\lib\\c10.dll")
+
+
+def test_rule_users_import_without_a_module_frame():
+    """PyGObject (Debian 12's python3-gi 3.42.2, a real trace): `from gi.repository import PackageKitGlib` at line 3
+    is a module gi.importer makes with no module code, so the imports in progress inside it start with
+    gi.overrides.GLib (imported by importlib.import_module: no audit event names it). The typelib's library,
+    missing, is dlopened at line 5 (PackageKitGlib.Client.new()): the report said 'the program's code after import
+    gi.overrides.GLib', an import the user never wrote; it is the program's code after import
+    gi.repository.PackageKitGlib."""
+    line3 = {"file": "pk.py", "line": 3, "function": "<module>"}
+    top = imp(113, "gi.repository.PackageKitGlib", [], frame=line3)
+    locale = imp(130, "_locale", ["gi.overrides.GLib", "gi._option", "optparse", "locale"], frame=line3)
+    end = {"ev": "py_exit", "pid": 9, "tid": 1, "seq": 220, "t": 220, "imports": []}
+    after = rule_live_context(locale, end, top=top)
+    assert (after["ev"], after["after"]) == ("py_after", "gi.repository.PackageKitGlib"), after
+    assert rule_live_context(locale, end)["after"] == "gi.overrides.GLib"  # (without the user's import: as before)
+    # a load inside the import (the next event is still in gi.overrides.GLib, or made at line 3 in another override
+    # gi imported): that import's, the user's import first among those in progress
+    inside = imp(131, "gettext", ["gi.overrides.GLib", "gi._option"], frame=line3)
+    made = rule_live_context(locale, inside, top=top)
+    assert (made["ev"], made["module"], made["imports"]) == ("py_import", "gi._option",
+                                                             ["gi.repository.PackageKitGlib", "gi.overrides.GLib"])
+    other = imp(132, "gi.overrides.Gio", ["gi.overrides"], frame=line3)
+    assert rule_live_context(locale, other, top=top)["module"] == "gi.repository.PackageKitGlib"
+    ctx, later = rule_users_import_without_a_module_frame(locale, {**end, "imports": ["gi.overrides.GLib"]}, top)
+    assert ctx["imports"][0] == "gi.repository.PackageKitGlib" and later == ["gi.repository.PackageKitGlib",
+                                                                              "gi.overrides.GLib"]
+    # not at the line of the user's import (an import a later line made with importlib.import_module), the stack
+    # holding it already, or the user's import itself: as they are
+    line7 = imp(140, "json.decoder", ["plugins.x", "json"], frame={"file": "pk.py", "line": 7, "function": "<module>"})
+    assert rule_users_import_without_a_module_frame(line7, end, top) == (line7, [])
+    nested = imp(114, "gi.types", ["gi.repository.PackageKitGlib", "gi.module"], frame=line3)
+    assert rule_users_import_without_a_module_frame(nested, end, top)[0] is nested
+    assert rule_users_import_without_a_module_frame(top, end, top)[0] is top
+    # PyContexts hands each load its thread's last top-level import
+    c = PyContexts([imp(1, "gi", []), top, locale, end])
+    assert c.live(9, 130)["after"] == "gi.repository.PackageKitGlib"
 
 
 def test_py_contexts_follow_each_thread_and_the_program_end():

@@ -19,6 +19,10 @@ thread's event E and its next event N:
   the load of an extension module being imported, and one it makes while it initialises (its own file is
   the caller), are its import's.
 
+A module that a meta-path importer makes with no module code (PyGObject's `from gi.repository import Gtk`) has no
+`<module>` frame, so it is missing from the imports in progress inside it: an event made at the line of the
+user's last import whose imports lack it gets it put first (rule_users_import_without_a_module_frame).
+
 A process that crashed never reaches py_exit: its py_fault (the crashing thread's Python stack, trace/faults.py)
 stands for it. With no frame of the import system in that stack, no import was in progress when it crashed
 (`imports` []), and its innermost frame of the user's code is where it was (fault_as_exit); with one, which
@@ -55,13 +59,37 @@ def extension_of(module: str, caller: str) -> bool:
     return bool(stem) and base.startswith(stem + ".") and base.endswith((".so", ".pyd", ".dll"))
 
 
-def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "", name: str = "") -> dict:
+def rule_users_import_without_a_module_frame(ctx: dict, following: Optional[dict], top: Optional[dict]
+                                             ) -> "tuple[dict, Optional[list[str]]]":
+    """`ctx` and the imports in progress at `following` (the thread's event before a load and its next), each with
+    the user's own import put first where its stack lacks it. `top`: the thread's last import the user's code made
+    (a py_import with no import in progress) at or before ctx. A module a meta-path importer makes with no module
+    code (PyGObject's `from gi.repository import Gtk`: gi.importer builds an IntrospectionModule) has no `<module>`
+    frame, so the imports in progress inside it start with what it imported in turn (gi.overrides.GLib, imported
+    by importlib.import_module, which no audit event names): an event made at the very line of the user's import
+    (the same frame) whose imports lack it was made inside it. Then `following`'s imports are too when they start
+    as ctx's did, or it was made at that line. Else both as they are."""
+    held = _imports(ctx)
+    later = _imports(following) if following is not None else None
+    module = top.get("module") if top is not None else None
+    if (top is None or top.get("seq") == ctx.get("seq") or not isinstance(module, str) or not module or not held or module in held
+            or top.get("frame") is None or ctx.get("frame") != top.get("frame")):
+        return ctx, later
+    if later and module not in later and (later[0] == held[0] or following is not None
+                                          and following.get("frame") == top.get("frame")):
+        later = [module] + later
+    return {**ctx, "imports": [module] + held}, later
+
+
+def rule_live_context(ctx: dict, following: Optional[dict], caller: str = "", name: str = "",
+                      top: Optional[dict] = None) -> dict:
     """The context a load made after the thread's event `ctx` and before its next, `following`, ran in (the
     module docstring): `ctx` itself, or a py_after context. `caller`: the file of the module that made the
     load, `name`: the file it asked for; the load of an extension module being imported, and a library it
-    loads while it initialises, are its import's."""
+    loads while it initialises, are its import's. `top`: the thread's last import made by the user's code at or
+    before ctx (rule_users_import_without_a_module_frame)."""
+    ctx, later = rule_users_import_without_a_module_frame(ctx, following, top)
     held = in_progress(ctx)
-    later = _imports(following) if following is not None else None
     if held is None or later is None:
         return ctx
     module = str(ctx.get("module") or "")
@@ -125,6 +153,8 @@ class PyContexts:
         self._by_seq: dict[tuple[Any, Any], Any] = {}  # (pid, seq) -> the event, or its reference
         self._thread: dict[tuple[Any, Any], list[Any]] = {}
         self._index: dict[tuple[Any, Any], int] = {}
+        self._top: dict[tuple[Any, Any], Any] = {}  # (pid, seq) -> the thread's last top-level import up to it
+        last_top: dict[tuple[Any, Any], Any] = {}
         self._recent: dict[int, dict] = {}
         for item in events:
             ref, e = item if get is not None else (None, item)
@@ -147,9 +177,14 @@ class PyContexts:
                 self._thread.setdefault((pid, "exit"), []).append(held)
                 continue
             self._by_seq[key] = held
-            lst = self._thread.setdefault((pid, tid if type(tid) is int else None), [])
+            thread = (pid, tid if type(tid) is int else None)
+            lst = self._thread.setdefault(thread, [])
             self._index[key] = len(lst)
             lst.append(held)
+            if ev == "py_import" and e.get("imports") == []:  # (an import the user's own code made)
+                last_top[thread] = held
+            if thread in last_top:
+                self._top[key] = last_top[thread]
 
     def _event(self, held: Any) -> dict:
         if isinstance(held, dict) or self._get is None:
@@ -181,4 +216,5 @@ class PyContexts:
             return ctx
         nxt = thread[i + 1] if i + 1 < len(thread) else next(iter(self._thread.get((pid, "exit"), [])), None)
         following = None if nxt is None else self._event(nxt)
-        return rule_live_context(ctx, following, caller, name)
+        top = self._top.get((pid, seq))
+        return rule_live_context(ctx, following, caller, name, None if top is None else self._event(top))
