@@ -480,6 +480,46 @@ def test_rule_ld_library_path_shadows():
     assert rule("libstdc++.so.6", "/opt/old/lib/libstdc++.so.6", "GLIBCXX_3.4.30", env, w, lambda world, e: False) == []
 
 
+
+def test_rule_ld_library_path_shadows_a_runpath_copy():
+    """pyenv's python3.11 (its RUNPATH: its own lib folder, with libpython3.11.so.1.0) run with
+    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu, which holds Debian's older libpython3.11.so.1.0: LD_LIBRARY_PATH is
+    searched before RUNPATH, and `import ssl` dies of '_ssl...so: undefined symbol: _PyModule_Add' (seen for real: the
+    report named the symbol and gave no fix). The fix: LD_LIBRARY_PATH without that folder, when the model then takes
+    the RUNPATH's copy (replay_linux.loaded_objects, the real simulator) and breaks no other load."""
+    from dlltrace.diagnosis.replay_linux import RecordedCall, RecordedProcess, loaded_objects
+    from dlltrace.loader.linux.fixes import rule_ld_library_path_shadows_a_runpath_copy as rule
+    from dlltrace.render.fixwords import fix_text
+
+    exe, mine, debian = "/opt/py/bin/python3.11", "/opt/py/lib/libpython3.11.so.1.0", "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
+    ssl = "/opt/py/lib/python3.11/lib-dynload/_ssl.so"
+    w = VirtualELFWorld({exe: lib(elf_type="ET_EXEC", needed=("libpython3.11.so.1.0",), runpath="/opt/py/lib"),
+                         mine: lib(soname="libpython3.11.so.1.0"), debian: lib(soname="libpython3.11.so.1.0"),
+                         ssl: lib()})
+    env = {"LD_LIBRARY_PATH": "/opt/other:/usr/lib/x86_64-linux-gnu/"}
+    proc = RecordedProcess(1, exe, env, calls=[RecordedCall(1, ssl, exe)])
+    taken = loaded_objects(proc, w, env, 0)
+    assert [(n, p) for n, p, _ in taken] == [("libpython3.11.so.1.0", debian), (ssl, ssl)]
+    assert [p for _, p, _ in loaded_objects(proc, w, {"LD_LIBRARY_PATH": "/opt/other"}, 0)] == [mine, ssl]
+    (f,) = rule("_PyModule_Add", "_ssl.so", env, taken, lambda env2: loaded_objects(proc, w, env2, 0), w,
+                lambda world, env2: True)
+    assert (f.action, f.variable, f.value, f.name, f.bound, f.ahead_of, f.lacks, f.leaf, f.verified) == (
+        "set_env", "LD_LIBRARY_PATH", "/opt/other", "libpython3.11.so.1.0", debian, mine, "_PyModule_Add", "_ssl.so", True)
+    assert fix_text(f) == ("Before starting the program:  export LD_LIBRARY_PATH=/opt/other  (_ssl.so needs the symbol "
+                           f"_PyModule_Add, which no library loaded defines; {debian} was taken from LD_LIBRARY_PATH "
+                           f"ahead of {mine}: without that folder, ld.so takes that copy)")
+    # no copy elsewhere (the folder out, the model takes the same file, or finds none): no fix; a fix that breaks
+    # another load is not offered
+    alone = VirtualELFWorld({exe: lib(elf_type="ET_EXEC", needed=("libpython3.11.so.1.0",)),
+                             debian: lib(soname="libpython3.11.so.1.0"), ssl: lib()})
+    assert rule("_PyModule_Add", "_ssl.so", env, loaded_objects(proc, alone, env, 0),
+                lambda env2: loaded_objects(proc, alone, env2, 0), alone, lambda world, env2: True) == []
+    assert rule("_PyModule_Add", "_ssl.so", {}, taken, lambda env2: taken, w, lambda world, env2: True) == []
+    from dlltrace.loader.linux.fixes import Rerun
+    assert rule("_PyModule_Add", "_ssl.so", env, taken, lambda env2: loaded_objects(proc, w, env2, 0), w,
+                lambda world, env2: Rerun(True, breaks=("libother.so",))) == []
+
+
 def test_rule_stale_ld_so_cache(tmp_path):
     """A copy in a folder /etc/ld.so.conf lists, that ld.so.cache does not know (`make install` into
     /usr/local/lib, ldconfig not run since; seen for real: the report found no copy and gave no fix): the fix is

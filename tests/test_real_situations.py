@@ -786,3 +786,51 @@ def test_a_distributions_own_file_its_package_looks_for_first_is_reinstalled(tmp
     assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
         "outcome"]["kind"] == "ok", again.stderr[-2000:]
     APPLIED.append("lightgbm_without_its_library: pip install --force-reinstall --no-deps lightgbm==4.5.0")
+
+
+def test_ld_library_path_ahead_of_the_pythons_own_libpython_is_taken_out(tmp_path):
+    """pyenv's CPython 3.11 (a shared build: its RUNPATH names its own lib folder, with libpython3.11.so.1.0) run
+    with LD_LIBRARY_PATH at the system's library folder, which holds the distribution's older libpython3.11.so.1.0
+    (Debian 12's libpython3.11, 3.11.2): LD_LIBRARY_PATH is searched before RUNPATH, so that copy is taken, and
+    `import ssl` dies of '_ssl.cpython-311-x86_64-linux-gnu.so: undefined symbol: _PyModule_Add'. The report names
+    the symbol and its first fix is 'unset LD_LIBRARY_PATH', saying which copy was taken ahead of which
+    (loader/linux/fixes.rule_ld_library_path_shadows_a_runpath_copy); applied for real, the program runs and its
+    trace reads ok."""
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    python = find_python("3.11")
+    real = Path(python).resolve()
+    own = real.parent.parent / "lib" / "libpython3.11.so.1.0"
+    system = sorted(glob.glob("/usr/lib/*-linux-gnu/libpython3.11.so.1.0"))
+    if not own.exists() or not system:
+        _unavailable("needs a shared CPython 3.11 build (pyenv's) and the system's libpython3.11 (apt-get install libpython3.11)")
+    folder = str(Path(system[0]).parent)
+    (tmp_path / "app.py").write_text("import ssl\n\nprint(ssl.OPENSSL_VERSION)\n")
+    given = {"LD_LIBRARY_PATH": folder}
+    plain = subprocess.run([python, "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, **given})
+    if plain.returncode == 0:
+        _unavailable(f"the system's {system[0]} defines every symbol this CPython's _ssl needs: there is no failure")
+    assert "undefined symbol: " in plain.stderr, plain.stderr[-2000:]
+    symbol = plain.stderr.strip().rsplit("undefined symbol: ", 1)[1].split()[0]
+    run = dlltrace("run", "-o", "t.jsonl", "--", python, "app.py", cwd=tmp_path, given=given)
+    assert run.returncode == 1, run.stderr[-3000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    report_schema().validate(doc)
+    (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    assert (fatal["cause"], fatal["symbol"]) == ("missing_export", symbol), fatal
+    assert fatal["fixes"], fatal  # (before: the symbol named, and no fix)
+    first = fatal["fixes"][0]
+    assert (first["action"], first["variable"], first["value"], first["bound"], first["ahead_of"], first["verified"]) == (
+        "set_env", "LD_LIBRARY_PATH", "", system[0], str(own), True), first
+    assert (f"unset LD_LIBRARY_PATH\n       ({fatal['leaf']} needs the symbol {symbol}, which no library loaded defines; "
+            f"{system[0]} was taken from LD_LIBRARY_PATH ahead of {own}: without that folder, ld.so takes that copy)"
+            in run.stderr), run.stderr[-3000:]
+    # the fix as printed: the program started with LD_LIBRARY_PATH unset
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    after = subprocess.run([python, "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert after.returncode == 0 and "OpenSSL" in after.stdout, after.stderr[-2000:]
+    again = dlltrace("run", "-o", "t2.jsonl", "--", python, "app.py", cwd=tmp_path, unset=("LD_LIBRARY_PATH",))
+    assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
+        "outcome"]["kind"] == "ok", again.stderr[-2000:]
+    APPLIED.append(f"pyenv_python_with_the_systems_libpython_on_ld_library_path: unset LD_LIBRARY_PATH")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import posixpath
 import re
 
 from dataclasses import dataclass, field
@@ -32,7 +33,8 @@ from dlltrace.trace.reader import owners_index
 from dlltrace.loader.linux.engine import DlopenResult, LinuxObject, LinuxProcess, LinuxSimulator, Lookup
 from dlltrace.loader.linux.rules import RTLD_NOW
 from dlltrace.loader.linux.fixes import (Rerun, propose, rule_glibc_too_old, rule_ld_library_path_shadows,
-                                        rule_linux_not_the_file_its_distribution_installed)
+                                         rule_ld_library_path_shadows_a_runpath_copy,
+                                         rule_linux_not_the_file_its_distribution_installed)
 from dlltrace.loader.linux.tree import DepNode, dep_tree
 from dlltrace.model import Candidate, Cause, Fix, Leaf, LeafFacts, Node, OriginKind
 from dlltrace.worlds.elf import ELFWorld, LiveELFWorld, OverlayWorld, RecordedELFWorld
@@ -344,6 +346,25 @@ def replay_process(proc: RecordedProcess, world: ELFWorld, env: Optional[dict[st
     return out
 
 
+def loaded_objects(proc: RecordedProcess, world: ELFWorld, env: dict[str, str], upto: int) -> list[tuple[str, str, str]]:
+    """The objects the model has loaded in the process (name: its soname, else the name it was loaded by; path; file
+    id) once its call `upto` (an index of replay_process's calls) is made, with environment `env`."""
+    sim = LinuxSimulator(world, LinuxProcess(proc.exe, env=dict(env), audit=proc.audit, preload=proc.preload))
+    if sim.start().error:
+        return []
+    objs = {o.path: o for o in sim.loaded}
+    made = -1
+    for rc in proc.calls:
+        if made >= upto:
+            break
+        sim.process.cwd = rc.cwd or proc.cwd or "/"
+        sim.dlopen(rc.name, RTLD_NOW, caller=objs.get(rc.by) if rc.by else None)
+        objs = {o.path: o for o in sim.loaded}
+        made += 0 if rc.inherited else 1
+    return [(o.facts.soname or (o.names[0] if o.names else posixpath.basename(o.path)), o.path, o.file_id)
+            for o in sim.loaded if o.kind != "executable"]
+
+
 def _overlay_key(world: ELFWorld) -> Optional[tuple]:
     """What a world of fixes applied is, as a key: its overlays' files and cache entries, down to the base world
     (None: a world that is not overlays over the one being replayed, never shared)."""
@@ -395,6 +416,14 @@ def replay_linux(events: Iterable[dict], world: Optional[ELFWorld] = None, fixes
                 if shadowed:  # (a copy of glibc's on LD_LIBRARY_PATH that lacks it: that folder out, if it loads then)
                     c.fixes = rule_ld_library_path_shadows(c.leaf.name, c.leaf.path or "", c.leaf.facts.export or "",
                                                            proc.env, w, rerun) or ([glibc] if glibc is not None else [])
+                    if not c.fixes and undefined_symbol(c.real_error, c.opened) is not None:
+                        # (a symbol no library loaded defines: a library taken from LD_LIBRARY_PATH ahead of the
+                        # copy a RUNPATH names, when the model takes that copy without the folder)
+                        def loaded_with(env2: dict[str, str], i: int = i) -> list[tuple[str, str, str]]:
+                            return loaded_objects(proc, w, env2, i)
+                        c.fixes = rule_ld_library_path_shadows_a_runpath_copy(
+                            c.leaf.facts.export or "", c.leaf.name, proc.env, loaded_with(proc.env), loaded_with, w,
+                            rerun)
                     continue
                 c.fixes = propose(c.leaf.name, c.leaf.parent or "", proc.exe, proc.env, w, rerun,
                                   roots=install_roots(proc, c.leaf.parent or "") or None, interpreter=proc.interpreter,

@@ -298,6 +298,12 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "set_env":
         if f.python:
             return f"{before[0].upper() + before[1:]}:  " + code(f'os.environ["{f.variable}"] = {py_str(f.value)}')
+        if f.variable == "LD_LIBRARY_PATH" and f.bound and not f.folder and f.ahead_of:  # (a folder taken out: its
+            # copy was taken ahead of another, and a symbol is undefined: rule_ld_library_path_shadows_a_runpath_copy)
+            cmd = f"export LD_LIBRARY_PATH={sh_quote(f.value)}" if f.value else "unset LD_LIBRARY_PATH"
+            return (f"Before starting the program:  {code(cmd)}  ({f.leaf} needs the symbol {f.lacks}, which no library "
+                    f"loaded defines; {f.bound} was taken from LD_LIBRARY_PATH ahead of {f.ahead_of}: without that "
+                    f"folder, ld.so takes that copy)")
         if f.variable == "LD_LIBRARY_PATH" and f.bound and not f.folder:  # (a folder taken out: its copy lacks a version)
             cmd = f"export LD_LIBRARY_PATH={sh_quote(f.value)}" if f.value else "unset LD_LIBRARY_PATH"
             return (f"Before starting the program:  {code(cmd)}  ({f.bound} lacks {f.lacks}; without its folder on "

@@ -11,7 +11,9 @@ For a leaf that was not found (a missing soname), the candidates are:
   - for a library no pip package ships, the system's package (apt's, on Debian and Ubuntu: the world knows
     it, worlds/elf.py apt_package_of), with the packages of the libraries it then fails on, as one command.
 For a leaf found in a folder of LD_LIBRARY_PATH that lacks a symbol version (an old libstdc++.so.6), the fix is
-LD_LIBRARY_PATH without that folder (rule_ld_library_path_shadows).
+LD_LIBRARY_PATH without that folder (rule_ld_library_path_shadows); for an undefined symbol in a process that took
+a library from LD_LIBRARY_PATH ahead of the copy a RUNPATH names, the same, when the model then takes that copy
+(rule_ld_library_path_shadows_a_runpath_copy).
 Each is applied to a copy of the world / process and the process is replayed (replay_linux.replay_process);
 `verified` says whether the failed call then loads. torch's own preloading of nvidia wheels
 (torch/__init__.py _load_global_deps: when lib/libtorch_global_deps.so fails with a CUDA library's name,
@@ -393,6 +395,42 @@ def rule_ld_library_path_shadows(name: str, path: str, lacks: str, env: dict[str
         return []
     return [f for f in rule_whole_run_linux([replace(fix, verified=True, outcome=Outcome(0), covers=(name,))], s,
                                             rerun) if f.verified]
+
+
+def rule_ld_library_path_shadows_a_runpath_copy(symbol: str, needer: str, env: dict[str, str],
+                                                loaded: list[tuple[str, str, str]],
+                                                loaded_with: Callable[[dict[str, str]], list[tuple[str, str, str]]],
+                                                world: ELFWorld,
+                                                rerun: Callable[[ELFWorld, dict[str, str]], "Rerun | bool | str"]
+                                                ) -> list[Fix]:
+    """An object ld.so could not bind a symbol of (`needer` needs `symbol`: "undefined symbol: _PyModule_Add", which
+    no library loaded defines) in a process that took a library from a folder of LD_LIBRARY_PATH which, with that
+    folder out of it, the model takes from another file. LD_LIBRARY_PATH is searched before DT_RUNPATH, so a copy
+    there wins over the one the program or a wheel's $ORIGIN RUNPATH names (pyenv's python3.11 with its own
+    libpython3.11.so.1.0 in its RUNPATH, LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu holding Debian's older one; a
+    stale copy of a wheel's library): LD_LIBRARY_PATH without that folder, offered when the model then takes the
+    other copy and the whole replay breaks no other load (rule_whole_run_linux). `loaded`: the process's objects
+    (name, path, file id) when the call failed; `loaded_with`: the same replayed with another environment. The
+    fix's `bound` is the copy taken, `ahead_of` the one taken without that folder, `leaf` the object that needs the
+    symbol; [] when no folder of LD_LIBRARY_PATH held a library that moves."""
+    old = env.get("LD_LIBRARY_PATH", "")
+    parts = [x for x in re.split(r"[:;]", old) if x] if old else []
+    s = LinuxSituation(world, env)
+    for folder in dict.fromkeys(posixpath.normpath(x) for x in parts):
+        mine = [x for x in loaded if posixpath.normpath(posixpath.dirname(x[1])) == folder]
+        if not mine:
+            continue
+        kept = [x for x in parts if posixpath.normpath(x) != folder]
+        fix = Fix("env", "set_env", name="", variable="LD_LIBRARY_PATH", value=":".join(kept), lacks=symbol,
+                  leaf=needer, python=False)
+        after = {n: (p, fid) for n, p, fid in loaded_with(apply_fix(fix, s).env)}
+        moved = [(n, p, after[n][0]) for n, p, fid in mine if n in after and after[n][1] != fid]
+        if not moved:
+            continue
+        name, bound, other = moved[0]
+        fix = replace(fix, name=name, bound=bound, ahead_of=other, verified=True, outcome=Outcome(0), covers=(needer,))
+        return [f for f in rule_whole_run_linux([fix], s, rerun) if f.verified]
+    return []
 
 
 # glibc's own objects: a GLIBC_x.y version one of them lacks is the C library's age, not a missing file
