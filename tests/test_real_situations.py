@@ -834,3 +834,79 @@ def test_ld_library_path_ahead_of_the_pythons_own_libpython_is_taken_out(tmp_pat
     assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
         "outcome"]["kind"] == "ok", again.stderr[-2000:]
     APPLIED.append(f"pyenv_python_with_the_systems_libpython_on_ld_library_path: unset LD_LIBRARY_PATH")
+
+
+# A Debian package's files made absent for one command, as on a machine without the package: a private mount
+# namespace (unshare -m) in which an overlay over the library folder hides the package's files there, ld.so.cache is
+# made again without them and dpkg's status lacks the package; the machine itself is not changed. $1: the packages,
+# $2...: the command.
+WITHOUT_PACKAGES = r'''
+set -e
+pkgs="$1"; shift
+lib=$(dirname "$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ {print $NF; exit}')")
+lib=$(readlink -f "$lib")
+t=$(mktemp -d)
+mount -t tmpfs tmpfs "$t"
+mkdir "$t/upper" "$t/work"
+mount -t overlay overlay -o "lowerdir=$lib,upperdir=$t/upper,workdir=$t/work" "$lib"
+for p in $pkgs; do
+  for f in $(dpkg -L "$p"); do
+    case "$(readlink -m "$f")" in "$lib"/*) [ -d "$f" ] || rm -f "$f" ;; esac
+  done
+done
+ldconfig -C "$t/ld.so.cache"
+mount --bind "$t/ld.so.cache" /etc/ld.so.cache
+awk -v drop=" $pkgs " 'BEGIN { RS = ""; ORS = "\n\n" } { split($0, l, "\n"); n = l[1]; sub(/^Package: /, "", n);
+  if (index(drop, " " n " ") == 0) print }' /var/lib/dpkg/status > "$t/status"
+mount --bind "$t/status" /var/lib/dpkg/status
+"$@"
+'''
+
+
+def without_packages(packages: list[str], command: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """`command` run where these Debian packages' library files are absent (WITHOUT_PACKAGES; root and unshare)."""
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", WITHOUT_PACKAGES, "bash",
+                           " ".join(packages), *command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_typelibs_library_loaded_after_the_users_gi_import(tmp_path):
+    """Debian's PyGObject (python3-gi 3.42.2, the system's /usr/bin/python3) and PackageKit's typelib, its library
+    (libpackagekit-glib2-18) absent: `from gi.repository import PackageKitGlib` imports, and the first call of its
+    code (PackageKitGlib.Client.new(), line 5) dlopens libpackagekit-glib2.so.18 from GLib's typelib code and dies of
+    a GError naming it. The report blames that load, made by the program's code after the user's own import
+    gi.repository.PackageKitGlib (gi.importer makes that module with no <module> frame: before
+    pycontext.rule_users_import_without_a_module_frame it said 'after import gi.overrides.GLib', an import gi made),
+    and its first fix is 'apt-get install libpackagekit-glib2-18'; with the package there (this machine outside the
+    namespace), the program runs and its trace reads ok."""
+    python = "/usr/bin/python3"
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("dpkg"):
+        _unavailable("needs root, unshare and dpkg (a package's files hidden in a private mount namespace)")
+    probe = subprocess.run([python, "-c", "import gi; gi.require_version('PackageKitGlib', '1.0'); "
+                            "from gi.repository import PackageKitGlib"], capture_output=True, text=True)
+    listed = subprocess.run(["dpkg", "-L", "libpackagekit-glib2-18"], capture_output=True, text=True)
+    if probe.returncode != 0 or listed.returncode != 0:
+        _unavailable("needs Debian's python3-gi, gir1.2-packagekitglib-1.0 and libpackagekit-glib2-18")
+    (tmp_path / "app.py").write_text('import gi\ngi.require_version("PackageKitGlib", "1.0")\n'
+                                     'from gi.repository import PackageKitGlib\n\nprint(PackageKitGlib.Client.new())\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
+    run = without_packages(["libpackagekit-glib2-18"], [sys.executable, "-m", "dlltrace", "run", "-o", "t.jsonl", "--",
+                                                        python, "app.py"], tmp_path, env)
+    assert run.returncode == 1 and "Could not locate pk_client_new: libpackagekit-glib2.so.18" in run.stderr, \
+        run.stderr[-3000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    report_schema().validate(doc)
+    assert doc["outcome"]["kind"] == "died_of_load", doc["outcome"]
+    (fatal,) = [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    assert fatal["leaf"] == "libpackagekit-glib2.so.18" and fatal["model_agrees"], fatal
+    assert fatal["origin"] == "the program's code after import gi.repository.PackageKitGlib", fatal["origin"]
+    first = fatal["fixes"][0]
+    assert (first["action"], first["package"], first["verified"]) == ("install_system_package", "libpackagekit-glib2-18",
+                                                                      True), fatal["fixes"]
+    assert "    1. apt-get install libpackagekit-glib2-18\n" in run.stderr, run.stderr[-3000:]
+    # with the package (this machine, outside the namespace): it runs, and the trace reads ok
+    after = subprocess.run([python, "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0 and "PackageKitGlib.Client" in after.stdout, after.stderr[-2000:]
+    again = dlltrace("run", "-o", "t2.jsonl", "--", python, "app.py", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
+        "outcome"]["kind"] == "ok", again.stderr[-2000:]
+    APPLIED.append("pygobject_typelib_without_its_library: apt-get install libpackagekit-glib2-18 (installed here)")
