@@ -537,6 +537,37 @@ def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_pat
     assert call.error.startswith("libdltinner_missing.so: cannot open") and call.agrees
 
 
+
+@pytest.mark.parametrize("wrapper", ["env", "script"])
+def test_a_wrapper_that_sets_pythonpath_keeps_the_python_context(recorder, tmp_path, monkeypatch, wrapper):
+    """`dlltrace run -- env PYTHONPATH=src python app.py`, or a script that exports PYTHONPATH before it runs Python
+    (seen in a field test: the report said only 'the program exited with 1; no failed load explains it', the
+    ModuleNotFoundError unrecorded): the wrapper took the bootstrap folder off PYTHONPATH. The preload library puts it
+    first again in the Python process (DLLTRACE_BOOTSTRAP), which then records its imports and the exception it ends
+    on, and still finds the wrapper's own folder; `python -I` ignores PYTHONPATH and is left as it is."""
+    from dlltrace import runner
+    from dlltrace.diagnosis.verdict_linux import linux_diagnoses
+    from dlltrace.trace import linux
+
+    monkeypatch.setattr(linux, "recorder_dir", lambda: recorder)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "mymod_dlltrace.py").write_text("X = 42\n")
+    (tmp_path / "app.py").write_text("import mymod_dlltrace\nprint(mymod_dlltrace.X)\nimport nosuchmod_dlltrace\n")
+    if wrapper == "env":
+        command = ["env", f"PYTHONPATH={src}", PY, str(tmp_path / "app.py")]
+    else:
+        (tmp_path / "run.sh").write_text(f"#!/bin/sh\nexport PYTHONPATH={src}\nexec {PY} {tmp_path / 'app.py'}\n")
+        command = ["sh", str(tmp_path / "run.sh")]
+    rc, trace = runner.trace_linux_command(command, str(tmp_path / "t.jsonl"))
+    assert rc == 1
+    (main,) = [d for d in linux_diagnoses(trace) if d.end.kind == "exited"]
+    assert main.outcome.exception is not None and main.outcome.exception.type == "ModuleNotFoundError", main.outcome
+    assert any(e.get("module") == "mymod_dlltrace" for e in trace.of("py_import"))  # (its own folder: still there)
+    rc, trace = runner.trace_linux_command([PY, "-I", str(tmp_path / "app.py")], str(tmp_path / "t2.jsonl"))
+    assert rc == 1 and not list(trace.of("py_env"))
+
+
 def test_trace_linux_command_compressed_signals_and_bad_commands(recorder, tmp_path, monkeypatch):
     from dlltrace.errors import EXIT_NO_COMMAND, DlltraceError
     from dlltrace import runner

@@ -11,7 +11,11 @@
  *    (dlltrace_linux_ctx_table), which the LD_AUDIT library (another namespace) finds by symbol in
  *    la_objopen and uses: one seq numbering per process, and "ctx" on the native events of a thread
  *    whose Python code set one. The table is plain data keyed by thread id (no TLS, no call across
- *    namespaces). Lines: one write(2) each, O_APPEND, as in dlltrace_audit.c. */
+ *    namespaces). Lines: one write(2) each, O_APPEND, as in dlltrace_audit.c;
+ *  - in a Python process (one that has Py_Initialize) whose PYTHONPATH lacks the bootstrap folder
+ *    (DLLTRACE_BOOTSTRAP): that folder put first again, before CPython reads it. A wrapper that sets
+ *    PYTHONPATH itself (`env PYTHONPATH=src python ...`, a script's `export PYTHONPATH=...`) took it off,
+ *    and its Python ran with no Python context (no import, no exception recorded). */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <dlfcn.h>
@@ -70,7 +74,30 @@ static void resolve_stdio(void) {
     real_putc = (int (*)(int, FILE *))dlsym(RTLD_NEXT, "putc");
 }
 
+/* the bootstrap folder first on PYTHONPATH again, in a Python process whose PYTHONPATH lacks it (above) */
+static void python_bootstrap_first(void) {
+    const char *boot = getenv("DLLTRACE_BOOTSTRAP");
+    if (!boot || !*boot || !dlsym(RTLD_DEFAULT, "Py_Initialize")) return;
+    const char *pp = getenv("PYTHONPATH");
+    size_t bl = strlen(boot);
+    for (const char *s = pp; s && *s;) {
+        const char *e = strchr(s, ':');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == bl && strncmp(s, boot, n) == 0) return;
+        if (!e) break;
+        s = e + 1;
+    }
+    size_t n = bl + 2 + (pp ? strlen(pp) : 0);
+    char *v = malloc(n);
+    if (!v) return;
+    if (pp && *pp) snprintf(v, n, "%s:%s", boot, pp);
+    else snprintf(v, n, "%s", boot);
+    setenv("PYTHONPATH", v, 1);
+    free(v);
+}
+
 __attribute__((constructor)) static void init(void) {
+    python_bootstrap_first();
     real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
     resolve_stdio();
     pthread_atfork(0, 0, forked_child);

@@ -10,7 +10,10 @@ dlopen itself is not wrapped: glibc searches the DT_RUNPATH/DT_RPATH of dlopen's
 would replace by itself. The same library serves the Python bootstrap as its shim (DLLTRACE_SHIM; the
 bootstrap folder goes first on PYTHONPATH, as on Windows): py_import / py_dlopen events, and each native
 event of a thread carries "ctx", the seq of the Python action running on it. DLLTRACE_NO_PRELOAD=1 leaves
-LD_PRELOAD and PYTHONPATH alone (no dlerror events, no Python context).
+LD_PRELOAD and PYTHONPATH alone (no dlerror events, no Python context). A wrapper that sets PYTHONPATH itself
+(`env PYTHONPATH=src python ...`) keeps the Python context: the preload library puts the bootstrap folder
+(DLLTRACE_BOOTSTRAP) first again in a Python process whose PYTHONPATH lacks it; `python -E` / `-I` ignore
+PYTHONPATH, and run without it.
 
 Not done yet: --max-size is not enforced by the C recorder.
 """
@@ -82,6 +85,9 @@ def recorder_env(env: dict[str, str], recorder: Path, trace: Path) -> dict[str, 
         # library as its shim (the same five functions as on Windows) and writes py_* events through it
         env.setdefault("DLLTRACE_SHIM", str(recorder / PRELOAD_LIB))
         env["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # (a wrapper that sets PYTHONPATH itself takes the bootstrap off: the preload library puts it first again
+        # in each Python process, before CPython reads it)
+        env["DLLTRACE_BOOTSTRAP"] = str(BOOTSTRAP)
     return env
 
 
