@@ -4,6 +4,7 @@ against the real ld.so.)"""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -207,6 +208,31 @@ def test_rule_dlopen_flags():
     assert r.cause == "noload" and r.error == "" and r.lookups[0].tried == ["/a/glibc-hwcaps/x86-64-v3/libn.so", "/a/libn.so"]
     assert sim.dlopen("libn.so", rules.RTLD_LAZY).path == "/a/libn.so"
     assert sim.dlopen("libn.so", 0).cause == "invalid_mode"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux")
+def test_rule_preload_ignored(tmp_path):
+    """An LD_PRELOAD object ld.so cannot map (not there, by name or path; another ELF class; not ELF) is ignored: the
+    real ld.so prints one line and runs the program (exit 0), and the simulator's start goes on too, its line the
+    real one. Before, the model's start failed on it and the replay of the whole process was empty: a program run
+    with LD_PRELOAD=libjemalloc.so.2 (not installed) and dying of a missing libmariadb.so.3 was reported as 'no
+    failed load explains it' (seen for real)."""
+    from dlltrace.worlds.elf import LiveELFWorld
+
+    (tmp_path / "notelf.so").write_bytes(b"x\n")
+    names = ["libdlltrace_not_there.so.9", str(tmp_path / "gone.so"), str(tmp_path / "notelf.so")]
+    names += sorted(glob.glob("/usr/lib/i386-linux-gnu/libstdc++.so.6"))[:1]  # (another ELF class, where it is)
+    true = shutil.which("true") or "/bin/true"
+    w = LiveELFWorld()
+    for name in names:
+        real = subprocess.run([true], env={**os.environ, "LD_PRELOAD": name}, capture_output=True, text=True)
+        sim = LinuxSimulator(w, LinuxProcess(true, env={}, preload=[name]))
+        res = sim.start()
+        assert real.returncode == 0 and res.error == "" and res.loaded, (name, res.error)
+        assert sim.preload_ignored == [real.stderr.strip()], (name, real.stderr)
+        assert any(p.endswith("/libc.so.6") for p in res.loaded)  # (the program's own dependencies mapped after it)
+    assert rules.rule_preload_ignored("libx.so", "libx.so: cannot open shared object file: No such file or directory") \
+        == "ERROR: ld.so: object 'libx.so' from LD_PRELOAD cannot be preloaded (cannot open shared object file): ignored."
 
 
 def test_rule_version_needs():

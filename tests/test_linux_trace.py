@@ -527,6 +527,19 @@ def test_python_context_ctypes_cdll_of_a_missing_soname(recorder, extensions, tm
     assert call.error == call.real_error and call.leaf is not None and call.agrees
 
 
+
+def test_an_ld_preload_object_ld_so_ignores_leaves_the_replay_whole(recorder, extensions, tmp_path, monkeypatch):
+    """LD_PRELOAD naming a library that is not there (a tcmalloc or jemalloc not installed): ld.so says it ignores it and
+    runs the program. Its failed loads are replayed and reported as without it (rules.rule_preload_ignored); before,
+    the model's start failed and no call of the process was replayed ('no failed load explains it')."""
+    from dlltrace.diagnosis.replay_linux import replay_linux
+    monkeypatch.setenv("LD_PRELOAD", "libdlltrace_not_there.so.9")
+    rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import ctypes; ctypes.CDLL('libcudart.so.11.0')", extensions)
+    assert rc == 1
+    call = next(c for c in replay_linux(trace.events) if c.name == "libcudart.so.11.0")
+    assert call.origin_kind == "ctypes" and call.leaf is not None and call.leaf.name == "libcudart.so.11.0" and call.agrees
+
+
 def test_python_context_dlopen_inside_an_extension(recorder, extensions, tmp_path, monkeypatch):
     from dlltrace.diagnosis.replay_linux import replay_linux
     rc, trace = _run_python(recorder, tmp_path, monkeypatch, "import dltext_dl; print('ok')", extensions)

@@ -122,6 +122,7 @@ class LinuxSimulator:
         self.main: Optional[LinuxObject] = None
         self.env_dirs: tuple[str, ...] = ()
         self.lookups: list[Lookup] = []
+        self.preload_ignored: list[str] = []  # ld.so's lines for the LD_PRELOAD objects it could not map (rules.rule_preload_ignored)
         self._in_audit = False
         # rule_loaded_by_soname's and rule_same_file's answers over self.loaded as dicts (loaded_index)
         self._index_of: Optional[list[LinuxObject]] = None
@@ -151,8 +152,15 @@ class LinuxSimulator:
         for lib in self.process.audit:
             self._audit_namespace(lib)
         try:
-            mapped = (self._map_object(self.main, p, "library", res) for p in self.process.preload)
-            pre = [o for o in mapped if o is not None]
+            pre = []
+            for p in self.process.preload:
+                try:
+                    o = self._map_object(self.main, p, "library", res)
+                except LoadFailure as e:  # (not the start's failure: ld.so says so and goes on without it)
+                    self.preload_ignored.append(rules.rule_preload_ignored(p, e.text))
+                    continue
+                if o is not None:
+                    pre.append(o)
             new = pre + self._map_deps(self.main, res, pre)
             self._check_versions([self.main, *new])
             res.loaded = [o.path for o in new]

@@ -345,6 +345,19 @@ def rule_dlopen_flags(flags: int) -> DlopenMode:
                       invalid=not (flags & (RTLD_LAZY | RTLD_NOW)))
 
 
+def rule_preload_ignored(name: str, error: str) -> str:
+    """An object of LD_PRELOAD that cannot be mapped does not stop the program's start (glibc 2.36 elf/rtld.c
+    do_preload): ld.so prints "ERROR: ld.so: object 'NAME' from LD_PRELOAD cannot be preloaded (ERRSTRING):
+    ignored." and maps the next one and the program's dependencies without it; the folders its search found missing
+    stay so (rule_dir_status). `error`: the object's failure as dlerror() words it ("NAME: cannot open shared object
+    file: No such file or directory", "NAME: wrong ELF class: ELFCLASS32"); ERRSTRING is them without the object's
+    name and without the errno's text. Returns the line ld.so prints."""
+    text = error.split(": ", 1)[1] if ": " in error else error
+    if text.startswith("cannot open shared object file"):
+        text = "cannot open shared object file"
+    return f"ERROR: ld.so: object '{name}' from LD_PRELOAD cannot be preloaded ({text}): ignored."
+
+
 def rule_version_needs(facts: ELFFacts, deps: dict[str, Optional[ELFFacts]]) -> Optional[tuple[str, str]]:
     """Each version an object needs from a dependency (.gnu.version_r: "GLIBC_2.34" from libc.so.6,
     "GLIBCXX_3.4.30" from libstdc++.so.6) must be defined by the object that name bound to; a dependency
