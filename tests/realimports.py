@@ -387,8 +387,10 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
             rel = rw.install_target(w, member)
             if rel is None or _skipped(w, member):
                 continue
-            # (the base environment holds the same wheel unpacked: its copy; never built for a wheel it lacks)
-            known = base_env().root / rel if w in wheels() else None
+            # (the base environment holds the same wheel unpacked: its copy, when it is built; never built here: a small
+            # environment's fix must not build torch's)
+            built = CACHE / f"env-{_env_hash()}"
+            known = built / rel if w in wheels() and (built / "stamp").is_file() else None
             rw.place(known if known is not None and known.is_file() else rw.wheel_member(w, member), env.root / rel)
             placed += 1
         a.steps.append(f"pip install {'--force-reinstall ' if act == 'install' else ''}{w.requirement}: "

@@ -173,6 +173,9 @@ PINNED_SHA256 = {
     "pycparser-2.22-py3-none-any.whl": "c3702b6d3dd8c7abc1afa565d7e63d53a1d0bd86cdc24edd75470f4de499cfcc",
     "pyproj-3.7.0-cp311-cp311-win_amd64.whl": "38cba7c4c5679e40242dd959133e95b908d3b912dd66291094fd13510e8517ff",
     "certifi-2024.8.30-py3-none-any.whl": "922820b53db7a7257ffbda3f597266d435245903d80737e34f8a45ff3e3230d8",
+    # tests/test_real_field.py: pywin32 306's build for Python 3.10, and its 32-bit build, in the 64-bit CPython 3.11
+    "pywin32-306-cp310-cp310-win_amd64.whl": "84f4471dbca1887ea3803d8848a1616429ac94a4a8d05f4bc9c5dcfd42ca99c8",
+    "pywin32-306-cp311-cp311-win32.whl": "e65028133d15b64d2ed8f06dd9fbc268352478d4f9289e69c190ecd6818b6407",
     "gmpy2-2.2.1-cp311-cp311-win_amd64.whl": "8b472ee3c123b77979374da2293ebf2c170b88212e173d64213104956d4678fb",
     "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl": "b7aa25fc0baa5b1d95b7633af4f5f1838467f1815442b22487426f94e0d66c53",
     # tests/test_real_field.py: tensorflow 2.15.0 for Windows (tensorflow-intel, the CPU-only build) and what its import needs

@@ -55,6 +55,14 @@ its text) and run again.
   found '_raw_aes.cp311-win_amd64.pyd', Not found '_raw_aes.pyd'", base names only, no load made. The report said
   "no failed load explains it"; the shim now names the module's file in its package's folder
   (shim._module_files), and the report says pycryptodome's file is not there and reinstalls it.
+
+- pywin32 306 installed from its cp310 wheel, or from its win32 wheel, into the 64-bit CPython 3.11: its .pyd names
+  carry no tag, so `import win32api` imports its win32api.pyd, which imports python310.dll (not found), or is x86
+  (193). The report said "install the package's build for this Python" naming no package, and "get the 64-bit
+  build of what ships win32api.pyd"; it now names pywin32 306 (its RECORD; explain.rule_extension_of_another_python,
+  rule_wheel_for_another_machine) and reinstalls it with this Python's pip, which picks the cp311 win_amd64 build:
+  placed for real, the import runs. (python311.dll beside python.exe was said to be "in no folder the loader
+  searches": the application folder the load searched; explain.rule_close_name_in_a_searched_folder.)
  numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -561,3 +569,45 @@ def test_gmpy2_with_a_stray_libgmp_in_the_python_folder_is_told_to_move_it(gmpy2
     assert again.returncode == 0 and "gmpy2 2.2.1 1267650600228229401496703205376" in again.stdout, \
         ri.program_output(again.stderr)
     assert own in ri.parse_loader_log(again.stderr).native
+
+
+# pywin32 306 installed from a wheel of another Python: its .pyd names carry no tag (win32api.pyd), so CPython 3.11
+# imports them whatever build they are (site-packages copied from a Python 3.10, a 32-bit Python's pip)
+OTHER_PYWIN32 = {"cp310": rw.Wheel("pywin32", "306", "pywin32-306-cp310-cp310-win_amd64.whl", python="3.10"),
+                 "win32": rw.Wheel("pywin32", "306", "pywin32-306-cp311-cp311-win32.whl", platform="win32")}
+
+
+@pytest.mark.parametrize("build", sorted(OTHER_PYWIN32))
+def test_pywin32_of_another_python_is_reinstalled_for_this_one(build, wine_prefix, tmp_path):
+    """pywin32 306's cp310 wheel: win32api.pyd imports python310.dll (Wine: not found, needed by win32api.pyd;
+    explain.rule_extension_of_another_python). Its win32 wheel: win32api.pyd is x86 (Wine: c000007b;
+    explain.rule_wheel_for_another_machine). Either way the report names pywin32 306 (its RECORD) and reinstalls it
+    with this Python's own pip, which picks its cp311 win_amd64 build; that build placed where pip puts it, the
+    import runs."""
+    env = ri.env_copy(rw.or_skip(lambda: ri.small_env(f"field-pywin32-{build}", [OTHER_PYWIN32[build]])),
+                      tmp_path / "env")
+    code = "import win32api; print('pywin32', win32api.GetTickCount() >= 0)"
+    pyd = env.win("Lib/site-packages/win32/win32api.pyd")
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    log = ri.parse_loader_log(plain.stderr)
+    if build == "cp310":
+        assert ("python310.dll", pyd) in log.not_found, log.not_found
+    else:
+        assert (pyd, 0xC000007B) in log.load_failed, log.load_failed
+    exc = ri.python_exception(plain.stderr)
+    assert exc is not None and exc[0] == "ImportError" and "while importing win32api" in exc[1], exc
+    trace, _, rep, call = traced_failure(env, code, tmp_path, exit_code=1)
+    leaf = {"cp310": ("python310.dll", "not_found"), "win32": ("win32api.pyd", "bad_machine")}[build]
+    assert (ri.base(call["leaf"]["name"]), call["leaf"]["cause"]) == leaf, call["leaf"]
+    first = call["fixes"][0]
+    assert (first["action"], first["package"], first["version"], first["path"]) == ("install", "pywin32", "306", pyd), \
+        first
+    assert "-m pip install --force-reinstall --no-deps pywin32==306" in first["text"], first["text"]
+    head = ri.report_text(trace).splitlines()[2]
+    assert head.endswith({"cp310": "win32api.pyd is pywin32 306's build for Python 3.10, another Python",
+                          "win32": "Windows cannot load a 32-bit DLL into a 64-bit process"}[build]), head
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    log2 = ri.parse_loader_log(again.stderr)
+    assert again.returncode == 0 and "pywin32 True" in again.stdout, (applied.steps, ri.program_output(again.stderr))
+    assert pyd in log2.native and not log2.load_failed and not log2.not_found, (log2.load_failed, log2.not_found)

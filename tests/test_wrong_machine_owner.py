@@ -94,3 +94,26 @@ def test_rule_wrong_machine_file_of_its_own_wheel_by_its_tags(tmp_path, capsys):
     fixes = report(tmp_path, capsys, "clr_loader", "0.3.1", ["clr_loader/ffi/dlls/x86/ClrLoader.dll"], "clr_loader.ffi",
                    "clr_loader/ffi/dlls/x86/ClrLoader.dll", None, root_machine="x86", tags=["py3-none-any"])
     assert all(f["action"] != "install" for f in fixes), fixes
+
+
+def test_rule_wheel_for_another_machine(tmp_path, capsys):
+    """The field test's pywin32 306 cp311-cp311-win32 wheel in a 64-bit CPython 3.11 (under Wine): its win32api.pyd,
+    named with no platform tag, is imported and is x86 (error 193). The file is the one pip installed: the wheel is
+    the wrong one (its tags name win32 only), and this Python's own pip reinstalling pywin32 306 picks its
+    win_amd64 build. The report said only "Get the 64-bit build of what ships win32api.pyd"."""
+    files = ["win32/win32api.pyd", "pywin32_system32/pywintypes311.dll"]
+    fixes = report(tmp_path, capsys, "pywin32", "306", files, "win32api", files[0], None, root_machine="x86",
+                   tags=["cp311-cp311-win32"])
+    first = fixes[0]
+    assert (first["action"], first["package"], first["version"], first["need"], first["verified"]) == (
+        "install", "pywin32", "306", "win32", True), fixes
+    assert first["text"] == (
+        "win32api.pyd is pywin32 306's (its RECORD lists win32/win32api.pyd), and the pywin32 installed here is its "
+        "win32 wheel, 32-bit (x86), for another Python than this x64 one: install its build for this Python with this "
+        "Python's own pip:  C:\\py\\python.exe -m pip install --force-reinstall --no-deps pywin32==306"), first["text"]
+    assert fixes[1]["kind"] == "python_bitness", fixes  # (then the general advice)
+    # a wheel of this machine (win_amd64) whose file is x86: not the file pip installed (the rule before), other words
+    fixes = report(tmp_path, capsys, "pywin32", "306", files, "win32api", files[0], None, root_machine="x86",
+                   tags=["cp311-cp311-win_amd64"])
+    assert fixes[0]["package"] == "pywin32" and "need" not in fixes[0], fixes[0]
+    assert "is not the file pywin32 306 installed" in fixes[0]["text"], fixes[0]["text"]

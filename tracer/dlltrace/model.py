@@ -279,7 +279,8 @@ class Candidate:
 #   on_path_not_searched   in a PATH entry the call does not search (it used LOAD_LIBRARY_SEARCH_* flags)
 #   current_folder    in the current folder
 #   not_searched      in no folder the loader searches
-Relation = Literal["loaded_wins", "on_path", "on_path_not_searched", "current_folder", "not_searched"]
+#   searched          another version's file (close_names) in a folder the call searched (rule: which folder)
+Relation = Literal["loaded_wins", "on_path", "on_path_not_searched", "current_folder", "not_searched", "searched"]
 
 
 @dataclass(frozen=True, **SLOTS)
@@ -293,7 +294,7 @@ class Elsewhere:
     machine: Optional[str] = None
     version: Optional[str] = None  # its file version, where known
     path_entry: Optional[int] = None  # on_path, on_path_not_searched: which PATH entry (from 1)
-    rule: Optional[str] = None  # loaded_wins: the rule of the folder searched
+    rule: Optional[str] = None  # loaded_wins, searched: the rule of the folder searched
     owner: str = ""  # "numpy 2.1.3": a copy known from that distribution's RECORD only (its facts not recorded)
 
 
@@ -551,7 +552,7 @@ class Fix:
     instruction: str = ""  # install: how to install what ships the DLL
     package: Optional[str] = None  # install: the pip package, when it is one
     version: str = ""  # vc_redist: the version in use
-    need: str = ""  # vc_redist: the version needed ("14.40")
+    need: str = ""  # vc_redist: the version needed ("14.40"); install of a python3XY.dll: the Python its wheel is for
     built_with: bool = False  # vc_redist: need is the failing DLL's own toolset (name it)
     leaf: str = ""  # vc_redist: the DLL whose DllMain failed
     arch: str = ""  # vc_redist: the redistributable's architecture

@@ -394,6 +394,22 @@ def arch_of(process: ProcessState) -> str:
 _PLATFORM_TAG_MACHINE = {"win_amd64": "x64", "win32": "x86", "win_arm64": "arm64"}
 
 
+def rule_wheel_for_another_machine(path: str, world: World, machine: str) -> Optional[tuple[Owner, str]]:
+    """The wheel whose RECORD lists this wrong-machine file, when that wheel is itself a build for another machine:
+    its tags (its WHEEL file) name platforms of one other machine only (pywin32 306's cp311-cp311-win32 wheel in a
+    64-bit Python: its win32api.pyd, x86, named with no platform tag, is imported and fails with 193). pip put the
+    file there as the wheel holds it: the wheel is the wrong one, and this Python's own pip picks its build for this
+    machine. Returns (the wheel, its platform tag), else None (a wheel for this machine, or of no known tags)."""
+    o = owner_of_path(world, path) if path else None
+    if o is None or o.kind != "wheel":
+        return None
+    platforms = {t.rsplit("-", 1)[-1].lower() for t in o.tags}
+    machines = {_PLATFORM_TAG_MACHINE.get(p) for p in platforms}
+    if len(machines) != 1 or None in machines or machine in machines:
+        return None
+    return o, sorted(platforms)[0]
+
+
 def rule_wrong_machine_file_of_its_own_wheel(path: str, parent: str, world: World, machine: str) -> Optional[Owner]:
     """The wheel whose RECORD lists this wrong-machine file (None: no wheel's, or nothing says which build it
     shipped). A wheel is built for one machine: the file is not the one pip installed when the module that imports
@@ -482,6 +498,27 @@ def python_dll_words(name: str, res: CallResult, process: ProcessState) -> str:
             f"not found: load it from that Python (import it there), or put that Python's folder on PATH")
 
 
+def rule_extension_of_another_python(name: str, res: CallResult, world: World,
+                                     process: ProcessState) -> Optional[tuple[Owner, str, str]]:
+    """python3XY.dll of another Python than this one, imported by a file an installed wheel's RECORD lists: that
+    wheel is the build for Python 3.XY (site-packages copied from another Python, a wheel installed with another
+    Python's pip, pywin32's win32api.pyd of its cp310 wheel in a Python 3.11: it imports python310.dll, and its
+    .pyd names carry no tag that would keep 3.11 from importing them). Reinstalling the same version with this
+    Python's own pip puts this Python's build in its place. Returns (the wheel, the importer's path, the Python
+    3.XY it was built for), else None (this Python's own DLL, the stable ABI's python3.dll, an importer no wheel
+    lists)."""
+    m = re.fullmatch(r"python3(\d+)(t?)(_d)?\.dll", name.lower())
+    this = ".".join((process.python or "").split(".")[:2])
+    if m is None or not this or this == f"3.{m.group(1)}" and not m.group(2):
+        return None
+    chain = res.tree.failure_chain() if res.tree is not None else []
+    importer = (chain[-2].path or "") if len(chain) > 1 else ""
+    o = owner_of_path(world, importer) if importer else None
+    if o is None or o.kind != "wheel":
+        return None
+    return o, importer, f"3.{m.group(1)}{m.group(2)}"
+
+
 def cuda_major(res: CallResult, world: World, process: ProcessState) -> Optional[int]:
     """The CUDA major version the process uses, from the CUDA DLL names it loads or asks for
     (cudart64_12.dll, cublas64_13.dll): for cuDNN 9, which has one name for every CUDA major."""
@@ -565,6 +602,14 @@ def candidates(sit: verify.Situation) -> list[Fix]:
             own = rule_wrong_machine_file_of_its_own_wheel(bad, parent, world, process.machine)
             if own is not None and any((r.package, r.version) == (own.dist, own.version) for r in reinstalls):
                 pass  # (its size tells the same: that reinstall comes first, below)
+            elif (wheel := rule_wheel_for_another_machine(bad, world, process.machine)) is not None:
+                # (pip installed another machine's wheel: this Python's own pip picks this machine's build)
+                o, platform = wheel
+                other = leaf.facts.machines[0] if leaf.facts is not None and leaf.facts.machines else ""
+                out.insert(0, Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=bad,
+                                  bound=o.path, exe=reinstalling_python(process, is_python(process, res)),
+                                  lacks=o.kind, machine=process.machine, other_machine=other, need=platform,
+                                  python=is_python(process, res)))
             elif own is not None:  # (pip put another file there: reinstalling its distribution puts it back)
                 exe = reinstalling_python(process, is_python(process, res))
                 other = leaf.facts.machines[0] if leaf.facts is not None and leaf.facts.machines else ""
@@ -584,6 +629,13 @@ def candidates(sit: verify.Situation) -> list[Fix]:
                 (owner := owner_reinstall(name, world, process, call)) is not None:
             out.append(owner)  # (a distribution's RECORD lists it, and it is not there: its install is damaged)
         elif not copies and not (prov is not None and prov.kind == "pip"):
+            if prov is not None and prov.kind == "python" and (
+                    another := rule_extension_of_another_python(name, res, world, process)) is not None:
+                # (the wheel built for another Python: its build for this one, by this Python's own pip, first)
+                o, importer, built = another
+                out.append(Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=importer,
+                               bound=o.path, exe=reinstalling_python(process, is_python(process, res)), lacks=o.kind,
+                               need=built, parent=winpath.basename(importer), python=is_python(process, res)))
             advice = provider_advice(name, prov, process, call, world)
             if advice is not None and advice.action == "find_package" and listed is not None:
                 advice = None  # (its RECORD named the package that ships it: the reinstall above; no search for one)
@@ -740,9 +792,20 @@ def find_close_names(res: CallResult, world: World, process: ProcessState) -> li
     for path in world.close_files(winpath.basename(leaf.name)):
         # (said as found whatever its machine, and never as not searched: another file name)
         e = where_is(path, res, world, process)
+        rule = rule_close_name_in_a_searched_folder(path, leaf)
+        if rule is not None:
+            e = dataclasses.replace(e, relation="searched", rule=rule, path_entry=None)
         out.append(dataclasses.replace(e, result="found", relation="on_path")
                    if e.relation == "on_path_not_searched" else dataclasses.replace(e, result="found"))
     return out
+
+
+def rule_close_name_in_a_searched_folder(path: str, leaf: Node) -> Optional[str]:
+    """The rule of the folder the leaf's search tried that holds `path`, another version's file (python311.dll
+    beside python.exe, in the application folder, when python310.dll is wanted: the folder was searched, the name
+    differs), else None. Such a file is never "in no folder the loader searches"."""
+    folder = winpath.dirname(path)
+    return next((s.rule or "" for s in leaf.search if winpath.same(s.folder, folder)), None)
 
 
 def explain(res: CallResult, world: World, process: ProcessState) -> CallResult:

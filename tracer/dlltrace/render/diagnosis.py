@@ -44,7 +44,8 @@ NEXT_WORDS = {"not_found": "not found", "bad_machine": "wrong machine", "not_pe"
               "init_failed": "initialisation failed", "access_denied": "access denied"}
 RELATION_WORDS = {"loaded_wins": "searched, but the copy already loaded wins", "on_path": "on PATH",
                   "on_path_not_searched": "on PATH, which this load does not search",
-                  "current_folder": "the current folder", "not_searched": "in no folder the loader searches"}
+                  "current_folder": "the current folder", "not_searched": "in no folder the loader searches",
+                  "searched": "in a folder this load searched"}
 
 # the subfolders glibc tries inside each folder of a search before the folder itself (dl-load.c: the
 # glibc-hwcaps/<level> subfolders, then the legacy tls and platform/hwcap ones); a report shows the folder once

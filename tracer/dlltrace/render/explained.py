@@ -104,11 +104,14 @@ def bitness_text(name: str, machines: Sequence[str], process: str) -> str:
 
 
 # Whether a missing leaf has a copy anywhere (ExplainedCall.leaf_state), and its words.
-LeafState = Literal["", "installed_not_searched", "not_installed", "missing_from_its_distribution"]
+LeafState = Literal["", "installed_not_searched", "not_installed", "missing_from_its_distribution",
+                    "built_for_another_python"]
 LEAF_STATE_WORDS: dict[LeafState, str] = {
     "": "", "installed_not_searched": "installed but not searched",
     "not_installed": "not installed anywhere dlltrace looked",
-    "missing_from_its_distribution": "its distribution's RECORD lists it, and it is not there"}
+    "missing_from_its_distribution": "its distribution's RECORD lists it, and it is not there",
+    # (explain.rule_extension_of_another_python: said with the importer, its wheel and the Python it is for)
+    "built_for_another_python": "{parent} is {package} {version}'s build for Python {need}, another Python"}
 
 # The headings, said the same way by every form.
 LOOKED = "Where Windows looked for {name}"
@@ -178,11 +181,14 @@ class ExplainedCall:
         if self.leaf is None or self.leaf.cause != "not_found":
             return ""
         first = self.result.fixes[0] if self.result.fixes else None
+        if first is not None and first.kind == "reinstall" and first.action == "install" and first.package and \
+                first.need and first.name.lower().startswith("python3"):
+            return "built_for_another_python"  # (explain.rule_extension_of_another_python: nothing of it is gone)
         if first is not None and first.kind == "reinstall" and first.action == "install" and first.package:
             return "missing_from_its_distribution"  # (the file the load wanted is gone: another copy is no cause)
         if any(e.result == "found" for e in self.found_elsewhere):
             return "installed_not_searched"
-        if any(f.kind == "reinstall" and f.action == "install" and f.package for f in self.result.fixes):
+        if any(f.kind == "reinstall" and f.action == "install" and f.package and not f.need for f in self.result.fixes):
             return "missing_from_its_distribution"  # (explain.owner_reinstall: the environment's record says whose)
         return "not_installed"
 
@@ -252,6 +258,9 @@ def verdict_text(e: ExplainedCall) -> str:
     if leaf.cause == "bad_machine":
         text = bitness_text(leaf.name, facts.machines, facts.process_machine or "x64") + need
     state = LEAF_STATE_WORDS[e.leaf_state]
+    if e.leaf_state == "built_for_another_python":
+        f = e.result.fixes[0]
+        state = state.format(parent=f.parent, package=f.package, version=f.version, need=f.need)
     return f"✗ {text}; {state}" if state else f"✗ {text}"
 
 

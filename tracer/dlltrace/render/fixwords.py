@@ -171,6 +171,15 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
             return (f"{f.name} at {f.path} is not the file {f.package} {f.version} installed: it is {f.size:,} bytes, "
                     f"and its RECORD lists {f.bound} at {f.record_size:,} (another build put over it: an upgrade that "
                     f"could not replace a file in use, or a copy): reinstall it:  {pip}")
+        if f.need and f.name.lower().startswith("python3"):  # (explain.rule_extension_of_another_python)
+            return (f"{f.parent} is {f.package} {f.version}'s (its RECORD lists {f.bound}), and that wheel is its build "
+                    f"for Python {f.need}: {f.parent} imports {f.name}, the Python {f.need} interpreter's own DLL. "
+                    f"Install its build for this Python with this Python's own pip:  {pip}")
+        if f.other_machine and f.need:  # (a wheel of another machine: explain.rule_wheel_for_another_machine)
+            bits = {"x86": "32-bit (x86)", "x64": "64-bit (x64)"}.get(f.other_machine, f"built for {f.other_machine}")
+            return (f"{f.name} is {f.package} {f.version}'s (its RECORD lists {f.bound}), and the {f.package} installed "
+                    f"here is its {f.need} wheel, {bits}, for another Python than this {f.machine} one: install its "
+                    f"build for this Python with this Python's own pip:  {pip}")
         if f.other_machine:  # (there, of another machine: explain.rule_wrong_machine_file_of_its_own_wheel)
             bits = {"x86": "32-bit (x86)", "x64": "64-bit (x64)"}.get(f.other_machine, f"built for {f.other_machine}")
             return (f"{f.name} at {f.path} is {bits}: it is not the file {f.package} {f.version} "
@@ -463,4 +472,6 @@ def _relation_words(e: Elsewhere) -> str:
         return f"on PATH (entry {e.path_entry}), which this load does not search"
     if e.relation == "current_folder":
         return "the current folder"
+    if e.relation == "searched":  # (another version's file: explain.rule_close_name_in_a_searched_folder)
+        return f"in a folder this load searched ({e.rule})" if e.rule else "in a folder this load searched"
     return "in no folder the loader searches"
