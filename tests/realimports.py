@@ -382,6 +382,9 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
         w = _pinned(package) if package else None
         if w is None:
             raise CannotApply(f"{act}: no pinned real wheel of {package!r} here (instruction: {fix.get('text')!r})")
+        if fix.get("replaces"):  # (pip uninstall -y REPLACES first: every file its RECORD lists removed)
+            gone = uninstall(env, fix["replaces"])
+            a.steps.append(f"pip uninstall -y {fix['replaces']}: {gone} files its RECORD lists removed")
         placed = 0
         for member in rw.wheel_members(w):
             rel = rw.install_target(w, member)
@@ -405,6 +408,25 @@ def apply_fix(fix: dict, env: Env, out: Optional[Applied] = None, depth: int = 0
     for step in fix.get("then") or []:
         apply_fix(step, env, a, depth + 1)
     return a
+
+
+def uninstall(env: Env, dist: str) -> int:
+    """What `pip uninstall -y DIST` does to the environment's site-packages: every file its .dist-info's RECORD lists
+    removed (links unlinked, never written through); how many."""
+    import csv
+
+    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()  # noqa: E731
+    infos = [d for d in env.site.glob("*.dist-info") if norm(d.name[:-len(".dist-info")].rsplit("-", 1)[0]) == norm(dist)]
+    if len(infos) != 1:
+        raise CannotApply(f"uninstall: {dist} is not installed once here ({[d.name for d in infos]})")
+    gone = 0
+    with open(infos[0] / "RECORD", newline="", encoding="utf-8") as f:
+        for row in csv.reader(f):
+            if row and (env.site / row[0]).is_file():
+                (env.site / row[0]).unlink()
+                gone += 1
+    shutil.rmtree(infos[0], ignore_errors=True)
+    return gone
 
 
 def _pinned(package: str) -> Optional[rw.Wheel]:

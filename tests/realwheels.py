@@ -86,6 +86,9 @@ WHEELS = {
     # pyusb ships no libusb, and finds one with ctypes.util.find_library (the PATH folders only); the libusb-package
     # wheel ships libusb-1.0.dll in its own folder (tests/test_real_field.py)
     "pyusb": Wheel("pyusb", "1.3.1", "pyusb-1.3.1-py3-none-any.whl", platform="any"),
+    # tests/test_real_field.py: python-magic without libmagic, and python-magic-bin, which replaces it and ships libmagic.dll
+    "python_magic": Wheel("python-magic", "0.4.27", "python_magic-0.4.27-py2.py3-none-any.whl", platform="any"),
+    "python_magic_bin": Wheel("python-magic-bin", "0.4.14", "python_magic_bin-0.4.14-py2.py3-none-win_amd64.whl"),
     "libusb_package": Wheel("libusb-package", "1.0.30.0", "libusb_package-1.0.30.0-py3-none-win_amd64.whl"),
     "h5py": Wheel("h5py", "3.12.1", "h5py-3.12.1-cp311-cp311-win_amd64.whl"),
     "pyarrow": Wheel("pyarrow", "18.0.0", "pyarrow-18.0.0-cp311-cp311-win_amd64.whl"),
@@ -176,6 +179,9 @@ PINNED_SHA256 = {
     # tests/test_real_field.py: pywin32 306's build for Python 3.10, and its 32-bit build, in the 64-bit CPython 3.11
     "pywin32-306-cp310-cp310-win_amd64.whl": "84f4471dbca1887ea3803d8848a1616429ac94a4a8d05f4bc9c5dcfd42ca99c8",
     "pywin32-306-cp311-cp311-win32.whl": "e65028133d15b64d2ed8f06dd9fbc268352478d4f9289e69c190ecd6818b6407",
+    # tests/test_real_field.py: python-magic without libmagic, and python-magic-bin, which replaces it
+    "python_magic-0.4.27-py2.py3-none-any.whl": "c212960ad306f700aa0d01e5d7a325d20548ff97eb9920dcd29513174f0294d3",
+    "python_magic_bin-0.4.14-py2.py3-none-win_amd64.whl": "90be6206ad31071a36065a2fc169c5afb5e0355cbe6030e87641c6c62edc2b69",
     "gmpy2-2.2.1-cp311-cp311-win_amd64.whl": "8b472ee3c123b77979374da2293ebf2c170b88212e173d64213104956d4678fb",
     "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl": "b7aa25fc0baa5b1d95b7633af4f5f1838467f1815442b22487426f94e0d66c53",
     # tests/test_real_field.py: tensorflow 2.15.0 for Windows (tensorflow-intel, the CPU-only build) and what its import needs

@@ -1220,3 +1220,52 @@ def test_rule_linux_call_while_starting_of_a_spawned_child(tmp_path):
                          text=True, env=env, timeout=300)
     probes = [f for d in json.loads(rep.stdout)["diagnoses"] for f in d["failures"] if f["name"] == "libprobe_only.so.9"]
     assert [(f["fate"], f["reason"]) for f in probes] == [("went_on", "while_starting")], probes
+
+
+def python_magic_trace(dest: Path, dists: list) -> Path:
+    """A handwritten Windows trace of python-magic 0.4.27 without libmagic (the field test's, tests/test_real_field.py):
+    magic/loader.py's find_library calls for each of its names find nothing, and it raises ImportError."""
+    from simhelp import handwritten, python_writer
+
+    hw = handwritten()
+    w, site = python_writer(hw, "import magic")
+    w.ev("py_dists", dists=[{"name": n, "version": v, "site": site, "files": [], "loaders": []} for n, v in dists],
+         conda=[], conda_prefix=None, cut=False)
+    frame = {"file": site + "\\magic\\loader.py", "line": 30, "function": "_lib_candidates_windows"}
+    for n in ("libmagic", "magic1", "magic-1", "cygmagic-1", "libmagic-1", "msys-magic-1"):
+        w.ev("py_find_library", name=n, result=None, searched=["C:\\Python311", hw.SYS32], frame=frame, imports=["magic"])
+    w.ev("py_exception", type="ImportError", message="failed to find libmagic.  Check your installation", module=None,
+         path=None, winerror=None)
+    w.write(dest)
+    return dest
+
+
+def test_rule_package_that_replaces_the_module(tmp_path, capsys):
+    """python-magic installed, libmagic nowhere: python-magic-bin ships libmagic.dll and its own module magic, which
+    loads it from its folder (data/packages.json `replaces`). The fix uninstalls python-magic and installs
+    python-magic-bin, with no PATH step (its DLL put on PATH for python-magic was no fix: MagicException, no magic
+    database, seen under Wine). Without python-magic installed (another program asking for libmagic), the usual fix:
+    pip install python-magic-bin, then its folder on PATH."""
+    from dlltrace import cli
+
+    folder = "C:\\Python311\\Lib\\site-packages\\magic\\libmagic"
+    trace = python_magic_trace(tmp_path / "t.jsonl", [("python_magic", "0.4.27")])
+    cli.main(["report", "--json", str(trace)])
+    found = json.loads(capsys.readouterr().out)["outcome"]["find_library"]
+    (fix,) = found["fixes"]
+    assert (found["name"], fix["action"], fix["package"], fix["replaces"], fix["folder"], fix["then"]) == (
+        "libmagic", "install_package", "python-magic-bin", "python-magic", folder, []), found
+    assert fix["text"] == (
+        f"python-magic-bin ships libmagic.dll (in {folder}) with its own module, which loads it from there, and replaces "
+        "python-magic, which installs the same module: C:\\Python311\\python.exe -m pip uninstall -y python-magic, then "
+        "C:\\Python311\\python.exe -m pip install python-magic-bin"), fix["text"]
+    cli.main(["report", str(trace)])
+    text = capsys.readouterr().out
+    assert "not enough" not in text and 'set "PATH=' not in text, text
+    cli.main(["report", "--markdown", str(trace)])
+    md = capsys.readouterr().out
+    assert "`C:\\Python311\\python.exe -m pip uninstall -y python-magic`, then " in md and "not enough" not in md, md
+    trace = python_magic_trace(tmp_path / "t2.jsonl", [("otherpkg", "1.0")])
+    cli.main(["report", "--json", str(trace)])
+    (fix,) = json.loads(capsys.readouterr().out)["outcome"]["find_library"]["fixes"]
+    assert "replaces" not in fix and [t["action"] for t in fix["then"]] == ["set_env"], fix

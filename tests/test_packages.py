@@ -207,6 +207,15 @@ def test_libusb_is_the_libusb_package_wheel():
     assert lookup("usb-1.0.dll") is None and lookup("libusb0.dll") is None  # (pyusb's other names: no wheel's)
 
 
+def test_libmagic_is_the_python_magic_bin_wheel_which_replaces_python_magic():
+    """python-magic ships no libmagic; python-magic-bin ships libmagic.dll in magic/libmagic and its own module magic,
+    which replaces python-magic's (analysis.rule_package_that_replaces_the_module)."""
+    p = pip("libmagic.dll")
+    assert (p.package, p.requirement, p.root, p.folder, p.replaces) == (
+        "python-magic-bin", "python-magic-bin", "site-packages", "magic/libmagic", "python-magic")
+    assert pip("libusb-1.0.dll").replaces is None
+
+
 def test_lookup_takes_a_path_and_keeps_the_name():
     p = lookup(r"C:\env\Lib\site-packages\nvidia\cu13\bin\x86_64\CUBLAS64_13.DLL")
     assert p is not None and p.dll == "CUBLAS64_13.DLL" and p.package == "nvidia-cublas"
@@ -269,6 +278,8 @@ def test_malformed_data_raises_a_clear_error():
     assert "example" in _break(lambda d: _row(d, "mkl-3").update(examples=["mkl_rt.2.dll"]))
     assert "exactly one" in _break(lambda d: _row(d, "mkl-3").update(names=["mkl_rt.3.dll"]))
     assert "unknown keys" in _break(lambda d: _row(d, "mkl-3").update(folders="x"))
+    assert "replaces" in _break(lambda d: _row(d, "nvidia-driver").update(replaces="python-magic"))
+    assert "replaces" in _break(lambda d: _row(d, "python-magic-bin").update(replaces=""))
     assert "twice" in _break(lambda d: d["rows"].append(dict(_row(d, "cublas-cu13"))))
     # the same name in two rows: only CUDA-major alternatives
     assert "distinct CUDA majors" in _break(lambda d: _row(d, "windows")["names"].append("nvcuda.dll"))
@@ -341,6 +352,7 @@ PINNED = [
     "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl",
     "openslide_bin-4.0.1.2-py3-none-win_amd64.whl",
     "libusb_package-1.0.30.0-py3-none-win_amd64.whl",
+    "python_magic_bin-0.4.14-py2.py3-none-win_amd64.whl",
 ]
 PLACEHOLDERS = [
     "nvidia_cublas_cu13-0.0.0a0-py2.py3-none-any.whl",

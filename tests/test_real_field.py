@@ -63,6 +63,12 @@ its text) and run again.
   rule_wheel_for_another_machine) and reinstalls it with this Python's pip, which picks the cp311 win_amd64 build:
   placed for real, the import runs. (python311.dll beside python.exe was said to be "in no folder the loader
   searches": the application folder the load searched; explain.rule_close_name_in_a_searched_folder.)
+
+- python-magic 0.4.27 without libmagic (its wheel ships none): magic/loader.py's find_library calls find nothing and
+  it raises "failed to find libmagic". The report said to put libmagic.dll in a PATH folder, which is no fix (python-
+  magic then loads it and finds no magic database: MagicException). python-magic-bin replaces python-magic (both
+  install the module magic) and loads its own DLL and database (data/packages.json `replaces`;
+  analysis.rule_package_that_replaces_the_module): uninstall python-magic, install python-magic-bin; done, it runs.
  numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -611,3 +617,45 @@ def test_pywin32_of_another_python_is_reinstalled_for_this_one(build, wine_prefi
     log2 = ri.parse_loader_log(again.stderr)
     assert again.returncode == 0 and "pywin32 True" in again.stdout, (applied.steps, ri.program_output(again.stderr))
     assert pyd in log2.native and not log2.load_failed and not log2.not_found, (log2.load_failed, log2.not_found)
+
+
+@pytest.fixture(scope="module")
+def python_magic_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-python-magic", [rw.WHEELS["python_magic"]]))
+
+
+def test_python_magic_without_libmagic_is_replaced_by_python_magic_bin(python_magic_env, tmp_path):
+    """python-magic 0.4.27 on Windows ships no libmagic: magic/loader.py tries ./libmagic.dll and find_library of six
+    names, finds none, and raises "ImportError: failed to find libmagic.  Check your installation". The report said
+    "put libmagic.dll in one of these folders (of PATH)": python_magic_bin's libmagic.dll on PATH loads, and magic then
+    raises MagicException (no magic database; checked here). python-magic-bin replaces python-magic (both install the
+    module magic) and its own magic.py loads its libmagic.dll and magic.mgc (analysis.rule_package_that_replaces_the_
+    module): the fix uninstalls python-magic and installs python-magic-bin, and done for real, the program runs."""
+    env = ri.env_copy(python_magic_env, tmp_path / "env")
+    code = "import magic; print('magic:', magic.from_buffer(b'%PDF-1.4 hello'))"
+    plain = ri.run_python(env, code, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert ri.python_exception(plain.stderr) == ("ImportError", "failed to find libmagic.  Check your installation"), \
+        ri.program_output(plain.stderr)
+    assert not any(ri.base(m) == "libmagic.dll" for m in ri.parse_loader_log(plain.stderr).mapped)
+    trace = tmp_path / "t.jsonl"
+    ri.run_python(env, code, traced=trace, cwd=tmp_path)
+    rep = ri.report_json(trace)
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["failed"] == [], rep["outcome"]
+    found = rep["outcome"]["find_library"]
+    (first,) = found["fixes"]
+    folder = env.win("Lib/site-packages/magic/libmagic")
+    assert (found["name"], first["action"], first["package"], first["replaces"], first["folder"], first["then"]) == (
+        "libmagic", "install_package", "python-magic-bin", "python-magic", folder, []), found
+    text = ri.report_text(trace)
+    assert "-m pip uninstall -y python-magic, then " in text and "-m pip install python-magic-bin" in text, text[:3000]
+    # its DLL alone on PATH is not the fix: python-magic loads it, then finds no magic database
+    other = env.root / "other"
+    rw.place(rw.wheel_member(rw.WHEELS["python_magic_bin"], "magic/libmagic/libmagic.dll"), other / "libmagic.dll")
+    on_path = ri.run_python(env, f"import os; os.environ['PATH'] = r'{env.win('other')};' + os.environ['PATH']\n" + code,
+                            cwd=tmp_path)
+    assert on_path.returncode == 1 and "magic.MagicException" in on_path.stderr, ri.program_output(on_path.stderr)
+    applied = ri.apply_fix(first, env)
+    again = ri.run_python(env, "\n".join([*applied.prelude, code]), winedebug="+loaddll,+module", cwd=tmp_path)
+    assert again.returncode == 0 and "magic: PDF document, version 1.4" in again.stdout, \
+        (applied.steps, ri.program_output(again.stderr))
+    assert folder + "\\libmagic.dll" in ri.parse_loader_log(again.stderr).mapped

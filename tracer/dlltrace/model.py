@@ -570,6 +570,7 @@ class Fix:
     cudnn: Optional[int] = None  # install_cudnn: the cuDNN major
     ahead_of: str = ""  # reorder_path: the folder `folder` must come before
     preloaded_by: str = ""  # install_package (Linux): the framework that loads this wheel's copy itself ("torch")
+    replaces: str = ""  # install_package: the installed distribution whose module the package's own replaces (uninstalled first)
     # install (a reinstall): the file at `path` is not the one its distribution installed: its size on disk, and
     # the size its RECORD gives (explain.rule_not_the_file_its_distribution_installed)
     size: Optional[int] = None

@@ -73,6 +73,9 @@ class Provider:
     download: Optional[Mapping[str, str]] = None  # its installer by architecture ("x64", "x86", "arm64", "any")
     exports: Optional[Mapping[str, str]] = None  # export -> the first installer version that has it
     side_by_side: bool = False  # a WinSxS assembly (VC++ 2005, 2008): bound by a manifest, never found on PATH
+    # a pip row's: the distribution whose module this package's own replaces (both install it), and which loads the DLL
+    # from the package's folder itself (python-magic-bin's magic, for python-magic's): installing it is the whole fix
+    replaces: Optional[str] = None
 
     def download_for(self, arch: str) -> Optional[str]:
         """The installer's address for this architecture ("x64", "x86", "arm64"), or its one address."""
@@ -110,6 +113,7 @@ class _Row:
     download: Optional[Mapping[str, str]] = None
     exports: Optional[Mapping[str, str]] = None
     side_by_side: bool = False
+    replaces: Optional[str] = None
 
     def matches(self, lower_name: str) -> bool:
         if self.pattern is not None:
@@ -120,7 +124,7 @@ class _Row:
         return Provider(dll=dll, kind=self.kind, component=self.component, cuda_major=self.cuda_major,
                         package=self.package, requirement=self.requirement, root=self.root, folder=self.folder,
                         source=self.source, row=self.id, since=self.since, download=self.download, exports=self.exports,
-                        side_by_side=self.side_by_side)
+                        side_by_side=self.side_by_side, replaces=self.replaces)
 
 
 def _fail(where: str, what: str) -> PackageDataError:
@@ -146,7 +150,7 @@ def _opt_str(row: dict[str, Any], key: str, where: str) -> Optional[str]:
 
 
 _ROW_KEYS = {"id", "names", "pattern", "examples", "kind", "component", "cuda_major", "package", "requirement",
-             "root", "folder", "source", "since", "download", "exports", "side_by_side"}
+             "root", "folder", "source", "since", "download", "exports", "side_by_side", "replaces"}
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*$")
 _ARCHES = ("x64", "x86", "arm64", "any")
 # kinds whose rows may say which installer (and which version of it) ships the DLL
@@ -240,8 +244,11 @@ def _parse_row(raw: Any, index: int) -> _Row:
                    or ":" in folder):
         raise _fail(where, f"folder {folder!r} must be relative, with forward slashes, without '..'")
     since, download, exports, sxs = _installer_facts(raw, kind, where)
+    replaces = raw.get("replaces")
+    if replaces is not None and (kind != "pip" or not isinstance(replaces, str) or not replaces):
+        raise _fail(where, f"replaces is a pip row's distribution name, not {replaces!r}")
     return _Row(rid, names, pattern, cast(ProviderKind, kind), component, cuda, package, requirement,
-                cast(Root, root), folder, source, since, download, exports, sxs)
+                cast(Root, root), folder, source, since, download, exports, sxs, replaces)
 
 
 def parse(data: Any) -> tuple[_Row, ...]:

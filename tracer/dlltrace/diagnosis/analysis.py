@@ -5,6 +5,7 @@ failure the program hit, or a load it went past), and where the replay's API set
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
@@ -473,10 +474,31 @@ def find_library_fixes(name: str, trace: Trace, pid: int) -> tuple[Fix, ...]:
             continue
         folder = winpath.join(root, prov.win_folder) if prov.folder else root
         path = winpath.join(folder, f)
+        replaced = rule_package_that_replaces_the_module(prov, trace, pid)
+        if replaced:  # (its own module loads the DLL from its folder: nothing to put on PATH)
+            return (Fix("install", "install_package", name=f, package=prov.requirement or prov.package, folder=folder,
+                        path=path, exe=str(env.get("executable") or ""), replaces=replaced),)
         step = Fix("env", "set_env", name=f, variable="PATH", folder=folder, path=path, python=False)
         return (Fix("install", "install_package", name=f, package=prov.requirement or prov.package, folder=folder,
                     path=path, exe=str(env.get("executable") or ""), then=(step,)),)
     return ()
+
+
+def rule_package_that_replaces_the_module(prov: packages.Provider, trace: Trace, pid: int) -> str:
+    """The installed distribution (as the data names it) that the pip package shipping the DLL replaces
+    (data/packages.json `replaces`: both install the same module, and the package's own loads the DLL from its
+    folder), else "". python-magic 0.4.27 looks for libmagic with find_library and finds none on Windows;
+    python-magic-bin's module magic loads its own magic\\libmagic\\libmagic.dll with its magic.mgc: installing it
+    in python-magic's place is the fix, where its DLL put on PATH for python-magic is not (seen under Wine: python-magic
+    then loads it and raises MagicException, no magic database)."""
+    if not prov.replaces:
+        return ""
+    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()  # noqa: E731
+    for e in trace.of("py_dists", pid=pid):
+        for d in e.get("dists") or []:
+            if isinstance(d, dict) and isinstance(d.get("name"), str) and norm(d["name"]) == norm(prov.replaces):
+                return prov.replaces
+    return ""
 
 
 def _python_site(trace: Trace, pid: int) -> str:

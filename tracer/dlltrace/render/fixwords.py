@@ -102,14 +102,15 @@ def pip_args(package: str, windows: bool) -> str:
     return " ".join(out)
 
 
-def pip_install(f: Fix, code: Callable[[str], str]) -> str:
+def pip_install(f: Fix, code: Callable[[str], str], verb: str = "install") -> str:
     """`pip install PACKAGE` with the traced program's own interpreter (f.exe: the venv's python, not the first
     pip on PATH, which may be another Python's): a path with spaces quoted for bash, or for cmd and PowerShell
-    (PowerShell runs a quoted path with `&`); a requirement quoted for the shell (pip_args)."""
+    (PowerShell runs a quoted path with `&`); a requirement quoted for the shell (pip_args). `verb`: "uninstall -y"
+    makes the same command uninstall it."""
     windows = not f.exe.startswith("/") if f.exe else True
-    args = f" -m pip install {pip_args(f.package or '', windows)}"
+    args = f" -m pip {verb} {pip_args(f.package or '', windows)}"
     if not f.exe:
-        return code("pip install " + pip_args(f.package or "", True))
+        return code(f"pip {verb} " + pip_args(f.package or "", True))
     if f.exe.startswith("/"):
         return code(sh_quote(f.exe) + args)
     if not any(c in CMD_QUOTE for c in f.exe):
@@ -340,6 +341,10 @@ def fix_text(f: Fix, code: Callable[[str], str] = _plain) -> str:
     if a == "install_package" and f.value == "user_site":  # (a Store Python: pip installs into the user site)
         return (f"{pip_install(f, code)} (this Store Python's own folder cannot be written, so pip installs into your "
                 f"user site, {f.dest}: it puts {f.name} in {f.folder})")
+    if a == "install_package" and f.replaces:  # (analysis.rule_package_that_replaces_the_module)
+        uninstall = pip_install(Fix(f.kind, f.action, exe=f.exe, package=f.replaces), code, "uninstall -y")
+        return (f"{f.package} ships {f.name} (in {f.folder}) with its own module, which loads it from there, and replaces "
+                f"{f.replaces}, which installs the same module: {uninstall}, then {pip_install(f, code)}")
     if a == "install_package":
         return f"{pip_install(f, code)} (it puts {f.name} in {f.folder})"
     if a == "change_flags":

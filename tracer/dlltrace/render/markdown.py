@@ -58,7 +58,7 @@ def unfound_markdown(u: Unfound) -> list[str]:
     x = u.fixes[0]
     steps = " then: ".join(fix_markdown(f, as_typed) for f in (x, *x.then))
     alone = (f" (installing it alone is not enough: pip puts {code(x.name)} in {code(x.folder)}, which is not on PATH)"
-             if x.action == "install_package" else "")
+             if x.action == "install_package" and not x.replaces else "")
     return out + [f"Suggested fix: {steps}{alone}", ""]
 
 

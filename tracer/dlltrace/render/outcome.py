@@ -213,7 +213,7 @@ def windows_unfound_lines(u: Unfound) -> list[str]:
         out += lines(x, f"    {i}. ")
         for step in x.then:
             out += lines(step, "       then: ")
-        if x.action == "install_package":  # (pip puts it in the package's own folder)
+        if x.action == "install_package" and not x.replaces:  # (pip puts it in the package's own folder)
             out += ["       (installing it alone is not enough: that folder is not on PATH, and find_library looks",
                     "       nowhere else)"]
     return out
