@@ -414,3 +414,61 @@ def test_rule_stub_dll_shadows_a_package_copy():
     assert case(site + r"\GMPY2.libs\libgmp-10.dll", (gmpy2,)) is None  # (the package's own copy was bound)
     assert case(r"C:\py\libgmp-10.dll", ()) is None
     assert case(r"C:\py\libgmp-10.dll", (gmpy2, other)) is None  # (which one it was built against: not known)
+
+
+def _already_loaded_trace(dest: Path, listed: bool = True) -> Path:
+    """The field test's h5py (tests/test_real_field.py's shape, under Wine): the program loads a stray stub.dll with
+    ctypes from C:\\other, a folder no search tries, then `import pkg._ext`, whose _ext.pyd imports stub_fn from
+    stub.dll: the module already loaded is bound (no probe), it lacks stub_fn, and the program ends calling it.
+    `listed`: pkg's RECORD lists its own pkg/stub.dll (h5py's h5py/hdf5.dll)."""
+    hw = handwritten()
+    w, site = python_writer(hw, "import ctypes; ctypes.WinDLL(r'C:\\other\\stub.dll'); import pkg._ext")
+    w.lines[2]["wine"] = "wine-8.0"
+    pkg = site + "\\pkg"
+    w.ev("py_dists", dists=[{"name": "pkg", "version": "1.0", "site": site, "loaders": [],
+                             "files": ["pkg/stub.dll"] if listed else []}], conda=[], conda_prefix=None, cut=False)
+    stray = "C:\\other\\stub.dll"
+    ctx = w.ev("py_dlopen", name=stray, mode=None, frame={"file": "<string>", "line": 1, "function": "<module>"},
+               imports=[])
+    w.load("LoadLibraryExW", stray, 0x1100, ctx, [(stray, 0)], 0, 0, stray)
+    w.file(stray, exports=["ok_fn"])
+    ctx = w.ev("py_import", module="pkg._ext")
+    pyd = pkg + "\\_ext.cp311-win_amd64.pyd"
+    w.load("LoadLibraryExW", pyd, 0x1100, ctx, [(pyd, 0)], 0, 0, pyd)
+    w.file(pyd, imports=[{"dll": "stub.dll", "names": ["stub_fn", "ok_fn"], "ordinals": []}, "kernel32.dll"])
+    w.file(pkg + "\\stub.dll", exports=["ok_fn", "stub_fn"])
+    w.write(dest, exit_code=0x80000100)
+    return dest
+
+
+def test_rule_stub_dll_was_already_loaded(tmp_path, capsys):
+    """The stub-bound copy was the module already loaded (the program's ctypes.WinDLL of a stray copy): the fix said
+    "its folder is searched first: move it out of C:\\other", a folder no search tries; the copy is bound because it
+    is loaded, whatever its folder. Now it says so, and to load the package's own copy first or not load that one
+    before it (under Wine, h5py's hdf5.dll loaded first made the import run: tests/test_real_field.py)."""
+    from types import SimpleNamespace
+
+    from dlltrace import cli
+    from dlltrace.diagnosis.analysis import rule_stub_dll_was_already_loaded
+    from dlltrace.model import Node
+
+    site = "C:\\Python311\\Lib\\site-packages"
+    for listed in (True, False):
+        t = _already_loaded_trace(tmp_path / f"t{listed}.jsonl", listed)
+        cli.main(["report", str(t)])
+        text = capsys.readouterr().out
+        assert "✗ stub.dll does not export stub_fn — it is needed by _ext.cp311-win_amd64.pyd" in text, text
+        assert "searched first" not in text and "move it out of" not in text, text
+        said = ("it was already in the process (loaded by ctypes.CDLL(r\"C:\\other\\stub.dll\")) before "
+                "_ext.cp311-win_amd64.pyd: a DLL already loaded is used whatever folders the search would try")
+        assert said in text, text
+        if listed:
+            assert f"Do not load it before pkg (or load {site}\\pkg\\stub.dll first)" in text, text
+        else:
+            assert "Load a stub.dll that exports stub_fn (the one _ext.cp311-win_amd64.pyd was built against) before " \
+                "it, or do not load that copy first" in text, text
+    # found by the search (the gmpy2 case: a stray copy in a folder searched first): no such words
+    found = Node("stub.dll", "import", path="C:\\py\\stub.dll", how_kind="search")
+    b = SimpleNamespace(dll="C:\\py\\stub.dll", load=SimpleNamespace(result=SimpleNamespace(tree=Node(
+        "_ext.pyd", "call", path="C:\\py\\_ext.pyd", children=[found]))))
+    assert rule_stub_dll_was_already_loaded(b) == ""  # type: ignore[arg-type]

@@ -190,6 +190,19 @@ def rule_stub_dll_shadows_a_package_copy(b: StubBinding, trace: Trace) -> Option
     return (where_listed(own[0]), own[0]) if len(own) == 1 else None
 
 
+def rule_stub_dll_was_already_loaded(b: StubBinding) -> str:
+    """How the stub-bound copy was bound, when no search found it: it was already loaded before this load (the first
+    node of the load's tree that binds it is the loaded module), and a module already loaded is used whatever folders
+    the search would try (h5py's _errors.pyd bound a stray hdf5.dll the program had loaded with ctypes from a folder no
+    search looks in: moving that file out of a searched folder is no fix). What loaded it ("loaded by
+    ctypes.CDLL(...)"), else "" (the search found it)."""
+    tree = b.load.result.tree
+    first = next((n for n in (tree.walk() if tree is not None else ()) if n.path and winpath.same(n.path, b.dll)), None)
+    if first is None or first.how_kind not in ("already_loaded", "loaded_same_file"):
+        return ""
+    return first.loaded_by or "loaded earlier"
+
+
 def rule_wine_stub(trace: Trace, pid: int, replays: Sequence[Replayed]) -> Optional[StubBinding]:
     """A process that ended with EXCEPTION_WINE_STUB (0x80000100: "Call ... to unimplemented function
     b.dll.b_fn, aborting"): the model's Wine profile binds an import the DLL lacks to a stub as Wine does

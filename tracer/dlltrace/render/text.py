@@ -11,7 +11,7 @@ from dlltrace import winpath
 from dlltrace.version import __version__
 from dlltrace.apisets import SOURCE_TEXT
 from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, WineOnly, api_set_source, main_gone,
-                                         rule_stub_dll_shadows_a_package_copy, main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
+                                         rule_stub_dll_shadows_a_package_copy, rule_stub_dll_was_already_loaded, main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
 from dlltrace.render.outcome import (all_loaded_words, code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
@@ -358,10 +358,21 @@ def stub_fix_words(b: StubBinding, trace: Trace, code: "Callable[[str], str]" = 
     else a copy that exports it. `code` marks a name, `prose` escapes words (Markdown's; the text's: as they are)."""
     dll, importer = winpath.basename(b.dll), winpath.basename(b.importer)
     own = rule_stub_dll_shadows_a_package_copy(b, trace)
+    by = rule_stub_dll_was_already_loaded(b)  # (the module already loaded is used: no search, no folder order)
+    first = (f"it was already in the process ({prose(by)}) before {code(importer)}: a DLL already loaded is used "
+             "whatever folders the search would try") if by else ""
+    if own is None and by:
+        return (f"The copy bound, {code(b.dll)}: {first}. Load a {code(dll)} that exports {code(b.function)} (the one "
+                f"{code(importer)} was built against) before it, or do not load that copy first")
     if own is None:
         return (f"Use a {code(dll)} that exports {code(b.function)} (the one {code(importer)} was built against): "
                 f"update or reinstall what ships {code(b.dll)}, or make the matching copy be found first")
     path, o = own
+    if by:
+        return (f"{prose(f'{o.dist} {o.version}')} ships its own {code(dll)}, {code(path)} (its RECORD lists "
+                f"{code(o.path)}): the one {code(importer)} was built against. The copy bound, {code(b.dll)}, is no "
+                f"installed distribution's, and {first}. Do not load it before {prose(o.dist)} (or load {code(path)} "
+                "first)")
     return (f"{prose(f'{o.dist} {o.version}')} ships its own {code(dll)}, {code(path)} (its RECORD lists "
             f"{code(o.path)}): the one {code(importer)} was built against. The copy bound, {code(b.dll)}, is no "
             f"installed distribution's, and its folder is searched first: move it out of "
