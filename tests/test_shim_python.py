@@ -446,3 +446,25 @@ def test_named_files_by_a_base_name_beside_their_module(tmp_path, monkeypatch):
         {"path": str(folder / "_raw_aes.cp311-win_amd64.pyd"), "exists": False, "size": None},
         {"path": str(folder / "_raw_aes.pyd"), "exists": False, "size": None},
         {"path": str(folder / "_raw_des.pyd"), "exists": True, "size": 3}], got
+
+
+def test_named_files_by_a_base_name_a_record_lists(tmp_path):
+    """pywin32 306's pywintypes.__import_pywin32_system_module__ ends on "No system module 'pythoncom'
+    (pythoncom311.dll)" when pywin32_system32\\pythoncom311.dll is gone (it looks for it on sys.path with
+    os.path.isfile; seen under Wine): a base name alone, no module beside it. The files installed_dists' RECORDs list
+    by that name are named, with whether each is there (shim._record_files); a name no RECORD lists, or a word that
+    only begins with one, is not."""
+    site = tmp_path / "Lib" / "site-packages"
+    (site / "pywin32-306.dist-info").mkdir(parents=True)
+    (site / "pywin32-306.dist-info" / "RECORD").write_text(
+        "pywin32_system32/pythoncom311.dll,sha256=x,1\npywin32_system32/pywintypes311.dll,sha256=y,3\n")
+    (site / "pywin32_system32").mkdir()
+    (site / "pywin32_system32" / "pywintypes311.dll").write_bytes(b"123")
+    shim.installed_dists([str(site)])
+    got = shim.named_files(["No system module 'pythoncom' (pythoncom311.dll)", "No system module 'pywintypes' "
+                            "(pywintypes311.dll); other.dll, pythoncom311.dllx"])
+    assert got == [
+        {"path": str(site / "pywin32_system32" / "pythoncom311.dll"), "exists": False, "size": None},
+        {"path": str(site / "pywin32_system32" / "pywintypes311.dll"), "exists": True, "size": 3}], got
+    shim.installed_dists([str(tmp_path / "none")])  # (each py_dists anew: no name of an earlier one)
+    assert shim.named_files(["No system module 'pythoncom' (pythoncom311.dll)"]) == []

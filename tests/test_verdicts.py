@@ -665,3 +665,52 @@ def test_rule_alternate_name_a_package_ships(tmp_path):
 def test_rule_alternate_name_a_package_ships_keeps_the_last_name(tmp_path, names, frames, fatal):
     by_name = verdicts_by_name(_names_in_turn_trace(tmp_path, names, frames))
     assert [n for n, (v,) in by_name.items() if v.fate == "fatal"] == [fatal]
+
+
+def _pythoncom_trace(dest, exists: bool):
+    """pywin32 306's `import pythoncom` (the field test, under Wine): pywintypes tries LoadLibraryExW of the bare
+    'pythoncom311.dll' with 0x1100 (87, whatever is installed), then looks for pywin32_system32\\pythoncom311.dll on
+    sys.path and raises "No system module 'pythoncom' (pythoncom311.dll)"; the bootstrap names that file (`files`),
+    there or not (`exists`)."""
+    from simhelp import handwritten, python_writer
+
+    hw = handwritten()
+    w, site = python_writer(hw, "import pythoncom")
+    w.ev("py_dists", dists=[{"name": "pywin32", "version": "306", "site": site, "loaders": [],
+                             "files": ["pywin32_system32/pythoncom311.dll"]}], conda=[], conda_prefix=None, cut=False)
+    ctx = w.ev("py_import", module="pythoncom")
+    w.load("LoadLibraryExW", "pythoncom311.dll", 0x1100, ctx, [], 87, 0xC000000D, None)
+    path = site + "\\pywin32_system32\\pythoncom311.dll"
+    w.ev("py_exception", type="ImportError", message="No system module 'pythoncom' (pythoncom311.dll)", module=None,
+         path=None, winerror=None, causes=[], files=[{"path": path, "exists": exists, "size": 9 if exists else None}])
+    w.write(dest)
+    return dest, path
+
+
+def test_rule_bare_call_of_a_gone_file(tmp_path, capsys):
+    """The 87 of a bare name is not the failure when the file the exception names is its distribution's and gone:
+    the report said "invalid parameters: LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x100) needs a fully qualified path" and
+    "pass a fully qualified path" (pywin32's own code makes that call, healthy or not). Now the program ended on the
+    exception, and pywin32's file is not there: reinstall pywin32. With the file there, the load stays the failure."""
+    import json
+
+    from dlltrace import cli
+
+    t, path = _pythoncom_trace(tmp_path / "t.jsonl", exists=False)
+    cli.main(["report", "--json", str(t)])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["outcome"]["kind"] == "died_of_other" and rep["failed"] == [], rep["outcome"]
+    f = rep["outcome"]["file"]
+    assert (f["path"], f["package"], f["version"], f["listed"]) == (path, "pywin32", "306",
+                                                                      "pywin32_system32/pythoncom311.dll"), f
+    assert "--force-reinstall --no-deps pywin32==306" in f["fix"], f
+    cli.main(["report", str(t)])
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].startswith("dlltrace ─ the program ended with ImportError: No system module "
+                                           "'pythoncom' (pythoncom311.dll): pythoncom311.dll, a file of pywin32 306, "
+                                           "is not there"), text
+    assert "fully qualified path" not in text, text
+    t, _ = _pythoncom_trace(tmp_path / "t2.jsonl", exists=True)
+    cli.main(["report", "--json", str(t)])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["outcome"]["kind"] == "died_of_load" and len(rep["failed"]) == 1, rep["outcome"]

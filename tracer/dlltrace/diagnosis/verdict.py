@@ -26,7 +26,7 @@ from dlltrace import packages, winpath
 from dlltrace.loader.windows.rules import rule_datafile_load
 from dlltrace.trace.capped import Capped, capped, cut_by_cap
 from dlltrace.diagnosis.ending import CRASH_TEXT, ending, exit_text, is_crash  # noqa: F401 (CRASH_TEXT, is_crash: verdict's words)
-from dlltrace.diagnosis.outcome import rule_exception_names_feature
+from dlltrace.diagnosis.outcome import rule_exception_names_a_missing_file_of_its_distribution, rule_exception_names_feature
 from dlltrace.diagnosis.replay import Replayed, Replays
 from dlltrace.trace.reader import Trace
 
@@ -221,6 +221,24 @@ def rule_python_exception(candidates: list[Replayed], exc: Optional[PyException]
     return candidates[i] if i is not None else None
 
 
+ERROR_INVALID_PARAMETER = 87
+
+
+def rule_bare_call_of_a_gone_file(r: Replayed, exc_event: Optional[dict], trace: Trace, pid: int) -> bool:
+    """A load by a bare name that failed with 87 (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR without a full path: it loads no
+    file, whatever is installed), when the exception the program ended on names, by that name, a file an installed
+    distribution's record lists that is not there (its py_exception `files`: outcome.rule_exception_names_a_missing_
+    file_of_its_distribution). pywin32's pywintypes.__import_pywin32_system_module__ tries LoadLibraryEx of the bare
+    'pythoncom311.dll' (_win32sysloader: always 87) before it looks for pywin32_system32\\pythoncom311.dll on
+    sys.path; with that file gone it raises "No system module 'pythoncom' (pythoncom311.dll)". The 87 is not the
+    failure (it fails when all is well too): the file gone is, and the report said "pass a fully qualified path"."""
+    name = r.load.name or ""
+    if r.load.error != ERROR_INVALID_PARAMETER or not name or "\\" in name or "/" in name or exc_event is None:
+        return False
+    hit = rule_exception_names_a_missing_file_of_its_distribution(exc_event, trace.owners(pid))
+    return hit is not None and winpath.basename(hit[0]).lower() == name.lower()
+
+
 def rule_exception_not_a_load(candidates: list[Replayed], exc: Optional[PyException]) -> bool:
     """The program ended on a Python exception that names none of its failed loads (rule_python_exception
     found none: a ModuleNotFoundError for a missing Python module, numpy's ABI TypeError in an old
@@ -317,8 +335,10 @@ def judge_process(trace: Trace, pid: int, replays: Sequence[Replayed]) -> dict[K
         return out
     fatal, verdict = None, None
     # the exception first: it names the load the program failed on, where a load that never
-    # returned may be another thread's, caught by the exit
-    if (fatal := rule_python_exception(candidates, exc, trace)) is not None:
+    # returned may be another thread's, caught by the exit (not a call that could load no file, when the file the
+    # exception names is its distribution's and gone: that is what the program died of, rule_bare_call_of_a_gone_file)
+    named = [r for r in candidates if not rule_bare_call_of_a_gone_file(r, exc_event, trace, pid)]
+    if (fatal := rule_python_exception(named, exc, trace)) is not None:
         fatal = rule_alternate_name_a_package_ships(fatal, candidates, trace)
         verdict = Verdict("fatal", "python_exception", exit_code=code, exception=exc)
     elif (fatal := rule_died_in_load(candidates)) is not None:

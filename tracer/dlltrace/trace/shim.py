@@ -510,6 +510,9 @@ def _dist_name(folder: str) -> "tuple[str, str]":
     return name, version
 
 
+_RECORD_NATIVE: "dict[str, list]" = {}  # base name (lower case) -> the absolute paths installed_dists' RECORDs list
+
+
 def installed_dists(paths: "Optional[list]" = None) -> dict:
     """The py_dists event: every distribution in sys.path's site folders (their *.dist-info) with the native
     files its RECORD lists (relative to the site folder, as RECORD has them), and a conda prefix's packages
@@ -520,6 +523,7 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
     total = 0
     cut = False
     seen: set = set()
+    _RECORD_NATIVE.clear()
     for site in (paths if paths is not None else [p for p in sys.path if isinstance(p, str)]):
         base = os.path.basename(site.rstrip("/\\")).lower()
         if base not in ("site-packages", "dist-packages") or site in seen or not os.path.isdir(site):
@@ -551,6 +555,9 @@ def installed_dists(paths: "Optional[list]" = None) -> dict:
                     files.append(path)
                     sizes.append(size)
                     total += 1
+                    # (named_files looks a bare name of an exception's message up here: _record_files)
+                    _RECORD_NATIVE.setdefault(path.replace("\\", "/").rsplit("/", 1)[-1].lower(), []).append(
+                        os.path.join(site, *path.replace("\\", "/").split("/")))
                 elif path in BUILD_FACT_FILES:
                     text = _small_text(os.path.join(site, path))
                     if text is not None:
@@ -1312,7 +1319,26 @@ def named_files(texts: "list") -> "list":
                         out.append(_file_state(path))
                 i = low.find(ext, i + 1)
         _module_files(text, out)
+        _record_files(text, out)
     return out
+
+
+def _record_files(text: str, out: "list") -> None:
+    """The files an installed distribution's RECORD lists (installed_dists: _RECORD_NATIVE) by a base name a message
+    names alone, as a word: pywin32's "No system module 'pythoncom' (pythoncom311.dll)" (pywintypes.py looks for its
+    pywin32_system32\\pythoncom311.dll on sys.path with os.path.isfile, after a LoadLibraryEx of the bare name that
+    always fails with 87) names pywin32_system32\\pythoncom311.dll. Each once, into `out` (at most NAMED_FILES_LIMIT)."""
+    if not _RECORD_NATIVE:
+        return
+    for word in text.split():
+        name = word.strip("()[]{}<>'\",;:.!?`")
+        if not name.lower().endswith(_NATIVE_ENDS) or "/" in name or "\\" in name:
+            continue
+        for path in _RECORD_NATIVE.get(name.lower(), ())[:4]:
+            if len(out) >= NAMED_FILES_LIMIT:
+                return
+            if all(f["path"] != path for f in out):
+                out.append(_file_state(path))
 
 
 def _module_files(text: str, out: "list") -> None:
