@@ -252,13 +252,15 @@ RERUN: list = []  # runs made again (realimports.run_python): said in the summar
 
 
 def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug: str = "-all",
-               cwd: Optional[Path] = None, timeout: float = 600) -> subprocess.CompletedProcess:
+               cwd: Optional[Path] = None, timeout: float = 600,
+               ends: Optional[int] = None) -> subprocess.CompletedProcess:
     """`python.exe -c CODE` of the environment under wine64: plain (winedebug: what Wine logs), or, with
     `traced`, through `dlltrace run --wine -o TRACED` (this checkout's). Output through pipes: a Windows
     Python under Wine 8 cannot start with a file as its stdout ("init_sys_streams: [WinError 6]"); the
     Wine service processes that would hold a pipe open were started detached (winetools.ensure_prefix).
     Wine failing to start the program at all (winetools.WINE_START_FAILURES, "the program never ran")
-    is run again, at most twice."""
+    is run again, at most twice. `ends`: the exit status a program that aborts ends with (no Python end: Qt's abort
+    without its platform plugin, 0xC0000409, whose low 8 bits wine64 exits with), taken as its end."""
     winetools.ensure_prefix()
     wenv = winetools.wine_env(WINEDEBUG=winedebug, PYTHONPATH=str(ROOT / "tracer"))
     wenv.pop("PYTHONHOME", None)
@@ -275,7 +277,7 @@ def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug:
         # Anything else (no traceback, no end: the wineserver restarted under it by another test on a shared
         # machine) says nothing about the program: run again
         ended = DONE.encode() in r.stdout or b"Traceback (most recent call last)" in err or \
-            wine_limit(err.decode("utf-8", "replace")) is not None
+            wine_limit(err.decode("utf-8", "replace")) is not None or (ends is not None and r.returncode == ends)
         if attempt < 2 and not (started and ended):
             RERUN.append(f"python.exe -c {code[:40]!r}: " + ("Wine did not start it" if not started else
                                                           f"ended with {r.returncode} and no Python end"))

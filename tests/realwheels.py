@@ -182,6 +182,10 @@ PINNED_SHA256 = {
     # tests/test_real_field.py: python-magic without libmagic, and python-magic-bin, which replaces it
     "python_magic-0.4.27-py2.py3-none-any.whl": "c212960ad306f700aa0d01e5d7a325d20548ff97eb9920dcd29513174f0294d3",
     "python_magic_bin-0.4.14-py2.py3-none-win_amd64.whl": "90be6206ad31071a36065a2fc169c5afb5e0355cbe6030e87641c6c62edc2b69",
+    # tests/test_real_field.py: PyQt5 5.15.11 with Qt 5.15.2 (PyQt5-Qt5) and PyQt5-sip, its platform plugin deleted
+    "PyQt5-5.15.11-cp38-abi3-win_amd64.whl": "bdde598a3bb95022131a5c9ea62e0a96bd6fb28932cc1619fd7ba211531b7517",
+    "PyQt5_Qt5-5.15.2-py3-none-win_amd64.whl": "750b78e4dba6bdf1607febedc08738e318ea09e9b10aea9ff0d73073f11f6962",
+    "PyQt5_sip-12.15.0-cp311-cp311-win_amd64.whl": "c85be433fbafcb3d417581c0e1b67c8198d23858166e4f938e971c2262c13cdb",
     "gmpy2-2.2.1-cp311-cp311-win_amd64.whl": "8b472ee3c123b77979374da2293ebf2c170b88212e173d64213104956d4678fb",
     "pycryptodome-3.21.0-cp36-abi3-win_amd64.whl": "b7aa25fc0baa5b1d95b7633af4f5f1838467f1815442b22487426f94e0d66c53",
     # tests/test_real_field.py: tensorflow 2.15.0 for Windows (tensorflow-intel, the CPU-only build) and what its import needs
@@ -790,7 +794,6 @@ def pypi_file(filename: str) -> dict[str, Any]:
         if f.get("filename") == filename:
             return dict(f, url=urllib.parse.urljoin(url, f["url"]))
     raise AssertionError(f"{filename} is not among the files PyPI lists for {project_of(filename)}")
-
 
 
 LOADER_FILES = winetools.DOWNLOADS / "loader-files"  # (files of pinned wheels: they never change)

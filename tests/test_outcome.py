@@ -1047,13 +1047,16 @@ def test_a_missing_file_a_package_looks_for_is_the_answer(tmp_path):
                                     capture_output=True, text=True, env=env, timeout=300).stdout)
     assert rep["outcome"]["kind"] == "died_of_other" and rep["outcome"]["file"] == {
         "path": str(gone), "package": "dlltracegone", "version": "1.0", "listed": "dlltracegone/lib/libdlltracegone.so",
-        "fix": rep["outcome"]["file"]["fix"]}, rep["outcome"]
+        "how": "named", "also": [], "fix": rep["outcome"]["file"]["fix"]}, rep["outcome"]
     assert rep["outcome"]["file"]["fix"].endswith("--force-reinstall --no-deps dlltracegone==1.0"), rep["outcome"]
     from dlltrace.api import diagnose
     (main,) = [d for d in diagnose(str(trace)) if d.gone is not None]
     assert (main.gone.package, main.gone.module, main.gone.fixes[0].exe) == ("dlltracegone", "dlltracegone",
                                                                              sys.executable)
-    # the file put back: nothing is said of it (the program then fails on loading it: a load explains that)
+    # the file put back: nothing is said of it (an exception that names no file; with the file still gone, an exception
+    # the package raised is said to be for want of it: rule_record_listed_file_gone_after_a_failure)
+    gone.parent.mkdir(parents=True, exist_ok=True)
+    gone.write_bytes(b"")
     (site / "dlltracegone" / "__init__.py").write_text("raise ValueError('something else')\n")
     r2 = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(tmp_path / "t2.jsonl"), "--",
                          sys.executable, "-c", "import dlltracegone"], capture_output=True, text=True, env=env,
@@ -1269,3 +1272,178 @@ def test_rule_package_that_replaces_the_module(tmp_path, capsys):
     cli.main(["report", "--json", str(trace)])
     (fix,) = json.loads(capsys.readouterr().out)["outcome"]["find_library"]["fixes"]
     assert "replaces" not in fix and [t["action"] for t in fix["then"]] == ["set_env"], fix
+
+
+def test_rule_record_listed_file_gone_after_a_failure():
+    """A native file its distribution's RECORD (or conda-meta) lists, not there when a program that imported the
+    distribution's package failed, and no failed load its failure: PyQt5-Qt5 5.15.2's qwindows.dll (under PyQt5/, the
+    package the program imported), which Qt looks for itself (the program aborts: 0xC0000409 on Windows, SIGABRT on
+    Linux with PySide6's libqxcb.so). Not taken: a run that did not fail, one a failed load explains, a file of a
+    distribution the program did not import, a file that is there, and, when it ended on a Python exception, one of
+    a distribution whose package none of the exception's frames is in (the program's own raise)."""
+    from dlltrace.diagnosis.outcome import listed_package_folder, listed_top, record_files_to_check
+    from dlltrace.diagnosis.outcome import rule_record_listed_file_gone_after_a_failure as rule
+    from dlltrace.model import Owner
+
+    site = "C:\\py\\Lib\\site-packages"
+    qt = [Owner("PyQt5_Qt5", "5.15.2", f"PyQt5/Qt5/{f}", site) for f in
+          ("bin/Qt5Core.dll", "plugins/platforms/qwindows.dll", "plugins/platforms/qminimal.dll")]
+    sip = Owner("PyQt5_sip", "12.15.0", "PyQt5/sip.cp311-win_amd64.pyd", site)
+    numpy = Owner("numpy", "2.1.3", "numpy.libs/libscipy_openblas64_-c16e4918366c6bc1f1cd71e28ca36fc0.dll", site)
+    cffi = Owner("cffi", "1.17.1", "_cffi_backend.cp311-win_amd64.pyd", site)
+    omp = Owner("intel-openmp", "2024.2.1", "../../Library/bin/libiomp5md.dll", site)
+    owners: dict = {}
+    for o in (*qt, sip, numpy, cffi, omp):
+        owners.setdefault(o.path.rsplit("/", 1)[-1].lower(), []).append(o)
+    owners = {k: tuple(v) for k, v in owners.items()}
+    assert [listed_top(o) for o in (qt[0], sip, numpy, cffi, omp)] == ["PyQt5", "PyQt5", "numpy", "_cffi_backend", ""]
+    assert listed_package_folder(qt[1]) == site + "\\PyQt5" and listed_package_folder(cffi) == ""
+    qwindows = site + "\\PyQt5\\Qt5\\plugins\\platforms\\qwindows.dll"
+    blas = site + "\\numpy.libs\\" + numpy.path.split("/")[-1]
+    missing = [qwindows, blas]
+    imported = ["PyQt5", "PyQt5.sip", "PyQt5.QtCore", "PyQt5.QtGui", "sys"]
+    assert {o.dist for o in record_files_to_check(owners, imported)} == {"PyQt5_Qt5", "PyQt5_sip"}
+    assert len(record_files_to_check(owners, imported, limit=2)) == 2
+    assert record_files_to_check(owners, []) == []
+    assert rule("crashed", 0xC0000409, False, owners, imported, missing) == [(qwindows, qt[1])]
+    assert rule("exited", 3, False, owners, imported, missing) == [(qwindows, qt[1])]
+    assert rule("crashed", 0xC0000409, False, owners, imported, ["c:/PY/lib/site-packages/pyqt5/qt5/plugins/"
+                                                                 "platforms/QWINDOWS.dll"]) == [(qwindows, qt[1])]
+    assert rule("crashed", 0xC0000409, True, owners, imported, missing) == []  # (a failed load is the failure)
+    assert rule("ok", 0, False, owners, imported, missing) == []
+    assert rule("exited", 0, False, owners, imported, missing) == []
+    assert rule("died_of_load", 1, False, owners, imported, missing) == []
+    assert rule("crashed", 0xC0000409, False, owners, ["numpy"], [qwindows]) == []  # (PyQt5 not imported)
+    assert rule("crashed", 0xC0000409, False, owners, imported, [blas]) == []  # (numpy not imported)
+    assert rule("crashed", 0xC0000409, False, owners, imported, []) == []
+    # an exception: the file of a distribution whose package its traceback went through, not the program's own raise
+    assert rule("died_of_other", 1, False, owners, imported, missing, ["<string>", "C:\\work\\app.py"]) == []
+    assert rule("died_of_other", 1, False, owners, imported, missing, []) == []  # (a trace made before `frames`)
+    assert rule("died_of_other", 1, False, owners, imported, missing,
+                ["C:\\work\\app.py", site + "\\PyQt5\\__init__.py"]) == [(qwindows, qt[1])]
+    # Linux (PySide6_Essentials' plugin), and a conda package's file under its environment's site-packages
+    lsite = "/v/lib/python3.11/site-packages"
+    xcb = Owner("PySide6_Essentials", "6.8.1", "PySide6/Qt/plugins/platforms/libqxcb.so", lsite)
+    assert rule("crashed", None, False, {"libqxcb.so": (xcb,)}, ["PySide6.QtWidgets"],
+                [lsite + "/PySide6/Qt/plugins/platforms/libqxcb.so"]) == [(lsite + "/PySide6/Qt/plugins/platforms/"
+                                                                           "libqxcb.so", xcb)]
+    conda = Owner("pyqt", "5.15.9", "Lib/site-packages/PyQt5/QtGui.pyd", "C:\\conda\\envs\\x", "conda")
+    lib = Owner("qt-main", "5.15.8", "Library/plugins/platforms/qwindows.dll", "C:\\conda\\envs\\x", "conda")
+    assert listed_top(conda) == "PyQt5" and listed_top(lib) == ""
+    assert rule("crashed", 0xC0000409, False, {"qtgui.pyd": (conda,), "qwindows.dll": (lib,)}, ["PyQt5.QtGui"],
+                ["C:\\conda\\envs\\x\\Lib\\site-packages\\PyQt5\\QtGui.pyd",
+                 "C:\\conda\\envs\\x\\Library\\plugins\\platforms\\qwindows.dll"]) == [
+        ("C:\\conda\\envs\\x\\Lib\\site-packages\\PyQt5\\QtGui.pyd", conda)]
+
+
+def qt_trace(tmp_path: Path, command: str, imports: list, missing: list, code: int = 0xC0000409) -> Path:
+    """A Windows trace of python.exe -c COMMAND with PyQt5 5.15.11, PyQt5-Qt5 5.15.2 and numpy 2.1.3 installed (their
+    RECORDs in py_dists), the modules it imported, the files `dlltrace run` found missing, and its exit code."""
+    from simhelp import handwritten, python_writer
+
+    h = handwritten()
+    w, site = python_writer(h, command, "C:\\py")
+    w.ev("py_dists", dists=[
+        {"name": "PyQt5", "version": "5.15.11", "site": site, "files": ["PyQt5/QtCore.pyd", "PyQt5/QtGui.pyd"]},
+        {"name": "PyQt5_Qt5", "version": "5.15.2", "site": site,
+         "files": ["PyQt5/Qt5/bin/Qt5Core.dll", "PyQt5/Qt5/plugins/platforms/qminimal.dll",
+                   "PyQt5/Qt5/plugins/platforms/qwindows.dll"]},
+        {"name": "numpy", "version": "2.1.3", "site": site,
+         "files": ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd"]}],
+        conda=[], conda_prefix=None, cut=False)
+    for m in imports:
+        w.ev("py_import", module=m, frame={"file": "<string>", "line": 1, "function": "<module>"}, imports=[])
+    for rel in missing:
+        w.file(site + "\\" + rel.replace("/", "\\"), kind="missing")
+    w.write(tmp_path / "t.jsonl", exit_code=code)
+    return tmp_path / "t.jsonl"
+
+
+def test_a_platform_plugin_gone_is_the_answer_of_a_crash_no_load_explains(tmp_path, capsys):
+    """The report of a Windows trace whose program crashed (0xC0000409: Qt's abort when no platform plugin
+    initialises) with no failed load, and whose `file` facts say PyQt5-Qt5's qwindows.dll is missing: the headline,
+    the text's lines and fix, Markdown's, --json's outcome.file (valid against result-v1.json) and the Diagnosis
+    (api.diagnose) name the file and its distribution, and the reinstall. The same trace without the fact, and one
+    whose missing file is numpy's (not imported), say no failed load explains the crash and name no file."""
+    import jsonschema
+
+    from dlltrace import cli
+    from dlltrace.api import diagnose
+
+    qwindows = "C:\\py\\Lib\\site-packages\\PyQt5\\Qt5\\plugins\\platforms\\qwindows.dll"
+    code = "from PyQt5.QtGui import QGuiApplication\napp = QGuiApplication([])"
+    t = qt_trace(tmp_path, code, ["PyQt5", "PyQt5.QtCore", "PyQt5.QtGui"], ["PyQt5/Qt5/plugins/platforms/qwindows.dll"])
+    assert cli.main(["report", str(t)]) == 0
+    text = capsys.readouterr().out
+    head = text.splitlines()[0]
+    assert head.startswith("dlltrace ─ the program crashed (0xc0000409 STATUS_STACK_BUFFER_OVERRUN): qwindows.dll, a "
+                           "file of PyQt5_Qt5 5.15.2, is not there · "), head
+    assert ("  No failed load explains the failure, and a file of a distribution the program imported is\n  not there:\n"
+            f"    {qwindows}\n  PyQt5_Qt5 5.15.2 installed it (its RECORD lists PyQt5/Qt5/plugins/platforms/"
+            "qwindows.dll)") in text, text
+    assert "-m pip install --force-reinstall --no-deps PyQt5_Qt5==5.15.2" in text, text
+    assert "no failed load explains it" not in text and text.count("the program crashed") == 1, text
+    assert cli.main(["report", "--markdown", str(t)]) == 0
+    md = capsys.readouterr().out
+    assert "qwindows.dll, a file of PyQt5\\_Qt5 5.15.2, is not there" in md or \
+        "qwindows.dll, a file of PyQt5_Qt5 5.15.2, is not there" in md, md
+    assert "Suggested fix:" in md and "--force-reinstall --no-deps PyQt5_Qt5==5.15.2" in md, md
+    assert cli.main(["report", "--json", str(t)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, json.loads((ROOT / "tracer" / "dlltrace" / "schemas" / "result-v1.json").read_text()))
+    f = doc["outcome"]["file"]
+    assert (doc["outcome"]["kind"], f["path"], f["package"], f["version"], f["listed"], f["how"], f["also"]) == (
+        "crashed", qwindows, "PyQt5_Qt5", "5.15.2", "PyQt5/Qt5/plugins/platforms/qwindows.dll", "listed", []), f
+    assert doc["outcome"]["text"] == head[len("dlltrace ─ "):].split(" · ")[0], doc["outcome"]
+    (d,) = diagnose(str(t))
+    assert d.gone is not None and (d.gone.path, d.gone.package, d.gone.how) == (qwindows, "PyQt5_Qt5", "listed")
+    assert d.gone.fixes[0].action == "install" and d.gone.fixes[0].version == "5.15.2"
+    # no fact of a missing file (a healthy install, or a trace made before): the crash is unexplained
+    (tmp_path / "b").mkdir()
+    assert cli.main(["report", str(qt_trace(tmp_path / "b", code, ["PyQt5", "PyQt5.QtGui"], []))]) == 0
+    text = capsys.readouterr().out
+    assert "no failed load explains it" in text and "a file of" not in text, text
+    # numpy's file missing, numpy not imported: not blamed
+    (tmp_path / "c").mkdir()
+    assert cli.main(["report", str(qt_trace(tmp_path / "c", "import sys; sys.exit(3)", ["sys"],
+                                            ["numpy/_core/_multiarray_umath.cp311-win_amd64.pyd"], code=3))]) == 0
+    text = capsys.readouterr().out
+    assert "exited with 3" in text and "a file of" not in text and "numpy" not in text, text
+    # an exit code, and two files of it missing: the first named, the other listed
+    (tmp_path / "d").mkdir()
+    t = qt_trace(tmp_path / "d", code, ["PyQt5.QtGui"], ["PyQt5/Qt5/plugins/platforms/qminimal.dll",
+                                                         "PyQt5/Qt5/plugins/platforms/qwindows.dll"], code=3)
+    assert cli.main(["report", str(t)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("dlltrace ─ the program exited with 3: qminimal.dll, a file of PyQt5_Qt5 5.15.2, is not "
+                           "there"), text
+    assert f"  Not there either:\n    {qwindows}\n" in text, text
+
+
+def test_run_looks_for_the_imported_distributions_files_only_after_a_failure(tmp_path):
+    """What `dlltrace run` looks at after the program ended (runner.record_gone_facts): nothing after a run that did
+    not fail (no file asked about); after one that failed, the native files the RECORDs of the distributions it
+    imported list (PyQt5's and PyQt5-Qt5's, not numpy's), each once, and those not there become `file` facts of
+    kind missing (but for a path already known)."""
+    from dlltrace.runner import record_gone_facts, run_failed
+    from dlltrace.trace.reader import read_trace
+
+    site = "C:\\py\\Lib\\site-packages"
+    asked: list = []
+
+    def exists(p: str) -> bool:
+        asked.append(p)
+        return not p.endswith("qwindows.dll")
+
+    ok = read_trace(qt_trace(tmp_path, "import PyQt5.QtGui", ["PyQt5", "PyQt5.QtGui"], [], code=0))
+    assert not run_failed(ok) and record_gone_facts(ok, "file", lambda p: p, set(), exists) == [] and asked == []
+    (tmp_path / "f").mkdir()
+    failed = read_trace(qt_trace(tmp_path / "f", "import PyQt5.QtGui", ["PyQt5", "PyQt5.QtGui"], [], code=0xC0000409))
+    facts = record_gone_facts(failed, "file", lambda p: p, set(), exists)
+    assert [(e["ev"], e["path"], e["kind"]) for e in facts] == [
+        ("file", site + "\\PyQt5\\Qt5\\plugins\\platforms\\qwindows.dll", "missing")], facts
+    assert sorted(asked) == sorted(site + "\\PyQt5\\" + p for p in (
+        "QtCore.pyd", "QtGui.pyd", "Qt5\\bin\\Qt5Core.dll", "Qt5\\plugins\\platforms\\qminimal.dll",
+        "Qt5\\plugins\\platforms\\qwindows.dll")), asked
+    assert record_gone_facts(failed, "file", lambda p: p, {facts[0]["path"]}, exists) == []  # (known already)
+    assert record_gone_facts(failed, "file", lambda p: None, set(), exists) == []  # (no host path for it)

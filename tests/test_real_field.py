@@ -69,6 +69,13 @@ its text) and run again.
   magic then loads it and finds no magic database: MagicException). python-magic-bin replaces python-magic (both
   install the module magic) and loads its own DLL and database (data/packages.json `replaces`;
   analysis.rule_package_that_replaces_the_module): uninstall python-magic, install python-magic-bin; done, it runs.
+
+- PyQt5 5.15.11 with PyQt5-Qt5 5.15.2 without its PyQt5\\Qt5\\plugins\\platforms\\qwindows.dll: QGuiApplication([])
+  (which starts under Wine with no X display: platform "windows") finds no platform plugin, says so with
+  OutputDebugString ("This application failed to start because no Qt platform plugin could be initialized") and
+  aborts: 0xC0000409, no load of the plugin made. The report said "no failed load explains it"; `dlltrace run` now
+  looks, after a failed run, for the native files the RECORDs of the imported distributions list, and the report
+  says PyQt5_Qt5's file is not there and reinstalls it (pip, for real, under Wine: the program then runs).
  numpy 1.26.4 and scipy 1.11.4 (scipy 1.13 and 1.14's OpenBLAS call ucrtbase's crealf, which
 Wine 8 lacks: `import sklearn` would abort under Wine once the DLL is back), built once into the test cache.
 """
@@ -659,3 +666,75 @@ def test_python_magic_without_libmagic_is_replaced_by_python_magic_bin(python_ma
     assert again.returncode == 0 and "magic: PDF document, version 1.4" in again.stdout, \
         (applied.steps, ri.program_output(again.stderr))
     assert folder + "\\libmagic.dll" in ri.parse_loader_log(again.stderr).mapped
+
+
+PYQT5_ENV = [rw.Wheel("PyQt5", "5.15.11", "PyQt5-5.15.11-cp38-abi3-win_amd64.whl"),
+             rw.Wheel("PyQt5-Qt5", "5.15.2", "PyQt5_Qt5-5.15.2-py3-none-win_amd64.whl"),
+             rw.Wheel("PyQt5-sip", "12.15.0", "PyQt5_sip-12.15.0-cp311-cp311-win_amd64.whl"),
+             rw.WHEELS["pip"]]  # (pip: the report's reinstall, run for real)
+QT_APP = "from PyQt5.QtGui import QGuiApplication\napp = QGuiApplication([])\nprint('platform', app.platformName())"
+FAIL_FAST = 0xC0000409 & 0xFF  # (wine64 exits with the low 8 bits of the Windows exit status)
+
+
+@pytest.fixture(scope="module")
+def pyqt5_env(wine_prefix) -> ri.Env:
+    return rw.or_skip(lambda: ri.small_env("field-pyqt5", PYQT5_ENV))
+
+
+def test_pyqt5_without_its_platform_plugin_is_reinstalled(pyqt5_env, tmp_path):
+    """The program's own end is the truth (Wine's +loaddll log and Qt's OutputDebugString): with qwindows.dll there
+    it prints its platform; a failed run (exit 3 after importing QtGui) with every file there names no file; with
+    qwindows.dll deleted it aborts (0xC0000409) and no load of qwindows.dll is made, and the report names the file,
+    PyQt5_Qt5 5.15.2 and its reinstall; a failed run that imported nothing of PyQt5 does not blame the missing file;
+    the reinstall as printed (pip under Wine, told where the pinned wheel is) makes the program print its platform,
+    and its trace read ok."""
+    import subprocess
+
+    import winetools
+
+    env = ri.env_copy(pyqt5_env, tmp_path / "env")
+    plugin = env.site / "PyQt5" / "Qt5" / "plugins" / "platforms" / "qwindows.dll"
+    win = env.win("Lib/site-packages/PyQt5/Qt5/plugins/platforms/qwindows.dll")
+    exits = "import PyQt5.QtGui, sys\nsys.exit(3)"
+    trace = tmp_path / "t0.jsonl"
+    assert ri.run_python(env, exits, traced=trace, cwd=tmp_path, ends=3).returncode == 3
+    rep = ri.report_json(trace)
+    assert (rep["outcome"]["kind"], rep["outcome"]["file"]) == ("exited", None), rep["outcome"]
+    assert "no failed load explains it" in ri.report_text(trace)  # (every file there: no false alarm)
+    plugin.unlink()
+    plain = ri.run_python(env, QT_APP, winedebug="+loaddll,+module,warn+seh", cwd=tmp_path, ends=FAIL_FAST)
+    assert plain.returncode == FAIL_FAST and "no Qt platform plugin could be initialized" in plain.stderr, \
+        plain.stderr[-3000:]
+    log = ri.parse_loader_log(plain.stderr)
+    assert not any("qwindows" in p.lower() for p in log.mapped + [n for n, _ in log.load_failed]), log.load_failed
+    trace = tmp_path / "t.jsonl"
+    run = ri.run_python(env, QT_APP, traced=trace, cwd=tmp_path, ends=FAIL_FAST)
+    assert run.returncode == FAIL_FAST, run.stderr[-3000:]
+    rep = ri.report_json(trace)
+    file = rep["outcome"]["file"]
+    assert (rep["outcome"]["kind"], rep["outcome"]["code"], rep["failed"]) == ("crashed", 0xC0000409, []), \
+        rep["outcome"]
+    assert file is not None and (file["path"], file["package"], file["version"], file["listed"], file["how"]) == (
+        win, "PyQt5_Qt5", "5.15.2", "PyQt5/Qt5/plugins/platforms/qwindows.dll", "listed"), rep["outcome"]
+    text = ri.report_text(trace)
+    assert text.startswith("dlltrace ─ the program crashed (0xc0000409 STATUS_STACK_BUFFER_OVERRUN): qwindows.dll, a "
+                           "file of PyQt5_Qt5 5.15.2, is not there · "), text[:3000]
+    command = text.split("reinstall it:\n", 1)[1].splitlines()[0].strip()
+    assert command == f"{env.win('python.exe')} -m pip install --force-reinstall --no-deps PyQt5_Qt5==5.15.2", text
+    # a failed run that imported nothing of PyQt5: its missing file is not blamed
+    other = tmp_path / "t2.jsonl"
+    assert ri.run_python(env, "import sys\nsys.exit(3)", traced=other, cwd=tmp_path, ends=3).returncode == 3
+    assert ri.report_json(other)["outcome"]["file"] is None and "qwindows" not in ri.report_text(other)
+    # the fix as printed, run under Wine (pip told where the pinned wheel is: the same file PyPI serves)
+    argv = command.split()
+    assert argv[0] == env.win("python.exe")  # (the program's own python.exe: run by wine64 as the user would)
+    pip = subprocess.run([winetools.wine_binary() or "wine64", str(env.python), *argv[1:], "--no-index",
+                          "--find-links", winetools.to_windows(rw.WHEEL_DIR)], capture_output=True, text=True,
+                         env=winetools.wine_env(WINEDEBUG="-all"), timeout=600, stdin=subprocess.DEVNULL)
+    assert pip.returncode == 0 and plugin.is_file(), pip.stdout[-2000:] + pip.stderr[-2000:]
+    again = ri.run_python(env, QT_APP, winedebug="+loaddll,+module", cwd=tmp_path)
+    assert again.returncode == 0 and "platform windows" in again.stdout, ri.program_output(again.stderr)
+    assert win in ri.parse_loader_log(again.stderr).native
+    fixed = tmp_path / "t3.jsonl"
+    assert ri.run_python(env, QT_APP, traced=fixed, cwd=tmp_path).returncode == 0
+    assert ri.report_json(fixed)["outcome"]["kind"] == "ok"

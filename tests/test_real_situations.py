@@ -370,7 +370,6 @@ def system_expectation(s: Situation, python: Path) -> Situation:
                                user_line={missing[0]: s.user_line["*"]} if "*" in s.user_line else {})
 
 
-
 @pytest.mark.parametrize("s", SITUATIONS, ids=[s.name for s in SITUATIONS])
 def test_a_real_situation(s: Situation, tmp_path):
     if shutil.which("gcc") is None and not os.environ.get("CI"):
@@ -910,3 +909,75 @@ def test_a_typelibs_library_loaded_after_the_users_gi_import(tmp_path):
     assert again.returncode == 0 and json.loads(dlltrace("report", "t2.jsonl", "--json", cwd=tmp_path).stdout)[
         "outcome"]["kind"] == "ok", again.stderr[-2000:]
     APPLIED.append("pygobject_typelib_without_its_library: apt-get install libpackagekit-glib2-18 (installed here)")
+
+
+QT_OFFSCREEN_APP = ('from PySide6.QtGui import QGuiApplication\n\napp = QGuiApplication([])\n'
+                    'print("platform", app.platformName())\n')
+
+
+def test_a_qt_platform_plugin_its_distribution_lists_removed_is_reinstalled(tmp_path):
+    """PySide6_Essentials 6.8.1 with QT_QPA_PLATFORM=offscreen and its PySide6/Qt/plugins/platforms/libqoffscreen.so
+    deleted: Qt finds no such plugin in its plugins folder, prints "This application failed to start because no Qt
+    platform plugin could be initialized" and aborts (SIGABRT), no load of the plugin made. The report said "no failed
+    load explains it"; it now names the file, PySide6_Essentials 6.8.1 (its RECORD) and the reinstall by the traced
+    Python's own pip; applied as printed (pip told where the pinned wheel is), the program prints its platform and
+    its trace reads ok. A failed run with every file there names no file; one that imported nothing of PySide6 does
+    not blame its missing file (shiboken6's import would: it imports PySide6 and PySide6.support). The report of the
+    saved trace reads no disk: the same once the venv is gone."""
+    import shlex
+
+    if shutil.which("gcc") is None and not os.environ.get("CI"):
+        pytest.skip("needs gcc (the recorder is built with it)")
+    wheels = winetools.DOWNLOADS / "situations"
+    lock = LOCKS / "pyside6-6.8-py311.txt"
+    subprocess.run([find_python("3.11"), "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    pip(python, "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "-d", str(wheels), "-r", str(lock))
+    pip(python, "install", "--no-index", "--find-links", str(wheels), "--no-deps", "--require-hashes", "-r", str(lock))
+    site = next((tmp_path / "venv" / "lib").glob("python3.*/site-packages"))
+    gone = site / "PySide6" / "Qt" / "plugins" / "platforms" / "libqoffscreen.so"
+    (tmp_path / "app.py").write_text(QT_OFFSCREEN_APP)
+    given = {"QT_QPA_PLATFORM": "offscreen"}
+    # every file there, a run that fails after importing PySide6: nothing is named (no false alarm)
+    (tmp_path / "exits.py").write_text("import PySide6.QtGui\nraise SystemExit(3)\n")
+    run = dlltrace("run", "-o", "t0.jsonl", "--", str(python), "exits.py", cwd=tmp_path, given=given)
+    assert run.returncode == 3 and "a file of" not in run.stderr, run.stderr[-3000:]
+    assert json.loads(dlltrace("report", "t0.jsonl", "--json", cwd=tmp_path).stdout)["outcome"]["file"] is None
+    gone.unlink()
+    plain = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, **given})
+    assert plain.returncode == -6 and "no Qt platform plugin could be initialized" in plain.stderr, plain.stderr[-2000:]
+    run = dlltrace("run", "-o", "t.jsonl", "--", str(python), "app.py", cwd=tmp_path, given=given)
+    assert run.returncode == 134 and "no Qt platform plugin could be initialized" in run.stderr, run.stderr[-3000:]
+    head = next(line for line in run.stderr.splitlines() if line.startswith("dlltrace ─"))
+    assert head.startswith("dlltrace ─ the program crashed (SIGABRT: it aborted): libqoffscreen.so, a file of "
+                           "PySide6_Essentials 6.8.1, is not there · "), head
+    command = f"{shlex.quote(str(python))} -m pip install --force-reinstall --no-deps PySide6_Essentials==6.8.1"
+    assert ("1. libqoffscreen.so belongs to PySide6_Essentials 6.8.1 (its RECORD lists PySide6/Qt/plugins/platforms/"
+            f"libqoffscreen.so) and is not there: reinstall it:\n       {command}\n") in run.stderr, run.stderr[-3000:]
+    doc = json.loads(dlltrace("report", "t.jsonl", "--json", cwd=tmp_path).stdout)
+    schema("report-linux-v1.json").validate(doc)
+    assert doc["outcome"]["kind"] == "crashed" and doc["outcome"]["signal"] == 6, doc["outcome"]
+    assert not [f for d in doc["diagnoses"] for f in d["failures"] if f["fate"] == "fatal"]
+    file = doc["outcome"]["file"]
+    assert file is not None and (file["path"], file["package"], file["version"], file["how"]) == (
+        str(gone), "PySide6_Essentials", "6.8.1", "listed"), doc["outcome"]
+    # a failed run that imported nothing of PySide6 (shiboken6 imports PySide6: not it): its missing file is not blamed
+    (tmp_path / "other.py").write_text("import json\nraise SystemExit(3)\n")
+    other = dlltrace("run", "-o", "t2.jsonl", "--", str(python), "other.py", cwd=tmp_path, given=given)
+    assert other.returncode == 3 and "libqoffscreen" not in other.stderr and "a file of" not in other.stderr, \
+        other.stderr[-3000:]
+    fixed = subprocess.run(shlex.split(command) + ["--no-index", "--find-links", str(wheels)], capture_output=True,
+                           text=True, timeout=600)
+    assert fixed.returncode == 0 and gone.exists(), fixed.stderr[-2000:]
+    after = subprocess.run([str(python), "app.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, **given})
+    assert after.returncode == 0 and after.stdout.strip() == "platform offscreen", after.stderr[-2000:]
+    again = dlltrace("run", "-o", "t3.jsonl", "--", str(python), "app.py", cwd=tmp_path, given=given)
+    assert again.returncode == 0 and json.loads(dlltrace("report", "t3.jsonl", "--json", cwd=tmp_path).stdout)[
+        "outcome"]["kind"] == "ok", again.stderr[-2000:]
+    shutil.rmtree(tmp_path / "venv")  # (the report reads the trace alone)
+    said = dlltrace("report", "t.jsonl", cwd=tmp_path)
+    assert said.returncode == 0 and said.stdout.splitlines()[0].split(" · ")[0] == head.split(" · ")[0], said.stdout
+    APPLIED.append("pyside6_without_its_platform_plugin: pip install --force-reinstall --no-deps "
+                   "PySide6_Essentials==6.8.1")

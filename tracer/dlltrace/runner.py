@@ -131,7 +131,54 @@ def append_facts(out: Path, trace: Trace, wine: bool, end: Optional[dict[str, An
 
     to_host = wine_map(os.environ.get("WINEPREFIX") or Path.home() / ".wine") if wine else identity_map
     events = ([end] if end is not None else []) + collect.collect_facts(trace, to_host, use_cache=use_cache)
+    events += record_gone_facts(trace, "file", to_host, {e["path"] for e in events if e.get("ev") == "file"})
     return append_events(out, trace, events, kept_on_failure=1 if end else 0)
+
+
+def run_failed(trace: Trace) -> bool:
+    """Whether the program failed: an exit code that is not 0, a signal other than Ctrl-C's (Linux), or a Python
+    exception it ended on (py_exception), in any process of the trace."""
+    for e in trace.of("exit"):
+        code, sig = e.get("code"), e.get("signal")
+        if (type(code) is int and code != 0) or (type(sig) is int and sig != signal.SIGINT):
+            return True
+    return any(True for _ in trace.of("py_exception"))
+
+
+def record_gone_facts(trace: Trace, ev: str, to_host: Callable[[str], Optional[str]], known: "set[str]",
+                      exists: Callable[[str], bool] = os.path.exists) -> list[dict[str, Any]]:
+    """After a program that failed (run_failed), the native files of the distributions it imported that their records
+    list (outcome.record_files_to_check, of each Python process's py_dists and py_import events, MAX_RECORD_CHECKS
+    at most) that are not there now, as file facts (`ev`: "file", a Windows path; "elf_file") of kind "missing",
+    MAX_RECORD_GONE at most, but for the paths already `known` (facts appended already): what
+    outcome.rule_record_listed_file_gone_after_a_failure reads in the report. A run that did not fail looks at
+    nothing."""
+    from dlltrace.diagnosis.outcome import MAX_RECORD_CHECKS, MAX_RECORD_GONE, record_files_to_check, where_listed
+
+    if not run_failed(trace):
+        return []
+    out: list[dict[str, Any]] = []
+    checked = 0
+    seen = set(known)
+    for pid in dict.fromkeys(e.get("pid") for e in trace.of("py_dists")):  # (each Python process, in order)
+        if not isinstance(pid, int):
+            continue
+        files = record_files_to_check(trace.owners(pid), (e.get("module") for e in trace.of("py_import", pid=pid)),
+                                      MAX_RECORD_CHECKS - checked)
+        for o in files:
+            checked += 1
+            path = where_listed(o)
+            if path in seen:
+                continue
+            seen.add(path)
+            host = to_host(path)
+            if host is not None and not exists(host):
+                out.append({"ev": ev, "pid": pid, "tid": 0, "seq": 0, "t": 0, "path": path, "kind": "missing"})
+                if len(out) >= MAX_RECORD_GONE:
+                    return out
+        if checked >= MAX_RECORD_CHECKS:
+            break
+    return out
 
 
 def run_exit_code(trace: Trace) -> int:
@@ -216,6 +263,10 @@ def append_linux_facts(spill: Path, world: Optional["LiveELFWorld"] = None, read
             calls, facts, lines = ahead.calls, ahead.facts, ahead.lines
         else:
             calls, facts, lines = linux_facts(trace.events, world)
+        known = {e["path"] for e in facts if e.get("ev") == "elf_file" and isinstance(e.get("path"), str)}
+        gone = record_gone_facts(trace, "elf_file", lambda p: p, known)
+        if gone:  # (the files of the imported distributions not there after a failure: the report's RECORD rule)
+            facts, lines = facts + gone, lines + event_lines(gone)
         out = append_events(spill, trace, facts, lines=lines)
         if len(out.events) < len(trace.events) + 1:  # (not written: append_events said why)
             return None

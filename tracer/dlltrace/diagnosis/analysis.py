@@ -14,7 +14,7 @@ from dlltrace.diagnosis.outcome import (ProcessOutcome, program_words, python_er
                                        rule_load_class, rule_program_said, rule_unfound_dll_with_a_fix, same_path,
                                        where_listed)
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, Gone, NextFailure, ProcessEnd, Tried, code_place,
-                                       gone_of, process_outcome, Unfound, Unstarted, unstarted_of)
+                                       gone_of, listed_gone_of, process_outcome, Unfound, Unstarted, unstarted_of)
 from dlltrace.diagnosis.ending import EXCEPTION_WINE_STUB, ending
 from dlltrace.diagnosis.verdict import Verdict, judge, key, same_module
 from dlltrace.diagnosis.wholerun import check_whole_run
@@ -388,9 +388,9 @@ def windows_diagnoses(trace: Trace) -> list[Diagnosis]:
                     *(stub_failed_load(b, trace) for b in bindings if not b.called))
         end = process_end(trace, pid)
         outcome = outcome_of(trace, pid, end, failures)
-        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome, failures,
-                             windows_unfound(trace, pid, outcome),
-                             gone=windows_gone(trace, pid) if outcome.kind == "died_of_other" else None))
+        unfound = windows_unfound(trace, pid, outcome)
+        gone = windows_gone(trace, pid, outcome, any(f.fate == "fatal" for f in failures)) if unfound is None else None
+        out.append(Diagnosis("windows", pid, str(proc.get("exe") or ""), end, outcome, failures, unfound, gone=gone))
     return out
 
 
@@ -415,20 +415,27 @@ def main_unstarted(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[
     return unstarted_of(trace, pid) if pid is not None else None
 
 
-def main_gone(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[Gone]:
+def main_gone(trace: Trace, outcome: Optional[ProcessOutcome], explained: bool = False) -> Optional[Gone]:
     """The file of an installed distribution, not there, that the run's program died for want of (result.gone_of),
-    when its outcome (main_outcome) is died_of_other and no program it started explains it; None else."""
-    if outcome is None or outcome.kind != "died_of_other":
+    when its outcome (main_outcome) is died_of_other and no program it started explains it; else, when it failed
+    (crashed, died_of_other, exited with a code) and no failed load explains it (`explained`: one does), the file of
+    a distribution it imported that `dlltrace run` found not there (result.listed_gone_of); None else."""
+    if outcome is None:
         return None
     e = ending(trace)
     pid = e.pid if e.pid is not None else (trace.pids[0] if trace.pids else None)
-    return windows_gone(trace, pid) if pid is not None and unstarted_of(trace, pid) is None else None
+    if pid is None or (outcome.kind == "died_of_other" and unstarted_of(trace, pid) is not None):
+        return None
+    return windows_gone(trace, pid, outcome, explained)
 
 
-def windows_gone(trace: Trace, pid: int) -> Optional[Gone]:
-    """result.gone_of for a Windows process, reinstalled by the traced Python's own pip (explain.reinstalling_python:
-    its launcher; none for an embeddable Python without pip)."""
-    return gone_of(trace, pid, reinstalling_python(system_and_process(trace, pid)[1], True))
+def windows_gone(trace: Trace, pid: int, outcome: ProcessOutcome, explained: bool) -> Optional[Gone]:
+    """result.gone_of for a Windows process that died of an exception (died_of_other), else result.listed_gone_of
+    (`explained`: a failed load is its failure), reinstalled by the traced Python's own pip
+    (explain.reinstalling_python: its launcher; none for an embeddable Python without pip)."""
+    python = reinstalling_python(system_and_process(trace, pid)[1], True)
+    named = gone_of(trace, pid, python) if outcome.kind == "died_of_other" else None
+    return named or listed_gone_of(trace, pid, outcome, explained, python)
 
 
 def main_unfound(trace: Trace, outcome: Optional[ProcessOutcome]) -> Optional[Unfound]:

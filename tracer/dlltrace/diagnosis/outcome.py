@@ -329,6 +329,115 @@ def rule_exception_names_a_missing_file_of_its_distribution(exception: dict, own
     return None
 
 
+# the RECORD-listed native files of the distributions a failed program imported that `dlltrace run` looks at after it
+# ended (rule_record_listed_file_gone_after_a_failure); a healthy run looks at none
+MAX_RECORD_CHECKS = 20_000
+MAX_RECORD_GONE = 64  # of those not there, the most whose absence a trace records
+
+
+def listed_top(o: "Owner") -> str:
+    """The top-level import name a record's file is under ("PyQt5" for PyQt5/Qt5/plugins/platforms/qwindows.dll,
+    "numpy" for delvewheel's and auditwheel's numpy.libs/, "_cffi_backend" for a top-level extension), "" for a file
+    outside site-packages (a conda package's Library\\bin, a wheel's ../../Library/bin)."""
+    parts = o.path.split("/")
+    if o.kind == "conda":  # (relative to the prefix: Lib/site-packages/..., lib/python3.11/site-packages/...)
+        low = [x.lower() for x in parts]
+        if "site-packages" not in low:
+            return ""
+        parts = parts[low.index("site-packages") + 1:]
+    if len(parts) < 1 or parts[0] in ("", ".", ".."):
+        return ""
+    top = parts[0]
+    if len(parts) == 1:  # (a top-level module file: _cffi_backend.cpython-311-x86_64-linux-gnu.so, _foo.pyd)
+        return top.split(".", 1)[0]
+    return top[:-5] if top.endswith(".libs") else top
+
+
+def imported_tops(modules: "Iterable[object]") -> frozenset[str]:
+    """The top-level names of the modules a program imported (its py_import events' `module`), lower-case."""
+    return frozenset(m.split(".", 1)[0].lower() for m in modules if isinstance(m, str) and m)
+
+
+def record_files_to_check(owners: "Mapping[str, tuple[Owner, ...]]", modules: "Iterable[object]",
+                          limit: int = MAX_RECORD_CHECKS) -> list["Owner"]:
+    """The native files, of the distributions whose files are under a package the program imported (`modules`: its
+    py_import events' `module`), that their records list (`owners`: Trace.owners), at most `limit`: what `dlltrace
+    run` looks for on the disk after a program that failed (rule_record_listed_file_gone_after_a_failure). Every
+    native file of such a distribution, not only those under the package: PyQt5-Qt5's Qt is under PyQt5/Qt5."""
+    tops = imported_tops(modules)
+    if not tops:
+        return []
+    dists: dict[tuple[str, str, str], list["Owner"]] = {}
+    used: set[tuple[str, str, str]] = set()
+    for group in owners.values():
+        for o in group:
+            key = (o.kind, o.dist, o.root)
+            dists.setdefault(key, []).append(o)
+            if key not in used and listed_top(o).lower() in tops:
+                used.add(key)
+    out = [o for key, files in dists.items() if key in used for o in sorted(files, key=lambda x: x.path)]
+    return out[:limit]
+
+
+def listed_package_folder(o: "Owner") -> str:
+    """The folder of the top-level package a record's file is under (<site>/PyQt5 for PyQt5/Qt5/bin/Qt5Core.dll,
+    <site>/numpy.libs for numpy.libs/x.so), "" for a top-level file or one outside site-packages."""
+    parts = o.path.split("/")
+    low = [x.lower() for x in parts]
+    n = low.index("site-packages") + 2 if o.kind == "conda" and "site-packages" in low else 1
+    if not listed_top(o) or len(parts) <= n:
+        return ""
+    root = o.root
+    for x in parts[:n]:
+        root = winpath.join(root, x) if winpath.is_absolute(root) else posixpath.join(root, x)
+    return root
+
+
+def _in_folder(path: str, folder: str) -> bool:
+    if winpath.is_absolute(folder):
+        return winpath.key(path).startswith(winpath.key(folder) + "\\") if winpath.is_absolute(path) else False
+    return posixpath.normpath(path).startswith(posixpath.normpath(folder) + "/")
+
+
+def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int], failed_load_is_the_failure: bool,
+                                                 owners: "Mapping[str, tuple[Owner, ...]]",
+                                                 modules: "Iterable[object]", missing: "Iterable[str]",
+                                                 frames: "Iterable[str]" = ()) -> list[tuple[str, "Owner"]]:
+    """The native files of the distributions the program imported (record_files_to_check: their RECORD or
+    conda-meta lists them) that were not there when it ended (`missing`: the paths its trace's file facts say are
+    missing), with the distribution of each, in the records' order, when the program failed (`kind`, `code`: its
+    outcome: crashed, died_of_other, or exited with a code that is not 0) and no failed load is its failure
+    (`failed_load_is_the_failure`); [] else. A program that looks for its own file itself, and fails without it,
+    makes no load of it: Qt scans its plugins folder for the platform plugin and aborts when it finds none ("This
+    application failed to start because no Qt platform plugin could be initialized"), PyQt5-Qt5's
+    PyQt5/Qt5/plugins/platforms/qwindows.dll, PySide6's libqxcb.so. Its install is damaged, and reinstalling the
+    distribution puts the file back. A file of a distribution the program did not import is not taken; nor, when
+    the program ended on a Python exception, one of a distribution none of the exception's frames (`frames`: the
+    files its traceback passed through) is in the package folder of (listed_package_folder): an exception the
+    program's own code raised is not for want of a package's file."""
+    failed = kind in ("crashed", "died_of_other") or (kind == "exited" and code not in (None, 0))
+    if not failed or failed_load_is_the_failure:
+        return []
+    where = [f for f in frames if isinstance(f, str) and f]
+    gone = {winpath.key(p) if winpath.is_absolute(p) else posixpath.normpath(p) for p in missing if isinstance(p, str)}
+    if not gone:
+        return []
+    out = []
+    checked = record_files_to_check(owners, modules)
+    folders: dict[tuple[str, str, str], set[str]] = {}  # each distribution's package folders
+    for o in checked:
+        folders.setdefault((o.kind, o.dist, o.root), set()).add(listed_package_folder(o))
+    for o in checked:
+        at = where_listed(o)
+        if (winpath.key(at) if winpath.is_absolute(at) else posixpath.normpath(at)) not in gone:
+            continue
+        if kind == "died_of_other":  # (the exception went through the package whose file it is)
+            if not any(_in_folder(f, d) for f in where for d in folders[(o.kind, o.dist, o.root)] if d):
+                continue
+        out.append((at, o))
+    return out
+
+
 @dataclass(frozen=True)
 class ProcessOutcome:
     kind: OutcomeKind

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union, get_a
 
 from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, feature_of,
                                         rule_exception_names_a_missing_file_of_its_distribution,
+                                        rule_record_listed_file_gone_after_a_failure,
                                         rule_exception_is_unstarted_program,
                                         rule_outcome)
 from dlltrace.model import CandidateResult, Cause, Fix, Outcome, Relation
 from dlltrace.worlds.gpu import DRIVER_STATES
 
 if TYPE_CHECKING:
+    from dlltrace.model import Owner
     from dlltrace.trace.reader import Trace
 
 DIAGNOSIS_FORMAT = "dlltrace-diagnosis"
@@ -202,6 +204,11 @@ class Gone:
     record: Literal["wheel", "conda"]  # RECORD (a wheel's) or conda-meta (a conda package's)
     module: str  # the outermost import in progress when the program ended ("xgboost"), "" when none
     fixes: tuple[Fix, ...]  # the distribution reinstalled (the traced Python's own pip; conda's for a conda package)
+    # "named": the exception names it; "listed": no exception names it and no failed load explains the failure, and
+    # `dlltrace run` found it not there after the program failed (rule_record_listed_file_gone_after_a_failure:
+    # Qt's platform plugin, which Qt looks for itself)
+    how: Literal["named", "listed"] = "named"
+    also: tuple[str, ...] = ()  # "listed": the other files of the imported distributions not there (at most 8)
 
 
 def gone_of(trace: "Trace", pid: int, python: str = "") -> Optional[Gone]:
@@ -216,14 +223,46 @@ def gone_of(trace: "Trace", pid: int, python: str = "") -> Optional[Gone]:
     if hit is None:
         return None
     path, o = hit
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
     exit_ = next(iter(trace.of("py_exit", pid=pid)), None)
     imports = exit_.get("imports") if exit_ is not None else None  # (outermost first: the program's own import)
     module = str(imports[0]) if isinstance(imports, list) and imports and isinstance(imports[0], str) else ""
-    fix = Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=path, bound=o.path,
-              exe=python if o.kind == "wheel" else "", lacks=o.kind, python=False,
-              folder=o.root if o.kind == "conda" else "")  # (a conda package's: its environment's prefix)
-    return Gone(path, o.dist, o.version, o.path, o.kind, module, (fix,))
+    return Gone(path, o.dist, o.version, o.path, o.kind, module, (reinstall_fix(path, o, python),))
+
+
+def reinstall_fix(path: str, o: "Owner", python: str) -> Fix:
+    """The distribution `o` that lists the file at `path` reinstalled: `python`'s pip for a wheel, conda for a conda
+    package."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return Fix("reinstall", "install", name=name, package=o.dist, version=o.version, path=path, bound=o.path,
+               exe=python if o.kind == "wheel" else "", lacks=o.kind, python=False,
+               folder=o.root if o.kind == "conda" else "")  # (a conda package's: its environment's prefix)
+
+
+def missing_paths(trace: "Trace") -> list[str]:
+    """The paths the trace's file facts (`file`, `elf_file`: appended by `dlltrace run`) say are not there."""
+    return [e["path"] for kind in ("file", "elf_file") for e in trace.of(kind)
+            if e.get("kind") == "missing" and isinstance(e.get("path"), str)]
+
+
+MAX_ALSO = 8
+
+
+def listed_gone_of(trace: "Trace", pid: int, outcome: ProcessOutcome, failed_load_is_the_failure: bool,
+                   python: str = "") -> Optional[Gone]:
+    """The file of a distribution the program imported, not there when it ended, that its failure is for want of
+    (outcome.rule_record_listed_file_gone_after_a_failure: it failed, no failed load is its failure, and `dlltrace
+    run` found the file its record lists missing), with its reinstall by `python`'s pip; None when there is none.
+    Both systems."""
+    ends = list(trace.of("py_exception", pid=pid))
+    frames = [str(f.get("file")) for f in (ends[-1].get("frames") or []) if isinstance(f, dict)] if ends else []
+    hits = rule_record_listed_file_gone_after_a_failure(
+        outcome.kind, outcome.code, failed_load_is_the_failure, trace.owners(pid),
+        (e.get("module") for e in trace.of("py_import", pid=pid)), missing_paths(trace), frames)
+    if not hits:
+        return None
+    path, o = hits[0]
+    return Gone(path, o.dist, o.version, o.path, o.kind, "", (reinstall_fix(path, o, python),), "listed",
+                tuple(p for p, _ in hits[1:1 + MAX_ALSO]))
 
 
 @dataclass(frozen=True)
@@ -236,7 +275,9 @@ class Diagnosis:
     failures: tuple[FailedLoad, ...]  # every failed top-level load of the process, in order
     unfound: Optional[Unfound] = None  # died_of_other: the library find_library did not find that it died of
     unstarted: Optional[Unstarted] = None  # died_of_other: the program it started that was not found, that it died of
-    gone: Optional[Gone] = None  # died_of_other: the file of an installed distribution, not there, that it died of
+    # the file of an installed distribution, not there, that it died of (died_of_other: the exception names it;
+    # or, how=listed, a failure no failed load explains: crashed, died_of_other, exited with a code)
+    gone: Optional[Gone] = None
 
     @property
     def fatal(self) -> Optional[FailedLoad]:

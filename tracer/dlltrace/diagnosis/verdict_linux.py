@@ -22,7 +22,7 @@ from dlltrace.diagnosis.outcome import (program_words, python_error, rule_except
                                         rule_program_said)
 from dlltrace.diagnosis.outcome import ProcessOutcome, found_none, library_key, rule_exception_is_find_library
 from dlltrace.diagnosis.result import (Copy, Diagnosis, FailedLoad, ProcessEnd, Tried, Unfound, Unstarted, code_place, gone_of,
-                                       process_outcome, unstarted_of)
+                                       listed_gone_of, process_outcome, unstarted_of)
 from dlltrace.diagnosis.replay_linux import (LinuxCall, default_world, find_lib_never_found, replay_linux,
                                              unversioned_name)
 from dlltrace.loader.linux.fixes import system_package_fix
@@ -392,6 +392,9 @@ def linux_diagnoses(trace: Trace, calls: Optional[list[LinuxCall]] = None) -> li
         unstarted = unstarted_program(trace, pid) if outcome.kind == "died_of_other" and unfound is None else None
         gone = gone_of(trace, pid, linux_interpreter(trace, pid)) \
             if outcome.kind == "died_of_other" and unfound is None and unstarted is None else None
+        if gone is None and unfound is None and unstarted is None:  # (a file its package looks for itself: Qt's plugin)
+            gone = listed_gone_of(trace, pid, outcome, any(f.fate == "fatal" for f in failures),
+                                  linux_interpreter(trace, pid))
         out.append(Diagnosis("linux", pid, exe or next((c.exe for c in mine), ""), pend, outcome, failures, unfound,
                              unstarted, gone))
     return out

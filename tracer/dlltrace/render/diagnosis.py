@@ -258,7 +258,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
     before = [(d, f) for d, f in apart if f.reason == "while_starting"]
     said = None
     if main is not None and main.outcome.kind == "crashed":  # (a crash is said first, with the load it followed)
-        said = crash_headline(main.outcome, fatal_leaf(main))
+        said = crash_headline(main.outcome, fatal_leaf(main), main.gone)
     elif main is not None and main.fatal is None:
         said = outcome_headline(main.outcome, main.unfound, main.unstarted, main.gone)
         if said is None and not shown:
@@ -280,7 +280,7 @@ def diagnoses_lines(diagnoses: Sequence[Diagnosis], source: str = "", main: Opti
         lines += unfound_lines(main.unfound, numbered_fix, windows=main.platform == "windows")
     if main is not None and main.unstarted is not None and main.outcome.kind == "died_of_other":
         lines += unstarted_lines(main.unstarted)
-    if main is not None and main.gone is not None and main.outcome.kind == "died_of_other":
+    if main is not None and main.gone is not None:  # (died_of_other; or how=listed: a failure no load explains)
         lines += gone_lines(main.gone, numbered_fix)
     if main is not None and main.end.crashed_at is not None:
         at = main.end.crashed_at

@@ -60,13 +60,15 @@ def json_report_head(trace: Trace, incs: list[Incident], replays: Sequence[Repla
                 went_on.append(a.result.index)
     outcome = main_outcome(trace, incs)
     unfound = main_unfound(trace, outcome)
+    unstarted = main_unstarted(trace, outcome) if unfound is None else None
+    gone = main_gone(trace, outcome, bool(failed)) if unfound is None and unstarted is None else None
     return {"format": "dlltrace-report", "version": 1,
-            "outcome": outcome_dict(outcome, None, unfound, main_unstarted(trace, outcome) if unfound is None else None,
-                                    main_gone(trace, outcome)),
+            "outcome": outcome_dict(outcome, None, unfound, unstarted, gone),
             "source": trace.path, "description": environment_line(trace),
             "error": error, "failed": failed, "went_on": went_on,
             "api_sets": api_set_source(trace), CALLS: None, "warnings": list(trace.warnings),
-            "ending": ending_dict(trace, bool(failed)), "capped": capped_dict(capped(trace)),
+            "ending": ending_dict(trace, bool(failed) or (gone is not None and gone.how == "listed")),
+            "capped": capped_dict(capped(trace)),
             "wine_stubs": [{"pid": b.load.load.pid, "seq": b.load.load.seq, "api": b.load.load.api,
                             "name": b.load.load.name, "origin": b.load.origin, "importer": b.importer, "dll": b.dll,
                             "function": b.function, "called": b.called, "error_on_windows": ERROR_PROC_NOT_FOUND}

@@ -324,7 +324,7 @@ def markdown_report(trace: Trace, incs: list[Incident], replays: Sequence[Replay
     outcome = main_outcome(trace, incs) if not failed else None
     unfound = main_unfound(trace, outcome)  # (it died of a library ctypes.util.find_library did not find)
     unstarted = main_unstarted(trace, outcome) if unfound is None else None
-    gone = main_gone(trace, outcome)  # (it died for want of a file of its install)
+    gone = main_gone(trace, outcome) if unfound is None and unstarted is None else None  # (for want of its file)
     said = outcome_headline(outcome, unfound, unstarted, gone) if outcome is not None else None
     # it ran without its GPU: the loads that cost it a feature are explained, with their fixes (outcome.py)
     lost = [i for i in apart if lost_a_feature(i)] if outcome is not None and outcome.kind == "degraded" else []

@@ -35,9 +35,11 @@ def crash_words(o: ProcessOutcome) -> str:
     return code_name(o.code)
 
 
-def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None) -> str:
-    """The headline of a crash (`fatal_leaf`: the library whose failed load the crash followed, if any)."""
-    after = f", right after {fatal_leaf} failed to load" if fatal_leaf else "; no failed load explains it"
+def crash_headline(o: ProcessOutcome, fatal_leaf: Optional[str] = None, gone: Optional[Gone] = None) -> str:
+    """The headline of a crash (`fatal_leaf`: the library whose failed load the crash followed, if any; `gone`: else
+    the file of a distribution it imported that was not there, result.Gone how=listed)."""
+    after = f", right after {fatal_leaf} failed to load" if fatal_leaf else \
+        f": {gone_words(gone)}" if gone is not None else "; no failed load explains it"
     return f"the program crashed ({crash_words(o)}){after}"
 
 
@@ -91,6 +93,10 @@ def outcome_headline(o: ProcessOutcome, unfound: Optional[Unfound] = None,
         if gone is not None:
             return f"the program ended with {text}: {gone_words(gone)}"
         return f"the program ended with {text}; no failed load explains it"
+    if gone is not None and o.kind == "crashed":  # (no failed load explains it: a file its package looks for itself)
+        return crash_headline(o, None, gone)
+    if gone is not None and o.kind == "exited" and o.code not in (None, 0):
+        return f"the program exited with {code_text(o.code)}: {gone_words(gone)}"
     return None
 
 
@@ -165,9 +171,17 @@ def gone_lines(g: Gone, fix_line: "Callable[[int, Fix], list[str]]") -> list[str
     fix)."""
     where = f"import {g.module}: " if g.module else ""
     record = "its conda-meta" if g.record == "conda" else "its RECORD"
-    out = ["", f"  {where}the program looked for this file before loading it, and it is not there:", f"    {g.path}",
-           f"  {g.package} {g.version} installed it ({record} lists {g.listed}): the install is damaged (a file",
-           "  deleted, an antivirus, a copy cut short). No load of it was made, so no loader searched for it."]
+    damaged = [f"  {g.package} {g.version} installed it ({record} lists {g.listed}): the install is damaged (a file",
+               "  deleted, an antivirus, a copy cut short)."]
+    if g.how == "listed":  # (no exception names it: dlltrace run looked for the imported distributions' files)
+        out = ["", "  No failed load explains the failure, and a file of a distribution the program imported is",
+               "  not there:", f"    {g.path}", *damaged,
+               "  No load of it failed: a package that looks for such a file itself (Qt scans its plugins folder",
+               "  for its platform plugin) fails without loading it."]
+        out += ["  Not there either:", *(f"    {p}" for p in g.also)] if g.also else []
+    else:
+        out = ["", f"  {where}the program looked for this file before loading it, and it is not there:",
+               f"    {g.path}", *damaged[:-1], damaged[-1] + " No load of it was made, so no loader searched for it."]
     if g.fixes:
         out += ["", "  Fix"] + [line for i, x in enumerate(g.fixes, 1) for line in fix_line(i, x)]
     return out
@@ -358,11 +372,21 @@ def outcome_schema() -> dict[str, Any]:
                                               "package": {"type": ["string", "null"]}}}]},
                            "file": {"anyOf": [null, {
                                "type": "object", "additionalProperties": False,
-                               "required": ["path", "package", "version", "listed", "fix"],
-                               "description": "died_of_other: the file of an installed distribution, not there, that "
-                                              "the exception names (result.Gone): reinstalling the distribution is "
-                                              "the fix",
+                               "required": ["path", "package", "version", "listed", "how", "also", "fix"],
+                               "description": "the file of an installed distribution, not there, that the program "
+                                              "failed for want of (result.Gone): died_of_other, the exception names "
+                                              "it; or a failure no failed load explains (crashed, died_of_other, "
+                                              "exited with a code) and `dlltrace run` found the file of a "
+                                              "distribution it imported missing (how: listed). Reinstalling the "
+                                              "distribution is the fix",
                                "properties": {"path": s, "package": s, "version": s, "listed": s,
+                                              "how": {"enum": ["named", "listed"],
+                                                      "description": "named: the exception names it; listed: "
+                                                                     "its record lists it, and no exception "
+                                                                     "names it"},
+                                              "also": {"type": "array", "items": s,
+                                                       "description": "listed: the other files of the imported "
+                                                                      "distributions not there (at most 8)"},
                                               "fix": {"type": ["string", "null"],
                                                       "description": "the reinstall, in words with its command"}}}]},
                            "text": {"type": ["string", "null"],
@@ -386,7 +410,7 @@ def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: O
     its crash_headline (`fatal_leaf`: the load it followed), a Windows crash's is said by the report's ending;
     `unfound`: the library find_library did not find that it died of; `unstarted`: the program it started that was
     not found; `gone`: the file of an installed distribution, not there, that it died for want of."""
-    text = crash_headline(o, fatal_leaf) if o.kind == "crashed" and o.signal is not None else \
+    text = crash_headline(o, fatal_leaf, gone) if o.kind == "crashed" and o.signal is not None else \
         outcome_headline(o, unfound, unstarted, gone)
     found = None if unfound is None else {
         "name": unfound.name, "module": unfound.module,
@@ -401,6 +425,6 @@ def outcome_dict(o: ProcessOutcome, fatal_leaf: Optional[str] = None, unfound: O
                                                        "searched": list(unstarted.searched),
                                                        "package": unstarted.package},
             "file": None if gone is None else {"path": gone.path, "package": gone.package, "version": gone.version,
-                                               "listed": gone.listed,
+                                               "listed": gone.listed, "how": gone.how, "also": list(gone.also),
                                                "fix": fix_text(gone.fixes[0]) if gone.fixes else None},
             "text": text}

@@ -252,8 +252,10 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     unfound = main_unfound(trace, outcome)  # (it died of a library ctypes.util.find_library did not find)
     # (or of a program it started that was not found)
     unstarted = main_unstarted(trace, outcome) if unfound is None else None
-    gone = main_gone(trace, outcome)  # (or for want of a file of an installed distribution)
+    # (or for want of a file of an installed distribution: one the exception names, or one dlltrace run found gone)
+    gone = main_gone(trace, outcome) if unfound is None and unstarted is None else None
     said = outcome_headline(outcome, unfound, unstarted, gone) if outcome is not None else None
+    how = "" if said is not None and outcome is not None and outcome.kind == "crashed" else how  # (said in `said`)
     lost: list[Incident] = []
     # (modules loaded that are not the files their distributions installed, no failure's own fix names: the news
     # when nothing else explains the end)
