@@ -1418,6 +1418,12 @@ def test_a_platform_plugin_gone_is_the_answer_of_a_crash_no_load_explains(tmp_pa
     assert text.startswith("dlltrace ─ the program exited with 3: qminimal.dll, a file of PyQt5_Qt5 5.15.2, is not "
                            "there"), text
     assert f"  Not there either:\n    {qwindows}\n" in text, text
+    # several traces (report A B C): the crash's and the exit's answers are the files, each named
+    assert cli.main(["report", str(tmp_path / "t.jsonl"), str(t), str(tmp_path / "c" / "t.jsonl")]) == 0
+    text = capsys.readouterr().out
+    assert "qwindows.dll, a file of PyQt5_Qt5 5.15.2, is not there" in text, text
+    assert "qminimal.dll, a file of PyQt5_Qt5 5.15.2, is not there" in text, text
+    assert "exited with 3, and no failed load explains it" in text, text
 
 
 def test_run_looks_for_the_imported_distributions_files_only_after_a_failure(tmp_path):

@@ -67,7 +67,7 @@ def _triage(source: str, main: Optional[Diagnosis], cpu_builds: Sequence[str]) -
     if fatal is not None:
         return Triaged(source, o.kind, "load", fatal.leaf or fatal.name, fatal.cause or "",
                        fatal.fixes[0] if fatal.fixes else None, main)
-    if o.kind == "died_of_other" and main.gone is not None:
+    if main.gone is not None and (o.kind == "died_of_other" or main.gone.how == "listed"):  # (a crash's, an exit's too)
         g = main.gone
         return Triaged(source, o.kind, "gone", g.path.replace("\\", "/").rsplit("/", 1)[-1], "",
                        g.fixes[0] if g.fixes else None, main)
