@@ -252,18 +252,21 @@ RERUN: list = []  # runs made again (realimports.run_python): said in the summar
 
 
 def run_python(env: Env, code: str, *, traced: Optional[Path] = None, winedebug: str = "-all",
-               cwd: Optional[Path] = None, timeout: float = 600,
-               ends: Optional[int] = None) -> subprocess.CompletedProcess:
+               cwd: Optional[Path] = None, timeout: float = 600, ends: Optional[int] = None,
+               overrides: str = "") -> subprocess.CompletedProcess:
     """`python.exe -c CODE` of the environment under wine64: plain (winedebug: what Wine logs), or, with
     `traced`, through `dlltrace run --wine -o TRACED` (this checkout's). Output through pipes: a Windows
     Python under Wine 8 cannot start with a file as its stdout ("init_sys_streams: [WinError 6]"); the
     Wine service processes that would hold a pipe open were started detached (winetools.ensure_prefix).
     Wine failing to start the program at all (winetools.WINE_START_FAILURES, "the program never ran")
     is run again, at most twice. `ends`: the exit status a program that aborts ends with (no Python end: Qt's abort
-    without its platform plugin, 0xC0000409, whose low 8 bits wine64 exits with), taken as its end."""
+    without its platform plugin, 0xC0000409, whose low 8 bits wine64 exits with), taken as its end. `overrides`:
+    more WINEDLLOVERRIDES ("dwmapi=": Wine's own DLL of that name disabled, as if the machine had none)."""
     winetools.ensure_prefix()
     wenv = winetools.wine_env(WINEDEBUG=winedebug, PYTHONPATH=str(ROOT / "tracer"))
     wenv.pop("PYTHONHOME", None)
+    if overrides:
+        wenv["WINEDLLOVERRIDES"] += ";" + overrides
     if traced is not None:
         argv = [sys.executable, "-m", "dlltrace", "run", "--wine", "-o", str(traced), "--", str(env.python), "-c", code]
     else:

@@ -686,6 +686,8 @@ def test_pyqt5_without_its_platform_plugin_is_reinstalled(pyqt5_env, tmp_path):
     it prints its platform; a failed run (exit 3 after importing QtGui) with every file there names no file; with
     qwindows.dll deleted it aborts (0xC0000409) and no load of qwindows.dll is made, and the report names the file,
     PyQt5_Qt5 5.15.2 and its reinstall; a failed run that imported nothing of PyQt5 does not blame the missing file;
+    with qwindows.dll there but its load failing (dwmapi.dll, which it imports and Qt5Gui.dll does not, disabled in
+    Wine) the crash is that load's (the last failed load before the end), and no file is named;
     the reinstall as printed (pip under Wine, told where the pinned wheel is) makes the program print its platform,
     and its trace read ok."""
     import subprocess
@@ -701,6 +703,16 @@ def test_pyqt5_without_its_platform_plugin_is_reinstalled(pyqt5_env, tmp_path):
     rep = ri.report_json(trace)
     assert (rep["outcome"]["kind"], rep["outcome"]["file"]) == ("exited", None), rep["outcome"]
     assert "no failed load explains it" in ri.report_text(trace)  # (every file there: no false alarm)
+    # the plugin there, its load failing: the crash is that load's (as on Linux: rule_linux_crash_after_failed_load)
+    trace = tmp_path / "t1.jsonl"
+    assert ri.run_python(env, QT_APP, traced=trace, cwd=tmp_path, ends=FAIL_FAST, overrides="dwmapi=").returncode == \
+        FAIL_FAST
+    rep = ri.report_json(trace)
+    assert (rep["outcome"]["kind"], rep["outcome"]["file"], len(rep["failed"])) == ("crashed", None, 1), rep["outcome"]
+    text = ri.report_text(trace)
+    assert text.startswith("dlltrace ─ 1 failed load · the program crashed (0xc0000409 ") and "✗ qwindows.dll failed " \
+        "with 126" in text and "The failure the program hit: the program crashed (0xc0000409 STATUS_STACK_BUFFER_" \
+        "OVERRUN), and this is the last failed load before the end" in text, text[:3000]
     plugin.unlink()
     plain = ri.run_python(env, QT_APP, winedebug="+loaddll,+module,warn+seh", cwd=tmp_path, ends=FAIL_FAST)
     assert plain.returncode == FAIL_FAST and "no Qt platform plugin could be initialized" in plain.stderr, \
