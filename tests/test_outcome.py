@@ -1279,8 +1279,9 @@ def test_rule_record_listed_file_gone_after_a_failure():
     distribution's package failed, and no failed load its failure: PyQt5-Qt5 5.15.2's qwindows.dll (under PyQt5/, the
     package the program imported), which Qt looks for itself (the program aborts: 0xC0000409 on Windows, SIGABRT on
     Linux with PySide6's libqxcb.so). Not taken: a run that did not fail, one a failed load explains, a file of a
-    distribution the program did not import, a file that is there, and, when it ended on a Python exception, one of
-    a distribution whose package none of the exception's frames is in (the program's own raise)."""
+    distribution the program did not import, a file that is there, one of a copy of the package that a site folder
+    earlier on sys.path hides (a user site's PyQt5 before the system's), and, when it ended on a Python exception, one
+    of a distribution whose package none of the exception's frames is in (the program's own raise)."""
     from dlltrace.diagnosis.outcome import listed_package_folder, listed_top, record_files_to_check
     from dlltrace.diagnosis.outcome import rule_record_listed_file_gone_after_a_failure as rule
     from dlltrace.model import Owner
@@ -1330,6 +1331,14 @@ def test_rule_record_listed_file_gone_after_a_failure():
     conda = Owner("pyqt", "5.15.9", "Lib/site-packages/PyQt5/QtGui.pyd", "C:\\conda\\envs\\x", "conda")
     lib = Owner("qt-main", "5.15.8", "Library/plugins/platforms/qwindows.dll", "C:\\conda\\envs\\x", "conda")
     assert listed_top(conda) == "PyQt5" and listed_top(lib) == ""
+    # PyQt5 in the user site (first on sys.path) and in the system's: the system's copy is not the one imported
+    user = "C:\\Users\\me\\AppData\\Roaming\\Python\\Python311\\site-packages"
+    mine = Owner("PyQt5_Qt5", "5.15.2", "PyQt5/Qt5/plugins/platforms/qwindows.dll", user)
+    hidden = {"qwindows.dll": (qt[1], mine)}
+    assert rule("crashed", 0xC0000409, False, hidden, imported, [qwindows], sites=[user, site]) == []
+    assert rule("crashed", 0xC0000409, False, hidden, imported, [qwindows], sites=[site, user]) == [(qwindows, qt[1])]
+    assert rule("crashed", 0xC0000409, False, hidden, imported, [qwindows]) == [(qwindows, qt[1])]  # (no order known)
+    assert [o.root for o in record_files_to_check(hidden, imported, sites=[user, site])] == [user]
     assert rule("crashed", 0xC0000409, False, {"qtgui.pyd": (conda,), "qwindows.dll": (lib,)}, ["PyQt5.QtGui"],
                 ["C:\\conda\\envs\\x\\Lib\\site-packages\\PyQt5\\QtGui.pyd",
                  "C:\\conda\\envs\\x\\Library\\plugins\\platforms\\qwindows.dll"]) == [

@@ -153,7 +153,8 @@ def record_gone_facts(trace: Trace, ev: str, to_host: Callable[[str], Optional[s
     MAX_RECORD_GONE at most, but for the paths already `known` (facts appended already): what
     outcome.rule_record_listed_file_gone_after_a_failure reads in the report. A run that did not fail looks at
     nothing."""
-    from dlltrace.diagnosis.outcome import MAX_RECORD_CHECKS, MAX_RECORD_GONE, record_files_to_check, where_listed
+    from dlltrace.diagnosis.outcome import (MAX_RECORD_CHECKS, MAX_RECORD_GONE, dist_sites, record_files_to_check,
+                                            where_listed)
 
     if not run_failed(trace):
         return []
@@ -164,7 +165,7 @@ def record_gone_facts(trace: Trace, ev: str, to_host: Callable[[str], Optional[s
         if not isinstance(pid, int):
             continue
         files = record_files_to_check(trace.owners(pid), (e.get("module") for e in trace.of("py_import", pid=pid)),
-                                      MAX_RECORD_CHECKS - checked)
+                                      MAX_RECORD_CHECKS - checked, dist_sites(trace.of("py_dists", pid=pid)))
         for o in files:
             checked += 1
             path = where_listed(o)

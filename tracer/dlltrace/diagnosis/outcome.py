@@ -21,7 +21,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Mapping, Optional, Sequence
 
 from dlltrace import winpath
 
@@ -359,24 +359,45 @@ def imported_tops(modules: "Iterable[object]") -> frozenset[str]:
 
 
 def record_files_to_check(owners: "Mapping[str, tuple[Owner, ...]]", modules: "Iterable[object]",
-                          limit: int = MAX_RECORD_CHECKS) -> list["Owner"]:
+                          limit: int = MAX_RECORD_CHECKS, sites: "Sequence[str]" = ()) -> list["Owner"]:
     """The native files, of the distributions whose files are under a package the program imported (`modules`: its
     py_import events' `module`), that their records list (`owners`: Trace.owners), at most `limit`: what `dlltrace
     run` looks for on the disk after a program that failed (rule_record_listed_file_gone_after_a_failure). Every
-    native file of such a distribution, not only those under the package: PyQt5-Qt5's Qt is under PyQt5/Qt5."""
+    native file of such a distribution, not only those under the package: PyQt5-Qt5's Qt is under PyQt5/Qt5. A
+    wheel's package in a site-packages folder after another that has it (`sites`: the site folders in sys.path's
+    order, py_dists' own) is not the one imported: a user site's PyQt5 hides the system's."""
     tops = imported_tops(modules)
     if not tops:
         return []
+    rank = {key_of(s): i for i, s in reversed(list(enumerate(sites)))}
+    first: dict[str, int] = {}  # a top-level package -> the first site (its rank) a wheel has it in
     dists: dict[tuple[str, str, str], list["Owner"]] = {}
-    used: set[tuple[str, str, str]] = set()
     for group in owners.values():
         for o in group:
-            key = (o.kind, o.dist, o.root)
-            dists.setdefault(key, []).append(o)
-            if key not in used and listed_top(o).lower() in tops:
-                used.add(key)
+            dists.setdefault((o.kind, o.dist, o.root), []).append(o)
+            top = listed_top(o).lower()
+            if top in tops and o.kind == "wheel" and key_of(o.root) in rank:
+                first[top] = min(first.get(top, len(rank)), rank[key_of(o.root)])
+    used = {key for key, files in dists.items()
+            if any((t := listed_top(o).lower()) in tops and
+                   (o.kind != "wheel" or rank.get(key_of(o.root), first.get(t, 0)) <= first.get(t, len(rank)))
+                   for o in files)}
     out = [o for key, files in dists.items() if key in used for o in sorted(files, key=lambda x: x.path)]
     return out[:limit]
+
+
+def dist_sites(dists_events: "Iterable[dict]") -> list[str]:
+    """The site-packages folders the first of these py_dists events lists its distributions in, in its order
+    (sys.path's)."""
+    for e in dists_events:
+        return list(dict.fromkeys(d["site"] for d in e.get("dists") or []
+                                  if isinstance(d, dict) and isinstance(d.get("site"), str)))
+    return []
+
+
+def key_of(path: str) -> str:
+    """A folder's comparison key: Windows' folded and normalised, a POSIX one normalised."""
+    return winpath.key(path) if winpath.is_absolute(path) else posixpath.normpath(path)
 
 
 def listed_package_folder(o: "Owner") -> str:
@@ -402,7 +423,8 @@ def _in_folder(path: str, folder: str) -> bool:
 def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int], failed_load_is_the_failure: bool,
                                                  owners: "Mapping[str, tuple[Owner, ...]]",
                                                  modules: "Iterable[object]", missing: "Iterable[str]",
-                                                 frames: "Iterable[str]" = ()) -> list[tuple[str, "Owner"]]:
+                                                 frames: "Iterable[str]" = (), sites: "Sequence[str]" = ()
+                                                 ) -> list[tuple[str, "Owner"]]:
     """The native files of the distributions the program imported (record_files_to_check: their RECORD or
     conda-meta lists them) that were not there when it ended (`missing`: the paths its trace's file facts say are
     missing), with the distribution of each, in the records' order, when the program failed (`kind`, `code`: its
@@ -414,7 +436,8 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
     distribution puts the file back. A file of a distribution the program did not import is not taken; nor, when
     the program ended on a Python exception, one of a distribution none of the exception's frames (`frames`: the
     files its traceback passed through) is in the package folder of (listed_package_folder): an exception the
-    program's own code raised is not for want of a package's file."""
+    program's own code raised is not for want of a package's file. `sites`: py_dists' site folders, in sys.path's
+    order (record_files_to_check)."""
     failed = kind in ("crashed", "died_of_other") or (kind == "exited" and code not in (None, 0))
     if not failed or failed_load_is_the_failure:
         return []
@@ -423,7 +446,7 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
     if not gone:
         return []
     out = []
-    checked = record_files_to_check(owners, modules)
+    checked = record_files_to_check(owners, modules, sites=sites)
     folders: dict[tuple[str, str, str], set[str]] = {}  # each distribution's package folders
     for o in checked:
         folders.setdefault((o.kind, o.dist, o.root), set()).add(listed_package_folder(o))

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union, get_args, get_origin
 
-from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, feature_of,
+from dlltrace.diagnosis.outcome import (LoadClass, ProcessOutcome, PyError, dist_sites, feature_of,
                                         rule_exception_names_a_missing_file_of_its_distribution,
                                         rule_record_listed_file_gone_after_a_failure,
                                         rule_exception_is_unstarted_program,
@@ -257,7 +257,8 @@ def listed_gone_of(trace: "Trace", pid: int, outcome: ProcessOutcome, failed_loa
     frames = [str(f.get("file")) for f in (ends[-1].get("frames") or []) if isinstance(f, dict)] if ends else []
     hits = rule_record_listed_file_gone_after_a_failure(
         outcome.kind, outcome.code, failed_load_is_the_failure, trace.owners(pid),
-        (e.get("module") for e in trace.of("py_import", pid=pid)), missing_paths(trace), frames)
+        (e.get("module") for e in trace.of("py_import", pid=pid)), missing_paths(trace), frames,
+        dist_sites(trace.of("py_dists", pid=pid)))
     if not hits:
         return None
     path, o = hits[0]
