@@ -1279,7 +1279,8 @@ def test_rule_record_listed_file_gone_after_a_failure():
     distribution's package failed, and no failed load its failure: PyQt5-Qt5 5.15.2's qwindows.dll (under PyQt5/, the
     package the program imported), which Qt looks for itself (the program aborts: 0xC0000409 on Windows, SIGABRT on
     Linux with PySide6's libqxcb.so). Not taken: a run that did not fail, one a failed load explains, a file of a
-    distribution the program did not import, a file that is there, one of a copy of the package that a site folder
+    distribution the program did not import, a file that is there, one whose name the process loaded from elsewhere
+    all the same (Wine's own zlib1.dll for a package's), one of a copy of the package that a site folder
     earlier on sys.path hides (a user site's PyQt5 before the system's), and, when it ended on a Python exception, one
     of a distribution whose package none of the exception's frames is in (the program's own raise)."""
     from dlltrace.diagnosis.outcome import listed_package_folder, listed_top, record_files_to_check
@@ -1311,6 +1312,11 @@ def test_rule_record_listed_file_gone_after_a_failure():
     assert rule("crashed", 0xC0000409, False, owners, imported, ["c:/PY/lib/site-packages/pyqt5/qt5/plugins/"
                                                                  "platforms/QWINDOWS.dll"]) == [(qwindows, qt[1])]
     assert rule("crashed", 0xC0000409, True, owners, imported, missing) == []  # (a failed load is the failure)
+    # a copy of its name loaded from elsewhere all the same (Wine's own System32 one): not this rule's
+    assert rule("crashed", 0xC0000409, False, owners, imported, missing,
+                loaded=lambda: ["C:\\windows\\system32\\QWINDOWS.DLL"]) == []
+    assert rule("crashed", 0xC0000409, False, owners, imported, missing,
+                loaded=lambda: ["C:\\windows\\system32\\qminimal.dll"]) == [(qwindows, qt[1])]
     assert rule("ok", 0, False, owners, imported, missing) == []
     assert rule("exited", 0, False, owners, imported, missing) == []
     assert rule("died_of_load", 1, False, owners, imported, missing) == []

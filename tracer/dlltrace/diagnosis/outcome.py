@@ -423,7 +423,8 @@ def _in_folder(path: str, folder: str) -> bool:
 def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int], failed_load_is_the_failure: bool,
                                                  owners: "Mapping[str, tuple[Owner, ...]]",
                                                  modules: "Iterable[object]", missing: "Iterable[str]",
-                                                 frames: "Iterable[str]" = (), sites: "Sequence[str]" = ()
+                                                 frames: "Iterable[str]" = (), sites: "Sequence[str]" = (),
+                                                 loaded: "Callable[[], Iterable[str]]" = lambda: ()
                                                  ) -> list[tuple[str, "Owner"]]:
     """The native files of the distributions the program imported (record_files_to_check: their RECORD or
     conda-meta lists them) that were not there when it ended (`missing`: the paths its trace's file facts say are
@@ -437,7 +438,9 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
     the program ended on a Python exception, one of a distribution none of the exception's frames (`frames`: the
     files its traceback passed through) is in the package folder of (listed_package_folder): an exception the
     program's own code raised is not for want of a package's file. `sites`: py_dists' site folders, in sys.path's
-    order (record_files_to_check)."""
+    order (record_files_to_check). Nor a file of a name the process loaded all the same (`loaded`: the paths of the
+    modules it mapped, asked once a file is found gone): another copy was used (Wine's own zlib1.dll for a package's
+    gone one), which the report says as a module that is not the file its distribution installed."""
     failed = kind in ("crashed", "died_of_other") or (kind == "exited" and code not in (None, 0))
     if not failed or failed_load_is_the_failure:
         return []
@@ -458,6 +461,9 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
             if not any(_in_folder(f, d) for f in where for d in folders[(o.kind, o.dist, o.root)] if d):
                 continue
         out.append((at, o))
+    if out:
+        names = {re.split(r"[\\/]", p)[-1].lower() for p in loaded() if isinstance(p, str)}
+        out = [(at, o) for at, o in out if re.split(r"[\\/]", at)[-1].lower() not in names]
     return out
 
 

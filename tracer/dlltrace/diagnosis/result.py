@@ -244,6 +244,13 @@ def missing_paths(trace: "Trace") -> list[str]:
             if e.get("kind") == "missing" and isinstance(e.get("path"), str)]
 
 
+def loaded_paths(trace: "Trace", pid: int) -> list[str]:
+    """The paths of the modules process pid mapped: its loads' (load_end `path`) and the files its loader's probes
+    found (Windows), its objopen events' (Linux)."""
+    out = [e["path"] for kind in ("load_end", "objopen") for e in trace.of(kind, pid=pid) if isinstance(e.get("path"), str)]
+    return out + trace.found_probe_paths(pid)
+
+
 MAX_ALSO = 8
 
 
@@ -258,7 +265,7 @@ def listed_gone_of(trace: "Trace", pid: int, outcome: ProcessOutcome, failed_loa
     hits = rule_record_listed_file_gone_after_a_failure(
         outcome.kind, outcome.code, failed_load_is_the_failure, trace.owners(pid),
         (e.get("module") for e in trace.of("py_import", pid=pid)), missing_paths(trace), frames,
-        dist_sites(trace.of("py_dists", pid=pid)))
+        dist_sites(trace.of("py_dists", pid=pid)), lambda: loaded_paths(trace, pid))
     if not hits:
         return None
     path, o = hits[0]
