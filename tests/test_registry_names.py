@@ -30,14 +30,25 @@ def offered_names() -> list[str]:
     return sorted(names)
 
 
+# (pip answers for this machine's platform unless told another: a distribution with Windows wheels only, as
+# python-magic-bin, which a Windows fix offers, is "No matching distribution" on Linux until asked for win_amd64)
+PLATFORMS = ([], ["--platform", "win_amd64", "--only-binary=:all:"],
+             ["--platform", "manylinux2014_x86_64", "--only-binary=:all:"])
+
+
 def versions(name: str) -> tuple[str, list[str]]:
-    """(pip's error, "" when none; the versions PyPI has)."""
-    r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check"],
-                       capture_output=True, text=True, timeout=120)
-    m = re.search(r"^Available versions: (.*)$", r.stdout, re.M)
-    if r.returncode != 0 or m is None:
-        return (r.stderr.strip().splitlines() or ["?"])[-1], []
-    return "", [v.strip() for v in m.group(1).split(",")]
+    """(pip's error, "" when none; the versions PyPI has), for this platform, else Windows', else Linux's."""
+    error = "?"
+    for platform in PLATFORMS:
+        r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check",
+                            *platform], capture_output=True, text=True, timeout=120)
+        m = re.search(r"^Available versions: (.*)$", r.stdout, re.M)
+        if r.returncode == 0 and m is not None:
+            return "", [v.strip() for v in m.group(1).split(",")]
+        error = (r.stderr.strip().splitlines() or ["?"])[-1]
+        if "No matching distribution" not in error:
+            break  # (the registry did not answer: asking again for another platform will not either)
+    return error, []
 
 
 def placeholder(vs: list[str]) -> bool:
