@@ -844,23 +844,21 @@ def rule_marker_holds(marker: str, env: Mapping[str, str]) -> bool:
             return (left == right) == (op != "!=")
         return None
 
-    def both() -> Optional[bool]:
+    def joined(part: Callable[[], Optional[bool]], word: str, wins: bool) -> Optional[bool]:
+        """`part` (word part)*: `wins` when one part is (False for and, True for or), unknown when one is, else not."""
         nonlocal at
-        r = compare()
-        while peek() == ("op", "and"):
+        r = part()
+        while peek() == ("op", word):
             at += 1
-            other = compare()
-            r = False if r is False or other is False else None if r is None or other is None else True
+            other = part()
+            r = wins if r is wins or other is wins else None if r is None or other is None else not wins
         return r
 
+    def both() -> Optional[bool]:
+        return joined(compare, "and", False)
+
     def either() -> Optional[bool]:
-        nonlocal at
-        r = both()
-        while peek() == ("op", "or"):
-            at += 1
-            other = both()
-            r = True if r is True or other is True else None if r is None or other is None else False
-        return r
+        return joined(both, "or", True)
 
     try:
         result = either()
