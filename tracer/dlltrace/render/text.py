@@ -14,8 +14,8 @@ from dlltrace.diagnosis.analysis import (Incident, NotInstalled, StubBinding, Wi
                                          rule_stub_dll_shadows_a_package_copy, rule_stub_dll_was_already_loaded, main_outcome, main_unfound, main_unstarted, not_installed_files, wine_only_dlls,
                                          wine_stub_bindings)
 from dlltrace.diagnosis.outcome import feature_of, program_words, rule_program_said
-from dlltrace.render.outcome import (all_loaded_words, code_line, died_without_a_gpu_words, gone_lines, outcome_headline, said_line,
-                                     unfound_lines, unstarted_lines, untraced_line)
+from dlltrace.render.outcome import (all_loaded_words, code_line, died_without_a_gpu_words, exited_unexplained_words,
+                                     gone_lines, outcome_headline, said_line, unfound_lines, unstarted_lines, untraced_line)
 from dlltrace.render.fixwords import fix_lines, numbered_fix
 from dlltrace.trace.capped import capped, capped_line
 from dlltrace.render.explained import (Block, ExplainedCall, Looked, Styled, block_lines, call_text, leaf_of, sections,
@@ -255,6 +255,9 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
     # (or for want of a file of an installed distribution: one the exception names, or one dlltrace run found gone)
     gone = main_gone(trace, outcome) if unfound is None and unstarted is None else None
     said = outcome_headline(outcome, unfound, unstarted, gone) if outcome is not None else None
+    # (it exited with a code no failed load explains: that is the headline, as on Linux, not "0 failed loads")
+    exited = exited_unexplained_words(outcome) if said is None and outcome is not None and not stubs else None
+    said = exited if exited is not None else said
     how = "" if said is not None and outcome is not None and outcome.kind == "crashed" else how  # (said in `said`)
     lost: list[Incident] = []
     # (modules loaded that are not the files their distributions installed, no failure's own fix names: the news
@@ -318,8 +321,8 @@ def text_report_blocks(trace: Trace, incs: list[Incident], replays: Sequence[Rep
         lines += [""] + wine_only_blocks(wine_own)
     if strays:
         lines += [""] + not_installed_blocks(strays)
-    if (not n or end.abnormal) and said is None:
-        for line in ending_lines(trace, incs, end, explained=bool(stubs)):
+    if (not n or end.abnormal) and (said is None or exited is not None) and not (exited and len(trace.pids) <= 1):
+        for line in ending_lines(trace, incs, end, explained=bool(stubs)):  # (one process: its headline said it)
             lines += ["", Styled(line, "failure" if end.abnormal else "")]
     if cap is not None:
         lines += ["", Styled(capped_line(cap), "failure")]
