@@ -93,9 +93,15 @@ def test_the_degraded_headline_counts_every_library_and_says_no_gpu():
 
 
 def run_and_report(tmp_path: Path, code: str) -> tuple[subprocess.CompletedProcess, dict, str]:
+    return run_command_and_report(tmp_path, [sys.executable, "-c", code])
+
+
+def run_command_and_report(tmp_path: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """`dlltrace run` of a command (the Linux recorder), then `report --json` of its trace: (the run, the report,
+    the run's stderr: its summary)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
     trace = tmp_path / "t.jsonl"
-    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, "-c", code],
+    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", *argv],
                        capture_output=True, text=True, env=env, timeout=300)
     rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
                          text=True, env=env, timeout=300)
@@ -1128,14 +1134,7 @@ def _through_a_wrapper(tmp_path: Path, code: str, crash: bool = False,
                     + (f"{sys.executable} -c {shlex.quote(check)} 2>/dev/null || true\n" if check else "")
                     + f'exec {sys.executable} "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    trace = tmp_path / "t.jsonl"
-    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", str(shim), "-c", code],
-                       capture_output=True, text=True, env=env, timeout=300)
-    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
-                         text=True, env=env, timeout=300)
-    assert rep.returncode == 0, rep.stderr
-    return r, json.loads(rep.stdout), r.stderr
+    return run_command_and_report(tmp_path, [str(shim), "-c", code])
 
 
 @LINUX
@@ -1212,16 +1211,10 @@ def test_rule_linux_call_while_starting_of_a_spawned_child(tmp_path):
                         "probe = 'import ctypes\\ntry:\\n    ctypes.CDLL(\"libprobe_only.so.9\")\\nexcept OSError:\\n    pass'\n"
                         "subprocess.run([sys.executable, '-c', probe], check=True)\n"
                         "os.execv(sys.executable, [sys.executable, '-c', 'import sys; sys.exit(3)'])\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tracer")}
-    trace = tmp_path / "t.jsonl"
-    r = subprocess.run([sys.executable, "-m", "dlltrace", "run", "-o", str(trace), "--", sys.executable, str(launcher)],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 3, r.stderr
-    assert r.stderr.splitlines()[0].startswith("dlltrace ─ the program exited with 3; no failed load explains it"), \
-        r.stderr
-    rep = subprocess.run([sys.executable, "-m", "dlltrace", "report", str(trace), "--json"], capture_output=True,
-                         text=True, env=env, timeout=300)
-    probes = [f for d in json.loads(rep.stdout)["diagnoses"] for f in d["failures"] if f["name"] == "libprobe_only.so.9"]
+    r, rep, err = run_command_and_report(tmp_path, [sys.executable, str(launcher)])
+    assert r.returncode == 3, err
+    assert err.splitlines()[0].startswith("dlltrace ─ the program exited with 3; no failed load explains it"), err
+    probes = [f for d in rep["diagnoses"] for f in d["failures"] if f["name"] == "libprobe_only.so.9"]
     assert [(f["fate"], f["reason"]) for f in probes] == [("went_on", "while_starting")], probes
 
 

@@ -127,6 +127,11 @@ class _Row:
                         side_by_side=self.side_by_side, replaces=self.replaces)
 
 
+def normalize_dist(name: str) -> str:
+    """A distribution name as PEP 503 compares them: torch, scikit-learn (Scikit_Learn, scikit.learn)."""
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
 def _fail(where: str, what: str) -> PackageDataError:
     return PackageDataError(f"{DATA_FILE}: {where}: {what}")
 

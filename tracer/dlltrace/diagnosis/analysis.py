@@ -5,7 +5,6 @@ failure the program hit, or a load it went past), and where the replay's API set
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union, cast
 
@@ -513,10 +512,10 @@ def rule_package_that_replaces_the_module(prov: packages.Provider, trace: Trace,
     then loads it and raises MagicException, no magic database)."""
     if not prov.replaces:
         return ""
-    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()  # noqa: E731
     for e in trace.of("py_dists", pid=pid):
         for d in e.get("dists") or []:
-            if isinstance(d, dict) and isinstance(d.get("name"), str) and norm(d["name"]) == norm(prov.replaces):
+            if isinstance(d, dict) and isinstance(d.get("name"), str) and \
+                    packages.normalize_dist(d["name"]) == packages.normalize_dist(prov.replaces):
                 return prov.replaces
     return ""
 

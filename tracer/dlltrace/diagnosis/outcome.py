@@ -445,7 +445,7 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
     if not failed or failed_load_is_the_failure:
         return []
     where = [f for f in frames if isinstance(f, str) and f]
-    gone = {winpath.key(p) if winpath.is_absolute(p) else posixpath.normpath(p) for p in missing if isinstance(p, str)}
+    gone = {key_of(p) for p in missing if isinstance(p, str)}
     if not gone:
         return []
     out = []
@@ -455,7 +455,7 @@ def rule_record_listed_file_gone_after_a_failure(kind: str, code: Optional[int],
         folders.setdefault((o.kind, o.dist, o.root), set()).add(listed_package_folder(o))
     for o in checked:
         at = where_listed(o)
-        if (winpath.key(at) if winpath.is_absolute(at) else posixpath.normpath(at)) not in gone:
+        if key_of(at) not in gone:
             continue
         if kind == "died_of_other":  # (the exception went through the package whose file it is)
             if not any(_in_folder(f, d) for f in where for d in folders[(o.kind, o.dist, o.root)] if d):

@@ -41,6 +41,7 @@ from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Union
 
 from dlltrace import winpath
 from dlltrace.errors import EXIT_USAGE, DlltraceError
+from dlltrace.packages import normalize_dist  # noqa: F401  (diagnosis/static.py's, static_elf.py's)
 from dlltrace.classify import system_document
 from dlltrace.model import FileFacts, PEError, PEFacts
 from dlltrace.pe import pe_facts_from_bytes, read_pe_facts
@@ -726,11 +727,6 @@ class WheelMetadata:
     dist: str = ""
     requires: tuple[str, ...] = ()
     record_lines: Mapping[str, int] = dataclasses.field(default_factory=dict)
-
-
-def normalize_dist(name: str) -> str:
-    """A distribution name as PEP 503 compares them: torch, scikit-learn (Scikit_Learn, scikit.learn)."""
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 _REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
