@@ -42,6 +42,11 @@ if [ $tests = 1 ]; then
   [ -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 ] || [ "$(uname -m)" != x86_64 ] || need+=(libxml2)
   # a real terminal: tests/test_terminal.py drives `dlltrace report` in tmux (Ctrl-C, the cursor, the colours)
   command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  # two real Linux situations (tests/test_real_situations.py) use Debian's own: PyGObject with PackageKit's typelib
+  # (its library then hidden in a private mount namespace), and the system's libpython3.11 put ahead of pyenv's
+  for p in python3-gi gir1.2-packagekitglib-1.0 libpackagekit-glib2-18 libpython3.11; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
 fi
 # apt-get update exits non-zero when any one index fails, e.g. a mirror caught mid-sync ("File has unexpected
 # size ... Mirror sync in progress?", seen on bookworm-security's i386 list): try three times, then go on with the
